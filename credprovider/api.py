@@ -1,0 +1,309 @@
+"""The kubelet's credential provider wire API (``credentialprovider.kubelet.k8s.io``).
+
+Stdlib only: this module is on every plugin's exec path.
+
+The kubelet writes one ``CredentialProviderRequest`` to the plugin's stdin and decodes one
+``CredentialProviderResponse`` from its stdout with a *strict* decoder: unknown fields, duplicate keys,
+``null`` where a string is expected or a numeric ``cacheDuration`` make it discard the whole response.
+:func:`encode_response` therefore writes exactly the fields the kubelet knows, in the order its own
+encoder uses, and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+GROUP: Final = "credentialprovider.kubelet.k8s.io"
+VERSIONS: Final = ("v1", "v1beta1", "v1alpha1")
+API_VERSIONS: Final = tuple(f"{GROUP}/{v}" for v in VERSIONS)
+API_V1: Final = f"{GROUP}/v1"
+REQUEST_KIND: Final = "CredentialProviderRequest"
+RESPONSE_KIND: Final = "CredentialProviderResponse"
+
+CACHE_KEY_IMAGE: Final = "Image"
+CACHE_KEY_REGISTRY: Final = "Registry"
+CACHE_KEY_GLOBAL: Final = "Global"
+CACHE_KEY_TYPES: Final = (CACHE_KEY_IMAGE, CACHE_KEY_REGISTRY, CACHE_KEY_GLOBAL)
+
+NANOSECOND: Final = 1
+MICROSECOND: Final = 1000 * NANOSECOND
+MILLISECOND: Final = 1000 * MICROSECOND
+SECOND: Final = 1000 * MILLISECOND
+MINUTE: Final = 60 * SECOND
+HOUR: Final = 60 * MINUTE
+
+_MAX_INT64: Final = (1 << 63) - 1
+
+
+class RequestError(ValueError):
+    """The bytes on stdin are not a CredentialProviderRequest this plugin can answer."""
+
+
+class DurationError(ValueError):
+    """A string is not a Go duration (``time.ParseDuration`` would reject it)."""
+
+
+@dataclass(frozen=True)
+class CredentialProviderRequest:
+    """One request from the kubelet. Service-account fields are only read for ``v1``."""
+
+    api_version: str
+    image: str
+    service_account_token: str = ""
+    service_account_annotations: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AuthConfig:
+    """One credential pair for a registry key (v1 ``AuthConfig`` has exactly these two fields)."""
+
+    username: str
+    password: str
+
+
+@dataclass(frozen=True)
+class CredentialProviderResponse:
+    """A response; ``cache_duration`` is in nanoseconds, ``None`` to omit it (kubelet default applies)."""
+
+    api_version: str
+    cache_key_type: str
+    cache_duration: int | None = None
+    auth: dict[str, AuthConfig] = field(default_factory=dict)
+
+
+def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise RequestError(f"request JSON has a duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _reject_constant(name: str) -> Any:
+    raise RequestError(f"request JSON contains {name}, which is not JSON")
+
+
+def _has_control_or_space(text: str) -> bool:
+    return any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text)
+
+
+def parse_request(data: bytes) -> CredentialProviderRequest:
+    """Parse and validate the request bytes the kubelet wrote to stdin.
+
+    Raises :class:`RequestError` with one sentence saying what is wrong.
+    """
+    if not data.strip():
+        raise RequestError("stdin was empty: expected a CredentialProviderRequest JSON object")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RequestError(f"request is not valid UTF-8 (byte {exc.start})") from None
+    try:
+        obj = json.loads(
+            text, object_pairs_hook=_reject_duplicate_keys, parse_constant=_reject_constant
+        )
+    except json.JSONDecodeError as exc:
+        raise RequestError(
+            f"request is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    if not isinstance(obj, dict):
+        raise RequestError(f"request must be a JSON object, got a JSON {_json_type(obj)}")
+    api_version = obj.get("apiVersion")
+    if not isinstance(api_version, str) or not api_version:
+        raise RequestError(f"request has no apiVersion: expected one of {', '.join(API_VERSIONS)}")
+    group, _, version = api_version.rpartition("/")
+    if group != GROUP:
+        raise RequestError(f"unsupported apiVersion {api_version!r}: the group must be {GROUP}")
+    if version not in VERSIONS:
+        raise RequestError(
+            f"unsupported apiVersion {api_version!r}: supported versions are {', '.join(VERSIONS)}"
+        )
+    kind = obj.get("kind")
+    if kind != REQUEST_KIND:
+        raise RequestError(f"request kind is {kind!r}, expected {REQUEST_KIND!r}")
+    image = obj.get("image")
+    if image is None:
+        raise RequestError("request has no image field")
+    if not isinstance(image, str):
+        raise RequestError(f"request field image must be a string, got a JSON {_json_type(image)}")
+    if not image:
+        raise RequestError("image in plugin request was empty")
+    if _has_control_or_space(image):
+        raise RequestError(f"image {image!r} contains whitespace or control characters")
+    token = ""
+    annotations: dict[str, str] = {}
+    if version == "v1":
+        raw_token = obj.get("serviceAccountToken")
+        if raw_token is not None:
+            if not isinstance(raw_token, str):
+                raise RequestError("request field serviceAccountToken must be a string")
+            token = raw_token
+        raw_annotations = obj.get("serviceAccountAnnotations")
+        if raw_annotations is not None:
+            if not isinstance(raw_annotations, dict) or not all(
+                isinstance(v, str) for v in raw_annotations.values()
+            ):
+                raise RequestError(
+                    "request field serviceAccountAnnotations must be an object of strings"
+                )
+            annotations = dict(raw_annotations)
+    return CredentialProviderRequest(api_version, image, token, annotations)
+
+
+def _json_type(value: object) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if value is None:
+        return "null"
+    return "object"
+
+
+def encode_response(response: CredentialProviderResponse) -> bytes:
+    """Encode a response exactly as the kubelet's strict decoder accepts it.
+
+    Compact JSON, key order ``kind, apiVersion, cacheKeyType, cacheDuration, auth``, ``auth`` keys
+    sorted (as Go's map encoder does), ``cacheDuration``/``auth`` omitted when unset or empty, one
+    trailing newline.
+    """
+    if response.api_version not in API_VERSIONS:
+        raise ValueError(f"cannot answer with apiVersion {response.api_version!r}")
+    if response.cache_key_type not in CACHE_KEY_TYPES:
+        raise ValueError(f"invalid cacheKeyType {response.cache_key_type!r}")
+    body: dict[str, object] = {
+        "kind": RESPONSE_KIND,
+        "apiVersion": response.api_version,
+        "cacheKeyType": response.cache_key_type,
+    }
+    if response.cache_duration is not None:
+        body["cacheDuration"] = format_go_duration(response.cache_duration)
+    if response.auth:
+        body["auth"] = {
+            key: {"username": entry.username, "password": entry.password}
+            for key, entry in sorted(response.auth.items())
+        }
+    return (json.dumps(body, separators=(",", ":")) + "\n").encode("ascii")
+
+
+def _fmt_frac(value: int, precision: int) -> tuple[str, int]:
+    """Go's fmtFrac: the fraction of ``value / 10**precision`` without trailing zeros."""
+    digits = []
+    printed = False
+    for _ in range(precision):
+        digit = value % 10
+        printed = printed or digit != 0
+        if printed:
+            digits.append(str(digit))
+        value //= 10
+    frac = "." + "".join(reversed(digits)) if printed else ""
+    return frac, value
+
+
+def format_go_duration(nanoseconds: int) -> str:
+    """Format like Go's ``time.Duration.String()``: ``6h0m0s``, ``59m59s``, ``1.5s``, ``0s``."""
+    if not -(1 << 63) <= nanoseconds <= _MAX_INT64:
+        raise ValueError("duration out of int64 range")
+    if nanoseconds == 0:
+        return "0s"
+    sign = "-" if nanoseconds < 0 else ""
+    u = abs(nanoseconds)
+    if u < SECOND:
+        if u < MICROSECOND:
+            return f"{sign}{u}ns"
+        precision, unit = (3, "µs") if u < MILLISECOND else (6, "ms")
+        frac, whole = _fmt_frac(u, precision)
+        return f"{sign}{whole}{frac}{unit}"
+    frac, u = _fmt_frac(u, 9)
+    text = f"{u % 60}{frac}s"
+    u //= 60
+    if u > 0:
+        text = f"{u % 60}m{text}"
+        u //= 60
+        if u > 0:
+            text = f"{u}h{text}"
+    return sign + text
+
+
+_UNITS: Final = {
+    "ns": NANOSECOND,
+    "us": MICROSECOND,
+    "µs": MICROSECOND,  # U+00B5 micro sign
+    "μs": MICROSECOND,  # U+03BC Greek mu
+    "ms": MILLISECOND,
+    "s": SECOND,
+    "m": MINUTE,
+    "h": HOUR,
+}
+
+
+def parse_go_duration(text: str) -> int:
+    """Parse a duration like Go's ``time.ParseDuration`` and return nanoseconds."""
+    original = text
+    negative = False
+    if text[:1] in ("-", "+"):
+        negative = text[0] == "-"
+        text = text[1:]
+    if text == "0":
+        return 0
+    if not text:
+        raise DurationError(f"invalid duration {original!r}")
+    total = 0
+    while text:
+        if not (text[0] == "." or "0" <= text[0] <= "9"):
+            raise DurationError(f"invalid duration {original!r}")
+        i = 0
+        while i < len(text) and "0" <= text[i] <= "9":
+            i += 1
+        whole_digits, text = text[:i], text[i:]
+        whole = int(whole_digits) if whole_digits else 0
+        if whole > _MAX_INT64 + 1:
+            raise DurationError(f"invalid duration {original!r}")
+        frac, scale, has_frac = 0, 1.0, False
+        if text.startswith("."):
+            text = text[1:]
+            j = 0
+            overflow = False
+            while j < len(text) and "0" <= text[j] <= "9":
+                if not overflow:
+                    if frac > (_MAX_INT64 - 9) // 10:
+                        overflow = True  # Go stops adding precision here
+                    else:
+                        frac = frac * 10 + int(text[j])
+                        scale *= 10
+                j += 1
+            has_frac = j > 0
+            text = text[j:]
+        if not whole_digits and not has_frac:
+            raise DurationError(f"invalid duration {original!r}")
+        k = 0
+        while k < len(text) and not (text[k] == "." or "0" <= text[k] <= "9"):
+            k += 1
+        if k == 0:
+            raise DurationError(f"missing unit in duration {original!r}")
+        unit_name, text = text[:k], text[k:]
+        unit = _UNITS.get(unit_name)
+        if unit is None:
+            raise DurationError(f"unknown unit {unit_name!r} in duration {original!r}")
+        if whole > (1 << 63) // unit:
+            raise DurationError(f"invalid duration {original!r}")
+        value = whole * unit
+        if frac > 0:
+            value += int(float(frac) * (float(unit) / scale))
+            if value > 1 << 63:
+                raise DurationError(f"invalid duration {original!r}")
+        total += value
+        if total > 1 << 63:
+            raise DurationError(f"invalid duration {original!r}")
+    if negative:
+        return -total
+    if total > _MAX_INT64:
+        raise DurationError(f"invalid duration {original!r}")
+    return total

@@ -1,0 +1,53 @@
+"""Multi-call entry point: one executable, dispatched on the name it was started as.
+
+The bundle installs ``ecr-credential-provider``, ``acr-credential-provider``, ``auth-provider-gcp``
+and ``credprovider`` as symlinks to one executable; the kubelet runs ``<bin-dir>/<name>`` so
+``basename(argv[0])`` says which plugin to run. Only that plugin's module (and so only its cloud SDK)
+is imported. ``credprovider <name> ...`` and ``python -m credprovider <name> ...`` work too.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Final
+
+# name -> module with a ``main(argv: list[str])`` function
+PLUGIN_MODULES: Final = {
+    "ecr-credential-provider": "credprovider.aws.main",
+}
+TOOL_NAME: Final = "credprovider"
+PROGRAM_MODULES: Final = {**PLUGIN_MODULES, TOOL_NAME: "credprovider.cli"}
+
+
+def program_name(argv0: str) -> str:
+    """The program name for ``argv[0]``: its basename without a Windows ``.exe`` suffix."""
+    name = os.path.basename(argv0)
+    return name[:-4] if name.lower().endswith(".exe") else name
+
+
+def resolve(argv: list[str]) -> tuple[str, list[str]] | None:
+    """Pick the program and its arguments, or ``None`` when no known name was given."""
+    name = program_name(argv[0]) if argv else ""
+    if name in PLUGIN_MODULES:
+        return name, argv[1:]
+    if len(argv) > 1 and argv[1] in PROGRAM_MODULES:
+        return argv[1], argv[2:]
+    if name == TOOL_NAME:
+        return name, argv[1:]
+    return None
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = list(sys.argv if argv is None else argv)
+    chosen = resolve(argv)
+    if chosen is None:
+        sys.stderr.write(
+            f"{program_name(argv[0]) if argv else TOOL_NAME}: unknown program name; run as one of "
+            f"{', '.join(PROGRAM_MODULES)} (a symlink to this executable), or pass the name as the "
+            "first argument\n"
+        )
+        sys.exit(1)
+    name, args = chosen
+    importlib.import_module(PROGRAM_MODULES[name]).main(args)

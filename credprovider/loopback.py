@@ -1,0 +1,112 @@
+"""Loopback-only test mode: how the test suite and the demo reach emulators for fixed cloud hosts.
+
+Some endpoints have no SDK override (an ACR login server such as ``myreg.azurecr.io``, Google STS).
+Like ``curl --resolve``, ``CREDPROVIDER_TEST_RESOLVE="host=127.0.0.1:8443,other=127.0.0.1:9443"``
+makes name lookups for the listed hosts return a **loopback** address and port; TLS still verifies the
+original host name. It cannot send anything off the machine:
+
+* every target must be a loopback IP literal, otherwise the plugin refuses to start;
+* while it (or ``CREDPROVIDER_TEST_LOOPBACK_ONLY=1``) is set, every socket connect to a non-loopback
+  address fails, so a missed override becomes an error instead of a request to a real cloud;
+* the plugin announces the mode on stderr on every run.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from collections.abc import Mapping
+from typing import Any, Final
+
+RESOLVE_ENV: Final = "CREDPROVIDER_TEST_RESOLVE"
+LOOPBACK_ONLY_ENV: Final = "CREDPROVIDER_TEST_LOOPBACK_ONLY"
+
+
+class LoopbackError(OSError):
+    """A connection to a non-loopback address was attempted in loopback-only mode."""
+
+
+def is_loopback_address(host: str) -> bool:
+    """True for IP literals in 127.0.0.0/8 or ::1 (names are not resolved)."""
+    try:
+        return ipaddress.ip_address(host.strip("[]").split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def parse_resolve_map(value: str) -> dict[str, tuple[str, int]]:
+    """Parse ``host=ip:port[,host=ip:port...]``; every ip must be loopback."""
+    mapping: dict[str, tuple[str, int]] = {}
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        host, sep, target = item.partition("=")
+        ip, colon, port_text = target.rpartition(":")
+        if not sep or not host or not colon or not port_text.isdigit():
+            raise ValueError(f"{RESOLVE_ENV}: {item!r} is not host=ip:port")
+        ip = ip.strip("[]")
+        if not is_loopback_address(ip):
+            raise ValueError(f"{RESOLVE_ENV}: {item!r} must point at a loopback address")
+        mapping[host.lower().rstrip(".")] = (ip, int(port_text))
+    return mapping
+
+
+def _sockaddr_host(address: Any) -> str | None:
+    if isinstance(address, tuple) and address and isinstance(address[0], str):
+        return address[0]
+    return None  # AF_UNIX paths and the like
+
+
+def install_connect_guard() -> None:
+    """Make every socket connect to a non-loopback IP raise :class:`LoopbackError`."""
+    if getattr(socket.socket, "_credprovider_guarded", False):
+        return
+    original_connect = socket.socket.connect
+    original_connect_ex = socket.socket.connect_ex
+
+    def _check(sock: socket.socket, address: Any) -> None:
+        host = _sockaddr_host(address)
+        if (
+            sock.family in (socket.AF_INET, socket.AF_INET6)
+            and host is not None
+            and not is_loopback_address(host)
+        ):
+            raise LoopbackError(f"blocked connection to non-loopback address {host} (test mode)")
+
+    def connect(sock: socket.socket, address: Any) -> None:
+        _check(sock, address)
+        original_connect(sock, address)
+
+    def connect_ex(sock: socket.socket, address: Any) -> int:
+        _check(sock, address)
+        return original_connect_ex(sock, address)
+
+    socket.socket.connect = connect  # type: ignore[method-assign,assignment]
+    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign,assignment]
+    socket.socket._credprovider_guarded = True  # type: ignore[attr-defined]
+
+
+def install_resolve_map(mapping: dict[str, tuple[str, int]]) -> None:
+    """Answer name lookups for the mapped hosts with their loopback address and port."""
+    original_getaddrinfo = socket.getaddrinfo
+
+    def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(host, bytes):
+            host = host.decode("idna")
+        target = mapping.get(str(host).lower().rstrip(".")) if host is not None else None
+        if target is not None:
+            host, port = target
+        return original_getaddrinfo(host, port, *args, **kwargs)
+
+    socket.getaddrinfo = getaddrinfo
+
+
+def activate_from_env(environ: Mapping[str, str]) -> str | None:
+    """Turn on test mode if the environment asks for it; return the notice to print, if any."""
+    resolve = environ.get(RESOLVE_ENV, "")
+    if not resolve and environ.get(LOOPBACK_ONLY_ENV, "") not in ("1", "true"):
+        return None
+    mapping = parse_resolve_map(resolve)
+    install_connect_guard()
+    if mapping:
+        install_resolve_map(mapping)
+    hosts = ", ".join(sorted(mapping)) or "none"
+    return f"test mode: only loopback connections are allowed; overridden hosts: {hosts}"

@@ -1,0 +1,429 @@
+"""The kubelet's image-matching rules, and image-name normalization. Stdlib only.
+
+* :func:`urls_match` is the kubelet's ``URLsMatchStr(glob, target)`` (``pkg/credentialprovider``): both
+  sides parsed like Go's ``url.Parse("https://" + s)``, ports string-equal, the same number of host
+  labels, each label matched with Go's ``filepath.Match``, and the target path starting with the glob's
+  path (a plain string prefix). It is used for ``matchImages`` and for response ``auth`` keys.
+* :func:`keyring_lookup` is how the kubelet turns a response's ``auth`` map into credentials for an
+  image (``BasicDockerKeyring.Add``/``Lookup``), including the ``index.docker.io`` fallback.
+* :func:`parse_image` normalizes a reference the way the kubelet does before it calls a plugin
+  (``nginx:1.25`` → ``docker.io/library/nginx``) and refuses what is not an image reference.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+DEFAULT_REGISTRY: Final = "docker.io"
+LEGACY_DEFAULT_REGISTRY: Final = "index.docker.io"
+_HEX: Final = "0123456789abcdefABCDEF"
+# Characters Go's url.Parse accepts literally in a host (besides alphanumerics and bytes >= 0x80).
+_GO_HOST_EXTRA: Final = frozenset("-_.~!$&'()*+,;=:[]<>\"")
+_GO_USERINFO_EXTRA: Final = frozenset("-._:~!$&'()*+,;=%@")
+
+
+class ImageError(ValueError):
+    """The string is not an image reference the kubelet would pass to a plugin."""
+
+
+@dataclass(frozen=True)
+class ParsedURL:
+    """The parts of a Go-parsed schemeless URL that the kubelet's matching uses."""
+
+    host: str  # url.URL.Host: host[:port], IPv6 in brackets
+    path: str  # url.URL.Path: unescaped
+
+
+def _go_unescape(text: str, host_mode: bool) -> str | None:
+    out = bytearray()
+    raw = text.encode("utf-8", "surrogateescape")
+    i = 0
+    while i < len(raw):
+        c = raw[i]
+        if c == 0x25:  # '%'
+            if i + 2 >= len(raw):
+                return None
+            h1, h2 = chr(raw[i + 1]), chr(raw[i + 2])
+            if h1 not in _HEX or h2 not in _HEX:
+                return None
+            value = int(h1 + h2, 16)
+            if host_mode and value < 0x80 and raw[i : i + 3] != b"%25":
+                return None
+            out.append(value)
+            i += 3
+            continue
+        if host_mode and c < 0x80:
+            ch = chr(c)
+            if not (ch.isascii() and ch.isalnum()) and ch not in _GO_HOST_EXTRA:
+                return None
+        out.append(c)
+        i += 1
+    return out.decode("utf-8", "surrogateescape")
+
+
+def _valid_optional_port(port: str) -> bool:
+    return port == "" or (port.startswith(":") and all(c in "0123456789" for c in port[1:]))
+
+
+def go_parse_url(url: str) -> ParsedURL | None:
+    """Go's ``url.Parse`` reduced to what matching needs; ``None`` where Go returns an error.
+
+    ``url`` must carry a scheme (``https://...``), as the kubelet always adds one.
+    """
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+        return None
+    url, _, fragment = url.partition("#")
+    if _go_unescape(fragment, host_mode=False) is None:
+        return None
+    scheme, sep, rest = url.partition("://")
+    if not sep or not scheme:
+        return None
+    rest = rest.split("?", 1)[0]
+    authority, slash, path = rest.partition("/")
+    path = slash + path
+    userinfo, at, host = authority.rpartition("@")
+    if at and not all((c.isascii() and c.isalnum()) or c in _GO_USERINFO_EXTRA for c in userinfo):
+        return None
+    if host.startswith("["):
+        close = host.find("]")
+        if close < 0 or not _valid_optional_port(host[close + 1 :]):
+            return None
+    elif ":" in host and not _valid_optional_port(host[host.rfind(":") :]):
+        return None
+    if _go_unescape(host, host_mode=True) is None:
+        return None
+    unescaped_path = _go_unescape(path, host_mode=False)
+    if unescaped_path is None:
+        return None
+    return ParsedURL(host=host, path=unescaped_path)
+
+
+def go_split_host_port(hostport: str) -> tuple[str, str] | None:
+    """Go's ``net.SplitHostPort``; ``None`` where Go returns an error."""
+    if hostport.startswith("["):
+        close = hostport.find("]")
+        if close < 0 or not hostport[close + 1 :].startswith(":"):
+            return None
+        host, port = hostport[1:close], hostport[close + 2 :]
+        if "[" in host or "]" in host or "[" in port or "]" in port or ":" in port:
+            return None
+        return host, port
+    colon = hostport.rfind(":")
+    if colon < 0:
+        return None
+    host, port = hostport[:colon], hostport[colon + 1 :]
+    if ":" in host or "[" in hostport or "]" in hostport:
+        return None
+    return host, port
+
+
+# --- Go filepath.Match -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _CharClass:
+    negate: bool
+    ranges: tuple[tuple[str, str], ...]
+
+    def matches(self, ch: str) -> bool:
+        return any(lo <= ch <= hi for lo, hi in self.ranges) != self.negate
+
+
+# A glob compiles to tokens: "*" (any run without "/"), "?" (one char but "/"), a literal
+# one-character string wrapped as ("lit", c), or a character class.
+_Token = tuple[str, str | _CharClass | None]
+
+
+def _glob_escaped_char(pattern: str, i: int) -> tuple[str, int] | None:
+    """Go's getEsc inside a character class."""
+    if i >= len(pattern) or pattern[i] in "-]":
+        return None
+    if pattern[i] == "\\":
+        i += 1
+        if i >= len(pattern):
+            return None
+    ch = pattern[i]
+    i += 1
+    if i >= len(pattern):
+        return None
+    return ch, i
+
+
+def _compile_glob(pattern: str) -> list[_Token] | None:
+    tokens: list[_Token] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "*":
+            tokens.append(("star", None))
+            i += 1
+        elif c == "?":
+            tokens.append(("any", None))
+            i += 1
+        elif c == "\\":
+            if i + 1 >= len(pattern):
+                return None
+            tokens.append(("lit", pattern[i + 1]))
+            i += 2
+        elif c == "[":
+            i += 1
+            negate = i < len(pattern) and pattern[i] == "^"
+            if negate:
+                i += 1
+            ranges: list[tuple[str, str]] = []
+            while True:
+                if i < len(pattern) and pattern[i] == "]" and ranges:
+                    i += 1
+                    break
+                low = _glob_escaped_char(pattern, i)
+                if low is None:
+                    return None
+                lo, i = low
+                hi = lo
+                if pattern[i] == "-":
+                    high = _glob_escaped_char(pattern, i + 1)
+                    if high is None:
+                        return None
+                    hi, i = high
+                ranges.append((lo, hi))
+            tokens.append(("class", _CharClass(negate, tuple(ranges))))
+        else:
+            tokens.append(("lit", c))
+            i += 1
+    return tokens
+
+
+def _match_tokens(tokens: list[_Token], name: str) -> bool:
+    if not tokens:
+        return name == ""
+    kind, arg = tokens[0]
+    if kind == "star":
+        for cut in range(len(name) + 1):
+            if "/" in name[:cut]:
+                break
+            if _match_tokens(tokens[1:], name[cut:]):
+                return True
+        return False
+    if not name:
+        return False
+    ch = name[0]
+    if kind == "lit":
+        ok = ch == arg
+    elif kind == "any":
+        ok = ch != "/"
+    else:
+        ok = isinstance(arg, _CharClass) and arg.matches(ch)
+    return ok and _match_tokens(tokens[1:], name[1:])
+
+
+def go_path_match(pattern: str, name: str) -> bool:
+    """Go's ``filepath.Match`` on Unix; a malformed pattern never matches (the kubelet ignores it)."""
+    tokens = _compile_glob(pattern)
+    return tokens is not None and _match_tokens(tokens, name)
+
+
+# --- kubelet URLsMatch / keyring ---------------------------------------------------------------------
+
+
+def _split_url_host(host: str) -> tuple[list[str], str]:
+    split = go_split_host_port(host)
+    name, port = split if split is not None else (host, "")
+    return name.split("."), port
+
+
+def urls_match(glob: str, target: str) -> bool:
+    """The kubelet's ``URLsMatchStr(glob, target)`` for schemeless strings."""
+    glob_url = go_parse_url("https://" + glob)
+    target_url = go_parse_url("https://" + target)
+    if glob_url is None or target_url is None:
+        return False
+    glob_labels, glob_port = _split_url_host(glob_url.host)
+    target_labels, target_port = _split_url_host(target_url.host)
+    if glob_port != target_port or len(glob_labels) != len(target_labels):
+        return False
+    if not target_url.path.startswith(glob_url.path):
+        return False
+    return all(go_path_match(g, t) for g, t in zip(glob_labels, target_labels, strict=True))
+
+
+def keyring_key(auth_key: str) -> str | None:
+    """The index key the kubelet stores an ``auth`` entry under, or ``None`` if it drops the entry."""
+    value = auth_key
+    if not (value.startswith("https://") or value.startswith("http://")):
+        value = "https://" + value
+    parsed = go_parse_url(value)
+    if parsed is None:
+        return None
+    path = parsed.path
+    if path.startswith("/v2/") or path.startswith("/v1/"):
+        path = path[3:]
+    return parsed.host + path if path and path != "/" else parsed.host
+
+
+def is_default_registry_image(image: str) -> bool:
+    """The kubelet's ``isDefaultRegistryMatch``: does the image live on Docker Hub?"""
+    first, sep, _ = image.partition("/")
+    if not first:
+        return False
+    if not sep:
+        return True
+    if first in (DEFAULT_REGISTRY, LEGACY_DEFAULT_REGISTRY):
+        return True
+    return not any(c in first for c in ".:")
+
+
+def keyring_lookup(auth_keys: list[str], image: str) -> list[str]:
+    """The response keys whose credentials the kubelet would use for ``image``, in its order.
+
+    Keys are indexed like ``BasicDockerKeyring.Add`` (scheme and ``/v1/``, ``/v2/`` stripped,
+    invalid keys dropped), tried in reverse lexicographic order of their index key, and every matching
+    key is returned; with none, the ``index.docker.io`` entry serves Docker Hub images.
+    """
+    indexed: dict[str, list[str]] = {}
+    for key in auth_keys:
+        index_key = keyring_key(key)
+        if index_key is not None:
+            indexed.setdefault(index_key, []).append(key)
+    matched = [
+        original
+        for index_key in sorted(indexed, reverse=True)
+        if urls_match(index_key, image)
+        for original in indexed[index_key]
+    ]
+    if not matched and is_default_registry_image(image):
+        matched = indexed.get(LEGACY_DEFAULT_REGISTRY, [])
+    return matched
+
+
+def explain_key_mismatch(auth_key: str, image: str) -> str | None:
+    """Why the kubelet would not use ``auth_key`` for ``image`` (``None`` when it would)."""
+    index_key = keyring_key(auth_key)
+    if index_key is None:
+        return "the kubelet cannot parse this key and ignores it"
+    if urls_match(index_key, image):
+        return None
+    key_url = go_parse_url("https://" + index_key)
+    image_url = go_parse_url("https://" + image)
+    if key_url is None or image_url is None:
+        return "the image cannot be parsed as a URL"
+    key_labels, key_port = _split_url_host(key_url.host)
+    image_labels, image_port = _split_url_host(image_url.host)
+    if key_port != image_port:
+        return (
+            f"port differs: key has {key_port or 'no port'}, image has {image_port or 'no port'} "
+            "(ports must be equal)"
+        )
+    if len(key_labels) != len(image_labels):
+        return (
+            f"host label count differs ({len(key_labels)} vs {len(image_labels)}): each '*' matches "
+            "exactly one label"
+        )
+    if not image_url.path.startswith(key_url.path):
+        return f"the image path does not start with the key's path {key_url.path!r}"
+    return "a host label does not match the key's pattern"
+
+
+# --- image references --------------------------------------------------------------------------------
+
+_DOMAIN_LABEL_RE: Final = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?", re.ASCII)
+_PATH_COMPONENT_RE: Final = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*", re.ASCII)
+_TAG_RE: Final = re.compile(r"[\w][\w.-]{0,127}", re.ASCII)
+_DIGEST_RE: Final = re.compile(
+    r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}", re.ASCII
+)
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """A normalized image reference: ``registry/repository`` without tag or digest."""
+
+    registry: str  # host[:port], exactly as in the reference
+    host: str  # without port; IPv6 without brackets
+    port: str  # "" when absent
+    repository: str
+
+    @property
+    def name(self) -> str:
+        """What the kubelet passes to plugins: ``registry/repository``."""
+        return f"{self.registry}/{self.repository}"
+
+
+def _parse_registry(domain: str) -> tuple[str, str]:
+    if domain.startswith("["):
+        close = domain.find("]")
+        if close < 0:
+            raise ImageError(f"registry {domain!r} has an unclosed IPv6 bracket")
+        host, rest = domain[1:close], domain[close + 1 :]
+        if not host or not all(c in _HEX or c in ":." for c in host) or ":" not in host:
+            raise ImageError(f"registry {domain!r} is not a valid IPv6 literal")
+        port = rest[1:] if rest.startswith(":") else None
+        if rest and port is None:
+            raise ImageError(f"registry {domain!r} has junk after the IPv6 literal")
+    else:
+        host, colon, port_text = domain.partition(":")
+        port = port_text if colon else None
+        if not all(_DOMAIN_LABEL_RE.fullmatch(label) for label in host.split(".")):
+            raise ImageError(f"registry host {host!r} is not a valid host name")
+    if port is not None:
+        if not port.isascii() or not port.isdigit() or not 0 < int(port) <= 65535:
+            raise ImageError(f"registry port {port!r} is not a number from 1 to 65535")
+        return host, port
+    return host, ""
+
+
+def parse_image(reference: str) -> ImageRef:
+    """Normalize an image reference like the kubelet (docker's ``ParseNormalizedNamed().Name()``).
+
+    ``nginx:1.25`` → ``docker.io/library/nginx``; ``host:5000/app@sha256:...`` → ``host:5000/app``.
+    Raises :class:`ImageError` for anything that is not a reference (schemes, spaces, non-ASCII, ...).
+    """
+    if not reference:
+        raise ImageError("the image reference is empty")
+    if "://" in reference:
+        raise ImageError(
+            f"{reference!r} has a URL scheme: an image reference is host[:port]/path[:tag]"
+        )
+    if not reference.isascii() or any(
+        c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in reference
+    ):
+        raise ImageError(f"{reference!r} contains non-ASCII, whitespace or control characters")
+    name, at, digest = reference.partition("@")
+    if at and not _DIGEST_RE.fullmatch(digest):
+        raise ImageError(f"{reference!r} has an invalid digest after '@'")
+    first, sep, remainder = name.partition("/")
+    if sep and (
+        any(c in first for c in ".:")
+        or first == "localhost"
+        or first.startswith("[")
+        or first != first.lower()
+    ):
+        domain, path = first, remainder
+    else:
+        domain, path = DEFAULT_REGISTRY, name
+    last_slash = path.rfind("/")
+    colon = path.rfind(":")
+    if colon > last_slash:
+        tag = path[colon + 1 :]
+        if not _TAG_RE.fullmatch(tag):
+            raise ImageError(f"{reference!r} has an invalid tag {tag!r}")
+        path = path[:colon]
+    if domain == LEGACY_DEFAULT_REGISTRY:
+        domain = DEFAULT_REGISTRY
+    if domain == DEFAULT_REGISTRY and "/" not in path:
+        path = f"library/{path}"
+    components = path.split("/")
+    for component in components:
+        if not _PATH_COMPONENT_RE.fullmatch(component):
+            raise ImageError(
+                f"{reference!r}: repository path component {component!r} is invalid "
+                "(lowercase letters, digits and . _ - separators only)"
+            )
+    host, port = _parse_registry(domain)
+    return ImageRef(registry=domain, host=host, port=port, repository=path)
+
+
+def registry_of(image: str) -> str:
+    """The kubelet's ``parseRegistry``: everything before the first ``/`` (port kept)."""
+    return image.split("/", 1)[0]

@@ -1,0 +1,479 @@
+"""The exec runtime shared by every plugin: stdin → provider → stdout, written once for all clouds.
+
+A provider implements :class:`Provider` (``get_credentials(request, ctx) -> Credentials``) and never
+touches stdin, stdout or the process exit code. The runtime:
+
+* reads stdin (at most :data:`MAX_REQUEST_BYTES`), validates the request, calls the provider and writes
+  exactly one response on stdout, exit 0;
+* on any failure writes nothing to stdout, prints one line on stderr and exits 1;
+* answers before its own deadline (default :data:`DEFAULT_DEADLINE_SECONDS`, ``--deadline`` or
+  ``CREDPROVIDER_DEADLINE``), which is shorter than the kubelet's fixed 60 s kill;
+* turns the credential's expiry into ``cacheDuration`` with one policy (:func:`cache_duration_for`);
+* logs only to stderr, quiet by default, every line scrubbed of secrets (:mod:`credprovider.redact`).
+
+Stdlib only: nothing here may import an SDK, pydantic or YAML.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import IO, Final, NoReturn, Protocol
+
+from credprovider import __version__, loopback
+from credprovider.api import (
+    CACHE_KEY_REGISTRY,
+    SECOND,
+    AuthConfig,
+    CredentialProviderRequest,
+    CredentialProviderResponse,
+    DurationError,
+    RequestError,
+    encode_response,
+    parse_go_duration,
+    parse_request,
+)
+from credprovider.redact import register_secret, scrub
+
+MAX_REQUEST_BYTES: Final = 1 << 20
+DEFAULT_DEADLINE_SECONDS: Final = 50.0
+DEADLINE_ENV: Final = "CREDPROVIDER_DEADLINE"
+KUBELET_TIMEOUT_SECONDS: Final = 60.0
+TRACEBACK_VERBOSITY: Final = 4
+SDK_WARNING_VERBOSITY: Final = 2
+SDK_DEBUG_VERBOSITY: Final = 6
+
+# klog flags the upstream Go plugins accept; we accept them too so existing configs keep working.
+_KLOG_BOOL_FLAGS: Final = frozenset(
+    {
+        "logtostderr",
+        "alsologtostderr",
+        "skip_headers",
+        "skip_log_headers",
+        "one_output",
+        "add_dir_header",
+        "log-json-split-stream",
+    }
+)
+_KLOG_VALUE_FLAGS: Final = frozenset(
+    {
+        "stderrthreshold",
+        "vmodule",
+        "log-flush-frequency",
+        "log_dir",
+        "log_file",
+        "log_file_max_size",
+        "log_backtrace_at",
+        "logging-format",
+        "log-json-info-buffer-size",
+    }
+)
+
+
+class ProviderError(Exception):
+    """A failure the operator can act on; its message is the one line printed on stderr."""
+
+
+class UsageError(ProviderError):
+    """The plugin's arguments are wrong (bad flag, missing value, ...)."""
+
+
+@dataclass
+class Credentials:
+    """What a provider returns.
+
+    ``expires_at`` (Unix seconds) of the shortest-lived credential drives ``cacheDuration`` through
+    :func:`cache_duration_for`; an explicit ``cache_duration`` (nanoseconds) wins over it. With
+    neither, ``cacheDuration`` is omitted and the kubelet applies the config's ``defaultCacheDuration``.
+    """
+
+    auth: dict[str, AuthConfig]
+    cache_key_type: str = CACHE_KEY_REGISTRY
+    expires_at: float | None = None
+    cache_duration: int | None = None
+
+
+def cache_duration_for(expires_at: float, now: float) -> int:
+    """The one cache policy: half the remaining validity, in whole seconds (as nanoseconds).
+
+    Half, because the kubelet keeps using a cached credential for the whole duration and the runtime
+    may still be pulling with it afterwards; the margin also absorbs clock skew. A credential with
+    less than 2 s left yields ``0`` ("do not cache") rather than an omitted duration, which would let
+    the config default cache an expired token for hours.
+    """
+    half_seconds = int((expires_at - now) // 2)
+    return max(half_seconds, 0) * SECOND
+
+
+class Deadline:
+    """The time the plugin has left; providers size their timeouts and retries with it."""
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.seconds = seconds
+        self._clock = clock
+        self._end = clock() + seconds
+        self.phase = "starting"
+
+    def remaining(self) -> float:
+        return max(0.0, self._end - self._clock())
+
+    def timeout(self, cap: float, floor: float = 0.05) -> float:
+        """A per-call timeout: at most ``cap`` and never past the deadline."""
+        return max(floor, min(cap, self.remaining()))
+
+
+class Logger:
+    """klog-style verbosity on stderr; every line passes through :func:`scrub`."""
+
+    def __init__(self, name: str, verbosity: int, stream: IO[str]) -> None:
+        self.name = name
+        self.verbosity = verbosity
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    def _emit(self, prefix: str, message: str) -> None:
+        line = " ".join(scrub(message).split("\n"))
+        with self._lock:
+            try:
+                self._stream.write(f"{self.name}: {prefix}{line}\n")
+                self._stream.flush()
+            except (OSError, ValueError):
+                pass  # stderr closed: nothing useful left to do
+
+    def v(self, level: int, message: str) -> None:
+        """Log ``message`` when running with ``-v=level`` or higher."""
+        if self.verbosity >= level:
+            self._emit("", message)
+
+    def warning(self, message: str) -> None:
+        self._emit("warning: ", message)
+
+    def error(self, message: str) -> None:
+        self._emit("error: ", message)
+
+
+class _SdkLogHandler(logging.Handler):
+    """Sends SDK log records (botocore, azure, google-auth) through the scrubbing :class:`Logger`."""
+
+    def __init__(self, log: Logger) -> None:
+        super().__init__()
+        self._log = log
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a broken log call must not fail the request
+            message = str(record.msg)
+        level = SDK_WARNING_VERBOSITY if record.levelno >= logging.WARNING else SDK_DEBUG_VERBOSITY
+        self._log.v(level, f"[{record.name}] {message}")
+
+
+def route_sdk_logging(log: Logger) -> None:
+    """Capture all ``logging`` output: SDK warnings at -v=2, SDK debug at -v=6, always scrubbed."""
+    root = logging.getLogger()
+    root.handlers[:] = [_SdkLogHandler(log)]
+    root.setLevel(logging.DEBUG if log.verbosity >= SDK_DEBUG_VERBOSITY else logging.WARNING)
+
+
+@dataclass
+class Context:
+    """What a provider gets besides the request: deadline, logger, environment, clock."""
+
+    deadline: Deadline
+    log: Logger
+    environ: Mapping[str, str]
+    now: Callable[[], float] = time.time
+
+
+class Provider(Protocol):
+    def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials: ...
+
+
+@dataclass(frozen=True)
+class PluginSpec:
+    """One plugin name: how to build its provider from its own arguments."""
+
+    name: str
+    summary: str
+    build: Callable[[list[str], Context], Provider]
+    arguments_help: str = ""
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see --help)")
+
+
+def argument_parser(prog: str) -> argparse.ArgumentParser:
+    """An argparse parser whose errors raise :class:`UsageError` instead of exiting."""
+    return _ArgumentParser(prog=prog, add_help=False, allow_abbrev=False)
+
+
+@dataclass
+class CommonOptions:
+    verbosity: int = 0
+    deadline: float | None = None
+    show_version: bool = False
+    show_help: bool = False
+    ignored: list[str] = field(default_factory=list)
+
+
+def _flag_name(arg: str) -> tuple[str, str | None]:
+    name, sep, value = arg.lstrip("-").partition("=")
+    return name, (value if sep else None)
+
+
+def split_common_args(argv: list[str]) -> tuple[CommonOptions, list[str]]:
+    """Take the runtime's own flags out of ``argv``; return them and the provider's arguments.
+
+    Understood: ``-v N``/``-v=N``/``--v=N`` (klog verbosity), bare ``-v``/``--version`` (as the
+    upstream ECR plugin), ``-h``/``--help``, ``--deadline D``, and klog's logging flags (ignored).
+    """
+    opts = CommonOptions()
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        i += 1
+        if arg == "--":
+            rest.extend(argv[i - 1 :])
+            break
+        if not arg.startswith("-") or arg == "-":
+            rest.append(arg)
+            continue
+        name, value = _flag_name(arg)
+        if name == "v":
+            if value is None and i < len(argv) and argv[i].lstrip("-").isdigit():
+                value = argv[i]
+                i += 1
+            if value is None:
+                opts.show_version = True
+                continue
+            if not value.isdigit():
+                raise UsageError(f"invalid verbosity {value!r} for -v: expected a number like -v=4")
+            opts.verbosity = int(value)
+        elif name == "version":
+            opts.show_version = True
+        elif name in ("h", "help"):
+            opts.show_help = True
+        elif name == "deadline":
+            if value is None:
+                if i >= len(argv):
+                    raise UsageError("--deadline needs a value such as 30s")
+                value = argv[i]
+                i += 1
+            opts.deadline = parse_deadline(value, "--deadline")
+        elif name in _KLOG_BOOL_FLAGS:
+            opts.ignored.append(arg)
+        elif name in _KLOG_VALUE_FLAGS:
+            if value is None and i < len(argv):
+                i += 1
+            opts.ignored.append(arg)
+        else:
+            rest.append(arg)
+    return opts, rest
+
+
+def parse_deadline(value: str, source: str) -> float:
+    """A deadline as a Go duration (``30s``) or plain seconds (``30``); must be positive."""
+    try:
+        seconds = (
+            float(value)
+            if value.replace(".", "", 1).isdigit()
+            else (parse_go_duration(value) / SECOND)
+        )
+    except DurationError:
+        raise UsageError(f"{source}: {value!r} is not a duration like 30s") from None
+    if seconds <= 0:
+        raise UsageError(f"{source}: the deadline must be positive, got {value!r}")
+    return seconds
+
+
+def _help_text(spec: PluginSpec) -> str:
+    return f"""usage: {spec.name} [flags]{" " + spec.arguments_help.splitlines()[0] if spec.arguments_help else ""}
+
+{spec.summary}
+
+The kubelet runs this plugin for image pulls that match the provider's matchImages: it writes one
+CredentialProviderRequest (JSON) on stdin and reads one CredentialProviderResponse from stdout.
+To try it by hand:
+
+  echo '{{"kind":"CredentialProviderRequest","apiVersion":"credentialprovider.kubelet.k8s.io/v1","image":"IMAGE"}}' | {spec.name} [args] -v=4
+
+{spec.arguments_help}
+Common flags:
+  -v=N, --v=N        log verbosity on stderr (0 quiet, 1 decisions, 4 HTTP and tracebacks); secrets are
+                     always redacted
+  --deadline=D       answer (or fail) within D, default {DEFAULT_DEADLINE_SECONDS:.0f}s; env {DEADLINE_ENV}.
+                     Keep it under the kubelet's fixed 60s.
+  --version, -v      print the version and exit
+  -h, --help         this help
+  klog flags (--logtostderr, --vmodule, ...) are accepted and ignored.
+
+Exit status: 0 with one JSON response on stdout; 1 with one error line on stderr and nothing on stdout.
+"""
+
+
+def read_request(stdin: IO[bytes]) -> bytes:
+    """Read the whole request, refusing more than :data:`MAX_REQUEST_BYTES`."""
+    if stdin.isatty():
+        raise RequestError(
+            "stdin is a terminal: pipe a CredentialProviderRequest JSON into this plugin "
+            "(see --help for an example)"
+        )
+    data = stdin.read(MAX_REQUEST_BYTES + 1)
+    if len(data) > MAX_REQUEST_BYTES:
+        raise RequestError(f"request on stdin is larger than {MAX_REQUEST_BYTES >> 20} MiB")
+    return data
+
+
+def build_response(
+    request: CredentialProviderRequest, creds: Credentials, now: float
+) -> CredentialProviderResponse:
+    """Answer ``request`` with ``creds`` in the request's apiVersion, applying the cache policy."""
+    duration = creds.cache_duration
+    if duration is None and creds.expires_at is not None:
+        duration = cache_duration_for(creds.expires_at, now)
+    return CredentialProviderResponse(
+        api_version=request.api_version,
+        cache_key_type=creds.cache_key_type,
+        cache_duration=duration,
+        auth=creds.auth,
+    )
+
+
+def _describe_failure(exc: BaseException, log: Logger) -> str:
+    if isinstance(exc, RequestError):
+        return f"invalid request: {exc}"
+    if isinstance(exc, ProviderError):
+        return str(exc)
+    if log.verbosity >= TRACEBACK_VERBOSITY:
+        for line in traceback.format_exception(exc):
+            for part in line.rstrip("\n").split("\n"):
+                log.v(TRACEBACK_VERBOSITY, part)
+    detail = str(exc) or "no detail"
+    return (
+        f"internal error: {type(exc).__name__}: {detail} "
+        f"(rerun with -v={TRACEBACK_VERBOSITY} for a traceback and report it)"
+    )
+
+
+def run(
+    spec: PluginSpec,
+    argv: list[str],
+    *,
+    stdin: IO[bytes],
+    stdout: IO[bytes],
+    stderr: IO[str],
+    environ: Mapping[str, str],
+    now: Callable[[], float] = time.time,
+) -> int:
+    """Serve one request and return the exit status. Never raises."""
+    log = Logger(spec.name, 0, stderr)
+    try:
+        opts, rest = split_common_args(argv)
+        log.verbosity = opts.verbosity
+        if opts.show_help:
+            stderr.write(_help_text(spec))
+            return 0
+        if opts.show_version:
+            stdout.write(f"{spec.name} version {__version__} (credprovider)\n".encode())
+            stdout.flush()
+            return 0
+        deadline_seconds = opts.deadline
+        if deadline_seconds is None and environ.get(DEADLINE_ENV):
+            deadline_seconds = parse_deadline(environ[DEADLINE_ENV], DEADLINE_ENV)
+        if deadline_seconds is None:
+            deadline_seconds = DEFAULT_DEADLINE_SECONDS
+        if deadline_seconds >= KUBELET_TIMEOUT_SECONDS:
+            log.warning(
+                f"the deadline {deadline_seconds:g}s is not shorter than the kubelet's "
+                f"{KUBELET_TIMEOUT_SECONDS:.0f}s kill: the kubelet may kill this plugin first"
+            )
+        try:
+            notice = loopback.activate_from_env(environ)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        if notice:
+            log.warning(notice)
+        for ignored in opts.ignored:
+            log.v(2, f"ignoring klog flag {ignored}")
+        route_sdk_logging(log)
+    except ProviderError as exc:
+        log.error(str(exc))
+        return 1
+
+    deadline = Deadline(deadline_seconds)
+    ctx = Context(deadline=deadline, log=log, environ=environ, now=now)
+    outcome: list[bytes | BaseException] = []
+
+    def serve() -> None:
+        try:
+            deadline.phase = "reading the plugin arguments"
+            provider = spec.build(rest, ctx)
+            deadline.phase = "reading the request from stdin"
+            request = parse_request(read_request(stdin))
+            register_secret(request.service_account_token)
+            log.v(
+                1,
+                f"request: apiVersion={request.api_version} image={request.image}"
+                f"{' with a service account token' if request.service_account_token else ''}",
+            )
+            deadline.phase = "getting credentials"
+            creds = provider.get_credentials(request, ctx)
+            response = build_response(request, creds, now())
+            log.v(
+                1,
+                f"answering: cacheKeyType={response.cache_key_type} "
+                f"cacheDuration={response.cache_duration and response.cache_duration // SECOND}s "
+                f"keys={sorted(response.auth)}",
+            )
+            outcome.append(encode_response(response))
+        except BaseException as exc:  # noqa: BLE001 - reported as one line below
+            outcome.append(exc)
+
+    worker = threading.Thread(target=serve, name="credprovider-serve", daemon=True)
+    worker.start()
+    worker.join(deadline.remaining())
+    if not outcome:
+        log.error(
+            f"no answer within the {deadline_seconds:g}s deadline while {deadline.phase}: "
+            "check that the endpoint is reachable from this node (proxy, firewall, metadata "
+            f"service), or raise --deadline/{DEADLINE_ENV} (below 60s)"
+        )
+        return 1
+    result = outcome[0]
+    if isinstance(result, BaseException):
+        log.error(_describe_failure(result, log))
+        return 1
+    try:
+        stdout.write(result)
+        stdout.flush()
+    except OSError as exc:
+        log.error(f"could not write the response to stdout: {exc}")
+        return 1
+    return 0
+
+
+def main(spec: PluginSpec, argv: list[str]) -> NoReturn:
+    """Process entry point: run and exit without waiting for a stuck worker thread."""
+    code = run(
+        spec,
+        argv,
+        stdin=sys.stdin.buffer,
+        stdout=sys.stdout.buffer,
+        stderr=sys.stderr,
+        environ=os.environ,
+    )
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)

@@ -1,0 +1,104 @@
+"""Test-wide safety: nothing leaves loopback, nothing reads this machine's cloud credentials."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from credprovider import redact
+
+# Variables that could point an SDK at real credentials or real endpoints.
+_CLOUD_ENV_PREFIXES = (
+    "AWS_",
+    "AZURE_",
+    "GOOGLE_",
+    "GCE_",
+    "CLOUDSDK_",
+    "IDENTITY_",
+    "MSI_",
+    "IMDS_",
+    "KUBE_SIDECAR_",
+    "CREDPROVIDER_",
+    "MSAL_",
+)
+_SAFE_ENV = {
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "NO_GCE_CHECK": "true",
+    # Unroutable-by-design loopback port (discard): a missed override fails fast on loopback.
+    "GCE_METADATA_HOST": "127.0.0.1:9",
+    "GCE_METADATA_IP": "127.0.0.1:9",
+    "CREDPROVIDER_TEST_LOOPBACK_ONLY": "1",
+    "NO_PROXY": "*",
+}
+
+
+class NonLoopbackConnection(AssertionError):
+    """A test tried to open a connection to an address that is not loopback."""
+
+
+def _is_loopback(address: Any) -> bool:
+    if not (isinstance(address, tuple) and address and isinstance(address[0], str)):
+        return True  # AF_UNIX and friends never leave the machine
+    try:
+        return ipaddress.ip_address(address[0].split("%")[0]).is_loopback
+    except ValueError:
+        return False  # a name: tests must connect to loopback IP literals
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _loopback_only() -> Iterator[None]:
+    """Fail any socket connect to a non-loopback address from the test process itself."""
+    original_connect = socket.socket.connect
+    original_connect_ex = socket.socket.connect_ex
+
+    def guarded_connect(sock: socket.socket, address: Any) -> Any:
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address):
+            raise NonLoopbackConnection(f"test tried to connect to {address!r}")
+        return original_connect(sock, address)
+
+    def guarded_connect_ex(sock: socket.socket, address: Any) -> Any:
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address):
+            raise NonLoopbackConnection(f"test tried to connect to {address!r}")
+        return original_connect_ex(sock, address)
+
+    socket.socket.connect = guarded_connect  # type: ignore[method-assign]
+    socket.socket.connect_ex = guarded_connect_ex  # type: ignore[method-assign]
+    yield
+    socket.socket.connect = original_connect  # type: ignore[method-assign]
+    socket.socket.connect_ex = original_connect_ex  # type: ignore[method-assign]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _clean_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Remove cloud settings inherited from the machine; point HOME at an empty directory."""
+    saved = dict(os.environ)
+    for key in list(os.environ):
+        if key.startswith(_CLOUD_ENV_PREFIXES) or key.lower() in ("http_proxy", "https_proxy"):
+            del os.environ[key]
+    home = tmp_path_factory.mktemp("home")
+    os.environ.update(_SAFE_ENV)
+    os.environ["HOME"] = str(home)
+    os.environ["AWS_CONFIG_FILE"] = str(home / "no-aws-config")
+    os.environ["AWS_SHARED_CREDENTIALS_FILE"] = str(home / "no-aws-credentials")
+    os.environ["CLOUDSDK_CONFIG"] = str(home / "no-gcloud")
+    os.environ["AZURE_CONFIG_DIR"] = str(home / "no-azure")
+    yield
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+@pytest.fixture(autouse=True)
+def _forget_secrets() -> Iterator[None]:
+    yield
+    redact.forget_secrets()
+
+
+@pytest.fixture
+def tmp_home(tmp_path: Path) -> Path:
+    return tmp_path

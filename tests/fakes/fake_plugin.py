@@ -1,0 +1,68 @@
+"""A test-only plugin (never bundled) that proves the shared runtime without any cloud.
+
+Run as ``python -m tests.fakes.fake_plugin [--mode MODE] [runtime flags]``. Modes:
+``ok`` (token valid for an hour), ``error`` (ProviderError), ``crash`` (unexpected exception),
+``hang`` (never answers), ``leak`` (fails with the secret in the message), ``no-expiry``.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from credprovider.api import CACHE_KEY_IMAGE, AuthConfig, CredentialProviderRequest
+from credprovider.matching import registry_of
+from credprovider.plugin import (
+    Context,
+    Credentials,
+    PluginSpec,
+    Provider,
+    ProviderError,
+    argument_parser,
+    main,
+)
+from credprovider.redact import register_secret
+
+SECRET = "s3cr3t-Password-that-must-never-be-printed"
+
+
+class FakeProvider:
+    def __init__(self, mode: str, valid_seconds: float) -> None:
+        self.mode = mode
+        self.valid_seconds = valid_seconds
+
+    def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:
+        register_secret(SECRET)
+        ctx.log.v(1, f"fake provider in mode {self.mode} got the password {SECRET}")
+        if self.mode == "error":
+            raise ProviderError(f"fake failure for {request.image}: check the fake endpoint")
+        if self.mode == "crash":
+            raise KeyError("boom")
+        if self.mode == "leak":
+            raise ProviderError(f"upstream said: bad password {SECRET}")
+        if self.mode == "hang":
+            ctx.deadline.phase = "waiting for a fake endpoint that never answers"
+            threading.Event().wait()
+        expires = None if self.mode == "no-expiry" else ctx.now() + self.valid_seconds
+        return Credentials(
+            auth={registry_of(request.image): AuthConfig("fake-user", SECRET)},
+            cache_key_type=CACHE_KEY_IMAGE,
+            expires_at=expires,
+        )
+
+
+def build(args: list[str], ctx: Context) -> Provider:
+    parser = argument_parser("fake-plugin")
+    parser.add_argument("--mode", default="ok")
+    parser.add_argument("--valid-seconds", type=float, default=3600.0)
+    parser.add_argument("positional", nargs="*")
+    options = parser.parse_args(args)
+    return FakeProvider(options.mode, options.valid_seconds)
+
+
+SPEC = PluginSpec(
+    name="fake-plugin", summary="Test-only plugin.", build=build, arguments_help="[--mode MODE]\n"
+)
+
+if __name__ == "__main__":
+    main(SPEC, sys.argv[1:])

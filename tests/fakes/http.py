@@ -1,0 +1,142 @@
+"""A tiny loopback HTTP(S) server that the fakes of cloud endpoints are built on.
+
+Each fake is a function ``(FakeRequest) -> FakeResponse``; the server records every request so tests
+can assert what the plugin actually sent (headers, form fields, signing region, ...). Faults are
+responses too: a status, a body, a delay, or ``hang`` (accept and never answer).
+"""
+
+from __future__ import annotations
+
+import json
+import ssl
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+
+@dataclass
+class FakeRequest:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: bytes
+    host: str
+
+    @property
+    def form(self) -> dict[str, str]:
+        return {k: v[0] for k, v in parse_qs(self.body.decode(), keep_blank_values=True).items()}
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    def header(self, name: str) -> str:
+        return self.headers.get(name.lower(), "")
+
+
+@dataclass
+class FakeResponse:
+    status: int = 200
+    body: bytes = b""
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+    hang: bool = False
+
+    @classmethod
+    def json(
+        cls, obj: Any, status: int = 200, content_type: str = "application/json", **kwargs: Any
+    ) -> FakeResponse:
+        headers = {"Content-Type": content_type, **kwargs.pop("headers", {})}
+        return cls(status=status, body=json.dumps(obj).encode(), headers=headers, **kwargs)
+
+    @classmethod
+    def text(cls, text: str, status: int = 200, **kwargs: Any) -> FakeResponse:
+        headers = {"Content-Type": "text/plain", **kwargs.pop("headers", {})}
+        return cls(status=status, body=text.encode(), headers=headers, **kwargs)
+
+
+Handler = Callable[[FakeRequest], FakeResponse]
+
+
+class FakeServer:
+    """One listening loopback server; ``url`` is its base URL."""
+
+    def __init__(self, handler: Handler, tls: ssl.SSLContext | None = None) -> None:
+        self.handler = handler
+        self.requests: list[FakeRequest] = []
+        self._release = threading.Event()
+        fake = self
+
+        class RequestHandler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def _serve(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                split = urlsplit(self.path)
+                request = FakeRequest(
+                    method=self.command,
+                    path=split.path,
+                    query=parse_qs(split.query, keep_blank_values=True),
+                    headers={k.lower(): v for k, v in self.headers.items()},
+                    body=body,
+                    host=self.headers.get("Host", ""),
+                )
+                fake.requests.append(request)
+                response = fake.handler(request)
+                if response.hang:
+                    fake._release.wait(120)
+                    self.close_connection = True
+                    return
+                if response.delay:
+                    time.sleep(response.delay)
+                self.send_response(response.status)
+                for name, value in response.headers.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(response.body)))
+                self.end_headers()
+                self.wfile.write(response.body)
+
+            do_GET = do_POST = do_PUT = _serve
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), RequestHandler)
+        self._server.daemon_threads = True
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
+        self.scheme = "https" if tls is not None else "http"
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://127.0.0.1:{self.port}"
+
+    def start(self) -> FakeServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._release.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+
+@contextmanager
+def serve(handler: Handler, tls: ssl.SSLContext | None = None) -> Iterator[FakeServer]:
+    server = FakeServer(handler, tls).start()
+    try:
+        yield server
+    finally:
+        server.stop()

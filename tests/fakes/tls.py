@@ -1,0 +1,83 @@
+"""A throwaway test CA and server certificates, generated per test session (never committed)."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+
+@dataclass
+class TestCA:
+    """A CA whose bundle file is handed to the plugin (``SSL_CERT_FILE``/``REQUESTS_CA_BUNDLE``)."""
+
+    directory: Path
+    key: ec.EllipticCurvePrivateKey
+    cert: x509.Certificate
+
+    @property
+    def bundle(self) -> Path:
+        return self.directory / "ca.pem"
+
+    def server_context(self, *hosts: str) -> ssl.SSLContext:
+        """A TLS server context with a certificate for ``hosts`` (names or IPs) signed by this CA."""
+        key = ec.generate_private_key(ec.SECP256R1())
+        names: list[x509.GeneralName] = []
+        for host in hosts:
+            try:
+                names.append(x509.IPAddress(ipaddress.ip_address(host)))
+            except ValueError:
+                names.append(x509.DNSName(host))
+        now = datetime.datetime.now(datetime.UTC)
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
+            .issuer_name(self.cert.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(names), critical=False)
+            .sign(self.key, hashes.SHA256())
+        )
+        stem = self.directory / f"server-{x509.random_serial_number()}"
+        cert_path, key_path = stem.with_suffix(".crt"), stem.with_suffix(".key")
+        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        key_path.write_bytes(
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert_path, key_path)
+        return context
+
+
+def make_test_ca(directory: Path) -> TestCA:
+    directory.mkdir(parents=True, exist_ok=True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "credprovider test CA")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    ca = TestCA(directory, key, cert)
+    ca.bundle.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return ca

@@ -1,0 +1,293 @@
+"""The shared exec runtime, in-process (fast) and as a real subprocess (exit codes, deadline)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from credprovider.api import SECOND
+from credprovider.plugin import (
+    MAX_REQUEST_BYTES,
+    UsageError,
+    cache_duration_for,
+    run,
+    split_common_args,
+)
+from tests.fakes.fake_plugin import SECRET, SPEC
+from tests.helpers import API_VERSIONS, REPO, request_bytes
+
+NOW = 1_800_000_000.0
+
+
+class _NotATty(io.BytesIO):
+    def isatty(self) -> bool:
+        return False
+
+
+class _Tty(io.BytesIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def run_fake(
+    stdin: bytes,
+    argv: list[str] | None = None,
+    environ: dict[str, str] | None = None,
+    stdin_cls: type[io.BytesIO] = _NotATty,
+) -> tuple[int, bytes, str]:
+    out, err = io.BytesIO(), io.StringIO()
+    code = run(
+        SPEC,
+        argv or [],
+        stdin=stdin_cls(stdin),
+        stdout=out,
+        stderr=err,
+        environ=environ or {},
+        now=lambda: NOW,
+    )
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("api_version", API_VERSIONS)
+def test_answers_in_the_request_api_version(api_version: str) -> None:
+    code, out, err = run_fake(request_bytes("registry.io:5000/app", api_version))
+    assert (code, err) == (0, "")
+    assert (
+        out
+        == (
+            '{"kind":"CredentialProviderResponse","apiVersion":"' + api_version + '",'
+            '"cacheKeyType":"Image","cacheDuration":"30m0s","auth":{"registry.io:5000":'
+            '{"username":"fake-user","password":"' + SECRET + '"}}}\n'
+        ).encode()
+    )
+
+
+BAD_REQUESTS = [
+    ("empty stdin", b""),
+    ("whitespace", b" \n"),
+    ("not JSON", b"hello"),
+    ("JSON array", b"[1,2]"),
+    (
+        "wrong kind",
+        b'{"kind":"Pod","apiVersion":"credentialprovider.kubelet.k8s.io/v1","image":"a/b"}',
+    ),
+    (
+        "wrong group",
+        b'{"kind":"CredentialProviderRequest","apiVersion":"example.com/v1","image":"a/b"}',
+    ),
+    (
+        "wrong version",
+        b'{"kind":"CredentialProviderRequest",'
+        b'"apiVersion":"credentialprovider.kubelet.k8s.io/v3","image":"a/b"}',
+    ),
+    (
+        "missing image",
+        b'{"kind":"CredentialProviderRequest","apiVersion":"credentialprovider.kubelet.k8s.io/v1"}',
+    ),
+    (
+        "empty image",
+        b'{"kind":"CredentialProviderRequest",'
+        b'"apiVersion":"credentialprovider.kubelet.k8s.io/v1","image":""}',
+    ),
+    ("oversize", b"{" + b" " * MAX_REQUEST_BYTES + b"}"),
+]
+
+
+@pytest.mark.parametrize(("case", "stdin"), BAD_REQUESTS, ids=[c for c, _ in BAD_REQUESTS])
+def test_bad_requests_fail_with_one_line_and_no_stdout(case: str, stdin: bytes) -> None:
+    code, out, err = run_fake(stdin)
+    assert code == 1
+    assert out == b""
+    lines = err.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("fake-plugin: error: invalid request: ")
+
+
+def test_oversize_request_says_so() -> None:
+    _, _, err = run_fake(b"{" + b" " * MAX_REQUEST_BYTES + b"}")
+    assert "larger than 1 MiB" in err
+
+
+def test_terminal_stdin_explains_how_to_use_the_plugin() -> None:
+    code, out, err = run_fake(b"", stdin_cls=_Tty)
+    assert (code, out) == (1, b"")
+    assert "stdin is a terminal: pipe a CredentialProviderRequest" in err
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        ("error", "fake-plugin: error: fake failure for r.io/x: check the fake endpoint"),
+        ("crash", "fake-plugin: error: internal error: KeyError: 'boom' (rerun with -v=4"),
+    ],
+)
+def test_provider_failures_are_one_line(mode: str, expected: str) -> None:
+    code, out, err = run_fake(request_bytes("r.io/x"), ["--mode", mode])
+    assert (code, out) == (1, b"")
+    assert len(err.splitlines()) == 1
+    assert err.startswith(expected)
+
+
+def test_crash_traceback_only_when_verbose() -> None:
+    _, _, quiet = run_fake(request_bytes("r.io/x"), ["--mode", "crash"])
+    _, _, verbose = run_fake(request_bytes("r.io/x"), ["--mode", "crash", "-v=4"])
+    assert "Traceback" not in quiet
+    assert "Traceback (most recent call last)" in verbose
+    assert verbose.splitlines()[-1].startswith("fake-plugin: error: internal error: KeyError")
+
+
+@pytest.mark.parametrize("verbosity", ["-v=9", "--v=9", "-v", "9"])
+def test_secrets_are_redacted_at_any_verbosity(verbosity: str) -> None:
+    argv = ["--mode", "leak", verbosity] if verbosity != "9" else ["--mode", "leak", "-v", "9"]
+    code, out, err = run_fake(request_bytes("r.io/x"), argv)
+    if verbosity == "-v":  # bare -v is --version, as upstream's ecr-credential-provider
+        assert code == 0 and b"version" in out
+        return
+    assert code == 1
+    assert SECRET not in err
+    assert "s3c…(42 chars)" in err
+
+
+def test_logs_are_quiet_by_default_and_verbose_on_request() -> None:
+    _, _, quiet = run_fake(request_bytes("r.io/x"))
+    _, _, verbose = run_fake(request_bytes("r.io/x"), ["-v=1"])
+    assert quiet == ""
+    assert "fake provider in mode ok got the password s3c…(42 chars)" in verbose
+    assert SECRET not in verbose
+
+
+def test_deadline_is_enforced_in_process() -> None:
+    start = time.monotonic()
+    code, out, err = run_fake(request_bytes("r.io/x"), ["--mode", "hang", "--deadline=300ms"])
+    elapsed = time.monotonic() - start
+    assert (code, out) == (1, b"")
+    assert elapsed < 5
+    assert "no answer within the 0.3s deadline while waiting for a fake endpoint" in err
+
+
+def test_deadline_from_environment() -> None:
+    code, _, err = run_fake(
+        request_bytes("r.io/x"), ["--mode", "hang"], environ={"CREDPROVIDER_DEADLINE": "0.2"}
+    )
+    assert code == 1
+    assert "0.2s deadline" in err
+
+
+@pytest.mark.parametrize("value", ["soon", "0s", "-1s", "0"])
+def test_bad_deadlines_are_usage_errors(value: str) -> None:
+    code, out, err = run_fake(request_bytes("r.io/x"), [f"--deadline={value}"])
+    assert (code, out) == (1, b"")
+    assert "deadline" in err
+
+
+def test_unknown_flag_is_a_usage_error() -> None:
+    code, out, err = run_fake(request_bytes("r.io/x"), ["--no-such-flag"])
+    assert (code, out) == (1, b"")
+    assert "unrecognized arguments: --no-such-flag" in err
+
+
+def test_version_and_help_do_not_read_stdin() -> None:
+    code, out, _ = run_fake(b"", ["--version"])
+    assert code == 0 and out.startswith(b"fake-plugin version ")
+    code, out, err = run_fake(b"", ["--help"])
+    assert code == 0 and out == b"" and "--deadline" in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "verbosity", "rest", "version"),
+    [
+        (["-v=4"], 4, [], False),
+        (["--v=3"], 3, [], False),
+        (["-v", "2"], 2, [], False),
+        (["--v", "5", "get-credentials"], 5, ["get-credentials"], False),
+        (["get-credentials", "--v=3"], 3, ["get-credentials"], False),
+        (["-v"], 0, [], True),
+        (["--version"], 0, [], True),
+        (["--logtostderr", "--vmodule=x=2", "--stderrthreshold", "INFO", "a"], 0, ["a"], False),
+        (["--authFlow=gcr", "-v=1"], 1, ["--authFlow=gcr"], False),
+        (
+            ["cfg.json", "--registry-mirror", "a:b"],
+            0,
+            ["cfg.json", "--registry-mirror", "a:b"],
+            False,
+        ),
+    ],
+)
+def test_common_flags(argv: list[str], verbosity: int, rest: list[str], version: bool) -> None:
+    opts, remaining = split_common_args(argv)
+    assert (opts.verbosity, remaining, opts.show_version) == (verbosity, rest, version)
+
+
+def test_non_numeric_verbosity_is_a_usage_error() -> None:
+    with pytest.raises(UsageError):
+        split_common_args(["-v=high"])
+
+
+@pytest.mark.parametrize(
+    ("remaining_seconds", "expected_seconds"),
+    [
+        (43200, 21600),
+        (43199, 21599),
+        (3601, 1800),
+        (4, 2),
+        (3, 1),
+        (2, 1),
+        (1.9, 0),
+        (0, 0),
+        (-100, 0),
+    ],
+)
+def test_cache_duration_policy_is_half_the_remaining_validity(
+    remaining_seconds: float, expected_seconds: int
+) -> None:
+    assert cache_duration_for(NOW + remaining_seconds, NOW) == expected_seconds * SECOND
+
+
+def test_no_expiry_omits_cache_duration() -> None:
+    _, out, _ = run_fake(request_bytes("r.io/x"), ["--mode", "no-expiry"])
+    assert "cacheDuration" not in json.loads(out)
+
+
+def test_expired_credentials_are_not_cached() -> None:
+    _, out, _ = run_fake(request_bytes("r.io/x"), ["--valid-seconds", "-5"])
+    assert json.loads(out)["cacheDuration"] == "0s"
+
+
+def _subprocess(args: list[str], stdin: bytes) -> subprocess.CompletedProcess[bytes]:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run(
+        [sys.executable, "-m", "tests.fakes.fake_plugin", *args],
+        input=stdin,
+        capture_output=True,
+        env=env,
+        timeout=30,
+        check=False,
+        cwd=REPO,
+    )
+
+
+def test_subprocess_success_exit_code_and_single_response() -> None:
+    proc = _subprocess([], request_bytes("r.io/x"))
+    assert proc.returncode == 0
+    assert proc.stdout.count(b"\n") == 1
+    assert json.loads(proc.stdout)["kind"] == "CredentialProviderResponse"
+
+
+def test_subprocess_deadline_kills_a_hung_provider() -> None:
+    start = time.monotonic()
+    proc = _subprocess(["--mode", "hang", "--deadline=1s"], request_bytes("r.io/x"))
+    assert proc.returncode == 1
+    assert proc.stdout == b""
+    assert time.monotonic() - start < 10
+    stderr = proc.stderr.decode()
+    assert [line for line in stderr.splitlines() if "test mode" not in line] == [
+        "fake-plugin: error: no answer within the 1s deadline while waiting for a fake endpoint "
+        "that never answers: check that the endpoint is reachable from this node (proxy, firewall, "
+        "metadata service), or raise --deadline/CREDPROVIDER_DEADLINE (below 60s)"
+    ]
