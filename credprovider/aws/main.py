@@ -1,0 +1,38 @@
+"""``ecr-credential-provider``: drop-in for kubernetes/cloud-provider-aws's plugin."""
+
+from __future__ import annotations
+
+from credprovider.plugin import Context, PluginSpec, Provider, argument_parser
+from credprovider.plugin import main as run_plugin
+
+NAME = "ecr-credential-provider"
+
+ARGUMENTS_HELP = """[get-credentials]
+
+Arguments: positional arguments (such as the historical get-credentials) are accepted and ignored,
+as upstream does. Credentials come from the standard AWS chain (env, shared profile, web identity,
+container credentials, IMDSv2); the region is read from the registry host. With a service account
+token (kubelet tokenAttributes), the role in annotation eks.amazonaws.com/ecr-role-arn, else
+eks.amazonaws.com/role-arn, else env AWS_ECR_ROLE_ARN is assumed with AssumeRoleWithWebIdentity.
+"""
+
+
+def build(args: list[str], ctx: Context) -> Provider:
+    parser = argument_parser(NAME)
+    parser.add_argument("positional", nargs="*")
+    parser.parse_args(args)
+    from credprovider.aws.provider import EcrProvider
+
+    return EcrProvider()
+
+
+SPEC = PluginSpec(
+    name=NAME,
+    summary="Kubelet image credential provider for Amazon ECR and ECR Public.",
+    build=build,
+    arguments_help=ARGUMENTS_HELP,
+)
+
+
+def main(argv: list[str]) -> None:
+    run_plugin(SPEC, argv)

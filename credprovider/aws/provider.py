@@ -1,0 +1,210 @@
+"""ECR credentials through botocore (imported lazily: only when a token is actually fetched)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from credprovider import __version__
+from credprovider.api import AuthConfig, CredentialProviderRequest
+from credprovider.aws.registry import (
+    ROLE_SESSION_NAME,
+    EcrRegistry,
+    RoleChoice,
+    TokenError,
+    classify_host,
+    decode_authorization_token,
+    role_for_service_account,
+)
+from credprovider.matching import ImageError, parse_image
+from credprovider.plugin import Context, Credentials, ProviderError
+from credprovider.redact import register_secret
+
+if TYPE_CHECKING:
+    from botocore.session import Session
+
+MAX_ATTEMPTS: Final = 3
+NO_CREDENTIALS_HINT: Final = (
+    "no AWS credentials found (checked env, shared profile, web identity, container credentials, "
+    "IMDS): attach an instance profile or set AWS_* in the provider's env"
+)
+
+
+@dataclass(frozen=True)
+class EcrToken:
+    username: str
+    password: str
+    expires_at: float | None
+
+
+class EcrProvider:
+    """``ecr-credential-provider``: one ``GetAuthorizationToken`` per request."""
+
+    def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:
+        try:
+            image = parse_image(request.image)
+        except ImageError as exc:
+            raise ProviderError(f"cannot get ECR credentials: {exc}") from None
+        registry = classify_host(image.host)
+        role = None
+        if request.service_account_token:
+            try:
+                role = role_for_service_account(request.service_account_annotations, ctx.environ)
+            except ValueError as exc:
+                raise ProviderError(
+                    f"cannot assume a role for the service account: {exc}"
+                ) from None
+            if role is None:
+                ctx.log.v(
+                    1,
+                    "service account token given but no role ARN (annotations "
+                    "eks.amazonaws.com/ecr-role-arn, eks.amazonaws.com/role-arn, env "
+                    "AWS_ECR_ROLE_ARN): using the node's credentials",
+                )
+        token = fetch_token(registry, role, request.service_account_token, ctx)
+        return Credentials(
+            auth={image.registry: AuthConfig(token.username, token.password)},
+            expires_at=token.expires_at,
+        )
+
+
+def _client_config(ctx: Context, region: str) -> Any:
+    from botocore.config import Config
+
+    return Config(
+        region_name=region,
+        connect_timeout=ctx.deadline.timeout(3.0),
+        read_timeout=ctx.deadline.timeout(10.0),
+        retries={"total_max_attempts": MAX_ATTEMPTS, "mode": "standard"},
+        user_agent_extra=f"credprovider/{__version__}",
+    )
+
+
+def _region_for(registry: EcrRegistry, session: Session, ctx: Context) -> str:
+    if registry.region is not None:
+        return registry.region
+    # AWS_REGION first, as the Go SDK (and so upstream configs) use it; botocore reads only
+    # AWS_DEFAULT_REGION and the profile.
+    region = ctx.environ.get("AWS_REGION") or session.get_config_variable("region")
+    if not region:
+        raise ProviderError(
+            f"{registry.host} is not an ECR registry host, so the region cannot be read from it: "
+            "set AWS_REGION in the provider's env (kubelet config env:) to the region of the ECR "
+            "registry that serves it"
+        )
+    ctx.log.v(
+        1,
+        f"{registry.host} is not an ECR host (reached through matchImages, e.g. a "
+        f"pull-through cache or mirror): using an ECR token for the default region {region}",
+    )
+    return str(region)
+
+
+def _assume_role(
+    session: Session, role: RoleChoice, web_identity_token: str, region: str, ctx: Context
+) -> dict[str, str]:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    ctx.deadline.phase = f"assuming {role.arn} with STS AssumeRoleWithWebIdentity"
+    ctx.log.v(1, f"assuming role {role.arn} (from {role.source}) with the service account token")
+    sts = session.create_client("sts", config=_client_config(ctx, region))
+    try:
+        answer = sts.assume_role_with_web_identity(
+            RoleArn=role.arn, RoleSessionName=ROLE_SESSION_NAME, WebIdentityToken=web_identity_token
+        )
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        raise ProviderError(
+            f"STS AssumeRoleWithWebIdentity for {role.arn} (from {role.source}) failed: "
+            f"{error.get('Code', 'error')}: {error.get('Message', '')}; check the role's trust "
+            "policy allows this cluster's OIDC issuer, service account and token audience"
+        ) from None
+    except BotoCoreError as exc:
+        raise ProviderError(f"STS AssumeRoleWithWebIdentity for {role.arn} failed: {exc}") from None
+    creds = answer.get("Credentials") or {}
+    keys = ("AccessKeyId", "SecretAccessKey", "SessionToken")
+    if not all(creds.get(k) for k in keys):
+        raise ProviderError(f"STS AssumeRoleWithWebIdentity for {role.arn} returned no credentials")
+    register_secret(creds["SecretAccessKey"])
+    register_secret(creds["SessionToken"])
+    return {
+        "aws_access_key_id": creds["AccessKeyId"],
+        "aws_secret_access_key": creds["SecretAccessKey"],
+        "aws_session_token": creds["SessionToken"],
+    }
+
+
+def _api_failure(registry: EcrRegistry, region: str, exc: Exception) -> ProviderError:
+    from botocore.exceptions import (
+        ClientError,
+        ConnectTimeoutError,
+        EndpointConnectionError,
+        NoCredentialsError,
+        ReadTimeoutError,
+    )
+
+    api = "ECR Public" if registry.kind == "public" else "ECR"
+    if isinstance(exc, NoCredentialsError):
+        return ProviderError(NO_CREDENTIALS_HINT)
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        code = error.get("Code", "error")
+        hint = ""
+        if "AccessDenied" in code or "UnrecognizedClient" in code or "ExpiredToken" in code:
+            hint = (
+                "; the identity needs ecr-public:GetAuthorizationToken and sts:GetServiceBearerToken"
+                if registry.kind == "public"
+                else "; the identity needs ecr:GetAuthorizationToken"
+            )
+        elif "Throttl" in code or code == "TooManyRequestsException":
+            hint = f"; still throttled after {MAX_ATTEMPTS} attempts, the kubelet retries on the next pull"
+        return ProviderError(
+            f"{api} GetAuthorizationToken in {region} failed: {code}: {error.get('Message', '')}{hint}"
+        )
+    if isinstance(exc, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError):
+        return ProviderError(
+            f"could not reach the {api} API in {region}: {exc}; check network access, proxy "
+            "(HTTPS_PROXY) and VPC endpoints from this node"
+        )
+    return ProviderError(f"{api} GetAuthorizationToken in {region} failed: {exc}")
+
+
+def fetch_token(
+    registry: EcrRegistry, role: RoleChoice | None, web_identity_token: str, ctx: Context
+) -> EcrToken:
+    """Call (private or public) ``GetAuthorizationToken`` and decode the answer."""
+    import botocore.session
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    session = botocore.session.get_session()
+    region = _region_for(registry, session, ctx)
+    client_kwargs: dict[str, Any] = {}
+    if role is not None:
+        client_kwargs = _assume_role(session, role, web_identity_token, region, ctx)
+    service = "ecr-public" if registry.kind == "public" else "ecr"
+    ctx.deadline.phase = f"calling {service} GetAuthorizationToken in {region}"
+    ctx.log.v(1, f"getting a {registry.kind} ECR token for {registry.host} in {region}")
+    client = session.create_client(service, config=_client_config(ctx, region), **client_kwargs)
+    try:
+        answer = client.get_authorization_token()
+    except (BotoCoreError, ClientError) as exc:
+        raise _api_failure(registry, region, exc) from None
+    data = answer.get("authorizationData")
+    if registry.kind != "public":
+        data = data[0] if data else None
+    if not data:
+        raise ProviderError(
+            f"{service} GetAuthorizationToken in {region} returned an unusable answer: "
+            "authorization data was empty"
+        )
+    raw_token = data.get("authorizationToken")
+    register_secret(raw_token)
+    try:
+        username, password = decode_authorization_token(raw_token)
+    except TokenError as exc:
+        raise ProviderError(
+            f"{service} GetAuthorizationToken in {region} returned an unusable answer: {exc}"
+        ) from None
+    register_secret(password)
+    expires = data.get("expiresAt")
+    return EcrToken(username, password, expires.timestamp() if expires is not None else None)

@@ -1,0 +1,140 @@
+"""``make demo``: every plugin in dist/credprovider answering kubelet-style requests on loopback.
+
+Starts the emulators (moto for ECR/STS, the project's fakes for the rest), then runs each bundled
+plugin exactly as the kubelet would: the provider's args, a CredentialProviderRequest on stdin, one
+CredentialProviderResponse on stdout. Passwords are shown redacted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import dataclass, field
+
+from credprovider.entry import PLUGIN_MODULES
+from credprovider.redact import redact
+from tests.fakes.aws import FakeEcr
+from tests.fakes.http import serve
+from tests.helpers import BUNDLE_DIR, request_bytes, run_plugin
+
+SA_TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6YXBwOnB1bGxlciJ9.c2ln"
+SAFE_ENV = {
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "AWS_CONFIG_FILE": "/nonexistent",
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+    "GCE_METADATA_HOST": "127.0.0.1:9",
+    "NO_GCE_CHECK": "true",
+    "CREDPROVIDER_TEST_LOOPBACK_ONLY": "1",
+}
+
+
+@dataclass
+class Scenario:
+    title: str
+    plugin: str
+    image: str
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    token: str | None = None
+    annotations: dict[str, str] | None = None
+
+
+@contextmanager
+def aws_scenarios() -> Iterator[list[Scenario]]:
+    from moto.server import ThreadedMotoServer
+
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    moto.start()
+    host, port = moto.get_host_and_port()
+    moto_url = f"http://{host}:{port}"
+    try:
+        with serve(FakeEcr()) as ecr_public:
+            env = {
+                "AWS_ACCESS_KEY_ID": "AKIDDEMO",
+                "AWS_SECRET_ACCESS_KEY": "demo-secret-access-key",
+                "AWS_ENDPOINT_URL_ECR": moto_url,
+                "AWS_ENDPOINT_URL_STS": moto_url,
+                "AWS_ENDPOINT_URL_ECR_PUBLIC": ecr_public.url,
+            }
+            yield [
+                Scenario(
+                    "ECR private registry (moto)",
+                    "ecr-credential-provider",
+                    "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/app",
+                    ["get-credentials"],
+                    env,
+                ),
+                Scenario(
+                    "ECR Public (port kept in the key)",
+                    "ecr-credential-provider",
+                    "public.ecr.aws:443/nginx/nginx",
+                    [],
+                    env,
+                ),
+                Scenario(
+                    "ECR with a service-account token (STS AssumeRoleWithWebIdentity, moto)",
+                    "ecr-credential-provider",
+                    "123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/app",
+                    [],
+                    env,
+                    token=SA_TOKEN,
+                    annotations={
+                        "eks.amazonaws.com/ecr-role-arn": "arn:aws:iam::123456789012:role/image-puller"
+                    },
+                ),
+            ]
+    finally:
+        moto.stop()
+
+
+SCENARIO_SOURCES: dict[str, Callable[[], AbstractContextManager[list[Scenario]]]] = {
+    "ecr-credential-provider": aws_scenarios,
+}
+
+
+def show(scenario: Scenario, use_bundle: bool) -> bool:
+    request = request_bytes(scenario.image, token=scenario.token, annotations=scenario.annotations)
+    run = run_plugin(
+        scenario.plugin, request, scenario.args, {**SAFE_ENV, **scenario.env}, use_bundle=use_bundle
+    )
+    shown_request = json.loads(request)
+    if "serviceAccountToken" in shown_request:
+        shown_request["serviceAccountToken"] = redact(shown_request["serviceAccountToken"])
+    print(f"\n== {scenario.title}")
+    print(f"$ {scenario.plugin} {' '.join(scenario.args)}".rstrip())
+    print(f"stdin : {json.dumps(shown_request, separators=(',', ':'), ensure_ascii=False)}")
+    if run.code != 0:
+        print(f"exit {run.code}: {run.stderr.strip()}")
+        return False
+    response = json.loads(run.stdout)
+    for entry in response.get("auth", {}).values():
+        entry["password"] = redact(entry["password"])
+    print(f"stdout: {json.dumps(response, separators=(',', ':'), ensure_ascii=False)}")
+    print(f"exit 0 in {run.seconds * 1000:.0f} ms")
+    return True
+
+
+def main() -> int:
+    use_bundle = (BUNDLE_DIR / "credprovider").exists()
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's per-request access log
+    for key in [k for k in os.environ if k.startswith(("AWS_", "AZURE_", "GOOGLE_", "GCE_"))]:
+        del os.environ[key]
+    print(
+        f"Running the plugins from {'the bundle ' + str(BUNDLE_DIR) if use_bundle else 'source'}"
+        " against loopback emulators (passwords redacted)."
+    )
+    ok = True
+    with ExitStack() as stack:
+        for name in PLUGIN_MODULES:
+            for scenario in stack.enter_context(SCENARIO_SOURCES[name]()):
+                ok = show(scenario, use_bundle) and ok
+    print("\nAll plugins answered." if ok else "\nSome plugins failed (see above).")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""A fake of the ECR and ECR Public JSON APIs (moto has no ECR Public, and a fixed 2015 expiry).
+
+It speaks the awsJson1.1 protocol botocore uses (``X-Amz-Target`` header) and records, per call,
+the target and the SigV4 credential scope, so tests can assert the region a request was signed for
+and which credentials (node or assumed role) signed it.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import time
+from dataclasses import dataclass, field
+
+from tests.fakes.http import FakeRequest, FakeResponse
+
+PRIVATE_TARGET = "AmazonEC2ContainerRegistry_V20150921.GetAuthorizationToken"
+PUBLIC_TARGET = "SpencerFrontendService.GetAuthorizationToken"
+_SCOPE_RE = re.compile(r"Credential=([^/]+)/\d{8}/([^/]+)/([^/]+)/aws4_request")
+
+
+@dataclass
+class EcrCall:
+    target: str
+    access_key: str
+    region: str
+    service: str
+    session_token: str
+
+
+@dataclass
+class FakeEcr:
+    """ECR + ECR Public. ``password`` and ``valid_seconds`` shape the token; ``fault`` overrides all."""
+
+    username: str = "AWS"
+    password: str = "ecr-password-0123456789abcdef"
+    valid_seconds: float | None = 43200.0
+    fault: FakeResponse | None = None
+    token_override: str | None = None
+    omit_token: bool = False
+    empty_data: bool = False
+    calls: list[EcrCall] = field(default_factory=list)
+
+    def token(self) -> str:
+        if self.token_override is not None:
+            return self.token_override
+        return base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
+
+    def __call__(self, request: FakeRequest) -> FakeResponse:
+        target = request.header("x-amz-target")
+        scope = _SCOPE_RE.search(request.header("authorization"))
+        self.calls.append(
+            EcrCall(
+                target=target,
+                access_key=scope.group(1) if scope else "",
+                region=scope.group(2) if scope else "",
+                service=scope.group(3) if scope else "",
+                session_token=request.header("x-amz-security-token"),
+            )
+        )
+        if self.fault is not None:
+            return self.fault
+        entry: dict[str, object] = {} if self.omit_token else {"authorizationToken": self.token()}
+        if self.valid_seconds is not None:
+            entry["expiresAt"] = time.time() + self.valid_seconds
+        content_type = "application/x-amz-json-1.1"
+        if target == PRIVATE_TARGET:
+            data: object = [] if self.empty_data else [entry]
+            return FakeResponse.json({"authorizationData": data}, content_type=content_type)
+        if target == PUBLIC_TARGET:
+            return FakeResponse.json(
+                {"authorizationData": None if self.empty_data else entry}, content_type=content_type
+            )
+        return FakeResponse.json(
+            {"__type": "UnknownOperationException"}, status=400, content_type=content_type
+        )
+
+
+STS_ERROR_TEMPLATE = (
+    '<ErrorResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><Error><Type>Sender</Type>'
+    "<Code>{code}</Code><Message>{message}</Message></Error><RequestId>r-1</RequestId></ErrorResponse>"
+)
+
+
+def sts_error(code: str, message: str, status: int = 400) -> FakeResponse:
+    """An STS (query protocol) error response."""
+    return FakeResponse(
+        status=status,
+        body=STS_ERROR_TEMPLATE.format(code=code, message=message).encode(),
+        headers={"Content-Type": "text/xml"},
+    )

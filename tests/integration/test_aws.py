@@ -1,0 +1,431 @@
+"""ecr-credential-provider against moto (ECR, STS) and the project's ECR/ECR Public fake.
+
+Every request goes through botocore's real endpoint resolution, signing, retries and parsing, pointed
+at loopback with the SDK's standard ``AWS_ENDPOINT_URL_<SERVICE>`` settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from credprovider.api import SECOND, parse_go_duration
+from credprovider.matching import keyring_lookup
+from tests.fakes.aws import PRIVATE_TARGET, PUBLIC_TARGET, FakeEcr, sts_error
+from tests.fakes.http import FakeResponse, FakeServer, serve
+from tests.helpers import API_VERSIONS, request_bytes, run_plugin
+
+PLUGIN = "ecr-credential-provider"
+NODE_KEY = "AKIDNODE0000000000"
+NODE_SECRET = "node-secret-access-key-0123456789"
+SA_TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2E6ZGVmYXVsdDphcHAifQ.c2lnbmF0dXJl"
+ROLE = "arn:aws:iam::123456789012:role/image-puller"
+
+
+@pytest.fixture
+def ecr() -> Iterator[tuple[FakeEcr, FakeServer]]:
+    fake = FakeEcr()
+    with serve(fake) as server:
+        yield fake, server
+
+
+def aws_env(ecr_url: str, sts_url: str, **extra: str) -> dict[str, str]:
+    env = {
+        "AWS_ACCESS_KEY_ID": NODE_KEY,
+        "AWS_SECRET_ACCESS_KEY": NODE_SECRET,
+        "AWS_ENDPOINT_URL_ECR": ecr_url,
+        "AWS_ENDPOINT_URL_ECR_PUBLIC": ecr_url,
+        "AWS_ENDPOINT_URL_STS": sts_url,
+    }
+    env.update(extra)
+    return env
+
+
+def assumed_role_arn(access_key_id: str) -> str | None:
+    """The role moto issued ``access_key_id`` for (moto runs in this process)."""
+    from moto.sts.models import sts_backends
+
+    for account in sts_backends.values():
+        for backend in account.values():
+            for role in backend.assumed_roles:
+                if role.access_key_id == access_key_id:
+                    return str(role.role_arn)
+    return None
+
+
+PRIVATE_HOSTS = [
+    ("123456789012.dkr.ecr.us-east-1.amazonaws.com", "us-east-1"),
+    ("123456789012.dkr.ecr-fips.us-gov-west-1.amazonaws.com", "us-gov-west-1"),
+    ("123456789012.dkr-ecr.us-west-2.on.aws", "us-west-2"),
+    ("123456789012.dkr-ecr-fips.us-east-2.on.aws", "us-east-2"),
+    ("123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn", "cn-north-1"),
+    ("123456789012.dkr-ecr.cn-northwest-1.on.amazonwebservices.com.cn", "cn-northwest-1"),
+    ("123456789012.dkr.ecr.eusc-de-east-1.amazonaws.eu", "eusc-de-east-1"),
+    ("123456789012.dkr.ecr.us-iso-east-1.c2s.ic.gov", "us-iso-east-1"),
+    ("123456789012.dkr.ecr.us-isob-east-1.sc2s.sgov.gov", "us-isob-east-1"),
+    ("123456789012.dkr.ecr.eu-isoe-west-1.cloud.adc-e.uk", "eu-isoe-west-1"),
+    ("123456789012.dkr.ecr.us-isof-south-1.csp.hci.ic.gov", "us-isof-south-1"),
+]
+
+
+@pytest.mark.parametrize(("host", "region"), PRIVATE_HOSTS)
+def test_private_registry_of_every_partition(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str, host: str, region: str
+) -> None:
+    fake, server = ecr
+    image = f"{host}/team/app"
+    run = run_plugin(PLUGIN, request_bytes(image), env=aws_env(server.url, moto_server))
+    response = run.response
+    assert response["cacheKeyType"] == "Registry"
+    assert response["auth"] == {host: {"username": "AWS", "password": fake.password}}
+    assert [(c.target, c.region, c.access_key) for c in fake.calls] == [
+        (PRIVATE_TARGET, region, NODE_KEY)
+    ]
+    assert keyring_lookup(list(response["auth"]), image) == [host]
+
+
+def test_against_moto_ecr(moto_server: str, use_bundle: bool) -> None:
+    image = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/app"
+    run = run_plugin(
+        PLUGIN, request_bytes(image), env=aws_env(moto_server, moto_server), use_bundle=use_bundle
+    )
+    # moto issues "AWS:<account>-auth-token" that expired in 2015: never cache an expired token.
+    assert run.response["auth"] == {
+        "123456789012.dkr.ecr.eu-west-1.amazonaws.com": {
+            "username": "AWS",
+            "password": "123456789012-auth-token",
+        }
+    }
+    assert run.response["cacheDuration"] == "0s"
+    assert run.stderr_lines == [line for line in run.stderr_lines if "test mode" in line]
+
+
+@pytest.mark.parametrize("host", ["public.ecr.aws", "ecr-public.aws.com"])
+def test_public_registry_uses_ecr_public_in_us_east_1(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str, host: str, use_bundle: bool
+) -> None:
+    fake, server = ecr
+    run = run_plugin(
+        PLUGIN,
+        request_bytes(f"{host}/nginx/nginx"),
+        env=aws_env(server.url, moto_server),
+        use_bundle=use_bundle,
+    )
+    assert run.response["auth"] == {host: {"username": "AWS", "password": fake.password}}
+    assert [(c.target, c.region, c.service) for c in fake.calls] == [
+        (PUBLIC_TARGET, "us-east-1", "ecr-public")
+    ]
+
+
+def test_private_host_with_public_ecr_in_the_path_is_private(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str
+) -> None:
+    fake, server = ecr
+    image = "123456789012.dkr.ecr.us-west-2.amazonaws.com/public.ecr.aws/x"
+    assert run_plugin(PLUGIN, request_bytes(image), env=aws_env(server.url, moto_server)).response
+    assert [c.target for c in fake.calls] == [PRIVATE_TARGET]
+
+
+@pytest.mark.parametrize(
+    ("image", "key"),
+    [
+        (
+            "123456789012.dkr.ecr.us-east-1.amazonaws.com:443/app",
+            "123456789012.dkr.ecr.us-east-1.amazonaws.com:443",
+        ),
+        ("public.ecr.aws:443/x/y", "public.ecr.aws:443"),
+    ],
+)
+def test_port_is_kept_in_the_auth_key(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str, image: str, key: str
+) -> None:
+    _, server = ecr
+    run = run_plugin(PLUGIN, request_bytes(image), env=aws_env(server.url, moto_server))
+    assert list(run.response["auth"]) == [key]
+    assert keyring_lookup([key], image) == [key]  # upstream's port-less key would not match
+
+
+@pytest.mark.parametrize(
+    ("valid_seconds", "expected"),
+    [
+        (7200, ("1h0m0s", "59m59s")),
+        (43200, ("6h0m0s", "5h59m59s")),
+        (1, ("0s",)),
+        (-60, ("0s",)),
+    ],
+)
+def test_cache_duration_is_half_the_remaining_validity(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str, valid_seconds: int, expected: tuple[str, ...]
+) -> None:
+    fake, server = ecr
+    fake.valid_seconds = valid_seconds
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"),
+        env=aws_env(server.url, moto_server),
+    )
+    assert run.response["cacheDuration"] in expected
+
+
+def test_token_without_expiry_leaves_cache_duration_to_the_kubelet(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str
+) -> None:
+    fake, server = ecr
+    fake.valid_seconds = None
+    run = run_plugin(
+        PLUGIN, request_bytes("public.ecr.aws/a/b"), env=aws_env(server.url, moto_server)
+    )
+    assert "cacheDuration" not in run.response
+
+
+@pytest.mark.parametrize("api_version", API_VERSIONS)
+def test_every_api_version_is_echoed(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str, api_version: str
+) -> None:
+    _, server = ecr
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("public.ecr.aws/a/b", api_version),
+        env=aws_env(server.url, moto_server),
+    )
+    assert run.response["apiVersion"] == api_version
+
+
+@pytest.mark.parametrize(
+    ("annotations", "env", "role"),
+    [
+        ({"eks.amazonaws.com/ecr-role-arn": ROLE}, {}, ROLE),
+        ({"eks.amazonaws.com/role-arn": ROLE}, {}, ROLE),
+        (
+            {
+                "eks.amazonaws.com/ecr-role-arn": ROLE,
+                "eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/other",
+            },
+            {},
+            ROLE,
+        ),
+        ({}, {"AWS_ECR_ROLE_ARN": ROLE}, ROLE),
+        ({"eks.amazonaws.com/ecr-role-arn": ""}, {"AWS_ECR_ROLE_ARN": ROLE}, ROLE),
+    ],
+)
+def test_service_account_token_assumes_the_annotated_role(
+    ecr: tuple[FakeEcr, FakeServer],
+    moto_server: str,
+    annotations: dict[str, str],
+    env: dict[str, str],
+    role: str,
+    use_bundle: bool,
+) -> None:
+    fake, server = ecr
+    image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/app"
+    run = run_plugin(
+        PLUGIN,
+        request_bytes(image, token=SA_TOKEN, annotations=annotations),
+        env=aws_env(server.url, moto_server, **env),
+        use_bundle=use_bundle,
+    )
+    assert run.response["auth"][image.split("/")[0]]["password"] == fake.password
+    (call,) = fake.calls
+    assert call.access_key != NODE_KEY and call.session_token
+    assert assumed_role_arn(call.access_key) == role
+    assert SA_TOKEN not in run.stderr
+
+
+def test_service_account_token_without_role_uses_node_credentials(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str
+) -> None:
+    fake, server = ecr
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("public.ecr.aws/a/b", token=SA_TOKEN),
+        args=["-v=1"],
+        env=aws_env(server.url, moto_server),
+    )
+    assert run.code == 0
+    assert [c.access_key for c in fake.calls] == [NODE_KEY]
+    assert "no role ARN" in run.stderr and "using the node's credentials" in run.stderr
+
+
+def test_sts_failure_is_an_error_with_the_reason(ecr: tuple[FakeEcr, FakeServer]) -> None:
+    fake, server = ecr
+    with serve(
+        lambda _: sts_error("InvalidIdentityToken", "No OpenIDConnect provider found")
+    ) as sts:
+        run = run_plugin(
+            PLUGIN,
+            request_bytes(
+                "public.ecr.aws/a/b",
+                token=SA_TOKEN,
+                annotations={"eks.amazonaws.com/ecr-role-arn": ROLE},
+            ),
+            env=aws_env(server.url, sts.url),
+        )
+    assert (run.code, run.stdout) == (1, b"")
+    assert run.error_lines == [
+        f"{PLUGIN}: error: STS AssumeRoleWithWebIdentity for {ROLE} (from annotation "
+        "eks.amazonaws.com/ecr-role-arn) failed: InvalidIdentityToken: No OpenIDConnect provider "
+        "found; check the role's trust policy allows this cluster's OIDC issuer, service account "
+        "and token audience"
+    ]
+    assert fake.calls == []
+    assert SA_TOKEN not in run.stderr
+
+
+def test_malformed_role_arn_is_an_error(ecr: tuple[FakeEcr, FakeServer], moto_server: str) -> None:
+    _, server = ecr
+    run = run_plugin(
+        PLUGIN,
+        request_bytes(
+            "public.ecr.aws/a/b",
+            token=SA_TOKEN,
+            annotations={"eks.amazonaws.com/role-arn": "image-puller"},
+        ),
+        env=aws_env(server.url, moto_server),
+    )
+    assert run.code == 1
+    assert run.error_lines == [
+        f"{PLUGIN}: error: cannot assume a role for the service account: annotation "
+        "eks.amazonaws.com/role-arn is 'image-puller', which is not an IAM role ARN"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        ({"empty_data": True}, "returned an unusable answer: authorization data was empty"),
+        (
+            {"omit_token": True},
+            "returned an unusable answer: authorization token in response was nil",
+        ),
+        ({"token_override": "%%%not-base64"}, "authorization token is not valid base64"),
+        (
+            {"token_override": "QVdTbm9jb2xvbg=="},
+            "error parsing username and password from authorization token",
+        ),
+        (
+            {
+                "fault": FakeResponse.json(
+                    {"__type": "AccessDeniedException", "message": "User is not authorized"},
+                    status=400,
+                    content_type="application/x-amz-json-1.1",
+                )
+            },
+            "ECR GetAuthorizationToken in us-east-1 failed: AccessDeniedException: User is not "
+            "authorized; the identity needs ecr:GetAuthorizationToken",
+        ),
+    ],
+)
+def test_error_strings(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str, setup: dict[str, object], message: str
+) -> None:
+    fake, server = ecr
+    for name, value in setup.items():
+        setattr(fake, name, value)
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"),
+        env=aws_env(server.url, moto_server),
+    )
+    assert (run.code, run.stdout) == (1, b"")
+    assert len(run.error_lines) == 1
+    assert message in run.error_lines[0]
+    assert fake.password not in run.stderr
+
+
+def test_throttling_is_retried_then_reported(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str
+) -> None:
+    fake, server = ecr
+    fake.fault = FakeResponse.json(
+        {"__type": "ThrottlingException", "message": "Rate exceeded"},
+        status=400,
+        content_type="application/x-amz-json-1.1",
+    )
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"),
+        env=aws_env(server.url, moto_server),
+    )
+    assert run.code == 1
+    assert len(fake.calls) == 3
+    assert "ThrottlingException: Rate exceeded; still throttled after 3 attempts" in run.stderr
+
+
+def test_no_credentials_is_explained(ecr: tuple[FakeEcr, FakeServer], moto_server: str) -> None:
+    _, server = ecr
+    env = aws_env(server.url, moto_server)
+    del env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]
+    run = run_plugin(PLUGIN, request_bytes("public.ecr.aws/a/b"), env=env)
+    assert run.code == 1
+    assert run.error_lines == [
+        f"{PLUGIN}: error: no AWS credentials found (checked env, shared profile, web identity, "
+        "container credentials, IMDS): attach an instance profile or set AWS_* in the provider's env"
+    ]
+
+
+def test_other_host_uses_the_default_region_and_says_so(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str
+) -> None:
+    fake, server = ecr
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("mirror.example.com:5000/library/nginx"),
+        args=["-v=1"],
+        env=aws_env(server.url, moto_server, AWS_REGION="eu-central-1"),
+    )
+    assert run.response["auth"] == {
+        "mirror.example.com:5000": {"username": "AWS", "password": fake.password}
+    }
+    assert [c.region for c in fake.calls] == ["eu-central-1"]
+    assert "mirror.example.com is not an ECR host" in run.stderr
+
+
+def test_other_host_without_a_region_is_an_error(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str
+) -> None:
+    _, server = ecr
+    run = run_plugin(PLUGIN, request_bytes("quay.io/org/app"), env=aws_env(server.url, moto_server))
+    assert run.code == 1
+    assert "quay.io is not an ECR registry host" in run.stderr
+    assert "set AWS_REGION in the provider's env" in run.stderr
+
+
+def test_unreachable_endpoint_fails_before_the_deadline(moto_server: str) -> None:
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("public.ecr.aws/a/b"),
+        args=["--deadline=20s"],
+        env=aws_env("http://127.0.0.1:9", moto_server),
+    )
+    assert run.code == 1
+    assert run.seconds < 20
+    assert "could not reach the ECR Public API in us-east-1" in run.stderr
+
+
+@pytest.mark.parametrize("args", [["get-credentials"], ["get-credentials", "--v=3"], []])
+def test_upstream_argument_forms_are_accepted(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str, args: list[str]
+) -> None:
+    _, server = ecr
+    run = run_plugin(
+        PLUGIN, request_bytes("public.ecr.aws/a/b"), args=args, env=aws_env(server.url, moto_server)
+    )
+    assert run.code == 0
+
+
+@pytest.mark.parametrize("flag", ["--version", "-v"])
+def test_version_flags(flag: str, use_bundle: bool) -> None:
+    run = run_plugin(PLUGIN, b"", args=[flag], use_bundle=use_bundle)
+    assert run.code == 0
+    assert run.stdout.startswith(b"ecr-credential-provider version ")
+
+
+def test_cache_duration_parses_as_go_duration(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str
+) -> None:
+    _, server = ecr
+    run = run_plugin(
+        PLUGIN, request_bytes("public.ecr.aws/a/b"), env=aws_env(server.url, moto_server)
+    )
+    assert 21590 * SECOND < parse_go_duration(run.response["cacheDuration"]) <= 21600 * SECOND
