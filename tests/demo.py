@@ -11,14 +11,18 @@ import json
 import logging
 import os
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from credprovider.entry import PLUGIN_MODULES
 from credprovider.redact import redact
 from tests.fakes.aws import FakeEcr
+from tests.fakes.gcp import FakeMetadata, FakeSts
 from tests.fakes.http import serve
+from tests.fakes.tls import make_test_ca
 from tests.helpers import BUNDLE_DIR, request_bytes, run_plugin
 
 SA_TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6YXBwOnB1bGxlciJ9.c2ln"
@@ -91,8 +95,43 @@ def aws_scenarios() -> Iterator[list[Scenario]]:
         moto.stop()
 
 
+@contextmanager
+def gcp_scenarios() -> Iterator[list[Scenario]]:
+    with tempfile.TemporaryDirectory() as directory, serve(FakeMetadata()) as metadata:
+        ca = make_test_ca(Path(directory))
+        with serve(FakeSts(), tls=ca.server_context("sts.googleapis.com")) as sts:
+            env = {"GCE_METADATA_HOST": metadata.address}
+            wi_env = {
+                **env,
+                "REQUESTS_CA_BUNDLE": str(ca.bundle),
+                "CREDPROVIDER_TEST_RESOLVE": f"sts.googleapis.com={sts.address}",
+            }
+            idp = (
+                "https://container.googleapis.com/v1/projects/demo/locations/us-central1/clusters/c"
+            )
+            yield [
+                Scenario(
+                    "Artifact Registry with the node's service account (metadata server)",
+                    "auth-provider-gcp",
+                    "us-central1-docker.pkg.dev/demo/repo/app",
+                    ["get-credentials", "--v=3"],
+                    env,
+                ),
+                Scenario(
+                    "GKE Workload Identity: the pod's token exchanged at STS (TLS, test CA)",
+                    "auth-provider-gcp",
+                    "gcr.io/demo/app",
+                    ["get-credentials", "--identity-provider", idp, "--project-id", "demo"],
+                    wi_env,
+                    token=SA_TOKEN,
+                    annotations={"iam.gke.io/enable-wi-image-pull": "true"},
+                ),
+            ]
+
+
 SCENARIO_SOURCES: dict[str, Callable[[], AbstractContextManager[list[Scenario]]]] = {
     "ecr-credential-provider": aws_scenarios,
+    "auth-provider-gcp": gcp_scenarios,
 }
 
 

@@ -15,7 +15,7 @@ from cryptography.x509.oid import NameOID
 
 
 @dataclass
-class TestCA:
+class CertAuthority:
     """A CA whose bundle file is handed to the plugin (``SSL_CERT_FILE``/``REQUESTS_CA_BUNDLE``)."""
 
     directory: Path
@@ -62,7 +62,7 @@ class TestCA:
         return context
 
 
-def make_test_ca(directory: Path) -> TestCA:
+def make_test_ca(directory: Path) -> CertAuthority:
     directory.mkdir(parents=True, exist_ok=True)
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "credprovider test CA")])
@@ -78,6 +78,6 @@ def make_test_ca(directory: Path) -> TestCA:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
-    ca = TestCA(directory, key, cert)
+    ca = CertAuthority(directory, key, cert)
     ca.bundle.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return ca

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.tls import TestCA, make_test_ca
+from tests.fakes.tls import CertAuthority, make_test_ca
 from tests.helpers import BUNDLE_DIR
 
 REQUIRE_BUNDLE_ENV = "CREDPROVIDER_REQUIRE_BUNDLE"
@@ -39,5 +39,5 @@ def moto_server() -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def test_ca(tmp_path_factory: pytest.TempPathFactory) -> TestCA:
+def test_ca(tmp_path_factory: pytest.TempPathFactory) -> CertAuthority:
     return make_test_ca(Path(tmp_path_factory.mktemp("ca")))

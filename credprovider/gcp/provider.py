@@ -1,0 +1,313 @@
+"""Google credentials through google-auth (imported lazily, only when a token is fetched)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from dataclasses import dataclass
+from typing import Any, Final
+
+from credprovider.api import CACHE_KEY_GLOBAL, AuthConfig, CredentialProviderRequest
+from credprovider.gcp.registry import (
+    CLOUD_PLATFORM_SCOPE,
+    DOCKERCFG_ATTRIBUTE,
+    DOCKERCFG_URL_ATTRIBUTE,
+    STS_ENDPOINT,
+    STS_GRANT_TYPE,
+    STS_REQUESTED_TOKEN_TYPE,
+    STS_SUBJECT_TOKEN_TYPE,
+    TOKEN_USERNAME,
+    CacheOverrides,
+    DockerCfgError,
+    is_google_registry_host,
+    parse_dockercfg,
+    registry_keys,
+    wants_workload_identity,
+    workload_identity_audience,
+)
+from credprovider.matching import ImageError, parse_image
+from credprovider.plugin import Context, Credentials, ProviderError
+from credprovider.redact import register_secret
+
+METADATA_ATTEMPTS: Final = 3
+CREDENTIALS_FILE_ENV: Final = "GOOGLE_APPLICATION_CREDENTIALS"
+_DETAIL_LIMIT: Final = 300
+
+
+@dataclass(frozen=True)
+class GcpOptions:
+    auth_flow: str = "gcr"
+    identity_provider: str = ""
+    project_id: str = ""
+    sts_endpoint: str = STS_ENDPOINT
+
+
+@dataclass(frozen=True)
+class Token:
+    value: str
+    expires_at: float | None
+
+
+def _one_line(detail: object) -> str:
+    text = " ".join(str(detail).split())
+    return text if len(text) <= _DETAIL_LIMIT else text[:_DETAIL_LIMIT] + "…"
+
+
+def _http_request(ctx: Context) -> Any:
+    """A google-auth requests transport whose per-call timeout never passes the deadline."""
+    from google.auth.transport.requests import Request
+
+    class DeadlineRequest(Request):
+        def __call__(
+            self,
+            url: str,
+            method: str = "GET",
+            body: Any = None,
+            headers: Any = None,
+            timeout: float | None = None,
+            **kwargs: Any,
+        ) -> Any:
+            cap = ctx.deadline.timeout(10.0 if timeout is None else float(timeout))
+            ctx.log.v(4, f"{method} {url.split('?')[0]}")
+            return super().__call__(
+                url, method=method, body=body, headers=headers, timeout=cap, **kwargs
+            )
+
+    return DeadlineRequest()
+
+
+def _expiry_timestamp(expiry: datetime.datetime | None) -> float | None:
+    if expiry is None:
+        return None
+    if expiry.tzinfo is None:  # google-auth keeps naive UTC datetimes
+        expiry = expiry.replace(tzinfo=datetime.UTC)
+    return expiry.timestamp()
+
+
+def _metadata_get(ctx: Context, path: str, what: str) -> Any:
+    from google.auth import exceptions
+    from google.auth.compute_engine import _metadata
+
+    ctx.deadline.phase = f"reading {what} from the GCE metadata server"
+    try:
+        return _metadata.get(
+            _http_request(ctx),
+            path,
+            retry_count=METADATA_ATTEMPTS,
+            timeout=ctx.deadline.timeout(3.0),
+        )
+    except exceptions.TransportError as exc:
+        root = _metadata._get_metadata_root(False)
+        raise ProviderError(
+            f"could not read {what} from the GCE metadata server ({root}): {_one_line(exc)}"
+        ) from None
+
+
+def metadata_token(ctx: Context) -> Token:
+    """The default service account's access token from the metadata server."""
+    answer = _metadata_get(
+        ctx, "instance/service-accounts/default/token", "the default service account's access token"
+    )
+    if (
+        not isinstance(answer, dict)
+        or not isinstance(answer.get("access_token"), str)
+        or not (answer["access_token"])
+    ):
+        raise ProviderError(
+            "the GCE metadata server answered without an access_token for the default service "
+            "account: check that the VM has a service account attached"
+        )
+    register_secret(answer["access_token"])
+    expires_in = answer.get("expires_in")
+    expires_at = ctx.now() + float(expires_in) if isinstance(expires_in, int | float) else None
+    return Token(answer["access_token"], expires_at)
+
+
+def _load_credentials_file(path: str) -> Any:
+    """Credentials from a google-auth JSON file, without any call beyond the token itself.
+
+    ``google.auth.load_credentials_from_file`` also resolves the project of an external-account
+    config with a Cloud Resource Manager call, which an image pull does not need, so that type is
+    built directly; every other type goes through google-auth's loader.
+    """
+    import google.auth
+
+    with open(path, encoding="utf-8") as handle:
+        info = json.load(handle)
+    if isinstance(info, dict) and info.get("type") == "external_account":
+        source = info.get("credential_source") or {}
+        if str(source.get("environment_id", "")).startswith("aws"):
+            from google.auth import aws
+
+            return aws.Credentials.from_info(info, scopes=[CLOUD_PLATFORM_SCOPE])
+        if "executable" in source:
+            from google.auth import pluggable
+
+            return pluggable.Credentials.from_info(info, scopes=[CLOUD_PLATFORM_SCOPE])
+        from google.auth import identity_pool
+
+        return identity_pool.Credentials.from_info(info, scopes=[CLOUD_PLATFORM_SCOPE])
+    credentials, _ = google.auth.load_credentials_from_file(path, scopes=[CLOUD_PLATFORM_SCOPE])
+    return credentials
+
+
+def credentials_file_token(path: str, ctx: Context) -> Token:
+    """A token from GOOGLE_APPLICATION_CREDENTIALS (service-account key or external account)."""
+    from google.auth import exceptions
+
+    ctx.deadline.phase = f"getting a token with the credentials in {path}"
+    try:
+        credentials = _load_credentials_file(path)
+    except (exceptions.DefaultCredentialsError, ValueError, OSError) as exc:
+        raise ProviderError(f"{CREDENTIALS_FILE_ENV}={path}: {_one_line(exc)}") from None
+    ctx.log.v(1, f"using {type(credentials).__module__} credentials from {path}")
+    try:
+        credentials.refresh(_http_request(ctx))
+    except (exceptions.RefreshError, exceptions.TransportError) as exc:
+        raise ProviderError(
+            f"could not get a token with the credentials in {path}: {_one_line(exc)}"
+        ) from None
+    if not credentials.token:
+        raise ProviderError(f"the credentials in {path} produced no access token")
+    register_secret(credentials.token)
+    return Token(credentials.token, _expiry_timestamp(credentials.expiry))
+
+
+def workload_identity_token(subject_token: str, options: GcpOptions, ctx: Context) -> Token:
+    """Exchange the pod's service-account token for a federated access token at Google STS."""
+    from google.auth import exceptions
+    from google.oauth2 import sts
+
+    audience = workload_identity_audience(options.project_id, options.identity_provider)
+    ctx.deadline.phase = f"exchanging the service account token at {options.sts_endpoint}"
+    ctx.log.v(1, f"Workload Identity: exchanging the service account token for audience {audience}")
+    try:
+        answer = sts.Client(options.sts_endpoint).exchange_token(
+            _http_request(ctx),
+            grant_type=STS_GRANT_TYPE,
+            subject_token=subject_token,
+            subject_token_type=STS_SUBJECT_TOKEN_TYPE,
+            audience=audience,
+            scopes=[CLOUD_PLATFORM_SCOPE],
+            requested_token_type=STS_REQUESTED_TOKEN_TYPE,
+        )
+    except (exceptions.OAuthError, exceptions.TransportError, ValueError) as exc:
+        raise ProviderError(
+            f"Workload Identity token exchange at {options.sts_endpoint} failed for a service "
+            f"account that opted in (no fallback to the node identity): {_one_line(exc)}"
+        ) from None
+    token = answer.get("access_token") if isinstance(answer, dict) else None
+    if not isinstance(token, str) or not token:
+        raise ProviderError(f"{options.sts_endpoint} answered without an access_token")
+    register_secret(token)
+    expires_in = answer.get("expires_in")
+    expires_at = ctx.now() + float(expires_in) if isinstance(expires_in, int | float) else None
+    return Token(token, expires_at)
+
+
+def _dockercfg_credentials(text: str, source: str) -> dict[str, AuthConfig]:
+    try:
+        entries = parse_dockercfg(text)
+    except DockerCfgError as exc:
+        raise ProviderError(f"{source} is not a usable .dockercfg: {exc}") from None
+    for _, password in entries.values():
+        register_secret(password)
+    return {registry: AuthConfig(user, password) for registry, (user, password) in entries.items()}
+
+
+def dockercfg_url_credentials(ctx: Context) -> dict[str, AuthConfig]:
+    from google.auth import exceptions
+
+    url = _metadata_get(
+        ctx,
+        f"instance/attributes/{DOCKERCFG_URL_ATTRIBUTE}",
+        f"instance attribute {DOCKERCFG_URL_ATTRIBUTE}",
+    )
+    url = str(url).strip()
+    if not url.lower().startswith(("http://", "https://")):
+        raise ProviderError(
+            f"instance attribute {DOCKERCFG_URL_ATTRIBUTE} is {url!r}: only http(s) URLs are supported"
+        )
+    ctx.deadline.phase = f"downloading the .dockercfg from {url}"
+    try:
+        response = _http_request(ctx)(url, method="GET")
+    except exceptions.TransportError as exc:
+        raise ProviderError(
+            f"could not download the .dockercfg from {url}: {_one_line(exc)}"
+        ) from None
+    if response.status != 200:
+        raise ProviderError(
+            f"downloading the .dockercfg from {url} failed with HTTP {response.status}"
+        )
+    return _dockercfg_credentials(response.data.decode("utf-8", "replace"), url)
+
+
+class GcpProvider:
+    """``auth-provider-gcp``: one token per request, answered for every Google registry at once."""
+
+    def __init__(self, options: GcpOptions, overrides: CacheOverrides) -> None:
+        self.options = options
+        self.overrides = overrides
+
+    def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:
+        if self.options.auth_flow == "gcr":
+            creds = self._gcr(request, ctx)
+        elif self.options.auth_flow == "dockercfg":
+            text = _metadata_get(
+                ctx,
+                f"instance/attributes/{DOCKERCFG_ATTRIBUTE}",
+                f"instance attribute {DOCKERCFG_ATTRIBUTE}",
+            )
+            text = text if isinstance(text, str) else _json_text(text)
+            creds = Credentials(
+                _dockercfg_credentials(text, f"instance attribute {DOCKERCFG_ATTRIBUTE}"),
+                cache_key_type=CACHE_KEY_GLOBAL,
+            )
+        else:
+            creds = Credentials(dockercfg_url_credentials(ctx), cache_key_type=CACHE_KEY_GLOBAL)
+        if self.overrides.key_type is not None:
+            creds.cache_key_type = self.overrides.key_type
+        if self.overrides.duration is not None:
+            creds.cache_duration = self.overrides.duration
+        return creds
+
+    def _gcr(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:
+        try:
+            image = parse_image(request.image)
+        except ImageError as exc:
+            raise ProviderError(f"cannot get Google credentials: {exc}") from None
+        if not is_google_registry_host(image.host):
+            ctx.log.v(1, f"{image.host} is not a Google registry host: no token is sent to it")
+            return Credentials({}, cache_key_type=CACHE_KEY_GLOBAL, cache_duration=0)
+        token = self._token_for(request, ctx)
+        entry = AuthConfig(TOKEN_USERNAME, token.value)
+        keys = registry_keys(image.registry, image.host)
+        return Credentials(
+            {key: entry for key in keys},
+            cache_key_type=CACHE_KEY_GLOBAL,
+            expires_at=token.expires_at,
+        )
+
+    def _token_for(self, request: CredentialProviderRequest, ctx: Context) -> Token:
+        opted_in = wants_workload_identity(request.service_account_annotations)
+        if opted_in and self.options.identity_provider:
+            if not request.service_account_token:
+                raise ProviderError(
+                    "the service account opted in to Workload Identity image pulls but the kubelet "
+                    "sent no service account token: configure tokenAttributes for this provider "
+                    "(no fallback to the node identity)"
+                )
+            return workload_identity_token(request.service_account_token, self.options, ctx)
+        if opted_in:
+            ctx.log.warning(
+                "the service account opted in to Workload Identity image pulls, but the plugin has "
+                "no --identity-provider/--project-id: using the node identity"
+            )
+        credentials_file = ctx.environ.get(CREDENTIALS_FILE_ENV)
+        if credentials_file:
+            return credentials_file_token(credentials_file, ctx)
+        return metadata_token(ctx)
+
+
+def _json_text(value: object) -> str:
+    return json.dumps(value)

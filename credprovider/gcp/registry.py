@@ -1,0 +1,162 @@
+"""Google registry keys, legacy .dockercfg parsing and upstream env overrides: pure, no I/O."""
+
+from __future__ import annotations
+
+import binascii
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from credprovider.api import (
+    CACHE_KEY_GLOBAL,
+    CACHE_KEY_IMAGE,
+    CACHE_KEY_REGISTRY,
+    DurationError,
+    parse_go_duration,
+)
+from credprovider.matching import urls_match
+
+TOKEN_USERNAME: Final = "_token"
+# Every Google registry host form; kubelet globs match one label per '*', hence gcr.io and *.gcr.io.
+GOOGLE_REGISTRY_KEYS: Final = ("container.cloud.google.com", "gcr.io", "*.gcr.io", "*.pkg.dev")
+# The same keys with the HTTPS port, so an image written as gcr.io:443/... is served by the one
+# cached (Global) answer too: a key without a port never matches an image with one.
+GOOGLE_REGISTRY_KEYS_443: Final = tuple(f"{key}:443" for key in GOOGLE_REGISTRY_KEYS)
+
+AUTH_FLOWS: Final = ("gcr", "dockercfg", "dockercfg-url")
+DOCKERCFG_ATTRIBUTE: Final = "google-dockercfg"
+DOCKERCFG_URL_ATTRIBUTE: Final = "google-dockercfg-url"
+
+WI_ANNOTATION: Final = "iam.gke.io/enable-wi-image-pull"
+STS_ENDPOINT: Final = "https://sts.googleapis.com/v1/token"
+STS_GRANT_TYPE: Final = "urn:ietf:params:oauth:grant-type:token-exchange"
+STS_SUBJECT_TOKEN_TYPE: Final = "urn:ietf:params:oauth:token-type:jwt"
+STS_REQUESTED_TOKEN_TYPE: Final = "urn:ietf:params:oauth:token-type:access_token"
+CLOUD_PLATFORM_SCOPE: Final = "https://www.googleapis.com/auth/cloud-platform"
+
+CACHE_DURATION_ENV: Final = "KUBE_SIDECAR_CACHE_DURATION"
+CACHE_TYPE_ENV: Final = "KUBE_SIDECAR_CACHE_TYPE"
+_CACHE_TYPES: Final = {
+    "image": CACHE_KEY_IMAGE,
+    "registry": CACHE_KEY_REGISTRY,
+    "global": CACHE_KEY_GLOBAL,
+}
+_BASE64_RE: Final = re.compile(r"[A-Za-z0-9+/]*", re.ASCII)
+
+
+class DockerCfgError(ValueError):
+    """A .dockercfg document or auth field that cannot be used."""
+
+
+def is_google_registry_host(host: str) -> bool:
+    """True for gcr.io, *.gcr.io, *.pkg.dev and container.cloud.google.com (host without port)."""
+    host = host.lower()
+    return (
+        host in ("gcr.io", "container.cloud.google.com")
+        or (host.endswith(".gcr.io") and len(host) > len(".gcr.io"))
+        or (host.endswith(".pkg.dev") and len(host) > len(".pkg.dev"))
+    )
+
+
+def registry_keys(image_registry: str, image_host: str) -> list[str]:
+    """The auth keys for a Google token: the fixed keys, plus the image's registry when it is a
+    Google registry that they do not already cover (another port, a deeper host)."""
+    keys = [*GOOGLE_REGISTRY_KEYS, *GOOGLE_REGISTRY_KEYS_443]
+    if is_google_registry_host(image_host) and not any(urls_match(k, image_registry) for k in keys):
+        keys.append(image_registry)
+    return keys
+
+
+def workload_identity_audience(project_id: str, identity_provider: str) -> str:
+    """The STS audience for GKE Workload Identity image pulls."""
+    return f"identitynamespace:{project_id}.svc.id.goog:{identity_provider}"
+
+
+def wants_workload_identity(annotations: Mapping[str, str]) -> bool:
+    """The service account opted in with ``iam.gke.io/enable-wi-image-pull: "true"`` (exact)."""
+    return annotations.get(WI_ANNOTATION) == "true"
+
+
+def decode_docker_auth(field: str) -> tuple[str, str]:
+    """Decode a dockercfg ``auth`` field like Go: padded or unpadded base64 of ``user:password``.
+
+    Line breaks are ignored (Go's decoder skips ``\\r`` and ``\\n``); anything else that is not
+    base64, spaces included, is rejected.
+    """
+    padded = field.strip().endswith("=")
+    data = field.replace("\r", "").replace("\n", "")
+    body = data.rstrip("=") if padded else data
+    if not _BASE64_RE.fullmatch(body) or len(body) % 4 == 1:
+        raise DockerCfgError("auth field is not valid base64")
+    if padded and len(data) % 4 != 0:
+        raise DockerCfgError("auth field is not valid base64 (bad padding)")
+    if not padded and "=" in data:
+        raise DockerCfgError("auth field is not valid base64")
+    try:
+        decoded = binascii.a2b_base64(body + "=" * (-len(body) % 4)).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        raise DockerCfgError("auth field is not valid base64") from None
+    username, colon, password = decoded.partition(":")
+    if not colon:
+        raise DockerCfgError(
+            "unable to parse auth field, must be formatted as base64(username:password)"
+        )
+    return username, password
+
+
+def parse_dockercfg(text: str) -> dict[str, tuple[str, str]]:
+    """Parse a legacy ``.dockercfg`` map ``{registry: {username, password, email, auth}}``.
+
+    A non-empty ``auth`` field overrides ``username``/``password``, as in the kubelet.
+    """
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DockerCfgError(f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    if not isinstance(document, dict):
+        raise DockerCfgError("expected a JSON object of registry -> credentials")
+    entries: dict[str, tuple[str, str]] = {}
+    for registry, entry in document.items():
+        if not isinstance(entry, dict):
+            raise DockerCfgError(f"entry {registry!r} is not an object")
+        fields = {key: entry.get(key, "") for key in ("username", "password", "auth")}
+        if not all(isinstance(value, str) for value in fields.values()):
+            raise DockerCfgError(f"entry {registry!r} has a non-string username/password/auth")
+        if fields["auth"]:
+            try:
+                entries[registry] = decode_docker_auth(fields["auth"])
+            except DockerCfgError as exc:
+                raise DockerCfgError(f"entry {registry!r}: {exc}") from None
+        else:
+            entries[registry] = (fields["username"], fields["password"])
+    return entries
+
+
+@dataclass(frozen=True)
+class CacheOverrides:
+    """Upstream's ``KUBE_SIDECAR_CACHE_DURATION`` / ``KUBE_SIDECAR_CACHE_TYPE``, when set."""
+
+    duration: int | None = None
+    key_type: str | None = None
+
+
+def parse_cache_overrides(environ: Mapping[str, str]) -> CacheOverrides:
+    """Read the overrides as upstream does (lowercase type names only). Raises ``ValueError``."""
+    duration = None
+    raw_duration = environ.get(CACHE_DURATION_ENV)
+    if raw_duration:
+        try:
+            duration = parse_go_duration(raw_duration)
+        except DurationError as exc:
+            raise ValueError(f"{CACHE_DURATION_ENV}: {exc}") from None
+    key_type = None
+    raw_type = environ.get(CACHE_TYPE_ENV)
+    if raw_type:
+        key_type = _CACHE_TYPES.get(raw_type)
+        if key_type is None:
+            raise ValueError(
+                f'{CACHE_TYPE_ENV}: Unknown cache key "{raw_type}" (use image, registry or global)'
+            )
+    return CacheOverrides(duration, key_type)
