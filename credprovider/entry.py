@@ -16,6 +16,7 @@ from typing import Final
 # name -> module with a ``main(argv: list[str])`` function
 PLUGIN_MODULES: Final = {
     "ecr-credential-provider": "credprovider.aws.main",
+    "acr-credential-provider": "credprovider.azure.main",
     "auth-provider-gcp": "credprovider.gcp.main",
 }
 TOOL_NAME: Final = "credprovider"

@@ -20,6 +20,7 @@ from pathlib import Path
 from credprovider.entry import PLUGIN_MODULES
 from credprovider.redact import redact
 from tests.fakes.aws import FakeEcr
+from tests.fakes.azure import AAD_HOSTS, FakeAad, FakeAcr, FakeImds
 from tests.fakes.gcp import FakeMetadata, FakeSts
 from tests.fakes.http import serve
 from tests.fakes.tls import make_test_ca
@@ -129,8 +130,68 @@ def gcp_scenarios() -> Iterator[list[Scenario]]:
             ]
 
 
+@contextmanager
+def azure_scenarios() -> Iterator[list[Scenario]]:
+    with tempfile.TemporaryDirectory() as directory:
+        ca = make_test_ca(Path(directory) / "ca")
+        aad_tls = ca.server_context(*AAD_HOSTS)
+        acr_tls = ca.server_context("*.azurecr.io")
+        with (
+            serve(FakeImds()) as imds,
+            serve(FakeAad(), aad_tls) as aad,
+            serve(FakeAcr(), acr_tls) as acr,
+        ):
+            resolve = [f"{host}={aad.address}" for host in AAD_HOSTS]
+            resolve.append(f"contoso.azurecr.io={acr.address}")
+            env = {
+                "AZURE_POD_IDENTITY_AUTHORITY_HOST": imds.url,
+                "REQUESTS_CA_BUNDLE": str(ca.bundle),
+                "CREDPROVIDER_TEST_RESOLVE": ",".join(resolve),
+            }
+            node = Path(directory) / "azure.json"
+            node.write_text(
+                json.dumps(
+                    {
+                        "cloud": "AzurePublicCloud",
+                        "tenantId": "demo-tenant",
+                        "useManagedIdentityExtension": True,
+                        "userAssignedIdentityID": "kubelet-identity-client-id",
+                    }
+                )
+            )
+            yield [
+                Scenario(
+                    "ACR with the node's managed identity (IMDS -> /oauth2/exchange)",
+                    "acr-credential-provider",
+                    "contoso.azurecr.io/team/app",
+                    [str(node)],
+                    env,
+                ),
+                Scenario(
+                    "ACR serving an mcr.microsoft.com mirror (--registry-mirror)",
+                    "acr-credential-provider",
+                    "mcr.microsoft.com/oss/nginx/nginx",
+                    [str(node), "--registry-mirror=mcr.microsoft.com:contoso.azurecr.io"],
+                    env,
+                ),
+                Scenario(
+                    "ACR with the pod's service account token (Entra workload identity)",
+                    "acr-credential-provider",
+                    "contoso.azurecr.io/team/app",
+                    [str(node)],
+                    env,
+                    token=SA_TOKEN,
+                    annotations={
+                        "kubernetes.azure.com/acr-client-id": "pod-app-client-id",
+                        "kubernetes.azure.com/acr-tenant-id": "demo-tenant",
+                    },
+                ),
+            ]
+
+
 SCENARIO_SOURCES: dict[str, Callable[[], AbstractContextManager[list[Scenario]]]] = {
     "ecr-credential-provider": aws_scenarios,
+    "acr-credential-provider": azure_scenarios,
     "auth-provider-gcp": gcp_scenarios,
 }
 

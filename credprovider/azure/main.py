@@ -1,0 +1,97 @@
+"""``acr-credential-provider``: drop-in for kubernetes-sigs/cloud-provider-azure's plugin."""
+
+from __future__ import annotations
+
+from credprovider.plugin import Context, PluginSpec, Provider, UsageError, argument_parser
+from credprovider.plugin import main as run_plugin
+
+NAME = "acr-credential-provider"
+
+ARGUMENTS_HELP = """<path/to/azure.json> [--registry-mirror src:dst[,src:dst...]]
+
+Arguments (as upstream):
+  azure.json                 the cloud config: cloud, tenantId, aadClientId, aadClientSecret,
+                             aadClientCertPath, aadClientCertPassword, useManagedIdentityExtension,
+                             userAssignedIdentityID, aadFederatedTokenFile,
+                             useFederatedWorkloadIdentityExtension, resourceManagerEndpoint
+                             (keys case-insensitive; JSON or YAML)
+  --registry-mirror, -r M    src:dst pairs: images whose registry host is src get credentials for
+                             the ACR login server dst, returned under both names
+  --ib-sni-name, --ib-apiserver-ip, --ib-default-client-id, --ib-default-tenant-id
+                             AKS identity bindings: validated as upstream, not supported yet
+Credentials: the pod's service account token when it is annotated with
+kubernetes.azure.com/acr-client-id and kubernetes.azure.com/acr-tenant-id; otherwise, from
+azure.json: workload identity, managed identity, client secret or certificate. The AAD token is
+always exchanged at the registry for an ACR refresh token (never handed to the runtime).
+"""
+
+
+def _check_identity_binding_flags(
+    sni: str, apiserver_ip: str, client_id: str, tenant_id: str
+) -> None:
+    """Upstream's validation order and messages; then refuse, as the mode is not implemented."""
+    if sni.startswith(("https://", "http://")):
+        raise UsageError(
+            f"--ib-sni-name must not contain protocol prefix (https:// or http://), got: {sni}"
+        )
+    if sni and not apiserver_ip:
+        raise UsageError("--ib-apiserver-ip must be set when --ib-sni-name is provided")
+    if client_id and not sni:
+        raise UsageError("--ib-sni-name must be set when --ib-default-client-id is provided")
+    if tenant_id and not sni:
+        raise UsageError("--ib-sni-name must be set when --ib-default-tenant-id is provided")
+    if apiserver_ip and not sni:
+        raise UsageError("--ib-sni-name must be set when --ib-apiserver-ip is provided")
+    if sni:
+        raise UsageError(
+            "AKS identity bindings (--ib-sni-name) are not supported by this plugin: use "
+            "service-account tokens with kubernetes.azure.com/acr-client-id and acr-tenant-id "
+            "annotations, or the node's managed identity"
+        )
+
+
+def build(args: list[str], ctx: Context) -> Provider:
+    parser = argument_parser(NAME)
+    parser.add_argument("config_files", nargs="*")
+    parser.add_argument("--registry-mirror", "-r", default="")
+    parser.add_argument("--ib-sni-name", default="")
+    parser.add_argument("--ib-apiserver-ip", default="")
+    parser.add_argument("--ib-default-client-id", default="")
+    parser.add_argument("--ib-default-tenant-id", default="")
+    options = parser.parse_args(args)
+    _check_identity_binding_flags(
+        options.ib_sni_name,
+        options.ib_apiserver_ip,
+        options.ib_default_client_id,
+        options.ib_default_tenant_id,
+    )
+    if not options.config_files:
+        raise UsageError(
+            "config file is not specified (usage: acr-credential-provider <azure.json>)"
+        )
+    if len(options.config_files) > 1:
+        raise UsageError(
+            "expected exactly one argument (config file); Got arguments: "
+            f"[{' '.join(options.config_files)}]"
+        )
+    from credprovider.azure.registry import parse_registry_mirrors
+
+    try:
+        mirrors = parse_registry_mirrors(options.registry_mirror)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    from credprovider.azure.provider import AcrProvider, AzureOptions
+
+    return AcrProvider(AzureOptions(config_path=options.config_files[0], mirrors=mirrors))
+
+
+SPEC = PluginSpec(
+    name=NAME,
+    summary="Kubelet image credential provider for Azure Container Registry.",
+    build=build,
+    arguments_help=ARGUMENTS_HELP,
+)
+
+
+def main(argv: list[str]) -> None:
+    run_plugin(SPEC, argv)

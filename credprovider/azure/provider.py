@@ -1,0 +1,383 @@
+"""ACR credentials: an AAD token from azure-identity, exchanged at the registry for a refresh token.
+
+azure-identity and requests are imported lazily, only when a token is actually fetched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from credprovider import __version__
+from credprovider.api import AuthConfig, CredentialProviderRequest
+from credprovider.azure.cloudconfig import AzureConfig, parse_cloud_config
+from credprovider.azure.registry import (
+    ACR_REFRESH_USERNAME,
+    ACR_SCOPE,
+    ENVIRONMENT_FILE_ENV,
+    WELL_KNOWN_AUTHORITY_HOSTS,
+    AzureConfigError,
+    ChallengeError,
+    Cloud,
+    cloud_from_metadata,
+    cloud_from_name,
+    exchange_url,
+    jwt_expiry,
+    login_server_suffix,
+    parse_challenge,
+    service_account_identity,
+)
+from credprovider.matching import ImageError, parse_image
+from credprovider.plugin import Context, Credentials, ProviderError
+from credprovider.redact import register_secret
+from credprovider.retry import RETRYABLE_STATUSES, call_with_retries
+
+USER_AGENT: Final = f"credprovider/{__version__} (acr-credential-provider)"
+SDK_RETRIES: Final = 2
+_DETAIL_LIMIT: Final = 300
+
+
+@dataclass(frozen=True)
+class AzureOptions:
+    config_path: str
+    mirrors: dict[str, str]
+
+
+@dataclass(frozen=True)
+class Identity:
+    """The credential chosen for a request and the tenant sent with the exchange."""
+
+    description: str
+    credential: Any
+    tenant: str
+
+
+def _one_line(detail: object) -> str:
+    text = " ".join(str(detail).split())
+    return text if len(text) <= _DETAIL_LIMIT else text[:_DETAIL_LIMIT] + "…"
+
+
+def load_config(path: str) -> AzureConfig:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            text = handle.read()
+    except OSError as exc:
+        raise ProviderError(f"cannot read the cloud config {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ProviderError(f"cannot read the cloud config {path}: it is not UTF-8 text") from None
+    try:
+        return parse_cloud_config(text, path)
+    except AzureConfigError as exc:
+        raise ProviderError(f"invalid cloud config: {exc}") from None
+
+
+def resolve_cloud(config: AzureConfig, ctx: Context) -> Cloud:
+    """The cloud from azure.json, an Azure Stack environment file, or ARM metadata discovery."""
+    environment_text = None
+    environment_file = ctx.environ.get(ENVIRONMENT_FILE_ENV, "")
+    if config.cloud.strip().lower() == "azurestackcloud" and environment_file:
+        try:
+            with open(environment_file, encoding="utf-8") as handle:
+                environment_text = handle.read()
+        except OSError as exc:
+            raise ProviderError(
+                f"cannot read {ENVIRONMENT_FILE_ENV}={environment_file}: {exc}"
+            ) from None
+    if config.resourceManagerEndpoint and environment_text is None:
+        return _discover_cloud(config, ctx)
+    try:
+        return cloud_from_name(config.cloud, environment_text)
+    except AzureConfigError as exc:
+        raise ProviderError(f"invalid cloud config: {exc}") from None
+
+
+def _discover_cloud(config: AzureConfig, ctx: Context) -> Cloud:
+    import requests
+
+    url = config.resourceManagerEndpoint.rstrip("/") + "/metadata/endpoints?api-version=2019-05-01"
+    ctx.deadline.phase = f"reading cloud endpoints from {url}"
+    try:
+        response = call_with_retries(
+            lambda: requests.get(url, timeout=ctx.deadline.timeout(10.0), allow_redirects=False),
+            ctx=ctx,
+            what="ARM metadata",
+            retry_result=lambda r: r.status_code in RETRYABLE_STATUSES,
+        )
+    except requests.RequestException as exc:
+        raise ProviderError(
+            f"could not read cloud endpoints from {url}: {_one_line(exc)}"
+        ) from None
+    if response.status_code != 200:
+        raise ProviderError(
+            f"reading cloud endpoints from {url} failed with HTTP {response.status_code}"
+        )
+    try:
+        return cloud_from_metadata(response.text, config.cloud)
+    except AzureConfigError as exc:
+        raise ProviderError(f"cloud endpoints from {url}: {exc}") from None
+
+
+def _sdk_options(cloud: Cloud, ctx: Context) -> dict[str, Any]:
+    return {
+        "authority": cloud.authority_host,
+        # Instance discovery asks the public cloud about unknown authorities; Azure Stack/ADFS
+        # authorities must skip it.
+        "disable_instance_discovery": cloud.authority_host not in WELL_KNOWN_AUTHORITY_HOSTS,
+        "connection_timeout": ctx.deadline.timeout(5.0),
+        "read_timeout": ctx.deadline.timeout(15.0),
+        "retry_total": SDK_RETRIES,
+        "retry_backoff_factor": 0.4,
+    }
+
+
+def choose_identity(
+    request: CredentialProviderRequest, config: AzureConfig, cloud: Cloud, ctx: Context
+) -> Identity:
+    """Pick the credential: the pod's service account (KEP-4412) if it names an identity, else
+    azure.json's workload identity, managed identity, secret or certificate, in that order."""
+    from azure.identity import (
+        CertificateCredential,
+        ClientAssertionCredential,
+        ClientSecretCredential,
+        ManagedIdentityCredential,
+        WorkloadIdentityCredential,
+    )
+
+    options = _sdk_options(cloud, ctx)
+    if request.service_account_token:
+        try:
+            sa_identity = service_account_identity(request.service_account_annotations)
+        except ValueError as exc:
+            raise ProviderError(
+                f"failed to get service account token credential for image {request.image}: {exc}"
+            ) from None
+        if sa_identity is not None:
+            token = request.service_account_token
+            return Identity(
+                f"the service account token (client id {sa_identity.client_id}, tenant "
+                f"{sa_identity.tenant_id})",
+                ClientAssertionCredential(
+                    sa_identity.tenant_id, sa_identity.client_id, lambda: token, **options
+                ),
+                sa_identity.tenant_id,
+            )
+        ctx.log.v(
+            1,
+            "service account token given without kubernetes.azure.com/acr-client-id and "
+            "acr-tenant-id annotations: using the node identity from the cloud config",
+        )
+    tenant = config.tenantId
+    token_file = config.aadFederatedTokenFile or (
+        ctx.environ.get("AZURE_FEDERATED_TOKEN_FILE", "")
+        if config.useFederatedWorkloadIdentityExtension
+        else ""
+    )
+    if config.useFederatedWorkloadIdentityExtension or config.aadFederatedTokenFile:
+        _require(config, tenant=tenant, client=config.aadClientId, token_file=token_file)
+        return Identity(
+            f"workload identity (client id {config.aadClientId}, token file {token_file})",
+            WorkloadIdentityCredential(
+                tenant_id=tenant,
+                client_id=config.aadClientId,
+                token_file_path=token_file,
+                **options,
+            ),
+            tenant,
+        )
+    if config.useManagedIdentityExtension:
+        mi_options = {
+            k: v for k, v in options.items() if k not in ("authority", "disable_instance_discovery")
+        }
+        mi_options["retry_status"] = SDK_RETRIES
+        user_assigned = config.userAssignedIdentityID
+        if not user_assigned:
+            return Identity(
+                "the system-assigned managed identity",
+                ManagedIdentityCredential(**mi_options),
+                tenant,
+            )
+        if config.user_assigned_is_resource_id:
+            return Identity(
+                f"the managed identity {user_assigned}",
+                ManagedIdentityCredential(
+                    identity_config={"resource_id": user_assigned}, **mi_options
+                ),
+                tenant,
+            )
+        return Identity(
+            f"the managed identity with client id {user_assigned}",
+            ManagedIdentityCredential(client_id=user_assigned, **mi_options),
+            tenant,
+        )
+    if config.aadClientSecret:
+        _require(config, tenant=tenant, client=config.aadClientId)
+        register_secret(config.aadClientSecret)
+        return Identity(
+            f"the service principal {config.aadClientId} (client secret)",
+            ClientSecretCredential(tenant, config.aadClientId, config.aadClientSecret, **options),
+            tenant,
+        )
+    if config.aadClientCertPath:
+        _require(config, tenant=tenant, client=config.aadClientId)
+        register_secret(config.aadClientCertPassword)
+        try:
+            credential = CertificateCredential(
+                tenant,
+                config.aadClientId,
+                certificate_path=config.aadClientCertPath,
+                password=config.aadClientCertPassword or None,
+                **options,
+            )
+        except (OSError, ValueError) as exc:
+            raise ProviderError(
+                f"cannot load the client certificate {config.aadClientCertPath}: {_one_line(exc)}"
+            ) from None
+        return Identity(
+            f"the service principal {config.aadClientId} (certificate {config.aadClientCertPath})",
+            credential,
+            tenant,
+        )
+    raise ProviderError(
+        "the cloud config configures no credentials: set useManagedIdentityExtension: true, "
+        "aadClientId with aadClientSecret or aadClientCertPath, or aadFederatedTokenFile"
+    )
+
+
+def _require(
+    config: AzureConfig, *, tenant: str, client: str, token_file: str | None = None
+) -> None:
+    missing = [name for name, value in (("tenantId", tenant), ("aadClientId", client)) if not value]
+    if token_file is not None and not token_file:
+        missing.append("aadFederatedTokenFile")
+    if missing:
+        raise ProviderError(f"the cloud config is missing {', '.join(missing)} for this auth mode")
+
+
+def aad_token(identity: Identity, ctx: Context) -> str:
+    from azure.core.exceptions import AzureError
+
+    ctx.deadline.phase = f"getting an AAD token with {identity.description}"
+    ctx.log.v(1, f"getting an AAD token for {ACR_SCOPE} with {identity.description}")
+    try:
+        token = identity.credential.get_token(ACR_SCOPE)
+    except AzureError as exc:
+        message = getattr(exc, "message", None) or str(exc)
+        raise ProviderError(
+            f"could not get an AAD token with {identity.description}: {_one_line(message)}"
+        ) from None
+    register_secret(token.token)
+    return str(token.token)
+
+
+def _retry_response(response: Any) -> bool:
+    return response.status_code in RETRYABLE_STATUSES
+
+
+def _retry_error(error: Exception) -> bool:
+    import requests
+
+    return isinstance(error, requests.ConnectionError | requests.Timeout)
+
+
+def exchange_for_refresh_token(login_server: str, aad: str, tenant: str, ctx: Context) -> str:
+    """``GET /v2/`` for the challenge, then ``POST /oauth2/exchange`` on the same host."""
+    import requests
+
+    session = requests.Session()
+    session.headers["User-Agent"] = USER_AGENT
+    challenge_url = f"https://{login_server}/v2/"
+    ctx.deadline.phase = f"reading the registry challenge at {challenge_url}"
+    try:
+        response = call_with_retries(
+            lambda: session.get(
+                challenge_url, timeout=ctx.deadline.timeout(10.0), allow_redirects=False
+            ),
+            ctx=ctx,
+            what=challenge_url,
+            retry_result=_retry_response,
+            retry_error=_retry_error,
+        )
+    except requests.RequestException as exc:
+        raise ProviderError(
+            f"could not reach the registry at {challenge_url}: {_one_line(exc)}"
+        ) from None
+    try:
+        challenge = parse_challenge(
+            response.status_code, response.raw.headers.getlist("Www-Authenticate")
+        )
+        url = exchange_url(challenge.realm, login_server)
+    except ChallengeError as exc:
+        raise ProviderError(f"{challenge_url}: {exc}") from None
+    form = {"grant_type": "access_token", "service": challenge.service, "access_token": aad}
+    if tenant:
+        form["tenant"] = tenant
+    ctx.deadline.phase = f"exchanging the AAD token at {url}"
+    ctx.log.v(1, f"exchanging the AAD token at {url} (service {challenge.service})")
+    try:
+        answer = call_with_retries(
+            lambda: session.post(
+                url, data=form, timeout=ctx.deadline.timeout(10.0), allow_redirects=False
+            ),
+            ctx=ctx,
+            what=url,
+            retry_result=_retry_response,
+            retry_error=_retry_error,
+        )
+    except requests.RequestException as exc:
+        raise ProviderError(f"could not reach {url}: {_one_line(exc)}") from None
+    correlation = answer.headers.get("X-Ms-Correlation-Request-Id")
+    if correlation:
+        ctx.log.v(4, f"exchange correlation id {correlation}")
+    if answer.status_code != 200:
+        hint = (
+            "; the identity needs the AcrPull role on the registry"
+            if answer.status_code in (401, 403)
+            else ""
+        )
+        raise ProviderError(
+            f"ACR token exchange at {url} failed with HTTP {answer.status_code}: "
+            f"{_one_line(answer.text)}{hint}"
+        )
+    try:
+        refresh_token = answer.json().get("refresh_token")
+    except (ValueError, AttributeError):
+        refresh_token = None
+    if not isinstance(refresh_token, str) or not refresh_token:
+        raise ProviderError(f"ACR token exchange at {url} returned no refresh_token")
+    register_secret(refresh_token)
+    return refresh_token
+
+
+class AcrProvider:
+    """``acr-credential-provider``: an ACR refresh token for the image's login server."""
+
+    def __init__(self, options: AzureOptions) -> None:
+        self.options = options
+
+    def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:
+        try:
+            image = parse_image(request.image)
+        except ImageError as exc:
+            raise ProviderError(f"cannot get ACR credentials: {exc}") from None
+        config = load_config(self.options.config_path)
+        cloud = resolve_cloud(config, ctx)
+        source = image.registry.lower()
+        login_server = self.options.mirrors.get(source, source)
+        mirrored = login_server != source
+        host = login_server.rsplit(":", 1)[0] if not login_server.endswith("]") else login_server
+        if login_server_suffix(host, cloud) is None:
+            ctx.log.v(
+                1, f"{login_server} is not an ACR login server ({cloud.name}): no credentials"
+            )
+            return Credentials({}, cache_duration=0)
+        if mirrored:
+            ctx.log.v(1, f"{image.registry} is mirrored to {login_server}")
+        identity = choose_identity(request, config, cloud, ctx)
+        refresh = exchange_for_refresh_token(
+            login_server, aad_token(identity, ctx), identity.tenant, ctx
+        )
+        entry = AuthConfig(ACR_REFRESH_USERNAME, refresh)
+        auth = {login_server if mirrored else image.registry: entry}
+        if mirrored:
+            auth[image.registry] = entry
+        return Credentials(auth, expires_at=jwt_expiry(refresh))

@@ -1,0 +1,171 @@
+"""Fakes of Azure IMDS, the Entra ID (AAD) token endpoint and an ACR registry's token exchange.
+
+The AAD and ACR fakes serve TLS with certificates from the session's test CA; the plugin reaches
+them under their real host names (``login.microsoftonline.com``, ``myreg.azurecr.io``, ...) through
+the loopback-only ``CREDPROVIDER_TEST_RESOLVE``. ACR refresh tokens are JWTs with an ``exp`` claim.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from dataclasses import dataclass, field
+
+from tests.fakes.http import FakeRequest, FakeResponse
+
+AAD_HOSTS = ("login.microsoftonline.com", "login.chinacloudapi.cn", "login.microsoftonline.us")
+ACR_SCOPE = "https://containerregistry.azure.net/.default"
+
+
+def make_jwt(claims: dict[str, object]) -> str:
+    def part(obj: dict[str, object]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
+
+    return f"{part({'alg': 'RS256', 'typ': 'JWT'})}.{part(claims)}.c2lnbmF0dXJl"
+
+
+@dataclass
+class FakeImds:
+    """``GET /metadata/identity/oauth2/token`` (needs ``Metadata: true``), as on an Azure VM."""
+
+    access_token: str = field(default_factory=lambda: make_jwt({"aud": "acr", "src": "imds"}))
+    fault: FakeResponse | None = None
+    queries: list[dict[str, str]] = field(default_factory=list)
+
+    def __call__(self, request: FakeRequest) -> FakeResponse:
+        if request.path != "/metadata/identity/oauth2/token":
+            return FakeResponse.json({"error": "not_found"}, status=404)
+        if request.header("metadata") != "true":
+            return FakeResponse.json({"error": "bad_request", "error_description": "Metadata"}, 400)
+        self.queries.append({k: v[0] for k, v in request.query.items()})
+        if self.fault is not None:
+            return self.fault
+        return FakeResponse.json(
+            {
+                "access_token": self.access_token,
+                "expires_in": "3599",
+                "expires_on": str(int(time.time()) + 3599),
+                "resource": request.query.get("resource", [""])[0],
+                "token_type": "Bearer",
+            }
+        )
+
+
+@dataclass
+class FakeAad:
+    """Entra ID: OpenID discovery and the v2.0 token endpoint (client credentials grants)."""
+
+    access_token: str = field(default_factory=lambda: make_jwt({"aud": "acr", "src": "aad"}))
+    fault: FakeResponse | None = None
+    token_requests: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
+
+    def __call__(self, request: FakeRequest) -> FakeResponse:
+        host = request.host.split(":")[0]
+        parts = request.path.strip("/").split("/")
+        tenant = parts[0] if parts else ""
+        if request.path.endswith("/v2.0/.well-known/openid-configuration"):
+            base = f"https://{host}/{tenant}"
+            return FakeResponse.json(
+                {
+                    "token_endpoint": f"{base}/oauth2/v2.0/token",
+                    "authorization_endpoint": f"{base}/oauth2/v2.0/authorize",
+                    "issuer": f"https://{host}/{tenant}/v2.0",
+                    "device_authorization_endpoint": f"{base}/oauth2/v2.0/devicecode",
+                }
+            )
+        if request.path == "/common/discovery/instance":
+            return FakeResponse.json(
+                {
+                    "tenant_discovery_endpoint": f"https://{host}/common/v2.0/.well-known/openid-configuration",
+                    "api-version": "1.1",
+                    "metadata": [
+                        {"preferred_network": host, "preferred_cache": host, "aliases": [host]}
+                    ],
+                }
+            )
+        if request.path.endswith("/oauth2/v2.0/token") and request.method == "POST":
+            self.token_requests.append((host, tenant, request.form))
+            if self.fault is not None:
+                return self.fault
+            return FakeResponse.json(
+                {
+                    "access_token": self.access_token,
+                    "expires_in": 3599,
+                    "ext_expires_in": 3599,
+                    "token_type": "Bearer",
+                }
+            )
+        return FakeResponse.json({"error": "not_found", "path": request.path}, status=404)
+
+
+@dataclass
+class FakeAcr:
+    """An ACR registry: ``GET /v2/`` challenge and ``POST /oauth2/exchange``.
+
+    ``challenge`` overrides the Www-Authenticate values (a list: several headers); ``exchange_fault``
+    replaces the exchange answer; ``valid_seconds`` sets the refresh token's ``exp``.
+    """
+
+    valid_seconds: float = 10800.0
+    challenge: list[str] | None = None
+    challenge_status: int = 401
+    exchange_fault: FakeResponse | None = None
+    exchange_faults: list[FakeResponse] = field(default_factory=list)  # consumed one per call
+    exchanges: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    refresh_tokens: list[str] = field(default_factory=list)
+
+    def __call__(self, request: FakeRequest) -> FakeResponse:
+        host = request.host
+        if request.path == "/v2/" and request.method == "GET":
+            values = (
+                self.challenge
+                if self.challenge is not None
+                else [f'Bearer realm="https://{host}/oauth2/token",service="{host.split(":")[0]}"']
+            )
+            response = FakeResponse.json(
+                {"errors": [{"code": "UNAUTHORIZED"}]}, status=self.challenge_status
+            )
+            response.headers.pop("Www-Authenticate", None)
+            return _with_repeated_header(response, "Www-Authenticate", values)
+        if request.path == "/oauth2/exchange" and request.method == "POST":
+            self.exchanges.append((host, request.form))
+            if self.exchange_faults:
+                return self.exchange_faults.pop(0)
+            if self.exchange_fault is not None:
+                return self.exchange_fault
+            if request.form.get("grant_type") != "access_token" or not request.form.get(
+                "access_token"
+            ):
+                return FakeResponse.json({"errors": [{"code": "INVALID_GRANT"}]}, status=400)
+            token = make_jwt(
+                {
+                    "exp": int(time.time() + self.valid_seconds),
+                    "grant_type": "refresh_token",
+                    "iss": "Azure Container Registry",
+                }
+            )
+            self.refresh_tokens.append(token)
+            return FakeResponse.json(
+                {"refresh_token": token}, headers={"X-Ms-Correlation-Request-Id": "corr-1"}
+            )
+        return FakeResponse.json({"errors": [{"code": "NOT_FOUND"}]}, status=404)
+
+
+class _MultiHeaders(dict[str, str]):
+    """Header mapping that can carry one name several times (``items`` yields each)."""
+
+    def __init__(self, base: dict[str, str], name: str, values: list[str]) -> None:
+        super().__init__(base)
+        self.repeated = (name, values)
+
+    def items(self):  # type: ignore[override]
+        yield from super().items()
+        name, values = self.repeated
+        for value in values:
+            yield name, value
+
+
+def _with_repeated_header(response: FakeResponse, name: str, values: list[str]) -> FakeResponse:
+    response.headers = _MultiHeaders(response.headers, name, values)
+    return response
