@@ -41,6 +41,10 @@ class RequestError(ValueError):
     """The bytes on stdin are not a CredentialProviderRequest this plugin can answer."""
 
 
+class ResponseError(ValueError):
+    """A plugin's stdout that the kubelet would reject (its message says why, as the kubelet would)."""
+
+
 class DurationError(ValueError):
     """A string is not a Go duration (``time.ParseDuration`` would reject it)."""
 
@@ -244,9 +248,30 @@ _UNITS: Final = {
 }
 
 
+def go_quote(text: str) -> str:
+    """Quote like Go's ``%q`` for the common cases (printable text, escaped quotes/backslashes)."""
+    out = []
+    for ch in text:
+        if ch in ('"', "\\"):
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
 def parse_go_duration(text: str) -> int:
-    """Parse a duration like Go's ``time.ParseDuration`` and return nanoseconds."""
+    """Parse a duration like Go's ``time.ParseDuration`` and return nanoseconds.
+
+    Errors carry Go's messages (``time: invalid duration "5"``, ``time: unknown unit ...``).
+    """
     original = text
+    quoted = go_quote(original)
     negative = False
     if text[:1] in ("-", "+"):
         negative = text[0] == "-"
@@ -254,18 +279,18 @@ def parse_go_duration(text: str) -> int:
     if text == "0":
         return 0
     if not text:
-        raise DurationError(f"invalid duration {original!r}")
+        raise DurationError(f"time: invalid duration {quoted}")
     total = 0
     while text:
         if not (text[0] == "." or "0" <= text[0] <= "9"):
-            raise DurationError(f"invalid duration {original!r}")
+            raise DurationError(f"time: invalid duration {quoted}")
         i = 0
         while i < len(text) and "0" <= text[i] <= "9":
             i += 1
         whole_digits, text = text[:i], text[i:]
         whole = int(whole_digits) if whole_digits else 0
         if whole > _MAX_INT64 + 1:
-            raise DurationError(f"invalid duration {original!r}")
+            raise DurationError(f"time: invalid duration {quoted}")
         frac, scale, has_frac = 0, 1.0, False
         if text.startswith("."):
             text = text[1:]
@@ -282,28 +307,112 @@ def parse_go_duration(text: str) -> int:
             has_frac = j > 0
             text = text[j:]
         if not whole_digits and not has_frac:
-            raise DurationError(f"invalid duration {original!r}")
+            raise DurationError(f"time: invalid duration {quoted}")
         k = 0
         while k < len(text) and not (text[k] == "." or "0" <= text[k] <= "9"):
             k += 1
         if k == 0:
-            raise DurationError(f"missing unit in duration {original!r}")
+            raise DurationError(f"time: missing unit in duration {quoted}")
         unit_name, text = text[:k], text[k:]
         unit = _UNITS.get(unit_name)
         if unit is None:
-            raise DurationError(f"unknown unit {unit_name!r} in duration {original!r}")
+            raise DurationError(f"time: unknown unit {go_quote(unit_name)} in duration {quoted}")
         if whole > (1 << 63) // unit:
-            raise DurationError(f"invalid duration {original!r}")
+            raise DurationError(f"time: invalid duration {quoted}")
         value = whole * unit
         if frac > 0:
             value += int(float(frac) * (float(unit) / scale))
             if value > 1 << 63:
-                raise DurationError(f"invalid duration {original!r}")
+                raise DurationError(f"time: invalid duration {quoted}")
         total += value
         if total > 1 << 63:
-            raise DurationError(f"invalid duration {original!r}")
+            raise DurationError(f"time: invalid duration {quoted}")
     if negative:
         return -total
     if total > _MAX_INT64:
-        raise DurationError(f"invalid duration {original!r}")
+        raise DurationError(f"time: invalid duration {quoted}")
     return total
+
+
+_RESPONSE_FIELDS: Final = ("kind", "apiVersion", "cacheKeyType", "cacheDuration", "auth")
+
+
+def _strict_object(text: str) -> Any:
+    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in seen:
+                raise ResponseError(f'strict decoding error: json: duplicate field "{key}"')
+            seen[key] = value
+        return seen
+
+    return json.loads(text, object_pairs_hook=no_duplicates, parse_constant=_reject_constant)
+
+
+def parse_response(data: bytes, expected_api_version: str) -> CredentialProviderResponse:
+    """Decode a plugin's stdout like the kubelet (strict): the first problem raises ResponseError.
+
+    The messages follow the kubelet's: a GVK that cannot be read, an apiVersion other than the one
+    configured, then strict decoding (unknown or duplicate fields, wrong types), then cacheKeyType.
+    """
+    try:
+        text = data.decode("utf-8")
+        obj = _strict_object(text)
+    except ResponseError:
+        raise
+    except (UnicodeDecodeError, json.JSONDecodeError, RequestError) as exc:
+        raise ResponseError(f"error reading GVK from response: {exc}") from None
+    if not isinstance(obj, dict):
+        raise ResponseError("error reading GVK from response: the response is not a JSON object")
+    api_version = obj.get("apiVersion")
+    if api_version != expected_api_version:
+        raise ResponseError(
+            "apiVersion from credential plugin response did not match expected apiVersion:"
+            f"{expected_api_version}, actual apiVersion:{api_version if api_version else ''}"
+        )
+    problems: list[str] = []
+    for key in obj:
+        if key not in _RESPONSE_FIELDS:
+            problems.append(f'unknown field "{key}"')
+    if obj.get("kind") != RESPONSE_KIND:
+        problems.append(f"kind is {obj.get('kind')!r}, expected {RESPONSE_KIND}")
+    duration: int | None = None
+    raw_duration = obj.get("cacheDuration")
+    if raw_duration is not None:
+        if not isinstance(raw_duration, str):
+            problems.append('cacheDuration must be a duration string such as "1h0m0s"')
+        else:
+            try:
+                duration = parse_go_duration(raw_duration)
+            except DurationError as exc:
+                problems.append(f"cacheDuration: {exc}")
+    auth: dict[str, AuthConfig] = {}
+    raw_auth = obj.get("auth")
+    if raw_auth is not None:
+        if not isinstance(raw_auth, dict):
+            problems.append("auth must be an object")
+        else:
+            for key, entry in raw_auth.items():
+                if not isinstance(entry, dict):
+                    problems.append(f"auth[{key!r}] must be an object")
+                    continue
+                extra = [f for f in entry if f not in ("username", "password")]
+                if extra:
+                    problems.append(f'unknown field "auth[{key}].{extra[0]}"')
+                user, password = entry.get("username", ""), entry.get("password", "")
+                if not isinstance(user, str) or not isinstance(password, str):
+                    problems.append(f"auth[{key!r}] username and password must be strings")
+                    continue
+                auth[key] = AuthConfig(user, password)
+    cache_key_type = obj.get("cacheKeyType")
+    if not isinstance(cache_key_type, str) and cache_key_type is not None:
+        problems.append("cacheKeyType must be a string")
+    if problems:
+        raise ResponseError(
+            "error decoding credential provider plugin response from stdout: " + "; ".join(problems)
+        )
+    if cache_key_type not in CACHE_KEY_TYPES:
+        raise ResponseError(
+            f"credential provider plugin did not return a valid cacheKeyType: {cache_key_type or ''!r}"
+        )
+    return CredentialProviderResponse(str(api_version), str(cache_key_type), duration, auth)

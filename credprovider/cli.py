@@ -1,35 +1,377 @@
-"""``credprovider``: the operator tool (run by hand, never by the kubelet)."""
+"""``credprovider``: the operator tool (run by hand, never by the kubelet).
+
+It answers "why did this pull get no credentials?": ``validate`` a config like the kubelet,
+``get`` credentials the way the kubelet would, ``explain`` an image offline, ``match`` a pattern,
+``install`` the plugins and ``migrate`` a node from the in-tree providers.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
+from typing import Any
 
 from credprovider import __version__
+from credprovider.catalog import PLUGINS
 from credprovider.entry import PLUGIN_MODULES
-from credprovider.matching import urls_match
+from credprovider.matching import ImageError, parse_image, urls_match
 
-EXIT_MATCH = 0
-EXIT_NO_MATCH = 1
+EXIT_OK = 0
+EXIT_FAILED = 1
 EXIT_USAGE = 2
+
+
+def _print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, sort_keys=False))
+
+
+def _mask(password: str, show: bool) -> str:
+    from credprovider.redact import redact
+
+    return password if show else redact(password)
+
+
+# --- validate -----------------------------------------------------------------------------------------
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from credprovider.config import ConfigError, lint_providers, load_config
+
+    try:
+        loaded = load_config(args.path)
+    except ConfigError as exc:
+        if args.json:
+            _print_json({"valid": False, "error": str(exc), "warnings": []})
+        else:
+            print(f"invalid: {exc}")
+        return EXIT_FAILED
+    warnings = lint_providers(loaded, args.bin_dir)
+    names = [p.name or "" for p in loaded.providers]
+    if args.json:
+        _print_json(
+            {
+                "valid": True,
+                "error": None,
+                "warnings": warnings,
+                "providers": names,
+                "files": [str(f) for f in loaded.sources],
+            }
+        )
+    else:
+        print(
+            f"valid: {len(names)} provider(s) from {len(loaded.sources)} file(s): {', '.join(names)}"
+        )
+        for warning in warnings:
+            print(f"warning: {warning}")
+    return EXIT_OK
+
+
+# --- get ----------------------------------------------------------------------------------------------
+
+
+def _read_annotations(values: list[str]) -> dict[str, str]:
+    annotations = {}
+    for value in values:
+        key, sep, val = value.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"credprovider get: --sa-annotation {value!r} is not key=value")
+        annotations[key] = val
+    return annotations
+
+
+def _provider_json(report: Any, show: bool) -> dict[str, Any]:
+    response = report.response
+    return {
+        "name": report.name,
+        "matched": report.matched,
+        "skipped": report.skipped,
+        "ran": report.ran,
+        "exitCode": report.exit_code,
+        "stderr": report.stderr,
+        "error": report.error,
+        "seconds": round(report.seconds, 3),
+        "response": None
+        if response is None
+        else {
+            "apiVersion": response.api_version,
+            "cacheKeyType": response.cache_key_type,
+            "cacheDuration": response.cache_duration,
+            "auth": {
+                key: {"username": entry.username, "password": _mask(entry.password, show)}
+                for key, entry in response.auth.items()
+            },
+        },
+        "appliedKeys": report.applied_keys,
+        "ignoredKeys": report.ignored_keys,
+        "cacheKey": report.cache_key,
+        "cacheSeconds": report.cache_seconds,
+    }
+
+
+def _print_report(report: Any, show: bool) -> None:
+    for provider in report.providers:
+        if not provider.matched:
+            print(f"- {provider.name}: matchImages do not match {report.image}: not run")
+            continue
+        if provider.skipped:
+            print(f"- {provider.name}: matched, not run: {provider.skipped}")
+            continue
+        status = f"exit {provider.exit_code}" if provider.exit_code is not None else "not finished"
+        print(f"- {provider.name}: matched, ran in {provider.seconds * 1000:.0f} ms, {status}")
+        if provider.error:
+            print(f"    the kubelet uses nothing from it: {provider.error}")
+            continue
+        response = provider.response
+        duration = (
+            "not cached" if not provider.cache_seconds else f"cached {provider.cache_seconds:g}s"
+        )
+        print(f"    cacheKeyType {response.cache_key_type}, key {provider.cache_key!r}, {duration}")
+        for key, entry in response.auth.items():
+            if key in provider.applied_keys:
+                print(
+                    f"    applies: {key} (username {entry.username!r}, password "
+                    f"{_mask(entry.password, show)})"
+                )
+            else:
+                print(f"    ignored: {key}: {provider.ignored_keys[key]}")
+
+
+def _cmd_get(args: argparse.Namespace) -> int:
+    from credprovider.config import ConfigError, load_config
+    from credprovider.lookup import kubelet_lookup
+
+    try:
+        image = parse_image(args.image).name
+    except ImageError as exc:
+        print(f"credprovider get: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        loaded = load_config(args.config)
+    except ConfigError as exc:
+        print(
+            f"credprovider get: the kubelet would not start with this config: {exc}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    token = (
+        Path(args.sa_token_file).read_text(encoding="utf-8").strip() if args.sa_token_file else ""
+    )
+    report = kubelet_lookup(
+        loaded,
+        args.bin_dir,
+        image,
+        token,
+        _read_annotations(args.sa_annotation),
+        timeout=args.timeout,
+    )
+    found = report.credentials
+    if args.json:
+        _print_json(
+            {
+                "image": image,
+                "credentialsFound": bool(found),
+                "providers": [_provider_json(p, args.show_password) for p in report.providers],
+            }
+        )
+    else:
+        print(f"image {image} (as the kubelet passes it)")
+        _print_report(report, args.show_password)
+        if found:
+            keys = ", ".join(f"{key} from {name}" for name, key, _ in found)
+            print(f"result: the kubelet would try {len(found)} credential(s): {keys}")
+        else:
+            print(
+                "result: the kubelet would pull WITHOUT credentials from these providers "
+                "(node docker config and pull secrets may still apply)"
+            )
+    return EXIT_OK if found else EXIT_FAILED
+
+
+# --- explain / match ----------------------------------------------------------------------------------
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from credprovider.explain import explain_image
+
+    try:
+        result = explain_image(args.image, args.provider)
+    except ImageError as exc:
+        print(f"credprovider explain: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        _print_json(result)
+    else:
+        print(f"image:    {result['image']}")
+        print(f"registry: {result['registry']}")
+        claim = result["plugin"] or "none"
+        print(
+            f"provider: {claim}{'' if result['recognized'] else ' (not its registry)' if result['plugin'] else ''}"
+        )
+        print(f"it would: {result['action']}")
+    return EXIT_OK
 
 
 def _cmd_match(args: argparse.Namespace) -> int:
     matched = urls_match(args.pattern, args.image)
     print("match" if matched else "no match")
-    return EXIT_MATCH if matched else EXIT_NO_MATCH
+    return EXIT_OK if matched else EXIT_FAILED
+
+
+# --- install / migrate --------------------------------------------------------------------------------
+
+
+def _cmd_install(args: argparse.Namespace) -> int:
+    from credprovider.config import ConfigError
+    from credprovider.install import InstallError, install
+
+    keys = [key.strip() for key in args.providers.split(",") if key.strip()]
+    try:
+        result = install(
+            args.bin_dir,
+            args.config_out,
+            keys,
+            args.azure_config,
+            args.copy,
+            args.force,
+            args.target,
+        )
+    except (InstallError, ConfigError, OSError) as exc:
+        print(f"credprovider install: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.json:
+        _print_json(
+            {
+                "actions": result.actions,
+                "warnings": result.warnings,
+                "kubeletFlags": result.kubelet_flags,
+            }
+        )
+        return EXIT_OK
+    for action in result.actions:
+        print(action)
+    for warning in result.warnings:
+        print(f"warning: {warning}")
+    print("add to the kubelet's flags:")
+    for flag in result.kubelet_flags:
+        print(f"  {flag}")
+    return EXIT_OK
+
+
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from credprovider.install import plan_migration
+
+    config_text = (
+        Path(args.kubelet_config).read_text(encoding="utf-8") if args.kubelet_config else ""
+    )
+    plan = plan_migration(args.kubelet_flags, config_text, args.bin_dir, args.config_out)
+    if args.json:
+        _print_json(
+            {
+                "providers": plan.providers,
+                "removeFlags": plan.remove,
+                "addFlags": plan.add,
+                "config": plan.config,
+                "notes": plan.notes,
+            }
+        )
+        return EXIT_OK
+    if plan.remove:
+        print("remove from the kubelet:")
+        for flag in plan.remove:
+            print(f"  {flag}")
+    if plan.add:
+        print("add to the kubelet:")
+        for flag in plan.add:
+            print(f"  {flag}")
+    if plan.config:
+        print(f"write {args.config_out} (and install the plugins with credprovider install):")
+        print(plan.config)
+    for note in plan.notes:
+        print(f"note: {note}")
+    return EXIT_OK
+
+
+# --- parser -------------------------------------------------------------------------------------------
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="credprovider",
         description=(
-            "Operator tool for the credprovider kubelet image credential provider plugins "
-            f"({', '.join(PLUGIN_MODULES)})."
+            "Operator tool for the kubelet image credential provider plugins "
+            f"{', '.join(PLUGIN_MODULES)}. Start with 'credprovider get IMAGE --config ... "
+            "--bin-dir ...' to see why a pull got (or did not get) credentials."
         ),
     )
     parser.add_argument("--version", action="version", version=f"credprovider {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    validate = sub.add_parser(
+        "validate",
+        help="check a CredentialProviderConfig exactly as the kubelet does at start-up",
+        description=(
+            "Read PATH (a file, or a directory whose *.json/*.yaml/*.yml files are merged in "
+            "lexicographic order, as kubelet >= 1.34 does), decode it strictly and validate it with "
+            "the kubelet's rules and error messages. Then warn about what the kubelet accepts but will "
+            "not do what you meant ('*' in a path, defaultCacheDuration 0, missing binaries, host forms "
+            "the matchImages miss, unread annotation keys). Exit 0 if the kubelet would start, 1 if not."
+        ),
+    )
+    validate.add_argument(
+        "path", help="config file or directory (--image-credential-provider-config)"
+    )
+    validate.add_argument("--bin-dir", help="also check the plugin binaries in this directory")
+    validate.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    validate.set_defaults(handler=_cmd_validate)
+
+    get = sub.add_parser(
+        "get",
+        help="get credentials for an image the way the kubelet would, and explain the result",
+        description=(
+            "Normalize IMAGE as the kubelet does (nginx -> docker.io/library/nginx, tag and digest "
+            "dropped), select providers by matchImages in config order, run each matching plugin with "
+            "its args and env (inheriting this environment) and a 60s timeout, decode its answer "
+            "strictly, and report which returned key the kubelet would use for IMAGE and why the "
+            "others would not apply. Passwords are masked unless --show-password. Exit 0 when the "
+            "kubelet would end up with credentials, 1 when not."
+        ),
+    )
+    get.add_argument("image", help="e.g. 123456789012.dkr.ecr.us-east-1.amazonaws.com/app:v1")
+    get.add_argument("--config", required=True, help="the kubelet's credential provider config")
+    get.add_argument("--bin-dir", required=True, help="the kubelet's plugin bin dir")
+    get.add_argument(
+        "--sa-token-file", help="service account token to pass (providers with tokenAttributes)"
+    )
+    get.add_argument(
+        "--sa-annotation",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="service account annotation (repeatable)",
+    )
+    get.add_argument("--show-password", action="store_true", help="print passwords in clear")
+    get.add_argument(
+        "--timeout", type=float, default=60.0, help="per-plugin timeout (kubelet: 60s)"
+    )
+    get.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    get.set_defaults(handler=_cmd_get)
+
+    explain = sub.add_parser(
+        "explain",
+        help="offline: which plugin claims an image and what it would do",
+        description="No network and no cloud SDK: only the plugins' registry recognition rules.",
+    )
+    explain.add_argument("image")
+    explain.add_argument(
+        "--provider",
+        choices=sorted(PLUGINS),
+        help="ask about this provider only (recognized says if it is its registry)",
+    )
+    explain.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    explain.set_defaults(handler=_cmd_explain)
+
     match = sub.add_parser(
         "match",
         help="does a matchImages pattern (or response auth key) match an image?",
@@ -43,6 +385,51 @@ def build_parser() -> argparse.ArgumentParser:
     match.add_argument("pattern", help="e.g. '*.dkr.ecr.*.amazonaws.com'")
     match.add_argument("image", help="e.g. 123456789012.dkr.ecr.us-east-1.amazonaws.com/app")
     match.set_defaults(handler=_cmd_match)
+
+    inst = sub.add_parser(
+        "install",
+        help="install the plugins into a bin dir and write a complete kubelet config",
+        description=(
+            "Link the plugin names in DIR to this bundle's executable (or, with --copy, copy the "
+            "bundle into DIR/.credprovider and link to the copy), write a CredentialProviderConfig "
+            "with complete matchImages, validate it, and print the kubelet flags. Idempotent; a "
+            "different existing file is only replaced with --force."
+        ),
+    )
+    inst.add_argument("--bin-dir", required=True)
+    inst.add_argument("--config-out", required=True)
+    inst.add_argument("--providers", default="aws,azure,gcp", help="comma list of aws, azure, gcp")
+    inst.add_argument("--azure-config", help="azure.json path passed to acr-credential-provider")
+    inst.add_argument(
+        "--copy", action="store_true", help="copy the bundle instead of linking to it"
+    )
+    inst.add_argument("--force", action="store_true", help="replace different existing files")
+    inst.add_argument("--target", help="the credprovider executable to link to (default: this one)")
+    inst.add_argument("--json", action="store_true")
+    inst.set_defaults(handler=_cmd_install)
+
+    migrate = sub.add_parser(
+        "migrate",
+        help="move a node from the in-tree cloud providers to these plugins",
+        description=(
+            "Read a kubelet's old command line and/or KubeletConfiguration (--cloud-provider, "
+            "--azure-container-registry-config, feature gates) and print the flags to remove and add "
+            "and the CredentialProviderConfig to write (reusing the azure.json path)."
+        ),
+    )
+    migrate.add_argument(
+        "--kubelet-flags",
+        default="",
+        metavar='"FLAGS"',
+        help='the kubelet\'s flags, quoted, with = (--kubelet-flags="--cloud-provider=aws ...")',
+    )
+    migrate.add_argument("--kubelet-config", help="a KubeletConfiguration file")
+    migrate.add_argument("--bin-dir", default="/etc/kubernetes/image-credential-provider")
+    migrate.add_argument(
+        "--config-out", default="/etc/kubernetes/image-credential-provider-config.yaml"
+    )
+    migrate.add_argument("--json", action="store_true")
+    migrate.set_defaults(handler=_cmd_migrate)
     return parser
 
 

@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from credprovider.api import go_quote
+
 DEFAULT_REGISTRY: Final = "docker.io"
 LEGACY_DEFAULT_REGISTRY: Final = "index.docker.io"
 _HEX: Final = "0123456789abcdefABCDEF"
@@ -36,28 +38,30 @@ class ParsedURL:
     path: str  # url.URL.Path: unescaped
 
 
-def _go_unescape(text: str, host_mode: bool) -> str | None:
+class GoURLError(ValueError):
+    """Go's ``url.Parse`` would fail; the message is Go's (``parse "...": ...``)."""
+
+
+def _go_unescape(text: str, host_mode: bool) -> str:
     out = bytearray()
     raw = text.encode("utf-8", "surrogateescape")
     i = 0
     while i < len(raw):
         c = raw[i]
         if c == 0x25:  # '%'
-            if i + 2 >= len(raw):
-                return None
-            h1, h2 = chr(raw[i + 1]), chr(raw[i + 2])
-            if h1 not in _HEX or h2 not in _HEX:
-                return None
-            value = int(h1 + h2, 16)
+            escape = raw[i : i + 3].decode("utf-8", "replace")
+            if i + 2 >= len(raw) or chr(raw[i + 1]) not in _HEX or chr(raw[i + 2]) not in _HEX:
+                raise GoURLError(f"invalid URL escape {go_quote(escape)}")
+            value = int(chr(raw[i + 1]) + chr(raw[i + 2]), 16)
             if host_mode and value < 0x80 and raw[i : i + 3] != b"%25":
-                return None
+                raise GoURLError(f"invalid URL escape {go_quote(escape)}")
             out.append(value)
             i += 3
             continue
         if host_mode and c < 0x80:
             ch = chr(c)
             if not (ch.isascii() and ch.isalnum()) and ch not in _GO_HOST_EXTRA:
-                return None
+                raise GoURLError(f"invalid character {go_quote(ch)} in host name")
         out.append(c)
         i += 1
     return out.decode("utf-8", "surrogateescape")
@@ -67,37 +71,49 @@ def _valid_optional_port(port: str) -> bool:
     return port == "" or (port.startswith(":") and all(c in "0123456789" for c in port[1:]))
 
 
-def go_parse_url(url: str) -> ParsedURL | None:
-    """Go's ``url.Parse`` reduced to what matching needs; ``None`` where Go returns an error.
+def parse_go_url(url: str) -> ParsedURL:
+    """Go's ``url.Parse`` reduced to what matching needs; raises :class:`GoURLError` like Go.
 
     ``url`` must carry a scheme (``https://...``), as the kubelet always adds one.
     """
+    try:
+        return _parse_go_url(url)
+    except GoURLError as exc:
+        raise GoURLError(f"parse {go_quote(url)}: {exc}") from None
+
+
+def _parse_go_url(url: str) -> ParsedURL:
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
-        return None
+        raise GoURLError("net/url: invalid control character in URL")
     url, _, fragment = url.partition("#")
-    if _go_unescape(fragment, host_mode=False) is None:
-        return None
+    _go_unescape(fragment, host_mode=False)
     scheme, sep, rest = url.partition("://")
     if not sep or not scheme:
-        return None
+        raise GoURLError("missing protocol scheme")
     rest = rest.split("?", 1)[0]
     authority, slash, path = rest.partition("/")
     path = slash + path
     userinfo, at, host = authority.rpartition("@")
     if at and not all((c.isascii() and c.isalnum()) or c in _GO_USERINFO_EXTRA for c in userinfo):
-        return None
+        raise GoURLError("net/url: invalid userinfo")
     if host.startswith("["):
         close = host.find("]")
-        if close < 0 or not _valid_optional_port(host[close + 1 :]):
-            return None
+        if close < 0:
+            raise GoURLError("missing ']' in host")
+        if not _valid_optional_port(host[close + 1 :]):
+            raise GoURLError(f"invalid port {go_quote(host[close + 1 :])} after host")
     elif ":" in host and not _valid_optional_port(host[host.rfind(":") :]):
+        raise GoURLError(f"invalid port {go_quote(host[host.rfind(':') :])} after host")
+    _go_unescape(host, host_mode=True)
+    return ParsedURL(host=host, path=_go_unescape(path, host_mode=False))
+
+
+def go_parse_url(url: str) -> ParsedURL | None:
+    """:func:`parse_go_url`, with ``None`` where Go returns an error."""
+    try:
+        return parse_go_url(url)
+    except GoURLError:
         return None
-    if _go_unescape(host, host_mode=True) is None:
-        return None
-    unescaped_path = _go_unescape(path, host_mode=False)
-    if unescaped_path is None:
-        return None
-    return ParsedURL(host=host, path=unescaped_path)
 
 
 def go_split_host_port(hostport: str) -> tuple[str, str] | None:

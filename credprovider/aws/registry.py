@@ -31,6 +31,59 @@ ECR_SUFFIXES: Final = (
     "csp.hci.ic.gov",
 )
 
+# kubelet matchImages covering every host form above (one '*' per label, no ports).
+MATCH_IMAGES: Final = (
+    "*.dkr.ecr.*.amazonaws.com",
+    "*.dkr-ecr.*.on.aws",
+    "*.dkr.ecr-fips.*.amazonaws.com",
+    "*.dkr-ecr-fips.*.on.aws",
+    "*.dkr.ecr.*.amazonaws.com.cn",
+    "*.dkr-ecr.*.on.amazonwebservices.com.cn",
+    "*.dkr.ecr.*.amazonaws.eu",
+    "*.dkr.ecr.*.c2s.ic.gov",
+    "*.dkr.ecr.*.sc2s.sgov.gov",
+    "*.dkr.ecr.*.cloud.adc-e.uk",
+    "*.dkr.ecr.*.csp.hci.ic.gov",
+    "public.ecr.aws",
+    "ecr-public.aws.com",
+)
+# One image per host form, to check that a config's matchImages cover them all.
+SAMPLE_IMAGES: Final = {
+    "private": "123456789012.dkr.ecr.us-east-1.amazonaws.com/app",
+    "FIPS": "123456789012.dkr.ecr-fips.us-east-1.amazonaws.com/app",
+    "dual-stack": "123456789012.dkr-ecr.us-east-1.on.aws/app",
+    "dual-stack FIPS": "123456789012.dkr-ecr-fips.us-east-1.on.aws/app",
+    "China": "123456789012.dkr.ecr.cn-north-1.amazonaws.com.cn/app",
+    "China dual-stack": "123456789012.dkr-ecr.cn-north-1.on.amazonwebservices.com.cn/app",
+    "EU sovereign cloud": "123456789012.dkr.ecr.eusc-de-east-1.amazonaws.eu/app",
+    "ISO": "123456789012.dkr.ecr.us-iso-east-1.c2s.ic.gov/app",
+    "ISO-B": "123456789012.dkr.ecr.us-isob-east-1.sc2s.sgov.gov/app",
+    "ISO-E": "123456789012.dkr.ecr.eu-isoe-west-1.cloud.adc-e.uk/app",
+    "ISO-F": "123456789012.dkr.ecr.us-isof-south-1.csp.hci.ic.gov/app",
+    "ECR Public": "public.ecr.aws/nginx/nginx",
+    "ECR Public dual-stack": "ecr-public.aws.com/nginx/nginx",
+}
+
+# Settings that select the credentials, region or endpoint: part of the persistent cache's identity
+# (values of these are not secrets; secret keys and session tokens are not listed).
+IDENTITY_ENV: Final = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_ROLE_ARN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_ECR",
+    "AWS_ENDPOINT_URL_ECR_PUBLIC",
+    "AWS_ENDPOINT_URL_STS",
+    "AWS_USE_FIPS_ENDPOINT",
+    "AWS_USE_DUALSTACK_ENDPOINT",
+)
+
 ROLE_ARN_ANNOTATIONS: Final = ("eks.amazonaws.com/ecr-role-arn", "eks.amazonaws.com/role-arn")
 ROLE_ARN_ENV: Final = "AWS_ECR_ROLE_ARN"
 ROLE_SESSION_NAME: Final = "ecr-credential-provider"

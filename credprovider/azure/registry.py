@@ -12,10 +12,23 @@ from typing import Final
 
 ACR_SCOPE: Final = "https://containerregistry.azure.net/.default"
 ACR_REFRESH_USERNAME: Final = "00000000-0000-0000-0000-000000000000"
-CLIENT_ID_ANNOTATION: Final = "kubernetes.azure.com/acr-client-id"
-TENANT_ID_ANNOTATION: Final = "kubernetes.azure.com/acr-tenant-id"
 ENVIRONMENT_FILE_ENV: Final = "AZURE_ENVIRONMENT_FILEPATH"
 BUILTIN_REGISTRY_SUFFIXES: Final = ("azurecr.io", "azurecr.cn", "azurecr.de", "azurecr.us")
+
+MATCH_IMAGES: Final = (
+    *(f"*.{suffix}" for suffix in BUILTIN_REGISTRY_SUFFIXES),
+    *(f"*.*.geo.{suffix}" for suffix in BUILTIN_REGISTRY_SUFFIXES),
+)
+SAMPLE_IMAGES: Final = {
+    "public cloud": "myregistry.azurecr.io/app",
+    "China": "myregistry.azurecr.cn/app",
+    "US Government": "myregistry.azurecr.us/app",
+    "geo-replica": "myregistry.eastus.geo.azurecr.io/app",
+    "DNL name": "myregistry-abc123.azurecr.io/app",
+}
+CLIENT_ID_ANNOTATION: Final = "kubernetes.azure.com/acr-client-id"
+TENANT_ID_ANNOTATION: Final = "kubernetes.azure.com/acr-tenant-id"
+ANNOTATION_KEYS: Final = (CLIENT_ID_ANNOTATION, TENANT_ID_ANNOTATION)
 
 # A login server is <name>[-<dnl hash>][.<region>.geo].<suffix>; names are alphanumeric.
 _LOGIN_NAME_RE: Final = r"[a-z0-9]+(?:-[a-z0-9]+)?(?:\.[a-z0-9]+\.geo)?"

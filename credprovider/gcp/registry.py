@@ -25,6 +25,14 @@ GOOGLE_REGISTRY_KEYS: Final = ("container.cloud.google.com", "gcr.io", "*.gcr.io
 # cached (Global) answer too: a key without a port never matches an image with one.
 GOOGLE_REGISTRY_KEYS_443: Final = tuple(f"{key}:443" for key in GOOGLE_REGISTRY_KEYS)
 
+MATCH_IMAGES: Final = GOOGLE_REGISTRY_KEYS
+SAMPLE_IMAGES: Final = {
+    "gcr.io": "gcr.io/project/app",
+    "regional gcr.io": "us.gcr.io/project/app",
+    "Artifact Registry": "us-central1-docker.pkg.dev/project/repo/app",
+    "container.cloud.google.com": "container.cloud.google.com/project/app",
+}
+
 AUTH_FLOWS: Final = ("gcr", "dockercfg", "dockercfg-url")
 DOCKERCFG_ATTRIBUTE: Final = "google-dockercfg"
 DOCKERCFG_URL_ATTRIBUTE: Final = "google-dockercfg-url"
@@ -61,12 +69,24 @@ def is_google_registry_host(host: str) -> bool:
 
 
 def registry_keys(image_registry: str, image_host: str) -> list[str]:
-    """The auth keys for a Google token: the fixed keys, plus the image's registry when it is a
-    Google registry that they do not already cover (another port, a deeper host)."""
+    """The auth keys for a Google token: the fixed keys (with and without :443) and the image's own
+    registry when it is a Google registry.
+
+    With the Global cache key the kubelet serves later images from this answer without asking again,
+    so only registries the fixed keys cover (every Google host on the default port or 443) are
+    served reliably; see :func:`covered_by_fixed_keys`.
+    """
     keys = [*GOOGLE_REGISTRY_KEYS, *GOOGLE_REGISTRY_KEYS_443]
-    if is_google_registry_host(image_host) and not any(urls_match(k, image_registry) for k in keys):
+    if is_google_registry_host(image_host) and image_registry not in keys:
         keys.append(image_registry)
     return keys
+
+
+def covered_by_fixed_keys(registry: str) -> bool:
+    """Does a cached Global answer serve ``registry`` (host[:port])?"""
+    return any(
+        urls_match(key, registry) for key in (*GOOGLE_REGISTRY_KEYS, *GOOGLE_REGISTRY_KEYS_443)
+    )
 
 
 def workload_identity_audience(project_id: str, identity_provider: str) -> str:

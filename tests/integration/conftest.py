@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.fakes.azure import AAD_HOSTS, FakeAad, FakeAcr, FakeImds
+from tests.fakes.http import serve
 from tests.fakes.tls import CertAuthority, make_test_ca
-from tests.helpers import BUNDLE_DIR
+from tests.helpers import BUNDLE_DIR, request_bytes, run_plugin
+
+STACK_AUTHORITY_HOST = "login.stack.local"
+REGISTRY_HOSTS = [
+    "myreg.azurecr.io",
+    "myreg.azurecr.cn",
+    "myreg.azurecr.us",
+    "myreg-abc123.azurecr.io",
+    "myreg.eastus.geo.azurecr.io",
+    "myreg.azurecr.my.cloud",
+    "other.azurecr.io",
+]
 
 REQUIRE_BUNDLE_ENV = "CREDPROVIDER_REQUIRE_BUNDLE"
 
@@ -41,3 +56,106 @@ def moto_server() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def test_ca(tmp_path_factory: pytest.TempPathFactory) -> CertAuthority:
     return make_test_ca(Path(tmp_path_factory.mktemp("ca")))
+
+
+HARNESS_SOURCES = ("go.mod", "go.sum", "main.go")
+
+
+@pytest.fixture(scope="session")
+def kubelet_harness() -> Path:
+    """The Go harness around the real kubelet code, built once per source hash (build/)."""
+    import hashlib
+    import shutil
+    import subprocess
+
+    from tests.helpers import REPO
+
+    source = REPO / "tests" / "kubelet"
+    digest = hashlib.sha256(b"".join((source / name).read_bytes() for name in HARNESS_SOURCES))
+    binary = REPO / "build" / "kubelet-harness" / digest.hexdigest()[:16] / "kubelet-harness"
+    if binary.exists():
+        return binary
+    go = shutil.which("go")
+    if go is None:
+        message = "Go >= 1.26 is needed to build tests/kubelet (the real kubelet code)"
+        if os.environ.get("CI") or os.environ.get(REQUIRE_BUNDLE_ENV) == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    binary.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"}
+    proc = subprocess.run(
+        [go, "build", "-o", str(binary), "."],
+        cwd=source,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1500,
+        check=False,
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"building the kubelet harness failed:\n{proc.stderr[-3000:]}")
+    return binary
+
+
+@dataclass
+class Azure:
+    imds: FakeImds
+    aad: FakeAad
+    acr: FakeAcr
+    env: dict[str, str]
+    directory: Path
+
+    def config(self, name: str = "azure.json", **settings: object) -> str:
+        path = self.directory / name
+        path.write_text(json.dumps(settings))
+        return str(path)
+
+    def run(
+        self,
+        image: str,
+        config: str,
+        *args: str,
+        token: str | None = None,
+        annotations: dict[str, str] | None = None,
+        api_version: str | None = None,
+        use_bundle: bool = False,
+        env: dict[str, str] | None = None,
+    ):  # type: ignore[no-untyped-def]
+        request = (
+            request_bytes(image, api_version, token, annotations)
+            if api_version
+            else request_bytes(image, token=token, annotations=annotations)
+        )
+        return run_plugin(
+            "acr-credential-provider",
+            request,
+            [config, *args],
+            {**self.env, **(env or {})},
+            use_bundle=use_bundle,
+        )
+
+
+@pytest.fixture
+def azure(test_ca: CertAuthority, tmp_path: Path) -> Iterator[Azure]:
+    imds, aad, acr = FakeImds(), FakeAad(), FakeAcr()
+    aad_tls = test_ca.server_context(*AAD_HOSTS, STACK_AUTHORITY_HOST)
+    acr_tls = test_ca.server_context(
+        "*.azurecr.io",
+        "*.azurecr.cn",
+        "*.azurecr.us",
+        "*.eastus.geo.azurecr.io",
+        "*.azurecr.my.cloud",
+    )
+    with (
+        serve(imds) as imds_server,
+        serve(aad, aad_tls) as aad_server,
+        serve(acr, acr_tls) as acr_server,
+    ):
+        resolve = [f"{host}={aad_server.address}" for host in (*AAD_HOSTS, STACK_AUTHORITY_HOST)]
+        resolve += [f"{host}={acr_server.address}" for host in REGISTRY_HOSTS]
+        env = {
+            "AZURE_POD_IDENTITY_AUTHORITY_HOST": imds_server.url,
+            "REQUESTS_CA_BUNDLE": str(test_ca.bundle),
+            "CREDPROVIDER_TEST_RESOLVE": ",".join(resolve),
+        }
+        yield Azure(imds, aad, acr, env, tmp_path)

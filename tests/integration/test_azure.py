@@ -8,8 +8,6 @@ The real azure-identity/MSAL code runs: IMDS through the standard
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -21,10 +19,10 @@ from cryptography.x509.oid import NameOID
 
 from credprovider.api import parse_go_duration
 from credprovider.matching import keyring_lookup
-from tests.fakes.azure import AAD_HOSTS, FakeAad, FakeAcr, FakeImds, make_jwt
+from tests.fakes.azure import make_jwt
 from tests.fakes.http import FakeResponse, serve
-from tests.fakes.tls import CertAuthority
 from tests.helpers import API_VERSIONS, request_bytes, run_plugin
+from tests.integration.conftest import Azure
 
 PLUGIN = "acr-credential-provider"
 NULL_GUID = "00000000-0000-0000-0000-000000000000"
@@ -42,66 +40,6 @@ SA_TOKEN = make_jwt(
     {"sub": "system:serviceaccount:apps:puller", "aud": ["api://AzureADTokenExchange"]}
 )
 SECRET = "sp-client-secret-value-0123456789"
-
-
-@dataclass
-class Azure:
-    imds: FakeImds
-    aad: FakeAad
-    acr: FakeAcr
-    env: dict[str, str]
-    directory: Path
-
-    def config(self, name: str = "azure.json", **settings: object) -> str:
-        path = self.directory / name
-        path.write_text(json.dumps(settings))
-        return str(path)
-
-    def run(
-        self,
-        image: str,
-        config: str,
-        *args: str,
-        token: str | None = None,
-        annotations: dict[str, str] | None = None,
-        api_version: str | None = None,
-        use_bundle: bool = False,
-        env: dict[str, str] | None = None,
-    ):  # type: ignore[no-untyped-def]
-        request = (
-            request_bytes(image, api_version, token, annotations)
-            if api_version
-            else request_bytes(image, token=token, annotations=annotations)
-        )
-        return run_plugin(
-            PLUGIN, request, [config, *args], {**self.env, **(env or {})}, use_bundle=use_bundle
-        )
-
-
-@pytest.fixture
-def azure(test_ca: CertAuthority, tmp_path: Path) -> Iterator[Azure]:
-    imds, aad, acr = FakeImds(), FakeAad(), FakeAcr()
-    aad_tls = test_ca.server_context(*AAD_HOSTS, STACK_AUTHORITY_HOST)
-    acr_tls = test_ca.server_context(
-        "*.azurecr.io",
-        "*.azurecr.cn",
-        "*.azurecr.us",
-        "*.eastus.geo.azurecr.io",
-        "*.azurecr.my.cloud",
-    )
-    with (
-        serve(imds) as imds_server,
-        serve(aad, aad_tls) as aad_server,
-        serve(acr, acr_tls) as acr_server,
-    ):
-        resolve = [f"{host}={aad_server.address}" for host in (*AAD_HOSTS, STACK_AUTHORITY_HOST)]
-        resolve += [f"{host}={acr_server.address}" for host in REGISTRY_HOSTS]
-        env = {
-            "AZURE_POD_IDENTITY_AUTHORITY_HOST": imds_server.url,
-            "REQUESTS_CA_BUNDLE": str(test_ca.bundle),
-            "CREDPROVIDER_TEST_RESOLVE": ",".join(resolve),
-        }
-        yield Azure(imds, aad, acr, env, tmp_path)
 
 
 def _assert_refresh_token_answer(azure: Azure, run, key: str) -> None:  # type: ignore[no-untyped-def]

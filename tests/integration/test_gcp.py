@@ -71,8 +71,8 @@ def gcp_env(
     ("image", "extra_key"),
     [
         ("gcr.io/project/app", None),
-        ("us.gcr.io/project/app", None),
-        ("us-central1-docker.pkg.dev/project/repo/app", None),
+        ("us.gcr.io/project/app", "us.gcr.io"),
+        ("us-central1-docker.pkg.dev/project/repo/app", "us-central1-docker.pkg.dev"),
         ("container.cloud.google.com/x/y", None),
         ("gcr.io:443/project/app", None),
         ("eu.gcr.io:5000/project/app", "eu.gcr.io:5000"),

@@ -11,6 +11,7 @@ from credprovider.api import MINUTE, SECOND
 from credprovider.gcp.registry import (
     CacheOverrides,
     DockerCfgError,
+    covered_by_fixed_keys,
     decode_docker_auth,
     is_google_registry_host,
     parse_cache_overrides,
@@ -63,9 +64,24 @@ def test_every_google_image_is_served_by_the_keys(image: str) -> None:
     assert keyring_lookup(registry_keys(ref.registry, ref.host), image)
 
 
-def test_keys_for_a_covered_registry_add_nothing() -> None:
-    assert len(registry_keys("us.gcr.io", "us.gcr.io")) == 8
+def test_keys_include_the_image_registry_once() -> None:
+    assert registry_keys("us.gcr.io", "us.gcr.io")[-1] == "us.gcr.io"
+    assert len(registry_keys("gcr.io", "gcr.io")) == 8
     assert registry_keys("eu.gcr.io:8443", "eu.gcr.io")[-1] == "eu.gcr.io:8443"
+
+
+@pytest.mark.parametrize(
+    ("registry", "covered"),
+    [
+        ("gcr.io", True),
+        ("us.gcr.io:443", True),
+        ("us-docker.pkg.dev", True),
+        ("eu.gcr.io:8443", False),
+        ("a.b.pkg.dev", False),
+    ],
+)
+def test_what_a_global_answer_covers(registry: str, covered: bool) -> None:
+    assert covered_by_fixed_keys(registry) is covered
 
 
 def test_keys_never_include_a_foreign_registry() -> None:

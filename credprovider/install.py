@@ -1,0 +1,240 @@
+"""``credprovider install`` and ``migrate``: put the plugins on a node and write the kubelet config."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from credprovider.api import API_V1
+from credprovider.catalog import DEFAULT_AZURE_CONFIG, PLUGINS, PluginInfo
+from credprovider.config import CONFIG_KIND, lint_providers, load_config
+
+BUNDLE_COPY_DIR: Final = ".credprovider"
+CCM_REMINDER: Final = (
+    "The credential plugin only replaces image-pull login. Node initialization, routes, load "
+    "balancers and volumes need the cloud controller manager (and CSI drivers): run them, with "
+    "--cloud-provider=external on the kubelet."
+)
+
+
+class InstallError(Exception):
+    """Install would overwrite something different, or cannot find what to install."""
+
+
+@dataclass
+class InstallResult:
+    actions: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    kubelet_flags: list[str] = field(default_factory=list)
+
+
+def kubelet_flags(config_path: str, bin_dir: str) -> list[str]:
+    return [
+        f"--image-credential-provider-config={config_path}",
+        f"--image-credential-provider-bin-dir={bin_dir}",
+    ]
+
+
+def provider_entry(plugin: PluginInfo, azure_config: str | None = None) -> dict[str, Any]:
+    """One CredentialProviderConfig provider with complete matchImages for ``plugin``."""
+    args = list(plugin.args)
+    if plugin.key == "azure":
+        args = [azure_config or DEFAULT_AZURE_CONFIG]
+    entry: dict[str, Any] = {
+        "name": plugin.name,
+        "apiVersion": API_V1,
+        "defaultCacheDuration": plugin.default_cache_duration,
+        "matchImages": list(plugin.match_images),
+    }
+    if args:
+        entry["args"] = args
+    return entry
+
+
+def render_config(keys: list[str], azure_config: str | None = None) -> str:
+    """The CredentialProviderConfig YAML for the chosen plugins (aws, azure, gcp)."""
+    document = {
+        "apiVersion": "kubelet.config.k8s.io/v1",
+        "kind": CONFIG_KIND,
+        "providers": [provider_entry(PLUGINS[key], azure_config) for key in keys],
+    }
+    header = "# Written by credprovider install. Validate with: credprovider validate <this file>\n"
+    return header + yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
+
+
+def bundle_executable(target: str | None) -> Path:
+    if target:
+        path = Path(target).resolve()
+    elif getattr(sys, "frozen", False):
+        path = Path(sys.executable).resolve()
+    else:
+        raise InstallError(
+            "run install from the bundle (dist/credprovider/credprovider install ...) "
+            "or pass --target /path/to/credprovider"
+        )
+    if not path.is_file() or not os.access(path, os.X_OK):
+        raise InstallError(f"{path} is not an executable file")
+    return path
+
+
+def _place_link(link: Path, target: Path, force: bool, result: InstallResult) -> None:
+    if link.is_symlink() and Path(os.readlink(link)) == target:
+        result.actions.append(f"unchanged {link} -> {target}")
+        return
+    if link.exists() or link.is_symlink():
+        if not force:
+            raise InstallError(
+                f"{link} exists and is not a link to {target}: pass --force to replace it"
+            )
+        link.unlink()
+    link.symlink_to(target)
+    result.actions.append(f"linked {link} -> {target}")
+
+
+def _copy_bundle(executable: Path, bin_dir: Path, force: bool, result: InstallResult) -> Path:
+    """Copy the whole onedir bundle into the bin dir (the executable needs its _internal/)."""
+    destination = bin_dir / BUNDLE_COPY_DIR
+    source = executable.parent
+    if destination.exists():
+        if not force:
+            result.actions.append(f"unchanged {destination} (an earlier copy; --force to refresh)")
+            return destination / executable.name
+        shutil.rmtree(destination)
+    shutil.copytree(
+        source,
+        destination,
+        symlinks=True,
+        ignore=lambda _, names: [n for n in names if (source / n).is_symlink()],
+    )
+    result.actions.append(f"copied the bundle {source} to {destination}")
+    return destination / executable.name
+
+
+def install(
+    bin_dir: str,
+    config_out: str,
+    keys: list[str],
+    azure_config: str | None = None,
+    copy: bool = False,
+    force: bool = False,
+    target: str | None = None,
+) -> InstallResult:
+    """Install the plugin names into ``bin_dir`` and write a validated config to ``config_out``."""
+    unknown = [key for key in keys if key not in PLUGINS]
+    if unknown:
+        raise InstallError(
+            f"unknown provider(s) {', '.join(unknown)}: choose from {', '.join(PLUGINS)}"
+        )
+    result = InstallResult()
+    executable = bundle_executable(target)
+    directory = Path(bin_dir)
+    directory.mkdir(parents=True, exist_ok=True)
+    link_target = _copy_bundle(executable, directory, force, result) if copy else executable
+    for key in keys:
+        _place_link(directory / PLUGINS[key].name, link_target, force, result)
+    text = render_config(keys, azure_config)
+    out = Path(config_out)
+    if out.exists() and out.read_text(encoding="utf-8") != text and not force:
+        raise InstallError(f"{out} exists with other content: pass --force to replace it")
+    if out.exists() and out.read_text(encoding="utf-8") == text:
+        result.actions.append(f"unchanged {out}")
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        result.actions.append(f"wrote {out}")
+    loaded = load_config(str(out))
+    result.warnings = lint_providers(loaded, str(directory))
+    result.kubelet_flags = kubelet_flags(str(out.resolve()), str(directory.resolve()))
+    return result
+
+
+# --- migrate ------------------------------------------------------------------------------------------
+
+_IN_TREE_CLOUDS: Final = {"aws": "aws", "azure": "azure", "gce": "gcp"}
+
+
+@dataclass
+class MigrationPlan:
+    providers: list[str]
+    remove: list[str]
+    add: list[str]
+    config: str
+    notes: list[str]
+
+
+def _flag_value(args: list[str], name: str) -> tuple[str | None, str | None]:
+    """(value, the original flag text) for ``--name=value`` or ``--name value``."""
+    for i, arg in enumerate(args):
+        stripped = arg.lstrip("-")
+        if stripped == name and i + 1 < len(args):
+            return args[i + 1], f"{arg} {args[i + 1]}"
+        if stripped.startswith(name + "="):
+            return stripped.split("=", 1)[1], arg
+    return None, None
+
+
+def plan_migration(
+    kubelet_flags_text: str = "",
+    kubelet_config_text: str = "",
+    bin_dir: str = "/etc/kubernetes/image-credential-provider",
+    config_path: str = "/etc/kubernetes/image-credential-provider-config.yaml",
+) -> MigrationPlan:
+    """From a kubelet's old flags and/or KubeletConfiguration, what to change for out-of-tree login."""
+    args = shlex.split(kubelet_flags_text)
+    config: dict[str, Any] = {}
+    if kubelet_config_text.strip():
+        loaded = yaml.safe_load(kubelet_config_text)
+        config = loaded if isinstance(loaded, dict) else {}
+    providers: list[str] = []
+    remove: list[str] = []
+    notes: list[str] = []
+    cloud, cloud_flag = _flag_value(args, "cloud-provider")
+    if cloud in _IN_TREE_CLOUDS:
+        providers.append(_IN_TREE_CLOUDS[cloud])
+        remove.append(cloud_flag or f"--cloud-provider={cloud}")
+    elif cloud == "external":
+        notes.append(
+            "--cloud-provider=external: keep it. Which cloud the node is on is not in the "
+            "flags, so pass --providers or edit the generated config."
+        )
+    acr_config, acr_flag = _flag_value(args, "azure-container-registry-config")
+    cloud_config, _ = _flag_value(args, "cloud-config")
+    if acr_config is not None:
+        remove.append(acr_flag or "--azure-container-registry-config")
+        if "azure" not in providers:
+            providers.append("azure")
+    azure_config = acr_config or (cloud_config if "azure" in providers else None)
+    gates, gates_flag = _flag_value(args, "feature-gates")
+    gate_map = dict(config.get("featureGates") or {})
+    if gates:
+        for item in gates.split(","):
+            name, _, value = item.partition("=")
+            gate_map[name.strip()] = value.strip().lower() == "true"
+    if "DisableKubeletCloudCredentialProviders" in gate_map:
+        notes.append(
+            "The DisableKubeletCloudCredentialProviders feature gate is locked on since 1.31 "
+            "and removed after 1.32: remove it from --feature-gates/featureGates."
+        )
+        if gates_flag:
+            remove.append(f"DisableKubeletCloudCredentialProviders from {gates_flag}")
+    existing, _ = _flag_value(args, "image-credential-provider-config")
+    existing = existing or config.get("imageCredentialProviderConfigPath")
+    if existing:
+        notes.append(
+            f"A credential provider config is already configured ({existing}): merge the "
+            "providers below into it, or point the flag at a directory (kubelet >= 1.34)."
+        )
+    if not providers:
+        notes.append("No in-tree cloud provider found: nothing to migrate.")
+    add = ["--cloud-provider=external"] if cloud in _IN_TREE_CLOUDS else []
+    add += kubelet_flags(config_path, bin_dir) if providers else []
+    rendered = render_config(providers, azure_config) if providers else ""
+    notes.append(CCM_REMINDER)
+    return MigrationPlan(providers, remove, add, rendered, notes)

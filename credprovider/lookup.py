@@ -1,0 +1,214 @@
+"""What the kubelet does for one image, step by step, with a report of every step.
+
+Used by ``credprovider get``: select providers by ``matchImages`` in config order, decide whether
+service-account mode lets a provider run, exec it with its args and env (the environment inherited),
+decode its answer strictly, apply the echo guard, and match the returned keys against the image with
+the kubelet's keyring rules.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from credprovider.api import (
+    CACHE_KEY_GLOBAL,
+    CACHE_KEY_IMAGE,
+    SECOND,
+    AuthConfig,
+    CredentialProviderResponse,
+    ResponseError,
+    parse_go_duration,
+    parse_response,
+)
+from credprovider.config import CredentialProvider, LoadedConfig
+from credprovider.matching import explain_key_mismatch, keyring_lookup, registry_of, urls_match
+
+KUBELET_EXEC_TIMEOUT_SECONDS: Final = 60.0
+GLOBAL_CACHE_KEY: Final = "<global>"
+
+
+@dataclass
+class ProviderReport:
+    name: str
+    matched: bool
+    skipped: str | None = None  # why the kubelet would not run it although it matched
+    ran: bool = False
+    exit_code: int | None = None
+    stderr: str = ""
+    error: str | None = None  # the kubelet's reason for using nothing from this provider
+    response: CredentialProviderResponse | None = None
+    applied_keys: list[str] = field(default_factory=list)
+    ignored_keys: dict[str, str] = field(default_factory=dict)
+    cache_key: str | None = None
+    cache_seconds: float | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class LookupReport:
+    image: str
+    providers: list[ProviderReport]
+
+    @property
+    def credentials(self) -> list[tuple[str, str, AuthConfig]]:
+        """(provider, key, credential) the kubelet would hand to the runtime, in order."""
+        found = []
+        for report in self.providers:
+            if report.response is not None and report.error is None:
+                for key in report.applied_keys:
+                    found.append((report.name, key, report.response.auth[key]))
+        return found
+
+
+def _request(image: str, api_version: str, token: str, annotations: Mapping[str, str]) -> bytes:
+    import json
+
+    body: dict[str, object] = {
+        "kind": "CredentialProviderRequest",
+        "apiVersion": api_version,
+        "image": image,
+    }
+    if token:
+        body["serviceAccountToken"] = token
+    if annotations:
+        body["serviceAccountAnnotations"] = dict(annotations)
+    return (json.dumps(body, separators=(",", ":")) + "\n").encode()
+
+
+def _service_account_inputs(
+    provider: CredentialProvider, token: str, annotations: Mapping[str, str]
+) -> tuple[str | None, str, dict[str, str]]:
+    """(skip reason, token, annotations) as the kubelet's service-account mode decides them."""
+    attributes = provider.tokenAttributes
+    if attributes is None:
+        return None, "", {}
+    if not token:
+        if attributes.requireServiceAccount:
+            return (
+                (
+                    "tokenAttributes.requireServiceAccount is true and no service account token was "
+                    "given (--sa-token-file): the kubelet does not run the plugin"
+                ),
+                "",
+                {},
+            )
+        return None, "", {}
+    required = attributes.requiredServiceAccountAnnotationKeys or []
+    optional = attributes.optionalServiceAccountAnnotationKeys or []
+    for key in required:
+        if key not in annotations:
+            return (
+                (
+                    f"the service account lacks the required annotation {key}: the kubelet does "
+                    "not run the plugin"
+                ),
+                "",
+                {},
+            )
+    passed = {key: annotations[key] for key in [*required, *optional] if key in annotations}
+    return None, token, passed
+
+
+def run_provider(
+    provider: CredentialProvider,
+    bin_dir: str,
+    image: str,
+    token: str,
+    annotations: Mapping[str, str],
+    timeout: float = KUBELET_EXEC_TIMEOUT_SECONDS,
+) -> ProviderReport:
+    """Run one matched provider the way the kubelet does and report the outcome."""
+    name = provider.name or ""
+    report = ProviderReport(name=name, matched=True)
+    skip, sa_token, sa_annotations = _service_account_inputs(provider, token, annotations)
+    if skip is not None:
+        report.skipped = skip
+        return report
+    api_version = provider.apiVersion or ""
+    env = dict(os.environ)
+    env.update({var.name or "": var.value or "" for var in provider.env or []})
+    start = time.monotonic()
+    report.ran = True
+    try:
+        proc = subprocess.run(
+            [str(Path(bin_dir) / name), *(provider.args or [])],
+            input=_request(image, api_version, sa_token, sa_annotations),
+            capture_output=True,
+            env=env,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        report.seconds = time.monotonic() - start
+        report.error = (
+            f"error execing credential provider plugin {name} for image {image}: "
+            "context deadline exceeded"
+        )
+        return report
+    except OSError as exc:
+        report.seconds = time.monotonic() - start
+        report.error = f"error execing credential provider plugin {name} for image {image}: {exc}"
+        return report
+    report.seconds = time.monotonic() - start
+    report.exit_code = proc.returncode
+    report.stderr = proc.stderr.decode("utf-8", "replace")
+    if proc.returncode != 0:
+        report.error = (
+            f"error execing credential provider plugin {name} for image {image}: exit "
+            f"status {proc.returncode}: {report.stderr.strip()}"
+        )
+        return report
+    try:
+        response = parse_response(proc.stdout, api_version)
+    except ResponseError as exc:
+        report.error = str(exc)
+        return report
+    if (
+        sa_token
+        and provider.tokenAttributes is not None
+        and provider.tokenAttributes.cacheType != "Token"
+        and any(entry.password == sa_token for entry in response.auth.values())
+    ):
+        report.error = (
+            f"Credential provider plugin returned the service account token as the "
+            f"password for image {image!r}, which is not allowed when service account "
+            "cache type is not set to 'Token'"
+        )
+        return report
+    report.response = response
+    report.applied_keys = keyring_lookup(list(response.auth), image)
+    for key in response.auth:
+        if key not in report.applied_keys:
+            report.ignored_keys[key] = explain_key_mismatch(key, image) or "another key matched"
+    report.cache_key = {CACHE_KEY_IMAGE: image, CACHE_KEY_GLOBAL: GLOBAL_CACHE_KEY}.get(
+        response.cache_key_type, registry_of(image)
+    )
+    duration = response.cache_duration
+    if duration is None and provider.defaultCacheDuration is not None:
+        duration = parse_go_duration(provider.defaultCacheDuration)
+    report.cache_seconds = max(0.0, (duration or 0) / SECOND)
+    return report
+
+
+def kubelet_lookup(
+    loaded: LoadedConfig,
+    bin_dir: str,
+    image: str,
+    token: str = "",
+    annotations: Mapping[str, str] | None = None,
+    timeout: float = KUBELET_EXEC_TIMEOUT_SECONDS,
+) -> LookupReport:
+    """Every provider in config order: matched or not, and what running it gave."""
+    reports = []
+    for provider in loaded.providers:
+        if not any(urls_match(pattern, image) for pattern in provider.matchImages or []):
+            reports.append(ProviderReport(name=provider.name or "", matched=False))
+            continue
+        reports.append(run_provider(provider, bin_dir, image, token, annotations or {}, timeout))
+    return LookupReport(image, reports)
