@@ -46,6 +46,7 @@ from credprovider.redact import register_secret, scrub
 MAX_REQUEST_BYTES: Final = 1 << 20
 DEFAULT_DEADLINE_SECONDS: Final = 50.0
 DEADLINE_ENV: Final = "CREDPROVIDER_DEADLINE"
+CACHE_DIR_ENV: Final = "CREDPROVIDER_CACHE_DIR"
 KUBELET_TIMEOUT_SECONDS: Final = 60.0
 TRACEBACK_VERBOSITY: Final = 4
 SDK_WARNING_VERBOSITY: Final = 2
@@ -194,6 +195,10 @@ class Context:
 
 
 class Provider(Protocol):
+    """The seam each cloud implements. Optionally it also has ``cache_scope(request, ctx)`` returning
+    a :class:`credprovider.cache.CacheScope` (or ``None``): which registry and identity (no secrets)
+    an answer is for. It must not import an SDK or fetch anything, so a cache hit stays light."""
+
     def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials: ...
 
 
@@ -221,6 +226,7 @@ def argument_parser(prog: str) -> argparse.ArgumentParser:
 class CommonOptions:
     verbosity: int = 0
     deadline: float | None = None
+    cache_dir: str | None = None
     show_version: bool = False
     show_help: bool = False
     ignored: list[str] = field(default_factory=list)
@@ -271,6 +277,13 @@ def split_common_args(argv: list[str]) -> tuple[CommonOptions, list[str]]:
                 value = argv[i]
                 i += 1
             opts.deadline = parse_deadline(value, "--deadline")
+        elif name == "cache-dir":
+            if value is None:
+                if i >= len(argv):
+                    raise UsageError("--cache-dir needs a directory")
+                value = argv[i]
+                i += 1
+            opts.cache_dir = value
         elif name in _KLOG_BOOL_FLAGS:
             opts.ignored.append(arg)
         elif name in _KLOG_VALUE_FLAGS:
@@ -314,6 +327,8 @@ Common flags:
                      always redacted
   --deadline=D       answer (or fail) within D, default {DEFAULT_DEADLINE_SECONDS:.0f}s; env {DEADLINE_ENV}.
                      Keep it under the kubelet's fixed 60s.
+  --cache-dir=DIR    keep credentials across execs in DIR (0700, files 0600), shared by concurrent
+                     execs; env CREDPROVIDER_CACHE_DIR
   --version, -v      print the version and exit
   -h, --help         this help
   klog flags (--logtostderr, --vmodule, ...) are accepted and ignored.
@@ -348,6 +363,58 @@ def build_response(
         cache_duration=duration,
         auth=creds.auth,
     )
+
+
+def get_with_cache(
+    provider: Provider, request: CredentialProviderRequest, ctx: Context, cache_dir: str | None
+) -> Credentials:
+    """Answer from the persistent cache when enabled and fresh, else fetch (and store).
+
+    Concurrent execs for the same registry and identity wait on one lock, so one cloud call serves
+    them all. Cache problems never fail the request: the plugin then runs uncached.
+    """
+    scope_of = getattr(provider, "cache_scope", None)
+    if not cache_dir or scope_of is None:
+        return provider.get_credentials(request, ctx)
+    if request.service_account_token:
+        ctx.log.v(
+            1, "cache: not used for service account token requests (the kubelet caches those)"
+        )
+        return provider.get_credentials(request, ctx)
+    from credprovider import cache
+
+    try:
+        directory = cache.open_cache(cache_dir)
+    except cache.CacheUnavailable as exc:
+        ctx.log.warning(f"{exc}: running uncached")
+        return provider.get_credentials(request, ctx)
+    scope = scope_of(request, ctx)
+    if scope is None:
+        return provider.get_credentials(request, ctx)
+    lock = cache.KeyLock(directory, scope)
+    try:
+        entry = lock.acquire(ctx)
+    except OSError as exc:
+        lock.release()
+        ctx.log.warning(f"cache: cannot lock {directory}: {exc}: running uncached")
+        return provider.get_credentials(request, ctx)
+    try:
+        if entry is None:
+            return provider.get_credentials(request, ctx)
+        hit = entry.load(ctx.now())
+        if hit is not None:
+            ctx.log.v(1, f"cache: hit for {scope.registry} ({entry.path.name})")
+            return hit
+        ctx.deadline.phase = "getting credentials (cache miss)"
+        creds = provider.get_credentials(request, ctx)
+        try:
+            if entry.store(creds, ctx.now()):
+                ctx.log.v(1, f"cache: stored {scope.registry} in {entry.path.name}")
+        except OSError as exc:
+            ctx.log.warning(f"cache: cannot write {entry.path}: {exc.strerror or exc}")
+        return creds
+    finally:
+        lock.release()
 
 
 def _describe_failure(exc: BaseException, log: Logger) -> str:
@@ -388,6 +455,7 @@ def run(
             stdout.write(f"{spec.name} version {__version__} (credprovider)\n".encode())
             stdout.flush()
             return 0
+        cache_dir = opts.cache_dir or environ.get(CACHE_DIR_ENV) or None
         deadline_seconds = opts.deadline
         if deadline_seconds is None and environ.get(DEADLINE_ENV):
             deadline_seconds = parse_deadline(environ[DEADLINE_ENV], DEADLINE_ENV)
@@ -428,7 +496,7 @@ def run(
                 f"{' with a service account token' if request.service_account_token else ''}",
             )
             deadline.phase = "getting credentials"
-            creds = provider.get_credentials(request, ctx)
+            creds = get_with_cache(provider, request, ctx, cache_dir)
             response = build_response(request, creds, now())
             log.v(
                 1,

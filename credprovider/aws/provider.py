@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Final
 from credprovider import __version__
 from credprovider.api import AuthConfig, CredentialProviderRequest
 from credprovider.aws.registry import (
+    IDENTITY_ENV,
     ROLE_SESSION_NAME,
     EcrRegistry,
     RoleChoice,
@@ -16,6 +17,7 @@ from credprovider.aws.registry import (
     decode_authorization_token,
     role_for_service_account,
 )
+from credprovider.cache import CacheScope, fingerprint_file
 from credprovider.matching import ImageError, parse_image
 from credprovider.plugin import Context, Credentials, ProviderError
 from credprovider.redact import register_secret
@@ -23,6 +25,7 @@ from credprovider.redact import register_secret
 if TYPE_CHECKING:
     from botocore.session import Session
 
+PLUGIN_NAME: Final = "ecr-credential-provider"
 MAX_ATTEMPTS: Final = 3
 NO_CREDENTIALS_HINT: Final = (
     "no AWS credentials found (checked env, shared profile, web identity, container credentials, "
@@ -39,6 +42,22 @@ class EcrToken:
 
 class EcrProvider:
     """``ecr-credential-provider``: one ``GetAuthorizationToken`` per request."""
+
+    def cache_scope(self, request: CredentialProviderRequest, ctx: Context) -> CacheScope | None:
+        """The registry and the settings that pick the AWS identity (no SDK, no secrets)."""
+        try:
+            image = parse_image(request.image)
+        except ImageError:
+            return None
+        identity = {name: ctx.environ.get(name, "") for name in IDENTITY_ENV}
+        home = ctx.environ.get("HOME", "")
+        identity["config"] = fingerprint_file(
+            ctx.environ.get("AWS_CONFIG_FILE") or f"{home}/.aws/config"
+        )
+        identity["credentials"] = fingerprint_file(
+            ctx.environ.get("AWS_SHARED_CREDENTIALS_FILE") or f"{home}/.aws/credentials"
+        )
+        return CacheScope(PLUGIN_NAME, image.registry, identity)
 
     def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:
         try:

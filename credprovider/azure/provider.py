@@ -27,11 +27,21 @@ from credprovider.azure.registry import (
     parse_challenge,
     service_account_identity,
 )
+from credprovider.cache import CacheScope, fingerprint_file
 from credprovider.matching import ImageError, parse_image
 from credprovider.plugin import Context, Credentials, ProviderError
 from credprovider.redact import register_secret
 from credprovider.retry import RETRYABLE_STATUSES, call_with_retries
 
+# Environment that changes which managed identity or endpoint answers (no secrets).
+IDENTITY_ENV: Final = (
+    "AZURE_POD_IDENTITY_AUTHORITY_HOST",
+    "IDENTITY_ENDPOINT",
+    "IMDS_ENDPOINT",
+    "MSI_ENDPOINT",
+    "AZURE_FEDERATED_TOKEN_FILE",
+    "AZURE_AUTHORITY_HOST",
+)
 USER_AGENT: Final = f"credprovider/{__version__} (acr-credential-provider)"
 SDK_RETRIES: Final = 2
 _DETAIL_LIMIT: Final = 300
@@ -353,6 +363,20 @@ class AcrProvider:
 
     def __init__(self, options: AzureOptions) -> None:
         self.options = options
+
+    def cache_scope(self, request: CredentialProviderRequest, ctx: Context) -> CacheScope | None:
+        """The registry (and mirror) and what picks the Entra identity (no SDK, no secrets)."""
+        try:
+            image = parse_image(request.image)
+        except ImageError:
+            return None
+        source = image.registry.lower()
+        identity = {name: ctx.environ.get(name, "") for name in IDENTITY_ENV}
+        identity["config_path"] = self.options.config_path
+        identity["config"] = fingerprint_file(self.options.config_path)
+        identity["environment"] = fingerprint_file(ctx.environ.get(ENVIRONMENT_FILE_ENV, "") or "/")
+        identity["login_server"] = self.options.mirrors.get(source, source)
+        return CacheScope("acr-credential-provider", image.registry, identity)
 
     def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:
         try:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from credprovider.api import CACHE_KEY_GLOBAL, AuthConfig, CredentialProviderRequest
+from credprovider.cache import CacheScope, fingerprint_file
 from credprovider.gcp.registry import (
     CLOUD_PLATFORM_SCOPE,
     DOCKERCFG_ATTRIBUTE,
@@ -248,6 +249,24 @@ class GcpProvider:
     def __init__(self, options: GcpOptions, overrides: CacheOverrides) -> None:
         self.options = options
         self.overrides = overrides
+
+    def cache_scope(self, request: CredentialProviderRequest, ctx: Context) -> CacheScope | None:
+        """The registry and what picks the Google identity (no SDK, no secrets)."""
+        try:
+            image = parse_image(request.image)
+        except ImageError:
+            return None
+        credentials_file = ctx.environ.get(CREDENTIALS_FILE_ENV, "")
+        identity = {
+            "flow": self.options.auth_flow,
+            "identity_provider": self.options.identity_provider,
+            "project": self.options.project_id,
+            "sts": self.options.sts_endpoint,
+            "credentials_file": credentials_file,
+            "credentials": fingerprint_file(credentials_file) if credentials_file else "",
+            "metadata_host": ctx.environ.get("GCE_METADATA_HOST", ""),
+        }
+        return CacheScope("auth-provider-gcp", image.registry, identity)
 
     def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:
         if self.options.auth_flow == "gcr":

@@ -39,6 +39,7 @@ class FakeEcr:
     token_override: str | None = None
     omit_token: bool = False
     empty_data: bool = False
+    delay: float = 0.0
     calls: list[EcrCall] = field(default_factory=list)
 
     def token(self) -> str:
@@ -60,6 +61,8 @@ class FakeEcr:
         )
         if self.fault is not None:
             return self.fault
+        if self.delay:
+            time.sleep(self.delay)
         entry: dict[str, object] = {} if self.omit_token else {"authorizationToken": self.token()}
         if self.valid_seconds is not None:
             entry["expiresAt"] = time.time() + self.valid_seconds

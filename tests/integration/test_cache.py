@@ -1,0 +1,296 @@
+"""The persistent cache: hits, one cloud call under concurrency, modes, corruption, expiry margin,
+service-account bypass, identity isolation, and no SDK import on a hit."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from credprovider.cache import SAFETY_MARGIN_SECONDS
+from tests.fakes.aws import FakeEcr
+from tests.fakes.gcp import FakeMetadata
+from tests.fakes.http import FakeResponse, FakeServer, serve
+from tests.helpers import REPO, request_bytes, run_plugin
+from tests.integration.conftest import Azure
+
+ECR = "ecr-credential-provider"
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/team/app"
+
+
+@pytest.fixture
+def ecr() -> Iterator[tuple[FakeEcr, FakeServer]]:
+    fake = FakeEcr()
+    with serve(fake) as server:
+        yield fake, server
+
+
+def env_for(server: FakeServer, cache: Path, **extra: str) -> dict[str, str]:
+    return {
+        "AWS_ACCESS_KEY_ID": "AKIDNODE",
+        "AWS_SECRET_ACCESS_KEY": "node-secret",
+        "AWS_ENDPOINT_URL_ECR": server.url,
+        "AWS_ENDPOINT_URL_ECR_PUBLIC": server.url,
+        "CREDPROVIDER_CACHE_DIR": str(cache),
+        **extra,
+    }
+
+
+def test_second_exec_is_served_from_the_cache(
+    ecr: tuple[FakeEcr, FakeServer], tmp_path: Path, use_bundle: bool
+) -> None:
+    fake, server = ecr
+    cache = tmp_path / "cache"
+    first = run_plugin(
+        ECR, request_bytes(IMAGE), ["-v=1"], env_for(server, cache), use_bundle=use_bundle
+    )
+    second = run_plugin(
+        ECR, request_bytes(IMAGE), ["-v=1"], env_for(server, cache), use_bundle=use_bundle
+    )
+    assert first.response["auth"] == second.response["auth"]
+    assert len(fake.calls) == 1
+    assert "cache: stored" in first.stderr and "cache: hit" in second.stderr
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o700
+    (entry,) = cache.glob("*.json")
+    assert stat.S_IMODE(entry.stat().st_mode) == 0o600
+    assert first.response["cacheDuration"] in ("6h0m0s", "5h59m59s")
+    assert second.response["cacheDuration"] in ("6h0m0s", "5h59m59s", "5h59m58s")
+
+
+def test_the_cache_flag_works_like_the_environment(
+    ecr: tuple[FakeEcr, FakeServer], tmp_path: Path
+) -> None:
+    fake, server = ecr
+    env = env_for(server, tmp_path / "unused")
+    del env["CREDPROVIDER_CACHE_DIR"]
+    for _ in range(2):
+        run_plugin(ECR, request_bytes(IMAGE), [f"--cache-dir={tmp_path / 'c'}"], env)
+    assert len(fake.calls) == 1
+
+
+def test_concurrent_execs_make_one_cloud_call(
+    ecr: tuple[FakeEcr, FakeServer], tmp_path: Path
+) -> None:
+    fake, server = ecr
+    fake.delay = 1.0
+    env = env_for(server, tmp_path / "cache")
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        runs = list(pool.map(lambda _: run_plugin(ECR, request_bytes(IMAGE), [], env), range(8)))
+    assert [run.code for run in runs] == [0] * 8
+    assert {json.dumps(run.response["auth"]) for run in runs} == {
+        json.dumps(runs[0].response["auth"])
+    }
+    assert len(fake.calls) == 1
+
+
+def _cache_hit_modules(env: dict[str, str]) -> list[str]:
+    probe = """
+import io, json, sys
+from credprovider import plugin
+from credprovider.aws.main import SPEC
+class In(io.BytesIO):
+    def isatty(self): return False
+out = io.BytesIO()
+code = plugin.run(SPEC, [], stdin=In(sys.argv[1].encode()), stdout=out, stderr=io.StringIO(), environ=dict(__import__('os').environ))
+heavy = sorted({m.split('.')[0] for m in sys.modules} & {'botocore', 'boto3', 'azure', 'google', 'requests', 'urllib3', 'pydantic', 'yaml'})
+print(json.dumps({"code": code, "heavy": heavy}))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", probe, request_bytes(IMAGE).decode()],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO), **env},
+    )
+    answer = json.loads(result.stdout.strip().splitlines()[-1])
+    assert answer["code"] == 0
+    heavy: list[str] = answer["heavy"]
+    return heavy
+
+
+def test_a_cache_hit_imports_no_cloud_sdk(ecr: tuple[FakeEcr, FakeServer], tmp_path: Path) -> None:
+    _, server = ecr
+    env = env_for(server, tmp_path / "cache")
+    assert run_plugin(ECR, request_bytes(IMAGE), [], env).code == 0
+    assert _cache_hit_modules(env) == []
+    assert "botocore" in _cache_hit_modules(env_for(server, tmp_path / "empty-cache"))
+
+
+@pytest.mark.parametrize(
+    ("change", "extra"),
+    [
+        ("another access key", {"AWS_ACCESS_KEY_ID": "AKIDOTHER"}),
+        ("another profile", {"AWS_PROFILE": "ci"}),
+        ("another endpoint region setting", {"AWS_REGION": "eu-west-1"}),
+    ],
+)
+def test_identities_do_not_share_entries(
+    ecr: tuple[FakeEcr, FakeServer], tmp_path: Path, change: str, extra: dict[str, str]
+) -> None:
+    fake, server = ecr
+    cache = tmp_path / "cache"
+    run_plugin(ECR, request_bytes(IMAGE), [], env_for(server, cache))
+    profile_file = tmp_path / "config"
+    profile_file.write_text("[profile ci]\nregion = us-east-1\n")
+    other = run_plugin(
+        ECR,
+        request_bytes(IMAGE),
+        [],
+        env_for(server, cache, AWS_CONFIG_FILE=str(profile_file), **extra),
+    )
+    assert other.code == 0, other.stderr
+    assert len(fake.calls) == 2
+
+
+def test_registries_do_not_share_entries(ecr: tuple[FakeEcr, FakeServer], tmp_path: Path) -> None:
+    fake, server = ecr
+    env = env_for(server, tmp_path / "cache")
+    for image in (
+        IMAGE,
+        IMAGE.replace("123456789012", "210987654321"),
+        IMAGE,
+        "public.ecr.aws/a/b",
+    ):
+        run_plugin(ECR, request_bytes(image), [], env)
+    assert len(fake.calls) == 3
+
+
+def test_service_account_requests_are_never_persisted(
+    ecr: tuple[FakeEcr, FakeServer], tmp_path: Path
+) -> None:
+    fake, server = ecr
+    cache = tmp_path / "cache"
+    for _ in range(2):
+        run_plugin(
+            ECR,
+            request_bytes(IMAGE, token="eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln"),
+            [],
+            env_for(server, cache),
+        )
+    assert len(fake.calls) == 2
+    assert list(cache.glob("*.json")) == []
+
+
+@pytest.mark.parametrize(
+    ("valid_seconds", "calls"),
+    [(SAFETY_MARGIN_SECONDS - 10, 2), (SAFETY_MARGIN_SECONDS + 120, 1), (None, 2)],
+)
+def test_only_credentials_beyond_the_safety_margin_are_served(
+    ecr: tuple[FakeEcr, FakeServer], tmp_path: Path, valid_seconds: float | None, calls: int
+) -> None:
+    fake, server = ecr
+    fake.valid_seconds = valid_seconds
+    for _ in range(2):
+        assert run_plugin(ECR, request_bytes(IMAGE), [], env_for(server, tmp_path / "c")).code == 0
+    assert len(fake.calls) == calls
+
+
+def test_an_entry_past_the_margin_is_refreshed(
+    ecr: tuple[FakeEcr, FakeServer], tmp_path: Path
+) -> None:
+    fake, server = ecr
+    cache = tmp_path / "cache"
+    run_plugin(ECR, request_bytes(IMAGE), [], env_for(server, cache))
+    (entry,) = cache.glob("*.json")
+    stored = json.loads(entry.read_text())
+    stored["expiresAt"] = stored["writtenAt"] + SAFETY_MARGIN_SECONDS - 1
+    entry.write_text(json.dumps(stored))
+    run_plugin(ECR, request_bytes(IMAGE), [], env_for(server, cache))
+    assert len(fake.calls) == 2
+    assert json.loads(entry.read_text())["expiresAt"] > stored["expiresAt"] + 3600
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "",
+        "{not json",
+        '{"version": 99}',
+        "[1, 2]",
+        '{"version": 1, "provider": "ecr-credential-provider"}',
+    ],
+)
+def test_corrupt_entries_are_ignored_and_replaced(
+    ecr: tuple[FakeEcr, FakeServer], tmp_path: Path, damage: str
+) -> None:
+    fake, server = ecr
+    cache = tmp_path / "cache"
+    run_plugin(ECR, request_bytes(IMAGE), [], env_for(server, cache))
+    (entry,) = cache.glob("*.json")
+    good = entry.read_text()
+    entry.write_text(good[: len(good) // 2] if damage == "" else damage)
+    run = run_plugin(ECR, request_bytes(IMAGE), [], env_for(server, cache))
+    assert run.code == 0
+    assert len(fake.calls) == 2
+    assert json.loads(entry.read_text())["version"] == 1
+
+
+@pytest.mark.parametrize("problem", ["group writable", "world writable", "other owner", "a file"])
+def test_unsafe_cache_directories_are_refused_but_the_request_succeeds(
+    ecr: tuple[FakeEcr, FakeServer], tmp_path: Path, problem: str
+) -> None:
+    fake, server = ecr
+    cache = tmp_path / "cache"
+    if problem == "a file":
+        cache.write_text("")
+    else:
+        cache.mkdir()
+        os.chmod(cache, {"group writable": 0o770, "world writable": 0o707}.get(problem, 0o700))
+        if problem == "other owner":
+            if os.geteuid() != 0:
+                pytest.skip("needs root to give the directory to another user")
+            os.chown(cache, 65534, 65534)
+    runs = [run_plugin(ECR, request_bytes(IMAGE), [], env_for(server, cache)) for _ in range(2)]
+    assert [run.code for run in runs] == [0, 0]
+    assert len(fake.calls) == 2
+    assert "running uncached" in runs[0].stderr
+    assert len([line for line in runs[0].error_lines if "warning" in line]) == 1
+
+
+def test_gcp_and_azure_answers_are_cached_too(tmp_path: Path, azure: Azure) -> None:
+    meta = FakeMetadata()
+    with serve(meta) as server:
+        env = {"GCE_METADATA_HOST": server.address, "CREDPROVIDER_CACHE_DIR": str(tmp_path / "c")}
+        for _ in range(2):
+            assert (
+                run_plugin(
+                    "auth-provider-gcp", request_bytes("gcr.io/p/a"), ["get-credentials"], env
+                ).code
+                == 0
+            )
+    assert len(meta.paths) == 1
+    config = azure.config(useManagedIdentityExtension=True)
+    for _ in range(2):
+        assert (
+            azure.run(
+                "myreg.azurecr.io/app", config, env={"CREDPROVIDER_CACHE_DIR": str(tmp_path / "c")}
+            ).code
+            == 0
+        )
+    assert len(azure.acr.exchanges) == 1
+    other_config = azure.config("other.json", useManagedIdentityExtension=True, tenantId="t2")
+    azure.run(
+        "myreg.azurecr.io/app", other_config, env={"CREDPROVIDER_CACHE_DIR": str(tmp_path / "c")}
+    )
+    assert len(azure.acr.exchanges) == 2  # another azure.json is another identity
+
+
+def test_errors_are_not_cached(ecr: tuple[FakeEcr, FakeServer], tmp_path: Path) -> None:
+    fake, server = ecr
+    fake.fault = FakeResponse.json(
+        {"__type": "AccessDeniedException", "message": "no"},
+        status=400,
+        content_type="application/x-amz-json-1.1",
+    )
+    runs = [
+        run_plugin(ECR, request_bytes(IMAGE), [], env_for(server, tmp_path / "c")) for _ in range(2)
+    ]
+    assert [run.code for run in runs] == [1, 1]
+    assert list((tmp_path / "c").glob("*.json")) == []
