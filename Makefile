@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
 BUNDLE := dist/credprovider
 SOURCES := $(shell find credprovider -name '*.py') build.spec
 
-.PHONY: venv lint format typecheck build test test-fast demo bench clean
+.PHONY: venv lint format typecheck build test test-fast demo bench reliability-report clean
 
 $(STAMP):
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,11 @@ demo: build
 
 bench: build
 	$(PY) -m bench.run
+
+# Fault injection, hostile input, spoofing and secret hygiene (also part of make test), with figures.
+reliability-report: build
+	$(PY) -m pytest -q tests/reliability
+	$(PY) -m tests.reliability.report
 
 clean:
 	rm -rf build dist .mypy_cache .ruff_cache .pytest_cache

@@ -113,6 +113,8 @@ def parse_request(data: bytes) -> CredentialProviderRequest:
         raise RequestError(
             f"request is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
+    except RecursionError:
+        raise RequestError("request JSON is nested too deeply") from None
     if not isinstance(obj, dict):
         raise RequestError(f"request must be a JSON object, got a JSON {_json_type(obj)}")
     api_version = obj.get("apiVersion")

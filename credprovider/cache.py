@@ -25,7 +25,6 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -163,6 +162,8 @@ class CacheEntry:
             return False
         if creds.cache_duration is not None:
             return False  # an explicit override (e.g. KUBE_SIDECAR_*): not a property of the token
+        import tempfile  # only when storing: a cache hit does not need it
+
         descriptor, temp = tempfile.mkstemp(prefix=".tmp-", dir=self.path.parent)
         try:
             os.fchmod(descriptor, 0o600)

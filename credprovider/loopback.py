@@ -13,8 +13,6 @@ original host name. It cannot send anything off the machine:
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -26,8 +24,15 @@ class LoopbackError(OSError):
     """A connection to a non-loopback address was attempted in loopback-only mode."""
 
 
+def requested(environ: Mapping[str, str]) -> bool:
+    """Does the environment ask for test mode? (Cheap: nothing is imported.)"""
+    return bool(environ.get(RESOLVE_ENV)) or environ.get(LOOPBACK_ONLY_ENV, "") in ("1", "true")
+
+
 def is_loopback_address(host: str) -> bool:
     """True for IP literals in 127.0.0.0/8 or ::1 (names are not resolved)."""
+    import ipaddress  # imported here: this module is loaded on every exec, test mode is rare
+
     try:
         return ipaddress.ip_address(host.strip("[]").split("%")[0]).is_loopback
     except ValueError:
@@ -57,12 +62,14 @@ def _sockaddr_host(address: Any) -> str | None:
 
 def install_connect_guard() -> None:
     """Make every socket connect to a non-loopback IP raise :class:`LoopbackError`."""
+    import socket
+
     if getattr(socket.socket, "_credprovider_guarded", False):
         return
     original_connect = socket.socket.connect
     original_connect_ex = socket.socket.connect_ex
 
-    def _check(sock: socket.socket, address: Any) -> None:
+    def _check(sock: Any, address: Any) -> None:
         host = _sockaddr_host(address)
         if (
             sock.family in (socket.AF_INET, socket.AF_INET6)
@@ -71,21 +78,23 @@ def install_connect_guard() -> None:
         ):
             raise LoopbackError(f"blocked connection to non-loopback address {host} (test mode)")
 
-    def connect(sock: socket.socket, address: Any) -> None:
+    def connect(sock: Any, address: Any) -> None:
         _check(sock, address)
         original_connect(sock, address)
 
-    def connect_ex(sock: socket.socket, address: Any) -> int:
+    def connect_ex(sock: Any, address: Any) -> int:
         _check(sock, address)
         return original_connect_ex(sock, address)
 
-    socket.socket.connect = connect  # type: ignore[method-assign,assignment]
-    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign,assignment]
+    socket.socket.connect = connect  # type: ignore[method-assign]
+    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]
     socket.socket._credprovider_guarded = True  # type: ignore[attr-defined]
 
 
 def install_resolve_map(mapping: dict[str, tuple[str, int]]) -> None:
     """Answer name lookups for the mapped hosts with their loopback address and port."""
+    import socket
+
     original_getaddrinfo = socket.getaddrinfo
 
     def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
@@ -101,9 +110,9 @@ def install_resolve_map(mapping: dict[str, tuple[str, int]]) -> None:
 
 def activate_from_env(environ: Mapping[str, str]) -> str | None:
     """Turn on test mode if the environment asks for it; return the notice to print, if any."""
-    resolve = environ.get(RESOLVE_ENV, "")
-    if not resolve and environ.get(LOOPBACK_ONLY_ENV, "") not in ("1", "true"):
+    if not requested(environ):
         return None
+    resolve = environ.get(RESOLVE_ENV, "")
     mapping = parse_resolve_map(resolve)
     install_connect_guard()
     if mapping:

@@ -19,6 +19,7 @@ from typing import Final
 from credprovider.api import go_quote
 
 DEFAULT_REGISTRY: Final = "docker.io"
+NAME_TOTAL_LENGTH_MAX: Final = 255  # docker/distribution reference.NameTotalLengthMax
 LEGACY_DEFAULT_REGISTRY: Final = "index.docker.io"
 _HEX: Final = "0123456789abcdefABCDEF"
 # Characters Go's url.Parse accepts literally in a host (besides alphanumerics and bytes >= 0x80).
@@ -437,7 +438,12 @@ def parse_image(reference: str) -> ImageRef:
                 "(lowercase letters, digits and . _ - separators only)"
             )
     host, port = _parse_registry(domain)
-    return ImageRef(registry=domain, host=host, port=port, repository=path)
+    ref = ImageRef(registry=domain, host=host, port=port, repository=path)
+    if len(ref.name) > NAME_TOTAL_LENGTH_MAX:
+        raise ImageError(
+            f"repository name must not be more than {NAME_TOTAL_LENGTH_MAX} characters"
+        )
+    return ref
 
 
 def registry_of(image: str) -> str:

@@ -23,7 +23,6 @@ import os
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Final, NoReturn, Protocol
@@ -114,13 +113,34 @@ def cache_duration_for(expires_at: float, now: float) -> int:
     return max(half_seconds, 0) * SECOND
 
 
+def seconds_since_exec() -> float:
+    """How long this process has run (interpreter start-up included); 0 where it cannot be read.
+
+    The kubelet's 60 s start at exec, so the plugin's deadline does too.
+    """
+    try:
+        with open("/proc/self/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        with open("/proc/uptime", "rb") as handle:
+            uptime = float(handle.read().split()[0])
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime, in clock ticks
+        return max(0.0, min(uptime - started, 5.0))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 class Deadline:
     """The time the plugin has left; providers size their timeouts and retries with it."""
 
-    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+        already_spent: float = 0.0,
+    ) -> None:
         self.seconds = seconds
         self._clock = clock
-        self._end = clock() + seconds
+        self._end = clock() + seconds - already_spent
         self.phase = "starting"
 
     def remaining(self) -> float:
@@ -161,26 +181,26 @@ class Logger:
         self._emit("error: ", message)
 
 
-class _SdkLogHandler(logging.Handler):
-    """Sends SDK log records (botocore, azure, google-auth) through the scrubbing :class:`Logger`."""
-
-    def __init__(self, log: Logger) -> None:
-        super().__init__()
-        self._log = log
-
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            message = record.getMessage()
-        except Exception:  # noqa: BLE001 - a broken log call must not fail the request
-            message = str(record.msg)
-        level = SDK_WARNING_VERBOSITY if record.levelno >= logging.WARNING else SDK_DEBUG_VERBOSITY
-        self._log.v(level, f"[{record.name}] {message}")
-
-
 def route_sdk_logging(log: Logger) -> None:
-    """Capture all ``logging`` output: SDK warnings at -v=2, SDK debug at -v=6, always scrubbed."""
+    """Capture all ``logging`` output: SDK warnings at -v=2, SDK debug at -v=6, always scrubbed.
+
+    Called just before a provider fetches (and so imports its SDK): a cache hit never loads logging.
+    """
+    import logging
+
+    class SdkLogHandler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            try:
+                message = record.getMessage()
+            except Exception:  # noqa: BLE001 - a broken log call must not fail the request
+                message = str(record.msg)
+            level = (
+                SDK_WARNING_VERBOSITY if record.levelno >= logging.WARNING else SDK_DEBUG_VERBOSITY
+            )
+            log.v(level, f"[{record.name}] {message}")
+
     root = logging.getLogger()
-    root.handlers[:] = [_SdkLogHandler(log)]
+    root.handlers[:] = [SdkLogHandler()]
     root.setLevel(logging.DEBUG if log.verbosity >= SDK_DEBUG_VERBOSITY else logging.WARNING)
 
 
@@ -373,40 +393,45 @@ def get_with_cache(
     Concurrent execs for the same registry and identity wait on one lock, so one cloud call serves
     them all. Cache problems never fail the request: the plugin then runs uncached.
     """
+
+    def fetch() -> Credentials:
+        route_sdk_logging(ctx.log)
+        return provider.get_credentials(request, ctx)
+
     scope_of = getattr(provider, "cache_scope", None)
     if not cache_dir or scope_of is None:
-        return provider.get_credentials(request, ctx)
+        return fetch()
     if request.service_account_token:
         ctx.log.v(
             1, "cache: not used for service account token requests (the kubelet caches those)"
         )
-        return provider.get_credentials(request, ctx)
+        return fetch()
     from credprovider import cache
 
     try:
         directory = cache.open_cache(cache_dir)
     except cache.CacheUnavailable as exc:
         ctx.log.warning(f"{exc}: running uncached")
-        return provider.get_credentials(request, ctx)
+        return fetch()
     scope = scope_of(request, ctx)
     if scope is None:
-        return provider.get_credentials(request, ctx)
+        return fetch()
     lock = cache.KeyLock(directory, scope)
     try:
         entry = lock.acquire(ctx)
     except OSError as exc:
         lock.release()
         ctx.log.warning(f"cache: cannot lock {directory}: {exc}: running uncached")
-        return provider.get_credentials(request, ctx)
+        return fetch()
     try:
         if entry is None:
-            return provider.get_credentials(request, ctx)
+            return fetch()
         hit = entry.load(ctx.now())
         if hit is not None:
             ctx.log.v(1, f"cache: hit for {scope.registry} ({entry.path.name})")
             return hit
         ctx.deadline.phase = "getting credentials (cache miss)"
-        creds = provider.get_credentials(request, ctx)
+        creds = fetch()
         try:
             if entry.store(creds, ctx.now()):
                 ctx.log.v(1, f"cache: stored {scope.registry} in {entry.path.name}")
@@ -423,6 +448,8 @@ def _describe_failure(exc: BaseException, log: Logger) -> str:
     if isinstance(exc, ProviderError):
         return str(exc)
     if log.verbosity >= TRACEBACK_VERBOSITY:
+        import traceback
+
         for line in traceback.format_exception(exc):
             for part in line.rstrip("\n").split("\n"):
                 log.v(TRACEBACK_VERBOSITY, part)
@@ -442,8 +469,12 @@ def run(
     stderr: IO[str],
     environ: Mapping[str, str],
     now: Callable[[], float] = time.time,
+    spent_before_run: float = 0.0,
 ) -> int:
-    """Serve one request and return the exit status. Never raises."""
+    """Serve one request and return the exit status. Never raises.
+
+    ``spent_before_run`` is the time the process already used (start-up): the deadline counts from exec.
+    """
     log = Logger(spec.name, 0, stderr)
     try:
         opts, rest = split_common_args(argv)
@@ -474,12 +505,11 @@ def run(
             log.warning(notice)
         for ignored in opts.ignored:
             log.v(2, f"ignoring klog flag {ignored}")
-        route_sdk_logging(log)
     except ProviderError as exc:
         log.error(str(exc))
         return 1
 
-    deadline = Deadline(deadline_seconds)
+    deadline = Deadline(deadline_seconds, already_spent=spent_before_run)
     ctx = Context(deadline=deadline, log=log, environ=environ, now=now)
     outcome: list[bytes | BaseException] = []
 
@@ -540,6 +570,7 @@ def main(spec: PluginSpec, argv: list[str]) -> NoReturn:
         stdout=sys.stdout.buffer,
         stderr=sys.stderr,
         environ=os.environ,
+        spent_before_run=seconds_since_exec(),
     )
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(OSError, ValueError):

@@ -11,30 +11,16 @@ import json
 import logging
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from credprovider.entry import PLUGIN_MODULES
 from credprovider.redact import redact
-from tests.fakes.aws import FakeEcr
-from tests.fakes.azure import AAD_HOSTS, FakeAad, FakeAcr, FakeImds
-from tests.fakes.gcp import FakeMetadata, FakeSts
-from tests.fakes.http import serve
-from tests.fakes.tls import make_test_ca
+from tests.fakes.emulators import ACR_REGISTRY, aws_emulator, azure_emulator, gcp_emulator
 from tests.helpers import BUNDLE_DIR, request_bytes, run_plugin
 
 SA_TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6YXBwOnB1bGxlciJ9.c2ln"
-SAFE_ENV = {
-    "AWS_EC2_METADATA_DISABLED": "true",
-    "AWS_CONFIG_FILE": "/nonexistent",
-    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
-    "GCE_METADATA_HOST": "127.0.0.1:9",
-    "NO_GCE_CHECK": "true",
-    "CREDPROVIDER_TEST_LOOPBACK_ONLY": "1",
-}
 
 
 @dataclass
@@ -50,143 +36,93 @@ class Scenario:
 
 @contextmanager
 def aws_scenarios() -> Iterator[list[Scenario]]:
-    from moto.server import ThreadedMotoServer
-
-    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    moto.start()
-    host, port = moto.get_host_and_port()
-    moto_url = f"http://{host}:{port}"
-    try:
-        with serve(FakeEcr()) as ecr_public:
-            env = {
-                "AWS_ACCESS_KEY_ID": "AKIDDEMO",
-                "AWS_SECRET_ACCESS_KEY": "demo-secret-access-key",
-                "AWS_ENDPOINT_URL_ECR": moto_url,
-                "AWS_ENDPOINT_URL_STS": moto_url,
-                "AWS_ENDPOINT_URL_ECR_PUBLIC": ecr_public.url,
-            }
-            yield [
-                Scenario(
-                    "ECR private registry (moto)",
-                    "ecr-credential-provider",
-                    "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/app",
-                    ["get-credentials"],
-                    env,
-                ),
-                Scenario(
-                    "ECR Public (port kept in the key)",
-                    "ecr-credential-provider",
-                    "public.ecr.aws:443/nginx/nginx",
-                    [],
-                    env,
-                ),
-                Scenario(
-                    "ECR with a service-account token (STS AssumeRoleWithWebIdentity, moto)",
-                    "ecr-credential-provider",
-                    "123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/app",
-                    [],
-                    env,
-                    token=SA_TOKEN,
-                    annotations={
-                        "eks.amazonaws.com/ecr-role-arn": "arn:aws:iam::123456789012:role/image-puller"
-                    },
-                ),
-            ]
-    finally:
-        moto.stop()
-
-
-@contextmanager
-def gcp_scenarios() -> Iterator[list[Scenario]]:
-    with tempfile.TemporaryDirectory() as directory, serve(FakeMetadata()) as metadata:
-        ca = make_test_ca(Path(directory))
-        with serve(FakeSts(), tls=ca.server_context("sts.googleapis.com")) as sts:
-            env = {"GCE_METADATA_HOST": metadata.address}
-            wi_env = {
-                **env,
-                "REQUESTS_CA_BUNDLE": str(ca.bundle),
-                "CREDPROVIDER_TEST_RESOLVE": f"sts.googleapis.com={sts.address}",
-            }
-            idp = (
-                "https://container.googleapis.com/v1/projects/demo/locations/us-central1/clusters/c"
-            )
-            yield [
-                Scenario(
-                    "Artifact Registry with the node's service account (metadata server)",
-                    "auth-provider-gcp",
-                    "us-central1-docker.pkg.dev/demo/repo/app",
-                    ["get-credentials", "--v=3"],
-                    env,
-                ),
-                Scenario(
-                    "GKE Workload Identity: the pod's token exchanged at STS (TLS, test CA)",
-                    "auth-provider-gcp",
-                    "gcr.io/demo/app",
-                    ["get-credentials", "--identity-provider", idp, "--project-id", "demo"],
-                    wi_env,
-                    token=SA_TOKEN,
-                    annotations={"iam.gke.io/enable-wi-image-pull": "true"},
-                ),
-            ]
+    with aws_emulator() as aws:
+        moto_env = {**aws.env, "AWS_ENDPOINT_URL_ECR": str(aws.fakes["moto"])}
+        yield [
+            Scenario(
+                "ECR private registry (moto)",
+                "ecr-credential-provider",
+                "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/app",
+                ["get-credentials"],
+                moto_env,
+            ),
+            Scenario(
+                "ECR Public (port kept in the key)",
+                "ecr-credential-provider",
+                "public.ecr.aws:443/nginx/nginx",
+                [],
+                aws.env,
+            ),
+            Scenario(
+                "ECR with a service-account token (STS AssumeRoleWithWebIdentity, moto)",
+                "ecr-credential-provider",
+                "123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/app",
+                [],
+                moto_env,
+                token=SA_TOKEN,
+                annotations={
+                    "eks.amazonaws.com/ecr-role-arn": "arn:aws:iam::123456789012:role/image-puller"
+                },
+            ),
+        ]
 
 
 @contextmanager
 def azure_scenarios() -> Iterator[list[Scenario]]:
-    with tempfile.TemporaryDirectory() as directory:
-        ca = make_test_ca(Path(directory) / "ca")
-        aad_tls = ca.server_context(*AAD_HOSTS)
-        acr_tls = ca.server_context("*.azurecr.io")
-        with (
-            serve(FakeImds()) as imds,
-            serve(FakeAad(), aad_tls) as aad,
-            serve(FakeAcr(), acr_tls) as acr,
-        ):
-            resolve = [f"{host}={aad.address}" for host in AAD_HOSTS]
-            resolve.append(f"contoso.azurecr.io={acr.address}")
-            env = {
-                "AZURE_POD_IDENTITY_AUTHORITY_HOST": imds.url,
-                "REQUESTS_CA_BUNDLE": str(ca.bundle),
-                "CREDPROVIDER_TEST_RESOLVE": ",".join(resolve),
-            }
-            node = Path(directory) / "azure.json"
-            node.write_text(
-                json.dumps(
-                    {
-                        "cloud": "AzurePublicCloud",
-                        "tenantId": "demo-tenant",
-                        "useManagedIdentityExtension": True,
-                        "userAssignedIdentityID": "kubelet-identity-client-id",
-                    }
-                )
-            )
-            yield [
-                Scenario(
-                    "ACR with the node's managed identity (IMDS -> /oauth2/exchange)",
-                    "acr-credential-provider",
-                    "contoso.azurecr.io/team/app",
-                    [str(node)],
-                    env,
-                ),
-                Scenario(
-                    "ACR serving an mcr.microsoft.com mirror (--registry-mirror)",
-                    "acr-credential-provider",
-                    "mcr.microsoft.com/oss/nginx/nginx",
-                    [str(node), "--registry-mirror=mcr.microsoft.com:contoso.azurecr.io"],
-                    env,
-                ),
-                Scenario(
-                    "ACR with the pod's service account token (Entra workload identity)",
-                    "acr-credential-provider",
-                    "contoso.azurecr.io/team/app",
-                    [str(node)],
-                    env,
-                    token=SA_TOKEN,
-                    annotations={
-                        "kubernetes.azure.com/acr-client-id": "pod-app-client-id",
-                        "kubernetes.azure.com/acr-tenant-id": "demo-tenant",
-                    },
-                ),
-            ]
+    with azure_emulator() as azure:
+        node = azure.files["config"]
+        yield [
+            Scenario(
+                "ACR with the node's managed identity (IMDS -> /oauth2/exchange)",
+                "acr-credential-provider",
+                f"{ACR_REGISTRY}/team/app",
+                [node],
+                azure.env,
+            ),
+            Scenario(
+                "ACR serving an mcr.microsoft.com mirror (--registry-mirror)",
+                "acr-credential-provider",
+                "mcr.microsoft.com/oss/nginx/nginx",
+                [node, f"--registry-mirror=mcr.microsoft.com:{ACR_REGISTRY}"],
+                azure.env,
+            ),
+            Scenario(
+                "ACR with the pod's service account token (Entra workload identity)",
+                "acr-credential-provider",
+                f"{ACR_REGISTRY}/team/app",
+                [node],
+                azure.env,
+                token=SA_TOKEN,
+                annotations={
+                    "kubernetes.azure.com/acr-client-id": "pod-app-client-id",
+                    "kubernetes.azure.com/acr-tenant-id": "demo-tenant",
+                },
+            ),
+        ]
+
+
+@contextmanager
+def gcp_scenarios() -> Iterator[list[Scenario]]:
+    with gcp_emulator() as gcp:
+        idp = "https://container.googleapis.com/v1/projects/demo/locations/us-central1/clusters/c"
+        yield [
+            Scenario(
+                "Artifact Registry with the node's service account (metadata server)",
+                "auth-provider-gcp",
+                "us-central1-docker.pkg.dev/demo/repo/app",
+                ["get-credentials", "--v=3"],
+                gcp.env,
+            ),
+            Scenario(
+                "GKE Workload Identity: the pod's token exchanged at STS (TLS, test CA)",
+                "auth-provider-gcp",
+                "gcr.io/demo/app",
+                ["get-credentials", "--identity-provider", idp, "--project-id", "demo"],
+                gcp.env,
+                token=SA_TOKEN,
+                annotations={"iam.gke.io/enable-wi-image-pull": "true"},
+            ),
+        ]
 
 
 SCENARIO_SOURCES: dict[str, Callable[[], AbstractContextManager[list[Scenario]]]] = {
@@ -198,9 +134,7 @@ SCENARIO_SOURCES: dict[str, Callable[[], AbstractContextManager[list[Scenario]]]
 
 def show(scenario: Scenario, use_bundle: bool) -> bool:
     request = request_bytes(scenario.image, token=scenario.token, annotations=scenario.annotations)
-    run = run_plugin(
-        scenario.plugin, request, scenario.args, {**SAFE_ENV, **scenario.env}, use_bundle=use_bundle
-    )
+    run = run_plugin(scenario.plugin, request, scenario.args, scenario.env, use_bundle=use_bundle)
     shown_request = json.loads(request)
     if "serviceAccountToken" in shown_request:
         shown_request["serviceAccountToken"] = redact(shown_request["serviceAccountToken"])

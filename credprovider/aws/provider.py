@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -27,6 +28,9 @@ if TYPE_CHECKING:
 
 PLUGIN_NAME: Final = "ecr-credential-provider"
 MAX_ATTEMPTS: Final = 3
+# botocore loggers that print raw request/response bodies at DEBUG: the token and the assumed role's
+# keys would be printed before the plugin can register them for redaction, so they stay at INFO.
+BODY_LOGGERS: Final = ("botocore.parsers", "botocore.endpoint", "botocore.auth")
 NO_CREDENTIALS_HINT: Final = (
     "no AWS credentials found (checked env, shared profile, web identity, container credentials, "
     "IMDS): attach an instance profile or set AWS_* in the provider's env"
@@ -192,9 +196,13 @@ def fetch_token(
     registry: EcrRegistry, role: RoleChoice | None, web_identity_token: str, ctx: Context
 ) -> EcrToken:
     """Call (private or public) ``GetAuthorizationToken`` and decode the answer."""
+    import logging
+
     import botocore.session
     from botocore.exceptions import BotoCoreError, ClientError
 
+    for name in BODY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO)
     session = botocore.session.get_session()
     region = _region_for(registry, session, ctx)
     client_kwargs: dict[str, Any] = {}
@@ -208,15 +216,26 @@ def fetch_token(
         answer = client.get_authorization_token()
     except (BotoCoreError, ClientError) as exc:
         raise _api_failure(registry, region, exc) from None
+    except (AttributeError, TypeError, KeyError, ValueError) as exc:
+        # botocore's parser fails this way on a body whose fields have the wrong JSON types.
+        raise ProviderError(
+            f"{service} GetAuthorizationToken in {region} returned an unusable answer: the response "
+            f"does not match the API ({type(exc).__name__})"
+        ) from None
     data = answer.get("authorizationData")
     if registry.kind != "public":
-        data = data[0] if data else None
-    if not data:
+        data = data[0] if isinstance(data, list) and data else None
+    if not isinstance(data, dict) or not data:
         raise ProviderError(
             f"{service} GetAuthorizationToken in {region} returned an unusable answer: "
             "authorization data was empty"
         )
     raw_token = data.get("authorizationToken")
+    if raw_token is not None and not isinstance(raw_token, str):
+        raise ProviderError(
+            f"{service} GetAuthorizationToken in {region} returned an unusable answer: "
+            "the authorization token is not a string"
+        )
     register_secret(raw_token)
     try:
         username, password = decode_authorization_token(raw_token)
@@ -226,4 +245,5 @@ def fetch_token(
         ) from None
     register_secret(password)
     expires = data.get("expiresAt")
-    return EcrToken(username, password, expires.timestamp() if expires is not None else None)
+    expires_at = float(expires.timestamp()) if isinstance(expires, datetime.datetime) else None
+    return EcrToken(username, password, expires_at)

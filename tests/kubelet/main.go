@@ -4,7 +4,7 @@
 //
 // Usage:
 //
-//	kubelet-harness --config FILE|DIR --bin-dir DIR [--script FILE] [--v N]
+//	kubelet-harness --config FILE|DIR --bin-dir DIR [--script FILE] [--concurrency N] [--v N]
 //	kubelet-harness --validate-only --config FILE|DIR [--bin-dir DIR]
 //
 // The script (JSON, stdin by default) is a list of lookups:
@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -55,9 +56,11 @@ type credential struct {
 }
 
 type result struct {
+	Index       int          `json:"index"`
 	Image       string       `json:"image"`
 	Found       bool         `json:"found"`
 	Credentials []credential `json:"credentials"`
+	Seconds     float64      `json:"seconds"`
 }
 
 type validation struct {
@@ -71,6 +74,7 @@ func main() {
 	binDir := flag.String("bin-dir", "", "plugin binary directory")
 	scriptPath := flag.String("script", "-", "lookup script (JSON list); - for stdin")
 	validateOnly := flag.Bool("validate-only", false, "only read and validate the config, as the kubelet does at start-up")
+	concurrency := flag.Int("concurrency", 1, "lookups in flight at once (results then print as they finish)")
 	flag.Parse()
 
 	if *validateOnly {
@@ -119,30 +123,57 @@ func main() {
 	}
 
 	out := json.NewEncoder(os.Stdout)
-	for _, l := range script {
-		if l.SleepBefore != "" {
-			pause, err := time.ParseDuration(l.SleepBefore)
-			if err != nil {
-				fmt.Fprintf(os.Stderr, "kubelet-harness: bad sleepBefore: %v\n", err)
-				os.Exit(2)
-			}
-			time.Sleep(pause)
-		}
-		saName := ""
-		if l.ServiceAccount != nil {
-			saName = l.ServiceAccount.Name
-		}
-		keyring := plugin.NewExternalCredentialProviderDockerKeyring(namespaceOf(l), l.Pod, l.PodUID, saName)
-		found, ok := keyring.Lookup(l.Image)
-		res := result{Image: l.Image, Found: ok, Credentials: []credential{}}
-		for _, c := range found {
-			res.Credentials = append(res.Credentials, credential{Username: c.Username, Password: c.Password})
-		}
-		if err := out.Encode(res); err != nil {
-			os.Exit(4)
-		}
+	var mu sync.Mutex
+	work := make(chan int)
+	var wg sync.WaitGroup
+	workers := *concurrency
+	if workers < 1 {
+		workers = 1
 	}
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				res := doLookup(i, script[i])
+				mu.Lock()
+				err := out.Encode(res)
+				mu.Unlock()
+				if err != nil {
+					os.Exit(4)
+				}
+			}
+		}()
+	}
+	for i := range script {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
 	klog.Flush()
+}
+
+func doLookup(index int, l lookup) result {
+	if l.SleepBefore != "" {
+		pause, err := time.ParseDuration(l.SleepBefore)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "kubelet-harness: bad sleepBefore: %v\n", err)
+			os.Exit(2)
+		}
+		time.Sleep(pause)
+	}
+	saName := ""
+	if l.ServiceAccount != nil {
+		saName = l.ServiceAccount.Name
+	}
+	start := time.Now()
+	keyring := plugin.NewExternalCredentialProviderDockerKeyring(namespaceOf(l), l.Pod, l.PodUID, saName)
+	found, ok := keyring.Lookup(l.Image)
+	res := result{Index: index, Image: l.Image, Found: ok, Credentials: []credential{}, Seconds: time.Since(start).Seconds()}
+	for _, c := range found {
+		res.Credentials = append(res.Credentials, credential{Username: c.Username, Password: c.Password})
+	}
+	return res
 }
 
 func namespaceOf(l lookup) string {

@@ -291,3 +291,22 @@ def test_subprocess_deadline_kills_a_hung_provider() -> None:
         "that never answers: check that the endpoint is reachable from this node (proxy, firewall, "
         "metadata service), or raise --deadline/CREDPROVIDER_DEADLINE (below 60s)"
     ]
+
+
+def test_the_deadline_counts_from_exec() -> None:
+    from credprovider.plugin import Deadline, seconds_since_exec
+
+    assert Deadline(10, already_spent=3).remaining() <= 7
+    fresh = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from credprovider.plugin import seconds_since_exec as s; print(s())",
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        check=True,
+    )
+    assert 0 < float(fresh.stdout) < 5  # the interpreter's start-up, read from /proc
+    assert 0 <= seconds_since_exec() <= 5  # capped for long-lived processes

@@ -1,0 +1,122 @@
+"""The loopback emulators of each cloud, with the environment a plugin needs to reach them.
+
+Used by ``make demo`` and ``make bench`` (the pytest suites use fixtures built from the same fakes).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.fakes.aws import FakeEcr
+from tests.fakes.azure import AAD_HOSTS, FakeAad, FakeAcr, FakeImds
+from tests.fakes.gcp import FakeMetadata, FakeSts
+from tests.fakes.http import serve
+from tests.fakes.tls import make_test_ca
+
+# Keeps every SDK away from this machine's credentials and real metadata services.
+SAFE_ENV = {
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "AWS_CONFIG_FILE": "/nonexistent",
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+    "GCE_METADATA_HOST": "127.0.0.1:9",
+    "NO_GCE_CHECK": "true",
+    "CREDPROVIDER_TEST_LOOPBACK_ONLY": "1",
+}
+ACR_REGISTRY = "contoso.azurecr.io"
+
+
+@dataclass
+class Emulator:
+    env: dict[str, str]
+    fakes: dict[str, object] = field(default_factory=dict)
+    files: dict[str, str] = field(default_factory=dict)
+
+
+@contextmanager
+def aws_emulator(with_moto: bool = True) -> Iterator[Emulator]:
+    """The project's ECR/ECR Public fake, and moto (ECR, STS) unless ``with_moto`` is false."""
+    fake = FakeEcr()
+    with serve(fake) as ecr:
+        env = {
+            **SAFE_ENV,
+            "AWS_ACCESS_KEY_ID": "AKIDEMULATOR",
+            "AWS_SECRET_ACCESS_KEY": "emulator-secret-access-key",
+            "AWS_ENDPOINT_URL_ECR": ecr.url,
+            "AWS_ENDPOINT_URL_ECR_PUBLIC": ecr.url,
+            "AWS_ENDPOINT_URL_STS": "http://127.0.0.1:9",
+        }
+        if not with_moto:
+            yield Emulator(env, {"ecr": fake})
+            return
+        from moto.server import ThreadedMotoServer
+
+        moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        moto.start()
+        host, port = moto.get_host_and_port()
+        try:
+            yield Emulator(
+                {**env, "AWS_ENDPOINT_URL_STS": f"http://{host}:{port}"},
+                {"ecr": fake, "moto": f"http://{host}:{port}"},
+            )
+        finally:
+            moto.stop()
+
+
+@contextmanager
+def gcp_emulator() -> Iterator[Emulator]:
+    """The GCE metadata server fake, and Google STS over TLS (test CA, loopback resolve)."""
+    metadata, sts_fake = FakeMetadata(), FakeSts()
+    with tempfile.TemporaryDirectory() as directory, serve(metadata) as meta:
+        ca = make_test_ca(Path(directory))
+        with serve(sts_fake, tls=ca.server_context("sts.googleapis.com")) as sts:
+            yield Emulator(
+                {
+                    **SAFE_ENV,
+                    "GCE_METADATA_HOST": meta.address,
+                    "REQUESTS_CA_BUNDLE": str(ca.bundle),
+                    "CREDPROVIDER_TEST_RESOLVE": f"sts.googleapis.com={sts.address}",
+                },
+                {"metadata": metadata, "sts": sts_fake},
+            )
+
+
+@contextmanager
+def azure_emulator() -> Iterator[Emulator]:
+    """IMDS, Entra ID and an ACR registry (TLS, test CA, loopback resolve); ``files['config']`` is
+    an azure.json for the node's user-assigned managed identity."""
+    imds, aad, acr = FakeImds(), FakeAad(), FakeAcr()
+    with tempfile.TemporaryDirectory() as directory:
+        ca = make_test_ca(Path(directory) / "ca")
+        with (
+            serve(imds) as imds_server,
+            serve(aad, ca.server_context(*AAD_HOSTS)) as aad_server,
+            serve(acr, ca.server_context("*.azurecr.io")) as acr_server,
+        ):
+            resolve = [f"{host}={aad_server.address}" for host in AAD_HOSTS]
+            resolve.append(f"{ACR_REGISTRY}={acr_server.address}")
+            config = Path(directory) / "azure.json"
+            config.write_text(
+                json.dumps(
+                    {
+                        "cloud": "AzurePublicCloud",
+                        "tenantId": "demo-tenant",
+                        "useManagedIdentityExtension": True,
+                        "userAssignedIdentityID": "kubelet-identity-client-id",
+                    }
+                )
+            )
+            yield Emulator(
+                {
+                    **SAFE_ENV,
+                    "AZURE_POD_IDENTITY_AUTHORITY_HOST": imds_server.url,
+                    "REQUESTS_CA_BUNDLE": str(ca.bundle),
+                    "CREDPROVIDER_TEST_RESOLVE": ",".join(resolve),
+                },
+                {"imds": imds, "aad": aad, "acr": acr},
+                {"config": str(config)},
+            )

@@ -1,0 +1,35 @@
+"""Collects every scenario's outcome; ``make reliability-report`` prints the figures."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.fakes.emulators import Emulator, aws_emulator, azure_emulator, gcp_emulator
+from tests.reliability.checks import FIGURES_DIR, Figures
+
+
+@pytest.fixture(scope="session")
+def figures() -> Iterator[Figures]:
+    collected = Figures()
+    yield collected
+    collected.write(FIGURES_DIR / "figures.json")
+
+
+@pytest.fixture(scope="session")
+def aws() -> Iterator[Emulator]:
+    with aws_emulator(with_moto=False) as emulator:
+        yield emulator
+
+
+@pytest.fixture(scope="session")
+def gcp() -> Iterator[Emulator]:
+    with gcp_emulator() as emulator:
+        yield emulator
+
+
+@pytest.fixture(scope="session")
+def azure() -> Iterator[Emulator]:
+    with azure_emulator() as emulator:
+        yield emulator

@@ -1,0 +1,405 @@
+"""Fault injection for every provider against the loopback emulators.
+
+Each scenario runs the plugin with a short deadline (6 s instead of 50 s) and checks the contract of
+:func:`answer_violations` (one response, or exit 1 with one line, nothing partial on stdout, no
+traceback, before the deadline) plus the expected outcome (success or failure).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.fakes.emulators import ACR_REGISTRY, Emulator, aws_emulator, azure_emulator, gcp_emulator
+from tests.fakes.http import FakeResponse, serve
+from tests.helpers import request_bytes, run_plugin
+from tests.reliability.checks import Figures, Outcome, answer_violations
+
+DEADLINE = 6.0
+AMZ_JSON = "application/x-amz-json-1.1"
+
+
+@dataclass
+class Fault:
+    name: str
+    setup: Callable[[Emulator], dict[str, str] | None]  # mutates the fakes; may return extra env
+    succeeds: bool
+    message: str = ""  # expected in the error line (failures)
+    durations: tuple[
+        str, ...
+    ] = ()  # acceptable cacheDuration values (successes; timing shifts them)
+
+
+def _set(fake_name: str, **values: Any) -> Callable[[Emulator], None]:
+    def apply(emulator: Emulator) -> None:
+        for key, value in values.items():
+            setattr(emulator.fakes[fake_name], key, value)
+
+    return apply
+
+
+def _env(**values: str) -> Callable[[Emulator], dict[str, str]]:
+    return lambda _: dict(values)
+
+
+AWS_FAULTS = [
+    Fault(
+        "endpoint refused",
+        _env(AWS_ENDPOINT_URL_ECR="http://127.0.0.1:9"),
+        False,
+        "could not reach the ECR API",
+    ),
+    Fault("black hole", _set("ecr", fault=FakeResponse(hang=True)), False, "us-east-1"),
+    Fault(
+        "slow below the per-call timeout",
+        _set("ecr", delay=1.0),
+        True,
+        durations=("6h0m0s", "5h59m59s", "5h59m58s"),
+    ),
+    Fault("slow above the per-call timeout", _set("ecr", delay=20.0), False, "us-east-1"),
+    Fault(
+        "HTTP 500",
+        _set(
+            "ecr",
+            fault=FakeResponse.json(
+                {"__type": "ServerException", "message": "boom"}, 500, content_type=AMZ_JSON
+            ),
+        ),
+        False,
+        "ServerException",
+    ),
+    Fault(
+        "HTTP 503", _set("ecr", fault=FakeResponse.text("Service Unavailable", 503)), False, "503"
+    ),
+    Fault(
+        "ThrottlingException",
+        _set(
+            "ecr",
+            fault=FakeResponse.json(
+                {"__type": "ThrottlingException", "message": "Rate exceeded"},
+                400,
+                content_type=AMZ_JSON,
+            ),
+        ),
+        False,
+        "still throttled after 3 attempts",
+    ),
+    Fault(
+        "HTTP 429",
+        _set(
+            "ecr",
+            fault=FakeResponse.json(
+                {"__type": "TooManyRequestsException", "message": "slow down"},
+                429,
+                content_type=AMZ_JSON,
+            ),
+        ),
+        False,
+        "TooManyRequestsException",
+    ),
+    Fault(
+        "truncated JSON",
+        _set(
+            "ecr", fault=FakeResponse(200, b'{"authorizationData": [', {"Content-Type": AMZ_JSON})
+        ),
+        False,
+        "GetAuthorizationToken",
+    ),
+    Fault(
+        "wrong types",
+        _set("ecr", fault=FakeResponse.json({"authorizationData": "token"}, content_type=AMZ_JSON)),
+        False,
+        "unusable answer",
+    ),
+    Fault(
+        "HTML error page",
+        _set(
+            "ecr",
+            fault=FakeResponse(
+                502, b"<html><h1>Bad Gateway</h1></html>", {"Content-Type": "text/html"}
+            ),
+        ),
+        False,
+        "502",
+    ),
+    Fault("token already expired", _set("ecr", valid_seconds=-30), True, durations=("0s",)),
+    Fault("token expiring in seconds", _set("ecr", valid_seconds=1.5), True, durations=("0s",)),
+]
+
+
+def _imds_v2_refused(emulator: Emulator) -> dict[str, str]:
+    """No credentials in env: botocore asks IMDS, whose IMDSv2 token PUT is refused."""
+    imds = serve(
+        lambda request: (
+            FakeResponse.text("Forbidden", 403)
+            if request.method == "PUT"
+            else FakeResponse.text("Not Found", 404)
+        )
+    )
+    server = imds.__enter__()
+    emulator.files["imds_cleanup"] = ""  # marker: closed with the emulator's process exit
+    return {
+        "AWS_ACCESS_KEY_ID": "",
+        "AWS_SECRET_ACCESS_KEY": "",
+        "AWS_EC2_METADATA_DISABLED": "false",
+        "AWS_EC2_METADATA_SERVICE_ENDPOINT": server.url,
+    }
+
+
+AWS_FAULTS.append(
+    Fault("IMDSv2 token PUT refused", _imds_v2_refused, False, "no AWS credentials found")
+)
+
+GCP_FAULTS = [
+    Fault("metadata refused", _env(GCE_METADATA_HOST="127.0.0.1:9"), False, "GCE metadata server"),
+    Fault("black hole", _set("metadata", token_fault=FakeResponse(hang=True)), False, "metadata"),
+    Fault(
+        "slow below the per-call timeout",
+        _set("metadata", token_fault=None),
+        True,
+        durations=("29m59s", "29m58s"),
+    ),
+    Fault(
+        "HTTP 500",
+        _set("metadata", token_fault=FakeResponse.text("boom", 500)),
+        False,
+        "unavailable",
+    ),
+    Fault(
+        "HTTP 503",
+        _set("metadata", token_fault=FakeResponse.text("busy", 503)),
+        False,
+        "unavailable",
+    ),
+    Fault(
+        "HTTP 429",
+        _set("metadata", token_fault=FakeResponse.text("slow down", 429)),
+        False,
+        "unavailable",
+    ),
+    Fault(
+        "truncated JSON",
+        _set(
+            "metadata",
+            token_fault=FakeResponse(
+                200,
+                b'{"access_token": "ya29',
+                {"Content-Type": "application/json", "Metadata-Flavor": "Google"},
+            ),
+        ),
+        False,
+        "invalid JSON",
+    ),
+    Fault(
+        "wrong types",
+        _set("metadata", token_fault=FakeResponse.json({"access_token": 5, "expires_in": "x"})),
+        False,
+        "without an access_token",
+    ),
+    Fault(
+        "HTML error page",
+        _set("metadata", token_fault=FakeResponse.text("<html>oops</html>")),
+        False,
+        "without an access_token",
+    ),
+    Fault(
+        "token path 404",
+        _set("metadata", token_fault=FakeResponse.text("not found", 404)),
+        False,
+        "404",
+    ),
+    Fault("token already expired", _set("metadata", expires_in=0), True, durations=("0s",)),
+    Fault(
+        "token expiring in seconds", _set("metadata", expires_in=3), True, durations=("1s", "0s")
+    ),
+]
+
+AZURE_FAULTS = [
+    Fault(
+        "IMDS refused",
+        _env(AZURE_POD_IDENTITY_AUTHORITY_HOST="http://127.0.0.1:9"),
+        False,
+        "could not get an AAD token",
+    ),
+    Fault("IMDS black hole", _set("imds", fault=FakeResponse(hang=True)), False, "AAD token"),
+    Fault(
+        "IMDS HTTP 500",
+        _set("imds", fault=FakeResponse.text("boom", 500)),
+        False,
+        "could not get an AAD token",
+    ),
+    Fault(
+        "registry black hole",
+        _set("acr", exchange_fault=FakeResponse(hang=True)),
+        False,
+        "exchange",
+    ),
+    Fault(
+        "exchange slow below the per-call timeout",
+        _set("acr", exchange_faults=[FakeResponse.text("busy", 503, delay=1.0)]),
+        True,
+        durations=("1h29m59s", "1h29m58s", "1h29m57s"),
+    ),
+    Fault(
+        "exchange HTTP 503",
+        _set("acr", exchange_fault=FakeResponse.text("busy", 503)),
+        False,
+        "HTTP 503",
+    ),
+    Fault(
+        "exchange HTTP 429",
+        _set("acr", exchange_fault=FakeResponse.text("slow down", 429)),
+        False,
+        "HTTP 429",
+    ),
+    Fault(
+        "exchange truncated JSON",
+        _set(
+            "acr",
+            exchange_fault=FakeResponse(
+                200, b'{"refresh_token": "ey', {"Content-Type": "application/json"}
+            ),
+        ),
+        False,
+        "returned no refresh_token",
+    ),
+    Fault(
+        "exchange HTML page",
+        _set("acr", exchange_fault=FakeResponse.text("<html>gateway</html>")),
+        False,
+        "returned no refresh_token",
+    ),
+    Fault(
+        "exchange without refresh token",
+        _set("acr", exchange_fault=FakeResponse.json({"access_token": "x"})),
+        False,
+        "returned no refresh_token",
+    ),
+    Fault(
+        "challenge without Bearer",
+        _set("acr", challenge=['Basic realm="x"']),
+        False,
+        "expected realm: Bearer",
+    ),
+    Fault(
+        "realm on another host",
+        _set("acr", challenge=['Bearer realm="https://evil.net/t",service="x"']),
+        False,
+        "refusing to send an AAD token to another host",
+    ),
+    Fault("refresh token already expired", _set("acr", valid_seconds=-30), True, durations=("0s",)),
+]
+
+AAD_THROTTLED = FakeResponse.json(
+    {"error": "temporarily_unavailable", "error_description": "AADSTS50196: throttled"}, status=429
+)
+
+EMULATORS = {"aws": aws_emulator, "gcp": gcp_emulator, "azure": azure_emulator}
+CASES = (
+    [("aws", f) for f in AWS_FAULTS]
+    + [("gcp", f) for f in GCP_FAULTS]
+    + [("azure", f) for f in AZURE_FAULTS]
+)
+
+
+def _run(cloud: str, emulator: Emulator, extra_env: dict[str, str], args: list[str] | None = None):  # type: ignore[no-untyped-def]
+    env = {**emulator.env, **extra_env}
+    deadline = [f"--deadline={DEADLINE:g}s"]
+    if cloud == "aws":
+        return run_plugin(
+            "ecr-credential-provider",
+            request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"),
+            deadline,
+            env,
+        )
+    if cloud == "gcp":
+        return run_plugin(
+            "auth-provider-gcp", request_bytes("gcr.io/p/app"), ["get-credentials", *deadline], env
+        )
+    return run_plugin(
+        "acr-credential-provider",
+        request_bytes(f"{ACR_REGISTRY}/app"),
+        [*(args or [emulator.files["config"]]), *deadline],
+        env,
+    )
+
+
+@pytest.mark.parametrize(("cloud", "fault"), CASES, ids=[f"{c}-{f.name}" for c, f in CASES])
+def test_fault(figures: Figures, cloud: str, fault: Fault) -> None:
+    with EMULATORS[cloud]() as emulator:
+        extra = fault.setup(emulator) or {}
+        run = _run(cloud, emulator, extra)
+    problems = answer_violations(run, DEADLINE)
+    if fault.succeeds:
+        if run.code != 0:
+            problems.append(f"expected success, got: {run.stderr[-300:]}")
+        elif run.response.get("cacheDuration") not in fault.durations:
+            problems.append(
+                f"cacheDuration {run.response.get('cacheDuration')}, expected one of {fault.durations}"
+            )
+    elif run.code != 1 or fault.message not in " ".join(run.error_lines):
+        problems.append(
+            f"expected a failure mentioning {fault.message!r}, got {run.code}: {run.stderr[-300:]}"
+        )
+    figures.record(
+        Outcome(
+            "fault",
+            f"{cloud}: {fault.name}",
+            run.code,
+            run.seconds,
+            DEADLINE,
+            not problems,
+            "; ".join(problems),
+        )
+    )
+    assert not problems
+
+
+def test_aad_throttling_with_a_service_principal(figures: Figures, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with azure_emulator() as emulator:
+        emulator.fakes["aad"].fault = AAD_THROTTLED  # type: ignore[attr-defined]
+        config = tmp_path / "sp.json"
+        config.write_text(
+            '{"tenantId": "t", "aadClientId": "app", "aadClientSecret": "sp-secret-value-123456"}'
+        )
+        run = _run("azure", emulator, {}, [str(config)])
+    problems = answer_violations(run, DEADLINE)
+    if run.code != 1 or "AADSTS50196" not in run.stderr:
+        problems.append(f"expected the AAD throttling reason, got {run.code}: {run.stderr[-300:]}")
+    figures.record(
+        Outcome(
+            "fault",
+            "azure: AAD throttling",
+            run.code,
+            run.seconds,
+            DEADLINE,
+            not problems,
+            "; ".join(problems),
+        )
+    )
+    assert not problems
+
+
+def test_the_checks_catch_a_plugin_that_misses_its_deadline(figures: Figures) -> None:
+    """The suite can fail: with the deadline effectively disabled (120 s), a black hole is not
+    answered in time, and :func:`answer_violations` says so."""
+    import subprocess
+
+    with aws_emulator(with_moto=False) as emulator:
+        emulator.fakes["ecr"].fault = FakeResponse(hang=True)  # type: ignore[attr-defined]
+        try:
+            run = run_plugin(
+                "ecr-credential-provider",
+                request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"),
+                ["--deadline=120s"],
+                {**emulator.env},
+                timeout=DEADLINE + 6,
+            )
+        except subprocess.TimeoutExpired:
+            missed = True
+        else:
+            missed = bool(answer_violations(run, DEADLINE))
+    assert missed, "a black hole without the deadline should have missed the 6 s budget"
