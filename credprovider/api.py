@@ -12,8 +12,9 @@ encoder uses, and nothing else.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any, Final
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Final, NamedTuple
 
 GROUP: Final = "credentialprovider.kubelet.k8s.io"
 VERSIONS: Final = ("v1", "v1beta1", "v1alpha1")
@@ -49,32 +50,29 @@ class DurationError(ValueError):
     """A string is not a Go duration (``time.ParseDuration`` would reject it)."""
 
 
-@dataclass(frozen=True)
-class CredentialProviderRequest:
+class CredentialProviderRequest(NamedTuple):
     """One request from the kubelet. Service-account fields are only read for ``v1``."""
 
     api_version: str
     image: str
     service_account_token: str = ""
-    service_account_annotations: dict[str, str] = field(default_factory=dict)
+    service_account_annotations: Mapping[str, str] = MappingProxyType({})
 
 
-@dataclass(frozen=True)
-class AuthConfig:
+class AuthConfig(NamedTuple):
     """One credential pair for a registry key (v1 ``AuthConfig`` has exactly these two fields)."""
 
     username: str
     password: str
 
 
-@dataclass(frozen=True)
-class CredentialProviderResponse:
+class CredentialProviderResponse(NamedTuple):
     """A response; ``cache_duration`` is in nanoseconds, ``None`` to omit it (kubelet default applies)."""
 
     api_version: str
     cache_key_type: str
     cache_duration: int | None = None
-    auth: dict[str, AuthConfig] = field(default_factory=dict)
+    auth: Mapping[str, AuthConfig] = MappingProxyType({})
 
 
 def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

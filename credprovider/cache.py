@@ -21,15 +21,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
-import hashlib
 import json
 import os
 import stat
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from credprovider.api import CACHE_KEY_TYPES, AuthConfig
 from credprovider.plugin import Context, Credentials
@@ -45,8 +42,7 @@ class CacheUnavailable(Exception):
     """The cache directory cannot be used safely; the plugin runs uncached."""
 
 
-@dataclass(frozen=True)
-class CacheScope:
+class CacheScope(NamedTuple):
     """What a cached answer is valid for. ``identity`` must not contain secrets."""
 
     provider: str
@@ -56,24 +52,33 @@ class CacheScope:
     @property
     def key(self) -> str:
         material = json.dumps([self.provider, self.registry, sorted(self.identity.items())])
-        return hashlib.sha256(material.encode()).hexdigest()[:40]
+        return sha256_hex(material.encode())[:40]
+
+
+def sha256_hex(data: bytes) -> str:
+    """SHA-256 without loading OpenSSL on a cache hit (CPython's builtin module when present)."""
+    try:
+        from _sha256 import sha256  # type: ignore[import-not-found]
+    except ImportError:
+        from hashlib import sha256
+    return str(sha256(data).hexdigest())
 
 
 def fingerprint_file(path: str) -> str:
     """A content hash of a file the identity depends on (``absent`` if it cannot be read)."""
     try:
         with open(path, "rb") as handle:
-            return hashlib.sha256(handle.read()).hexdigest()[:32]
+            return sha256_hex(handle.read())[:32]
     except OSError:
         return "absent"
 
 
-def open_cache(directory: str) -> Path:
+def open_cache(directory: str) -> str:
     """Create (0700) or check the cache directory; raise :class:`CacheUnavailable` if unsafe."""
-    path = Path(directory)
+    path = directory
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        info = path.stat()
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        info = os.stat(path)
     except OSError as exc:
         raise CacheUnavailable(
             f"cannot create the cache directory {path}: {exc.strerror}"
@@ -139,14 +144,16 @@ def _decode(data: bytes, scope: CacheScope) -> Credentials | None:
 class CacheEntry:
     """One key's file, used while holding its lock."""
 
-    def __init__(self, directory: Path, scope: CacheScope) -> None:
+    def __init__(self, directory: str, scope: CacheScope) -> None:
         self.scope = scope
-        self.path = directory / f"{scope.key}.json"
+        self.path = os.path.join(directory, f"{scope.key}.json")
+        self.name = os.path.basename(self.path)
 
     def load(self, now: float) -> Credentials | None:
         """Fresh credentials (more than the safety margin left), or ``None``."""
         try:
-            data = self.path.read_bytes()
+            with open(self.path, "rb") as handle:
+                data = handle.read()
         except OSError:
             return None
         creds = _decode(data, self.scope)
@@ -164,7 +171,7 @@ class CacheEntry:
             return False  # an explicit override (e.g. KUBE_SIDECAR_*): not a property of the token
         import tempfile  # only when storing: a cache hit does not need it
 
-        descriptor, temp = tempfile.mkstemp(prefix=".tmp-", dir=self.path.parent)
+        descriptor, temp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(self.path))
         try:
             os.fchmod(descriptor, 0o600)
             with os.fdopen(descriptor, "wb") as handle:
@@ -182,16 +189,15 @@ class CacheEntry:
 class KeyLock:
     """The per-key ``flock``: held while checking, fetching and storing one registry's answer."""
 
-    def __init__(self, directory: Path, scope: CacheScope) -> None:
+    def __init__(self, directory: str, scope: CacheScope) -> None:
         self.directory = directory
         self.scope = scope
         self._descriptor: int | None = None
 
     def acquire(self, ctx: Context) -> CacheEntry | None:
         """Wait for the lock within the deadline; ``None`` if another exec keeps it too long."""
-        descriptor = os.open(
-            self.directory / f"{self.scope.key}.lock", os.O_RDWR | os.O_CREAT, 0o600
-        )
+        lock_path = os.path.join(self.directory, f"{self.scope.key}.lock")
+        descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         self._descriptor = descriptor
         started = time.monotonic()
         while True:

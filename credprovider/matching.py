@@ -12,9 +12,9 @@
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from credprovider.api import go_quote
 
@@ -31,8 +31,7 @@ class ImageError(ValueError):
     """The string is not an image reference the kubelet would pass to a plugin."""
 
 
-@dataclass(frozen=True)
-class ParsedURL:
+class ParsedURL(NamedTuple):
     """The parts of a Go-parsed schemeless URL that the kubelet's matching uses."""
 
     host: str  # url.URL.Host: host[:port], IPv6 in brackets
@@ -139,8 +138,7 @@ def go_split_host_port(hostport: str) -> tuple[str, str] | None:
 # --- Go filepath.Match -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _CharClass:
+class _CharClass(NamedTuple):
     negate: bool
     ranges: tuple[tuple[str, str], ...]
 
@@ -344,16 +342,19 @@ def explain_key_mismatch(auth_key: str, image: str) -> str | None:
 
 # --- image references --------------------------------------------------------------------------------
 
-_DOMAIN_LABEL_RE: Final = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?", re.ASCII)
-_PATH_COMPONENT_RE: Final = re.compile(r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*", re.ASCII)
-_TAG_RE: Final = re.compile(r"[\w][\w.-]{0,127}", re.ASCII)
-_DIGEST_RE: Final = re.compile(
-    r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}", re.ASCII
-)
+# Image reference grammar (docker/distribution), compiled on first use to keep start-up light.
+_DOMAIN_LABEL_PATTERN: Final = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
+_PATH_COMPONENT_PATTERN: Final = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_TAG_PATTERN: Final = r"[\w][\w.-]{0,127}"
+_DIGEST_PATTERN: Final = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
 
 
-@dataclass(frozen=True)
-class ImageRef:
+@functools.cache
+def _regex(pattern: str) -> re.Pattern[str]:
+    return re.compile(pattern, re.ASCII)
+
+
+class ImageRef(NamedTuple):
     """A normalized image reference: ``registry/repository`` without tag or digest."""
 
     registry: str  # host[:port], exactly as in the reference
@@ -381,7 +382,7 @@ def _parse_registry(domain: str) -> tuple[str, str]:
     else:
         host, colon, port_text = domain.partition(":")
         port = port_text if colon else None
-        if not all(_DOMAIN_LABEL_RE.fullmatch(label) for label in host.split(".")):
+        if not all(_regex(_DOMAIN_LABEL_PATTERN).fullmatch(label) for label in host.split(".")):
             raise ImageError(f"registry host {host!r} is not a valid host name")
     if port is not None:
         if not port.isascii() or not port.isdigit() or not 0 < int(port) <= 65535:
@@ -407,7 +408,7 @@ def parse_image(reference: str) -> ImageRef:
     ):
         raise ImageError(f"{reference!r} contains non-ASCII, whitespace or control characters")
     name, at, digest = reference.partition("@")
-    if at and not _DIGEST_RE.fullmatch(digest):
+    if at and not _regex(_DIGEST_PATTERN).fullmatch(digest):
         raise ImageError(f"{reference!r} has an invalid digest after '@'")
     first, sep, remainder = name.partition("/")
     if sep and (
@@ -423,7 +424,7 @@ def parse_image(reference: str) -> ImageRef:
     colon = path.rfind(":")
     if colon > last_slash:
         tag = path[colon + 1 :]
-        if not _TAG_RE.fullmatch(tag):
+        if not _regex(_TAG_PATTERN).fullmatch(tag):
             raise ImageError(f"{reference!r} has an invalid tag {tag!r}")
         path = path[:colon]
     if domain == LEGACY_DEFAULT_REGISTRY:
@@ -432,7 +433,7 @@ def parse_image(reference: str) -> ImageRef:
         path = f"library/{path}"
     components = path.split("/")
     for component in components:
-        if not _PATH_COMPONENT_RE.fullmatch(component):
+        if not _regex(_PATH_COMPONENT_PATTERN).fullmatch(component):
             raise ImageError(
                 f"{reference!r}: repository path component {component!r} is invalid "
                 "(lowercase letters, digits and . _ - separators only)"

@@ -16,16 +16,13 @@ Stdlib only: nothing here may import an SDK, pydantic or YAML.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import logging
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import IO, Final, NoReturn, Protocol
+from typing import IO, Final, NamedTuple, NoReturn, Protocol
 
 from credprovider import __version__, loopback
 from credprovider.api import (
@@ -86,8 +83,7 @@ class UsageError(ProviderError):
     """The plugin's arguments are wrong (bad flag, missing value, ...)."""
 
 
-@dataclass
-class Credentials:
+class Credentials(NamedTuple):
     """What a provider returns.
 
     ``expires_at`` (Unix seconds) of the shortest-lived credential drives ``cacheDuration`` through
@@ -95,7 +91,7 @@ class Credentials:
     neither, ``cacheDuration`` is omitted and the kubelet applies the config's ``defaultCacheDuration``.
     """
 
-    auth: dict[str, AuthConfig]
+    auth: Mapping[str, AuthConfig]
     cache_key_type: str = CACHE_KEY_REGISTRY
     expires_at: float | None = None
     cache_duration: int | None = None
@@ -204,14 +200,20 @@ def route_sdk_logging(log: Logger) -> None:
     root.setLevel(logging.DEBUG if log.verbosity >= SDK_DEBUG_VERBOSITY else logging.WARNING)
 
 
-@dataclass
 class Context:
     """What a provider gets besides the request: deadline, logger, environment, clock."""
 
-    deadline: Deadline
-    log: Logger
-    environ: Mapping[str, str]
-    now: Callable[[], float] = time.time
+    def __init__(
+        self,
+        deadline: Deadline,
+        log: Logger,
+        environ: Mapping[str, str],
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        self.deadline = deadline
+        self.log = log
+        self.environ = environ
+        self.now = now
 
 
 class Provider(Protocol):
@@ -222,8 +224,7 @@ class Provider(Protocol):
     def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials: ...
 
 
-@dataclass(frozen=True)
-class PluginSpec:
+class PluginSpec(NamedTuple):
     """One plugin name: how to build its provider from its own arguments."""
 
     name: str
@@ -232,24 +233,47 @@ class PluginSpec:
     arguments_help: str = ""
 
 
-class _ArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{message} (see --help)")
+def parse_arguments(
+    args: list[str], options: Mapping[str, str]
+) -> tuple[dict[str, str], list[str]]:
+    """Parse a plugin's own arguments: ``options`` maps each spelling (``--authFlow``, ``-a``) to a
+    destination; every option takes a value (``--flag value`` or ``--flag=value``).
+
+    Returns (values, positionals). Unknown flags raise :class:`UsageError`. Small on purpose:
+    argparse would cost every exec a few milliseconds of imports.
+    """
+    values: dict[str, str] = {}
+    positionals: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        i += 1
+        if not arg.startswith("-") or arg == "-":
+            positionals.append(arg)
+            continue
+        name, has_value, value = arg.partition("=")
+        destination = options.get(name)
+        if destination is None:
+            raise UsageError(f"unrecognized arguments: {arg} (see --help)")
+        if not has_value:
+            if i >= len(args):
+                raise UsageError(f"argument {name}: expected one argument (see --help)")
+            value = args[i]
+            i += 1
+        values[destination] = value
+    return values, positionals
 
 
-def argument_parser(prog: str) -> argparse.ArgumentParser:
-    """An argparse parser whose errors raise :class:`UsageError` instead of exiting."""
-    return _ArgumentParser(prog=prog, add_help=False, allow_abbrev=False)
-
-
-@dataclass
 class CommonOptions:
-    verbosity: int = 0
-    deadline: float | None = None
-    cache_dir: str | None = None
-    show_version: bool = False
-    show_help: bool = False
-    ignored: list[str] = field(default_factory=list)
+    """The runtime's own flags (see :func:`split_common_args`)."""
+
+    def __init__(self) -> None:
+        self.verbosity = 0
+        self.deadline: float | None = None
+        self.cache_dir: str | None = None
+        self.show_version = False
+        self.show_help = False
+        self.ignored: list[str] = []
 
 
 def _flag_name(arg: str) -> tuple[str, str | None]:
@@ -428,13 +452,13 @@ def get_with_cache(
             return fetch()
         hit = entry.load(ctx.now())
         if hit is not None:
-            ctx.log.v(1, f"cache: hit for {scope.registry} ({entry.path.name})")
+            ctx.log.v(1, f"cache: hit for {scope.registry} ({entry.name})")
             return hit
         ctx.deadline.phase = "getting credentials (cache miss)"
         creds = fetch()
         try:
             if entry.store(creds, ctx.now()):
-                ctx.log.v(1, f"cache: stored {scope.registry} in {entry.path.name}")
+                ctx.log.v(1, f"cache: stored {scope.registry} in {entry.name}")
         except OSError as exc:
             ctx.log.warning(f"cache: cannot write {entry.path}: {exc.strerror or exc}")
         return creds

@@ -15,7 +15,7 @@ from typing import Final
 MIN_SECRET_LENGTH: Final = 6
 # Show a short prefix only when the secret is long enough that the prefix reveals nothing useful.
 _PREFIX_MIN_LENGTH: Final = 16
-_JWT_RE: Final = re.compile(r"eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*")
+_JWT_PATTERN: Final = r"eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"
 
 _lock = threading.Lock()
 _secrets: set[str] = set()
@@ -42,7 +42,9 @@ def scrub(text: str) -> str:
     for secret in known:
         if secret in text:
             text = text.replace(secret, redact(secret))
-    return _JWT_RE.sub(lambda m: redact(m.group(0)), text)
+    if "eyJ" not in text:
+        return text
+    return re.sub(_JWT_PATTERN, lambda m: redact(m.group(0)), text)
 
 
 def forget_secrets() -> None:

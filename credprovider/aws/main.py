@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from credprovider.plugin import Context, PluginSpec, Provider, argument_parser
+from credprovider.plugin import Context, PluginSpec, Provider, UsageError
 from credprovider.plugin import main as run_plugin
 
 NAME = "ecr-credential-provider"
@@ -18,9 +18,11 @@ eks.amazonaws.com/role-arn, else env AWS_ECR_ROLE_ARN is assumed with AssumeRole
 
 
 def build(args: list[str], ctx: Context) -> Provider:
-    parser = argument_parser(NAME)
-    parser.add_argument("positional", nargs="*")
-    parser.parse_args(args)
+    # Positional arguments (get-credentials) are ignored, as upstream; any other flag is an error.
+    # No argparse here: it is the plugin's only argument rule and this path runs on every exec.
+    flags = [arg for arg in args if arg.startswith("-") and arg != "-"]
+    if flags:
+        raise UsageError(f"unrecognized arguments: {' '.join(flags)} (see --help)")
     from credprovider.aws.provider import EcrProvider
 
     return EcrProvider()

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import datetime
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from credprovider import __version__
 from credprovider.api import AuthConfig, CredentialProviderRequest
@@ -37,8 +35,7 @@ NO_CREDENTIALS_HINT: Final = (
 )
 
 
-@dataclass(frozen=True)
-class EcrToken:
+class EcrToken(NamedTuple):
     username: str
     password: str
     expires_at: float | None
@@ -245,5 +242,6 @@ def fetch_token(
         ) from None
     register_secret(password)
     expires = data.get("expiresAt")
-    expires_at = float(expires.timestamp()) if isinstance(expires, datetime.datetime) else None
+    timestamp = getattr(expires, "timestamp", None)  # botocore parses expiresAt into a datetime
+    expires_at = float(timestamp()) if callable(timestamp) else None
     return EcrToken(username, password, expires_at)

@@ -6,16 +6,14 @@ import base64
 import binascii
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 # Private ECR: <12-digit account>.dkr.ecr[-fips].<region>.<partition suffix>, also the dual-stack
 # dkr-ecr[-fips] form. Matched with fullmatch on the lower-cased host only, ASCII only.
-ECR_PRIVATE_HOST_RE: Final = re.compile(
+ECR_PRIVATE_HOST_PATTERN: Final = (
     r"(?P<account>[0-9]{12})\.dkr[.-]ecr(?P<fips>-fips)?\.(?P<region>[a-z0-9][a-z0-9_-]*)\."
     r"(?P<suffix>amazonaws\.(?:com(?:\.cn)?|eu)|on\.(?:aws|amazonwebservices\.com\.cn)"
-    r"|sc2s\.sgov\.gov|c2s\.ic\.gov|cloud\.adc-e\.uk|csp\.hci\.ic\.gov)",
-    re.ASCII,
+    r"|sc2s\.sgov\.gov|c2s\.ic\.gov|cloud\.adc-e\.uk|csp\.hci\.ic\.gov)"
 )
 ECR_PUBLIC_HOSTS: Final = ("public.ecr.aws", "ecr-public.aws.com")
 ECR_PUBLIC_REGION: Final = "us-east-1"
@@ -87,15 +85,14 @@ IDENTITY_ENV: Final = (
 ROLE_ARN_ANNOTATIONS: Final = ("eks.amazonaws.com/ecr-role-arn", "eks.amazonaws.com/role-arn")
 ROLE_ARN_ENV: Final = "AWS_ECR_ROLE_ARN"
 ROLE_SESSION_NAME: Final = "ecr-credential-provider"
-_ROLE_ARN_RE: Final = re.compile(r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}", re.ASCII)
+_ROLE_ARN_PATTERN: Final = r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}"
 
 
 class TokenError(ValueError):
     """An ECR authorization token that cannot be turned into a username and password."""
 
 
-@dataclass(frozen=True)
-class EcrRegistry:
+class EcrRegistry(NamedTuple):
     """What the host says about the registry. ``region`` is ``None`` for hosts that are not ECR."""
 
     host: str
@@ -111,7 +108,7 @@ def classify_host(host: str) -> EcrRegistry:
     lowered = host.lower()
     if lowered in ECR_PUBLIC_HOSTS:
         return EcrRegistry(host, "public", ECR_PUBLIC_REGION)
-    match = ECR_PRIVATE_HOST_RE.fullmatch(lowered)
+    match = re.fullmatch(ECR_PRIVATE_HOST_PATTERN, lowered, re.ASCII)  # compiled on first use
     if match is None:
         return EcrRegistry(host, "other", None)
     return EcrRegistry(
@@ -140,8 +137,7 @@ def decode_authorization_token(token: str | None) -> tuple[str, str]:
     return username, password
 
 
-@dataclass(frozen=True)
-class RoleChoice:
+class RoleChoice(NamedTuple):
     arn: str
     source: str  # where the ARN came from, for logs and errors
 
@@ -160,7 +156,7 @@ def role_for_service_account(
     for value, source in candidates:
         value = value.strip()
         if value:
-            if not _ROLE_ARN_RE.fullmatch(value):
+            if not re.fullmatch(_ROLE_ARN_PATTERN, value, re.ASCII):
                 raise ValueError(f"{source} is {value!r}, which is not an IAM role ARN")
             return RoleChoice(value, source)
     return None

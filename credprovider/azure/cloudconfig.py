@@ -7,16 +7,14 @@ with the stdlib); a YAML file is accepted too, and only then is PyYAML imported.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from credprovider.azure.registry import AzureConfigError
 
 RESOURCE_ID_MARKER: Final = "/subscriptions/"
 
 
-@dataclass(frozen=True)
-class AzureConfig:
+class AzureConfig(NamedTuple):
     cloud: str = ""
     tenantId: str = ""
     aadClientId: str = ""
@@ -35,7 +33,11 @@ class AzureConfig:
         return RESOURCE_ID_MARKER in self.userAssignedIdentityID.lower()
 
 
-_FIELDS: Final = {f.name.lower(): f for f in fields(AzureConfig)}
+# lower-case key -> (field name, whether it is a boolean setting)
+_FIELDS: Final = {
+    name.lower(): (name, isinstance(default, bool))
+    for name, default in AzureConfig._field_defaults.items()
+}
 
 
 def _load_document(text: str, source: str) -> Any:
@@ -66,14 +68,13 @@ def parse_cloud_config(text: str, source: str) -> AzureConfig:
         spec = _FIELDS.get(str(key).lower())
         if spec is None:
             continue  # azure.json holds many settings for other components
-        if spec.type == "bool":
+        name, is_bool = spec
+        if is_bool:
             if not isinstance(value, bool):
-                raise AzureConfigError(
-                    f"{source}: {spec.name} must be true or false, got {value!r}"
-                )
+                raise AzureConfigError(f"{source}: {name} must be true or false, got {value!r}")
         elif value is None:
             value = ""
         elif not isinstance(value, str):
-            raise AzureConfigError(f"{source}: {spec.name} must be a string, got {value!r}")
-        values[spec.name] = value.strip() if isinstance(value, str) else value
+            raise AzureConfigError(f"{source}: {name} must be a string, got {value!r}")
+        values[name] = value.strip() if isinstance(value, str) else value
     return AzureConfig(**values)

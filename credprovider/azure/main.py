@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from credprovider.plugin import Context, PluginSpec, Provider, UsageError, argument_parser
+from credprovider.plugin import Context, PluginSpec, Provider, UsageError, parse_arguments
 from credprovider.plugin import main as run_plugin
 
 NAME = "acr-credential-provider"
@@ -51,38 +51,41 @@ def _check_identity_binding_flags(
 
 
 def build(args: list[str], ctx: Context) -> Provider:
-    parser = argument_parser(NAME)
-    parser.add_argument("config_files", nargs="*")
-    parser.add_argument("--registry-mirror", "-r", default="")
-    parser.add_argument("--ib-sni-name", default="")
-    parser.add_argument("--ib-apiserver-ip", default="")
-    parser.add_argument("--ib-default-client-id", default="")
-    parser.add_argument("--ib-default-tenant-id", default="")
-    options = parser.parse_args(args)
-    _check_identity_binding_flags(
-        options.ib_sni_name,
-        options.ib_apiserver_ip,
-        options.ib_default_client_id,
-        options.ib_default_tenant_id,
+    values, config_files = parse_arguments(
+        args,
+        {
+            "--registry-mirror": "registry_mirror",
+            "-r": "registry_mirror",
+            "--ib-sni-name": "ib_sni_name",
+            "--ib-apiserver-ip": "ib_apiserver_ip",
+            "--ib-default-client-id": "ib_default_client_id",
+            "--ib-default-tenant-id": "ib_default_tenant_id",
+        },
     )
-    if not options.config_files:
+    _check_identity_binding_flags(
+        values.get("ib_sni_name", ""),
+        values.get("ib_apiserver_ip", ""),
+        values.get("ib_default_client_id", ""),
+        values.get("ib_default_tenant_id", ""),
+    )
+    if not config_files:
         raise UsageError(
             "config file is not specified (usage: acr-credential-provider <azure.json>)"
         )
-    if len(options.config_files) > 1:
+    if len(config_files) > 1:
         raise UsageError(
             "expected exactly one argument (config file); Got arguments: "
-            f"[{' '.join(options.config_files)}]"
+            f"[{' '.join(config_files)}]"
         )
     from credprovider.azure.registry import parse_registry_mirrors
 
     try:
-        mirrors = parse_registry_mirrors(options.registry_mirror)
+        mirrors = parse_registry_mirrors(values.get("registry_mirror", ""))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     from credprovider.azure.provider import AcrProvider, AzureOptions
 
-    return AcrProvider(AzureOptions(config_path=options.config_files[0], mirrors=mirrors))
+    return AcrProvider(AzureOptions(config_path=config_files[0], mirrors=mirrors))
 
 
 SPEC = PluginSpec(

@@ -5,8 +5,7 @@ azure-identity and requests are imported lazily, only when a token is actually f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from credprovider import __version__
 from credprovider.api import AuthConfig, CredentialProviderRequest
@@ -47,14 +46,12 @@ SDK_RETRIES: Final = 2
 _DETAIL_LIMIT: Final = 300
 
 
-@dataclass(frozen=True)
-class AzureOptions:
+class AzureOptions(NamedTuple):
     config_path: str
     mirrors: dict[str, str]
 
 
-@dataclass(frozen=True)
-class Identity:
+class Identity(NamedTuple):
     """The credential chosen for a request and the tenant sent with the exchange."""
 
     description: str

@@ -7,8 +7,7 @@ import binascii
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 ACR_SCOPE: Final = "https://containerregistry.azure.net/.default"
 ACR_REFRESH_USERNAME: Final = "00000000-0000-0000-0000-000000000000"
@@ -43,8 +42,7 @@ class ChallengeError(ValueError):
     """The registry's ``/v2/`` answer is not the single Bearer challenge ACR sends."""
 
 
-@dataclass(frozen=True)
-class Cloud:
+class Cloud(NamedTuple):
     name: str
     authority_host: str  # https://login.microsoftonline.com
     registry_suffix: str  # azurecr.io
@@ -156,8 +154,7 @@ def parse_registry_mirrors(value: str) -> dict[str, str]:
     return mirrors
 
 
-@dataclass(frozen=True)
-class Challenge:
+class Challenge(NamedTuple):
     realm: str
     service: str
 
@@ -233,8 +230,7 @@ def jwt_expiry(token: str) -> float | None:
     return float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None
 
 
-@dataclass(frozen=True)
-class ServiceAccountIdentity:
+class ServiceAccountIdentity(NamedTuple):
     client_id: str
     tenant_id: str
 

@@ -9,7 +9,7 @@ from credprovider.plugin import (
     PluginSpec,
     Provider,
     UsageError,
-    argument_parser,
+    parse_arguments,
 )
 from credprovider.plugin import main as run_plugin
 
@@ -44,31 +44,38 @@ def _check_sts_endpoint(url: str) -> str:
 
 
 def build(args: list[str], ctx: Context) -> Provider:
-    parser = argument_parser(NAME)
-    parser.add_argument("command", nargs="?")
-    parser.add_argument("--authFlow", "-a", dest="auth_flow", default="gcr")
-    parser.add_argument("--identity-provider", default="")
-    parser.add_argument("--project-id", default="")
-    parser.add_argument("--sts-endpoint", default=STS_ENDPOINT)
-    options = parser.parse_args(args)
-    if options.command not in (None, "get-credentials"):
-        raise UsageError(
-            f"unknown command {options.command!r}: the only command is get-credentials"
-        )
-    if options.command is None:
+    values, positionals = parse_arguments(
+        args,
+        {
+            "--authFlow": "auth_flow",
+            "-a": "auth_flow",
+            "--identity-provider": "identity_provider",
+            "--project-id": "project_id",
+            "--sts-endpoint": "sts_endpoint",
+        },
+    )
+    if len(positionals) > 1:
+        raise UsageError(f"unrecognized arguments: {' '.join(positionals[1:])} (see --help)")
+    command = positionals[0] if positionals else None
+    auth_flow = values.get("auth_flow", "gcr")
+    identity_provider = values.get("identity_provider", "")
+    project_id = values.get("project_id", "")
+    if command not in (None, "get-credentials"):
+        raise UsageError(f"unknown command {command!r}: the only command is get-credentials")
+    if command is None:
         ctx.log.v(
             1, "no get-credentials subcommand given (upstream requires it): running it anyway"
         )
-    if options.auth_flow not in AUTH_FLOWS:
+    if auth_flow not in AUTH_FLOWS:
         raise UsageError(
-            f'invalid value "{options.auth_flow}" for authFlow '
+            f'invalid value "{auth_flow}" for authFlow '
             '(must be one of "gcr", "dockercfg", or "dockercfg-url")'
         )
-    if options.identity_provider and not options.project_id:
+    if identity_provider and not project_id:
         raise UsageError("--project-id is required when --identity-provider is set")
-    if options.identity_provider and options.auth_flow != "gcr":
+    if identity_provider and auth_flow != "gcr":
         ctx.log.warning(
-            f"--identity-provider was set but --authFlow is {options.auth_flow!r}. "
+            f"--identity-provider was set but --authFlow is {auth_flow!r}. "
             "This flag only has effect when --authFlow=gcr."
         )
     try:
@@ -79,10 +86,10 @@ def build(args: list[str], ctx: Context) -> Provider:
 
     return GcpProvider(
         GcpOptions(
-            auth_flow=options.auth_flow,
-            identity_provider=options.identity_provider,
-            project_id=options.project_id,
-            sts_endpoint=_check_sts_endpoint(options.sts_endpoint),
+            auth_flow=auth_flow,
+            identity_provider=identity_provider,
+            project_id=project_id,
+            sts_endpoint=_check_sts_endpoint(values.get("sts_endpoint", STS_ENDPOINT)),
         ),
         overrides,
     )

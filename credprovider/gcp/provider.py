@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
-from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from credprovider.api import CACHE_KEY_GLOBAL, AuthConfig, CredentialProviderRequest
 from credprovider.cache import CacheScope, fingerprint_file
@@ -35,16 +34,14 @@ CREDENTIALS_FILE_ENV: Final = "GOOGLE_APPLICATION_CREDENTIALS"
 _DETAIL_LIMIT: Final = 300
 
 
-@dataclass(frozen=True)
-class GcpOptions:
+class GcpOptions(NamedTuple):
     auth_flow: str = "gcr"
     identity_provider: str = ""
     project_id: str = ""
     sts_endpoint: str = STS_ENDPOINT
 
 
-@dataclass(frozen=True)
-class Token:
+class Token(NamedTuple):
     value: str
     expires_at: float | None
 
@@ -285,9 +282,9 @@ class GcpProvider:
         else:
             creds = Credentials(dockercfg_url_credentials(ctx), cache_key_type=CACHE_KEY_GLOBAL)
         if self.overrides.key_type is not None:
-            creds.cache_key_type = self.overrides.key_type
+            creds = creds._replace(cache_key_type=self.overrides.key_type)
         if self.overrides.duration is not None:
-            creds.cache_duration = self.overrides.duration
+            creds = creds._replace(cache_duration=self.overrides.duration)
         return creds
 
     def _gcr(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:

@@ -6,8 +6,7 @@ import binascii
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from credprovider.api import (
     CACHE_KEY_GLOBAL,
@@ -154,8 +153,7 @@ def parse_dockercfg(text: str) -> dict[str, tuple[str, str]]:
     return entries
 
 
-@dataclass(frozen=True)
-class CacheOverrides:
+class CacheOverrides(NamedTuple):
     """Upstream's ``KUBE_SIDECAR_CACHE_DURATION`` / ``KUBE_SIDECAR_CACHE_TYPE``, when set."""
 
     duration: int | None = None

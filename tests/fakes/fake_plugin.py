@@ -18,8 +18,8 @@ from credprovider.plugin import (
     PluginSpec,
     Provider,
     ProviderError,
-    argument_parser,
     main,
+    parse_arguments,
 )
 from credprovider.redact import register_secret
 
@@ -52,12 +52,8 @@ class FakeProvider:
 
 
 def build(args: list[str], ctx: Context) -> Provider:
-    parser = argument_parser("fake-plugin")
-    parser.add_argument("--mode", default="ok")
-    parser.add_argument("--valid-seconds", type=float, default=3600.0)
-    parser.add_argument("positional", nargs="*")
-    options = parser.parse_args(args)
-    return FakeProvider(options.mode, options.valid_seconds)
+    values, _ = parse_arguments(args, {"--mode": "mode", "--valid-seconds": "valid_seconds"})
+    return FakeProvider(values.get("mode", "ok"), float(values.get("valid_seconds", "3600")))
 
 
 SPEC = PluginSpec(

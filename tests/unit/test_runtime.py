@@ -310,3 +310,36 @@ def test_the_deadline_counts_from_exec() -> None:
     )
     assert 0 < float(fresh.stdout) < 5  # the interpreter's start-up, read from /proc
     assert 0 <= seconds_since_exec() <= 5  # capped for long-lived processes
+
+
+@pytest.mark.parametrize(
+    ("args", "values", "positionals"),
+    [
+        ([], {}, []),
+        (["get-credentials", "--authFlow", "gcr"], {"flow": "gcr"}, ["get-credentials"]),
+        (["--authFlow=dockercfg", "get-credentials"], {"flow": "dockercfg"}, ["get-credentials"]),
+        (["-a", "gcr", "-a=dockercfg-url"], {"flow": "dockercfg-url"}, []),
+        (["cfg.json", "-r", "a:b", "-"], {"mirror": "a:b"}, ["cfg.json", "-"]),
+        (["--authFlow="], {"flow": ""}, []),
+    ],
+)
+def test_parse_arguments(args: list[str], values: dict[str, str], positionals: list[str]) -> None:
+    from credprovider.plugin import parse_arguments
+
+    options = {"--authFlow": "flow", "-a": "flow", "-r": "mirror"}
+    assert parse_arguments(args, options) == (values, positionals)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--bogus"], "unrecognized arguments: --bogus"),
+        (["--authFlow"], "argument --authFlow: expected one argument"),
+        (["--auth"], "unrecognized arguments: --auth"),
+    ],
+)
+def test_parse_arguments_errors(args: list[str], message: str) -> None:
+    from credprovider.plugin import parse_arguments
+
+    with pytest.raises(UsageError, match=message):
+        parse_arguments(args, {"--authFlow": "flow"})
