@@ -171,6 +171,21 @@ def _json_type(value: object) -> str:
     return "object"
 
 
+def encode_request(
+    image: str,
+    api_version: str = API_V1,
+    token: str = "",
+    annotations: Mapping[str, str] | None = None,
+) -> bytes:
+    """A request exactly as the kubelet writes it (compact, this key order, one trailing newline)."""
+    body: dict[str, object] = {"kind": REQUEST_KIND, "apiVersion": api_version, "image": image}
+    if token:
+        body["serviceAccountToken"] = token
+    if annotations:
+        body["serviceAccountAnnotations"] = dict(annotations)
+    return (json.dumps(body, separators=(",", ":")) + "\n").encode()
+
+
 def encode_response(response: CredentialProviderResponse) -> bytes:
     """Encode a response exactly as the kubelet's strict decoder accepts it.
 

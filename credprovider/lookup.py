@@ -23,6 +23,7 @@ from credprovider.api import (
     AuthConfig,
     CredentialProviderResponse,
     ResponseError,
+    encode_request,
     parse_go_duration,
     parse_response,
 )
@@ -64,21 +65,6 @@ class LookupReport:
                 for key in report.applied_keys:
                     found.append((report.name, key, report.response.auth[key]))
         return found
-
-
-def _request(image: str, api_version: str, token: str, annotations: Mapping[str, str]) -> bytes:
-    import json
-
-    body: dict[str, object] = {
-        "kind": "CredentialProviderRequest",
-        "apiVersion": api_version,
-        "image": image,
-    }
-    if token:
-        body["serviceAccountToken"] = token
-    if annotations:
-        body["serviceAccountAnnotations"] = dict(annotations)
-    return (json.dumps(body, separators=(",", ":")) + "\n").encode()
 
 
 def _service_account_inputs(
@@ -138,7 +124,7 @@ def run_provider(
     try:
         proc = subprocess.run(
             [str(Path(bin_dir) / name), *(provider.args or [])],
-            input=_request(image, api_version, sa_token, sa_annotations),
+            input=encode_request(image, api_version, sa_token, sa_annotations),
             capture_output=True,
             env=env,
             timeout=timeout,

@@ -75,6 +75,15 @@ _KLOG_VALUE_FLAGS: Final = frozenset(
 )
 
 
+DETAIL_LIMIT: Final = 300
+
+
+def one_line(detail: object) -> str:
+    """An SDK's error text as one line of at most :data:`DETAIL_LIMIT` characters."""
+    text = " ".join(str(detail).split())
+    return text if len(text) <= DETAIL_LIMIT else text[:DETAIL_LIMIT] + "…"
+
+
 class ProviderError(Exception):
     """A failure the operator can act on; its message is the one line printed on stderr."""
 
@@ -314,20 +323,17 @@ def split_common_args(argv: list[str]) -> tuple[CommonOptions, list[str]]:
             opts.show_version = True
         elif name in ("h", "help"):
             opts.show_help = True
-        elif name == "deadline":
+        elif name in ("deadline", "cache-dir"):
             if value is None:
                 if i >= len(argv):
-                    raise UsageError("--deadline needs a value such as 30s")
+                    example = "a value such as 30s" if name == "deadline" else "a directory"
+                    raise UsageError(f"--{name} needs {example}")
                 value = argv[i]
                 i += 1
-            opts.deadline = parse_deadline(value, "--deadline")
-        elif name == "cache-dir":
-            if value is None:
-                if i >= len(argv):
-                    raise UsageError("--cache-dir needs a directory")
-                value = argv[i]
-                i += 1
-            opts.cache_dir = value
+            if name == "deadline":
+                opts.deadline = parse_deadline(value, "--deadline")
+            else:
+                opts.cache_dir = value
         elif name in _KLOG_BOOL_FLAGS:
             opts.ignored.append(arg)
         elif name in _KLOG_VALUE_FLAGS:

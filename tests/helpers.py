@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from credprovider.api import encode_request
+
 REPO = Path(__file__).resolve().parent.parent
 BUNDLE_DIR = REPO / "dist" / "credprovider"
 V1 = "credentialprovider.kubelet.k8s.io/v1"
@@ -29,16 +31,7 @@ def request_bytes(
     annotations: Mapping[str, str] | None = None,
 ) -> bytes:
     """Encode a request exactly as the kubelet does (key order, compact, trailing newline)."""
-    body: dict[str, Any] = {
-        "kind": "CredentialProviderRequest",
-        "apiVersion": api_version,
-        "image": image,
-    }
-    if token:
-        body["serviceAccountToken"] = token
-    if annotations:
-        body["serviceAccountAnnotations"] = dict(annotations)
-    return (json.dumps(body, separators=(",", ":")) + "\n").encode()
+    return encode_request(image, api_version, token or "", annotations)
 
 
 @dataclass

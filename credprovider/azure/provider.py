@@ -28,7 +28,7 @@ from credprovider.azure.registry import (
 )
 from credprovider.cache import CacheScope, fingerprint_file
 from credprovider.matching import ImageError, parse_image
-from credprovider.plugin import Context, Credentials, ProviderError
+from credprovider.plugin import Context, Credentials, ProviderError, one_line
 from credprovider.redact import register_secret
 from credprovider.retry import RETRYABLE_STATUSES, call_with_retries
 
@@ -43,7 +43,6 @@ IDENTITY_ENV: Final = (
 )
 USER_AGENT: Final = f"credprovider/{__version__} (acr-credential-provider)"
 SDK_RETRIES: Final = 2
-_DETAIL_LIMIT: Final = 300
 
 
 class AzureOptions(NamedTuple):
@@ -57,11 +56,6 @@ class Identity(NamedTuple):
     description: str
     credential: Any
     tenant: str
-
-
-def _one_line(detail: object) -> str:
-    text = " ".join(str(detail).split())
-    return text if len(text) <= _DETAIL_LIMIT else text[:_DETAIL_LIMIT] + "…"
 
 
 def load_config(path: str) -> AzureConfig:
@@ -111,9 +105,7 @@ def _discover_cloud(config: AzureConfig, ctx: Context) -> Cloud:
             retry_result=lambda r: r.status_code in RETRYABLE_STATUSES,
         )
     except requests.RequestException as exc:
-        raise ProviderError(
-            f"could not read cloud endpoints from {url}: {_one_line(exc)}"
-        ) from None
+        raise ProviderError(f"could not read cloud endpoints from {url}: {one_line(exc)}") from None
     if response.status_code != 200:
         raise ProviderError(
             f"reading cloud endpoints from {url} failed with HTTP {response.status_code}"
@@ -237,7 +229,7 @@ def choose_identity(
             )
         except (OSError, ValueError) as exc:
             raise ProviderError(
-                f"cannot load the client certificate {config.aadClientCertPath}: {_one_line(exc)}"
+                f"cannot load the client certificate {config.aadClientCertPath}: {one_line(exc)}"
             ) from None
         return Identity(
             f"the service principal {config.aadClientId} (certificate {config.aadClientCertPath})",
@@ -270,7 +262,7 @@ def aad_token(identity: Identity, ctx: Context) -> str:
     except AzureError as exc:
         message = getattr(exc, "message", None) or str(exc)
         raise ProviderError(
-            f"could not get an AAD token with {identity.description}: {_one_line(message)}"
+            f"could not get an AAD token with {identity.description}: {one_line(message)}"
         ) from None
     register_secret(token.token)
     return str(token.token)
@@ -306,7 +298,7 @@ def exchange_for_refresh_token(login_server: str, aad: str, tenant: str, ctx: Co
         )
     except requests.RequestException as exc:
         raise ProviderError(
-            f"could not reach the registry at {challenge_url}: {_one_line(exc)}"
+            f"could not reach the registry at {challenge_url}: {one_line(exc)}"
         ) from None
     try:
         challenge = parse_challenge(
@@ -331,7 +323,7 @@ def exchange_for_refresh_token(login_server: str, aad: str, tenant: str, ctx: Co
             retry_error=_retry_error,
         )
     except requests.RequestException as exc:
-        raise ProviderError(f"could not reach {url}: {_one_line(exc)}") from None
+        raise ProviderError(f"could not reach {url}: {one_line(exc)}") from None
     correlation = answer.headers.get("X-Ms-Correlation-Request-Id")
     if correlation:
         ctx.log.v(4, f"exchange correlation id {correlation}")
@@ -343,7 +335,7 @@ def exchange_for_refresh_token(login_server: str, aad: str, tenant: str, ctx: Co
         )
         raise ProviderError(
             f"ACR token exchange at {url} failed with HTTP {answer.status_code}: "
-            f"{_one_line(answer.text)}{hint}"
+            f"{one_line(answer.text)}{hint}"
         )
     try:
         refresh_token = answer.json().get("refresh_token")

@@ -26,12 +26,11 @@ from credprovider.gcp.registry import (
     workload_identity_audience,
 )
 from credprovider.matching import ImageError, parse_image
-from credprovider.plugin import Context, Credentials, ProviderError
+from credprovider.plugin import Context, Credentials, ProviderError, one_line
 from credprovider.redact import register_secret
 
 METADATA_ATTEMPTS: Final = 3
 CREDENTIALS_FILE_ENV: Final = "GOOGLE_APPLICATION_CREDENTIALS"
-_DETAIL_LIMIT: Final = 300
 
 
 class GcpOptions(NamedTuple):
@@ -44,11 +43,6 @@ class GcpOptions(NamedTuple):
 class Token(NamedTuple):
     value: str
     expires_at: float | None
-
-
-def _one_line(detail: object) -> str:
-    text = " ".join(str(detail).split())
-    return text if len(text) <= _DETAIL_LIMIT else text[:_DETAIL_LIMIT] + "…"
 
 
 def _http_request(ctx: Context) -> Any:
@@ -97,7 +91,7 @@ def _metadata_get(ctx: Context, path: str, what: str) -> Any:
     except exceptions.TransportError as exc:
         root = _metadata._get_metadata_root(False)
         raise ProviderError(
-            f"could not read {what} from the GCE metadata server ({root}): {_one_line(exc)}"
+            f"could not read {what} from the GCE metadata server ({root}): {one_line(exc)}"
         ) from None
 
 
@@ -157,13 +151,13 @@ def credentials_file_token(path: str, ctx: Context) -> Token:
     try:
         credentials = _load_credentials_file(path)
     except (exceptions.DefaultCredentialsError, ValueError, OSError) as exc:
-        raise ProviderError(f"{CREDENTIALS_FILE_ENV}={path}: {_one_line(exc)}") from None
+        raise ProviderError(f"{CREDENTIALS_FILE_ENV}={path}: {one_line(exc)}") from None
     ctx.log.v(1, f"using {type(credentials).__module__} credentials from {path}")
     try:
         credentials.refresh(_http_request(ctx))
     except (exceptions.RefreshError, exceptions.TransportError) as exc:
         raise ProviderError(
-            f"could not get a token with the credentials in {path}: {_one_line(exc)}"
+            f"could not get a token with the credentials in {path}: {one_line(exc)}"
         ) from None
     if not credentials.token:
         raise ProviderError(f"the credentials in {path} produced no access token")
@@ -192,7 +186,7 @@ def workload_identity_token(subject_token: str, options: GcpOptions, ctx: Contex
     except (exceptions.OAuthError, exceptions.TransportError, ValueError) as exc:
         raise ProviderError(
             f"Workload Identity token exchange at {options.sts_endpoint} failed for a service "
-            f"account that opted in (no fallback to the node identity): {_one_line(exc)}"
+            f"account that opted in (no fallback to the node identity): {one_line(exc)}"
         ) from None
     token = answer.get("access_token") if isinstance(answer, dict) else None
     if not isinstance(token, str) or not token:
@@ -231,7 +225,7 @@ def dockercfg_url_credentials(ctx: Context) -> dict[str, AuthConfig]:
         response = _http_request(ctx)(url, method="GET")
     except exceptions.TransportError as exc:
         raise ProviderError(
-            f"could not download the .dockercfg from {url}: {_one_line(exc)}"
+            f"could not download the .dockercfg from {url}: {one_line(exc)}"
         ) from None
     if response.status != 200:
         raise ProviderError(
