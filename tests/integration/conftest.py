@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.aws import FakeEcr
 from tests.fakes.azure import AAD_HOSTS, FakeAad, FakeAcr, FakeImds
-from tests.fakes.http import serve
+from tests.fakes.gcp import FakeMetadata
+from tests.fakes.http import FakeServer, serve
 from tests.fakes.tls import CertAuthority, make_test_ca
 from tests.helpers import BUNDLE_DIR, request_bytes, run_plugin
 
@@ -162,3 +164,17 @@ def azure(test_ca: CertAuthority, tmp_path: Path) -> Iterator[Azure]:
             "CREDPROVIDER_TEST_RESOLVE": ",".join(resolve),
         }
         yield Azure(imds, aad, acr, env, tmp_path)
+
+
+@pytest.fixture
+def ecr() -> Iterator[tuple[FakeEcr, FakeServer]]:
+    fake = FakeEcr()
+    with serve(fake) as server:
+        yield fake, server
+
+
+@pytest.fixture
+def metadata() -> Iterator[tuple[FakeMetadata, FakeServer]]:
+    fake = FakeMetadata()
+    with serve(fake) as server:
+        yield fake, server

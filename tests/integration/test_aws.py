@@ -6,8 +6,6 @@ at loopback with the SDK's standard ``AWS_ENDPOINT_URL_<SERVICE>`` settings.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from credprovider.api import SECOND, parse_go_duration
@@ -21,13 +19,6 @@ NODE_KEY = "AKIDNODE0000000000"
 NODE_SECRET = "node-secret-access-key-0123456789"
 SA_TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2E6ZGVmYXVsdDphcHAifQ.c2lnbmF0dXJl"
 ROLE = "arn:aws:iam::123456789012:role/image-puller"
-
-
-@pytest.fixture
-def ecr() -> Iterator[tuple[FakeEcr, FakeServer]]:
-    fake = FakeEcr()
-    with serve(fake) as server:
-        yield fake, server
 
 
 def aws_env(ecr_url: str, sts_url: str, **extra: str) -> dict[str, str]:

@@ -8,7 +8,6 @@ import os
 import stat
 import subprocess
 import sys
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -23,13 +22,6 @@ from tests.integration.conftest import Azure
 
 ECR = "ecr-credential-provider"
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/team/app"
-
-
-@pytest.fixture
-def ecr() -> Iterator[tuple[FakeEcr, FakeServer]]:
-    fake = FakeEcr()
-    with serve(fake) as server:
-        yield fake, server
 
 
 def env_for(server: FakeServer, cache: Path, **extra: str) -> dict[str, str]:

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -251,13 +250,6 @@ def bin_dir(tmp_path: Path) -> Path:
     for plugin in PLUGINS.values():
         (directory / plugin.name).symlink_to(BUNDLE_DIR / plugin.name)
     return directory
-
-
-@pytest.fixture
-def ecr() -> Iterator[tuple[FakeEcr, FakeServer]]:
-    fake = FakeEcr()
-    with serve(fake) as server:
-        yield fake, server
 
 
 def aws_env(server: FakeServer, **extra: str) -> dict[str, str]:

@@ -39,13 +39,6 @@ FIXED_KEYS = [
 
 
 @pytest.fixture
-def metadata() -> Iterator[tuple[FakeMetadata, FakeServer]]:
-    fake = FakeMetadata()
-    with serve(fake) as server:
-        yield fake, server
-
-
-@pytest.fixture
 def sts(test_ca: CertAuthority) -> Iterator[tuple[FakeSts, FakeServer]]:
     fake = FakeSts()
     with serve(fake, tls=test_ca.server_context("sts.googleapis.com")) as server:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,20 +97,6 @@ def provider(
     if args:
         entry["args"] = args
     return entry
-
-
-@pytest.fixture
-def ecr() -> Iterator[tuple[FakeEcr, FakeServer]]:
-    fake = FakeEcr()
-    with serve(fake) as server:
-        yield fake, server
-
-
-@pytest.fixture
-def metadata() -> Iterator[tuple[FakeMetadata, FakeServer]]:
-    fake = FakeMetadata()
-    with serve(fake) as server:
-        yield fake, server
 
 
 def aws_env(server: FakeServer, sts: str = "http://127.0.0.1:9", **extra: str) -> dict[str, str]:
