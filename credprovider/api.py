@@ -12,7 +12,7 @@ encoder uses, and nothing else.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 
@@ -75,13 +75,28 @@ class CredentialProviderResponse(NamedTuple):
     auth: Mapping[str, AuthConfig] = MappingProxyType({})
 
 
-def _reject_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in result:
-            raise RequestError(f"request JSON has a duplicate key {key!r}")
-        result[key] = value
-    return result
+def _unique_keys(
+    duplicate: Callable[[str], Exception],
+) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """A ``json.loads`` object hook that raises ``duplicate(key)`` for a key seen twice."""
+
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in result:
+                raise duplicate(key)
+            result[key] = value
+        return result
+
+    return hook
+
+
+_request_object = _unique_keys(
+    lambda key: RequestError(f"request JSON has a duplicate key {key!r}")
+)
+_response_object = _unique_keys(
+    lambda key: ResponseError(f'strict decoding error: json: duplicate field "{key}"')
+)
 
 
 def _reject_constant(name: str) -> Any:
@@ -104,9 +119,7 @@ def parse_request(data: bytes) -> CredentialProviderRequest:
     except UnicodeDecodeError as exc:
         raise RequestError(f"request is not valid UTF-8 (byte {exc.start})") from None
     try:
-        obj = json.loads(
-            text, object_pairs_hook=_reject_duplicate_keys, parse_constant=_reject_constant
-        )
+        obj = json.loads(text, object_pairs_hook=_request_object, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise RequestError(
             f"request is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
@@ -352,18 +365,6 @@ def parse_go_duration(text: str) -> int:
 _RESPONSE_FIELDS: Final = ("kind", "apiVersion", "cacheKeyType", "cacheDuration", "auth")
 
 
-def _strict_object(text: str) -> Any:
-    def no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        seen: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in seen:
-                raise ResponseError(f'strict decoding error: json: duplicate field "{key}"')
-            seen[key] = value
-        return seen
-
-    return json.loads(text, object_pairs_hook=no_duplicates, parse_constant=_reject_constant)
-
-
 def parse_response(data: bytes, expected_api_version: str) -> CredentialProviderResponse:
     """Decode a plugin's stdout like the kubelet (strict): the first problem raises ResponseError.
 
@@ -372,7 +373,7 @@ def parse_response(data: bytes, expected_api_version: str) -> CredentialProvider
     """
     try:
         text = data.decode("utf-8")
-        obj = _strict_object(text)
+        obj = json.loads(text, object_pairs_hook=_response_object, parse_constant=_reject_constant)
     except ResponseError:
         raise
     except (UnicodeDecodeError, json.JSONDecodeError, RequestError) as exc:

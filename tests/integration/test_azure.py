@@ -22,20 +22,10 @@ from credprovider.matching import keyring_lookup
 from tests.fakes.azure import make_jwt
 from tests.fakes.http import FakeResponse, serve
 from tests.helpers import API_VERSIONS, request_bytes, run_plugin
-from tests.integration.conftest import Azure
+from tests.integration.conftest import STACK_AUTHORITY_HOST, Azure
 
 PLUGIN = "acr-credential-provider"
 NULL_GUID = "00000000-0000-0000-0000-000000000000"
-STACK_AUTHORITY_HOST = "login.stack.local"
-REGISTRY_HOSTS = [
-    "myreg.azurecr.io",
-    "myreg.azurecr.cn",
-    "myreg.azurecr.us",
-    "myreg-abc123.azurecr.io",
-    "myreg.eastus.geo.azurecr.io",
-    "myreg.azurecr.my.cloud",
-    "other.azurecr.io",
-]
 SA_TOKEN = make_jwt(
     {"sub": "system:serviceaccount:apps:puller", "aud": ["api://AzureADTokenExchange"]}
 )
