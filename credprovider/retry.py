@@ -6,7 +6,6 @@ sized from the same deadline.
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable
 from typing import Final, TypeVar
@@ -21,8 +20,12 @@ MAX_DELAY_SECONDS: Final = 4.0
 RETRYABLE_STATUSES: Final = frozenset({408, 429, 500, 502, 503, 504})
 
 
-def backoff_delay(attempt: int, rng: Callable[[], float] = random.random) -> float:
+def backoff_delay(attempt: int, rng: Callable[[], float] | None = None) -> float:
     """Full jitter: uniform in [0, min(MAX, BASE * 2**attempt)] for the ``attempt``-th retry."""
+    if rng is None:
+        import random  # only a retry needs it, and most execs never retry
+
+        rng = random.random
     return rng() * min(MAX_DELAY_SECONDS, BASE_DELAY_SECONDS * (1 << attempt))
 
 

@@ -5,11 +5,10 @@ azure-identity and requests are imported lazily, only when a token is actually f
 
 from __future__ import annotations
 
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from credprovider import __version__
 from credprovider.api import AuthConfig, CredentialProviderRequest
-from credprovider.azure.cloudconfig import AzureConfig, parse_cloud_config
 from credprovider.azure.registry import (
     ACR_REFRESH_USERNAME,
     ACR_SCOPE,
@@ -31,6 +30,9 @@ from credprovider.matching import ImageError, parse_image
 from credprovider.plugin import Context, Credentials, ProviderError, one_line
 from credprovider.redact import register_secret
 from credprovider.retry import RETRYABLE_STATUSES, call_with_retries
+
+if TYPE_CHECKING:
+    from credprovider.azure.cloudconfig import AzureConfig
 
 # Environment that changes which managed identity or endpoint answers (no secrets).
 IDENTITY_ENV: Final = (
@@ -59,6 +61,9 @@ class Identity(NamedTuple):
 
 
 def load_config(path: str) -> AzureConfig:
+    """The parsed cloud config (imported here: a cache hit only fingerprints the file)."""
+    from credprovider.azure.cloudconfig import parse_cloud_config
+
     try:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()

@@ -1,13 +1,14 @@
-"""Google credentials through google-auth (imported lazily, only when a token is fetched)."""
+"""Google credentials: the node's token from the metadata server on the stdlib, every other flow
+through google-auth (imported lazily, only when such a token is fetched)."""
 
 from __future__ import annotations
 
-import datetime
 import json
-from typing import Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from credprovider.api import CACHE_KEY_GLOBAL, AuthConfig, CredentialProviderRequest
 from credprovider.cache import CacheScope, fingerprint_file
+from credprovider.gcp import metadata
 from credprovider.gcp.registry import (
     CLOUD_PLATFORM_SCOPE,
     DOCKERCFG_ATTRIBUTE,
@@ -29,7 +30,9 @@ from credprovider.matching import ImageError, parse_image
 from credprovider.plugin import Context, Credentials, ProviderError, one_line
 from credprovider.redact import register_secret
 
-METADATA_ATTEMPTS: Final = 3
+if TYPE_CHECKING:
+    import datetime
+
 CREDENTIALS_FILE_ENV: Final = "GOOGLE_APPLICATION_CREDENTIALS"
 
 
@@ -45,7 +48,7 @@ class Token(NamedTuple):
     expires_at: float | None
 
 
-def _http_request(ctx: Context) -> Any:
+def google_auth_request(ctx: Context) -> Any:
     """A google-auth requests transport whose per-call timeout never passes the deadline."""
     from google.auth.transport.requests import Request
 
@@ -69,6 +72,8 @@ def _http_request(ctx: Context) -> Any:
 
 
 def _expiry_timestamp(expiry: datetime.datetime | None) -> float | None:
+    import datetime
+
     if expiry is None:
         return None
     if expiry.tzinfo is None:  # google-auth keeps naive UTC datetimes
@@ -77,21 +82,22 @@ def _expiry_timestamp(expiry: datetime.datetime | None) -> float | None:
 
 
 def _metadata_get(ctx: Context, path: str, what: str) -> Any:
+    if not metadata.wants_mtls(ctx.environ):
+        return metadata.get(ctx, path, what)
     from google.auth import exceptions
     from google.auth.compute_engine import _metadata
 
-    ctx.deadline.phase = f"reading {what} from the GCE metadata server"
+    ctx.deadline.phase = f"reading {what} from the GCE metadata server over mTLS"
     try:
         return _metadata.get(
-            _http_request(ctx),
+            google_auth_request(ctx),
             path,
-            retry_count=METADATA_ATTEMPTS,
-            timeout=ctx.deadline.timeout(3.0),
+            retry_count=metadata.METADATA_ATTEMPTS,
+            timeout=ctx.deadline.timeout(metadata.PER_CALL_TIMEOUT_SECONDS),
         )
-    except exceptions.TransportError as exc:
-        root = _metadata._get_metadata_root(False)
+    except (exceptions.TransportError, exceptions.MutualTLSChannelError, ValueError) as exc:
         raise ProviderError(
-            f"could not read {what} from the GCE metadata server ({root}): {one_line(exc)}"
+            f"could not read {what} from the GCE metadata server over mTLS: {one_line(exc)}"
         ) from None
 
 
@@ -154,7 +160,7 @@ def credentials_file_token(path: str, ctx: Context) -> Token:
         raise ProviderError(f"{CREDENTIALS_FILE_ENV}={path}: {one_line(exc)}") from None
     ctx.log.v(1, f"using {type(credentials).__module__} credentials from {path}")
     try:
-        credentials.refresh(_http_request(ctx))
+        credentials.refresh(google_auth_request(ctx))
     except (exceptions.RefreshError, exceptions.TransportError) as exc:
         raise ProviderError(
             f"could not get a token with the credentials in {path}: {one_line(exc)}"
@@ -175,7 +181,7 @@ def workload_identity_token(subject_token: str, options: GcpOptions, ctx: Contex
     ctx.log.v(1, f"Workload Identity: exchanging the service account token for audience {audience}")
     try:
         answer = sts.Client(options.sts_endpoint).exchange_token(
-            _http_request(ctx),
+            google_auth_request(ctx),
             grant_type=STS_GRANT_TYPE,
             subject_token=subject_token,
             subject_token_type=STS_SUBJECT_TOKEN_TYPE,
@@ -222,7 +228,7 @@ def dockercfg_url_credentials(ctx: Context) -> dict[str, AuthConfig]:
         )
     ctx.deadline.phase = f"downloading the .dockercfg from {url}"
     try:
-        response = _http_request(ctx)(url, method="GET")
+        response = google_auth_request(ctx)(url, method="GET")
     except exceptions.TransportError as exc:
         raise ProviderError(
             f"could not download the .dockercfg from {url}: {one_line(exc)}"
@@ -255,7 +261,7 @@ class GcpProvider:
             "sts": self.options.sts_endpoint,
             "credentials_file": credentials_file,
             "credentials": fingerprint_file(credentials_file) if credentials_file else "",
-            "metadata_host": ctx.environ.get("GCE_METADATA_HOST", ""),
+            "metadata_host": metadata.metadata_host(ctx.environ),
         }
         return CacheScope("auth-provider-gcp", image.registry, identity)
 

@@ -1,7 +1,7 @@
 """auth-provider-gcp against the project's fakes of the GCE metadata server, Google STS and OAuth.
 
-google-auth's real code runs: the metadata client (via the standard ``GCE_METADATA_HOST``), the STS
-client (``sts.googleapis.com`` reached over TLS with a test CA through the loopback-only
+The node's metadata-server token comes from the project's stdlib client (found through google-auth's
+``GCE_METADATA_HOST``); google-auth's real code runs for the rest: the STS client (``sts.googleapis.com`` reached over TLS with a test CA through the loopback-only
 ``CREDPROVIDER_TEST_RESOLVE``), and service-account / external-account credentials from
 ``GOOGLE_APPLICATION_CREDENTIALS``.
 """
@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +24,7 @@ from credprovider.matching import keyring_lookup
 from tests.fakes.gcp import FakeMetadata, FakeOAuth, FakeSts
 from tests.fakes.http import FakeResponse, FakeServer, serve
 from tests.fakes.tls import CertAuthority
-from tests.helpers import API_VERSIONS, request_bytes, run_plugin
+from tests.helpers import API_VERSIONS, REPO, request_bytes, run_plugin
 
 PLUGIN = "auth-provider-gcp"
 KSA_TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6ZGV2OnB1bGxlciJ9.c2ln"
@@ -131,8 +134,24 @@ def test_non_google_registries_get_no_token(
 @pytest.mark.parametrize(
     ("fault", "message"),
     [
-        (FakeResponse.text("boom", status=500), "Compute Engine Metadata server unavailable"),
-        (FakeResponse.text("no such service account", status=404), "Status: 404"),
+        (
+            FakeResponse.text("boom", status=500),
+            "metadata server (http://127.0.0.1:{port}/computeMetadata/v1/): the server is "
+            "unavailable (HTTP 500): boom",
+        ),
+        (
+            FakeResponse.text("no such service account", status=404),
+            "metadata server (http://127.0.0.1:{port}/computeMetadata/v1/): HTTP 404: no such "
+            "service account",
+        ),
+        (
+            FakeResponse(302, b"", {"Location": "http://169.254.169.254/elsewhere"}),
+            "metadata server (http://127.0.0.1:{port}/computeMetadata/v1/): HTTP 302: ",
+        ),
+        (
+            FakeResponse(200, b"x" * ((1 << 20) + 1), {"Content-Type": "text/plain"}),
+            "is larger than 1048576 bytes",
+        ),
         (
             FakeResponse.text("<html>oops</html>", headers={"Metadata-Flavor": "Google"}),
             "answered without an access_token",
@@ -148,7 +167,7 @@ def test_metadata_failures_are_errors(
     run = run_plugin(PLUGIN, request_bytes("gcr.io/p/a"), ["get-credentials"], gcp_env(server))
     assert (run.code, run.stdout) == (1, b"")
     assert len(run.error_lines) == 1
-    assert message in run.error_lines[0]
+    assert message.format(port=server.address.rsplit(":", 1)[1]) in run.error_lines[0]
 
 
 def test_server_errors_are_retried_a_bounded_number_of_times(
@@ -173,6 +192,61 @@ def test_unreachable_metadata_server_is_an_error() -> None:
         f"{PLUGIN}: error: could not read the default service account's access token from the "
         "GCE metadata server (http://127.0.0.1:9/computeMetadata/v1/)"
     )
+
+
+_MODULES_PROBE = """
+import io, json, os, sys
+from credprovider import plugin
+from credprovider.gcp.main import SPEC
+class In(io.BytesIO):
+    def isatty(self): return False
+out = io.BytesIO()
+code = plugin.run(SPEC, ["get-credentials"], stdin=In(sys.argv[1].encode()), stdout=out,
+                  stderr=io.StringIO(), environ=dict(os.environ))
+roots = sorted({m.split(".")[0] for m in sys.modules})
+print(json.dumps({"code": code, "password": json.loads(out.getvalue())["auth"]["gcr.io"]["password"],
+                  "roots": roots}))
+"""
+
+
+def test_the_node_token_is_fetched_without_google_auth(
+    metadata: tuple[FakeMetadata, FakeServer],
+) -> None:
+    """The common cache miss (node identity) pays for http.client, not google-auth and requests."""
+    fake, server = metadata
+    proc = subprocess.run(
+        [sys.executable, "-c", _MODULES_PROBE, request_bytes("gcr.io/p/a").decode()],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO), **gcp_env(server)},
+    )
+    answer = json.loads(proc.stdout)
+    assert (answer["code"], answer["password"]) == (0, fake.access_token)
+    heavy = {"google", "requests", "urllib3", "cryptography", "certifi", "charset_normalizer"}
+    assert heavy.isdisjoint(answer["roots"]), heavy.intersection(answer["roots"])
+
+
+def test_the_old_metadata_root_variable_is_honoured(
+    metadata: tuple[FakeMetadata, FakeServer],
+) -> None:
+    fake, server = metadata
+    env = {"GCE_METADATA_HOST": "", "GCE_METADATA_ROOT": server.address}
+    run = run_plugin(PLUGIN, request_bytes("gcr.io/p/a"), ["get-credentials"], env)
+    assert run.response["auth"]["gcr.io"]["password"] == fake.access_token
+
+
+def test_metadata_mtls_is_left_to_google_auth(metadata: tuple[FakeMetadata, FakeServer]) -> None:
+    """GCE_METADATA_MTLS_MODE=strict goes through google-auth (its message: no certificates here)."""
+    fake, server = metadata
+    env = gcp_env(server, GCE_METADATA_MTLS_MODE="strict")
+    run = run_plugin(PLUGIN, request_bytes("gcr.io/p/a"), ["get-credentials"], env)
+    assert (run.code, run.stdout) == (1, b"")
+    assert run.error_lines == [
+        f"{PLUGIN}: error: could not read the default service account's access token from the "
+        "GCE metadata server over mTLS: mTLS certificates not found in strict mode."
+    ]
+    assert fake.paths == []
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,94 @@
+"""The GCE metadata server client of the node path, on the stdlib (no google-auth on a cache miss).
+
+It honours google-auth's environment (``GCE_METADATA_HOST``, its old name ``GCE_METADATA_ROOT``)
+and answers like google-auth's ``_metadata.get``: JSON bodies decoded, text returned as text.
+Metadata-server mTLS (:func:`wants_mtls`) is left to google-auth, which implements it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Final
+
+from credprovider import __version__
+from credprovider.http import BodyTooLargeError, HttpError, HttpResponse
+from credprovider.http import get as http_get
+from credprovider.plugin import Context, ProviderError, one_line
+from credprovider.retry import RETRYABLE_STATUSES, call_with_retries
+
+METADATA_HOST_ENV: Final = "GCE_METADATA_HOST"
+METADATA_ROOT_ENV: Final = "GCE_METADATA_ROOT"  # the old name google-auth still reads
+DEFAULT_METADATA_HOST: Final = "metadata.google.internal"
+MTLS_MODE_ENV: Final = "GCE_METADATA_MTLS_MODE"
+MTLS_CERTIFICATES: Final = ("/run/google-mds-mtls/root.crt", "/run/google-mds-mtls/client.key")
+METADATA_ATTEMPTS: Final = 3
+PER_CALL_TIMEOUT_SECONDS: Final = 3.0
+HEADERS: Final = {
+    "Metadata-Flavor": "Google",
+    "User-Agent": f"credprovider/{__version__} auth-provider-gcp",
+}
+
+
+def metadata_host(environ: Mapping[str, str]) -> str:
+    """``host[:port]`` of the metadata server, as google-auth picks it."""
+    return environ.get(METADATA_HOST_ENV) or environ.get(METADATA_ROOT_ENV) or DEFAULT_METADATA_HOST
+
+
+def metadata_root(environ: Mapping[str, str]) -> str:
+    return f"http://{metadata_host(environ)}/computeMetadata/v1/"
+
+
+def wants_mtls(environ: Mapping[str, str], exists: Callable[[str], bool] = os.path.exists) -> bool:
+    """Does ``GCE_METADATA_MTLS_MODE`` ask for the metadata server over mTLS (as google-auth reads it)?"""
+    mode = environ.get(MTLS_MODE_ENV, "none").lower()
+    if mode == "default":
+        return all(exists(path) for path in MTLS_CERTIFICATES)
+    return mode != "none"  # strict, or a value google-auth rejects with its own message
+
+
+def decode_answer(response: HttpResponse) -> object:
+    """The body as google-auth returns it: parsed JSON for ``application/json``, else text."""
+    text = response.text()
+    if response.header("content-type").split(";")[0].strip().lower() == "application/json":
+        import json
+
+        try:
+            return json.loads(text)
+        except ValueError:
+            raise ValueError("invalid JSON") from None
+    return text
+
+
+def get(ctx: Context, path: str, what: str) -> object:
+    """``what`` read from ``computeMetadata/v1/<path>``, retried on 5xx/429 and transport errors."""
+    root = metadata_root(ctx.environ)
+    failed = f"could not read {what} from the GCE metadata server ({root})"
+    ctx.deadline.phase = f"reading {what} from the GCE metadata server"
+    ctx.log.v(4, f"GET {root}{path}")
+    try:
+        response = call_with_retries(
+            lambda: http_get(
+                root + path, headers=HEADERS, timeout=ctx.deadline.timeout(PER_CALL_TIMEOUT_SECONDS)
+            ),
+            ctx=ctx,
+            what=f"{root}{path}",
+            retry_result=lambda answer: answer.status in RETRYABLE_STATUSES,
+            retry_error=lambda error: (
+                isinstance(error, HttpError) and not isinstance(error, BodyTooLargeError)
+            ),
+            attempts=METADATA_ATTEMPTS,
+        )
+    except HttpError as exc:
+        raise ProviderError(f"{failed}: {one_line(exc)}") from None
+    if response.status in RETRYABLE_STATUSES:
+        raise ProviderError(
+            f"{failed}: the server is unavailable (HTTP {response.status}): "
+            f"{one_line(response.text())}"
+        )
+    if response.status != 200:
+        raise ProviderError(f"{failed}: HTTP {response.status}: {one_line(response.text())}")
+    try:
+        return decode_answer(response)
+    except ValueError as exc:
+        raise ProviderError(f"{failed}: {exc}") from None

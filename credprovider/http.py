@@ -1,0 +1,77 @@
+"""A small stdlib HTTP client for the plain-HTTP calls a plugin makes itself (metadata servers).
+
+``http.client`` costs a few milliseconds to import where an SDK's transport stack (requests, urllib3
+and the cryptography it pulls in) costs 100 ms or more per exec. Only ``http://`` is supported:
+the metadata servers this is for are link-local HTTP endpoints; TLS endpoints go through the SDKs.
+No redirect is followed, every call has a timeout and the body read is capped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final, NamedTuple
+
+MAX_BODY_BYTES: Final = 1 << 20
+
+
+class HttpError(OSError):
+    """The exchange itself failed: bad URL, connection, timeout, protocol or oversized body."""
+
+
+class BodyTooLargeError(HttpError):
+    """The answer is larger than the cap: not worth retrying."""
+
+
+class HttpResponse(NamedTuple):
+    """A complete answer: status, headers (lower-cased names) and body."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+
+    def header(self, name: str) -> str:
+        return self.headers.get(name.lower(), "")
+
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+
+def split_http_url(url: str) -> tuple[str, str]:
+    """``http://host[:port]/path?query`` -> (``host[:port]``, ``/path?query``)."""
+    scheme, sep, rest = url.partition("://")
+    if scheme.lower() != "http" or not sep:
+        raise HttpError(f"only http:// URLs are supported here, not {url!r}")
+    authority, slash, path = rest.partition("/")
+    if not authority or "@" in authority:
+        raise HttpError(f"{url!r} has no usable host")
+    return authority, slash + path
+
+
+def get(
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    timeout: float,
+    max_body: int = MAX_BODY_BYTES,
+) -> HttpResponse:
+    """One ``GET`` on a fresh connection; raises :class:`HttpError` when no full answer arrives."""
+    import http.client
+
+    authority, target = split_http_url(url)
+    connection = http.client.HTTPConnection(authority, timeout=timeout)
+    try:
+        connection.request("GET", target, headers=dict(headers))
+        response = connection.getresponse()
+        body = response.read(max_body + 1)
+        if len(body) > max_body:
+            raise BodyTooLargeError(f"the answer from {url} is larger than {max_body} bytes")
+        return HttpResponse(
+            response.status, {name.lower(): value for name, value in response.getheaders()}, body
+        )
+    except HttpError:
+        raise
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        # ValueError: http.client's own checks (invalid port, control characters in the URL).
+        raise HttpError(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
+    finally:
+        connection.close()
