@@ -139,14 +139,6 @@ def choose_identity(
 ) -> Identity:
     """Pick the credential: the pod's service account (KEP-4412) if it names an identity, else
     azure.json's workload identity, managed identity, secret or certificate, in that order."""
-    from azure.identity import (
-        CertificateCredential,
-        ClientAssertionCredential,
-        ClientSecretCredential,
-        ManagedIdentityCredential,
-        WorkloadIdentityCredential,
-    )
-
     options = _sdk_options(cloud, ctx)
     if request.service_account_token:
         try:
@@ -156,6 +148,8 @@ def choose_identity(
                 f"failed to get service account token credential for image {request.image}: {exc}"
             ) from None
         if sa_identity is not None:
+            from azure.identity import ClientAssertionCredential
+
             token = request.service_account_token
             return Identity(
                 f"the service account token (client id {sa_identity.client_id}, tenant "
@@ -178,6 +172,8 @@ def choose_identity(
     )
     if config.useFederatedWorkloadIdentityExtension or config.aadFederatedTokenFile:
         _require(config, tenant=tenant, client=config.aadClientId, token_file=token_file)
+        from azure.identity import WorkloadIdentityCredential
+
         return Identity(
             f"workload identity (client id {config.aadClientId}, token file {token_file})",
             WorkloadIdentityCredential(
@@ -189,33 +185,12 @@ def choose_identity(
             tenant,
         )
     if config.useManagedIdentityExtension:
-        mi_options = {
-            k: v for k, v in options.items() if k not in ("authority", "disable_instance_discovery")
-        }
-        mi_options["retry_status"] = SDK_RETRIES
-        user_assigned = config.userAssignedIdentityID
-        if not user_assigned:
-            return Identity(
-                "the system-assigned managed identity",
-                ManagedIdentityCredential(**mi_options),
-                tenant,
-            )
-        if config.user_assigned_is_resource_id:
-            return Identity(
-                f"the managed identity {user_assigned}",
-                ManagedIdentityCredential(
-                    identity_config={"resource_id": user_assigned}, **mi_options
-                ),
-                tenant,
-            )
-        return Identity(
-            f"the managed identity with client id {user_assigned}",
-            ManagedIdentityCredential(client_id=user_assigned, **mi_options),
-            tenant,
-        )
+        return _managed_identity(config, options, ctx)
     if config.aadClientSecret:
         _require(config, tenant=tenant, client=config.aadClientId)
         register_secret(config.aadClientSecret)
+        from azure.identity import ClientSecretCredential
+
         return Identity(
             f"the service principal {config.aadClientId} (client secret)",
             ClientSecretCredential(tenant, config.aadClientId, config.aadClientSecret, **options),
@@ -224,6 +199,8 @@ def choose_identity(
     if config.aadClientCertPath:
         _require(config, tenant=tenant, client=config.aadClientId)
         register_secret(config.aadClientCertPassword)
+        from azure.identity import CertificateCredential
+
         try:
             credential = CertificateCredential(
                 tenant,
@@ -247,6 +224,38 @@ def choose_identity(
     )
 
 
+def _managed_identity(config: AzureConfig, options: dict[str, Any], ctx: Context) -> Identity:
+    """The node's managed identity: IMDS on the stdlib, any other source through azure-identity."""
+    user_assigned = config.userAssignedIdentityID
+    if not user_assigned:
+        description, selector = "the system-assigned managed identity", {}
+    elif config.user_assigned_is_resource_id:
+        description, selector = (
+            f"the managed identity {user_assigned}",
+            {"msi_res_id": user_assigned},
+        )
+    else:
+        description = f"the managed identity with client id {user_assigned}"
+        selector = {"client_id": user_assigned}
+    from credprovider.azure import imds
+
+    if imds.serves(ctx.environ):
+        return Identity(description, imds.ImdsCredential(ctx, selector), config.tenantId)
+    from azure.identity import ManagedIdentityCredential
+
+    mi_options = {
+        k: v for k, v in options.items() if k not in ("authority", "disable_instance_discovery")
+    }
+    mi_options["retry_status"] = SDK_RETRIES
+    if "msi_res_id" in selector:
+        credential = ManagedIdentityCredential(
+            identity_config={"resource_id": user_assigned}, **mi_options
+        )
+    else:
+        credential = ManagedIdentityCredential(client_id=user_assigned or None, **mi_options)
+    return Identity(description, credential, config.tenantId)
+
+
 def _require(
     config: AzureConfig, *, tenant: str, client: str, token_file: str | None = None
 ) -> None:
@@ -258,17 +267,22 @@ def _require(
 
 
 def aad_token(identity: Identity, ctx: Context) -> str:
-    from azure.core.exceptions import AzureError
+    from credprovider.azure.imds import ImdsError
 
     ctx.deadline.phase = f"getting an AAD token with {identity.description}"
     ctx.log.v(1, f"getting an AAD token for {ACR_SCOPE} with {identity.description}")
+    failed = f"could not get an AAD token with {identity.description}"
     try:
         token = identity.credential.get_token(ACR_SCOPE)
-    except AzureError as exc:
+    except ImdsError as exc:
+        raise ProviderError(f"{failed}: {exc}") from None
+    except Exception as exc:
+        from azure.core.exceptions import AzureError  # only an azure-identity credential gets here
+
+        if not isinstance(exc, AzureError):
+            raise
         message = getattr(exc, "message", None) or str(exc)
-        raise ProviderError(
-            f"could not get an AAD token with {identity.description}: {one_line(message)}"
-        ) from None
+        raise ProviderError(f"{failed}: {one_line(message)}") from None
     register_secret(token.token)
     return str(token.token)
 

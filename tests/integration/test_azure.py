@@ -1,13 +1,17 @@
 """acr-credential-provider against fakes of Azure IMDS, Entra ID (AAD) and an ACR registry.
 
-The real azure-identity/MSAL code runs: IMDS through the standard
-``AZURE_POD_IDENTITY_AUTHORITY_HOST``; AAD and the registry over TLS (test CA via
-``REQUESTS_CA_BUNDLE``) under their real host names, mapped to loopback by ``CREDPROVIDER_TEST_RESOLVE``.
+The node's managed identity token comes from the project's stdlib IMDS client (found through
+azure-identity's ``AZURE_POD_IDENTITY_AUTHORITY_HOST``); the real azure-identity/MSAL code runs for
+every other identity, with AAD and the registry over TLS (test CA via ``REQUESTS_CA_BUNDLE``) under
+their real host names, mapped to loopback by ``CREDPROVIDER_TEST_RESOLVE``.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,7 +25,7 @@ from credprovider.api import parse_go_duration
 from credprovider.matching import keyring_lookup
 from tests.fakes.azure import make_jwt
 from tests.fakes.http import FakeResponse, serve
-from tests.helpers import API_VERSIONS, request_bytes, run_plugin
+from tests.helpers import API_VERSIONS, REPO, request_bytes, run_plugin
 from tests.integration.conftest import STACK_AUTHORITY_HOST, Azure
 
 PLUGIN = "acr-credential-provider"
@@ -508,6 +512,96 @@ def test_aad_failure_is_an_error(azure: Azure, fault: FakeResponse, message: str
     )
     assert message in run.error_lines[0]
     assert SECRET not in run.stderr
+
+
+_MODULES_PROBE = """
+import io, json, os, sys
+from credprovider import plugin
+from credprovider.azure.main import SPEC
+class In(io.BytesIO):
+    def isatty(self): return False
+out = io.BytesIO()
+code = plugin.run(SPEC, [sys.argv[2]], stdin=In(sys.argv[1].encode()), stdout=out,
+                  stderr=io.StringIO(), environ=dict(os.environ))
+roots = sorted({m.split(".")[0] for m in sys.modules})
+print(json.dumps({"code": code, "auth": json.loads(out.getvalue())["auth"], "roots": roots}))
+"""
+
+
+def test_the_managed_identity_token_is_fetched_without_azure_identity(azure: Azure) -> None:
+    """The common cache miss (node managed identity) does not load azure-identity, MSAL or crypto."""
+    config = azure.config(useManagedIdentityExtension=True, userAssignedIdentityID="kubelet-id")
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _MODULES_PROBE,
+            request_bytes("myreg.azurecr.io/a").decode(),
+            config,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO), **azure.env},
+    )
+    answer = json.loads(proc.stdout)
+    assert answer["code"] == 0
+    assert answer["auth"]["myreg.azurecr.io"]["password"] == azure.acr.refresh_tokens[-1]
+    assert azure.imds.queries[-1]["client_id"] == "kubelet-id"
+    heavy = {"azure", "msal", "cryptography", "jwt"}
+    assert heavy.isdisjoint(answer["roots"]), heavy.intersection(answer["roots"])
+
+
+@pytest.mark.parametrize(
+    ("fault", "detail", "attempts"),
+    [
+        (
+            FakeResponse.json(
+                {"error": "invalid_request", "error_description": "Identity not found"}, status=400
+            ),
+            "IMDS ({imds}) answered HTTP 400: Identity not found (is this managed identity "
+            "assigned to the node?)",
+            1,
+        ),
+        (
+            FakeResponse.text("upgrading", status=410),
+            "IMDS ({imds}) answered HTTP 410: upgrading",
+            3,
+        ),
+        (FakeResponse.json({"token_type": "Bearer"}), "IMDS answered without an access_token", 1),
+        (FakeResponse.text("<html>proxy</html>"), "IMDS answered with invalid JSON", 1),
+        (
+            FakeResponse.json({"access_token": "t", "expires_on": "soon"}),
+            "IMDS answered without a usable expires_on or expires_in",
+            1,
+        ),
+    ],
+)
+def test_imds_failures_say_what_imds_answered(
+    azure: Azure, fault: FakeResponse, detail: str, attempts: int
+) -> None:
+    azure.imds.fault = fault
+    run = azure.run("myreg.azurecr.io/app", azure.config(useManagedIdentityExtension=True))
+    imds = azure.env["AZURE_POD_IDENTITY_AUTHORITY_HOST"] + "/metadata/identity/oauth2/token"
+    assert (run.code, run.stdout) == (1, b"")
+    assert run.error_lines == [
+        f"{PLUGIN}: error: could not get an AAD token with the system-assigned managed identity: "
+        + detail.format(imds=imds)
+    ]
+    assert len(azure.imds.queries) == attempts  # IMDS answers 410 while it updates: retried
+
+
+def test_other_managed_identity_sources_are_left_to_azure_identity(azure: Azure) -> None:
+    """With App Service's IDENTITY_ENDPOINT set, azure-identity picks the source (not IMDS)."""
+    env = {"IDENTITY_ENDPOINT": "http://127.0.0.1:9/msi/token", "IDENTITY_HEADER": "h"}
+    run = azure.run("myreg.azurecr.io/app", azure.config(useManagedIdentityExtension=True), env=env)
+    assert (run.code, run.stdout) == (1, b"")
+    prefix = (
+        f"{PLUGIN}: error: could not get an AAD token with the system-assigned managed identity: "
+    )
+    assert run.error_lines[0].startswith(prefix)
+    assert not run.error_lines[0].removeprefix(prefix).startswith("IMDS")
+    assert azure.imds.queries == []
 
 
 def test_imds_without_identity_is_an_error(azure: Azure) -> None:

@@ -1,0 +1,110 @@
+"""The stdlib IMDS client's pure parts: which environments it serves, the URL, answer parsing."""
+
+from __future__ import annotations
+
+import pytest
+
+from credprovider.azure.imds import (
+    AccessToken,
+    ImdsError,
+    error_detail,
+    parse_token_answer,
+    serves,
+    token_url,
+)
+
+RESOURCE = "https://containerregistry.azure.net"
+
+
+@pytest.mark.parametrize(
+    ("environ", "imds"),
+    [
+        ({}, True),
+        ({"AZURE_POD_IDENTITY_AUTHORITY_HOST": "http://127.0.0.1:8080"}, True),
+        ({"IDENTITY_ENDPOINT": ""}, True),
+        ({"IDENTITY_ENDPOINT": "http://127.0.0.1:41741/msi/token", "IDENTITY_HEADER": "h"}, False),
+        ({"IDENTITY_ENDPOINT": "http://localhost:40342", "IMDS_ENDPOINT": "http://x"}, False),
+        ({"MSI_ENDPOINT": "http://localhost:50342/oauth2/token"}, False),
+        ({"AZURE_FEDERATED_TOKEN_FILE": "/var/run/secrets/azure/tokens/token"}, False),
+    ],
+)
+def test_imds_serves_only_where_azure_identity_would_ask_imds(
+    environ: dict[str, str], imds: bool
+) -> None:
+    assert serves(environ) is imds
+
+
+@pytest.mark.parametrize(
+    ("environ", "selector", "url"),
+    [
+        (
+            {},
+            {},
+            "http://169.254.169.254/metadata/identity/oauth2/token?api-version=2018-02-01"
+            "&resource=https%3A%2F%2Fcontainerregistry.azure.net",
+        ),
+        (
+            {"AZURE_POD_IDENTITY_AUTHORITY_HOST": "http://127.0.0.1:8080/"},
+            {"client_id": "11111111-2222-3333-4444-555555555555"},
+            "http://127.0.0.1:8080/metadata/identity/oauth2/token?api-version=2018-02-01"
+            "&resource=https%3A%2F%2Fcontainerregistry.azure.net"
+            "&client_id=11111111-2222-3333-4444-555555555555",
+        ),
+        (
+            {},
+            {"msi_res_id": "/subscriptions/s/resourceGroups/rg/providers/x/y"},
+            "http://169.254.169.254/metadata/identity/oauth2/token?api-version=2018-02-01"
+            "&resource=https%3A%2F%2Fcontainerregistry.azure.net"
+            "&msi_res_id=%2Fsubscriptions%2Fs%2FresourceGroups%2Frg%2Fproviders%2Fx%2Fy",
+        ),
+    ],
+)
+def test_token_url(environ: dict[str, str], selector: dict[str, str], url: str) -> None:
+    assert token_url(environ, RESOURCE, selector) == url
+
+
+@pytest.mark.parametrize(
+    ("body", "token"),
+    [
+        (
+            b'{"access_token": "ey.a", "expires_on": "1700003599", "expires_in": "3599"}',
+            ("ey.a", 1700003599),
+        ),
+        (b'{"access_token": "ey.b", "expires_in": "60"}', ("ey.b", 1700000060)),
+        (b'{"access_token": "ey.c", "expires_on": 1700000100}', ("ey.c", 1700000100)),
+    ],
+)
+def test_token_answers(body: bytes, token: tuple[str, int]) -> None:
+    assert parse_token_answer(body, now=1700000000.5) == AccessToken(*token)
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (b"<html>", "IMDS answered with invalid JSON"),
+        (b"[]", "IMDS answered without an access_token"),
+        (b'{"access_token": ""}', "IMDS answered without an access_token"),
+        (b'{"access_token": 5}', "IMDS answered without an access_token"),
+        (b'{"access_token": "t"}', "IMDS answered without a usable expires_on or expires_in"),
+        (b'{"access_token": "t", "expires_on": "1.5e9"}', "IMDS answered without a usable"),
+    ],
+)
+def test_unusable_token_answers(body: bytes, message: str) -> None:
+    with pytest.raises(ImdsError, match=message):
+        parse_token_answer(body, now=0)
+
+
+@pytest.mark.parametrize(
+    ("body", "detail"),
+    [
+        (
+            b'{"error": "invalid_request", "error_description": "Identity not found"}',
+            "Identity not found",
+        ),
+        (b'{"error": "invalid_request"}', "invalid_request"),
+        (b'{"error": 5}', '{"error": 5}'),
+        (b"service\n  unavailable", "service unavailable"),
+    ],
+)
+def test_error_detail(body: bytes, detail: str) -> None:
+    assert error_detail(body) == detail
