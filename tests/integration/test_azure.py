@@ -591,6 +591,15 @@ def test_imds_failures_say_what_imds_answered(
     assert len(azure.imds.queries) == attempts  # IMDS answers 410 while it updates: retried
 
 
+def test_imds_is_reached_directly_not_through_a_proxy(azure: Azure) -> None:
+    proxies = {"HTTP_PROXY": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9"}
+    run = azure.run(
+        "myreg.azurecr.io/app", azure.config(useManagedIdentityExtension=True), env=proxies
+    )
+    _assert_refresh_token_answer(azure, run, "myreg.azurecr.io")
+    assert len(azure.imds.queries) == 1
+
+
 def test_other_managed_identity_sources_are_left_to_azure_identity(azure: Azure) -> None:
     """With App Service's IDENTITY_ENDPOINT set, azure-identity picks the source (not IMDS)."""
     env = {"IDENTITY_ENDPOINT": "http://127.0.0.1:9/msi/token", "IDENTITY_HEADER": "h"}

@@ -227,6 +227,17 @@ def test_the_node_token_is_fetched_without_google_auth(
     assert heavy.isdisjoint(answer["roots"]), heavy.intersection(answer["roots"])
 
 
+def test_the_metadata_server_is_reached_directly_not_through_a_proxy(
+    metadata: tuple[FakeMetadata, FakeServer],
+) -> None:
+    fake, server = metadata
+    proxies = {"HTTP_PROXY": "http://127.0.0.1:9", "http_proxy": "http://127.0.0.1:9"}
+    run = run_plugin(
+        PLUGIN, request_bytes("gcr.io/p/a"), ["get-credentials"], gcp_env(server, **proxies)
+    )
+    assert run.response["auth"]["gcr.io"]["password"] == fake.access_token
+
+
 def test_the_old_metadata_root_variable_is_honoured(
     metadata: tuple[FakeMetadata, FakeServer],
 ) -> None:
