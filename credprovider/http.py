@@ -8,8 +8,11 @@ No redirect is followed, every call has a timeout and the body read is capped.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Final, NamedTuple
+from collections.abc import Collection, Mapping
+from typing import TYPE_CHECKING, Final, NamedTuple
+
+if TYPE_CHECKING:
+    from credprovider.plugin import Context
 
 MAX_BODY_BYTES: Final = 1 << 20
 
@@ -75,3 +78,32 @@ def get(
         raise HttpError(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
     finally:
         connection.close()
+
+
+def get_with_retries(
+    ctx: Context,
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    what: str,
+    timeout_cap: float,
+    retry_statuses: Collection[int],
+    attempts: int,
+) -> HttpResponse:
+    """:func:`get`, retried (bounded, never past the deadline) on an answer with a status in
+    ``retry_statuses`` or a failed exchange; an oversized body is not retried.
+
+    Returns the last answer, whatever its status; raises :class:`HttpError` if no answer came.
+    """
+    from credprovider.retry import call_with_retries
+
+    return call_with_retries(
+        lambda: get(url, headers=headers, timeout=ctx.deadline.timeout(timeout_cap)),
+        ctx=ctx,
+        what=what,
+        retry_result=lambda answer: answer.status in retry_statuses,
+        retry_error=lambda error: (
+            isinstance(error, HttpError) and not isinstance(error, BodyTooLargeError)
+        ),
+        attempts=attempts,
+    )

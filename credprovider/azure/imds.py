@@ -13,10 +13,9 @@ import time
 from collections.abc import Mapping
 from typing import Final, NamedTuple
 
-from credprovider.http import BodyTooLargeError, HttpError
-from credprovider.http import get as http_get
+from credprovider.http import HttpError, get_with_retries
 from credprovider.plugin import Context, one_line
-from credprovider.retry import RETRYABLE_STATUSES, call_with_retries
+from credprovider.retry import RETRYABLE_STATUSES
 
 AUTHORITY_HOST_ENV: Final = "AZURE_POD_IDENTITY_AUTHORITY_HOST"
 DEFAULT_IMDS: Final = "http://169.254.169.254"
@@ -102,18 +101,13 @@ class ImdsCredential:
         shown = url.split("?")[0]
         ctx.log.v(4, f"GET {shown}")
         try:
-            response = call_with_retries(
-                lambda: http_get(
-                    url,
-                    headers={"Metadata": "true"},
-                    timeout=ctx.deadline.timeout(PER_CALL_TIMEOUT_SECONDS),
-                ),
-                ctx=ctx,
+            response = get_with_retries(
+                ctx,
+                url,
+                headers={"Metadata": "true"},
                 what=shown,
-                retry_result=lambda answer: answer.status in RETRIED_STATUSES,
-                retry_error=lambda error: (
-                    isinstance(error, HttpError) and not isinstance(error, BodyTooLargeError)
-                ),
+                timeout_cap=PER_CALL_TIMEOUT_SECONDS,
+                retry_statuses=RETRIED_STATUSES,
                 attempts=ATTEMPTS,
             )
         except HttpError as exc:

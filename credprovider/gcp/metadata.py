@@ -12,10 +12,9 @@ from collections.abc import Callable, Mapping
 from typing import Final
 
 from credprovider import __version__
-from credprovider.http import BodyTooLargeError, HttpError, HttpResponse
-from credprovider.http import get as http_get
+from credprovider.http import HttpError, HttpResponse, get_with_retries
 from credprovider.plugin import Context, ProviderError, one_line
-from credprovider.retry import RETRYABLE_STATUSES, call_with_retries
+from credprovider.retry import RETRYABLE_STATUSES
 
 METADATA_HOST_ENV: Final = "GCE_METADATA_HOST"
 METADATA_ROOT_ENV: Final = "GCE_METADATA_ROOT"  # the old name google-auth still reads
@@ -67,16 +66,13 @@ def get(ctx: Context, path: str, what: str) -> object:
     ctx.deadline.phase = f"reading {what} from the GCE metadata server"
     ctx.log.v(4, f"GET {root}{path}")
     try:
-        response = call_with_retries(
-            lambda: http_get(
-                root + path, headers=HEADERS, timeout=ctx.deadline.timeout(PER_CALL_TIMEOUT_SECONDS)
-            ),
-            ctx=ctx,
+        response = get_with_retries(
+            ctx,
+            root + path,
+            headers=HEADERS,
             what=f"{root}{path}",
-            retry_result=lambda answer: answer.status in RETRYABLE_STATUSES,
-            retry_error=lambda error: (
-                isinstance(error, HttpError) and not isinstance(error, BodyTooLargeError)
-            ),
+            timeout_cap=PER_CALL_TIMEOUT_SECONDS,
+            retry_statuses=RETRYABLE_STATUSES,
             attempts=METADATA_ATTEMPTS,
         )
     except HttpError as exc:
