@@ -90,3 +90,66 @@ def run_plugin(
         proc.stderr.decode("utf-8", "replace"),
         time.monotonic() - start,
     )
+
+
+# Runs a plugin in a fresh interpreter, in process (not through the bundle), and reports which
+# top-level packages the run imported: how the tests check that a path stays lean.
+_IMPORTS_PROBE = """
+import importlib, io, json, os, sys
+from credprovider import plugin
+from credprovider.entry import PROGRAM_MODULES
+name, args, stdin = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3].encode()
+environ = dict(os.environ) if sys.argv[4] == "inherit" else {}
+spec = importlib.import_module(PROGRAM_MODULES[name]).SPEC
+class In(io.BytesIO):
+    def isatty(self): return False
+out = io.BytesIO()
+code = plugin.run(spec, args, stdin=In(stdin), stdout=out, stderr=io.StringIO(), environ=environ)
+roots = sorted({m.split(".")[0] for m in sys.modules})
+print(json.dumps({"code": code, "stdout": out.getvalue().decode(), "roots": roots}))
+"""
+
+
+@dataclass
+class ImportsRun:
+    code: int
+    stdout: bytes
+    roots: set[str]  # top-level packages imported by the end of the run
+
+    @property
+    def response(self) -> dict[str, Any]:
+        assert self.code == 0, f"plugin failed ({self.code})"
+        parsed: dict[str, Any] = json.loads(self.stdout)
+        return parsed
+
+
+def run_listing_imports(
+    name: str,
+    stdin: bytes,
+    args: list[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    plugin_sees_env: bool = True,
+) -> ImportsRun:
+    """Run plugin ``name`` in a fresh interpreter and list what it imported.
+
+    ``env`` is added to the test environment; with ``plugin_sees_env`` false the plugin gets an
+    empty environment (only the interpreter sees ``env``).
+    """
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _IMPORTS_PROBE,
+            name,
+            json.dumps(args or []),
+            stdin.decode(),
+            "inherit" if plugin_sees_env else "empty",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+    )
+    answer = json.loads(proc.stdout.strip().splitlines()[-1])
+    return ImportsRun(answer["code"], answer["stdout"].encode(), set(answer["roots"]))

@@ -9,9 +9,6 @@ their real host names, mapped to loopback by ``CREDPROVIDER_TEST_RESOLVE``.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,7 +22,7 @@ from credprovider.api import parse_go_duration
 from credprovider.matching import keyring_lookup
 from tests.fakes.azure import make_jwt
 from tests.fakes.http import FakeResponse, serve
-from tests.helpers import API_VERSIONS, REPO, request_bytes, run_plugin
+from tests.helpers import API_VERSIONS, request_bytes, run_listing_imports, run_plugin
 from tests.integration.conftest import STACK_AUTHORITY_HOST, Azure
 
 PLUGIN = "acr-credential-provider"
@@ -514,42 +511,15 @@ def test_aad_failure_is_an_error(azure: Azure, fault: FakeResponse, message: str
     assert SECRET not in run.stderr
 
 
-_MODULES_PROBE = """
-import io, json, os, sys
-from credprovider import plugin
-from credprovider.azure.main import SPEC
-class In(io.BytesIO):
-    def isatty(self): return False
-out = io.BytesIO()
-code = plugin.run(SPEC, [sys.argv[2]], stdin=In(sys.argv[1].encode()), stdout=out,
-                  stderr=io.StringIO(), environ=dict(os.environ))
-roots = sorted({m.split(".")[0] for m in sys.modules})
-print(json.dumps({"code": code, "auth": json.loads(out.getvalue())["auth"], "roots": roots}))
-"""
-
-
 def test_the_managed_identity_token_is_fetched_without_azure_identity(azure: Azure) -> None:
     """The common cache miss (node managed identity) does not load azure-identity, MSAL or crypto."""
     config = azure.config(useManagedIdentityExtension=True, userAssignedIdentityID="kubelet-id")
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            _MODULES_PROBE,
-            request_bytes("myreg.azurecr.io/a").decode(),
-            config,
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PYTHONPATH": str(REPO), **azure.env},
-    )
-    answer = json.loads(proc.stdout)
-    assert answer["code"] == 0
-    assert answer["auth"]["myreg.azurecr.io"]["password"] == azure.acr.refresh_tokens[-1]
+    run = run_listing_imports(PLUGIN, request_bytes("myreg.azurecr.io/a"), [config], azure.env)
+    assert run.code == 0
+    assert run.response["auth"]["myreg.azurecr.io"]["password"] == azure.acr.refresh_tokens[-1]
     assert azure.imds.queries[-1]["client_id"] == "kubelet-id"
     heavy = {"azure", "msal", "cryptography", "jwt"}
-    assert heavy.isdisjoint(answer["roots"]), heavy.intersection(answer["roots"])
+    assert heavy.isdisjoint(run.roots), heavy.intersection(run.roots)
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -17,7 +15,7 @@ from credprovider.cache import SAFETY_MARGIN_SECONDS
 from tests.fakes.aws import FakeEcr
 from tests.fakes.gcp import FakeMetadata
 from tests.fakes.http import FakeResponse, FakeServer, serve
-from tests.helpers import REPO, request_bytes, run_plugin
+from tests.helpers import request_bytes, run_listing_imports, run_plugin
 from tests.integration.conftest import Azure
 
 ECR = "ecr-credential-provider"
@@ -83,28 +81,10 @@ def test_concurrent_execs_make_one_cloud_call(
 
 
 def _cache_hit_modules(env: dict[str, str]) -> list[str]:
-    probe = """
-import io, json, sys
-from credprovider import plugin
-from credprovider.aws.main import SPEC
-class In(io.BytesIO):
-    def isatty(self): return False
-out = io.BytesIO()
-code = plugin.run(SPEC, [], stdin=In(sys.argv[1].encode()), stdout=out, stderr=io.StringIO(), environ=dict(__import__('os').environ))
-heavy = sorted({m.split('.')[0] for m in sys.modules} & {'botocore', 'boto3', 'azure', 'google', 'requests', 'urllib3', 'pydantic', 'yaml'})
-print(json.dumps({"code": code, "heavy": heavy}))
-"""
-    result = subprocess.run(
-        [sys.executable, "-c", probe, request_bytes(IMAGE).decode()],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PYTHONPATH": str(REPO), **env},
-    )
-    answer = json.loads(result.stdout.strip().splitlines()[-1])
-    assert answer["code"] == 0
-    heavy: list[str] = answer["heavy"]
-    return heavy
+    run = run_listing_imports(ECR, request_bytes(IMAGE), env=env)
+    assert run.code == 0
+    sdks = {"botocore", "boto3", "azure", "google", "requests", "urllib3", "pydantic", "yaml"}
+    return sorted(run.roots & sdks)
 
 
 def test_a_cache_hit_imports_no_cloud_sdk(ecr: tuple[FakeEcr, FakeServer], tmp_path: Path) -> None:

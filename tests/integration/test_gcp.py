@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +21,7 @@ from credprovider.matching import keyring_lookup
 from tests.fakes.gcp import FakeMetadata, FakeOAuth, FakeSts
 from tests.fakes.http import FakeResponse, FakeServer, serve
 from tests.fakes.tls import CertAuthority
-from tests.helpers import API_VERSIONS, REPO, request_bytes, run_plugin
+from tests.helpers import API_VERSIONS, request_bytes, run_listing_imports, run_plugin
 
 PLUGIN = "auth-provider-gcp"
 KSA_TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6ZGV2OnB1bGxlciJ9.c2ln"
@@ -194,37 +191,17 @@ def test_unreachable_metadata_server_is_an_error() -> None:
     )
 
 
-_MODULES_PROBE = """
-import io, json, os, sys
-from credprovider import plugin
-from credprovider.gcp.main import SPEC
-class In(io.BytesIO):
-    def isatty(self): return False
-out = io.BytesIO()
-code = plugin.run(SPEC, ["get-credentials"], stdin=In(sys.argv[1].encode()), stdout=out,
-                  stderr=io.StringIO(), environ=dict(os.environ))
-roots = sorted({m.split(".")[0] for m in sys.modules})
-print(json.dumps({"code": code, "password": json.loads(out.getvalue())["auth"]["gcr.io"]["password"],
-                  "roots": roots}))
-"""
-
-
 def test_the_node_token_is_fetched_without_google_auth(
     metadata: tuple[FakeMetadata, FakeServer],
 ) -> None:
     """The common cache miss (node identity) pays for http.client, not google-auth and requests."""
     fake, server = metadata
-    proc = subprocess.run(
-        [sys.executable, "-c", _MODULES_PROBE, request_bytes("gcr.io/p/a").decode()],
-        capture_output=True,
-        text=True,
-        check=True,
-        env={**os.environ, "PYTHONPATH": str(REPO), **gcp_env(server)},
+    run = run_listing_imports(
+        PLUGIN, request_bytes("gcr.io/p/a"), ["get-credentials"], gcp_env(server)
     )
-    answer = json.loads(proc.stdout)
-    assert (answer["code"], answer["password"]) == (0, fake.access_token)
+    assert run.response["auth"]["gcr.io"]["password"] == fake.access_token
     heavy = {"google", "requests", "urllib3", "cryptography", "certifi", "charset_normalizer"}
-    assert heavy.isdisjoint(answer["roots"]), heavy.intersection(answer["roots"])
+    assert heavy.isdisjoint(run.roots), heavy.intersection(run.roots)
 
 
 def test_the_metadata_server_is_reached_directly_not_through_a_proxy(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -10,7 +9,7 @@ import sys
 import pytest
 
 from credprovider.entry import PLUGIN_MODULES, program_name, resolve
-from tests.helpers import REPO
+from tests.helpers import REPO, run_listing_imports
 
 
 @pytest.mark.parametrize(
@@ -58,19 +57,6 @@ def test_unknown_name_is_a_clear_error() -> None:
     assert b"unknown program name; run as one of ecr-credential-provider" in proc.stderr
 
 
-_PROBE = """
-import importlib, io, json, sys
-from credprovider import plugin
-from credprovider.entry import PROGRAM_MODULES
-name, args, stdin = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3].encode()
-spec = importlib.import_module(PROGRAM_MODULES[name]).SPEC
-class In(io.BytesIO):
-    def isatty(self): return False
-code = plugin.run(spec, args, stdin=In(stdin), stdout=io.BytesIO(), stderr=io.StringIO(),
-                  environ={})
-roots = sorted({m.split(".")[0] for m in sys.modules})
-print(json.dumps({"code": code, "roots": roots}))
-"""
 HEAVY = {
     "pydantic",
     "pydantic_core",
@@ -89,13 +75,6 @@ HEAVY = {
 @pytest.mark.parametrize("name", sorted(PLUGIN_MODULES))
 def test_plugin_start_up_imports_nothing_heavy(name: str) -> None:
     """Until a token is fetched (here: the request is invalid) no SDK, pydantic or YAML is loaded."""
-    proc = subprocess.run(
-        [sys.executable, "-c", _PROBE, name, "[]", "not a request"],
-        capture_output=True,
-        env=dict(os.environ, PYTHONPATH=str(REPO)),
-        check=True,
-        cwd=REPO,
-    )
-    result = json.loads(proc.stdout)
-    assert result["code"] == 1
-    assert HEAVY.isdisjoint(result["roots"]), HEAVY.intersection(result["roots"])
+    run = run_listing_imports(name, b"not a request", plugin_sees_env=False)
+    assert run.code == 1
+    assert HEAVY.isdisjoint(run.roots), HEAVY.intersection(run.roots)
