@@ -33,6 +33,7 @@ _SAFE_ENV = {
     # Unroutable-by-design loopback port (discard): a missed override fails fast on loopback.
     "GCE_METADATA_HOST": "127.0.0.1:9",
     "GCE_METADATA_IP": "127.0.0.1:9",
+    "AZURE_POD_IDENTITY_AUTHORITY_HOST": "http://127.0.0.1:9",
     "CREDPROVIDER_TEST_LOOPBACK_ONLY": "1",
     "NO_PROXY": "*",
 }

@@ -570,6 +570,22 @@ def test_imds_is_reached_directly_not_through_a_proxy(azure: Azure) -> None:
     assert len(azure.imds.queries) == 1
 
 
+def test_the_real_imds_address_is_never_contacted_by_tests(azure: Azure) -> None:
+    """Without the override the client targets 169.254.169.254; test mode refuses the connect."""
+    run = azure.run(
+        "myreg.azurecr.io/app",
+        azure.config(useManagedIdentityExtension=True),
+        env={"AZURE_POD_IDENTITY_AUTHORITY_HOST": ""},
+    )
+    assert (run.code, run.stdout) == (1, b"")
+    assert run.error_lines[0].startswith(
+        f"{PLUGIN}: error: could not get an AAD token with the system-assigned managed identity: "
+        "IMDS (http://169.254.169.254/metadata/identity/oauth2/token) did not answer: "
+    )
+    assert "blocked connection to non-loopback address 169.254.169.254" in run.error_lines[0]
+    assert azure.imds.queries == []
+
+
 def test_other_managed_identity_sources_are_left_to_azure_identity(azure: Azure) -> None:
     """With App Service's IDENTITY_ENDPOINT set, azure-identity picks the source (not IMDS)."""
     env = {"IDENTITY_ENDPOINT": "http://127.0.0.1:9/msi/token", "IDENTITY_HEADER": "h"}
