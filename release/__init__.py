@@ -1,0 +1,1 @@
+"""Release tooling: portable bundles, tarballs, SBOMs and the checks that prove them."""

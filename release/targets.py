@@ -1,0 +1,81 @@
+"""The architectures a release is built for, and the one glibc floor they share: one place for each fact."""
+
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+from typing import Final
+
+# The oldest glibc every ELF file in a bundle may need. RHEL/CentOS 7 and Amazon Linux 2 have 2.17 and
+# 2.26, RHEL 8 has 2.28: building against 2.17 costs nothing more (zig links against any version).
+GLIBC_FLOOR: Final = (2, 17)
+# The most a bundle may ever need, whatever the floor: RHEL 8's glibc (the issue's hard limit).
+GLIBC_LIMIT: Final = (2, 28)
+# RHEL 8 ships GCC 8's libstdc++: GLIBCXX_3.4.25 and CXXABI_1.3.11 are the newest it has.
+GLIBCXX_LIMIT: Final = (3, 4, 25)
+CXXABI_LIMIT: Final = (1, 3, 11)
+# The only libraries a bundle may load from the node: glibc's own.
+GLIBC_LIBRARIES: Final = frozenset(
+    {
+        "libc.so.6",
+        "libm.so.6",
+        "libpthread.so.0",
+        "libdl.so.2",
+        "librt.so.1",
+        "libutil.so.1",
+        "ld-linux-x86-64.so.2",
+        "ld-linux-aarch64.so.1",
+    }
+)
+
+# The Debian suite of the root filesystems the bundles are built and tested in (glibc 2.31).
+DEBIAN_SUITE: Final = "bullseye"
+DEBIAN_MIRROR: Final = "http://deb.debian.org/debian"
+
+
+@dataclass(frozen=True)
+class Target:
+    arch: str  # Debian, Go and Kubernetes name: amd64, arm64
+    machine: str  # uname -m, and zig's CPU name: x86_64, aarch64
+    elf_machine: str  # e_machine as pyelftools names it
+    qemu: str  # the qemu-user binary that runs it on another machine
+    binfmt_magic: str  # binfmt_misc "magic:mask" of its ELF executables (escaped as the kernel reads it)
+
+    @property
+    def zig_target(self) -> str:
+        return f"{self.machine}-linux-gnu.{GLIBC_FLOOR[0]}.{GLIBC_FLOOR[1]}"
+
+    @property
+    def gnu_triplet(self) -> str:
+        return f"{self.machine}-linux-gnu"
+
+    @property
+    def wheel_platforms(self) -> list[str]:
+        """pip --platform tags, newest first, none newer than the floor."""
+        return [f"manylinux_{GLIBC_FLOOR[0]}_{GLIBC_FLOOR[1]}_{self.machine}", f"manylinux2014_{self.machine}"]
+
+    def is_native(self) -> bool:
+        return platform.machine() == self.machine
+
+
+_ELF_HEAD = r"\x7f\x45\x4c\x46\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00"
+_ELF_MASK = r"\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff"
+
+TARGETS: Final = {
+    "amd64": Target("amd64", "x86_64", "EM_X86_64", "qemu-x86_64-static", rf"{_ELF_HEAD}\x3e\x00:{_ELF_MASK}\xff\xff"),
+    "arm64": Target("arm64", "aarch64", "EM_AARCH64", "qemu-aarch64-static", rf"{_ELF_HEAD}\xb7\x00:{_ELF_MASK}\xff\xff"),
+}
+
+
+def host_target() -> Target:
+    for target in TARGETS.values():
+        if target.is_native():
+            return target
+    raise RuntimeError(f"no release target for this machine ({platform.machine()})")
+
+
+def target(arch: str) -> Target:
+    try:
+        return TARGETS[arch]
+    except KeyError:
+        raise ValueError(f"unknown architecture {arch!r}; choose one of {', '.join(TARGETS)}") from None
