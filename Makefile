@@ -1,12 +1,20 @@
-# credprovider: make demo | make test | make build | make bench
+# credprovider: make demo | make test | make build | make release | make bench
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
+HOST_ARCH := $(shell uname -m | sed 's/x86_64/amd64/;s/aarch64/arm64/')
+ARCHES := amd64 arm64
+VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' credprovider/__init__.py)
 BUNDLE := dist/credprovider
-SOURCES := $(shell find credprovider -name '*.py') build.spec
+RELEASE := dist/release
+SOURCES := $(shell find credprovider -name '*.py') build.spec $(wildcard release/*.py release/*.c \
+	release/*.json release/*.lock release/patches/*/*.patch)
+# Root filesystems, built interpreters and wheels are cached here between runs (keyed by recipe).
+export CREDPROVIDER_BUILD_CACHE ?= $(HOME)/.cache/credprovider-build
 
-.PHONY: venv lint format typecheck build test test-fast demo bench reliability-report clean
+.PHONY: venv lint format typecheck build release release-check test test-fast demo bench \
+	reliability-report clean
 
 $(STAMP):
 	$(PYTHON) -m venv $(VENV)
@@ -17,31 +25,46 @@ $(STAMP):
 venv: $(STAMP)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check credprovider tests bench
-	$(VENV)/bin/ruff format --check credprovider tests bench
+	$(VENV)/bin/ruff check credprovider tests bench release
+	$(VENV)/bin/ruff format --check credprovider tests bench release
 
 format: $(STAMP)
-	$(VENV)/bin/ruff format credprovider tests bench
-	$(VENV)/bin/ruff check --fix credprovider tests bench
+	$(VENV)/bin/ruff format credprovider tests bench release
+	$(VENV)/bin/ruff check --fix credprovider tests bench release
 
 typecheck: $(STAMP)
-	$(VENV)/bin/mypy --strict credprovider
+	$(VENV)/bin/mypy --strict credprovider release
 
-$(BUNDLE)/credprovider: $(SOURCES) $(STAMP)
-	PYTHONHASHSEED=0 SOURCE_DATE_EPOCH=1700000000 $(VENV)/bin/pyinstaller --noconfirm \
-		--log-level WARN --distpath dist --workpath build/pyinstaller build.spec
-	cd $(BUNDLE) && for name in $$(cd ../.. && $(PY) -c \
-		'from credprovider.entry import PLUGIN_MODULES; print(*PLUGIN_MODULES)'); do \
-		ln -sf credprovider $$name; done
+# One portable bundle per architecture (glibc >= 2.17, built in a Debian 11 chroot; arm64 under
+# qemu-user): see docs/release.md. Needs root, debootstrap and qemu-user-static (.ci/run installs them).
+dist/bundles/%/credprovider: $(SOURCES) $(STAMP)
+	$(PY) -m release bundle --arch $* --out dist/bundles/$*
 	@touch $@
 
-build: $(BUNDLE)/credprovider
-	@echo "bundle: $(BUNDLE) $$(du -sm $(BUNDLE) | cut -f1) MiB, $$(find $(BUNDLE) -type f | wc -l) files"
-	@ls -l $(BUNDLE) | grep -- '->'
+# The bundle every test, the demo and the benchmark run: this machine's architecture.
+$(BUNDLE)/credprovider: dist/bundles/$(HOST_ARCH)/credprovider
+	ln -sfn bundles/$(HOST_ARCH) $(BUNDLE)
 
-# The full suite: lint, types, the bundle, and every test (unit, integration, through the bundle).
-test: lint typecheck build
-	CREDPROVIDER_REQUIRE_BUNDLE=1 $(PY) -m pytest -q
+build: $(BUNDLE)/credprovider
+	@echo "bundle: $(BUNDLE) -> $$(readlink $(BUNDLE)): $$(du -sm dist/bundles/$(HOST_ARCH) | cut -f1) MiB, $$(find dist/bundles/$(HOST_ARCH) -type f | wc -l) files"
+
+# This machine's tarball (what make test unpacks into a Debian 11 root filesystem).
+$(RELEASE)/credprovider-$(VERSION)-linux-$(HOST_ARCH).tar.gz: dist/bundles/$(HOST_ARCH)/credprovider
+	$(PY) -m release artifacts --arch $(HOST_ARCH) --out $(RELEASE)
+
+# Every architecture's tarball and SBOM, and SHA256SUMS over them.
+release: $(foreach arch,$(ARCHES),dist/bundles/$(arch)/credprovider)
+	$(PY) -m release artifacts --out $(RELEASE)
+	@ls -l $(RELEASE)
+
+# Every tarball on an older userland: Debian 11 chroots, arm64 under qemu-user (slow).
+release-check: release
+	CREDPROVIDER_REQUIRE_ARCHES="$(ARCHES)" $(PY) -m pytest -q tests/release
+
+# The full suite: lint, types, the bundle, and every test (unit, integration, through the bundle,
+# and the amd64 tarball in a Debian 11 root filesystem).
+test: lint typecheck build $(RELEASE)/credprovider-$(VERSION)-linux-$(HOST_ARCH).tar.gz
+	CREDPROVIDER_REQUIRE_BUNDLE=1 CREDPROVIDER_REQUIRE_ARCHES=$(HOST_ARCH) $(PY) -m pytest -q
 
 # Quick loop while developing: no lint, no bundle (bundle tests skip).
 test-fast: $(STAMP)

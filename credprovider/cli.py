@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from credprovider import __version__
+from credprovider.version import version_text
 from credprovider.catalog import PLUGINS
 from credprovider.entry import PLUGIN_MODULES
 from credprovider.matching import ImageError, parse_image, urls_match
@@ -296,6 +296,14 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 # --- parser -------------------------------------------------------------------------------------------
 
 
+class _PrintVersion(argparse.Action):
+    """--version as the plugins print it (argparse's own action would re-wrap the lines)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kwargs: object) -> None:
+        sys.stdout.write(version_text("credprovider"))
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="credprovider",
@@ -305,7 +313,12 @@ def build_parser() -> argparse.ArgumentParser:
             "--bin-dir ...' to see why a pull got (or did not get) credentials."
         ),
     )
-    parser.add_argument("--version", action="version", version=f"credprovider {__version__}")
+    parser.add_argument(
+        "--version",
+        action=_PrintVersion,
+        nargs=0,
+        help="print the version, git commit, build date, architecture, Python and OpenSSL versions",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     validate = sub.add_parser(

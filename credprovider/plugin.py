@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import IO, Final, NamedTuple, NoReturn, Protocol
 
-from credprovider import __version__, loopback
+from credprovider import loopback
 from credprovider.api import (
     CACHE_KEY_REGISTRY,
     SECOND,
@@ -513,7 +513,9 @@ def run(
             stderr.write(_help_text(spec))
             return 0
         if opts.show_version:
-            stdout.write(f"{spec.name} version {__version__} (credprovider)\n".encode())
+            from credprovider.version import version_text
+
+            stdout.write(version_text(spec.name).encode())
             stdout.flush()
             return 0
         cache_dir = opts.cache_dir or environ.get(CACHE_DIR_ENV) or None

@@ -88,6 +88,21 @@ def version_problems(elf: ElfFacts, glibc_limit: Version = GLIBC_LIMIT) -> list[
     return problems
 
 
+def search_problems(elf: ElfFacts) -> list[Problem]:
+    """A RUNPATH/RPATH outside $ORIGIN would make the loader look on the node first."""
+    problems = []
+    for entry in elf.search:
+        for directory in entry.split(":"):
+            if directory and not directory.startswith(("$ORIGIN", "${ORIGIN}")):
+                problems.append(
+                    Problem(
+                        elf.path,
+                        f"searches {directory} for libraries: only $ORIGIN-relative paths stay in the bundle",
+                    )
+                )
+    return problems
+
+
 def expand_search(elf: ElfFacts) -> list[str]:
     """The bundle-relative directories an ELF file's RUNPATH/RPATH names ($ORIGIN expanded)."""
     origin = os.path.dirname(elf.path)
@@ -130,6 +145,7 @@ def check(
         if elf.machine != target.elf_machine:
             problems.append(Problem(elf.path, f"is {elf.machine}, not {target.elf_machine}"))
         problems += version_problems(elf, glibc_limit)
+        problems += search_problems(elf)
         problems += library_problems(elf, bundle_files, dirs)
     return problems
 

@@ -4,8 +4,10 @@ Sources are Debian's (``sources.lock.json``), compiled for one target into a cac
 recipe (the lock, this file, the toolchain and the floor), so a warm machine never rebuilds it:
 
 - OpenSSL as shared libraries (libssl.so.3, libcrypto.so.3), as CPython's _ssl and _hashlib use them;
-- zlib, bzip2, xz (liblzma), libffi and expat as static archives linked into the extension modules
-  that use them, so no second copy of a common soname can clash with the node's;
+- zlib as a shared library too (libz.so.1): PyInstaller's bootloader links it, and the launcher puts
+  the bundle's library directory on its LD_LIBRARY_PATH;
+- bzip2, xz (liblzma), libffi and expat as static archives linked into the extension modules that
+  use them;
 - CPython with a shared libpython (PyInstaller needs one) and only the modules a bundle can use.
 
 Another architecture is cross-compiled; its CPython build runs the host's build of the same recipe.
@@ -56,6 +58,8 @@ def recipe_key(target: Target) -> str:
     here = Path(__file__).parent
     for name in ("sources.lock.json", "native.py", "toolchain.py"):
         digest.update((here / name).read_bytes())
+    for patch in sorted((here / "patches").rglob("*.patch")):
+        digest.update(patch.read_bytes())
     digest.update(toolchain.wrapper_text().encode())
     digest.update(f"{target.arch} {GLIBC_FLOOR}".encode())
     return digest.hexdigest()[:16]
@@ -124,8 +128,9 @@ class Build:
 
     def zlib(self) -> None:
         source = self.source("zlib")
-        self.run(["./configure", f"--prefix={self.prefix}", "--static"], source)
-        self.run(["make", f"-j{self.jobs}", "libz.a"], source)
+        # Shared as well as static: PyInstaller's bootloader itself links libz.so.1.
+        self.run(["./configure", f"--prefix={self.prefix}"], source)
+        self.run(["make", f"-j{self.jobs}"], source)
         self.run(["make", "install"], source)
 
     def bzip2(self) -> None:

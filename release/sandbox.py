@@ -50,7 +50,8 @@ class Spec:
     env: dict[str, str] = field(default_factory=dict)
     cwd: str = "/"
     binds: list[Bind] = field(default_factory=list)
-    overlay: bool = True  # writes go to a throw-away upper layer; root stays as it was
+    overlay: bool = True  # writes go to an upper layer; root stays as it was
+    upper: str = ""  # a host directory that keeps the upper layer across runs (default: thrown away)
     qemu: str = ""  # qemu-user binary for a foreign-architecture root filesystem
     elf_magic: str = ""  # binfmt_misc magic:mask of that architecture's ELF files
 
@@ -89,6 +90,8 @@ def run(
     why = supported()
     if why:
         raise SandboxError(f"cannot run {spec.argv[0]} in {spec.root}: {why}")
+    if any(Path(path).resolve().is_relative_to("/mnt") for path in [spec.root, *(b.source for b in spec.binds)]):
+        raise SandboxError("the sandbox mounts its scratch space on /mnt: use paths outside it")
     ready_read, ready_write = os.pipe()
     argv = [
         "unshare",
@@ -169,9 +172,10 @@ def _register_qemu(qemu: str, elf_magic: str) -> None:
 def _prepare_root(spec: Spec, scratch: Path) -> Path:
     root = Path(spec.root)
     if spec.overlay:
-        merged, upper, work = scratch / "root", scratch / "upper", scratch / "work"
+        layers = Path(spec.upper) if spec.upper else scratch
+        merged, upper, work = scratch / "root", layers / "upper", layers / "work"
         for directory in (merged, upper, work):
-            directory.mkdir()
+            directory.mkdir(exist_ok=True)
         _mount(
             "-t",
             "overlay",

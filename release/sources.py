@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Final
 
 LOCK: Final = Path(__file__).with_name("sources.lock.json")
+# This project's own patches, applied after Debian's: release/patches/<package>/*.patch, in name order.
+PATCHES: Final = Path(__file__).with_name("patches")
 KEYRING: Final = Path("/usr/share/keyrings/debian-archive-keyring.gpg")
 DOWNLOAD_TIMEOUT: Final = 120
 
@@ -144,20 +146,28 @@ def unpack(lock: Lock, name: str, cache: Path, workdir: Path) -> Path:
         raise SourceError(f"{name}: the lock names no .orig tarball")
     source = _extract(files[orig], workdir / name)
     debian = package.file_matching(r"\.debian\.tar\.")
+    patches: list[Path] = []
     if package.patches_from is not None:
         if debian is None:
             raise SourceError(f"{name}: patches are asked for but the lock names no .debian tarball")
         with tarfile.open(files[debian]) as tar:
             tar.extractall(workdir / f"{name}-debian", filter="data")
-        patches = workdir / f"{name}-debian" / "debian" / "patches"
-        for patch in patch_series((patches / "series").read_text(), package.patches_from):
-            subprocess.run(
-                ["patch", "-p1", "--batch", "--forward", "--quiet", "-i", str(patches / patch)],
-                cwd=source,
-                check=True,
-                stdout=subprocess.DEVNULL,
-            )
+        debian_patches = workdir / f"{name}-debian" / "debian" / "patches"
+        series = (debian_patches / "series").read_text()
+        patches = [debian_patches / patch for patch in patch_series(series, package.patches_from)]
+    patches += own_patches(name)
+    for patch in patches:
+        subprocess.run(
+            ["patch", "-p1", "--batch", "--forward", "--quiet", "-i", str(patch)],
+            cwd=source,
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     return source
+
+
+def own_patches(name: str) -> list[Path]:
+    return sorted((PATCHES / name).glob("*.patch"))
 
 
 # ---- refreshing the lock from the signed index ----------------------------------------------------
@@ -171,7 +181,7 @@ def parse_sources(text: str) -> dict[str, list[dict[str, str]]]:
         key = ""
         for line in block.splitlines():
             if line.startswith((" ", "\t")) and key:
-                fields[key] += "\n" + line.strip()
+                fields[key] = f"{fields[key]}\n{line.strip()}" if fields[key] else line.strip()
             elif ":" in line:
                 key, value = line.split(":", 1)
                 fields[key] = value.strip()

@@ -1,0 +1,48 @@
+"""``python -m release``: build portable bundles and release artifacts (make build / make release).
+
+    python -m release bundle [--arch ARCH] [--out DIR]   one bundle (default: this machine's arch,
+                                                        into dist/credprovider)
+    python -m release artifacts [--arch ARCH ...]         tarballs, SBOMs and SHA256SUMS in dist/release
+    python -m release check-elf DIR ARCH                 the portability rules on a bundle
+
+Built interpreters, root filesystems and wheels are cached in $CREDPROVIDER_BUILD_CACHE
+(default ~/.cache/credprovider-build), keyed by their recipe. Needs root (chroot, namespaces),
+debootstrap, and qemu-user-static for arm64 on amd64.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from release import bundle, elfcheck
+from release.targets import TARGETS, host_target, target
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m release", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    one = sub.add_parser("bundle", help="build one portable bundle")
+    one.add_argument("--arch", choices=sorted(TARGETS), default=host_target().arch, help="target (default: this machine's, %(default)s)")
+    one.add_argument("--out", type=Path, default=bundle.REPO / "dist" / "credprovider", help="bundle directory (default: %(default)s)")
+    artifacts = sub.add_parser("artifacts", help="tarballs, SBOMs and SHA256SUMS for every target")
+    artifacts.add_argument("--arch", action="append", choices=sorted(TARGETS), help="only these targets (repeatable; default: all)")
+    artifacts.add_argument("--out", type=Path, default=bundle.REPO / "dist" / "release", help="output directory (default: %(default)s)")
+    check = sub.add_parser("check-elf", help="check a bundle's ELF files against the portability rules")
+    check.add_argument("dir", type=Path)
+    check.add_argument("arch", choices=sorted(TARGETS))
+    args = parser.parse_args(argv)
+    if args.command == "bundle":
+        bundle.build(target(args.arch), args.out)
+    elif args.command == "artifacts":
+        from release import package
+
+        package.release(args.arch or sorted(TARGETS), args.out)
+    else:
+        return elfcheck.main([str(args.dir), args.arch])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,152 @@
+"""A portable bundle for one target: PyInstaller run by the portable interpreter in a Debian 11 chroot.
+
+The result, in ``out``:
+
+    credprovider                 the launcher (static): checks the bundle, then execs _internal/credprovider-main
+    ecr-credential-provider ...  symlinks to it, one per plugin name
+    _internal/                   the PyInstaller executable and everything it loads
+    _internal/credprovider.files every file of _internal/ with its size (what the launcher checks)
+
+Nothing in it needs a glibc newer than the floor, or a library other than glibc's own: the build
+fails otherwise (release/elfcheck.py).
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from release import elfcheck, native, rootfs, sandbox, toolchain, wheels
+from release.targets import Target
+
+REPO: Final = Path(__file__).resolve().parent.parent
+CONTENTS: Final = "_internal"
+MANIFEST: Final = f"{CONTENTS}/credprovider.files"
+LAUNCHER_SOURCE: Final = Path(__file__).with_name("launcher.c")
+PLUGIN_NAMES_CODE: Final = "from credprovider.entry import PLUGIN_MODULES; print(*PLUGIN_MODULES)"
+
+
+@dataclass(frozen=True)
+class BuildInfo:
+    version: str
+    commit: str
+    built: str  # ISO 8601, UTC: the commit's time (SOURCE_DATE_EPOCH)
+    epoch: int
+    arch: str
+
+
+def project_version() -> str:
+    namespace: dict[str, str] = {}
+    exec((REPO / "credprovider" / "__init__.py").read_text(), namespace)  # noqa: S102
+    return namespace["__version__"]
+
+
+def build_info(target: Target) -> BuildInfo:
+    """Version, commit and a reproducible build time (the commit's) for ``target``."""
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=REPO, capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "--short=12", "HEAD")
+        epoch = int(git("log", "-1", "--format=%ct"))
+        if git("status", "--porcelain", "--untracked-files=no"):
+            commit += "-dirty"
+    except (OSError, subprocess.CalledProcessError, ValueError):
+        commit, epoch = "unknown", int(os.environ.get("SOURCE_DATE_EPOCH", "0")) or 0
+    built = datetime.datetime.fromtimestamp(epoch, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return BuildInfo(project_version(), commit, built, epoch, target.arch)
+
+
+def plugin_names() -> list[str]:
+    result = subprocess.run(
+        [sys.executable, "-c", PLUGIN_NAMES_CODE], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    return result.stdout.split()
+
+
+def _inside(path: Path) -> str:
+    """Where a path of this repository appears inside the build chroot."""
+    return "/src/" + path.resolve().relative_to(REPO).as_posix()
+
+
+def run_pyinstaller(target: Target, out: Path, info: BuildInfo) -> None:
+    prefix = native.build_python(target)
+    root = rootfs.ensure(target)
+    site = wheels.install(target)
+    work = REPO / "build" / f"pyinstaller-{target.arch}"
+    work.mkdir(parents=True, exist_ok=True)
+    info_file = work / "buildinfo.json"
+    info_file.write_text(
+        json.dumps({"commit": info.commit, "built": info.built, "arch": info.arch}, sort_keys=True) + "\n"
+    )
+    env = sandbox.env_with_path(
+        {
+            "HOME": "/tmp",
+            "LD_LIBRARY_PATH": "/opt/python/lib",
+            "PYTHONPATH": "/opt/site:/src",
+            "PYTHONHASHSEED": "0",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "SOURCE_DATE_EPOCH": str(info.epoch),
+            "CREDPROVIDER_BUILD_INFO": _inside(info_file),
+        }
+    )
+    argv = [
+        "/opt/python/bin/python3.11", "-m", "PyInstaller", "--noconfirm", "--log-level", "WARN",
+        "--distpath", _inside(out), "--workpath", _inside(work), "/src/build.spec",
+    ]  # fmt: skip
+    binds = [
+        sandbox.Bind(str(prefix), "/opt/python", read_only=True),
+        sandbox.Bind(str(site), "/opt/site", read_only=True),
+        sandbox.Bind(str(REPO), "/src"),
+    ]
+    spec = sandbox.spec_for(target, root, argv, env=env, cwd="/src", binds=binds)
+    result = sandbox.run(spec, timeout=3600)
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"PyInstaller failed for {target.arch} ({result.returncode}):\n"
+            + result.stderr.decode(errors="replace")[-4000:]
+        )
+
+
+def add_launcher(target: Target, out: Path, info: BuildInfo) -> None:
+    tools = toolchain.make_toolchain(target, native.cache_root() / "launcher-toolchain" / target.arch)
+    flags = [f'-DCREDPROVIDER_VERSION="{info.version}"', f'-DCREDPROVIDER_ARCH="{target.arch}"']
+    toolchain.compile_static(tools, LAUNCHER_SOURCE, out / "credprovider", flags)
+    for name in plugin_names():
+        (out / name).symlink_to("credprovider")
+
+
+def write_manifest(out: Path) -> None:
+    lines = []
+    contents = out / CONTENTS
+    for path, relative in sorted(elfcheck.bundle_files(contents), key=lambda item: item[1]):
+        lines.append(f"{path.stat().st_size} {relative}")
+    (out / MANIFEST).write_text("\n".join(lines) + "\n")
+
+
+def build(target: Target, out: Path) -> Path:
+    """Build the bundle for ``target`` into ``out`` (inside this repository), checked."""
+    out = out.resolve()
+    if not out.is_relative_to(REPO):
+        raise ValueError(f"{out} must be inside {REPO} (the build chroot sees only the repository)")
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    info = build_info(target)
+    run_pyinstaller(target, out, info)
+    add_launcher(target, out, info)
+    write_manifest(out)
+    problems = elfcheck.check_bundle(out, target)
+    if problems:
+        raise RuntimeError("the bundle is not portable:\n" + "\n".join(map(str, problems)))
+    sys.stderr.write(f"[bundle] {target.arch}: {out} ({elfcheck.summary(out)})\n")
+    return out

@@ -1,0 +1,217 @@
+"""Release artifacts: one tarball and one SBOM per target, and a SHA256SUMS over them.
+
+    dist/release/credprovider-<version>-linux-<arch>.tar.gz
+    dist/release/credprovider-<version>-linux-<arch>.cdx.json
+    dist/release/SHA256SUMS
+
+Each tarball unpacks to ``credprovider-<version>/``: the bundle (launcher, plugin-name symlinks,
+``_internal/``), LICENSE, THIRD_PARTY_NOTICES, INSTALL, the example configs and the SBOM. Tarballs are
+reproducible: sorted entries, the commit's time on every file, root ownership, no gzip timestamp.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import re
+import shutil
+import sys
+import tarfile
+from pathlib import Path
+from typing import Final
+
+from release import bundle, native, rootfs, sbom, sources, toolchain, wheels
+from release.targets import Target, target
+
+LICENSE_FILE_NAMES: Final = re.compile(r"^(LICEN[CS]E|COPYING|NOTICE|AUTHORS)", re.I)
+
+
+def bundle_dir(arch: str) -> Path:
+    return bundle.REPO / "dist" / "bundles" / arch
+
+
+def artifact_name(version: str, arch: str) -> str:
+    return f"credprovider-{version}-linux-{arch}"
+
+
+def install_text(version: str, arch: str) -> str:
+    name = artifact_name(version, arch)
+    return f"""credprovider {version} for linux/{arch}: kubelet image credential provider plugins
+(ecr-credential-provider, acr-credential-provider, auth-provider-gcp) and the credprovider tool.
+
+Runs on any Linux node with glibc 2.17 or newer (see README: supported node OSes). Keep this whole
+directory together: the executables need _internal/ next to them.
+
+1. Verify the download (in the directory holding the tarball and SHA256SUMS):
+     sha256sum --check --ignore-missing SHA256SUMS
+2. Unpack under /opt:
+     tar -xzf {name}.tar.gz -C /opt
+3. Link the plugin names into the kubelet's --image-credential-provider-bin-dir:
+     BIN_DIR=/usr/local/libexec/kubernetes/credential-providers   # your kubelet's bin dir
+     mkdir -p "$BIN_DIR"
+     for n in ecr-credential-provider acr-credential-provider auth-provider-gcp credprovider; do
+       ln -sfn /opt/credprovider-{version}/$n "$BIN_DIR/$n"
+     done
+4. Pick a config from config/ for --image-credential-provider-config, then check it:
+     /opt/credprovider-{version}/credprovider validate CONFIG --bin-dir "$BIN_DIR"
+5. Check the install:
+     "$BIN_DIR/ecr-credential-provider" --version
+
+Upgrading: unpack the new version beside the old one and re-point the symlinks; the kubelet execs the
+plugin anew on every cache miss, so no restart is needed.
+Licences: LICENSE (credprovider, Apache-2.0) and THIRD_PARTY_NOTICES; the SBOM is sbom.cdx.json.
+"""
+
+
+def _license_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.rglob("*") if p.is_file() and LICENSE_FILE_NAMES.match(p.name))
+
+
+def _source_file(lock: sources.Lock, package: str, member: str) -> str:
+    """One file (e.g. the licence) from a source package's .orig tarball."""
+    pkg = lock.packages[package]
+    files = sources.download(lock, pkg, native.cache_root() / "sources")
+    orig = pkg.file_matching(r"\.orig\.tar\.")
+    assert orig is not None
+    with tarfile.open(files[orig]) as tar:
+        for entry in tar.getmembers():
+            if entry.name.split("/", 1)[-1] == member:
+                handle = tar.extractfile(entry)
+                if handle is not None:
+                    return handle.read().decode("utf-8", "replace")
+    raise sources.SourceError(f"{package}: {member} is not in {orig}")
+
+
+def _section(title: str, text: str) -> str:
+    return f"{'=' * 78}\n{title}\n{'=' * 78}\n\n{text.strip()}\n\n"
+
+
+def musl_version() -> str:
+    header = toolchain.zig_binary().parent / "lib" / "libc" / "musl" / "src" / "internal" / "version.h"
+    match = re.search(r'VERSION "([^"]+)"', header.read_text())
+    return match.group(1) if match else "unknown"
+
+
+def extra_components(target: Target, contents: Path) -> tuple[list[sbom.Component], list[tuple[str, str]]]:
+    """Components and licence texts that are neither wheels nor built here: libgcc_s (Debian 11's),
+    the PyInstaller bootloader and the musl libc of the static launcher."""
+    components, notices = [], []
+    root = rootfs.ensure(target)
+    if (contents / "libgcc_s.so.1").exists():
+        version = rootfs.package_versions(root, ["libgcc-s1"])["libgcc-s1"]
+        components.append(
+            sbom.Component("libgcc-s1", version, f"pkg:deb/debian/libgcc-s1@{version}?arch={target.arch}&distro=debian-11",
+                           "GPL-3.0-or-later WITH GCC-exception-3.1", ("libgcc_s.so.1",), "from Debian 11, needed by wheels' native code")
+        )  # fmt: skip
+        copyright_file = root / "usr" / "share" / "doc" / "libgcc-s1" / "copyright"
+        notices.append((f"libgcc-s1 {version} (Debian 11)", copyright_file.read_text(errors="replace")))
+    site = wheels.site_dir(target)
+    for info in site.glob("pyinstaller-*.dist-info"):
+        version = info.name.split("-")[1]
+        components.append(
+            sbom.Component("pyinstaller-bootloader", version, f"pkg:pypi/pyinstaller@{version}#bootloader",
+                           "GPL-2.0-or-later WITH Bootloader-exception", ("credprovider-main",), "the executable _internal/credprovider-main")
+        )  # fmt: skip
+        for path in _license_files(info):
+            notices.append((f"PyInstaller {version} bootloader: {path.name}", path.read_text(errors="replace")))
+    musl = musl_version()
+    components.append(
+        sbom.Component("musl", musl, f"pkg:generic/musl@{musl}", "MIT", ("../credprovider",), "statically linked into the launcher")
+    )
+    copyright_file = toolchain.zig_binary().parent / "lib" / "libc" / "musl" / "COPYRIGHT"
+    notices.append((f"musl {musl} (the launcher)", copyright_file.read_text(errors="replace")))
+    return components, notices
+
+
+def notices_text(contents: Path, lock: sources.Lock, extra: list[tuple[str, str]]) -> str:
+    parts = [
+        "Third-party software in this bundle, with its licence texts.\n"
+        "sbom.cdx.json lists every component with its version.\n\n"
+    ]
+    for native_lib in sbom.NATIVE:
+        package = lock.packages[native_lib.package]
+        text = _source_file(lock, native_lib.package, native_lib.license_file)
+        parts.append(_section(f"{native_lib.name} {package.upstream_version} ({native_lib.license})", text))
+    for info in sorted(contents.glob("*.dist-info")):
+        files = _license_files(info)
+        body = "\n\n".join(f"--- {p.name}\n{p.read_text(errors='replace')}" for p in files)
+        parts.append(_section(info.name.removesuffix(".dist-info"), body or "(the wheel ships no licence file; see its METADATA)"))
+    for title, text in extra:
+        parts.append(_section(title, text))
+    return "".join(parts)
+
+
+def _tar_filter(epoch: int):  # type: ignore[no-untyped-def]
+    def normalize(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        info.uid = info.gid = 0
+        info.uname = info.gname = "root"
+        info.mtime = epoch
+        return info
+
+    return normalize
+
+
+def write_tarball(stage: Path, top: str, output: Path, epoch: int) -> None:
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        paths = [stage / top, *sorted((stage / top).rglob("*"))]
+        for path in paths:
+            tar.add(path, arcname=path.relative_to(stage).as_posix(), recursive=False, filter=_tar_filter(epoch))
+    with output.open("wb") as handle, gzip.GzipFile(filename="", mode="wb", fileobj=handle, mtime=0, compresslevel=9) as gz:
+        gz.write(raw.getvalue())
+
+
+def package(target: Target, out: Path) -> list[Path]:
+    """The tarball and the SBOM of ``target``'s bundle (built first if missing)."""
+    source = bundle_dir(target.arch)
+    if not (source / "credprovider").exists():
+        bundle.build(target, source)
+    info = bundle.build_info(target)
+    name = artifact_name(info.version, target.arch)
+    top = f"credprovider-{info.version}"
+    stage = bundle.REPO / "build" / "stage" / target.arch
+    shutil.rmtree(stage, ignore_errors=True)
+    shutil.copytree(source, stage / top, symlinks=True)
+    contents = stage / top / bundle.CONTENTS
+    lock = sources.load_lock()
+    extra, extra_notices = extra_components(target, contents)
+    components = [
+        *sbom.native_components(contents, lock, extra),
+        *sbom.python_components(contents),
+        *sbom.vendored_components(contents),
+    ]
+    document = sbom.document(version=info.version, arch=target.arch, commit=info.commit, built=info.built, components=components)
+    sbom_text = json.dumps(document, indent=2, sort_keys=True) + "\n"
+    (stage / top / "sbom.cdx.json").write_text(sbom_text)
+    shutil.copy2(bundle.REPO / "LICENSE", stage / top / "LICENSE")
+    (stage / top / "THIRD_PARTY_NOTICES").write_text(notices_text(contents, lock, extra_notices))
+    (stage / top / "INSTALL").write_text(install_text(info.version, target.arch))
+    shutil.copytree(bundle.REPO / "config", stage / top / "config")
+    out.mkdir(parents=True, exist_ok=True)
+    tarball = out / f"{name}.tar.gz"
+    write_tarball(stage, top, tarball, info.epoch)
+    sbom_file = out / f"{name}.cdx.json"
+    sbom_file.write_text(sbom_text)
+    shutil.rmtree(stage)
+    return [tarball, sbom_file]
+
+
+def write_checksums(out: Path, artifacts: list[Path]) -> Path:
+    lines = []
+    for path in sorted(artifacts):
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        lines.append(f"{digest}  {path.name}")
+    sums = out / "SHA256SUMS"
+    sums.write_text("\n".join(lines) + "\n")
+    return sums
+
+
+def release(arches: list[str], out: Path) -> None:
+    artifacts = []
+    for arch in arches:
+        for path in package(target(arch), out):
+            sys.stderr.write(f"[release] {path} ({path.stat().st_size / 1048576:.1f} MiB)\n")
+            artifacts.append(path)
+    sys.stderr.write(f"[release] {write_checksums(out, artifacts)}\n")

@@ -1,0 +1,117 @@
+"""The launcher: a copied executable or a damaged bundle says, in one line, what to install."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from release import bundle
+from release.targets import Target
+from tests.helpers import request_bytes
+
+VERSION = bundle.project_version()
+HINT = f"install the whole credprovider-{VERSION}/ directory, not one file"
+
+
+@pytest.fixture
+def native_bundle(bundle_dir: Path, target: Target) -> Path:
+    if not target.is_native():
+        pytest.skip(f"{target.arch} runs under qemu: tests/release/test_old_userland.py covers it")
+    return bundle_dir
+
+
+def run(executable: Path, *args: str, argv0: str | None = None) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [argv0 or str(executable), *args],
+        executable=executable,
+        input=request_bytes("123456789012.dkr.ecr.us-west-2.amazonaws.com/app"),
+        capture_output=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+        check=False,
+    )
+
+
+def assert_one_line_failure(result: subprocess.CompletedProcess[bytes], name: str, *fragments: str) -> str:
+    assert result.returncode == 1
+    assert result.stdout == b""
+    lines = result.stderr.decode().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith(f"{name}: ")
+    assert HINT in lines[0] and "--image-credential-provider-bin-dir" in lines[0]
+    for fragment in fragments:
+        assert fragment in lines[0]
+    return lines[0]
+
+
+def copy_bundle(bundle_dir: Path, into: Path) -> Path:
+    copy = into / f"credprovider-{VERSION}"
+    shutil.copytree(bundle_dir, copy, symlinks=True)
+    return copy
+
+
+def test_a_copied_executable_explains_itself(native_bundle: Path, tmp_path: Path) -> None:
+    lone = tmp_path / "ecr-credential-provider"
+    shutil.copy2(native_bundle / "credprovider", lone)
+    line = assert_one_line_failure(run(lone, "get-credentials"), "ecr-credential-provider", f"{tmp_path}/_internal is missing")
+    assert "PYI" not in line and "shared library" not in line
+
+
+def test_a_hard_link_elsewhere_explains_itself(native_bundle: Path, tmp_path: Path) -> None:
+    copy = copy_bundle(native_bundle, tmp_path)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    os.link(copy / "credprovider", bin_dir / "auth-provider-gcp")
+    assert_one_line_failure(run(bin_dir / "auth-provider-gcp"), "auth-provider-gcp", f"{bin_dir}/_internal is missing")
+
+
+def test_symlinks_from_another_directory_work(native_bundle: Path, tmp_path: Path) -> None:
+    copy = copy_bundle(native_bundle, tmp_path)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "acr-credential-provider").symlink_to(copy / "acr-credential-provider")
+    result = run(bin_dir / "acr-credential-provider", "--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode().startswith(f"acr-credential-provider version {VERSION} (credprovider)\n")
+
+
+@pytest.mark.parametrize("victim", ["libpython3.11.so.1.0", "libssl.so.3", "base_library.zip", "credprovider-main"])
+def test_a_missing_file_is_named(native_bundle: Path, tmp_path: Path, victim: str) -> None:
+    copy = copy_bundle(native_bundle, tmp_path)
+    (copy / "_internal" / victim).unlink()
+    assert_one_line_failure(
+        run(copy / "ecr-credential-provider"),
+        "ecr-credential-provider",
+        f"the bundle is damaged: {copy}/_internal/{victim} is missing",
+    )
+
+
+def test_a_truncated_file_is_named(native_bundle: Path, tmp_path: Path) -> None:
+    copy = copy_bundle(native_bundle, tmp_path)
+    library = copy / "_internal" / "libcrypto.so.3"
+    size = library.stat().st_size
+    with library.open("r+b") as handle:
+        handle.truncate(size // 2)
+    assert_one_line_failure(
+        run(copy / "credprovider", "--version"),
+        "credprovider",
+        f"{library} has {size // 2} bytes, not {size}",
+    )
+
+
+def test_a_missing_manifest_is_a_damaged_bundle(native_bundle: Path, tmp_path: Path) -> None:
+    copy = copy_bundle(native_bundle, tmp_path)
+    (copy / "_internal" / "credprovider.files").unlink()
+    assert_one_line_failure(run(copy / "credprovider"), "credprovider", "the bundle is damaged: cannot read")
+
+
+def test_the_launcher_passes_argv_and_stdin_through(native_bundle: Path) -> None:
+    """The kubelet's argv[0] (a full path) picks the plugin; stdin reaches it; exit codes pass back."""
+    result = run(native_bundle / "credprovider", "--no-such-flag", argv0="/var/lib/kubelet/plugins/ecr-credential-provider")
+    assert result.returncode == 1 and result.stdout == b""
+    assert result.stderr.decode().startswith("ecr-credential-provider:")
+    assert "unrecognized arguments: --no-such-flag" in result.stderr.decode()
