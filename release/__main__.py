@@ -21,15 +21,41 @@ from release.targets import TARGETS, host_target, target
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="python -m release", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m release",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     one = sub.add_parser("bundle", help="build one portable bundle")
-    one.add_argument("--arch", choices=sorted(TARGETS), default=host_target().arch, help="target (default: this machine's, %(default)s)")
-    one.add_argument("--out", type=Path, default=bundle.REPO / "dist" / "credprovider", help="bundle directory (default: %(default)s)")
+    one.add_argument(
+        "--arch",
+        choices=sorted(TARGETS),
+        default=host_target().arch,
+        help="target (default: this machine's, %(default)s)",
+    )
+    one.add_argument(
+        "--out",
+        type=Path,
+        default=bundle.REPO / "dist" / "credprovider",
+        help="bundle directory (default: %(default)s)",
+    )
     artifacts = sub.add_parser("artifacts", help="tarballs, SBOMs and SHA256SUMS for every target")
-    artifacts.add_argument("--arch", action="append", choices=sorted(TARGETS), help="only these targets (repeatable; default: all)")
-    artifacts.add_argument("--out", type=Path, default=bundle.REPO / "dist" / "release", help="output directory (default: %(default)s)")
-    check = sub.add_parser("check-elf", help="check a bundle's ELF files against the portability rules")
+    artifacts.add_argument(
+        "--arch",
+        action="append",
+        choices=sorted(TARGETS),
+        help="only these targets (repeatable; default: all)",
+    )
+    artifacts.add_argument(
+        "--out",
+        type=Path,
+        default=bundle.REPO / "dist" / "release",
+        help="output directory (default: %(default)s)",
+    )
+    check = sub.add_parser(
+        "check-elf", help="check a bundle's ELF files against the portability rules"
+    )
     check.add_argument("dir", type=Path)
     check.add_argument("arch", choices=sorted(TARGETS))
     args = parser.parse_args(argv)

@@ -69,7 +69,11 @@ def build_info(target: Target) -> BuildInfo:
 
 def plugin_names() -> list[str]:
     result = subprocess.run(
-        [sys.executable, "-c", PLUGIN_NAMES_CODE], cwd=REPO, capture_output=True, text=True, check=True
+        [sys.executable, "-c", PLUGIN_NAMES_CODE],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return result.stdout.split()
 
@@ -87,7 +91,8 @@ def run_pyinstaller(target: Target, out: Path, info: BuildInfo) -> None:
     work.mkdir(parents=True, exist_ok=True)
     info_file = work / "buildinfo.json"
     info_file.write_text(
-        json.dumps({"commit": info.commit, "built": info.built, "arch": info.arch}, sort_keys=True) + "\n"
+        json.dumps({"commit": info.commit, "built": info.built, "arch": info.arch}, sort_keys=True)
+        + "\n"
     )
     env = sandbox.env_with_path(
         {
@@ -119,7 +124,9 @@ def run_pyinstaller(target: Target, out: Path, info: BuildInfo) -> None:
 
 
 def add_launcher(target: Target, out: Path, info: BuildInfo) -> None:
-    tools = toolchain.make_toolchain(target, native.cache_root() / "launcher-toolchain" / target.arch)
+    tools = toolchain.make_toolchain(
+        target, native.cache_root() / "launcher-toolchain" / target.arch
+    )
     flags = [f'-DCREDPROVIDER_VERSION="{info.version}"', f'-DCREDPROVIDER_ARCH="{target.arch}"']
     toolchain.compile_static(tools, LAUNCHER_SOURCE, out / "credprovider", flags)
     for name in plugin_names():

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from release.targets import (
     CXXABI_LIMIT,
@@ -83,7 +84,9 @@ def version_problems(elf: ElfFacts, glibc_limit: Version = GLIBC_LIMIT) -> list[
             version = parse_version(name, prefix)
             if version is not None and version > limit:
                 problems.append(
-                    Problem(elf.path, f"needs {name} from {what}; the limit is {prefix}{show(limit)}")
+                    Problem(
+                        elf.path, f"needs {name} from {what}; the limit is {prefix}{show(limit)}"
+                    )
                 )
     return problems
 
@@ -173,6 +176,7 @@ def read_elf(path: Path, relative: str) -> ElfFacts:
         versions: list[str] = []
         for section in elf.iter_sections():
             if isinstance(section, DynamicSection):
+                tag: Any  # pyelftools sets needed/runpath/rpath on tags of those kinds only
                 for tag in section.iter_tags():
                     if tag.entry.d_tag == "DT_NEEDED":
                         needed.append(tag.needed)

@@ -78,7 +78,9 @@ def _run(argv: list[str], cwd: Path, env: Mapping[str, str], log: Path) -> None:
     with log.open("a") as handle:
         handle.write(f"\n$ {' '.join(argv)}\n")
         handle.flush()
-        result = subprocess.run(argv, cwd=cwd, env=dict(env), stdout=handle, stderr=subprocess.STDOUT)
+        result = subprocess.run(
+            argv, cwd=cwd, env=dict(env), stdout=handle, stderr=subprocess.STDOUT
+        )
     if result.returncode != 0:
         tail = log.read_text(errors="replace").splitlines()[-25:]
         raise RuntimeError(
@@ -128,8 +130,10 @@ class Build:
 
     def zlib(self) -> None:
         source = self.source("zlib")
-        # Shared as well as static: PyInstaller's bootloader itself links libz.so.1.
-        self.run(["./configure", f"--prefix={self.prefix}"], source)
+        # Shared as well as static: PyInstaller's bootloader itself links libz.so.1. lld refuses
+        # zlib.map's versions for symbols configure's one-function test library lacks.
+        ldshared = f"{self.env['CC']} -shared -Wl,-soname,libz.so.1,--version-script,zlib.map -Wl,--undefined-version"
+        self.run(["./configure", f"--prefix={self.prefix}"], source, LDSHARED=ldshared)
         self.run(["make", f"-j{self.jobs}"], source)
         self.run(["make", "install"], source)
 
@@ -137,7 +141,18 @@ class Build:
         source = self.source("bzip2")
         flags = "-O2 -fPIC -D_FILE_OFFSET_BITS=64"
         cc, ar, ranlib = self.env["CC"], self.env["AR"], self.env["RANLIB"]
-        self.run(["make", f"-j{self.jobs}", "libbz2.a", f"CC={cc}", f"AR={ar}", f"RANLIB={ranlib}", f"CFLAGS={flags}"], source)
+        self.run(
+            [
+                "make",
+                f"-j{self.jobs}",
+                "libbz2.a",
+                f"CC={cc}",
+                f"AR={ar}",
+                f"RANLIB={ranlib}",
+                f"CFLAGS={flags}",
+            ],
+            source,
+        )
         shutil.copy2(source / "libbz2.a", self.prefix / "lib" / "libbz2.a")
         shutil.copy2(source / "bzlib.h", self.prefix / "include" / "bzlib.h")
 
@@ -145,8 +160,21 @@ class Build:
         source = self.source("expat") / "expat"
         build = source / "build"
         build.mkdir()
-        cross = [] if self.target.is_native() else ["-DCMAKE_SYSTEM_NAME=Linux", f"-DCMAKE_SYSTEM_PROCESSOR={self.target.machine}"]
-        options = [f"-DEXPAT_{name}=OFF" for name in ("SHARED_LIBS", "BUILD_TOOLS", "BUILD_EXAMPLES", "BUILD_TESTS", "BUILD_DOCS")]
+        cross = (
+            []
+            if self.target.is_native()
+            else ["-DCMAKE_SYSTEM_NAME=Linux", f"-DCMAKE_SYSTEM_PROCESSOR={self.target.machine}"]
+        )
+        options = [
+            f"-DEXPAT_{name}=OFF"
+            for name in (
+                "SHARED_LIBS",
+                "BUILD_TOOLS",
+                "BUILD_EXAMPLES",
+                "BUILD_TESTS",
+                "BUILD_DOCS",
+            )
+        ]
         self.run(
             [
                 "cmake", "..", f"-DCMAKE_INSTALL_PREFIX={self.prefix}", "-DCMAKE_INSTALL_LIBDIR=lib",
@@ -158,7 +186,9 @@ class Build:
         # Debian's security patches test "#if XML_DTD == 1", as autotools defines it; CMake's
         # config header defines the feature macros empty.
         header = build / "expat_config.h"
-        text = re.sub(r"^#define (XML_DTD|XML_NS)\s*$", r"#define \1 1", header.read_text(), flags=re.M)
+        text = re.sub(
+            r"^#define (XML_DTD|XML_NS)\s*$", r"#define \1 1", header.read_text(), flags=re.M
+        )
         header.write_text(text)
         self.run(["make", f"-j{self.jobs}"], build)
         self.run(["make", "install"], build)
@@ -204,7 +234,10 @@ class Build:
         self.run(["make", "install", "PY3LIBRARY=", platform], source, CFLAGS="")
 
     def check(self, build_python: Path | None) -> None:
-        """The modules a bundle needs import, with this recipe's OpenSSL and expat."""
+        """The shared libraries are there, and the modules a bundle needs import."""
+        for name in ("libpython3.11.so.1.0", "libssl.so.3", "libcrypto.so.3", "libz.so.1"):
+            if not (self.prefix / "lib" / name).exists():
+                raise RuntimeError(f"the build made no {name} (see {self.log})")
         if build_python is not None:
             return  # another architecture: checked when the bundle runs under qemu
         probe = "import ssl, _hashlib, zlib, bz2, lzma, ctypes, pyexpat, decimal; print(ssl.OPENSSL_VERSION)"
@@ -218,7 +251,17 @@ class Build:
         )
         expected = self.lock.packages["openssl"].upstream_version
         if result.returncode != 0 or expected not in result.stdout:
-            raise RuntimeError(f"the built interpreter does not work: {result.stdout}{result.stderr}")
+            raise RuntimeError(
+                f"the built interpreter does not work: {result.stdout}{result.stderr}"
+            )
+
+
+def _prune(target: Target, keep: str) -> None:
+    """Drop this target's interpreters and work directories of other recipes."""
+    for kind in ("python", "work"):
+        for stale in (cache_root() / kind).glob(f"{target.arch}-*"):
+            if stale.name != keep:
+                shutil.rmtree(stale, ignore_errors=True)
 
 
 def build_python(target: Target, jobs: int | None = None) -> Path:
@@ -231,6 +274,7 @@ def build_python(target: Target, jobs: int | None = None) -> Path:
         host = build_python(host_target(), jobs)
         build_python_path = host / "bin" / "python3.11"
     jobs = jobs or os.cpu_count() or 2
+    _prune(target, keep=prefix.name)
     work = cache_root() / "work" / prefix.name
     shutil.rmtree(work, ignore_errors=True)
     shutil.rmtree(prefix, ignore_errors=True)
@@ -243,6 +287,7 @@ def build_python(target: Target, jobs: int | None = None) -> Path:
         ("zlib", build.zlib),
         ("bzip2", build.bzip2),
         ("xz-utils", lambda: build.autotools("xz-utils", "--disable-shared", "--enable-static", "--disable-xz", "--disable-xzdec", "--disable-lzmadec", "--disable-lzmainfo", "--disable-scripts", "--disable-doc", "--disable-nls")),
+        # Static trampolines need a temp-file mapping helper this configuration leaves undeclared.
         ("libffi", lambda: build.autotools("libffi", "--disable-shared", "--enable-static", "--disable-docs", "--disable-multi-os-directory", "--disable-exec-static-tramp")),
         ("expat", build.expat),
         ("openssl", build.openssl),

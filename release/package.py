@@ -66,7 +66,9 @@ Licences: LICENSE (credprovider, Apache-2.0) and THIRD_PARTY_NOTICES; the SBOM i
 
 
 def _license_files(directory: Path) -> list[Path]:
-    return sorted(p for p in directory.rglob("*") if p.is_file() and LICENSE_FILE_NAMES.match(p.name))
+    return sorted(
+        p for p in directory.rglob("*") if p.is_file() and LICENSE_FILE_NAMES.match(p.name)
+    )
 
 
 def _source_file(lock: sources.Lock, package: str, member: str) -> str:
@@ -89,12 +91,16 @@ def _section(title: str, text: str) -> str:
 
 
 def musl_version() -> str:
-    header = toolchain.zig_binary().parent / "lib" / "libc" / "musl" / "src" / "internal" / "version.h"
+    header = (
+        toolchain.zig_binary().parent / "lib" / "libc" / "musl" / "src" / "internal" / "version.h"
+    )
     match = re.search(r'VERSION "([^"]+)"', header.read_text())
     return match.group(1) if match else "unknown"
 
 
-def extra_components(target: Target, contents: Path) -> tuple[list[sbom.Component], list[tuple[str, str]]]:
+def extra_components(
+    target: Target, contents: Path
+) -> tuple[list[sbom.Component], list[tuple[str, str]]]:
     """Components and licence texts that are neither wheels nor built here: libgcc_s (Debian 11's),
     the PyInstaller bootloader and the musl libc of the static launcher."""
     components, notices = [], []
@@ -106,7 +112,9 @@ def extra_components(target: Target, contents: Path) -> tuple[list[sbom.Componen
                            "GPL-3.0-or-later WITH GCC-exception-3.1", ("libgcc_s.so.1",), "from Debian 11, needed by wheels' native code")
         )  # fmt: skip
         copyright_file = root / "usr" / "share" / "doc" / "libgcc-s1" / "copyright"
-        notices.append((f"libgcc-s1 {version} (Debian 11)", copyright_file.read_text(errors="replace")))
+        notices.append(
+            (f"libgcc-s1 {version} (Debian 11)", copyright_file.read_text(errors="replace"))
+        )
     site = wheels.site_dir(target)
     for info in site.glob("pyinstaller-*.dist-info"):
         version = info.name.split("-")[1]
@@ -115,10 +123,19 @@ def extra_components(target: Target, contents: Path) -> tuple[list[sbom.Componen
                            "GPL-2.0-or-later WITH Bootloader-exception", ("credprovider-main",), "the executable _internal/credprovider-main")
         )  # fmt: skip
         for path in _license_files(info):
-            notices.append((f"PyInstaller {version} bootloader: {path.name}", path.read_text(errors="replace")))
+            notices.append(
+                (f"PyInstaller {version} bootloader: {path.name}", path.read_text(errors="replace"))
+            )
     musl = musl_version()
     components.append(
-        sbom.Component("musl", musl, f"pkg:generic/musl@{musl}", "MIT", ("../credprovider",), "statically linked into the launcher")
+        sbom.Component(
+            "musl",
+            musl,
+            f"pkg:generic/musl@{musl}",
+            "MIT",
+            ("../credprovider",),
+            "statically linked into the launcher",
+        )
     )
     copyright_file = toolchain.zig_binary().parent / "lib" / "libc" / "musl" / "COPYRIGHT"
     notices.append((f"musl {musl} (the launcher)", copyright_file.read_text(errors="replace")))
@@ -133,11 +150,18 @@ def notices_text(contents: Path, lock: sources.Lock, extra: list[tuple[str, str]
     for native_lib in sbom.NATIVE:
         package = lock.packages[native_lib.package]
         text = _source_file(lock, native_lib.package, native_lib.license_file)
-        parts.append(_section(f"{native_lib.name} {package.upstream_version} ({native_lib.license})", text))
+        parts.append(
+            _section(f"{native_lib.name} {package.upstream_version} ({native_lib.license})", text)
+        )
     for info in sorted(contents.glob("*.dist-info")):
         files = _license_files(info)
         body = "\n\n".join(f"--- {p.name}\n{p.read_text(errors='replace')}" for p in files)
-        parts.append(_section(info.name.removesuffix(".dist-info"), body or "(the wheel ships no licence file; see its METADATA)"))
+        parts.append(
+            _section(
+                info.name.removesuffix(".dist-info"),
+                body or "(the wheel ships no licence file; see its METADATA)",
+            )
+        )
     for title, text in extra:
         parts.append(_section(title, text))
     return "".join(parts)
@@ -158,8 +182,16 @@ def write_tarball(stage: Path, top: str, output: Path, epoch: int) -> None:
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         paths = [stage / top, *sorted((stage / top).rglob("*"))]
         for path in paths:
-            tar.add(path, arcname=path.relative_to(stage).as_posix(), recursive=False, filter=_tar_filter(epoch))
-    with output.open("wb") as handle, gzip.GzipFile(filename="", mode="wb", fileobj=handle, mtime=0, compresslevel=9) as gz:
+            tar.add(
+                path,
+                arcname=path.relative_to(stage).as_posix(),
+                recursive=False,
+                filter=_tar_filter(epoch),
+            )
+    with (
+        output.open("wb") as handle,
+        gzip.GzipFile(filename="", mode="wb", fileobj=handle, mtime=0, compresslevel=9) as gz,
+    ):
         gz.write(raw.getvalue())
 
 
@@ -182,7 +214,13 @@ def package(target: Target, out: Path) -> list[Path]:
         *sbom.python_components(contents),
         *sbom.vendored_components(contents),
     ]
-    document = sbom.document(version=info.version, arch=target.arch, commit=info.commit, built=info.built, components=components)
+    document = sbom.document(
+        version=info.version,
+        arch=target.arch,
+        commit=info.commit,
+        built=info.built,
+        components=components,
+    )
     sbom_text = json.dumps(document, indent=2, sort_keys=True) + "\n"
     (stage / top / "sbom.cdx.json").write_text(sbom_text)
     shutil.copy2(bundle.REPO / "LICENSE", stage / top / "LICENSE")

@@ -61,7 +61,9 @@ def ensure(target: Target) -> Path:
     result = sandbox.run(spec, timeout=1800)
     if result.returncode != 0:
         log = (partial / "debootstrap" / "debootstrap.log").read_text(errors="replace")[-3000:]
-        raise RuntimeError(f"debootstrap second stage failed ({result.returncode}):\n{result.stderr.decode()}\n{log}")
+        raise RuntimeError(
+            f"debootstrap second stage failed ({result.returncode}):\n{result.stderr.decode()}\n{log}"
+        )
     (partial / ".complete").touch()
     partial.rename(root)
     return root
@@ -72,7 +74,11 @@ def package_versions(root: Path, names: list[str]) -> dict[str, str]:
     versions: dict[str, str] = {}
     status = (root / "var" / "lib" / "dpkg" / "status").read_text()
     for stanza in status.split("\n\n"):
-        fields = dict(line.split(": ", 1) for line in stanza.splitlines() if ": " in line and not line.startswith(" "))
+        fields = dict(
+            line.split(": ", 1)
+            for line in stanza.splitlines()
+            if ": " in line and not line.startswith(" ")
+        )
         if fields.get("Package") in names and "installed" in fields.get("Status", ""):
             versions[fields["Package"]] = fields["Version"]
     return versions

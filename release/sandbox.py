@@ -51,7 +51,9 @@ class Spec:
     cwd: str = "/"
     binds: list[Bind] = field(default_factory=list)
     overlay: bool = True  # writes go to an upper layer; root stays as it was
-    upper: str = ""  # a host directory that keeps the upper layer across runs (default: thrown away)
+    upper: str = (
+        ""  # a host directory that keeps the upper layer across runs (default: thrown away)
+    )
     qemu: str = ""  # qemu-user binary for a foreign-architecture root filesystem
     elf_magic: str = ""  # binfmt_misc magic:mask of that architecture's ELF files
 
@@ -90,7 +92,10 @@ def run(
     why = supported()
     if why:
         raise SandboxError(f"cannot run {spec.argv[0]} in {spec.root}: {why}")
-    if any(Path(path).resolve().is_relative_to("/mnt") for path in [spec.root, *(b.source for b in spec.binds)]):
+    if any(
+        Path(path).resolve().is_relative_to("/mnt")
+        for path in [spec.root, *(b.source for b in spec.binds)]
+    ):
         raise SandboxError("the sandbox mounts its scratch space on /mnt: use paths outside it")
     ready_read, ready_write = os.pipe()
     argv = [
@@ -242,7 +247,10 @@ def main(argv: Sequence[str]) -> int:
 
 def env_with_path(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """A minimal environment for a command inside a Debian root filesystem."""
-    base = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+    base = {
+        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "LANG": "C.UTF-8",
+    }
     return {**base, **(extra or {})}
 
 

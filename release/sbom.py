@@ -34,13 +34,13 @@ class Native:
 
 
 NATIVE: Final = (
-    Native("python3.11", "cpython", "PSF-2.0", "LICENSE", ("libpython3.*.so*", "base_library.zip", "lib-dynload/*.so")),
+    Native("python3.11", "cpython", "PSF-2.0", "LICENSE", ("libpython3.*.so*", "base_library.zip", "python3.*/lib-dynload/*.so")),
     Native("openssl", "openssl", "Apache-2.0", "LICENSE.txt", ("libssl.so.*", "libcrypto.so.*")),
-    Native("zlib", "zlib", "Zlib", "LICENSE", ("libz.so.*", "lib-dynload/zlib.*.so")),
-    Native("bzip2", "bzip2", "bzip2-1.0.6", "LICENSE", ("lib-dynload/_bz2.*.so",)),
-    Native("xz-utils", "xz", "0BSD OR LicenseRef-xz-public-domain", "COPYING", ("lib-dynload/_lzma.*.so",)),
-    Native("libffi", "libffi", "MIT", "LICENSE", ("lib-dynload/_ctypes.*.so",)),
-    Native("expat", "expat", "MIT", "expat/COPYING", ("lib-dynload/pyexpat.*.so", "lib-dynload/_elementtree.*.so")),
+    Native("zlib", "zlib", "Zlib", "LICENSE", ("libz.so.*", "python3.*/lib-dynload/zlib.*.so")),
+    Native("bzip2", "bzip2", "bzip2-1.0.6", "LICENSE", ("python3.*/lib-dynload/_bz2.*.so",)),
+    Native("xz-utils", "xz", "0BSD OR LicenseRef-xz-public-domain", "COPYING", ("python3.*/lib-dynload/_lzma.*.so",)),
+    Native("libffi", "libffi", "MIT", "LICENSE", ("python3.*/lib-dynload/_ctypes.*.so",)),
+    Native("expat", "expat", "MIT", "expat/COPYING", ("python3.*/lib-dynload/pyexpat.*.so", "python3.*/lib-dynload/_elementtree.*.so")),
 )  # fmt: skip
 
 _OPENSSL_IN_BINARY: Final = re.compile(rb"OpenSSL (\d+\.\d+\.\d+[a-z]?) ")
@@ -85,7 +85,9 @@ def distribution_license(metadata: email.message.Message) -> str:
     if field and "\n" not in field and len(field) <= 80 and field.upper() != "UNKNOWN":
         return field
     classifiers = [
-        c[len(_LICENSE_CLASSIFIER) :] for c in metadata.get_all("Classifier") or [] if c.startswith(_LICENSE_CLASSIFIER)
+        c[len(_LICENSE_CLASSIFIER) :]
+        for c in metadata.get_all("Classifier") or []
+        if c.startswith(_LICENSE_CLASSIFIER)
     ]
     return " OR ".join(classifiers)
 
@@ -93,10 +95,16 @@ def distribution_license(metadata: email.message.Message) -> str:
 def python_components(contents: Path) -> list[Component]:
     components = []
     for info in sorted(contents.glob("*.dist-info")):
-        metadata = email.parser.Parser().parsestr((info / "METADATA").read_text(encoding="utf-8"), headersonly=True)
+        metadata = email.parser.Parser().parsestr(
+            (info / "METADATA").read_text(encoding="utf-8"), headersonly=True
+        )
         name, version = str(metadata["Name"]), str(metadata["Version"])
         normalized = re.sub(r"[-_.]+", "-", name).lower()
-        components.append(Component(name, version, f"pkg:pypi/{normalized}@{version}", distribution_license(metadata)))
+        components.append(
+            Component(
+                name, version, f"pkg:pypi/{normalized}@{version}", distribution_license(metadata)
+            )
+        )
     return components
 
 
@@ -105,11 +113,20 @@ def vendored_components(contents: Path) -> list[Component]:
     components = []
     for library in sorted(contents.glob("*.libs/*.so*")):
         match = re.match(r"(lib[a-zA-Z0-9_+]+?)-[0-9a-f]{8}\.so\.?([0-9.]*)$", library.name)
-        name, version = (match.group(1), match.group(2) or "unknown") if match else (library.name, "unknown")
+        name, version = (
+            (match.group(1), match.group(2) or "unknown") if match else (library.name, "unknown")
+        )
         owner = library.parent.name.removesuffix(".libs")
         relative = library.relative_to(contents).as_posix()
         components.append(
-            Component(name, version, f"pkg:generic/{name}@{version}", "", (relative,), f"vendored by the {owner} wheel")
+            Component(
+                name,
+                version,
+                f"pkg:generic/{name}@{version}",
+                "",
+                (relative,),
+                f"vendored by the {owner} wheel",
+            )
         )
     for binary in sorted(contents.glob("cryptography/hazmat/bindings/_rust*.so")):
         found = _OPENSSL_IN_BINARY.search(binary.read_bytes())
@@ -117,15 +134,30 @@ def vendored_components(contents: Path) -> list[Component]:
             version = found.group(1).decode()
             relative = binary.relative_to(contents).as_posix()
             components.append(
-                Component("openssl", version, f"pkg:generic/openssl@{version}?package=cryptography", "Apache-2.0", (relative,), "statically linked into the cryptography wheel")
+                Component(
+                    "openssl",
+                    version,
+                    f"pkg:generic/openssl@{version}?package=cryptography",
+                    "Apache-2.0",
+                    (relative,),
+                    "statically linked into the cryptography wheel",
+                )
             )
     return components
 
 
-def native_components(contents: Path, lock: Lock, extra: Iterable[Component] = ()) -> list[Component]:
+def native_components(
+    contents: Path, lock: Lock, extra: Iterable[Component] = ()
+) -> list[Component]:
     components = []
     for native in NATIVE:
-        files = sorted({p.relative_to(contents).as_posix() for pattern in native.files for p in contents.glob(pattern)})
+        files = sorted(
+            {
+                p.relative_to(contents).as_posix()
+                for pattern in native.files
+                for p in contents.glob(pattern)
+            }
+        )
         if not files:
             continue
         package = lock.packages[native.package]
@@ -133,7 +165,16 @@ def native_components(contents: Path, lock: Lock, extra: Iterable[Component] = (
         description = f"built from Debian's {native.package} {package.version} source"
         if package.patches_from:
             description += f" with its patches from {package.patches_from} on"
-        components.append(Component(native.name, package.upstream_version, purl, native.license, tuple(files), description))
+        components.append(
+            Component(
+                native.name,
+                package.upstream_version,
+                purl,
+                native.license,
+                tuple(files),
+                description,
+            )
+        )
     return [*components, *extra]
 
 
@@ -161,7 +202,11 @@ def document(
         "version": 1,
         "metadata": {
             "timestamp": built,
-            "tools": {"components": [{"type": "application", "name": "credprovider release (release/sbom.py)"}]},
+            "tools": {
+                "components": [
+                    {"type": "application", "name": "credprovider release (release/sbom.py)"}
+                ]
+            },
             "component": {
                 "type": "application",
                 "bom-ref": root_ref,
@@ -169,7 +214,10 @@ def document(
                 "version": version,
                 "purl": root_ref,
                 "licenses": [{"expression": "Apache-2.0"}],
-                "properties": [{"name": "credprovider:commit", "value": commit}, {"name": "credprovider:arch", "value": arch}],
+                "properties": [
+                    {"name": "credprovider:commit", "value": commit},
+                    {"name": "credprovider:arch", "value": arch},
+                ],
             },
         },
         "components": [component.to_json() for component in unique],

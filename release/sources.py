@@ -129,7 +129,9 @@ def _extract(archive: Path, into: Path) -> Path:
 
 def patch_series(series: str, first: str | None) -> list[str]:
     """The patches of a quilt ``series`` file from ``first`` on (comments and options dropped)."""
-    names = [line.split()[0] for line in series.splitlines() if line.strip() and not line.startswith("#")]
+    names = [
+        line.split()[0] for line in series.splitlines() if line.strip() and not line.startswith("#")
+    ]
     if first is None:
         return []
     if first not in names:
@@ -149,7 +151,9 @@ def unpack(lock: Lock, name: str, cache: Path, workdir: Path) -> Path:
     patches: list[Path] = []
     if package.patches_from is not None:
         if debian is None:
-            raise SourceError(f"{name}: patches are asked for but the lock names no .debian tarball")
+            raise SourceError(
+                f"{name}: patches are asked for but the lock names no .debian tarball"
+            )
         with tarfile.open(files[debian]) as tar:
             tar.extractall(workdir / f"{name}-debian", filter="data")
         debian_patches = workdir / f"{name}-debian" / "debian" / "patches"
@@ -193,7 +197,10 @@ def parse_sources(text: str) -> dict[str, list[dict[str, str]]]:
 def _newest(stanzas: list[dict[str, str]]) -> dict[str, str]:
     def key(stanza: dict[str, str]) -> list[tuple[int, str]]:
         # Good enough to order the handful of versions one suite carries; dpkg decides ties.
-        return [(int(part), "") if part.isdigit() else (0, part) for part in re.split(r"(\d+)", stanza["Version"])]
+        return [
+            (int(part), "") if part.isdigit() else (0, part)
+            for part in re.split(r"(\d+)", stanza["Version"])
+        ]
 
     return max(stanzas, key=key)
 
@@ -210,7 +217,9 @@ def refresh(lock: Lock, work: Path) -> Lock:
     match = re.search(rf"^ ([0-9a-f]{{64}}) +\d+ {re.escape(wanted)}$", inrelease.read_text(), re.M)
     if match is None:
         raise SourceError(f"InRelease lists no {wanted}")
-    index = _fetch(f"{lock.mirror}/dists/{lock.suite}/{wanted}", work / "Sources.xz", match.group(1))
+    index = _fetch(
+        f"{lock.mirror}/dists/{lock.suite}/{wanted}", work / "Sources.xz", match.group(1)
+    )
     stanzas = parse_sources(lzma.decompress(index.read_bytes()).decode("utf-8"))
     packages = {}
     for name, old in lock.packages.items():
@@ -220,7 +229,9 @@ def refresh(lock: Lock, work: Path) -> Lock:
             parts = line.split()
             if len(parts) == 3 and not parts[2].endswith((".dsc", ".asc")):
                 files[parts[2]] = parts[0]
-        packages[name] = SourcePackage(name, stanza["Version"], stanza["Directory"], files, old.patches_from)
+        packages[name] = SourcePackage(
+            name, stanza["Version"], stanza["Directory"], files, old.patches_from
+        )
     return Lock(lock.mirror, lock.suite, packages)
 
 

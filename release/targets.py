@@ -39,7 +39,9 @@ class Target:
     machine: str  # uname -m, and zig's CPU name: x86_64, aarch64
     elf_machine: str  # e_machine as pyelftools names it
     qemu: str  # the qemu-user binary that runs it on another machine
-    binfmt_magic: str  # binfmt_misc "magic:mask" of its ELF executables (escaped as the kernel reads it)
+    binfmt_magic: (
+        str  # binfmt_misc "magic:mask" of its ELF executables (escaped as the kernel reads it)
+    )
 
     @property
     def zig_target(self) -> str:
@@ -52,7 +54,10 @@ class Target:
     @property
     def wheel_platforms(self) -> list[str]:
         """pip --platform tags, newest first, none newer than the floor."""
-        return [f"manylinux_{GLIBC_FLOOR[0]}_{GLIBC_FLOOR[1]}_{self.machine}", f"manylinux2014_{self.machine}"]
+        return [
+            f"manylinux_{GLIBC_FLOOR[0]}_{GLIBC_FLOOR[1]}_{self.machine}",
+            f"manylinux2014_{self.machine}",
+        ]
 
     def is_native(self) -> bool:
         return platform.machine() == self.machine
@@ -62,8 +67,20 @@ _ELF_HEAD = r"\x7f\x45\x4c\x46\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x
 _ELF_MASK = r"\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff"
 
 TARGETS: Final = {
-    "amd64": Target("amd64", "x86_64", "EM_X86_64", "qemu-x86_64-static", rf"{_ELF_HEAD}\x3e\x00:{_ELF_MASK}\xff\xff"),
-    "arm64": Target("arm64", "aarch64", "EM_AARCH64", "qemu-aarch64-static", rf"{_ELF_HEAD}\xb7\x00:{_ELF_MASK}\xff\xff"),
+    "amd64": Target(
+        "amd64",
+        "x86_64",
+        "EM_X86_64",
+        "qemu-x86_64-static",
+        rf"{_ELF_HEAD}\x3e\x00:{_ELF_MASK}\xff\xff",
+    ),
+    "arm64": Target(
+        "arm64",
+        "aarch64",
+        "EM_AARCH64",
+        "qemu-aarch64-static",
+        rf"{_ELF_HEAD}\xb7\x00:{_ELF_MASK}\xff\xff",
+    ),
 }
 
 
@@ -78,4 +95,6 @@ def target(arch: str) -> Target:
     try:
         return TARGETS[arch]
     except KeyError:
-        raise ValueError(f"unknown architecture {arch!r}; choose one of {', '.join(TARGETS)}") from None
+        raise ValueError(
+            f"unknown architecture {arch!r}; choose one of {', '.join(TARGETS)}"
+        ) from None

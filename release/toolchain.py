@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -65,7 +64,7 @@ class Toolchain:
 def zig_binary() -> Path:
     """The zig shipped by the ``ziglang`` package (a test dependency: ``make venv`` installs it)."""
     try:
-        import ziglang  # type: ignore[import-not-found]
+        import ziglang  # type: ignore[import-untyped]
     except ImportError:
         raise RuntimeError(
             f"zig is missing: pip install ziglang=={ZIG_VERSION} (make venv does)"
@@ -100,7 +99,19 @@ def compile_static(toolchain: Toolchain, source: Path, output: Path, flags: list
     zig = zig_binary()
     target = f"{toolchain.target.machine}-linux-musl"
     subprocess.run(
-        [str(zig), "cc", "-target", target, "-static", "-Os", "-s", *flags, "-o", str(output), str(source)],
+        [
+            str(zig),
+            "cc",
+            "-target",
+            target,
+            "-static",
+            "-Os",
+            "-s",
+            *flags,
+            "-o",
+            str(output),
+            str(source),
+        ],
         check=True,
         env={**os.environ, "ZIG_GLOBAL_CACHE_DIR": str(toolchain.directory / "zig-cache")},
     )
