@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from credprovider.version import version_text
 from credprovider.catalog import PLUGINS
 from credprovider.entry import PLUGIN_MODULES
 from credprovider.matching import ImageError, parse_image, urls_match
+from credprovider.version import version_text
 
 EXIT_OK = 0
 EXIT_FAILED = 1

@@ -69,11 +69,20 @@ def render_config(keys: list[str], azure_config: str | None = None) -> str:
     return header + yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
 
 
+def bundle_launcher(frozen_executable: Path) -> Path:
+    """The bundle's top-level ``credprovider`` (the launcher every name must link to), given the
+    PyInstaller executable in its ``_internal/`` directory that is running."""
+    launcher = frozen_executable.parent.parent / "credprovider"
+    if frozen_executable.parent.name == "_internal" and launcher.is_file():
+        return launcher
+    return frozen_executable
+
+
 def bundle_executable(target: str | None) -> Path:
     if target:
         path = Path(target).resolve()
     elif getattr(sys, "frozen", False):
-        path = Path(sys.executable).resolve()
+        path = bundle_launcher(Path(sys.executable).resolve())
     else:
         raise InstallError(
             "run install from the bundle (dist/credprovider/credprovider install ...) "

@@ -646,6 +646,12 @@ def test_install_from_the_bundle_links_to_itself(tmp_path: Path, bin_dir: Path) 
         Path(os.readlink(plugins / "ecr-credential-provider"))
         == (BUNDLE_DIR / "credprovider").resolve()
     )
+    # The link is to the launcher (not the PyInstaller executable in _internal/), and it runs.
+    linked = subprocess.run(
+        [str(plugins / "ecr-credential-provider"), "--version"], capture_output=True, check=False
+    )
+    assert linked.returncode == 0, linked.stderr
+    assert linked.stdout.startswith(b"ecr-credential-provider version ")
 
 
 def test_install_needs_a_target_from_source(tmp_path: Path) -> None:

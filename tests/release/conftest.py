@@ -44,7 +44,9 @@ def bundle_dir(target: Target) -> Path:
 @pytest.fixture
 def tarball(target: Target) -> Path:
     version = bundle.project_version()
-    path = bundle.REPO / "dist" / "release" / f"{package.artifact_name(version, target.arch)}.tar.gz"
+    path = (
+        bundle.REPO / "dist" / "release" / f"{package.artifact_name(version, target.arch)}.tar.gz"
+    )
     if not path.exists():
         missing("the tarball", target.arch)
     return path

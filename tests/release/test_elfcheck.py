@@ -16,7 +16,12 @@ AMD64 = TARGETS["amd64"]
 
 
 def facts(path: str = "_internal/x.so", **kwargs: object) -> ElfFacts:
-    defaults: dict[str, object] = {"machine": "EM_X86_64", "needed": (), "search": (), "versions": ()}
+    defaults: dict[str, object] = {
+        "machine": "EM_X86_64",
+        "needed": (),
+        "search": (),
+        "versions": (),
+    }
     defaults.update(kwargs)
     return ElfFacts(path, **defaults)  # type: ignore[arg-type]
 
@@ -68,14 +73,22 @@ def test_a_lower_glibc_limit_is_enforced_too() -> None:
     ("elf", "files", "missing"),
     [
         # glibc's own libraries come from the node
-        (facts(needed=("libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1")), set(), []),
+        (
+            facts(needed=("libc.so.6", "libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1")),
+            set(),
+            [],
+        ),
         # found in the bundle's library directory (the bootloader's LD_LIBRARY_PATH)
         (facts(needed=("libssl.so.3",)), {"_internal/libssl.so.3"}, []),
         (facts(needed=("libssl.so.3",)), set(), ["libssl.so.3"]),
         (facts(needed=("libstdc++.so.6", "libz.so.1")), set(), ["libstdc++.so.6", "libz.so.1"]),
         # auditwheel's $ORIGIN runpath into <package>.libs/
         (
-            facts("_internal/cffi/_cffi_backend.so", needed=("libffi-abc.so.8",), search=("$ORIGIN/../cffi.libs",)),
+            facts(
+                "_internal/cffi/_cffi_backend.so",
+                needed=("libffi-abc.so.8",),
+                search=("$ORIGIN/../cffi.libs",),
+            ),
             {"_internal/cffi.libs/libffi-abc.so.8"},
             [],
         ),
@@ -88,9 +101,13 @@ def test_a_lower_glibc_limit_is_enforced_too() -> None:
         (facts(needed=("libq.so",)), {"_internal/other/libq.so"}, ["libq.so"]),
     ],
 )
-def test_libraries_must_come_from_the_bundle(elf: ElfFacts, files: set[str], missing: list[str]) -> None:
+def test_libraries_must_come_from_the_bundle(
+    elf: ElfFacts, files: set[str], missing: list[str]
+) -> None:
     problems = elfcheck.library_problems(elf, files, ["_internal"])
-    assert [p.message for p in problems] == [f"loads {name} from the node: it is not in the bundle" for name in missing]
+    assert [p.message for p in problems] == [
+        f"loads {name} from the node: it is not in the bundle" for name in missing
+    ]
 
 
 def test_absolute_runpaths_are_refused() -> None:
@@ -107,7 +124,8 @@ def test_wrong_architecture_is_refused() -> None:
 
 def test_newest_names_the_file() -> None:
     found = elfcheck.newest(
-        [facts("a", versions=("GLIBC_2.14",)), facts("b", versions=("GLIBC_2.17", "GLIBC_2.3"))], "GLIBC_"
+        [facts("a", versions=("GLIBC_2.14",)), facts("b", versions=("GLIBC_2.17", "GLIBC_2.3"))],
+        "GLIBC_",
     )
     assert found == ((2, 17), "b")
 
@@ -131,4 +149,6 @@ def test_this_machines_libraries_break_the_rules(tmp_path: Path) -> None:
 
 
 def test_an_empty_directory_is_not_a_bundle(tmp_path: Path) -> None:
-    assert [p.message for p in elfcheck.check_bundle(tmp_path, AMD64)] == ["holds no ELF file: is this a bundle?"]
+    assert [p.message for p in elfcheck.check_bundle(tmp_path, AMD64)] == [
+        "holds no ELF file: is this a bundle?"
+    ]

@@ -24,7 +24,9 @@ def native_bundle(bundle_dir: Path, target: Target) -> Path:
     return bundle_dir
 
 
-def run(executable: Path, *args: str, argv0: str | None = None) -> subprocess.CompletedProcess[bytes]:
+def run(
+    executable: Path, *args: str, argv0: str | None = None
+) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
         [argv0 or str(executable), *args],
         executable=executable,
@@ -36,7 +38,9 @@ def run(executable: Path, *args: str, argv0: str | None = None) -> subprocess.Co
     )
 
 
-def assert_one_line_failure(result: subprocess.CompletedProcess[bytes], name: str, *fragments: str) -> str:
+def assert_one_line_failure(
+    result: subprocess.CompletedProcess[bytes], name: str, *fragments: str
+) -> str:
     assert result.returncode == 1
     assert result.stdout == b""
     lines = result.stderr.decode().splitlines()
@@ -57,7 +61,9 @@ def copy_bundle(bundle_dir: Path, into: Path) -> Path:
 def test_a_copied_executable_explains_itself(native_bundle: Path, tmp_path: Path) -> None:
     lone = tmp_path / "ecr-credential-provider"
     shutil.copy2(native_bundle / "credprovider", lone)
-    line = assert_one_line_failure(run(lone, "get-credentials"), "ecr-credential-provider", f"{tmp_path}/_internal is missing")
+    line = assert_one_line_failure(
+        run(lone, "get-credentials"), "ecr-credential-provider", f"{tmp_path}/_internal is missing"
+    )
     assert "PYI" not in line and "shared library" not in line
 
 
@@ -66,7 +72,9 @@ def test_a_hard_link_elsewhere_explains_itself(native_bundle: Path, tmp_path: Pa
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     os.link(copy / "credprovider", bin_dir / "auth-provider-gcp")
-    assert_one_line_failure(run(bin_dir / "auth-provider-gcp"), "auth-provider-gcp", f"{bin_dir}/_internal is missing")
+    assert_one_line_failure(
+        run(bin_dir / "auth-provider-gcp"), "auth-provider-gcp", f"{bin_dir}/_internal is missing"
+    )
 
 
 def test_symlinks_from_another_directory_work(native_bundle: Path, tmp_path: Path) -> None:
@@ -76,10 +84,14 @@ def test_symlinks_from_another_directory_work(native_bundle: Path, tmp_path: Pat
     (bin_dir / "acr-credential-provider").symlink_to(copy / "acr-credential-provider")
     result = run(bin_dir / "acr-credential-provider", "--version")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.decode().startswith(f"acr-credential-provider version {VERSION} (credprovider)\n")
+    assert result.stdout.decode().startswith(
+        f"acr-credential-provider version {VERSION} (credprovider)\n"
+    )
 
 
-@pytest.mark.parametrize("victim", ["libpython3.11.so.1.0", "libssl.so.3", "base_library.zip", "credprovider-main"])
+@pytest.mark.parametrize(
+    "victim", ["libpython3.11.so.1.0", "libssl.so.3", "base_library.zip", "credprovider-main"]
+)
 def test_a_missing_file_is_named(native_bundle: Path, tmp_path: Path, victim: str) -> None:
     copy = copy_bundle(native_bundle, tmp_path)
     (copy / "_internal" / victim).unlink()
@@ -106,12 +118,18 @@ def test_a_truncated_file_is_named(native_bundle: Path, tmp_path: Path) -> None:
 def test_a_missing_manifest_is_a_damaged_bundle(native_bundle: Path, tmp_path: Path) -> None:
     copy = copy_bundle(native_bundle, tmp_path)
     (copy / "_internal" / "credprovider.files").unlink()
-    assert_one_line_failure(run(copy / "credprovider"), "credprovider", "the bundle is damaged: cannot read")
+    assert_one_line_failure(
+        run(copy / "credprovider"), "credprovider", "the bundle is damaged: cannot read"
+    )
 
 
 def test_the_launcher_passes_argv_and_stdin_through(native_bundle: Path) -> None:
     """The kubelet's argv[0] (a full path) picks the plugin; stdin reaches it; exit codes pass back."""
-    result = run(native_bundle / "credprovider", "--no-such-flag", argv0="/var/lib/kubelet/plugins/ecr-credential-provider")
+    result = run(
+        native_bundle / "credprovider",
+        "--no-such-flag",
+        argv0="/var/lib/kubelet/plugins/ecr-credential-provider",
+    )
     assert result.returncode == 1 and result.stdout == b""
     assert result.stderr.decode().startswith("ecr-credential-provider:")
     assert "unrecognized arguments: --no-such-flag" in result.stderr.decode()

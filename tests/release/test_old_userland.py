@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +38,9 @@ class OldNode:
     root: Path
     upper: Path  # the overlay's upper layer: the unpacked tarball stays there between runs
 
-    def run(self, argv: list[str], stdin: bytes = b"", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    def run(
+        self, argv: list[str], stdin: bytes = b"", env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
         spec = sandbox.spec_for(
             self.target,
             self.root,
@@ -48,7 +50,6 @@ class OldNode:
             binds=[sandbox.Bind(TMP, TMP, read_only=True)],
         )
         return sandbox.run(spec, stdin=stdin, timeout=600)
-
 
 
 @pytest.fixture
@@ -66,7 +67,18 @@ def old_node(target: Target, tarball: Path, tmp_path: Path) -> Iterator[OldNode]
         shutil.copyfile(tarball, staged)
         result = node.run(["/bin/tar", "-xzf", str(staged), "-C", "/opt"])
     assert result.returncode == 0, result.stderr
+    mounts_before = host_mounts()
     yield node
+    # The sandboxes changed nothing on the host: no mount, no binfmt_misc registration.
+    assert host_mounts() == mounts_before
+    assert not Path("/proc/sys/fs/binfmt_misc/credprovider-qemu").exists()
+
+
+def host_mounts() -> list[str]:
+    """This machine's mount table, without the per-mount ids that change on remount."""
+    return sorted(
+        " ".join(line.split()[3:]) for line in Path("/proc/self/mountinfo").read_text().splitlines()
+    )
 
 
 def test_the_root_filesystem_is_debian_11(old_node: OldNode) -> None:
@@ -76,7 +88,12 @@ def test_the_root_filesystem_is_debian_11(old_node: OldNode) -> None:
 
 
 def test_version_under_every_name(old_node: OldNode) -> None:
-    for name in ("credprovider", "ecr-credential-provider", "acr-credential-provider", "auth-provider-gcp"):
+    for name in (
+        "credprovider",
+        "ecr-credential-provider",
+        "acr-credential-provider",
+        "auth-provider-gcp",
+    ):
         result = old_node.run([f"{INSTALL_DIR}/{name}", "--version"])
         assert result.returncode == 0, result.stderr
         first, second = result.stdout.decode().splitlines()
@@ -88,20 +105,26 @@ def test_version_under_every_name(old_node: OldNode) -> None:
         ), second
 
 
-def scenarios() -> Iterator[tuple[ExitStack, list[Scenario]]]:
+@contextmanager
+def demo_scenarios() -> Iterator[list[Scenario]]:
+    """Every scenario of make demo, with its emulators running."""
     with ExitStack() as stack:
         found: list[Scenario] = []
         for source in SCENARIO_SOURCES.values():
             found += stack.enter_context(source())
-        yield stack, found
+        yield found
 
 
 def test_every_plugin_answers_the_demo_requests(old_node: OldNode) -> None:
-    for _stack, found in scenarios():
+    with demo_scenarios() as found:
         assert len(found) >= 8
         for scenario in found:
-            request = request_bytes(scenario.image, token=scenario.token, annotations=scenario.annotations)
-            result = old_node.run([f"{INSTALL_DIR}/{scenario.plugin}", *scenario.args], request, scenario.env)
+            request = request_bytes(
+                scenario.image, token=scenario.token, annotations=scenario.annotations
+            )
+            result = old_node.run(
+                [f"{INSTALL_DIR}/{scenario.plugin}", *scenario.args], request, scenario.env
+            )
             assert result.returncode == 0, f"{scenario.title}: {result.stderr.decode()}"
             response = json.loads(result.stdout)
             assert response["kind"] == "CredentialProviderResponse", scenario.title
@@ -110,20 +133,67 @@ def test_every_plugin_answers_the_demo_requests(old_node: OldNode) -> None:
                 assert entry["username"] and entry["password"], scenario.title
 
 
+def loaded_objects(ld_debug: str) -> set[str]:
+    """Every shared object the loader opened, from its LD_DEBUG=libs,files account: absolute paths it
+    was given (dlopen of an extension module), and the file each library search ended on."""
+    found: set[str] = set()
+    last_try = ""
+    for raw in ld_debug.splitlines():
+        line = raw.split(":", 1)[1].strip() if re.match(r"^\s*\d+:", raw) else raw.strip()
+        if line.startswith("trying file="):
+            last_try = line.removeprefix("trying file=")
+            continue
+        if line.startswith("search path=") or line.startswith("search cache="):
+            continue
+        if last_try:
+            found.add(last_try)  # the search ended on its last try
+            last_try = ""
+        absolute = re.match(r"file=(/\S+) \[\d+\];", line)
+        if absolute:
+            found.add(absolute.group(1))
+    return found
+
+
+def test_loaded_objects_parser() -> None:
+    text = (
+        "  7:\tfind library=libz.so.1 [0]; searching\n"
+        "  7:\t search path=/opt/x/_internal\t\t(LD_LIBRARY_PATH)\n"
+        "  7:\t  trying file=/opt/x/_internal/tls/libz.so.1\n"
+        "  7:\t  trying file=/opt/x/_internal/libz.so.1\n"
+        "  7:\t\n"
+        "  7:\tfind library=libc.so.6 [0]; searching\n"
+        "  7:\t  trying file=/opt/x/_internal/libc.so.6\n"
+        "  7:\t search cache=/etc/ld.so.cache\n"
+        "  7:\t  trying file=/lib/x86_64-linux-gnu/libc.so.6\n"
+        "  7:\tfile=/opt/x/_internal/m.so [0];  dynamically loaded by /opt/x/_internal/libpython3.11.so.1.0 [0]\n"
+    )
+    assert loaded_objects(text) == {
+        "/opt/x/_internal/libz.so.1",
+        "/lib/x86_64-linux-gnu/libc.so.6",
+        "/opt/x/_internal/m.so",
+    }
+
+
 def test_nothing_is_loaded_from_the_node_but_glibc(old_node: OldNode) -> None:
-    """The loader's own account (LD_DEBUG) of a cache miss per cloud: every library it initialised."""
-    for _stack, found in scenarios():
+    """The loader's own account (LD_DEBUG) of a cache miss per cloud: every object it opened."""
+    with demo_scenarios() as found:
         firsts = {scenario.plugin: scenario for scenario in reversed(found)}
         for scenario in firsts.values():
-            request = request_bytes(scenario.image, token=scenario.token, annotations=scenario.annotations)
-            env = {**scenario.env, "LD_DEBUG": "files"}
-            result = old_node.run([f"{INSTALL_DIR}/{scenario.plugin}", *scenario.args], request, env)
+            request = request_bytes(
+                scenario.image, token=scenario.token, annotations=scenario.annotations
+            )
+            env = {**scenario.env, "LD_DEBUG": "libs,files"}
+            result = old_node.run(
+                [f"{INSTALL_DIR}/{scenario.plugin}", *scenario.args], request, env
+            )
             assert result.returncode == 0, result.stderr.decode()[-2000:]
-            loaded = set(re.findall(r"calling init: (\S+)", result.stderr.decode()))
-            assert any(path.endswith("/libpython3.11.so.1.0") for path in loaded), loaded
+            loaded = loaded_objects(result.stderr.decode())
+            for expected in ("libz.so.1", "libpython3.11.so.1.0", "libssl.so.3", "libcrypto.so.3"):
+                assert f"{INSTALL_DIR}/_internal/{expected}" in loaded, sorted(loaded)
             outside = {
                 path
                 for path in loaded
-                if not path.startswith(f"{INSTALL_DIR}/_internal/") and os.path.basename(path) not in GLIBC_LIBRARIES
+                if not path.startswith(f"{INSTALL_DIR}/_internal/")
+                and os.path.basename(path) not in GLIBC_LIBRARIES
             }
             assert outside == set(), f"{scenario.plugin} loaded from the node: {sorted(outside)}"

@@ -64,6 +64,14 @@ def test_the_manifest_lists_every_file_of_internal_with_its_size(bundle_dir: Pat
 
 def test_scanners_see_every_python_distribution(bundle_dir: Path) -> None:
     names = {p.name.split("-")[0].lower() for p in (bundle_dir / "_internal").glob("*.dist-info")}
-    for expected in ("botocore", "urllib3", "requests", "google_auth", "azure_identity", "cryptography", "certifi"):
+    for expected in (
+        "botocore",
+        "urllib3",
+        "requests",
+        "google_auth",
+        "azure_identity",
+        "cryptography",
+        "certifi",
+    ):
         assert expected in names, sorted(names)
     assert "boto3" not in names  # left out of the bundle by build.spec

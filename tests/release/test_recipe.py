@@ -37,7 +37,10 @@ SERIES = "deb-setup.diff\n# a comment\nmultiarch.diff -p1\nshutdown-deadlock.dif
     [
         (None, []),
         ("shutdown-deadlock.diff", ["shutdown-deadlock.diff", "CVE-2024-0450.patch"]),
-        ("deb-setup.diff", ["deb-setup.diff", "multiarch.diff", "shutdown-deadlock.diff", "CVE-2024-0450.patch"]),
+        (
+            "deb-setup.diff",
+            ["deb-setup.diff", "multiarch.diff", "shutdown-deadlock.diff", "CVE-2024-0450.patch"],
+        ),
     ],
 )
 def test_patch_series(first: str | None, expected: list[str]) -> None:
@@ -57,7 +60,10 @@ def test_parse_sources_index() -> None:
     )
     parsed = sources.parse_sources(index)
     assert parsed["zlib"][0]["Version"] == "1:1.2.13.dfsg-1"
-    assert parsed["zlib"][0]["Checksums-Sha256"].splitlines()[1] == "bb 20 zlib_1.2.13.dfsg.orig.tar.bz2"
+    assert (
+        parsed["zlib"][0]["Checksums-Sha256"].splitlines()[1]
+        == "bb 20 zlib_1.2.13.dfsg.orig.tar.bz2"
+    )
     assert parsed["bzip2"][0]["Directory"] == "pool/main/b/bzip2"
 
 
@@ -86,7 +92,10 @@ def metadata(text: str) -> email.message.Message:
     [
         ("Name: a\nLicense-Expression: MIT\nLicense: ignored\n", "MIT"),
         ("Name: a\nLicense: Apache 2.0\n", "Apache 2.0"),
-        ("Name: a\nLicense: UNKNOWN\nClassifier: License :: OSI Approved :: BSD License\n", "BSD License"),
+        (
+            "Name: a\nLicense: UNKNOWN\nClassifier: License :: OSI Approved :: BSD License\n",
+            "BSD License",
+        ),
         (
             "Name: a\nClassifier: License :: OSI Approved :: MIT License\n"
             "Classifier: License :: OSI Approved :: Apache Software License\n",
@@ -102,24 +111,45 @@ def test_distribution_license(text: str, expected: str) -> None:
 def test_sbom_document(tmp_path: Path) -> None:
     contents = tmp_path / "_internal"
     (contents / "botocore-1.44.5.dist-info").mkdir(parents=True)
-    (contents / "botocore-1.44.5.dist-info" / "METADATA").write_text("Name: botocore\nVersion: 1.44.5\nLicense: Apache License 2.0\n")
+    (contents / "botocore-1.44.5.dist-info" / "METADATA").write_text(
+        "Name: botocore\nVersion: 1.44.5\nLicense: Apache License 2.0\n"
+    )
     (contents / "cffi.libs").mkdir()
     (contents / "cffi.libs" / "libffi-0c3c6a1f.so.8.1.2").write_bytes(b"\x7fELF")
     (contents / "libssl.so.3").write_bytes(b"")
     (contents / "libcrypto.so.3").write_bytes(b"")
     lock = sources.load_lock()
-    components = [*sbom.native_components(contents, lock), *sbom.python_components(contents), *sbom.vendored_components(contents)]
-    doc = sbom.document(version="1.0.0", arch="arm64", commit="abc", built="2026-01-01T00:00:00Z", components=components + components[:1])
+    components = [
+        *sbom.native_components(contents, lock),
+        *sbom.python_components(contents),
+        *sbom.vendored_components(contents),
+    ]
+    doc = sbom.document(
+        version="1.0.0",
+        arch="arm64",
+        commit="abc",
+        built="2026-01-01T00:00:00Z",
+        components=components + components[:1],
+    )
     by_name = {c["name"]: c for c in doc["components"]}
     assert by_name["botocore"]["purl"] == "pkg:pypi/botocore@1.44.5"
     assert by_name["openssl"]["version"] == lock.packages["openssl"].upstream_version
     assert by_name["openssl"]["licenses"] == [{"expression": "Apache-2.0"}]
-    assert [p["value"] for p in by_name["openssl"]["properties"]] == ["libcrypto.so.3", "libssl.so.3"]
+    assert [p["value"] for p in by_name["openssl"]["properties"]] == [
+        "libcrypto.so.3",
+        "libssl.so.3",
+    ]
     assert by_name["libffi"]["version"] == "8.1.2"
     assert "cpython" not in by_name  # its files are not in this made-up bundle
     assert len(doc["components"]) == len(components)  # duplicates dropped
     assert doc["metadata"]["component"]["purl"] == "pkg:generic/credprovider@1.0.0?arch=arm64"
-    again = sbom.document(version="1.0.0", arch="arm64", commit="abc", built="2026-01-01T00:00:00Z", components=components)
+    again = sbom.document(
+        version="1.0.0",
+        arch="arm64",
+        commit="abc",
+        built="2026-01-01T00:00:00Z",
+        components=components,
+    )
     assert again["serialNumber"] == doc["serialNumber"]
     json.dumps(doc)
 
@@ -133,7 +163,9 @@ def test_tarballs_are_reproducible(tmp_path: Path) -> None:
     package.write_tarball(stage, "top", first, 1700000000)
     (stage / "top" / "sub" / "file").touch()  # a newer mtime must not matter
     package.write_tarball(stage, "top", second, 1700000000)
-    assert hashlib.sha256(first.read_bytes()).digest() == hashlib.sha256(second.read_bytes()).digest()
+    assert (
+        hashlib.sha256(first.read_bytes()).digest() == hashlib.sha256(second.read_bytes()).digest()
+    )
     with tarfile.open(first) as tar:
         members = tar.getmembers()
     assert [m.name for m in members] == ["top", "top/link", "top/sub", "top/sub/file"]
