@@ -37,6 +37,20 @@ from release.targets import GLIBC_FLOOR, Target, host_target
 OPENSSL_DIR: Final = "/etc/credprovider/ssl"
 # Modules a node bundle never uses, or whose libraries would come from the node (libcrypt, libnsl,
 # ncurses, readline, sqlite, Tk, gdbm, libuuid).
+# What configure would learn by running a test program, which it cannot do for another architecture:
+# the answers for Linux with glibc (its cross-compiling defaults assume the worst).
+CROSS_ANSWERS: Final = {
+    "ac_cv_file__dev_ptmx": "yes",
+    "ac_cv_file__dev_ptc": "no",
+    "ac_cv_buggy_getaddrinfo": "no",
+    "ac_cv_aligned_required": "no",
+    "ac_cv_broken_sem_getvalue": "no",
+    "ac_cv_working_tzset": "yes",
+    "ac_cv_computed_gotos": "yes",
+    "ac_cv_pthread_system_supported": "yes",
+    "ac_cv_have_chflags": "no",
+    "ac_cv_have_lchflags": "no",
+}
 DISABLED_MODULES: Final = (
     "_crypt", "nis", "_dbm", "_gdbm", "readline", "_curses", "_curses_panel", "_tkinter",
     "_sqlite3", "_uuid",
@@ -215,8 +229,9 @@ class Build:
                 f"--build={host_target().gnu_triplet}",
                 f"--host={self.target.gnu_triplet}",
                 f"--with-build-python={build_python}",
-                "ac_cv_file__dev_ptmx=yes",
-                "ac_cv_file__dev_ptc=no",
+                *(f"{name}={value}" for name, value in CROSS_ANSWERS.items()),
+                # binutils' readelf reads every architecture's ELF files (configure wants a path)
+                f"READELF={shutil.which('readelf') or 'readelf'}",
             ]
         self.run(
             [
