@@ -171,7 +171,9 @@ def _register_qemu(qemu: str, elf_magic: str) -> None:
     _mount("-t", "binfmt_misc", "binfmt_misc", binfmt)
     magic, mask = elf_magic.split(":")
     # F: open the interpreter now, so it works inside the chroot, where its path does not exist.
-    Path(binfmt, "register").write_text(f":credprovider-qemu:M::{magic}:{mask}:{qemu}:F")
+    # P: keep argv[0] as the caller gave it, as a real arm64 kernel does (the plugin is chosen by
+    # the name it was run as; without P, qemu would see the resolved file name).
+    Path(binfmt, "register").write_text(f":credprovider-qemu:M::{magic}:{mask}:{qemu}:FP")
 
 
 def _prepare_root(spec: Spec, scratch: Path) -> Path:

@@ -27,6 +27,9 @@ GLIBC_LIBRARIES: Final = frozenset(
         "ld-linux-aarch64.so.1",
     }
 )
+# glibc's own name-service modules, which libc itself loads at run time as the node's
+# /etc/nsswitch.conf says (user and host look-ups); no ELF file may need them.
+GLIBC_NSS_LIBRARIES: Final = frozenset({"libnss_files.so.2", "libnss_dns.so.2", "libresolv.so.2"})
 
 # The Debian suite of the root filesystems the bundles are built and tested in (glibc 2.31).
 DEBIAN_SUITE: Final = "bullseye"

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from credprovider import redact
+from release.native import cache_root as release_cache_root
 
 # Variables that could point an SDK at real credentials or real endpoints.
 _CLOUD_ENV_PREFIXES = (
@@ -83,6 +84,8 @@ def _clean_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
         if key.startswith(_CLOUD_ENV_PREFIXES) or key.lower() in ("http_proxy", "https_proxy"):
             del os.environ[key]
     home = tmp_path_factory.mktemp("home")
+    # The release tests reuse the build cache (root filesystems, interpreters) under the real HOME.
+    os.environ["CREDPROVIDER_BUILD_CACHE"] = str(release_cache_root())
     os.environ.update(_SAFE_ENV)
     os.environ["HOME"] = str(home)
     os.environ["AWS_CONFIG_FILE"] = str(home / "no-aws-config")

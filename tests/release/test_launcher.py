@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -17,25 +18,50 @@ VERSION = bundle.project_version()
 HINT = f"install the whole credprovider-{VERSION}/ directory, not one file"
 
 
+@dataclass
+class Launcher:
+    """Runs a bundle's launcher: directly, or for another architecture through qemu-user (the
+    launcher is static, so qemu needs no root filesystem; it reports the guest program as
+    /proc/self/exe, as the kernel would)."""
+
+    target: Target
+    bundle_dir: Path
+
+    def run(
+        self, executable: Path, *args: str, argv0: str | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
+        argv = [argv0 or str(executable), *args]
+        if not self.target.is_native():
+            qemu = shutil.which(self.target.qemu)
+            if qemu is None:
+                pytest.skip(f"{self.target.qemu} not installed")
+            argv = [qemu, "-0", argv[0], str(executable), *args]
+            executable = Path(qemu)
+        return subprocess.run(
+            argv,
+            executable=executable,
+            input=request_bytes("123456789012.dkr.ecr.us-west-2.amazonaws.com/app"),
+            capture_output=True,
+            timeout=60,
+            env={"PATH": "/usr/bin:/bin"},
+            check=False,
+        )
+
+
 @pytest.fixture
-def native_bundle(bundle_dir: Path, target: Target) -> Path:
-    if not target.is_native():
-        pytest.skip(f"{target.arch} runs under qemu: tests/release/test_old_userland.py covers it")
-    return bundle_dir
+def launcher(bundle_dir: Path, target: Target) -> Launcher:
+    return Launcher(target, bundle_dir)
 
 
-def run(
-    executable: Path, *args: str, argv0: str | None = None
-) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [argv0 or str(executable), *args],
-        executable=executable,
-        input=request_bytes("123456789012.dkr.ecr.us-west-2.amazonaws.com/app"),
-        capture_output=True,
-        timeout=60,
-        env={"PATH": "/usr/bin:/bin"},
-        check=False,
-    )
+@pytest.fixture
+def native_launcher(launcher: Launcher) -> Launcher:
+    """For tests that go on into the bundle's dynamically linked executable, which another
+    architecture can run only through binfmt_misc: test_old_userland.py runs those in a sandbox."""
+    if not launcher.target.is_native():
+        pytest.skip(
+            f"{launcher.target.arch}: runs the bundle, done under qemu in test_old_userland.py"
+        )
+    return launcher
 
 
 def assert_one_line_failure(
@@ -58,31 +84,35 @@ def copy_bundle(bundle_dir: Path, into: Path) -> Path:
     return copy
 
 
-def test_a_copied_executable_explains_itself(native_bundle: Path, tmp_path: Path) -> None:
+def test_a_copied_executable_explains_itself(launcher: Launcher, tmp_path: Path) -> None:
     lone = tmp_path / "ecr-credential-provider"
-    shutil.copy2(native_bundle / "credprovider", lone)
+    shutil.copy2(launcher.bundle_dir / "credprovider", lone)
     line = assert_one_line_failure(
-        run(lone, "get-credentials"), "ecr-credential-provider", f"{tmp_path}/_internal is missing"
+        launcher.run(lone, "get-credentials"),
+        "ecr-credential-provider",
+        f"{tmp_path}/_internal is missing",
     )
     assert "PYI" not in line and "shared library" not in line
 
 
-def test_a_hard_link_elsewhere_explains_itself(native_bundle: Path, tmp_path: Path) -> None:
-    copy = copy_bundle(native_bundle, tmp_path)
+def test_a_hard_link_elsewhere_explains_itself(launcher: Launcher, tmp_path: Path) -> None:
+    copy = copy_bundle(launcher.bundle_dir, tmp_path)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     os.link(copy / "credprovider", bin_dir / "auth-provider-gcp")
     assert_one_line_failure(
-        run(bin_dir / "auth-provider-gcp"), "auth-provider-gcp", f"{bin_dir}/_internal is missing"
+        launcher.run(bin_dir / "auth-provider-gcp"),
+        "auth-provider-gcp",
+        f"{bin_dir}/_internal is missing",
     )
 
 
-def test_symlinks_from_another_directory_work(native_bundle: Path, tmp_path: Path) -> None:
-    copy = copy_bundle(native_bundle, tmp_path)
+def test_symlinks_from_another_directory_work(native_launcher: Launcher, tmp_path: Path) -> None:
+    copy = copy_bundle(native_launcher.bundle_dir, tmp_path)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "acr-credential-provider").symlink_to(copy / "acr-credential-provider")
-    result = run(bin_dir / "acr-credential-provider", "--version")
+    result = native_launcher.run(bin_dir / "acr-credential-provider", "--version")
     assert result.returncode == 0, result.stderr
     assert result.stdout.decode().startswith(
         f"acr-credential-provider version {VERSION} (credprovider)\n"
@@ -92,41 +122,41 @@ def test_symlinks_from_another_directory_work(native_bundle: Path, tmp_path: Pat
 @pytest.mark.parametrize(
     "victim", ["libpython3.11.so.1.0", "libssl.so.3", "base_library.zip", "credprovider-main"]
 )
-def test_a_missing_file_is_named(native_bundle: Path, tmp_path: Path, victim: str) -> None:
-    copy = copy_bundle(native_bundle, tmp_path)
+def test_a_missing_file_is_named(launcher: Launcher, tmp_path: Path, victim: str) -> None:
+    copy = copy_bundle(launcher.bundle_dir, tmp_path)
     (copy / "_internal" / victim).unlink()
     assert_one_line_failure(
-        run(copy / "ecr-credential-provider"),
+        launcher.run(copy / "ecr-credential-provider"),
         "ecr-credential-provider",
         f"the bundle is damaged: {copy}/_internal/{victim} is missing",
     )
 
 
-def test_a_truncated_file_is_named(native_bundle: Path, tmp_path: Path) -> None:
-    copy = copy_bundle(native_bundle, tmp_path)
+def test_a_truncated_file_is_named(launcher: Launcher, tmp_path: Path) -> None:
+    copy = copy_bundle(launcher.bundle_dir, tmp_path)
     library = copy / "_internal" / "libcrypto.so.3"
     size = library.stat().st_size
     with library.open("r+b") as handle:
         handle.truncate(size // 2)
     assert_one_line_failure(
-        run(copy / "credprovider", "--version"),
+        launcher.run(copy / "credprovider", "--version"),
         "credprovider",
         f"{library} has {size // 2} bytes, not {size}",
     )
 
 
-def test_a_missing_manifest_is_a_damaged_bundle(native_bundle: Path, tmp_path: Path) -> None:
-    copy = copy_bundle(native_bundle, tmp_path)
+def test_a_missing_manifest_is_a_damaged_bundle(launcher: Launcher, tmp_path: Path) -> None:
+    copy = copy_bundle(launcher.bundle_dir, tmp_path)
     (copy / "_internal" / "credprovider.files").unlink()
     assert_one_line_failure(
-        run(copy / "credprovider"), "credprovider", "the bundle is damaged: cannot read"
+        launcher.run(copy / "credprovider"), "credprovider", "the bundle is damaged: cannot read"
     )
 
 
-def test_the_launcher_passes_argv_and_stdin_through(native_bundle: Path) -> None:
+def test_the_launcher_passes_argv_and_stdin_through(native_launcher: Launcher) -> None:
     """The kubelet's argv[0] (a full path) picks the plugin; stdin reaches it; exit codes pass back."""
-    result = run(
-        native_bundle / "credprovider",
+    result = native_launcher.run(
+        native_launcher.bundle_dir / "credprovider",
         "--no-such-flag",
         argv0="/var/lib/kubelet/plugins/ecr-credential-provider",
     )
