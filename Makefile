@@ -48,23 +48,20 @@ $(BUNDLE)/credprovider: dist/bundles/$(HOST_ARCH)/credprovider
 build: $(BUNDLE)/credprovider
 	@echo "bundle: $(BUNDLE) -> $$(readlink $(BUNDLE)): $$(du -sm dist/bundles/$(HOST_ARCH) | cut -f1) MiB, $$(find dist/bundles/$(HOST_ARCH) -type f | wc -l) files"
 
-# This machine's tarball (what make test unpacks into a Debian 11 root filesystem).
-$(RELEASE)/credprovider-$(VERSION)-linux-$(HOST_ARCH).tar.gz: dist/bundles/$(HOST_ARCH)/credprovider
-	$(PY) -m release artifacts --arch $(HOST_ARCH) --out $(RELEASE)
-
 # Every architecture's tarball and SBOM, and SHA256SUMS over them.
 release: $(foreach arch,$(ARCHES),dist/bundles/$(arch)/credprovider)
 	$(PY) -m release artifacts --out $(RELEASE)
 	@ls -l $(RELEASE)
 
-# Every tarball on an older userland: Debian 11 chroots, arm64 under qemu-user (slow).
+# Only the release checks, for every tarball: the ELF rules, the launcher, and each tarball on an
+# older userland (Debian 11 root filesystems; arm64 under qemu-user). make test runs them too.
 release-check: release
 	CREDPROVIDER_REQUIRE_ARCHES="$(ARCHES)" $(PY) -m pytest -q tests/release
 
-# The full suite: lint, types, the bundle, and every test (unit, integration, through the bundle,
-# and the amd64 tarball in a Debian 11 root filesystem).
-test: lint typecheck build $(RELEASE)/credprovider-$(VERSION)-linux-$(HOST_ARCH).tar.gz
-	CREDPROVIDER_REQUIRE_BUNDLE=1 CREDPROVIDER_REQUIRE_ARCHES=$(HOST_ARCH) $(PY) -m pytest -q
+# The full suite: lint, types, the bundles and tarballs of both architectures, and every test
+# (unit, integration, through this machine's bundle, and both tarballs in Debian 11 root filesystems).
+test: lint typecheck build release
+	CREDPROVIDER_REQUIRE_BUNDLE=1 CREDPROVIDER_REQUIRE_ARCHES="$(ARCHES)" $(PY) -m pytest -q
 
 # Quick loop while developing: no lint, no bundle (bundle tests skip).
 test-fast: $(STAMP)
