@@ -37,8 +37,10 @@ def ensure(target: Target) -> Path:
         return root
     if shutil.which("debootstrap") is None:
         raise RuntimeError("debootstrap is missing: apt-get install debootstrap")
+    # Root filesystems of other recipes for this suite and architecture are stale: drop them.
+    for stale in root.parent.glob(f"{DEBIAN_SUITE}-{target.arch}-*"):
+        shutil.rmtree(stale, ignore_errors=True)
     partial = root.with_name(root.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
     partial.parent.mkdir(parents=True, exist_ok=True)
     sys.stderr.write(f"[rootfs] {target.arch}: debootstrap {DEBIAN_SUITE} into {partial}\n")
     subprocess.run(
