@@ -8,7 +8,6 @@ is imported. ``credprovider <name> ...`` and ``python -m credprovider <name> ...
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from typing import Final
@@ -52,4 +51,8 @@ def main(argv: list[str] | None = None) -> None:
         )
         sys.exit(1)
     name, args = chosen
-    importlib.import_module(PROGRAM_MODULES[name]).main(args)
+    module = PROGRAM_MODULES[name]
+    # __import__ rather than importlib.import_module: the importlib package costs every exec its
+    # import, and this is the only place the exec path would need it.
+    __import__(module)
+    sys.modules[module].main(args)

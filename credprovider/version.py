@@ -3,46 +3,47 @@
 A release bundle carries ``buildinfo.json`` next to this module (written by ``release/bundle.py``): the
 git commit, the build date (the commit's time, as SOURCE_DATE_EPOCH, so rebuilds are identical) and
 the target architecture. Run from source, those are unknown and say so. Only ``--version`` reads
-the file and imports ssl: the exec path never does.
+the file and loads OpenSSL (through ``_ssl`` alone: the ``ssl`` module would import socket, enum and
+selectors too, several times what the rest of ``--version`` costs): the exec path never does.
 """
 
 from __future__ import annotations
 
 import json
-import platform
+import os
 import sys
-from pathlib import Path
 from typing import Final
 
 from credprovider import __version__
 
-BUILD_INFO: Final = Path(__file__).with_name("buildinfo.json")
+BUILD_INFO: Final = os.path.join(os.path.dirname(__file__), "buildinfo.json")
 _ARCHES: Final = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64", "amd64": "amd64"}
 
 
 def build_info() -> dict[str, str]:
     try:
-        raw = json.loads(BUILD_INFO.read_text(encoding="utf-8"))
+        with open(BUILD_INFO, encoding="utf-8") as handle:
+            raw = json.load(handle)
     except (OSError, ValueError):
         raw = {}
     info = raw if isinstance(raw, dict) else {}
-    machine = platform.machine()
+    machine = os.uname().machine
     return {
         "version": __version__,
         "commit": str(info.get("commit") or "unknown (not a release build)"),
         "built": str(info.get("built") or "unknown"),
         "arch": str(info.get("arch") or _ARCHES.get(machine.lower(), machine)),
-        "python": platform.python_version(),
+        "python": "{}.{}.{}".format(*sys.version_info[:3]),
         "openssl": _openssl_version(),
     }
 
 
 def _openssl_version() -> str:
     try:
-        import ssl
+        import _ssl
     except ImportError:
         return "none"
-    return ssl.OPENSSL_VERSION.removeprefix("OpenSSL ")
+    return str(_ssl.OPENSSL_VERSION).removeprefix("OpenSSL ")
 
 
 def version_text(program: str) -> str:

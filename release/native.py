@@ -56,6 +56,11 @@ DISABLED_MODULES: Final = (
     "_sqlite3", "_uuid",
 )  # fmt: skip
 SOURCE_DATE_EPOCH: Final = "1700000000"
+# Link-time optimisation of CPython itself (not of the extension modules third parties build against
+# it): every exec runs the interpreter's start-up and imports, and ThinLTO takes 6-8% of the
+# instructions off both (callgrind, this recipe with and without it). PGO would give more, but zig
+# ships no profile runtime for -fprofile-instr-generate.
+CPYTHON_NODIST_FLAGS: Final = {"CFLAGS_NODIST": "-flto=thin", "LDFLAGS_NODIST": "-flto=thin"}
 
 
 def cache_root() -> Path:
@@ -240,6 +245,7 @@ class Build:
             ],
             source,
             **disabled,
+            **CPYTHON_NODIST_FLAGS,
             CFLAGS="",
         )  # fmt: skip
         # No libpython3.so (the stable-ABI stub, unused here); setup.py builds the shared modules

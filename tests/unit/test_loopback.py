@@ -1,0 +1,92 @@
+"""Test mode's connect guard: on before anything can connect, without importing socket up front.
+
+Each case runs in a fresh interpreter (the guard patches the process's socket module for good). No
+case connects anywhere: a refused address is refused before the connect system call, and the allowed
+one is a loopback port nobody listens on.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.helpers import REPO
+
+PROBE = """
+import sys
+from credprovider import loopback
+
+{before}
+notice = loopback.activate_from_env({environ!r})
+print("socket loaded after activation:", "socket" in sys.modules)
+import socket
+for address in ("10.255.255.1", "169.254.169.254", "127.0.0.1"):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(1)
+        try:
+            sock.connect((address, 9))
+            print(address, "connected")
+        except loopback.LoopbackError as exc:
+            print(address, "blocked:", exc)
+        except OSError as exc:
+            print(address, "allowed:", type(exc).__name__)
+print("resolved:", socket.getaddrinfo("registry.example", 443)[0][4])
+"""
+
+
+def _python(code: str) -> list[str]:
+    """Run ``code`` in a fresh interpreter that sees only this repository; its stdout lines."""
+    result = subprocess.run(
+        [sys.executable, "-S", "-c", textwrap.dedent(code)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PYTHONPATH": str(REPO)},
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout.splitlines()
+
+
+def _probe(before: str, environ: dict[str, str]) -> list[str]:
+    return _python(PROBE.format(before=before, environ=environ))
+
+
+@pytest.mark.parametrize(
+    ("before", "socket_loaded"),
+    [
+        ("", False),  # the plugin's own path: socket comes later, with the SDK
+        ("import socket", True),  # something loaded socket first
+    ],
+)
+def test_guard_refuses_non_loopback_whenever_socket_is_imported(
+    before: str, socket_loaded: bool
+) -> None:
+    environ = {
+        "CREDPROVIDER_TEST_LOOPBACK_ONLY": "1",
+        "CREDPROVIDER_TEST_RESOLVE": "registry.example=127.0.0.1:8443",
+    }
+    lines = _probe(before, environ)
+    assert lines[0] == f"socket loaded after activation: {socket_loaded}"
+    assert lines[1] == (
+        "10.255.255.1 blocked: blocked connection to non-loopback address 10.255.255.1 (test mode)"
+    )
+    assert lines[2].startswith("169.254.169.254 blocked:")
+    assert lines[3] in ("127.0.0.1 allowed: ConnectionRefusedError", "127.0.0.1 connected")
+    assert lines[4] == "resolved: ('127.0.0.1', 8443)"
+
+
+def test_without_test_mode_nothing_is_patched() -> None:
+    lines = _python(
+        "import sys\n"
+        "from credprovider import loopback\n"
+        "finders = list(sys.meta_path)\n"
+        "assert loopback.activate_from_env({}) is None\n"
+        "import socket\n"
+        "print(sys.meta_path == finders, getattr(socket.socket, '_credprovider_guarded', False))\n"
+    )
+    assert lines == ["True False"]
