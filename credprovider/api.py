@@ -120,12 +120,18 @@ def parse_request(data: bytes) -> CredentialProviderRequest:
         raise RequestError(f"request is not valid UTF-8 (byte {exc.start})") from None
     try:
         obj = json.loads(text, object_pairs_hook=_request_object, parse_constant=_reject_constant)
+    except RequestError:
+        raise
     except json.JSONDecodeError as exc:
         raise RequestError(
             f"request is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
     except RecursionError:
         raise RequestError("request JSON is nested too deeply") from None
+    except ValueError:  # an integer of more digits than Python converts (4300)
+        raise RequestError(
+            "request is not usable JSON: it holds a number of over 4300 digits"
+        ) from None
     if not isinstance(obj, dict):
         raise RequestError(f"request must be a JSON object, got a JSON {_json_type(obj)}")
     api_version = obj.get("apiVersion")
@@ -276,21 +282,32 @@ _UNITS: Final = {
 }
 
 
+_GO_NAMED_ESCAPES: Final = {
+    "\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v",
+}  # fmt: skip
+
+
+def go_escape(ch: str) -> str:
+    """One character as Go's ``strconv.Quote`` writes it: itself if printable, else an escape."""
+    if ch in ('"', "\\"):
+        return "\\" + ch
+    if ch.isprintable():
+        return ch
+    named = _GO_NAMED_ESCAPES.get(ch)
+    if named is not None:
+        return named
+    code = ord(ch)
+    if code < 0x80:
+        return f"\\x{code:02x}"
+    if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte (surrogateescape): Go writes the byte
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
 def go_quote(text: str) -> str:
-    """Quote like Go's ``%q`` for the common cases (printable text, escaped quotes/backslashes)."""
-    out = []
-    for ch in text:
-        if ch in ('"', "\\"):
-            out.append("\\" + ch)
-        elif ch == "\n":
-            out.append("\\n")
-        elif ch == "\t":
-            out.append("\\t")
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\x{ord(ch):02x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
+    """Quote like Go's ``%q``: quotes and backslashes escaped, every non-printable character too
+    (controls, C1, bidi overrides, ... as ``\\x``, ``\\u`` or ``\\U`` escapes)."""
+    return '"' + "".join(map(go_escape, text)) + '"'
 
 
 def parse_go_duration(text: str) -> int:
@@ -376,7 +393,9 @@ def parse_response(data: bytes, expected_api_version: str) -> CredentialProvider
         obj = json.loads(text, object_pairs_hook=_response_object, parse_constant=_reject_constant)
     except ResponseError:
         raise
-    except (UnicodeDecodeError, json.JSONDecodeError, RequestError) as exc:
+    except RecursionError:
+        raise ResponseError("error reading GVK from response: nested too deeply") from None
+    except ValueError as exc:  # not UTF-8, not JSON, NaN, or an integer of over 4300 digits
         raise ResponseError(f"error reading GVK from response: {exc}") from None
     if not isinstance(obj, dict):
         raise ResponseError("error reading GVK from response: the response is not a JSON object")

@@ -1,17 +1,26 @@
 """The opt-in persistent credential cache shared by concurrent plugin execs on a node. Stdlib only.
 
 Enabled with ``--cache-dir DIR`` or ``CREDPROVIDER_CACHE_DIR``. One JSON file per (provider, registry,
-identity) holds the credentials and their expiry:
+identity) holds the credentials and their expiry. What it trusts (docs/security.md says why):
 
-* the directory is created 0700 and refused (warning, uncached) when it is group/world-writable or
-  not owned by the current user; files are created 0600 and replaced atomically (temp file + rename);
-* a lock file per key (``flock``) makes concurrent execs for the same key do **one** cloud call while
-  the others wait (within the deadline) and read its result;
-* an entry is served only while more than :data:`SAFETY_MARGIN_SECONDS` of validity remain, and the
-  served ``cacheDuration`` follows the remaining validity;
-* credentials without a known expiry and service-account-token requests are never stored;
-* a corrupt, truncated or foreign-version file is ignored and replaced; no cache failure ever fails
-  a request (the plugin runs uncached and says so at -v=1).
+* the path is walked from ``/`` one directory at a time with ``O_NOFOLLOW`` (missing ones are
+  created 0700): every directory on it
+  must be owned by root or this user and not writable by group or others, except a sticky one
+  (``/tmp``), whose entry on the path must then be owned by root or this user; a symlink on the
+  path is followed only if root or this user owns it. The cache directory itself is created 0700
+  and must be owned by this user and not writable by group or others. Anything else: a warning,
+  and the plugin runs uncached;
+* the directory is opened once; locks and entries are opened relative to that descriptor with
+  ``O_NOFOLLOW`` (never by path), and must be regular files owned by this user. Entries are written
+  0600 under a fresh name, then renamed into place;
+* an entry is served only if all of it is valid: at most :data:`MAX_ENTRY_BYTES`, this format
+  version, the scope's provider and registry, exactly the auth keys the scope names, and a finite
+  expiry more than :data:`SAFETY_MARGIN_SECONDS` and at most :data:`MAX_VALIDITY_SECONDS` away.
+  Anything else is ignored (said at -v=1) and replaced by the next fetch;
+* a lock file per key (``flock``) makes concurrent execs for the same key do **one** cloud call
+  while the others wait (within the deadline) and read its result;
+* credentials without a known expiry and service-account-token requests are never stored; no cache
+  problem ever fails a request (the plugin runs uncached and says so).
 
 Nothing here imports a cloud SDK: a cache hit answers without loading one.
 """
@@ -29,13 +38,17 @@ from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
 from credprovider.api import CACHE_KEY_TYPES, AuthConfig
-from credprovider.plugin import Context, Credentials
+from credprovider.plugin import MAX_VALIDITY_SECONDS, Context, Credentials
 
 FORMAT_VERSION: Final = 1
 SAFETY_MARGIN_SECONDS: Final = 300.0
+MAX_ENTRY_BYTES: Final = 64 * 1024
+MAX_SYMLINK_HOPS: Final = 40
 LOCK_POLL_SECONDS: Final = 0.05
 # Keep this much of the deadline to fetch uncached if another exec holds the lock too long.
 LOCK_RESERVE_SECONDS: Final = 10.0
+_DIRECTORY_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS: Final = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 class CacheUnavailable(Exception):
@@ -43,11 +56,13 @@ class CacheUnavailable(Exception):
 
 
 class CacheScope(NamedTuple):
-    """What a cached answer is valid for. ``identity`` must not contain secrets."""
+    """What a cached answer is valid for. ``identity`` must not contain secrets; ``keys`` are the
+    auth keys every answer for this scope has (an entry with other keys is never served)."""
 
     provider: str
     registry: str
     identity: Mapping[str, str]
+    keys: tuple[str, ...]
 
     @property
     def key(self) -> str:
@@ -73,29 +88,105 @@ def fingerprint_file(path: str) -> str:
         return "absent"
 
 
-def open_cache(directory: str) -> str:
-    """Create (0700) or check the cache directory; raise :class:`CacheUnavailable` if unsafe."""
-    path = directory
+def _trusted_owner(uid: int) -> bool:
+    return uid in (0, os.geteuid())
+
+
+def _check_parent(info: os.stat_result, where: str) -> None:
+    """A directory on the path: trusted owner, and nobody else can swap what is in it."""
+    if not _trusted_owner(info.st_uid):
+        raise CacheUnavailable(f"{where} on the cache path is owned by uid {info.st_uid}")
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not info.st_mode & stat.S_ISVTX:
+        raise CacheUnavailable(
+            f"{where} on the cache path is writable by group or others "
+            f"(mode {stat.S_IMODE(info.st_mode):o})"
+        )
+
+
+def _open_directory(path: str) -> int:
+    """Walk ``path`` from ``/`` without following untrusted links; create the last part (0700)."""
+    if not os.path.isabs(path):
+        path = os.path.join(os.getcwd(), path)
+    pending = [part for part in path.split("/") if part not in ("", ".")]
+    descriptor = os.open("/", _DIRECTORY_FLAGS)
+    where, hops = "/", 0
     try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        info = os.stat(path)
+        while pending:
+            _check_parent(os.fstat(descriptor), where)
+            name = pending.pop(0)
+            if name == "..":
+                raise CacheUnavailable("the cache path must not contain '..'")
+            try:
+                entry = os.stat(name, dir_fd=descriptor, follow_symlinks=False)
+            except FileNotFoundError:
+                with contextlib.suppress(FileExistsError):  # a concurrent exec made it first
+                    os.mkdir(name, 0o700, dir_fd=descriptor)
+                entry = os.stat(name, dir_fd=descriptor, follow_symlinks=False)
+            where = os.path.join(where, name)
+            if not _trusted_owner(entry.st_uid):
+                raise CacheUnavailable(f"{where} is owned by uid {entry.st_uid}")
+            if stat.S_ISLNK(entry.st_mode):
+                hops += 1
+                if hops > MAX_SYMLINK_HOPS:
+                    raise CacheUnavailable(f"too many symlinks on the cache path at {where}")
+                target = os.readlink(name, dir_fd=descriptor)
+                pending = [p for p in target.split("/") if p not in ("", ".")] + pending
+                if target.startswith("/"):
+                    os.close(descriptor)
+                    descriptor, where = os.open("/", _DIRECTORY_FLAGS), "/"
+                continue
+            child = os.open(name, _DIRECTORY_FLAGS, dir_fd=descriptor)
+            os.close(descriptor)
+            descriptor = child
     except OSError as exc:
+        os.close(descriptor)
         raise CacheUnavailable(
-            f"cannot create the cache directory {path}: {exc.strerror}"
+            f"cannot open the cache directory {path}: {exc.strerror or exc}"
         ) from None
-    if not stat.S_ISDIR(info.st_mode):
-        raise CacheUnavailable(f"{path} is not a directory")
-    if info.st_uid != os.geteuid():
-        raise CacheUnavailable(
-            f"the cache directory {path} is not owned by this user (uid "
-            f"{os.geteuid()}): refusing to use it"
-        )
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise CacheUnavailable(
-            f"the cache directory {path} is writable by group or others "
-            f"(mode {stat.S_IMODE(info.st_mode):o}): refusing to use it; chmod 700 it"
-        )
-    return path
+    except CacheUnavailable:
+        os.close(descriptor)
+        raise
+    return descriptor
+
+
+class CacheDir:
+    """The cache directory, opened once and checked on its descriptor."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd = _open_directory(path)
+        info = os.fstat(self.fd)
+        if info.st_uid != os.geteuid():
+            self.close()
+            raise CacheUnavailable(
+                f"the cache directory {path} is not owned by this user (uid "
+                f"{os.geteuid()}): refusing to use it"
+            )
+        if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            self.close()
+            raise CacheUnavailable(
+                f"the cache directory {path} is writable by group or others "
+                f"(mode {stat.S_IMODE(info.st_mode):o}): refusing to use it; chmod 700 it"
+            )
+
+    def open_file(self, name: str, flags: int, mode: int = 0o600) -> int:
+        """``name`` in this directory, never through a link; a regular file of this user only."""
+        descriptor = os.open(name, flags | _FILE_FLAGS, mode, dir_fd=self.fd)
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+            os.close(descriptor)
+            raise OSError(errno.EPERM, f"{name} is not a regular file of this user")
+        return descriptor
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+def open_cache(directory: str) -> CacheDir:
+    """Open (creating it 0700) and check the cache directory; :class:`CacheUnavailable` if unsafe."""
+    return CacheDir(directory)
 
 
 def _encode(scope: CacheScope, creds: Credentials, now: float) -> bytes:
@@ -115,73 +206,104 @@ def _encode(scope: CacheScope, creds: Credentials, now: float) -> bytes:
     ).encode()
 
 
-def _decode(data: bytes, scope: CacheScope) -> Credentials | None:
-    """The stored credentials, or ``None`` for anything foreign, corrupt or for another scope."""
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def decode_entry(data: bytes, scope: CacheScope, now: float) -> Credentials | str:
+    """The stored credentials if every part of the entry is valid for ``scope`` at ``now``; else
+    what is wrong with it."""
     try:
-        obj: Any = json.loads(data)
-        if not isinstance(obj, dict) or obj.get("version") != FORMAT_VERSION:
-            return None
-        if (obj.get("provider"), obj.get("registry")) != (scope.provider, scope.registry):
-            return None
-        expires_at = obj["expiresAt"]
-        key_type = obj["cacheKeyType"]
-        auth_obj = obj["auth"]
-        if not isinstance(expires_at, int | float) or key_type not in CACHE_KEY_TYPES:
-            return None
-        if not isinstance(auth_obj, dict):
-            return None
-        auth = {}
-        for key, entry in auth_obj.items():
-            username, password = entry["username"], entry["password"]
-            if not isinstance(username, str) or not isinstance(password, str):
-                return None
-            auth[str(key)] = AuthConfig(username, password)
-    except (ValueError, KeyError, TypeError):
-        return None
-    return Credentials(auth=auth, cache_key_type=key_type, expires_at=float(expires_at))
+        obj: Any = json.loads(data, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return "not JSON"
+    if not isinstance(obj, dict) or obj.get("version") != FORMAT_VERSION:
+        return "another format version"
+    if (obj.get("provider"), obj.get("registry")) != (scope.provider, scope.registry):
+        return "written for another provider or registry"
+    expires_at = obj.get("expiresAt")
+    if isinstance(expires_at, bool) or not isinstance(expires_at, int | float):
+        return "no expiry"
+    remaining = expires_at - now
+    if not SAFETY_MARGIN_SECONDS < remaining <= MAX_VALIDITY_SECONDS:  # False for NaN too
+        return "expired, expiring, or valid for longer than any credential is"
+    if obj.get("cacheKeyType") not in CACHE_KEY_TYPES:
+        return "an unknown cacheKeyType"
+    auth_obj = obj.get("auth")
+    if not isinstance(auth_obj, dict) or sorted(auth_obj) != sorted(scope.keys):
+        return "auth keys other than the registry's"
+    auth = {}
+    for key, entry in auth_obj.items():
+        if not isinstance(entry, dict):
+            return "a malformed auth entry"
+        username, password = entry.get("username"), entry.get("password")
+        if not isinstance(username, str) or not isinstance(password, str) or not password:
+            return "a malformed auth entry"
+        auth[key] = AuthConfig(username, password)
+    return Credentials(auth=auth, cache_key_type=obj["cacheKeyType"], expires_at=float(expires_at))
 
 
 class CacheEntry:
     """One key's file, used while holding its lock."""
 
-    def __init__(self, directory: str, scope: CacheScope) -> None:
+    def __init__(self, directory: CacheDir, scope: CacheScope) -> None:
+        self.directory = directory
         self.scope = scope
-        self.path = os.path.join(directory, f"{scope.key}.json")
-        self.name = os.path.basename(self.path)
+        self.name = f"{scope.key}.json"
+        self.path = os.path.join(directory.path, self.name)
+        self.problem = ""  # why the last load served nothing, if there was a file
 
     def load(self, now: float) -> Credentials | None:
-        """Fresh credentials (more than the safety margin left), or ``None``."""
+        """Fresh, valid credentials, or ``None`` (:attr:`problem` then says why, if not missing)."""
+        self.problem = ""
         try:
-            with open(self.path, "rb") as handle:
-                data = handle.read()
-        except OSError:
+            descriptor = self.directory.open_file(self.name, os.O_RDONLY)
+        except FileNotFoundError:
             return None
-        creds = _decode(data, self.scope)
-        if creds is None or creds.expires_at is None:
+        except OSError as exc:
+            self.problem = f"cannot be read ({exc.strerror or exc})"
             return None
-        if creds.expires_at - now <= SAFETY_MARGIN_SECONDS:
+        try:
+            data = os.read(descriptor, MAX_ENTRY_BYTES + 1)
+        except OSError as exc:
+            self.problem = f"cannot be read ({exc.strerror or exc})"
             return None
-        return creds
+        finally:
+            os.close(descriptor)
+        if len(data) > MAX_ENTRY_BYTES:
+            self.problem = f"larger than {MAX_ENTRY_BYTES} bytes"
+            return None
+        decoded = decode_entry(data, self.scope, now)
+        if isinstance(decoded, str):
+            self.problem = decoded
+            return None
+        return decoded
 
     def store(self, creds: Credentials, now: float) -> bool:
         """Write atomically with mode 0600; only credentials with a known, long enough expiry."""
-        if creds.expires_at is None or creds.expires_at - now <= SAFETY_MARGIN_SECONDS:
+        if creds.expires_at is None or creds.cache_duration is not None:
+            return False  # no expiry, or an explicit override (e.g. KUBE_SIDECAR_*)
+        if sorted(creds.auth) != sorted(self.scope.keys):
             return False
-        if creds.cache_duration is not None:
-            return False  # an explicit override (e.g. KUBE_SIDECAR_*): not a property of the token
-        import tempfile  # only when storing: a cache hit does not need it
-
-        descriptor, temp = tempfile.mkstemp(prefix=".tmp-", dir=os.path.dirname(self.path))
+        data = _encode(self.scope, creds, now)
+        if isinstance(decode_entry(data, self.scope, now), str):
+            return False  # expiring soon, or not valid for its scope: not worth keeping
+        temp = f".tmp-{os.getpid()}-{os.urandom(6).hex()}"
+        descriptor = self.directory.open_file(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
         try:
-            os.fchmod(descriptor, 0o600)
             with os.fdopen(descriptor, "wb") as handle:
-                handle.write(_encode(self.scope, creds, now))
+                handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.replace(temp, self.path)
+            dfd = self.directory.fd
+            try:
+                os.replace(temp, self.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+            except IsADirectoryError:  # something made a directory of that name: only if empty
+                os.rmdir(self.name, dir_fd=dfd)
+                os.replace(temp, self.name, src_dir_fd=dfd, dst_dir_fd=dfd)
         except BaseException:
             with contextlib.suppress(OSError):
-                os.unlink(temp)
+                os.unlink(temp, dir_fd=self.directory.fd)
             raise
         return True
 
@@ -189,15 +311,14 @@ class CacheEntry:
 class KeyLock:
     """The per-key ``flock``: held while checking, fetching and storing one registry's answer."""
 
-    def __init__(self, directory: str, scope: CacheScope) -> None:
+    def __init__(self, directory: CacheDir, scope: CacheScope) -> None:
         self.directory = directory
         self.scope = scope
         self._descriptor: int | None = None
 
     def acquire(self, ctx: Context) -> CacheEntry | None:
         """Wait for the lock within the deadline; ``None`` if another exec keeps it too long."""
-        lock_path = os.path.join(self.directory, f"{self.scope.key}.lock")
-        descriptor = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+        descriptor = self.directory.open_file(f"{self.scope.key}.lock", os.O_RDWR | os.O_CREAT)
         self._descriptor = descriptor
         started = time.monotonic()
         while True:

@@ -16,6 +16,7 @@ from typing import Any
 from credprovider.catalog import PLUGINS
 from credprovider.entry import PLUGIN_MODULES
 from credprovider.matching import ImageError, parse_image, urls_match
+from credprovider.redact import safe_line
 from credprovider.version import version_text
 
 EXIT_OK = 0
@@ -121,7 +122,7 @@ def _print_report(report: Any, show: bool) -> None:
         status = f"exit {provider.exit_code}" if provider.exit_code is not None else "not finished"
         print(f"- {provider.name}: matched, ran in {provider.seconds * 1000:.0f} ms, {status}")
         if provider.error:
-            print(f"    the kubelet uses nothing from it: {provider.error}")
+            print(f"    the kubelet uses nothing from it: {safe_line(provider.error)}")
             continue
         response = provider.response
         duration = (
@@ -155,9 +156,19 @@ def _cmd_get(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
-    token = (
-        Path(args.sa_token_file).read_text(encoding="utf-8").strip() if args.sa_token_file else ""
-    )
+    try:
+        token = (
+            Path(args.sa_token_file).read_text(encoding="utf-8").strip()
+            if args.sa_token_file
+            else ""
+        )
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+        print(
+            f"credprovider get: cannot read --sa-token-file {args.sa_token_file}: {reason}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     report = kubelet_lookup(
         loaded,
         args.bin_dir,
@@ -260,12 +271,19 @@ def _cmd_install(args: argparse.Namespace) -> int:
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
-    from credprovider.install import plan_migration
+    from credprovider.install import InstallError, plan_migration
 
-    config_text = (
-        Path(args.kubelet_config).read_text(encoding="utf-8") if args.kubelet_config else ""
-    )
-    plan = plan_migration(args.kubelet_flags, config_text, args.bin_dir, args.config_out)
+    try:
+        config_text = (
+            Path(args.kubelet_config).read_text(encoding="utf-8") if args.kubelet_config else ""
+        )
+        plan = plan_migration(args.kubelet_flags, config_text, args.bin_dir, args.config_out)
+    except (OSError, UnicodeDecodeError, InstallError) as exc:
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        if isinstance(exc, UnicodeDecodeError):
+            detail = "not UTF-8 text"
+        print(f"credprovider migrate: {args.kubelet_config or 'input'}: {detail}", file=sys.stderr)
+        return EXIT_FAILED
     if args.json:
         _print_json(
             {

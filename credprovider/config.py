@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from credprovider.api import API_V1, API_VERSIONS, DurationError, go_quote, parse_go_duration
 from credprovider.matching import GoURLError, parse_go_url
+from credprovider.yamldoc import MAX_NESTING, YamlError, load_yaml
 
 CONFIG_GROUP: Final = "kubelet.config.k8s.io"
 CONFIG_VERSIONS: Final = ("v1", "v1beta1", "v1alpha1")
@@ -144,30 +144,6 @@ def _loc_path(loc: tuple[int | str, ...]) -> str:
     return path
 
 
-class _DuplicateKeyLoader(yaml.SafeLoader):
-    """A YAML loader that refuses duplicate keys, as the kubelet's strict decoder does."""
-
-
-def _construct_mapping(
-    loader: _DuplicateKeyLoader, node: yaml.MappingNode, deep: bool = False
-) -> Any:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise ConfigError(
-                "strict decoding error: yaml: unmarshal errors:\n"
-                f"  line {key_node.start_mark.line + 1}: key {go_quote(str(key))} already set in map"
-            )
-        seen.add(key)
-    return loader.construct_mapping(node, deep)
-
-
-_DuplicateKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping
-)
-
-
 class _JSONObject(dict[str, Any]):
     """A decoded JSON object that remembers keys it saw twice."""
 
@@ -203,6 +179,10 @@ def _parse_document(text: str) -> Any:
             document = json.loads(text, object_pairs_hook=_json_object)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        except RecursionError:
+            raise ConfigError(f"exceeded max depth of {MAX_NESTING}") from None
+        except ValueError as exc:  # an integer of more than 4300 digits
+            raise ConfigError(str(exc).split(";")[0]) from None
         for path, node in _paths_in_document_order(document):
             if isinstance(node, _JSONObject) and node.duplicates:
                 key = node.duplicates[0]
@@ -211,11 +191,9 @@ def _parse_document(text: str) -> Any:
                 )
         return document
     try:
-        return yaml.load(text, Loader=_DuplicateKeyLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark is not None else ""
-        raise ConfigError(f"yaml: {where}{getattr(exc, 'problem', None) or exc}") from None
+        return load_yaml(text)
+    except YamlError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def decode_config(text: str) -> CredentialProviderConfig:
@@ -314,6 +292,10 @@ def read_config(path: str) -> LoadedConfig:
         except OSError as exc:
             raise ConfigError(
                 f"unable to read config file {go_quote(str(file))}: {_go_errno(exc)}"
+            ) from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"error decoding config {go_quote(str(file))}: not UTF-8 text (byte {exc.start})"
             ) from None
         try:
             config = decode_config(text)

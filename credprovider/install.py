@@ -15,6 +15,7 @@ import yaml
 from credprovider.api import API_V1
 from credprovider.catalog import DEFAULT_AZURE_CONFIG, PLUGINS, PluginInfo
 from credprovider.config import CONFIG_KIND, lint_providers, load_config
+from credprovider.yamldoc import YamlError, load_yaml
 
 BUNDLE_COPY_DIR: Final = ".credprovider"
 CCM_REMINDER: Final = (
@@ -107,15 +108,43 @@ def _place_link(link: Path, target: Path, force: bool, result: InstallResult) ->
     result.actions.append(f"linked {link} -> {target}")
 
 
+def _is_our_copy(destination: Path, launcher: str) -> bool:
+    """A real directory (not a symlink) owned by this user, holding the launcher and the bundle's
+    manifest: what :func:`_copy_bundle` writes."""
+    try:
+        info = destination.lstat()
+    except OSError:
+        return False
+    import stat
+
+    return (
+        stat.S_ISDIR(info.st_mode)
+        and info.st_uid == os.geteuid()
+        and (destination / launcher).is_file()
+        and not (destination / launcher).is_symlink()
+        and (destination / "_internal" / "credprovider.files").is_file()
+    )
+
+
 def _copy_bundle(executable: Path, bin_dir: Path, force: bool, result: InstallResult) -> Path:
     """Copy the whole onedir bundle into the bin dir (the executable needs its _internal/)."""
     destination = bin_dir / BUNDLE_COPY_DIR
     source = executable.parent
-    if destination.exists():
+    if destination.is_symlink() or destination.exists():
+        ours = _is_our_copy(destination, executable.name)
         if not force:
+            if not ours:
+                raise InstallError(
+                    f"{destination} exists and is not a bundle copy this tool made (a symlink, a "
+                    "file, or a directory without the bundle's manifest): inspect it, then pass "
+                    "--force to replace it"
+                )
             result.actions.append(f"unchanged {destination} (an earlier copy; --force to refresh)")
             return destination / executable.name
-        shutil.rmtree(destination)
+        if destination.is_symlink() or not destination.is_dir():
+            destination.unlink()  # the link itself, never what it points at
+        else:
+            shutil.rmtree(destination)
     shutil.copytree(
         source,
         destination,
@@ -150,9 +179,13 @@ def install(
         _place_link(directory / PLUGINS[key].name, link_target, force, result)
     text = render_config(keys, azure_config)
     out = Path(config_out)
-    if out.exists() and out.read_text(encoding="utf-8") != text and not force:
+    try:
+        current: bytes | None = out.read_bytes() if out.exists() else None
+    except OSError as exc:
+        raise InstallError(f"cannot read {out}: {exc.strerror or exc}") from None
+    if current is not None and current != text.encode() and not force:
         raise InstallError(f"{out} exists with other content: pass --force to replace it")
-    if out.exists() and out.read_text(encoding="utf-8") == text:
+    if current == text.encode():
         result.actions.append(f"unchanged {out}")
     else:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -196,10 +229,16 @@ def plan_migration(
     config_path: str = "/etc/kubernetes/image-credential-provider-config.yaml",
 ) -> MigrationPlan:
     """From a kubelet's old flags and/or KubeletConfiguration, what to change for out-of-tree login."""
-    args = shlex.split(kubelet_flags_text)
+    try:
+        args = shlex.split(kubelet_flags_text)
+    except ValueError as exc:
+        raise InstallError(f"the kubelet flags cannot be split like a shell would: {exc}") from None
     config: dict[str, Any] = {}
     if kubelet_config_text.strip():
-        loaded = yaml.safe_load(kubelet_config_text)
+        try:
+            loaded = load_yaml(kubelet_config_text)
+        except YamlError as exc:
+            raise InstallError(f"the KubeletConfiguration is not YAML: {exc}") from None
         config = loaded if isinstance(loaded, dict) else {}
     providers: list[str] = []
     remove: list[str] = []

@@ -29,6 +29,7 @@ from credprovider.api import (
 )
 from credprovider.config import CredentialProvider, LoadedConfig
 from credprovider.matching import explain_key_mismatch, keyring_lookup, registry_of, urls_match
+from credprovider.redact import register_secret, scrub
 
 KUBELET_EXEC_TIMEOUT_SECONDS: Final = 60.0
 GLOBAL_CACHE_KEY: Final = "<global>"
@@ -116,6 +117,7 @@ def run_provider(
     if skip is not None:
         report.skipped = skip
         return report
+    register_secret(sa_token)  # the plugin may echo it on stderr, which the report shows
     api_version = provider.apiVersion or ""
     env = dict(os.environ)
     env.update({var.name or "": var.value or "" for var in provider.env or []})
@@ -137,13 +139,13 @@ def run_provider(
             "context deadline exceeded"
         )
         return report
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name or an argument
         report.seconds = time.monotonic() - start
         report.error = f"error execing credential provider plugin {name} for image {image}: {exc}"
         return report
     report.seconds = time.monotonic() - start
     report.exit_code = proc.returncode
-    report.stderr = proc.stderr.decode("utf-8", "replace")
+    report.stderr = scrub(proc.stderr.decode("utf-8", "replace"))
     if proc.returncode != 0:
         report.error = (
             f"error execing credential provider plugin {name} for image {image}: exit "

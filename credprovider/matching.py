@@ -172,7 +172,8 @@ def _compile_glob(pattern: str) -> list[_Token] | None:
     while i < len(pattern):
         c = pattern[i]
         if c == "*":
-            tokens.append(("star", None))
+            if not tokens or tokens[-1][0] != "star":  # "**" matches what "*" does
+                tokens.append(("star", None))
             i += 1
         elif c == "?":
             tokens.append(("any", None))
@@ -211,26 +212,46 @@ def _compile_glob(pattern: str) -> list[_Token] | None:
 
 
 def _match_tokens(tokens: list[_Token], name: str) -> bool:
-    if not tokens:
-        return name == ""
-    kind, arg = tokens[0]
-    if kind == "star":
-        for cut in range(len(name) + 1):
-            if "/" in name[:cut]:
-                break
-            if _match_tokens(tokens[1:], name[cut:]):
-                return True
-        return False
-    if not name:
-        return False
-    ch = name[0]
-    if kind == "lit":
-        ok = ch == arg
-    elif kind == "any":
-        ok = ch != "/"
-    else:
-        ok = isinstance(arg, _CharClass) and arg.matches(ch)
-    return ok and _match_tokens(tokens[1:], name[1:])
+    """Run the tokens as a set of positions over ``name`` (bit ``i``: "at token ``i``").
+
+    ``*`` stays put on any character but ``/`` or steps past itself for free; every other token
+    consumes one accepted character. Each character costs a few operations on ``len(tokens)``-bit
+    integers, so matching is linear in the name whatever the pattern (a backtracking matcher takes
+    exponential time on ``*a*a*a...b`` against ``aaaa...``).
+    """
+    stars = 0
+    for index, (kind, _) in enumerate(tokens):
+        if kind == "star":
+            stars |= 1 << index
+    consumers: dict[str, int] = {}  # per character: the tokens that accept it
+
+    def consuming(ch: str) -> int:
+        mask = consumers.get(ch)
+        if mask is None:
+            mask = 0
+            for index, (kind, arg) in enumerate(tokens):
+                if (
+                    (kind == "lit" and ch == arg)
+                    or (kind == "any" and ch != "/")
+                    or (kind == "class" and isinstance(arg, _CharClass) and arg.matches(ch))
+                ):
+                    mask |= 1 << index
+            consumers[ch] = mask
+        return mask
+
+    def closure(states: int) -> int:
+        while True:
+            grown = states | ((states & stars) << 1)
+            if grown == states:
+                return states
+            states = grown
+
+    states = closure(1)
+    for ch in name:
+        states = closure(((states & consuming(ch)) << 1) | (states & stars if ch != "/" else 0))
+        if not states:
+            return False
+    return bool(states >> len(tokens) & 1)
 
 
 def go_path_match(pattern: str, name: str) -> bool:

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import IO, Final, NamedTuple, NoReturn, Protocol
+from typing import IO, TYPE_CHECKING, Final, NamedTuple, NoReturn, Protocol
 
 from credprovider import loopback
 from credprovider.api import (
@@ -34,16 +34,24 @@ from credprovider.api import (
     DurationError,
     RequestError,
     encode_response,
+    go_quote,
     parse_go_duration,
     parse_request,
 )
-from credprovider.redact import register_secret, scrub
+from credprovider.redact import clip, register_secret, safe_line, scrub
+
+if TYPE_CHECKING:
+    from credprovider.cache import CacheDir, CacheScope
 
 MAX_REQUEST_BYTES: Final = 1 << 20
 DEFAULT_DEADLINE_SECONDS: Final = 50.0
 DEADLINE_ENV: Final = "CREDPROVIDER_DEADLINE"
 CACHE_DIR_ENV: Final = "CREDPROVIDER_CACHE_DIR"
 KUBELET_TIMEOUT_SECONDS: Final = 60.0
+# No registry credential lives this long; an expiry further away is not believed (see below).
+MAX_VALIDITY_SECONDS: Final = 366 * 24 * 3600.0
+# A longer --deadline is refused: it could only be a typo (and would overflow the thread join).
+MAX_DEADLINE_SECONDS: Final = 3600.0
 TRACEBACK_VERBOSITY: Final = 4
 SDK_WARNING_VERBOSITY: Final = 2
 SDK_DEBUG_VERBOSITY: Final = 6
@@ -79,9 +87,9 @@ DETAIL_LIMIT: Final = 300
 
 
 def one_line(detail: object) -> str:
-    """An SDK's error text as one line of at most :data:`DETAIL_LIMIT` characters."""
-    text = " ".join(str(detail).split())
-    return text if len(text) <= DETAIL_LIMIT else text[:DETAIL_LIMIT] + "…"
+    """An SDK's error text as one line of at most :data:`DETAIL_LIMIT` characters: scrubbed first,
+    then cut (a secret cut in half would no longer be recognised)."""
+    return clip(" ".join(scrub(str(detail)).split()), DETAIL_LIMIT)
 
 
 class ProviderError(Exception):
@@ -112,10 +120,14 @@ def cache_duration_for(expires_at: float, now: float) -> int:
     Half, because the kubelet keeps using a cached credential for the whole duration and the runtime
     may still be pulling with it afterwards; the margin also absorbs clock skew. A credential with
     less than 2 s left yields ``0`` ("do not cache") rather than an omitted duration, which would let
-    the config default cache an expired token for hours.
+    the config default cache an expired token for hours. So does an expiry that is no time at all
+    (NaN, infinite, or more than :data:`MAX_VALIDITY_SECONDS` away): whatever a server or a cache
+    file claims, the answer is well-formed and never cached on a made-up lifetime.
     """
-    half_seconds = int((expires_at - now) // 2)
-    return max(half_seconds, 0) * SECOND
+    remaining = expires_at - now
+    if not 0 <= remaining <= MAX_VALIDITY_SECONDS:  # also false for NaN
+        return 0
+    return int(remaining // 2) * SECOND
 
 
 def seconds_since_exec() -> float:
@@ -166,7 +178,7 @@ class Logger:
         self._lock = threading.Lock()
 
     def _emit(self, prefix: str, message: str) -> None:
-        line = " ".join(scrub(message).split("\n"))
+        line = safe_line(message)
         with self._lock:
             try:
                 self._stream.write(f"{self.name}: {prefix}{line}\n")
@@ -355,8 +367,12 @@ def parse_deadline(value: str, source: str) -> float:
         )
     except DurationError:
         raise UsageError(f"{source}: {value!r} is not a duration like 30s") from None
-    if seconds <= 0:
-        raise UsageError(f"{source}: the deadline must be positive, got {value!r}")
+    if not 0 < seconds <= MAX_DEADLINE_SECONDS:
+        raise UsageError(
+            f"{source}: the deadline must be more than 0 and at most "
+            f"{MAX_DEADLINE_SECONDS:.0f}s (the kubelet kills a plugin after "
+            f"{KUBELET_TIMEOUT_SECONDS:.0f}s), got {clip(value, 40)!r}"
+        )
     return seconds
 
 
@@ -443,15 +459,27 @@ def get_with_cache(
     except cache.CacheUnavailable as exc:
         ctx.log.warning(f"{exc}: running uncached")
         return fetch()
-    scope = scope_of(request, ctx)
-    if scope is None:
-        return fetch()
-    lock = cache.KeyLock(directory, scope)
+    try:
+        scope = scope_of(request, ctx)
+        if scope is None:
+            return fetch()
+        return _through_cache(directory, scope, fetch, ctx)
+    finally:
+        directory.close()
+
+
+def _through_cache(
+    directory: CacheDir, scope: CacheScope, fetch: Callable[[], Credentials], ctx: Context
+) -> Credentials:
+    """Serve ``scope`` from ``directory`` under its lock, or fetch and store it."""
+    from credprovider.cache import KeyLock
+
+    lock = KeyLock(directory, scope)
     try:
         entry = lock.acquire(ctx)
     except OSError as exc:
         lock.release()
-        ctx.log.warning(f"cache: cannot lock {directory}: {exc}: running uncached")
+        ctx.log.warning(f"cache: cannot lock in {directory.path}: {exc}: running uncached")
         return fetch()
     try:
         if entry is None:
@@ -460,6 +488,8 @@ def get_with_cache(
         if hit is not None:
             ctx.log.v(1, f"cache: hit for {scope.registry} ({entry.name})")
             return hit
+        if entry.problem:
+            ctx.log.v(1, f"cache: ignoring {entry.name}: {entry.problem}; fetching anew")
         ctx.deadline.phase = "getting credentials (cache miss)"
         creds = fetch()
         try:
@@ -554,7 +584,7 @@ def run(
             register_secret(request.service_account_token)
             log.v(
                 1,
-                f"request: apiVersion={request.api_version} image={request.image}"
+                f"request: apiVersion={request.api_version} image={go_quote(clip(request.image))}"
                 f"{' with a service account token' if request.service_account_token else ''}",
             )
             deadline.phase = "getting credentials"

@@ -1,8 +1,12 @@
-"""Secret redaction: the single helper every log line and printed error goes through.
+"""Log hygiene: the single helper every log line and printed error goes through.
 
 Providers call :func:`register_secret` as soon as they hold a secret (a token, a password, a client
 secret). :func:`scrub` then replaces every registered secret, and anything shaped like a JWT, with
-its redacted form before text reaches stderr.
+its redacted form before text reaches stderr. :func:`safe_line` does that, then escapes what a
+terminal or log viewer would interpret (ESC, BEL, CR, C1 controls, bidi overrides) and caps the
+length: the kubelet copies plugin stderr into its own log, so a request or a server must not be
+able to forge, hide or flood lines there. Always scrub first, then cut: a cut secret would no
+longer be recognised.
 """
 
 from __future__ import annotations
@@ -45,6 +49,34 @@ def scrub(text: str) -> str:
     if "eyJ" not in text:
         return text
     return re.sub(_JWT_PATTERN, lambda m: redact(m.group(0)), text)
+
+
+# A value echoed in a message (an image, a server's error text) is cut to this many characters.
+VALUE_LIMIT: Final = 256
+# A whole stderr line is cut to this many characters.
+LINE_LIMIT: Final = 4096
+
+
+def clip(text: str, limit: int = VALUE_LIMIT) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was: ``abc…(600000 bytes)``."""
+    if len(text) <= limit:
+        return text
+    size = len(text.encode("utf-8", "surrogatepass"))
+    return f"{text[:limit]}…({size} bytes)"
+
+
+def printable(text: str) -> str:
+    """Every non-printable character escaped as Go's ``%q`` writes it (``\\x1b``, ``\\u202e``)."""
+    if text.isprintable():
+        return text
+    from credprovider.api import go_escape
+
+    return "".join(ch if ch.isprintable() or ch == "\\" else go_escape(ch) for ch in text)
+
+
+def safe_line(message: str) -> str:
+    """One stderr line: scrubbed, newlines folded, non-printables escaped, length capped."""
+    return clip(printable(" ".join(scrub(message).split("\n"))), LINE_LIMIT)
 
 
 def forget_secrets() -> None:

@@ -153,3 +153,22 @@ def run_listing_imports(
     )
     answer = json.loads(proc.stdout.strip().splitlines()[-1])
     return ImportsRun(answer["code"], answer["stdout"].encode(), set(answer["roots"]))
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, use_bundle: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Run the ``credprovider`` tool (from source, or the bundle's) with ``args``."""
+    command = (
+        [str(BUNDLE_DIR / "credprovider")]
+        if use_bundle
+        else [sys.executable, "-m", "credprovider", "credprovider"]
+    )
+    return subprocess.run(
+        [*command, *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+        check=False,
+    )

@@ -58,7 +58,7 @@ class EcrProvider:
         identity["credentials"] = fingerprint_file(
             ctx.environ.get("AWS_SHARED_CREDENTIALS_FILE") or f"{home}/.aws/credentials"
         )
-        return CacheScope(PLUGIN_NAME, image.registry, identity)
+        return CacheScope(PLUGIN_NAME, image.registry, identity, (image.registry,))
 
     def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:
         try:

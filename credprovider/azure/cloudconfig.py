@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final, NamedTuple
 
-from credprovider.azure.registry import AzureConfigError
+from credprovider.azure.registry import AzureConfigError, tenant_id_problem
 
 RESOURCE_ID_MARKER: Final = "/subscriptions/"
 
@@ -77,4 +77,8 @@ def parse_cloud_config(text: str, source: str) -> AzureConfig:
         elif not isinstance(value, str):
             raise AzureConfigError(f"{source}: {name} must be a string, got {value!r}")
         values[name] = value.strip() if isinstance(value, str) else value
-    return AzureConfig(**values)
+    config = AzureConfig(**values)
+    problem = config.tenantId and tenant_id_problem(config.tenantId)
+    if problem:
+        raise AzureConfigError(f"{source}: tenantId {problem}")
+    return config

@@ -383,8 +383,10 @@ class AcrProvider:
         identity["config_path"] = self.options.config_path
         identity["config"] = fingerprint_file(self.options.config_path)
         identity["environment"] = fingerprint_file(ctx.environ.get(ENVIRONMENT_FILE_ENV, "") or "/")
-        identity["login_server"] = self.options.mirrors.get(source, source)
-        return CacheScope("acr-credential-provider", image.registry, identity)
+        login_server = self.options.mirrors.get(source, source)
+        identity["login_server"] = login_server
+        keys = (image.registry,) if login_server == source else (login_server, image.registry)
+        return CacheScope("acr-credential-provider", image.registry, identity, keys)
 
     def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:
         try:

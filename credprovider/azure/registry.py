@@ -252,4 +252,21 @@ def service_account_identity(annotations: Mapping[str, str]) -> ServiceAccountId
         raise ValueError(
             f"tenant id annotation {TENANT_ID_ANNOTATION} is not found or the value is empty"
         )
+    problem = tenant_id_problem(tenant_id)
+    if problem:
+        raise ValueError(f"tenant id annotation {TENANT_ID_ANNOTATION}: {problem}")
     return ServiceAccountIdentity(client_id, tenant_id)
+
+
+def tenant_id_problem(tenant_id: str) -> str:
+    """What is wrong with a tenant ID ('' if nothing): Entra takes letters, digits, '-' and '.'
+    only (azure-identity refuses anything else, with a ValueError)."""
+    if re.fullmatch(r"[0-9A-Za-z.-]+", tenant_id):
+        return ""
+    from credprovider.api import go_quote
+    from credprovider.redact import clip
+
+    return (
+        f"{go_quote(clip(tenant_id, 64))} is not a tenant ID (a GUID or a domain name: letters, "
+        "digits, '-' and '.' only)"
+    )

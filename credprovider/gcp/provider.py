@@ -248,7 +248,10 @@ class GcpProvider:
         self.overrides = overrides
 
     def cache_scope(self, request: CredentialProviderRequest, ctx: Context) -> CacheScope | None:
-        """The registry and what picks the Google identity (no SDK, no secrets)."""
+        """The registry and what picks the Google identity (no SDK, no secrets). Only token answers
+        (the gcr flow) are cached: a dockercfg answer has no expiry."""
+        if self.options.auth_flow != "gcr":
+            return None
         try:
             image = parse_image(request.image)
         except ImageError:
@@ -263,7 +266,8 @@ class GcpProvider:
             "credentials": fingerprint_file(credentials_file) if credentials_file else "",
             "metadata_host": metadata.metadata_host(ctx.environ),
         }
-        return CacheScope("auth-provider-gcp", image.registry, identity)
+        keys = tuple(registry_keys(image.registry, image.host))
+        return CacheScope("auth-provider-gcp", image.registry, identity, keys)
 
     def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:
         if self.options.auth_flow == "gcr":

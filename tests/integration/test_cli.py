@@ -17,28 +17,11 @@ from tests.fakes.aws import FakeEcr
 from tests.fakes.gcp import FakeMetadata
 from tests.fakes.http import FakeServer, serve
 from tests.helpers import BUNDLE_DIR, REPO
+from tests.helpers import run_cli as cli
 from tests.integration.conftest import REQUIRE_BUNDLE_ENV, Azure
 from tests.integration.kubelet_config_cases import CASES, OK, P
 
 ECR_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/team/app"
-
-
-def cli(
-    *args: str, env: dict[str, str] | None = None, use_bundle: bool = False
-) -> subprocess.CompletedProcess[str]:
-    command = (
-        [str(BUNDLE_DIR / "credprovider")]
-        if use_bundle
-        else [sys.executable, "-m", "credprovider", "credprovider"]
-    )
-    return subprocess.run(
-        [*command, *args],
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
-        check=False,
-    )
 
 
 def write(path: Path, text: str) -> Path:

@@ -17,7 +17,7 @@ DEADLINE_GRACE_SECONDS = 3.0
 
 @dataclass
 class Outcome:
-    category: str  # fault | hostile | spoofing | hygiene
+    category: str  # fault | hostile | spoofing | hygiene | redteam
     scenario: str
     code: int
     seconds: float

@@ -22,6 +22,8 @@ def summarize(outcomes: list[dict[str, Any]]) -> list[str]:
         f"bad inputs handled:         {ok['hostile']}/{by_category['hostile']} (refused or answered as asserted)",
         f"spoofing attempts blocked:  {ok['spoofing']}/{by_category['spoofing']}",
         f"hygiene scenarios (-v=9):   {ok['hygiene']}/{by_category['hygiene']} clean",
+        f"red-team classes held:      {ok['redteam']}/{by_category['redteam']} (cache path and content, "
+        "secrets, log injection, one line, install)",
         f"secrets found:              {secrets_found}",
     ]
     if worst is not None:

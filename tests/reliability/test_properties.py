@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import string
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,7 +27,7 @@ from credprovider.gcp.registry import (
     parse_dockercfg,
     registry_keys,
 )
-from credprovider.matching import keyring_lookup, parse_image, urls_match
+from credprovider.matching import go_path_match, keyring_lookup, parse_image, urls_match
 
 PUBLIC = CLOUDS["azurepubliccloud"]
 label = st.text(alphabet=string.ascii_lowercase + string.digits, min_size=1, max_size=12)
@@ -131,3 +132,46 @@ def test_look_alike_hosts_are_never_a_cloud_registry(extra: list[str]) -> None:
     assert login_server_suffix(f"foo.azurecr.io.{tail}", PUBLIC) is None
     assert not is_google_registry_host(f"gcr.io.{tail}")
     assert not is_google_registry_host(f"{tail}-pkg.dev")
+
+
+def _reference_glob(pattern: str, name: str) -> bool:
+    """Go's filepath.Match for patterns of ``*``, ``?`` and literals, by plain backtracking
+    (exponential in the worst case, so only for the small inputs below)."""
+    if not pattern:
+        return name == ""
+    if pattern[0] == "*":
+        return any(
+            _reference_glob(pattern[1:], name[cut:])
+            for cut in range(len(name) + 1)
+            if "/" not in name[:cut]
+        )
+    if not name or (pattern[0] == "?" and name[0] == "/"):
+        return False
+    return (pattern[0] in "?" or pattern[0] == name[0]) and _reference_glob(pattern[1:], name[1:])
+
+
+glob_pattern = st.text(alphabet="ab*?/", max_size=10)
+glob_name = st.text(alphabet="ab/", max_size=12)
+
+
+@settings(max_examples=500)
+@given(glob_pattern, glob_name)
+def test_the_linear_glob_matcher_agrees_with_backtracking(pattern: str, name: str) -> None:
+    assert go_path_match(pattern, name) == _reference_glob(pattern, name)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "name"),
+    [
+        ("*a*a*a*a*a*a*a*a*a*a*a*a*b", "a" * 60),
+        ("*a" * 2000 + "b", "a" * 20_000),
+        ("*" * 10_000 + "b", "a" * 10_000),
+        ("?*" * 1000 + "[^a]", "a" * 10_000),
+    ],
+    ids=["the red team's glob", "2,000 stars", "10,000 stars in a row", "classes"],
+)
+def test_catastrophic_globs_are_answered(pattern: str, name: str) -> None:
+    """Exponential for a backtracking matcher; here each runs in well under a second."""
+    assert go_path_match(pattern, name) is False
+    assert go_path_match(pattern, name + "b") is True
+    assert urls_match(pattern.replace("/", "") + ".com", name + ".com") is False
