@@ -1,9 +1,10 @@
-"""A small stdlib HTTP client for the plain-HTTP calls a plugin makes itself (metadata servers).
+"""A small stdlib HTTP client for the calls a plugin makes itself (metadata servers, the ECR API).
 
 ``http.client`` costs a few milliseconds to import where an SDK's transport stack (requests, urllib3
-and the cryptography it pulls in) costs 100 ms or more per exec. Only ``http://`` is supported:
-the metadata servers this is for are link-local HTTP endpoints; TLS endpoints go through the SDKs.
-No redirect is followed, every call has a timeout and the body read is capped.
+and the cryptography it pulls in) costs 100 ms or more per exec. ``http://`` is for the link-local
+metadata servers; ``https://`` only when the caller passes the TLS context (certificate checks on),
+and never through a proxy: callers leave proxied setups to the SDKs. No redirect is followed, every
+call has a timeout and the body read is capped.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Final, NamedTuple
 
 if TYPE_CHECKING:
+    import ssl
+
     from credprovider.plugin import Context
 
 MAX_BODY_BYTES: Final = 1 << 20
@@ -39,15 +42,57 @@ class HttpResponse(NamedTuple):
         return self.body.decode("utf-8", "replace")
 
 
-def split_http_url(url: str) -> tuple[str, str]:
-    """``http://host[:port]/path?query`` -> (``host[:port]``, ``/path?query``)."""
+def split_http_url(url: str, *, allow_https: bool = False) -> tuple[str, str, str]:
+    """``http://host[:port]/path?query`` -> (``http``, ``host[:port]``, ``/path?query``)."""
     scheme, sep, rest = url.partition("://")
-    if scheme.lower() != "http" or not sep:
-        raise HttpError(f"only http:// URLs are supported here, not {url!r}")
+    scheme = scheme.lower()
+    if not sep or scheme not in (("http", "https") if allow_https else ("http",)):
+        kinds = "http:// and https://" if allow_https else "http://"
+        raise HttpError(f"only {kinds} URLs are supported here, not {url!r}")
     authority, slash, path = rest.partition("/")
     if not authority or "@" in authority:
         raise HttpError(f"{url!r} has no usable host")
-    return authority, slash + path
+    return scheme, authority, slash + path
+
+
+def request(
+    method: str,
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    timeout: float,
+    body: bytes | None = None,
+    tls: ssl.SSLContext | None = None,
+    max_body: int = MAX_BODY_BYTES,
+) -> HttpResponse:
+    """One request on a fresh connection; raises :class:`HttpError` when no full answer arrives.
+
+    ``https://`` URLs need ``tls`` (the caller's verified context); ``http://`` ones never use it.
+    """
+    import http.client
+
+    scheme, authority, target = split_http_url(url, allow_https=tls is not None)
+    connection = (
+        http.client.HTTPSConnection(authority, timeout=timeout, context=tls)
+        if scheme == "https"
+        else http.client.HTTPConnection(authority, timeout=timeout)
+    )
+    try:
+        connection.request(method, target, body=body, headers=dict(headers))
+        response = connection.getresponse()
+        data = response.read(max_body + 1)
+        if len(data) > max_body:
+            raise BodyTooLargeError(f"the answer from {url} is larger than {max_body} bytes")
+        return HttpResponse(
+            response.status, {name.lower(): value for name, value in response.getheaders()}, data
+        )
+    except HttpError:
+        raise
+    except (OSError, http.client.HTTPException, ValueError) as exc:
+        # ValueError: http.client's own checks (invalid port, control characters in the URL).
+        raise HttpError(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
+    finally:
+        connection.close()
 
 
 def get(
@@ -57,27 +102,8 @@ def get(
     timeout: float,
     max_body: int = MAX_BODY_BYTES,
 ) -> HttpResponse:
-    """One ``GET`` on a fresh connection; raises :class:`HttpError` when no full answer arrives."""
-    import http.client
-
-    authority, target = split_http_url(url)
-    connection = http.client.HTTPConnection(authority, timeout=timeout)
-    try:
-        connection.request("GET", target, headers=dict(headers))
-        response = connection.getresponse()
-        body = response.read(max_body + 1)
-        if len(body) > max_body:
-            raise BodyTooLargeError(f"the answer from {url} is larger than {max_body} bytes")
-        return HttpResponse(
-            response.status, {name.lower(): value for name, value in response.getheaders()}, body
-        )
-    except HttpError:
-        raise
-    except (OSError, http.client.HTTPException, ValueError) as exc:
-        # ValueError: http.client's own checks (invalid port, control characters in the URL).
-        raise HttpError(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
-    finally:
-        connection.close()
+    """One plain-HTTP ``GET`` (see :func:`request`)."""
+    return request("GET", url, headers=headers, timeout=timeout, max_body=max_body)
 
 
 def get_with_retries(

@@ -1,11 +1,15 @@
-"""ECR credentials through botocore (imported lazily: only when a token is actually fetched)."""
+"""ECR credentials: the stdlib path of :mod:`credprovider.aws.direct` in the common node case, else
+botocore (imported lazily: only when it is needed)."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from credprovider import __version__
 from credprovider.api import AuthConfig, CredentialProviderRequest
+from credprovider.aws import direct
 from credprovider.aws.registry import (
     IDENTITY_ENV,
     ROLE_SESSION_NAME,
@@ -100,12 +104,13 @@ def _client_config(ctx: Context, region: str) -> Any:
     )
 
 
-def _region_for(registry: EcrRegistry, session: Session, ctx: Context) -> str:
+def _region_for(registry: EcrRegistry, ctx: Context, configured: Callable[[], str | None]) -> str:
+    """The registry's region, else the default one (``configured`` reads botocore's setting)."""
     if registry.region is not None:
         return registry.region
     # AWS_REGION first, as the Go SDK (and so upstream configs) use it; botocore reads only
     # AWS_DEFAULT_REGION and the profile.
-    region = ctx.environ.get("AWS_REGION") or session.get_config_variable("region")
+    region = ctx.environ.get("AWS_REGION") or configured()
     if not region:
         raise ProviderError(
             f"{registry.host} is not an ECR registry host, so the region cannot be read from it: "
@@ -154,6 +159,46 @@ def _assume_role(
     }
 
 
+def _api_name(registry: EcrRegistry) -> str:
+    return "ECR Public" if registry.kind == "public" else "ECR"
+
+
+def _service(registry: EcrRegistry) -> str:
+    return "ecr-public" if registry.kind == "public" else "ecr"
+
+
+def _rejected(registry: EcrRegistry, region: str, code: str, message: str) -> ProviderError:
+    """The API's own error answer (botocore's ClientError, or the stdlib path's)."""
+    hint = ""
+    if "AccessDenied" in code or "UnrecognizedClient" in code or "ExpiredToken" in code:
+        hint = (
+            "; the identity needs ecr-public:GetAuthorizationToken and sts:GetServiceBearerToken"
+            if registry.kind == "public"
+            else "; the identity needs ecr:GetAuthorizationToken"
+        )
+    elif "Throttl" in code or code == "TooManyRequestsException":
+        hint = (
+            f"; still throttled after {MAX_ATTEMPTS} attempts, the kubelet retries on the next pull"
+        )
+    return ProviderError(
+        f"{_api_name(registry)} GetAuthorizationToken in {region} failed: {code}: {message}{hint}"
+    )
+
+
+def _unreachable(registry: EcrRegistry, region: str, detail: object) -> ProviderError:
+    return ProviderError(
+        f"could not reach the {_api_name(registry)} API in {region}: {detail}; check network "
+        "access, proxy (HTTPS_PROXY) and VPC endpoints from this node"
+    )
+
+
+def _unusable(registry: EcrRegistry, region: str, detail: str) -> ProviderError:
+    return ProviderError(
+        f"{_service(registry)} GetAuthorizationToken in {region} returned an unusable answer: "
+        f"{detail}"
+    )
+
+
 def _api_failure(registry: EcrRegistry, region: str, exc: Exception) -> ProviderError:
     from botocore.exceptions import (
         ClientError,
@@ -163,36 +208,99 @@ def _api_failure(registry: EcrRegistry, region: str, exc: Exception) -> Provider
         ReadTimeoutError,
     )
 
-    api = "ECR Public" if registry.kind == "public" else "ECR"
     if isinstance(exc, NoCredentialsError):
         return ProviderError(NO_CREDENTIALS_HINT)
     if isinstance(exc, ClientError):
         error = exc.response.get("Error", {})
-        code = error.get("Code", "error")
-        hint = ""
-        if "AccessDenied" in code or "UnrecognizedClient" in code or "ExpiredToken" in code:
-            hint = (
-                "; the identity needs ecr-public:GetAuthorizationToken and sts:GetServiceBearerToken"
-                if registry.kind == "public"
-                else "; the identity needs ecr:GetAuthorizationToken"
-            )
-        elif "Throttl" in code or code == "TooManyRequestsException":
-            hint = f"; still throttled after {MAX_ATTEMPTS} attempts, the kubelet retries on the next pull"
-        return ProviderError(
-            f"{api} GetAuthorizationToken in {region} failed: {code}: {error.get('Message', '')}{hint}"
-        )
+        return _rejected(registry, region, error.get("Code", "error"), error.get("Message", ""))
     if isinstance(exc, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError):
-        return ProviderError(
-            f"could not reach the {api} API in {region}: {exc}; check network access, proxy "
-            "(HTTPS_PROXY) and VPC endpoints from this node"
+        return _unreachable(registry, region, exc)
+    return ProviderError(f"{_api_name(registry)} GetAuthorizationToken in {region} failed: {exc}")
+
+
+def _token(
+    registry: EcrRegistry, region: str, raw_token: str | None, expires_at: float | None
+) -> EcrToken:
+    register_secret(raw_token)
+    try:
+        username, password = decode_authorization_token(raw_token)
+    except TokenError as exc:
+        raise _unusable(registry, region, str(exc)) from None
+    register_secret(password)
+    return EcrToken(username, password, expires_at)
+
+
+def _fetch_direct(registry: EcrRegistry, route: direct.Plan, ctx: Context) -> EcrToken | None:
+    """The stdlib path; ``None`` when the instance role could not be read (botocore then tries)."""
+    keys = route.keys
+    if keys is None:
+        ctx.deadline.phase = "reading the instance role from IMDS"
+        keys = direct.instance_role_keys(route.imds, ctx)
+        if keys is None:
+            return None
+    else:
+        register_secret(keys.secret_key)
+        register_secret(keys.session_token)
+        ctx.log.v(
+            1, "credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from the environment"
         )
-    return ProviderError(f"{api} GetAuthorizationToken in {region} failed: {exc}")
+    region = _region_for(registry, ctx, lambda: ctx.environ.get("AWS_DEFAULT_REGION"))
+    ctx.deadline.phase = f"calling {route.service} GetAuthorizationToken in {region}"
+    ctx.log.v(1, f"getting a {registry.kind} ECR token for {registry.host} in {region} (stdlib)")
+    try:
+        raw_token, expires_at = direct.get_authorization_token(
+            route, keys, ctx, f"credprovider/{__version__}"
+        )
+    except direct.ApiError as exc:
+        raise _rejected(registry, region, exc.code, exc.message) from None
+    except direct.TransportError as exc:
+        raise _unreachable(registry, region, exc) from None
+    except direct.AnswerError as exc:
+        raise _unusable(registry, region, str(exc)) from None
+    return _token(registry, region, raw_token, expires_at)
+
+
+def _direct_route(
+    registry: EcrRegistry, role: RoleChoice | None, ctx: Context
+) -> direct.Plan | None:
+    """The stdlib route when it applies (see :mod:`credprovider.aws.direct`), else ``None``."""
+    if role is not None:
+        reason = "assuming a role for the service account"
+    else:
+        region = (
+            registry.region
+            or ctx.environ.get("AWS_REGION")
+            or ctx.environ.get("AWS_DEFAULT_REGION")
+        )
+        route = (
+            direct.plan(ctx.environ, _service(registry), region, os.path.exists)
+            if region
+            else "no region in the registry host or the environment"
+        )
+        if isinstance(route, direct.Plan):
+            return route
+        reason = route
+    ctx.log.v(1, f"using botocore: {reason}")
+    return None
 
 
 def fetch_token(
     registry: EcrRegistry, role: RoleChoice | None, web_identity_token: str, ctx: Context
 ) -> EcrToken:
-    """Call (private or public) ``GetAuthorizationToken`` and decode the answer."""
+    """Call (private or public) ``GetAuthorizationToken`` and decode the answer: with the standard
+    library in the common node case, else through botocore."""
+    route = _direct_route(registry, role, ctx)
+    if route is not None:
+        token = _fetch_direct(registry, route, ctx)
+        if token is not None:
+            return token
+        ctx.log.v(1, "using botocore: the instance role could not be read directly")
+    return _fetch_botocore(registry, role, web_identity_token, ctx)
+
+
+def _fetch_botocore(
+    registry: EcrRegistry, role: RoleChoice | None, web_identity_token: str, ctx: Context
+) -> EcrToken:
     import logging
 
     import botocore.session
@@ -201,11 +309,11 @@ def fetch_token(
     for name in BODY_LOGGERS:
         logging.getLogger(name).setLevel(logging.INFO)
     session = botocore.session.get_session()
-    region = _region_for(registry, session, ctx)
+    region = _region_for(registry, ctx, lambda: session.get_config_variable("region"))
     client_kwargs: dict[str, Any] = {}
     if role is not None:
         client_kwargs = _assume_role(session, role, web_identity_token, region, ctx)
-    service = "ecr-public" if registry.kind == "public" else "ecr"
+    service = _service(registry)
     ctx.deadline.phase = f"calling {service} GetAuthorizationToken in {region}"
     ctx.log.v(1, f"getting a {registry.kind} ECR token for {registry.host} in {region}")
     client = session.create_client(service, config=_client_config(ctx, region), **client_kwargs)
@@ -215,33 +323,18 @@ def fetch_token(
         raise _api_failure(registry, region, exc) from None
     except (AttributeError, TypeError, KeyError, ValueError) as exc:
         # botocore's parser fails this way on a body whose fields have the wrong JSON types.
-        raise ProviderError(
-            f"{service} GetAuthorizationToken in {region} returned an unusable answer: the response "
-            f"does not match the API ({type(exc).__name__})"
+        raise _unusable(
+            registry, region, f"the response does not match the API ({type(exc).__name__})"
         ) from None
     data = answer.get("authorizationData")
     if registry.kind != "public":
         data = data[0] if isinstance(data, list) and data else None
     if not isinstance(data, dict) or not data:
-        raise ProviderError(
-            f"{service} GetAuthorizationToken in {region} returned an unusable answer: "
-            "authorization data was empty"
-        )
+        raise _unusable(registry, region, "authorization data was empty")
     raw_token = data.get("authorizationToken")
     if raw_token is not None and not isinstance(raw_token, str):
-        raise ProviderError(
-            f"{service} GetAuthorizationToken in {region} returned an unusable answer: "
-            "the authorization token is not a string"
-        )
-    register_secret(raw_token)
-    try:
-        username, password = decode_authorization_token(raw_token)
-    except TokenError as exc:
-        raise ProviderError(
-            f"{service} GetAuthorizationToken in {region} returned an unusable answer: {exc}"
-        ) from None
-    register_secret(password)
+        raise _unusable(registry, region, "the authorization token is not a string")
     expires = data.get("expiresAt")
     timestamp = getattr(expires, "timestamp", None)  # botocore parses expiresAt into a datetime
     expires_at = float(timestamp()) if callable(timestamp) else None
-    return EcrToken(username, password, expires_at)
+    return _token(registry, region, raw_token, expires_at)

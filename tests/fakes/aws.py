@@ -2,7 +2,8 @@
 
 It speaks the awsJson1.1 protocol botocore uses (``X-Amz-Target`` header) and records, per call,
 the target and the SigV4 credential scope, so tests can assert the region a request was signed for
-and which credentials (node or assumed role) signed it.
+and which credentials (node or assumed role) signed it. For access keys listed in ``secret_keys``
+it also checks the signature as AWS would, with botocore's signer over the request as received.
 """
 
 from __future__ import annotations
@@ -19,6 +20,12 @@ PUBLIC_TARGET = "SpencerFrontendService.GetAuthorizationToken"
 _SCOPE_RE = re.compile(r"Credential=([^/]+)/\d{8}/([^/]+)/([^/]+)/aws4_request")
 
 
+_AUTHORIZATION_RE = re.compile(
+    r"AWS4-HMAC-SHA256 Credential=([^/]+)/\d{8}/([^/]+)/([^/]+)/aws4_request, "
+    r"SignedHeaders=([a-z0-9;-]+), Signature=([0-9a-f]{64})"
+)
+
+
 @dataclass
 class EcrCall:
     target: str
@@ -26,6 +33,34 @@ class EcrCall:
     region: str
     service: str
     session_token: str
+    signature_valid: bool | None = None  # None: the access key's secret is not known here
+    user_agent: str = ""
+
+
+def signature_valid(request: FakeRequest, secret_key: str) -> bool:
+    """botocore's SigV4 over the request as received equals the signature it carries."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    match = _AUTHORIZATION_RE.fullmatch(request.header("authorization"))
+    if match is None:
+        return False
+    access_key, region, service, signed, signature = match.groups()
+    headers = {name: request.header(name) for name in signed.split(";")}
+    received = AWSRequest(
+        method=request.method,
+        url=f"http://{request.header('host')}{request.path}",
+        data=request.body,
+        headers=headers,
+    )
+    received.context["timestamp"] = request.header("x-amz-date")
+    token = request.header("x-amz-security-token") or None
+    signer = SigV4Auth(Credentials(access_key, secret_key, token), service, region)
+    expected = signer.signature(
+        signer.string_to_sign(received, signer.canonical_request(received)), received
+    )
+    return bool(expected == signature)
 
 
 @dataclass
@@ -40,6 +75,7 @@ class FakeEcr:
     omit_token: bool = False
     empty_data: bool = False
     delay: float = 0.0
+    secret_keys: dict[str, str] = field(default_factory=dict)
     calls: list[EcrCall] = field(default_factory=list)
 
     def token(self) -> str:
@@ -50,13 +86,17 @@ class FakeEcr:
     def __call__(self, request: FakeRequest) -> FakeResponse:
         target = request.header("x-amz-target")
         scope = _SCOPE_RE.search(request.header("authorization"))
+        access_key = scope.group(1) if scope else ""
+        secret = self.secret_keys.get(access_key)
         self.calls.append(
             EcrCall(
                 target=target,
-                access_key=scope.group(1) if scope else "",
+                access_key=access_key,
                 region=scope.group(2) if scope else "",
                 service=scope.group(3) if scope else "",
                 session_token=request.header("x-amz-security-token"),
+                signature_valid=None if secret is None else signature_valid(request, secret),
+                user_agent=request.header("user-agent"),
             )
         )
         if self.fault is not None:

@@ -1,18 +1,24 @@
 """ecr-credential-provider against moto (ECR, STS) and the project's ECR/ECR Public fake.
 
-Every request goes through botocore's real endpoint resolution, signing, retries and parsing, pointed
-at loopback with the SDK's standard ``AWS_ENDPOINT_URL_<SERVICE>`` settings.
+Endpoints are pointed at loopback with the SDK's standard ``AWS_ENDPOINT_URL_<SERVICE>`` settings.
+With keys in the environment and no profile file a token is fetched by the stdlib path
+(``credprovider/aws/direct.py``); the ``route`` fixture runs the main cases a second time with an
+(empty) profile file, which sends them through botocore's endpoint resolution, signing, retries and
+parsing. The fake checks every signature with botocore's signer.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from credprovider.api import SECOND, parse_go_duration
 from credprovider.matching import keyring_lookup
 from tests.fakes.aws import PRIVATE_TARGET, PUBLIC_TARGET, FakeEcr, sts_error
-from tests.fakes.http import FakeResponse, FakeServer, serve
-from tests.helpers import API_VERSIONS, request_bytes, run_plugin
+from tests.fakes.http import FakeRequest, FakeResponse, FakeServer, serve
+from tests.fakes.tls import CertAuthority
+from tests.helpers import API_VERSIONS, request_bytes, run_listing_imports, run_plugin
 
 PLUGIN = "ecr-credential-provider"
 NODE_KEY = "AKIDNODE0000000000"
@@ -31,6 +37,16 @@ def aws_env(ecr_url: str, sts_url: str, **extra: str) -> dict[str, str]:
     }
     env.update(extra)
     return env
+
+
+@pytest.fixture(params=["stdlib", "botocore"])
+def route(request: pytest.FixtureRequest, tmp_path: Path) -> dict[str, str]:
+    """Extra env that selects the path: none (stdlib), or an empty profile file (botocore)."""
+    if request.param == "stdlib":
+        return {}
+    config = tmp_path / "aws-config"
+    config.write_text("")
+    return {"AWS_CONFIG_FILE": str(config)}
 
 
 def assumed_role_arn(access_key_id: str) -> str | None:
@@ -62,12 +78,18 @@ PRIVATE_HOSTS = [
 
 @pytest.mark.parametrize(("host", "region"), PRIVATE_HOSTS)
 def test_private_registry_of_every_partition(
-    ecr: tuple[FakeEcr, FakeServer], moto_server: str, host: str, region: str
+    ecr: tuple[FakeEcr, FakeServer],
+    moto_server: str,
+    host: str,
+    region: str,
+    route: dict[str, str],
 ) -> None:
     fake, server = ecr
+    fake.secret_keys[NODE_KEY] = NODE_SECRET
     image = f"{host}/team/app"
-    run = run_plugin(PLUGIN, request_bytes(image), env=aws_env(server.url, moto_server))
+    run = run_plugin(PLUGIN, request_bytes(image), env=aws_env(server.url, moto_server, **route))
     response = run.response
+    assert [c.signature_valid for c in fake.calls] == [True]
     assert response["cacheKeyType"] == "Registry"
     assert response["auth"] == {host: {"username": "AWS", "password": fake.password}}
     assert [(c.target, c.region, c.access_key) for c in fake.calls] == [
@@ -94,15 +116,21 @@ def test_against_moto_ecr(moto_server: str, use_bundle: bool) -> None:
 
 @pytest.mark.parametrize("host", ["public.ecr.aws", "ecr-public.aws.com"])
 def test_public_registry_uses_ecr_public_in_us_east_1(
-    ecr: tuple[FakeEcr, FakeServer], moto_server: str, host: str, use_bundle: bool
+    ecr: tuple[FakeEcr, FakeServer],
+    moto_server: str,
+    host: str,
+    use_bundle: bool,
+    route: dict[str, str],
 ) -> None:
     fake, server = ecr
+    fake.secret_keys[NODE_KEY] = NODE_SECRET
     run = run_plugin(
         PLUGIN,
         request_bytes(f"{host}/nginx/nginx"),
-        env=aws_env(server.url, moto_server),
+        env=aws_env(server.url, moto_server, **route),
         use_bundle=use_bundle,
     )
+    assert [c.signature_valid for c in fake.calls] == [True]
     assert run.response["auth"] == {host: {"username": "AWS", "password": fake.password}}
     assert [(c.target, c.region, c.service) for c in fake.calls] == [
         (PUBLIC_TARGET, "us-east-1", "ecr-public")
@@ -308,7 +336,11 @@ def test_malformed_role_arn_is_an_error(ecr: tuple[FakeEcr, FakeServer], moto_se
     ],
 )
 def test_error_strings(
-    ecr: tuple[FakeEcr, FakeServer], moto_server: str, setup: dict[str, object], message: str
+    ecr: tuple[FakeEcr, FakeServer],
+    moto_server: str,
+    setup: dict[str, object],
+    message: str,
+    route: dict[str, str],
 ) -> None:
     fake, server = ecr
     for name, value in setup.items():
@@ -316,7 +348,7 @@ def test_error_strings(
     run = run_plugin(
         PLUGIN,
         request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"),
-        env=aws_env(server.url, moto_server),
+        env=aws_env(server.url, moto_server, **route),
     )
     assert (run.code, run.stdout) == (1, b"")
     assert len(run.error_lines) == 1
@@ -325,7 +357,7 @@ def test_error_strings(
 
 
 def test_throttling_is_retried_then_reported(
-    ecr: tuple[FakeEcr, FakeServer], moto_server: str
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str, route: dict[str, str]
 ) -> None:
     fake, server = ecr
     fake.fault = FakeResponse.json(
@@ -336,7 +368,7 @@ def test_throttling_is_retried_then_reported(
     run = run_plugin(
         PLUGIN,
         request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"),
-        env=aws_env(server.url, moto_server),
+        env=aws_env(server.url, moto_server, **route),
     )
     assert run.code == 1
     assert len(fake.calls) == 3
@@ -356,14 +388,14 @@ def test_no_credentials_is_explained(ecr: tuple[FakeEcr, FakeServer], moto_serve
 
 
 def test_other_host_uses_the_default_region_and_says_so(
-    ecr: tuple[FakeEcr, FakeServer], moto_server: str
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str, route: dict[str, str]
 ) -> None:
     fake, server = ecr
     run = run_plugin(
         PLUGIN,
         request_bytes("mirror.example.com:5000/library/nginx"),
         args=["-v=1"],
-        env=aws_env(server.url, moto_server, AWS_REGION="eu-central-1"),
+        env=aws_env(server.url, moto_server, AWS_REGION="eu-central-1", **route),
     )
     assert run.response["auth"] == {
         "mirror.example.com:5000": {"username": "AWS", "password": fake.password}
@@ -382,12 +414,14 @@ def test_other_host_without_a_region_is_an_error(
     assert "set AWS_REGION in the provider's env" in run.stderr
 
 
-def test_unreachable_endpoint_fails_before_the_deadline(moto_server: str) -> None:
+def test_unreachable_endpoint_fails_before_the_deadline(
+    moto_server: str, route: dict[str, str]
+) -> None:
     run = run_plugin(
         PLUGIN,
         request_bytes("public.ecr.aws/a/b"),
         args=["--deadline=20s"],
-        env=aws_env("http://127.0.0.1:9", moto_server),
+        env=aws_env("http://127.0.0.1:9", moto_server, **route),
     )
     assert run.code == 1
     assert run.seconds < 20
@@ -420,3 +454,148 @@ def test_cache_duration_parses_as_go_duration(
         PLUGIN, request_bytes("public.ecr.aws/a/b"), env=aws_env(server.url, moto_server)
     )
     assert 21590 * SECOND < parse_go_duration(run.response["cacheDuration"]) <= 21600 * SECOND
+
+
+# --- the stdlib path: when it is taken, the instance role, and what it costs ---------------------
+
+
+def test_the_common_miss_loads_no_botocore(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str, tmp_path: Path
+) -> None:
+    _, server = ecr
+    image = request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a")
+    direct = run_listing_imports(PLUGIN, image, env=aws_env(server.url, moto_server))
+    assert direct.response["auth"]
+    assert "botocore" not in direct.roots
+    config = tmp_path / "config"
+    config.write_text("[default]\n")
+    via_sdk = run_listing_imports(
+        PLUGIN, image, env=aws_env(server.url, moto_server, AWS_CONFIG_FILE=str(config))
+    )
+    assert via_sdk.response["auth"] == direct.response["auth"]
+    assert "botocore" in via_sdk.roots
+
+
+def test_the_route_is_said_at_v1(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str, tmp_path: Path
+) -> None:
+    _, server = ecr
+    image = request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a")
+    run = run_plugin(PLUGIN, image, args=["-v=1"], env=aws_env(server.url, moto_server))
+    assert "credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from the environment" in (
+        run.stderr
+    )
+    assert "(stdlib)" in run.stderr
+    assert "using botocore" not in run.stderr
+    run = run_plugin(
+        PLUGIN,
+        image,
+        args=["-v=1"],
+        env=aws_env(server.url, moto_server, AWS_PROFILE="ci", AWS_CONFIG_FILE="/nonexistent"),
+    )
+    assert "using botocore: AWS_PROFILE is set" in run.stderr
+
+
+ROLE_KEY = "ASIAROLE00000000000"
+ROLE_SECRET = "role-secret-access-key-0123456789"
+ROLE_SESSION = "role-session-token-" + "x" * 40
+
+
+class FakeImds:
+    """IMDSv2: a session token from PUT, then the role name and its credentials with it."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, str, str]] = []
+
+    def __call__(self, request: FakeRequest) -> FakeResponse:
+        self.requests.append(
+            (
+                request.method,
+                request.path,
+                request.header("x-aws-ec2-metadata-token-ttl-seconds")
+                or request.header("x-aws-ec2-metadata-token"),
+            )
+        )
+        if request.method == "PUT" and request.path == "/latest/api/token":
+            return FakeResponse.text("imds-session-token")
+        if request.header("x-aws-ec2-metadata-token") != "imds-session-token":
+            return FakeResponse.text("Unauthorized", 401)
+        if request.path == "/latest/meta-data/iam/security-credentials/":
+            return FakeResponse.text("node-role")
+        if request.path == "/latest/meta-data/iam/security-credentials/node-role":
+            return FakeResponse.json(
+                {
+                    "Code": "Success",
+                    "Type": "AWS-HMAC",
+                    "AccessKeyId": ROLE_KEY,
+                    "SecretAccessKey": ROLE_SECRET,
+                    "Token": ROLE_SESSION,
+                    "Expiration": "2099-01-01T00:00:00Z",
+                }
+            )
+        return FakeResponse.text("Not Found", 404)
+
+
+def test_the_instance_role_is_read_through_imdsv2(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str
+) -> None:
+    fake, server = ecr
+    fake.secret_keys[ROLE_KEY] = ROLE_SECRET
+    imds = FakeImds()
+    with serve(imds) as metadata:
+        env = aws_env(
+            server.url,
+            moto_server,
+            AWS_EC2_METADATA_DISABLED="false",
+            AWS_EC2_METADATA_SERVICE_ENDPOINT=metadata.url,
+        )
+        del env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]
+        image = request_bytes("123456789012.dkr.ecr.eu-west-1.amazonaws.com/a")
+        run = run_plugin(PLUGIN, image, args=["-v=9"], env=env)
+        listed = run_listing_imports(PLUGIN, image, env=env)
+    assert run.response["auth"]["123456789012.dkr.ecr.eu-west-1.amazonaws.com"]["username"] == "AWS"
+    assert "credentials: the instance role node-role, from IMDSv2" in run.stderr
+    assert imds.requests[:3] == [
+        ("PUT", "/latest/api/token", "21600"),
+        ("GET", "/latest/meta-data/iam/security-credentials/", "imds-session-token"),
+        ("GET", "/latest/meta-data/iam/security-credentials/node-role", "imds-session-token"),
+    ]
+    assert [(c.access_key, c.session_token, c.signature_valid) for c in fake.calls[:1]] == [
+        (ROLE_KEY, ROLE_SESSION, True)
+    ]
+    for secret in (ROLE_SECRET, ROLE_SESSION, "imds-session-token", fake.password):
+        assert secret not in run.stderr
+    assert "botocore" not in listed.roots
+
+
+@pytest.mark.parametrize(
+    ("certificate_for", "works"),
+    [("api.ecr.us-east-1.amazonaws.com", True), ("api.ecr.us-east-2.amazonaws.com", False)],
+)
+def test_the_stdlib_path_speaks_verified_https_to_the_computed_endpoint(
+    test_ca: CertAuthority, certificate_for: str, works: bool
+) -> None:
+    """No endpoint override: the plugin computes https://api.ecr.us-east-1.amazonaws.com/ itself;
+    the test resolver sends that name to a loopback fake whose certificate the test CA signed."""
+    fake = FakeEcr(secret_keys={NODE_KEY: NODE_SECRET})
+    with serve(fake, tls=test_ca.server_context(certificate_for)) as server:
+        env = {
+            "AWS_ACCESS_KEY_ID": NODE_KEY,
+            "AWS_SECRET_ACCESS_KEY": NODE_SECRET,
+            "AWS_CA_BUNDLE": str(test_ca.bundle),
+            "CREDPROVIDER_TEST_RESOLVE": f"api.ecr.us-east-1.amazonaws.com=127.0.0.1:{server.port}",
+        }
+        run = run_plugin(
+            PLUGIN,
+            request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"),
+            args=["--deadline=20s"],
+            env=env,
+        )
+    if works:
+        assert run.response["auth"]
+        assert [(c.region, c.signature_valid) for c in fake.calls] == [("us-east-1", True)]
+    else:
+        assert run.code == 1
+        assert fake.calls == []
+        assert "could not reach the ECR API in us-east-1" in run.stderr
+        assert "CERTIFICATE_VERIFY_FAILED" in run.stderr

@@ -92,7 +92,12 @@ def test_a_cache_hit_imports_no_cloud_sdk(ecr: tuple[FakeEcr, FakeServer], tmp_p
     env = env_for(server, tmp_path / "cache")
     assert run_plugin(ECR, request_bytes(IMAGE), [], env).code == 0
     assert _cache_hit_modules(env) == []
-    assert "botocore" in _cache_hit_modules(env_for(server, tmp_path / "empty-cache"))
+    # The probe sees an SDK when one is loaded: a miss that goes through botocore (a profile file
+    # sends it there; the common miss uses the stdlib path, which loads none).
+    profile = tmp_path / "aws-config"
+    profile.write_text("")
+    miss = env_for(server, tmp_path / "empty-cache", AWS_CONFIG_FILE=str(profile))
+    assert "botocore" in _cache_hit_modules(miss)
 
 
 @pytest.mark.parametrize(

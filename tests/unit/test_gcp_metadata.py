@@ -87,15 +87,27 @@ def test_invalid_json_is_named() -> None:
     [
         (
             "http://metadata.google.internal/computeMetadata/v1/x",
-            ("metadata.google.internal", "/computeMetadata/v1/x"),
+            ("http", "metadata.google.internal", "/computeMetadata/v1/x"),
         ),
-        ("http://127.0.0.1:8080/a?b=c", ("127.0.0.1:8080", "/a?b=c")),
-        ("HTTP://[::1]:80/", ("[::1]:80", "/")),
-        ("http://host", ("host", "")),
+        ("http://127.0.0.1:8080/a?b=c", ("http", "127.0.0.1:8080", "/a?b=c")),
+        ("HTTP://[::1]:80/", ("http", "[::1]:80", "/")),
+        ("http://host", ("http", "host", "")),
     ],
 )
-def test_http_urls_split(url: str, parts: tuple[str, str]) -> None:
+def test_http_urls_split(url: str, parts: tuple[str, str, str]) -> None:
     assert split_http_url(url) == parts
+    assert split_http_url(url, allow_https=True) == parts
+
+
+def test_https_only_where_the_caller_brings_tls() -> None:
+    url = "https://api.ecr.us-east-1.amazonaws.com/"
+    assert split_http_url(url, allow_https=True) == (
+        "https",
+        "api.ecr.us-east-1.amazonaws.com",
+        "/",
+    )
+    with pytest.raises(HttpError, match="only http:// URLs"):
+        split_http_url(url)
 
 
 @pytest.mark.parametrize(

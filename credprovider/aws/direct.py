@@ -1,0 +1,342 @@
+"""ECR ``GetAuthorizationToken`` with the standard library, for the common node case.
+
+botocore's import and client creation are most of an ECR cache miss. A node usually has its
+credentials in env keys or from the instance role (IMDSv2), no profile files and no proxy; then the
+call is one SigV4-signed JSON POST, done here as the GCE metadata and Azure IMDS paths already are.
+:func:`plan` decides, from the environment only, whether this path applies; anything else (profile
+files, web identity, container credentials, assumed roles, FIPS/dual-stack settings, proxies, an
+unknown partition) returns the reason and goes through botocore, and so does a failed IMDS exchange.
+TLS is verified against ``AWS_CA_BUNDLE`` when set, else certifi's bundle, as botocore does.
+
+Errors, retries and messages follow the botocore path's (``standard`` mode, 3 attempts).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
+
+from credprovider.aws.sigv4 import AccessKeys, sign_post
+
+if TYPE_CHECKING:
+    import ssl
+
+    from credprovider.http import HttpResponse
+    from credprovider.plugin import Context
+
+# botocore's partitions.json: (id, regionRegex, dnsSuffix). A region matching none goes to botocore.
+PARTITIONS: Final = (
+    ("aws", r"(us|eu|ap|sa|ca|me|af|il|mx)\-\w+\-\d+", "amazonaws.com"),
+    ("aws-cn", r"cn\-\w+\-\d+", "amazonaws.com.cn"),
+    ("aws-eusc", r"eusc\-(de)\-\w+\-\d+", "amazonaws.eu"),
+    ("aws-iso", r"us\-iso\-\w+\-\d+", "c2s.ic.gov"),
+    ("aws-iso-b", r"us\-isob\-\w+\-\d+", "sc2s.sgov.gov"),
+    ("aws-iso-e", r"eu\-isoe\-\w+\-\d+", "cloud.adc-e.uk"),
+    ("aws-iso-f", r"us\-isof\-\w+\-\d+", "csp.hci.ic.gov"),
+    ("aws-us-gov", r"us\-gov\-\w+\-\d+", "amazonaws.com"),
+)
+# The operation, per service (the services' JSON 1.1 target prefixes).
+TARGETS: Final = {
+    "ecr": "AmazonEC2ContainerRegistry_V20150921.GetAuthorizationToken",
+    "ecr-public": "SpencerFrontendService.GetAuthorizationToken",
+}
+ENDPOINT_ENV: Final = {"ecr": "AWS_ENDPOINT_URL_ECR", "ecr-public": "AWS_ENDPOINT_URL_ECR_PUBLIC"}
+# Any of these set: botocore, which implements them.
+BOTOCORE_SETTINGS: Final = (
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_ROLE_ARN",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CREDENTIAL_EXPIRATION",
+    "AWS_USE_FIPS_ENDPOINT",
+    "AWS_USE_DUALSTACK_ENDPOINT",
+    "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS",
+    "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+)
+IMDS_DEFAULT: Final = "http://169.254.169.254/"
+IMDS_TOKEN_TTL: Final = "21600"
+IMDS_TIMEOUT_SECONDS: Final = 1.0  # botocore's default metadata timeout
+MAX_ATTEMPTS: Final = 3  # botocore's "standard" retry mode
+RETRY_STATUSES: Final = frozenset({500, 502, 503, 504})
+RETRY_CODES: Final = frozenset(
+    {
+        "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
+        "TooManyRequestsException", "ProvisionedThroughputExceededException",
+        "TransactionInProgressException", "RequestLimitExceeded", "BandwidthLimitExceeded",
+        "LimitExceededException", "RequestThrottled", "SlowDown", "PriorRequestNotComplete",
+        "EC2ThrottledException", "RequestTimeout", "RequestTimeoutException",
+    }
+)  # fmt: skip
+_HOST_LABEL: Final = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+
+
+class Plan(NamedTuple):
+    """How to call ``service`` in ``region`` without botocore."""
+
+    service: str
+    region: str
+    endpoint: str  # https://host/ (or an http:// override, as tests use)
+    keys: AccessKeys | None  # None: the instance role, through IMDSv2
+    imds: str  # the metadata endpoint, for keys=None
+    ca_bundle: str = ""  # AWS_CA_BUNDLE, as botocore reads it; else certifi's
+
+
+class ApiError(Exception):
+    """The API answered with an error: ``code`` and ``message`` as botocore's ClientError has them."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class TransportError(Exception):
+    """No answer came (refused, timeout, reset); the text says what happened."""
+
+
+class AnswerError(Exception):
+    """The answer is not a usable ``GetAuthorizationToken`` result."""
+
+
+def endpoint_for(service: str, region: str) -> str | None:
+    """``https://api.<service>.<region>.<dnsSuffix>/``, or ``None`` for a region of no known partition."""
+    if not _HOST_LABEL.fullmatch(region):
+        return None
+    for _, pattern, suffix in PARTITIONS:
+        if re.fullmatch(pattern, region):
+            return f"https://api.{service}.{region}.{suffix}/"
+    return None
+
+
+def _is_set(environ: Mapping[str, str], name: str) -> bool:
+    return bool(environ.get(name, "").strip())
+
+
+def plan(
+    environ: Mapping[str, str], service: str, region: str, exists: Callable[[str], bool]
+) -> Plan | str:
+    """The stdlib route for this environment, or why botocore must do it (``exists`` checks a path)."""
+    for name in BOTOCORE_SETTINGS:
+        if _is_set(environ, name):
+            return f"{name} is set"
+    home = environ.get("HOME", "")
+    for variable, default in (
+        ("AWS_CONFIG_FILE", f"{home}/.aws/config"),
+        ("AWS_SHARED_CREDENTIALS_FILE", f"{home}/.aws/credentials"),
+    ):
+        path = environ.get(variable) or default
+        if exists(path):
+            return f"the profile file {path} exists"
+    endpoint = (
+        environ.get(ENDPOINT_ENV[service], "").strip()
+        or environ.get("AWS_ENDPOINT_URL", "").strip()
+        or endpoint_for(service, region)
+    )
+    if not endpoint:
+        return f"no known partition for the region {region!r}"
+    if not endpoint.endswith("/"):
+        endpoint += "/"
+    ca_bundle = environ.get("AWS_CA_BUNDLE", "").strip()
+    access_key = environ.get("AWS_ACCESS_KEY_ID", "")
+    secret_key = environ.get("AWS_SECRET_ACCESS_KEY", "")
+    if access_key or secret_key:
+        if not (access_key and secret_key):
+            return "only one of AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY is set"
+        token = environ.get("AWS_SESSION_TOKEN") or environ.get("AWS_SECURITY_TOKEN") or ""
+        keys = AccessKeys(access_key, secret_key, token)
+        return Plan(service, region, endpoint, keys, "", ca_bundle)
+    if environ.get("AWS_EC2_METADATA_DISABLED", "").strip().lower() == "true":
+        return "AWS_EC2_METADATA_DISABLED is true"
+    imds = environ.get("AWS_EC2_METADATA_SERVICE_ENDPOINT", "").strip() or IMDS_DEFAULT
+    imds = imds if imds.endswith("/") else imds + "/"
+    return Plan(service, region, endpoint, None, imds, ca_bundle)
+
+
+# --- the instance role, through IMDSv2 -------------------------------------------------------------
+
+
+def parse_role_credentials(body: bytes) -> AccessKeys | None:
+    """The keys in IMDS's ``security-credentials/<role>`` answer, or ``None`` if there are none."""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(answer, dict) or answer.get("Code", "Success") != "Success":
+        return None
+    access_key, secret_key, token = (
+        answer.get(name) for name in ("AccessKeyId", "SecretAccessKey", "Token")
+    )
+    if not (isinstance(access_key, str) and isinstance(secret_key, str)):
+        return None
+    if not (access_key and secret_key and isinstance(token, str) and token):
+        return None
+    return AccessKeys(access_key, secret_key, token)
+
+
+def instance_role_keys(imds: str, ctx: Context) -> AccessKeys | None:
+    """The instance role's keys through IMDSv2, or ``None`` (botocore then tries, with its fallbacks)."""
+    from credprovider.http import HttpError, request
+    from credprovider.redact import register_secret
+
+    timeout = ctx.deadline.timeout(IMDS_TIMEOUT_SECONDS)
+    try:
+        answer = request(
+            "PUT",
+            f"{imds}latest/api/token",
+            headers={"X-aws-ec2-metadata-token-ttl-seconds": IMDS_TOKEN_TTL},
+            timeout=timeout,
+        )
+        if answer.status != 200 or not answer.body:
+            return None
+        token = answer.text()
+        register_secret(token)
+        listing = request(
+            "GET",
+            f"{imds}latest/meta-data/iam/security-credentials/",
+            headers={"X-aws-ec2-metadata-token": token},
+            timeout=timeout,
+        )
+        role = listing.text().strip().split("\n")[0].strip()
+        if listing.status != 200 or not role or "/" in role:
+            return None
+        ctx.deadline.phase = f"reading the instance role {role} from IMDS"
+        answer = request(
+            "GET",
+            f"{imds}latest/meta-data/iam/security-credentials/{role}",
+            headers={"X-aws-ec2-metadata-token": token},
+            timeout=timeout,
+        )
+    except HttpError as exc:
+        ctx.log.v(1, f"IMDS did not answer ({exc}): handing over to botocore")
+        return None
+    keys = parse_role_credentials(answer.body) if answer.status == 200 else None
+    if keys is not None:
+        register_secret(keys.secret_key)
+        register_secret(keys.session_token)
+        ctx.log.v(1, f"credentials: the instance role {role}, from IMDSv2")
+    return keys
+
+
+# --- the call --------------------------------------------------------------------------------------
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number")
+
+
+def parse_error(status: int, body: bytes) -> ApiError:
+    """An error answer as botocore reads it: ``__type`` after its ``#``, else the HTTP status."""
+    try:
+        answer = json.loads(body, parse_constant=_reject_constant)
+    except ValueError:
+        answer = None
+    if isinstance(answer, dict) and isinstance(answer.get("__type"), str):
+        code = answer["__type"].rsplit("#", 1)[-1]
+        message = answer.get("message", answer.get("Message", ""))
+        return ApiError(code, message if isinstance(message, str) else "")
+    import http.client
+
+    return ApiError(str(status), http.client.responses.get(status, ""))
+
+
+def parse_token_answer(service: str, body: bytes) -> tuple[str | None, float | None]:
+    """(authorizationToken, expiresAt as Unix seconds) from a 200 answer; raises AnswerError."""
+    try:
+        answer = json.loads(body, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        raise AnswerError("the response is not JSON") from None
+    data = answer.get("authorizationData") if isinstance(answer, dict) else None
+    if service == "ecr":
+        data = data[0] if isinstance(data, list) and data else None
+    if not isinstance(data, dict) or not data:
+        raise AnswerError("authorization data was empty")
+    token = data.get("authorizationToken")
+    if token is not None and not isinstance(token, str):
+        raise AnswerError("the authorization token is not a string")
+    expires = data.get("expiresAt")
+    if expires is None:
+        return token, None
+    if isinstance(expires, bool) or not isinstance(expires, int | float) or not 0 < expires < 1e11:
+        raise AnswerError("expiresAt is not a time")
+    return token, float(expires)
+
+
+def _tls_context(ca_bundle: str) -> ssl.SSLContext:
+    """Certificate and host name checks against ``ca_bundle``, else certifi's (as botocore)."""
+    import ssl
+
+    if not ca_bundle:
+        import certifi
+
+        ca_bundle = certifi.where()
+    return ssl.create_default_context(cafile=ca_bundle)
+
+
+def get_authorization_token(
+    route: Plan, keys: AccessKeys, ctx: Context, user_agent: str
+) -> tuple[str | None, float | None]:
+    """One signed ``GetAuthorizationToken`` (retried as botocore's standard mode does)."""
+    from credprovider.http import BodyTooLargeError, HttpError, request
+    from credprovider.retry import call_with_retries
+
+    host = route.endpoint.split("://", 1)[1].split("/", 1)[0]
+    try:
+        tls = _tls_context(route.ca_bundle) if route.endpoint.startswith("https://") else None
+    except OSError as exc:
+        raise TransportError(f"cannot read the CA bundle {route.ca_bundle}: {exc}") from None
+    body = b"{}"
+
+    def attempt() -> HttpResponse:
+        headers = sign_post(
+            host=host,
+            headers={
+                "X-Amz-Target": TARGETS[route.service],
+                "Content-Type": "application/x-amz-json-1.1",
+                "User-Agent": user_agent,
+            },
+            body=body,
+            keys=keys,
+            region=route.region,
+            service=route.service,
+            now=ctx.now(),
+        )
+        return request(
+            "POST",
+            route.endpoint,
+            headers=headers,
+            body=body,
+            timeout=ctx.deadline.timeout(10.0),
+            tls=tls,
+        )
+
+    def retryable(answer: HttpResponse) -> bool:
+        return answer.status in RETRY_STATUSES or (
+            answer.status != 200 and parse_error(answer.status, answer.body).code in RETRY_CODES
+        )
+
+    try:
+        answer = call_with_retries(
+            attempt,
+            ctx=ctx,
+            what=f"{route.service} GetAuthorizationToken",
+            retry_result=retryable,
+            retry_error=lambda error: (
+                isinstance(error, HttpError) and not isinstance(error, BodyTooLargeError)
+            ),
+            attempts=MAX_ATTEMPTS,
+        )
+    except HttpError as exc:
+        raise TransportError(f"{route.endpoint}: {exc}") from None
+    if answer.status != 200:
+        raise parse_error(answer.status, answer.body)
+    return parse_token_answer(route.service, answer.body)
