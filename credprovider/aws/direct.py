@@ -77,7 +77,7 @@ RETRY_CODES: Final = frozenset(
         "EC2ThrottledException", "RequestTimeout", "RequestTimeoutException",
     }
 )  # fmt: skip
-_HOST_LABEL: Final = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
+_HOST_LABEL: Final = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
 
 
 class Plan(NamedTuple):
@@ -110,7 +110,7 @@ class AnswerError(Exception):
 
 def endpoint_for(service: str, region: str) -> str | None:
     """``https://api.<service>.<region>.<dnsSuffix>/``, or ``None`` for a region of no known partition."""
-    if not _HOST_LABEL.fullmatch(region):
+    if not re.fullmatch(_HOST_LABEL, region):
         return None
     for _, pattern, suffix in PARTITIONS:
         if re.fullmatch(pattern, region):

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from credprovider import __version__
 from credprovider.api import AuthConfig, CredentialProviderRequest
-from credprovider.aws import direct
 from credprovider.aws.registry import (
     IDENTITY_ENV,
     ROLE_SESSION_NAME,
@@ -27,6 +26,8 @@ from credprovider.redact import register_secret
 
 if TYPE_CHECKING:
     from botocore.session import Session
+
+    from credprovider.aws import direct
 
 PLUGIN_NAME: Final = "ecr-credential-provider"
 MAX_ATTEMPTS: Final = 3
@@ -232,6 +233,8 @@ def _token(
 
 def _fetch_direct(registry: EcrRegistry, route: direct.Plan, ctx: Context) -> EcrToken | None:
     """The stdlib path; ``None`` when the instance role could not be read (botocore then tries)."""
+    from credprovider.aws import direct
+
     keys = route.keys
     if keys is None:
         ctx.deadline.phase = "reading the instance role from IMDS"
@@ -264,6 +267,8 @@ def _direct_route(
     registry: EcrRegistry, role: RoleChoice | None, ctx: Context
 ) -> direct.Plan | None:
     """The stdlib route when it applies (see :mod:`credprovider.aws.direct`), else ``None``."""
+    from credprovider.aws import direct  # a fetch needs it; a cache hit does not
+
     if role is not None:
         reason = "assuming a role for the service account"
     else:

@@ -7,8 +7,6 @@ without runs of spaces. ``tests/unit/test_aws_sigv4.py`` checks every signature 
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from collections.abc import Mapping
 from typing import Final, NamedTuple
 
@@ -33,6 +31,9 @@ def amz_date(now: float) -> str:
 
 
 def _hmac(key: bytes, text: str) -> bytes:
+    import hashlib  # here, not at the top: a cache hit imports this module but signs nothing
+    import hmac
+
     return hmac.new(key, text.encode(), hashlib.sha256).digest()
 
 
@@ -55,6 +56,9 @@ def sign_post(
 ) -> dict[str, str]:
     """``headers`` plus ``Host``, ``X-Amz-Date``, the session token and ``Authorization``, for a
     POST of ``body`` to ``/`` on ``host``."""
+    import hashlib
+    import hmac
+
     stamp = amz_date(now)
     signed = {**headers, "Host": host, "X-Amz-Date": stamp}
     if keys.session_token:

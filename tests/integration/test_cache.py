@@ -81,10 +81,11 @@ def test_concurrent_execs_make_one_cloud_call(
 
 
 def _cache_hit_modules(env: dict[str, str]) -> list[str]:
+    """The SDKs (and OpenSSL's hash module, which only signing needs) that a run imported."""
     run = run_listing_imports(ECR, request_bytes(IMAGE), env=env)
     assert run.code == 0
-    sdks = {"botocore", "boto3", "azure", "google", "requests", "urllib3", "pydantic", "yaml"}
-    return sorted(run.roots & sdks)
+    heavy = {"botocore", "boto3", "azure", "google", "requests", "urllib3", "pydantic", "yaml"}
+    return sorted(run.roots & (heavy | {"_hashlib"}))
 
 
 def test_a_cache_hit_imports_no_cloud_sdk(ecr: tuple[FakeEcr, FakeServer], tmp_path: Path) -> None:
@@ -98,6 +99,8 @@ def test_a_cache_hit_imports_no_cloud_sdk(ecr: tuple[FakeEcr, FakeServer], tmp_p
     profile.write_text("")
     miss = env_for(server, tmp_path / "empty-cache", AWS_CONFIG_FILE=str(profile))
     assert "botocore" in _cache_hit_modules(miss)
+    stdlib_miss = env_for(server, tmp_path / "another-empty-cache")
+    assert _cache_hit_modules(stdlib_miss) == ["_hashlib"]  # it signs, with no SDK
 
 
 @pytest.mark.parametrize(
