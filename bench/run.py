@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from release import native
 from release import package as release_package
 from release.targets import TARGETS, host_target
 from tests.fakes.emulators import ACR_REGISTRY, Emulator, aws_emulator, azure_emulator, gcp_emulator
@@ -128,10 +129,17 @@ def measure_targets(targets: dict[str, Target], cache_dir: Path) -> dict[str, An
     }
     upstream: dict[str, list[tuple[float, float]]] = {}
     floor: list[tuple[float, float]] = []
+    bare: list[tuple[float, float]] = []
     # The floor: the bundle starting and exiting (--version), no request, no provider.
     variants: list[tuple[str, str, list[str], dict[str, str]]] = [
         ("aws", "floor", [str(BUNDLE_DIR / "ecr-credential-provider"), "--version"], clean_env({}))
     ]
+    # The bare start of the interpreter the bundle was built from: what every ratio is taken to.
+    interpreter = native.python_prefix(host_target())
+    if (interpreter / "bin" / "python3.11").exists():
+        command = [str(interpreter / "bin" / "python3.11"), "-I", "-S", "-c", "pass"]
+        env = clean_env({"LD_LIBRARY_PATH": str(interpreter / "lib")})
+        variants.append(("aws", "bare", command, env))
     for key, target in targets.items():
         env = clean_env(target.env)
         variants.append((key, "miss", target.command + target.args, env))
@@ -155,7 +163,9 @@ def measure_targets(targets: dict[str, Target], cache_dir: Path) -> dict[str, An
                 )
             )
     for key, target in targets.items():  # warm up, and fill the caches
-        for _, kind, command, env in [v for v in variants if v[0] == key and v[1] != "floor"]:
+        for _, kind, command, env in [
+            v for v in variants if v[0] == key and v[1] not in ("floor", "bare")
+        ]:
             for _ in range(2):
                 _, _, code = run_once(command, request_bytes(target.image), env)
                 if code != 0:
@@ -167,8 +177,8 @@ def measure_targets(targets: dict[str, Target], cache_dir: Path) -> dict[str, An
             wall, rss, code = run_once(command, request_bytes(targets[key].image), env)
             if code != 0:
                 raise SystemExit(f"{key} {kind} failed (exit {code})")
-            if kind == "floor":
-                floor.append((wall, rss))
+            if kind in ("floor", "bare"):
+                (floor if kind == "floor" else bare).append((wall, rss))
             else:
                 (upstream[key] if kind == "upstream" else samples[key][kind]).append((wall, rss))
     results: dict[str, Any] = {}
@@ -200,6 +210,11 @@ def measure_targets(targets: dict[str, Target], cache_dir: Path) -> dict[str, An
         "ms": summarize([w for w, _ in floor]),
         "rss_mb": round(max(r for _, r in floor), 1),
     }
+    if bare:
+        results["bare"] = {
+            "ms": summarize([w for w, _ in bare]),
+            "rss_mb": round(max(r for _, r in bare), 1),
+        }
     return results
 
 
@@ -447,7 +462,7 @@ def check_budgets(
         )
 
     for key, entry in execs.items():
-        if key == "floor":
+        if key in ("floor", "bare"):
             continue
         check(f"{key} cache-hit exec median", entry["hit"]["ms"]["median"], BUDGETS["hit_ms"], "ms")
         check(f"{key} cache-hit peak RSS", entry["hit"]["rss_mb"], BUDGETS["hit_rss_mb"], "MB")
@@ -535,13 +550,20 @@ def render(results: dict[str, Any]) -> str:
         "| upstream Go median (ms) | ours/upstream miss, hit |",
         "|---|---|---|---|---|---|",
     ]
+    bare = results["execs"].get("bare")
+
+    def times_bare(ms: float) -> str:
+        return f" ({ms / bare['ms']['median']:.1f}x bare)" if bare else ""
+
     for key, entry in results["execs"].items():
-        if key == "floor":
+        if key in ("floor", "bare"):
             continue
         up = entry["upstream"]
         lines.append(
-            f"| {key} | {entry['miss']['ms']['median']} / {entry['miss']['ms']['p90']} "
-            f"| {entry['hit']['ms']['median']} / {entry['hit']['ms']['p90']} "
+            f"| {key} | {entry['miss']['ms']['median']}{times_bare(entry['miss']['ms']['median'])} "
+            f"/ {entry['miss']['ms']['p90']} "
+            f"| {entry['hit']['ms']['median']}{times_bare(entry['hit']['ms']['median'])} "
+            f"/ {entry['hit']['ms']['p90']} "
             f"| {entry['miss']['rss_mb']} / {entry['hit']['rss_mb']} "
             f"| {up['ms']['median'] if up else 'n/a'} "
             f"| {str(entry['ratio_miss']) + 'x, ' + str(entry['ratio_hit']) + 'x' if up else 'n/a'} |"
@@ -554,6 +576,14 @@ def render(results: dict[str, Any]) -> str:
             f"({results['execs']['floor']['ms']['p90']} p90): PyInstaller's bootloader re-exec and the "
             "interpreter's start, paid by every exec. Absolute times on this VM move by up to 40% between "
             "runs (the upstream Go binary's median moves with them): compare rows within one run."
+        ),
+        "",
+        (
+            f"Bare start of the interpreter the bundle was built from (`python3.11 -I -S -c pass`), in "
+            f"the same run: {bare['ms']['median']} ms median; `--version` is "
+            f"{results['execs']['floor']['ms']['median'] / bare['ms']['median']:.1f}x that."
+            if bare
+            else "The bundle's interpreter was not found in the build cache: no ratios to its bare start."
         ),
         "",
         (
