@@ -23,34 +23,59 @@ class PluginInfo:
 
 
 DEFAULT_AZURE_CONFIG: Final = "/etc/kubernetes/azure.json"
+# The kubelet matches ports exactly: a pattern without a port never matches an image that names one,
+# and `host:443/...` is common (copied registry URLs, some mirrors). Every shipped pattern and every
+# pattern `install` writes has both forms, and validate warns about a config without them.
+DEFAULT_HTTPS_PORT: Final = "443"
+
+
+def with_https_port(reference: str) -> str:
+    """``host/path`` -> ``host:443/path`` (patterns and images alike)."""
+    host, slash, path = reference.partition("/")
+    return f"{host}:{DEFAULT_HTTPS_PORT}{slash}{path}"
+
+
+def both_port_forms(patterns: tuple[str, ...]) -> tuple[str, ...]:
+    return (*patterns, *(with_https_port(pattern) for pattern in patterns))
+
+
+def samples_with_port(samples: Mapping[str, str]) -> dict[str, str]:
+    return {
+        **samples,
+        **{
+            f"{form} (:{DEFAULT_HTTPS_PORT})": with_https_port(image)
+            for form, image in samples.items()
+        },
+    }
+
 
 PLUGINS: Final = {
     "aws": PluginInfo(
         "aws",
         "ecr-credential-provider",
-        aws.MATCH_IMAGES,
+        both_port_forms(aws.MATCH_IMAGES),
         "12h",
         (),
         aws.ROLE_ARN_ANNOTATIONS,
-        aws.SAMPLE_IMAGES,
+        samples_with_port(aws.SAMPLE_IMAGES),
     ),
     "azure": PluginInfo(
         "azure",
         "acr-credential-provider",
-        azure.MATCH_IMAGES,
+        both_port_forms(azure.MATCH_IMAGES),
         "10m",
         (DEFAULT_AZURE_CONFIG,),
         azure.ANNOTATION_KEYS,
-        azure.SAMPLE_IMAGES,
+        samples_with_port(azure.SAMPLE_IMAGES),
     ),
     "gcp": PluginInfo(
         "gcp",
         "auth-provider-gcp",
-        gcp.MATCH_IMAGES,
+        both_port_forms(gcp.MATCH_IMAGES),
         "1m",
         ("get-credentials",),
         (gcp.WI_ANNOTATION,),
-        gcp.SAMPLE_IMAGES,
+        samples_with_port(gcp.SAMPLE_IMAGES),
     ),
 }
 BY_NAME: Final = {info.name: info for info in PLUGINS.values()}

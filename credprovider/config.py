@@ -510,7 +510,7 @@ def load_config(path: str, sa_tokens_enabled: bool = True) -> LoadedConfig:
 
 def lint_providers(loaded: LoadedConfig, bin_dir: str | None = None) -> list[str]:
     """Warnings the kubelet does not give, one sentence each, naming the provider."""
-    from credprovider.catalog import plugin_for_name
+    from credprovider.catalog import DEFAULT_HTTPS_PORT, plugin_for_name
     from credprovider.matching import urls_match
 
     warnings: list[str] = []
@@ -556,11 +556,19 @@ def lint_providers(loaded: LoadedConfig, bin_dir: str | None = None) -> list[str
             for form, image in plugin.sample_images.items()
             if not any(urls_match(pattern, image) for pattern in provider.matchImages or [])
         ]
-        if missed:
+        port = f":{DEFAULT_HTTPS_PORT}"
+        hosts = [form for form in missed if not form.endswith(f"({port})")]
+        if hosts:
             warnings.append(
-                f"{where}: matchImages do not cover {', '.join(missed)} registries "
-                f"(e.g. {plugin.sample_images[missed[0]]}): pulls from them get no "
-                "credentials"
+                f"{where}: matchImages do not cover {', '.join(hosts)} registries "
+                f"(e.g. {plugin.sample_images[hosts[0]]}): pulls from them get no credentials"
+            )
+        ported = [form for form in missed if form.endswith(f"({port})")]
+        if ported:
+            warnings.append(
+                f"{where}: matchImages do not cover images that name the port {port} (e.g. "
+                f"{plugin.sample_images[ported[0]]}): the kubelet matches ports exactly, so add "
+                f"each host pattern with {port} too (as the shipped configs do)"
             )
         if plugin.key == "gcp":
             from credprovider.gcp.registry import covered_by_fixed_keys

@@ -54,7 +54,9 @@ directory together: the executables need _internal/ next to them.
      for n in ecr-credential-provider acr-credential-provider auth-provider-gcp credprovider; do
        ln -sfn /opt/credprovider-{version}/$n "$BIN_DIR/$n"
      done
-4. Pick a config from config/ for --image-credential-provider-config, then check it:
+4. Pick a config for --image-credential-provider-config: one file of config/ per cloud, the whole
+   config/ directory (kubelet 1.34+), or one of config/examples/ (all clouds in one file,
+   service-account modes); then check it:
      /opt/credprovider-{version}/credprovider validate CONFIG --bin-dir "$BIN_DIR"
 5. Check the install:
      "$BIN_DIR/ecr-credential-provider" --version

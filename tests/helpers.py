@@ -16,6 +16,10 @@ from credprovider.api import encode_request
 
 REPO = Path(__file__).resolve().parent.parent
 BUNDLE_DIR = REPO / "dist" / "credprovider"
+# The shipped configs: config/ (one file per cloud, usable as a kubelet config directory) and
+# config/examples/ (alternatives: all clouds in one file, service-account mode).
+CONFIG_DIR = REPO / "config"
+CONFIG_EXAMPLES = sorted([*CONFIG_DIR.glob("*.yaml"), *(CONFIG_DIR / "examples").glob("*.yaml")])
 V1 = "credentialprovider.kubelet.k8s.io/v1"
 API_VERSIONS = (
     "credentialprovider.kubelet.k8s.io/v1",

@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 import yaml
 
+from credprovider.aws.registry import MATCH_IMAGES as ECR_PATTERNS
 from credprovider.catalog import PLUGINS
 from tests.fakes.aws import FakeEcr
 from tests.fakes.gcp import FakeMetadata
 from tests.fakes.http import FakeServer, serve
-from tests.helpers import BUNDLE_DIR, REPO
+from tests.helpers import BUNDLE_DIR, CONFIG_DIR, CONFIG_EXAMPLES, REPO
 from tests.helpers import run_cli as cli
 from tests.integration.conftest import REQUIRE_BUNDLE_ENV, Azure
 from tests.integration.kubelet_config_cases import CASES, OK, P
@@ -153,6 +154,12 @@ LINTS = [
         "do not cover geo-replica registries",
     ),
     (
+        "no :443 forms",
+        [_provider(matchImages=list(ECR_PATTERNS))],  # the shipped patterns without :443
+        "do not cover images that name the port :443 (e.g. "
+        "123456789012.dkr.ecr.us-east-1.amazonaws.com:443/app)",
+    ),
+    (
         "unread annotation",
         [
             _provider(
@@ -204,7 +211,7 @@ def test_validate_checks_binaries_in_the_bin_dir(tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.parametrize("example", sorted((REPO / "config").glob("*.yaml")), ids=lambda p: p.name)
+@pytest.mark.parametrize("example", CONFIG_EXAMPLES, ids=lambda p: p.name)
 def test_examples_validate_without_warnings(example: Path) -> None:
     result = cli("validate", str(example), "--json")
     assert (result.returncode, json.loads(result.stdout)["warnings"]) == (0, [])
@@ -213,10 +220,19 @@ def test_examples_validate_without_warnings(example: Path) -> None:
 @pytest.mark.parametrize("key", sorted(PLUGINS))
 def test_examples_carry_the_complete_match_images(key: str) -> None:
     plugin = PLUGINS[key]
-    for path in (REPO / "config").glob("*.yaml"):
+    for path in CONFIG_EXAMPLES:
         for provider in yaml.safe_load(path.read_text())["providers"]:
             if provider["name"] == plugin.name:
                 assert tuple(provider["matchImages"]) == plugin.match_images, path.name
+
+
+def test_the_config_directory_validates_as_a_kubelet_config_directory() -> None:
+    """--image-credential-provider-config=config/ (kubelet 1.34+): one provider per cloud, no
+    duplicate names; the alternatives live in config/examples/, which the kubelet does not read."""
+    result = cli("validate", str(CONFIG_DIR), "--json")
+    report = json.loads(result.stdout)
+    assert (result.returncode, report["warnings"]) == (0, [])
+    assert sorted(report["providers"]) == sorted(p.name for p in PLUGINS.values())
 
 
 # --- get ----------------------------------------------------------------------------------------------

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from credprovider.config import ConfigError, load_config
-from tests.helpers import REPO
+from tests.helpers import CONFIG_DIR, CONFIG_EXAMPLES
 from tests.helpers_kubelet import validate_with_kubelet
 from tests.integration.kubelet_config_cases import CASES, OK, P
 
-EXAMPLES = sorted((REPO / "config").glob("*.yaml"))
+EXAMPLES = CONFIG_EXAMPLES
 
 
 def ours(path: Path) -> dict[str, object]:
@@ -76,3 +76,8 @@ def test_config_examples_load_in_the_real_kubelet_code(
 ) -> None:
     assert validate_with_kubelet(kubelet_harness, example) == {"valid": True}
     assert ours(example) == {"valid": True}
+
+
+def test_the_config_directory_loads_in_the_real_kubelet_code(kubelet_harness: Path) -> None:
+    assert validate_with_kubelet(kubelet_harness, CONFIG_DIR) == {"valid": True}
+    assert ours(CONFIG_DIR) == {"valid": True}

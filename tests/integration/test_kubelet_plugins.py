@@ -15,11 +15,12 @@ from typing import Any
 
 import pytest
 
+from credprovider.catalog import PLUGINS
 from tests.fakes.aws import FakeEcr
 from tests.fakes.gcp import FakeMetadata, FakeSts
 from tests.fakes.http import FakeServer, serve
 from tests.fakes.tls import CertAuthority
-from tests.helpers import API_VERSIONS, BUNDLE_DIR
+from tests.helpers import API_VERSIONS, BUNDLE_DIR, CONFIG_DIR
 from tests.helpers_kubelet import HarnessRun, run_harness
 from tests.integration.conftest import REQUIRE_BUNDLE_ENV, Azure
 
@@ -424,3 +425,25 @@ def test_the_same_response_well_formed_is_accepted(kubelet_harness: Path, node: 
     config = node.config([provider("good-plugin", ["r.example.com"])])
     run = run_harness(kubelet_harness, config, node.bin_dir, [{"image": "r.example.com/app"}])
     assert found(run) == [(True, ["p"])]
+
+
+@pytest.mark.parametrize(("key", "config_name"), [("aws", "aws.yaml"), ("gcp", "gcp.yaml")])
+def test_the_shipped_configs_serve_every_host_form_with_and_without_443(
+    kubelet_harness: Path,
+    node: Node,
+    ecr: tuple[FakeEcr, FakeServer],
+    metadata: tuple[FakeMetadata, FakeServer],
+    key: str,
+    config_name: str,
+) -> None:
+    """The shipped file itself, through the kubelet's own matching: an image that names :443 is
+    sent to the plugin too (a matchImages pattern without a port never matches one with a port)."""
+    _, ecr_server = ecr
+    _, meta_server = metadata
+    images = list(PLUGINS[key].sample_images.values())
+    assert any(":443/" in image for image in images) and any(":443/" not in i for i in images)
+    env = {**aws_env(ecr_server), "GCE_METADATA_HOST": meta_server.address}
+    run = run_harness(
+        kubelet_harness, CONFIG_DIR / config_name, node.bin_dir, [{"image": i} for i in images], env
+    )
+    assert [ok for ok, _ in found(run)] == [True] * len(images), images
