@@ -16,7 +16,7 @@ from typing import Any
 from credprovider.catalog import PLUGINS
 from credprovider.entry import PLUGIN_MODULES
 from credprovider.matching import ImageError, parse_image, urls_match
-from credprovider.redact import safe_line
+from credprovider.redact import printable, safe_line
 from credprovider.version import version_text
 
 EXIT_OK = 0
@@ -38,35 +38,44 @@ def _mask(password: str, show: bool) -> str:
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from credprovider.config import ConfigError, lint_providers, load_config
+    from credprovider.config import ConfigError, binary_problems, lint_providers, load_config
 
     try:
         loaded = load_config(args.path)
     except ConfigError as exc:
         if args.json:
-            _print_json({"valid": False, "error": str(exc), "warnings": []})
+            _print_json({"valid": False, "error": str(exc), "errors": [str(exc)], "warnings": []})
         else:
             print(f"invalid: {exc}")
         return EXIT_FAILED
+    errors = binary_problems(loaded, args.bin_dir) if args.bin_dir is not None else []
     warnings = lint_providers(loaded, args.bin_dir)
     names = [p.name or "" for p in loaded.providers]
     if args.json:
         _print_json(
             {
-                "valid": True,
-                "error": None,
+                "valid": not errors,
+                "error": errors[0] if errors else None,
+                "errors": errors,
                 "warnings": warnings,
                 "providers": names,
                 "files": [str(f) for f in loaded.sources],
             }
         )
     else:
-        print(
-            f"valid: {len(names)} provider(s) from {len(loaded.sources)} file(s): {', '.join(names)}"
-        )
+        shown = ", ".join(printable(name) for name in names)
+        if errors:
+            print(
+                f"invalid: the config is well-formed ({len(names)} provider(s) from "
+                f"{len(loaded.sources)} file(s): {shown}), but the bin dir is not ready"
+            )
+            for error in errors:
+                print(f"error: {printable(error)}")
+        else:
+            print(f"valid: {len(names)} provider(s) from {len(loaded.sources)} file(s): {shown}")
         for warning in warnings:
-            print(f"warning: {warning}")
-    return EXIT_OK
+            print(f"warning: {printable(warning)}")
+    return EXIT_FAILED if errors else EXIT_OK
 
 
 # --- get ----------------------------------------------------------------------------------------------

@@ -508,6 +508,42 @@ def load_config(path: str, sa_tokens_enabled: bool = True) -> LoadedConfig:
 # --- lints: what the kubelet accepts but will not do what the operator meant ------------------------
 
 
+def binary_problems(loaded: LoadedConfig, bin_dir: str) -> list[str]:
+    """What in ``bin_dir`` stops the kubelet from starting, or every matched pull from working:
+    one sentence per provider (one in all for a missing bin dir)."""
+    directory = Path(bin_dir)
+    if not directory.is_dir():
+        return [
+            f"the bin dir {bin_dir} does not exist: the kubelet would NOT start (no plugin "
+            f"binary can exist there; plugin binary executable {directory / (loaded.providers[0].name or '')} "
+            "did not exist)"
+        ]
+    problems = []
+    for provider in loaded.providers:
+        name = provider.name or ""
+        where = f"provider {name!r}"
+        binary = directory / name
+        try:
+            if binary.is_symlink() and not binary.exists():
+                problems.append(
+                    f"{where}: {binary} is a symlink to {os.readlink(binary)}, which does not "
+                    "exist: the kubelet would NOT start (plugin binary executable did not exist)"
+                )
+            elif not binary.exists():
+                problems.append(
+                    f"{where}: {binary} does not exist: the kubelet would NOT start (plugin binary "
+                    "executable did not exist)"
+                )
+            elif binary.is_dir() or not os.access(binary, os.X_OK):
+                problems.append(
+                    f"{where}: {binary} is not an executable file: the kubelet starts, but every "
+                    "pull it matches fails (chmod +x it, or link the bundle's executable there)"
+                )
+        except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
+            problems.append(f"{where}: {str(binary)!r} cannot be checked: {exc}")
+    return problems
+
+
 def lint_providers(loaded: LoadedConfig, bin_dir: str | None = None) -> list[str]:
     """Warnings the kubelet does not give, one sentence each, naming the provider."""
     from credprovider.catalog import DEFAULT_HTTPS_PORT, plugin_for_name
@@ -537,17 +573,6 @@ def lint_providers(loaded: LoadedConfig, bin_dir: str | None = None) -> list[str
                 f"{where}: defaultCacheDuration is 0, so the kubelet runs the plugin on "
                 "every pull whenever the plugin leaves cacheDuration out"
             )
-        if bin_dir is not None:
-            binary = Path(bin_dir) / name
-            if not binary.exists():
-                warnings.append(
-                    f"{where}: {binary} does not exist: the kubelet will fail to start "
-                    "(plugin binary executable did not exist)"
-                )
-            elif not os.access(binary, os.X_OK) or binary.is_dir():
-                warnings.append(
-                    f"{where}: {binary} is not executable: the kubelet will fail to start"
-                )
         plugin = plugin_for_name(name)
         if plugin is None:
             continue

@@ -59,6 +59,7 @@ def test_validate_prints_the_kubelets_message(tmp_path: Path, name: str) -> None
     assert json.loads(result.stdout) == {
         "valid": False,
         "error": str(expected.value),
+        "errors": [str(expected.value)],
         "warnings": [],
     }
 
@@ -201,14 +202,32 @@ def test_validate_checks_binaries_in_the_bin_dir(tmp_path: Path) -> None:
             args=["get-credentials"],
             matchImages=list(PLUGINS["gcp"].match_images),
         ),
+        _provider(
+            name="acr-credential-provider",
+            args=["/etc/kubernetes/azure.json"],
+            matchImages=list(PLUGINS["azure"].match_images),
+        ),
     )
-    report = json.loads(cli("validate", str(config), "--bin-dir", str(bin_dir), "--json").stdout)
-    assert report["warnings"] == [
+    (bin_dir / "acr-credential-provider").symlink_to(tmp_path / "gone")
+    result = cli("validate", str(config), "--bin-dir", str(bin_dir), "--json")
+    report = json.loads(result.stdout)
+    assert (result.returncode, report["valid"]) == (1, False)
+    assert report["errors"] == [
         f"provider 'ecr-credential-provider': {bin_dir}/ecr-credential-provider does not exist: the "
-        "kubelet will fail to start (plugin binary executable did not exist)",
-        f"provider 'auth-provider-gcp': {bin_dir}/auth-provider-gcp is not executable: the kubelet "
-        "will fail to start",
+        "kubelet would NOT start (plugin binary executable did not exist)",
+        f"provider 'auth-provider-gcp': {bin_dir}/auth-provider-gcp is not an executable file: the "
+        "kubelet starts, but every pull it matches fails (chmod +x it, or link the bundle's "
+        "executable there)",
+        f"provider 'acr-credential-provider': {bin_dir}/acr-credential-provider is a symlink to "
+        f"{tmp_path / 'gone'}, which does not exist: the kubelet would NOT start (plugin binary "
+        "executable did not exist)",
     ]
+    text = cli("validate", str(config), "--bin-dir", str(bin_dir))
+    assert text.returncode == 1
+    assert text.stdout.splitlines()[0].startswith("invalid: the config is well-formed")
+    missing = cli("validate", str(config), "--bin-dir", str(tmp_path / "nope"), "--json")
+    assert (missing.returncode, len(json.loads(missing.stdout)["errors"])) == (1, 1)
+    assert "the bin dir" in json.loads(missing.stdout)["error"]
 
 
 @pytest.mark.parametrize("example", CONFIG_EXAMPLES, ids=lambda p: p.name)
