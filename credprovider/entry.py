@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Final
+
+# typing costs more to import than the rest of --version: annotations only (see credprovider/plugin.py)
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Final
 
 # name -> module with a ``main(argv: list[str])`` function
 PLUGIN_MODULES: Final = {
@@ -20,6 +24,7 @@ PLUGIN_MODULES: Final = {
 }
 TOOL_NAME: Final = "credprovider"
 PROGRAM_MODULES: Final = {**PLUGIN_MODULES, TOOL_NAME: "credprovider.cli"}
+VERSION_FLAG: Final = "--version"
 
 
 def program_name(argv0: str) -> str:
@@ -51,6 +56,14 @@ def main(argv: list[str] | None = None) -> None:
         )
         sys.exit(1)
     name, args = chosen
+    if args == [VERSION_FLAG]:
+        # What every program prints for --version, answered before any program is imported: the
+        # cheapest exec, and the one an operator runs first.
+        from credprovider.version import version_text
+
+        sys.stdout.write(version_text(name))
+        sys.stdout.flush()
+        return
     module = PROGRAM_MODULES[name]
     # __import__ rather than importlib.import_module: the importlib package costs every exec its
     # import, and this is the only place the exec path would need it.

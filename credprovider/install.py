@@ -70,20 +70,20 @@ def render_config(keys: list[str], azure_config: str | None = None) -> str:
     return header + yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
 
 
-def bundle_launcher(frozen_executable: Path) -> Path:
-    """The bundle's top-level ``credprovider`` (the launcher every name must link to), given the
-    PyInstaller executable in its ``_internal/`` directory that is running."""
-    launcher = frozen_executable.parent.parent / "credprovider"
-    if frozen_executable.parent.name == "_internal" and launcher.is_file():
-        return launcher
-    return frozen_executable
+def bundle_launcher(interpreter: Path) -> Path | None:
+    """The bundle's top-level ``credprovider`` (the launcher every name must link to), when
+    ``interpreter`` is a bundle's own (``_internal/credprovider-main``); otherwise ``None``."""
+    launcher = interpreter.parent.parent / "credprovider"
+    if interpreter.name == "credprovider-main" and interpreter.parent.name == "_internal":
+        return launcher if launcher.is_file() else None
+    return None
 
 
 def bundle_executable(target: str | None) -> Path:
     if target:
         path = Path(target).resolve()
-    elif getattr(sys, "frozen", False):
-        path = bundle_launcher(Path(sys.executable).resolve())
+    elif (launcher := bundle_launcher(Path(sys.executable).resolve())) is not None:
+        path = launcher
     else:
         raise InstallError(
             "run install from the bundle (dist/credprovider/credprovider install ...) "

@@ -1,30 +1,27 @@
 """What ``--version`` prints under every name: the version, and where this build came from.
 
-A release bundle carries ``buildinfo.json`` next to this module (written by ``release/bundle.py``): the
-git commit, the build date (the commit's time, as SOURCE_DATE_EPOCH, so rebuilds are identical) and
-the target architecture. Run from source, those are unknown and say so. Only ``--version`` reads
-the file and loads OpenSSL (through ``_ssl`` alone: the ``ssl`` module would import socket, enum and
-selectors too, several times what the rest of ``--version`` costs): the exec path never does.
+A release bundle carries ``credprovider/_buildinfo.py`` (written by ``release/bundle.py``, compiled
+with the rest): the git commit, the build date (the commit's time, as SOURCE_DATE_EPOCH, so rebuilds
+are identical), the target architecture and the version of the OpenSSL it carries. Run from source,
+the first two are unknown and say so, and the OpenSSL version is asked of ``_ssl`` (not ``ssl``,
+which would import socket, enum and selectors too).
+
+``--version`` is the cheapest exec there is (``credprovider.entry`` answers it before importing a
+program): this module imports nothing but ``os`` and ``sys``, which the interpreter already holds.
 """
 
-from __future__ import annotations
-
-import json
 import os
 import sys
-from typing import Final
 
 from credprovider import __version__
 
-BUILD_INFO: Final = os.path.join(os.path.dirname(__file__), "buildinfo.json")
-_ARCHES: Final = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64", "amd64": "amd64"}
+_ARCHES = {"x86_64": "amd64", "aarch64": "arm64", "arm64": "arm64", "amd64": "amd64"}
 
 
 def build_info() -> dict[str, str]:
     try:
-        with open(BUILD_INFO, encoding="utf-8") as handle:
-            raw = json.load(handle)
-    except (OSError, ValueError):
+        from credprovider._buildinfo import BUILD_INFO as raw  # type: ignore[import-not-found]
+    except ImportError:
         raw = {}
     info = raw if isinstance(raw, dict) else {}
     machine = os.uname().machine
@@ -34,7 +31,7 @@ def build_info() -> dict[str, str]:
         "built": str(info.get("built") or "unknown"),
         "arch": str(info.get("arch") or _ARCHES.get(machine.lower(), machine)),
         "python": "{}.{}.{}".format(*sys.version_info[:3]),
-        "openssl": _openssl_version(),
+        "openssl": str(info.get("openssl") or _openssl_version()),
     }
 
 

@@ -1,10 +1,12 @@
-"""A portable bundle for one target: PyInstaller run by the portable interpreter in a Debian 11 chroot.
+"""A portable bundle for one target: the portable interpreter and what PyInstaller's analysis finds
+the programs need (run in a Debian 11 chroot), laid out by release/layout.py.
 
 The result, in ``out``:
 
-    credprovider                 the launcher (static): checks the bundle, then execs _internal/credprovider-main
+    credprovider                 the launcher (static): checks the bundle, then execs the interpreter
+                                 _internal/credprovider-main on _internal/credprovider-boot.py
     ecr-credential-provider ...  symlinks to it, one per plugin name
-    _internal/                   the PyInstaller executable and everything it loads
+    _internal/                   the interpreter, its libraries, and every module as bytecode
     _internal/credprovider.files every file of _internal/ with its size (what the launcher checks)
 
 Nothing in it needs a glibc newer than the floor, or a library other than glibc's own: the build
@@ -14,7 +16,6 @@ fails otherwise (release/elfcheck.py).
 from __future__ import annotations
 
 import datetime
-import json
 import os
 import shutil
 import subprocess
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from release import elfcheck, native, rootfs, sandbox, toolchain, wheels
+from release import elfcheck, native, rootfs, sandbox, sources, toolchain, wheels
 from release.targets import Target
 
 REPO: Final = Path(__file__).resolve().parent.parent
@@ -83,16 +84,25 @@ def _inside(path: Path) -> str:
     return "/src/" + path.resolve().relative_to(REPO).as_posix()
 
 
-def run_pyinstaller(target: Target, out: Path, info: BuildInfo) -> None:
+def run_analysis(target: Target, out: Path, info: BuildInfo) -> None:
+    """build.spec: PyInstaller's analysis, then release/layout.py writes ``out/_internal``."""
     prefix = native.build_python(target)
     root = rootfs.ensure(target)
     site = wheels.install(target)
     work = REPO / "build" / f"pyinstaller-{target.arch}"
     work.mkdir(parents=True, exist_ok=True)
-    info_file = work / "buildinfo.json"
+    facts = {
+        "commit": info.commit,
+        "built": info.built,
+        "arch": info.arch,
+        # --version reports it without loading OpenSSL (the bundle carries its own build)
+        "openssl": sources.load_lock().packages["openssl"].upstream_version,
+    }
+    # A module, not a data file: --version then needs no json (credprovider/version.py).
+    info_file = work / "_buildinfo.py"
     info_file.write_text(
-        json.dumps({"commit": info.commit, "built": info.built, "arch": info.arch}, sort_keys=True)
-        + "\n"
+        '"""This build\'s facts (release/bundle.py)."""\n\n'
+        f"BUILD_INFO = {dict(sorted(facts.items()))!r}\n"
     )
     env = sandbox.env_with_path(
         {
@@ -149,7 +159,7 @@ def build(target: Target, out: Path) -> Path:
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     info = build_info(target)
-    run_pyinstaller(target, out, info)
+    run_analysis(target, out, info)
     add_launcher(target, out, info)
     write_manifest(out)
     problems = elfcheck.check_bundle(out, target)

@@ -1,17 +1,20 @@
 /*
  * credprovider launcher: the executable at the top of a bundle, under every plugin name.
  *
- * The bundle is a directory: this launcher, and _internal/ holding the PyInstaller executable, the
- * interpreter and its libraries. The launcher checks that _internal/ sits next to its real path and
- * that every file listed in _internal/credprovider.files is there with its recorded size, then execs
- * _internal/credprovider-main with the same argv (argv[0] names the plugin). A lone copy of the
- * executable, or a damaged bundle, ends here with one line that says what to install, instead of
- * the bootloader's "Failed to load Python shared library".
+ * The bundle is a directory: this launcher, and _internal/ holding the interpreter (credprovider-main,
+ * CPython's own python3.11), its libraries and the program as bytecode (release/layout.py). The
+ * launcher checks that _internal/ sits next to its real path and that every file listed in
+ * _internal/credprovider.files is there with its recorded size, then execs the interpreter on
+ * _internal/credprovider-boot.py with the same arguments (argv[0], which names the plugin, passed
+ * on). A lone copy of the executable, or a damaged bundle, ends here with one line that says what to
+ * install, instead of the interpreter's "No module named ..." or the loader's "cannot open shared
+ * object file".
  *
  * Built fully static (musl) by release/toolchain.py: it needs nothing from the node, not even glibc.
  * It writes nothing to stdout, so the kubelet never reads a partial response from it.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <limits.h>
 #include <stdio.h>
@@ -29,6 +32,7 @@
 
 #define CONTENTS "_internal"
 #define PROGRAM CONTENTS "/credprovider-main"
+#define BOOT CONTENTS "/credprovider-boot.py"
 #define MANIFEST CONTENTS "/credprovider.files"
 #define INSTALL_HINT                                                                        \
     "install the whole credprovider-" CREDPROVIDER_VERSION "/ directory, not one file "   \
@@ -86,6 +90,14 @@ static int check_manifest(const char *dir)
     if (manifest == NULL) {
         return fail("the bundle is damaged: cannot read %s (%s)", path, strerror(errno));
     }
+    /* Each file is looked up relative to _internal/ (one path walk, not one per file). */
+    char contents_path[PATH_MAX];
+    snprintf(contents_path, sizeof contents_path, "%s/%s", dir, CONTENTS);
+    int contents = open(contents_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (contents < 0) {
+        fclose(manifest);
+        return fail("the bundle is damaged: cannot open %s (%s)", contents_path, strerror(errno));
+    }
     int status = 0;
     while (status == 0 && fgets(line, sizeof line, manifest) != NULL) {
         char *end = NULL;
@@ -100,20 +112,20 @@ static int check_manifest(const char *dir)
         struct stat info;
         if (snprintf(file, sizeof file, "%s/%s/%s", dir, CONTENTS, relative) >= (int)sizeof file) {
             status = fail("the bundle is damaged: path too long: %s", relative);
-        } else if (stat(file, &info) != 0) {
+        } else if (fstatat(contents, relative, &info, 0) != 0) {
             status = fail("the bundle is damaged: %s is missing (%s)", file, strerror(errno));
         } else if ((long long)info.st_size != size) {
             status = fail("the bundle is damaged: %s has %lld bytes, not %lld", file,
                           (long long)info.st_size, size);
         }
     }
+    close(contents);
     fclose(manifest);
     return status;
 }
 
 int main(int argc, char **argv)
 {
-    (void)argc;
     if (argv[0] != NULL && argv[0][0] != '\0') {
         name = base_name(argv[0]);
     }
@@ -129,8 +141,8 @@ int main(int argc, char **argv)
     if (check_manifest(dir) != 0) {
         return 1;
     }
-    /* The bootloader itself links libz.so.1, which the bundle carries: let the loader find it there
-     * (the bootloader then puts _internal/ first on the path for Python, as it always does). */
+    /* The interpreter links libpython3.11.so.1.0, and its modules OpenSSL and the like: all in
+     * _internal/, which goes first on the loader's path. */
     const char *old = getenv("LD_LIBRARY_PATH");
     char *path = malloc(strlen(contents) + (old ? strlen(old) + 2 : 1));
     if (path == NULL) {
@@ -142,7 +154,26 @@ int main(int argc, char **argv)
         strcat(path, old);
     }
     setenv("LD_LIBRARY_PATH", path, 1);
+    /* python -I (no PYTHON* variables, no user site) -S (no site module) -B (never write bytecode)
+     * credprovider-boot.py <argv[0]> <args>: the boot script restores argv and dispatches on argv[0]. */
+    char boot[PATH_MAX];
     snprintf(program, sizeof program, "%s/%s", dir, PROGRAM);
-    execv(program, argv);
+    snprintf(boot, sizeof boot, "%s/%s", dir, BOOT);
+    char **args = calloc((size_t)argc + 6, sizeof *args);
+    if (args == NULL) {
+        return fail("out of memory");
+    }
+    int count = 0;
+    args[count++] = program;
+    args[count++] = "-I";
+    args[count++] = "-S";
+    args[count++] = "-B";
+    args[count++] = boot;
+    args[count++] = (argv[0] != NULL && argv[0][0] != '\0') ? argv[0] : (char *)name;
+    for (int i = 1; i < argc; i++) {
+        args[count++] = argv[i];
+    }
+    args[count] = NULL;
+    execv(program, args);
     return fail("cannot start %s (%s)", program, strerror(errno));
 }

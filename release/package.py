@@ -22,7 +22,7 @@ import tarfile
 from pathlib import Path
 from typing import Final
 
-from release import bundle, native, rootfs, sbom, sources, toolchain, wheels
+from release import bundle, native, rootfs, sbom, sources, toolchain
 from release.targets import Target, target
 
 LICENSE_FILE_NAMES: Final = re.compile(r"^(LICEN[CS]E|COPYING|NOTICE|AUTHORS)", re.I)
@@ -103,8 +103,8 @@ def musl_version() -> str:
 def extra_components(
     target: Target, contents: Path
 ) -> tuple[list[sbom.Component], list[tuple[str, str]]]:
-    """Components and licence texts that are neither wheels nor built here: libgcc_s (Debian 11's),
-    the PyInstaller bootloader and the musl libc of the static launcher."""
+    """Components and licence texts that are neither wheels nor built here: libgcc_s (Debian 11's)
+    and the musl libc of the static launcher."""
     components, notices = [], []
     root = rootfs.ensure(target)
     if (contents / "libgcc_s.so.1").exists():
@@ -117,17 +117,6 @@ def extra_components(
         notices.append(
             (f"libgcc-s1 {version} (Debian 11)", copyright_file.read_text(errors="replace"))
         )
-    site = wheels.site_dir(target)
-    for info in site.glob("pyinstaller-*.dist-info"):
-        version = info.name.split("-")[1]
-        components.append(
-            sbom.Component("pyinstaller-bootloader", version, f"pkg:pypi/pyinstaller@{version}#bootloader",
-                           "GPL-2.0-or-later WITH Bootloader-exception", ("credprovider-main",), "the executable _internal/credprovider-main")
-        )  # fmt: skip
-        for path in _license_files(info):
-            notices.append(
-                (f"PyInstaller {version} bootloader: {path.name}", path.read_text(errors="replace"))
-            )
     musl = musl_version()
     components.append(
         sbom.Component(

@@ -34,13 +34,13 @@ class Native:
 
 
 NATIVE: Final = (
-    Native("python3.11", "cpython", "PSF-2.0", "LICENSE", ("libpython3.*.so*", "base_library.zip", "python3.*/lib-dynload/*.so")),
+    Native("python3.11", "cpython", "PSF-2.0", "LICENSE", ("credprovider-main", "libpython3.*.so*", "lib/python3.*/lib-dynload/*.so")),
     Native("openssl", "openssl", "Apache-2.0", "LICENSE.txt", ("libssl.so.*", "libcrypto.so.*")),
-    Native("zlib", "zlib", "Zlib", "LICENSE", ("libz.so.*", "python3.*/lib-dynload/zlib.*.so")),
-    Native("bzip2", "bzip2", "bzip2-1.0.6", "LICENSE", ("python3.*/lib-dynload/_bz2.*.so",)),
-    Native("xz-utils", "xz", "0BSD OR LicenseRef-xz-public-domain", "COPYING", ("python3.*/lib-dynload/_lzma.*.so",)),
-    Native("libffi", "libffi", "MIT", "LICENSE", ("python3.*/lib-dynload/_ctypes.*.so",)),
-    Native("expat", "expat", "MIT", "expat/COPYING", ("python3.*/lib-dynload/pyexpat.*.so", "python3.*/lib-dynload/_elementtree.*.so")),
+    Native("zlib", "zlib", "Zlib", "LICENSE", ("libz.so.*", "lib/python3.*/lib-dynload/zlib.*.so")),
+    Native("bzip2", "bzip2", "bzip2-1.0.6", "LICENSE", ("lib/python3.*/lib-dynload/_bz2.*.so",)),
+    Native("xz-utils", "xz", "0BSD OR LicenseRef-xz-public-domain", "COPYING", ("lib/python3.*/lib-dynload/_lzma.*.so",)),
+    Native("libffi", "libffi", "MIT", "LICENSE", ("lib/python3.*/lib-dynload/_ctypes.*.so",)),
+    Native("expat", "expat", "MIT", "expat/COPYING", ("lib/python3.*/lib-dynload/pyexpat.*.so", "lib/python3.*/lib-dynload/_elementtree.*.so")),
 )  # fmt: skip
 
 _OPENSSL_IN_BINARY: Final = re.compile(rb"OpenSSL (\d+\.\d+\.\d+[a-z]?) ")

@@ -120,7 +120,14 @@ def test_symlinks_from_another_directory_work(native_launcher: Launcher, tmp_pat
 
 
 @pytest.mark.parametrize(
-    "victim", ["libpython3.11.so.1.0", "libssl.so.3", "base_library.zip", "credprovider-main"]
+    "victim",
+    [
+        "libpython3.11.so.1.0",
+        "libssl.so.3",
+        "lib/python3.11/os.pyc",
+        "credprovider-main",
+        "credprovider-boot.py",
+    ],
 )
 def test_a_missing_file_is_named(launcher: Launcher, tmp_path: Path, victim: str) -> None:
     copy = copy_bundle(launcher.bundle_dir, tmp_path)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
+import pytest
+
 from release import elfcheck
-from release.targets import GLIBC_FLOOR, Target
+from release.targets import GLIBC_FLOOR, Target, host_target
 
 
 def test_no_file_needs_more_than_the_glibc_floor_or_a_library_from_the_node(
@@ -75,3 +78,65 @@ def test_scanners_see_every_python_distribution(bundle_dir: Path) -> None:
     ):
         assert expected in names, sorted(names)
     assert "boto3" not in names  # left out of the bundle by build.spec
+
+
+def test_modules_are_bytecode_only_compiled_at_build_time(bundle_dir: Path) -> None:
+    """release/layout.py: no module sources (only the boot script), every .pyc hash-based and
+    unchecked (valid whatever the file times after a copy), the standard library under the
+    interpreter's prefix, where it finds its landmark."""
+    contents = bundle_dir / "_internal"
+    sources = [p.relative_to(contents).as_posix() for p in contents.rglob("*.py")]
+    assert sources == ["credprovider-boot.py"]
+    pycs = list(contents.rglob("*.pyc"))
+    assert len(pycs) > 500
+    for pyc in pycs:
+        header = pyc.read_bytes()[:8]
+        assert int.from_bytes(header[4:8], "little") == 0b01, pyc  # hash-based, not checked
+    assert (contents / "lib" / "python3.11" / "os.pyc").is_file()
+    assert (contents / "lib" / "python3.11" / "encodings" / "utf_8.pyc").is_file()
+    assert (contents / "credprovider" / "entry.pyc").is_file()
+    assert not list(contents.rglob("__pycache__"))
+    dynload = contents / "lib" / "python3.11" / "lib-dynload"
+    assert any(p.name.startswith("_ssl.") for p in dynload.iterdir())
+
+
+@pytest.mark.parametrize("name", ["ecr-credential-provider", "credprovider"])
+def test_python_variables_do_not_reach_the_bundles_interpreter(
+    bundle_dir: Path, target: Target, tmp_path: Path, name: str
+) -> None:
+    """The launcher runs the interpreter isolated (-I -S -B): a node's PYTHONPATH, PYTHONHOME,
+    PYTHONINSPECT or PYTHONSTARTUP cannot replace a module, hang the kubelet on a prompt, or
+    change what the plugin prints."""
+    if target != host_target():
+        pytest.skip("runs only this machine's bundle (test_old_userland runs the others)")
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    marker = tmp_path / "imported"
+    for module in ("json", "credprovider"):
+        (evil / f"{module}.py").write_text(f"open({str(marker)!r}, 'w').write('{module}')\n")
+    startup = tmp_path / "startup.py"
+    startup.write_text(f"open({str(marker)!r}, 'w').write('startup')\n")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(evil),
+        "PYTHONHOME": "/nonexistent",
+        "PYTHONINSPECT": "1",
+        "PYTHONSTARTUP": str(startup),
+        "PYTHONVERBOSE": "1",
+        "PYTHONWARNINGS": "error",
+        "PYTHONUSERBASE": str(evil),
+    }
+    result = subprocess.run(
+        [str(bundle_dir / name), "--version"],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert result.stdout.startswith(f"{name} version ")
+    assert len(result.stdout.splitlines()) == 2
+    assert not marker.exists()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from release import package, sbom, sources
+from release import layout, package, sbom, sources
 from release.sources import SourcePackage
 
 
@@ -171,3 +171,47 @@ def test_tarballs_are_reproducible(tmp_path: Path) -> None:
     assert [m.name for m in members] == ["top", "top/link", "top/sub", "top/sub/file"]
     assert {(m.uid, m.gid, m.mtime) for m in members} == {(0, 0, 1700000000)}
     assert members[1].issym() and members[1].linkname == "sub/file"
+
+
+STDLIB_DIR = "/opt/python/lib/python3.11"
+
+
+@pytest.mark.parametrize(
+    ("name", "source", "expected"),
+    [
+        ("os", f"{STDLIB_DIR}/os.py", "lib/python3.11/os.pyc"),
+        ("json", f"{STDLIB_DIR}/json/__init__.py", "lib/python3.11/json/__init__.pyc"),
+        (
+            "email.mime.text",
+            f"{STDLIB_DIR}/email/mime/text.py",
+            "lib/python3.11/email/mime/text.pyc",
+        ),
+        ("credprovider.entry", "/src/credprovider/entry.py", "credprovider/entry.pyc"),
+        ("credprovider", "/src/credprovider/__init__.py", "credprovider/__init__.pyc"),
+        ("botocore.data", "/opt/site/botocore/data/__init__.py", "botocore/data/__init__.pyc"),
+        ("six", "/opt/site/six.py", "six.pyc"),
+        ("legacy", "/opt/site/legacy.pyc", "legacy.pyc"),
+        # a namespace package (google, azure): only a directory, made by what is placed inside it
+        ("google", "-", None),
+        ("azure", None, None),
+        # a module beside the standard library directory is not part of it
+        ("site_thing", "/opt/python/lib/python3.11-extra/site_thing.py", "site_thing.pyc"),
+    ],
+)
+def test_module_destination(name: str, source: str | None, expected: str | None) -> None:
+    assert layout.module_destination(name, source or "", STDLIB_DIR) == expected
+
+
+@pytest.mark.parametrize(
+    ("collected", "expected"),
+    [
+        ("python3.11/lib-dynload/_ssl.cpython-311-x86_64-linux-gnu.so",
+         "lib/python3.11/lib-dynload/_ssl.cpython-311-x86_64-linux-gnu.so"),
+        ("lib-dynload/zlib.cpython-311-aarch64-linux-gnu.so",
+         "lib/python3.11/lib-dynload/zlib.cpython-311-aarch64-linux-gnu.so"),
+        ("libssl.so.3", "libssl.so.3"),
+        ("cryptography/hazmat/bindings/_rust.abi3.so", "cryptography/hazmat/bindings/_rust.abi3.so"),
+    ],
+)  # fmt: skip
+def test_binary_destination(collected: str, expected: str) -> None:
+    assert layout.binary_destination(collected) == expected

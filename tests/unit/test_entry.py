@@ -78,3 +78,52 @@ def test_plugin_start_up_imports_nothing_heavy(name: str) -> None:
     run = run_listing_imports(name, b"not a request", plugin_sees_env=False)
     assert run.code == 1
     assert HEAVY.isdisjoint(run.roots), HEAVY.intersection(run.roots)
+
+
+_MODULES_PROBE = """
+import sys
+sys.path.insert(0, sys.argv.pop(1))
+baseline = set(sys.modules)
+sys.argv = sys.argv[1:]
+from credprovider.entry import main
+try:
+    main()
+except SystemExit:
+    pass
+sys.stderr.write("\\nIMPORTED " + " ".join(sorted(set(sys.modules) - baseline)) + "\\n")
+"""
+
+
+def _run_entry(argv: list[str]) -> tuple[str, list[str]]:
+    """Run the dispatcher as the bundle does (-I -S): its stdout, and the modules it imported beyond
+    what the interpreter had at start."""
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", _MODULES_PROBE, str(REPO), *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    imported = proc.stderr.rpartition("\nIMPORTED ")[2].split()
+    return proc.stdout, imported
+
+
+# What --version may import beyond the bare interpreter's start: os (frozen in the bundle; imported
+# by the bundle's own start anyway) and, run from source only, _ssl for the OpenSSL version.
+VERSION_MAY_IMPORT = {
+    "credprovider", "credprovider.entry", "credprovider.version", "credprovider._buildinfo",
+    "__future__", "os", "os.path", "posixpath", "genericpath", "stat", "_stat", "_collections_abc",
+    "_ssl", "_socket",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", [*sorted(PLUGIN_MODULES), "credprovider"])
+def test_version_is_answered_before_any_program_is_imported(name: str) -> None:
+    """--version alone imports the version module and nothing else: no typing, re, json or the
+    runtime. A plugin prints the same text when --version comes with another flag (full path)."""
+    fast, imported = _run_entry([f"/opt/bin/{name}", "--version"])
+    assert fast.startswith(f"{name} version ") and len(fast.splitlines()) == 2
+    assert set(imported) <= VERSION_MAY_IMPORT, set(imported) - VERSION_MAY_IMPORT
+    if name in PLUGIN_MODULES:
+        slow, _imported = _run_entry([f"/opt/bin/{name}", "-v=0", "--version"])
+        assert slow == fast
