@@ -664,7 +664,7 @@ def test_install_from_the_bundle_links_to_itself(tmp_path: Path, bin_dir: Path) 
         Path(os.readlink(plugins / "ecr-credential-provider"))
         == (BUNDLE_DIR / "credprovider").resolve()
     )
-    # The link is to the launcher (not the PyInstaller executable in _internal/), and it runs.
+    # The link is to the launcher (not the interpreter in _internal/), and it runs.
     linked = subprocess.run(
         [str(plugins / "ecr-credential-provider"), "--version"], capture_output=True, check=False
     )

@@ -78,7 +78,7 @@ def test_a_lower_glibc_limit_is_enforced_too() -> None:
             set(),
             [],
         ),
-        # found in the bundle's library directory (the bootloader's LD_LIBRARY_PATH)
+        # found in the bundle's library directory (the launcher's LD_LIBRARY_PATH)
         (facts(needed=("libssl.so.3",)), {"_internal/libssl.so.3"}, []),
         (facts(needed=("libssl.so.3",)), set(), ["libssl.so.3"]),
         (facts(needed=("libstdc++.so.6", "libz.so.1")), set(), ["libstdc++.so.6", "libz.so.1"]),
