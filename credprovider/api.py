@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, Final, NamedTuple
+
+from credprovider._typing import Any, Final, NamedTuple
 
 GROUP: Final = "credentialprovider.kubelet.k8s.io"
 VERSIONS: Final = ("v1", "v1beta1", "v1alpha1")

@@ -27,7 +27,6 @@ Nothing here imports a cloud SDK: a cache hit answers without loading one.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import json
@@ -35,8 +34,8 @@ import os
 import stat
 import time
 from collections.abc import Mapping
-from typing import Any, Final, NamedTuple
 
+from credprovider._typing import Any, Final, NamedTuple
 from credprovider.api import CACHE_KEY_TYPES, AuthConfig
 from credprovider.plugin import MAX_VALIDITY_SECONDS, Context, Credentials
 
@@ -119,8 +118,10 @@ def _open_directory(path: str) -> int:
             try:
                 entry = os.stat(name, dir_fd=descriptor, follow_symlinks=False)
             except FileNotFoundError:
-                with contextlib.suppress(FileExistsError):  # a concurrent exec made it first
+                try:  # noqa: SIM105 - contextlib is not on the exec path
                     os.mkdir(name, 0o700, dir_fd=descriptor)
+                except FileExistsError:  # a concurrent exec made it first
+                    pass
                 entry = os.stat(name, dir_fd=descriptor, follow_symlinks=False)
             where = os.path.join(where, name)
             if not _trusted_owner(entry.st_uid):
@@ -302,8 +303,10 @@ class CacheEntry:
                 os.rmdir(self.name, dir_fd=dfd)
                 os.replace(temp, self.name, src_dir_fd=dfd, dst_dir_fd=dfd)
         except BaseException:
-            with contextlib.suppress(OSError):
+            try:  # noqa: SIM105 - contextlib is not on the exec path
                 os.unlink(temp, dir_fd=self.directory.fd)
+            except OSError:
+                pass
             raise
         return True
 

@@ -10,7 +10,8 @@ call has a timeout and the body read is capped.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from typing import TYPE_CHECKING, Final, NamedTuple
+
+from credprovider._typing import TYPE_CHECKING, Final, NamedTuple
 
 if TYPE_CHECKING:
     import ssl

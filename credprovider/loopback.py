@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+
+from credprovider._typing import Any, Final
 
 RESOLVE_ENV: Final = "CREDPROVIDER_TEST_RESOLVE"
 LOOPBACK_ONLY_ENV: Final = "CREDPROVIDER_TEST_LOOPBACK_ONLY"

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Final, NamedTuple
 
+from credprovider._typing import Final, NamedTuple
 from credprovider.api import go_quote
 
 DEFAULT_REGISTRY: Final = "docker.io"

@@ -16,15 +16,14 @@ Stdlib only: nothing here may import an SDK, pydantic or YAML.
 
 from __future__ import annotations
 
-import contextlib
+import _thread
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import IO, TYPE_CHECKING, Final, NamedTuple, NoReturn, Protocol
 
 from credprovider import loopback
+from credprovider._typing import IO, TYPE_CHECKING, Final, NamedTuple, NoReturn, Protocol
 from credprovider.api import (
     CACHE_KEY_REGISTRY,
     SECOND,
@@ -175,7 +174,7 @@ class Logger:
         self.name = name
         self.verbosity = verbosity
         self._stream = stream
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
 
     def _emit(self, prefix: str, message: str) -> None:
         line = safe_line(message)
@@ -600,9 +599,19 @@ def run(
         except BaseException as exc:  # noqa: BLE001 - reported as one line below
             outcome.append(exc)
 
-    worker = threading.Thread(target=serve, name="credprovider-serve", daemon=True)
-    worker.start()
-    worker.join(deadline.remaining())
+    # A bare thread and a lock, not the threading module (its import is paid by every cache hit): the
+    # lock is released when serve() ends, and the process exits with os._exit whether or not it did.
+    done = _thread.allocate_lock()
+    done.acquire()
+
+    def serve_then_release() -> None:
+        try:
+            serve()
+        finally:
+            done.release()
+
+    _thread.start_new_thread(serve_then_release, ())
+    done.acquire(timeout=max(0.0, deadline.remaining()))
     if not outcome:
         log.error(
             f"no answer within the {deadline_seconds:g}s deadline while {deadline.phase}: "
@@ -635,6 +644,8 @@ def main(spec: PluginSpec, argv: list[str]) -> NoReturn:
         spent_before_run=seconds_since_exec(),
     )
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):
+        try:  # noqa: SIM105 - contextlib is not on the exec path
             stream.flush()
+        except (OSError, ValueError):
+            pass
     os._exit(code)

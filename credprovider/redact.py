@@ -11,9 +11,10 @@ longer be recognised.
 
 from __future__ import annotations
 
+import _thread
 import re
-import threading
-from typing import Final
+
+from credprovider._typing import Final
 
 # Secrets shorter than this are not registered: replacing e.g. "AWS" everywhere would garble logs.
 MIN_SECRET_LENGTH: Final = 6
@@ -21,7 +22,7 @@ MIN_SECRET_LENGTH: Final = 6
 _PREFIX_MIN_LENGTH: Final = 16
 _JWT_PATTERN: Final = r"eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"
 
-_lock = threading.Lock()
+_lock = _thread.allocate_lock()
 _secrets: set[str] = set()
 
 

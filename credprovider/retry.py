@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Final, TypeVar
 
+from credprovider._typing import Final, TypeVar
 from credprovider.plugin import Context
 
 T = TypeVar("T")

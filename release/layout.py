@@ -120,13 +120,18 @@ def archive(out: Path, paths: list[Path]) -> None:
     """Move ``paths`` (under ``out``) into ``out/ARCHIVE``: sorted, with fixed times (reproducible)."""
     with zipfile.ZipFile(out / ARCHIVE, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as handle:
         for top in paths:
-            members = [top] if top.is_file() else sorted(p for p in top.rglob("*") if p.is_file())
+            members = [top] if top.is_file() else [top, *sorted(top.rglob("*"))]
             for member in members:
                 if member.name in ARCHIVE_SKIPPED:
                     continue
-                info = zipfile.ZipInfo(member.relative_to(out).as_posix(), (1980, 1, 1, 0, 0, 0))
+                # Directories get entries too: zipimport finds a namespace package (azure, google)
+                # only by its directory entry.
+                name = member.relative_to(out).as_posix() + ("/" if member.is_dir() else "")
+                info = zipfile.ZipInfo(name, (1980, 1, 1, 0, 0, 0))
                 info.compress_type = zipfile.ZIP_DEFLATED
-                handle.writestr(info, member.read_bytes(), compresslevel=9)
+                handle.writestr(
+                    info, b"" if member.is_dir() else member.read_bytes(), compresslevel=9
+                )
             if top.is_file():
                 top.unlink()
             else:

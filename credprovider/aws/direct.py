@@ -16,8 +16,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
+from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.aws.sigv4 import AccessKeys, sign_post
 
 if TYPE_CHECKING:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from credprovider import __version__
+from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.api import AuthConfig, CredentialProviderRequest
 from credprovider.aws.registry import (
     IDENTITY_ENV,

@@ -6,7 +6,8 @@ import base64
 import binascii
 import re
 from collections.abc import Mapping
-from typing import Final, NamedTuple
+
+from credprovider._typing import Final, NamedTuple
 
 # Private ECR: <12-digit account>.dkr.ecr[-fips].<region>.<partition suffix>, also the dual-stack
 # dkr-ecr[-fips] form. Matched with fullmatch on the lower-cased host only, ASCII only.

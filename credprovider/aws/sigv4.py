@@ -8,7 +8,8 @@ without runs of spaces. ``tests/unit/test_aws_sigv4.py`` checks every signature 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Final, NamedTuple
+
+from credprovider._typing import Final, NamedTuple
 
 ALGORITHM: Final = "AWS4-HMAC-SHA256"
 # Not signed (as botocore): a proxy or the HTTP stack may change them on the way.

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Final, NamedTuple
 
+from credprovider._typing import Final, NamedTuple
 from credprovider.http import HttpError, get_with_retries
 from credprovider.plugin import Context, one_line
 from credprovider.retry import RETRYABLE_STATUSES

@@ -5,9 +5,8 @@ azure-identity and requests are imported lazily, only when a token is actually f
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
-
 from credprovider import __version__
+from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.api import AuthConfig, CredentialProviderRequest
 from credprovider.azure.registry import (
     ACR_REFRESH_USERNAME,

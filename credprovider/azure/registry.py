@@ -7,7 +7,8 @@ import binascii
 import json
 import re
 from collections.abc import Mapping
-from typing import Final, NamedTuple
+
+from credprovider._typing import Final, NamedTuple
 
 ACR_SCOPE: Final = "https://containerregistry.azure.net/.default"
 ACR_REFRESH_USERNAME: Final = "00000000-0000-0000-0000-000000000000"

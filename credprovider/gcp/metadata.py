@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Final
 
 from credprovider import __version__
+from credprovider._typing import Final
 from credprovider.http import HttpError, HttpResponse, get_with_retries
 from credprovider.plugin import Context, ProviderError, one_line
 from credprovider.retry import RETRYABLE_STATUSES

@@ -4,8 +4,8 @@ through google-auth (imported lazily, only when such a token is fetched)."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
+from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.api import CACHE_KEY_GLOBAL, AuthConfig, CredentialProviderRequest
 from credprovider.cache import CacheScope, fingerprint_file
 from credprovider.gcp import metadata

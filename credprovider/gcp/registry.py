@@ -6,8 +6,8 @@ import binascii
 import json
 import re
 from collections.abc import Mapping
-from typing import Final, NamedTuple
 
+from credprovider._typing import Final, NamedTuple
 from credprovider.api import (
     CACHE_KEY_GLOBAL,
     CACHE_KEY_IMAGE,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -15,7 +17,7 @@ from credprovider.cache import SAFETY_MARGIN_SECONDS
 from tests.fakes.aws import FakeEcr
 from tests.fakes.gcp import FakeMetadata
 from tests.fakes.http import FakeResponse, FakeServer, serve
-from tests.helpers import request_bytes, run_listing_imports, run_plugin
+from tests.helpers import REPO, request_bytes, run_listing_imports, run_plugin
 from tests.integration.conftest import Azure
 
 ECR = "ecr-credential-provider"
@@ -101,6 +103,51 @@ def test_a_cache_hit_imports_no_cloud_sdk(ecr: tuple[FakeEcr, FakeServer], tmp_p
     assert "botocore" in _cache_hit_modules(miss)
     stdlib_miss = env_for(server, tmp_path / "another-empty-cache")
     assert _cache_hit_modules(stdlib_miss) == ["_hashlib"]  # it signs, with no SDK
+
+
+# Standard-library modules whose import alone is a sizeable share of a cache hit (measured on the
+# bundle): the exec path reaches for none of them on a hit (credprovider/_typing.py, _thread).
+COSTLY_STDLIB = {"typing", "threading", "contextlib", "dataclasses", "inspect", "socket", "ssl", "email",
+                 "http", "urllib", "logging", "argparse", "datetime", "subprocess"}  # fmt: skip
+
+
+_RUN_PROBE = """
+import sys
+sys.path.insert(0, sys.argv[1])
+before = set(sys.modules)
+from credprovider import plugin
+from credprovider.aws.main import SPEC
+code = plugin.run(SPEC, [], stdin=sys.stdin.buffer, stdout=sys.stdout.buffer, stderr=sys.stderr,
+                  environ=dict(__import__("os").environ))
+sys.stderr.write("\\nIMPORTED " + " ".join(sorted(set(sys.modules) - before)) + "\\n")
+"""
+
+
+def _imported_by_one_run(env: dict[str, str]) -> set[str]:
+    """Top-level modules one ECR exec imports beyond the interpreter's start (run as the bundle
+    runs it: -I -S, so nothing of site's or the test runner's is counted)."""
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", _RUN_PROBE, str(REPO)],
+        input=request_bytes(IMAGE),
+        capture_output=True,
+        env=env,
+        check=False,
+    )
+    assert b'"auth"' in proc.stdout, proc.stderr[-2000:]
+    names = proc.stderr.decode().rpartition("\nIMPORTED ")[2].split()
+    return {name.split(".")[0] for name in names}
+
+
+def test_a_cache_hit_imports_no_costly_stdlib_module(
+    ecr: tuple[FakeEcr, FakeServer], tmp_path: Path
+) -> None:
+    _, server = ecr
+    env = env_for(server, tmp_path / "cache")
+    assert run_plugin(ECR, request_bytes(IMAGE), [], env).code == 0
+    hit = _imported_by_one_run(env)
+    assert COSTLY_STDLIB.isdisjoint(hit), sorted(COSTLY_STDLIB & hit)
+    # and the probe sees them when they are imported: a miss opens a connection
+    assert {"socket", "http"} <= _imported_by_one_run(env_for(server, tmp_path / "other"))
 
 
 @pytest.mark.parametrize(

@@ -140,3 +140,40 @@ def test_python_variables_do_not_reach_the_bundles_interpreter(
     assert result.stdout.startswith(f"{name} version ")
     assert len(result.stdout.splitlines()) == 2
     assert not marker.exists()
+
+
+# What the programs import on their SDK paths, plus the tool's: each from where release/layout.py put
+# it (namespace packages such as azure and google from modules.zip, by their directory entries).
+BUNDLED_IMPORTS = [
+    "botocore.session", "azure.identity", "azure.core.pipeline", "msal", "google.auth.transport.requests",
+    "google.oauth2.service_account", "requests", "urllib3", "cryptography.hazmat.bindings._rust",
+    "pydantic", "yaml", "dateutil.tz", "jmespath", "certifi", "charset_normalizer", "ssl", "_hashlib",
+]  # fmt: skip
+
+
+def test_every_bundled_package_imports_from_its_place(bundle_dir: Path, target: Target) -> None:
+    if target != host_target():
+        pytest.skip("runs only this machine's bundle (test_old_userland runs the others)")
+    contents = (bundle_dir / "_internal").resolve()
+    # The same sys.path as release/boot.py makes, then each import and where it came from.
+    code = (
+        f"import sys; sys.path += [{str(contents)!r}, {str(contents / 'modules.zip')!r}]\n"
+        f"import importlib\nfor name in {BUNDLED_IMPORTS!r}:\n"
+        "    module = importlib.import_module(name)\n"
+        "    print(name, getattr(module, '__file__', None) or 'builtin')\n"
+    )
+    result = subprocess.run(
+        [str(contents / "credprovider-main"), "-I", "-S", "-B", "-c", code],
+        env={"LD_LIBRARY_PATH": str(contents)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    where = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+    assert sorted(where) == sorted(BUNDLED_IMPORTS)
+    for name, path in where.items():
+        assert path.startswith(str(contents)), (name, path)
+    assert "modules.zip" in where["azure.identity"] and "modules.zip" in where["msal"]
+    assert where["botocore.session"].endswith("botocore/session.pyc")  # its data beside it
