@@ -1,0 +1,83 @@
+"""credprovider/_typing.py: its run-time NamedTuple behaves as typing.NamedTuple does for every use
+the exec path makes of it (fields, defaults, methods, properties, _replace, equality, pickling-free
+tuple behaviour), and typing itself is not imported by it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import typing
+
+import pytest
+
+from tests.helpers import REPO
+
+_SHIM = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from credprovider import _typing
+assert "typing" not in sys.modules, "the shim imported typing"
+print(_typing.NamedTuple.__module__, _typing.Protocol is object, _typing.TypeVar("T"))
+"""
+
+
+def test_the_shim_does_not_import_typing() -> None:
+    out = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", _SHIM, str(REPO)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert out == ["credprovider._typing", "True", "T"]
+
+
+def _define(base: type) -> type:
+    class Scope(base):  # type: ignore[misc,valid-type]
+        """A scope."""
+
+        registry: str
+        keys: tuple[str, ...] = ()
+        port: int = 443
+
+        @property
+        def host(self) -> str:
+            return f"{self.registry}:{self.port}"
+
+        def with_port(self, port: int) -> Scope:
+            return self._replace(port=port)  # type: ignore[no-any-return]
+
+        @classmethod
+        def parse(cls, text: str) -> Scope:
+            return cls(text)
+
+    return Scope
+
+
+def _runtime_named_tuple() -> type:
+    """The shim's run-time class (not what mypy sees): import it with TYPE_CHECKING false."""
+    namespace: dict[str, object] = {}
+    source = (REPO / "credprovider" / "_typing.py").read_text()
+    exec(compile(source, "_typing.py", "exec"), namespace)
+    return namespace["NamedTuple"]  # type: ignore[return-value]
+
+
+@pytest.mark.parametrize(
+    "base", [typing.NamedTuple, _runtime_named_tuple()], ids=["typing", "shim"]
+)
+def test_named_tuple_behaviour(base: type) -> None:
+    scope_type = _define(base)
+    scope = scope_type("r.example", ("a",))
+    assert isinstance(scope, tuple)
+    assert scope_type._fields == ("registry", "keys", "port")
+    assert scope_type._field_defaults == {"keys": (), "port": 443}
+    assert scope == ("r.example", ("a",), 443)
+    assert scope.host == "r.example:443"
+    assert scope.with_port(5000) == scope_type("r.example", ("a",), 5000)
+    assert scope_type.parse("x").registry == "x"
+    assert repr(scope) == "Scope(registry='r.example', keys=('a',), port=443)"
+    assert scope.__doc__ in ("A scope.", None)  # None when docstrings are stripped (-OO)
+    with pytest.raises(TypeError):
+        scope_type()  # the field without a default is required
+    with pytest.raises(AttributeError):
+        scope.registry = "other"  # type: ignore[misc]
+    assert hash(scope) == hash(("r.example", ("a",), 443))
