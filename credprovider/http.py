@@ -19,6 +19,16 @@ if TYPE_CHECKING:
     from credprovider.plugin import Context
 
 MAX_BODY_BYTES: Final = 1 << 20
+# Any of these set means a proxy may be wanted: this client never uses one, so callers hand such
+# setups to the SDK (requests, botocore), which honours them with NO_PROXY.
+PROXY_ENV: Final = (
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+)
 
 
 class HttpError(OSError):
@@ -30,14 +40,20 @@ class BodyTooLargeError(HttpError):
 
 
 class HttpResponse(NamedTuple):
-    """A complete answer: status, headers (lower-cased names) and body."""
+    """A complete answer: status, headers (lower-cased names; the last of a repeated one) and
+    body, and every header field in order (``fields``) for a header that may repeat."""
 
     status: int
     headers: Mapping[str, str]
     body: bytes
+    fields: tuple[tuple[str, str], ...] = ()
 
     def header(self, name: str) -> str:
         return self.headers.get(name.lower(), "")
+
+    def header_values(self, name: str) -> list[str]:
+        wanted = name.lower()
+        return [value for field, value in self.fields if field.lower() == wanted]
 
     def text(self) -> str:
         return self.body.decode("utf-8", "replace")
@@ -84,8 +100,9 @@ def request(
         data = response.read(max_body + 1)
         if len(data) > max_body:
             raise BodyTooLargeError(f"the answer from {url} is larger than {max_body} bytes")
+        fields = tuple(response.getheaders())
         return HttpResponse(
-            response.status, {name.lower(): value for name, value in response.getheaders()}, data
+            response.status, {name.lower(): value for name, value in fields}, data, fields
         )
     except HttpError:
         raise
@@ -94,6 +111,23 @@ def request(
         raise HttpError(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
     finally:
         connection.close()
+
+
+def proxy_setting(environ: Mapping[str, str]) -> str | None:
+    """The name of the first proxy variable that is set, if any (see :data:`PROXY_ENV`)."""
+    return next((name for name in PROXY_ENV if environ.get(name)), None)
+
+
+def verified_context(ca_bundle: str = "") -> ssl.SSLContext:
+    """Certificate and host name checks against ``ca_bundle``, else certifi's bundle (as botocore
+    and requests do)."""
+    import ssl
+
+    if not ca_bundle:
+        import certifi
+
+        ca_bundle = certifi.where()
+    return ssl.create_default_context(cafile=ca_bundle)
 
 
 def get(

@@ -19,10 +19,9 @@ from collections.abc import Callable, Mapping
 
 from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.aws.sigv4 import AccessKeys, sign_post
+from credprovider.http import PROXY_ENV
 
 if TYPE_CHECKING:
-    import ssl
-
     from credprovider.http import HttpResponse
     from credprovider.plugin import Context
 
@@ -56,12 +55,7 @@ BOTOCORE_SETTINGS: Final = (
     "AWS_USE_DUALSTACK_ENDPOINT",
     "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS",
     "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE",
-    "HTTPS_PROXY",
-    "https_proxy",
-    "HTTP_PROXY",
-    "http_proxy",
-    "ALL_PROXY",
-    "all_proxy",
+    *PROXY_ENV,
 )
 IMDS_DEFAULT: Final = "http://169.254.169.254/"
 IMDS_TOKEN_TTL: Final = "21600"
@@ -271,27 +265,16 @@ def parse_token_answer(service: str, body: bytes) -> tuple[str | None, float | N
     return token, float(expires)
 
 
-def _tls_context(ca_bundle: str) -> ssl.SSLContext:
-    """Certificate and host name checks against ``ca_bundle``, else certifi's (as botocore)."""
-    import ssl
-
-    if not ca_bundle:
-        import certifi
-
-        ca_bundle = certifi.where()
-    return ssl.create_default_context(cafile=ca_bundle)
-
-
 def get_authorization_token(
     route: Plan, keys: AccessKeys, ctx: Context, user_agent: str
 ) -> tuple[str | None, float | None]:
     """One signed ``GetAuthorizationToken`` (retried as botocore's standard mode does)."""
-    from credprovider.http import BodyTooLargeError, HttpError, request
+    from credprovider.http import BodyTooLargeError, HttpError, request, verified_context
     from credprovider.retry import call_with_retries
 
     host = route.endpoint.split("://", 1)[1].split("/", 1)[0]
     try:
-        tls = _tls_context(route.ca_bundle) if route.endpoint.startswith("https://") else None
+        tls = verified_context(route.ca_bundle) if route.endpoint.startswith("https://") else None
     except OSError as exc:
         raise TransportError(f"cannot read the CA bundle {route.ca_bundle}: {exc}") from None
     body = b"{}"

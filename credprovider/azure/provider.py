@@ -1,11 +1,11 @@
-"""ACR credentials: an AAD token from azure-identity, exchanged at the registry for a refresh token.
+"""ACR credentials: an AAD token (IMDS on the stdlib, else azure-identity), exchanged at the
+registry for a refresh token (credprovider/azure/exchange.py).
 
-azure-identity and requests are imported lazily, only when a token is actually fetched.
+azure-identity and requests are imported lazily, only when a flow needs them.
 """
 
 from __future__ import annotations
 
-from credprovider import __version__
 from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.api import AuthConfig, CredentialProviderRequest
 from credprovider.azure.registry import (
@@ -14,14 +14,11 @@ from credprovider.azure.registry import (
     ENVIRONMENT_FILE_ENV,
     WELL_KNOWN_AUTHORITY_HOSTS,
     AzureConfigError,
-    ChallengeError,
     Cloud,
     cloud_from_metadata,
     cloud_from_name,
-    exchange_url,
     jwt_expiry,
     login_server_suffix,
-    parse_challenge,
     service_account_identity,
 )
 from credprovider.cache import CacheScope, fingerprint_file
@@ -42,7 +39,6 @@ IDENTITY_ENV: Final = (
     "AZURE_FEDERATED_TOKEN_FILE",
     "AZURE_AUTHORITY_HOST",
 )
-USER_AGENT: Final = f"credprovider/{__version__} (acr-credential-provider)"
 SDK_RETRIES: Final = 2
 
 
@@ -286,85 +282,6 @@ def aad_token(identity: Identity, ctx: Context) -> str:
     return str(token.token)
 
 
-def _retry_response(response: Any) -> bool:
-    return response.status_code in RETRYABLE_STATUSES
-
-
-def _retry_error(error: Exception) -> bool:
-    import requests
-
-    return isinstance(error, requests.ConnectionError | requests.Timeout)
-
-
-def exchange_for_refresh_token(login_server: str, aad: str, tenant: str, ctx: Context) -> str:
-    """``GET /v2/`` for the challenge, then ``POST /oauth2/exchange`` on the same host."""
-    import requests
-
-    session = requests.Session()
-    session.headers["User-Agent"] = USER_AGENT
-    challenge_url = f"https://{login_server}/v2/"
-    ctx.deadline.phase = f"reading the registry challenge at {challenge_url}"
-    try:
-        response = call_with_retries(
-            lambda: session.get(
-                challenge_url, timeout=ctx.deadline.timeout(10.0), allow_redirects=False
-            ),
-            ctx=ctx,
-            what=challenge_url,
-            retry_result=_retry_response,
-            retry_error=_retry_error,
-        )
-    except requests.RequestException as exc:
-        raise ProviderError(
-            f"could not reach the registry at {challenge_url}: {one_line(exc)}"
-        ) from None
-    try:
-        challenge = parse_challenge(
-            response.status_code, response.raw.headers.getlist("Www-Authenticate")
-        )
-        url = exchange_url(challenge.realm, login_server)
-    except ChallengeError as exc:
-        raise ProviderError(f"{challenge_url}: {exc}") from None
-    form = {"grant_type": "access_token", "service": challenge.service, "access_token": aad}
-    if tenant:
-        form["tenant"] = tenant
-    ctx.deadline.phase = f"exchanging the AAD token at {url}"
-    ctx.log.v(1, f"exchanging the AAD token at {url} (service {challenge.service})")
-    try:
-        answer = call_with_retries(
-            lambda: session.post(
-                url, data=form, timeout=ctx.deadline.timeout(10.0), allow_redirects=False
-            ),
-            ctx=ctx,
-            what=url,
-            retry_result=_retry_response,
-            retry_error=_retry_error,
-        )
-    except requests.RequestException as exc:
-        raise ProviderError(f"could not reach {url}: {one_line(exc)}") from None
-    correlation = answer.headers.get("X-Ms-Correlation-Request-Id")
-    if correlation:
-        ctx.log.v(4, f"exchange correlation id {correlation}")
-    if answer.status_code != 200:
-        hint = (
-            "; the identity needs the AcrPull role on the registry"
-            if answer.status_code in (401, 403)
-            else ""
-        )
-        raise ProviderError(
-            f"ACR token exchange at {url} failed with HTTP {answer.status_code}: "
-            f"{one_line(answer.text)}{hint}"
-        )
-    try:
-        refresh_token = answer.json().get("refresh_token")
-    except (ValueError, AttributeError):
-        refresh_token = None
-    if not isinstance(refresh_token, str) or not refresh_token:
-        raise ProviderError(f"ACR token exchange at {url} returned no refresh_token")
-    register_secret(refresh_token)
-    return refresh_token
-
-
 class AcrProvider:
     """``acr-credential-provider``: an ACR refresh token for the image's login server."""
 
@@ -406,6 +323,8 @@ class AcrProvider:
         if mirrored:
             ctx.log.v(1, f"{image.registry} is mirrored to {login_server}")
         identity = choose_identity(request, config, cloud, ctx)
+        from credprovider.azure.exchange import exchange_for_refresh_token
+
         refresh = exchange_for_refresh_token(
             login_server, aad_token(identity, ctx), identity.tenant, ctx
         )

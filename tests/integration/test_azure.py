@@ -518,8 +518,21 @@ def test_the_managed_identity_token_is_fetched_without_azure_identity(azure: Azu
     assert run.code == 0
     assert run.response["auth"]["myreg.azurecr.io"]["password"] == azure.acr.refresh_tokens[-1]
     assert azure.imds.queries[-1]["client_id"] == "kubelet-id"
-    heavy = {"azure", "msal", "cryptography", "jwt"}
+    heavy = {"azure", "msal", "cryptography", "jwt", "requests", "urllib3", "charset_normalizer"}
     assert heavy.isdisjoint(run.roots), heavy.intersection(run.roots)
+
+
+def test_with_a_proxy_set_the_exchange_goes_through_requests(azure: Azure) -> None:
+    """The stdlib client never uses a proxy: with a proxy variable set, requests makes the two
+    registry calls (here NO_PROXY exempts the loopback registry, as a node would its own)."""
+    config = azure.config(useManagedIdentityExtension=True)
+    env = {**azure.env, "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": "myreg.azurecr.io"}
+    run = run_listing_imports(PLUGIN, request_bytes("myreg.azurecr.io/a"), [config, "-v=1"], env)
+    assert run.code == 0
+    assert run.response["auth"]["myreg.azurecr.io"]["password"] == azure.acr.refresh_tokens[-1]
+    assert "requests" in run.roots
+    direct = run_listing_imports(PLUGIN, request_bytes("myreg.azurecr.io/b"), [config], azure.env)
+    assert direct.code == 0 and "requests" not in direct.roots
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,148 @@
+"""The ACR token exchange: ``GET /v2/`` for the challenge, then ``POST /oauth2/exchange``.
+
+Two HTTPS calls to the registry, on the stdlib client (``credprovider/http.py``) in the common
+case: requests, urllib3 and charset_normalizer cost an exec about as much again as everything else
+of an ACR cache miss. When a proxy variable is set the calls go through requests, which honours it
+(with ``NO_PROXY``), as they always did. Both transports give the same answer type and raise
+:class:`~credprovider.http.HttpError`, so the exchange itself is written once. TLS trust is what
+requests uses: ``REQUESTS_CA_BUNDLE``, else ``CURL_CA_BUNDLE``, else certifi's bundle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from credprovider import __version__
+from credprovider._typing import TYPE_CHECKING, Final
+from credprovider.azure.registry import ChallengeError, exchange_url, parse_challenge
+from credprovider.http import BodyTooLargeError, HttpError, HttpResponse, proxy_setting
+from credprovider.plugin import Context, ProviderError, one_line
+from credprovider.redact import register_secret
+from credprovider.retry import RETRYABLE_STATUSES, call_with_retries
+
+USER_AGENT: Final = f"credprovider/{__version__} (acr-credential-provider)"
+CA_BUNDLE_ENV: Final = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+PER_CALL_TIMEOUT_SECONDS: Final = 10.0
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    # (method, url, form or None, timeout) -> the whole answer; raises HttpError when none came
+    Send = Callable[[str, str, Mapping[str, str] | None, float], HttpResponse]
+
+
+def stdlib_transport(environ: Mapping[str, str]) -> Send:
+    from urllib.parse import urlencode
+
+    from credprovider.http import request, verified_context
+
+    ca_bundle = next((environ[name] for name in CA_BUNDLE_ENV if environ.get(name)), "")
+    tls = verified_context(ca_bundle)
+
+    def send(method: str, url: str, form: Mapping[str, str] | None, timeout: float) -> HttpResponse:
+        headers = {"User-Agent": USER_AGENT, "Accept": "*/*"}
+        body = None
+        if form is not None:
+            body = urlencode(form).encode()
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        return request(method, url, headers=headers, timeout=timeout, body=body, tls=tls)
+
+    return send
+
+
+def requests_transport() -> Send:
+    import requests
+
+    session = requests.Session()
+    session.headers["User-Agent"] = USER_AGENT
+
+    def send(method: str, url: str, form: Mapping[str, str] | None, timeout: float) -> HttpResponse:
+        try:
+            answer = session.request(method, url, data=form, timeout=timeout, allow_redirects=False)
+            body = answer.content
+        except requests.RequestException as exc:
+            raise HttpError(one_line(exc)) from None
+        raw = answer.raw.headers
+        fields = tuple((name, value) for name in raw for value in raw.getlist(name))
+        headers = {name.lower(): value for name, value in fields}
+        return HttpResponse(answer.status_code, headers, body, fields)
+
+    return send
+
+
+def transport_for(ctx: Context) -> Send:
+    proxy = proxy_setting(ctx.environ)
+    if proxy:
+        ctx.log.v(1, f"ACR exchange through requests: {proxy} is set")
+        return requests_transport()
+    return stdlib_transport(ctx.environ)
+
+
+def _call(
+    send: Send, ctx: Context, method: str, url: str, form: Mapping[str, str] | None
+) -> HttpResponse:
+    return call_with_retries(
+        lambda: send(method, url, form, ctx.deadline.timeout(PER_CALL_TIMEOUT_SECONDS)),
+        ctx=ctx,
+        what=url,
+        retry_result=lambda answer: answer.status in RETRYABLE_STATUSES,
+        retry_error=lambda error: (
+            isinstance(error, HttpError) and not isinstance(error, BodyTooLargeError)
+        ),
+    )
+
+
+def exchange_for_refresh_token(
+    login_server: str, aad: str, tenant: str, ctx: Context, send: Send | None = None
+) -> str:
+    """The registry's refresh token for the AAD token ``aad``."""
+    send = send or transport_for(ctx)
+    challenge_url = f"https://{login_server}/v2/"
+    ctx.deadline.phase = f"reading the registry challenge at {challenge_url}"
+    try:
+        response = _call(send, ctx, "GET", challenge_url, None)
+    except HttpError as exc:
+        raise ProviderError(
+            f"could not reach the registry at {challenge_url}: {one_line(exc)}"
+        ) from None
+    try:
+        challenge = parse_challenge(response.status, response.header_values("Www-Authenticate"))
+        url = exchange_url(challenge.realm, login_server)
+    except ChallengeError as exc:
+        raise ProviderError(f"{challenge_url}: {exc}") from None
+    form = {"grant_type": "access_token", "service": challenge.service, "access_token": aad}
+    if tenant:
+        form["tenant"] = tenant
+    ctx.deadline.phase = f"exchanging the AAD token at {url}"
+    ctx.log.v(1, f"exchanging the AAD token at {url} (service {challenge.service})")
+    try:
+        answer = _call(send, ctx, "POST", url, form)
+    except HttpError as exc:
+        raise ProviderError(f"could not reach {url}: {one_line(exc)}") from None
+    correlation = answer.header("X-Ms-Correlation-Request-Id")
+    if correlation:
+        ctx.log.v(4, f"exchange correlation id {correlation}")
+    if answer.status != 200:
+        hint = (
+            "; the identity needs the AcrPull role on the registry"
+            if answer.status in (401, 403)
+            else ""
+        )
+        raise ProviderError(
+            f"ACR token exchange at {url} failed with HTTP {answer.status}: "
+            f"{one_line(answer.text())}{hint}"
+        )
+    return _refresh_token(answer.body, url)
+
+
+def _refresh_token(body: bytes, url: str) -> str:
+    import json
+
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        answer = None
+    refresh_token = answer.get("refresh_token") if isinstance(answer, dict) else None
+    if not isinstance(refresh_token, str) or not refresh_token:
+        raise ProviderError(f"ACR token exchange at {url} returned no refresh_token")
+    register_secret(refresh_token)
+    return refresh_token
