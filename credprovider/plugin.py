@@ -40,6 +40,9 @@ from credprovider.api import (
 from credprovider.redact import clip, register_secret, safe_line, scrub
 
 if TYPE_CHECKING:
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
+
     from credprovider.cache import CacheDir, CacheScope
 
 MAX_REQUEST_BYTES: Final = 1 << 20
@@ -200,8 +203,19 @@ class Logger:
 def route_sdk_logging(log: Logger) -> None:
     """Capture all ``logging`` output: SDK warnings at -v=2, SDK debug at -v=6, always scrubbed.
 
-    Called just before a provider fetches (and so imports its SDK): a cache hit never loads logging.
+    Called just before a provider fetches. ``logging`` (with traceback, string, weakref and
+    threading) is a sizeable share of a cache miss, and the stdlib paths (ECR, GCE metadata, Azure
+    IMDS and exchange) never log through it; so unless something has loaded it already, the routing
+    is applied by an import hook at the moment an SDK first imports ``logging``. Either way no
+    record can reach Python's last-resort handler, which would print it unscrubbed.
     """
+    if "logging" in sys.modules:
+        _route(log)
+    elif not any(isinstance(finder, _RouteLoggingOnImport) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _RouteLoggingOnImport(log))
+
+
+def _route(log: Logger) -> None:
     import logging
 
     class SdkLogHandler(logging.Handler):
@@ -218,6 +232,43 @@ def route_sdk_logging(log: Logger) -> None:
     root = logging.getLogger()
     root.handlers[:] = [SdkLogHandler()]
     root.setLevel(logging.DEBUG if log.verbosity >= SDK_DEBUG_VERBOSITY else logging.WARNING)
+
+
+class _RouteLoggingOnImport:
+    """A meta path finder for ``logging`` alone: it imports the real module (having stepped out of
+    the way), routes it, and hands the import system that same module object."""
+
+    def __init__(self, log: Logger) -> None:
+        self._log = log
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> ModuleSpec | None:
+        if name != "logging":
+            return None
+        sys.meta_path[:] = [finder for finder in sys.meta_path if finder is not self]
+        import logging
+
+        _route(self._log)
+        # The import system would take an entry already in sys.modules as a reason to load the
+        # module again, from its own spec: it gets the loaded module back from ours instead.
+        del sys.modules["logging"]
+        spec: ModuleSpec = type(sys.__spec__)("logging", _LoadedModule(logging))  # type: ignore[arg-type]
+        return spec
+
+
+class _LoadedModule:
+    """The loader of a module that is already loaded: the import system gets it unchanged."""
+
+    def __init__(self, module: ModuleType) -> None:
+        self._module = module
+        self._spec = module.__spec__
+
+    def create_module(self, spec: object) -> ModuleType:
+        return self._module
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__spec__ = self._spec  # the import system set ours; keep the real one
+        if self._spec is not None:
+            module.__loader__ = self._spec.loader
 
 
 class Context:

@@ -7,8 +7,8 @@ with the stdlib); a YAML file is accepted too, and only then is PyYAML imported.
 from __future__ import annotations
 
 import json
-from typing import Any, Final, NamedTuple
 
+from credprovider._typing import Any, Final, NamedTuple
 from credprovider.azure.registry import AzureConfigError, tenant_id_problem
 
 RESOURCE_ID_MARKER: Final = "/subscriptions/"
