@@ -1,7 +1,9 @@
-"""A small stdlib HTTP client for the calls a plugin makes itself (metadata servers, the ECR API).
+"""A small stdlib HTTP client for the calls a plugin makes itself (metadata servers, the ECR API,
+the ACR exchange).
 
-``http.client`` costs a few milliseconds to import where an SDK's transport stack (requests, urllib3
-and the cryptography it pulls in) costs 100 ms or more per exec. ``http://`` is for the link-local
+An SDK's transport stack (requests, urllib3 and the cryptography it pulls in) costs 100 ms or more
+per exec, and even ``http.client`` imports ``email`` and ``ssl``: this module speaks HTTP/1.1 itself
+over ``socket``, with ``ssl`` only for an https URL. ``http://`` is for the link-local
 metadata servers; ``https://`` only when the caller passes the TLS context (certificate checks on),
 and never through a proxy: callers leave proxied setups to the SDKs. No redirect is followed, every
 call has a timeout and the body read is capped.
@@ -15,6 +17,7 @@ from credprovider._typing import TYPE_CHECKING, Final, NamedTuple
 
 if TYPE_CHECKING:
     import ssl
+    from typing import BinaryIO
 
     from credprovider.plugin import Context
 
@@ -72,6 +75,139 @@ def split_http_url(url: str, *, allow_https: bool = False) -> tuple[str, str, st
     return scheme, authority, slash + path
 
 
+# Limits on what a server may send before the body (http.client's own: 64 KiB lines, 100 fields).
+MAX_LINE_BYTES: Final = 65536
+MAX_HEADER_FIELDS: Final = 100
+DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+_TOKEN_CHARACTERS: Final = frozenset(
+    "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+)
+
+
+def split_authority(authority: str, scheme: str) -> tuple[str, int]:
+    """``host[:port]`` or ``[v6]:port`` -> (host, port), the scheme's port when none is given."""
+    host, port_text = authority, ""
+    if authority.startswith("["):
+        close = authority.find("]")
+        after = authority[close + 1 :] if close > 0 else "?"
+        if after and not after.startswith(":"):
+            raise HttpError(f"{authority!r} is not a usable host")
+        host, port_text = authority[1:close], after[1:]
+    elif ":" in authority:
+        host, _, port_text = authority.rpartition(":")
+    if not host or (port_text and not (port_text.isdigit() and port_text.isascii())):
+        raise HttpError(f"{authority!r} is not a usable host and port")
+    port = int(port_text) if port_text else DEFAULT_PORTS[scheme]
+    if not 0 < port < 65536:
+        raise HttpError(f"{authority!r} has no usable port")
+    return host, port
+
+
+def request_head(
+    method: str, host_header: str, target: str, headers: Mapping[str, str], body: bytes | None
+) -> bytes:
+    """The request line and header fields; refuses anything that could split or smuggle a request
+    (control characters or spaces in the target, non-token names, line breaks in values)."""
+    if not method or not set(method) <= _TOKEN_CHARACTERS:
+        raise HttpError(f"invalid method {method!r}")
+    if not target.startswith("/") or any(ord(c) <= 0x20 or ord(c) >= 0x7F for c in target):
+        raise HttpError("the URL has characters that cannot be sent in a request line")
+    fields = [("Host", host_header), *headers.items(), ("Accept-Encoding", "identity")]
+    if body is not None:
+        fields.append(("Content-Length", str(len(body))))
+    fields.append(("Connection", "close"))
+    lines = [f"{method} {target} HTTP/1.1"]
+    for name, value in fields:
+        if not name or not set(name) <= _TOKEN_CHARACTERS:
+            raise HttpError(f"invalid header name {name!r}")
+        if any(c in value for c in "\r\n\0"):
+            raise HttpError(f"the {name} header has a line break or NUL")
+        lines.append(f"{name}: {value}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def _line(reader: BinaryIO, what: str) -> bytes:
+    line = reader.readline(MAX_LINE_BYTES + 1)
+    if len(line) > MAX_LINE_BYTES:
+        raise HttpError(f"the {what} is longer than {MAX_LINE_BYTES} bytes")
+    if not line:
+        raise HttpError(f"the server closed the connection before the {what}")
+    return line
+
+
+def read_head(reader: BinaryIO) -> tuple[int, tuple[tuple[str, str], ...]]:
+    """Status and header fields of the final answer (interim 1xx answers are skipped)."""
+    while True:
+        status_line = _line(reader, "status line").decode("latin-1")
+        version, _, rest = status_line.partition(" ")
+        code = rest[:3]
+        if not version.startswith("HTTP/1.") or not (code.isdigit() and code.isascii()):
+            raise HttpError(f"not an HTTP/1.x answer: {status_line.strip()[:80]!r}")
+        fields: list[tuple[str, str]] = []
+        while True:
+            line = _line(reader, "header").decode("latin-1")
+            if line in ("\r\n", "\n"):
+                break
+            if line[:1] in (" ", "\t") and fields:  # an obsolete folded continuation
+                name, value = fields[-1]
+                fields[-1] = (name, f"{value} {line.strip()}")
+                continue
+            name, colon, value = line.partition(":")
+            if not colon or not name or not set(name) <= _TOKEN_CHARACTERS:
+                raise HttpError(f"a malformed header line: {line.strip()[:80]!r}")
+            fields.append((name, value.strip()))
+            if len(fields) > MAX_HEADER_FIELDS:
+                raise HttpError(f"more than {MAX_HEADER_FIELDS} header fields")
+        if not 100 <= int(code) < 200 or int(code) == 101:
+            return int(code), tuple(fields)
+
+
+def _exactly(reader: BinaryIO, count: int) -> bytes:
+    data = reader.read(count)
+    if len(data) != count:
+        raise HttpError(f"the answer ended after {len(data)} of {count} bytes")
+    return data
+
+
+def read_body(
+    reader: BinaryIO, status: int, fields: tuple[tuple[str, str], ...], method: str, max_body: int
+) -> bytes:
+    """The body, framed as the header says (chunked, Content-Length or to the end), capped."""
+    if method == "HEAD" or status in (204, 304):
+        return b""
+    values = {name.lower(): value for name, value in fields}
+    if "chunked" in values.get("transfer-encoding", "").lower():
+        chunks, total = [], 0
+        while True:
+            size_text = _line(reader, "chunk size").split(b";")[0].strip()
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise HttpError(f"a malformed chunk size: {size_text[:20]!r}") from None
+            if size == 0:
+                break
+            total += size
+            if size < 0 or total > max_body:
+                raise BodyTooLargeError(f"the answer is larger than {max_body} bytes")
+            chunks.append(_exactly(reader, size))
+            _exactly(reader, 2)  # the chunk's CRLF
+        for _ in range(MAX_HEADER_FIELDS + 1):  # trailer fields, up to the blank line
+            if _line(reader, "trailer") in (b"\r\n", b"\n"):
+                return b"".join(chunks)
+        raise HttpError(f"more than {MAX_HEADER_FIELDS} trailer fields")
+    length_text = values.get("content-length")
+    if length_text is not None:
+        if not (length_text.isdigit() and length_text.isascii()):
+            raise HttpError(f"a malformed Content-Length: {length_text[:20]!r}")
+        if int(length_text) > max_body:
+            raise BodyTooLargeError(f"the answer is larger than {max_body} bytes")
+        return _exactly(reader, int(length_text))
+    data = reader.read(max_body + 1)
+    if len(data) > max_body:
+        raise BodyTooLargeError(f"the answer is larger than {max_body} bytes")
+    return data
+
+
 def request(
     method: str,
     url: str,
@@ -85,32 +221,40 @@ def request(
     """One request on a fresh connection; raises :class:`HttpError` when no full answer arrives.
 
     ``https://`` URLs need ``tls`` (the caller's verified context); ``http://`` ones never use it.
+    HTTP/1.1 is spoken here over ``socket`` (and ``ssl`` only for https): ``http.client`` would
+    import ``email`` and ``ssl`` on every cache miss, plain-HTTP metadata calls included.
     """
-    import http.client
+    import socket
 
     scheme, authority, target = split_http_url(url, allow_https=tls is not None)
-    connection = (
-        http.client.HTTPSConnection(authority, timeout=timeout, context=tls)
-        if scheme == "https"
-        else http.client.HTTPConnection(authority, timeout=timeout)
+    host, port = split_authority(authority, scheme)
+    default = port == DEFAULT_PORTS[scheme]
+    shown_host = f"[{host}]" if ":" in host else host
+    head = request_head(
+        method, shown_host if default else f"{shown_host}:{port}", target, headers, body
     )
     try:
-        connection.request(method, target, body=body, headers=dict(headers))
-        response = connection.getresponse()
-        data = response.read(max_body + 1)
-        if len(data) > max_body:
-            raise BodyTooLargeError(f"the answer from {url} is larger than {max_body} bytes")
-        fields = tuple(response.getheaders())
-        return HttpResponse(
-            response.status, {name.lower(): value for name, value in fields}, data, fields
-        )
+        connection = socket.create_connection((host, port), timeout=timeout)
+    except (OSError, ValueError) as exc:
+        raise HttpError(_describe(exc)) from exc
+    try:
+        if tls is not None and scheme == "https":
+            connection = tls.wrap_socket(connection, server_hostname=host)
+        connection.sendall(head + (body or b""))
+        with connection.makefile("rb") as reader:
+            status, fields = read_head(reader)
+            data = read_body(reader, status, fields, method, max_body)
+        return HttpResponse(status, {name.lower(): value for name, value in fields}, data, fields)
     except HttpError:
         raise
-    except (OSError, http.client.HTTPException, ValueError) as exc:
-        # ValueError: http.client's own checks (invalid port, control characters in the URL).
-        raise HttpError(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
+    except (OSError, ValueError) as exc:
+        raise HttpError(_describe(exc)) from exc
     finally:
         connection.close()
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def proxy_setting(environ: Mapping[str, str]) -> str | None:

@@ -238,9 +238,13 @@ def parse_error(status: int, body: bytes) -> ApiError:
         code = answer["__type"].rsplit("#", 1)[-1]
         message = answer.get("message", answer.get("Message", ""))
         return ApiError(code, message if isinstance(message, str) else "")
-    import http.client
+    from http import HTTPStatus  # the phrases http.client.responses has, without http.client
 
-    return ApiError(str(status), http.client.responses.get(status, ""))
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        phrase = ""
+    return ApiError(str(status), phrase)
 
 
 def parse_token_answer(service: str, body: bytes) -> tuple[str | None, float | None]:

@@ -1,0 +1,172 @@
+"""credprovider/http.py: the HTTP/1.1 the plugins speak themselves, parsed from bytes (framing,
+limits, hostile answers) and against a loopback server (with and without TLS)."""
+
+from __future__ import annotations
+
+import io
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from credprovider import http
+from credprovider.http import BodyTooLargeError, HttpError
+
+
+@pytest.mark.parametrize(
+    ("authority", "scheme", "expected"),
+    [
+        ("169.254.169.254", "http", ("169.254.169.254", 80)),
+        ("metadata.google.internal:8080", "http", ("metadata.google.internal", 8080)),
+        ("api.ecr.us-east-1.amazonaws.com", "https", ("api.ecr.us-east-1.amazonaws.com", 443)),
+        ("[::1]:8443", "https", ("::1", 8443)),
+        ("[fd00:ec2::254]", "http", ("fd00:ec2::254", 80)),
+        ("host:", "http", ("host", 80)),
+    ],
+)
+def test_split_authority(authority: str, scheme: str, expected: tuple[str, int]) -> None:
+    assert http.split_authority(authority, scheme) == expected
+
+
+@pytest.mark.parametrize(
+    "authority", ["host:http", "host:0", "host:70000", ":80", "[::1", "[::1]x", "h:１"]
+)
+def test_unusable_authorities(authority: str) -> None:
+    with pytest.raises(HttpError):
+        http.split_authority(authority, "http")
+
+
+def test_request_head() -> None:
+    head = http.request_head("PUT", "169.254.169.254", "/latest/api/token", {"X-A": "1"}, b"ab")
+    assert head == (
+        b"PUT /latest/api/token HTTP/1.1\r\nHost: 169.254.169.254\r\nX-A: 1\r\n"
+        b"Accept-Encoding: identity\r\nContent-Length: 2\r\nConnection: close\r\n\r\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("method", "target", "headers"),
+    [
+        ("GET", "/a b", {}),
+        ("GET", "/a\r\nX: y", {}),
+        ("GET", "/a\x00", {}),
+        ("GET", "relative", {}),
+        ("G ET", "/", {}),
+        ("GET", "/", {"X": "a\r\nInjected: 1"}),
+        ("GET", "/", {"Bad Name": "x"}),
+        ("GET", "/", {"X": "nul\0"}),
+    ],
+)
+def test_request_smuggling_is_refused(method: str, target: str, headers: dict[str, str]) -> None:
+    with pytest.raises(HttpError):
+        http.request_head(method, "h", target, headers, None)
+
+
+def _parse(
+    raw: bytes, method: str = "GET", max_body: int = 64
+) -> tuple[int, dict[str, str], bytes]:
+    reader = io.BytesIO(raw)
+    status, fields = http.read_head(reader)
+    body = http.read_body(reader, status, fields, method, max_body)
+    return status, dict(fields), body
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello+extra", (200, {"Content-Length": "5"}, b"hello")),
+        (b"HTTP/1.0 200 OK\r\n\r\nto the end", (200, {}, b"to the end")),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n2\r\nde\r\n0\r\nT: 1\r\n\r\n",
+         (200, {"Transfer-Encoding": "chunked"}, b"abcde")),
+        (b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n", (404, {"Content-Length": "0"}, b"")),
+        (b"HTTP/1.1 204 No Content\r\n\r\nignored", (204, {}, b"")),
+        (b"HTTP/1.1 200 OK\r\nX-Long: a\r\n b\r\nContent-Length: 0\r\n\r\n", (200, {"X-Long": "a b", "Content-Length": "0"}, b"")),
+        (b"HTTP/1.1 401 Unauthorized\nWww-Authenticate: Bearer x\n\n", (401, {"Www-Authenticate": "Bearer x"}, b"")),
+    ],
+)  # fmt: skip
+def test_answers_are_framed(raw: bytes, expected: tuple[int, dict[str, str], bytes]) -> None:
+    assert _parse(raw) == expected
+
+
+def test_head_answers_have_no_body() -> None:
+    assert _parse(b"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n", method="HEAD")[2] == b""
+
+
+@pytest.mark.parametrize(
+    ("raw", "error", "message"),
+    [
+        (b"", HttpError, "closed the connection before the status line"),
+        (b"SSH-2.0-OpenSSH\r\n", HttpError, "not an HTTP/1.x answer"),
+        (b"HTTP/1.1 2x0 OK\r\n\r\n", HttpError, "not an HTTP/1.x answer"),
+        (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", HttpError, "malformed header line"),
+        (b"HTTP/1.1 200 OK\r\n" + b"X: y\r\n" * 101 + b"\r\n", HttpError, "more than 100 header fields"),
+        (b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70000 + b"\r\n\r\n", HttpError, "longer than 65536 bytes"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", HttpError, "ended after 5 of 10 bytes"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", HttpError, "malformed Content-Length"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 65\r\n\r\n" + b"a" * 65, BodyTooLargeError, "larger than 64 bytes"),
+        (b"HTTP/1.1 200 OK\r\n\r\n" + b"a" * 65, BodyTooLargeError, "larger than 64 bytes"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n41\r\n" + b"a" * 65, BodyTooLargeError, "larger than 64"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", HttpError, "malformed chunk size"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", HttpError, "ended after 2 of 5"),
+    ],
+)  # fmt: skip
+def test_hostile_answers_are_refused(raw: bytes, error: type[Exception], message: str) -> None:
+    with pytest.raises(error, match=message):
+        _parse(raw)
+
+
+@pytest.fixture
+def server() -> Iterator[tuple[int, list[bytes]]]:
+    """A one-shot loopback HTTP server: records each request, answers with a chunked body."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    seen: list[bytes] = []
+
+    def serve() -> None:
+        for _ in range(2):
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(4096)
+                seen.append(data)
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nSet-Cookie: a\r\n"
+                    b"Set-Cookie: b\r\n\r\n2\r\nok\r\n0\r\n\r\n"
+                )
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield listener.getsockname()[1], seen
+    listener.close()
+
+
+def test_a_request_over_loopback(server: tuple[int, list[bytes]]) -> None:
+    port, seen = server
+    answer = http.get(
+        f"http://127.0.0.1:{port}/computeMetadata/v1/x?y=1",
+        headers={"Metadata-Flavor": "Google"},
+        timeout=5,
+    )
+    assert (answer.status, answer.body) == (200, b"ok")
+    assert answer.header_values("set-cookie") == ["a", "b"]
+    assert seen[0].startswith(
+        b"GET /computeMetadata/v1/x?y=1 HTTP/1.1\r\nHost: 127.0.0.1:" + str(port).encode()
+    )
+    assert b"Metadata-Flavor: Google\r\n" in seen[0]
+
+
+def test_a_refused_connection_is_an_http_error() -> None:
+    probe = socket.create_server(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    with pytest.raises(HttpError, match="ConnectionRefusedError"):
+        http.get(f"http://127.0.0.1:{port}/", headers={}, timeout=5)
+
+
+def test_https_needs_a_tls_context() -> None:
+    with pytest.raises(HttpError, match="only http:// URLs"):
+        http.get("https://127.0.0.1/", headers={}, timeout=5)
