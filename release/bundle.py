@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from release import elfcheck, native, rootfs, sandbox, sources, toolchain, wheels
+from release import elfcheck, native, rootfs, sandbox, toolchain, wheels
 from release.targets import Target
 
 REPO: Final = Path(__file__).resolve().parent.parent
@@ -84,6 +85,16 @@ def _inside(path: Path) -> str:
     return "/src/" + path.resolve().relative_to(REPO).as_posix()
 
 
+def openssl_version_text(prefix: Path) -> str:
+    """What ``_ssl.OPENSSL_VERSION`` says of the bundle's OpenSSL, less its "OpenSSL " prefix
+    (``3.0.20 7 Apr 2026``), read from the header it was built with."""
+    header = (prefix / "include" / "openssl" / "opensslv.h").read_text()
+    match = re.search(r'OPENSSL_VERSION_TEXT\s+"OpenSSL ([^"]+)"', header)
+    if match is None:
+        raise RuntimeError(f"no OPENSSL_VERSION_TEXT in {prefix}/include/openssl/opensslv.h")
+    return match.group(1)
+
+
 def run_analysis(target: Target, out: Path, info: BuildInfo) -> None:
     """build.spec: PyInstaller's analysis, then release/layout.py writes ``out/_internal``."""
     prefix = native.build_python(target)
@@ -96,7 +107,7 @@ def run_analysis(target: Target, out: Path, info: BuildInfo) -> None:
         "built": info.built,
         "arch": info.arch,
         # --version reports it without loading OpenSSL (the bundle carries its own build)
-        "openssl": sources.load_lock().packages["openssl"].upstream_version,
+        "openssl": openssl_version_text(prefix),
     }
     # A module, not a data file: --version then needs no json (credprovider/version.py).
     info_file = work / "_buildinfo.py"

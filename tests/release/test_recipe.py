@@ -215,3 +215,16 @@ def test_module_destination(name: str, source: str | None, expected: str | None)
 )  # fmt: skip
 def test_binary_destination(collected: str, expected: str) -> None:
     assert layout.binary_destination(collected) == expected
+
+
+def test_openssl_version_text_is_what_ssl_would_report(tmp_path: Path) -> None:
+    """--version of a bundle reads this instead of loading OpenSSL: same text as _ssl gives."""
+    from release.bundle import openssl_version_text
+
+    header = tmp_path / "include" / "openssl" / "opensslv.h"
+    header.parent.mkdir(parents=True)
+    header.write_text(
+        '# define OPENSSL_VERSION_STR "3.0.20"\n'
+        '# define OPENSSL_VERSION_TEXT "OpenSSL 3.0.20 7 Apr 2026"\n'
+    )
+    assert openssl_version_text(tmp_path) == "3.0.20 7 Apr 2026"
