@@ -84,6 +84,9 @@ IDENTITY_ENV: Final = (
 )
 
 ROLE_ARN_ANNOTATIONS: Final = ("eks.amazonaws.com/ecr-role-arn", "eks.amazonaws.com/role-arn")
+# What the shipped service-account config lists: the generic IRSA annotation (the second above) is
+# read when a config lists it, but is opt-in (README: every pod with an IRSA role would pull with it).
+SHIPPED_ANNOTATIONS: Final = ROLE_ARN_ANNOTATIONS[:1]
 ROLE_ARN_ENV: Final = "AWS_ECR_ROLE_ARN"
 ROLE_SESSION_NAME: Final = "ecr-credential-provider"
 _ROLE_ARN_PATTERN: Final = r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}"

@@ -245,6 +245,26 @@ def test_examples_carry_the_complete_match_images(key: str) -> None:
                 assert tuple(provider["matchImages"]) == plugin.match_images, path.name
 
 
+def test_no_shipped_config_opts_every_irsa_role_into_image_pulls() -> None:
+    """The generic IRSA annotation is opt-in (README): the shipped service-account configs list
+    only eks.amazonaws.com/ecr-role-arn, which the plugin reads first."""
+    from credprovider.aws.registry import ROLE_ARN_ANNOTATIONS, SHIPPED_ANNOTATIONS
+
+    assert ROLE_ARN_ANNOTATIONS[0] == SHIPPED_ANNOTATIONS[0] == "eks.amazonaws.com/ecr-role-arn"
+    seen = 0
+    for path in CONFIG_EXAMPLES:
+        for provider in yaml.safe_load(path.read_text())["providers"]:
+            attributes = provider.get("tokenAttributes")
+            if provider["name"] == PLUGINS["aws"].name and attributes:
+                seen += 1
+                listed = [
+                    *attributes.get("requiredServiceAccountAnnotationKeys", []),
+                    *attributes.get("optionalServiceAccountAnnotationKeys", []),
+                ]
+                assert listed == list(SHIPPED_ANNOTATIONS), path.name
+    assert seen >= 1
+
+
 def test_the_config_directory_validates_as_a_kubelet_config_directory() -> None:
     """--image-credential-provider-config=config/ (kubelet 1.34+): one provider per cloud, no
     duplicate names; the alternatives live in config/examples/, which the kubelet does not read."""
