@@ -6,7 +6,13 @@ from __future__ import annotations
 import json
 
 from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
-from credprovider.api import CACHE_KEY_GLOBAL, AuthConfig, CredentialProviderRequest
+from credprovider.api import (
+    CACHE_KEY_GLOBAL,
+    SECOND,
+    AuthConfig,
+    CredentialProviderRequest,
+    format_go_duration,
+)
 from credprovider.cache import CacheScope, fingerprint_file
 from credprovider.gcp import metadata
 from credprovider.gcp.registry import (
@@ -34,6 +40,9 @@ if TYPE_CHECKING:
     import datetime
 
 CREDENTIALS_FILE_ENV: Final = "GOOGLE_APPLICATION_CREDENTIALS"
+# A .dockercfg answer has no expiry and may be rotated at any time: a short, bounded cache rather than
+# none (upstream answers 0s, an exec per pull) or the config's defaultCacheDuration (often hours).
+DOCKERCFG_CACHE_DURATION: Final = 60 * SECOND
 
 
 class GcpOptions(NamedTuple):
@@ -282,9 +291,20 @@ class GcpProvider:
             creds = Credentials(
                 _dockercfg_credentials(text, f"instance attribute {DOCKERCFG_ATTRIBUTE}"),
                 cache_key_type=CACHE_KEY_GLOBAL,
+                cache_duration=DOCKERCFG_CACHE_DURATION,
             )
         else:
-            creds = Credentials(dockercfg_url_credentials(ctx), cache_key_type=CACHE_KEY_GLOBAL)
+            creds = Credentials(
+                dockercfg_url_credentials(ctx),
+                cache_key_type=CACHE_KEY_GLOBAL,
+                cache_duration=DOCKERCFG_CACHE_DURATION,
+            )
+        if self.options.auth_flow != "gcr":
+            ctx.log.v(
+                4,
+                f"cacheDuration {format_go_duration(DOCKERCFG_CACHE_DURATION)}: a .dockercfg carries no "
+                "expiry and may be rotated at any time",
+            )
         if self.overrides.key_type is not None:
             creds = creds._replace(cache_key_type=self.overrides.key_type)
         if self.overrides.duration is not None:

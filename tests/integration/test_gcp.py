@@ -366,7 +366,8 @@ def test_dockercfg_flow(
         "private.example.com": {"username": expected[0], "password": expected[1]}
     }
     assert run.response["cacheKeyType"] == "Global"
-    assert "cacheDuration" not in run.response  # no expiry known: defaultCacheDuration applies
+    # no expiry known, and it may rotate: a minute, not the config's defaultCacheDuration (hours)
+    assert run.response["cacheDuration"] == "1m0s"
 
 
 @pytest.mark.parametrize(
@@ -421,6 +422,7 @@ def test_dockercfg_url_flow(metadata: tuple[FakeMetadata, FakeServer]) -> None:
             gcp_env(server),
         )
         assert run.response["auth"] == {"r.io": {"username": "u", "password": "from-url-secret"}}
+        assert (run.response["cacheKeyType"], run.response["cacheDuration"]) == ("Global", "1m0s")
         assert [r.path for r in cfg_server.requests] == ["/dockercfg.json"]
         assert "metadata-flavor" not in cfg_server.requests[0].headers
 
