@@ -33,6 +33,7 @@ from credprovider.api import (
     DurationError,
     RequestError,
     encode_response,
+    format_go_duration,
     go_quote,
     parse_go_duration,
     parse_request,
@@ -55,6 +56,11 @@ MAX_VALIDITY_SECONDS: Final = 366 * 24 * 3600.0
 # A longer --deadline is refused: it could only be a typo (and would overflow the thread join).
 MAX_DEADLINE_SECONDS: Final = 3600.0
 TRACEBACK_VERBOSITY: Final = 4
+# The one account of the levels: --help prints it and the README quotes it (a test checks both).
+VERBOSITY_SCHEME: Final = (
+    "0 quiet, 1 decisions (credential source, route, cacheDuration), 2 retries and SDK warnings, "
+    "4 HTTP requests and tracebacks, 6 SDK debug"
+)
 SDK_WARNING_VERBOSITY: Final = 2
 SDK_DEBUG_VERBOSITY: Final = 6
 
@@ -439,8 +445,8 @@ To try it by hand:
 
 {spec.arguments_help}
 Common flags:
-  -v=N, --v=N        log verbosity on stderr (0 quiet, 1 decisions, 4 HTTP and tracebacks); secrets are
-                     always redacted
+  -v=N, --v=N        log verbosity on stderr, default 0: {VERBOSITY_SCHEME}. Secrets are always
+                     redacted
   --deadline=D       answer (or fail) within D, default {DEFAULT_DEADLINE_SECONDS:.0f}s; env {DEADLINE_ENV}.
                      Keep it under the kubelet's fixed 60s.
   --cache-dir=DIR    keep credentials across execs in DIR (0700, files 0600), shared by concurrent
@@ -643,7 +649,13 @@ def run(
             log.v(
                 1,
                 f"answering: cacheKeyType={response.cache_key_type} "
-                f"cacheDuration={response.cache_duration and response.cache_duration // SECOND}s "
+                "cacheDuration="
+                + (
+                    "unset (the config's defaultCacheDuration)"
+                    if response.cache_duration is None
+                    else format_go_duration(response.cache_duration)
+                )
+                + " "
                 f"keys={sorted(response.auth)}",
             )
             outcome.append(encode_response(response))

@@ -12,6 +12,7 @@ from credprovider.api import AuthConfig, CredentialProviderRequest
 from credprovider.aws.registry import (
     IDENTITY_ENV,
     ROLE_SESSION_NAME,
+    TOKEN_KIND,
     EcrRegistry,
     RoleChoice,
     TokenError,
@@ -249,7 +250,10 @@ def _fetch_direct(registry: EcrRegistry, route: direct.Plan, ctx: Context) -> Ec
         )
     region = _region_for(registry, ctx, lambda: ctx.environ.get("AWS_DEFAULT_REGION"))
     ctx.deadline.phase = f"calling {route.service} GetAuthorizationToken in {region}"
-    ctx.log.v(1, f"getting a {registry.kind} ECR token for {registry.host} in {region} (stdlib)")
+    ctx.log.v(
+        1,
+        f"getting {TOKEN_KIND[registry.kind]} for {registry.host} in {region} (stdlib)",
+    )
     try:
         raw_token, expires_at = direct.get_authorization_token(
             route, keys, ctx, f"credprovider/{__version__}"
@@ -320,7 +324,10 @@ def _fetch_botocore(
         client_kwargs = _assume_role(session, role, web_identity_token, region, ctx)
     service = _service(registry)
     ctx.deadline.phase = f"calling {service} GetAuthorizationToken in {region}"
-    ctx.log.v(1, f"getting a {registry.kind} ECR token for {registry.host} in {region}")
+    ctx.log.v(
+        1,
+        f"getting {TOKEN_KIND[registry.kind]} for {registry.host} in {region}",
+    )
     client = session.create_client(service, config=_client_config(ctx, region), **client_kwargs)
     try:
         answer = client.get_authorization_token()

@@ -84,6 +84,12 @@ IDENTITY_ENV: Final = (
 )
 
 ROLE_ARN_ANNOTATIONS: Final = ("eks.amazonaws.com/ecr-role-arn", "eks.amazonaws.com/role-arn")
+# How the log names the token fetched for each kind of registry host.
+TOKEN_KIND: Final = {
+    "private": "a private ECR token",
+    "public": "an ECR Public token",
+    "other": "an ECR token (the host is not an ECR host)",
+}
 # What the shipped service-account config lists: the generic IRSA annotation (the second above) is
 # read when a config lists it, but is opt-in (README: every pod with an IRSA role would pull with it).
 SHIPPED_ANNOTATIONS: Final = ROLE_ARN_ANNOTATIONS[:1]
@@ -100,7 +106,7 @@ class EcrRegistry(NamedTuple):
     """What the host says about the registry. ``region`` is ``None`` for hosts that are not ECR."""
 
     host: str
-    kind: str  # "private", "public" or "other"
+    kind: str  # "private", "public" or "other" (a key of TOKEN_KIND)
     region: str | None
     account_id: str | None = None
     fips: bool = False

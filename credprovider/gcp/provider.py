@@ -112,6 +112,11 @@ def _metadata_get(ctx: Context, path: str, what: str) -> Any:
 
 def metadata_token(ctx: Context) -> Token:
     """The default service account's access token from the metadata server."""
+    ctx.log.v(
+        1,
+        "credentials: the VM's default service account, from the metadata server at "
+        f"{metadata.metadata_host(ctx.environ)}",
+    )
     answer = _metadata_get(
         ctx, "instance/service-accounts/default/token", "the default service account's access token"
     )

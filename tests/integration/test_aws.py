@@ -402,6 +402,29 @@ def test_other_host_uses_the_default_region_and_says_so(
     }
     assert [c.region for c in fake.calls] == ["eu-central-1"]
     assert "mirror.example.com is not an ECR host" in run.stderr
+    assert "getting an ECR token (the host is not an ECR host) for mirror.example.com" in run.stderr
+
+
+@pytest.mark.parametrize("valid_seconds", [43200, None])
+def test_the_log_states_cache_duration_as_the_response_does(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str, valid_seconds: int | None
+) -> None:
+    """-v=1's answering line and the response give cacheDuration in the same (Go) form."""
+    fake, server = ecr
+    fake.valid_seconds = valid_seconds
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("public.ecr.aws/a/b"),
+        args=["-v=1"],
+        env=aws_env(server.url, moto_server),
+    )
+    if valid_seconds is None:
+        assert "cacheDuration=unset (the config's defaultCacheDuration) " in run.stderr
+    else:
+        assert f"cacheDuration={run.response['cacheDuration']} " in run.stderr
+        assert (
+            run.response["cacheDuration"].endswith("m59s") or "h" in run.response["cacheDuration"]
+        )
 
 
 def test_other_host_without_a_region_is_an_error(

@@ -191,6 +191,20 @@ def test_unreachable_metadata_server_is_an_error() -> None:
     )
 
 
+def test_v1_says_where_the_credentials_came_from(
+    metadata: tuple[FakeMetadata, FakeServer],
+) -> None:
+    _fake, server = metadata
+    run = run_plugin(
+        PLUGIN, request_bytes("gcr.io/p/a"), ["get-credentials", "-v=1"], gcp_env(server)
+    )
+    host = server.url.removeprefix("http://")
+    assert (
+        "credentials: the VM's default service account, from the metadata server at " + host
+    ) in run.stderr
+    assert f"cacheDuration={run.response['cacheDuration']} " in run.stderr
+
+
 def test_the_node_token_is_fetched_without_google_auth(
     metadata: tuple[FakeMetadata, FakeServer],
 ) -> None:

@@ -343,3 +343,23 @@ def test_parse_arguments_errors(args: list[str], message: str) -> None:
 
     with pytest.raises(UsageError, match=message):
         parse_arguments(args, {"--authFlow": "flow"})
+
+
+def test_one_verbosity_scheme_in_help_and_readme() -> None:
+    """The levels are told once (plugin.VERBOSITY_SCHEME): every plugin's --help and the README say
+    the same thing."""
+    import io
+
+    from credprovider.entry import PLUGIN_MODULES
+    from credprovider.plugin import VERBOSITY_SCHEME, run
+
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert VERBOSITY_SCHEME in readme
+    for module in PLUGIN_MODULES.values():
+        spec = __import__(module, fromlist=["SPEC"]).SPEC
+        err = io.StringIO()
+        assert (
+            run(spec, ["--help"], stdin=io.BytesIO(), stdout=io.BytesIO(), stderr=err, environ={})
+            == 0
+        )
+        assert VERBOSITY_SCHEME in " ".join(err.getvalue().split())
