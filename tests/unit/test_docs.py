@@ -1,0 +1,28 @@
+"""docs/operators.md states facts that live in code: keep them the same."""
+
+from __future__ import annotations
+
+from credprovider.aws.registry import SHIPPED_ANNOTATIONS
+from credprovider.azure.registry import ANNOTATION_KEYS
+from credprovider.gcp.registry import WI_ANNOTATION
+from credprovider.plugin import VERBOSITY_SCHEME
+from tests.helpers import REPO
+
+OPERATORS = " ".join((REPO / "docs" / "operators.md").read_text().split())
+
+
+def test_the_annotation_keys_are_the_ones_the_plugins_read() -> None:
+    for key in (*SHIPPED_ANNOTATIONS, *ANNOTATION_KEYS, WI_ANNOTATION):
+        assert f"`{key}" in OPERATORS, key
+
+
+def test_the_verbosity_levels_are_the_plugins() -> None:
+    assert VERBOSITY_SCHEME.removeprefix("0 quiet, ") in OPERATORS
+
+
+def test_every_symptom_names_a_command() -> None:
+    for symptom in ("did not exist", "no basic auth credentials", "context deadline exceeded",
+                    "Failed getting credential"):  # fmt: skip
+        assert symptom in OPERATORS
+    assert "credprovider validate CONFIG --bin-dir BIN_DIR" in OPERATORS
+    assert "credprovider get IMAGE --config CONFIG --bin-dir BIN_DIR" in OPERATORS
