@@ -279,19 +279,48 @@ def _cmd_install(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _cmd_migrate(args: argparse.Namespace) -> int:
-    from credprovider.install import InstallError, plan_migration
+def _read_text(path: str) -> str:
+    from credprovider.install import InstallError
 
     try:
-        config_text = (
-            Path(args.kubelet_config).read_text(encoding="utf-8") if args.kubelet_config else ""
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InstallError(f"{path}: not UTF-8 text") from None
+    except OSError as exc:
+        raise InstallError(f"{path}: {exc.strerror or exc}") from None
+
+
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from credprovider.install import InstallError
+    from credprovider.migrate import flags_from_file, plan_migration
+
+    if not (args.kubelet_flags or args.kubelet_flags_file or args.kubelet_config):
+        print(
+            "credprovider migrate: nothing to read: give the kubelet's flags "
+            '(--kubelet-flags="..." or --kubelet-flags-file /var/lib/kubelet/kubeadm-flags.env) '
+            "and/or --kubelet-config FILE",
+            file=sys.stderr,
         )
-        plan = plan_migration(args.kubelet_flags, config_text, args.bin_dir, args.config_out)
-    except (OSError, UnicodeDecodeError, InstallError) as exc:
-        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        if isinstance(exc, UnicodeDecodeError):
-            detail = "not UTF-8 text"
-        print(f"credprovider migrate: {args.kubelet_config or 'input'}: {detail}", file=sys.stderr)
+        return EXIT_USAGE
+    providers = (
+        [key.strip() for key in args.providers.split(",") if key.strip()]
+        if args.providers
+        else None
+    )
+    try:
+        flags = [args.kubelet_flags]
+        for path in args.kubelet_flags_file or []:
+            text = _read_text(path)
+            try:
+                flags.append(flags_from_file(text))
+            except InstallError as exc:
+                raise InstallError(f"{path}: {exc}") from None
+        config_text = _read_text(args.kubelet_config) if args.kubelet_config else ""
+        plan = plan_migration(
+            " ".join(flags), config_text, args.bin_dir, args.config_out, providers
+        )
+    except InstallError as exc:
+        print(f"credprovider migrate: {exc}", file=sys.stderr)
         return EXIT_FAILED
     if args.json:
         _print_json(
@@ -461,12 +490,33 @@ def build_parser() -> argparse.ArgumentParser:
         "--kubelet-flags",
         default="",
         metavar='"FLAGS"',
-        help='the kubelet\'s flags, quoted, with = (--kubelet-flags="--cloud-provider=aws ...")',
+        help='the kubelet\'s flags, quoted (--kubelet-flags="--cloud-provider=aws ..."); '
+        "--flag=value and --flag value both work",
+    )
+    migrate.add_argument(
+        "--kubelet-flags-file",
+        action="append",
+        metavar="FILE",
+        help="a file holding the kubelet's flags: kubeadm's /var/lib/kubelet/kubeadm-flags.env, "
+        "/etc/default/kubelet, /etc/sysconfig/kubelet, or a systemd unit or drop-in "
+        "(Environment= and ExecStart=); repeatable",
     )
     migrate.add_argument("--kubelet-config", help="a KubeletConfiguration file")
-    migrate.add_argument("--bin-dir", default="/etc/kubernetes/image-credential-provider")
     migrate.add_argument(
-        "--config-out", default="/etc/kubernetes/image-credential-provider-config.yaml"
+        "--providers",
+        metavar="LIST",
+        help="the clouds to configure, comma-separated (aws, azure, gcp): needed with "
+        "--cloud-provider=external, which does not say the cloud; default: what the flags say",
+    )
+    migrate.add_argument(
+        "--bin-dir",
+        default="/etc/kubernetes/image-credential-provider",
+        help="the plugin bin dir for the flags to add (default: %(default)s)",
+    )
+    migrate.add_argument(
+        "--config-out",
+        default="/etc/kubernetes/image-credential-provider-config.yaml",
+        help="where the config will be written, for the flags to add (default: %(default)s)",
     )
     migrate.add_argument("--json", action="store_true")
     migrate.set_defaults(handler=_cmd_migrate)

@@ -1,9 +1,9 @@
-"""``credprovider install`` and ``migrate``: put the plugins on a node and write the kubelet config."""
+"""``credprovider install``: put the plugins on a node and write the kubelet config (``migrate``
+is in credprovider/migrate.py)."""
 
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -15,7 +15,6 @@ import yaml
 from credprovider.api import API_V1
 from credprovider.catalog import DEFAULT_AZURE_CONFIG, PLUGINS, PluginInfo
 from credprovider.config import CONFIG_KIND, lint_providers, load_config
-from credprovider.yamldoc import YamlError, load_yaml
 
 BUNDLE_COPY_DIR: Final = ".credprovider"
 CCM_REMINDER: Final = (
@@ -59,14 +58,17 @@ def provider_entry(plugin: PluginInfo, azure_config: str | None = None) -> dict[
     return entry
 
 
-def render_config(keys: list[str], azure_config: str | None = None) -> str:
-    """The CredentialProviderConfig YAML for the chosen plugins (aws, azure, gcp)."""
+def render_config(keys: list[str], azure_config: str | None = None, writer: str = "install") -> str:
+    """The CredentialProviderConfig YAML for the chosen plugins (aws, azure, gcp), headed by the
+    command that wrote it."""
     document = {
         "apiVersion": "kubelet.config.k8s.io/v1",
         "kind": CONFIG_KIND,
         "providers": [provider_entry(PLUGINS[key], azure_config) for key in keys],
     }
-    header = "# Written by credprovider install. Validate with: credprovider validate <this file>\n"
+    header = (
+        f"# Written by credprovider {writer}. Validate with: credprovider validate <this file>\n"
+    )
     return header + yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
 
 
@@ -195,94 +197,3 @@ def install(
     result.warnings = lint_providers(loaded, str(directory))
     result.kubelet_flags = kubelet_flags(str(out.resolve()), str(directory.resolve()))
     return result
-
-
-# --- migrate ------------------------------------------------------------------------------------------
-
-_IN_TREE_CLOUDS: Final = {"aws": "aws", "azure": "azure", "gce": "gcp"}
-
-
-@dataclass
-class MigrationPlan:
-    providers: list[str]
-    remove: list[str]
-    add: list[str]
-    config: str
-    notes: list[str]
-
-
-def _flag_value(args: list[str], name: str) -> tuple[str | None, str | None]:
-    """(value, the original flag text) for ``--name=value`` or ``--name value``."""
-    for i, arg in enumerate(args):
-        stripped = arg.lstrip("-")
-        if stripped == name and i + 1 < len(args):
-            return args[i + 1], f"{arg} {args[i + 1]}"
-        if stripped.startswith(name + "="):
-            return stripped.split("=", 1)[1], arg
-    return None, None
-
-
-def plan_migration(
-    kubelet_flags_text: str = "",
-    kubelet_config_text: str = "",
-    bin_dir: str = "/etc/kubernetes/image-credential-provider",
-    config_path: str = "/etc/kubernetes/image-credential-provider-config.yaml",
-) -> MigrationPlan:
-    """From a kubelet's old flags and/or KubeletConfiguration, what to change for out-of-tree login."""
-    try:
-        args = shlex.split(kubelet_flags_text)
-    except ValueError as exc:
-        raise InstallError(f"the kubelet flags cannot be split like a shell would: {exc}") from None
-    config: dict[str, Any] = {}
-    if kubelet_config_text.strip():
-        try:
-            loaded = load_yaml(kubelet_config_text)
-        except YamlError as exc:
-            raise InstallError(f"the KubeletConfiguration is not YAML: {exc}") from None
-        config = loaded if isinstance(loaded, dict) else {}
-    providers: list[str] = []
-    remove: list[str] = []
-    notes: list[str] = []
-    cloud, cloud_flag = _flag_value(args, "cloud-provider")
-    if cloud in _IN_TREE_CLOUDS:
-        providers.append(_IN_TREE_CLOUDS[cloud])
-        remove.append(cloud_flag or f"--cloud-provider={cloud}")
-    elif cloud == "external":
-        notes.append(
-            "--cloud-provider=external: keep it. Which cloud the node is on is not in the "
-            "flags, so pass --providers or edit the generated config."
-        )
-    acr_config, acr_flag = _flag_value(args, "azure-container-registry-config")
-    cloud_config, _ = _flag_value(args, "cloud-config")
-    if acr_config is not None:
-        remove.append(acr_flag or "--azure-container-registry-config")
-        if "azure" not in providers:
-            providers.append("azure")
-    azure_config = acr_config or (cloud_config if "azure" in providers else None)
-    gates, gates_flag = _flag_value(args, "feature-gates")
-    gate_map = dict(config.get("featureGates") or {})
-    if gates:
-        for item in gates.split(","):
-            name, _, value = item.partition("=")
-            gate_map[name.strip()] = value.strip().lower() == "true"
-    if "DisableKubeletCloudCredentialProviders" in gate_map:
-        notes.append(
-            "The DisableKubeletCloudCredentialProviders feature gate is locked on since 1.31 "
-            "and removed after 1.32: remove it from --feature-gates/featureGates."
-        )
-        if gates_flag:
-            remove.append(f"DisableKubeletCloudCredentialProviders from {gates_flag}")
-    existing, _ = _flag_value(args, "image-credential-provider-config")
-    existing = existing or config.get("imageCredentialProviderConfigPath")
-    if existing:
-        notes.append(
-            f"A credential provider config is already configured ({existing}): merge the "
-            "providers below into it, or point the flag at a directory (kubelet >= 1.34)."
-        )
-    if not providers:
-        notes.append("No in-tree cloud provider found: nothing to migrate.")
-    add = ["--cloud-provider=external"] if cloud in _IN_TREE_CLOUDS else []
-    add += kubelet_flags(config_path, bin_dir) if providers else []
-    rendered = render_config(providers, azure_config) if providers else ""
-    notes.append(CCM_REMINDER)
-    return MigrationPlan(providers, remove, add, rendered, notes)

@@ -766,3 +766,33 @@ def test_migrate_reads_a_kubelet_configuration(tmp_path: Path) -> None:
     notes = " ".join(plan["notes"])
     assert "DisableKubeletCloudCredentialProviders feature gate is locked on" in notes
     assert "already configured (/etc/old.yaml)" in notes
+
+
+def test_migrate_without_input_is_a_usage_error() -> None:
+    result = cli("migrate")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith(
+        "credprovider migrate: nothing to read: give the kubelet's flags"
+    )
+
+
+def test_migrate_reads_kubeadm_flags_env_and_takes_providers(tmp_path: Path) -> None:
+    flags_env = write(
+        tmp_path / "kubeadm-flags.env",
+        'KUBELET_KUBEADM_ARGS="--cloud-provider=external --node-ip=10.0.0.5"\n',
+    )
+    plan = json.loads(
+        cli(
+            "migrate", "--kubelet-flags-file", str(flags_env), "--providers", "aws,gcp", "--json"
+        ).stdout
+    )
+    assert plan["providers"] == ["aws", "gcp"]
+    assert plan["config"].startswith("# Written by credprovider migrate. ")
+    missing = cli("migrate", "--kubelet-flags-file", str(tmp_path / "nope.env"))
+    assert missing.returncode == 1
+    assert (
+        missing.stderr
+        == f"credprovider migrate: {tmp_path / 'nope.env'}: No such file or directory\n"
+    )
+    unknown = cli("migrate", "--kubelet-flags=--cloud-provider=external", "--providers", "gce")
+    assert unknown.returncode == 1 and "unknown provider gce" in unknown.stderr
