@@ -56,8 +56,48 @@ def _load_document(text: str, source: str) -> Any:
             ) from None
 
 
+def near_misses(keys: list[str]) -> list[tuple[str, str]]:
+    """(key, the setting it is probably a misspelling of) for each key the plugin does not read
+    that is one or two edits (three for long names) from one it does. Other unknown keys are the
+    settings of other components (azure.json is shared with cloud-provider-azure) and stay quiet."""
+    found = []
+    for key in keys:
+        lowered = key.lower()
+        if lowered in _FIELDS:
+            continue
+        for known, (name, _is_bool) in _FIELDS.items():
+            allowed = 3 if len(known) >= 20 else 2
+            if (
+                abs(len(known) - len(lowered)) <= allowed
+                and _edits(lowered, known, allowed) <= allowed
+            ):
+                found.append((key, name))
+                break
+    return found
+
+
+def _edits(a: str, b: str, limit: int) -> int:
+    """Levenshtein distance, stopping early once every path exceeds ``limit``."""
+    previous = list(range(len(b) + 1))
+    for i, char in enumerate(a, 1):
+        current = [i]
+        for j, other in enumerate(b, 1):
+            current.append(
+                min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char != other))
+            )
+        if min(current) > limit:
+            return limit + 1
+        previous = current
+    return previous[-1]
+
+
 def parse_cloud_config(text: str, source: str) -> AzureConfig:
     """Parse azure.json text; raise :class:`AzureConfigError` naming ``source`` and the problem."""
+    return parse_cloud_config_with_notes(text, source)[0]
+
+
+def parse_cloud_config_with_notes(text: str, source: str) -> tuple[AzureConfig, list[str]]:
+    """:func:`parse_cloud_config`, and one warning naming every probably misspelt key (or none)."""
     document = _load_document(text, source)
     if document is None:
         document = {}
@@ -81,4 +121,13 @@ def parse_cloud_config(text: str, source: str) -> AzureConfig:
     problem = config.tenantId and tenant_id_problem(config.tenantId)
     if problem:
         raise AzureConfigError(f"{source}: tenantId {problem}")
-    return config
+    misses = near_misses([str(key) for key in document])
+    notes = (
+        [
+            f"{source}: ignoring "
+            + "; ".join(f"unknown key {key!r}: did you mean {name!r}?" for key, name in misses)
+        ]
+        if misses
+        else []
+    )
+    return config, notes

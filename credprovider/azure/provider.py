@@ -55,9 +55,10 @@ class Identity(NamedTuple):
     tenant: str
 
 
-def load_config(path: str) -> AzureConfig:
-    """The parsed cloud config (imported here: a cache hit only fingerprints the file)."""
-    from credprovider.azure.cloudconfig import parse_cloud_config
+def load_config(path: str, ctx: Context) -> AzureConfig:
+    """The parsed cloud config (imported here: a cache hit only fingerprints the file); a probably
+    misspelt key is a warning."""
+    from credprovider.azure.cloudconfig import parse_cloud_config_with_notes
 
     try:
         with open(path, encoding="utf-8") as handle:
@@ -67,9 +68,12 @@ def load_config(path: str) -> AzureConfig:
     except UnicodeDecodeError:
         raise ProviderError(f"cannot read the cloud config {path}: it is not UTF-8 text") from None
     try:
-        return parse_cloud_config(text, path)
+        config, notes = parse_cloud_config_with_notes(text, path)
     except AzureConfigError as exc:
         raise ProviderError(f"invalid cloud config: {exc}") from None
+    for note in notes:
+        ctx.log.warning(note)
+    return config
 
 
 def resolve_cloud(config: AzureConfig, ctx: Context) -> Cloud:
@@ -309,7 +313,7 @@ class AcrProvider:
             image = parse_image(request.image)
         except ImageError as exc:
             raise ProviderError(f"cannot get ACR credentials: {exc}") from None
-        config = load_config(self.options.config_path)
+        config = load_config(self.options.config_path, ctx)
         cloud = resolve_cloud(config, ctx)
         source = image.registry.lower()
         login_server = self.options.mirrors.get(source, source)

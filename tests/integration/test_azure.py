@@ -715,3 +715,18 @@ def test_command_line_errors(args: list[str], message: str) -> None:
     run = run_plugin(PLUGIN, request_bytes("myreg.azurecr.io/app"), args)
     assert (run.code, run.stdout) == (1, b"")
     assert message in run.error_lines[0]
+
+
+def test_a_misspelt_azure_json_key_is_a_warning(azure: Azure) -> None:
+    config = azure.config(useManagedIdentityExtension=True, userAssignedIdentityIDD="kubelet-id")
+    run = azure.run("myreg.azurecr.io/app", config)
+    assert run.code == 0
+    warnings = [
+        line
+        for line in run.stderr.splitlines()
+        if ": warning: " in line and "test mode" not in line
+    ]
+    assert warnings == [
+        f"{PLUGIN}: warning: {config}: ignoring unknown key 'userAssignedIdentityIDD': did you mean "
+        "'userAssignedIdentityID'?"
+    ]

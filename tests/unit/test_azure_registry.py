@@ -299,3 +299,35 @@ def test_cloud_config_keys_are_case_insensitive_and_extra_keys_ignored() -> None
 def test_cloud_config_errors(text: str, message: str) -> None:
     with pytest.raises(AzureConfigError, match=message):
         parse_cloud_config(text, "azure.json")
+
+
+@pytest.mark.parametrize(
+    ("keys", "expected"),
+    [
+        (["useManagedIdentityExtention"], [("useManagedIdentityExtention", "useManagedIdentityExtension")]),
+        (["userAssignedIdentityId", "UseManagedIdentityExtension"], []),  # case differs only: read
+        (["aadClientSecrect", "tenantID"], [("aadClientSecrect", "aadClientSecret")]),
+        (["tennantId"], [("tennantId", "tenantId")]),
+        (["aadClientCertPasword"], [("aadClientCertPasword", "aadClientCertPassword")]),
+        # cloud-provider-azure's own settings are not misspellings of ours
+        (["subscriptionId", "resourceGroup", "location", "vmType", "subnetName", "securityGroupName",
+          "vnetName", "routeTableName", "loadBalancerSku", "useInstanceMetadata",
+          "networkResourceTenantID", "aadMSIDataPlaneIdentityPath", "cloudProviderBackoff"], []),
+    ],
+)  # fmt: skip
+def test_near_misses(keys: list[str], expected: list[tuple[str, str]]) -> None:
+    from credprovider.azure.cloudconfig import near_misses
+
+    assert near_misses(keys) == expected
+
+
+def test_one_warning_names_every_near_miss() -> None:
+    from credprovider.azure.cloudconfig import parse_cloud_config_with_notes
+
+    text = '{"useManagedIdentityExtention": true, "tennantId": "x", "subscriptionId": "s"}'
+    config, notes = parse_cloud_config_with_notes(text, "/etc/kubernetes/azure.json")
+    assert config.useManagedIdentityExtension is False  # the misspelt key was not read
+    assert notes == [
+        "/etc/kubernetes/azure.json: ignoring unknown key 'useManagedIdentityExtention': did you "
+        "mean 'useManagedIdentityExtension'?; unknown key 'tennantId': did you mean 'tenantId'?"
+    ]
