@@ -23,6 +23,9 @@ class PluginInfo:
 
 
 DEFAULT_AZURE_CONFIG: Final = "/etc/kubernetes/azure.json"
+# Where install and migrate put things by default, and where get looks when not told.
+NODE_BIN_DIR: Final = "/etc/kubernetes/image-credential-provider"
+NODE_CONFIG: Final = "/etc/kubernetes/image-credential-provider-config.yaml"
 # The kubelet matches ports exactly: a pattern without a port never matches an image that names one,
 # and `host:443/...` is common (copied registry URLs, some mirrors). Every shipped pattern and every
 # pattern `install` writes has both forms, and validate warns about a config without them.

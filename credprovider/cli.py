@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from credprovider.catalog import PLUGINS
+from credprovider.api import SECOND, format_go_duration
+from credprovider.catalog import DEFAULT_AZURE_CONFIG, NODE_BIN_DIR, NODE_CONFIG, PLUGINS
 from credprovider.entry import PLUGIN_MODULES
 from credprovider.matching import ImageError, parse_image, urls_match
 from credprovider.redact import printable, safe_line
@@ -135,7 +136,9 @@ def _print_report(report: Any, show: bool) -> None:
             continue
         response = provider.response
         duration = (
-            "not cached" if not provider.cache_seconds else f"cached {provider.cache_seconds:g}s"
+            "not cached"
+            if not provider.cache_seconds
+            else f"cached {format_go_duration(round(provider.cache_seconds * SECOND))}"
         )
         print(f"    cacheKeyType {response.cache_key_type}, key {provider.cache_key!r}, {duration}")
         for key, entry in response.auth.items():
@@ -148,9 +151,39 @@ def _print_report(report: Any, show: bool) -> None:
                 print(f"    ignored: {key}: {provider.ignored_keys[key]}")
 
 
+def _timeout_seconds(text: str) -> float:
+    """``--timeout``: a Go duration (``30s``, ``1m``, ``1m30s``), or a plain number of seconds."""
+    from credprovider.api import SECOND, DurationError, parse_go_duration
+
+    try:
+        seconds = float(text) if text.replace(".", "", 1).isdigit() else None
+        if seconds is None:
+            seconds = parse_go_duration(text) / SECOND
+    except DurationError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (for example 30s or 1m)") from None
+    if not 0 < seconds <= 3600:
+        raise argparse.ArgumentTypeError(f"{text!r} is not between 0s and 1h")
+    return seconds
+
+
+def _node_default(given: str | None, default: str, flag: str) -> str | None:
+    """``given``, else the standard node path when it exists; ``None`` (and one line) if neither."""
+    if given:
+        return given
+    if Path(default).exists():
+        return default
+    print(f"credprovider get: give {flag} (nothing at the default {default})", file=sys.stderr)
+    return None
+
+
 def _cmd_get(args: argparse.Namespace) -> int:
     from credprovider.config import ConfigError, load_config
     from credprovider.lookup import kubelet_lookup
+
+    args.config = _node_default(args.config, NODE_CONFIG, "--config")
+    args.bin_dir = args.config and _node_default(args.bin_dir, NODE_BIN_DIR, "--bin-dir")
+    if not (args.config and args.bin_dir):
+        return EXIT_USAGE
 
     try:
         image = parse_image(args.image).name
@@ -363,6 +396,11 @@ class _PrintVersion(argparse.Action):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="credprovider",
+        epilog=(
+            "The plugins run under this name too: 'credprovider <plugin-name> [args]' is the "
+            f"plugin itself (plugin names: {', '.join(PLUGIN_MODULES)}); for example "
+            "'credprovider ecr-credential-provider --help'."
+        ),
         description=(
             "Operator tool for the kubelet image credential provider plugins "
             f"{', '.join(PLUGIN_MODULES)}. Start with 'credprovider get IMAGE --config ... "
@@ -408,8 +446,13 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     get.add_argument("image", help="e.g. 123456789012.dkr.ecr.us-east-1.amazonaws.com/app:v1")
-    get.add_argument("--config", required=True, help="the kubelet's credential provider config")
-    get.add_argument("--bin-dir", required=True, help="the kubelet's plugin bin dir")
+    get.add_argument(
+        "--config",
+        help=f"the kubelet's credential provider config (default: {NODE_CONFIG}, if it exists)",
+    )
+    get.add_argument(
+        "--bin-dir", help=f"the kubelet's plugin bin dir (default: {NODE_BIN_DIR}, if it exists)"
+    )
     get.add_argument(
         "--sa-token-file", help="service account token to pass (providers with tokenAttributes)"
     )
@@ -422,7 +465,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     get.add_argument("--show-password", action="store_true", help="print passwords in clear")
     get.add_argument(
-        "--timeout", type=float, default=60.0, help="per-plugin timeout (kubelet: 60s)"
+        "--timeout",
+        type=_timeout_seconds,
+        default=60.0,
+        metavar="DURATION",
+        help="per-plugin timeout, a Go duration such as 30s or 1m (default and kubelet: 1m0s)",
     )
     get.add_argument("--json", action="store_true", help="one JSON object on stdout")
     get.set_defaults(handler=_cmd_get)
@@ -465,16 +512,31 @@ def build_parser() -> argparse.ArgumentParser:
             "different existing file is only replaced with --force."
         ),
     )
-    inst.add_argument("--bin-dir", required=True)
-    inst.add_argument("--config-out", required=True)
-    inst.add_argument("--providers", default="aws,azure,gcp", help="comma list of aws, azure, gcp")
-    inst.add_argument("--azure-config", help="azure.json path passed to acr-credential-provider")
+    inst.add_argument(
+        "--bin-dir",
+        required=True,
+        help=f"the kubelet's --image-credential-provider-bin-dir (usually {NODE_BIN_DIR})",
+    )
+    inst.add_argument(
+        "--config-out",
+        required=True,
+        help=f"the config file to write (usually {NODE_CONFIG})",
+    )
+    inst.add_argument(
+        "--providers",
+        default="aws,azure,gcp",
+        help="comma list of aws, azure, gcp (default: %(default)s)",
+    )
+    inst.add_argument(
+        "--azure-config",
+        help=f"azure.json path passed to acr-credential-provider (default: {DEFAULT_AZURE_CONFIG})",
+    )
     inst.add_argument(
         "--copy", action="store_true", help="copy the bundle instead of linking to it"
     )
     inst.add_argument("--force", action="store_true", help="replace different existing files")
     inst.add_argument("--target", help="the credprovider executable to link to (default: this one)")
-    inst.add_argument("--json", action="store_true")
+    inst.add_argument("--json", action="store_true", help="one JSON object on stdout")
     inst.set_defaults(handler=_cmd_install)
 
     migrate = sub.add_parser(
@@ -510,15 +572,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     migrate.add_argument(
         "--bin-dir",
-        default="/etc/kubernetes/image-credential-provider",
+        default=NODE_BIN_DIR,
         help="the plugin bin dir for the flags to add (default: %(default)s)",
     )
     migrate.add_argument(
         "--config-out",
-        default="/etc/kubernetes/image-credential-provider-config.yaml",
+        default=NODE_CONFIG,
         help="where the config will be written, for the flags to add (default: %(default)s)",
     )
-    migrate.add_argument("--json", action="store_true")
+    migrate.add_argument("--json", action="store_true", help="one JSON object on stdout")
     migrate.set_defaults(handler=_cmd_migrate)
     return parser
 

@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Final
 
-from credprovider.catalog import PLUGINS
+from credprovider.catalog import NODE_BIN_DIR, NODE_CONFIG, PLUGINS
 from credprovider.install import CCM_REMINDER, InstallError, kubelet_flags, render_config
 from credprovider.yamldoc import YamlError, load_yaml
 
@@ -101,8 +101,8 @@ def _flag_value(args: list[str], name: str) -> tuple[str | None, str | None]:
 def plan_migration(
     kubelet_flags_text: str = "",
     kubelet_config_text: str = "",
-    bin_dir: str = "/etc/kubernetes/image-credential-provider",
-    config_path: str = "/etc/kubernetes/image-credential-provider-config.yaml",
+    bin_dir: str = NODE_BIN_DIR,
+    config_path: str = NODE_CONFIG,
     providers: list[str] | None = None,
 ) -> MigrationPlan:
     """From a kubelet's old flags and/or KubeletConfiguration, what to change for out-of-tree login.

@@ -331,7 +331,10 @@ def parse_arguments(
         name, has_value, value = arg.partition("=")
         destination = options.get(name)
         if destination is None:
-            raise UsageError(f"unrecognized arguments: {arg} (see --help)")
+            # Flags are case-sensitive (upstream's are Go flags): say so for a case slip.
+            same = [known for known in options if known.lower() == name.lower()]
+            hint = f"; did you mean {same[0]}?" if same else ""
+            raise UsageError(f"unrecognized arguments: {arg}{hint} (see --help)")
         if not has_value:
             if i >= len(args):
                 raise UsageError(f"argument {name}: expected one argument (see --help)")

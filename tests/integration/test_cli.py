@@ -796,3 +796,31 @@ def test_migrate_reads_kubeadm_flags_env_and_takes_providers(tmp_path: Path) -> 
     )
     unknown = cli("migrate", "--kubelet-flags=--cloud-provider=external", "--providers", "gce")
     assert unknown.returncode == 1 and "unknown provider gce" in unknown.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("1m", 60.0), ("30s", 30.0), ("1m30s", 90.0), ("45", 45.0), ("2.5", 2.5)]
+)
+def test_get_timeout_takes_go_durations(text: str, seconds: float) -> None:
+    from credprovider.cli import _timeout_seconds
+
+    assert _timeout_seconds(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["1 minute", "0s", "2h", "-1s", "1x"])
+def test_get_timeout_refuses_what_is_not_a_usable_duration(text: str) -> None:
+    result = cli("get", "nginx", "--config", "c.yaml", "--bin-dir", "b", "--timeout", text)
+    assert result.returncode == 2 and "argument --timeout" in result.stderr
+
+
+@pytest.mark.skipif(
+    Path("/etc/kubernetes/image-credential-provider-config.yaml").exists(),
+    reason="this machine has a kubelet credential provider config at the default path",
+)
+def test_get_without_config_names_the_default_it_looked_for() -> None:
+    result = cli("get", "nginx")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        "credprovider get: give --config (nothing at the default "
+        "/etc/kubernetes/image-credential-provider-config.yaml)\n"
+    )

@@ -127,3 +127,23 @@ def test_version_is_answered_before_any_program_is_imported(name: str) -> None:
     if name in PLUGIN_MODULES:
         slow, _imported = _run_entry([f"/opt/bin/{name}", "-v=0", "--version"])
         assert slow == fast
+
+
+def test_every_tool_option_has_help_and_states_its_default() -> None:
+    import argparse
+
+    from credprovider.cli import build_parser
+
+    parser = build_parser()
+    assert "credprovider <plugin-name> [args]" in parser.format_help()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    checked = 0
+    for name, sub in subparsers.choices.items():
+        for action in sub._actions:
+            if not action.option_strings or action.dest == "help":
+                continue
+            checked += 1
+            assert action.help, f"{name} {action.option_strings[0]} has no help"
+            if action.default not in (None, False, [], "") and not action.required:
+                assert "default" in action.help, f"{name} {action.option_strings[0]}: no default"
+    assert checked > 20

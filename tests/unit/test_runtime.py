@@ -335,7 +335,9 @@ def test_parse_arguments(args: list[str], values: dict[str, str], positionals: l
     [
         (["--bogus"], "unrecognized arguments: --bogus"),
         (["--authFlow"], "argument --authFlow: expected one argument"),
-        (["--auth"], "unrecognized arguments: --auth"),
+        (["--auth"], r"unrecognized arguments: --auth \(see --help\)"),
+        (["--authflow=gcr"], r"unrecognized arguments: --authflow=gcr; did you mean --authFlow\?"),
+        (["--AUTHFLOW", "gcr"], r"unrecognized arguments: --AUTHFLOW; did you mean --authFlow\?"),
     ],
 )
 def test_parse_arguments_errors(args: list[str], message: str) -> None:
