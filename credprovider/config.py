@@ -615,6 +615,14 @@ def lint_providers(loaded: LoadedConfig, bin_dir: str | None = None) -> list[str
                 f"{where}: args lack get-credentials: this plugin runs without it, but "
                 "upstream auth-provider-gcp prints help and the pull gets no credentials"
             )
+        if bin_dir is not None:  # checking a node: files the args name must be on it
+            for arg in provider.args or []:
+                file_arg = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
+                if file_arg.startswith("/") and not os.path.exists(file_arg):
+                    warnings.append(
+                        f"{where}: args name {file_arg}, which does not exist on this node: "
+                        f"{plugin.name} fails every pull it matches until it does"
+                    )
         if plugin.key == "azure" and not [a for a in provider.args or [] if not a.startswith("-")]:
             warnings.append(
                 f"{where}: args lack the azure.json path (e.g. /etc/kubernetes/azure.json)"

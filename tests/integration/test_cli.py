@@ -230,6 +230,33 @@ def test_validate_checks_binaries_in_the_bin_dir(tmp_path: Path) -> None:
     assert "the bin dir" in json.loads(missing.stdout)["error"]
 
 
+def test_validate_on_a_node_warns_about_files_the_args_name(tmp_path: Path) -> None:
+    """With --bin-dir (checking a node), a file an argument names must exist there; without it
+    (checking a config anywhere) the file is not looked for."""
+    azure_json = tmp_path / "azure.json"
+    config = _config(
+        tmp_path,
+        _provider(
+            name="acr-credential-provider",
+            args=[str(azure_json)],
+            matchImages=list(PLUGINS["azure"].match_images),
+        ),
+    )
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "acr-credential-provider").symlink_to("/bin/true")
+    on_node = json.loads(cli("validate", str(config), "--bin-dir", str(bin_dir), "--json").stdout)
+    assert on_node["valid"] is True
+    assert on_node["warnings"] == [
+        f"provider 'acr-credential-provider': args name {azure_json}, which does not exist on this "
+        "node: acr-credential-provider fails every pull it matches until it does"
+    ]
+    assert json.loads(cli("validate", str(config), "--json").stdout)["warnings"] == []
+    azure_json.write_text("{}")
+    again = json.loads(cli("validate", str(config), "--bin-dir", str(bin_dir), "--json").stdout)
+    assert again["warnings"] == []
+
+
 @pytest.mark.parametrize("example", CONFIG_EXAMPLES, ids=lambda p: p.name)
 def test_examples_validate_without_warnings(example: Path) -> None:
     result = cli("validate", str(example), "--json")
@@ -588,6 +615,7 @@ def test_install_links_writes_a_valid_config_and_is_idempotent(
     tmp_path: Path, target: Path
 ) -> None:
     bin_dir, config = tmp_path / "plugins", tmp_path / "etc" / "credential-providers.yaml"
+    azure_json = write(tmp_path / "azure.json", "{}")
     args = [
         "install",
         "--bin-dir",
@@ -597,7 +625,7 @@ def test_install_links_writes_a_valid_config_and_is_idempotent(
         "--target",
         str(target),
         "--azure-config",
-        "/etc/kubernetes/azure.json",
+        str(azure_json),
     ]
     first = cli(*args)
     assert first.returncode == 0, first.stderr
@@ -605,7 +633,7 @@ def test_install_links_writes_a_valid_config_and_is_idempotent(
         assert os.readlink(bin_dir / plugin.name) == str(target)
     loaded = yaml.safe_load(config.read_text())
     assert [p["name"] for p in loaded["providers"]] == [p.name for p in PLUGINS.values()]
-    assert loaded["providers"][1]["args"] == ["/etc/kubernetes/azure.json"]
+    assert loaded["providers"][1]["args"] == [str(azure_json)]
     assert f"--image-credential-provider-config={config}" in first.stdout
     assert f"--image-credential-provider-bin-dir={bin_dir}" in first.stdout
     assert (
