@@ -9,7 +9,7 @@ from credprovider.aws.registry import classify_host
 from credprovider.azure.registry import CLOUDS, login_server_suffix
 from credprovider.catalog import PLUGINS
 from credprovider.gcp.registry import TOKEN_USERNAME, is_google_registry_host, registry_keys
-from credprovider.matching import parse_image
+from credprovider.matching import ImageError, bare_registry_host, parse_image
 
 _PUBLIC_AZURE = CLOUDS["azurepubliccloud"]
 
@@ -77,6 +77,12 @@ def explain_image(image: str, provider: str | None = None) -> dict[str, Any]:
 
     Without ``provider``, the first plugin that recognises the registry claims the image (or none).
     """
+    bare_host = bare_registry_host(image)
+    if bare_host is not None:
+        raise ImageError(
+            f"{image!r} names only a registry host, no repository: did you mean "
+            f"{bare_host}/<repository>?"
+        )
     ref = parse_image(image)
     result: dict[str, Any] = {"image": ref.name, "registry": ref.registry}
     candidates = [provider] if provider else list(_EXPLAINERS)

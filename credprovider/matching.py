@@ -412,6 +412,24 @@ def _parse_registry(domain: str) -> tuple[str, str]:
     return host, ""
 
 
+def bare_registry_host(reference: str) -> str | None:
+    """The host when ``reference`` is only a registry host (``123456789012.dkr.ecr.us-east-1.
+    amazonaws.com``, ``myreg.azurecr.io:443``): no ``/``, and dotted like a host name. The kubelet
+    matches such an image by its host, while as a reference it would be a Docker Hub name; a plugin
+    should ask for the repository rather than answer for ``docker.io``."""
+    if "/" in reference or "@" in reference or "." not in reference:
+        return None
+    host, _, port = reference.partition(":")
+    if port and not (port.isdigit() and port.isascii()):
+        return None  # name:tag, not host:port
+    labels = host.split(".")
+    if len(labels) < 2 or not all(
+        label and label.isascii() and label.replace("-", "").isalnum() for label in labels
+    ):
+        return None
+    return reference.lower()
+
+
 def parse_image(reference: str) -> ImageRef:
     """Normalize an image reference like the kubelet (docker's ``ParseNormalizedNamed().Name()``).
 

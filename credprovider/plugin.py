@@ -38,6 +38,7 @@ from credprovider.api import (
     parse_go_duration,
     parse_request,
 )
+from credprovider.matching import bare_registry_host
 from credprovider.redact import clip, register_secret, safe_line, scrub
 
 if TYPE_CHECKING:
@@ -646,6 +647,13 @@ def run(
                 f"request: apiVersion={request.api_version} image={go_quote(clip(request.image))}"
                 f"{' with a service account token' if request.service_account_token else ''}",
             )
+            bare_host = bare_registry_host(request.image)
+            if bare_host is not None:
+                # The kubelet matched it by that host; as a reference it would be a Docker Hub name.
+                raise ProviderError(
+                    f"the image {go_quote(clip(request.image))} names only a registry host, no "
+                    f"repository: did you mean {bare_host}/<repository>? (fix the pod's image)"
+                )
             deadline.phase = "getting credentials"
             creds = get_with_cache(provider, request, ctx, cache_dir)
             response = build_response(request, creds, now())

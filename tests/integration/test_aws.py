@@ -622,3 +622,19 @@ def test_the_stdlib_path_speaks_verified_https_to_the_computed_endpoint(
         assert fake.calls == []
         assert "could not reach the ECR API in us-east-1" in run.stderr
         assert "CERTIFICATE_VERIFY_FAILED" in run.stderr
+
+
+def test_a_bare_registry_host_asks_for_the_repository(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str
+) -> None:
+    """The kubelet matched the image by its host; answering for docker.io (what the reference would
+    mean to Docker) would be wrong, and so would the region advice that followed."""
+    fake, server = ecr
+    host = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
+    run = run_plugin(PLUGIN, request_bytes(host), env=aws_env(server.url, moto_server))
+    assert (run.code, run.stdout) == (1, b"")
+    assert run.error_lines == [
+        f'{PLUGIN}: error: the image "{host}" names only a registry host, no repository: did you '
+        f"mean {host}/<repository>? (fix the pod's image)"
+    ]
+    assert fake.calls == []

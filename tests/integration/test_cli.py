@@ -852,3 +852,12 @@ def test_get_without_config_names_the_default_it_looked_for() -> None:
         "credprovider get: give --config (nothing at the default "
         "/etc/kubernetes/image-credential-provider-config.yaml)\n"
     )
+
+
+def test_explain_asks_for_the_repository_of_a_bare_registry_host() -> None:
+    result = cli("explain", "myreg.azurecr.io")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        "credprovider explain: 'myreg.azurecr.io' names only a registry host, no repository: did "
+        "you mean myreg.azurecr.io/<repository>?\n"
+    )

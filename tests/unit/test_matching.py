@@ -224,3 +224,25 @@ def test_the_registry_of_an_image_always_matches_it(image: str) -> None:
     registry = parse_image(image).registry
     assert urls_match(registry, image)
     assert keyring_lookup([registry], image) == [registry]
+
+
+@pytest.mark.parametrize(
+    ("reference", "host"),
+    [
+        ("123456789012.dkr.ecr.us-west-2.amazonaws.com", "123456789012.dkr.ecr.us-west-2.amazonaws.com"),
+        ("myreg.azurecr.io:443", "myreg.azurecr.io:443"),
+        ("GCR.IO", "gcr.io"),
+        ("nginx", None),
+        ("nginx:1.27", None),
+        ("library/nginx", None),
+        ("gcr.io/project/app", None),
+        ("my.image:latest", None),  # name:tag (a tag is not a port)
+        ("host.example.com@sha256:" + "a" * 64, None),
+        ("a..b", None),
+        ("under_score.example.com", None),
+    ],
+)  # fmt: skip
+def test_bare_registry_host(reference: str, host: str | None) -> None:
+    from credprovider.matching import bare_registry_host
+
+    assert bare_registry_host(reference) == host
