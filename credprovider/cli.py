@@ -16,7 +16,7 @@ from typing import Any
 from credprovider.api import SECOND, format_go_duration
 from credprovider.catalog import DEFAULT_AZURE_CONFIG, NODE_BIN_DIR, NODE_CONFIG, PLUGINS
 from credprovider.entry import PLUGIN_MODULES
-from credprovider.matching import ImageError, parse_image, urls_match
+from credprovider.matching import ImageError, explain_pattern_mismatch, parse_image
 from credprovider.redact import printable, safe_line
 from credprovider.version import version_text
 
@@ -116,6 +116,7 @@ def _provider_json(report: Any, show: bool) -> dict[str, Any]:
         },
         "appliedKeys": report.applied_keys,
         "ignoredKeys": report.ignored_keys,
+        "closestMisses": [{"pattern": p, "reason": r} for p, r in report.misses],
         "cacheKey": report.cache_key,
         "cacheSeconds": report.cache_seconds,
     }
@@ -124,7 +125,9 @@ def _provider_json(report: Any, show: bool) -> dict[str, Any]:
 def _print_report(report: Any, show: bool) -> None:
     for provider in report.providers:
         if not provider.matched:
-            print(f"- {provider.name}: matchImages do not match {report.image}: not run")
+            print(f"- {printable(provider.name)}: matchImages do not match {report.image}: not run")
+            for pattern, reason in provider.misses:
+                print(f"    {pattern!r}: {reason}")
             continue
         if provider.skipped:
             print(f"- {provider.name}: matched, not run: {provider.skipped}")
@@ -267,9 +270,15 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _cmd_match(args: argparse.Namespace) -> int:
-    matched = urls_match(args.pattern, args.image)
-    print("match" if matched else "no match")
-    return EXIT_OK if matched else EXIT_FAILED
+    try:
+        image = parse_image(args.image).name
+    except ImageError:
+        image = args.image  # a key or URL-like string: matched as given, as the kubelet would
+    reason = explain_pattern_mismatch(args.pattern, image)
+    print("match" if reason is None else f"no match: {reason}")
+    if image != args.image:
+        print(f"(image as the kubelet passes it: {image})")
+    return EXIT_OK if reason is None else EXIT_FAILED
 
 
 # --- install / migrate --------------------------------------------------------------------------------
@@ -494,8 +503,9 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Apply the kubelet's matchImages rule: ports must be equal, hosts must have the same "
             "number of labels, '*' matches within one label, and the image path must start with the "
-            "pattern's path. Pass the image as the kubelet does (registry/repository, no tag). "
-            "Exit 0 on match, 1 on no match, 2 on usage error."
+            "pattern's path. The image is normalized as the kubelet does (nginx -> "
+            "docker.io/library/nginx, tag and digest dropped); a miss says which rule failed and, "
+            "for a port, the pattern to add. Exit 0 on match, 1 on no match, 2 on usage error."
         ),
     )
     match.add_argument("pattern", help="e.g. '*.dkr.ecr.*.amazonaws.com'")

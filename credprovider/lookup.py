@@ -28,7 +28,13 @@ from credprovider.api import (
     parse_response,
 )
 from credprovider.config import CredentialProvider, LoadedConfig
-from credprovider.matching import explain_key_mismatch, keyring_lookup, registry_of, urls_match
+from credprovider.matching import (
+    closest_misses,
+    explain_key_mismatch,
+    keyring_lookup,
+    registry_of,
+    urls_match,
+)
 from credprovider.redact import register_secret, scrub
 
 KUBELET_EXEC_TIMEOUT_SECONDS: Final = 60.0
@@ -50,6 +56,8 @@ class ProviderReport:
     cache_key: str | None = None
     cache_seconds: float | None = None
     seconds: float = 0.0
+    # not matched: the nearest matchImages patterns and why each misses (pattern, reason)
+    misses: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass
@@ -195,8 +203,10 @@ def kubelet_lookup(
     """Every provider in config order: matched or not, and what running it gave."""
     reports = []
     for provider in loaded.providers:
-        if not any(urls_match(pattern, image) for pattern in provider.matchImages or []):
-            reports.append(ProviderReport(name=provider.name or "", matched=False))
+        patterns = provider.matchImages or []
+        if not any(urls_match(pattern, image) for pattern in patterns):
+            misses = closest_misses(patterns, image)
+            reports.append(ProviderReport(name=provider.name or "", matched=False, misses=misses))
             continue
         reports.append(run_provider(provider, bin_dir, image, token, annotations or {}, timeout))
     return LookupReport(image, reports)

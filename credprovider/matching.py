@@ -338,27 +338,62 @@ def explain_key_mismatch(auth_key: str, image: str) -> str | None:
     index_key = keyring_key(auth_key)
     if index_key is None:
         return "the kubelet cannot parse this key and ignores it"
-    if urls_match(index_key, image):
+    return explain_pattern_mismatch(index_key, image, "key")
+
+
+def explain_pattern_mismatch(pattern: str, image: str, what: str = "pattern") -> str | None:
+    """Why :func:`urls_match` is false for ``pattern`` and ``image`` (``None`` when it is true):
+    the first rule of the kubelet's that fails, in its order, with the fix where there is one."""
+    if urls_match(pattern, image):
         return None
-    key_url = go_parse_url("https://" + index_key)
+    pattern_url = go_parse_url("https://" + pattern)
     image_url = go_parse_url("https://" + image)
-    if key_url is None or image_url is None:
+    if pattern_url is None:
+        return f"the kubelet cannot parse this {what} as a URL"
+    if image_url is None:
         return "the image cannot be parsed as a URL"
-    key_labels, key_port = _split_url_host(key_url.host)
+    labels, port = _split_url_host(pattern_url.host)
     image_labels, image_port = _split_url_host(image_url.host)
-    if key_port != image_port:
-        return (
-            f"port differs: key has {key_port or 'no port'}, image has {image_port or 'no port'} "
+    if port != image_port:
+        reason = (
+            f"port differs: {what} has {port or 'no port'}, image has {image_port or 'no port'} "
             "(ports must be equal)"
         )
-    if len(key_labels) != len(image_labels):
+        if image_port and len(labels) == len(image_labels):
+            host = ".".join(labels)
+            ported = f"{host}:{image_port}{pattern_url.path}"
+            if urls_match(ported, image):
+                reason += f": add {ported!r}"
+        return reason
+    if len(labels) != len(image_labels):
         return (
-            f"host label count differs ({len(key_labels)} vs {len(image_labels)}): each '*' matches "
+            f"host label count differs ({len(labels)} vs {len(image_labels)}): each '*' matches "
             "exactly one label"
         )
-    if not image_url.path.startswith(key_url.path):
-        return f"the image path does not start with the key's path {key_url.path!r}"
-    return "a host label does not match the key's pattern"
+    if not image_url.path.startswith(pattern_url.path):
+        return f"the image path does not start with the {what}'s path {pattern_url.path!r}"
+    for position, (glob, label) in enumerate(zip(labels, image_labels, strict=True), 1):
+        if not go_path_match(glob, label):
+            return f"host label {position} {label!r} does not match {glob!r}"
+    return f"a host label does not match the {what}'s pattern"
+
+
+def closest_misses(patterns: list[str], image: str, limit: int = 3) -> list[tuple[str, str]]:
+    """(pattern, why it misses) for the patterns nearest to matching ``image``: same host label
+    count and port first, then same label count, then the rest; config order within each."""
+
+    def rank(item: tuple[str, str]) -> int:
+        reason = item[1]
+        if reason.startswith("port differs"):
+            return 1
+        return 2 if reason.startswith(("host label count", "the kubelet cannot")) else 0
+
+    reasons = [
+        (pattern, reason)
+        for pattern in patterns
+        if (reason := explain_pattern_mismatch(pattern, image)) is not None
+    ]
+    return sorted(reasons, key=rank)[:limit]
 
 
 # --- image references --------------------------------------------------------------------------------

@@ -585,10 +585,36 @@ def test_explain_imports_no_sdk() -> None:
         (
             ["*.dkr.ecr.*.amazonaws.com", "123456789012.dkr.ecr.us-east-1.amazonaws.com:443/app"],
             1,
-            "no match\n",
+            "no match: port differs: pattern has no port, image has 443 (ports must be equal): "
+            "add '*.dkr.ecr.*.amazonaws.com:443'\n",
         ),
         (["registry.io/team", "registry.io/teammates/app"], 0, "match\n"),
-        (["*.io", "a.b.io/x"], 1, "no match\n"),
+        (
+            ["*.io", "a.b.io/x"],
+            1,
+            "no match: host label count differs (2 vs 3): each '*' matches exactly one label\n",
+        ),
+        (
+            ["*.gcr.io", "gcr.io/p/app:v1"],
+            1,
+            "no match: host label count differs (3 vs 2): each '*' matches exactly one label\n"
+            "(image as the kubelet passes it: gcr.io/p/app)\n",
+        ),
+        (
+            ["docker.io", "nginx"],
+            0,
+            "match\n(image as the kubelet passes it: docker.io/library/nginx)\n",
+        ),
+        (
+            ["*.azurecr.io", "myreg.azurecr.cn/app"],
+            1,
+            "no match: host label 3 'cn' does not match 'io'\n",
+        ),
+        (
+            ["registry.io/team", "registry.io/other/app"],
+            1,
+            "no match: the image path does not start with the pattern's path '/team'\n",
+        ),
         (["only-one-argument"], 2, ""),
     ],
 )
@@ -852,6 +878,22 @@ def test_get_without_config_names_the_default_it_looked_for() -> None:
         "credprovider get: give --config (nothing at the default "
         "/etc/kubernetes/image-credential-provider-config.yaml)\n"
     )
+
+
+def test_get_says_why_each_provider_did_not_match(tmp_path: Path) -> None:
+    """No provider matched, so none ran: for each, the nearest patterns and why they miss."""
+    config = write(tmp_path / "config.yaml", (CONFIG_DIR / "aws.yaml").read_text())
+    image = "123456789012.dkr.ecr.us-east-1.amazonaws.com:5000/app"
+    result = cli("get", image, "--config", str(config), "--bin-dir", str(tmp_path), "--json")
+    assert result.returncode == 1
+    (provider,) = json.loads(result.stdout)["providers"]
+    assert provider["closestMisses"][0] == {
+        "pattern": "*.dkr.ecr.*.amazonaws.com",
+        "reason": "port differs: pattern has no port, image has 5000 (ports must be equal): add "
+        "'*.dkr.ecr.*.amazonaws.com:5000'",
+    }
+    text = cli("get", image, "--config", str(config), "--bin-dir", str(tmp_path)).stdout
+    assert "    '*.dkr.ecr.*.amazonaws.com': port differs" in text
 
 
 def test_explain_asks_for_the_repository_of_a_bare_registry_host() -> None:
