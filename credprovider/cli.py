@@ -117,6 +117,7 @@ def _provider_json(report: Any, show: bool) -> dict[str, Any]:
         "appliedKeys": report.applied_keys,
         "ignoredKeys": report.ignored_keys,
         "closestMisses": [{"pattern": p, "reason": r} for p, r in report.misses],
+        "decisions": report.decisions,
         "cacheKey": report.cache_key,
         "cacheSeconds": report.cache_seconds,
     }
@@ -130,13 +131,15 @@ def _print_report(report: Any, show: bool) -> None:
                 print(f"    {pattern!r}: {reason}")
             continue
         if provider.skipped:
-            print(f"- {provider.name}: matched, not run: {provider.skipped}")
+            print(f"- {printable(provider.name)}: matched, not run: {provider.skipped}")
             continue
         status = f"exit {provider.exit_code}" if provider.exit_code is not None else "not finished"
-        print(f"- {provider.name}: matched, ran in {provider.seconds * 1000:.0f} ms, {status}")
+        print(f"- {printable(provider.name)}: matched, ran in {provider.seconds * 1000:.0f} ms, {status}")
         if provider.error:
             print(f"    the kubelet uses nothing from it: {safe_line(provider.error)}")
             continue
+        for line in provider.decisions:
+            print(f"    said: {safe_line(line)}")
         response = provider.response
         duration = (
             "not cached"

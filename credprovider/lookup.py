@@ -27,6 +27,7 @@ from credprovider.api import (
     parse_go_duration,
     parse_response,
 )
+from credprovider.catalog import plugin_for_name
 from credprovider.config import CredentialProvider, LoadedConfig
 from credprovider.matching import (
     closest_misses,
@@ -56,6 +57,8 @@ class ProviderReport:
     cache_key: str | None = None
     cache_seconds: float | None = None
     seconds: float = 0.0
+    # our plugins, run at -v=1: what they said they decided (credential source, role, route)
+    decisions: list[str] = field(default_factory=list)
     # not matched: the nearest matchImages patterns and why each misses (pattern, reason)
     misses: list[tuple[str, str]] = field(default_factory=list)
 
@@ -110,6 +113,18 @@ def _service_account_inputs(
     return None, token, passed
 
 
+def decisions(stderr: str, name: str) -> list[str]:
+    """Our plugin's -v=1 lines, less the request and answer it also logs (the report shows those)."""
+    prefix = f"{name}: "
+    said = []
+    for line in stderr.splitlines():
+        text = line.removeprefix(prefix)
+        if text == line or text.startswith(("warning: ", "error: ", "request: ", "answering: ")):
+            continue
+        said.append(text)
+    return said
+
+
 def run_provider(
     provider: CredentialProvider,
     bin_dir: str,
@@ -129,11 +144,15 @@ def run_provider(
     api_version = provider.apiVersion or ""
     env = dict(os.environ)
     env.update({var.name or "": var.value or "" for var in provider.env or []})
+    args = list(provider.args or [])
+    ours = plugin_for_name(name) is not None
+    if ours and not any(arg.lstrip("-").startswith("v=") or arg in ("-v", "--v") for arg in args):
+        args.append("-v=1")  # our plugins then say where the credentials came from
     start = time.monotonic()
     report.ran = True
     try:
         proc = subprocess.run(
-            [str(Path(bin_dir) / name), *(provider.args or [])],
+            [str(Path(bin_dir) / name), *args],
             input=encode_request(image, api_version, sa_token, sa_annotations),
             capture_output=True,
             env=env,
@@ -154,6 +173,8 @@ def run_provider(
     report.seconds = time.monotonic() - start
     report.exit_code = proc.returncode
     report.stderr = scrub(proc.stderr.decode("utf-8", "replace"))
+    if ours:
+        report.decisions = decisions(report.stderr, name)
     if proc.returncode != 0:
         report.error = (
             f"error execing credential provider plugin {name} for image {image}: exit "

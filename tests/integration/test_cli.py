@@ -350,6 +350,10 @@ def test_get_ecr(tmp_path: Path, bin_dir: Path, ecr: tuple[FakeEcr, FakeServer])
     }
     assert (provider["cacheKey"], 21590 < provider["cacheSeconds"] <= 21600) == (registry, True)
     assert fake.password not in result.stdout
+    assert (
+        "credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from the environment"
+        in provider["decisions"]
+    )
     shown = cli(
         "get",
         ECR_IMAGE,
@@ -448,8 +452,14 @@ def test_get_with_service_account(
         "eks.amazonaws.com/ecr-role-arn=arn:aws:iam::123456789012:role/r",
         env=env,
     )
-    assert json.loads(with_token.stdout)["credentialsFound"] is True
+    report = json.loads(with_token.stdout)
+    assert report["credentialsFound"] is True
     assert fake.calls[-1].access_key != "AKIDNODE"
+    # get says which role the plugin used (our plugins run at -v=1 under get)
+    assert (
+        "assuming role arn:aws:iam::123456789012:role/r (from annotation "
+        "eks.amazonaws.com/ecr-role-arn) with the service account token"
+    ) in report["providers"][0]["decisions"]
 
 
 def test_get_gcp_and_azure(tmp_path: Path, bin_dir: Path, azure: Azure) -> None:
