@@ -183,6 +183,7 @@ def instance_role_keys(imds: str, ctx: Context) -> AccessKeys | None:
     from credprovider.redact import register_secret
 
     timeout = ctx.deadline.timeout(IMDS_TIMEOUT_SECONDS)
+    ctx.log.v(4, f"PUT {imds}latest/api/token, then GET the instance role's keys (IMDSv2)")
     try:
         answer = request(
             "PUT",
@@ -277,6 +278,7 @@ def get_authorization_token(
     from credprovider.retry import call_with_retries
 
     host = route.endpoint.split("://", 1)[1].split("/", 1)[0]
+    ctx.log.v(4, f"POST {route.endpoint} ({TARGETS[route.service]}, region {route.region})")
     try:
         tls = verified_context(route.ca_bundle) if route.endpoint.startswith("https://") else None
     except OSError as exc:

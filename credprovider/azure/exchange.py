@@ -98,6 +98,7 @@ def exchange_for_refresh_token(
     send = send or transport_for(ctx)
     challenge_url = f"https://{login_server}/v2/"
     ctx.deadline.phase = f"reading the registry challenge at {challenge_url}"
+    ctx.log.v(4, f"GET {challenge_url} (the registry's challenge)")
     try:
         response = _call(send, ctx, "GET", challenge_url, None)
     except HttpError as exc:

@@ -519,6 +519,18 @@ def test_the_route_is_said_at_v1(
     assert "using botocore: AWS_PROFILE is set" in run.stderr
 
 
+def test_v4_names_the_endpoint_called(ecr: tuple[FakeEcr, FakeServer], moto_server: str) -> None:
+    _, server = ecr
+    image = request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a")
+    quiet = run_plugin(PLUGIN, image, args=["-v=1"], env=aws_env(server.url, moto_server))
+    loud = run_plugin(PLUGIN, image, args=["-v=4"], env=aws_env(server.url, moto_server))
+    line = (
+        f"POST {server.url}/ (AmazonEC2ContainerRegistry_V20150921.GetAuthorizationToken, "
+        "region us-east-1)"
+    )
+    assert line in loud.stderr and line not in quiet.stderr
+
+
 ROLE_KEY = "ASIAROLE00000000000"
 ROLE_SECRET = "role-secret-access-key-0123456789"
 ROLE_SESSION = "role-session-token-" + "x" * 40
