@@ -134,7 +134,9 @@ def _print_report(report: Any, show: bool) -> None:
             print(f"- {printable(provider.name)}: matched, not run: {provider.skipped}")
             continue
         status = f"exit {provider.exit_code}" if provider.exit_code is not None else "not finished"
-        print(f"- {printable(provider.name)}: matched, ran in {provider.seconds * 1000:.0f} ms, {status}")
+        print(
+            f"- {printable(provider.name)}: matched, ran in {provider.seconds * 1000:.0f} ms, {status}"
+        )
         if provider.error:
             print(f"    the kubelet uses nothing from it: {safe_line(provider.error)}")
             continue

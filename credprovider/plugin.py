@@ -491,6 +491,23 @@ def build_response(
     )
 
 
+def cache_duration_account(
+    creds: Credentials, response: CredentialProviderResponse, now: float
+) -> str:
+    """``cacheDuration`` as the response gives it, and why it is that (for the -v=1 log)."""
+    if response.cache_duration is None:
+        return "unset (the config's defaultCacheDuration: the provider knows no expiry)"
+    shown = format_go_duration(response.cache_duration)
+    if creds.cache_duration is not None or creds.expires_at is None:
+        return f"{shown} (set by the provider)"
+    remaining = creds.expires_at - now
+    if response.cache_duration == 0:
+        return f"{shown} (the credential's expiry is too close or unusable: do not cache)"
+    return (
+        f"{shown} (half the credential's remaining {format_go_duration(int(remaining) * SECOND)})"
+    )
+
+
 def get_with_cache(
     provider: Provider, request: CredentialProviderRequest, ctx: Context, cache_dir: str | None
 ) -> Credentials:
@@ -656,17 +673,12 @@ def run(
                 )
             deadline.phase = "getting credentials"
             creds = get_with_cache(provider, request, ctx, cache_dir)
-            response = build_response(request, creds, now())
+            answered_at = now()
+            response = build_response(request, creds, answered_at)
             log.v(
                 1,
                 f"answering: cacheKeyType={response.cache_key_type} "
-                "cacheDuration="
-                + (
-                    "unset (the config's defaultCacheDuration)"
-                    if response.cache_duration is None
-                    else format_go_duration(response.cache_duration)
-                )
-                + " "
+                f"cacheDuration={cache_duration_account(creds, response, answered_at)} "
                 f"keys={sorted(response.auth)}",
             )
             outcome.append(encode_response(response))

@@ -9,6 +9,7 @@ parsing. The fake checks every signature with botocore's signer.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -409,7 +410,7 @@ def test_other_host_uses_the_default_region_and_says_so(
 def test_the_log_states_cache_duration_as_the_response_does(
     ecr: tuple[FakeEcr, FakeServer], moto_server: str, valid_seconds: int | None
 ) -> None:
-    """-v=1's answering line and the response give cacheDuration in the same (Go) form."""
+    """-v=1's answering line and the response give cacheDuration in the same (Go) form, with why."""
     fake, server = ecr
     fake.valid_seconds = valid_seconds
     run = run_plugin(
@@ -419,12 +420,14 @@ def test_the_log_states_cache_duration_as_the_response_does(
         env=aws_env(server.url, moto_server),
     )
     if valid_seconds is None:
-        assert "cacheDuration=unset (the config's defaultCacheDuration) " in run.stderr
-    else:
-        assert f"cacheDuration={run.response['cacheDuration']} " in run.stderr
         assert (
-            run.response["cacheDuration"].endswith("m59s") or "h" in run.response["cacheDuration"]
+            "cacheDuration=unset (the config's defaultCacheDuration: the provider knows no expiry) "
+            in run.stderr
         )
+    else:
+        assert run.response["cacheDuration"] in ("6h0m0s", "5h59m59s", "5h59m58s")
+        said = f"cacheDuration={run.response['cacheDuration']} (half the credential's remaining "
+        assert re.search(re.escape(said) + r"(11h59m5\ds|12h0m0s)\) ", run.stderr), run.stderr
 
 
 def test_other_host_without_a_region_is_an_error(
