@@ -11,10 +11,10 @@ encoder uses, and nothing else.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
+from credprovider import cjson
 from credprovider._typing import Any, Final, NamedTuple
 
 GROUP: Final = "credentialprovider.kubelet.k8s.io"
@@ -120,16 +120,19 @@ def parse_request(data: bytes) -> CredentialProviderRequest:
     except UnicodeDecodeError as exc:
         raise RequestError(f"request is not valid UTF-8 (byte {exc.start})") from None
     try:
-        obj = json.loads(text, object_pairs_hook=_request_object, parse_constant=_reject_constant)
+        obj = cjson.loads(text, object_pairs_hook=_request_object, parse_constant=_reject_constant)
     except RequestError:
         raise
-    except json.JSONDecodeError as exc:
-        raise RequestError(
-            f"request is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
-        ) from None
     except RecursionError:
         raise RequestError("request JSON is nested too deeply") from None
-    except ValueError:  # an integer of more digits than Python converts (4300)
+    except ValueError as exc:
+        import json  # only a request that is not JSON gets here
+
+        if isinstance(exc, json.JSONDecodeError):
+            raise RequestError(
+                f"request is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+            ) from None
+        # an integer of more digits than Python converts (4300)
         raise RequestError(
             "request is not usable JSON: it holds a number of over 4300 digits"
         ) from None
@@ -203,7 +206,7 @@ def encode_request(
         body["serviceAccountToken"] = token
     if annotations:
         body["serviceAccountAnnotations"] = dict(annotations)
-    return (json.dumps(body, separators=(",", ":")) + "\n").encode()
+    return (cjson.dumps(body) + "\n").encode()
 
 
 def encode_response(response: CredentialProviderResponse) -> bytes:
@@ -229,7 +232,7 @@ def encode_response(response: CredentialProviderResponse) -> bytes:
             key: {"username": entry.username, "password": entry.password}
             for key, entry in sorted(response.auth.items())
         }
-    return (json.dumps(body, separators=(",", ":")) + "\n").encode("ascii")
+    return (cjson.dumps(body) + "\n").encode("ascii")
 
 
 def _fmt_frac(value: int, precision: int) -> tuple[str, int]:
@@ -391,7 +394,7 @@ def parse_response(data: bytes, expected_api_version: str) -> CredentialProvider
     """
     try:
         text = data.decode("utf-8")
-        obj = json.loads(text, object_pairs_hook=_response_object, parse_constant=_reject_constant)
+        obj = cjson.loads(text, object_pairs_hook=_response_object, parse_constant=_reject_constant)
     except ResponseError:
         raise
     except RecursionError:

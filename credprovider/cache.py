@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import json
 import os
 import stat
 import time
 from collections.abc import Mapping
 
+from credprovider import cjson
 from credprovider._typing import Any, Final, NamedTuple
 from credprovider.api import CACHE_KEY_TYPES, AuthConfig
 from credprovider.plugin import MAX_VALIDITY_SECONDS, Context, Credentials
@@ -65,7 +65,9 @@ class CacheScope(NamedTuple):
 
     @property
     def key(self) -> str:
-        material = json.dumps([self.provider, self.registry, sorted(self.identity.items())])
+        material = cjson.dumps(
+            [self.provider, self.registry, sorted(self.identity.items())], compact=False
+        )
         return sha256_hex(material.encode())[:40]
 
 
@@ -191,7 +193,7 @@ def open_cache(directory: str) -> CacheDir:
 
 
 def _encode(scope: CacheScope, creds: Credentials, now: float) -> bytes:
-    return json.dumps(
+    return cjson.dumps(
         {
             "version": FORMAT_VERSION,
             "provider": scope.provider,
@@ -203,7 +205,8 @@ def _encode(scope: CacheScope, creds: Credentials, now: float) -> bytes:
                 key: {"username": entry.username, "password": entry.password}
                 for key, entry in creds.auth.items()
             },
-        }
+        },
+        compact=False,
     ).encode()
 
 
@@ -215,7 +218,7 @@ def decode_entry(data: bytes, scope: CacheScope, now: float) -> Credentials | st
     """The stored credentials if every part of the entry is valid for ``scope`` at ``now``; else
     what is wrong with it."""
     try:
-        obj: Any = json.loads(data, parse_constant=_reject_constant)
+        obj: Any = cjson.loads(data.decode("utf-8"), parse_constant=_reject_constant)
     except (ValueError, RecursionError):
         return "not JSON"
     if not isinstance(obj, dict) or obj.get("version") != FORMAT_VERSION:
