@@ -12,9 +12,6 @@
 
 from __future__ import annotations
 
-import functools
-import re
-
 from credprovider._typing import Final, NamedTuple
 from credprovider.api import go_quote
 
@@ -398,16 +395,78 @@ def closest_misses(patterns: list[str], image: str, limit: int = 3) -> list[tupl
 
 # --- image references --------------------------------------------------------------------------------
 
-# Image reference grammar (docker/distribution), compiled on first use to keep start-up light.
+# Image reference grammar (docker/distribution), as the regexes it is written in.
 _DOMAIN_LABEL_PATTERN: Final = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
 _PATH_COMPONENT_PATTERN: Final = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _TAG_PATTERN: Final = r"[\w][\w.-]{0,127}"
 _DIGEST_PATTERN: Final = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
 
 
-@functools.cache
-def _regex(pattern: str) -> re.Pattern[str]:
-    return re.compile(pattern, re.ASCII)
+# The grammar above, checked by hand: a cache hit parses the image, and importing re (with enum,
+# functools and collections) would cost it more than all its work. tests/unit/test_matching.py
+# checks every checker against its pattern.
+_LOWER_ALNUM: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
+_ALNUM: Final = _LOWER_ALNUM | frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_WORD: Final = _ALNUM | {"_"}
+_LETTERS: Final = _ALNUM - frozenset("0123456789")
+_HEX_DIGITS: Final = frozenset("0123456789abcdefABCDEF")
+
+
+def is_domain_label(text: str) -> bool:
+    """``_DOMAIN_LABEL_PATTERN``: letters, digits and inner hyphens."""
+    return (
+        bool(text)
+        and text[0] in _ALNUM
+        and text[-1] in _ALNUM
+        and all(c in _ALNUM or c == "-" for c in text)
+    )
+
+
+def is_tag(text: str) -> bool:
+    """``_TAG_PATTERN``: a word character, then up to 127 word characters, dots and hyphens."""
+    return 0 < len(text) <= 128 and text[0] in _WORD and all(c in _WORD or c in ".-" for c in text)
+
+
+def is_path_component(text: str) -> bool:
+    """``_PATH_COMPONENT_PATTERN``: runs of lowercase letters and digits, joined by one '.', one
+    or two '_', or any number of '-'."""
+    i, size = 0, len(text)
+    while True:
+        start = i
+        while i < size and text[i] in _LOWER_ALNUM:
+            i += 1
+        if i == start:
+            return False
+        if i == size:
+            return True
+        if text[i] == ".":
+            i += 1
+        elif text[i] == "_":
+            i += 2 if text[i + 1 : i + 2] == "_" else 1
+        elif text[i] == "-":
+            while i < size and text[i] == "-":
+                i += 1
+        else:
+            return False
+
+
+def is_digest(text: str) -> bool:
+    """``_DIGEST_PATTERN``: an algorithm (letter-led alphanumeric parts joined by - _ + .), a colon,
+    and at least 32 hex digits."""
+    algorithm, colon, encoded = text.rpartition(":")
+    if not colon or len(encoded) < 32 or not all(c in _HEX_DIGITS for c in encoded):
+        return False
+    part: list[str] = []
+    for c in algorithm + "-":
+        if c in "-_+.":
+            if not part or part[0] not in _LETTERS:
+                return False
+            part = []
+        elif c in _ALNUM:
+            part.append(c)
+        else:
+            return False
+    return True
 
 
 class ImageRef(NamedTuple):
@@ -438,7 +497,7 @@ def _parse_registry(domain: str) -> tuple[str, str]:
     else:
         host, colon, port_text = domain.partition(":")
         port = port_text if colon else None
-        if not all(_regex(_DOMAIN_LABEL_PATTERN).fullmatch(label) for label in host.split(".")):
+        if not all(is_domain_label(label) for label in host.split(".")):
             raise ImageError(f"registry host {host!r} is not a valid host name")
     if port is not None:
         if not port.isascii() or not port.isdigit() or not 0 < int(port) <= 65535:
@@ -482,7 +541,7 @@ def parse_image(reference: str) -> ImageRef:
     ):
         raise ImageError(f"{reference!r} contains non-ASCII, whitespace or control characters")
     name, at, digest = reference.partition("@")
-    if at and not _regex(_DIGEST_PATTERN).fullmatch(digest):
+    if at and not is_digest(digest):
         raise ImageError(f"{reference!r} has an invalid digest after '@'")
     first, sep, remainder = name.partition("/")
     if sep and (
@@ -498,7 +557,7 @@ def parse_image(reference: str) -> ImageRef:
     colon = path.rfind(":")
     if colon > last_slash:
         tag = path[colon + 1 :]
-        if not _regex(_TAG_PATTERN).fullmatch(tag):
+        if not is_tag(tag):
             raise ImageError(f"{reference!r} has an invalid tag {tag!r}")
         path = path[:colon]
     if domain == LEGACY_DEFAULT_REGISTRY:
@@ -507,7 +566,7 @@ def parse_image(reference: str) -> ImageRef:
         path = f"library/{path}"
     components = path.split("/")
     for component in components:
-        if not _regex(_PATH_COMPONENT_PATTERN).fullmatch(component):
+        if not is_path_component(component):
             raise ImageError(
                 f"{reference!r}: repository path component {component!r} is invalid "
                 "(lowercase letters, digits and . _ - separators only)"

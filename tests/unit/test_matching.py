@@ -246,3 +246,57 @@ def test_bare_registry_host(reference: str, host: str | None) -> None:
     from credprovider.matching import bare_registry_host
 
     assert bare_registry_host(reference) == host
+
+
+_CHECKERS = {
+    "domain label": ("_DOMAIN_LABEL_PATTERN", "is_domain_label"),
+    "tag": ("_TAG_PATTERN", "is_tag"),
+    "path component": ("_PATH_COMPONENT_PATTERN", "is_path_component"),
+    "digest": ("_DIGEST_PATTERN", "is_digest"),
+}
+_GRAMMAR_ALPHABET = "aAzZ09_.-+:/@ \u00e9"
+
+
+@pytest.mark.parametrize("what", sorted(_CHECKERS))
+@given(text=st.text(alphabet=_GRAMMAR_ALPHABET, max_size=12) | st.from_regex(r"[a-z0-9._-]{1,12}"))
+def test_hand_checkers_agree_with_the_grammar(what: str, text: str) -> None:
+    """The image grammar is checked without re (a cache hit would pay for importing it): each
+    checker accepts exactly what its docker/distribution pattern matches."""
+    import re
+
+    from credprovider import matching
+
+    pattern_name, checker_name = _CHECKERS[what]
+    pattern = re.compile(getattr(matching, pattern_name), re.ASCII)
+    assert getattr(matching, checker_name)(text) == bool(pattern.fullmatch(text)), text
+
+
+@pytest.mark.parametrize(
+    ("what", "text"),
+    [
+        ("digest", "sha256:" + "a" * 64),
+        ("digest", "sha256+b64.x_y-z:" + "A" * 32),
+        ("digest", "sha256:" + "a" * 31),
+        ("digest", "2sha:" + "a" * 32),
+        ("digest", "sha256::" + "a" * 32),
+        ("tag", "v" + "1" * 127),
+        ("tag", "v" + "1" * 128),
+        ("tag", "_x"),
+        ("tag", ".x"),
+        ("path component", "a__b"),
+        ("path component", "a___b"),
+        ("path component", "a---b"),
+        ("path component", "a._b"),
+        ("path component", "a-"),
+        ("domain label", "a-b"),
+        ("domain label", "-a"),
+    ],
+)
+def test_hand_checkers_on_the_edges(what: str, text: str) -> None:
+    import re
+
+    from credprovider import matching
+
+    pattern_name, checker_name = _CHECKERS[what]
+    pattern = re.compile(getattr(matching, pattern_name), re.ASCII)
+    assert getattr(matching, checker_name)(text) == bool(pattern.fullmatch(text))
