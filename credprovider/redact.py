@@ -12,7 +12,6 @@ longer be recognised.
 from __future__ import annotations
 
 import _thread
-import re
 
 from credprovider._typing import Final
 
@@ -42,6 +41,8 @@ def register_secret(secret: str | None) -> None:
 
 def scrub(text: str) -> str:
     """Replace every registered secret and every JWT-shaped string in ``text``."""
+    import re
+
     with _lock:
         known = sorted(_secrets, key=len, reverse=True)
     for secret in known:

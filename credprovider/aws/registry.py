@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
 from collections.abc import Mapping
 
 from credprovider._typing import Final, NamedTuple
@@ -115,6 +112,8 @@ class EcrRegistry(NamedTuple):
 
 def classify_host(host: str) -> EcrRegistry:
     """Recognise a registry host (no port): private ECR, ECR Public, or another host."""
+    import re
+
     lowered = host.lower()
     if lowered in ECR_PUBLIC_HOSTS:
         return EcrRegistry(host, "public", ECR_PUBLIC_REGION)
@@ -133,6 +132,9 @@ def classify_host(host: str) -> EcrRegistry:
 
 def decode_authorization_token(token: str | None) -> tuple[str, str]:
     """Decode ECR's base64 ``user:password`` token, splitting on the first colon."""
+    import base64
+    import binascii
+
     if token is None:
         raise TokenError("authorization token in response was nil")
     if not token:
@@ -161,6 +163,8 @@ def role_for_service_account(
     (the IRSA annotation), env ``AWS_ECR_ROLE_ARN``. Empty values count as absent.
     Raises ``ValueError`` when the chosen value is not an IAM role ARN.
     """
+    import re
+
     candidates = [(annotations.get(key, ""), f"annotation {key}") for key in ROLE_ARN_ANNOTATIONS]
     candidates.append((environ.get(ROLE_ARN_ENV, ""), f"env {ROLE_ARN_ENV}"))
     for value, source in candidates:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from credprovider import __version__
 from credprovider._typing import TYPE_CHECKING, Final
 from credprovider.azure.registry import ChallengeError, exchange_url, parse_challenge
-from credprovider.http import HttpError, HttpResponse, proxy_setting, worth_retrying
+from credprovider.http import BodyTooLargeError, HttpError, HttpResponse, proxy_setting
 from credprovider.plugin import Context, ProviderError, one_line
 from credprovider.redact import register_secret
 from credprovider.retry import RETRYABLE_STATUSES, call_with_retries
@@ -85,7 +85,9 @@ def _call(
         ctx=ctx,
         what=url,
         retry_result=lambda answer: answer.status in RETRYABLE_STATUSES,
-        retry_error=worth_retrying,
+        retry_error=lambda error: (
+            isinstance(error, HttpError) and not isinstance(error, BodyTooLargeError)
+        ),
     )
 
 

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-import re
 from collections.abc import Mapping
 
 from credprovider._typing import Final, NamedTuple
@@ -32,7 +28,7 @@ ANNOTATION_KEYS: Final = (CLIENT_ID_ANNOTATION, TENANT_ID_ANNOTATION)
 
 # A login server is <name>[-<dnl hash>][.<region>.geo].<suffix>; names are alphanumeric.
 _LOGIN_NAME_RE: Final = r"[a-z0-9]+(?:-[a-z0-9]+)?(?:\.[a-z0-9]+\.geo)?"
-_PARAM_RE: Final = re.compile(r'\s*([A-Za-z0-9_-]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^",\s]*)\s*(?:,|$)')
+_PARAM_PATTERN: Final = r'\s*([A-Za-z0-9_-]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^",\s]*)\s*(?:,|$)'
 
 
 class AzureConfigError(ValueError):
@@ -72,6 +68,8 @@ def cloud_from_name(name: str, environment_file_text: str | None = None) -> Clou
     ``AzureStackCloud`` reads ``activeDirectoryEndpoint`` and ``containerRegistryDNSSuffix`` from the
     JSON in ``AZURE_ENVIRONMENT_FILEPATH`` (passed as text).
     """
+    import json
+
     key = name.strip().lower()
     if not key:
         return CLOUDS["azurepubliccloud"]
@@ -107,6 +105,8 @@ def cloud_from_metadata(text: str, cloud_name: str) -> Cloud:
     Picks the environment whose ``name`` equals azure.json's ``cloud`` (case-insensitive), else the
     first; uses ``authentication.loginEndpoint`` and ``suffixes.acrLoginServer``.
     """
+    import json
+
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -137,6 +137,8 @@ def login_server_suffix(host: str, cloud: Cloud) -> str | None:
     are not login servers. Accepted: ``<name>.<suffix>``, DNL names ``<name>-<hash>.<suffix>`` and
     geo-replicas ``<name>.<region>.geo.<suffix>``, for the four public suffixes and the cloud's own.
     """
+    import re
+
     host = host.lower()
     for suffix in dict.fromkeys((*BUILTIN_REGISTRY_SUFFIXES, cloud.registry_suffix.lower())):
         if re.fullmatch(rf"{_LOGIN_NAME_RE}\.{re.escape(suffix)}", host, re.ASCII):
@@ -162,6 +164,8 @@ class Challenge(NamedTuple):
 
 def parse_challenge(status: int, headers: list[str]) -> Challenge:
     """Validate the answer to ``GET /v2/``: 401 with exactly one ``Bearer realm=...,service=...``."""
+    import re
+
     if status != 401:
         raise ChallengeError(f"registry did not issue a valid AAD challenge, status: {status}")
     if not headers:
@@ -177,7 +181,7 @@ def parse_challenge(status: int, headers: list[str]) -> Challenge:
     position = 0
     params = params.strip()
     while position < len(params):
-        match = _PARAM_RE.match(params, position)
+        match = re.compile(_PARAM_PATTERN).match(params, position)
         if match is None or match.end() == position:
             raise ChallengeError(
                 f"unable to understand the contents of Www-Authenticate header {params}"
@@ -219,6 +223,10 @@ def exchange_url(realm: str, login_server: str) -> str:
 
 def jwt_expiry(token: str) -> float | None:
     """The ``exp`` claim of a JWT (unverified: only used to size the cache), or ``None``."""
+    import base64
+    import binascii
+    import json
+
     parts = token.split(".")
     if len(parts) != 3:
         return None
@@ -262,6 +270,8 @@ def service_account_identity(annotations: Mapping[str, str]) -> ServiceAccountId
 def tenant_id_problem(tenant_id: str) -> str:
     """What is wrong with a tenant ID ('' if nothing): Entra takes letters, digits, '-' and '.'
     only (azure-identity refuses anything else, with a ValueError)."""
+    import re
+
     if re.fullmatch(r"[0-9A-Za-z.-]+", tenant_id):
         return ""
     from credprovider.api import go_quote

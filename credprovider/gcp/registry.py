@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import binascii
-import json
-import re
 from collections.abc import Mapping
 
 from credprovider._typing import Final, NamedTuple
@@ -50,7 +47,7 @@ _CACHE_TYPES: Final = {
     "registry": CACHE_KEY_REGISTRY,
     "global": CACHE_KEY_GLOBAL,
 }
-_BASE64_RE: Final = re.compile(r"[A-Za-z0-9+/]*", re.ASCII)
+_BASE64_PATTERN: Final = r"[A-Za-z0-9+/]*"
 
 
 class DockerCfgError(ValueError):
@@ -104,10 +101,13 @@ def decode_docker_auth(field: str) -> tuple[str, str]:
     Line breaks are ignored (Go's decoder skips ``\\r`` and ``\\n``); anything else that is not
     base64, spaces included, is rejected.
     """
+    import binascii
+    import re
+
     padded = field.strip().endswith("=")
     data = field.replace("\r", "").replace("\n", "")
     body = data.rstrip("=") if padded else data
-    if not _BASE64_RE.fullmatch(body) or len(body) % 4 == 1:
+    if not re.fullmatch(_BASE64_PATTERN, body, re.ASCII) or len(body) % 4 == 1:
         raise DockerCfgError("auth field is not valid base64")
     if padded and len(data) % 4 != 0:
         raise DockerCfgError("auth field is not valid base64 (bad padding)")
@@ -130,6 +130,8 @@ def parse_dockercfg(text: str) -> dict[str, tuple[str, str]]:
 
     A non-empty ``auth`` field overrides ``username``/``password``, as in the kubelet.
     """
+    import json
+
     try:
         document = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -125,7 +125,6 @@ class Azure:
         api_version: str | None = None,
         use_bundle: bool = False,
         env: dict[str, str] | None = None,
-        own_network: bool = False,
     ):  # type: ignore[no-untyped-def]
         request = (
             request_bytes(image, api_version, token, annotations)
@@ -138,7 +137,6 @@ class Azure:
             [config, *args],
             {**self.env, **(env or {})},
             use_bundle=use_bundle,
-            own_network=own_network,
         )
 
 

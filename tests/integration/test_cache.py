@@ -108,7 +108,8 @@ def test_a_cache_hit_imports_no_cloud_sdk(ecr: tuple[FakeEcr, FakeServer], tmp_p
 # Standard-library modules whose import alone is a sizeable share of a cache hit (measured on the
 # bundle): the exec path reaches for none of them on a hit (credprovider/_typing.py, _thread).
 COSTLY_STDLIB = {"typing", "threading", "contextlib", "dataclasses", "inspect", "socket", "ssl", "email",
-                 "http", "urllib", "logging", "argparse", "datetime", "subprocess"}  # fmt: skip
+                 "http", "urllib", "logging", "argparse", "datetime", "subprocess", "re", "json",
+                 "enum", "functools", "base64"}  # fmt: skip
 
 
 _RUN_PROBE = """
