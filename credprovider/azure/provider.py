@@ -25,7 +25,6 @@ from credprovider.cache import CacheScope, fingerprint_file
 from credprovider.matching import ImageError, parse_image
 from credprovider.plugin import Context, Credentials, ProviderError, one_line
 from credprovider.redact import register_secret
-from credprovider.retry import RETRYABLE_STATUSES, call_with_retries
 
 if TYPE_CHECKING:
     from credprovider.azure.cloudconfig import AzureConfig
@@ -98,6 +97,8 @@ def resolve_cloud(config: AzureConfig, ctx: Context) -> Cloud:
 
 def _discover_cloud(config: AzureConfig, ctx: Context) -> Cloud:
     import requests
+
+    from credprovider.retry import RETRYABLE_STATUSES, call_with_retries
 
     url = config.resourceManagerEndpoint.rstrip("/") + "/metadata/endpoints?api-version=2019-05-01"
     ctx.deadline.phase = f"reading cloud endpoints from {url}"

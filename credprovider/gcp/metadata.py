@@ -8,17 +8,17 @@ Metadata-server mTLS (:func:`wants_mtls`) is left to google-auth, which implemen
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
 
 from credprovider import __version__
-from credprovider._typing import Final
+from credprovider._typing import TYPE_CHECKING, Final
+from credprovider.gcp.registry import metadata_host
 from credprovider.http import HttpError, HttpResponse, get_with_retries
 from credprovider.plugin import Context, ProviderError, one_line
 from credprovider.retry import RETRYABLE_STATUSES
 
-METADATA_HOST_ENV: Final = "GCE_METADATA_HOST"
-METADATA_ROOT_ENV: Final = "GCE_METADATA_ROOT"  # the old name google-auth still reads
-DEFAULT_METADATA_HOST: Final = "metadata.google.internal"
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
 MTLS_MODE_ENV: Final = "GCE_METADATA_MTLS_MODE"
 MTLS_CERTIFICATES: Final = ("/run/google-mds-mtls/root.crt", "/run/google-mds-mtls/client.key")
 METADATA_ATTEMPTS: Final = 3
@@ -27,11 +27,6 @@ HEADERS: Final = {
     "Metadata-Flavor": "Google",
     "User-Agent": f"credprovider/{__version__} auth-provider-gcp",
 }
-
-
-def metadata_host(environ: Mapping[str, str]) -> str:
-    """``host[:port]`` of the metadata server, as google-auth picks it."""
-    return environ.get(METADATA_HOST_ENV) or environ.get(METADATA_ROOT_ENV) or DEFAULT_METADATA_HOST
 
 
 def metadata_root(environ: Mapping[str, str]) -> str:

@@ -3,8 +3,6 @@ through google-auth (imported lazily, only when such a token is fetched)."""
 
 from __future__ import annotations
 
-import json
-
 from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.api import (
     CACHE_KEY_GLOBAL,
@@ -14,7 +12,6 @@ from credprovider.api import (
     format_go_duration,
 )
 from credprovider.cache import CacheScope, fingerprint_file
-from credprovider.gcp import metadata
 from credprovider.gcp.registry import (
     CLOUD_PLATFORM_SCOPE,
     DOCKERCFG_ATTRIBUTE,
@@ -27,6 +24,7 @@ from credprovider.gcp.registry import (
     CacheOverrides,
     DockerCfgError,
     is_google_registry_host,
+    metadata_host,
     parse_dockercfg,
     registry_keys,
     wants_workload_identity,
@@ -91,6 +89,8 @@ def _expiry_timestamp(expiry: datetime.datetime | None) -> float | None:
 
 
 def _metadata_get(ctx: Context, path: str, what: str) -> Any:
+    from credprovider.gcp import metadata  # not on a cache hit
+
     if not metadata.wants_mtls(ctx.environ):
         return metadata.get(ctx, path, what)
     from google.auth import exceptions
@@ -115,7 +115,7 @@ def metadata_token(ctx: Context) -> Token:
     ctx.log.v(
         1,
         "credentials: the VM's default service account, from the metadata server at "
-        f"{metadata.metadata_host(ctx.environ)}",
+        f"{metadata_host(ctx.environ)}",
     )
     answer = _metadata_get(
         ctx, "instance/service-accounts/default/token", "the default service account's access token"
@@ -142,6 +142,8 @@ def _load_credentials_file(path: str) -> Any:
     config with a Cloud Resource Manager call, which an image pull does not need, so that type is
     built directly; every other type goes through google-auth's loader.
     """
+    import json
+
     import google.auth
 
     with open(path, encoding="utf-8") as handle:
@@ -278,7 +280,7 @@ class GcpProvider:
             "sts": self.options.sts_endpoint,
             "credentials_file": credentials_file,
             "credentials": fingerprint_file(credentials_file) if credentials_file else "",
-            "metadata_host": metadata.metadata_host(ctx.environ),
+            "metadata_host": metadata_host(ctx.environ),
         }
         keys = tuple(registry_keys(image.registry, image.host))
         return CacheScope("auth-provider-gcp", image.registry, identity, keys)
@@ -355,4 +357,6 @@ class GcpProvider:
 
 
 def _json_text(value: object) -> str:
+    import json
+
     return json.dumps(value)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from credprovider._typing import Final, NamedTuple
+from credprovider._typing import TYPE_CHECKING, Final, NamedTuple
 from credprovider.api import (
     CACHE_KEY_GLOBAL,
     CACHE_KEY_IMAGE,
@@ -13,6 +11,9 @@ from credprovider.api import (
     parse_go_duration,
 )
 from credprovider.matching import urls_match
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 TOKEN_USERNAME: Final = "_token"
 # Every Google registry host form; kubelet globs match one label per '*', hence gcr.io and *.gcr.io.
@@ -42,6 +43,9 @@ CLOUD_PLATFORM_SCOPE: Final = "https://www.googleapis.com/auth/cloud-platform"
 
 CACHE_DURATION_ENV: Final = "KUBE_SIDECAR_CACHE_DURATION"
 CACHE_TYPE_ENV: Final = "KUBE_SIDECAR_CACHE_TYPE"
+METADATA_HOST_ENV: Final = "GCE_METADATA_HOST"
+METADATA_ROOT_ENV: Final = "GCE_METADATA_ROOT"  # the old name google-auth still reads
+DEFAULT_METADATA_HOST: Final = "metadata.google.internal"
 _CACHE_TYPES: Final = {
     "image": CACHE_KEY_IMAGE,
     "registry": CACHE_KEY_REGISTRY,
@@ -180,3 +184,8 @@ def parse_cache_overrides(environ: Mapping[str, str]) -> CacheOverrides:
                 f'{CACHE_TYPE_ENV}: Unknown cache key "{raw_type}" (use image, registry or global)'
             )
     return CacheOverrides(duration, key_type)
+
+
+def metadata_host(environ: Mapping[str, str]) -> str:
+    """``host[:port]`` of the metadata server, as google-auth picks it."""
+    return environ.get(METADATA_HOST_ENV) or environ.get(METADATA_ROOT_ENV) or DEFAULT_METADATA_HOST
