@@ -11,11 +11,14 @@ encoder uses, and nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from types import MappingProxyType
-
 from credprovider import cjson
-from credprovider._typing import Any, Final, NamedTuple
+from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+    from types import MappingProxyType
+else:
+    MappingProxyType = type(type.__dict__)  # types.MappingProxyType, without importing types
 
 GROUP: Final = "credentialprovider.kubelet.k8s.io"
 VERSIONS: Final = ("v1", "v1beta1", "v1alpha1")

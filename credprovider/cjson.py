@@ -11,9 +11,11 @@ without importing the json module, which imports ``re`` and so ``enum``, ``funct
 from __future__ import annotations
 
 import _json
-from collections.abc import Callable
 
-from credprovider._typing import Any, Final
+from credprovider._typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 _WHITESPACE: Final = " \t\n\r"  # json's WHITESPACE pattern: [ \t\n\r]*
 

@@ -11,12 +11,11 @@ call has a timeout and the body read is capped.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
-
 from credprovider._typing import TYPE_CHECKING, Final, NamedTuple
 
 if TYPE_CHECKING:
     import ssl
+    from collections.abc import Collection, Mapping
     from typing import BinaryIO
 
     from credprovider.plugin import Context

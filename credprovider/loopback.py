@@ -14,9 +14,11 @@ original host name. It cannot send anything off the machine:
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
 
-from credprovider._typing import Any, Final
+from credprovider._typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
 
 RESOLVE_ENV: Final = "CREDPROVIDER_TEST_RESOLVE"
 LOOPBACK_ONLY_ENV: Final = "CREDPROVIDER_TEST_LOOPBACK_ONLY"

@@ -7,10 +7,12 @@ sized from the same deadline.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 
-from credprovider._typing import Final, TypeVar
+from credprovider._typing import TYPE_CHECKING, Final, TypeVar
 from credprovider.plugin import Context
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 T = TypeVar("T")
 

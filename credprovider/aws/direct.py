@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
 
 from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.aws.sigv4 import AccessKeys, sign_post
 from credprovider.http import PROXY_ENV
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
     from credprovider.http import HttpResponse
     from credprovider.plugin import Context
 

@@ -4,7 +4,6 @@ botocore (imported lazily: only when it is needed)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 
 from credprovider import __version__
 from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
@@ -26,6 +25,8 @@ from credprovider.plugin import Context, Credentials, ProviderError
 from credprovider.redact import register_secret
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from botocore.session import Session
 
     from credprovider.aws import direct

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from credprovider._typing import TYPE_CHECKING, Final, NamedTuple
 
-from credprovider._typing import Final, NamedTuple
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 # Private ECR: <12-digit account>.dkr.ecr[-fips].<region>.<partition suffix>, also the dual-stack
 # dkr-ecr[-fips] form. Matched with fullmatch on the lower-cased host only, ASCII only.

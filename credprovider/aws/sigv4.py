@@ -7,9 +7,10 @@ without runs of spaces. ``tests/unit/test_aws_sigv4.py`` checks every signature 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from credprovider._typing import TYPE_CHECKING, Final, NamedTuple
 
-from credprovider._typing import Final, NamedTuple
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 ALGORITHM: Final = "AWS4-HMAC-SHA256"
 # Not signed (as botocore): a proxy or the HTTP stack may change them on the way.

@@ -10,8 +10,6 @@ requests uses: ``REQUESTS_CA_BUNDLE``, else ``CURL_CA_BUNDLE``, else certifi's b
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from credprovider import __version__
 from credprovider._typing import TYPE_CHECKING, Final
 from credprovider.azure.registry import ChallengeError, exchange_url, parse_challenge
@@ -24,7 +22,7 @@ USER_AGENT: Final = f"credprovider/{__version__} (acr-credential-provider)"
 CA_BUNDLE_ENV: Final = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 PER_CALL_TIMEOUT_SECONDS: Final = 10.0
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     # (method, url, form or None, timeout) -> the whole answer; raises HttpError when none came
     Send = Callable[[str, str, Mapping[str, str] | None, float], HttpResponse]

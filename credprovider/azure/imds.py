@@ -10,12 +10,14 @@ Fabric, token exchange) keep going through azure-identity: see :func:`serves`.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 
-from credprovider._typing import Final, NamedTuple
+from credprovider._typing import TYPE_CHECKING, Final, NamedTuple
 from credprovider.http import HttpError, get_with_retries
 from credprovider.plugin import Context, one_line
 from credprovider.retry import RETRYABLE_STATUSES
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 AUTHORITY_HOST_ENV: Final = "AZURE_POD_IDENTITY_AUTHORITY_HOST"
 DEFAULT_IMDS: Final = "http://169.254.169.254"

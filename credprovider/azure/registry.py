@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from credprovider._typing import TYPE_CHECKING, Final, NamedTuple
 
-from credprovider._typing import Final, NamedTuple
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 ACR_SCOPE: Final = "https://containerregistry.azure.net/.default"
 ACR_REFRESH_USERNAME: Final = "00000000-0000-0000-0000-000000000000"
