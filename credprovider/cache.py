@@ -18,7 +18,8 @@ identity) holds the credentials and their expiry. What it trusts (docs/security.
   expiry more than :data:`SAFETY_MARGIN_SECONDS` and at most :data:`MAX_VALIDITY_SECONDS` away.
   Anything else is ignored (said at -v=1) and replaced by the next fetch;
 * a lock file per key (``flock``) makes concurrent execs for the same key do **one** cloud call
-  while the others wait (within the deadline) and read its result;
+  while the others wait (within the deadline) and read its result. A fresh entry is served
+  without taking the lock (entries are renamed into place whole);
 * credentials without a known expiry and service-account-token requests are never stored; no cache
   problem ever fails a request (the plugin runs uncached and says so).
 
@@ -28,16 +29,17 @@ Nothing here imports a cloud SDK: a cache hit answers without loading one.
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import stat
 import time
-from collections.abc import Mapping
 
 from credprovider import cjson
-from credprovider._typing import Any, Final, NamedTuple
+from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.api import CACHE_KEY_TYPES, AuthConfig
 from credprovider.plugin import MAX_VALIDITY_SECONDS, Context, Credentials
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 FORMAT_VERSION: Final = 1
 SAFETY_MARGIN_SECONDS: Final = 300.0
@@ -248,7 +250,7 @@ def decode_entry(data: bytes, scope: CacheScope, now: float) -> Credentials | st
 
 
 class CacheEntry:
-    """One key's file, used while holding its lock."""
+    """One key's file: loaded with or without its lock, stored only while holding it."""
 
     def __init__(self, directory: CacheDir, scope: CacheScope) -> None:
         self.directory = directory
@@ -324,6 +326,8 @@ class KeyLock:
 
     def acquire(self, ctx: Context) -> CacheEntry | None:
         """Wait for the lock within the deadline; ``None`` if another exec keeps it too long."""
+        import fcntl  # a cache hit reads without the lock
+
         descriptor = self.directory.open_file(f"{self.scope.key}.lock", os.O_RDWR | os.O_CREAT)
         self._descriptor = descriptor
         started = time.monotonic()

@@ -20,7 +20,6 @@ import _thread
 import os
 import sys
 import time
-from collections.abc import Callable, Mapping
 
 from credprovider import loopback
 from credprovider._typing import IO, TYPE_CHECKING, Final, NamedTuple, NoReturn, Protocol
@@ -42,6 +41,7 @@ from credprovider.matching import bare_registry_host
 from credprovider.redact import clip, register_secret, safe_line, scrub
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
     from importlib.machinery import ModuleSpec
     from types import ModuleType
 
@@ -548,9 +548,18 @@ def get_with_cache(
 def _through_cache(
     directory: CacheDir, scope: CacheScope, fetch: Callable[[], Credentials], ctx: Context
 ) -> Credentials:
-    """Serve ``scope`` from ``directory`` under its lock, or fetch and store it."""
-    from credprovider.cache import KeyLock
+    """Serve ``scope`` from ``directory``, or fetch and store it under its lock.
 
+    A fresh entry is read without the lock (entries are renamed into place whole, so a reader sees
+    an old one or a new one, never part of one): a cache hit takes no lock. Otherwise the lock is
+    taken and the entry read again, since another exec may have stored it meanwhile.
+    """
+    from credprovider.cache import CacheEntry, KeyLock
+
+    hit = CacheEntry(directory, scope).load(ctx.now())
+    if hit is not None:
+        ctx.log.v(1, f"cache: hit for {scope.registry} ({scope.key}.json)")
+        return hit
     lock = KeyLock(directory, scope)
     try:
         entry = lock.acquire(ctx)

@@ -3,6 +3,7 @@ service-account bypass, identity isolation, and no SDK import on a hit."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import stat
@@ -105,11 +106,33 @@ def test_a_cache_hit_imports_no_cloud_sdk(ecr: tuple[FakeEcr, FakeServer], tmp_p
     assert _cache_hit_modules(stdlib_miss) == ["_hashlib"]  # it signs, with no SDK (nor logging)
 
 
+def test_a_fresh_entry_is_served_while_another_exec_holds_the_lock(
+    ecr: tuple[FakeEcr, FakeServer], tmp_path: Path
+) -> None:
+    """A cache hit takes no lock: an exec stuck while fetching the same key (here: this test
+    holding its lock) does not hold up the execs that only read the entry."""
+    fake, server = ecr
+    cache = tmp_path / "cache"
+    env = env_for(server, cache, CREDPROVIDER_DEADLINE="3s")
+    assert run_plugin(ECR, request_bytes(IMAGE), [], env).code == 0
+    (lock,) = cache.glob("*.lock")
+    descriptor = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        run = run_plugin(ECR, request_bytes(IMAGE), [], env)
+    finally:
+        os.close(descriptor)
+    assert run.code == 0
+    # Served from the entry. An exec that waited for the lock would give up at once (a 3 s deadline
+    # is inside the lock reserve) and fetch: a second call.
+    assert len(fake.calls) == 1
+
+
 # Standard-library modules whose import alone is a sizeable share of a cache hit (measured on the
 # bundle): the exec path reaches for none of them on a hit (credprovider/_typing.py, _thread).
 COSTLY_STDLIB = {"typing", "threading", "contextlib", "dataclasses", "inspect", "socket", "ssl", "email",
                  "http", "urllib", "logging", "argparse", "datetime", "subprocess", "re", "json",
-                 "enum", "functools", "base64"}  # fmt: skip
+                 "enum", "functools", "base64", "collections", "operator", "types", "fcntl"}  # fmt: skip
 
 
 _RUN_PROBE = """
