@@ -17,6 +17,7 @@ import sys
 sys.path.insert(0, sys.argv[1])
 from credprovider import _typing
 assert "typing" not in sys.modules, "the shim imported typing"
+assert "collections" not in sys.modules, "the shim imported collections"
 print(_typing.NamedTuple.__module__, _typing.Protocol is object, _typing.TypeVar("T"))
 """
 
@@ -81,3 +82,17 @@ def test_named_tuple_behaviour(base: type) -> None:
     with pytest.raises(AttributeError):
         scope.registry = "other"  # type: ignore[misc]
     assert hash(scope) == hash(("r.example", ("a",), 443))
+    assert scope_type("r", port=1, keys=("k",)) == ("r", ("k",), 1)
+    assert scope_type(registry="r") == ("r", (), 443)
+    assert scope._asdict() == {"registry": "r.example", "keys": ("a",), "port": 443}
+    assert type(scope.with_port(1)) is scope_type
+    for bad_call in (
+        lambda: scope_type("r", registry="s"),  # given twice
+        lambda: scope_type("r", (), 1, 2),  # too many
+        lambda: scope_type("r", colour="red"),  # unknown keyword
+        lambda: scope_type(keys=()),  # the required field missing
+    ):
+        with pytest.raises(TypeError):
+            bad_call()
+    with pytest.raises(ValueError):
+        scope._replace(colour="red")
