@@ -35,12 +35,31 @@ def requested(environ: Mapping[str, str]) -> bool:
 
 def is_loopback_address(host: str) -> bool:
     """True for IP literals in 127.0.0.0/8 or ::1 (names are not resolved)."""
-    import ipaddress  # imported here: this module is loaded on every exec, test mode is rare
+    literal = host.strip("[]").split("%")[0]
+    if literal == "::1" or _is_ipv4_loopback(literal):
+        return True  # what test mode meets on every exec, answered without importing ipaddress
+    import ipaddress  # (with functools, re and enum): any other spelling
 
     try:
-        return ipaddress.ip_address(host.strip("[]").split("%")[0]).is_loopback
+        return ipaddress.ip_address(literal).is_loopback
     except ValueError:
         return False
+
+
+def _is_ipv4_loopback(literal: str) -> bool:
+    """A dotted quad in 127.0.0.0/8 written as ipaddress accepts it (decimal, no leading zeros)."""
+    parts = literal.split(".")
+    return (
+        len(parts) == 4
+        and parts[0] == "127"
+        and all(
+            part.isascii()
+            and part.isdigit()
+            and (part == "0" or part[0] != "0")
+            and int(part) < 256
+            for part in parts
+        )
+    )
 
 
 def parse_resolve_map(value: str) -> dict[str, tuple[str, int]]:

@@ -41,8 +41,6 @@ def register_secret(secret: str | None) -> None:
 
 def scrub(text: str) -> str:
     """Replace every registered secret and every JWT-shaped string in ``text``."""
-    import re
-
     with _lock:
         known = sorted(_secrets, key=len, reverse=True)
     for secret in known:
@@ -50,6 +48,8 @@ def scrub(text: str) -> str:
             text = text.replace(secret, redact(secret))
     if "eyJ" not in text:
         return text
+    import re  # only for text that may hold a JWT: re (with enum, functools) is costly to import
+
     return re.sub(_JWT_PATTERN, lambda m: redact(m.group(0)), text)
 
 

@@ -93,3 +93,34 @@ def test_without_test_mode_nothing_is_patched() -> None:
         "print(sys.meta_path == finders, getattr(socket.socket, '_credprovider_guarded', False))\n"
     )
     assert lines == ["True False"]
+
+
+LITERALS = ["127.0.0.1", "127.255.255.254", "127.1.2.3", "::1", "[::1]", "::1%lo", "0:0:0:0:0:0:0:1",
+            "127.000.0.1", "127.0.0.01", "127.0.0.256", "127.0.0", "127.0.0.1.", "１２７.0.0.1",
+            "128.0.0.1", "10.0.0.1", "169.254.169.254", "::ffff:127.0.0.1", "::2", "", "localhost",
+            "127.0.0.1 ", "+127.0.0.1", "127.-1.0.1"]  # fmt: skip
+
+
+@pytest.mark.parametrize("literal", LITERALS)
+def test_is_loopback_address_is_ipaddress_is_loopback(literal: str) -> None:
+    import ipaddress
+
+    from credprovider.loopback import is_loopback_address
+
+    try:
+        expected = ipaddress.ip_address(literal.strip("[]").split("%")[0]).is_loopback
+    except ValueError:
+        expected = False
+    assert is_loopback_address(literal) is expected
+
+
+def test_activating_test_mode_imports_no_costly_module() -> None:
+    environ = {"CREDPROVIDER_TEST_RESOLVE": "sts.googleapis.com=127.0.0.1:8443,x.example=[::1]:9"}
+    code = (
+        "import sys; from credprovider import loopback, redact\n"
+        f"print(loopback.activate_from_env({environ!r}))\n"
+        "redact.safe_line('a warning without a token')\n"
+        "print(sorted({'ipaddress', 're', 'enum', 'functools', 'socket'} & set(sys.modules)))"
+    )
+    lines = _python(code)
+    assert lines[-1] == "[]", lines
