@@ -288,6 +288,8 @@ def test_a_planted_lock_symlink_runs_uncached(
     target.write_text("not a lock")
     lock.unlink()
     lock.symlink_to(target)
+    for entry in cache.glob("*.json"):  # a fresh entry is served without the lock: make a miss
+        entry.unlink()
     run = _cached_run(server, cache)
     problems = _answered_by_the_registry(run, fake)
     if "cannot lock" not in run.stderr:
