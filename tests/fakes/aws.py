@@ -101,6 +101,16 @@ class FakeEcr:
         )
         if self.fault is not None:
             return self.fault
+        if scope is None or not scope.group(2):
+            return FakeResponse.json(
+                # AWS's answer to a request signed for the region '' (a signer with no region).
+                {
+                    "__type": "InvalidSignatureException",
+                    "message": "Credential should be scoped to a valid region, not ''. ",
+                },
+                status=400,
+                content_type="application/x-amz-json-1.1",
+            )
         if self.delay:
             time.sleep(self.delay)
         entry: dict[str, object] = {} if self.omit_token else {"authorizationToken": self.token()}

@@ -134,9 +134,7 @@ class FakeAcr:
                 return self.exchange_faults.pop(0)
             if self.exchange_fault is not None:
                 return self.exchange_fault
-            if request.form.get("grant_type") != "access_token" or not request.form.get(
-                "access_token"
-            ):
+            if not _valid_exchange(request.form):
                 return FakeResponse.json({"errors": [{"code": "INVALID_GRANT"}]}, status=400)
             token = make_jwt(
                 {
@@ -150,6 +148,20 @@ class FakeAcr:
                 {"refresh_token": token}, headers={"X-Ms-Correlation-Request-Id": "corr-1"}
             )
         return FakeResponse.json({"errors": [{"code": "NOT_FOUND"}]}, status=404)
+
+
+# The grants ACR's /oauth2/exchange takes for an AAD access token, with the fields each needs:
+# ``access_token`` (current), and ``access_token_refresh_token`` (deprecated, but still accepted and
+# what the upstream plugin sends, with the AAD token in both fields).
+EXCHANGE_GRANTS = {
+    "access_token": ("service", "access_token"),
+    "access_token_refresh_token": ("service", "access_token", "refresh_token"),
+}
+
+
+def _valid_exchange(form: dict[str, str]) -> bool:
+    needed = EXCHANGE_GRANTS.get(form.get("grant_type", ""))
+    return needed is not None and all(form.get(name) for name in needed)
 
 
 class _MultiHeaders(dict[str, str]):

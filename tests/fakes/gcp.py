@@ -11,13 +11,16 @@ METADATA_PREFIX = "/computeMetadata/v1/"
 
 @dataclass
 class FakeMetadata:
-    """The GCE metadata server: default service-account token and instance attributes.
+    """The GCE metadata server: the default service account (token, email, scopes, the recursive
+    listing google-auth reads) and instance attributes.
 
     Like the real one it answers 403 without ``Metadata-Flavor: Google`` and 404 for unknown paths.
     """
 
     access_token: str = "ya29.node-access-token-0123456789"
     expires_in: int | None = 3599
+    email: str = "123456789012-compute@developer.gserviceaccount.com"
+    scopes: tuple[str, ...] = ("https://www.googleapis.com/auth/cloud-platform",)
     attributes: dict[str, str] = field(default_factory=dict)
     token_fault: FakeResponse | None = None
     paths: list[str] = field(default_factory=list)
@@ -35,6 +38,22 @@ class FakeMetadata:
             if self.expires_in is not None:
                 body["expires_in"] = self.expires_in
             return FakeResponse.json(body, headers=headers)
+        account = {"aliases": ["default"], "email": self.email, "scopes": list(self.scopes)}
+        if path == "instance/service-accounts/":
+            return FakeResponse.text(f"default/\n{self.email}/\n", headers=headers)
+        if path in (
+            "instance/service-accounts/default/",
+            f"instance/service-accounts/{self.email}/",
+        ):
+            if request.query.get("recursive") == ["true"]:
+                return FakeResponse.json(account, headers=headers)
+            return FakeResponse.text("aliases\nemail\nscopes\ntoken\n", headers=headers)
+        if path == "instance/service-accounts/default/email":
+            return FakeResponse.text(self.email, headers=headers)
+        if path == "instance/service-accounts/default/scopes":
+            return FakeResponse.text(
+                "".join(f"{scope}\n" for scope in self.scopes), headers=headers
+            )
         if path.startswith("instance/attributes/") and path.split("/")[-1] in self.attributes:
             return FakeResponse.text(self.attributes[path.split("/")[-1]], headers=headers)
         return FakeResponse.text("not found", status=404, headers=headers)

@@ -8,6 +8,7 @@ responses too: a status, a body, a delay, or ``hang`` (accept and never answer).
 from __future__ import annotations
 
 import json
+import socket
 import ssl
 import threading
 import time
@@ -69,6 +70,7 @@ class FakeServer:
     def __init__(self, handler: Handler, tls: ssl.SSLContext | None = None) -> None:
         self.handler = handler
         self.requests: list[FakeRequest] = []
+        self.nodelay: list[bool] = []  # per request: TCP_NODELAY on the connection it came on
         self._release = threading.Event()
         fake = self
 
@@ -77,6 +79,12 @@ class FakeServer:
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                # As real services do: without it, the second request on a kept-alive connection
+                # waits for the client's delayed ACK of the first answer (Nagle), about 40 ms.
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
             def _serve(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -91,6 +99,9 @@ class FakeServer:
                     host=self.headers.get("Host", ""),
                 )
                 fake.requests.append(request)
+                fake.nodelay.append(
+                    bool(self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+                )
                 response = fake.handler(request)
                 if response.hang:
                     fake._release.wait(120)
