@@ -1,6 +1,6 @@
 """``make demo``: every plugin in dist/credprovider answering kubelet-style requests on loopback.
 
-Starts the emulators (moto for ECR/STS, the project's fakes for the rest), then runs each bundled
+Starts the emulators (the project's fakes, and moto for STS), then runs each bundled
 plugin exactly as the kubelet would: the provider's args, a CredentialProviderRequest on stdin, one
 CredentialProviderResponse on stdout. Passwords are shown redacted.
 """
@@ -36,15 +36,16 @@ class Scenario:
 
 @contextmanager
 def aws_scenarios() -> Iterator[list[Scenario]]:
+    # ECR is the project's fake, whose tokens live 12 hours as real ones do (moto's expire in
+    # 2015, which would make every answer's cacheDuration 0s); moto answers STS.
     with aws_emulator() as aws:
-        moto_env = {**aws.env, "AWS_ENDPOINT_URL_ECR": str(aws.fakes["moto"])}
         yield [
             Scenario(
-                "ECR private registry (moto)",
+                "ECR private registry (token valid 12 h: cached for half of that)",
                 "ecr-credential-provider",
                 "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/app",
                 ["get-credentials"],
-                moto_env,
+                aws.env,
             ),
             Scenario(
                 "ECR Public (port kept in the key)",
@@ -54,11 +55,11 @@ def aws_scenarios() -> Iterator[list[Scenario]]:
                 aws.env,
             ),
             Scenario(
-                "ECR with a service-account token (STS AssumeRoleWithWebIdentity, moto)",
+                "ECR with a service-account token (STS AssumeRoleWithWebIdentity at moto)",
                 "ecr-credential-provider",
                 "123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/app",
                 [],
-                moto_env,
+                aws.env,
                 token=SA_TOKEN,
                 annotations={
                     "eks.amazonaws.com/ecr-role-arn": "arn:aws:iam::123456789012:role/image-puller"
