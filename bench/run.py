@@ -25,13 +25,13 @@ from typing import Any
 from release import native
 from release import package as release_package
 from release.targets import TARGETS, host_target
+from tests import gobuild
 from tests.fakes.emulators import ACR_REGISTRY, Emulator, aws_emulator, azure_emulator, gcp_emulator
 from tests.helpers import BUNDLE_DIR, REPO, request_bytes
 
 RESULTS_JSON = REPO / "bench" / "results.json"
 RESULTS_MD = REPO / "bench" / "results.md"
 UPSTREAM_DIR = REPO / "build" / "upstream"
-HARNESS_SOURCES = REPO / "tests" / "kubelet"
 RUNS = int(os.environ.get("BENCH_RUNS", "25"))
 BUDGETS = {
     "hit_ms": 60.0,
@@ -291,22 +291,8 @@ def bundle_sizes() -> dict[str, dict[str, float]]:
 
 
 def harness_binary() -> Path:
-    import hashlib
-
-    digest = hashlib.sha256(
-        b"".join((HARNESS_SOURCES / n).read_bytes() for n in ("go.mod", "go.sum", "main.go"))
-    )
-    binary = REPO / "build" / "kubelet-harness" / digest.hexdigest()[:16] / "kubelet-harness"
-    if not binary.exists():
-        log("building the kubelet harness")
-        binary.parent.mkdir(parents=True, exist_ok=True)
-        subprocess.run(
-            ["go", "build", "-o", str(binary), "."],
-            cwd=HARNESS_SOURCES,
-            check=True,
-            env={**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod"},
-        )
-    return binary
+    log("the kubelet harness (built once per source)")
+    return gobuild.binary(gobuild.HARNESS, "kubelet-harness")
 
 
 def storm_images() -> list[str]:

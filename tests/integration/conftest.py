@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests import gobuild
 from tests.fakes.aws import FakeEcr
 from tests.fakes.azure import AAD_HOSTS, FakeAad, FakeAcr, FakeImds
 from tests.fakes.gcp import FakeMetadata
@@ -60,46 +62,17 @@ def test_ca(tmp_path_factory: pytest.TempPathFactory) -> CertAuthority:
     return make_test_ca(Path(tmp_path_factory.mktemp("ca")))
 
 
-HARNESS_SOURCES = ("go.mod", "go.sum", "main.go")
-# Captured before the session fixtures point HOME at an empty directory: Go keeps its module and
-# build caches under the real HOME, and a cold harness build costs minutes.
-REAL_HOME = os.environ.get("HOME", "")
-
-
 @pytest.fixture(scope="session")
 def kubelet_harness() -> Path:
-    """The Go harness around the real kubelet code, built once per source hash (build/)."""
-    import hashlib
-    import shutil
-    import subprocess
-
-    from tests.helpers import REPO
-
-    source = REPO / "tests" / "kubelet"
-    digest = hashlib.sha256(b"".join((source / name).read_bytes() for name in HARNESS_SOURCES))
-    binary = REPO / "build" / "kubelet-harness" / digest.hexdigest()[:16] / "kubelet-harness"
-    if binary.exists():
-        return binary
-    go = shutil.which("go")
-    if go is None:
-        message = "Go >= 1.26 is needed to build tests/kubelet (the real kubelet code)"
-        if os.environ.get("CI") or os.environ.get(REQUIRE_BUNDLE_ENV) == "1":
-            pytest.fail(message)
-        pytest.skip(message)
-    binary.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod", "HOME": REAL_HOME}
-    proc = subprocess.run(
-        [go, "build", "-o", str(binary), "."],
-        cwd=source,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1500,
-        check=False,
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"building the kubelet harness failed:\n{proc.stderr[-3000:]}")
-    return binary
+    """The Go harness around the real kubelet code (tests/gobuild.py: built once per source)."""
+    try:
+        return gobuild.binary(gobuild.HARNESS, "kubelet-harness")
+    except gobuild.GoBuildError as exc:
+        if shutil.which("go") is None and not (
+            os.environ.get("CI") or os.environ.get(REQUIRE_BUNDLE_ENV) == "1"
+        ):
+            pytest.skip(str(exc))
+        pytest.fail(str(exc))
 
 
 @dataclass
