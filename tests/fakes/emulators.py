@@ -86,19 +86,20 @@ def gcp_emulator() -> Iterator[Emulator]:
 
 
 @contextmanager
-def azure_emulator() -> Iterator[Emulator]:
-    """IMDS, Entra ID and an ACR registry (TLS, test CA, loopback resolve); ``files['config']`` is
-    an azure.json for the node's user-assigned managed identity."""
+def azure_emulator(registries: tuple[str, ...] = (ACR_REGISTRY,)) -> Iterator[Emulator]:
+    """IMDS, Entra ID and an ACR registry serving every login server in ``registries`` (TLS, test
+    CA, loopback resolve); ``files['config']`` is an azure.json for the node's user-assigned
+    managed identity."""
     imds, aad, acr = FakeImds(), FakeAad(), FakeAcr()
     with tempfile.TemporaryDirectory() as directory:
         ca = make_test_ca(Path(directory) / "ca")
         with (
             serve(imds) as imds_server,
             serve(aad, ca.server_context(*AAD_HOSTS)) as aad_server,
-            serve(acr, ca.server_context("*.azurecr.io")) as acr_server,
+            serve(acr, ca.server_context(*registries)) as acr_server,
         ):
             resolve = [f"{host}={aad_server.address}" for host in AAD_HOSTS]
-            resolve.append(f"{ACR_REGISTRY}={acr_server.address}")
+            resolve += [f"{registry}={acr_server.address}" for registry in registries]
             config = Path(directory) / "azure.json"
             config.write_text(
                 json.dumps(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import os
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,7 +66,10 @@ class CertAuthority:
 def make_test_ca(directory: Path) -> CertAuthority:
     directory.mkdir(parents=True, exist_ok=True)
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "credprovider test CA")])
+    # A name of its own: with two test CAs in one bundle, OpenSSL picks an issuer by name.
+    name = x509.Name(
+        [x509.NameAttribute(NameOID.COMMON_NAME, f"credprovider test CA {os.urandom(4).hex()}")]
+    )
     now = datetime.datetime.now(datetime.UTC)
     cert = (
         x509.CertificateBuilder()

@@ -1,0 +1,253 @@
+"""One real-kubelet run, inside private namespaces: ``python -m tests.e2e.node SPEC.json``.
+
+Started by tests/e2e/test_real_kubelet.py as ``unshare --net --mount --pid --fork --mount-proc``, so
+everything it does stays inside: the network is loopback (plus a private node address on ``lo``),
+the mounts it makes (tmpfs over /var/lib and /var/log, the kernel settings the kubelet insists on,
+an /etc overlay holding the node's azure.json) vanish with the mount namespace, and every process
+it starts dies with its PID namespace. Nothing on the host is touched.
+
+It starts the project's emulators, the fake CRI and the kubelet (standalone: static pods, no API
+server) with the bundle as ``--image-credential-provider-bin-dir``, starts the pods of
+tests/e2e/scenario.py in two waves, and writes what happened as JSON: every PullImage the runtime
+received, the kubelet's credential-provider metrics after each wave, the credentials the emulators
+issued, and the kubelet's log.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from tests.e2e.scenario import ACR_REGISTRIES, PULLS, Pull
+from tests.fakes.emulators import (
+    SAFE_ENV,
+    Emulator,
+    aws_emulator,
+    azure_emulator,
+    gcp_emulator,
+)
+
+NODE_IP = "10.213.0.1"
+READ_ONLY_PORT = 10255
+METRIC_PREFIXES = (
+    "kubelet_credential_provider_plugin_duration_count",
+    "kubelet_credential_provider_plugin_errors_total",
+)
+# What the kubelet checks with protectKernelDefaults (it refuses to start otherwise); shown to it
+# through files bind-mounted over /proc/sys in this mount namespace only.
+KERNEL_SETTINGS = {
+    "kernel/panic": "10",
+    "kernel/panic_on_oops": "1",
+    "vm/overcommit_memory": "1",
+}
+AZURE_JSON = "/etc/kubernetes/azure.json"
+
+
+def sh(*command: str) -> None:
+    subprocess.run(command, check=True, capture_output=True)
+
+
+def isolate(run: Path) -> None:
+    """The mounts and the network this run needs, in its own namespaces."""
+    sh("mount", "--make-rprivate", "/")
+    for directory in ("/var/lib", "/var/log"):
+        sh("mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", directory)
+    for name, value in KERNEL_SETTINGS.items():
+        shown = run / f"sysctl-{name.replace('/', '-')}"
+        shown.write_text(f"{value}\n")
+        sh("mount", "--bind", str(shown), f"/proc/sys/{name}")
+    # /etc/kubernetes/azure.json (the path the shipped config passes) without writing to /etc
+    upper, work = run / "etc-upper", run / "etc-work"
+    upper.mkdir()
+    work.mkdir()
+    sh(
+        "mount", "-t", "overlay", "overlay",
+        "-o", f"lowerdir=/etc,upperdir={upper},workdir={work}", "/etc",
+    )  # fmt: skip
+    sh("ip", "link", "set", "lo", "up")
+    sh("ip", "addr", "add", f"{NODE_IP}/32", "dev", "lo")
+
+
+def pod_manifest(name: str, image: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "containers": [{"name": "c", "image": image, "imagePullPolicy": "Always"}],
+            "restartPolicy": "Never",
+        },
+    }
+
+
+def write_wave(manifests: Path, wave: int) -> list[Pull]:
+    pulls = [pull for pull in PULLS if pull.wave == wave]
+    for index, pull in enumerate(pulls):
+        for copy in range(pull.pods):
+            name = f"w{wave}-{index}-{copy}"
+            (manifests / f"{name}.json").write_text(json.dumps(pod_manifest(name, pull.image)))
+    return pulls
+
+
+def kubelet_config(run: Path) -> dict[str, Any]:
+    socket = f"unix://{run}/cri.sock"
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "staticPodPath": str(run / "manifests"),
+        "fileCheckFrequency": "1s",
+        "syncFrequency": "2s",
+        "containerRuntimeEndpoint": socket,
+        "imageServiceEndpoint": socket,
+        "readOnlyPort": READ_ONLY_PORT,
+        "address": NODE_IP,
+        "healthzBindAddress": "127.0.0.1",
+        "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
+        "authorization": {"mode": "AlwaysAllow"},
+        "failCgroupV1": False,
+        "cgroupsPerQOS": False,
+        "enforceNodeAllocatable": [],
+        "cgroupDriver": "cgroupfs",
+        "makeIPTablesUtilChains": False,
+        "registryPullQPS": 0,
+        "serializeImagePulls": False,
+        "evictionHard": {},
+        "protectKernelDefaults": True,
+        "failSwapOn": False,
+        "resolvConf": "",
+        "imageMinimumGCAge": "24h",
+    }
+
+
+def node_environment(emulators: list[Emulator], ca_bundle: Path) -> dict[str, str]:
+    """The kubelet's environment (which it passes on to the plugins): what each emulator sets
+    beyond the shared safe defaults, the loopback resolve maps joined, and one CA bundle holding
+    every emulator's test CA."""
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **SAFE_ENV}
+    resolve, bundles = [], []
+    for emulator in emulators:
+        for key, value in emulator.env.items():
+            if key == "CREDPROVIDER_TEST_RESOLVE":
+                resolve.append(value)
+            elif key == "REQUESTS_CA_BUNDLE":
+                bundles.append(Path(value).read_text())
+            elif SAFE_ENV.get(key) != value:
+                if env.get(key, value) != value and key not in SAFE_ENV:
+                    raise ValueError(f"two emulators set {key} differently")
+                env[key] = value
+    env["CREDPROVIDER_TEST_RESOLVE"] = ",".join(resolve)
+    ca_bundle.write_text("".join(bundles))
+    env["REQUESTS_CA_BUNDLE"] = str(ca_bundle)
+    return env
+
+
+def pulls_seen(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def wait_for(what: str, ready: Any, timeout: float, kubelet: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if ready():
+            return
+        if kubelet.poll() is not None:
+            raise RuntimeError(
+                f"the kubelet exited ({kubelet.returncode}) while waiting for {what}"
+            )
+        time.sleep(0.2)
+    raise RuntimeError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def metrics() -> dict[str, float]:
+    url = f"http://{NODE_IP}:{READ_ONLY_PORT}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as answer:
+        text = answer.read().decode()
+    found = {}
+    for line in text.splitlines():
+        if line.startswith(METRIC_PREFIXES):
+            name, _, value = line.rpartition(" ")
+            found[name] = float(value)
+    return found
+
+
+def main(spec_path: str) -> int:
+    spec = json.loads(Path(spec_path).read_text())
+    run = Path(spec["run_dir"])
+    isolate(run)
+    manifests = run / "manifests"
+    manifests.mkdir()
+    pulls_file = run / "pulls.jsonl"
+    (run / "kubelet.yaml").write_text(json.dumps(kubelet_config(run)))
+    result: dict[str, Any] = {"waves": {}}
+    with ExitStack() as stack:
+        aws = stack.enter_context(aws_emulator(with_moto=False))
+        gcp = stack.enter_context(gcp_emulator())
+        azure = stack.enter_context(azure_emulator(ACR_REGISTRIES))
+        Path(AZURE_JSON).parent.mkdir(parents=True, exist_ok=True)
+        Path(AZURE_JSON).write_text(Path(azure.files["config"]).read_text())
+        env = node_environment([aws, gcp, azure], run / "ca-bundle.pem")
+        cri = subprocess.Popen(
+            [spec["fakecri"], "--socket", str(run / "cri.sock"), "--pulls", str(pulls_file)],
+            stderr=(run / "fakecri.log").open("wb"),
+        )
+        stack.callback(cri.kill)
+        write_wave(manifests, 1)
+        log = (run / "kubelet.log").open("wb")
+        kubelet = subprocess.Popen(
+            [
+                spec["kubelet"],
+                f"--config={run / 'kubelet.yaml'}",
+                f"--image-credential-provider-config={spec['config']}",
+                f"--image-credential-provider-bin-dir={spec['bin_dir']}",
+                f"--node-ip={NODE_IP}",
+                "--hostname-override=credprovider-e2e",
+                f"--volume-plugin-dir={run / 'volume-plugins'}",
+                f"--root-dir={run / 'kubelet-root'}",
+                f"--cert-dir={run / 'pki'}",
+                "--v=2",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        stack.callback(
+            lambda: kubelet.send_signal(signal.SIGTERM) if kubelet.poll() is None else None
+        )
+        try:
+            for wave in (1, 2):
+                if wave == 2:
+                    write_wave(manifests, 2)
+                wanted = sum(pull.pods for pull in PULLS if pull.wave <= wave)
+                wait_for(
+                    f"wave {wave}'s {wanted} pulls",
+                    lambda wanted=wanted: len(pulls_seen(pulls_file)) >= wanted,
+                    spec.get("timeout", 120),
+                    kubelet,
+                )
+                time.sleep(1)  # the metrics of the last exec are recorded as its pull starts
+                result["waves"][str(wave)] = metrics()
+        except (RuntimeError, OSError) as exc:
+            result["error"] = str(exc)
+        result["pulls"] = pulls_seen(pulls_file)
+        result["issued"] = {
+            "ecr": [aws.fakes["ecr"].password],  # type: ignore[attr-defined]
+            "acr": list(azure.fakes["acr"].refresh_tokens),  # type: ignore[attr-defined]
+            "gcp": [gcp.fakes["metadata"].access_token],  # type: ignore[attr-defined]
+        }
+    log.close()
+    result["kubelet_log"] = (run / "kubelet.log").read_text(errors="replace")[-20000:]
+    Path(spec["result"]).write_text(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

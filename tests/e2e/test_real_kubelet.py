@@ -1,0 +1,182 @@
+"""The real kubelet binary (k8s.io/kubernetes v1.36.4, standalone, on a fake CRI) pulls through every
+shipped config, and through config/ as a directory, with the bundle as its plugin directory.
+
+Pull by pull, the credentials the container runtime received are the ones the emulators issued, and
+images no provider claims get none. The kubelet's own metrics show its cache working with the
+plugins' answers: pods that share an image cost one exec, later pods on a cached registry (or, for
+Google's Global key, any Google registry) cost none, and no plugin error is recorded. The run happens
+in private namespaces (tests/e2e/node.py); this module checks that the host is as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import gobuild
+from tests.e2e.scenario import PROVIDERS, PULLS, expected_execs, served
+from tests.helpers import BUNDLE_DIR, REPO
+
+CONFIG_DIR = REPO / "config"
+REQUIRED = bool(os.environ.get("CI")) or os.environ.get("CREDPROVIDER_REQUIRE_BUNDLE") == "1"
+# config under test -> its path and the providers it configures
+RUNS = {
+    **{file: (CONFIG_DIR / file, {name}) for name, (file, _) in PROVIDERS.items()},
+    "config/": (CONFIG_DIR, set(PROVIDERS)),
+}
+ISSUED_KEY = {
+    "ecr-credential-provider": "ecr",
+    "acr-credential-provider": "acr",
+    "auth-provider-gcp": "gcp",
+}
+KERNEL_SETTINGS = ("kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory")
+
+
+def _unavailable(reason: str) -> None:
+    if REQUIRED:
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def binaries() -> tuple[Path, Path]:
+    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("ip") is None:
+        _unavailable("the real-kubelet run needs root, unshare and ip (private namespaces)")
+    if not (BUNDLE_DIR / "credprovider").exists():
+        _unavailable("bundle not built (make build)")
+    try:
+        return gobuild.binary(gobuild.KUBELET, "kubelet"), gobuild.binary(
+            gobuild.FAKE_CRI, "fakecri"
+        )
+    except gobuild.GoBuildError as exc:
+        _unavailable(str(exc))
+        raise
+
+
+def host_state() -> dict[str, Any]:
+    """What a kubelet run could leave behind on the host."""
+    state: dict[str, Any] = {
+        "sysctl": {name: Path(f"/proc/sys/{name}").read_text() for name in KERNEL_SETTINGS},
+        "mounts": sorted(
+            " ".join(line.split()[4:])
+            for line in Path("/proc/self/mountinfo").read_text().splitlines()
+        ),
+        "files": {},
+        "cgroups": {},
+    }
+    for directory in ("/var/lib/kubelet", "/var/log/containers", "/var/log/pods"):
+        root = Path(directory)
+        state["files"][directory] = (
+            sorted(str(p) for p in root.rglob("*")) if root.exists() else None
+        )
+    cgroup_root = Path("/sys/fs/cgroup")
+    for controller in sorted(cgroup_root.iterdir()) if cgroup_root.exists() else []:
+        if controller.is_dir():
+            state["cgroups"][controller.name] = sorted(
+                p.name for p in controller.iterdir() if p.is_dir()
+            )
+    return state
+
+
+def left_running(*programs: Path) -> list[str]:
+    """Processes of this run still alive: the kubelet, the fake CRI, or a plugin of the bundle."""
+    markers = [str(program) for program in programs] + [str(BUNDLE_DIR.resolve())]
+    return sorted(
+        cmdline
+        for cmdline in (_cmdline(pid) for pid in os.listdir("/proc") if pid.isdigit())
+        if any(marker in cmdline for marker in markers)
+    )
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
+    except OSError:
+        return ""
+
+
+def run_kubelet(binaries: tuple[Path, Path], config: Path, tmp_path: Path) -> dict[str, Any]:
+    kubelet, fakecri = binaries
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    spec = {
+        "run_dir": str(run_dir),
+        "kubelet": str(kubelet),
+        "fakecri": str(fakecri),
+        "config": str(config),
+        "bin_dir": str(BUNDLE_DIR),
+        "result": str(tmp_path / "result.json"),
+        "timeout": 120,
+    }
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    proc = subprocess.run(
+        ["unshare", "--net", "--mount", "--pid", "--fork", "--mount-proc",
+         sys.executable, "-m", "tests.e2e.node", str(tmp_path / "spec.json")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    result: dict[str, Any] = json.loads((tmp_path / "result.json").read_text())
+    return result
+
+
+@pytest.mark.parametrize("config", list(RUNS))
+def test_the_real_kubelet_pulls_with_the_plugins_credentials(
+    binaries: tuple[Path, Path], tmp_path: Path, config: str
+) -> None:
+    path, providers = RUNS[config]
+    before = host_state()
+    result = run_kubelet(binaries, path, tmp_path)
+    after = host_state()
+    log_tail = result["kubelet_log"][-4000:]
+    assert "error" not in result, f"{result.get('error')}\n{log_tail}"
+
+    # every pod's image was pulled, by every pod that names it
+    pulled = Counter(pull["image"] for pull in result["pulls"])
+    assert pulled == Counter({pull.image: pull.pods for pull in PULLS})
+
+    # pull by pull: the issued credentials, or none
+    by_image = {pull.image: pull for pull in PULLS}
+    for received in result["pulls"]:
+        pull = by_image[received["image"]]
+        if served(pull, providers):
+            assert pull.provider is not None
+            username = PROVIDERS[pull.provider][1]
+            issued = result["issued"][ISSUED_KEY[pull.provider]]
+            assert received["hasAuth"], received["image"]
+            assert received["username"] == username, received["image"]
+            assert received["password"] in issued, received["image"]
+        else:
+            assert (received["username"], received["password"]) == ("", ""), received["image"]
+
+    # the kubelet's cache, through its metrics: one exec per image of wave 1, none in wave 2
+    for wave in ("1", "2"):
+        metrics = result["waves"][wave]
+        execs = {
+            name: int(
+                metrics.get(
+                    f'kubelet_credential_provider_plugin_duration_count{{plugin_name="{name}"}}', 0
+                )
+            )
+            for name in PROVIDERS
+        }
+        expected = {name: expected_execs(providers, 1).get(name, 0) for name in PROVIDERS}
+        assert execs == expected, f"wave {wave}: {metrics}"
+        errors = {key: value for key, value in metrics.items() if "errors_total" in key and value}
+        assert errors == {}, f"wave {wave}: {errors}\n{log_tail}"
+
+    assert after == before
+    assert left_running(*binaries) == []
