@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from credprovider.api import SECOND, format_go_duration
-from credprovider.catalog import DEFAULT_AZURE_CONFIG, NODE_BIN_DIR, NODE_CONFIG, PLUGINS
+from credprovider.catalog import NODE_BIN_DIR, NODE_CONFIG, PLUGINS
 from credprovider.entry import PLUGIN_MODULES
 from credprovider.matching import ImageError, explain_pattern_mismatch, parse_image
 from credprovider.redact import printable, safe_line
@@ -299,7 +299,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
             args.bin_dir,
             args.config_out,
             keys,
-            args.azure_config,
+            args.node_file,
             args.copy,
             args.force,
             args.target,
@@ -407,13 +407,19 @@ class _PrintVersion(argparse.Action):
         parser.exit()
 
 
+# The examples in --help: the first plugin's first registry form and pattern.
+_EXAMPLE = next(iter(PLUGINS.values()))
+_EXAMPLE_IMAGE = next(iter(_EXAMPLE.sample_images.values()))
+_EXAMPLE_PATTERN = _EXAMPLE.match_images[0]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="credprovider",
         epilog=(
             "The plugins run under this name too: 'credprovider <plugin-name> [args]' is the "
             f"plugin itself (plugin names: {', '.join(PLUGIN_MODULES)}); for example "
-            "'credprovider ecr-credential-provider --help'."
+            f"'credprovider {_EXAMPLE.name} --help'."
         ),
         description=(
             "Operator tool for the kubelet image credential provider plugins "
@@ -459,7 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
             "kubelet would end up with credentials, 1 when not."
         ),
     )
-    get.add_argument("image", help="e.g. 123456789012.dkr.ecr.us-east-1.amazonaws.com/app:v1")
+    get.add_argument("image", help=f"e.g. {_EXAMPLE_IMAGE}:v1")
     get.add_argument(
         "--config",
         help=f"the kubelet's credential provider config (default: {NODE_CONFIG}, if it exists)",
@@ -513,8 +519,8 @@ def build_parser() -> argparse.ArgumentParser:
             "for a port, the pattern to add. Exit 0 on match, 1 on no match, 2 on usage error."
         ),
     )
-    match.add_argument("pattern", help="e.g. '*.dkr.ecr.*.amazonaws.com'")
-    match.add_argument("image", help="e.g. 123456789012.dkr.ecr.us-east-1.amazonaws.com/app")
+    match.add_argument("pattern", help=f"e.g. '{_EXAMPLE_PATTERN}'")
+    match.add_argument("image", help=f"e.g. {_EXAMPLE_IMAGE}")
     match.set_defaults(handler=_cmd_match)
 
     inst = sub.add_parser(
@@ -539,13 +545,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     inst.add_argument(
         "--providers",
-        default="aws,azure,gcp",
-        help="comma list of aws, azure, gcp (default: %(default)s)",
+        default=",".join(PLUGINS),
+        help=f"comma list of {', '.join(PLUGINS)} (default: %(default)s)",
     )
-    inst.add_argument(
-        "--azure-config",
-        help=f"azure.json path passed to acr-credential-provider (default: {DEFAULT_AZURE_CONFIG})",
-    )
+    for plugin in (p for p in PLUGINS.values() if p.node_file_arg):
+        inst.add_argument(
+            f"--{plugin.key}-config",
+            dest="node_file",
+            help=f"the node file passed to {plugin.name} (default: {plugin.node_file_arg})",
+        )
     inst.add_argument(
         "--copy", action="store_true", help="copy the bundle instead of linking to it"
     )
@@ -559,15 +567,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="move a node from the in-tree cloud providers to these plugins",
         description=(
             "Read a kubelet's old command line and/or KubeletConfiguration (--cloud-provider, "
-            "--azure-container-registry-config, feature gates) and print the flags to remove and add "
-            "and the CredentialProviderConfig to write (reusing the azure.json path)."
+            + "".join(f"--{flag}, " for p in PLUGINS.values() for flag in p.implied_by_flags)
+            + "feature gates) and print the flags to remove and add and the "
+            "CredentialProviderConfig to write (reusing the node files the old flags name)."
         ),
     )
     migrate.add_argument(
         "--kubelet-flags",
         default="",
         metavar='"FLAGS"',
-        help='the kubelet\'s flags, quoted (--kubelet-flags="--cloud-provider=aws ..."); '
+        help="the kubelet's flags, quoted "
+        f'(--kubelet-flags="--cloud-provider={_EXAMPLE.in_tree_clouds[0]} ..."); '
         "--flag=value and --flag value both work",
     )
     migrate.add_argument(
@@ -582,7 +592,7 @@ def build_parser() -> argparse.ArgumentParser:
     migrate.add_argument(
         "--providers",
         metavar="LIST",
-        help="the clouds to configure, comma-separated (aws, azure, gcp): needed with "
+        help=f"the clouds to configure, comma-separated ({', '.join(PLUGINS)}): needed with "
         "--cloud-provider=external, which does not say the cloud; default: what the flags say",
     )
     migrate.add_argument(

@@ -546,7 +546,8 @@ def binary_problems(loaded: LoadedConfig, bin_dir: str) -> list[str]:
 
 def lint_providers(loaded: LoadedConfig, bin_dir: str | None = None) -> list[str]:
     """Warnings the kubelet does not give, one sentence each, naming the provider."""
-    from credprovider.catalog import DEFAULT_HTTPS_PORT, plugin_for_name
+    from credprovider.catalog import plugin_for_name
+    from credprovider.descriptor import DEFAULT_HTTPS_PORT
     from credprovider.matching import urls_match
 
     warnings: list[str] = []
@@ -595,26 +596,9 @@ def lint_providers(loaded: LoadedConfig, bin_dir: str | None = None) -> list[str
                 f"{plugin.sample_images[ported[0]]}): the kubelet matches ports exactly, so add "
                 f"each host pattern with {port} too (as the shipped configs do)"
             )
-        if plugin.key == "gcp":
-            from credprovider.gcp.registry import covered_by_fixed_keys
-
-            uncovered = [
-                p
-                for p in provider.matchImages or []
-                if not covered_by_fixed_keys(p.split("/")[0])
-                and not any(var.name == "KUBE_SIDECAR_CACHE_TYPE" for var in provider.env or [])
-            ]
-            if uncovered:
-                warnings.append(
-                    f"{where}: matchImages {', '.join(uncovered)} name a Google registry form "
-                    "the plugin's Global answer does not cover (another port): set env "
-                    "KUBE_SIDECAR_CACHE_TYPE=registry for this provider"
-                )
-        if plugin.key == "gcp" and "get-credentials" not in (provider.args or []):
-            warnings.append(
-                f"{where}: args lack get-credentials: this plugin runs without it, but "
-                "upstream auth-provider-gcp prints help and the pull gets no credentials"
-            )
+        env_names = {var.name or "" for var in provider.env or []}
+        for warning in plugin.lints(provider.matchImages or [], provider.args or [], env_names):
+            warnings.append(f"{where}: {warning}")
         if bin_dir is not None:  # checking a node: files the args name must be on it
             for arg in provider.args or []:
                 file_arg = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
@@ -623,10 +607,6 @@ def lint_providers(loaded: LoadedConfig, bin_dir: str | None = None) -> list[str
                         f"{where}: args name {file_arg}, which does not exist on this node: "
                         f"{plugin.name} fails every pull it matches until it does"
                     )
-        if plugin.key == "azure" and not [a for a in provider.args or [] if not a.startswith("-")]:
-            warnings.append(
-                f"{where}: args lack the azure.json path (e.g. /etc/kubernetes/azure.json)"
-            )
         attributes = provider.tokenAttributes
         if attributes is not None:
             keys = (attributes.requiredServiceAccountAnnotationKeys or []) + (

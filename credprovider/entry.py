@@ -16,12 +16,15 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final
 
-# name -> module with a ``main(argv: list[str])`` function
-PLUGIN_MODULES: Final = {
-    "ecr-credential-provider": "credprovider.aws.main",
-    "acr-credential-provider": "credprovider.azure.main",
-    "auth-provider-gcp": "credprovider.gcp.main",
+# The one table of clouds: plugin name -> its package. The package's ``main`` module has the
+# plugin's ``main(argv: list[str])``; its ``descriptor`` module tells the tool about it
+# (credprovider/descriptor.py). Adding a cloud is a folder and a line here.
+PLUGIN_PACKAGES: Final = {
+    "ecr-credential-provider": "credprovider.aws",
+    "acr-credential-provider": "credprovider.azure",
+    "auth-provider-gcp": "credprovider.gcp",
 }
+PLUGIN_MODULES: Final = {name: f"{package}.main" for name, package in PLUGIN_PACKAGES.items()}
 TOOL_NAME: Final = "credprovider"
 PROGRAM_MODULES: Final = {**PLUGIN_MODULES, TOOL_NAME: "credprovider.cli"}
 VERSION_FLAG: Final = "--version"

@@ -13,8 +13,9 @@ from typing import Any, Final
 import yaml
 
 from credprovider.api import API_V1
-from credprovider.catalog import DEFAULT_AZURE_CONFIG, PLUGINS, PluginInfo
+from credprovider.catalog import PLUGINS
 from credprovider.config import CONFIG_KIND, lint_providers, load_config
+from credprovider.descriptor import CloudPlugin
 
 BUNDLE_COPY_DIR: Final = ".credprovider"
 CCM_REMINDER: Final = (
@@ -42,11 +43,12 @@ def kubelet_flags(config_path: str, bin_dir: str) -> list[str]:
     ]
 
 
-def provider_entry(plugin: PluginInfo, azure_config: str | None = None) -> dict[str, Any]:
-    """One CredentialProviderConfig provider with complete matchImages for ``plugin``."""
+def provider_entry(plugin: CloudPlugin, node_file: str | None = None) -> dict[str, Any]:
+    """One CredentialProviderConfig provider with complete matchImages for ``plugin``; ``node_file``
+    replaces the node file its first argument names (azure.json), if it takes one."""
     args = list(plugin.args)
-    if plugin.key == "azure":
-        args = [azure_config or DEFAULT_AZURE_CONFIG]
+    if plugin.node_file_arg is not None and node_file:
+        args[0] = node_file
     entry: dict[str, Any] = {
         "name": plugin.name,
         "apiVersion": API_V1,
@@ -58,13 +60,13 @@ def provider_entry(plugin: PluginInfo, azure_config: str | None = None) -> dict[
     return entry
 
 
-def render_config(keys: list[str], azure_config: str | None = None, writer: str = "install") -> str:
-    """The CredentialProviderConfig YAML for the chosen plugins (aws, azure, gcp), headed by the
-    command that wrote it."""
+def render_config(keys: list[str], node_file: str | None = None, writer: str = "install") -> str:
+    """The CredentialProviderConfig YAML for the chosen plugins (keys of ``catalog.PLUGINS``),
+    headed by the command that wrote it."""
     document = {
         "apiVersion": "kubelet.config.k8s.io/v1",
         "kind": CONFIG_KIND,
-        "providers": [provider_entry(PLUGINS[key], azure_config) for key in keys],
+        "providers": [provider_entry(PLUGINS[key], node_file) for key in keys],
     }
     header = (
         f"# Written by credprovider {writer}. Validate with: credprovider validate <this file>\n"
@@ -161,7 +163,7 @@ def install(
     bin_dir: str,
     config_out: str,
     keys: list[str],
-    azure_config: str | None = None,
+    node_file: str | None = None,
     copy: bool = False,
     force: bool = False,
     target: str | None = None,
@@ -179,7 +181,7 @@ def install(
     link_target = _copy_bundle(executable, directory, force, result) if copy else executable
     for key in keys:
         _place_link(directory / PLUGINS[key].name, link_target, force, result)
-    text = render_config(keys, azure_config)
+    text = render_config(keys, node_file)
     out = Path(config_out)
     try:
         current: bytes | None = out.read_bytes() if out.exists() else None

@@ -14,10 +14,14 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from credprovider.catalog import NODE_BIN_DIR, NODE_CONFIG, PLUGINS
+from credprovider.descriptor import CloudPlugin
 from credprovider.install import CCM_REMINDER, InstallError, kubelet_flags, render_config
 from credprovider.yamldoc import YamlError, load_yaml
 
-IN_TREE_CLOUDS: Final = {"aws": "aws", "azure": "azure", "gce": "gcp"}
+# kubelet --cloud-provider value -> the plugin (key) that replaces its in-tree login
+IN_TREE_CLOUDS: Final = {
+    cloud: plugin.key for plugin in PLUGINS.values() for cloud in plugin.in_tree_clouds
+}
 # NAME=VALUE with a shell-quoted value, as in an env file or inside systemd's Environment=.
 _ASSIGNMENT: Final = re.compile(r"^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 _FLAGS_VARIABLE: Final = re.compile(r"^KUBELET_[A-Z0-9_]*ARGS$|^KUBELET_OPTS$|^DAEMON_ARGS$")
@@ -98,6 +102,16 @@ def _flag_value(args: list[str], name: str) -> tuple[str | None, str | None]:
     return None, None
 
 
+def _node_file(args: list[str], plugins: list[CloudPlugin]) -> str | None:
+    """The node file (azure.json) the old flags name for a chosen plugin that takes one."""
+    for plugin in plugins:
+        for flag in plugin.node_file_flags:
+            value, _ = _flag_value(args, flag)
+            if value:
+                return value
+    return None
+
+
 def plan_migration(
     kubelet_flags_text: str = "",
     kubelet_config_text: str = "",
@@ -131,14 +145,16 @@ def plan_migration(
     elif cloud == "external" and providers is None:
         notes.append(
             "--cloud-provider=external: keep it. Which cloud the node is on is not in the "
-            "flags, so pass --providers (for example --providers aws) or edit the generated config."
+            f"flags, so pass --providers (for example --providers {next(iter(PLUGINS))}) or edit the "
+            "generated config."
         )
-    acr_config, acr_flag = _flag_value(args, "azure-container-registry-config")
-    cloud_config, _ = _flag_value(args, "cloud-config")
-    if acr_config is not None:
-        remove.append(acr_flag or "--azure-container-registry-config")
-        if "azure" not in chosen:
-            chosen.append("azure")
+    for plugin in PLUGINS.values():  # a flag only that cloud's in-tree login read
+        for flag in plugin.implied_by_flags:
+            value, written = _flag_value(args, flag)
+            if value is not None:
+                remove.append(written or f"--{flag}")
+                if plugin.key not in chosen:
+                    chosen.append(plugin.key)
     if providers is not None:
         unknown = [key for key in providers if key not in PLUGINS]
         if unknown:
@@ -146,7 +162,7 @@ def plan_migration(
                 f"unknown provider {', '.join(unknown)}: choose from {', '.join(sorted(PLUGINS))}"
             )
         chosen = list(dict.fromkeys(providers))
-    azure_config = acr_config or (cloud_config if "azure" in chosen else None)
+    node_file = _node_file(args, [PLUGINS[key] for key in chosen])
     _feature_gate_notes(args, config, remove, notes)
     existing, _ = _flag_value(args, "image-credential-provider-config")
     existing = existing or config.get("imageCredentialProviderConfigPath")
@@ -159,7 +175,7 @@ def plan_migration(
         notes.append("No in-tree cloud provider found: nothing to migrate.")
     add = ["--cloud-provider=external"] if cloud in IN_TREE_CLOUDS else []
     add += kubelet_flags(config_path, bin_dir) if chosen else []
-    rendered = render_config(chosen, azure_config, writer="migrate") if chosen else ""
+    rendered = render_config(chosen, node_file, writer="migrate") if chosen else ""
     notes.append(CCM_REMINDER)
     return MigrationPlan(chosen, remove, add, rendered, notes)
 

@@ -1,0 +1,71 @@
+"""What the ``credprovider`` tool needs to know about a cloud's plugin, as one value per cloud.
+
+Each cloud folder has a pure ``descriptor.py`` holding its :class:`CloudPlugin`: names, default
+config, sample images, and the cloud's own parts of ``explain`` and ``validate``. The tool
+(``catalog``, ``explain``, ``install``, ``migrate``, the config lints) reads only these values, so
+adding a cloud is one new folder and one line in ``entry.PLUGIN_PACKAGES``. Nothing here imports a
+cloud SDK. Not on the exec path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+# The kubelet matches ports exactly: a pattern without a port never matches an image that names one,
+# and `host:443/...` is common (copied registry URLs, some mirrors). Every shipped pattern and every
+# pattern `install` writes has both forms, and validate warns about a config without them.
+DEFAULT_HTTPS_PORT: Final = "443"
+
+Explainer = Callable[[str, str], dict[str, Any]]
+"""``(host, registry) -> {"recognized": bool, "action": str, ...}``: what the plugin would do for
+an image on that registry."""
+
+Linter = Callable[[Sequence[str], Sequence[str], Collection[str]], list[str]]
+"""``(matchImages, args, env names) -> warnings``: the cloud's own checks of a provider entry."""
+
+
+def no_lints(match_images: Sequence[str], args: Sequence[str], env: Collection[str]) -> list[str]:
+    return []
+
+
+@dataclass(frozen=True)
+class CloudPlugin:
+    key: str  # what --providers takes: aws | azure | gcp
+    name: str  # the executable's name in the kubelet's bin dir
+    match_images: tuple[str, ...]  # the shipped matchImages, both port forms
+    default_cache_duration: str
+    args: tuple[str, ...]  # the shipped args
+    annotation_keys: tuple[str, ...]  # service-account annotations the plugin reads
+    sample_images: Mapping[str, str]  # host form -> an image of that form (both port forms)
+    explain: Explainer
+    lints: Linter = no_lints
+    # The first arg names a file on the node (azure.json): `install --azure-config` replaces it.
+    node_file_arg: str | None = None
+    # kubelet --cloud-provider values whose in-tree credentials this plugin replaces (migrate).
+    in_tree_clouds: tuple[str, ...] = ()
+    # kubelet flags naming the node file, in the order migrate prefers them; a flag in
+    # `implied_by_flags` also means the node used this cloud's in-tree credentials.
+    node_file_flags: tuple[str, ...] = ()
+    implied_by_flags: tuple[str, ...] = ()
+
+
+def with_https_port(reference: str) -> str:
+    """``host/path`` -> ``host:443/path`` (patterns and images alike)."""
+    host, slash, path = reference.partition("/")
+    return f"{host}:{DEFAULT_HTTPS_PORT}{slash}{path}"
+
+
+def both_port_forms(patterns: Sequence[str]) -> tuple[str, ...]:
+    return (*patterns, *(with_https_port(pattern) for pattern in patterns))
+
+
+def samples_with_port(samples: Mapping[str, str]) -> dict[str, str]:
+    return {
+        **samples,
+        **{
+            f"{form} (:{DEFAULT_HTTPS_PORT})": with_https_port(image)
+            for form, image in samples.items()
+        },
+    }

@@ -1,0 +1,62 @@
+"""The Google plugin as the ``credprovider`` tool sees it (credprovider/descriptor.py). Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from credprovider.descriptor import CloudPlugin, both_port_forms, samples_with_port
+from credprovider.gcp.registry import (
+    MATCH_IMAGES,
+    SAMPLE_IMAGES,
+    TOKEN_USERNAME,
+    WI_ANNOTATION,
+    covered_by_fixed_keys,
+    is_google_registry_host,
+    registry_keys,
+)
+
+CACHE_TYPE_ENV = "KUBE_SIDECAR_CACHE_TYPE"
+
+
+def explain(host: str, registry: str) -> dict[str, Any]:
+    recognized = is_google_registry_host(host)
+    keys = registry_keys(registry, host) if recognized else []
+    action = (
+        f"get an access token (GOOGLE_APPLICATION_CREDENTIALS or the metadata server) and return "
+        f"it as {TOKEN_USERNAME} under {', '.join(keys)} (cacheKeyType Global)"
+        if recognized
+        else f"{host} is not a Google registry: no token is sent to it"
+    )
+    return {"recognized": recognized, "action": action}
+
+
+def lints(match_images: Sequence[str], args: Sequence[str], env: Collection[str]) -> list[str]:
+    warnings = []
+    uncovered = [p for p in match_images if not covered_by_fixed_keys(p.split("/")[0])]
+    if uncovered and CACHE_TYPE_ENV not in env:
+        warnings.append(
+            f"matchImages {', '.join(uncovered)} name a Google registry form the plugin's Global "
+            f"answer does not cover (another port): set env {CACHE_TYPE_ENV}=registry for this "
+            "provider"
+        )
+    if "get-credentials" not in args:
+        warnings.append(
+            "args lack get-credentials: this plugin runs without it, but upstream "
+            "auth-provider-gcp prints help and the pull gets no credentials"
+        )
+    return warnings
+
+
+DESCRIPTOR = CloudPlugin(
+    key="gcp",
+    name="auth-provider-gcp",
+    match_images=both_port_forms(MATCH_IMAGES),
+    default_cache_duration="1m",
+    args=("get-credentials",),
+    annotation_keys=(WI_ANNOTATION,),
+    sample_images=samples_with_port(SAMPLE_IMAGES),
+    explain=explain,
+    lints=lints,
+    in_tree_clouds=("gce",),
+)

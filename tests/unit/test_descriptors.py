@@ -1,0 +1,87 @@
+"""Each cloud is described once, in its folder (credprovider/<cloud>/descriptor.py), and the shared
+code knows clouds only through ``entry.PLUGIN_PACKAGES`` and those descriptors."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from credprovider.catalog import PLUGINS
+from credprovider.entry import PLUGIN_PACKAGES
+from credprovider.matching import parse_image, urls_match
+from tests.helpers import REPO
+
+SHARED = sorted(
+    path
+    for path in (REPO / "credprovider").glob("*.py")
+    if path.name not in ("entry.py", "__init__.py")
+)
+CLOUD_PACKAGES = set(PLUGIN_PACKAGES.values())
+
+
+@pytest.mark.parametrize("key", list(PLUGINS))
+def test_a_descriptor_covers_its_own_samples_and_only_it_claims_them(key: str) -> None:
+    plugin = PLUGINS[key]
+    assert PLUGIN_PACKAGES[plugin.name].endswith(f".{key}")
+    for form, image in plugin.sample_images.items():
+        assert any(urls_match(pattern, image) for pattern in plugin.match_images), form
+        ref = parse_image(image)
+        assert plugin.explain(ref.host, ref.registry)["recognized"], form
+        others = [
+            k
+            for k, other in PLUGINS.items()
+            if k != key and other.explain(ref.host, ref.registry)["recognized"]
+        ]
+        assert others == [], form
+
+
+def test_the_node_file_a_plugin_takes_is_its_first_shipped_arg() -> None:
+    for plugin in PLUGINS.values():
+        if plugin.node_file_arg is not None:
+            assert plugin.args[:1] == (plugin.node_file_arg,)
+
+
+def _string_constants(tree: ast.AST) -> list[str]:
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.FunctionDef | ast.ClassDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+    ]
+
+
+@pytest.mark.parametrize("path", SHARED, ids=lambda p: p.name)
+def test_shared_code_names_no_cloud(path: Path) -> None:
+    """No key, plugin name, in-tree cloud name or cloud package in code outside the cloud folders
+    (entry.py holds the one table; docstrings and comments may give examples)."""
+    tree = ast.parse(path.read_text())
+    words = {
+        name
+        for plugin in PLUGINS.values()
+        for name in (plugin.key, plugin.name, *plugin.in_tree_clouds)
+    }
+    named = [
+        text
+        for text in _string_constants(tree)
+        if text in words or any(p.name in text for p in PLUGINS.values())
+    ]
+    assert named == []
+    imported = [
+        node.module
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        and node.module
+        and any(node.module == pkg or node.module.startswith(f"{pkg}.") for pkg in CLOUD_PACKAGES)
+    ]
+    assert imported == []
