@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from credprovider import cjson
 from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
+from credprovider.errors import CredproviderError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -42,15 +43,15 @@ HOUR: Final = 60 * MINUTE
 _MAX_INT64: Final = (1 << 63) - 1
 
 
-class RequestError(ValueError):
+class RequestError(CredproviderError, ValueError):
     """The bytes on stdin are not a CredentialProviderRequest this plugin can answer."""
 
 
-class ResponseError(ValueError):
+class ResponseError(CredproviderError, ValueError):
     """A plugin's stdout that the kubelet would reject (its message says why, as the kubelet would)."""
 
 
-class DurationError(ValueError):
+class DurationError(CredproviderError, ValueError):
     """A string is not a Go duration (``time.ParseDuration`` would reject it)."""
 
 

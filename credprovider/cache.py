@@ -36,6 +36,7 @@ import time
 from credprovider import cjson
 from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.api import CACHE_KEY_TYPES, AuthConfig
+from credprovider.errors import CredproviderError
 from credprovider.plugin import MAX_VALIDITY_SECONDS, Context, Credentials
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ _DIRECTORY_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CL
 _FILE_FLAGS: Final = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
-class CacheUnavailable(Exception):
+class CacheUnavailable(CredproviderError):
     """The cache directory cannot be used safely; the plugin runs uncached."""
 
 

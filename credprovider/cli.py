@@ -16,6 +16,7 @@ from typing import Any
 from credprovider.api import SECOND, format_go_duration
 from credprovider.catalog import NODE_BIN_DIR, NODE_CONFIG, PLUGINS
 from credprovider.entry import PLUGIN_MODULES
+from credprovider.errors import CredproviderError
 from credprovider.matching import ImageError, explain_pattern_mismatch, parse_image
 from credprovider.redact import printable, safe_line
 from credprovider.version import version_text
@@ -616,4 +617,9 @@ def main(argv: list[str] | None = None) -> None:
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
         sys.exit(EXIT_USAGE)
-    sys.exit(args.handler(args))
+    try:
+        code = args.handler(args)
+    except CredproviderError as exc:  # each handler says its own failures; this is the backstop
+        sys.stderr.write(f"credprovider: {safe_line(str(exc))}\n")
+        code = 1
+    sys.exit(code)

@@ -18,6 +18,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from credprovider.api import API_V1, API_VERSIONS, DurationError, go_quote, parse_go_duration
+from credprovider.errors import CredproviderError
 from credprovider.matching import GoURLError, parse_go_url
 from credprovider.yamldoc import MAX_NESTING, YamlError, load_yaml
 
@@ -35,7 +36,7 @@ _OTHER_REGISTERED_KINDS: Final = frozenset(
 )
 
 
-class ConfigError(ValueError):
+class ConfigError(CredproviderError, ValueError):
     """The kubelet would refuse this config at start-up; the message is the kubelet's."""
 
 

@@ -12,6 +12,7 @@ call has a timeout and the body read is capped.
 from __future__ import annotations
 
 from credprovider._typing import TYPE_CHECKING, Final, NamedTuple
+from credprovider.errors import CredproviderError
 
 if TYPE_CHECKING:
     import ssl
@@ -33,7 +34,7 @@ PROXY_ENV: Final = (
 )
 
 
-class HttpError(OSError):
+class HttpError(CredproviderError, OSError):
     """The exchange itself failed: bad URL, connection, timeout, protocol or oversized body."""
 
 

@@ -16,6 +16,7 @@ from credprovider.api import API_V1
 from credprovider.catalog import PLUGINS
 from credprovider.config import CONFIG_KIND, lint_providers, load_config
 from credprovider.descriptor import CloudPlugin
+from credprovider.errors import CredproviderError
 
 BUNDLE_COPY_DIR: Final = ".credprovider"
 CCM_REMINDER: Final = (
@@ -25,7 +26,7 @@ CCM_REMINDER: Final = (
 )
 
 
-class InstallError(Exception):
+class InstallError(CredproviderError):
     """Install would overwrite something different, or cannot find what to install."""
 
 

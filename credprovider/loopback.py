@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 
 from credprovider._typing import TYPE_CHECKING, Any, Final
+from credprovider.errors import CredproviderError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -24,7 +25,7 @@ RESOLVE_ENV: Final = "CREDPROVIDER_TEST_RESOLVE"
 LOOPBACK_ONLY_ENV: Final = "CREDPROVIDER_TEST_LOOPBACK_ONLY"
 
 
-class LoopbackError(OSError):
+class LoopbackError(CredproviderError, OSError):
     """A connection to a non-loopback address was attempted in loopback-only mode."""
 
 

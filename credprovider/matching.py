@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from credprovider._typing import Final, NamedTuple
 from credprovider.api import go_quote
+from credprovider.errors import CredproviderError
 
 DEFAULT_REGISTRY: Final = "docker.io"
 NAME_TOTAL_LENGTH_MAX: Final = 255  # docker/distribution reference.NameTotalLengthMax
@@ -24,7 +25,7 @@ _GO_HOST_EXTRA: Final = frozenset("-_.~!$&'()*+,;=:[]<>\"")
 _GO_USERINFO_EXTRA: Final = frozenset("-._:~!$&'()*+,;=%@")
 
 
-class ImageError(ValueError):
+class ImageError(CredproviderError, ValueError):
     """The string is not an image reference the kubelet would pass to a plugin."""
 
 
@@ -35,7 +36,7 @@ class ParsedURL(NamedTuple):
     path: str  # url.URL.Path: unescaped
 
 
-class GoURLError(ValueError):
+class GoURLError(CredproviderError, ValueError):
     """Go's ``url.Parse`` would fail; the message is Go's (``parse "...": ...``)."""
 
 

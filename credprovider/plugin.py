@@ -37,6 +37,7 @@ from credprovider.api import (
     parse_go_duration,
     parse_request,
 )
+from credprovider.errors import ProviderError, UsageError
 from credprovider.matching import bare_registry_host
 from credprovider.redact import clip, register_secret, safe_line, scrub
 
@@ -99,14 +100,6 @@ def one_line(detail: object) -> str:
     """An SDK's error text as one line of at most :data:`DETAIL_LIMIT` characters: scrubbed first,
     then cut (a secret cut in half would no longer be recognised)."""
     return clip(" ".join(scrub(str(detail)).split()), DETAIL_LIMIT)
-
-
-class ProviderError(Exception):
-    """A failure the operator can act on; its message is the one line printed on stderr."""
-
-
-class UsageError(ProviderError):
-    """The plugin's arguments are wrong (bad flag, missing value, ...)."""
 
 
 class Credentials(NamedTuple):

@@ -14,9 +14,10 @@ from typing import Any, Final
 import yaml
 
 from credprovider.api import go_quote
+from credprovider.errors import CredproviderError
 
 
-class YamlError(ValueError):
+class YamlError(CredproviderError, ValueError):
     """The text is not a YAML document the kubelet would decode; the message is go-yaml's."""
 
 

@@ -18,6 +18,7 @@ import re
 
 from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.aws.sigv4 import AccessKeys, sign_post
+from credprovider.errors import CredproviderError
 from credprovider.http import PROXY_ENV
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ class Plan(NamedTuple):
     ca_bundle: str = ""  # AWS_CA_BUNDLE, as botocore reads it; else certifi's
 
 
-class ApiError(Exception):
+class ApiError(CredproviderError):
     """The API answered with an error: ``code`` and ``message`` as botocore's ClientError has them."""
 
     def __init__(self, code: str, message: str) -> None:
@@ -95,11 +96,11 @@ class ApiError(Exception):
         self.message = message
 
 
-class TransportError(Exception):
+class TransportError(CredproviderError):
     """No answer came (refused, timeout, reset); the text says what happened."""
 
 
-class AnswerError(Exception):
+class AnswerError(CredproviderError):
     """The answer is not a usable ``GetAuthorizationToken`` result."""
 
 

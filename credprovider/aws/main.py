@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from credprovider.plugin import Context, PluginSpec, Provider, UsageError
+from credprovider.errors import UsageError
+from credprovider.plugin import Context, PluginSpec, Provider
 from credprovider.plugin import main as run_plugin
 
 NAME = "ecr-credential-provider"

@@ -20,8 +20,9 @@ from credprovider.aws.registry import (
     role_for_service_account,
 )
 from credprovider.cache import CacheScope, fingerprint_file
+from credprovider.errors import ProviderError
 from credprovider.matching import ImageError, parse_image
-from credprovider.plugin import Context, Credentials, ProviderError
+from credprovider.plugin import Context, Credentials
 from credprovider.redact import register_secret
 
 if TYPE_CHECKING:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from credprovider._typing import TYPE_CHECKING, Final, NamedTuple
+from credprovider.errors import CredproviderError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -96,7 +97,7 @@ ROLE_SESSION_NAME: Final = "ecr-credential-provider"
 _ROLE_ARN_PATTERN: Final = r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}"
 
 
-class TokenError(ValueError):
+class TokenError(CredproviderError, ValueError):
     """An ECR authorization token that cannot be turned into a username and password."""
 
 

@@ -13,8 +13,9 @@ from __future__ import annotations
 from credprovider import __version__
 from credprovider._typing import TYPE_CHECKING, Final
 from credprovider.azure.registry import ChallengeError, exchange_url, parse_challenge
+from credprovider.errors import ProviderError
 from credprovider.http import BodyTooLargeError, HttpError, HttpResponse, proxy_setting
-from credprovider.plugin import Context, ProviderError, one_line
+from credprovider.plugin import Context, one_line
 from credprovider.redact import register_secret
 from credprovider.retry import RETRYABLE_STATUSES, call_with_retries
 

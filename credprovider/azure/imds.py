@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 
 from credprovider._typing import TYPE_CHECKING, Final, NamedTuple
+from credprovider.errors import CredproviderError
 from credprovider.http import HttpError, get_with_retries
 from credprovider.plugin import Context, one_line
 from credprovider.retry import RETRYABLE_STATUSES
@@ -31,7 +32,7 @@ ATTEMPTS: Final = 3
 PER_CALL_TIMEOUT_SECONDS: Final = 5.0
 
 
-class ImdsError(Exception):
+class ImdsError(CredproviderError):
     """No token from IMDS; the message says why in one line."""
 
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from credprovider.plugin import Context, PluginSpec, Provider, UsageError, parse_arguments
+from credprovider.errors import UsageError
+from credprovider.plugin import Context, PluginSpec, Provider, parse_arguments
 from credprovider.plugin import main as run_plugin
 
 NAME = "acr-credential-provider"

@@ -22,8 +22,9 @@ from credprovider.azure.registry import (
     service_account_identity,
 )
 from credprovider.cache import CacheScope, fingerprint_file
+from credprovider.errors import ProviderError
 from credprovider.matching import ImageError, parse_image
-from credprovider.plugin import Context, Credentials, ProviderError, one_line
+from credprovider.plugin import Context, Credentials, one_line
 from credprovider.redact import register_secret
 
 if TYPE_CHECKING:

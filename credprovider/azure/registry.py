@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from credprovider._typing import TYPE_CHECKING, Final, NamedTuple
+from credprovider.errors import CredproviderError
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -32,11 +33,11 @@ _LOGIN_NAME_RE: Final = r"[a-z0-9]+(?:-[a-z0-9]+)?(?:\.[a-z0-9]+\.geo)?"
 _PARAM_PATTERN: Final = r'\s*([A-Za-z0-9_-]+)\s*=\s*("(?:[^"\\]|\\.)*"|[^",\s]*)\s*(?:,|$)'
 
 
-class AzureConfigError(ValueError):
+class AzureConfigError(CredproviderError, ValueError):
     """The cloud config (azure.json) or an environment file cannot be used."""
 
 
-class ChallengeError(ValueError):
+class ChallengeError(CredproviderError, ValueError):
     """The registry's ``/v2/`` answer is not the single Bearer challenge ACR sends."""
 
 

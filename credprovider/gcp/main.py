@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
+from credprovider.errors import UsageError
 from credprovider.gcp.registry import AUTH_FLOWS, STS_ENDPOINT, parse_cache_overrides
 from credprovider.loopback import is_loopback_address
-from credprovider.plugin import (
-    Context,
-    PluginSpec,
-    Provider,
-    UsageError,
-    parse_arguments,
-)
+from credprovider.plugin import Context, PluginSpec, Provider, parse_arguments
 from credprovider.plugin import main as run_plugin
 
 NAME = "auth-provider-gcp"

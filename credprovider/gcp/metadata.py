@@ -11,9 +11,10 @@ import os
 
 from credprovider import __version__
 from credprovider._typing import TYPE_CHECKING, Final
+from credprovider.errors import ProviderError
 from credprovider.gcp.registry import metadata_host
 from credprovider.http import HttpError, HttpResponse, get_with_retries
-from credprovider.plugin import Context, ProviderError, one_line
+from credprovider.plugin import Context, one_line
 from credprovider.retry import RETRYABLE_STATUSES
 
 if TYPE_CHECKING:

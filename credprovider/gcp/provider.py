@@ -12,6 +12,7 @@ from credprovider.api import (
     format_go_duration,
 )
 from credprovider.cache import CacheScope, fingerprint_file
+from credprovider.errors import ProviderError
 from credprovider.gcp.registry import (
     CLOUD_PLATFORM_SCOPE,
     DOCKERCFG_ATTRIBUTE,
@@ -31,7 +32,7 @@ from credprovider.gcp.registry import (
     workload_identity_audience,
 )
 from credprovider.matching import ImageError, parse_image
-from credprovider.plugin import Context, Credentials, ProviderError, one_line
+from credprovider.plugin import Context, Credentials, one_line
 from credprovider.redact import register_secret
 
 if TYPE_CHECKING:

@@ -10,6 +10,7 @@ from credprovider.api import (
     DurationError,
     parse_go_duration,
 )
+from credprovider.errors import CredproviderError
 from credprovider.matching import urls_match
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ _CACHE_TYPES: Final = {
 _BASE64_PATTERN: Final = r"[A-Za-z0-9+/]*"
 
 
-class DockerCfgError(ValueError):
+class DockerCfgError(CredproviderError, ValueError):
     """A .dockercfg document or auth field that cannot be used."""
 
 

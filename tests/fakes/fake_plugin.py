@@ -11,16 +11,9 @@ import sys
 import threading
 
 from credprovider.api import CACHE_KEY_IMAGE, AuthConfig, CredentialProviderRequest
+from credprovider.errors import ProviderError
 from credprovider.matching import registry_of
-from credprovider.plugin import (
-    Context,
-    Credentials,
-    PluginSpec,
-    Provider,
-    ProviderError,
-    main,
-    parse_arguments,
-)
+from credprovider.plugin import Context, Credentials, PluginSpec, Provider, main, parse_arguments
 from credprovider.redact import register_secret
 
 SECRET = "s3cr3t-Password-that-must-never-be-printed"

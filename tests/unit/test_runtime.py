@@ -12,13 +12,8 @@ import time
 import pytest
 
 from credprovider.api import SECOND
-from credprovider.plugin import (
-    MAX_REQUEST_BYTES,
-    UsageError,
-    cache_duration_for,
-    run,
-    split_common_args,
-)
+from credprovider.errors import UsageError
+from credprovider.plugin import MAX_REQUEST_BYTES, cache_duration_for, run, split_common_args
 from tests.fakes.fake_plugin import SECRET, SPEC
 from tests.helpers import API_VERSIONS, REPO, request_bytes
 
