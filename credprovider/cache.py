@@ -37,7 +37,7 @@ from credprovider import cjson
 from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.api import CACHE_KEY_TYPES, AuthConfig
 from credprovider.errors import CredproviderError
-from credprovider.plugin import MAX_VALIDITY_SECONDS, Context, Credentials
+from credprovider.runtime.provider import MAX_VALIDITY_SECONDS, Context, Credentials
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-# typing costs more to import than the rest of --version: annotations only (see credprovider/plugin.py)
+# typing costs more to import than the rest of --version: annotations only (see credprovider/_typing.py)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final

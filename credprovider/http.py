@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
     from typing import BinaryIO
 
-    from credprovider.plugin import Context
+    from credprovider.runtime.provider import Context
 
 MAX_BODY_BYTES: Final = 1 << 20
 # Any of these set means a proxy may be wanted: this client never uses one, so callers hand such

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 
 from credprovider._typing import TYPE_CHECKING, Final, TypeVar
-from credprovider.plugin import Context
+from credprovider.runtime.provider import Context
 
 if TYPE_CHECKING:
     from collections.abc import Callable

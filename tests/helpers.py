@@ -100,7 +100,7 @@ def run_plugin(
 # top-level packages the run imported: how the tests check that a path stays lean.
 _IMPORTS_PROBE = """
 import importlib, io, json, os, sys
-from credprovider import plugin
+from credprovider.runtime import serve
 from credprovider.entry import PROGRAM_MODULES
 name, args, stdin = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3].encode()
 environ = dict(os.environ) if sys.argv[4] == "inherit" else {}
@@ -108,7 +108,7 @@ spec = importlib.import_module(PROGRAM_MODULES[name]).SPEC
 class In(io.BytesIO):
     def isatty(self): return False
 out = io.BytesIO()
-code = plugin.run(spec, args, stdin=In(stdin), stdout=out, stderr=io.StringIO(), environ=environ)
+code = serve.run(spec, args, stdin=In(stdin), stdout=out, stderr=io.StringIO(), environ=environ)
 roots = sorted({m.split(".")[0] for m in sys.modules})
 print(json.dumps({"code": code, "stdout": out.getvalue().decode(), "roots": roots}))
 """

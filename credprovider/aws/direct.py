@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from credprovider.http import HttpResponse
-    from credprovider.plugin import Context
+    from credprovider.runtime.provider import Context
 
 # botocore's partitions.json: (id, regionRegex, dnsSuffix). A region matching none goes to botocore.
 PARTITIONS: Final = (

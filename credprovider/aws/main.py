@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from credprovider.errors import UsageError
-from credprovider.plugin import Context, PluginSpec, Provider
-from credprovider.plugin import main as run_plugin
+from credprovider.runtime.provider import Context, PluginSpec, Provider
+from credprovider.runtime.serve import main as run_plugin
 
 NAME = "ecr-credential-provider"
 

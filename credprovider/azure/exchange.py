@@ -15,9 +15,9 @@ from credprovider._typing import TYPE_CHECKING, Final
 from credprovider.azure.registry import ChallengeError, exchange_url, parse_challenge
 from credprovider.errors import ProviderError
 from credprovider.http import BodyTooLargeError, HttpError, HttpResponse, proxy_setting
-from credprovider.plugin import Context, one_line
 from credprovider.redact import register_secret
 from credprovider.retry import RETRYABLE_STATUSES, call_with_retries
+from credprovider.runtime.provider import Context, one_line
 
 USER_AGENT: Final = f"credprovider/{__version__} (acr-credential-provider)"
 CA_BUNDLE_ENV: Final = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")

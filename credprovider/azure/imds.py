@@ -14,8 +14,8 @@ import time
 from credprovider._typing import TYPE_CHECKING, Final, NamedTuple
 from credprovider.errors import CredproviderError
 from credprovider.http import HttpError, get_with_retries
-from credprovider.plugin import Context, one_line
 from credprovider.retry import RETRYABLE_STATUSES
+from credprovider.runtime.provider import Context, one_line
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

@@ -5,8 +5,9 @@ from __future__ import annotations
 from credprovider.errors import UsageError
 from credprovider.gcp.registry import AUTH_FLOWS, STS_ENDPOINT, parse_cache_overrides
 from credprovider.loopback import is_loopback_address
-from credprovider.plugin import Context, PluginSpec, Provider, parse_arguments
-from credprovider.plugin import main as run_plugin
+from credprovider.runtime.args import parse_arguments
+from credprovider.runtime.provider import Context, PluginSpec, Provider
+from credprovider.runtime.serve import main as run_plugin
 
 NAME = "auth-provider-gcp"
 

@@ -14,8 +14,8 @@ from credprovider._typing import TYPE_CHECKING, Final
 from credprovider.errors import ProviderError
 from credprovider.gcp.registry import metadata_host
 from credprovider.http import HttpError, HttpResponse, get_with_retries
-from credprovider.plugin import Context, one_line
 from credprovider.retry import RETRYABLE_STATUSES
+from credprovider.runtime.provider import Context, one_line
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

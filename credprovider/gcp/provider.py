@@ -32,8 +32,8 @@ from credprovider.gcp.registry import (
     workload_identity_audience,
 )
 from credprovider.matching import ImageError, parse_image
-from credprovider.plugin import Context, Credentials, one_line
 from credprovider.redact import register_secret
+from credprovider.runtime.provider import Context, Credentials, one_line
 
 if TYPE_CHECKING:
     import datetime

@@ -13,8 +13,10 @@ import threading
 from credprovider.api import CACHE_KEY_IMAGE, AuthConfig, CredentialProviderRequest
 from credprovider.errors import ProviderError
 from credprovider.matching import registry_of
-from credprovider.plugin import Context, Credentials, PluginSpec, Provider, main, parse_arguments
 from credprovider.redact import register_secret
+from credprovider.runtime.args import parse_arguments
+from credprovider.runtime.provider import Context, Credentials, PluginSpec, Provider
+from credprovider.runtime.serve import main
 
 SECRET = "s3cr3t-Password-that-must-never-be-printed"
 
@@ -23,6 +25,9 @@ class FakeProvider:
     def __init__(self, mode: str, valid_seconds: float) -> None:
         self.mode = mode
         self.valid_seconds = valid_seconds
+
+    def cache_scope(self, request: CredentialProviderRequest, ctx: Context) -> None:
+        return None  # never cached: every mode is exercised on every exec
 
     def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:
         register_secret(SECRET)

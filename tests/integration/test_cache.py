@@ -139,9 +139,9 @@ _RUN_PROBE = """
 import sys
 sys.path.insert(0, sys.argv[1])
 before = set(sys.modules)
-from credprovider import plugin
+from credprovider.runtime import serve
 from credprovider.aws.main import SPEC
-code = plugin.run(SPEC, [], stdin=sys.stdin.buffer, stdout=sys.stdout.buffer, stderr=sys.stderr,
+code = serve.run(SPEC, [], stdin=sys.stdin.buffer, stdout=sys.stdout.buffer, stderr=sys.stderr,
                   environ=dict(__import__("os").environ))
 sys.stderr.write("\\nIMPORTED " + " ".join(sorted(set(sys.modules) - before)) + "\\n")
 """

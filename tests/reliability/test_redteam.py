@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from credprovider.plugin import one_line
 from credprovider.redact import forget_secrets, register_secret
+from credprovider.runtime.provider import one_line
 from tests.fakes.aws import FakeEcr
 from tests.fakes.emulators import SAFE_ENV
 from tests.fakes.http import FakeResponse, FakeServer, serve

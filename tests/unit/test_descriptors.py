@@ -15,8 +15,11 @@ from tests.helpers import REPO
 
 SHARED = sorted(
     path
-    for path in (REPO / "credprovider").glob("*.py")
-    if path.name not in ("entry.py", "__init__.py")
+    for path in [
+        *(REPO / "credprovider").glob("*.py"),
+        *(REPO / "credprovider" / "runtime").glob("*.py"),
+    ]
+    if path.name != "entry.py"
 )
 CLOUD_PACKAGES = set(PLUGIN_PACKAGES.values())
 

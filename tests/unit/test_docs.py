@@ -5,7 +5,7 @@ from __future__ import annotations
 from credprovider.aws.registry import SHIPPED_ANNOTATIONS
 from credprovider.azure.registry import ANNOTATION_KEYS
 from credprovider.gcp.registry import WI_ANNOTATION
-from credprovider.plugin import VERBOSITY_SCHEME
+from credprovider.runtime.log import VERBOSITY_SCHEME
 from tests.helpers import REPO
 
 OPERATORS = " ".join((REPO / "docs" / "operators.md").read_text().split())

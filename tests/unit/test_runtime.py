@@ -13,7 +13,9 @@ import pytest
 
 from credprovider.api import SECOND
 from credprovider.errors import UsageError
-from credprovider.plugin import MAX_REQUEST_BYTES, cache_duration_for, run, split_common_args
+from credprovider.runtime.args import split_common_args
+from credprovider.runtime.provider import cache_duration_for
+from credprovider.runtime.serve import MAX_REQUEST_BYTES, run
 from tests.fakes.fake_plugin import SECRET, SPEC
 from tests.helpers import API_VERSIONS, REPO, request_bytes
 
@@ -289,14 +291,14 @@ def test_subprocess_deadline_kills_a_hung_provider() -> None:
 
 
 def test_the_deadline_counts_from_exec() -> None:
-    from credprovider.plugin import Deadline, seconds_since_exec
+    from credprovider.runtime.deadline import Deadline, seconds_since_exec
 
     assert Deadline(10, already_spent=3).remaining() <= 7
     fresh = subprocess.run(
         [
             sys.executable,
             "-c",
-            "from credprovider.plugin import seconds_since_exec as s; print(s())",
+            "from credprovider.runtime.deadline import seconds_since_exec as s; print(s())",
         ],
         capture_output=True,
         text=True,
@@ -319,7 +321,7 @@ def test_the_deadline_counts_from_exec() -> None:
     ],
 )
 def test_parse_arguments(args: list[str], values: dict[str, str], positionals: list[str]) -> None:
-    from credprovider.plugin import parse_arguments
+    from credprovider.runtime.args import parse_arguments
 
     options = {"--authFlow": "flow", "-a": "flow", "-r": "mirror"}
     assert parse_arguments(args, options) == (values, positionals)
@@ -336,19 +338,20 @@ def test_parse_arguments(args: list[str], values: dict[str, str], positionals: l
     ],
 )
 def test_parse_arguments_errors(args: list[str], message: str) -> None:
-    from credprovider.plugin import parse_arguments
+    from credprovider.runtime.args import parse_arguments
 
     with pytest.raises(UsageError, match=message):
         parse_arguments(args, {"--authFlow": "flow"})
 
 
 def test_one_verbosity_scheme_in_help_and_readme() -> None:
-    """The levels are told once (plugin.VERBOSITY_SCHEME): every plugin's --help and the README say
+    """The levels are told once (runtime.log.VERBOSITY_SCHEME): every plugin's --help and the README say
     the same thing."""
     import io
 
     from credprovider.entry import PLUGIN_MODULES
-    from credprovider.plugin import VERBOSITY_SCHEME, run
+    from credprovider.runtime.log import VERBOSITY_SCHEME
+    from credprovider.runtime.serve import run
 
     readme = " ".join((REPO / "README.md").read_text().split())
     assert VERBOSITY_SCHEME in readme

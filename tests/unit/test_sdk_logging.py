@@ -1,4 +1,4 @@
-"""SDK log routing (credprovider/plugin.py): applied when an SDK first imports logging, so the
+"""SDK log routing (credprovider/runtime/log.py): applied when an SDK first imports logging, so the
 stdlib paths never load it, and no record ever reaches Python's unscrubbed last-resort handler."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from tests.helpers import REPO
 _PROBE = """
 import io, sys
 sys.path.insert(0, sys.argv[1])
-from credprovider.plugin import Logger, route_sdk_logging
+from credprovider.runtime.log import Logger, route_sdk_logging
 from credprovider.redact import register_secret
 stream = io.StringIO()
 log = Logger("probe", int(sys.argv[2]), stream)

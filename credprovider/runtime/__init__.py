@@ -1,0 +1,15 @@
+"""The exec runtime shared by every plugin: stdin → provider → stdout, written once for all clouds.
+
+A provider implements :class:`~credprovider.runtime.provider.Provider` and never touches stdin,
+stdout or the process exit code. One module per job:
+
+* ``provider``: the seam (Provider, with ``cache_scope``), Credentials, Context, PluginSpec, and
+  the one cache policy (:func:`~credprovider.runtime.provider.cache_duration_for`);
+* ``deadline``: the time left, counted from exec, always shorter than the kubelet's 60 s kill;
+* ``log``: klog-style verbosity on stderr, every line scrubbed; SDK ``logging`` routed into it;
+* ``args``: the runtime's own flags and a plugin's, and ``--help``;
+* ``caching``: the persistent cache as a decorator around any provider;
+* ``serve``: read the request, ask the provider, write one response or one error line.
+
+Stdlib only: nothing here may import an SDK, pydantic or YAML.
+"""

@@ -1,0 +1,83 @@
+"""The plugin's own deadline: counted from exec, shorter than the kubelet's fixed 60 s kill."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from credprovider._typing import TYPE_CHECKING, Final
+from credprovider.api import SECOND, DurationError, parse_go_duration
+from credprovider.errors import UsageError
+from credprovider.redact import clip
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+DEFAULT_DEADLINE_SECONDS: Final = 50.0
+
+
+DEADLINE_ENV: Final = "CREDPROVIDER_DEADLINE"
+
+
+KUBELET_TIMEOUT_SECONDS: Final = 60.0
+
+
+# A longer --deadline is refused: it could only be a typo (and would overflow the thread join).
+MAX_DEADLINE_SECONDS: Final = 3600.0
+
+
+def seconds_since_exec() -> float:
+    """How long this process has run (interpreter start-up included); 0 where it cannot be read.
+
+    The kubelet's 60 s start at exec, so the plugin's deadline does too.
+    """
+    try:
+        with open("/proc/self/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        with open("/proc/uptime", "rb") as handle:
+            uptime = float(handle.read().split()[0])
+        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime, in clock ticks
+        return max(0.0, min(uptime - started, 5.0))
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+class Deadline:
+    """The time the plugin has left; providers size their timeouts and retries with it."""
+
+    def __init__(
+        self,
+        seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+        already_spent: float = 0.0,
+    ) -> None:
+        self.seconds = seconds
+        self._clock = clock
+        self._end = clock() + seconds - already_spent
+        self.phase = "starting"
+
+    def remaining(self) -> float:
+        return max(0.0, self._end - self._clock())
+
+    def timeout(self, cap: float, floor: float = 0.05) -> float:
+        """A per-call timeout: at most ``cap`` and never past the deadline."""
+        return max(floor, min(cap, self.remaining()))
+
+
+def parse_deadline(value: str, source: str) -> float:
+    """A deadline as a Go duration (``30s``) or plain seconds (``30``); must be positive."""
+    try:
+        seconds = (
+            float(value)
+            if value.replace(".", "", 1).isdigit()
+            else (parse_go_duration(value) / SECOND)
+        )
+    except DurationError:
+        raise UsageError(f"{source}: {value!r} is not a duration like 30s") from None
+    if not 0 < seconds <= MAX_DEADLINE_SECONDS:
+        raise UsageError(
+            f"{source}: the deadline must be more than 0 and at most "
+            f"{MAX_DEADLINE_SECONDS:.0f}s (the kubelet kills a plugin after "
+            f"{KUBELET_TIMEOUT_SECONDS:.0f}s), got {clip(value, 40)!r}"
+        )
+    return seconds

@@ -1,0 +1,251 @@
+"""One exec: read the request, ask the provider (through the cache), write exactly one response on
+stdout and exit 0, or nothing on stdout, one line on stderr and exit 1, before the deadline."""
+
+from __future__ import annotations
+
+import _thread
+import os
+import sys
+import time
+
+from credprovider import loopback
+from credprovider._typing import IO, TYPE_CHECKING, Final, NoReturn
+from credprovider.api import (
+    SECOND,
+    CredentialProviderResponse,
+    RequestError,
+    encode_response,
+    format_go_duration,
+    go_quote,
+    parse_request,
+)
+from credprovider.errors import ProviderError, UsageError
+from credprovider.matching import bare_registry_host
+from credprovider.redact import clip, register_secret
+from credprovider.runtime.args import help_text, split_common_args
+from credprovider.runtime.caching import with_cache
+from credprovider.runtime.deadline import (
+    DEADLINE_ENV,
+    DEFAULT_DEADLINE_SECONDS,
+    KUBELET_TIMEOUT_SECONDS,
+    Deadline,
+    parse_deadline,
+    seconds_since_exec,
+)
+from credprovider.runtime.log import TRACEBACK_VERBOSITY, Logger, route_sdk_logging
+from credprovider.runtime.provider import Context, cache_duration_for
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from credprovider.api import CredentialProviderRequest
+    from credprovider.runtime.provider import Credentials, PluginSpec
+
+MAX_REQUEST_BYTES: Final = 1 << 20
+
+
+CACHE_DIR_ENV: Final = "CREDPROVIDER_CACHE_DIR"
+
+
+def read_request(stdin: IO[bytes]) -> bytes:
+    """Read the whole request, refusing more than :data:`MAX_REQUEST_BYTES`."""
+    if stdin.isatty():
+        raise RequestError(
+            "stdin is a terminal: pipe a CredentialProviderRequest JSON into this plugin "
+            "(see --help for an example)"
+        )
+    data = stdin.read(MAX_REQUEST_BYTES + 1)
+    if len(data) > MAX_REQUEST_BYTES:
+        raise RequestError(f"request on stdin is larger than {MAX_REQUEST_BYTES >> 20} MiB")
+    return data
+
+
+def build_response(
+    request: CredentialProviderRequest, creds: Credentials, now: float
+) -> CredentialProviderResponse:
+    """Answer ``request`` with ``creds`` in the request's apiVersion, applying the cache policy."""
+    duration = creds.cache_duration
+    if duration is None and creds.expires_at is not None:
+        duration = cache_duration_for(creds.expires_at, now)
+    return CredentialProviderResponse(
+        api_version=request.api_version,
+        cache_key_type=creds.cache_key_type,
+        cache_duration=duration,
+        auth=creds.auth,
+    )
+
+
+def cache_duration_account(
+    creds: Credentials, response: CredentialProviderResponse, now: float
+) -> str:
+    """``cacheDuration`` as the response gives it, and why it is that (for the -v=1 log)."""
+    if response.cache_duration is None:
+        return "unset (the config's defaultCacheDuration: the provider knows no expiry)"
+    shown = format_go_duration(response.cache_duration)
+    if creds.cache_duration is not None or creds.expires_at is None:
+        return f"{shown} (set by the provider)"
+    remaining = creds.expires_at - now
+    if response.cache_duration == 0:
+        return f"{shown} (the credential's expiry is too close or unusable: do not cache)"
+    return (
+        f"{shown} (half the credential's remaining {format_go_duration(int(remaining) * SECOND)})"
+    )
+
+
+def _describe_failure(exc: BaseException, log: Logger) -> str:
+    if isinstance(exc, RequestError):
+        return f"invalid request: {exc}"
+    if isinstance(exc, ProviderError):
+        return str(exc)
+    if log.verbosity >= TRACEBACK_VERBOSITY:
+        import traceback
+
+        for line in traceback.format_exception(exc):
+            for part in line.rstrip("\n").split("\n"):
+                log.v(TRACEBACK_VERBOSITY, part)
+    detail = str(exc) or "no detail"
+    return (
+        f"internal error: {type(exc).__name__}: {detail} "
+        f"(rerun with -v={TRACEBACK_VERBOSITY} for a traceback and report it)"
+    )
+
+
+def run(
+    spec: PluginSpec,
+    argv: list[str],
+    *,
+    stdin: IO[bytes],
+    stdout: IO[bytes],
+    stderr: IO[str],
+    environ: Mapping[str, str],
+    now: Callable[[], float] = time.time,
+    spent_before_run: float = 0.0,
+) -> int:
+    """Serve one request and return the exit status. Never raises.
+
+    ``spent_before_run`` is the time the process already used (start-up): the deadline counts from exec.
+    """
+    log = Logger(spec.name, 0, stderr)
+    try:
+        opts, rest = split_common_args(argv)
+        log.verbosity = opts.verbosity
+        if opts.show_help:
+            stderr.write(help_text(spec))
+            return 0
+        if opts.show_version:
+            from credprovider.version import version_text
+
+            stdout.write(version_text(spec.name).encode())
+            stdout.flush()
+            return 0
+        cache_dir = opts.cache_dir or environ.get(CACHE_DIR_ENV) or None
+        deadline_seconds = opts.deadline
+        if deadline_seconds is None and environ.get(DEADLINE_ENV):
+            deadline_seconds = parse_deadline(environ[DEADLINE_ENV], DEADLINE_ENV)
+        if deadline_seconds is None:
+            deadline_seconds = DEFAULT_DEADLINE_SECONDS
+        if deadline_seconds >= KUBELET_TIMEOUT_SECONDS:
+            log.warning(
+                f"the deadline {deadline_seconds:g}s is not shorter than the kubelet's "
+                f"{KUBELET_TIMEOUT_SECONDS:.0f}s kill: the kubelet may kill this plugin first"
+            )
+        try:
+            notice = loopback.activate_from_env(environ)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        if notice:
+            log.warning(notice)
+        for ignored in opts.ignored:
+            log.v(2, f"ignoring klog flag {ignored}")
+    except ProviderError as exc:
+        log.error(str(exc))
+        return 1
+
+    deadline = Deadline(deadline_seconds, already_spent=spent_before_run)
+    ctx = Context(deadline=deadline, log=log, environ=environ, now=now)
+    outcome: list[bytes | BaseException] = []
+
+    def serve() -> None:
+        try:
+            deadline.phase = "reading the plugin arguments"
+            provider = spec.build(rest, ctx)
+            deadline.phase = "reading the request from stdin"
+            request = parse_request(read_request(stdin))
+            register_secret(request.service_account_token)
+            log.v(
+                1,
+                f"request: apiVersion={request.api_version} image={go_quote(clip(request.image))}"
+                f"{' with a service account token' if request.service_account_token else ''}",
+            )
+            bare_host = bare_registry_host(request.image)
+            if bare_host is not None:
+                # The kubelet matched it by that host; as a reference it would be a Docker Hub name.
+                raise ProviderError(
+                    f"the image {go_quote(clip(request.image))} names only a registry host, no "
+                    f"repository: did you mean {bare_host}/<repository>? (fix the pod's image)"
+                )
+            deadline.phase = "getting credentials"
+            route_sdk_logging(log)  # before any SDK can log: its records are scrubbed too
+            creds = with_cache(provider, cache_dir).get_credentials(request, ctx)
+            answered_at = now()
+            response = build_response(request, creds, answered_at)
+            log.v(
+                1,
+                f"answering: cacheKeyType={response.cache_key_type} "
+                f"cacheDuration={cache_duration_account(creds, response, answered_at)} "
+                f"keys={sorted(response.auth)}",
+            )
+            outcome.append(encode_response(response))
+        except BaseException as exc:  # noqa: BLE001 - reported as one line below
+            outcome.append(exc)
+
+    # A bare thread and a lock, not the threading module (its import is paid by every cache hit): the
+    # lock is released when serve() ends, and the process exits with os._exit whether or not it did.
+    done = _thread.allocate_lock()
+    done.acquire()
+
+    def serve_then_release() -> None:
+        try:
+            serve()
+        finally:
+            done.release()
+
+    _thread.start_new_thread(serve_then_release, ())
+    done.acquire(timeout=max(0.0, deadline.remaining()))
+    if not outcome:
+        log.error(
+            f"no answer within the {deadline_seconds:g}s deadline while {deadline.phase}: "
+            "check that the endpoint is reachable from this node (proxy, firewall, metadata "
+            f"service), or raise --deadline/{DEADLINE_ENV} (below 60s)"
+        )
+        return 1
+    result = outcome[0]
+    if isinstance(result, BaseException):
+        log.error(_describe_failure(result, log))
+        return 1
+    try:
+        stdout.write(result)
+        stdout.flush()
+    except OSError as exc:
+        log.error(f"could not write the response to stdout: {exc}")
+        return 1
+    return 0
+
+
+def main(spec: PluginSpec, argv: list[str]) -> NoReturn:
+    """Process entry point: run and exit without waiting for a stuck worker thread."""
+    code = run(
+        spec,
+        argv,
+        stdin=sys.stdin.buffer,
+        stdout=sys.stdout.buffer,
+        stderr=sys.stderr,
+        environ=os.environ,
+        spent_before_run=seconds_since_exec(),
+    )
+    for stream in (sys.stdout, sys.stderr):
+        try:  # noqa: SIM105 - contextlib is not on the exec path
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
