@@ -233,13 +233,18 @@ def request(
     head = request_head(
         method, shown_host if default else f"{shown_host}:{port}", target, headers, body
     )
+    # An ASCII host goes to getaddrinfo (and ssl) as bytes: CPython (<= 3.12) encodes a str host
+    # with the "idna" codec, whose import (with stringprep, unicodedata and re) costs a miss
+    # milliseconds.
+    address = host.encode("ascii") if host.isascii() else host
     try:
-        connection = socket.create_connection((host, port), timeout=timeout)
+        connection = socket.create_connection((address, port), timeout=timeout)  # type: ignore[arg-type]
     except (OSError, ValueError) as exc:
         raise HttpError(_describe(exc)) from exc
     try:
         if tls is not None and scheme == "https":
-            connection = tls.wrap_socket(connection, server_hostname=host)
+            # bytes for the same reason: ssl encodes a str server name with "idna" too
+            connection = tls.wrap_socket(connection, server_hostname=address)
         connection.sendall(head + (body or b""))
         with connection.makefile("rb") as reader:
             status, fields = read_head(reader)

@@ -122,11 +122,12 @@ def install_resolve_map(mapping: dict[str, tuple[str, int]]) -> None:
     original_getaddrinfo = socket.getaddrinfo
 
     def getaddrinfo(host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        name = host
         if isinstance(host, bytes):
-            host = host.decode("idna")
-        target = mapping.get(str(host).lower().rstrip(".")) if host is not None else None
+            name = host.decode("ascii") if host.isascii() else host.decode("idna")
+        target = mapping.get(str(name).lower().rstrip(".")) if name is not None else None
         if target is not None:
-            host, port = target
+            host, port = target[0].encode("ascii"), target[1]  # a loopback IP literal
         return original_getaddrinfo(host, port, *args, **kwargs)
 
     socket.getaddrinfo = getaddrinfo
