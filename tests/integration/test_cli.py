@@ -866,7 +866,7 @@ def test_migrate_reads_kubeadm_flags_env_and_takes_providers(tmp_path: Path) -> 
     ("text", "seconds"), [("1m", 60.0), ("30s", 30.0), ("1m30s", 90.0), ("45", 45.0), ("2.5", 2.5)]
 )
 def test_get_timeout_takes_go_durations(text: str, seconds: float) -> None:
-    from credprovider.cli import _timeout_seconds
+    from credprovider.commands.get import _timeout_seconds
 
     assert _timeout_seconds(text) == seconds
 

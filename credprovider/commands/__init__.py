@@ -1,0 +1,8 @@
+"""The ``credprovider`` subcommands, one module each: ``register(sub)`` adds its parser and sets its
+handler (``args -> exit status``). :data:`COMMANDS` is their order in ``--help``."""
+
+from __future__ import annotations
+
+from typing import Final
+
+COMMANDS: Final = ("validate", "get", "explain", "match", "install", "migrate")

@@ -1,0 +1,229 @@
+"""``credprovider get``: credentials for an image the way the kubelet would get them, and why."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from credprovider.api import SECOND, format_go_duration
+from credprovider.catalog import NODE_BIN_DIR, NODE_CONFIG
+from credprovider.commands.common import (
+    EXAMPLE_IMAGE,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Subcommands,
+    mask,
+    node_default,
+    print_json,
+)
+from credprovider.matching import ImageError, parse_image
+from credprovider.redact import printable, safe_line
+
+if TYPE_CHECKING:
+    from credprovider.lookup import LookupReport, ProviderReport
+
+
+def _read_annotations(values: list[str]) -> dict[str, str]:
+    annotations = {}
+    for value in values:
+        key, sep, val = value.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"credprovider get: --sa-annotation {value!r} is not key=value")
+        annotations[key] = val
+    return annotations
+
+
+def _provider_json(report: ProviderReport, show: bool) -> dict[str, Any]:
+    response = report.response
+    return {
+        "name": report.name,
+        "matched": report.matched,
+        "skipped": report.skipped,
+        "ran": report.ran,
+        "exitCode": report.exit_code,
+        "stderr": report.stderr,
+        "error": report.error,
+        "seconds": round(report.seconds, 3),
+        "response": None
+        if response is None
+        else {
+            "apiVersion": response.api_version,
+            "cacheKeyType": response.cache_key_type,
+            "cacheDuration": response.cache_duration,
+            "auth": {
+                key: {"username": entry.username, "password": mask(entry.password, show)}
+                for key, entry in response.auth.items()
+            },
+        },
+        "appliedKeys": report.applied_keys,
+        "ignoredKeys": report.ignored_keys,
+        "closestMisses": [{"pattern": p, "reason": r} for p, r in report.misses],
+        "decisions": report.decisions,
+        "cacheKey": report.cache_key,
+        "cacheSeconds": report.cache_seconds,
+    }
+
+
+def _print_report(report: LookupReport, show: bool) -> None:
+    for provider in report.providers:
+        if not provider.matched:
+            print(f"- {printable(provider.name)}: matchImages do not match {report.image}: not run")
+            for pattern, reason in provider.misses:
+                print(f"    {pattern!r}: {reason}")
+            continue
+        if provider.skipped:
+            print(f"- {printable(provider.name)}: matched, not run: {provider.skipped}")
+            continue
+        status = f"exit {provider.exit_code}" if provider.exit_code is not None else "not finished"
+        print(
+            f"- {printable(provider.name)}: matched, ran in {provider.seconds * 1000:.0f} ms, {status}"
+        )
+        if provider.error:
+            print(f"    the kubelet uses nothing from it: {safe_line(provider.error)}")
+            continue
+        for line in provider.decisions:
+            print(f"    said: {safe_line(line)}")
+        response = provider.response
+        if response is None:  # ran without an error: it answered
+            continue
+        duration = (
+            "not cached"
+            if not provider.cache_seconds
+            else f"cached {format_go_duration(round(provider.cache_seconds * SECOND))}"
+        )
+        print(f"    cacheKeyType {response.cache_key_type}, key {provider.cache_key!r}, {duration}")
+        for key, entry in response.auth.items():
+            if key in provider.applied_keys:
+                print(
+                    f"    applies: {key} (username {entry.username!r}, password "
+                    f"{mask(entry.password, show)})"
+                )
+            else:
+                print(f"    ignored: {key}: {provider.ignored_keys[key]}")
+
+
+def _timeout_seconds(text: str) -> float:
+    """``--timeout``: a Go duration (``30s``, ``1m``, ``1m30s``), or a plain number of seconds."""
+    from credprovider.api import SECOND, DurationError, parse_go_duration
+
+    try:
+        seconds = float(text) if text.replace(".", "", 1).isdigit() else None
+        if seconds is None:
+            seconds = parse_go_duration(text) / SECOND
+    except DurationError as exc:
+        raise argparse.ArgumentTypeError(f"{exc} (for example 30s or 1m)") from None
+    if not 0 < seconds <= 3600:
+        raise argparse.ArgumentTypeError(f"{text!r} is not between 0s and 1h")
+    return seconds
+
+
+def _cmd_get(args: argparse.Namespace) -> int:
+    from credprovider.config import ConfigError, load_config
+    from credprovider.lookup import kubelet_lookup
+
+    args.config = node_default(args.config, NODE_CONFIG, "--config")
+    args.bin_dir = args.config and node_default(args.bin_dir, NODE_BIN_DIR, "--bin-dir")
+    if not (args.config and args.bin_dir):
+        return EXIT_USAGE
+
+    try:
+        image = parse_image(args.image).name
+    except ImageError as exc:
+        print(f"credprovider get: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        loaded = load_config(args.config)
+    except ConfigError as exc:
+        print(
+            f"credprovider get: the kubelet would not start with this config: {exc}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    try:
+        token = (
+            Path(args.sa_token_file).read_text(encoding="utf-8").strip()
+            if args.sa_token_file
+            else ""
+        )
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+        print(
+            f"credprovider get: cannot read --sa-token-file {args.sa_token_file}: {reason}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    report = kubelet_lookup(
+        loaded,
+        args.bin_dir,
+        image,
+        token,
+        _read_annotations(args.sa_annotation),
+        timeout=args.timeout,
+    )
+    found = report.credentials
+    if args.json:
+        print_json(
+            {
+                "image": image,
+                "credentialsFound": bool(found),
+                "providers": [_provider_json(p, args.show_password) for p in report.providers],
+            }
+        )
+    else:
+        print(f"image {image} (as the kubelet passes it)")
+        _print_report(report, args.show_password)
+        if found:
+            keys = ", ".join(f"{key} from {name}" for name, key, _ in found)
+            print(f"result: the kubelet would try {len(found)} credential(s): {keys}")
+        else:
+            print(
+                "result: the kubelet would pull WITHOUT credentials from these providers "
+                "(node docker config and pull secrets may still apply)"
+            )
+    return EXIT_OK if found else EXIT_FAILED
+
+
+def register(sub: Subcommands) -> None:
+    get = sub.add_parser(
+        "get",
+        help="get credentials for an image the way the kubelet would, and explain the result",
+        description=(
+            "Normalize IMAGE as the kubelet does (nginx -> docker.io/library/nginx, tag and digest "
+            "dropped), select providers by matchImages in config order, run each matching plugin with "
+            "its args and env (inheriting this environment) and a 60s timeout, decode its answer "
+            "strictly, and report which returned key the kubelet would use for IMAGE and why the "
+            "others would not apply. Passwords are masked unless --show-password. Exit 0 when the "
+            "kubelet would end up with credentials, 1 when not."
+        ),
+    )
+    get.add_argument("image", help=f"e.g. {EXAMPLE_IMAGE}:v1")
+    get.add_argument(
+        "--config",
+        help=f"the kubelet's credential provider config (default: {NODE_CONFIG}, if it exists)",
+    )
+    get.add_argument(
+        "--bin-dir", help=f"the kubelet's plugin bin dir (default: {NODE_BIN_DIR}, if it exists)"
+    )
+    get.add_argument(
+        "--sa-token-file", help="service account token to pass (providers with tokenAttributes)"
+    )
+    get.add_argument(
+        "--sa-annotation",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="service account annotation (repeatable)",
+    )
+    get.add_argument("--show-password", action="store_true", help="print passwords in clear")
+    get.add_argument(
+        "--timeout",
+        type=_timeout_seconds,
+        default=60.0,
+        metavar="DURATION",
+        help="per-plugin timeout, a Go duration such as 30s or 1m (default and kubelet: 1m0s)",
+    )
+    get.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    get.set_defaults(handler=_cmd_get)

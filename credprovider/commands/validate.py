@@ -1,0 +1,75 @@
+"""``credprovider validate``: a credential provider config checked as the kubelet checks it, plus the
+warnings the kubelet does not give."""
+
+from __future__ import annotations
+
+import argparse
+
+from credprovider.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    Subcommands,
+    print_json,
+)
+from credprovider.redact import printable
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from credprovider.config import ConfigError, binary_problems, lint_providers, load_config
+
+    try:
+        loaded = load_config(args.path)
+    except ConfigError as exc:
+        if args.json:
+            print_json({"valid": False, "error": str(exc), "errors": [str(exc)], "warnings": []})
+        else:
+            print(f"invalid: {exc}")
+        return EXIT_FAILED
+    errors = binary_problems(loaded, args.bin_dir) if args.bin_dir is not None else []
+    warnings = lint_providers(loaded, args.bin_dir)
+    names = [p.name or "" for p in loaded.providers]
+    if args.json:
+        print_json(
+            {
+                "valid": not errors,
+                "error": errors[0] if errors else None,
+                "errors": errors,
+                "warnings": warnings,
+                "providers": names,
+                "files": [str(f) for f in loaded.sources],
+            }
+        )
+    else:
+        shown = ", ".join(printable(name) for name in names)
+        if errors:
+            print(
+                f"invalid: the config is well-formed ({len(names)} provider(s) from "
+                f"{len(loaded.sources)} file(s): {shown}), but the bin dir is not ready"
+            )
+            for error in errors:
+                print(f"error: {printable(error)}")
+        else:
+            print(f"valid: {len(names)} provider(s) from {len(loaded.sources)} file(s): {shown}")
+        for warning in warnings:
+            print(f"warning: {printable(warning)}")
+    return EXIT_FAILED if errors else EXIT_OK
+
+
+def register(sub: Subcommands) -> None:
+    validate = sub.add_parser(
+        "validate",
+        help="check a CredentialProviderConfig exactly as the kubelet does at start-up",
+        description=(
+            "Read PATH (a file, or a directory whose *.json/*.yaml/*.yml files are merged in "
+            "lexicographic order, as kubelet >= 1.34 does), decode it strictly and validate it with "
+            "the kubelet's rules and error messages. Then warn about what the kubelet accepts but will "
+            "not do what you meant ('*' in a path, defaultCacheDuration 0, missing binaries, host forms "
+            "the matchImages miss, unread annotation keys). Exit 0 if the kubelet would start, 1 if not."
+        ),
+    )
+    validate.add_argument(
+        "path", help="config file or directory (--image-credential-provider-config)"
+    )
+    validate.add_argument("--bin-dir", help="also check the plugin binaries in this directory")
+    validate.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    validate.set_defaults(handler=_cmd_validate)
