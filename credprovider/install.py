@@ -14,7 +14,9 @@ import yaml
 
 from credprovider.api import API_V1
 from credprovider.catalog import PLUGINS
-from credprovider.config import CONFIG_KIND, lint_providers, load_config
+from credprovider.config import CONFIG_KIND
+from credprovider.config_lint import lint_providers
+from credprovider.config_validate import load_config
 from credprovider.descriptor import CloudPlugin
 from credprovider.errors import CredproviderError
 

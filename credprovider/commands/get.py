@@ -121,7 +121,8 @@ def _timeout_seconds(text: str) -> float:
 
 
 def _cmd_get(args: argparse.Namespace) -> int:
-    from credprovider.config import ConfigError, load_config
+    from credprovider.config import ConfigError
+    from credprovider.config_validate import load_config
     from credprovider.lookup import kubelet_lookup
 
     args.config = node_default(args.config, NODE_CONFIG, "--config")

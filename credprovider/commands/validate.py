@@ -15,7 +15,9 @@ from credprovider.redact import printable
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from credprovider.config import ConfigError, binary_problems, lint_providers, load_config
+    from credprovider.config import ConfigError
+    from credprovider.config_lint import binary_problems, lint_providers
+    from credprovider.config_validate import load_config
 
     try:
         loaded = load_config(args.path)

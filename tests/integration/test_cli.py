@@ -49,7 +49,8 @@ def test_validate_a_valid_config(tmp_path: Path) -> None:
     ],
 )
 def test_validate_prints_the_kubelets_message(tmp_path: Path, name: str) -> None:
-    from credprovider.config import ConfigError, load_config
+    from credprovider.config import ConfigError
+    from credprovider.config_validate import load_config
 
     path = write(tmp_path / "c.yaml", CASES[name])
     with pytest.raises(ConfigError) as expected:
