@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from credprovider.catalog import PLUGINS
-from credprovider.matching import ImageError, bare_registry_host, parse_image
+from credprovider.imageref import ImageError, bare_registry_host, parse_image
 
 
 def explain_image(image: str, provider: str | None = None) -> dict[str, Any]:
-    """The explanation as a JSON-ready dict (raises ``matching.ImageError`` for a bad reference).
+    """The explanation as a JSON-ready dict (raises ``imageref.ImageError`` for a bad reference).
 
     Without ``provider``, the first plugin that recognises the registry claims the image (or none).
     """

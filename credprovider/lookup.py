@@ -29,13 +29,8 @@ from credprovider.api import (
 )
 from credprovider.catalog import plugin_for_name
 from credprovider.config import CredentialProvider, LoadedConfig
-from credprovider.matching import (
-    closest_misses,
-    explain_key_mismatch,
-    keyring_lookup,
-    registry_of,
-    urls_match,
-)
+from credprovider.imageref import registry_of
+from credprovider.matching import closest_misses, explain_key_mismatch, keyring_lookup, urls_match
 from credprovider.redact import register_secret, scrub
 
 KUBELET_EXEC_TIMEOUT_SECONDS: Final = 60.0

@@ -23,7 +23,7 @@ from credprovider.azure.registry import (
 )
 from credprovider.cache import CacheScope, fingerprint_file
 from credprovider.errors import ProviderError
-from credprovider.matching import ImageError, parse_image
+from credprovider.imageref import ImageError, parse_image
 from credprovider.redact import register_secret
 from credprovider.runtime.provider import Context, Credentials, one_line
 

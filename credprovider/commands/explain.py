@@ -12,7 +12,7 @@ from credprovider.commands.common import (
     Subcommands,
     print_json,
 )
-from credprovider.matching import ImageError
+from credprovider.imageref import ImageError
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:

@@ -19,7 +19,7 @@ from credprovider.commands.common import (
     node_default,
     print_json,
 )
-from credprovider.matching import ImageError, parse_image
+from credprovider.imageref import ImageError, parse_image
 from credprovider.redact import printable, safe_line
 
 if TYPE_CHECKING:

@@ -11,7 +11,8 @@ from credprovider.commands.common import (
     EXIT_OK,
     Subcommands,
 )
-from credprovider.matching import ImageError, explain_pattern_mismatch, parse_image
+from credprovider.imageref import ImageError, parse_image
+from credprovider.matching import explain_pattern_mismatch
 
 
 def _cmd_match(args: argparse.Namespace) -> int:

@@ -31,7 +31,7 @@ from credprovider.gcp.registry import (
     wants_workload_identity,
     workload_identity_audience,
 )
-from credprovider.matching import ImageError, parse_image
+from credprovider.imageref import ImageError, parse_image
 from credprovider.redact import register_secret
 from credprovider.runtime.provider import Context, Credentials, one_line
 

@@ -11,7 +11,6 @@ from credprovider.api import (
     parse_go_duration,
 )
 from credprovider.errors import CredproviderError
-from credprovider.matching import urls_match
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -84,7 +83,9 @@ def registry_keys(image_registry: str, image_host: str) -> list[str]:
 
 
 def covered_by_fixed_keys(registry: str) -> bool:
-    """Does a cached Global answer serve ``registry`` (host[:port])?"""
+    """Does a cached Global answer serve ``registry`` (host[:port])? (For the tool's lints.)"""
+    from credprovider.matching import urls_match
+
     return any(
         urls_match(key, registry) for key in (*GOOGLE_REGISTRY_KEYS, *GOOGLE_REGISTRY_KEYS_443)
     )

@@ -20,7 +20,7 @@ from credprovider.api import (
     parse_request,
 )
 from credprovider.errors import ProviderError, UsageError
-from credprovider.matching import bare_registry_host
+from credprovider.imageref import bare_registry_host
 from credprovider.redact import clip, register_secret
 from credprovider.runtime.args import help_text, split_common_args
 from credprovider.runtime.caching import with_cache

@@ -12,7 +12,7 @@ import threading
 
 from credprovider.api import CACHE_KEY_IMAGE, AuthConfig, CredentialProviderRequest
 from credprovider.errors import ProviderError
-from credprovider.matching import registry_of
+from credprovider.imageref import registry_of
 from credprovider.redact import register_secret
 from credprovider.runtime.args import parse_arguments
 from credprovider.runtime.provider import Context, Credentials, PluginSpec, Provider

@@ -27,7 +27,8 @@ from credprovider.gcp.registry import (
     parse_dockercfg,
     registry_keys,
 )
-from credprovider.matching import go_path_match, keyring_lookup, parse_image, urls_match
+from credprovider.imageref import parse_image
+from credprovider.matching import go_path_match, keyring_lookup, urls_match
 
 PUBLIC = CLOUDS["azurepubliccloud"]
 label = st.text(alphabet=string.ascii_lowercase + string.digits, min_size=1, max_size=12)

@@ -10,7 +10,8 @@ import pytest
 
 from credprovider.catalog import PLUGINS
 from credprovider.entry import PLUGIN_PACKAGES
-from credprovider.matching import parse_image, urls_match
+from credprovider.imageref import parse_image
+from credprovider.matching import urls_match
 from tests.helpers import REPO
 
 SHARED = sorted(

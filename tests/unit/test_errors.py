@@ -33,7 +33,7 @@ def test_parser_errors_keep_their_builtin_base() -> None:
     from credprovider.api import RequestError
     from credprovider.config import ConfigError
     from credprovider.http import HttpError
-    from credprovider.matching import ImageError
+    from credprovider.imageref import ImageError
 
     assert issubclass(RequestError, ValueError)
     assert issubclass(ImageError, ValueError)

@@ -20,7 +20,8 @@ from credprovider.gcp.registry import (
     wants_workload_identity,
     workload_identity_audience,
 )
-from credprovider.matching import keyring_lookup, parse_image
+from credprovider.imageref import parse_image
+from credprovider.matching import keyring_lookup
 
 
 @pytest.mark.parametrize(

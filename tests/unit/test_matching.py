@@ -6,14 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from credprovider.matching import (
-    ImageError,
-    go_path_match,
-    keyring_key,
-    keyring_lookup,
-    parse_image,
-    urls_match,
-)
+from credprovider.imageref import ImageError, parse_image
+from credprovider.matching import go_path_match, keyring_key, keyring_lookup, urls_match
 
 # (pattern, image, match) — kubelet keyring_test.go TestURLsMatch plus reference §5.1 cases.
 URL_MATCH_CASES = [
@@ -243,7 +237,7 @@ def test_the_registry_of_an_image_always_matches_it(image: str) -> None:
     ],
 )  # fmt: skip
 def test_bare_registry_host(reference: str, host: str | None) -> None:
-    from credprovider.matching import bare_registry_host
+    from credprovider.imageref import bare_registry_host
 
     assert bare_registry_host(reference) == host
 
@@ -264,11 +258,11 @@ def test_hand_checkers_agree_with_the_grammar(what: str, text: str) -> None:
     checker accepts exactly what its docker/distribution pattern matches."""
     import re
 
-    from credprovider import matching
+    from credprovider import imageref
 
     pattern_name, checker_name = _CHECKERS[what]
-    pattern = re.compile(getattr(matching, pattern_name), re.ASCII)
-    assert getattr(matching, checker_name)(text) == bool(pattern.fullmatch(text)), text
+    pattern = re.compile(getattr(imageref, pattern_name), re.ASCII)
+    assert getattr(imageref, checker_name)(text) == bool(pattern.fullmatch(text)), text
 
 
 @pytest.mark.parametrize(
@@ -295,8 +289,8 @@ def test_hand_checkers_agree_with_the_grammar(what: str, text: str) -> None:
 def test_hand_checkers_on_the_edges(what: str, text: str) -> None:
     import re
 
-    from credprovider import matching
+    from credprovider import imageref
 
     pattern_name, checker_name = _CHECKERS[what]
-    pattern = re.compile(getattr(matching, pattern_name), re.ASCII)
-    assert getattr(matching, checker_name)(text) == bool(pattern.fullmatch(text))
+    pattern = re.compile(getattr(imageref, pattern_name), re.ASCII)
+    assert getattr(imageref, checker_name)(text) == bool(pattern.fullmatch(text))
