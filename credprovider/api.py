@@ -14,6 +14,7 @@ from __future__ import annotations
 from credprovider import cjson
 from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.errors import CredproviderError
+from credprovider.goformat import DurationError, format_go_duration, parse_go_duration
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -33,15 +34,6 @@ CACHE_KEY_REGISTRY: Final = "Registry"
 CACHE_KEY_GLOBAL: Final = "Global"
 CACHE_KEY_TYPES: Final = (CACHE_KEY_IMAGE, CACHE_KEY_REGISTRY, CACHE_KEY_GLOBAL)
 
-NANOSECOND: Final = 1
-MICROSECOND: Final = 1000 * NANOSECOND
-MILLISECOND: Final = 1000 * MICROSECOND
-SECOND: Final = 1000 * MILLISECOND
-MINUTE: Final = 60 * SECOND
-HOUR: Final = 60 * MINUTE
-
-_MAX_INT64: Final = (1 << 63) - 1
-
 
 class RequestError(CredproviderError, ValueError):
     """The bytes on stdin are not a CredentialProviderRequest this plugin can answer."""
@@ -49,10 +41,6 @@ class RequestError(CredproviderError, ValueError):
 
 class ResponseError(CredproviderError, ValueError):
     """A plugin's stdout that the kubelet would reject (its message says why, as the kubelet would)."""
-
-
-class DurationError(CredproviderError, ValueError):
-    """A string is not a Go duration (``time.ParseDuration`` would reject it)."""
 
 
 class CredentialProviderRequest(NamedTuple):
@@ -237,154 +225,6 @@ def encode_response(response: CredentialProviderResponse) -> bytes:
             for key, entry in sorted(response.auth.items())
         }
     return (cjson.dumps(body) + "\n").encode("ascii")
-
-
-def _fmt_frac(value: int, precision: int) -> tuple[str, int]:
-    """Go's fmtFrac: the fraction of ``value / 10**precision`` without trailing zeros."""
-    digits = []
-    printed = False
-    for _ in range(precision):
-        digit = value % 10
-        printed = printed or digit != 0
-        if printed:
-            digits.append(str(digit))
-        value //= 10
-    frac = "." + "".join(reversed(digits)) if printed else ""
-    return frac, value
-
-
-def format_go_duration(nanoseconds: int) -> str:
-    """Format like Go's ``time.Duration.String()``: ``6h0m0s``, ``59m59s``, ``1.5s``, ``0s``."""
-    if not -(1 << 63) <= nanoseconds <= _MAX_INT64:
-        raise ValueError("duration out of int64 range")
-    if nanoseconds == 0:
-        return "0s"
-    sign = "-" if nanoseconds < 0 else ""
-    u = abs(nanoseconds)
-    if u < SECOND:
-        if u < MICROSECOND:
-            return f"{sign}{u}ns"
-        precision, unit = (3, "µs") if u < MILLISECOND else (6, "ms")
-        frac, whole = _fmt_frac(u, precision)
-        return f"{sign}{whole}{frac}{unit}"
-    frac, u = _fmt_frac(u, 9)
-    text = f"{u % 60}{frac}s"
-    u //= 60
-    if u > 0:
-        text = f"{u % 60}m{text}"
-        u //= 60
-        if u > 0:
-            text = f"{u}h{text}"
-    return sign + text
-
-
-_UNITS: Final = {
-    "ns": NANOSECOND,
-    "us": MICROSECOND,
-    "µs": MICROSECOND,  # U+00B5 micro sign
-    "μs": MICROSECOND,  # U+03BC Greek mu
-    "ms": MILLISECOND,
-    "s": SECOND,
-    "m": MINUTE,
-    "h": HOUR,
-}
-
-
-_GO_NAMED_ESCAPES: Final = {
-    "\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v",
-}  # fmt: skip
-
-
-def go_escape(ch: str) -> str:
-    """One character as Go's ``strconv.Quote`` writes it: itself if printable, else an escape."""
-    if ch in ('"', "\\"):
-        return "\\" + ch
-    if ch.isprintable():
-        return ch
-    named = _GO_NAMED_ESCAPES.get(ch)
-    if named is not None:
-        return named
-    code = ord(ch)
-    if code < 0x80:
-        return f"\\x{code:02x}"
-    if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte (surrogateescape): Go writes the byte
-        return f"\\x{code - 0xDC00:02x}"
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-
-
-def go_quote(text: str) -> str:
-    """Quote like Go's ``%q``: quotes and backslashes escaped, every non-printable character too
-    (controls, C1, bidi overrides, ... as ``\\x``, ``\\u`` or ``\\U`` escapes)."""
-    return '"' + "".join(map(go_escape, text)) + '"'
-
-
-def parse_go_duration(text: str) -> int:
-    """Parse a duration like Go's ``time.ParseDuration`` and return nanoseconds.
-
-    Errors carry Go's messages (``time: invalid duration "5"``, ``time: unknown unit ...``).
-    """
-    original = text
-    quoted = go_quote(original)
-    negative = False
-    if text[:1] in ("-", "+"):
-        negative = text[0] == "-"
-        text = text[1:]
-    if text == "0":
-        return 0
-    if not text:
-        raise DurationError(f"time: invalid duration {quoted}")
-    total = 0
-    while text:
-        if not (text[0] == "." or "0" <= text[0] <= "9"):
-            raise DurationError(f"time: invalid duration {quoted}")
-        i = 0
-        while i < len(text) and "0" <= text[i] <= "9":
-            i += 1
-        whole_digits, text = text[:i], text[i:]
-        whole = int(whole_digits) if whole_digits else 0
-        if whole > _MAX_INT64 + 1:
-            raise DurationError(f"time: invalid duration {quoted}")
-        frac, scale, has_frac = 0, 1.0, False
-        if text.startswith("."):
-            text = text[1:]
-            j = 0
-            overflow = False
-            while j < len(text) and "0" <= text[j] <= "9":
-                if not overflow:
-                    if frac > (_MAX_INT64 - 9) // 10:
-                        overflow = True  # Go stops adding precision here
-                    else:
-                        frac = frac * 10 + int(text[j])
-                        scale *= 10
-                j += 1
-            has_frac = j > 0
-            text = text[j:]
-        if not whole_digits and not has_frac:
-            raise DurationError(f"time: invalid duration {quoted}")
-        k = 0
-        while k < len(text) and not (text[k] == "." or "0" <= text[k] <= "9"):
-            k += 1
-        if k == 0:
-            raise DurationError(f"time: missing unit in duration {quoted}")
-        unit_name, text = text[:k], text[k:]
-        unit = _UNITS.get(unit_name)
-        if unit is None:
-            raise DurationError(f"time: unknown unit {go_quote(unit_name)} in duration {quoted}")
-        if whole > (1 << 63) // unit:
-            raise DurationError(f"time: invalid duration {quoted}")
-        value = whole * unit
-        if frac > 0:
-            value += int(float(frac) * (float(unit) / scale))
-            if value > 1 << 63:
-                raise DurationError(f"time: invalid duration {quoted}")
-        total += value
-        if total > 1 << 63:
-            raise DurationError(f"time: invalid duration {quoted}")
-    if negative:
-        return -total
-    if total > _MAX_INT64:
-        raise DurationError(f"time: invalid duration {quoted}")
-    return total
 
 
 _RESPONSE_FIELDS: Final = ("kind", "apiVersion", "cacheKeyType", "cacheDuration", "auth")

@@ -17,8 +17,8 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from credprovider.api import DurationError, go_quote, parse_go_duration
 from credprovider.errors import CredproviderError
+from credprovider.goformat import DurationError, go_quote, parse_go_duration
 from credprovider.yamldoc import MAX_NESTING, YamlError, load_yaml
 
 CONFIG_GROUP: Final = "kubelet.config.k8s.io"

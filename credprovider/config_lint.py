@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from credprovider.api import parse_go_duration
 from credprovider.config import LoadedConfig
+from credprovider.goformat import parse_go_duration
 
 # --- lints: what the kubelet accepts but will not do what the operator meant ------------------------
 

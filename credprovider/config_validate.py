@@ -7,7 +7,7 @@ import json
 import re
 from typing import Final
 
-from credprovider.api import API_V1, API_VERSIONS, go_quote, parse_go_duration
+from credprovider.api import API_V1, API_VERSIONS
 from credprovider.config import (
     CACHE_TYPES,
     ConfigError,
@@ -15,6 +15,7 @@ from credprovider.config import (
     LoadedConfig,
     read_config,
 )
+from credprovider.goformat import go_quote, parse_go_duration
 from credprovider.matching import GoURLError, parse_go_url
 
 # --- validation (validateCredentialProviderConfig) ---------------------------------------------------
@@ -133,7 +134,7 @@ def validate_providers(
         else:
             duration = parse_go_duration(provider.defaultCacheDuration)
             if duration < 0:
-                from credprovider.api import format_go_duration
+                from credprovider.goformat import format_go_duration
 
                 errors.append(
                     f"providers.defaultCacheDuration: Invalid value: "

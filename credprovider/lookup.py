@@ -19,16 +19,15 @@ from typing import Final
 from credprovider.api import (
     CACHE_KEY_GLOBAL,
     CACHE_KEY_IMAGE,
-    SECOND,
     AuthConfig,
     CredentialProviderResponse,
     ResponseError,
     encode_request,
-    parse_go_duration,
     parse_response,
 )
 from credprovider.catalog import plugin_for_name
 from credprovider.config import CredentialProvider, LoadedConfig
+from credprovider.goformat import SECOND, parse_go_duration
 from credprovider.imageref import registry_of
 from credprovider.matching import closest_misses, explain_key_mismatch, keyring_lookup, urls_match
 from credprovider.redact import register_secret, scrub

@@ -12,8 +12,8 @@
 from __future__ import annotations
 
 from credprovider._typing import Final, NamedTuple
-from credprovider.api import go_quote
 from credprovider.errors import CredproviderError
+from credprovider.goformat import go_quote
 from credprovider.imageref import DEFAULT_REGISTRY, LEGACY_DEFAULT_REGISTRY
 
 _HEX: Final = "0123456789abcdefABCDEF"

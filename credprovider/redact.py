@@ -71,7 +71,7 @@ def printable(text: str) -> str:
     """Every non-printable character escaped as Go's ``%q`` writes it (``\\x1b``, ``\\u202e``)."""
     if text.isprintable():
         return text
-    from credprovider.api import go_escape
+    from credprovider.goformat import go_escape
 
     return "".join(ch if ch.isprintable() or ch == "\\" else go_escape(ch) for ch in text)
 

@@ -13,8 +13,8 @@ from typing import Any, Final
 
 import yaml
 
-from credprovider.api import go_quote
 from credprovider.errors import CredproviderError
+from credprovider.goformat import go_quote
 
 
 class YamlError(CredproviderError, ValueError):

@@ -276,7 +276,7 @@ def tenant_id_problem(tenant_id: str) -> str:
 
     if re.fullmatch(r"[0-9A-Za-z.-]+", tenant_id):
         return ""
-    from credprovider.api import go_quote
+    from credprovider.goformat import go_quote
     from credprovider.redact import clip
 
     return (

@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from credprovider.api import SECOND, format_go_duration
 from credprovider.catalog import NODE_BIN_DIR, NODE_CONFIG
 from credprovider.commands.common import (
     EXAMPLE_IMAGE,
@@ -19,6 +18,7 @@ from credprovider.commands.common import (
     node_default,
     print_json,
 )
+from credprovider.goformat import SECOND, format_go_duration
 from credprovider.imageref import ImageError, parse_image
 from credprovider.redact import printable, safe_line
 
@@ -107,7 +107,7 @@ def _print_report(report: LookupReport, show: bool) -> None:
 
 def _timeout_seconds(text: str) -> float:
     """``--timeout``: a Go duration (``30s``, ``1m``, ``1m30s``), or a plain number of seconds."""
-    from credprovider.api import SECOND, DurationError, parse_go_duration
+    from credprovider.goformat import SECOND, DurationError, parse_go_duration
 
     try:
         seconds = float(text) if text.replace(".", "", 1).isdigit() else None

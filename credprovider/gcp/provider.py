@@ -4,13 +4,7 @@ through google-auth (imported lazily, only when such a token is fetched)."""
 from __future__ import annotations
 
 from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
-from credprovider.api import (
-    CACHE_KEY_GLOBAL,
-    SECOND,
-    AuthConfig,
-    CredentialProviderRequest,
-    format_go_duration,
-)
+from credprovider.api import CACHE_KEY_GLOBAL, AuthConfig, CredentialProviderRequest
 from credprovider.cache import CacheScope, fingerprint_file
 from credprovider.errors import ProviderError
 from credprovider.gcp.registry import (
@@ -31,6 +25,7 @@ from credprovider.gcp.registry import (
     wants_workload_identity,
     workload_identity_audience,
 )
+from credprovider.goformat import SECOND, format_go_duration
 from credprovider.imageref import ImageError, parse_image
 from credprovider.redact import register_secret
 from credprovider.runtime.provider import Context, Credentials, one_line

@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 from credprovider._typing import TYPE_CHECKING, Final, NamedTuple
-from credprovider.api import (
-    CACHE_KEY_GLOBAL,
-    CACHE_KEY_IMAGE,
-    CACHE_KEY_REGISTRY,
-    DurationError,
-    parse_go_duration,
-)
+from credprovider.api import CACHE_KEY_GLOBAL, CACHE_KEY_IMAGE, CACHE_KEY_REGISTRY
 from credprovider.errors import CredproviderError
+from credprovider.goformat import DurationError, parse_go_duration
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

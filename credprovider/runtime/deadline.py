@@ -6,8 +6,8 @@ import os
 import time
 
 from credprovider._typing import TYPE_CHECKING, Final
-from credprovider.api import SECOND, DurationError, parse_go_duration
 from credprovider.errors import UsageError
+from credprovider.goformat import SECOND, DurationError, parse_go_duration
 from credprovider.redact import clip
 
 if TYPE_CHECKING:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 
 from credprovider._typing import TYPE_CHECKING, Final, NamedTuple, Protocol
-from credprovider.api import CACHE_KEY_REGISTRY, SECOND
+from credprovider.api import CACHE_KEY_REGISTRY
+from credprovider.goformat import SECOND
 from credprovider.redact import clip, scrub
 
 if TYPE_CHECKING:

@@ -11,15 +11,13 @@ import time
 from credprovider import loopback
 from credprovider._typing import IO, TYPE_CHECKING, Final, NoReturn
 from credprovider.api import (
-    SECOND,
     CredentialProviderResponse,
     RequestError,
     encode_response,
-    format_go_duration,
-    go_quote,
     parse_request,
 )
 from credprovider.errors import ProviderError, UsageError
+from credprovider.goformat import SECOND, format_go_duration, go_quote
 from credprovider.imageref import bare_registry_host
 from credprovider.redact import clip, register_secret
 from credprovider.runtime.args import help_text, split_common_args

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from credprovider.api import SECOND, parse_go_duration
+from credprovider.goformat import SECOND, parse_go_duration
 from credprovider.matching import keyring_lookup
 from tests.fakes.aws import PRIVATE_TARGET, PUBLIC_TARGET, FakeEcr, sts_error
 from tests.fakes.http import FakeRequest, FakeResponse, FakeServer, serve

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import pkcs12
 from cryptography.x509.oid import NameOID
 
-from credprovider.api import parse_go_duration
+from credprovider.goformat import parse_go_duration
 from credprovider.matching import keyring_lookup
 from tests.fakes.azure import make_jwt
 from tests.fakes.http import FakeResponse, serve

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from credprovider.api import DurationError, ResponseError, parse_go_duration, parse_response
+from credprovider.api import ResponseError, parse_response
 from credprovider.aws.registry import TokenError, classify_host, decode_authorization_token
 from credprovider.azure.cloudconfig import parse_cloud_config
 from credprovider.azure.registry import (
@@ -27,6 +27,7 @@ from credprovider.gcp.registry import (
     parse_dockercfg,
     registry_keys,
 )
+from credprovider.goformat import DurationError, parse_go_duration
 from credprovider.imageref import parse_image
 from credprovider.matching import go_path_match, keyring_lookup, urls_match
 

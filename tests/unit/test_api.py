@@ -8,19 +8,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from credprovider.api import (
+    AuthConfig,
+    CredentialProviderResponse,
+    RequestError,
+    encode_response,
+    parse_request,
+)
+from credprovider.goformat import (
     HOUR,
     MICROSECOND,
     MILLISECOND,
     MINUTE,
     SECOND,
-    AuthConfig,
-    CredentialProviderResponse,
     DurationError,
-    RequestError,
-    encode_response,
     format_go_duration,
     parse_go_duration,
-    parse_request,
 )
 from tests.helpers import API_VERSIONS, request_bytes
 

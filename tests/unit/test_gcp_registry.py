@@ -7,7 +7,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from credprovider.api import MINUTE, SECOND
 from credprovider.gcp.registry import (
     CacheOverrides,
     DockerCfgError,
@@ -20,6 +19,7 @@ from credprovider.gcp.registry import (
     wants_workload_identity,
     workload_identity_audience,
 )
+from credprovider.goformat import MINUTE, SECOND
 from credprovider.imageref import parse_image
 from credprovider.matching import keyring_lookup
 
