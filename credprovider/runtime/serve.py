@@ -20,7 +20,7 @@ from credprovider.errors import ProviderError, UsageError
 from credprovider.goformat import SECOND, format_go_duration, go_quote
 from credprovider.imageref import bare_registry_host
 from credprovider.redact import clip, register_secret
-from credprovider.runtime.args import help_text, split_common_args
+from credprovider.runtime.args import CommonOptions, help_text, split_common_args
 from credprovider.runtime.caching import with_cache
 from credprovider.runtime.deadline import (
     DEADLINE_ENV,
@@ -108,6 +108,83 @@ def _describe_failure(exc: BaseException, log: Logger) -> str:
     )
 
 
+def _deadline_seconds(opts: CommonOptions, environ: Mapping[str, str], log: Logger) -> float:
+    """--deadline, else CREDPROVIDER_DEADLINE, else the default; warned about when not under 60 s."""
+    seconds = opts.deadline
+    if seconds is None and environ.get(DEADLINE_ENV):
+        seconds = parse_deadline(environ[DEADLINE_ENV], DEADLINE_ENV)
+    if seconds is None:
+        seconds = DEFAULT_DEADLINE_SECONDS
+    if seconds >= KUBELET_TIMEOUT_SECONDS:
+        log.warning(
+            f"the deadline {seconds:g}s is not shorter than the kubelet's "
+            f"{KUBELET_TIMEOUT_SECONDS:.0f}s kill: the kubelet may kill this plugin first"
+        )
+    return seconds
+
+
+def answer(
+    spec: PluginSpec,
+    args: list[str],
+    stdin: IO[bytes],
+    ctx: Context,
+    cache_dir: str | None,
+) -> bytes:
+    """The whole work of one exec, deadline aside: build the provider, read and check the request,
+    get credentials (through the cache), and encode the response. Raises on any failure."""
+    deadline, log = ctx.deadline, ctx.log
+    deadline.phase = "reading the plugin arguments"
+    provider = spec.build(args, ctx)
+    deadline.phase = "reading the request from stdin"
+    request = parse_request(read_request(stdin))
+    register_secret(request.service_account_token)
+    log.v(
+        1,
+        f"request: apiVersion={request.api_version} image={go_quote(clip(request.image))}"
+        f"{' with a service account token' if request.service_account_token else ''}",
+    )
+    bare_host = bare_registry_host(request.image)
+    if bare_host is not None:
+        # The kubelet matched it by that host; as a reference it would be a Docker Hub name.
+        raise ProviderError(
+            f"the image {go_quote(clip(request.image))} names only a registry host, no "
+            f"repository: did you mean {bare_host}/<repository>? (fix the pod's image)"
+        )
+    deadline.phase = "getting credentials"
+    route_sdk_logging(log)  # before any SDK can log: its records are scrubbed too
+    creds = with_cache(provider, cache_dir).get_credentials(request, ctx)
+    answered_at = ctx.now()
+    response = build_response(request, creds, answered_at)
+    log.v(
+        1,
+        f"answering: cacheKeyType={response.cache_key_type} "
+        f"cacheDuration={cache_duration_account(creds, response, answered_at)} "
+        f"keys={sorted(response.auth)}",
+    )
+    return encode_response(response)
+
+
+def within(deadline: Deadline, work: Callable[[], bytes]) -> bytes | BaseException | None:
+    """``work()`` on a worker thread: its result, what it raised, or ``None`` when the deadline
+    passed first (the worker is then left behind: the process exits with os._exit)."""
+    outcome: list[bytes | BaseException] = []
+    # A bare thread and a lock, not the threading module (its import is paid by every cache hit).
+    done = _thread.allocate_lock()
+    done.acquire()
+
+    def work_then_release() -> None:
+        try:
+            outcome.append(work())
+        except BaseException as exc:  # noqa: BLE001 - reported as one line by the caller
+            outcome.append(exc)
+        finally:
+            done.release()
+
+    _thread.start_new_thread(work_then_release, ())
+    done.acquire(timeout=max(0.0, deadline.remaining()))
+    return outcome[0] if outcome else None
+
+
 def run(
     spec: PluginSpec,
     argv: list[str],
@@ -137,16 +214,7 @@ def run(
             stdout.flush()
             return 0
         cache_dir = opts.cache_dir or environ.get(CACHE_DIR_ENV) or None
-        deadline_seconds = opts.deadline
-        if deadline_seconds is None and environ.get(DEADLINE_ENV):
-            deadline_seconds = parse_deadline(environ[DEADLINE_ENV], DEADLINE_ENV)
-        if deadline_seconds is None:
-            deadline_seconds = DEFAULT_DEADLINE_SECONDS
-        if deadline_seconds >= KUBELET_TIMEOUT_SECONDS:
-            log.warning(
-                f"the deadline {deadline_seconds:g}s is not shorter than the kubelet's "
-                f"{KUBELET_TIMEOUT_SECONDS:.0f}s kill: the kubelet may kill this plugin first"
-            )
+        deadline_seconds = _deadline_seconds(opts, environ, log)
         try:
             notice = loopback.activate_from_env(environ)
         except ValueError as exc:
@@ -161,63 +229,14 @@ def run(
 
     deadline = Deadline(deadline_seconds, already_spent=spent_before_run)
     ctx = Context(deadline=deadline, log=log, environ=environ, now=now)
-    outcome: list[bytes | BaseException] = []
-
-    def serve() -> None:
-        try:
-            deadline.phase = "reading the plugin arguments"
-            provider = spec.build(rest, ctx)
-            deadline.phase = "reading the request from stdin"
-            request = parse_request(read_request(stdin))
-            register_secret(request.service_account_token)
-            log.v(
-                1,
-                f"request: apiVersion={request.api_version} image={go_quote(clip(request.image))}"
-                f"{' with a service account token' if request.service_account_token else ''}",
-            )
-            bare_host = bare_registry_host(request.image)
-            if bare_host is not None:
-                # The kubelet matched it by that host; as a reference it would be a Docker Hub name.
-                raise ProviderError(
-                    f"the image {go_quote(clip(request.image))} names only a registry host, no "
-                    f"repository: did you mean {bare_host}/<repository>? (fix the pod's image)"
-                )
-            deadline.phase = "getting credentials"
-            route_sdk_logging(log)  # before any SDK can log: its records are scrubbed too
-            creds = with_cache(provider, cache_dir).get_credentials(request, ctx)
-            answered_at = now()
-            response = build_response(request, creds, answered_at)
-            log.v(
-                1,
-                f"answering: cacheKeyType={response.cache_key_type} "
-                f"cacheDuration={cache_duration_account(creds, response, answered_at)} "
-                f"keys={sorted(response.auth)}",
-            )
-            outcome.append(encode_response(response))
-        except BaseException as exc:  # noqa: BLE001 - reported as one line below
-            outcome.append(exc)
-
-    # A bare thread and a lock, not the threading module (its import is paid by every cache hit): the
-    # lock is released when serve() ends, and the process exits with os._exit whether or not it did.
-    done = _thread.allocate_lock()
-    done.acquire()
-
-    def serve_then_release() -> None:
-        try:
-            serve()
-        finally:
-            done.release()
-
-    _thread.start_new_thread(serve_then_release, ())
-    done.acquire(timeout=max(0.0, deadline.remaining()))
-    if not outcome:
+    result = within(deadline, lambda: answer(spec, rest, stdin, ctx, cache_dir))
+    if result is None:
         log.error(
             f"no answer within the {deadline_seconds:g}s deadline while {deadline.phase}: "
             "check that the endpoint is reachable from this node (proxy, firewall, metadata "
             f"service), or raise --deadline/{DEADLINE_ENV} (below 60s)"
         )
         return 1
-    result = outcome[0]
     if isinstance(result, BaseException):
         log.error(_describe_failure(result, log))
         return 1
