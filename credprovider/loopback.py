@@ -84,12 +84,16 @@ def _sockaddr_host(address: Any) -> str | None:
     return None  # AF_UNIX paths and the like
 
 
-def install_connect_guard() -> None:
-    """Make every socket connect to a non-loopback IP raise :class:`LoopbackError`."""
+def install_connect_guard(
+    refusal: Callable[[str], BaseException] | None = None,
+) -> Callable[[], None]:
+    """Make every socket connect to a non-loopback IP raise ``refusal(host)`` (by default a
+    :class:`LoopbackError`); return what removes the guard again. The test suite guards its own
+    process with it too, refusing with an AssertionError that no ``except OSError`` swallows."""
     import socket
 
     if getattr(socket.socket, "_credprovider_guarded", False):
-        return
+        return lambda: None
     original_connect = socket.socket.connect
     original_connect_ex = socket.socket.connect_ex
 
@@ -100,6 +104,8 @@ def install_connect_guard() -> None:
             and host is not None
             and not is_loopback_address(host)
         ):
+            if refusal is not None:
+                raise refusal(host)
             raise LoopbackError(f"blocked connection to non-loopback address {host} (test mode)")
 
     def connect(sock: Any, address: Any) -> None:
@@ -110,9 +116,15 @@ def install_connect_guard() -> None:
         _check(sock, address)
         return original_connect_ex(sock, address)
 
+    def remove() -> None:
+        socket.socket.connect = original_connect  # type: ignore[method-assign]
+        socket.socket.connect_ex = original_connect_ex  # type: ignore[method-assign]
+        socket.socket._credprovider_guarded = False  # type: ignore[attr-defined]
+
     socket.socket.connect = connect  # type: ignore[method-assign]
     socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]
     socket.socket._credprovider_guarded = True  # type: ignore[attr-defined]
+    return remove
 
 
 def install_resolve_map(mapping: dict[str, tuple[str, int]]) -> None:
@@ -182,13 +194,17 @@ def _when_socket_is_imported(patches: list[Callable[[], None]]) -> None:
         sys.meta_path.insert(0, _PatchSocketOnImport(patches))
 
 
+def _guard_this_process() -> None:
+    install_connect_guard()
+
+
 def activate_from_env(environ: Mapping[str, str]) -> str | None:
     """Turn on test mode if the environment asks for it; return the notice to print, if any."""
     if not requested(environ):
         return None
     resolve = environ.get(RESOLVE_ENV, "")
     mapping = parse_resolve_map(resolve)
-    patches: list[Callable[[], None]] = [install_connect_guard]
+    patches: list[Callable[[], None]] = [_guard_this_process]
     if mapping:
         patches.append(lambda: install_resolve_map(mapping))
     _when_socket_is_imported(patches)

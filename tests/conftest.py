@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from credprovider import redact
+from credprovider import loopback, redact
 from release.native import cache_root as release_cache_root
 
 # Variables that could point an SDK at real credentials or real endpoints.
@@ -44,36 +41,15 @@ class NonLoopbackConnection(AssertionError):
     """A test tried to open a connection to an address that is not loopback."""
 
 
-def _is_loopback(address: Any) -> bool:
-    if not (isinstance(address, tuple) and address and isinstance(address[0], str)):
-        return True  # AF_UNIX and friends never leave the machine
-    try:
-        return ipaddress.ip_address(address[0].split("%")[0]).is_loopback
-    except ValueError:
-        return False  # a name: tests must connect to loopback IP literals
-
-
 @pytest.fixture(autouse=True, scope="session")
 def _loopback_only() -> Iterator[None]:
-    """Fail any socket connect to a non-loopback address from the test process itself."""
-    original_connect = socket.socket.connect
-    original_connect_ex = socket.socket.connect_ex
-
-    def guarded_connect(sock: socket.socket, address: Any) -> Any:
-        if sock.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address):
-            raise NonLoopbackConnection(f"test tried to connect to {address!r}")
-        return original_connect(sock, address)
-
-    def guarded_connect_ex(sock: socket.socket, address: Any) -> Any:
-        if sock.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address):
-            raise NonLoopbackConnection(f"test tried to connect to {address!r}")
-        return original_connect_ex(sock, address)
-
-    socket.socket.connect = guarded_connect  # type: ignore[method-assign]
-    socket.socket.connect_ex = guarded_connect_ex  # type: ignore[method-assign]
+    """Fail any socket connect to a non-loopback address from the test process itself: the
+    plugins' own test-mode guard (credprovider/loopback.py), refusing with an AssertionError."""
+    remove = loopback.install_connect_guard(
+        lambda host: NonLoopbackConnection(f"test tried to connect to {host!r}")
+    )
     yield
-    socket.socket.connect = original_connect  # type: ignore[method-assign]
-    socket.socket.connect_ex = original_connect_ex  # type: ignore[method-assign]
+    remove()
 
 
 @pytest.fixture(autouse=True, scope="session")
