@@ -16,7 +16,7 @@ from tests.fakes.aws import FakeEcr
 from tests.fakes.azure import AAD_HOSTS, FakeAad, FakeAcr, FakeImds
 from tests.fakes.gcp import FakeMetadata, FakeSts
 from tests.fakes.http import serve
-from tests.fakes.tls import make_test_ca
+from tests.fakes.tls import CertAuthority, make_test_ca
 
 # Keeps every SDK away from this machine's credentials and real metadata services.
 SAFE_ENV = {
@@ -86,19 +86,27 @@ def gcp_emulator() -> Iterator[Emulator]:
 
 
 @contextmanager
-def azure_emulator(registries: tuple[str, ...] = (ACR_REGISTRY,)) -> Iterator[Emulator]:
-    """IMDS, Entra ID and an ACR registry serving every login server in ``registries`` (TLS, test
-    CA, loopback resolve); ``files['config']`` is an azure.json for the node's user-assigned
-    managed identity."""
+def azure_emulator(
+    registries: tuple[str, ...] = (ACR_REGISTRY,),
+    certificate_names: tuple[str, ...] | None = None,
+    authority_hosts: tuple[str, ...] = (),
+    ca: CertAuthority | None = None,
+) -> Iterator[Emulator]:
+    """IMDS, Entra ID and an ACR registry answering as every login server in ``registries``
+    (TLS with ``ca``, or a test CA of its own; loopback resolve). The registry's certificate names
+    ``certificate_names`` (wildcards allowed; default: the registries); Entra ID also answers as
+    ``authority_hosts``. ``files['config']`` is an azure.json for the node's user-assigned managed
+    identity."""
     imds, aad, acr = FakeImds(), FakeAad(), FakeAcr()
     with tempfile.TemporaryDirectory() as directory:
-        ca = make_test_ca(Path(directory) / "ca")
+        authority = ca or make_test_ca(Path(directory) / "ca")
+        aad_hosts = (*AAD_HOSTS, *authority_hosts)
         with (
             serve(imds) as imds_server,
-            serve(aad, ca.server_context(*AAD_HOSTS)) as aad_server,
-            serve(acr, ca.server_context(*registries)) as acr_server,
+            serve(aad, authority.server_context(*aad_hosts)) as aad_server,
+            serve(acr, authority.server_context(*(certificate_names or registries))) as acr_server,
         ):
-            resolve = [f"{host}={aad_server.address}" for host in AAD_HOSTS]
+            resolve = [f"{host}={aad_server.address}" for host in aad_hosts]
             resolve += [f"{registry}={acr_server.address}" for registry in registries]
             config = Path(directory) / "azure.json"
             config.write_text(
@@ -115,7 +123,7 @@ def azure_emulator(registries: tuple[str, ...] = (ACR_REGISTRY,)) -> Iterator[Em
                 {
                     **SAFE_ENV,
                     "AZURE_POD_IDENTITY_AUTHORITY_HOST": imds_server.url,
-                    "REQUESTS_CA_BUNDLE": str(ca.bundle),
+                    "REQUESTS_CA_BUNDLE": str(authority.bundle),
                     "CREDPROVIDER_TEST_RESOLVE": ",".join(resolve),
                 },
                 {"imds": imds, "aad": aad, "acr": acr},

@@ -8,12 +8,14 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests import gobuild
 from tests.fakes.aws import FakeEcr
-from tests.fakes.azure import AAD_HOSTS, FakeAad, FakeAcr, FakeImds
+from tests.fakes.azure import FakeAad, FakeAcr, FakeImds
+from tests.fakes.emulators import SAFE_ENV, azure_emulator
 from tests.fakes.gcp import FakeMetadata
 from tests.fakes.http import FakeServer, serve
 from tests.fakes.tls import CertAuthority, make_test_ca
@@ -115,28 +117,14 @@ class Azure:
 
 @pytest.fixture
 def azure(test_ca: CertAuthority, tmp_path: Path) -> Iterator[Azure]:
-    imds, aad, acr = FakeImds(), FakeAad(), FakeAcr()
-    aad_tls = test_ca.server_context(*AAD_HOSTS, STACK_AUTHORITY_HOST)
-    acr_tls = test_ca.server_context(
-        "*.azurecr.io",
-        "*.azurecr.cn",
-        "*.azurecr.us",
-        "*.eastus.geo.azurecr.io",
-        "*.azurecr.my.cloud",
-    )
-    with (
-        serve(imds) as imds_server,
-        serve(aad, aad_tls) as aad_server,
-        serve(acr, acr_tls) as acr_server,
-    ):
-        resolve = [f"{host}={aad_server.address}" for host in (*AAD_HOSTS, STACK_AUTHORITY_HOST)]
-        resolve += [f"{host}={acr_server.address}" for host in REGISTRY_HOSTS]
-        env = {
-            "AZURE_POD_IDENTITY_AUTHORITY_HOST": imds_server.url,
-            "REQUESTS_CA_BUNDLE": str(test_ca.bundle),
-            "CREDPROVIDER_TEST_RESOLVE": ",".join(resolve),
-        }
-        yield Azure(imds, aad, acr, env, tmp_path)
+    certificate_names = ("*.azurecr.io", "*.azurecr.cn", "*.azurecr.us", "*.eastus.geo.azurecr.io",
+                         "*.azurecr.my.cloud")  # fmt: skip
+    with azure_emulator(
+        tuple(REGISTRY_HOSTS), certificate_names, (STACK_AUTHORITY_HOST,), test_ca
+    ) as emulator:
+        fakes: Any = emulator.fakes
+        env = {k: v for k, v in emulator.env.items() if k not in SAFE_ENV}
+        yield Azure(fakes["imds"], fakes["aad"], fakes["acr"], env, tmp_path)
 
 
 @pytest.fixture
