@@ -1,0 +1,37 @@
+"""The runtime contract, kept by ecr-credential-provider against the ECR emulator."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.contract.provider import Cloud, ProviderContract
+from tests.fakes.aws import FakeEcr
+from tests.fakes.emulators import aws_emulator
+from tests.fakes.http import FakeResponse
+
+
+class TestEcr(ProviderContract):
+    plugin = "ecr-credential-provider"
+    image = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/app"
+
+    @pytest.fixture
+    def cloud(self) -> Iterator[Cloud]:
+        with aws_emulator(with_moto=False) as emulator:
+            fake: FakeEcr = emulator.fakes["ecr"]  # type: ignore[assignment]
+
+            def refuse() -> None:
+                fake.fault = FakeResponse.json(
+                    {"__type": "AccessDeniedException", "message": "not authorized"},
+                    status=400,
+                    content_type="application/x-amz-json-1.1",
+                )
+
+            yield Cloud(
+                env=emulator.env,
+                username=fake.username,
+                password=lambda: {fake.password} if fake.calls else set(),
+                calls=lambda: len(fake.calls),
+                refuse=refuse,
+            )
