@@ -1,0 +1,268 @@
+"""``credprovider get``: credentials the way the kubelet would get them, and why."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from credprovider.catalog import PLUGINS
+from tests.fakes.aws import FakeEcr
+from tests.fakes.gcp import FakeMetadata
+from tests.fakes.http import FakeServer, serve
+from tests.helpers import CONFIG_DIR
+from tests.helpers import run_cli as cli
+from tests.integration.cli.conftest import ECR_IMAGE, config_file, provider_entry, write
+from tests.integration.conftest import Azure
+from tests.integration.kubelet_config_cases import CASES
+
+# --- get ----------------------------------------------------------------------------------------------
+
+
+def aws_env(server: FakeServer, **extra: str) -> dict[str, str]:
+    return {
+        "AWS_ACCESS_KEY_ID": "AKIDNODE",
+        "AWS_SECRET_ACCESS_KEY": "node-secret-key",
+        "AWS_ENDPOINT_URL_ECR": server.url,
+        **extra,
+    }
+
+
+def test_get_ecr(tmp_path: Path, bin_dir: Path, ecr: tuple[FakeEcr, FakeServer]) -> None:
+    fake, server = ecr
+    config = config_file(tmp_path, provider_entry())
+    result = cli(
+        "get",
+        f"{ECR_IMAGE}:v1",
+        "--config",
+        str(config),
+        "--bin-dir",
+        str(bin_dir),
+        "--json",
+        env=aws_env(server),
+    )
+    report = json.loads(result.stdout)
+    assert (result.returncode, report["image"], report["credentialsFound"]) == (0, ECR_IMAGE, True)
+    (provider,) = report["providers"]
+    registry = ECR_IMAGE.split("/")[0]
+    assert provider["appliedKeys"] == [registry]
+    assert provider["response"]["auth"][registry] == {
+        "username": "AWS",
+        "password": "ecr…(29 chars)",
+    }
+    assert (provider["cacheKey"], 21590 < provider["cacheSeconds"] <= 21600) == (registry, True)
+    assert fake.password not in result.stdout
+    assert (
+        "credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from the environment"
+        in provider["decisions"]
+    )
+    shown = cli(
+        "get",
+        ECR_IMAGE,
+        "--config",
+        str(config),
+        "--bin-dir",
+        str(bin_dir),
+        "--show-password",
+        env=aws_env(server),
+    )
+    assert f"password {fake.password})" in shown.stdout
+
+
+def test_get_reports_a_failing_provider_and_a_key_that_does_not_apply(
+    tmp_path: Path, bin_dir: Path, ecr: tuple[FakeEcr, FakeServer]
+) -> None:
+    _fake, server = ecr
+    (bin_dir / "wrong-key-plugin").write_text(
+        '#!/bin/sh\ncat >/dev/null\necho \'{"kind":"CredentialProviderResponse","apiVersion":'
+        '"credentialprovider.kubelet.k8s.io/v1","cacheKeyType":"Image","auth":'
+        '{"123456789012.dkr.ecr.us-east-1.amazonaws.com:443":{"username":"u","password":"p"},'
+        '"*.amazonaws.com":{"username":"u","password":"p"}}}\'\n'
+    )
+    (bin_dir / "wrong-key-plugin").chmod(0o755)
+    config = config_file(
+        tmp_path,
+        provider_entry(
+            name="acr-credential-provider",
+            args=[str(tmp_path / "missing-azure.json")],
+            matchImages=["*.dkr.ecr.*.amazonaws.com"],
+        ),
+        provider_entry(name="wrong-key-plugin", matchImages=["*.dkr.ecr.*.amazonaws.com"]),
+        provider_entry(name="auth-provider-gcp", matchImages=["gcr.io"], args=["get-credentials"]),
+    )
+    result = cli(
+        "get",
+        ECR_IMAGE,
+        "--config",
+        str(config),
+        "--bin-dir",
+        str(bin_dir),
+        "--json",
+        env=aws_env(server),
+    )
+    report = json.loads(result.stdout)
+    assert (result.returncode, report["credentialsFound"]) == (1, False)
+    acr, wrong, gcp = report["providers"]
+    assert (acr["exitCode"], acr["response"]) == (1, None)
+    assert f"cannot read the cloud config {tmp_path}/missing-azure.json" in acr["error"]
+    assert wrong["appliedKeys"] == []
+    assert wrong["ignoredKeys"] == {
+        "123456789012.dkr.ecr.us-east-1.amazonaws.com:443": "port differs: key has 443, image has no port (ports must be equal)",
+        "*.amazonaws.com": "host label count differs (3 vs 6): each '*' matches exactly one label",
+    }
+    assert (gcp["matched"], gcp["ran"]) == (False, False)
+    human = cli(
+        "get", ECR_IMAGE, "--config", str(config), "--bin-dir", str(bin_dir), env=aws_env(server)
+    )
+    assert "result: the kubelet would pull WITHOUT credentials" in human.stdout
+    assert "- auth-provider-gcp: matchImages do not match" in human.stdout
+
+
+def test_get_with_service_account(
+    tmp_path: Path, bin_dir: Path, ecr: tuple[FakeEcr, FakeServer], moto_server: str
+) -> None:
+    fake, server = ecr
+    attributes = {
+        "serviceAccountTokenAudience": "sts.amazonaws.com",
+        "cacheType": "ServiceAccount",
+        "requireServiceAccount": True,
+        "requiredServiceAccountAnnotationKeys": ["eks.amazonaws.com/ecr-role-arn"],
+    }
+    config = config_file(tmp_path, provider_entry(tokenAttributes=attributes))
+    env = aws_env(server, AWS_ENDPOINT_URL_STS=moto_server)
+    without = json.loads(
+        cli(
+            "get", ECR_IMAGE, "--config", str(config), "--bin-dir", str(bin_dir), "--json", env=env
+        ).stdout
+    )
+    assert (
+        "requireServiceAccount is true and no service account token"
+        in without["providers"][0]["skipped"]
+    )
+    token_file = write(tmp_path / "token", "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln\n")
+    with_token = cli(
+        "get",
+        ECR_IMAGE,
+        "--config",
+        str(config),
+        "--bin-dir",
+        str(bin_dir),
+        "--json",
+        "--sa-token-file",
+        str(token_file),
+        "--sa-annotation",
+        "eks.amazonaws.com/ecr-role-arn=arn:aws:iam::123456789012:role/r",
+        env=env,
+    )
+    report = json.loads(with_token.stdout)
+    assert report["credentialsFound"] is True
+    assert fake.calls[-1].access_key != "AKIDNODE"
+    # get says which role the plugin used (our plugins run at -v=1 under get)
+    assert (
+        "assuming role arn:aws:iam::123456789012:role/r (from annotation "
+        "eks.amazonaws.com/ecr-role-arn) with the service account token"
+    ) in report["providers"][0]["decisions"]
+
+
+def test_get_gcp_and_azure(tmp_path: Path, bin_dir: Path, azure: Azure) -> None:
+    fake = FakeMetadata()
+    with serve(fake) as metadata:
+        config = config_file(
+            tmp_path,
+            provider_entry(
+                name="auth-provider-gcp",
+                matchImages=list(PLUGINS["gcp"].match_images),
+                args=["get-credentials"],
+            ),
+            provider_entry(
+                name="acr-credential-provider",
+                matchImages=list(PLUGINS["azure"].match_images),
+                args=[azure.config(useManagedIdentityExtension=True)],
+            ),
+        )
+        env = {"GCE_METADATA_HOST": metadata.address, **azure.env}
+        gcp = json.loads(
+            cli(
+                "get",
+                "us-docker.pkg.dev/p/r/app",
+                "--config",
+                str(config),
+                "--bin-dir",
+                str(bin_dir),
+                "--json",
+                env=env,
+            ).stdout
+        )
+        acr = json.loads(
+            cli(
+                "get",
+                "myreg.azurecr.io/app",
+                "--config",
+                str(config),
+                "--bin-dir",
+                str(bin_dir),
+                "--json",
+                env=env,
+            ).stdout
+        )
+    assert gcp["providers"][0]["appliedKeys"] == ["us-docker.pkg.dev", "*.pkg.dev"]
+    assert gcp["providers"][0]["cacheKey"] == "<global>"
+    assert acr["providers"][1]["appliedKeys"] == ["myreg.azurecr.io"]
+
+
+def test_get_refuses_an_invalid_config(tmp_path: Path, bin_dir: Path) -> None:
+    result = cli(
+        "get",
+        ECR_IMAGE,
+        "--config",
+        str(write(tmp_path / "c.yaml", CASES["no providers"])),
+        "--bin-dir",
+        str(bin_dir),
+    )
+    assert result.returncode == 1
+    assert "the kubelet would not start with this config: failed to validate" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"), [("1m", 60.0), ("30s", 30.0), ("1m30s", 90.0), ("45", 45.0), ("2.5", 2.5)]
+)
+def test_get_timeout_takes_go_durations(text: str, seconds: float) -> None:
+    from credprovider.commands.get import _timeout_seconds
+
+    assert _timeout_seconds(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["1 minute", "0s", "2h", "-1s", "1x"])
+def test_get_timeout_refuses_what_is_not_a_usable_duration(text: str) -> None:
+    result = cli("get", "nginx", "--config", "c.yaml", "--bin-dir", "b", "--timeout", text)
+    assert result.returncode == 2 and "argument --timeout" in result.stderr
+
+
+@pytest.mark.skipif(
+    Path("/etc/kubernetes/image-credential-provider-config.yaml").exists(),
+    reason="this machine has a kubelet credential provider config at the default path",
+)
+def test_get_without_config_names_the_default_it_looked_for() -> None:
+    result = cli("get", "nginx")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        "credprovider get: give --config (nothing at the default "
+        "/etc/kubernetes/image-credential-provider-config.yaml)\n"
+    )
+
+
+def test_get_says_why_each_provider_did_not_match(tmp_path: Path) -> None:
+    """No provider matched, so none ran: for each, the nearest patterns and why they miss."""
+    config = write(tmp_path / "config.yaml", (CONFIG_DIR / "aws.yaml").read_text())
+    image = "123456789012.dkr.ecr.us-east-1.amazonaws.com:5000/app"
+    result = cli("get", image, "--config", str(config), "--bin-dir", str(tmp_path), "--json")
+    assert result.returncode == 1
+    (provider,) = json.loads(result.stdout)["providers"]
+    assert provider["closestMisses"][0] == {
+        "pattern": "*.dkr.ecr.*.amazonaws.com",
+        "reason": "port differs: pattern has no port, image has 5000 (ports must be equal): add "
+        "'*.dkr.ecr.*.amazonaws.com:5000'",
+    }
+    text = cli("get", image, "--config", str(config), "--bin-dir", str(tmp_path)).stdout
+    assert "    '*.dkr.ecr.*.amazonaws.com': port differs" in text

@@ -1,0 +1,268 @@
+"""``credprovider validate``: the kubelet's verdict and messages, the lints, the shipped configs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from credprovider.aws.registry import MATCH_IMAGES as ECR_PATTERNS
+from credprovider.catalog import PLUGINS
+from tests.helpers import CONFIG_DIR, CONFIG_EXAMPLES
+from tests.helpers import run_cli as cli
+from tests.integration.cli.conftest import config_file, provider_entry, write
+from tests.integration.kubelet_config_cases import CASES, OK, P
+
+# --- validate -----------------------------------------------------------------------------------------
+
+
+def test_validate_a_valid_config(tmp_path: Path) -> None:
+    result = cli("validate", str(write(tmp_path / "c.yaml", CASES["valid"])))
+    assert (result.returncode, result.stdout) == (0, "valid: 1 provider(s) from 1 file(s): a\n")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "names and images",
+        "unknown fields",
+        "token attributes all wrong",
+        "wrong group",
+        "bad duration",
+    ],
+)
+def test_validate_prints_the_kubelets_message(tmp_path: Path, name: str) -> None:
+    from credprovider.config import ConfigError
+    from credprovider.config_validate import load_config
+
+    path = write(tmp_path / "c.yaml", CASES[name])
+    with pytest.raises(ConfigError) as expected:
+        load_config(str(path))
+    result = cli("validate", str(path), "--json")
+    assert result.returncode == 1
+    assert json.loads(result.stdout) == {
+        "valid": False,
+        "error": str(expected.value),
+        "errors": [str(expected.value)],
+        "warnings": [],
+    }
+
+
+def test_validate_a_directory(tmp_path: Path) -> None:
+    write(tmp_path / "b.yaml", P + "providers:\n" + OK.replace("name: a", "name: b"))
+    write(tmp_path / "a.json", json.dumps(yaml.safe_load(P + "providers:\n" + OK)))
+    result = cli("validate", str(tmp_path), "--json")
+    report = json.loads(result.stdout)
+    assert (result.returncode, report["providers"]) == (0, ["a", "b"])
+    assert report["files"] == [str(tmp_path / "a.json"), str(tmp_path / "b.yaml")]
+
+
+LINTS = [
+    (
+        "star in path",
+        [provider_entry(matchImages=[*PLUGINS["aws"].match_images, "registry.io/*"])],
+        "matchImages 'registry.io/*' has '*' in its path",
+    ),
+    (
+        "question mark",
+        [provider_entry(matchImages=[*PLUGINS["aws"].match_images, "reg?stry.io"])],
+        "uses '?' or a leading '['",
+    ),
+    (
+        "zero default cache",
+        [provider_entry(defaultCacheDuration="0s")],
+        "defaultCacheDuration is 0",
+    ),
+    (
+        "missing FIPS and China",
+        [
+            provider_entry(
+                matchImages=["*.dkr.ecr.*.amazonaws.com", "public.ecr.aws", "ecr-public.aws.com"]
+            )
+        ],
+        "matchImages do not cover FIPS, dual-stack, dual-stack FIPS, China",
+    ),
+    (
+        "gcp without get-credentials",
+        [provider_entry(name="auth-provider-gcp", matchImages=list(PLUGINS["gcp"].match_images))],
+        "args lack get-credentials",
+    ),
+    (
+        "gcp other port",
+        [
+            provider_entry(
+                name="auth-provider-gcp",
+                args=["get-credentials"],
+                matchImages=[*PLUGINS["gcp"].match_images, "*.gcr.io:8443"],
+            )
+        ],
+        "KUBE_SIDECAR_CACHE_TYPE=registry",
+    ),
+    (
+        "azure without azure.json",
+        [
+            provider_entry(
+                name="acr-credential-provider", matchImages=list(PLUGINS["azure"].match_images)
+            )
+        ],
+        "args lack the azure.json path",
+    ),
+    (
+        "azure geo replicas",
+        [
+            provider_entry(
+                name="acr-credential-provider",
+                args=["/etc/kubernetes/azure.json"],
+                matchImages=["*.azurecr.io", "*.azurecr.cn", "*.azurecr.us"],
+            )
+        ],
+        "do not cover geo-replica registries",
+    ),
+    (
+        "no :443 forms",
+        [provider_entry(matchImages=list(ECR_PATTERNS))],  # the shipped patterns without :443
+        "do not cover images that name the port :443 (e.g. "
+        "123456789012.dkr.ecr.us-east-1.amazonaws.com:443/app)",
+    ),
+    (
+        "unread annotation",
+        [
+            provider_entry(
+                tokenAttributes={
+                    "serviceAccountTokenAudience": "sts.amazonaws.com",
+                    "cacheType": "ServiceAccount",
+                    "requireServiceAccount": False,
+                    "optionalServiceAccountAnnotationKeys": [
+                        "eks.amazonaws.com/ecr-role",
+                        "eks.amazonaws.com/role-arn",
+                    ],
+                }
+            )
+        ],
+        "annotation 'eks.amazonaws.com/ecr-role' is not read by ecr-credential-provider",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "providers", "warning"), LINTS, ids=[c for c, _, _ in LINTS])
+def test_validate_lints(
+    tmp_path: Path, case: str, providers: list[dict[str, Any]], warning: str
+) -> None:
+    result = cli("validate", str(config_file(tmp_path, *providers)), "--json")
+    report = json.loads(result.stdout)
+    assert (result.returncode, report["valid"]) == (0, True)
+    assert any(warning in text for text in report["warnings"]), report["warnings"]
+
+
+def test_validate_checks_binaries_in_the_bin_dir(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "auth-provider-gcp").write_text("not executable")
+    config = config_file(
+        tmp_path,
+        provider_entry(),
+        provider_entry(
+            name="auth-provider-gcp",
+            args=["get-credentials"],
+            matchImages=list(PLUGINS["gcp"].match_images),
+        ),
+        provider_entry(
+            name="acr-credential-provider",
+            args=["/etc/kubernetes/azure.json"],
+            matchImages=list(PLUGINS["azure"].match_images),
+        ),
+    )
+    (bin_dir / "acr-credential-provider").symlink_to(tmp_path / "gone")
+    result = cli("validate", str(config), "--bin-dir", str(bin_dir), "--json")
+    report = json.loads(result.stdout)
+    assert (result.returncode, report["valid"]) == (1, False)
+    assert report["errors"] == [
+        f"provider 'ecr-credential-provider': {bin_dir}/ecr-credential-provider does not exist: the "
+        "kubelet would NOT start (plugin binary executable did not exist)",
+        f"provider 'auth-provider-gcp': {bin_dir}/auth-provider-gcp is not an executable file: the "
+        "kubelet starts, but every pull it matches fails (chmod +x it, or link the bundle's "
+        "executable there)",
+        f"provider 'acr-credential-provider': {bin_dir}/acr-credential-provider is a symlink to "
+        f"{tmp_path / 'gone'}, which does not exist: the kubelet would NOT start (plugin binary "
+        "executable did not exist)",
+    ]
+    text = cli("validate", str(config), "--bin-dir", str(bin_dir))
+    assert text.returncode == 1
+    assert text.stdout.splitlines()[0].startswith("invalid: the config is well-formed")
+    missing = cli("validate", str(config), "--bin-dir", str(tmp_path / "nope"), "--json")
+    assert (missing.returncode, len(json.loads(missing.stdout)["errors"])) == (1, 1)
+    assert "the bin dir" in json.loads(missing.stdout)["error"]
+
+
+def test_validate_on_a_node_warns_about_files_the_args_name(tmp_path: Path) -> None:
+    """With --bin-dir (checking a node), a file an argument names must exist there; without it
+    (checking a config anywhere) the file is not looked for."""
+    azure_json = tmp_path / "azure.json"
+    config = config_file(
+        tmp_path,
+        provider_entry(
+            name="acr-credential-provider",
+            args=[str(azure_json)],
+            matchImages=list(PLUGINS["azure"].match_images),
+        ),
+    )
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "acr-credential-provider").symlink_to("/bin/true")
+    on_node = json.loads(cli("validate", str(config), "--bin-dir", str(bin_dir), "--json").stdout)
+    assert on_node["valid"] is True
+    assert on_node["warnings"] == [
+        f"provider 'acr-credential-provider': args name {azure_json}, which does not exist on this "
+        "node: acr-credential-provider fails every pull it matches until it does"
+    ]
+    assert json.loads(cli("validate", str(config), "--json").stdout)["warnings"] == []
+    azure_json.write_text("{}")
+    again = json.loads(cli("validate", str(config), "--bin-dir", str(bin_dir), "--json").stdout)
+    assert again["warnings"] == []
+
+
+@pytest.mark.parametrize("example", CONFIG_EXAMPLES, ids=lambda p: p.name)
+def test_examples_validate_without_warnings(example: Path) -> None:
+    result = cli("validate", str(example), "--json")
+    assert (result.returncode, json.loads(result.stdout)["warnings"]) == (0, [])
+
+
+@pytest.mark.parametrize("key", sorted(PLUGINS))
+def test_examples_carry_the_complete_match_images(key: str) -> None:
+    plugin = PLUGINS[key]
+    for path in CONFIG_EXAMPLES:
+        for provider in yaml.safe_load(path.read_text())["providers"]:
+            if provider["name"] == plugin.name:
+                assert tuple(provider["matchImages"]) == plugin.match_images, path.name
+
+
+def test_no_shipped_config_opts_every_irsa_role_into_image_pulls() -> None:
+    """The generic IRSA annotation is opt-in (README): the shipped service-account configs list
+    only eks.amazonaws.com/ecr-role-arn, which the plugin reads first."""
+    from credprovider.aws.registry import ROLE_ARN_ANNOTATIONS, SHIPPED_ANNOTATIONS
+
+    assert ROLE_ARN_ANNOTATIONS[0] == SHIPPED_ANNOTATIONS[0] == "eks.amazonaws.com/ecr-role-arn"
+    seen = 0
+    for path in CONFIG_EXAMPLES:
+        for provider in yaml.safe_load(path.read_text())["providers"]:
+            attributes = provider.get("tokenAttributes")
+            if provider["name"] == PLUGINS["aws"].name and attributes:
+                seen += 1
+                listed = [
+                    *attributes.get("requiredServiceAccountAnnotationKeys", []),
+                    *attributes.get("optionalServiceAccountAnnotationKeys", []),
+                ]
+                assert listed == list(SHIPPED_ANNOTATIONS), path.name
+    assert seen >= 1
+
+
+def test_the_config_directory_validates_as_a_kubelet_config_directory() -> None:
+    """--image-credential-provider-config=config/ (kubelet 1.34+): one provider per cloud, no
+    duplicate names; the alternatives live in config/examples/, which the kubelet does not read."""
+    result = cli("validate", str(CONFIG_DIR), "--json")
+    report = json.loads(result.stdout)
+    assert (result.returncode, report["warnings"]) == (0, [])
+    assert sorted(report["providers"]) == sorted(p.name for p in PLUGINS.values())
