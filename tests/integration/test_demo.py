@@ -15,7 +15,7 @@ from tests.helpers import REPO
 
 def test_the_demo_answers_every_scenario_with_a_cacheable_redacted_response() -> None:
     run = subprocess.run(
-        [sys.executable, "-m", "tests.demo"],
+        [sys.executable, "-m", "demo"],
         cwd=REPO,
         capture_output=True,
         text=True,

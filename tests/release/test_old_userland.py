@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
+from demo import SCENARIO_SOURCES, Scenario
 from release import bundle, rootfs, sandbox
 from release.targets import GLIBC_LIBRARIES, GLIBC_NSS_LIBRARIES, Target
-from tests.demo import SCENARIO_SOURCES, Scenario
 from tests.helpers import request_bytes
 
 pytestmark = pytest.mark.slow

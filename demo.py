@@ -1,4 +1,5 @@
-"""``make demo``: every plugin in dist/credprovider answering kubelet-style requests on loopback.
+"""``make demo`` (``python -m demo``): every plugin in dist/credprovider answering kubelet-style
+requests on loopback.
 
 Starts the emulators (the project's fakes, and moto for STS), then runs each bundled
 plugin exactly as the kubelet would: the provider's args, a CredentialProviderRequest on stdin, one
