@@ -6,7 +6,7 @@ import os
 import resource
 import sys
 
-from bench.run import run_once
+from bench.measure import run_once
 
 
 def test_peak_rss_is_the_childs_own() -> None:

@@ -1,0 +1,85 @@
+"""What the benchmark's parts share: paths, the run count, the budgets, the targets, the emulators."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from tests.fakes.emulators import Emulator, aws_emulator, azure_emulator, gcp_emulator
+from tests.helpers import REPO
+
+RESULTS_JSON = REPO / "bench" / "results.json"
+
+
+RESULTS_MD = REPO / "bench" / "results.md"
+
+
+UPSTREAM_DIR = REPO / "build" / "upstream"
+
+
+RUNS = int(os.environ.get("BENCH_RUNS", "25"))
+
+
+BUDGETS = {
+    "hit_ms": 60.0,
+    "hit_rss_mb": 40.0,
+    "miss_ms": {"aws": 220.0, "gcp": 220.0, "azure": 300.0},
+    "bundle_mib": 45.0,
+    # Multiples of the bare start of the bundle's own interpreter, measured in the same run (#17).
+    "version_x_bare": 1.5,
+    "hit_x_bare": 2.0,
+    "miss_x_bare": {"aws": 4.0, "gcp": 3.0, "azure": 5.0},
+}
+
+
+UPSTREAM_MODULES = {
+    "aws": ("k8s.io/cloud-provider-aws", "cmd/ecr-credential-provider", "v1.37.0"),
+    "azure": ("sigs.k8s.io/cloud-provider-azure", "cmd/acr-credential-provider", None),
+    "gcp": ("k8s.io/cloud-provider-gcp", "cmd/auth-provider-gcp", None),
+}
+
+
+NOT_COMPARABLE = {
+    "azure": "sigs.k8s.io/cloud-provider-azure is not served by this machine's Go module proxy (403), "
+    "and its exchange needs DNS for the registry host, which cannot be pointed at loopback",
+    "gcp": "k8s.io/cloud-provider-gcp is not served by this machine's Go module proxy (403), and the "
+    "plugin hard-codes metadata.google.internal (no override), so it cannot be pointed at loopback",
+}
+
+
+ECR_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/team/app"
+
+
+@dataclass
+class Target:
+    """One plugin invocation to measure."""
+
+    key: str
+    name: str
+    image: str
+    args: list[str]
+    env: dict[str, str]
+    command: list[str]
+
+
+def log(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def clean_env(extra: dict[str, str]) -> dict[str, str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AWS_", "AZURE_", "GOOGLE_", "GCE_", "CREDPROVIDER_"))
+    }
+    env.update(extra)
+    return env
+
+
+@contextmanager
+def all_emulators() -> Iterator[dict[str, Emulator]]:
+    with aws_emulator(with_moto=False) as aws, gcp_emulator() as gcp, azure_emulator() as azure:
+        yield {"aws": aws, "gcp": gcp, "azure": azure}

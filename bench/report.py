@@ -1,0 +1,188 @@
+"""The budgets checked against the figures of one run, and bench/results.md."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from bench.common import BUDGETS, RUNS
+
+
+def check_budgets(
+    execs: dict[str, Any], sizes: dict[str, dict[str, float]], storm: dict[str, Any]
+) -> list[dict[str, Any]]:
+    checks = []
+
+    def check(name: str, value: float, budget: float, unit: str) -> None:
+        checks.append(
+            {
+                "budget": name,
+                "value": value,
+                "limit": budget,
+                "unit": unit,
+                "ok": value <= budget,
+                "over_by": round(max(0.0, value - budget), 1),
+            }
+        )
+
+    bare = execs.get("bare", {}).get("ms", {}).get("median")
+
+    def ratio(ms: float) -> float:
+        return round(ms / bare, 2)
+
+    if bare:
+        check(
+            "--version exec median, x bare interpreter start",
+            ratio(execs["floor"]["ms"]["median"]),
+            BUDGETS["version_x_bare"],
+            "x",
+        )
+    for key, entry in execs.items():
+        if key in ("floor", "bare"):
+            continue
+        check(f"{key} cache-hit exec median", entry["hit"]["ms"]["median"], BUDGETS["hit_ms"], "ms")
+        if bare:
+            check(
+                f"{key} cache-hit exec median, x bare interpreter start",
+                ratio(entry["hit"]["ms"]["median"]),
+                BUDGETS["hit_x_bare"],
+                "x",
+            )
+            check(
+                f"{key} cache-miss exec median, x bare interpreter start",
+                ratio(entry["miss"]["ms"]["median"]),
+                BUDGETS["miss_x_bare"][key],
+                "x",
+            )
+        check(f"{key} cache-hit peak RSS", entry["hit"]["rss_mb"], BUDGETS["hit_rss_mb"], "MB")
+        check(
+            f"{key} cache-miss exec median",
+            entry["miss"]["ms"]["median"],
+            BUDGETS["miss_ms"][key],
+            "ms",
+        )
+    for arch, size in sizes.items():
+        check(f"bundle unpacked, linux/{arch}", size["mib"], BUDGETS["bundle_mib"], "MiB")
+    check(
+        "boot storm cloud calls with the cache on (3 registries, 1 identity)",
+        storm["ours, cache on"]["cloud_calls"],
+        3,
+        "calls",
+    )
+    return checks
+
+
+def render(results: dict[str, Any]) -> str:
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Measured {results['date']} on this machine ({os.cpu_count()} cores), against the loopback "
+        f"emulators; {RUNS} interleaved runs per variant after warm-up. `make bench` regenerates this file.",
+        "",
+        f"## Exec cost per provider (portable bundle, linux/{results['arch']})",
+        "",
+        "| provider | cache miss median / p90 (ms) | cache hit median / p90 (ms) | peak RSS miss / hit (MB) "
+        "| upstream Go median (ms) | ours/upstream miss, hit |",
+        "|---|---|---|---|---|---|",
+    ]
+    bare = results["execs"].get("bare")
+
+    def times_bare(ms: float) -> str:
+        return f" ({ms / bare['ms']['median']:.1f}x bare)" if bare else ""
+
+    for key, entry in results["execs"].items():
+        if key in ("floor", "bare"):
+            continue
+        up = entry["upstream"]
+        lines.append(
+            f"| {key} | {entry['miss']['ms']['median']}{times_bare(entry['miss']['ms']['median'])} "
+            f"/ {entry['miss']['ms']['p90']} "
+            f"| {entry['hit']['ms']['median']}{times_bare(entry['hit']['ms']['median'])} "
+            f"/ {entry['hit']['ms']['p90']} "
+            f"| {entry['miss']['rss_mb']} / {entry['hit']['rss_mb']} "
+            f"| {up['ms']['median'] if up else 'n/a'} "
+            f"| {str(entry['ratio_miss']) + 'x, ' + str(entry['ratio_hit']) + 'x' if up else 'n/a'} |"
+        )
+    lines += [
+        "",
+        (
+            f"Floor in the same run: the bundle starting and exiting (`--version`, no request) takes "
+            f"{results['execs']['floor']['ms']['median']} ms median "
+            f"({results['execs']['floor']['ms']['p90']} p90): the launcher's check of the bundle and the "
+            "interpreter's start, paid by every exec. Absolute times on this VM move by up to 40% between "
+            "runs (the upstream Go binary's median moves with them): compare rows within one run."
+        ),
+        "",
+        (
+            f"Bare start of the interpreter the bundle was built from (`python3.11 -I -S -c pass`), in "
+            f"the same run: {bare['ms']['median']} ms median; `--version` is "
+            f"{results['execs']['floor']['ms']['median'] / bare['ms']['median']:.1f}x that."
+            if bare
+            else "The bundle's interpreter was not found in the build cache: no ratios to its bare start."
+        ),
+        "",
+        (
+            "Wall time and peak RSS are the plugin process's own: each exec is the child of a small "
+            "launcher that times it and reads its ru_maxrss (the benchmark's own process would pass "
+            f"its RSS on to the child); the bare start's peak RSS is {results['execs']['floor']['rss_mb']} MB."
+        ),
+        "",
+        "Upstream: " + "; ".join(f"{k}: {v}" for k, v in results["upstream"].items()),
+        "",
+        "Bundles (unpacked): "
+        + ", ".join(
+            f"linux/{arch} {size['mib']} MiB in {size['files']} files"
+            for arch, size in results["bundles"].items()
+        )
+        + f". Exec costs are linux/{results['arch']}'s, the architecture of this machine; "
+        "another architecture's are measured by make bench on a machine of that architecture.",
+        "",
+        "## Boot storm through the real kubelet code",
+        "",
+        "30 distinct images over 3 ECR registries, 10 lookups in flight, empty kubelet cache "
+        "(kubelet-harness, k8s.io/kubernetes v1.36.4).",
+        "",
+        "| variant | execs | cloud calls | exec CPU (s) | lookup p50 (ms) | p99 (ms) | all found |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for variant, storm in results["boot_storm"].items():
+        lines.append(
+            f"| {variant} | {storm['execs']} | {storm['cloud_calls']} | {storm['exec_cpu_s']} "
+            f"| {storm['p50_ms']} | {storm['p99_ms']} | {storm['found'] == storm['lookups']} |"
+        )
+    lines += [
+        "",
+        "## Execs per 1,000 pulls over a simulated day",
+        "",
+        "Cache-missed pulls spread over 24 h across 3 registries and 30 images, with the kubelet's "
+        "cache honouring each plugin's cacheKeyType and cacheDuration.",
+        "",
+        "| provider | ours | upstream |",
+        "|---|---|---|",
+    ]
+    for key, day in results["simulated_day"].items():
+        lines.append(f"| {key} | {day['ours']} | {day['upstream']} |")
+    lines += ["", "## Budgets", "", "| budget | value | limit | ok |", "|---|---|---|---|"]
+    for check in results["budgets"]:
+        over = "" if check["ok"] else f" (over by {check['over_by']} {check['unit']})"
+        lines.append(
+            f"| {check['budget']} | {check['value']} {check['unit']} | {check['limit']} {check['unit']} "
+            f"| {'yes' if check['ok'] else 'NO' + over} |"
+        )
+    if results.get("hit_profile"):
+        lines += [
+            "",
+            "### What a cache-hit exec imports beyond the interpreter (self import time, from source)",
+            "",
+            "- " + ", ".join(f"{name} {ms:.1f} ms" for name, ms in results["hit_profile"]),
+        ]
+    if results.get("profiles"):
+        lines += [
+            "",
+            "### What a cache-miss exec imports beyond the interpreter (self import time by package, "
+            "from source)",
+            "",
+        ]
+        for key, rows in results["profiles"].items():
+            lines.append(f"- {key}: " + ", ".join(f"{name} {ms:.0f} ms" for name, ms in rows))
+    return "\n".join(lines) + "\n"
