@@ -142,53 +142,79 @@ def choose_identity(
     azure.json's workload identity, managed identity, secret or certificate, in that order."""
     options = _sdk_options(cloud, ctx)
     if request.service_account_token:
-        try:
-            sa_identity = service_account_identity(request.service_account_annotations)
-        except ValueError as exc:
-            raise ProviderError(
-                f"failed to get service account token credential for image {request.image}: {exc}"
-            ) from None
-        if sa_identity is not None:
-            from azure.identity import ClientAssertionCredential
+        pod = _service_account_identity(request, options, ctx)
+        if pod is not None:
+            return pod
+    if config.useFederatedWorkloadIdentityExtension or config.aadFederatedTokenFile:
+        return _workload_identity(config, options, ctx)
+    if config.useManagedIdentityExtension:
+        return _managed_identity(config, options, ctx)
+    if config.aadClientSecret or config.aadClientCertPath:
+        return _service_principal(config, options)
+    raise ProviderError(
+        "the cloud config configures no credentials: set useManagedIdentityExtension: true, "
+        "aadClientId with aadClientSecret or aadClientCertPath, or aadFederatedTokenFile"
+    )
 
-            token = request.service_account_token
-            return Identity(
-                f"the service account token (client id {sa_identity.client_id}, tenant "
-                f"{sa_identity.tenant_id})",
-                ClientAssertionCredential(
-                    sa_identity.tenant_id, sa_identity.client_id, lambda: token, **options
-                ),
-                sa_identity.tenant_id,
-            )
+
+def _service_account_identity(
+    request: CredentialProviderRequest, options: dict[str, Any], ctx: Context
+) -> Identity | None:
+    """The pod's service account token, when its annotations name a client and tenant."""
+    try:
+        sa_identity = service_account_identity(request.service_account_annotations)
+    except ValueError as exc:
+        raise ProviderError(
+            f"failed to get service account token credential for image {request.image}: {exc}"
+        ) from None
+    if sa_identity is None:
         ctx.log.v(
             1,
             "service account token given without kubernetes.azure.com/acr-client-id and "
             "acr-tenant-id annotations: using the node identity from the cloud config",
         )
+        return None
+    from azure.identity import ClientAssertionCredential
+
+    token = request.service_account_token
+    return Identity(
+        f"the service account token (client id {sa_identity.client_id}, tenant "
+        f"{sa_identity.tenant_id})",
+        ClientAssertionCredential(
+            sa_identity.tenant_id, sa_identity.client_id, lambda: token, **options
+        ),
+        sa_identity.tenant_id,
+    )
+
+
+def _workload_identity(config: AzureConfig, options: dict[str, Any], ctx: Context) -> Identity:
+    """azure.json's federated workload identity (a token file and a client id)."""
     tenant = config.tenantId
     token_file = config.aadFederatedTokenFile or (
         ctx.environ.get("AZURE_FEDERATED_TOKEN_FILE", "")
         if config.useFederatedWorkloadIdentityExtension
         else ""
     )
-    if config.useFederatedWorkloadIdentityExtension or config.aadFederatedTokenFile:
-        _require(config, tenant=tenant, client=config.aadClientId, token_file=token_file)
-        from azure.identity import WorkloadIdentityCredential
+    _require(config, tenant=tenant, client=config.aadClientId, token_file=token_file)
+    from azure.identity import WorkloadIdentityCredential
 
-        return Identity(
-            f"workload identity (client id {config.aadClientId}, token file {token_file})",
-            WorkloadIdentityCredential(
-                tenant_id=tenant,
-                client_id=config.aadClientId,
-                token_file_path=token_file,
-                **options,
-            ),
-            tenant,
-        )
-    if config.useManagedIdentityExtension:
-        return _managed_identity(config, options, ctx)
+    return Identity(
+        f"workload identity (client id {config.aadClientId}, token file {token_file})",
+        WorkloadIdentityCredential(
+            tenant_id=tenant,
+            client_id=config.aadClientId,
+            token_file_path=token_file,
+            **options,
+        ),
+        tenant,
+    )
+
+
+def _service_principal(config: AzureConfig, options: dict[str, Any]) -> Identity:
+    """azure.json's service principal: a client secret, else a client certificate."""
+    tenant = config.tenantId
+    _require(config, tenant=tenant, client=config.aadClientId)
     if config.aadClientSecret:
-        _require(config, tenant=tenant, client=config.aadClientId)
         register_secret(config.aadClientSecret)
         from azure.identity import ClientSecretCredential
 
@@ -197,31 +223,25 @@ def choose_identity(
             ClientSecretCredential(tenant, config.aadClientId, config.aadClientSecret, **options),
             tenant,
         )
-    if config.aadClientCertPath:
-        _require(config, tenant=tenant, client=config.aadClientId)
-        register_secret(config.aadClientCertPassword)
-        from azure.identity import CertificateCredential
+    register_secret(config.aadClientCertPassword)
+    from azure.identity import CertificateCredential
 
-        try:
-            credential = CertificateCredential(
-                tenant,
-                config.aadClientId,
-                certificate_path=config.aadClientCertPath,
-                password=config.aadClientCertPassword or None,
-                **options,
-            )
-        except (OSError, ValueError) as exc:
-            raise ProviderError(
-                f"cannot load the client certificate {config.aadClientCertPath}: {one_line(exc)}"
-            ) from None
-        return Identity(
-            f"the service principal {config.aadClientId} (certificate {config.aadClientCertPath})",
-            credential,
+    try:
+        credential = CertificateCredential(
             tenant,
+            config.aadClientId,
+            certificate_path=config.aadClientCertPath,
+            password=config.aadClientCertPassword or None,
+            **options,
         )
-    raise ProviderError(
-        "the cloud config configures no credentials: set useManagedIdentityExtension: true, "
-        "aadClientId with aadClientSecret or aadClientCertPath, or aadFederatedTokenFile"
+    except (OSError, ValueError) as exc:
+        raise ProviderError(
+            f"cannot load the client certificate {config.aadClientCertPath}: {one_line(exc)}"
+        ) from None
+    return Identity(
+        f"the service principal {config.aadClientId} (certificate {config.aadClientCertPath})",
+        credential,
+        tenant,
     )
 
 
