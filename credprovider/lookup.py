@@ -136,47 +136,18 @@ def run_provider(
         return report
     register_secret(sa_token)  # the plugin may echo it on stderr, which the report shows
     api_version = provider.apiVersion or ""
-    env = dict(os.environ)
-    env.update({var.name or "": var.value or "" for var in provider.env or []})
-    args = list(provider.args or [])
-    ours = plugin_for_name(name) is not None
-    if ours and not any(arg.lstrip("-").startswith("v=") or arg in ("-v", "--v") for arg in args):
-        args.append("-v=1")  # our plugins then say where the credentials came from
-    start = time.monotonic()
-    report.ran = True
-    try:
-        proc = subprocess.run(
-            [str(Path(bin_dir) / name), *args],
-            input=encode_request(image, api_version, sa_token, sa_annotations),
-            capture_output=True,
-            env=env,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        report.seconds = time.monotonic() - start
-        report.error = (
-            f"error execing credential provider plugin {name} for image {image}: "
-            "context deadline exceeded"
-        )
-        return report
-    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name or an argument
-        report.seconds = time.monotonic() - start
-        report.error = f"error execing credential provider plugin {name} for image {image}: {exc}"
-        return report
-    report.seconds = time.monotonic() - start
-    report.exit_code = proc.returncode
-    report.stderr = scrub(proc.stderr.decode("utf-8", "replace"))
-    if ours:
-        report.decisions = decisions(report.stderr, name)
-    if proc.returncode != 0:
-        report.error = (
-            f"error execing credential provider plugin {name} for image {image}: exit "
-            f"status {proc.returncode}: {report.stderr.strip()}"
-        )
+    stdout = _exec(
+        provider,
+        bin_dir,
+        image,
+        encode_request(image, api_version, sa_token, sa_annotations),
+        report,
+        timeout,
+    )
+    if stdout is None:
         return report
     try:
-        response = parse_response(proc.stdout, api_version)
+        response = parse_response(stdout, api_version)
     except ResponseError as exc:
         report.error = str(exc)
         return report
@@ -192,6 +163,65 @@ def run_provider(
             "cache type is not set to 'Token'"
         )
         return report
+    _apply(report, response, provider, image)
+    return report
+
+
+def _exec(
+    provider: CredentialProvider,
+    bin_dir: str,
+    image: str,
+    request: bytes,
+    report: ProviderReport,
+    timeout: float,
+) -> bytes | None:
+    """Exec the plugin as the kubelet does (its args and env over this environment); its stdout,
+    or ``None`` with ``report.error`` saying what the kubelet would."""
+    name = provider.name or ""
+    env = dict(os.environ)
+    env.update({var.name or "": var.value or "" for var in provider.env or []})
+    args = list(provider.args or [])
+    ours = plugin_for_name(name) is not None
+    if ours and not any(arg.lstrip("-").startswith("v=") or arg in ("-v", "--v") for arg in args):
+        args.append("-v=1")  # our plugins then say where the credentials came from
+    failed = f"error execing credential provider plugin {name} for image {image}"
+    start = time.monotonic()
+    report.ran = True
+    try:
+        proc = subprocess.run(
+            [str(Path(bin_dir) / name), *args],
+            input=request,
+            capture_output=True,
+            env=env,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        report.error = f"{failed}: context deadline exceeded"
+        return None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the name or an argument
+        report.error = f"{failed}: {exc}"
+        return None
+    finally:
+        report.seconds = time.monotonic() - start
+    report.exit_code = proc.returncode
+    report.stderr = scrub(proc.stderr.decode("utf-8", "replace"))
+    if ours:
+        report.decisions = decisions(report.stderr, name)
+    if proc.returncode != 0:
+        report.error = f"{failed}: exit status {proc.returncode}: {report.stderr.strip()}"
+        return None
+    return proc.stdout
+
+
+def _apply(
+    report: ProviderReport,
+    response: CredentialProviderResponse,
+    provider: CredentialProvider,
+    image: str,
+) -> None:
+    """What the kubelet does with an accepted response: which keys apply to the image, and how
+    long it caches the answer under which key."""
     report.response = response
     report.applied_keys = keyring_lookup(list(response.auth), image)
     for key in response.auth:
@@ -204,7 +234,6 @@ def run_provider(
     if duration is None and provider.defaultCacheDuration is not None:
         duration = parse_go_duration(provider.defaultCacheDuration)
     report.cache_seconds = max(0.0, (duration or 0) / SECOND)
-    return report
 
 
 def kubelet_lookup(
