@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from credprovider.api import encode_request
+from credprovider.catalog import PLUGINS
 
 REPO = Path(__file__).resolve().parent.parent
 BUNDLE_DIR = REPO / "dist" / "credprovider"
@@ -176,3 +177,29 @@ def run_cli(
         env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
         check=False,
     )
+
+
+# A CredentialProviderConfig for the tool's tests: provider entries over our ECR plugin's defaults.
+def provider_entry(**fields: Any) -> dict[str, Any]:
+    entry = {
+        "name": "ecr-credential-provider",
+        "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
+        "defaultCacheDuration": "12h",
+        "matchImages": list(PLUGINS["aws"].match_images),
+    }
+    entry.update(fields)
+    return entry
+
+
+def config_file(tmp_path: Path, *providers: dict[str, Any]) -> Path:
+    path = tmp_path / "c.json"
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "kubelet.config.k8s.io/v1",
+                "kind": "CredentialProviderConfig",
+                "providers": list(providers),
+            }
+        ),
+    )
+    return path

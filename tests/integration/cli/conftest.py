@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -32,27 +30,3 @@ def bin_dir(tmp_path: Path) -> Path:
     for plugin in PLUGINS.values():
         (directory / plugin.name).symlink_to(BUNDLE_DIR / plugin.name)
     return directory
-
-
-def provider_entry(**fields: Any) -> dict[str, Any]:
-    entry = {
-        "name": "ecr-credential-provider",
-        "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
-        "defaultCacheDuration": "12h",
-        "matchImages": list(PLUGINS["aws"].match_images),
-    }
-    entry.update(fields)
-    return entry
-
-
-def config_file(tmp_path: Path, *providers: dict[str, Any]) -> Path:
-    return write(
-        tmp_path / "c.json",
-        json.dumps(
-            {
-                "apiVersion": "kubelet.config.k8s.io/v1",
-                "kind": "CredentialProviderConfig",
-                "providers": list(providers),
-            }
-        ),
-    )

@@ -1,0 +1,110 @@
+"""The lints (credprovider/config_lint.py) in process, case by case: each warning the kubelet does
+not give appears for its config. tests/integration/cli/test_validate.py runs a few of them through
+``credprovider validate --json``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from credprovider.aws.registry import MATCH_IMAGES as ECR_PATTERNS
+from credprovider.catalog import PLUGINS
+from credprovider.config_lint import lint_providers
+from credprovider.config_validate import load_config
+from tests.helpers import config_file, provider_entry
+
+LINTS = [
+    (
+        "star in path",
+        [provider_entry(matchImages=[*PLUGINS["aws"].match_images, "registry.io/*"])],
+        "matchImages 'registry.io/*' has '*' in its path",
+    ),
+    (
+        "question mark",
+        [provider_entry(matchImages=[*PLUGINS["aws"].match_images, "reg?stry.io"])],
+        "uses '?' or a leading '['",
+    ),
+    (
+        "zero default cache",
+        [provider_entry(defaultCacheDuration="0s")],
+        "defaultCacheDuration is 0",
+    ),
+    (
+        "missing FIPS and China",
+        [
+            provider_entry(
+                matchImages=["*.dkr.ecr.*.amazonaws.com", "public.ecr.aws", "ecr-public.aws.com"]
+            )
+        ],
+        "matchImages do not cover FIPS, dual-stack, dual-stack FIPS, China",
+    ),
+    (
+        "gcp without get-credentials",
+        [provider_entry(name="auth-provider-gcp", matchImages=list(PLUGINS["gcp"].match_images))],
+        "args lack get-credentials",
+    ),
+    (
+        "gcp other port",
+        [
+            provider_entry(
+                name="auth-provider-gcp",
+                args=["get-credentials"],
+                matchImages=[*PLUGINS["gcp"].match_images, "*.gcr.io:8443"],
+            )
+        ],
+        "KUBE_SIDECAR_CACHE_TYPE=registry",
+    ),
+    (
+        "azure without azure.json",
+        [
+            provider_entry(
+                name="acr-credential-provider", matchImages=list(PLUGINS["azure"].match_images)
+            )
+        ],
+        "args lack the azure.json path",
+    ),
+    (
+        "azure geo replicas",
+        [
+            provider_entry(
+                name="acr-credential-provider",
+                args=["/etc/kubernetes/azure.json"],
+                matchImages=["*.azurecr.io", "*.azurecr.cn", "*.azurecr.us"],
+            )
+        ],
+        "do not cover geo-replica registries",
+    ),
+    (
+        "no :443 forms",
+        [provider_entry(matchImages=list(ECR_PATTERNS))],  # the shipped patterns without :443
+        "do not cover images that name the port :443 (e.g. "
+        "123456789012.dkr.ecr.us-east-1.amazonaws.com:443/app)",
+    ),
+    (
+        "unread annotation",
+        [
+            provider_entry(
+                tokenAttributes={
+                    "serviceAccountTokenAudience": "sts.amazonaws.com",
+                    "cacheType": "ServiceAccount",
+                    "requireServiceAccount": False,
+                    "optionalServiceAccountAnnotationKeys": [
+                        "eks.amazonaws.com/ecr-role",
+                        "eks.amazonaws.com/role-arn",
+                    ],
+                }
+            )
+        ],
+        "annotation 'eks.amazonaws.com/ecr-role' is not read by ecr-credential-provider",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "providers", "warning"), LINTS, ids=[case for case, _, _ in LINTS]
+)
+def test_lint(tmp_path: Path, case: str, providers: list[dict[str, Any]], warning: str) -> None:
+    warnings = lint_providers(load_config(str(config_file(tmp_path, *providers))))
+    assert any(warning in text for text in warnings), warnings
