@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,9 +12,9 @@ from credprovider.catalog import PLUGINS
 from tests.fakes.aws import FakeEcr
 from tests.fakes.gcp import FakeMetadata
 from tests.fakes.http import FakeServer, serve
-from tests.helpers import CONFIG_DIR
+from tests.helpers import CONFIG_DIR, config_file, provider_entry
 from tests.helpers import run_cli as cli
-from tests.integration.cli.conftest import ECR_IMAGE, config_file, provider_entry, write
+from tests.integration.cli.conftest import ECR_IMAGE, write
 from tests.integration.conftest import Azure
 from tests.integration.kubelet_config_cases import CASES
 
@@ -29,21 +30,21 @@ def aws_env(server: FakeServer, **extra: str) -> dict[str, str]:
     }
 
 
+def get_json(
+    image: str, config: Path, bin_dir: Path, *extra: str, env: dict[str, str] | None = None
+) -> tuple[int, dict[str, Any]]:
+    """``credprovider get IMAGE --config ... --bin-dir ... --json [extra]``: exit status, report."""
+    result = cli(
+        "get", image, "--config", str(config), "--bin-dir", str(bin_dir), "--json", *extra, env=env
+    )
+    return result.returncode, json.loads(result.stdout)
+
+
 def test_get_ecr(tmp_path: Path, bin_dir: Path, ecr: tuple[FakeEcr, FakeServer]) -> None:
     fake, server = ecr
     config = config_file(tmp_path, provider_entry())
-    result = cli(
-        "get",
-        f"{ECR_IMAGE}:v1",
-        "--config",
-        str(config),
-        "--bin-dir",
-        str(bin_dir),
-        "--json",
-        env=aws_env(server),
-    )
-    report = json.loads(result.stdout)
-    assert (result.returncode, report["image"], report["credentialsFound"]) == (0, ECR_IMAGE, True)
+    code, report = get_json(f"{ECR_IMAGE}:v1", config, bin_dir, env=aws_env(server))
+    assert (code, report["image"], report["credentialsFound"]) == (0, ECR_IMAGE, True)
     (provider,) = report["providers"]
     registry = ECR_IMAGE.split("/")[0]
     assert provider["appliedKeys"] == [registry]
@@ -52,7 +53,7 @@ def test_get_ecr(tmp_path: Path, bin_dir: Path, ecr: tuple[FakeEcr, FakeServer])
         "password": "ecr…(29 chars)",
     }
     assert (provider["cacheKey"], 21590 < provider["cacheSeconds"] <= 21600) == (registry, True)
-    assert fake.password not in result.stdout
+    assert fake.password not in json.dumps(report)
     assert (
         "credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from the environment"
         in provider["decisions"]
@@ -91,18 +92,8 @@ def test_get_reports_a_failing_provider_and_a_key_that_does_not_apply(
         provider_entry(name="wrong-key-plugin", matchImages=["*.dkr.ecr.*.amazonaws.com"]),
         provider_entry(name="auth-provider-gcp", matchImages=["gcr.io"], args=["get-credentials"]),
     )
-    result = cli(
-        "get",
-        ECR_IMAGE,
-        "--config",
-        str(config),
-        "--bin-dir",
-        str(bin_dir),
-        "--json",
-        env=aws_env(server),
-    )
-    report = json.loads(result.stdout)
-    assert (result.returncode, report["credentialsFound"]) == (1, False)
+    code, report = get_json(ECR_IMAGE, config, bin_dir, env=aws_env(server))
+    assert (code, report["credentialsFound"]) == (1, False)
     acr, wrong, gcp = report["providers"]
     assert (acr["exitCode"], acr["response"]) == (1, None)
     assert f"cannot read the cloud config {tmp_path}/missing-azure.json" in acr["error"]
@@ -131,31 +122,22 @@ def test_get_with_service_account(
     }
     config = config_file(tmp_path, provider_entry(tokenAttributes=attributes))
     env = aws_env(server, AWS_ENDPOINT_URL_STS=moto_server)
-    without = json.loads(
-        cli(
-            "get", ECR_IMAGE, "--config", str(config), "--bin-dir", str(bin_dir), "--json", env=env
-        ).stdout
-    )
+    _, without = get_json(ECR_IMAGE, config, bin_dir, env=env)
     assert (
         "requireServiceAccount is true and no service account token"
         in without["providers"][0]["skipped"]
     )
     token_file = write(tmp_path / "token", "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2ln\n")
-    with_token = cli(
-        "get",
+    _, report = get_json(
         ECR_IMAGE,
-        "--config",
-        str(config),
-        "--bin-dir",
-        str(bin_dir),
-        "--json",
+        config,
+        bin_dir,
         "--sa-token-file",
         str(token_file),
         "--sa-annotation",
         "eks.amazonaws.com/ecr-role-arn=arn:aws:iam::123456789012:role/r",
         env=env,
     )
-    report = json.loads(with_token.stdout)
     assert report["credentialsFound"] is True
     assert fake.calls[-1].access_key != "AKIDNODE"
     # get says which role the plugin used (our plugins run at -v=1 under get)
@@ -182,30 +164,8 @@ def test_get_gcp_and_azure(tmp_path: Path, bin_dir: Path, azure: Azure) -> None:
             ),
         )
         env = {"GCE_METADATA_HOST": metadata.address, **azure.env}
-        gcp = json.loads(
-            cli(
-                "get",
-                "us-docker.pkg.dev/p/r/app",
-                "--config",
-                str(config),
-                "--bin-dir",
-                str(bin_dir),
-                "--json",
-                env=env,
-            ).stdout
-        )
-        acr = json.loads(
-            cli(
-                "get",
-                "myreg.azurecr.io/app",
-                "--config",
-                str(config),
-                "--bin-dir",
-                str(bin_dir),
-                "--json",
-                env=env,
-            ).stdout
-        )
+        _, gcp = get_json("us-docker.pkg.dev/p/r/app", config, bin_dir, env=env)
+        _, acr = get_json("myreg.azurecr.io/app", config, bin_dir, env=env)
     assert gcp["providers"][0]["appliedKeys"] == ["us-docker.pkg.dev", "*.pkg.dev"]
     assert gcp["providers"][0]["cacheKey"] == "<global>"
     assert acr["providers"][1]["appliedKeys"] == ["myreg.azurecr.io"]
