@@ -83,65 +83,72 @@ def validate_providers(
     providers: list[CredentialProvider], sa_tokens_enabled: bool = True
 ) -> list[str]:
     """``validateCredentialProviderConfig``: the field errors, in the kubelet's order and words."""
-    errors: list[str] = []
     if not providers:
         return ["providers: Required value: at least 1 item in plugins is required"]
+    errors: list[str] = []
     seen: set[str] = set()
     for provider in providers:
         name = provider.name or ""
-        if "/" in name:
-            errors.append(
-                f"providers.name: Invalid value: {go_quote(name)}: provider name cannot contain '/'"
-            )
-        if " " in name:
-            errors.append(
-                f"providers.name: Invalid value: {go_quote(name)}: provider name cannot contain spaces"
-            )
-        if name == ".":
-            errors.append(
-                f"providers.name: Invalid value: {go_quote(name)}: provider name cannot be '.'"
-            )
-        if name == "..":
-            errors.append(
-                f"providers.name: Invalid value: {go_quote(name)}: provider name cannot be '..'"
-            )
-        if name in seen:
-            errors.append(f"providers.name: Duplicate value: {go_quote(name)}")
+        errors += _name_errors(name, seen)
         seen.add(name)
-        api_version = provider.apiVersion or ""
-        if not api_version:
-            errors.append("providers.apiVersion: Required value")
-        elif api_version not in API_VERSIONS:
-            errors.append(
-                f"providers.apiVersion: Unsupported value: {go_quote(api_version)}: "
-                f"supported values: {_supported(API_VERSIONS)}"
-            )
-        match_images = provider.matchImages or []
-        if not match_images:
-            errors.append(
-                "providers.matchImages: Required value: at least 1 item in matchImages is required"
-            )
-        for pattern in match_images:
-            try:
-                parse_go_url("https://" + pattern)
-            except GoURLError as exc:
-                errors.append(
-                    f"providers.matchImages: Invalid value: {go_quote(pattern)}: "
-                    f"match image is invalid: {exc}"
-                )
-        if provider.defaultCacheDuration is None:
-            errors.append("providers.defaultCacheDuration: Required value")
-        else:
-            duration = parse_go_duration(provider.defaultCacheDuration)
-            if duration < 0:
-                from credprovider.goformat import format_go_duration
-
-                errors.append(
-                    f"providers.defaultCacheDuration: Invalid value: "
-                    f"{go_quote(format_go_duration(duration))}: must be greater than or equal to 0"
-                )
+        errors += _field_errors(provider)
         if provider.tokenAttributes is not None:
             errors.extend(_validate_token_attributes(provider, sa_tokens_enabled))
+    return errors
+
+
+def _name_errors(name: str, seen: set[str]) -> list[str]:
+    quoted = go_quote(name)
+    errors = [
+        f"providers.name: Invalid value: {quoted}: {reason}"
+        for reason, wrong in (
+            ("provider name cannot contain '/'", "/" in name),
+            ("provider name cannot contain spaces", " " in name),
+            ("provider name cannot be '.'", name == "."),
+            ("provider name cannot be '..'", name == ".."),
+        )
+        if wrong
+    ]
+    if name in seen:
+        errors.append(f"providers.name: Duplicate value: {quoted}")
+    return errors
+
+
+def _field_errors(provider: CredentialProvider) -> list[str]:
+    """apiVersion, matchImages and defaultCacheDuration."""
+    errors = []
+    api_version = provider.apiVersion or ""
+    if not api_version:
+        errors.append("providers.apiVersion: Required value")
+    elif api_version not in API_VERSIONS:
+        errors.append(
+            f"providers.apiVersion: Unsupported value: {go_quote(api_version)}: "
+            f"supported values: {_supported(API_VERSIONS)}"
+        )
+    match_images = provider.matchImages or []
+    if not match_images:
+        errors.append(
+            "providers.matchImages: Required value: at least 1 item in matchImages is required"
+        )
+    for pattern in match_images:
+        try:
+            parse_go_url("https://" + pattern)
+        except GoURLError as exc:
+            errors.append(
+                f"providers.matchImages: Invalid value: {go_quote(pattern)}: "
+                f"match image is invalid: {exc}"
+            )
+    if provider.defaultCacheDuration is None:
+        errors.append("providers.defaultCacheDuration: Required value")
+    else:
+        duration = parse_go_duration(provider.defaultCacheDuration)
+        if duration < 0:
+            from credprovider.goformat import format_go_duration
+
+            errors.append(
+                f"providers.defaultCacheDuration: Invalid value: "
+                f"{go_quote(format_go_duration(duration))}: must be greater than or equal to 0"
+            )
     return errors
 
 

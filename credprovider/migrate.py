@@ -112,6 +112,30 @@ def _node_file(args: list[str], plugins: list[CloudPlugin]) -> str | None:
     return None
 
 
+def _read_inputs(flags_text: str, config_text: str) -> tuple[list[str], dict[str, Any]]:
+    """The kubelet's flags as words, and its KubeletConfiguration as a mapping ({} if none)."""
+    try:
+        args = shlex.split(flags_text)
+    except ValueError as exc:
+        raise InstallError(f"the kubelet flags cannot be split like a shell would: {exc}") from None
+    if not config_text.strip():
+        return args, {}
+    try:
+        loaded = load_yaml(config_text)
+    except YamlError as exc:
+        raise InstallError(f"the KubeletConfiguration is not YAML: {exc}") from None
+    return args, loaded if isinstance(loaded, dict) else {}
+
+
+def _known_providers(providers: list[str]) -> list[str]:
+    unknown = [key for key in providers if key not in PLUGINS]
+    if unknown:
+        raise InstallError(
+            f"unknown provider {', '.join(unknown)}: choose from {', '.join(sorted(PLUGINS))}"
+        )
+    return list(dict.fromkeys(providers))
+
+
 def plan_migration(
     kubelet_flags_text: str = "",
     kubelet_config_text: str = "",
@@ -124,17 +148,7 @@ def plan_migration(
     ``providers`` (keys of :data:`~credprovider.catalog.PLUGINS`) names the clouds when the flags do
     not (``--cloud-provider=external``), or overrides what they say.
     """
-    try:
-        args = shlex.split(kubelet_flags_text)
-    except ValueError as exc:
-        raise InstallError(f"the kubelet flags cannot be split like a shell would: {exc}") from None
-    config: dict[str, Any] = {}
-    if kubelet_config_text.strip():
-        try:
-            loaded = load_yaml(kubelet_config_text)
-        except YamlError as exc:
-            raise InstallError(f"the KubeletConfiguration is not YAML: {exc}") from None
-        config = loaded if isinstance(loaded, dict) else {}
+    args, config = _read_inputs(kubelet_flags_text, kubelet_config_text)
     chosen: list[str] = []
     remove: list[str] = []
     notes: list[str] = []
@@ -156,12 +170,7 @@ def plan_migration(
                 if plugin.key not in chosen:
                     chosen.append(plugin.key)
     if providers is not None:
-        unknown = [key for key in providers if key not in PLUGINS]
-        if unknown:
-            raise InstallError(
-                f"unknown provider {', '.join(unknown)}: choose from {', '.join(sorted(PLUGINS))}"
-            )
-        chosen = list(dict.fromkeys(providers))
+        chosen = _known_providers(providers)
     node_file = _node_file(args, [PLUGINS[key] for key in chosen])
     _feature_gate_notes(args, config, remove, notes)
     existing, _ = _flag_value(args, "image-credential-provider-config")

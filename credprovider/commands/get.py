@@ -143,18 +143,8 @@ def _cmd_get(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
-    try:
-        token = (
-            Path(args.sa_token_file).read_text(encoding="utf-8").strip()
-            if args.sa_token_file
-            else ""
-        )
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
-        print(
-            f"credprovider get: cannot read --sa-token-file {args.sa_token_file}: {reason}",
-            file=sys.stderr,
-        )
+    token = _read_token(args.sa_token_file)
+    if token is None:
         return EXIT_FAILED
     report = kubelet_lookup(
         loaded,
@@ -165,26 +155,43 @@ def _cmd_get(args: argparse.Namespace) -> int:
         timeout=args.timeout,
     )
     found = report.credentials
-    if args.json:
+    _show(report, image, args.json, args.show_password)
+    return EXIT_OK if found else EXIT_FAILED
+
+
+def _read_token(path: str | None) -> str | None:
+    """The --sa-token-file's token ('' without one); ``None`` (and one line) if unreadable."""
+    if not path:
+        return ""
+    try:
+        return Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+        print(f"credprovider get: cannot read --sa-token-file {path}: {reason}", file=sys.stderr)
+        return None
+
+
+def _show(report: LookupReport, image: str, as_json: bool, show_password: bool) -> None:
+    found = report.credentials
+    if as_json:
         print_json(
             {
                 "image": image,
                 "credentialsFound": bool(found),
-                "providers": [_provider_json(p, args.show_password) for p in report.providers],
+                "providers": [_provider_json(p, show_password) for p in report.providers],
             }
         )
+        return
+    print(f"image {image} (as the kubelet passes it)")
+    _print_report(report, show_password)
+    if found:
+        keys = ", ".join(f"{key} from {name}" for name, key, _ in found)
+        print(f"result: the kubelet would try {len(found)} credential(s): {keys}")
     else:
-        print(f"image {image} (as the kubelet passes it)")
-        _print_report(report, args.show_password)
-        if found:
-            keys = ", ".join(f"{key} from {name}" for name, key, _ in found)
-            print(f"result: the kubelet would try {len(found)} credential(s): {keys}")
-        else:
-            print(
-                "result: the kubelet would pull WITHOUT credentials from these providers "
-                "(node docker config and pull secrets may still apply)"
-            )
-    return EXIT_OK if found else EXIT_FAILED
+        print(
+            "result: the kubelet would pull WITHOUT credentials from these providers "
+            "(node docker config and pull secrets may still apply)"
+        )
 
 
 def register(sub: Subcommands) -> None:
