@@ -9,6 +9,7 @@ from credprovider.cache import CacheScope, fingerprint_file
 from credprovider.errors import ProviderError
 from credprovider.gcp.registry import (
     CLOUD_PLATFORM_SCOPE,
+    CREDENTIALS_FILE,
     DOCKERCFG_ATTRIBUTE,
     DOCKERCFG_URL_ATTRIBUTE,
     STS_ENDPOINT,
@@ -16,13 +17,15 @@ from credprovider.gcp.registry import (
     STS_REQUESTED_TOKEN_TYPE,
     STS_SUBJECT_TOKEN_TYPE,
     TOKEN_USERNAME,
+    WORKLOAD_IDENTITY,
     CacheOverrides,
     DockerCfgError,
+    TokenSourceError,
+    choose_token_source,
     is_google_registry_host,
     metadata_host,
     parse_dockercfg,
     registry_keys,
-    wants_workload_identity,
     workload_identity_audience,
 )
 from credprovider.goformat import SECOND, format_go_duration
@@ -332,22 +335,21 @@ class GcpProvider:
         )
 
     def _token_for(self, request: CredentialProviderRequest, ctx: Context) -> Token:
-        opted_in = wants_workload_identity(request.service_account_annotations)
-        if opted_in and self.options.identity_provider:
-            if not request.service_account_token:
-                raise ProviderError(
-                    "the service account opted in to Workload Identity image pulls but the kubelet "
-                    "sent no service account token: configure tokenAttributes for this provider "
-                    "(no fallback to the node identity)"
-                )
-            return workload_identity_token(request.service_account_token, self.options, ctx)
-        if opted_in:
-            ctx.log.warning(
-                "the service account opted in to Workload Identity image pulls, but the plugin has "
-                "no --identity-provider/--project-id: using the node identity"
+        credentials_file = ctx.environ.get(CREDENTIALS_FILE_ENV, "")
+        try:
+            source = choose_token_source(
+                request.service_account_annotations,
+                bool(request.service_account_token),
+                self.options.identity_provider,
+                credentials_file,
             )
-        credentials_file = ctx.environ.get(CREDENTIALS_FILE_ENV)
-        if credentials_file:
+        except TokenSourceError as exc:
+            raise ProviderError(str(exc)) from None
+        if source.warning:
+            ctx.log.warning(source.warning)
+        if source.kind == WORKLOAD_IDENTITY:
+            return workload_identity_token(request.service_account_token, self.options, ctx)
+        if source.kind == CREDENTIALS_FILE:
             return credentials_file_token(credentials_file, ctx)
         return metadata_token(ctx)
 

@@ -96,6 +96,47 @@ def wants_workload_identity(annotations: Mapping[str, str]) -> bool:
     return annotations.get(WI_ANNOTATION) == "true"
 
 
+WORKLOAD_IDENTITY: Final = "workload identity"
+CREDENTIALS_FILE: Final = "credentials file"
+METADATA_SERVER: Final = "metadata server"
+
+
+class TokenSourceError(CredproviderError, ValueError):
+    """No token source may be used for this request."""
+
+
+class TokenSource(NamedTuple):
+    kind: str  # WORKLOAD_IDENTITY, CREDENTIALS_FILE or METADATA_SERVER
+    warning: str = ""  # said on stderr when the choice is not what the pod asked for
+
+
+def choose_token_source(
+    annotations: Mapping[str, str],
+    has_service_account_token: bool,
+    identity_provider: str,
+    credentials_file: str,
+) -> TokenSource:
+    """Where the gcr flow's token comes from: the pod's Workload Identity when its service account
+    opted in and the plugin knows the identity provider (never the node's identity instead),
+    else GOOGLE_APPLICATION_CREDENTIALS, else the metadata server."""
+    opted_in = wants_workload_identity(annotations)
+    if opted_in and identity_provider:
+        if not has_service_account_token:
+            raise TokenSourceError(
+                "the service account opted in to Workload Identity image pulls but the kubelet "
+                "sent no service account token: configure tokenAttributes for this provider "
+                "(no fallback to the node identity)"
+            )
+        return TokenSource(WORKLOAD_IDENTITY)
+    warning = (
+        "the service account opted in to Workload Identity image pulls, but the plugin has "
+        "no --identity-provider/--project-id: using the node identity"
+        if opted_in
+        else ""
+    )
+    return TokenSource(CREDENTIALS_FILE if credentials_file else METADATA_SERVER, warning)
+
+
 def decode_docker_auth(field: str) -> tuple[str, str]:
     """Decode a dockercfg ``auth`` field like Go: padded or unpadded base64 of ``user:password``.
 

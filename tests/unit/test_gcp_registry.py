@@ -202,3 +202,39 @@ def test_workload_identity_audience_and_opt_in() -> None:
     assert wants_workload_identity({"iam.gke.io/enable-wi-image-pull": "true"})
     assert not wants_workload_identity({"iam.gke.io/enable-wi-image-pull": "TRUE"})
     assert not wants_workload_identity({})
+
+
+_OPTED_IN = {"iam.gke.io/enable-wi-image-pull": "true"}
+_IDP = "https://container.googleapis.com/v1/projects/p/locations/l/clusters/c"
+
+
+@pytest.mark.parametrize(
+    ("annotations", "token", "identity_provider", "credentials_file", "kind", "warned"),
+    [
+        ({}, False, "", "", "metadata server", False),
+        ({}, False, "", "/etc/gcp/key.json", "credentials file", False),
+        ({}, True, _IDP, "", "metadata server", False),  # a token alone does not opt in
+        (_OPTED_IN, True, _IDP, "/etc/gcp/key.json", "workload identity", False),
+        (_OPTED_IN, True, "", "", "metadata server", True),  # no --identity-provider: said
+        ({"iam.gke.io/enable-wi-image-pull": "True"}, True, _IDP, "", "metadata server", False),
+    ],
+)  # fmt: skip
+def test_the_token_source(
+    annotations: dict[str, str],
+    token: bool,
+    identity_provider: str,
+    credentials_file: str,
+    kind: str,
+    warned: bool,
+) -> None:
+    from credprovider.gcp.registry import choose_token_source
+
+    source = choose_token_source(annotations, token, identity_provider, credentials_file)
+    assert (source.kind, bool(source.warning)) == (kind, warned)
+
+
+def test_an_opted_in_pod_without_a_token_never_gets_the_node_identity() -> None:
+    from credprovider.gcp.registry import TokenSourceError, choose_token_source
+
+    with pytest.raises(TokenSourceError, match="no fallback to the node identity"):
+        choose_token_source(_OPTED_IN, False, _IDP, "/etc/gcp/key.json")
