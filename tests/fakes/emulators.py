@@ -15,7 +15,7 @@ from pathlib import Path
 from tests.fakes.aws import FakeEcr
 from tests.fakes.azure import AAD_HOSTS, FakeAad, FakeAcr, FakeImds
 from tests.fakes.gcp import FakeMetadata, FakeSts
-from tests.fakes.http import serve
+from tests.fakes.http import FakeServer, serve
 from tests.fakes.tls import CertAuthority, make_test_ca
 
 # Keeps every SDK away from this machine's credentials and real metadata services.
@@ -35,6 +35,7 @@ class Emulator:
     env: dict[str, str]
     fakes: dict[str, object] = field(default_factory=dict)
     files: dict[str, str] = field(default_factory=dict)
+    servers: dict[str, FakeServer] = field(default_factory=dict)
 
 
 @contextmanager
@@ -51,7 +52,7 @@ def aws_emulator(with_moto: bool = True) -> Iterator[Emulator]:
             "AWS_ENDPOINT_URL_STS": "http://127.0.0.1:9",
         }
         if not with_moto:
-            yield Emulator(env, {"ecr": fake})
+            yield Emulator(env, {"ecr": fake}, servers={"ecr": ecr})
             return
         from moto.server import ThreadedMotoServer
 
@@ -62,6 +63,7 @@ def aws_emulator(with_moto: bool = True) -> Iterator[Emulator]:
             yield Emulator(
                 {**env, "AWS_ENDPOINT_URL_STS": f"http://{host}:{port}"},
                 {"ecr": fake, "moto": f"http://{host}:{port}"},
+                servers={"ecr": ecr},
             )
         finally:
             moto.stop()
@@ -82,6 +84,7 @@ def gcp_emulator() -> Iterator[Emulator]:
                     "CREDPROVIDER_TEST_RESOLVE": f"sts.googleapis.com={sts.address}",
                 },
                 {"metadata": metadata, "sts": sts_fake},
+                servers={"metadata": meta, "sts": sts},
             )
 
 
@@ -128,4 +131,5 @@ def azure_emulator(
                 },
                 {"imds": imds, "aad": aad, "acr": acr},
                 {"config": str(config)},
+                {"imds": imds_server, "aad": aad_server, "acr": acr_server},
             )

@@ -15,9 +15,9 @@ import pytest
 from tests import gobuild
 from tests.fakes.aws import FakeEcr
 from tests.fakes.azure import FakeAad, FakeAcr, FakeImds
-from tests.fakes.emulators import SAFE_ENV, azure_emulator
+from tests.fakes.emulators import SAFE_ENV, aws_emulator, azure_emulator, gcp_emulator
 from tests.fakes.gcp import FakeMetadata
-from tests.fakes.http import FakeServer, serve
+from tests.fakes.http import FakeServer
 from tests.fakes.tls import CertAuthority, make_test_ca
 from tests.helpers import BUNDLE_DIR, request_bytes, run_plugin
 
@@ -129,13 +129,13 @@ def azure(test_ca: CertAuthority, tmp_path: Path) -> Iterator[Azure]:
 
 @pytest.fixture
 def ecr() -> Iterator[tuple[FakeEcr, FakeServer]]:
-    fake = FakeEcr()
-    with serve(fake) as server:
-        yield fake, server
+    with aws_emulator(with_moto=False) as emulator:
+        fake: Any = emulator.fakes["ecr"]
+        yield fake, emulator.servers["ecr"]
 
 
 @pytest.fixture
 def metadata() -> Iterator[tuple[FakeMetadata, FakeServer]]:
-    fake = FakeMetadata()
-    with serve(fake) as server:
-        yield fake, server
+    with gcp_emulator() as emulator:
+        fake: Any = emulator.fakes["metadata"]
+        yield fake, emulator.servers["metadata"]
