@@ -262,6 +262,11 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
+def worth_retrying(error: Exception) -> bool:
+    """A failed exchange is retried; an oversized answer is not (it would only come again)."""
+    return isinstance(error, HttpError) and not isinstance(error, BodyTooLargeError)
+
+
 def proxy_setting(environ: Mapping[str, str]) -> str | None:
     """The name of the first proxy variable that is set, if any (see :data:`PROXY_ENV`)."""
     return next((name for name in PROXY_ENV if environ.get(name)), None)
@@ -312,8 +317,6 @@ def get_with_retries(
         ctx=ctx,
         what=what,
         retry_result=lambda answer: answer.status in retry_statuses,
-        retry_error=lambda error: (
-            isinstance(error, HttpError) and not isinstance(error, BodyTooLargeError)
-        ),
+        retry_error=worth_retrying,
         attempts=attempts,
     )

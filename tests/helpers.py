@@ -75,14 +75,21 @@ def run_plugin(
     env: Mapping[str, str] | None = None,
     use_bundle: bool = False,
     timeout: float = 90,
+    own_network: bool = False,
 ) -> PluginRun:
-    """Run a plugin with ``stdin``; ``env`` is added to the (already sanitized) test environment."""
+    """Run a plugin with ``stdin``; ``env`` is added to the (already sanitized) test environment.
+
+    ``own_network`` runs it in a network namespace of its own (``unshare --net``, loopback down):
+    for a test that points it at a real metadata address, so that even a broken connect guard
+    could not reach one."""
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = str(REPO)
     full_env.update(env or {})
     start = time.monotonic()
     proc = subprocess.run(
-        plugin_command(name, use_bundle) + list(args or []),
+        (["unshare", "--net"] if own_network else [])
+        + plugin_command(name, use_bundle)
+        + list(args or []),
         input=stdin,
         capture_output=True,
         env=full_env,

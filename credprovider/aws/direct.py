@@ -276,7 +276,12 @@ def get_authorization_token(
     route: Plan, keys: AccessKeys, ctx: Context, user_agent: str
 ) -> tuple[str | None, float | None]:
     """One signed ``GetAuthorizationToken`` (retried as botocore's standard mode does)."""
-    from credprovider.http import BodyTooLargeError, HttpError, request, verified_context
+    from credprovider.http import (
+        HttpError,
+        request,
+        verified_context,
+        worth_retrying,
+    )
     from credprovider.retry import call_with_retries
 
     host = route.endpoint.split("://", 1)[1].split("/", 1)[0]
@@ -321,9 +326,7 @@ def get_authorization_token(
             ctx=ctx,
             what=f"{route.service} GetAuthorizationToken",
             retry_result=retryable,
-            retry_error=lambda error: (
-                isinstance(error, HttpError) and not isinstance(error, BodyTooLargeError)
-            ),
+            retry_error=worth_retrying,
             attempts=MAX_ATTEMPTS,
         )
     except HttpError as exc:

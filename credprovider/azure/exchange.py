@@ -14,7 +14,7 @@ from credprovider import __version__
 from credprovider._typing import TYPE_CHECKING, Final
 from credprovider.azure.registry import ChallengeError, exchange_url, parse_challenge
 from credprovider.errors import ProviderError
-from credprovider.http import BodyTooLargeError, HttpError, HttpResponse, proxy_setting
+from credprovider.http import HttpError, HttpResponse, proxy_setting, worth_retrying
 from credprovider.redact import register_secret
 from credprovider.retry import RETRYABLE_STATUSES, call_with_retries
 from credprovider.runtime.provider import Context, one_line
@@ -84,9 +84,7 @@ def _call(
         ctx=ctx,
         what=url,
         retry_result=lambda answer: answer.status in RETRYABLE_STATUSES,
-        retry_error=lambda error: (
-            isinstance(error, HttpError) and not isinstance(error, BodyTooLargeError)
-        ),
+        retry_error=worth_retrying,
     )
 
 

@@ -100,6 +100,7 @@ class Azure:
         api_version: str | None = None,
         use_bundle: bool = False,
         env: dict[str, str] | None = None,
+        own_network: bool = False,
     ):  # type: ignore[no-untyped-def]
         request = (
             request_bytes(image, api_version, token, annotations)
@@ -112,6 +113,7 @@ class Azure:
             [config, *args],
             {**self.env, **(env or {})},
             use_bundle=use_bundle,
+            own_network=own_network,
         )
 
 

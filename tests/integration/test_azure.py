@@ -593,11 +593,13 @@ def test_imds_is_reached_directly_not_through_a_proxy(azure: Azure) -> None:
 
 
 def test_the_real_imds_address_is_never_contacted_by_tests(azure: Azure) -> None:
-    """Without the override the client targets 169.254.169.254; test mode refuses the connect."""
+    """Without the override the client targets 169.254.169.254; test mode refuses the connect,
+    and the run is in a network namespace of its own, so a broken guard could not reach it."""
     run = azure.run(
         "myreg.azurecr.io/app",
         azure.config(useManagedIdentityExtension=True),
         env={"AZURE_POD_IDENTITY_AUTHORITY_HOST": ""},
+        own_network=True,
     )
     assert (run.code, run.stdout) == (1, b"")
     assert run.error_lines[0].startswith(
