@@ -34,7 +34,7 @@ _LOWER_ALNUM: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 _ALNUM: Final = _LOWER_ALNUM | frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _WORD: Final = _ALNUM | {"_"}
 _LETTERS: Final = _ALNUM - frozenset("0123456789")
-_HEX_DIGITS: Final = frozenset("0123456789abcdefABCDEF")
+HEX_DIGITS: Final = frozenset("0123456789abcdefABCDEF")
 
 
 def is_domain_label(text: str) -> bool:
@@ -79,7 +79,7 @@ def is_digest(text: str) -> bool:
     """``_DIGEST_PATTERN``: an algorithm (letter-led alphanumeric parts joined by - _ + .), a colon,
     and at least 32 hex digits."""
     algorithm, colon, encoded = text.rpartition(":")
-    if not colon or len(encoded) < 32 or not all(c in _HEX_DIGITS for c in encoded):
+    if not colon or len(encoded) < 32 or not all(c in HEX_DIGITS for c in encoded):
         return False
     part: list[str] = []
     for c in algorithm + "-":
@@ -114,7 +114,7 @@ def _parse_registry(domain: str) -> tuple[str, str]:
         if close < 0:
             raise ImageError(f"registry {domain!r} has an unclosed IPv6 bracket")
         host, rest = domain[1:close], domain[close + 1 :]
-        if not host or not all(c in _HEX_DIGITS or c in ":." for c in host) or ":" not in host:
+        if not host or not all(c in HEX_DIGITS or c in ":." for c in host) or ":" not in host:
             raise ImageError(f"registry {domain!r} is not a valid IPv6 literal")
         port = rest[1:] if rest.startswith(":") else None
         if rest and port is None:

@@ -14,9 +14,8 @@ from __future__ import annotations
 from credprovider._typing import Final, NamedTuple
 from credprovider.errors import CredproviderError
 from credprovider.goformat import go_quote
-from credprovider.imageref import DEFAULT_REGISTRY, LEGACY_DEFAULT_REGISTRY
+from credprovider.imageref import DEFAULT_REGISTRY, HEX_DIGITS, LEGACY_DEFAULT_REGISTRY
 
-_HEX: Final = "0123456789abcdefABCDEF"
 # Characters Go's url.Parse accepts literally in a host (besides alphanumerics and bytes >= 0x80).
 _GO_HOST_EXTRA: Final = frozenset("-_.~!$&'()*+,;=:[]<>\"")
 _GO_USERINFO_EXTRA: Final = frozenset("-._:~!$&'()*+,;=%@")
@@ -41,7 +40,11 @@ def _go_unescape(text: str, host_mode: bool) -> str:
         c = raw[i]
         if c == 0x25:  # '%'
             escape = raw[i : i + 3].decode("utf-8", "replace")
-            if i + 2 >= len(raw) or chr(raw[i + 1]) not in _HEX or chr(raw[i + 2]) not in _HEX:
+            if (
+                i + 2 >= len(raw)
+                or chr(raw[i + 1]) not in HEX_DIGITS
+                or chr(raw[i + 2]) not in HEX_DIGITS
+            ):
                 raise GoURLError(f"invalid URL escape {go_quote(escape)}")
             value = int(chr(raw[i + 1]) + chr(raw[i + 2]), 16)
             if host_mode and value < 0x80 and raw[i : i + 3] != b"%25":
