@@ -22,7 +22,7 @@ HARNESS = "."
 KUBELET = "k8s.io/kubernetes/cmd/kubelet"
 FAKE_CRI = "./fakecri"
 # Go keeps its caches under HOME; the test session points HOME at an empty directory.
-REAL_HOME = os.environ.get("CREDPROVIDER_REAL_HOME") or os.environ.get("HOME", "")
+REAL_HOME = os.environ.get("HOME", "")
 
 
 class GoBuildError(RuntimeError):

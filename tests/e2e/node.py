@@ -130,7 +130,7 @@ def node_environment(emulators: list[Emulator], ca_bundle: Path) -> dict[str, st
     """The kubelet's environment (which it passes on to the plugins): what each emulator sets
     beyond the shared safe defaults, the loopback resolve maps joined, and one CA bundle holding
     every emulator's test CA."""
-    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **SAFE_ENV}
+    own: dict[str, str] = {}  # what the emulators set beyond the safe defaults
     resolve, bundles = [], []
     for emulator in emulators:
         for key, value in emulator.env.items():
@@ -138,10 +138,11 @@ def node_environment(emulators: list[Emulator], ca_bundle: Path) -> dict[str, st
                 resolve.append(value)
             elif key == "REQUESTS_CA_BUNDLE":
                 bundles.append(Path(value).read_text())
-            elif SAFE_ENV.get(key) != value:
-                if env.get(key, value) != value and key not in SAFE_ENV:
-                    raise ValueError(f"two emulators set {key} differently")
-                env[key] = value
+            elif SAFE_ENV.get(key) == value:
+                continue  # the shared safe default
+            elif own.setdefault(key, value) != value:
+                raise ValueError(f"two emulators set {key} differently")
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", **SAFE_ENV, **own}
     env["CREDPROVIDER_TEST_RESOLVE"] = ",".join(resolve)
     ca_bundle.write_text("".join(bundles))
     env["REQUESTS_CA_BUNDLE"] = str(ca_bundle)

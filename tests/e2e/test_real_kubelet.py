@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests import gobuild
+from tests.e2e.node import KERNEL_SETTINGS
 from tests.e2e.scenario import PROVIDERS, PULLS, expected_execs, served
 from tests.helpers import BUNDLE_DIR, REPO
 
@@ -37,7 +38,6 @@ ISSUED_KEY = {
     "acr-credential-provider": "acr",
     "auth-provider-gcp": "gcp",
 }
-KERNEL_SETTINGS = ("kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory")
 
 
 def _unavailable(reason: str) -> None:
