@@ -37,7 +37,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from credprovider.api import CredentialProviderRequest
-    from credprovider.runtime.provider import Credentials, PluginSpec
+    from credprovider.cache import CacheScope
+    from credprovider.runtime.provider import Credentials, PluginSpec, Provider
 
 MAX_REQUEST_BYTES: Final = 1 << 20
 
@@ -151,8 +152,7 @@ def answer(
             f"repository: did you mean {bare_host}/<repository>? (fix the pod's image)"
         )
     deadline.phase = "getting credentials"
-    route_sdk_logging(log)  # before any SDK can log: its records are scrubbed too
-    creds = with_cache(provider, cache_dir).get_credentials(request, ctx)
+    creds = with_cache(_RoutingSdkLogs(provider), cache_dir).get_credentials(request, ctx)
     answered_at = ctx.now()
     response = build_response(request, creds, answered_at)
     log.v(
@@ -162,6 +162,21 @@ def answer(
         f"keys={sorted(response.auth)}",
     )
     return encode_response(response)
+
+
+class _RoutingSdkLogs:
+    """``provider``, with SDK logging routed into the plugin's log just before it fetches (so that
+    every record is scrubbed); a cache hit never fetches, so never pays for it."""
+
+    def __init__(self, provider: Provider) -> None:
+        self._provider = provider
+
+    def cache_scope(self, request: CredentialProviderRequest, ctx: Context) -> CacheScope | None:
+        return self._provider.cache_scope(request, ctx)
+
+    def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:
+        route_sdk_logging(ctx.log)
+        return self._provider.get_credentials(request, ctx)
 
 
 def within(deadline: Deadline, work: Callable[[], bytes]) -> bytes | BaseException | None:
