@@ -72,9 +72,10 @@ def _through_cache(
     """
     from credprovider.cache import CacheEntry, KeyLock
 
-    hit = CacheEntry(directory, scope).load(ctx.now())
+    unlocked = CacheEntry(directory, scope)
+    hit = unlocked.load(ctx.now())
     if hit is not None:
-        ctx.log.v(1, f"cache: hit for {scope.registry} ({scope.key}.json)")
+        ctx.log.v(1, f"cache: hit for {scope.registry} ({unlocked.name})")
         return hit
     lock = KeyLock(directory, scope)
     try:
