@@ -105,6 +105,20 @@ def parse_request(data: bytes) -> CredentialProviderRequest:
 
     Raises :class:`RequestError` with one sentence saying what is wrong.
     """
+    obj = _request_json(data)
+    api_version, version = _request_api_version(obj)
+    kind = obj.get("kind")
+    if kind != REQUEST_KIND:
+        raise RequestError(f"request kind is {kind!r}, expected {REQUEST_KIND!r}")
+    image = _request_image(obj)
+    if version != "v1":  # v1alpha1 and v1beta1 carry no service account
+        return CredentialProviderRequest(api_version, image, "", {})
+    token, annotations = _request_service_account(obj)
+    return CredentialProviderRequest(api_version, image, token, annotations)
+
+
+def _request_json(data: bytes) -> dict[str, Any]:
+    """The request's bytes as one JSON object (UTF-8, unique keys, no NaN)."""
     if not data.strip():
         raise RequestError("stdin was empty: expected a CredentialProviderRequest JSON object")
     try:
@@ -130,6 +144,11 @@ def parse_request(data: bytes) -> CredentialProviderRequest:
         ) from None
     if not isinstance(obj, dict):
         raise RequestError(f"request must be a JSON object, got a JSON {_json_type(obj)}")
+    return obj
+
+
+def _request_api_version(obj: dict[str, Any]) -> tuple[str, str]:
+    """The request's apiVersion, whole and its version part; one the kubelet speaks."""
     api_version = obj.get("apiVersion")
     if not isinstance(api_version, str) or not api_version:
         raise RequestError(f"request has no apiVersion: expected one of {', '.join(API_VERSIONS)}")
@@ -140,9 +159,10 @@ def parse_request(data: bytes) -> CredentialProviderRequest:
         raise RequestError(
             f"unsupported apiVersion {api_version!r}: supported versions are {', '.join(VERSIONS)}"
         )
-    kind = obj.get("kind")
-    if kind != REQUEST_KIND:
-        raise RequestError(f"request kind is {kind!r}, expected {REQUEST_KIND!r}")
+    return api_version, version
+
+
+def _request_image(obj: dict[str, Any]) -> str:
     image = obj.get("image")
     if image is None:
         raise RequestError("request has no image field")
@@ -152,24 +172,21 @@ def parse_request(data: bytes) -> CredentialProviderRequest:
         raise RequestError("image in plugin request was empty")
     if _has_control_or_space(image):
         raise RequestError(f"image {image!r} contains whitespace or control characters")
-    token = ""
-    annotations: dict[str, str] = {}
-    if version == "v1":
-        raw_token = obj.get("serviceAccountToken")
-        if raw_token is not None:
-            if not isinstance(raw_token, str):
-                raise RequestError("request field serviceAccountToken must be a string")
-            token = raw_token
-        raw_annotations = obj.get("serviceAccountAnnotations")
-        if raw_annotations is not None:
-            if not isinstance(raw_annotations, dict) or not all(
-                isinstance(v, str) for v in raw_annotations.values()
-            ):
-                raise RequestError(
-                    "request field serviceAccountAnnotations must be an object of strings"
-                )
-            annotations = dict(raw_annotations)
-    return CredentialProviderRequest(api_version, image, token, annotations)
+    return image
+
+
+def _request_service_account(obj: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    """A v1 request's service account token and annotations (both optional)."""
+    token = obj.get("serviceAccountToken")
+    if token is not None and not isinstance(token, str):
+        raise RequestError("request field serviceAccountToken must be a string")
+    annotations = obj.get("serviceAccountAnnotations")
+    if annotations is not None and (
+        not isinstance(annotations, dict)
+        or not all(isinstance(v, str) for v in annotations.values())
+    ):
+        raise RequestError("request field serviceAccountAnnotations must be an object of strings")
+    return token or "", dict(annotations or {})
 
 
 def _json_type(value: object) -> str:
@@ -236,57 +253,18 @@ def parse_response(data: bytes, expected_api_version: str) -> CredentialProvider
     The messages follow the kubelet's: a GVK that cannot be read, an apiVersion other than the one
     configured, then strict decoding (unknown or duplicate fields, wrong types), then cacheKeyType.
     """
-    try:
-        text = data.decode("utf-8")
-        obj = cjson.loads(text, object_pairs_hook=_response_object, parse_constant=_reject_constant)
-    except ResponseError:
-        raise
-    except RecursionError:
-        raise ResponseError("error reading GVK from response: nested too deeply") from None
-    except ValueError as exc:  # not UTF-8, not JSON, NaN, or an integer of over 4300 digits
-        raise ResponseError(f"error reading GVK from response: {exc}") from None
-    if not isinstance(obj, dict):
-        raise ResponseError("error reading GVK from response: the response is not a JSON object")
+    obj = _response_json(data)
     api_version = obj.get("apiVersion")
     if api_version != expected_api_version:
         raise ResponseError(
             "apiVersion from credential plugin response did not match expected apiVersion:"
             f"{expected_api_version}, actual apiVersion:{api_version if api_version else ''}"
         )
-    problems: list[str] = []
-    for key in obj:
-        if key not in _RESPONSE_FIELDS:
-            problems.append(f'unknown field "{key}"')
+    problems = [f'unknown field "{key}"' for key in obj if key not in _RESPONSE_FIELDS]
     if obj.get("kind") != RESPONSE_KIND:
         problems.append(f"kind is {obj.get('kind')!r}, expected {RESPONSE_KIND}")
-    duration: int | None = None
-    raw_duration = obj.get("cacheDuration")
-    if raw_duration is not None:
-        if not isinstance(raw_duration, str):
-            problems.append('cacheDuration must be a duration string such as "1h0m0s"')
-        else:
-            try:
-                duration = parse_go_duration(raw_duration)
-            except DurationError as exc:
-                problems.append(f"cacheDuration: {exc}")
-    auth: dict[str, AuthConfig] = {}
-    raw_auth = obj.get("auth")
-    if raw_auth is not None:
-        if not isinstance(raw_auth, dict):
-            problems.append("auth must be an object")
-        else:
-            for key, entry in raw_auth.items():
-                if not isinstance(entry, dict):
-                    problems.append(f"auth[{key!r}] must be an object")
-                    continue
-                extra = [f for f in entry if f not in ("username", "password")]
-                if extra:
-                    problems.append(f'unknown field "auth[{key}].{extra[0]}"')
-                user, password = entry.get("username", ""), entry.get("password", "")
-                if not isinstance(user, str) or not isinstance(password, str):
-                    problems.append(f"auth[{key!r}] username and password must be strings")
-                    continue
-                auth[key] = AuthConfig(user, password)
+    duration = _response_duration(obj.get("cacheDuration"), problems)
+    auth = _response_auth(obj.get("auth"), problems)
     cache_key_type = obj.get("cacheKeyType")
     if not isinstance(cache_key_type, str) and cache_key_type is not None:
         problems.append("cacheKeyType must be a string")
@@ -299,3 +277,55 @@ def parse_response(data: bytes, expected_api_version: str) -> CredentialProvider
             f"credential provider plugin did not return a valid cacheKeyType: {cache_key_type or ''!r}"
         )
     return CredentialProviderResponse(str(api_version), str(cache_key_type), duration, auth)
+
+
+def _response_json(data: bytes) -> dict[str, Any]:
+    try:
+        text = data.decode("utf-8")
+        obj = cjson.loads(text, object_pairs_hook=_response_object, parse_constant=_reject_constant)
+    except ResponseError:
+        raise
+    except RecursionError:
+        raise ResponseError("error reading GVK from response: nested too deeply") from None
+    except ValueError as exc:  # not UTF-8, not JSON, NaN, or an integer of over 4300 digits
+        raise ResponseError(f"error reading GVK from response: {exc}") from None
+    if not isinstance(obj, dict):
+        raise ResponseError("error reading GVK from response: the response is not a JSON object")
+    return obj
+
+
+def _response_duration(raw: object, problems: list[str]) -> int | None:
+    """``cacheDuration`` in nanoseconds; what is wrong with it goes to ``problems``."""
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        problems.append('cacheDuration must be a duration string such as "1h0m0s"')
+        return None
+    try:
+        return parse_go_duration(raw)
+    except DurationError as exc:
+        problems.append(f"cacheDuration: {exc}")
+        return None
+
+
+def _response_auth(raw: object, problems: list[str]) -> dict[str, AuthConfig]:
+    """The ``auth`` map; what is wrong with an entry goes to ``problems``."""
+    auth: dict[str, AuthConfig] = {}
+    if raw is None:
+        return auth
+    if not isinstance(raw, dict):
+        problems.append("auth must be an object")
+        return auth
+    for key, entry in raw.items():
+        if not isinstance(entry, dict):
+            problems.append(f"auth[{key!r}] must be an object")
+            continue
+        extra = [f for f in entry if f not in ("username", "password")]
+        if extra:
+            problems.append(f'unknown field "auth[{key}].{extra[0]}"')
+        user, password = entry.get("username", ""), entry.get("password", "")
+        if not isinstance(user, str) or not isinstance(password, str):
+            problems.append(f"auth[{key!r}] username and password must be strings")
+            continue
+        auth[key] = AuthConfig(user, password)
+    return auth

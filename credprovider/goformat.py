@@ -103,65 +103,77 @@ def parse_go_duration(text: str) -> int:
 
     Errors carry Go's messages (``time: invalid duration "5"``, ``time: unknown unit ...``).
     """
-    original = text
-    quoted = go_quote(original)
-    negative = False
+    quoted = go_quote(text)
+    invalid = DurationError(f"time: invalid duration {quoted}")
+    negative = text[:1] == "-"
     if text[:1] in ("-", "+"):
-        negative = text[0] == "-"
         text = text[1:]
     if text == "0":
         return 0
     if not text:
-        raise DurationError(f"time: invalid duration {quoted}")
+        raise invalid
     total = 0
     while text:
         if not (text[0] == "." or "0" <= text[0] <= "9"):
-            raise DurationError(f"time: invalid duration {quoted}")
-        i = 0
-        while i < len(text) and "0" <= text[i] <= "9":
-            i += 1
-        whole_digits, text = text[:i], text[i:]
+            raise invalid
+        whole_digits, text = _split_digits(text)
         whole = int(whole_digits) if whole_digits else 0
         if whole > _MAX_INT64 + 1:
-            raise DurationError(f"time: invalid duration {quoted}")
+            raise invalid
         frac, scale, has_frac = 0, 1.0, False
         if text.startswith("."):
-            text = text[1:]
-            j = 0
-            overflow = False
-            while j < len(text) and "0" <= text[j] <= "9":
-                if not overflow:
-                    if frac > (_MAX_INT64 - 9) // 10:
-                        overflow = True  # Go stops adding precision here
-                    else:
-                        frac = frac * 10 + int(text[j])
-                        scale *= 10
-                j += 1
-            has_frac = j > 0
-            text = text[j:]
+            frac, scale, has_frac, text = _fraction(text[1:])
         if not whole_digits and not has_frac:
-            raise DurationError(f"time: invalid duration {quoted}")
-        k = 0
-        while k < len(text) and not (text[k] == "." or "0" <= text[k] <= "9"):
-            k += 1
-        if k == 0:
+            raise invalid
+        unit_name, text = _split_unit(text)
+        if not unit_name:
             raise DurationError(f"time: missing unit in duration {quoted}")
-        unit_name, text = text[:k], text[k:]
         unit = _UNITS.get(unit_name)
         if unit is None:
             raise DurationError(f"time: unknown unit {go_quote(unit_name)} in duration {quoted}")
         if whole > (1 << 63) // unit:
-            raise DurationError(f"time: invalid duration {quoted}")
+            raise invalid
         value = whole * unit
         if frac > 0:
             value += int(float(frac) * (float(unit) / scale))
             if value > 1 << 63:
-                raise DurationError(f"time: invalid duration {quoted}")
+                raise invalid
         total += value
         if total > 1 << 63:
-            raise DurationError(f"time: invalid duration {quoted}")
+            raise invalid
     if negative:
         return -total
     if total > _MAX_INT64:
-        raise DurationError(f"time: invalid duration {quoted}")
+        raise invalid
     return total
+
+
+def _split_digits(text: str) -> tuple[str, str]:
+    """The leading decimal digits of ``text``, and the rest."""
+    i = 0
+    while i < len(text) and "0" <= text[i] <= "9":
+        i += 1
+    return text[:i], text[i:]
+
+
+def _fraction(text: str) -> tuple[int, float, bool, str]:
+    """The digits after a decimal point as Go reads them: the value, its scale (10 per digit kept),
+    whether there were any digits, and the rest. Go stops adding precision before an overflow."""
+    frac, scale, j, overflow = 0, 1.0, 0, False
+    while j < len(text) and "0" <= text[j] <= "9":
+        if not overflow:
+            if frac > (_MAX_INT64 - 9) // 10:
+                overflow = True
+            else:
+                frac = frac * 10 + int(text[j])
+                scale *= 10
+        j += 1
+    return frac, scale, j > 0, text[j:]
+
+
+def _split_unit(text: str) -> tuple[str, str]:
+    """The unit name (everything up to the next digit or point), and the rest."""
+    k = 0
+    while k < len(text) and not (text[k] == "." or "0" <= text[k] <= "9"):
+        k += 1
+    return text[:k], text[k:]

@@ -22,6 +22,7 @@ from credprovider.errors import CredproviderError
 from credprovider.http import PROXY_ENV
 
 if TYPE_CHECKING:
+    import ssl
     from collections.abc import Callable, Mapping
 
     from credprovider.http import HttpResponse
@@ -276,56 +277,20 @@ def get_authorization_token(
     route: Plan, keys: AccessKeys, ctx: Context, user_agent: str
 ) -> tuple[str | None, float | None]:
     """One signed ``GetAuthorizationToken`` (retried as botocore's standard mode does)."""
-    from credprovider.http import (
-        HttpError,
-        request,
-        verified_context,
-        worth_retrying,
-    )
+    from credprovider.http import HttpError, verified_context, worth_retrying
     from credprovider.retry import call_with_retries
 
-    host = route.endpoint.split("://", 1)[1].split("/", 1)[0]
     ctx.log.v(4, f"POST {route.endpoint} ({TARGETS[route.service]}, region {route.region})")
     try:
         tls = verified_context(route.ca_bundle) if route.endpoint.startswith("https://") else None
     except OSError as exc:
         raise TransportError(f"cannot read the CA bundle {route.ca_bundle}: {exc}") from None
-    body = b"{}"
-
-    def attempt() -> HttpResponse:
-        headers = sign_post(
-            host=host,
-            headers={
-                "X-Amz-Target": TARGETS[route.service],
-                "Content-Type": "application/x-amz-json-1.1",
-                "User-Agent": user_agent,
-            },
-            body=body,
-            keys=keys,
-            region=route.region,
-            service=route.service,
-            now=ctx.now(),
-        )
-        return request(
-            "POST",
-            route.endpoint,
-            headers=headers,
-            body=body,
-            timeout=ctx.deadline.timeout(10.0),
-            tls=tls,
-        )
-
-    def retryable(answer: HttpResponse) -> bool:
-        return answer.status in RETRY_STATUSES or (
-            answer.status != 200 and parse_error(answer.status, answer.body).code in RETRY_CODES
-        )
-
     try:
         answer = call_with_retries(
-            attempt,
+            lambda: _signed_post(route, keys, ctx, user_agent, tls),
             ctx=ctx,
             what=f"{route.service} GetAuthorizationToken",
-            retry_result=retryable,
+            retry_result=_worth_another_attempt,
             retry_error=worth_retrying,
             attempts=MAX_ATTEMPTS,
         )
@@ -334,3 +299,40 @@ def get_authorization_token(
     if answer.status != 200:
         raise parse_error(answer.status, answer.body)
     return parse_token_answer(route.service, answer.body)
+
+
+def _signed_post(
+    route: Plan, keys: AccessKeys, ctx: Context, user_agent: str, tls: ssl.SSLContext | None
+) -> HttpResponse:
+    """One attempt: the empty JSON body, signed now (a retry is signed afresh)."""
+    from credprovider.http import request
+
+    body = b"{}"
+    headers = sign_post(
+        host=route.endpoint.split("://", 1)[1].split("/", 1)[0],
+        headers={
+            "X-Amz-Target": TARGETS[route.service],
+            "Content-Type": "application/x-amz-json-1.1",
+            "User-Agent": user_agent,
+        },
+        body=body,
+        keys=keys,
+        region=route.region,
+        service=route.service,
+        now=ctx.now(),
+    )
+    return request(
+        "POST",
+        route.endpoint,
+        headers=headers,
+        body=body,
+        timeout=ctx.deadline.timeout(10.0),
+        tls=tls,
+    )
+
+
+def _worth_another_attempt(answer: HttpResponse) -> bool:
+    """Throttling and server errors are retried, as botocore's standard mode does."""
+    return answer.status in RETRY_STATUSES or (
+        answer.status != 200 and parse_error(answer.status, answer.body).code in RETRY_CODES
+    )

@@ -219,23 +219,11 @@ def run(
     try:
         opts, rest = split_common_args(argv)
         log.verbosity = opts.verbosity
-        if opts.show_help:
-            stderr.write(help_text(spec))
-            return 0
-        if opts.show_version:
-            from credprovider.version import version_text
-
-            stdout.write(version_text(spec.name).encode())
-            stdout.flush()
-            return 0
+        if opts.show_help or opts.show_version:
+            return _show_help_or_version(spec, opts.show_help, stdout, stderr)
         cache_dir = opts.cache_dir or environ.get(CACHE_DIR_ENV) or None
         deadline_seconds = _deadline_seconds(opts, environ, log)
-        try:
-            notice = loopback.activate_from_env(environ)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        if notice:
-            log.warning(notice)
+        _enter_test_mode(environ, log)
         for ignored in opts.ignored:
             log.v(2, f"ignoring klog flag {ignored}")
     except ProviderError as exc:
@@ -262,6 +250,30 @@ def run(
         log.error(f"could not write the response to stdout: {exc}")
         return 1
     return 0
+
+
+def _show_help_or_version(
+    spec: PluginSpec, show_help: bool, stdout: IO[bytes], stderr: IO[str]
+) -> int:
+    """``--help`` (on stderr, as klog-style tools do) or ``--version`` (on stdout): no request read."""
+    if show_help:
+        stderr.write(help_text(spec))
+        return 0
+    from credprovider.version import version_text
+
+    stdout.write(version_text(spec.name).encode())
+    stdout.flush()
+    return 0
+
+
+def _enter_test_mode(environ: Mapping[str, str], log: Logger) -> None:
+    """Loopback-only test mode, when the environment asks for it (announced on stderr)."""
+    try:
+        notice = loopback.activate_from_env(environ)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if notice:
+        log.warning(notice)
 
 
 def main(spec: PluginSpec, argv: list[str]) -> NoReturn:
