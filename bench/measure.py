@@ -8,7 +8,7 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from bench.common import NOT_COMPARABLE, RUNS, UPSTREAM_DIR, Target, clean_env
 from release import native
@@ -61,54 +61,72 @@ def summarize(samples: list[float]) -> dict[str, float]:
     }
 
 
+class Variant(NamedTuple):
+    key: str  # the provider whose request it is sent (the floor and bare start use aws's)
+    kind: str  # miss, hit, upstream, floor or bare
+    command: list[str]
+    env: dict[str, str]
+
+
+Samples = dict[tuple[str, str], list[tuple[float, float]]]  # (key, kind): (wall ms, peak RSS MB)
+
+
 def measure_targets(targets: dict[str, Target], cache_dir: Path) -> dict[str, Any]:
     """Interleaved rounds (the machine is noisy): miss, hit and upstream for each provider."""
-    samples: dict[str, dict[str, list[tuple[float, float]]]] = {
-        key: {"miss": [], "hit": []} for key in targets
-    }
-    upstream: dict[str, list[tuple[float, float]]] = {}
-    floor: list[tuple[float, float]] = []
-    bare: list[tuple[float, float]] = []
+    variants = _variants(targets, cache_dir)
+    _warm_up(targets, variants)
+    samples = _sample(targets, variants)
+    results: dict[str, Any] = {key: _provider_entry(key, samples) for key in targets}
+    results["floor"] = _stats(samples[("aws", "floor")])
+    if samples.get(("aws", "bare")):
+        results["bare"] = _stats(samples[("aws", "bare")])
+    return results
+
+
+def _variants(targets: dict[str, Target], cache_dir: Path) -> list[Variant]:
     # The floor: the bundle starting and exiting (--version), no request, no provider.
-    variants: list[tuple[str, str, list[str], dict[str, str]]] = [
-        ("aws", "floor", [str(BUNDLE_DIR / "ecr-credential-provider"), "--version"], clean_env({}))
+    variants = [
+        Variant(
+            "aws",
+            "floor",
+            [str(BUNDLE_DIR / "ecr-credential-provider"), "--version"],
+            clean_env({}),
+        )
     ]
     # The bare start of the interpreter the bundle was built from: what every ratio is taken to.
     interpreter = native.python_prefix(host_target())
     if (interpreter / "bin" / "python3.11").exists():
         command = [str(interpreter / "bin" / "python3.11"), "-I", "-S", "-c", "pass"]
         env = clean_env({"LD_LIBRARY_PATH": str(interpreter / "lib")})
-        variants.append(("aws", "bare", command, env))
+        variants.append(Variant("aws", "bare", command, env))
     for key, target in targets.items():
         env = clean_env(target.env)
-        variants.append((key, "miss", target.command + target.args, env))
-        variants.append(
-            (
-                key,
-                "hit",
-                target.command + target.args,
-                {**env, "CREDPROVIDER_CACHE_DIR": str(cache_dir / key)},
-            )
-        )
+        command = target.command + target.args
+        variants.append(Variant(key, "miss", command, env))
+        hit_env = {**env, "CREDPROVIDER_CACHE_DIR": str(cache_dir / key)}
+        variants.append(Variant(key, "hit", command, hit_env))
         upstream_binary = UPSTREAM_DIR / f"{key}-{target.name}"
         if upstream_binary.exists():
-            upstream[key] = []
-            variants.append(
-                (
-                    key,
-                    "upstream",
-                    [str(upstream_binary)],
-                    {k: v for k, v in env.items() if not k.startswith("CREDPROVIDER_")},
-                )
-            )
-    for key, target in targets.items():  # warm up, and fill the caches
-        for _, kind, command, env in [
-            v for v in variants if v[0] == key and v[1] not in ("floor", "bare")
-        ]:
+            upstream_env = {k: v for k, v in env.items() if not k.startswith("CREDPROVIDER_")}
+            variants.append(Variant(key, "upstream", [str(upstream_binary)], upstream_env))
+    return variants
+
+
+def _warm_up(targets: dict[str, Target], variants: list[Variant]) -> None:
+    """Two runs of each provider variant: warms the page cache and fills the hit caches."""
+    for key, target in targets.items():
+        for variant in variants:
+            if variant.key != key or variant.kind in ("floor", "bare"):
+                continue
             for _ in range(2):
-                _, _, code = run_once(command, request_bytes(target.image), env)
+                _, _, code = run_once(variant.command, request_bytes(target.image), variant.env)
                 if code != 0:
-                    raise SystemExit(f"{key} {kind} failed during warm-up (exit {code})")
+                    raise SystemExit(f"{key} {variant.kind} failed during warm-up (exit {code})")
+
+
+def _sample(targets: dict[str, Target], variants: list[Variant]) -> Samples:
+    """:data:`RUNS` rounds, each running every variant once in a shuffled (seeded) order."""
+    samples: Samples = {(v.key, v.kind): [] for v in variants}
     for round_index in range(RUNS):
         order = variants[:]
         random.Random(round_index).shuffle(order)
@@ -116,45 +134,25 @@ def measure_targets(targets: dict[str, Target], cache_dir: Path) -> dict[str, An
             wall, rss, code = run_once(command, request_bytes(targets[key].image), env)
             if code != 0:
                 raise SystemExit(f"{key} {kind} failed (exit {code})")
-            if kind in ("floor", "bare"):
-                (floor if kind == "floor" else bare).append((wall, rss))
-            else:
-                (upstream[key] if kind == "upstream" else samples[key][kind]).append((wall, rss))
-    results: dict[str, Any] = {}
-    for key in targets:
-        entry: dict[str, Any] = {}
-        for kind in ("miss", "hit"):
-            walls = [w for w, _ in samples[key][kind]]
-            entry[kind] = {
-                "ms": summarize(walls),
-                "rss_mb": round(max(r for _, r in samples[key][kind]), 1),
-            }
-        if key in upstream:
-            walls = [w for w, _ in upstream[key]]
-            entry["upstream"] = {
-                "ms": summarize(walls),
-                "rss_mb": round(max(r for _, r in upstream[key]), 1),
-            }
-            entry["ratio_miss"] = round(
-                entry["miss"]["ms"]["median"] / entry["upstream"]["ms"]["median"], 1
-            )
-            entry["ratio_hit"] = round(
-                entry["hit"]["ms"]["median"] / entry["upstream"]["ms"]["median"], 1
-            )
-        else:
-            entry["upstream"] = None
-            entry["upstream_note"] = NOT_COMPARABLE.get(key, "not built")
-        results[key] = entry
-    results["floor"] = {
-        "ms": summarize([w for w, _ in floor]),
-        "rss_mb": round(max(r for _, r in floor), 1),
-    }
-    if bare:
-        results["bare"] = {
-            "ms": summarize([w for w, _ in bare]),
-            "rss_mb": round(max(r for _, r in bare), 1),
-        }
-    return results
+            samples[(key, kind)].append((wall, rss))
+    return samples
+
+
+def _stats(runs: list[tuple[float, float]]) -> dict[str, Any]:
+    return {"ms": summarize([w for w, _ in runs]), "rss_mb": round(max(r for _, r in runs), 1)}
+
+
+def _provider_entry(key: str, samples: Samples) -> dict[str, Any]:
+    entry: dict[str, Any] = {kind: _stats(samples[(key, kind)]) for kind in ("miss", "hit")}
+    if (key, "upstream") not in samples:
+        entry["upstream"] = None
+        entry["upstream_note"] = NOT_COMPARABLE.get(key, "not built")
+        return entry
+    entry["upstream"] = _stats(samples[(key, "upstream")])
+    upstream_median = entry["upstream"]["ms"]["median"]
+    entry["ratio_miss"] = round(entry["miss"]["ms"]["median"] / upstream_median, 1)
+    entry["ratio_hit"] = round(entry["hit"]["ms"]["median"] / upstream_median, 1)
+    return entry
 
 
 def bundle_size(directory: Path) -> dict[str, float]:

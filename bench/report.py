@@ -11,68 +11,80 @@ from bench.common import BUDGETS, RUNS
 def check_budgets(
     execs: dict[str, Any], sizes: dict[str, dict[str, float]], storm: dict[str, Any]
 ) -> list[dict[str, Any]]:
-    checks = []
-
-    def check(name: str, value: float, budget: float, unit: str) -> None:
-        checks.append(
-            {
-                "budget": name,
-                "value": value,
-                "limit": budget,
-                "unit": unit,
-                "ok": value <= budget,
-                "over_by": round(max(0.0, value - budget), 1),
-            }
-        )
-
+    """Every budget of the speed issue against one run's figures."""
     bare = execs.get("bare", {}).get("ms", {}).get("median")
-
-    def ratio(ms: float) -> float:
-        return round(ms / bare, 2)
-
+    checks = []
     if bare:
-        check(
-            "--version exec median, x bare interpreter start",
-            ratio(execs["floor"]["ms"]["median"]),
-            BUDGETS["version_x_bare"],
-            "x",
+        checks.append(
+            _check(
+                "--version exec median, x bare interpreter start",
+                round(execs["floor"]["ms"]["median"] / bare, 2),
+                BUDGETS["version_x_bare"],
+                "x",
+            )
         )
     for key, entry in execs.items():
-        if key in ("floor", "bare"):
-            continue
-        check(f"{key} cache-hit exec median", entry["hit"]["ms"]["median"], BUDGETS["hit_ms"], "ms")
-        if bare:
-            check(
+        if key not in ("floor", "bare"):
+            checks += _exec_checks(key, entry, bare)
+    for arch, size in sizes.items():
+        checks.append(
+            _check(f"bundle unpacked, linux/{arch}", size["mib"], BUDGETS["bundle_mib"], "MiB")
+        )
+    checks.append(
+        _check(
+            "boot storm cloud calls with the cache on (3 registries, 1 identity)",
+            storm["ours, cache on"]["cloud_calls"],
+            3,
+            "calls",
+        )
+    )
+    return checks
+
+
+def _check(name: str, value: float, budget: float, unit: str) -> dict[str, Any]:
+    return {
+        "budget": name,
+        "value": value,
+        "limit": budget,
+        "unit": unit,
+        "ok": value <= budget,
+        "over_by": round(max(0.0, value - budget), 1),
+    }
+
+
+def _exec_checks(key: str, entry: dict[str, Any], bare: float | None) -> list[dict[str, Any]]:
+    """One plugin's budgets, in the order the report lists them."""
+    hit, miss = entry["hit"], entry["miss"]
+    checks = [_check(f"{key} cache-hit exec median", hit["ms"]["median"], BUDGETS["hit_ms"], "ms")]
+    if bare:
+        checks += [
+            _check(
                 f"{key} cache-hit exec median, x bare interpreter start",
-                ratio(entry["hit"]["ms"]["median"]),
+                round(hit["ms"]["median"] / bare, 2),
                 BUDGETS["hit_x_bare"],
                 "x",
-            )
-            check(
+            ),
+            _check(
                 f"{key} cache-miss exec median, x bare interpreter start",
-                ratio(entry["miss"]["ms"]["median"]),
+                round(miss["ms"]["median"] / bare, 2),
                 BUDGETS["miss_x_bare"][key],
                 "x",
-            )
-        check(f"{key} cache-hit peak RSS", entry["hit"]["rss_mb"], BUDGETS["hit_rss_mb"], "MB")
-        check(
-            f"{key} cache-miss exec median",
-            entry["miss"]["ms"]["median"],
-            BUDGETS["miss_ms"][key],
-            "ms",
-        )
-    for arch, size in sizes.items():
-        check(f"bundle unpacked, linux/{arch}", size["mib"], BUDGETS["bundle_mib"], "MiB")
-    check(
-        "boot storm cloud calls with the cache on (3 registries, 1 identity)",
-        storm["ours, cache on"]["cloud_calls"],
-        3,
-        "calls",
+            ),
+        ]
+    checks.append(_check(f"{key} cache-hit peak RSS", hit["rss_mb"], BUDGETS["hit_rss_mb"], "MB"))
+    checks.append(
+        _check(f"{key} cache-miss exec median", miss["ms"]["median"], BUDGETS["miss_ms"][key], "ms")
     )
     return checks
 
 
 def render(results: dict[str, Any]) -> str:
+    """BENCHMARKS.md from one run's results."""
+    sections = (_exec_table, _exec_notes, _storm_table, _day_table, _budget_table, _import_profiles)
+    return "\n".join(line for section in sections for line in section(results)) + "\n"
+
+
+def _exec_table(results: dict[str, Any]) -> list[str]:
     lines = [
         "# Benchmark results",
         "",
@@ -103,12 +115,18 @@ def render(results: dict[str, Any]) -> str:
             f"| {up['ms']['median'] if up else 'n/a'} "
             f"| {str(entry['ratio_miss']) + 'x, ' + str(entry['ratio_hit']) + 'x' if up else 'n/a'} |"
         )
-    lines += [
+    return lines
+
+
+def _exec_notes(results: dict[str, Any]) -> list[str]:
+    bare = results["execs"].get("bare")
+    floor = results["execs"]["floor"]
+    return [
         "",
         (
             f"Floor in the same run: the bundle starting and exiting (`--version`, no request) takes "
-            f"{results['execs']['floor']['ms']['median']} ms median "
-            f"({results['execs']['floor']['ms']['p90']} p90): the launcher's check of the bundle and the "
+            f"{floor['ms']['median']} ms median "
+            f"({floor['ms']['p90']} p90): the launcher's check of the bundle and the "
             "interpreter's start, paid by every exec. Absolute times on this VM move by up to 40% between "
             "runs (the upstream Go binary's median moves with them): compare rows within one run."
         ),
@@ -116,7 +134,7 @@ def render(results: dict[str, Any]) -> str:
         (
             f"Bare start of the interpreter the bundle was built from (`python3.11 -I -S -c pass`), in "
             f"the same run: {bare['ms']['median']} ms median; `--version` is "
-            f"{results['execs']['floor']['ms']['median'] / bare['ms']['median']:.1f}x that."
+            f"{floor['ms']['median'] / bare['ms']['median']:.1f}x that."
             if bare
             else "The bundle's interpreter was not found in the build cache: no ratios to its bare start."
         ),
@@ -124,7 +142,7 @@ def render(results: dict[str, Any]) -> str:
         (
             "Wall time and peak RSS are the plugin process's own: each exec is the child of a small "
             "launcher that times it and reads its ru_maxrss (the benchmark's own process would pass "
-            f"its RSS on to the child); the bare start's peak RSS is {results['execs']['floor']['rss_mb']} MB."
+            f"its RSS on to the child); the bare start's peak RSS is {floor['rss_mb']} MB."
         ),
         "",
         "Upstream: " + "; ".join(f"{k}: {v}" for k, v in results["upstream"].items()),
@@ -136,6 +154,11 @@ def render(results: dict[str, Any]) -> str:
         )
         + f". Exec costs are linux/{results['arch']}'s, the architecture of this machine; "
         "another architecture's are measured by make bench on a machine of that architecture.",
+    ]
+
+
+def _storm_table(results: dict[str, Any]) -> list[str]:
+    lines = [
         "",
         "## Boot storm through the real kubelet code",
         "",
@@ -150,7 +173,11 @@ def render(results: dict[str, Any]) -> str:
             f"| {variant} | {storm['execs']} | {storm['cloud_calls']} | {storm['exec_cpu_s']} "
             f"| {storm['p50_ms']} | {storm['p99_ms']} | {storm['found'] == storm['lookups']} |"
         )
-    lines += [
+    return lines
+
+
+def _day_table(results: dict[str, Any]) -> list[str]:
+    lines = [
         "",
         "## Execs per 1,000 pulls over a simulated day",
         "",
@@ -162,13 +189,22 @@ def render(results: dict[str, Any]) -> str:
     ]
     for key, day in results["simulated_day"].items():
         lines.append(f"| {key} | {day['ours']} | {day['upstream']} |")
-    lines += ["", "## Budgets", "", "| budget | value | limit | ok |", "|---|---|---|---|"]
+    return lines
+
+
+def _budget_table(results: dict[str, Any]) -> list[str]:
+    lines = ["", "## Budgets", "", "| budget | value | limit | ok |", "|---|---|---|---|"]
     for check in results["budgets"]:
         over = "" if check["ok"] else f" (over by {check['over_by']} {check['unit']})"
         lines.append(
             f"| {check['budget']} | {check['value']} {check['unit']} | {check['limit']} {check['unit']} "
             f"| {'yes' if check['ok'] else 'NO' + over} |"
         )
+    return lines
+
+
+def _import_profiles(results: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
     if results.get("hit_profile"):
         lines += [
             "",
@@ -185,4 +221,4 @@ def render(results: dict[str, Any]) -> str:
         ]
         for key, rows in results["profiles"].items():
             lines.append(f"- {key}: " + ", ".join(f"{name} {ms:.0f} ms" for name, ms in rows))
-    return "\n".join(lines) + "\n"
+    return lines

@@ -29,7 +29,7 @@ from bench.report import check_budgets, render
 from bench.storm import POLICIES, boot_storm, simulated_day
 from bench.upstream import build_upstream
 from release.targets import host_target
-from tests.fakes.emulators import ACR_REGISTRY
+from tests.fakes.emulators import ACR_REGISTRY, Emulator
 from tests.helpers import BUNDLE_DIR
 
 
@@ -38,52 +38,12 @@ def main() -> int:
         raise SystemExit("build the bundle first (make build)")
     upstream_notes = build_upstream()
     with all_emulators() as emulators, tempfile.TemporaryDirectory() as cache_root:
-        targets = {
-            "aws": Target(
-                "aws",
-                "ecr-credential-provider",
-                ECR_IMAGE,
-                [],
-                emulators["aws"].env,
-                [str(BUNDLE_DIR / "ecr-credential-provider")],
-            ),
-            "gcp": Target(
-                "gcp",
-                "auth-provider-gcp",
-                "us-docker.pkg.dev/p/r/app",
-                ["get-credentials"],
-                emulators["gcp"].env,
-                [str(BUNDLE_DIR / "auth-provider-gcp")],
-            ),
-            "azure": Target(
-                "azure",
-                "acr-credential-provider",
-                f"{ACR_REGISTRY}/team/app",
-                [emulators["azure"].files["config"]],
-                emulators["azure"].env,
-                [str(BUNDLE_DIR / "acr-credential-provider")],
-            ),
-        }
+        targets = _targets(emulators)
         log(f"measuring exec cost ({RUNS} rounds)")
         execs = measure_targets(targets, Path(cache_root))
         log("boot storm through the kubelet harness")
-        storm: dict[str, Any] = {}
-        variants: list[tuple[str, Path, Path | None]] = [
-            ("ours, cache off", BUNDLE_DIR / "ecr-credential-provider", None),
-            ("ours, cache on", BUNDLE_DIR / "ecr-credential-provider", Path(cache_root) / "storm"),
-        ]
-        upstream_ecr = UPSTREAM_DIR / "aws-ecr-credential-provider"
-        if upstream_ecr.exists():
-            variants.append(("upstream Go", upstream_ecr, None))
-        for variant, plugin, cache in variants:
-            storm[variant] = boot_storm(
-                "upstream" if variant.startswith("upstream") else variant,
-                plugin,
-                emulators["aws"],
-                cache,
-            )
+        storm = _boot_storms(emulators["aws"], Path(cache_root) / "storm")
         sizes = bundle_sizes()
-        budgets = check_budgets(execs, sizes, storm)
         hit_profile = import_profile(
             targets["aws"], {"CREDPROVIDER_CACHE_DIR": str(Path(cache_root) / "profile")}
         )
@@ -101,7 +61,7 @@ def main() -> int:
             key: {side: simulated_day(policy) for side, policy in sides.items()}
             for key, sides in POLICIES.items()
         },
-        "budgets": budgets,
+        "budgets": check_budgets(execs, sizes, storm),
         "profiles": profiles,
         "hit_profile": hit_profile,
     }
@@ -113,6 +73,53 @@ def main() -> int:
         log(f"{len(failed)} budget(s) not met: " + "; ".join(failed))
         return 1
     return 0
+
+
+def _targets(emulators: dict[str, Emulator]) -> dict[str, Target]:
+    """One measured exec per plugin, each against its cloud's emulator."""
+    return {
+        "aws": Target(
+            "aws",
+            "ecr-credential-provider",
+            ECR_IMAGE,
+            [],
+            emulators["aws"].env,
+            [str(BUNDLE_DIR / "ecr-credential-provider")],
+        ),
+        "gcp": Target(
+            "gcp",
+            "auth-provider-gcp",
+            "us-docker.pkg.dev/p/r/app",
+            ["get-credentials"],
+            emulators["gcp"].env,
+            [str(BUNDLE_DIR / "auth-provider-gcp")],
+        ),
+        "azure": Target(
+            "azure",
+            "acr-credential-provider",
+            f"{ACR_REGISTRY}/team/app",
+            [emulators["azure"].files["config"]],
+            emulators["azure"].env,
+            [str(BUNDLE_DIR / "acr-credential-provider")],
+        ),
+    }
+
+
+def _boot_storms(emulator: Emulator, cache: Path) -> dict[str, Any]:
+    """The boot storm with our plugin (cache off, then on) and upstream's when it was built."""
+    variants: list[tuple[str, Path, Path | None]] = [
+        ("ours, cache off", BUNDLE_DIR / "ecr-credential-provider", None),
+        ("ours, cache on", BUNDLE_DIR / "ecr-credential-provider", cache),
+    ]
+    upstream_ecr = UPSTREAM_DIR / "aws-ecr-credential-provider"
+    if upstream_ecr.exists():
+        variants.append(("upstream Go", upstream_ecr, None))
+    return {
+        variant: boot_storm(
+            "upstream" if variant.startswith("upstream") else variant, plugin, emulator, cache_dir
+        )
+        for variant, plugin, cache_dir in variants
+    }
 
 
 if __name__ == "__main__":

@@ -47,22 +47,7 @@ def boot_storm(
         )
         wrapper.chmod(0o755)
         config = Path(work) / "config.json"
-        config.write_text(
-            json.dumps(
-                {
-                    "apiVersion": "kubelet.config.k8s.io/v1",
-                    "kind": "CredentialProviderConfig",
-                    "providers": [
-                        {
-                            "name": "ecr-credential-provider",
-                            "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
-                            "defaultCacheDuration": "12h",
-                            "matchImages": ["*.dkr.ecr.*.amazonaws.com", "public.ecr.aws"],
-                        }
-                    ],
-                }
-            )
-        )
+        config.write_text(json.dumps(_STORM_CONFIG))
         env = clean_env(emulator.env)
         if cache_dir is not None:
             env["CREDPROVIDER_CACHE_DIR"] = str(cache_dir)
@@ -88,19 +73,13 @@ def boot_storm(
         )
         total = time.perf_counter() - start
         results = [json.loads(line) for line in proc.stdout.decode().splitlines() if line.strip()]
-        cpu = 0.0
-        if cpu_log.exists():
-            lines = cpu_log.read_text().splitlines()
-            for child_line in lines[1::2]:  # `times`: shell line, then children line
-                for part in child_line.split():
-                    minutes, _, seconds = part.rstrip("s").partition("m")
-                    cpu += float(minutes) * 60 + float(seconds)
+        execs, cpu = _exec_cpu(cpu_log)
         latencies = sorted(r["seconds"] * 1000 for r in results)
         return {
             "found": sum(1 for r in results if r["found"]),
             "lookups": len(results),
             "cloud_calls": len(fake.calls) - calls_before,  # type: ignore[attr-defined]
-            "execs": len(cpu_log.read_text().splitlines()) // 2 if cpu_log.exists() else 0,
+            "execs": execs,
             "exec_cpu_s": round(cpu, 2),
             "p50_ms": round(statistics.median(latencies), 1) if latencies else None,
             "p99_ms": round(latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))], 1)
@@ -108,6 +87,33 @@ def boot_storm(
             else None,
             "total_s": round(total, 2),
         }
+
+
+_STORM_CONFIG = {
+    "apiVersion": "kubelet.config.k8s.io/v1",
+    "kind": "CredentialProviderConfig",
+    "providers": [
+        {
+            "name": "ecr-credential-provider",
+            "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
+            "defaultCacheDuration": "12h",
+            "matchImages": ["*.dkr.ecr.*.amazonaws.com", "public.ecr.aws"],
+        }
+    ],
+}
+
+
+def _exec_cpu(cpu_log: Path) -> tuple[int, float]:
+    """How many execs the wrapper logged, and their children's CPU seconds (user + system)."""
+    if not cpu_log.exists():
+        return 0, 0.0
+    lines = cpu_log.read_text().splitlines()
+    cpu = 0.0
+    for child_line in lines[1::2]:  # `times`: shell line, then children line
+        for part in child_line.split():
+            minutes, _, seconds = part.rstrip("s").partition("m")
+            cpu += float(minutes) * 60 + float(seconds)
+    return len(lines) // 2, cpu
 
 
 @dataclass(frozen=True)

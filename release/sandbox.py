@@ -89,14 +89,7 @@ def run(
     stderr: int | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
     """Run ``spec`` and wait for it; returns its exit status and (with ``capture``) its output."""
-    why = supported()
-    if why:
-        raise SandboxError(f"cannot run {spec.argv[0]} in {spec.root}: {why}")
-    if any(
-        Path(path).resolve().is_relative_to("/mnt")
-        for path in [spec.root, *(b.source for b in spec.binds)]
-    ):
-        raise SandboxError("the sandbox mounts its scratch space on /mnt: use paths outside it")
+    _check_runnable(spec)
     ready_read, ready_write = os.pipe()
     argv = [
         "unshare",
@@ -140,6 +133,17 @@ def run(
         proc.communicate()
         raise
     return subprocess.CompletedProcess(argv, proc.returncode, output or b"", errors or b"")
+
+
+def _check_runnable(spec: Spec) -> None:
+    why = supported()
+    if why:
+        raise SandboxError(f"cannot run {spec.argv[0]} in {spec.root}: {why}")
+    if any(
+        Path(path).resolve().is_relative_to("/mnt")
+        for path in [spec.root, *(b.source for b in spec.binds)]
+    ):
+        raise SandboxError("the sandbox mounts its scratch space on /mnt: use paths outside it")
 
 
 def _map_identity(pid: int) -> None:

@@ -23,7 +23,7 @@ import time
 import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from tests.e2e.scenario import ACR_REGISTRIES, PULLS, Pull
 from tests.fakes.emulators import (
@@ -184,9 +184,7 @@ def main(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text())
     run = Path(spec["run_dir"])
     isolate(run)
-    manifests = run / "manifests"
-    manifests.mkdir()
-    pulls_file = run / "pulls.jsonl"
+    (run / "manifests").mkdir()
     (run / "kubelet.yaml").write_text(json.dumps(kubelet_config(run)))
     result: dict[str, Any] = {"waves": {}}
     with ExitStack() as stack:
@@ -197,57 +195,76 @@ def main(spec_path: str) -> int:
         Path(AZURE_JSON).write_text(Path(azure.files["config"]).read_text())
         env = node_environment([aws, gcp, azure], run / "ca-bundle.pem")
         cri = subprocess.Popen(
-            [spec["fakecri"], "--socket", str(run / "cri.sock"), "--pulls", str(pulls_file)],
+            [
+                spec["fakecri"],
+                "--socket",
+                str(run / "cri.sock"),
+                "--pulls",
+                str(run / "pulls.jsonl"),
+            ],
             stderr=(run / "fakecri.log").open("wb"),
         )
         stack.callback(cri.kill)
-        write_wave(manifests, 1)
-        log = (run / "kubelet.log").open("wb")
-        kubelet = subprocess.Popen(
-            [
-                spec["kubelet"],
-                f"--config={run / 'kubelet.yaml'}",
-                f"--image-credential-provider-config={spec['config']}",
-                f"--image-credential-provider-bin-dir={spec['bin_dir']}",
-                f"--node-ip={NODE_IP}",
-                "--hostname-override=credprovider-e2e",
-                f"--volume-plugin-dir={run / 'volume-plugins'}",
-                f"--root-dir={run / 'kubelet-root'}",
-                f"--cert-dir={run / 'pki'}",
-                "--v=2",
-            ],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        write_wave(run / "manifests", 1)
+        log = stack.enter_context((run / "kubelet.log").open("wb"))
+        kubelet = _start_kubelet(spec, run, env, log)
         stack.callback(
             lambda: kubelet.send_signal(signal.SIGTERM) if kubelet.poll() is None else None
         )
         try:
-            for wave in (1, 2):
-                if wave == 2:
-                    write_wave(manifests, 2)
-                wanted = sum(pull.pods for pull in PULLS if pull.wave <= wave)
-                wait_for(
-                    f"wave {wave}'s {wanted} pulls",
-                    lambda wanted=wanted: len(pulls_seen(pulls_file)) >= wanted,
-                    spec.get("timeout", 120),
-                    kubelet,
-                )
-                time.sleep(1)  # the metrics of the last exec are recorded as its pull starts
-                result["waves"][str(wave)] = metrics()
+            _watch_waves(spec, run, kubelet, result)
         except (RuntimeError, OSError) as exc:
             result["error"] = str(exc)
-        result["pulls"] = pulls_seen(pulls_file)
+        result["pulls"] = pulls_seen(run / "pulls.jsonl")
         result["issued"] = {
             "ecr": [aws.fakes["ecr"].password],  # type: ignore[attr-defined]
             "acr": list(azure.fakes["acr"].refresh_tokens),  # type: ignore[attr-defined]
             "gcp": [gcp.fakes["metadata"].access_token],  # type: ignore[attr-defined]
         }
-    log.close()
     result["kubelet_log"] = (run / "kubelet.log").read_text(errors="replace")[-20000:]
     Path(spec["result"]).write_text(json.dumps(result))
     return 0
+
+
+def _start_kubelet(
+    spec: dict[str, Any], run: Path, env: dict[str, str], log: IO[bytes]
+) -> subprocess.Popen[bytes]:
+    """The real kubelet, standalone, with the plugins' config and bin dir under test."""
+    return subprocess.Popen(
+        [
+            spec["kubelet"],
+            f"--config={run / 'kubelet.yaml'}",
+            f"--image-credential-provider-config={spec['config']}",
+            f"--image-credential-provider-bin-dir={spec['bin_dir']}",
+            f"--node-ip={NODE_IP}",
+            "--hostname-override=credprovider-e2e",
+            f"--volume-plugin-dir={run / 'volume-plugins'}",
+            f"--root-dir={run / 'kubelet-root'}",
+            f"--cert-dir={run / 'pki'}",
+            "--v=2",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def _watch_waves(
+    spec: dict[str, Any], run: Path, kubelet: subprocess.Popen[bytes], result: dict[str, Any]
+) -> None:
+    """Wave 1's pods, then wave 2's: wait for each wave's pulls, then read the kubelet's metrics."""
+    for wave in (1, 2):
+        if wave == 2:
+            write_wave(run / "manifests", 2)
+        wanted = sum(pull.pods for pull in PULLS if pull.wave <= wave)
+        wait_for(
+            f"wave {wave}'s {wanted} pulls",
+            lambda wanted=wanted: len(pulls_seen(run / "pulls.jsonl")) >= wanted,
+            spec.get("timeout", 120),
+            kubelet,
+        )
+        time.sleep(1)  # the metrics of the last exec are recorded as its pull starts
+        result["waves"][str(wave)] = metrics()
 
 
 if __name__ == "__main__":
