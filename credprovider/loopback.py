@@ -127,8 +127,9 @@ def install_connect_guard(
     return remove
 
 
-def install_resolve_map(mapping: dict[str, tuple[str, int]]) -> None:
-    """Answer name lookups for the mapped hosts with their loopback address and port."""
+def install_resolve_map(mapping: dict[str, tuple[str, int]]) -> Callable[[], None]:
+    """Answer name lookups for the mapped hosts with their loopback address and port; return what
+    removes the override again (the in-process tests use it; a plugin keeps it until exit)."""
     import socket
 
     original_getaddrinfo = socket.getaddrinfo
@@ -143,6 +144,11 @@ def install_resolve_map(mapping: dict[str, tuple[str, int]]) -> None:
         return original_getaddrinfo(host, port, *args, **kwargs)
 
     socket.getaddrinfo = getaddrinfo
+
+    def remove() -> None:
+        socket.getaddrinfo = original_getaddrinfo
+
+    return remove
 
 
 class _PatchingLoader:
@@ -206,7 +212,11 @@ def activate_from_env(environ: Mapping[str, str]) -> str | None:
     mapping = parse_resolve_map(resolve)
     patches: list[Callable[[], None]] = [_guard_this_process]
     if mapping:
-        patches.append(lambda: install_resolve_map(mapping))
+
+        def resolve_mapped_hosts() -> None:
+            install_resolve_map(mapping)  # for the rest of the process
+
+        patches.append(resolve_mapped_hosts)
     _when_socket_is_imported(patches)
     hosts = ", ".join(sorted(mapping)) or "none"
     return f"test mode: only loopback connections are allowed; overridden hosts: {hosts}"

@@ -5,18 +5,26 @@ by every backend's tests).
 A subclass provides ``plugin``, ``image`` and the ``cloud`` fixture: a :class:`Cloud` whose env
 points the plugin at running emulators, with the credential they issue and a switch that makes
 them refuse.
+
+The contract is checked twice over: through an exec of the plugin (what the kubelet sees), and
+in this process through the plugin's own spec and the seams of :mod:`tests.contract.in_process`
+(the provider, its cache scope and the caching decorator, with the errors they raise).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from credprovider.api import API_VERSIONS
+from credprovider.api import API_VERSIONS, CACHE_KEY_TYPES, parse_request
+from credprovider.errors import CredproviderError
+from credprovider.runtime.caching import with_cache
+from tests.contract.in_process import InProcess, in_process
 from tests.helpers import PluginRun, request_bytes, run_plugin
 
 
@@ -85,3 +93,64 @@ class ProviderContract:
         assert version.code == 0 and self.plugin.encode() in version.stdout
         shown = self.run(cloud, b"", "--help")
         assert shown.code == 0 and "usage:" in shown.stderr and shown.stdout == b""
+
+    # The same contract in this process: the provider seam itself, against the same emulators.
+
+    @pytest.fixture
+    def node(self, cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> Iterator[InProcess]:
+        with in_process(self.plugin, cloud.env, cloud.args, monkeypatch) as node:
+            yield node
+
+    def test_in_process_the_provider_returns_what_the_emulators_issued(
+        self, cloud: Cloud, node: InProcess
+    ) -> None:
+        request = parse_request(request_bytes(self.image))
+        creds = node.provider.get_credentials(request, node.ctx)
+        assert cloud.calls() >= 1
+        assert creds.auth and creds.cache_key_type in CACHE_KEY_TYPES
+        for entry in creds.auth.values():
+            assert entry.username == cloud.username
+            assert entry.password in cloud.password()
+        assert creds.expires_at is None or creds.expires_at > time.time()
+        assert creds.cache_duration is None or creds.cache_duration > 0
+
+    def test_in_process_the_cache_scope_names_the_answer_and_no_secret(
+        self, cloud: Cloud, node: InProcess
+    ) -> None:
+        request = parse_request(request_bytes(self.image))
+        scope = node.provider.cache_scope(request, node.ctx)
+        assert cloud.calls() == 0  # deciding the scope fetches nothing
+        creds = node.provider.get_credentials(request, node.ctx)
+        assert scope is not None and scope.provider == self.plugin
+        assert scope.keys and set(scope.keys) <= set(creds.auth)
+        issued = cloud.password()
+        assert issued and not any(secret in repr(scope) for secret in issued)
+
+    def test_in_process_a_refusal_is_one_line_under_the_error_root(
+        self, cloud: Cloud, node: InProcess
+    ) -> None:
+        cloud.refuse()
+        with pytest.raises(CredproviderError) as raised:
+            node.provider.get_credentials(parse_request(request_bytes(self.image)), node.ctx)
+        message = str(raised.value)
+        assert message.strip() and "\n" not in message
+        assert cloud.calls() >= 1  # the emulators were reached, and refused
+
+    def test_in_process_no_secret_is_logged_at_any_verbosity(
+        self, cloud: Cloud, node: InProcess
+    ) -> None:
+        node.provider.get_credentials(parse_request(request_bytes(self.image)), node.ctx)
+        issued, logged = cloud.password(), node.log.getvalue()
+        assert logged and issued and not any(secret in logged for secret in issued)
+
+    def test_in_process_the_caching_decorator_serves_the_second_ask(
+        self, cloud: Cloud, node: InProcess, tmp_path: Path
+    ) -> None:
+        request = parse_request(request_bytes(self.image))
+        assert with_cache(node.provider, None) is node.provider  # caching off: no wrapper at all
+        cached = with_cache(node.provider, str(tmp_path / "cache"))
+        first = cached.get_credentials(request, node.ctx)
+        calls = cloud.calls()
+        second = cached.get_credentials(request, node.ctx)
+        assert cloud.calls() == calls >= 1
+        assert second.auth == first.auth

@@ -95,6 +95,20 @@ def test_without_test_mode_nothing_is_patched() -> None:
     assert lines == ["True False"]
 
 
+def test_the_resolve_override_is_removed_again() -> None:
+    lines = _python(
+        "import socket\n"
+        "from credprovider import loopback\n"
+        "original = socket.getaddrinfo\n"
+        "remove = loopback.install_resolve_map({'registry.example': ('127.0.0.2', 8443)})\n"
+        "print(socket.getaddrinfo('registry.example', 443)[0][4])\n"
+        "print(socket.getaddrinfo('127.0.0.1', 443)[0][4])\n"
+        "remove()\n"
+        "print(socket.getaddrinfo is original)\n"
+    )
+    assert lines == ["('127.0.0.2', 8443)", "('127.0.0.1', 443)", "True"]
+
+
 LITERALS = ["127.0.0.1", "127.255.255.254", "127.1.2.3", "::1", "[::1]", "::1%lo", "0:0:0:0:0:0:0:1",
             "127.000.0.1", "127.0.0.01", "127.0.0.256", "127.0.0", "127.0.0.1.", "１２７.0.0.1",
             "128.0.0.1", "10.0.0.1", "169.254.169.254", "::ffff:127.0.0.1", "::2", "", "localhost",
