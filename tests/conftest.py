@@ -10,6 +10,7 @@ import pytest
 
 from credprovider import loopback, redact
 from release.native import cache_root as release_cache_root
+from tests.helpers import RUN_SETTINGS, require_bundle
 
 # Variables that could point an SDK at real credentials or real endpoints.
 _CLOUD_ENV_PREFIXES = (
@@ -57,6 +58,8 @@ def _clean_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
     """Remove cloud settings inherited from the machine; point HOME at an empty directory."""
     saved = dict(os.environ)
     for key in list(os.environ):
+        if key in RUN_SETTINGS:
+            continue  # how this run was asked to behave, not a cloud setting
         if key.startswith(_CLOUD_ENV_PREFIXES) or key.lower() in ("http_proxy", "https_proxy"):
             del os.environ[key]
     home = tmp_path_factory.mktemp("home")
@@ -77,6 +80,15 @@ def _clean_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
 def _forget_secrets() -> Iterator[None]:
     yield
     redact.forget_secrets()
+
+
+@pytest.fixture(params=["source", "bundle"])
+def use_bundle(request: pytest.FixtureRequest) -> bool:
+    """Run a plugin test from source and through the built executable in dist/credprovider."""
+    if request.param == "source":
+        return False
+    require_bundle()
+    return True
 
 
 @pytest.fixture

@@ -88,9 +88,13 @@ class ProviderContract:
         assert cloud.calls() == calls >= 1
         assert json.loads(second.stdout)["auth"] == json.loads(first.stdout)["auth"]
 
-    def test_version_and_help_need_no_request(self, cloud: Cloud) -> None:
-        version = self.run(cloud, b"", "--version")
-        assert version.code == 0 and self.plugin.encode() in version.stdout
+    @pytest.mark.parametrize("flag", ["--version", "-v"])
+    def test_version_needs_no_request(self, flag: str, use_bundle: bool) -> None:
+        version = run_plugin(self.plugin, b"", [flag], use_bundle=use_bundle)
+        assert version.code == 0, version.stderr
+        assert version.stdout.startswith(f"{self.plugin} version ".encode())
+
+    def test_help_needs_no_request(self, cloud: Cloud) -> None:
         shown = self.run(cloud, b"", "--help")
         assert shown.code == 0 and "usage:" in shown.stderr and shown.stdout == b""
 

@@ -24,10 +24,9 @@ import pytest
 from tests import gobuild
 from tests.e2e.node import KERNEL_SETTINGS
 from tests.e2e.scenario import PROVIDERS, PULLS, expected_execs, served
-from tests.helpers import BUNDLE_DIR, REPO
+from tests.helpers import BUNDLE_DIR, REPO, require_bundle, unavailable
 
 CONFIG_DIR = REPO / "config"
-REQUIRED = bool(os.environ.get("CI")) or os.environ.get("CREDPROVIDER_REQUIRE_BUNDLE") == "1"
 # config under test -> its path and the providers it configures
 RUNS = {
     **{file: (CONFIG_DIR / file, {name}) for name, (file, _) in PROVIDERS.items()},
@@ -40,24 +39,17 @@ ISSUED_KEY = {
 }
 
 
-def _unavailable(reason: str) -> None:
-    if REQUIRED:
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def binaries() -> tuple[Path, Path]:
     if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("ip") is None:
-        _unavailable("the real-kubelet run needs root, unshare and ip (private namespaces)")
-    if not (BUNDLE_DIR / "credprovider").exists():
-        _unavailable("bundle not built (make build)")
+        unavailable("the real-kubelet run needs root, unshare and ip (private namespaces)")
+    require_bundle()
     try:
         return gobuild.binary(gobuild.KUBELET, "kubelet"), gobuild.binary(
             gobuild.FAKE_CRI, "fakecri"
         )
     except gobuild.GoBuildError as exc:
-        _unavailable(str(exc))
+        unavailable(str(exc))
         raise
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -19,7 +18,7 @@ from tests.fakes.emulators import SAFE_ENV, aws_emulator, azure_emulator, gcp_em
 from tests.fakes.gcp import FakeMetadata
 from tests.fakes.http import FakeServer
 from tests.fakes.tls import CertAuthority, make_test_ca
-from tests.helpers import BUNDLE_DIR, request_bytes, run_plugin
+from tests.helpers import request_bytes, run_plugin, unavailable
 
 STACK_AUTHORITY_HOST = "login.stack.local"
 REGISTRY_HOSTS = [
@@ -31,20 +30,6 @@ REGISTRY_HOSTS = [
     "myreg.azurecr.my.cloud",
     "other.azurecr.io",
 ]
-
-REQUIRE_BUNDLE_ENV = "CREDPROVIDER_REQUIRE_BUNDLE"
-
-
-@pytest.fixture(params=["source", "bundle"])
-def use_bundle(request: pytest.FixtureRequest) -> bool:
-    """Run each plugin test from source and through the built executable in dist/credprovider."""
-    if request.param == "source":
-        return False
-    if not (BUNDLE_DIR / "credprovider").exists():
-        if os.environ.get(REQUIRE_BUNDLE_ENV) == "1":
-            pytest.fail(f"the bundle {BUNDLE_DIR} is missing: run make build")
-        pytest.skip("bundle not built (make build); make test builds it and requires it")
-    return True
 
 
 @pytest.fixture(scope="session")
@@ -70,10 +55,8 @@ def kubelet_harness() -> Path:
     try:
         return gobuild.binary(gobuild.HARNESS, "kubelet-harness")
     except gobuild.GoBuildError as exc:
-        if shutil.which("go") is None and not (
-            os.environ.get("CI") or os.environ.get(REQUIRE_BUNDLE_ENV) == "1"
-        ):
-            pytest.skip(str(exc))
+        if shutil.which("go") is None:
+            unavailable(str(exc))
         pytest.fail(str(exc))
 
 

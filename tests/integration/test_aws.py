@@ -19,7 +19,7 @@ from credprovider.matching import keyring_lookup
 from tests.fakes.aws import PRIVATE_TARGET, PUBLIC_TARGET, FakeEcr, sts_error
 from tests.fakes.http import FakeRequest, FakeResponse, FakeServer, serve
 from tests.fakes.tls import CertAuthority
-from tests.helpers import API_VERSIONS, request_bytes, run_listing_imports, run_plugin
+from tests.helpers import request_bytes, run_listing_imports, run_plugin
 
 PLUGIN = "ecr-credential-provider"
 NODE_KEY = "AKIDNODE0000000000"
@@ -197,19 +197,6 @@ def test_token_without_expiry_leaves_cache_duration_to_the_kubelet(
         PLUGIN, request_bytes("public.ecr.aws/a/b"), env=aws_env(server.url, moto_server)
     )
     assert "cacheDuration" not in run.response
-
-
-@pytest.mark.parametrize("api_version", API_VERSIONS)
-def test_every_api_version_is_echoed(
-    ecr: tuple[FakeEcr, FakeServer], moto_server: str, api_version: str
-) -> None:
-    _, server = ecr
-    run = run_plugin(
-        PLUGIN,
-        request_bytes("public.ecr.aws/a/b", api_version),
-        env=aws_env(server.url, moto_server),
-    )
-    assert run.response["apiVersion"] == api_version
 
 
 @pytest.mark.parametrize(
@@ -463,13 +450,6 @@ def test_upstream_argument_forms_are_accepted(
         PLUGIN, request_bytes("public.ecr.aws/a/b"), args=args, env=aws_env(server.url, moto_server)
     )
     assert run.code == 0
-
-
-@pytest.mark.parametrize("flag", ["--version", "-v"])
-def test_version_flags(flag: str, use_bundle: bool) -> None:
-    run = run_plugin(PLUGIN, b"", args=[flag], use_bundle=use_bundle)
-    assert run.code == 0
-    assert run.stdout.startswith(b"ecr-credential-provider version ")
 
 
 def test_cache_duration_parses_as_go_duration(

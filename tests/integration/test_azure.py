@@ -22,7 +22,7 @@ from credprovider.goformat import parse_go_duration
 from credprovider.matching import keyring_lookup
 from tests.fakes.azure import make_jwt
 from tests.fakes.http import FakeResponse, serve
-from tests.helpers import API_VERSIONS, request_bytes, run_listing_imports, run_plugin
+from tests.helpers import request_bytes, run_listing_imports, run_plugin
 from tests.integration.conftest import STACK_AUTHORITY_HOST, Azure
 
 PLUGIN = "acr-credential-provider"
@@ -354,16 +354,6 @@ def test_non_acr_images_get_an_empty_answer_without_any_request(azure: Azure, im
         "cacheDuration": "0s",
     }
     assert azure.imds.queries == [] and azure.acr.exchanges == []
-
-
-@pytest.mark.parametrize("api_version", API_VERSIONS)
-def test_every_api_version(azure: Azure, api_version: str) -> None:
-    run = azure.run(
-        "myreg.azurecr.io/app",
-        azure.config(useManagedIdentityExtension=True),
-        api_version=api_version,
-    )
-    assert run.response["apiVersion"] == api_version
 
 
 @pytest.mark.parametrize(

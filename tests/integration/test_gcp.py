@@ -21,7 +21,7 @@ from credprovider.matching import keyring_lookup
 from tests.fakes.gcp import FakeMetadata, FakeOAuth, FakeSts
 from tests.fakes.http import FakeResponse, FakeServer, serve
 from tests.fakes.tls import CertAuthority
-from tests.helpers import API_VERSIONS, request_bytes, run_listing_imports, run_plugin
+from tests.helpers import request_bytes, run_listing_imports, run_plugin
 
 PLUGIN = "auth-provider-gcp"
 KSA_TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6ZGV2OnB1bGxlciJ9.c2ln"
@@ -99,15 +99,6 @@ def test_through_the_bundle(metadata: tuple[FakeMetadata, FakeServer], use_bundl
     )
     assert run.response["auth"]["gcr.io"]["password"] == fake.access_token
     assert fake.access_token not in run.stderr
-
-
-@pytest.mark.parametrize("api_version", API_VERSIONS)
-def test_every_api_version(metadata: tuple[FakeMetadata, FakeServer], api_version: str) -> None:
-    _, server = metadata
-    run = run_plugin(
-        PLUGIN, request_bytes("gcr.io/p/a", api_version), ["get-credentials"], gcp_env(server)
-    )
-    assert run.response["apiVersion"] == api_version
 
 
 @pytest.mark.parametrize(

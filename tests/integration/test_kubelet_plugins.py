@@ -8,7 +8,6 @@ can count how often the kubelet really execs a plugin.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,9 +19,9 @@ from tests.fakes.aws import FakeEcr
 from tests.fakes.gcp import FakeMetadata, FakeSts
 from tests.fakes.http import FakeServer, serve
 from tests.fakes.tls import CertAuthority
-from tests.helpers import API_VERSIONS, BUNDLE_DIR, CONFIG_DIR
+from tests.helpers import API_VERSIONS, BUNDLE_DIR, CONFIG_DIR, require_bundle
 from tests.helpers_kubelet import HarnessRun, run_harness
-from tests.integration.conftest import REQUIRE_BUNDLE_ENV, Azure
+from tests.integration.conftest import Azure
 
 ECR_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/team/app"
 ROLE = "arn:aws:iam::123456789012:role/image-puller"
@@ -66,10 +65,7 @@ class Node:
 
 @pytest.fixture
 def node(tmp_path: Path) -> Node:
-    if not (BUNDLE_DIR / "credprovider").exists():
-        if os.environ.get(REQUIRE_BUNDLE_ENV) == "1":
-            pytest.fail(f"the bundle {BUNDLE_DIR} is missing: run make build")
-        pytest.skip("bundle not built (make build)")
+    require_bundle()
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     log = tmp_path / "execs.log"

@@ -14,8 +14,7 @@ import pytest
 
 from release import bundle, package
 from release.targets import TARGETS, Target
-
-REQUIRE_ARCHES_ENV = "CREDPROVIDER_REQUIRE_ARCHES"
+from tests.helpers import REQUIRE_ARCHES_ENV
 
 
 def required_arches() -> set[str]:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from credprovider.catalog import PLUGINS
-from tests.helpers import BUNDLE_DIR
-from tests.integration.conftest import REQUIRE_BUNDLE_ENV
+from tests.helpers import BUNDLE_DIR, require_bundle
 
 ECR_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/team/app"
 
@@ -21,10 +19,7 @@ def write(path: Path, text: str) -> Path:
 
 @pytest.fixture
 def bin_dir(tmp_path: Path) -> Path:
-    if not (BUNDLE_DIR / "credprovider").exists():
-        if os.environ.get(REQUIRE_BUNDLE_ENV) == "1":
-            pytest.fail("the bundle is missing: run make build")
-        pytest.skip("bundle not built (make build)")
+    require_bundle()
     directory = tmp_path / "bin"
     directory.mkdir()
     for plugin in PLUGINS.values():
