@@ -1,0 +1,132 @@
+"""What the operator reads when ECR cannot be asked or answers badly: one line, the API's own
+code and message, and what to do."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fakes.aws import FakeEcr
+from tests.fakes.http import FakeResponse, FakeServer
+from tests.helpers import request_bytes, run_plugin
+from tests.integration.aws.common import (
+    PLUGIN,
+    aws_env,
+)
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        ({"empty_data": True}, "returned an unusable answer: authorization data was empty"),
+        (
+            {"omit_token": True},
+            "returned an unusable answer: authorization token in response was nil",
+        ),
+        ({"token_override": "%%%not-base64"}, "authorization token is not valid base64"),
+        (
+            {"token_override": "QVdTbm9jb2xvbg=="},
+            "error parsing username and password from authorization token",
+        ),
+        (
+            {
+                "fault": FakeResponse.json(
+                    {"__type": "AccessDeniedException", "message": "User is not authorized"},
+                    status=400,
+                    content_type="application/x-amz-json-1.1",
+                )
+            },
+            "ECR GetAuthorizationToken in us-east-1 failed: AccessDeniedException: User is not "
+            "authorized; the identity needs ecr:GetAuthorizationToken",
+        ),
+    ],
+)
+def test_error_strings(
+    ecr: tuple[FakeEcr, FakeServer],
+    moto_server: str,
+    setup: dict[str, object],
+    message: str,
+    route: dict[str, str],
+) -> None:
+    fake, server = ecr
+    for name, value in setup.items():
+        setattr(fake, name, value)
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"),
+        env=aws_env(server.url, moto_server, **route),
+    )
+    assert (run.code, run.stdout) == (1, b"")
+    assert len(run.error_lines) == 1
+    assert message in run.error_lines[0]
+    assert fake.password not in run.stderr
+
+
+def test_throttling_is_retried_then_reported(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str, route: dict[str, str]
+) -> None:
+    fake, server = ecr
+    fake.fault = FakeResponse.json(
+        {"__type": "ThrottlingException", "message": "Rate exceeded"},
+        status=400,
+        content_type="application/x-amz-json-1.1",
+    )
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"),
+        env=aws_env(server.url, moto_server, **route),
+    )
+    assert run.code == 1
+    assert len(fake.calls) == 3
+    assert "ThrottlingException: Rate exceeded; still throttled after 3 attempts" in run.stderr
+
+
+def test_no_credentials_is_explained(ecr: tuple[FakeEcr, FakeServer], moto_server: str) -> None:
+    _, server = ecr
+    env = aws_env(server.url, moto_server)
+    del env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]
+    run = run_plugin(PLUGIN, request_bytes("public.ecr.aws/a/b"), env=env)
+    assert run.code == 1
+    assert run.error_lines == [
+        f"{PLUGIN}: error: no AWS credentials found (checked env, shared profile, web identity, "
+        "container credentials, IMDS): attach an instance profile or set AWS_* in the provider's env"
+    ]
+
+
+def test_other_host_without_a_region_is_an_error(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str
+) -> None:
+    _, server = ecr
+    run = run_plugin(PLUGIN, request_bytes("quay.io/org/app"), env=aws_env(server.url, moto_server))
+    assert run.code == 1
+    assert "quay.io is not an ECR registry host" in run.stderr
+    assert "set AWS_REGION in the provider's env" in run.stderr
+
+
+def test_unreachable_endpoint_fails_before_the_deadline(
+    moto_server: str, route: dict[str, str]
+) -> None:
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("public.ecr.aws/a/b"),
+        args=["--deadline=20s"],
+        env=aws_env("http://127.0.0.1:9", moto_server, **route),
+    )
+    assert run.code == 1
+    assert run.seconds < 20
+    assert "could not reach the ECR Public API in us-east-1" in run.stderr
+
+
+def test_a_bare_registry_host_asks_for_the_repository(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str
+) -> None:
+    """The kubelet matched the image by its host; answering for docker.io (what the reference would
+    mean to Docker) would be wrong, and so would the region advice that followed."""
+    fake, server = ecr
+    host = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
+    run = run_plugin(PLUGIN, request_bytes(host), env=aws_env(server.url, moto_server))
+    assert (run.code, run.stdout) == (1, b"")
+    assert run.error_lines == [
+        f'{PLUGIN}: error: the image "{host}" names only a registry host, no repository: did you '
+        f"mean {host}/<repository>? (fix the pod's image)"
+    ]
+    assert fake.calls == []

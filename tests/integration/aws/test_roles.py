@@ -1,0 +1,116 @@
+"""Service account tokens: the annotated role assumed with AssumeRoleWithWebIdentity, or the
+node's own credentials."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fakes.aws import FakeEcr, sts_error
+from tests.fakes.http import FakeServer, serve
+from tests.helpers import request_bytes, run_plugin
+from tests.integration.aws.common import (
+    NODE_KEY,
+    PLUGIN,
+    ROLE,
+    SA_TOKEN,
+    assumed_role_arn,
+    aws_env,
+)
+
+
+@pytest.mark.parametrize(
+    ("annotations", "env", "role"),
+    [
+        ({"eks.amazonaws.com/ecr-role-arn": ROLE}, {}, ROLE),
+        ({"eks.amazonaws.com/role-arn": ROLE}, {}, ROLE),
+        (
+            {
+                "eks.amazonaws.com/ecr-role-arn": ROLE,
+                "eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/other",
+            },
+            {},
+            ROLE,
+        ),
+        ({}, {"AWS_ECR_ROLE_ARN": ROLE}, ROLE),
+        ({"eks.amazonaws.com/ecr-role-arn": ""}, {"AWS_ECR_ROLE_ARN": ROLE}, ROLE),
+    ],
+)
+def test_service_account_token_assumes_the_annotated_role(
+    ecr: tuple[FakeEcr, FakeServer],
+    moto_server: str,
+    annotations: dict[str, str],
+    env: dict[str, str],
+    role: str,
+    use_bundle: bool,
+) -> None:
+    fake, server = ecr
+    image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/app"
+    run = run_plugin(
+        PLUGIN,
+        request_bytes(image, token=SA_TOKEN, annotations=annotations),
+        env=aws_env(server.url, moto_server, **env),
+        use_bundle=use_bundle,
+    )
+    assert run.response["auth"][image.split("/")[0]]["password"] == fake.password
+    (call,) = fake.calls
+    assert call.access_key != NODE_KEY and call.session_token
+    assert assumed_role_arn(call.access_key) == role
+    assert SA_TOKEN not in run.stderr
+
+
+def test_service_account_token_without_role_uses_node_credentials(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str
+) -> None:
+    fake, server = ecr
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("public.ecr.aws/a/b", token=SA_TOKEN),
+        args=["-v=1"],
+        env=aws_env(server.url, moto_server),
+    )
+    assert run.code == 0
+    assert [c.access_key for c in fake.calls] == [NODE_KEY]
+    assert "no role ARN" in run.stderr and "using the node's credentials" in run.stderr
+
+
+def test_sts_failure_is_an_error_with_the_reason(ecr: tuple[FakeEcr, FakeServer]) -> None:
+    fake, server = ecr
+    with serve(
+        lambda _: sts_error("InvalidIdentityToken", "No OpenIDConnect provider found")
+    ) as sts:
+        run = run_plugin(
+            PLUGIN,
+            request_bytes(
+                "public.ecr.aws/a/b",
+                token=SA_TOKEN,
+                annotations={"eks.amazonaws.com/ecr-role-arn": ROLE},
+            ),
+            env=aws_env(server.url, sts.url),
+        )
+    assert (run.code, run.stdout) == (1, b"")
+    assert run.error_lines == [
+        f"{PLUGIN}: error: STS AssumeRoleWithWebIdentity for {ROLE} (from annotation "
+        "eks.amazonaws.com/ecr-role-arn) failed: InvalidIdentityToken: No OpenIDConnect provider "
+        "found; check the role's trust policy allows this cluster's OIDC issuer, service account "
+        "and token audience"
+    ]
+    assert fake.calls == []
+    assert SA_TOKEN not in run.stderr
+
+
+def test_malformed_role_arn_is_an_error(ecr: tuple[FakeEcr, FakeServer], moto_server: str) -> None:
+    _, server = ecr
+    run = run_plugin(
+        PLUGIN,
+        request_bytes(
+            "public.ecr.aws/a/b",
+            token=SA_TOKEN,
+            annotations={"eks.amazonaws.com/role-arn": "image-puller"},
+        ),
+        env=aws_env(server.url, moto_server),
+    )
+    assert run.code == 1
+    assert run.error_lines == [
+        f"{PLUGIN}: error: cannot assume a role for the service account: annotation "
+        "eks.amazonaws.com/role-arn is 'image-puller', which is not an IAM role ARN"
+    ]

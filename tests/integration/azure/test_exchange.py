@@ -1,0 +1,138 @@
+"""The registry's challenge and the AAD-to-ACR token exchange, and Entra ID's failures."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fakes.http import FakeResponse
+from tests.helpers import request_bytes, run_listing_imports
+from tests.integration.azure.common import (
+    PLUGIN,
+    SECRET,
+    assert_refresh_token_answer,
+)
+from tests.integration.conftest import Azure
+
+
+@pytest.mark.parametrize(
+    ("setup", "message"),
+    [
+        ({"challenge_status": 200}, "registry did not issue a valid AAD challenge, status: 200"),
+        ({"challenge": []}, "challenge response does not contain header 'Www-Authenticate'"),
+        (
+            {"challenge": ['Basic realm="https://myreg.azurecr.io/"']},
+            "Www-Authenticate: expected realm: Bearer, actual: basic",
+        ),
+        (
+            {
+                "challenge": [
+                    'Bearer realm="https://myreg.azurecr.io/oauth2/token",service="a"',
+                    'Bearer realm="https://myreg.azurecr.io/x",service="b"',
+                ]
+            },
+            "registry did not issue a valid AAD challenge, authenticate header",
+        ),
+        (
+            {"challenge": ['Bearer realm="https://myreg.azurecr.io/oauth2/token"']},
+            'Www-Authenticate: missing header "service"',
+        ),
+        (
+            {"challenge": ['Bearer service="myreg.azurecr.io"']},
+            'Www-Authenticate: missing header "realm"',
+        ),
+        (
+            {"challenge": ['Bearer realm="https://other.azurecr.io/oauth2/token",service="x"']},
+            "is not on the registry myreg.azurecr.io: refusing to send an AAD token to another host",
+        ),
+        (
+            {
+                "challenge": [
+                    'Bearer realm="https://myreg.azurecr.io@other.azurecr.io/t",service="x"'
+                ]
+            },
+            "invalid realm",
+        ),
+        (
+            {"challenge": ['Bearer realm="http://myreg.azurecr.io/oauth2/token",service="x"']},
+            "invalid realm",
+        ),
+        (
+            {
+                "exchange_fault": FakeResponse.json(
+                    {"errors": [{"code": "UNAUTHORIZED"}]}, status=401
+                )
+            },
+            'failed with HTTP 401: {"errors": [{"code": "UNAUTHORIZED"}]}; the identity needs the '
+            "AcrPull role on the registry",
+        ),
+        ({"exchange_fault": FakeResponse.json({"access_token": "x"})}, "returned no refresh_token"),
+        (
+            {"exchange_fault": FakeResponse.text("<html>gateway</html>")},
+            "returned no refresh_token",
+        ),
+    ],
+)
+def test_challenge_and_exchange_errors(
+    azure: Azure, setup: dict[str, object], message: str
+) -> None:
+    for name, value in setup.items():
+        setattr(azure.acr, name, value)
+    run = azure.run("myreg.azurecr.io/app", azure.config(useManagedIdentityExtension=True))
+    assert (run.code, run.stdout) == (1, b"")
+    assert len(run.error_lines) == 1
+    assert message in run.error_lines[0]
+    if "another host" in message or "invalid realm" in message:
+        assert azure.acr.exchanges == []
+    assert azure.imds.access_token not in run.stderr
+
+
+def test_exchange_server_errors_are_retried(azure: Azure) -> None:
+    azure.acr.exchange_faults = [
+        FakeResponse.text("busy", status=503),
+        FakeResponse.text("busy", status=429),
+    ]
+    run = azure.run("myreg.azurecr.io/app", azure.config(useManagedIdentityExtension=True))
+    assert_refresh_token_answer(azure, run, "myreg.azurecr.io")
+    assert len(azure.acr.exchanges) == 3
+
+
+@pytest.mark.parametrize(
+    ("fault", "message"),
+    [
+        (
+            FakeResponse.json(
+                {
+                    "error": "invalid_client",
+                    "error_description": "AADSTS7000215: Invalid client secret provided.",
+                },
+                status=401,
+            ),
+            "AADSTS7000215",
+        ),
+    ],
+)
+def test_aad_failure_is_an_error(azure: Azure, fault: FakeResponse, message: str) -> None:
+    azure.aad.fault = fault
+    run = azure.run(
+        "myreg.azurecr.io/app",
+        azure.config(tenantId="t", aadClientId="app", aadClientSecret=SECRET),
+    )
+    assert (run.code, run.stdout) == (1, b"")
+    assert run.error_lines[0].startswith(
+        f"{PLUGIN}: error: could not get an AAD token with the service principal app (client secret): "
+    )
+    assert message in run.error_lines[0]
+    assert SECRET not in run.stderr
+
+
+def test_with_a_proxy_set_the_exchange_goes_through_requests(azure: Azure) -> None:
+    """The stdlib client never uses a proxy: with a proxy variable set, requests makes the two
+    registry calls (here NO_PROXY exempts the loopback registry, as a node would its own)."""
+    config = azure.config(useManagedIdentityExtension=True)
+    env = {**azure.env, "HTTPS_PROXY": "http://127.0.0.1:9", "NO_PROXY": "myreg.azurecr.io"}
+    run = run_listing_imports(PLUGIN, request_bytes("myreg.azurecr.io/a"), [config, "-v=1"], env)
+    assert run.code == 0
+    assert run.response["auth"]["myreg.azurecr.io"]["password"] == azure.acr.refresh_tokens[-1]
+    assert "requests" in run.roots
+    direct = run_listing_imports(PLUGIN, request_bytes("myreg.azurecr.io/b"), [config], azure.env)
+    assert direct.code == 0 and "requests" not in direct.roots

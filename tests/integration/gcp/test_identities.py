@@ -1,0 +1,217 @@
+"""Where the token comes from besides the node: workload identity through Google STS, and
+GOOGLE_APPLICATION_CREDENTIALS (service account key, external account) off GCE."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+from tests.fakes.gcp import FakeMetadata, FakeOAuth, FakeSts
+from tests.fakes.http import FakeResponse, FakeServer, serve
+from tests.fakes.tls import CertAuthority
+from tests.helpers import request_bytes, run_plugin
+from tests.integration.gcp.common import IDP, KSA_TOKEN, PLUGIN, gcp_env
+
+WI_ARGS = ["get-credentials", "--identity-provider", IDP, "--project-id", "my-project"]
+
+
+def test_workload_identity_exchanges_the_service_account_token(
+    metadata: tuple[FakeMetadata, FakeServer],
+    sts: tuple[FakeSts, FakeServer],
+    test_ca: CertAuthority,
+    use_bundle: bool,
+) -> None:
+    meta, meta_server = metadata
+    fake_sts, sts_server = sts
+    run = run_plugin(
+        PLUGIN,
+        request_bytes(
+            "us-docker.pkg.dev/p/r/i",
+            token=KSA_TOKEN,
+            annotations={"iam.gke.io/enable-wi-image-pull": "true"},
+        ),
+        WI_ARGS,
+        gcp_env(meta_server, test_ca, sts_server),
+        use_bundle=use_bundle,
+    )
+    assert run.response["auth"]["*.pkg.dev"] == {
+        "username": "_token",
+        "password": fake_sts.access_token,
+    }
+    assert run.response["cacheDuration"] in ("30m0s", "29m59s")  # half of expires_in 3600
+    (form,) = fake_sts.forms
+    assert form == {
+        "grant_type": "urn:ietf:params:oauth:grant-type:token-exchange",
+        "audience": f"identitynamespace:my-project.svc.id.goog:{IDP}",
+        "scope": "https://www.googleapis.com/auth/cloud-platform",
+        "requested_token_type": "urn:ietf:params:oauth:token-type:access_token",
+        "subject_token": KSA_TOKEN,
+        "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+    }
+    assert meta.paths == []
+    assert KSA_TOKEN not in run.stderr
+
+
+def test_workload_identity_failure_does_not_fall_back(
+    metadata: tuple[FakeMetadata, FakeServer],
+    sts: tuple[FakeSts, FakeServer],
+    test_ca: CertAuthority,
+) -> None:
+    meta, meta_server = metadata
+    fake_sts, sts_server = sts
+    fake_sts.fault = FakeResponse.json(
+        {"error": "invalid_grant", "error_description": "The audience in ID Token does not match"},
+        status=400,
+    )
+    run = run_plugin(
+        PLUGIN,
+        request_bytes(
+            "gcr.io/p/a", token=KSA_TOKEN, annotations={"iam.gke.io/enable-wi-image-pull": "true"}
+        ),
+        WI_ARGS,
+        gcp_env(meta_server, test_ca, sts_server),
+    )
+    assert (run.code, run.stdout) == (1, b"")
+    assert "no fallback to the node identity" in run.error_lines[0]
+    assert "invalid_grant" in run.error_lines[0]
+    assert meta.paths == []
+
+
+def test_workload_identity_without_a_token_fails_fast(
+    metadata: tuple[FakeMetadata, FakeServer],
+) -> None:
+    meta, server = metadata
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("gcr.io/p/a", annotations={"iam.gke.io/enable-wi-image-pull": "true"}),
+        WI_ARGS,
+        gcp_env(server),
+    )
+    assert run.code == 1
+    assert "sent no service account token" in run.stderr
+    assert meta.paths == []
+
+
+@pytest.mark.parametrize(
+    "annotations",
+    [{}, {"iam.gke.io/enable-wi-image-pull": "True"}, {"iam.gke.io/enable-wi-image-pull": "false"}],
+)
+def test_without_the_opt_in_the_node_identity_is_used(
+    metadata: tuple[FakeMetadata, FakeServer],
+    sts: tuple[FakeSts, FakeServer],
+    test_ca: CertAuthority,
+    annotations: dict[str, str],
+) -> None:
+    meta, meta_server = metadata
+    fake_sts, sts_server = sts
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("gcr.io/p/a", token=KSA_TOKEN, annotations=annotations),
+        WI_ARGS,
+        gcp_env(meta_server, test_ca, sts_server),
+    )
+    assert run.response["auth"]["gcr.io"]["password"] == meta.access_token
+    assert fake_sts.forms == []
+
+
+def _service_account_key(path: Path, token_uri: str) -> Path:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    path.write_text(
+        json.dumps(
+            {
+                "type": "service_account",
+                "project_id": "my-project",
+                "private_key_id": "k1",
+                "private_key": pem,
+                "client_email": "puller@my-project.iam.gserviceaccount.com",
+                "client_id": "1",
+                "token_uri": token_uri,
+            }
+        )
+    )
+    return path
+
+
+def test_service_account_key_file_off_gce(tmp_path: Path, use_bundle: bool) -> None:
+    fake = FakeOAuth()
+    with serve(fake) as oauth:
+        key_file = _service_account_key(tmp_path / "key.json", f"{oauth.url}/token")
+        run = run_plugin(
+            PLUGIN,
+            request_bytes("gcr.io/p/a"),
+            ["get-credentials"],
+            {"GOOGLE_APPLICATION_CREDENTIALS": str(key_file)},
+            use_bundle=use_bundle,
+        )
+    assert run.response["auth"]["gcr.io"]["password"] == fake.access_token
+    assert run.response["cacheDuration"] in ("29m59s", "29m58s")
+    (form,) = fake.forms
+    assert form["assertion"].count(".") == 2  # a signed JWT, made by google-auth with our key
+
+
+def test_external_account_config_off_gce(
+    tmp_path: Path, sts: tuple[FakeSts, FakeServer], test_ca: CertAuthority
+) -> None:
+    fake_sts, sts_server = sts
+    subject = tmp_path / "oidc-token"
+    subject.write_text(KSA_TOKEN)
+    config = tmp_path / "wif.json"
+    audience = (
+        "//iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/"
+        "nodes/providers/onprem"
+    )
+    config.write_text(
+        json.dumps(
+            {
+                "type": "external_account",
+                "audience": audience,
+                "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+                "token_url": "https://sts.googleapis.com/v1/token",
+                "credential_source": {"file": str(subject)},
+            }
+        )
+    )
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("gcr.io/p/a"),
+        ["get-credentials"],
+        {
+            "GOOGLE_APPLICATION_CREDENTIALS": str(config),
+            "REQUESTS_CA_BUNDLE": str(test_ca.bundle),
+            "CREDPROVIDER_TEST_RESOLVE": f"sts.googleapis.com={sts_server.address}",
+        },
+    )
+    assert run.response["auth"]["gcr.io"]["password"] == fake_sts.access_token
+    (form,) = fake_sts.forms
+    assert (form["audience"], form["subject_token"]) == (audience, KSA_TOKEN)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "GOOGLE_APPLICATION_CREDENTIALS="),
+        ("{}", "GOOGLE_APPLICATION_CREDENTIALS="),
+        ("not json", "GOOGLE_APPLICATION_CREDENTIALS="),
+    ],
+)
+def test_bad_credentials_file_is_an_error(
+    tmp_path: Path, content: str | None, message: str
+) -> None:
+    path = tmp_path / "creds.json"
+    if content is not None:
+        path.write_text(content)
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("gcr.io/p/a"),
+        ["get-credentials"],
+        {"GOOGLE_APPLICATION_CREDENTIALS": str(path)},
+    )
+    assert (run.code, run.stdout) == (1, b"")
+    assert message in run.error_lines[0]
