@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 
 from credprovider.entry import PLUGIN_MODULES
-from credprovider.redact import redact
+from credprovider.runtime.redact import redact
 from tests.fakes.emulators import ACR_REGISTRY, aws_emulator, azure_emulator, gcp_emulator
 from tests.helpers import BUNDLE_DIR, request_bytes, run_plugin
 

@@ -16,7 +16,7 @@ from credprovider.commands import COMMANDS
 from credprovider.commands.common import EXAMPLE, EXIT_USAGE
 from credprovider.entry import PLUGIN_MODULES
 from credprovider.errors import CredproviderError
-from credprovider.redact import safe_line
+from credprovider.runtime.redact import safe_line
 from credprovider.version import version_text
 
 

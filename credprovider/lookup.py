@@ -30,7 +30,7 @@ from credprovider.config import CredentialProvider, LoadedConfig
 from credprovider.goformat import SECOND, parse_go_duration
 from credprovider.imageref import registry_of
 from credprovider.matching import closest_misses, explain_key_mismatch, keyring_lookup, urls_match
-from credprovider.redact import register_secret, scrub
+from credprovider.runtime.redact import register_secret, scrub
 
 KUBELET_EXEC_TIMEOUT_SECONDS: Final = 60.0
 GLOBAL_CACHE_KEY: Final = "<global>"

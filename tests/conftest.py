@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from credprovider import loopback, redact
+from credprovider import loopback
+from credprovider.runtime import redact
 from release.native import cache_root as release_cache_root
 from tests.helpers import RUN_SETTINGS, require_bundle
 

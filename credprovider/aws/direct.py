@@ -183,7 +183,7 @@ def parse_role_credentials(body: bytes) -> AccessKeys | None:
 def instance_role_keys(imds: str, ctx: Context) -> AccessKeys | None:
     """The instance role's keys through IMDSv2, or ``None`` (botocore then tries, with its fallbacks)."""
     from credprovider.http import HttpError, request
-    from credprovider.redact import register_secret
+    from credprovider.runtime.redact import register_secret
 
     timeout = ctx.deadline.timeout(IMDS_TIMEOUT_SECONDS)
     ctx.log.v(4, f"PUT {imds}latest/api/token, then GET the instance role's keys (IMDSv2)")

@@ -22,8 +22,8 @@ from credprovider.aws.registry import (
 from credprovider.cache import CacheScope, fingerprint_file
 from credprovider.errors import ProviderError
 from credprovider.imageref import ImageError, parse_image
-from credprovider.redact import register_secret
 from credprovider.runtime.provider import Context, Credentials
+from credprovider.runtime.redact import register_secret
 
 if TYPE_CHECKING:
     from collections.abc import Callable

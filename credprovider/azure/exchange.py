@@ -15,9 +15,9 @@ from credprovider._typing import TYPE_CHECKING, Final
 from credprovider.azure.registry import ChallengeError, exchange_url, parse_challenge
 from credprovider.errors import ProviderError
 from credprovider.http import HttpError, HttpResponse, proxy_setting, worth_retrying
-from credprovider.redact import register_secret
 from credprovider.retry import RETRYABLE_STATUSES, call_with_retries
 from credprovider.runtime.provider import Context, one_line
+from credprovider.runtime.redact import register_secret
 
 USER_AGENT: Final = f"credprovider/{__version__} (acr-credential-provider)"
 CA_BUNDLE_ENV: Final = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")

@@ -24,8 +24,8 @@ from credprovider.azure.registry import (
 from credprovider.cache import CacheScope, fingerprint_file
 from credprovider.errors import ProviderError
 from credprovider.imageref import ImageError, parse_image
-from credprovider.redact import register_secret
 from credprovider.runtime.provider import Context, Credentials, one_line
+from credprovider.runtime.redact import register_secret
 
 if TYPE_CHECKING:
     from credprovider.azure.cloudconfig import AzureConfig

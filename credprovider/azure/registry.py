@@ -277,7 +277,7 @@ def tenant_id_problem(tenant_id: str) -> str:
     if re.fullmatch(r"[0-9A-Za-z.-]+", tenant_id):
         return ""
     from credprovider.goformat import go_quote
-    from credprovider.redact import clip
+    from credprovider.runtime.redact import clip
 
     return (
         f"{go_quote(clip(tenant_id, 64))} is not a tenant ID (a GUID or a domain name: letters, "

@@ -30,7 +30,7 @@ def print_json(obj: Any) -> None:
 
 
 def mask(password: str, show: bool) -> str:
-    from credprovider.redact import redact
+    from credprovider.runtime.redact import redact
 
     return password if show else redact(password)
 

@@ -20,7 +20,7 @@ from credprovider.commands.common import (
 )
 from credprovider.goformat import SECOND, format_go_duration
 from credprovider.imageref import ImageError, parse_image
-from credprovider.redact import printable, safe_line
+from credprovider.runtime.redact import printable, safe_line
 
 if TYPE_CHECKING:
     from credprovider.lookup import LookupReport, ProviderReport

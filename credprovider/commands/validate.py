@@ -11,7 +11,7 @@ from credprovider.commands.common import (
     Subcommands,
     print_json,
 )
-from credprovider.redact import printable
+from credprovider.runtime.redact import printable
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:

@@ -30,8 +30,8 @@ from credprovider.gcp.registry import (
 )
 from credprovider.goformat import SECOND, format_go_duration
 from credprovider.imageref import ImageError, parse_image
-from credprovider.redact import register_secret
 from credprovider.runtime.provider import Context, Credentials, one_line
+from credprovider.runtime.redact import register_secret
 
 if TYPE_CHECKING:
     import datetime

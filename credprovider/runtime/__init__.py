@@ -9,7 +9,8 @@ stdout or the process exit code. One module per job:
 * ``log``: klog-style verbosity on stderr, every line scrubbed; SDK ``logging`` routed into it;
 * ``args``: the runtime's own flags and a plugin's, and ``--help``;
 * ``caching``: the persistent cache as a decorator around any provider;
-* ``serve``: read the request, ask the provider, write one response or one error line.
+* ``serve``: read the request, ask the provider, write one response or one error line;
+* ``redact``: every secret seen replaced by its redacted form before text is printed.
 
 Stdlib only: nothing here may import an SDK, pydantic or YAML.
 """

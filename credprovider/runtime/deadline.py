@@ -8,7 +8,7 @@ import time
 from credprovider._typing import TYPE_CHECKING, Final
 from credprovider.errors import UsageError
 from credprovider.goformat import SECOND, DurationError, parse_go_duration
-from credprovider.redact import clip
+from credprovider.runtime.redact import clip
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -7,7 +7,7 @@ import _thread
 import sys
 
 from credprovider._typing import IO, TYPE_CHECKING, Final
-from credprovider.redact import safe_line
+from credprovider.runtime.redact import safe_line
 
 if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec

@@ -8,7 +8,7 @@ import time
 from credprovider._typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 from credprovider.api import CACHE_KEY_REGISTRY
 from credprovider.goformat import SECOND
-from credprovider.redact import clip, scrub
+from credprovider.runtime.redact import clip, scrub
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

@@ -19,7 +19,6 @@ from credprovider.api import (
 from credprovider.errors import ProviderError, UsageError
 from credprovider.goformat import SECOND, format_go_duration, go_quote
 from credprovider.imageref import bare_registry_host
-from credprovider.redact import clip, register_secret
 from credprovider.runtime.args import CommonOptions, help_text, split_common_args
 from credprovider.runtime.caching import with_cache
 from credprovider.runtime.deadline import (
@@ -32,6 +31,7 @@ from credprovider.runtime.deadline import (
 )
 from credprovider.runtime.log import TRACEBACK_VERBOSITY, Logger, route_sdk_logging
 from credprovider.runtime.provider import Context, cache_duration_for
+from credprovider.runtime.redact import clip, register_secret
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

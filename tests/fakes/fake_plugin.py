@@ -13,9 +13,9 @@ import threading
 from credprovider.api import CACHE_KEY_IMAGE, AuthConfig, CredentialProviderRequest
 from credprovider.errors import ProviderError
 from credprovider.imageref import registry_of
-from credprovider.redact import register_secret
 from credprovider.runtime.args import parse_arguments
 from credprovider.runtime.provider import Context, Credentials, PluginSpec, Provider
+from credprovider.runtime.redact import register_secret
 from credprovider.runtime.serve import main
 
 SECRET = "s3cr3t-Password-that-must-never-be-printed"

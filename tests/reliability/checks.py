@@ -68,7 +68,7 @@ def answer_violations(run: PluginRun, deadline: float | None) -> list[str]:
 
 def leaked_secrets(secrets: Iterable[str], *texts: str) -> list[str]:
     """Which secrets appear verbatim in any of ``texts`` (shown redacted)."""
-    from credprovider.redact import redact
+    from credprovider.runtime.redact import redact
 
     return [
         redact(secret) for secret in secrets if secret and any(secret in text for text in texts)

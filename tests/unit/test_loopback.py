@@ -131,7 +131,7 @@ def test_is_loopback_address_is_ipaddress_is_loopback(literal: str) -> None:
 def test_activating_test_mode_imports_no_costly_module() -> None:
     environ = {"CREDPROVIDER_TEST_RESOLVE": "sts.googleapis.com=127.0.0.1:8443,x.example=[::1]:9"}
     code = (
-        "import sys; from credprovider import loopback, redact\n"
+        "import sys; from credprovider import loopback\nfrom credprovider.runtime import redact\n"
         f"print(loopback.activate_from_env({environ!r}))\n"
         "redact.safe_line('a warning without a token')\n"
         "print(sorted({'ipaddress', 're', 'enum', 'functools', 'socket'} & set(sys.modules)))"

@@ -14,7 +14,7 @@ _PROBE = """
 import io, sys
 sys.path.insert(0, sys.argv[1])
 from credprovider.runtime.log import Logger, route_sdk_logging
-from credprovider.redact import register_secret
+from credprovider.runtime.redact import register_secret
 stream = io.StringIO()
 log = Logger("probe", int(sys.argv[2]), stream)
 if sys.argv[3] == "already":

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from credprovider.redact import forget_secrets, register_secret
 from credprovider.runtime.provider import one_line
+from credprovider.runtime.redact import forget_secrets, register_secret
 from tests.fakes.aws import FakeEcr
 from tests.fakes.http import FakeResponse, FakeServer
 from tests.helpers import request_bytes, run_cli, run_plugin
