@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -63,13 +64,17 @@ def provider_entry(plugin: CloudPlugin, node_file: str | None = None) -> dict[st
     return entry
 
 
-def render_config(keys: list[str], node_file: str | None = None, writer: str = "install") -> str:
+def render_config(
+    keys: list[str], node_files: Mapping[str, str] | None = None, writer: str = "install"
+) -> str:
     """The CredentialProviderConfig YAML for the chosen plugins (keys of ``catalog.PLUGINS``),
-    headed by the command that wrote it."""
+    headed by the command that wrote it. ``node_files`` maps a plugin's key to the node file it is
+    given instead of its default (each plugin its own: azure.json is not another cloud's file)."""
+    node_files = node_files or {}
     document = {
         "apiVersion": "kubelet.config.k8s.io/v1",
         "kind": CONFIG_KIND,
-        "providers": [provider_entry(PLUGINS[key], node_file) for key in keys],
+        "providers": [provider_entry(PLUGINS[key], node_files.get(key)) for key in keys],
     }
     header = (
         f"# Written by credprovider {writer}. Validate with: credprovider validate <this file>\n"
@@ -166,7 +171,7 @@ def install(
     bin_dir: str,
     config_out: str,
     keys: list[str],
-    node_file: str | None = None,
+    node_files: Mapping[str, str] | None = None,
     copy: bool = False,
     force: bool = False,
     target: str | None = None,
@@ -184,7 +189,7 @@ def install(
     link_target = _copy_bundle(executable, directory, force, result) if copy else executable
     for key in keys:
         _place_link(directory / PLUGINS[key].name, link_target, force, result)
-    text = render_config(keys, node_file)
+    text = render_config(keys, node_files)
     out = Path(config_out)
     try:
         current: bytes | None = out.read_bytes() if out.exists() else None

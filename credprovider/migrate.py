@@ -102,14 +102,17 @@ def _flag_value(args: list[str], name: str) -> tuple[str | None, str | None]:
     return None, None
 
 
-def _node_file(args: list[str], plugins: list[CloudPlugin]) -> str | None:
-    """The node file (azure.json) the old flags name for a chosen plugin that takes one."""
+def _node_files(args: list[str], plugins: list[CloudPlugin]) -> dict[str, str]:
+    """Each chosen plugin's node file (azure.json) as the old flags name it, by plugin key: the
+    first of the plugin's own flags that is set."""
+    found: dict[str, str] = {}
     for plugin in plugins:
         for flag in plugin.node_file_flags:
             value, _ = _flag_value(args, flag)
             if value:
-                return value
-    return None
+                found[plugin.key] = value
+                break
+    return found
 
 
 def _read_inputs(flags_text: str, config_text: str) -> tuple[list[str], dict[str, Any]]:
@@ -171,7 +174,7 @@ def plan_migration(
                     chosen.append(plugin.key)
     if providers is not None:
         chosen = _known_providers(providers)
-    node_file = _node_file(args, [PLUGINS[key] for key in chosen])
+    node_files = _node_files(args, [PLUGINS[key] for key in chosen])
     _feature_gate_notes(args, config, remove, notes)
     existing, _ = _flag_value(args, "image-credential-provider-config")
     existing = existing or config.get("imageCredentialProviderConfigPath")
@@ -184,7 +187,7 @@ def plan_migration(
         notes.append("No in-tree cloud provider found: nothing to migrate.")
     add = ["--cloud-provider=external"] if cloud in IN_TREE_CLOUDS else []
     add += kubelet_flags(config_path, bin_dir) if chosen else []
-    rendered = render_config(chosen, node_file, writer="migrate") if chosen else ""
+    rendered = render_config(chosen, node_files, writer="migrate") if chosen else ""
     notes.append(CCM_REMINDER)
     return MigrationPlan(chosen, remove, add, rendered, notes)
 

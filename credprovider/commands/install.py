@@ -19,12 +19,15 @@ def _cmd_install(args: argparse.Namespace) -> int:
     from credprovider.install import InstallError, install
 
     keys = [key.strip() for key in args.providers.split(",") if key.strip()]
+    node_files = {
+        key: path for key in PLUGINS if (path := getattr(args, _node_file_dest(key), None))
+    }
     try:
         result = install(
             args.bin_dir,
             args.config_out,
             keys,
-            args.node_file,
+            node_files,
             args.copy,
             args.force,
             args.target,
@@ -49,6 +52,11 @@ def _cmd_install(args: argparse.Namespace) -> int:
     for flag in result.kubelet_flags:
         print(f"  {flag}")
     return EXIT_OK
+
+
+def _node_file_dest(key: str) -> str:
+    """Where argparse keeps ``--<key>-config``: one attribute per plugin that takes a node file."""
+    return f"node_file_{key}"
 
 
 def register(sub: Subcommands) -> None:
@@ -80,7 +88,7 @@ def register(sub: Subcommands) -> None:
     for plugin in (p for p in PLUGINS.values() if p.node_file_arg):
         inst.add_argument(
             f"--{plugin.key}-config",
-            dest="node_file",
+            dest=_node_file_dest(plugin.key),
             help=f"the node file passed to {plugin.name} (default: {plugin.node_file_arg})",
         )
     inst.add_argument(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Final
 
 from credprovider.catalog import NODE_BIN_DIR, NODE_CONFIG, PLUGINS
 from credprovider.commands.common import (
-    EXAMPLE,
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
@@ -76,6 +76,12 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# For --help: an in-tree cloud some plugin replaces (not every cloud had one).
+_IN_TREE_EXAMPLE: Final = next(
+    (cloud for plugin in PLUGINS.values() for cloud in plugin.in_tree_clouds), "<cloud>"
+)
+
+
 def register(sub: Subcommands) -> None:
     migrate = sub.add_parser(
         "migrate",
@@ -92,7 +98,7 @@ def register(sub: Subcommands) -> None:
         default="",
         metavar='"FLAGS"',
         help="the kubelet's flags, quoted "
-        f'(--kubelet-flags="--cloud-provider={EXAMPLE.in_tree_clouds[0]} ..."); '
+        f'(--kubelet-flags="--cloud-provider={_IN_TREE_EXAMPLE} ..."); '
         "--flag=value and --flag value both work",
     )
     migrate.add_argument(

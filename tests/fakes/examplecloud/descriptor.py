@@ -1,0 +1,45 @@
+"""The example cloud as the ``credprovider`` tool sees it (credprovider/descriptor.py). Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from credprovider.descriptor import CloudPlugin, both_port_forms, samples_with_port
+
+NAME = "example-credential-provider"
+HOST_SUFFIX = ".registry.example.test"
+DEFAULT_TOKEN_FILE = "/etc/kubernetes/example-token"
+
+
+def explain(host: str, registry: str) -> dict[str, Any]:
+    recognized = host.endswith(HOST_SUFFIX)
+    return {
+        "recognized": recognized,
+        "action": (
+            f"read the node's token file and return it under {registry}"
+            if recognized
+            else f"{host} is not an example registry"
+        ),
+    }
+
+
+def lints(match_images: Sequence[str], args: Sequence[str], env: Collection[str]) -> list[str]:
+    if not args:
+        return [f"{NAME} has no args: it needs the node's token file as its first argument"]
+    return []
+
+
+DESCRIPTOR = CloudPlugin(
+    key="example",
+    name=NAME,
+    match_images=both_port_forms((f"*{HOST_SUFFIX}",)),
+    default_cache_duration="5m",
+    args=(DEFAULT_TOKEN_FILE,),
+    annotation_keys=(),
+    sample_images=samples_with_port({"regional": f"eu{HOST_SUFFIX}/team/app"}),
+    explain=explain,
+    lints=lints,
+    node_file_arg=DEFAULT_TOKEN_FILE,
+    node_file_flags=("example-token-file",),
+)
