@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from credprovider.aws import PLUGIN_NAME
 from credprovider.aws.registry import (
     MATCH_IMAGES,
     ROLE_ARN_ANNOTATIONS,
@@ -41,7 +42,7 @@ def explain(host: str, registry: str) -> dict[str, Any]:
 
 DESCRIPTOR = CloudPlugin(
     key="aws",
-    name="ecr-credential-provider",
+    name=PLUGIN_NAME,
     match_images=both_port_forms(MATCH_IMAGES),
     default_cache_duration="12h",
     args=(),

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+from credprovider.aws import PLUGIN_NAME
 from credprovider.errors import UsageError
 from credprovider.runtime.provider import Context, PluginSpec, Provider
 from credprovider.runtime.serve import main as run_plugin
-
-NAME = "ecr-credential-provider"
 
 ARGUMENTS_HELP = """[get-credentials]
 
@@ -30,7 +29,7 @@ def build(args: list[str], ctx: Context) -> Provider:
 
 
 SPEC = PluginSpec(
-    name=NAME,
+    name=PLUGIN_NAME,
     summary="Kubelet image credential provider for Amazon ECR and ECR Public.",
     build=build,
     arguments_help=ARGUMENTS_HELP,

@@ -8,6 +8,7 @@ import os
 from credprovider import __version__
 from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.api import AuthConfig, CredentialProviderRequest
+from credprovider.aws import PLUGIN_NAME
 from credprovider.aws.registry import (
     IDENTITY_ENV,
     ROLE_SESSION_NAME,
@@ -32,7 +33,6 @@ if TYPE_CHECKING:
 
     from credprovider.aws import direct
 
-PLUGIN_NAME: Final = "ecr-credential-provider"
 MAX_ATTEMPTS: Final = 3
 # botocore loggers that print raw request/response bodies at DEBUG: the token and the assumed role's
 # keys would be printed before the plugin can register them for redaction, so they stay at INFO.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from credprovider._typing import TYPE_CHECKING, Final, NamedTuple
+from credprovider.aws import PLUGIN_NAME
 from credprovider.errors import CredproviderError
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ TOKEN_KIND: Final = {
 # read when a config lists it, but is opt-in (README: every pod with an IRSA role would pull with it).
 SHIPPED_ANNOTATIONS: Final = ROLE_ARN_ANNOTATIONS[:1]
 ROLE_ARN_ENV: Final = "AWS_ECR_ROLE_ARN"
-ROLE_SESSION_NAME: Final = "ecr-credential-provider"
+ROLE_SESSION_NAME: Final = PLUGIN_NAME  # the session name upstream gives AssumeRoleWithWebIdentity
 _ROLE_ARN_PATTERN: Final = r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any, Final
 
+from credprovider.azure import PLUGIN_NAME
 from credprovider.azure.registry import (
     ANNOTATION_KEYS,
     CLOUDS,
@@ -43,7 +44,7 @@ def lints(match_images: Sequence[str], args: Sequence[str], env: Collection[str]
 
 DESCRIPTOR = CloudPlugin(
     key="azure",
-    name="acr-credential-provider",
+    name=PLUGIN_NAME,
     match_images=both_port_forms(MATCH_IMAGES),
     default_cache_duration="10m",
     args=(DEFAULT_AZURE_CONFIG,),

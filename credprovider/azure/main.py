@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from credprovider.azure import PLUGIN_NAME
 from credprovider.errors import UsageError
 from credprovider.runtime.args import parse_arguments
 from credprovider.runtime.provider import Context, PluginSpec, Provider
 from credprovider.runtime.serve import main as run_plugin
-
-NAME = "acr-credential-provider"
 
 ARGUMENTS_HELP = """<path/to/azure.json> [--registry-mirror src:dst[,src:dst...]]
 
@@ -91,7 +90,7 @@ def build(args: list[str], ctx: Context) -> Provider:
 
 
 SPEC = PluginSpec(
-    name=NAME,
+    name=PLUGIN_NAME,
     summary="Kubelet image credential provider for Azure Container Registry.",
     build=build,
     arguments_help=ARGUMENTS_HELP,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.api import AuthConfig, CredentialProviderRequest
+from credprovider.azure import PLUGIN_NAME
 from credprovider.azure.registry import (
     ACR_REFRESH_USERNAME,
     ACR_SCOPE,
@@ -328,7 +329,7 @@ class AcrProvider:
         login_server = self.options.mirrors.get(source, source)
         identity["login_server"] = login_server
         keys = (image.registry,) if login_server == source else (login_server, image.registry)
-        return CacheScope("acr-credential-provider", image.registry, identity, keys)
+        return CacheScope(PLUGIN_NAME, image.registry, identity, keys)
 
     def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:
         try:

@@ -1,0 +1,8 @@
+"""``auth-provider-gcp``: the kubelet credential provider plugin for Google Artifact Registry and Container Registry.
+
+The package is the plugin: ``main`` (its arguments and PluginSpec), ``provider`` (where
+credentials come from), ``registry`` (pure facts), ``descriptor`` (what the tool knows of it).
+"""
+
+# The executable's name in the kubelet's bin dir, defined here only.
+PLUGIN_NAME = "auth-provider-gcp"

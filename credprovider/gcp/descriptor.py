@@ -6,6 +6,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from credprovider.descriptor import CloudPlugin, both_port_forms, samples_with_port
+from credprovider.gcp import PLUGIN_NAME
 from credprovider.gcp.registry import (
     MATCH_IMAGES,
     SAMPLE_IMAGES,
@@ -50,7 +51,7 @@ def lints(match_images: Sequence[str], args: Sequence[str], env: Collection[str]
 
 DESCRIPTOR = CloudPlugin(
     key="gcp",
-    name="auth-provider-gcp",
+    name=PLUGIN_NAME,
     match_images=both_port_forms(MATCH_IMAGES),
     default_cache_duration="1m",
     args=("get-credentials",),

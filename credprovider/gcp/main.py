@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from credprovider.errors import UsageError
+from credprovider.gcp import PLUGIN_NAME
 from credprovider.gcp.registry import AUTH_FLOWS, STS_ENDPOINT, parse_cache_overrides
 from credprovider.loopback import is_loopback_address
 from credprovider.runtime.args import parse_arguments
 from credprovider.runtime.provider import Context, PluginSpec, Provider
 from credprovider.runtime.serve import main as run_plugin
-
-NAME = "auth-provider-gcp"
 
 ARGUMENTS_HELP = """get-credentials [--authFlow gcr|dockercfg|dockercfg-url] [--identity-provider URL --project-id ID]
 
@@ -92,7 +91,7 @@ def build(args: list[str], ctx: Context) -> Provider:
 
 
 SPEC = PluginSpec(
-    name=NAME,
+    name=PLUGIN_NAME,
     summary="Kubelet image credential provider for Google Artifact Registry and Container Registry.",
     build=build,
     arguments_help=ARGUMENTS_HELP,

@@ -7,6 +7,7 @@ from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.api import CACHE_KEY_GLOBAL, AuthConfig, CredentialProviderRequest
 from credprovider.cache import CacheScope, fingerprint_file
 from credprovider.errors import ProviderError
+from credprovider.gcp import PLUGIN_NAME
 from credprovider.gcp.registry import (
     CLOUD_PLATFORM_SCOPE,
     CREDENTIALS_FILE,
@@ -282,7 +283,7 @@ class GcpProvider:
             "metadata_host": metadata_host(ctx.environ),
         }
         keys = tuple(registry_keys(image.registry, image.host))
-        return CacheScope("auth-provider-gcp", image.registry, identity, keys)
+        return CacheScope(PLUGIN_NAME, image.registry, identity, keys)
 
     def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:
         if self.options.auth_flow == "gcr":

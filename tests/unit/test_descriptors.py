@@ -4,6 +4,7 @@ code knows clouds only through ``entry.PLUGIN_PACKAGES`` and those descriptors."
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,15 @@ def test_a_descriptor_covers_its_own_samples_and_only_it_claims_them(key: str) -
             if k != key and other.explain(ref.host, ref.registry)["recognized"]
         ]
         assert others == [], form
+
+
+@pytest.mark.parametrize(("name", "package"), PLUGIN_PACKAGES.items())
+def test_the_table_names_each_package_by_its_own_plugin_name(name: str, package: str) -> None:
+    """entry.py's table (read before any package is imported) agrees with the one definition of
+    the name in the package, which its main, provider and descriptor import."""
+    assert name == importlib.import_module(package).PLUGIN_NAME
+    assert importlib.import_module(f"{package}.main").SPEC.name == name
+    assert importlib.import_module(f"{package}.descriptor").DESCRIPTOR.name == name
 
 
 def test_the_node_file_a_plugin_takes_is_its_first_shipped_arg() -> None:
