@@ -9,10 +9,11 @@ from __future__ import annotations
 import time
 
 from credprovider._typing import TYPE_CHECKING, Final, TypeVar
-from credprovider.runtime.provider import Context
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+    from credprovider.runtime.provider import Context
 
 T = TypeVar("T")
 

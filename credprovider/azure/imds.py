@@ -15,10 +15,12 @@ from credprovider._typing import TYPE_CHECKING, Final, NamedTuple
 from credprovider.errors import CredproviderError
 from credprovider.http import HttpError, get_with_retries
 from credprovider.retry import RETRYABLE_STATUSES
-from credprovider.runtime.provider import Context, one_line
+from credprovider.runtime.provider import one_line
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    from credprovider.runtime.provider import Context
 
 AUTHORITY_HOST_ENV: Final = "AZURE_POD_IDENTITY_AUTHORITY_HOST"
 DEFAULT_IMDS: Final = "http://169.254.169.254"

@@ -15,10 +15,12 @@ from credprovider.errors import ProviderError
 from credprovider.gcp.registry import metadata_host
 from credprovider.http import HttpError, HttpResponse, get_with_retries
 from credprovider.retry import RETRYABLE_STATUSES
-from credprovider.runtime.provider import Context, one_line
+from credprovider.runtime.provider import one_line
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+
+    from credprovider.runtime.provider import Context
 
 MTLS_MODE_ENV: Final = "GCE_METADATA_MTLS_MODE"
 MTLS_CERTIFICATES: Final = ("/run/google-mds-mtls/root.crt", "/run/google-mds-mtls/client.key")
