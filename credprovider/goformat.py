@@ -104,27 +104,26 @@ def parse_go_duration(text: str) -> int:
     Errors carry Go's messages (``time: invalid duration "5"``, ``time: unknown unit ...``).
     """
     quoted = go_quote(text)
-    invalid = DurationError(f"time: invalid duration {quoted}")
     negative = text[:1] == "-"
     if text[:1] in ("-", "+"):
         text = text[1:]
     if text == "0":
         return 0
     if not text:
-        raise invalid
+        raise _invalid(quoted)
     total = 0
     while text:
         if not (text[0] == "." or "0" <= text[0] <= "9"):
-            raise invalid
+            raise _invalid(quoted)
         whole_digits, text = _split_digits(text)
         whole = int(whole_digits) if whole_digits else 0
         if whole > _MAX_INT64 + 1:
-            raise invalid
+            raise _invalid(quoted)
         frac, scale, has_frac = 0, 1.0, False
         if text.startswith("."):
             frac, scale, has_frac, text = _fraction(text[1:])
         if not whole_digits and not has_frac:
-            raise invalid
+            raise _invalid(quoted)
         unit_name, text = _split_unit(text)
         if not unit_name:
             raise DurationError(f"time: missing unit in duration {quoted}")
@@ -132,20 +131,24 @@ def parse_go_duration(text: str) -> int:
         if unit is None:
             raise DurationError(f"time: unknown unit {go_quote(unit_name)} in duration {quoted}")
         if whole > (1 << 63) // unit:
-            raise invalid
+            raise _invalid(quoted)
         value = whole * unit
         if frac > 0:
             value += int(float(frac) * (float(unit) / scale))
             if value > 1 << 63:
-                raise invalid
+                raise _invalid(quoted)
         total += value
         if total > 1 << 63:
-            raise invalid
+            raise _invalid(quoted)
     if negative:
         return -total
     if total > _MAX_INT64:
-        raise invalid
+        raise _invalid(quoted)
     return total
+
+
+def _invalid(quoted: str) -> DurationError:
+    return DurationError(f"time: invalid duration {quoted}")
 
 
 def _split_digits(text: str) -> tuple[str, str]:
