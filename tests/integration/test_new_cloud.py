@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from credprovider.catalog import PLUGINS
 from tests.fakes.examplecloud.descriptor import DESCRIPTOR
@@ -98,7 +99,7 @@ def test_the_tool_offers_the_new_cloud(tool: Path) -> None:
 
 def test_install_writes_each_plugin_its_own_node_file(installed: tuple[Path, Path, Path]) -> None:
     bin_dir, config, token_file = installed
-    providers = {p["name"]: p for p in json.loads(_yaml_as_json(config))["providers"]}
+    providers = {p["name"]: p for p in yaml.safe_load(config.read_text())["providers"]}
     assert providers[DESCRIPTOR.name]["args"] == [str(token_file)]
     assert providers[DESCRIPTOR.name]["matchImages"] == list(DESCRIPTOR.match_images)
     assert providers["acr-credential-provider"]["args"] == ["/srv/azure.json"]
@@ -142,15 +143,7 @@ def test_get_and_the_kubelet_code_find_the_credential(
     assert [c["password"] for c in run.results[0]["credentials"]] == [TOKEN]
 
 
-def _yaml_as_json(path: Path) -> str:
-    import yaml
-
-    return json.dumps(yaml.safe_load(path.read_text()))
-
-
 def _without_example_args(config: Path) -> str:
-    import yaml
-
     document = yaml.safe_load(config.read_text())
     for provider in document["providers"]:
         if provider["name"] == DESCRIPTOR.name:
