@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-import pytest
-
 from credprovider.api import encode_request
 from credprovider.catalog import PLUGINS
 
@@ -43,6 +41,8 @@ def bundle_required() -> bool:
 
 def unavailable(reason: str) -> NoReturn:
     """Something a test needs is not built: a failure when the run requires it, else a skip."""
+    import pytest  # here: the demo and the bench import this module too
+
     if bundle_required():
         pytest.fail(reason)
     pytest.skip(reason)
