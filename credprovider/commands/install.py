@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Final
 
 from credprovider.catalog import NODE_BIN_DIR, NODE_CONFIG, PLUGINS
 from credprovider.commands.common import (
@@ -20,7 +21,9 @@ def _cmd_install(args: argparse.Namespace) -> int:
 
     keys = [key.strip() for key in args.providers.split(",") if key.strip()]
     node_files = {
-        key: path for key in PLUGINS if (path := getattr(args, _node_file_dest(key), None))
+        plugin.key: path
+        for plugin in _TAKING_A_NODE_FILE
+        if (path := getattr(args, _node_file_dest(plugin.key)))
     }
     try:
         result = install(
@@ -54,6 +57,10 @@ def _cmd_install(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# The plugins whose first argument names a node file (azure.json): each gets --<key>-config.
+_TAKING_A_NODE_FILE: Final = [plugin for plugin in PLUGINS.values() if plugin.node_file_arg]
+
+
 def _node_file_dest(key: str) -> str:
     """Where argparse keeps ``--<key>-config``: one attribute per plugin that takes a node file."""
     return f"node_file_{key}"
@@ -85,7 +92,7 @@ def register(sub: Subcommands) -> None:
         default=",".join(PLUGINS),
         help=f"comma list of {', '.join(PLUGINS)} (default: %(default)s)",
     )
-    for plugin in (p for p in PLUGINS.values() if p.node_file_arg):
+    for plugin in _TAKING_A_NODE_FILE:
         inst.add_argument(
             f"--{plugin.key}-config",
             dest=_node_file_dest(plugin.key),
