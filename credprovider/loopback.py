@@ -13,8 +13,6 @@ original host name. It cannot send anything off the machine:
 
 from __future__ import annotations
 
-import sys
-
 from credprovider._typing import TYPE_CHECKING, Any, Final
 from credprovider.errors import CredproviderError
 
@@ -151,55 +149,6 @@ def install_resolve_map(mapping: dict[str, tuple[str, int]]) -> Callable[[], Non
     return remove
 
 
-class _PatchingLoader:
-    """Runs the real loader, then the patches: the module is never usable unpatched."""
-
-    def __init__(self, loader: Any, patches: list[Callable[[], None]]) -> None:
-        self._loader = loader
-        self._patches = patches
-
-    def create_module(self, spec: Any) -> Any:
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module: Any) -> None:
-        self._loader.exec_module(module)
-        for patch in self._patches:
-            patch()
-
-
-class _PatchSocketOnImport:
-    """A meta path finder that hands out ``socket`` with the patches applied as it is first imported.
-
-    A cache hit never opens a socket: importing ``socket`` (and ``selectors``, ``enum`` ...) only to
-    patch it would cost every test-mode exec about 10% of its start, and make the benchmark measure
-    something production never pays.
-    """
-
-    def __init__(self, patches: list[Callable[[], None]]) -> None:
-        self._patches = patches
-
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
-        if name != "socket":
-            return None
-        sys.meta_path.remove(self)  # once: the real finders take it from here
-        for finder in sys.meta_path:
-            find = getattr(finder, "find_spec", None)
-            spec = find(name, path, target) if find is not None else None
-            if spec is not None and spec.loader is not None:
-                spec.loader = _PatchingLoader(spec.loader, self._patches)
-                return spec
-        return None
-
-
-def _when_socket_is_imported(patches: list[Callable[[], None]]) -> None:
-    """Apply ``patches`` to ``socket`` now if it is loaded, else as it is first imported."""
-    if "socket" in sys.modules:
-        for patch in patches:
-            patch()
-    else:
-        sys.meta_path.insert(0, _PatchSocketOnImport(patches))
-
-
 def _guard_this_process() -> None:
     install_connect_guard()
 
@@ -208,15 +157,17 @@ def activate_from_env(environ: Mapping[str, str]) -> str | None:
     """Turn on test mode if the environment asks for it; return the notice to print, if any."""
     if not requested(environ):
         return None
-    resolve = environ.get(RESOLVE_ENV, "")
-    mapping = parse_resolve_map(resolve)
-    patches: list[Callable[[], None]] = [_guard_this_process]
+    mapping = parse_resolve_map(environ.get(RESOLVE_ENV, ""))
+    from credprovider.importhook import when_imported
+
+    # A cache hit never opens a socket: importing ``socket`` (with selectors, enum ...) only to patch
+    # it would cost every test-mode exec about 10% of its start, which production never pays.
+    when_imported("socket", _guard_this_process)
     if mapping:
 
         def resolve_mapped_hosts() -> None:
             install_resolve_map(mapping)  # for the rest of the process
 
-        patches.append(resolve_mapped_hosts)
-    _when_socket_is_imported(patches)
+        when_imported("socket", resolve_mapped_hosts)
     hosts = ", ".join(sorted(mapping)) or "none"
     return f"test mode: only loopback connections are allowed; overridden hosts: {hosts}"

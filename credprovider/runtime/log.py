@@ -4,14 +4,12 @@ into it without importing ``logging`` unless an SDK does."""
 from __future__ import annotations
 
 import _thread
-import sys
 
 from credprovider._typing import IO, TYPE_CHECKING, Final
 from credprovider.runtime.redact import safe_line
 
 if TYPE_CHECKING:
-    from importlib.machinery import ModuleSpec
-    from types import ModuleType
+    pass
 
 TRACEBACK_VERBOSITY: Final = 4
 
@@ -68,10 +66,9 @@ def route_sdk_logging(log: Logger) -> None:
     is applied by an import hook at the moment an SDK first imports ``logging``. Either way no
     record can reach Python's last-resort handler, which would print it unscrubbed.
     """
-    if "logging" in sys.modules:
-        _route(log)
-    elif not any(isinstance(finder, _RouteLoggingOnImport) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _RouteLoggingOnImport(log))
+    from credprovider.importhook import when_imported
+
+    when_imported("logging", lambda: _route(log))
 
 
 def _route(log: Logger) -> None:
@@ -91,40 +88,3 @@ def _route(log: Logger) -> None:
     root = logging.getLogger()
     root.handlers[:] = [SdkLogHandler()]
     root.setLevel(logging.DEBUG if log.verbosity >= SDK_DEBUG_VERBOSITY else logging.WARNING)
-
-
-class _RouteLoggingOnImport:
-    """A meta path finder for ``logging`` alone: it imports the real module (having stepped out of
-    the way), routes it, and hands the import system that same module object."""
-
-    def __init__(self, log: Logger) -> None:
-        self._log = log
-
-    def find_spec(self, name: str, path: object = None, target: object = None) -> ModuleSpec | None:
-        if name != "logging":
-            return None
-        sys.meta_path[:] = [finder for finder in sys.meta_path if finder is not self]
-        import logging
-
-        _route(self._log)
-        # The import system would take an entry already in sys.modules as a reason to load the
-        # module again, from its own spec: it gets the loaded module back from ours instead.
-        del sys.modules["logging"]
-        spec: ModuleSpec = type(sys.__spec__)("logging", _LoadedModule(logging))  # type: ignore[arg-type]
-        return spec
-
-
-class _LoadedModule:
-    """The loader of a module that is already loaded: the import system gets it unchanged."""
-
-    def __init__(self, module: ModuleType) -> None:
-        self._module = module
-        self._spec = module.__spec__
-
-    def create_module(self, spec: object) -> ModuleType:
-        return self._module
-
-    def exec_module(self, module: ModuleType) -> None:
-        module.__spec__ = self._spec  # the import system set ours; keep the real one
-        if self._spec is not None:
-            module.__loader__ = self._spec.loader

@@ -28,7 +28,7 @@ logging.getLogger("botocore.endpoint").warning("sent %s", "s3cr3t-token-value-12
 logging.getLogger("urllib3").debug("debug detail")
 print("spec", logging.__spec__.origin.endswith("__init__.py"), type(logging.__loader__).__name__)
 print("handlers", len(logging.getLogger().handlers))
-print("hooks", sum(type(f).__name__ == "_RouteLoggingOnImport" for f in sys.meta_path))
+print("hooks", sum(type(f).__name__ == "_AfterImport" for f in sys.meta_path))
 sys.stdout.write("STDERR " + stream.getvalue().replace("\\n", "|"))
 """
 
