@@ -1,5 +1,9 @@
-"""``python -m credprovider <name> [args]``: the same dispatcher as the bundled executable."""
+"""``python -m credprovider [<name>] [args]``: the same dispatcher as the bundled executable. The
+module's own path says no program name, so without one it is the ``credprovider`` tool
+(``python -m credprovider --help``), as the bundle's ``credprovider`` is."""
 
-from credprovider.entry import main
+import sys
 
-main()
+from credprovider.entry import TOOL_NAME, main
+
+main([TOOL_NAME, *sys.argv[1:]])

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from credprovider import nodefiles
 from credprovider.errors import CredproviderError
 from credprovider.goformat import DurationError, go_quote, parse_go_duration
 from credprovider.yamldoc import MAX_NESTING, YamlError, load_yaml
@@ -255,25 +257,40 @@ def decode_config(text: str) -> CredentialProviderConfig:
 
 
 def config_files(path: str) -> list[Path]:
-    """The files the kubelet reads for ``--image-credential-provider-config`` (file or directory)."""
+    """The files the kubelet reads for ``--image-credential-provider-config`` (file or directory).
+
+    A refusal only this (non-root) user gets raises :class:`~credprovider.nodefiles.UnreadableError`,
+    never a :class:`ConfigError`: the kubelet runs as root."""
+    from credprovider.nodefiles import check_access, list_directory
+
     if not path:
         raise ConfigError("credential provider config path is empty")
     try:
         info = os.stat(path)
     except OSError as exc:
+        check_access(path, exc)
         raise ConfigError(
             f"unable to access path {go_quote(path)}: stat {path}: {_go_errno(exc)}"
         ) from None
-    if not os.path.isdir(path) or not info:
+    except ValueError:
+        raise ConfigError(f"unable to access path {go_quote(path)}: invalid argument") from None
+    if not stat.S_ISDIR(info.st_mode):
         return [Path(path)]
     files = sorted(
         entry.name
-        for entry in os.scandir(path)
-        if not entry.is_dir() and entry.name.endswith(CONFIG_EXTENSIONS)
+        for entry in list_directory(path)
+        if not _is_dir(entry) and entry.name.endswith(CONFIG_EXTENSIONS)
     )
     if not files:
         raise ConfigError(f"no configuration files found in directory {go_quote(path)}")
     return [Path(path) / name for name in files]
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def _go_errno(exc: OSError) -> str:
@@ -288,10 +305,10 @@ def read_config(path: str) -> LoadedConfig:
     seen: set[str] = set()
     for file in files:
         try:
-            text = file.read_text(encoding="utf-8")
-        except OSError as exc:
+            text = nodefiles.read_bytes(str(file)).decode("utf-8")
+        except nodefiles.FileProblem as exc:
             raise ConfigError(
-                f"unable to read config file {go_quote(str(file))}: {_go_errno(exc)}"
+                f"unable to read config file {go_quote(str(file))}: {exc.reason}"
             ) from None
         except UnicodeDecodeError as exc:
             raise ConfigError(

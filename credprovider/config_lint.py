@@ -5,49 +5,91 @@ descriptor."""
 from __future__ import annotations
 
 import os
+import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from credprovider.config import CredentialProvider, LoadedConfig
 from credprovider.descriptor import CloudPlugin
 from credprovider.goformat import parse_go_duration
+from credprovider.nodefiles import check_access, refused_as_non_root, unreadable
+from credprovider.startcheck import check_start
 
 # --- lints: what the kubelet accepts but will not do what the operator meant ------------------------
 
 
-def binary_problems(loaded: LoadedConfig, bin_dir: str) -> list[str]:
-    """What in ``bin_dir`` stops the kubelet from starting, or every matched pull from working:
-    one sentence per provider (one in all for a missing bin dir)."""
-    directory = Path(bin_dir)
-    if not directory.is_dir():
-        return [
-            f"the bin dir {bin_dir} does not exist: the kubelet would NOT start (no plugin "
-            f"binary can exist there; plugin binary executable {directory / (loaded.providers[0].name or '')} "
-            "did not exist)"
-        ]
-    problems = []
+@dataclass
+class BinaryCheck:
+    """What the bin dir proved for each provider: ``errors`` (the kubelet would not start, or a
+    provider can never run), ``warnings`` (it runs, but not all could be proven), ``proven``."""
+
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    proven: list[str] = field(default_factory=list)
+
+
+def check_binaries(loaded: LoadedConfig, bin_dir: str) -> BinaryCheck:
+    """Check every provider's binary in ``bin_dir`` as the kubelet would find and start it: the
+    kubelet refuses to start without the bin dir or a binary; a binary that cannot run fails every
+    pull it matches. Raises :class:`~credprovider.nodefiles.UnreadableError` where this (non-root)
+    user may not look."""
+    result = BinaryCheck()
+    if not _is_directory(bin_dir):
+        first = loaded.providers[0].name or ""
+        result.errors.append(
+            f"the bin dir {bin_dir} does not exist: the kubelet would NOT start (plugin binary "
+            f"executable {Path(bin_dir) / first} did not exist)"
+        )
+        return result
     for provider in loaded.providers:
         name = provider.name or ""
         where = f"provider {name!r}"
-        binary = directory / name
-        try:
-            if binary.is_symlink() and not binary.exists():
-                problems.append(
-                    f"{where}: {binary} is a symlink to {os.readlink(binary)}, which does not "
-                    "exist: the kubelet would NOT start (plugin binary executable did not exist)"
-                )
-            elif not binary.exists():
-                problems.append(
-                    f"{where}: {binary} does not exist: the kubelet would NOT start (plugin binary "
-                    "executable did not exist)"
-                )
-            elif binary.is_dir() or not os.access(binary, os.X_OK):
-                problems.append(
-                    f"{where}: {binary} is not an executable file: the kubelet starts, but every "
-                    "pull it matches fails (chmod +x it, or link the bundle's executable there)"
-                )
-        except (OSError, ValueError) as exc:  # ValueError: a NUL in the name
-            problems.append(f"{where}: {str(binary)!r} cannot be checked: {exc}")
-    return problems
+        missing = _missing_binary(Path(bin_dir) / name)
+        if missing:
+            result.errors.append(f"{where}: {missing}")
+            continue
+        env = [(var.name or "", var.value or "") for var in provider.env or []]
+        started = check_start(name, bin_dir, provider.args or [], env)
+        if started.error:
+            result.errors.append(f"{where}: {started.error}: every pull it matches fails")
+        if started.warning:
+            result.warnings.append(f"{where}: {started.warning}")
+        if started.proven:
+            result.proven.append(f"{where}: {started.path}: {started.proven}")
+    return result
+
+
+def _is_directory(path: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError as exc:
+        check_access(path, exc)
+        return False
+    except ValueError:
+        return False
+
+
+def _missing_binary(binary: Path) -> str | None:
+    """Why the kubelet would find no binary at ``binary`` (it refuses to start), if so."""
+    try:
+        os.lstat(binary)
+    except OSError as exc:
+        check_access(str(binary), exc)
+        return (
+            f"{binary} does not exist: the kubelet would NOT start (plugin binary executable "
+            "did not exist)"
+        )
+    except ValueError:  # a NUL in the name
+        return f"{str(binary)!r} cannot exist: the kubelet would NOT start"
+    try:
+        os.stat(binary)
+    except OSError as exc:
+        check_access(str(binary), exc)
+        return (
+            f"{binary} is a symlink to {os.readlink(binary)}, which does not exist: the kubelet "
+            "would NOT start (plugin binary executable did not exist)"
+        )
+    return None
 
 
 def lint_providers(loaded: LoadedConfig, bin_dir: str | None = None) -> list[str]:
@@ -130,11 +172,20 @@ def _node_file_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[
     found = []
     for arg in provider.args or []:
         file_arg = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
-        if file_arg.startswith("/") and not os.path.exists(file_arg):
-            found.append(
-                f"args name {file_arg}, which does not exist on this node: "
-                f"{plugin.name} fails every pull it matches until it does"
-            )
+        if not file_arg.startswith("/"):
+            continue
+        try:
+            os.stat(file_arg)
+        except OSError as exc:
+            if refused_as_non_root(exc):
+                found.append(f"args name {file_arg}: {unreadable(file_arg, exc)}")
+            else:
+                found.append(
+                    f"args name {file_arg}, which does not exist on this node: "
+                    f"{plugin.name} fails every pull it matches until it does"
+                )
+        except ValueError:
+            found.append(f"args name {file_arg!r}, which cannot exist (a NUL byte)")
     return found
 
 

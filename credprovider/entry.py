@@ -28,6 +28,8 @@ PLUGIN_MODULES: Final = {name: f"{package}.main" for name, package in PLUGIN_PAC
 TOOL_NAME: Final = "credprovider"
 PROGRAM_MODULES: Final = {**PLUGIN_MODULES, TOOL_NAME: "credprovider.cli"}
 VERSION_FLAG: Final = "--version"
+# How this executable refuses a name it does not know (the tool's start check recognises it).
+UNKNOWN_PROGRAM_MARK: Final = "unknown program name; run as one of"
 
 
 def program_name(argv0: str) -> str:
@@ -53,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     chosen = resolve(argv)
     if chosen is None:
         sys.stderr.write(
-            f"{program_name(argv[0]) if argv else TOOL_NAME}: unknown program name; run as one of "
+            f"{program_name(argv[0]) if argv else TOOL_NAME}: {UNKNOWN_PROGRAM_MARK} "
             f"{', '.join(PROGRAM_MODULES)} (a symlink to this executable), or pass the name as the "
             "first argument\n"
         )

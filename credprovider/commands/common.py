@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from credprovider.catalog import PLUGINS
@@ -14,7 +14,16 @@ if TYPE_CHECKING:
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
-EXIT_USAGE: Final = 2
+EXIT_USAGE: Final = 2  # a usage error, or an input this user may not read: no verdict
+
+# What validate's exit status means: the one text --help, the README and docs/operators.md give
+# (tests/unit/test_docs.py holds them to it).
+VALIDATE_EXIT_STATUS: Final = (
+    "Exit 0: no errors (the kubelet would start with this config, and with --bin-dir every "
+    "provider's binary runs); 1: errors (the kubelet refuses the config, or a provider can never "
+    "run); 2: no verdict (a usage error, or a file this user may not read). Warnings never change "
+    "the exit status."
+)
 
 # What build_parser hands each command's register().
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
@@ -35,23 +44,22 @@ def mask(password: str, show: bool) -> str:
     return password if show else redact(password)
 
 
-def node_default(given: str | None, default: str, flag: str) -> str | None:
+def node_default(command: str, given: str | None, default: str, flag: str) -> str | None:
     """``given``, else the standard node path when it exists; ``None`` (and one line) if neither."""
     if given:
         return given
-    if Path(default).exists():
+    if os.path.lexists(default):
         return default
-    print(f"credprovider get: give {flag} (nothing at the default {default})", file=sys.stderr)
+    print(
+        f"credprovider {command}: give {flag} (nothing at the default {default})", file=sys.stderr
+    )
     return None
 
 
-def read_text(path: str) -> str:
-    from credprovider.install import InstallError
-
-    try:
-        text: str = Path(path).read_text(encoding="utf-8")
-        return text
-    except UnicodeDecodeError:
-        raise InstallError(f"{path}: not UTF-8 text") from None
-    except OSError as exc:
-        raise InstallError(f"{path}: {exc.strerror or exc}") from None
+def cannot_check(command: str, exc: Exception, as_json: bool = False) -> int:
+    """No verdict: this user may not read something the kubelet would. One line (and, with
+    ``--json``, one object saying so); exit status 2."""
+    if as_json:
+        print_json({"verdict": None, "error": str(exc)})
+    print(f"credprovider {command}: {exc}", file=sys.stderr)
+    return EXIT_USAGE

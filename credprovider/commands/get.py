@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from credprovider.catalog import NODE_BIN_DIR, NODE_CONFIG
@@ -14,6 +13,7 @@ from credprovider.commands.common import (
     EXIT_OK,
     EXIT_USAGE,
     Subcommands,
+    cannot_check,
     mask,
     node_default,
     print_json,
@@ -116,7 +116,7 @@ def _timeout_seconds(text: str) -> float:
     except DurationError as exc:
         raise argparse.ArgumentTypeError(f"{exc} (for example 30s or 1m)") from None
     if not 0 < seconds <= 3600:
-        raise argparse.ArgumentTypeError(f"{text!r} is not between 0s and 1h")
+        raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0s and at most 1h")
     return seconds
 
 
@@ -124,9 +124,10 @@ def _cmd_get(args: argparse.Namespace) -> int:
     from credprovider.config import ConfigError
     from credprovider.config_validate import load_config
     from credprovider.lookup import kubelet_lookup
+    from credprovider.nodefiles import UnreadableError
 
-    args.config = node_default(args.config, NODE_CONFIG, "--config")
-    args.bin_dir = args.config and node_default(args.bin_dir, NODE_BIN_DIR, "--bin-dir")
+    args.config = node_default("get", args.config, NODE_CONFIG, "--config")
+    args.bin_dir = args.config and node_default("get", args.bin_dir, NODE_BIN_DIR, "--bin-dir")
     if not (args.config and args.bin_dir):
         return EXIT_USAGE
 
@@ -137,13 +138,15 @@ def _cmd_get(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         loaded = load_config(args.config)
+        token = _read_token(args.sa_token_file)
     except ConfigError as exc:
         print(
             f"credprovider get: the kubelet would not start with this config: {exc}",
             file=sys.stderr,
         )
         return EXIT_FAILED
-    token = _read_token(args.sa_token_file)
+    except UnreadableError as exc:
+        return cannot_check("get", exc, args.json)
     if token is None:
         return EXIT_FAILED
     report = kubelet_lookup(
@@ -160,14 +163,16 @@ def _cmd_get(args: argparse.Namespace) -> int:
 
 
 def _read_token(path: str | None) -> str | None:
-    """The --sa-token-file's token ('' without one); ``None`` (and one line) if unreadable."""
+    """The --sa-token-file's token ('' without one); ``None`` (and one line) if it cannot be read
+    (:class:`~credprovider.nodefiles.UnreadableError` if only this user may not)."""
+    from credprovider.nodefiles import FileProblem, read_text
+
     if not path:
         return ""
     try:
-        return Path(path).read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
-        print(f"credprovider get: cannot read --sa-token-file {path}: {reason}", file=sys.stderr)
+        return read_text(path).strip()
+    except FileProblem as exc:
+        print(f"credprovider get: cannot read --sa-token-file {exc}", file=sys.stderr)
         return None
 
 

@@ -12,14 +12,15 @@ from credprovider.commands.common import (
     EXIT_OK,
     EXIT_USAGE,
     Subcommands,
+    cannot_check,
     print_json,
-    read_text,
 )
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
     from credprovider.install import InstallError
     from credprovider.migrate import flags_from_file, plan_migration
+    from credprovider.nodefiles import FileProblem, UnreadableError, read_text
 
     if not (args.kubelet_flags or args.kubelet_flags_file or args.kubelet_config):
         print(
@@ -46,9 +47,11 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         plan = plan_migration(
             " ".join(flags), config_text, args.bin_dir, args.config_out, providers
         )
-    except InstallError as exc:
+    except (InstallError, FileProblem) as exc:
         print(f"credprovider migrate: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except UnreadableError as exc:
+        return cannot_check("migrate", exc, args.json)
     if args.json:
         print_json(
             {

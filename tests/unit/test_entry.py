@@ -48,7 +48,7 @@ def test_program_name_strips_directory_and_exe() -> None:
 
 def test_unknown_name_is_a_clear_error() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "credprovider", "nope"],
+        [sys.executable, "-c", "from credprovider.entry import main; main(['/x/nope'])"],
         capture_output=True,
         env=dict(os.environ, PYTHONPATH=str(REPO)),
         check=False,

@@ -239,7 +239,7 @@ def test_migrate_reads_kubeadm_flags_env_and_takes_providers(tmp_path: Path) -> 
     assert missing.returncode == 1
     assert (
         missing.stderr
-        == f"credprovider migrate: {tmp_path / 'nope.env'}: No such file or directory\n"
+        == f"credprovider migrate: {tmp_path / 'nope.env'}: no such file or directory\n"
     )
     unknown = cli("migrate", "--kubelet-flags=--cloud-provider=external", "--providers", "gce")
     assert unknown.returncode == 1 and "unknown provider gce" in unknown.stderr

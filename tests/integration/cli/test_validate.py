@@ -10,7 +10,14 @@ import pytest
 import yaml
 
 from credprovider.catalog import PLUGINS
-from tests.helpers import CONFIG_DIR, CONFIG_EXAMPLES, config_file, provider_entry
+from tests.helpers import (
+    BUNDLE_DIR,
+    CONFIG_DIR,
+    CONFIG_EXAMPLES,
+    config_file,
+    provider_entry,
+    require_bundle,
+)
 from tests.helpers import run_cli as cli
 from tests.integration.cli.conftest import write
 from tests.integration.kubelet_config_cases import CASES, OK, P
@@ -97,9 +104,9 @@ def test_validate_checks_binaries_in_the_bin_dir(tmp_path: Path) -> None:
     assert report["errors"] == [
         f"provider 'ecr-credential-provider': {bin_dir}/ecr-credential-provider does not exist: the "
         "kubelet would NOT start (plugin binary executable did not exist)",
-        f"provider 'auth-provider-gcp': {bin_dir}/auth-provider-gcp is not an executable file: the "
-        "kubelet starts, but every pull it matches fails (chmod +x it, or link the bundle's "
-        "executable there)",
+        f"provider 'auth-provider-gcp': {bin_dir}/auth-provider-gcp cannot be started: permission "
+        "denied (not executable: chmod +x it, or link the bundle's executable): every pull it "
+        "matches fails",
         f"provider 'acr-credential-provider': {bin_dir}/acr-credential-provider is a symlink to "
         f"{tmp_path / 'gone'}, which does not exist: the kubelet would NOT start (plugin binary "
         "executable did not exist)",
@@ -115,6 +122,7 @@ def test_validate_checks_binaries_in_the_bin_dir(tmp_path: Path) -> None:
 def test_validate_on_a_node_warns_about_files_the_args_name(tmp_path: Path) -> None:
     """With --bin-dir (checking a node), a file an argument names must exist there; without it
     (checking a config anywhere) the file is not looked for."""
+    require_bundle()
     azure_json = tmp_path / "azure.json"
     config = config_file(
         tmp_path,
@@ -126,7 +134,7 @@ def test_validate_on_a_node_warns_about_files_the_args_name(tmp_path: Path) -> N
     )
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "acr-credential-provider").symlink_to("/bin/true")
+    (bin_dir / "acr-credential-provider").symlink_to(BUNDLE_DIR / "acr-credential-provider")
     on_node = json.loads(cli("validate", str(config), "--bin-dir", str(bin_dir), "--json").stdout)
     assert on_node["valid"] is True
     assert on_node["warnings"] == [

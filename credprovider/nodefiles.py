@@ -1,0 +1,122 @@
+"""Files an operator names to the ``credprovider`` tool (configs, flag files, tokens, directories),
+read the way the kubelet would read them, but bounded and honest about who is reading.
+
+* The kubelet runs as root. When this tool runs as another user and the kernel refuses it a file or
+  directory, that says nothing about what the kubelet would do: :class:`UnreadableError` says so
+  ("cannot read X as uid N ...; run this as root"), and no command turns it into a kubelet verdict.
+* A FIFO, device or socket is never opened for reading (it could block for ever or never end), and a
+  regular file is read up to a size limit: a file an operator names cannot hang the tool or exhaust
+  its memory.
+
+Not on the exec path.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from typing import Final
+
+from credprovider.errors import CredproviderError
+
+# Far above any real config, flag file or token; far below what would hurt the machine.
+MAX_FILE_BYTES: Final = 4 * 1024 * 1024
+_REFUSED: Final = (errno.EACCES, errno.EPERM)
+
+
+class UnreadableError(CredproviderError):
+    """This user may not read something the kubelet (root) would read: no verdict can be given."""
+
+
+class FileProblem(CredproviderError):
+    """The file itself stops anyone reading it (missing, not a regular file, too large, not UTF-8):
+    the kubelet, reading it, would fail too. ``reason`` is the short cause, Go-errno style."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def refused_as_non_root(exc: OSError) -> bool:
+    """Was ``exc`` a permission refusal that root (the kubelet) would not get?"""
+    return exc.errno in _REFUSED and os.geteuid() != 0
+
+
+def unreadable(path: str, exc: OSError) -> UnreadableError:
+    """The one sentence for a path this (non-root) user may not read."""
+    return UnreadableError(
+        f"cannot read {path} as uid {os.geteuid()} ({(exc.strerror or str(exc)).lower()}); the "
+        "kubelet runs as root and may well read it: run this command as root"
+    )
+
+
+def check_access(path: str, exc: OSError) -> None:
+    """Raise :class:`UnreadableError` for a refusal only this user gets; else return (the caller
+    then reports ``exc`` as the kubelet would)."""
+    if refused_as_non_root(exc):
+        raise unreadable(path, exc) from None
+
+
+def read_bytes(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """A regular file's bytes, at most ``limit`` of them; never opens a FIFO or device.
+
+    Raises :class:`UnreadableError` (this user only) or :class:`FileProblem` (any reader)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as exc:
+        check_access(path, exc)
+        raise FileProblem(path, (exc.strerror or str(exc)).lower()) from None
+    except ValueError:  # a NUL in the path
+        raise FileProblem(path, "the path contains a NUL byte") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise FileProblem(path, "is a directory")
+        if not stat.S_ISREG(info.st_mode):
+            raise FileProblem(path, f"is a {_file_kind(info.st_mode)}, not a regular file")
+        chunks = []
+        size = 0
+        while chunk := os.read(fd, min(1 << 20, limit + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise FileProblem(path, f"is larger than {limit // (1024 * 1024)} MiB")
+        return b"".join(chunks)
+    except OSError as exc:
+        check_access(path, exc)
+        raise FileProblem(path, (exc.strerror or str(exc)).lower()) from None
+    finally:
+        os.close(fd)
+
+
+def read_text(path: str, limit: int = MAX_FILE_BYTES) -> str:
+    """:func:`read_bytes` decoded as UTF-8 (a :class:`FileProblem` if it is not)."""
+    data = read_bytes(path, limit)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FileProblem(path, f"is not UTF-8 text (byte {exc.start})") from None
+
+
+def list_directory(path: str) -> list[os.DirEntry[str]]:
+    """A directory's entries (``os.scandir``), with this user's refusal as :class:`UnreadableError`."""
+    try:
+        with os.scandir(path) as entries:
+            return list(entries)
+    except OSError as exc:
+        check_access(path, exc)
+        raise FileProblem(path, (exc.strerror or str(exc)).lower()) from None
+
+
+def _file_kind(mode: int) -> str:
+    for test, kind in (
+        (stat.S_ISFIFO, "FIFO"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISSOCK, "socket"),
+    ):
+        if test(mode):
+            return kind
+    return "special file"
