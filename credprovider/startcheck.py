@@ -28,6 +28,7 @@ from typing import Final
 
 from credprovider.catalog import plugin_for_name
 from credprovider.entry import UNKNOWN_PROGRAM_MARK, VERSION_FLAG
+from credprovider.errors import CredproviderError
 
 # What our launcher says when it is not in a whole bundle (release/launcher.c, INSTALL_HINT): the
 # file is ours, but it cannot start.
@@ -214,3 +215,24 @@ def _signal_name(number: int) -> str:
         return signal.Signals(number).name
     except ValueError:
         return f"signal {number}"
+
+
+def credprovider_version(executable: str, timeout: float = START_TIMEOUT_SECONDS) -> str:
+    """The version a credprovider executable answers ``--version`` with (``0.1.0``); raises
+    :class:`NotCredprovider` saying what it did instead."""
+    run = _run([executable, VERSION_FLAG], kubelet_environment(()), timeout)
+    if isinstance(run, str):
+        raise NotCredprovider(f"{executable} cannot be started: {run}")
+    code, stdout, stderr = run
+    first = stdout.splitlines()[0] if stdout else ""
+    if first.endswith(VERSION_MARK) and " version " in first:
+        return first.removesuffix(VERSION_MARK).rsplit(" version ", 1)[1]
+    said = _first(stderr) or _first(stdout) or "nothing"
+    raise NotCredprovider(
+        f"{executable} is not a working credprovider executable: {VERSION_FLAG} gave exit {code} "
+        f"and {said!r}, not credprovider's version line"
+    )
+
+
+class NotCredprovider(CredproviderError):
+    """The file is not a credprovider executable that runs."""

@@ -25,3 +25,19 @@ def bin_dir(tmp_path: Path) -> Path:
     for plugin in PLUGINS.values():
         (directory / plugin.name).symlink_to(BUNDLE_DIR / plugin.name)
     return directory
+
+
+def fake_bundle(directory: Path, version: str) -> Path:
+    """A stand-in credprovider bundle: a launcher that answers --version as credprovider does (under
+    the name it is run as) and refuses anything else, next to _internal/ and its manifest."""
+    (directory / "_internal").mkdir(parents=True)
+    (directory / "_internal" / "credprovider.files").write_text(f"0 version-{version}\n")
+    exe = directory / "credprovider"
+    exe.write_text(
+        "#!/bin/sh\n"
+        'for arg; do [ "$arg" = --version ] && '
+        f'{{ echo "$(basename "$0") version {version} (credprovider)"; exit 0; }}; done\n'
+        'echo "$(basename "$0"): no request" >&2\nexit 1\n'
+    )
+    exe.chmod(0o755)
+    return exe

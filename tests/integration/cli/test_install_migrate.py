@@ -14,20 +14,15 @@ import yaml
 from credprovider.catalog import PLUGINS
 from tests.helpers import BUNDLE_DIR
 from tests.helpers import run_cli as cli
-from tests.integration.cli.conftest import write
+from tests.integration.cli.conftest import fake_bundle, write
 
 # --- install / migrate --------------------------------------------------------------------------------
 
 
 @pytest.fixture
 def target(tmp_path: Path) -> Path:
-    """A stand-in bundle: an executable next to an _internal directory."""
-    bundle = tmp_path / "bundle"
-    (bundle / "_internal").mkdir(parents=True)
-    exe = bundle / "credprovider"
-    exe.write_text("#!/bin/sh\n")
-    exe.chmod(0o755)
-    return exe
+    """A stand-in bundle (tests/integration/cli/conftest.py)."""
+    return fake_bundle(tmp_path / "bundle", "0.2.0")
 
 
 def test_install_links_writes_a_valid_config_and_is_idempotent(
@@ -85,11 +80,14 @@ def test_install_never_overwrites_a_different_file_without_force(
     ]
     refused = cli(*args)
     assert refused.returncode == 1
-    assert "exists and is not a link" in refused.stderr and "--force" in refused.stderr
+    assert "not a credprovider link" in refused.stderr and "--force" in refused.stderr
     assert (bin_dir / "ecr-credential-provider").read_text() == "someone else's plugin"
     forced = cli(*args, "--force")
     assert forced.returncode == 0
     assert os.readlink(bin_dir / "ecr-credential-provider") == str(target)
+    backups = list(bin_dir.glob("ecr-credential-provider.credprovider-backup-*"))
+    assert [b.read_text() for b in backups] == ["someone else's plugin"]
+    assert f"the old one kept as {backups[0]}" in forced.stdout
 
 
 def test_install_copy_puts_the_bundle_in_the_bin_dir(tmp_path: Path, target: Path) -> None:
@@ -144,6 +142,99 @@ def test_install_needs_a_target_from_source(tmp_path: Path) -> None:
         "install", "--bin-dir", str(tmp_path / "b"), "--config-out", str(tmp_path / "c.yaml")
     )
     assert result.returncode == 1 and "pass --target" in result.stderr
+
+
+def test_install_refuses_a_target_that_is_not_credprovider(tmp_path: Path) -> None:
+    """--target /bin/true: nothing is linked or written, and the line says why."""
+    bin_dir, config = tmp_path / "b", tmp_path / "c.yaml"
+    result = cli(
+        "install", "--bin-dir", str(bin_dir), "--config-out", str(config), "--target", "/bin/true"
+    )
+    assert result.returncode == 1
+    assert "is not a working credprovider executable" in result.stderr
+    assert "nothing was installed" in result.stderr
+    assert not bin_dir.exists() and not config.exists()
+
+
+def _install(tmp_path: Path, target: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return cli(
+        "install",
+        "--bin-dir",
+        str(tmp_path / "plugins"),
+        "--config-out",
+        str(tmp_path / "c.yaml"),
+        "--target",
+        str(target),
+        "--providers",
+        "aws,gcp",
+        "--json",
+        *extra,
+    )
+
+
+def test_install_is_all_or_nothing_and_lists_every_step(tmp_path: Path, target: Path) -> None:
+    """A config with other content is refused: no link is made, and --json lists each step."""
+    write(tmp_path / "c.yaml", "# the operator's own config\n")
+    result = _install(tmp_path, target)
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    assert report["applied"] is False
+    assert [(c["action"], c["refused"] is not None) for c in report["changes"]] == [
+        ("link", False),
+        ("link", False),
+        ("write", True),
+    ]
+    assert "nothing was changed: 1 step(s) refused" in result.stderr
+    assert not (tmp_path / "plugins").exists()
+    assert (tmp_path / "c.yaml").read_text() == "# the operator's own config\n"
+    forced = json.loads(_install(tmp_path, target, "--force").stdout)
+    assert forced["applied"] is True and forced["errors"] == []
+    backup = Path(forced["changes"][2]["backup"])
+    assert backup.read_text() == "# the operator's own config\n"
+    assert len(forced["checked"]) == 2, forced["checked"]
+
+
+def test_install_upgrades_links_into_an_older_bundle_without_force(
+    tmp_path: Path, target: Path
+) -> None:
+    old = fake_bundle(tmp_path / "credprovider-0.1.0", "0.1.0")
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    (plugins / "ecr-credential-provider").symlink_to(old)
+    (plugins / "auth-provider-gcp").symlink_to(old)
+    result = _install(tmp_path, target)
+    assert result.returncode == 0, result.stderr
+    changes = json.loads(result.stdout)["changes"]
+    assert [c["action"] for c in changes] == ["upgrade", "upgrade", "write"]
+    assert "upgrade from 0.1.0 to 0.2.0" in changes[0]["detail"]
+    assert os.readlink(plugins / "ecr-credential-provider") == str(target)
+    assert not list(plugins.glob("*backup*"))
+
+
+def test_install_copy_compares_version_and_content(tmp_path: Path) -> None:
+    """--copy: the same bundle again is unchanged; another version replaces the copy (an upgrade,
+    no --force), and the links never point at nothing."""
+    first = fake_bundle(tmp_path / "v1", "0.1.0")
+    assert _install(tmp_path, first, "--copy").returncode == 0
+    again = json.loads(_install(tmp_path, first, "--copy").stdout)["changes"]
+    assert again[0]["action"] == "unchanged"
+    second = fake_bundle(tmp_path / "v2", "0.2.0")
+    upgraded = _install(tmp_path, second, "--copy")
+    assert upgraded.returncode == 0, upgraded.stderr
+    copy = json.loads(upgraded.stdout)["changes"][0]
+    assert copy["action"] == "upgrade" and "upgrade from 0.1.0 to 0.2.0" in copy["detail"]
+    linked = subprocess.run(
+        [str(tmp_path / "plugins" / "ecr-credential-provider"), "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert linked.stdout == "ecr-credential-provider version 0.2.0 (credprovider)\n"
+    assert sorted(p.name for p in (tmp_path / "plugins").iterdir()) == [
+        ".credprovider",
+        "auth-provider-gcp",
+        "ecr-credential-provider",
+    ]
 
 
 @pytest.mark.parametrize(
