@@ -149,6 +149,28 @@ def bare_registry_host(reference: str) -> str | None:
     return reference.lower()
 
 
+def bare_host_hint(reference: str) -> str | None:
+    """The one sentence every command and plugin gives for an image that is only a registry host
+    (``None`` for anything else)."""
+    host = bare_registry_host(reference)
+    if host is None:
+        return None
+    return (
+        f"{reference!r} names only a registry host, no repository (as an image, the kubelet would "
+        f"pull docker.io/library/{reference} from Docker Hub): did you mean {host}/<repository>?"
+    )
+
+
+def kubelet_image(reference: str) -> str:
+    """The image string the kubelet passes to plugins and matches against ``matchImages`` for what
+    an operator writes in a pod, or :class:`ImageError` with the one hint everything gives (a bare
+    registry host included: it is always a mistake)."""
+    hint = bare_host_hint(reference)
+    if hint is not None:
+        raise ImageError(hint)
+    return parse_image(reference).name
+
+
 def parse_image(reference: str) -> ImageRef:
     """Normalize an image reference like the kubelet (docker's ``ParseNormalizedNamed().Name()``).
 

@@ -29,7 +29,7 @@ from credprovider.catalog import plugin_for_name
 from credprovider.config import CredentialProvider, LoadedConfig
 from credprovider.goformat import SECOND, parse_go_duration
 from credprovider.imageref import registry_of
-from credprovider.matching import closest_misses, explain_key_mismatch, keyring_lookup, urls_match
+from credprovider.matching import explain_key_mismatch, keyring_lookup
 from credprovider.runtime.redact import register_secret, scrub
 
 KUBELET_EXEC_TIMEOUT_SECONDS: Final = 60.0
@@ -245,12 +245,17 @@ def kubelet_lookup(
     timeout: float = KUBELET_EXEC_TIMEOUT_SECONDS,
 ) -> LookupReport:
     """Every provider in config order: matched or not, and what running it gave."""
+    from credprovider.selection import select_providers
+
+    selections = select_providers(
+        image, [(p.name or "", p.matchImages or []) for p in loaded.providers]
+    )
     reports = []
-    for provider in loaded.providers:
-        patterns = provider.matchImages or []
-        if not any(urls_match(pattern, image) for pattern in patterns):
-            misses = closest_misses(patterns, image)
-            reports.append(ProviderReport(name=provider.name or "", matched=False, misses=misses))
+    for provider, selection in zip(loaded.providers, selections, strict=True):
+        if not selection.matched:
+            reports.append(
+                ProviderReport(selection.name, matched=False, misses=list(selection.misses))
+            )
             continue
         reports.append(run_provider(provider, bin_dir, image, token, annotations or {}, timeout))
     return LookupReport(image, reports)

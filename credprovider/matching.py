@@ -368,23 +368,48 @@ def explain_pattern_mismatch(pattern: str, image: str, what: str = "pattern") ->
         return f"the image path does not start with the {what}'s path {pattern_url.path!r}"
     for position, (glob, label) in enumerate(zip(labels, image_labels, strict=True), 1):
         if not go_path_match(glob, label):
-            return f"host label {position} {label!r} does not match {glob!r}"
+            case = (
+                ": the kubelet compares host names case-sensitively, so write the host in lower case"
+                if go_path_match(glob, label.lower())
+                else ""
+            )
+            return f"host label {position} {label!r} does not match {glob!r}{case}"
     return f"a host label does not match the {what}'s pattern"
 
 
+def _family_score(pattern: str, image: str) -> int:
+    """How many host labels, from the right, ``pattern`` and ``image`` share (each label matched as
+    a glob, case aside): how near the pattern is to being for the image's registry at all."""
+    pattern_url = go_parse_url("https://" + pattern)
+    image_url = go_parse_url("https://" + image)
+    if pattern_url is None or image_url is None:
+        return 0
+    globs, _ = _split_url_host(pattern_url.host)
+    labels, _ = _split_url_host(image_url.host)
+    score = 0
+    for glob, label in zip(reversed(globs), reversed(labels), strict=False):
+        if not go_path_match(glob.lower(), label.lower()):
+            break
+        score += 1
+    return score if score >= min(2, len(globs)) else 0
+
+
 def closest_misses(patterns: list[str], image: str, limit: int = 3) -> list[tuple[str, str]]:
-    """(pattern, why it misses) for the patterns nearest to matching ``image``: same host label
-    count and port first, then same label count, then the rest; config order within each."""
+    """(pattern, why it misses) for the patterns nearest to matching ``image``, only those for the
+    same host family (sharing at least the last two host labels, or all of a shorter pattern's):
+    most labels shared first, then same port and label count, then config order. A provider whose
+    patterns are all for other registries has none."""
 
-    def rank(item: tuple[str, str]) -> int:
-        reason = item[1]
+    def rank(item: tuple[int, str, str]) -> tuple[int, int]:
+        score, _, reason = item
         if reason.startswith("port differs"):
-            return 1
-        return 2 if reason.startswith(("host label count", "the kubelet cannot")) else 0
+            return -score, 1
+        return -score, 2 if reason.startswith(("host label count", "the kubelet cannot")) else 0
 
-    reasons = [
-        (pattern, reason)
+    near = [
+        (score, pattern, reason)
         for pattern in patterns
         if (reason := explain_pattern_mismatch(pattern, image)) is not None
+        and (score := _family_score(pattern, image))
     ]
-    return sorted(reasons, key=rank)[:limit]
+    return [(pattern, reason) for _, pattern, reason in sorted(near, key=rank)[:limit]]

@@ -19,7 +19,7 @@ from credprovider.commands.common import (
     print_json,
 )
 from credprovider.goformat import SECOND, format_go_duration
-from credprovider.imageref import ImageError, parse_image
+from credprovider.imageref import ImageError, kubelet_image, registry_of
 from credprovider.runtime.redact import printable, safe_line
 
 if TYPE_CHECKING:
@@ -72,7 +72,9 @@ def _print_report(report: LookupReport, show: bool) -> None:
         if not provider.matched:
             print(f"- {printable(provider.name)}: matchImages do not match {report.image}: not run")
             for pattern, reason in provider.misses:
-                print(f"    {pattern!r}: {reason}")
+                print(f"    nearest {pattern!r}: {reason}")
+            if not provider.misses:
+                print(f"    (none of its patterns is for {registry_of(report.image)})")
             continue
         if provider.skipped:
             print(f"- {printable(provider.name)}: matched, not run: {provider.skipped}")
@@ -82,7 +84,12 @@ def _print_report(report: LookupReport, show: bool) -> None:
             f"- {printable(provider.name)}: matched, ran in {provider.seconds * 1000:.0f} ms, {status}"
         )
         if provider.error:
-            print(f"    the kubelet uses nothing from it: {safe_line(provider.error)}")
+            said = provider.stderr.strip()
+            head = provider.error.removesuffix(f": {said}") if said else provider.error
+            print(f"    the kubelet uses nothing from it: {safe_line(head)}")
+            for line in said.splitlines():
+                if line.strip():
+                    print(f"    said: {safe_line(line)}")
             continue
         for line in provider.decisions:
             print(f"    said: {safe_line(line)}")
@@ -132,7 +139,7 @@ def _cmd_get(args: argparse.Namespace) -> int:
         return EXIT_USAGE
 
     try:
-        image = parse_image(args.image).name
+        image = kubelet_image(args.image)
     except ImageError as exc:
         print(f"credprovider get: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from credprovider.commands.common import (
     EXAMPLE_IMAGE,
     EXAMPLE_PATTERN,
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_USAGE,
     Subcommands,
 )
-from credprovider.imageref import ImageError, parse_image
+from credprovider.imageref import ImageError, kubelet_image
 from credprovider.matching import explain_pattern_mismatch
 
 
 def _cmd_match(args: argparse.Namespace) -> int:
     try:
-        image = parse_image(args.image).name
-    except ImageError:
-        image = args.image  # a key or URL-like string: matched as given, as the kubelet would
+        image = kubelet_image(args.image)
+    except ImageError as exc:
+        print(f"credprovider match: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     reason = explain_pattern_mismatch(args.pattern, image)
     print("match" if reason is None else f"no match: {reason}")
     if image != args.image:
@@ -36,7 +39,8 @@ def register(sub: Subcommands) -> None:
             "number of labels, '*' matches within one label, and the image path must start with the "
             "pattern's path. The image is normalized as the kubelet does (nginx -> "
             "docker.io/library/nginx, tag and digest dropped); a miss says which rule failed and, "
-            "for a port, the pattern to add. Exit 0 on match, 1 on no match, 2 on usage error."
+            "for a port, the pattern to add. Exit 0 on match, 1 on no match, 2 for a usage error or "
+            "an IMAGE that is not an image (the same hint explain, get and the plugins give)."
         ),
     )
     match.add_argument("pattern", help=f"e.g. '{EXAMPLE_PATTERN}'")

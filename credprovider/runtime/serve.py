@@ -18,7 +18,7 @@ from credprovider.api import (
 )
 from credprovider.errors import ProviderError, UsageError
 from credprovider.goformat import SECOND, format_go_duration, go_quote
-from credprovider.imageref import bare_registry_host
+from credprovider.imageref import bare_host_hint
 from credprovider.runtime.args import CommonOptions, help_text, split_common_args
 from credprovider.runtime.caching import with_cache
 from credprovider.runtime.deadline import (
@@ -144,13 +144,9 @@ def answer(
         f"request: apiVersion={request.api_version} image={go_quote(clip(request.image))}"
         f"{' with a service account token' if request.service_account_token else ''}",
     )
-    bare_host = bare_registry_host(request.image)
-    if bare_host is not None:
-        # The kubelet matched it by that host; as a reference it would be a Docker Hub name.
-        raise ProviderError(
-            f"the image {go_quote(clip(request.image))} names only a registry host, no "
-            f"repository: did you mean {bare_host}/<repository>? (fix the pod's image)"
-        )
+    bare_host = bare_host_hint(clip(request.image))
+    if bare_host is not None:  # never from the kubelet (it normalizes), but from an operator
+        raise ProviderError(f"{bare_host} (fix the pod's image)")
     deadline.phase = "getting credentials"
     creds = with_cache(_RoutingSdkLogs(provider), cache_dir).get_credentials(request, ctx)
     answered_at = ctx.now()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from credprovider.imageref import bare_host_hint
 from tests.fakes.aws import FakeEcr
 from tests.fakes.http import FakeResponse, FakeServer
 from tests.helpers import request_bytes, run_plugin
@@ -125,8 +126,5 @@ def test_a_bare_registry_host_asks_for_the_repository(
     host = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
     run = run_plugin(PLUGIN, request_bytes(host), env=aws_env(server.url, moto_server))
     assert (run.code, run.stdout) == (1, b"")
-    assert run.error_lines == [
-        f'{PLUGIN}: error: the image "{host}" names only a registry host, no repository: did you '
-        f"mean {host}/<repository>? (fix the pod's image)"
-    ]
+    assert run.error_lines == [f"{PLUGIN}: error: {bare_host_hint(host)} (fix the pod's image)"]
     assert fake.calls == []

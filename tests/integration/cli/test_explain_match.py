@@ -130,6 +130,7 @@ def test_explain_asks_for_the_repository_of_a_bare_registry_host() -> None:
     result = cli("explain", "myreg.azurecr.io")
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == (
-        "credprovider explain: 'myreg.azurecr.io' names only a registry host, no repository: did "
+        "credprovider explain: 'myreg.azurecr.io' names only a registry host, no repository (as an "
+        "image, the kubelet would pull docker.io/library/myreg.azurecr.io from Docker Hub): did "
         "you mean myreg.azurecr.io/<repository>?\n"
     )

@@ -225,4 +225,4 @@ def test_get_says_why_each_provider_did_not_match(tmp_path: Path) -> None:
         "'*.dkr.ecr.*.amazonaws.com:5000'",
     }
     text = cli("get", image, "--config", str(config), "--bin-dir", str(tmp_path)).stdout
-    assert "    '*.dkr.ecr.*.amazonaws.com': port differs" in text
+    assert "    nearest '*.dkr.ecr.*.amazonaws.com': port differs" in text
