@@ -50,8 +50,8 @@ def explain_image(
         return {
             **result,
             "recognized": False,
-            "action": "no provider's matchImages match it: the kubelet runs no plugin and pulls "
-            "without their credentials",
+            "action": "nothing: the kubelet runs no plugin for it and pulls without their "
+            "credentials (pull secrets and the node's docker config may still apply)",
         }
     if chosen not in BY_NAME:
         return {

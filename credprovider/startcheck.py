@@ -207,7 +207,7 @@ def _interpreter(path: str) -> str:
 
 def _first(text: str) -> str:
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[0][:300] if lines else ""
+    return lines[0][:600] if lines else ""
 
 
 def _signal_name(number: int) -> str:
