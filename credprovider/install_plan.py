@@ -81,6 +81,8 @@ def plan_install(
         raise InstallError(
             f"unknown provider(s) {', '.join(unknown)}: choose from {', '.join(PLUGINS)}"
         )
+    for place in (Path(bin_dir), Path(config_out).parent):
+        _check_writable(place)
     executable = bundle_executable(target)
     try:
         version = credprovider_version(str(executable))
@@ -101,6 +103,23 @@ def plan_install(
         )
     plan.changes.append(_plan_config(plan.config_out, plan.config_text, force, stamp))
     return plan
+
+
+def _check_writable(directory: Path) -> None:
+    """Refuse, before anything is changed, a directory this user could not create or write in."""
+    from credprovider.nodefiles import unreadable
+
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if os.access(existing, os.W_OK | os.X_OK):
+        return
+    if os.geteuid() != 0:
+        error = PermissionError(13, "permission denied")
+        raise unreadable(str(existing), error, "write in")
+    raise InstallError(
+        f"cannot write in {existing} (a read-only file system?): nothing was changed"
+    )
 
 
 def _bundle_of(path: Path) -> Path | None:

@@ -44,11 +44,11 @@ def refused_as_non_root(exc: OSError) -> bool:
     return exc.errno in _REFUSED and os.geteuid() != 0
 
 
-def unreadable(path: str, exc: OSError) -> UnreadableError:
-    """The one sentence for a path this (non-root) user may not read."""
+def unreadable(path: str, exc: OSError, verb: str = "read") -> UnreadableError:
+    """The one sentence for a path this (non-root) user may not read (or write)."""
     return UnreadableError(
-        f"cannot read {path} as uid {os.geteuid()} ({(exc.strerror or str(exc)).lower()}); the "
-        "kubelet runs as root and may well read it: run this command as root"
+        f"cannot {verb} {path} as uid {os.geteuid()} ({(exc.strerror or str(exc)).lower()}); the "
+        "kubelet runs as root and may well do so: run this command as root"
     )
 
 
