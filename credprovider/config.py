@@ -38,7 +38,15 @@ _OTHER_REGISTERED_KINDS: Final = frozenset(
 
 
 class ConfigError(CredproviderError, ValueError):
-    """The kubelet would refuse this config at start-up; the message is the kubelet's."""
+    """The kubelet would refuse the config: ``str()`` is its message, word for word; ``hint`` is
+    what credprovider adds after it (which files, what to change), shown by :meth:`describe`."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+    def describe(self) -> str:
+        return f"{self} ({self.hint})" if self.hint else str(self)
 
 
 class _Strict(BaseModel):
@@ -246,7 +254,8 @@ def decode_config(text: str) -> CredentialProviderConfig:
         if version != "v1" and provider.tokenAttributes is not None:
             index = (config.providers or []).index(provider)
             raise ConfigError(
-                f'strict decoding error: unknown field "providers[{index}].tokenAttributes"'
+                f'strict decoding error: unknown field "providers[{index}].tokenAttributes"',
+                hint="tokenAttributes exists only in apiVersion kubelet.config.k8s.io/v1: use it",
             )
         if provider.defaultCacheDuration is not None:
             try:
@@ -317,12 +326,16 @@ def read_config(path: str) -> LoadedConfig:
         try:
             config = decode_config(text)
         except ConfigError as exc:
-            raise ConfigError(f"error decoding config {go_quote(str(file))}: {exc}") from None
+            raise ConfigError(
+                f"error decoding config {go_quote(str(file))}: {exc}", exc.hint
+            ) from None
         for provider in config.providers or []:
             name = provider.name or ""
             if name in seen:
+                first = provider_sources[[p.name for p in providers].index(provider.name)]
                 raise ConfigError(
-                    f"duplicate provider name {go_quote(name)} found in configuration file(s)"
+                    f"duplicate provider name {go_quote(name)} found in configuration file(s)",
+                    hint=f"in {first} and in {file}",
                 )
             seen.add(name)
             providers.append(provider)

@@ -100,8 +100,10 @@ def lint_providers(loaded: LoadedConfig, bin_dir: str | None = None) -> list[str
     warnings: list[str] = []
     for provider in loaded.providers:
         name = provider.name or ""
-        found = _pattern_lints(provider)
+        found = _pattern_lints(provider) + _placeholder_lints(provider)
         plugin = plugin_for_name(name)
+        if plugin is None:
+            found += _near_name_lints(name)
         if plugin is not None:
             found += _coverage_lints(provider, plugin)
             env_names = {var.name or "" for var in provider.env or []}
@@ -117,6 +119,16 @@ def _pattern_lints(provider: CredentialProvider) -> list[str]:
     """matchImages the kubelet never matches, and a zero defaultCacheDuration."""
     found = []
     for pattern in provider.matchImages or []:
+        if not pattern.strip():
+            found.append(f"matchImages has an empty pattern {pattern!r}: it never matches an image")
+            continue
+        scheme, sep, rest = pattern.partition("://")
+        if sep:
+            found.append(
+                f"matchImages {pattern!r} has a URL scheme, which the kubelet does not strip: it "
+                f"never matches an image (remove {scheme + sep!r}: {rest!r})"
+            )
+            continue
         path = pattern.split("/", 1)[1] if "/" in pattern else ""
         if "*" in path:
             found.append(
@@ -203,3 +215,47 @@ def _annotation_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list
         for key in keys
         if key not in plugin.annotation_keys
     ]
+
+
+def _placeholders(value: str) -> list[str]:
+    """ALL-CAPS words standing for a value to fill in (``PROJECT``, ``ACCOUNT_ID``), as the examples
+    and the clouds' docs write them."""
+    words = value.replace("/", " ").replace("=", " ").replace(".", " ").replace(":", " ").split()
+    return [w for w in words if len(w) >= 3 and w.isupper() and w.replace("_", "").isalpha()]
+
+
+def _placeholder_lints(provider: CredentialProvider) -> list[str]:
+    """Placeholders left from an example in args, env values or the token audience."""
+    values = [*(provider.args or []), *(var.value or "" for var in provider.env or [])]
+    if provider.tokenAttributes is not None:
+        values.append(provider.tokenAttributes.serviceAccountTokenAudience or "")
+    left = list(dict.fromkeys(word for value in values for word in _placeholders(value)))
+    if not left:
+        return []
+    what = "looks like a placeholder" if len(left) == 1 else "look like placeholders"
+    return [f"{', '.join(left)} {what} left from an example: put your own values there"]
+
+
+def _near_name_lints(name: str) -> list[str]:
+    """A provider name one edit away from one of our plugins: the kubelet execs it by that name."""
+    from credprovider.catalog import BY_NAME
+
+    near = [known for known in BY_NAME if _one_edit(name, known)]
+    if not near:
+        return []
+    return [
+        f"the name is one letter off {near[0]!r}: the kubelet runs the file named {name!r} in the "
+        f"bin dir, so did you mean {near[0]!r}?"
+    ]
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Are ``a`` and ``b`` different but one insertion, deletion or substitution apart?"""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) > len(b):
+        a, b = b, a
+    for i in range(len(a)):
+        if a[i] != b[i]:
+            return a[i + (len(a) == len(b)) :] == b[i + 1 :]
+    return True

@@ -32,7 +32,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
         return cannot_check("explain", exc, args.json)
     except ConfigError as exc:
         print(
-            f"credprovider explain: the kubelet would not start with {args.config}: {exc}",
+            f"credprovider explain: the kubelet would not start with {args.config}: {exc.describe()}",
             file=sys.stderr,
         )
         return EXIT_FAILED

@@ -148,7 +148,7 @@ def _cmd_get(args: argparse.Namespace) -> int:
         token = _read_token(args.sa_token_file)
     except ConfigError as exc:
         print(
-            f"credprovider get: the kubelet would not start with this config: {exc}",
+            f"credprovider get: the kubelet would not start with this config: {exc.describe()}",
             file=sys.stderr,
         )
         return EXIT_FAILED

@@ -30,9 +30,17 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         warnings = checked.warnings + lint_providers(loaded, args.bin_dir)
     except ConfigError as exc:
         if args.json:
-            print_json({"valid": False, "error": str(exc), "errors": [str(exc)], "warnings": []})
+            print_json(
+                {
+                    "valid": False,
+                    "error": str(exc),
+                    "errors": [str(exc)],
+                    "hint": exc.hint,
+                    "warnings": [],
+                }
+            )
         else:
-            print(f"invalid: {exc}")
+            print(f"invalid: {exc.describe()}")
         return EXIT_FAILED
     except UnreadableError as exc:
         return cannot_check("validate", exc, args.json)

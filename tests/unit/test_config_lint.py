@@ -17,6 +17,32 @@ from tests.helpers import config_file, provider_entry
 
 LINTS = [
     (
+        "scheme in a pattern",
+        [
+            provider_entry(
+                matchImages=[*PLUGINS["aws"].match_images, "https://*.dkr.ecr.*.amazonaws.com"]
+            )
+        ],
+        "matchImages 'https://*.dkr.ecr.*.amazonaws.com' has a URL scheme, which the kubelet does "
+        "not strip: it never matches an image (remove 'https://': '*.dkr.ecr.*.amazonaws.com')",
+    ),
+    (
+        "empty pattern",
+        [provider_entry(matchImages=[*PLUGINS["aws"].match_images, ""])],
+        "matchImages has an empty pattern '': it never matches an image",
+    ),
+    (
+        "placeholder in env",
+        [provider_entry(env=[{"name": "AWS_ROLE_ARN", "value": "arn:aws:iam::ACCOUNT_ID:role/x"}])],
+        "ACCOUNT_ID looks like a placeholder left from an example",
+    ),
+    (
+        "a name one letter off",
+        [provider_entry(name="ecr-credentials-provider")],
+        "the name is one letter off 'ecr-credential-provider': the kubelet runs the file named "
+        "'ecr-credentials-provider' in the bin dir, so did you mean 'ecr-credential-provider'?",
+    ),
+    (
         "star in path",
         [provider_entry(matchImages=[*PLUGINS["aws"].match_images, "registry.io/*"])],
         "matchImages 'registry.io/*' has '*' in its path",

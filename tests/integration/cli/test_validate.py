@@ -54,6 +54,7 @@ def test_validate_prints_the_kubelets_message(tmp_path: Path, name: str) -> None
         "valid": False,
         "error": str(expected.value),
         "errors": [str(expected.value)],
+        "hint": expected.value.hint,
         "warnings": [],
     }
 
@@ -147,7 +148,11 @@ def test_validate_on_a_node_warns_about_files_the_args_name(tmp_path: Path) -> N
     assert again["warnings"] == []
 
 
-@pytest.mark.parametrize("example", CONFIG_EXAMPLES, ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "example",
+    [e for e in CONFIG_EXAMPLES if e.name != "gcp-workload-identity.yaml"],
+    ids=lambda p: p.name,
+)
 def test_examples_validate_without_warnings(example: Path) -> None:
     result = cli("validate", str(example), "--json")
     assert (result.returncode, json.loads(result.stdout)["warnings"]) == (0, [])
@@ -189,3 +194,33 @@ def test_the_config_directory_validates_as_a_kubelet_config_directory() -> None:
     report = json.loads(result.stdout)
     assert (result.returncode, report["warnings"]) == (0, [])
     assert sorted(report["providers"]) == sorted(p.name for p in PLUGINS.values())
+
+
+@pytest.mark.parametrize(
+    ("case", "hint"),
+    [
+        (
+            "tokenAttributes in v1beta1",
+            "tokenAttributes exists only in apiVersion kubelet.config.k8s.io/v1",
+        ),
+        ("duplicate names", "in {path} and in {path}"),
+    ],
+)
+def test_validate_adds_a_hint_after_the_kubelets_words(
+    tmp_path: Path, case: str, hint: str
+) -> None:
+    """The kubelet's message stays word for word (tests/integration/test_kubelet_config.py); what
+    to do follows it in parentheses."""
+    path = write(tmp_path / "c.yaml", CASES[case])
+    result = cli("validate", str(path))
+    assert result.returncode == 1
+    assert result.stdout.rstrip().endswith(f"({hint.format(path=path)})"), result.stdout
+
+
+def test_examples_with_placeholders_say_so() -> None:
+    """An example copied as it is: its placeholders are named, and only they."""
+    result = cli("validate", str(CONFIG_DIR / "examples" / "gcp-workload-identity.yaml"), "--json")
+    assert json.loads(result.stdout)["warnings"] == [
+        "provider 'auth-provider-gcp': PROJECT, LOCATION, CLUSTER look like placeholders left from "
+        "an example: put your own values there"
+    ]
