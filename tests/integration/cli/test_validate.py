@@ -201,7 +201,7 @@ def test_the_config_directory_validates_as_a_kubelet_config_directory() -> None:
     [
         (
             "tokenAttributes in v1beta1",
-            "tokenAttributes exists only in apiVersion kubelet.config.k8s.io/v1",
+            "tokenAttributes exists only in apiVersion kubelet.config.k8s.io/v1: use it",
         ),
         ("duplicate names", "in {path} and in {path}"),
     ],
