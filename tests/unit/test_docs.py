@@ -26,3 +26,21 @@ def test_every_symptom_names_a_command() -> None:
         assert symptom in OPERATORS
     assert "credprovider validate CONFIG --bin-dir BIN_DIR" in OPERATORS
     assert "credprovider get IMAGE --config CONFIG --bin-dir BIN_DIR" in OPERATORS
+
+
+def test_validate_exit_status_is_one_text_in_help_readme_and_docs() -> None:
+    """README, docs/operators.md and validate --help give the same meaning of its exit status."""
+    import contextlib
+    import io
+
+    from credprovider.cli import build_parser
+    from credprovider.commands.common import VALIDATE_EXIT_STATUS
+
+    readme = " ".join((REPO / "README.md").read_text().split())
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+        build_parser().parse_args(["validate", "--help"])
+    shown = " ".join(out.getvalue().split())
+    for where, text in (("README", readme), ("docs", OPERATORS), ("--help", shown)):
+        assert " ".join(VALIDATE_EXIT_STATUS.split()) in text, where
+    assert "changes nothing" not in OPERATORS
