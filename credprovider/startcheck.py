@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Final
 
 from credprovider.catalog import plugin_for_name
-from credprovider.entry import UNKNOWN_PROGRAM_MARK, VERSION_FLAG
+from credprovider.entry import TOOL_NAME, UNKNOWN_PROGRAM_MARK, VERSION_FLAG
 from credprovider.errors import CredproviderError
 
 # What our launcher says when it is not in a whole bundle (release/launcher.c, INSTALL_HINT): the
@@ -218,9 +218,10 @@ def _signal_name(number: int) -> str:
 
 
 def credprovider_version(executable: str, timeout: float = START_TIMEOUT_SECONDS) -> str:
-    """The version a credprovider executable answers ``--version`` with (``0.1.0``); raises
-    :class:`NotCredprovider` saying what it did instead."""
-    run = _run([executable, VERSION_FLAG], kubelet_environment(()), timeout)
+    """The version a credprovider executable answers ``credprovider --version`` with (``0.1.0``);
+    raises :class:`NotCredprovider` saying what it did instead. The tool's name is passed as the
+    first argument, so an executable renamed by its packager (``credprovider-0.2.0``) still answers."""
+    run = _run([executable, TOOL_NAME, VERSION_FLAG], kubelet_environment(()), timeout)
     if isinstance(run, str):
         raise NotCredprovider(f"{executable} cannot be started: {run}")
     code, stdout, stderr = run
@@ -229,7 +230,7 @@ def credprovider_version(executable: str, timeout: float = START_TIMEOUT_SECONDS
         return first.removesuffix(VERSION_MARK).rsplit(" version ", 1)[1]
     said = _first(stderr) or _first(stdout) or "nothing"
     raise NotCredprovider(
-        f"{executable} is not a working credprovider executable: {VERSION_FLAG} gave exit {code} "
+        f"{executable} is not a working credprovider executable: '{TOOL_NAME} {VERSION_FLAG}' gave exit {code} "
         f"and {said!r}, not credprovider's version line"
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 from tests.fakes.aws import FakeEcr
 from tests.fakes.emulators import SAFE_ENV
 from tests.fakes.http import FakeResponse, FakeServer, serve
-from tests.helpers import request_bytes, run_cli, run_plugin
+from tests.helpers import REPO, request_bytes, run_cli, run_plugin
 from tests.reliability.checks import Figures, Outcome
 from tests.reliability.redteam.common import (
     ECR,
@@ -172,8 +173,13 @@ def _unbalanced_flags(tmp: Path) -> list[str]:
 def _non_utf8_config_out(tmp: Path) -> list[str]:
     out = tmp / "existing.yaml"
     out.write_bytes(b"\xff\xfe not utf-8")
+    # A working credprovider (install refuses a target that does not answer as one): the bundle's
+    # dispatch, given argv[0] as the bundle's launcher gives it.
     target = tmp / "credprovider"
-    target.write_text("#!/bin/sh\n")
+    run_entry = "import sys; from credprovider.entry import main; main(sys.argv[1:])"
+    target.write_text(
+        f'#!/bin/sh\nPYTHONPATH={REPO} exec {sys.executable} -c "{run_entry}" "$0" "$@"\n'
+    )
     target.chmod(0o755)
     return [
         "install", "--bin-dir", str(tmp / "bin"), "--config-out", str(out), "--target", str(target),
@@ -189,7 +195,7 @@ CLI_INPUTS: list[tuple[str, Callable[[Path], list[str]], str]] = [
     ("get: NUL in a provider name", _nul_in_a_provider_name_get, "embedded null byte"),
     ("get: --sa-token-file missing", _missing_token_file, "cannot read --sa-token-file"),
     ("get: --sa-token-file a directory", _directory_as_token_file, "cannot read --sa-token-file"),
-    ("migrate: --kubelet-config missing", _missing_kubelet_config, "No such file"),
+    ("migrate: --kubelet-config missing", _missing_kubelet_config, "no such file or directory"),
     ("migrate: --kubelet-config not YAML", _invalid_kubelet_config, "not YAML"),
     ("migrate: unbalanced quotes in the flags", _unbalanced_flags, "No closing quotation"),
     ("install: a non-UTF-8 --config-out", _non_utf8_config_out, "exists with other content"),
