@@ -5,7 +5,7 @@ credprovider/migrate.py)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -18,6 +18,8 @@ from credprovider.descriptor import CloudPlugin
 from credprovider.errors import CredproviderError
 
 BUNDLE_COPY_DIR: Final = ".credprovider"
+# The first words of every config install and migrate write: what they may replace without --force.
+WRITTEN_BY: Final = "# Written by credprovider "
 CCM_REMINDER: Final = (
     "The credential plugin only replaces image-pull login. Node initialization, routes, load "
     "balancers and volumes need the cloud controller manager (and CSI drivers): run them, with "
@@ -54,20 +56,23 @@ def provider_entry(plugin: CloudPlugin, node_file: str | None = None) -> dict[st
 
 
 def render_config(
-    keys: list[str], node_files: Mapping[str, str] | None = None, writer: str = "install"
+    keys: list[str],
+    node_files: Mapping[str, str] | None = None,
+    writer: str = "install",
+    first: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """The CredentialProviderConfig YAML for the chosen plugins (keys of ``catalog.PLUGINS``),
     headed by the command that wrote it. ``node_files`` maps a plugin's key to the node file it is
-    given instead of its default (each plugin its own: azure.json is not another cloud's file)."""
+    given instead of its default (each plugin its own: azure.json is not another cloud's file).
+    ``first``: providers kept from a config the node already has, put before ours as they are."""
     node_files = node_files or {}
     document = {
         "apiVersion": "kubelet.config.k8s.io/v1",
         "kind": CONFIG_KIND,
-        "providers": [provider_entry(PLUGINS[key], node_files.get(key)) for key in keys],
+        "providers": [dict(provider) for provider in first]
+        + [provider_entry(PLUGINS[key], node_files.get(key)) for key in keys],
     }
-    header = (
-        f"# Written by credprovider {writer}. Validate with: credprovider validate <this file>\n"
-    )
+    header = f"{WRITTEN_BY}{writer}. Validate with: credprovider validate <this file>\n"
     return header + yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,6 +33,11 @@ from credprovider.startcheck import NotCredprovider, credprovider_version
 
 MANIFEST: Final = Path("_internal") / "credprovider.files"
 BACKUP_SUFFIX: Final = ".credprovider-backup-"
+
+
+def backup_stamp() -> str:
+    """The TIMESTAMP of ``NAME.credprovider-backup-TIMESTAMP``, for every file one run replaces."""
+    return time.strftime("%Y%m%d%H%M%S")
 
 
 @dataclass
@@ -82,14 +88,14 @@ def plan_install(
             f"unknown provider(s) {', '.join(unknown)}: choose from {', '.join(PLUGINS)}"
         )
     for place in (Path(bin_dir), Path(config_out).parent):
-        _check_writable(place)
+        check_writable(place)
     executable = bundle_executable(target)
     try:
         version = credprovider_version(str(executable))
     except NotCredprovider as exc:
         raise InstallError(f"{exc}: nothing was installed") from None
     directory = Path(bin_dir)
-    stamp = time.strftime("%Y%m%d%H%M%S")
+    stamp = backup_stamp()
     plan = InstallPlan(
         directory, Path(config_out), render_config(keys, node_files), executable, version, copy
     )
@@ -105,7 +111,7 @@ def plan_install(
     return plan
 
 
-def _check_writable(directory: Path) -> None:
+def check_writable(directory: Path) -> None:
     """Refuse, before anything is changed, a directory this user could not create or write in."""
     from credprovider.nodefiles import unreadable
 
@@ -201,12 +207,30 @@ def _plan_config(out: Path, text: str, force: bool, stamp: str) -> Change:
         current, unreadable = None, f" ({exc.reason})"
     if current == text.encode():
         return Change("unchanged", str(out), f"unchanged {out}")
+    if current is not None and _holds_providers(current, text):
+        return Change("unchanged", str(out), f"unchanged {out} (it already has these providers)")
     change = Change("write", str(out), f"replaced {out}")
     if force:
         change.backup = f"{out}{BACKUP_SUFFIX}{stamp}"
     else:
         change.refused = f"it exists with other content{unreadable}: pass --force to replace it (a backup is kept)"
     return change
+
+
+def _holds_providers(current: bytes, text: str) -> bool:
+    """Whether the config ``current`` has every provider of ``text`` as it is (a config migrate
+    merged: the node's other providers, and ours)."""
+    import yaml
+
+    try:
+        have = yaml.safe_load(current.decode("utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError):
+        return False
+    want = yaml.safe_load(text)
+    if not isinstance(have, dict) or any(have.get(k) != want[k] for k in ("apiVersion", "kind")):
+        return False
+    providers = have.get("providers")
+    return isinstance(providers, list) and all(entry in providers for entry in want["providers"])
 
 
 def _is_copy(destination: Path, launcher: str) -> bool:
@@ -251,7 +275,7 @@ def apply_install(plan: InstallPlan) -> None:
         if path.name == BUNDLE_COPY_DIR and path.parent == plan.bin_dir:
             _put_copy(plan.executable.parent, path, change.backup)
         elif path == plan.config_out:
-            _put_file(path, plan.config_text, change.backup)
+            put_file(path, plan.config_text, change.backup)
         else:
             target = (
                 plan.bin_dir / BUNDLE_COPY_DIR / plan.executable.name
@@ -281,12 +305,18 @@ def _put_link(link: Path, target: Path, backup: str | None) -> None:
     os.replace(temporary, link)
 
 
-def _put_file(out: Path, text: str, backup: str | None) -> None:
+def put_file(out: Path, text: str, backup: str | None) -> None:
+    """Write ``out`` by rename (readers see the old or the new text, never part), keeping what it
+    was under ``backup``. A file that exists keeps its mode; a new one is 0644."""
     _keep(out, backup)
     out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(out.stat().st_mode)
+    except FileNotFoundError:
+        mode = 0o644
     temporary = out.with_name(f".{out.name}.credprovider-{os.getpid()}")
     temporary.write_text(text, encoding="utf-8")
-    temporary.chmod(0o644)
+    temporary.chmod(mode)
     os.replace(temporary, out)
 
 

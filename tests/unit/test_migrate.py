@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 
+from credprovider.catalog import NODE_CONFIG
 from credprovider.install import InstallError
-from credprovider.migrate import flags_from_file, plan_migration
+from credprovider.migrate import ExistingConfig, flags_from_file, plan_migration
 
 KUBEADM_FLAGS_ENV = (
     'KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock '
@@ -69,3 +71,61 @@ def test_unknown_provider_is_an_error() -> None:
 def test_an_unbalanced_quote_in_a_flags_file_is_an_error() -> None:
     with pytest.raises(InstallError, match="No closing quotation"):
         flags_from_file('KUBELET_EXTRA_ARGS="--cloud-provider=aws\n')
+
+
+EXISTING = ExistingConfig(
+    "/etc/kubernetes/old.yaml",
+    [
+        {"name": "ecr-credential-provider", "matchImages": ["*.dkr.ecr.*.amazonaws.com"],
+         "defaultCacheDuration": "1h", "apiVersion": "credentialprovider.kubelet.k8s.io/v1"},
+        {"name": "gcr-login", "matchImages": ["*.pkg.dev", "registry.corp.example"],
+         "defaultCacheDuration": "1m", "apiVersion": "credentialprovider.kubelet.k8s.io/v1"},
+    ],
+    ["/etc/kubernetes/old.yaml", "/etc/kubernetes/old.yaml"],
+)  # fmt: skip
+
+
+def test_the_existing_config_is_merged_and_its_conflicts_reported() -> None:
+    plan = plan_migration(
+        "--cloud-provider=gce --image-credential-provider-config=/etc/kubernetes/old.yaml",
+        providers=["aws", "gcp"],
+        existing=EXISTING,
+    )
+    names = [p["name"] for p in yaml.safe_load(plan.config)["providers"]]
+    assert names == ["ecr-credential-provider", "gcr-login", "auth-provider-gcp"]
+    kept = yaml.safe_load(plan.config)["providers"][0]
+    assert kept == EXISTING.providers[0]  # theirs, as it was
+    notes = "\n".join(plan.notes)
+    assert (
+        "Conflict: /etc/kubernetes/old.yaml already has a provider named ecr-credential-provider; "
+        "it is kept as it is, though credprovider would write its defaultCacheDuration, matchImages "
+        "otherwise" in notes
+    )
+    assert (
+        "Conflict: gcr-login (from /etc/kubernetes/old.yaml) and auth-provider-gcp both match *.pkg.dev"
+        in notes
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "removed", "added"),
+    [
+        ("--cloud-provider aws --image-credential-provider-bin-dir /opt/bin",
+         ["--cloud-provider aws", "--image-credential-provider-bin-dir /opt/bin"],
+         ["--cloud-provider=external", f"--image-credential-provider-config={NODE_CONFIG}",
+          "--image-credential-provider-bin-dir=/opt/bin"]),
+        ("--cloud-provider=aws --feature-gates KubeletCredentialProviders=true,A=false",
+         ["--cloud-provider=aws", "--feature-gates KubeletCredentialProviders=true,A=false"],
+         ["--feature-gates=A=false", "--cloud-provider=external"]),
+        ("--cloud-provider=aws --feature-gates=DisableKubeletCloudCredentialProviders=true",
+         ["--cloud-provider=aws", "--feature-gates=DisableKubeletCloudCredentialProviders=true"],
+         ["--cloud-provider=external"]),
+        ("--cloud-provider=external --feature-gates=KubeletCredentialProviders=true",
+         ["--feature-gates=KubeletCredentialProviders=true"], []),
+    ],
+)  # fmt: skip
+def test_remove_and_add_are_whole_flags(flags: str, removed: list[str], added: list[str]) -> None:
+    plan = plan_migration(flags)
+    assert plan.remove == removed
+    assert plan.add[: len(added)] == added
+    assert len([f for f in plan.add if f.startswith("--image-credential-provider-config")]) <= 1

@@ -245,7 +245,6 @@ def test_install_copy_compares_version_and_content(tmp_path: Path) -> None:
             ["aws"],
             [
                 "--cloud-provider=aws",
-                "DisableKubeletCloudCredentialProviders from "
                 "--feature-gates=DisableKubeletCloudCredentialProviders=false,Other=true",
             ],
             None,
@@ -286,11 +285,17 @@ def test_migrate(
 
 
 def test_migrate_reads_a_kubelet_configuration(tmp_path: Path) -> None:
+    old = write(
+        tmp_path / "old.yaml",
+        "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n"
+        "- {name: corp-login, matchImages: [registry.corp.example], defaultCacheDuration: 1m, "
+        "apiVersion: credentialprovider.kubelet.k8s.io/v1}\n",
+    )
     kubelet_config = write(
         tmp_path / "kubelet.yaml",
         "apiVersion: kubelet.config.k8s.io/v1beta1\n"
         "kind: KubeletConfiguration\nfeatureGates:\n  DisableKubeletCloudCredentialProviders: true\n"
-        "imageCredentialProviderConfigPath: /etc/old.yaml\n",
+        f"imageCredentialProviderConfigPath: {old}\n",
     )
     plan = json.loads(
         cli(
@@ -303,7 +308,15 @@ def test_migrate_reads_a_kubelet_configuration(tmp_path: Path) -> None:
     )
     notes = " ".join(plan["notes"])
     assert "DisableKubeletCloudCredentialProviders feature gate is locked on" in notes
-    assert "already configured (/etc/old.yaml)" in notes
+    assert f"The providers of {old} (corp-login) are kept in the new config" in notes
+    assert [p["name"] for p in yaml.safe_load(plan["config"])["providers"]] == [
+        "corp-login",
+        "ecr-credential-provider",
+    ]
+    assert plan["files"] == {
+        str(kubelet_config): "apiVersion: kubelet.config.k8s.io/v1beta1\n"
+        f"kind: KubeletConfiguration\nfeatureGates: {{}}\nimageCredentialProviderConfigPath: {old}\n"
+    }
 
 
 def test_migrate_without_input_is_a_usage_error() -> None:

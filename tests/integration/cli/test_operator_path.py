@@ -78,6 +78,49 @@ def test_a_new_operator_as_root(node: Path) -> None:
     assert tool("validate", str(config), "--bin-dir", str(bin_dir)).returncode == 0
 
 
+def test_an_operator_migrates_a_kubeadm_node(node: Path) -> None:
+    """docs/operators.md's migration: read the plan, install what it says, --write, validate; the
+    same --write as an unprivileged user changes nothing and says to run it as root."""
+    old_config = node / "old.yaml"
+    shutil.copy(CONFIG_DIR / "gcp.yaml", old_config)
+    bin_dir = node / "bin"  # the node runs our GCP plugin today
+    bin_dir.mkdir()
+    (bin_dir / "auth-provider-gcp").symlink_to(BUNDLE_DIR / "auth-provider-gcp")
+    flags = node / "kubeadm-flags.env"
+    flags.write_text(
+        'KUBELET_KUBEADM_ARGS="--cloud-provider=aws '
+        f'--image-credential-provider-config={old_config} --image-credential-provider-bin-dir={bin_dir}"\n'
+    )
+    before = flags.read_text()
+    config = node / "credential-providers.yaml"
+    migrate = ["migrate", "--kubelet-flags-file", str(flags), "--config-out", str(config)]
+    shown = tool(*migrate)
+    assert shown.returncode == 0, shown.stderr
+    assert f"edit {flags}:" in shown.stdout and "nothing was written" in shown.stdout
+    assert flags.read_text() == before and not config.exists()
+
+    as_nobody = tool(*migrate, "--write", uid=NOBODY)
+    assert (as_nobody.returncode, as_nobody.stdout) == (2, ""), as_nobody
+    assert f"cannot write in {node} as uid {NOBODY}" in as_nobody.stderr
+    assert "run this command as root" in as_nobody.stderr
+    assert flags.read_text() == before and not config.exists()
+
+    plan = json.loads(tool(*migrate, "--json").stdout)
+    installed = tool(*plan["install"])
+    assert installed.returncode == 0, installed.stderr
+    written = tool(*migrate, "--write")
+    assert written.returncode == 0, written.stderr
+    assert f"edited {flags}:" in written.stdout and f"wrote {config}" in written.stdout
+    assert flags.read_text().count("--image-credential-provider-config=") == 1
+    assert f"--image-credential-provider-config={config}" in flags.read_text()
+    valid = tool("validate", str(config), "--bin-dir", str(bin_dir))
+    assert valid.returncode == 0, valid.stdout
+    assert valid.stdout.startswith("valid: 2 provider(s)"), valid.stdout
+    # install again (an upgrade, a second run): the merged config is left as it is
+    again = tool(*plan["install"])
+    assert again.returncode == 0 and f"unchanged {config}" in again.stdout, again.stderr
+
+
 def test_install_needs_root_where_root_owns_the_place(node: Path) -> None:
     locked = node / "locked"
     locked.mkdir(mode=0o755)

@@ -1,0 +1,204 @@
+"""``migrate --write`` through the bundle, applied to the file each plan came from, then proven.
+
+Every case is a node as operators have it: the kubelet's flags in kubeadm's flags file, an env file, a
+systemd drop-in (Environment= or a continued ExecStart=), a KubeletConfiguration, often a credential
+provider config the kubelet already runs. After ``migrate --write`` and ``install``:
+
+* the kubelet's flags hold one ``--image-credential-provider-config`` and one
+  ``--image-credential-provider-bin-dir`` (never a second), no in-tree ``--cloud-provider``, and no
+  feature gate a current kubelet refuses;
+* the config holds the node's existing providers (names kept) and ours, the real kubelet code
+  accepts it, and ``validate --bin-dir`` is clean;
+* every file changed keeps its old text as a backup, byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import yaml
+
+from credprovider.catalog import PLUGINS
+from credprovider.flagfiles import flags_from_file
+from credprovider.install_plan import BACKUP_SUFFIX
+from credprovider.migrate import REMOVED_GATES, flag_values
+from tests.helpers import require_bundle, run_cli
+from tests.helpers_kubelet import validate_with_kubelet
+
+OLD_CONFIG = """\
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: CredentialProviderConfig
+providers:
+  - name: corp-login
+    matchImages: ["registry.corp.example"]
+    defaultCacheDuration: 10m
+    apiVersion: credentialprovider.kubelet.k8s.io/v1
+"""
+OTHER_CONFIG = """\
+{"apiVersion": "kubelet.config.k8s.io/v1", "kind": "CredentialProviderConfig",
+ "providers": [{"name": "mirror-login", "matchImages": ["mirror.corp.example:5000"],
+                "defaultCacheDuration": "1m", "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
+                "args": ["--mirror"]}]}
+"""
+# A plugin of the node's own: it runs, and refuses an empty request as a plugin does.
+FOREIGN_PLUGIN = '#!/bin/sh\ncat >/dev/null\necho "no request" >&2\nexit 1\n'
+
+
+@dataclass
+class Node:
+    name: str
+    flags_file: str  # its name
+    flags: str  # its text; {tmp} is the case's directory
+    providers: list[str]  # the plugins migrate must configure
+    kept: list[str] = field(default_factory=list)  # the node's providers to keep
+    kubelet_config: str | None = None
+    extra: list[str] = field(default_factory=list)  # more migrate arguments
+
+
+NODES = [
+    Node(
+        "the issue's kubeadm-flags.env: the credential flags already set",
+        "kubeadm-flags.env",
+        'KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///run/containerd/containerd.sock '
+        "--cloud-provider=aws --image-credential-provider-config={tmp}/etc/old.yaml "
+        '--image-credential-provider-bin-dir={tmp}/oldbin"\n',
+        ["aws"],
+        ["corp-login"],
+    ),
+    Node(
+        "/etc/default/kubelet with a removed gate only",
+        "kubelet.default",
+        "KUBELET_EXTRA_ARGS=--cloud-provider=gce --feature-gates=KubeletCredentialProviders=true\n",
+        ["gcp"],
+    ),
+    Node(
+        "a drop-in whose ExecStart= continues, --flag value forms",
+        "20-kubelet.conf",
+        "[Service]\nExecStart=\nExecStart=/usr/bin/kubelet \\\n  --cloud-provider azure \\\n"
+        "  --azure-container-registry-config {tmp}/etc/acr.json \\\n"
+        "  --image-credential-provider-bin-dir {tmp}/oldbin \\\n"
+        "  --image-credential-provider-config {tmp}/etc/old.yaml \\\n"
+        "  --feature-gates=DisableKubeletCloudCredentialProviders=true,RotateKubeletServerCertificate=true\n",
+        ["azure"],
+        ["corp-login"],
+    ),
+    Node(
+        "Environment= in a drop-in, gates in the KubeletConfiguration",
+        "10-cloud.conf",
+        '[Service]\nEnvironment="KUBELET_EXTRA_ARGS=--cloud-provider=aws --max-pods=58"\n',
+        ["aws"],
+        kubelet_config="apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+        "featureGates:\n  KubeletCredentialProviders: true\n  DisableKubeletCloudCredentialProviders: true\n"
+        "  GracefulNodeShutdown: true\nmaxPods: 58\n",
+    ),
+    Node(
+        "a config directory (kubelet >= 1.34) of two files",
+        "kubeadm-flags.env",
+        'KUBELET_KUBEADM_ARGS="--cloud-provider=gce --image-credential-provider-config={tmp}/etc/conf.d '
+        '--image-credential-provider-bin-dir={tmp}/oldbin"\n',
+        ["gcp"],
+        ["corp-login", "mirror-login"],
+    ),
+    Node(
+        "--cloud-provider=external, the clouds given",
+        "kubelet.flags",
+        "--cloud-provider=external --v=2\n",
+        ["aws", "gcp"],
+        extra=["--providers", "aws,gcp"],
+    ),
+]
+
+
+def _node(tmp: Path, node: Node) -> tuple[Path, Path | None]:
+    (tmp / "etc" / "conf.d").mkdir(parents=True)
+    (tmp / "etc" / "old.yaml").write_text(OLD_CONFIG)
+    (tmp / "etc" / "conf.d" / "10-corp.yaml").write_text(OLD_CONFIG)
+    (tmp / "etc" / "conf.d" / "20-mirror.json").write_text(OTHER_CONFIG)
+    (tmp / "etc" / "acr.json").write_text('{"cloud": "AzurePublicCloud"}\n')
+    (tmp / "oldbin").mkdir()
+    for name in node.kept:
+        (tmp / "oldbin" / name).write_text(FOREIGN_PLUGIN)
+        (tmp / "oldbin" / name).chmod(0o755)
+    flags_file = tmp / node.flags_file
+    flags_file.write_text(node.flags.replace("{tmp}", str(tmp)))
+    kubelet_config = None
+    if node.kubelet_config is not None:
+        kubelet_config = tmp / "kubelet-config.yaml"
+        kubelet_config.write_text(node.kubelet_config)
+    return flags_file, kubelet_config
+
+
+@pytest.mark.parametrize("node", NODES, ids=[n.name for n in NODES])
+def test_a_migration_applied_as_written(tmp_path: Path, node: Node, kubelet_harness: Path) -> None:
+    require_bundle()
+    flags_file, kubelet_config = _node(tmp_path, node)
+    originals = {flags_file: flags_file.read_text()}
+    if kubelet_config:
+        originals[kubelet_config] = kubelet_config.read_text()
+    config = tmp_path / "etc" / "credential-providers.yaml"
+    args = ["migrate", "--kubelet-flags-file", str(flags_file), "--config-out", str(config)]
+    args += ["--kubelet-config", str(kubelet_config)] if kubelet_config else []
+    if not node.kept:
+        args += ["--bin-dir", str(tmp_path / "oldbin")]
+    run = run_cli(*args, *node.extra, "--write", "--json", use_bundle=True)
+    assert run.returncode == 0, run.stderr
+    plan = json.loads(run.stdout)
+    assert plan["providers"] == node.providers
+    assert plan["binDir"] == str(tmp_path / "oldbin")  # the kept plugins are there
+
+    # The kubelet's flags: one of each credential flag, naming the new config and the bin dir.
+    words = shlex.split(flags_from_file(flags_file.read_text()))
+    assert flag_values(words, "image-credential-provider-config") == [str(config)]
+    assert flag_values(words, "image-credential-provider-bin-dir") == [str(tmp_path / "oldbin")]
+    assert flag_values(words, "cloud-provider") in ([], ["external"])
+    gates = ",".join(flag_values(words, "feature-gates"))
+    assert not [gate for gate in REMOVED_GATES if gate in gates]
+    if kubelet_config:
+        left = yaml.safe_load(kubelet_config.read_text())["featureGates"]
+        assert left == {"GracefulNodeShutdown": True}
+        assert yaml.safe_load(kubelet_config.read_text())["maxPods"] == 58
+    # Every changed file kept its old text.
+    for path, text in originals.items():
+        backups = list(path.parent.glob(f"{path.name}{BACKUP_SUFFIX}*"))
+        assert [b.read_text() for b in backups] == ([text] if path.read_text() != text else [])
+
+    # The config: theirs first, names kept, then ours; install agrees with it; all of it runs.
+    names = [p["name"] for p in yaml.safe_load(config.read_text())["providers"]]
+    assert names == node.kept + [PLUGINS[key].name for key in node.providers]
+    install = run_cli(*plan["install"], use_bundle=True)
+    assert install.returncode == 0, install.stderr
+    assert f"unchanged {config}" in install.stdout
+    validate = run_cli(
+        "validate", str(config), "--bin-dir", str(tmp_path / "oldbin"), use_bundle=True
+    )
+    assert validate.returncode == 0, validate.stdout + validate.stderr
+    assert validate_with_kubelet(kubelet_harness, config) == {"valid": True}
+
+    # Run again, the node migrated: nothing to do, nothing written.
+    again = run_cli(*args, "--write", "--json", use_bundle=True)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["written"] == []
+
+
+def test_write_never_replaces_someone_elses_config(tmp_path: Path) -> None:
+    require_bundle()
+    flags_file = tmp_path / "kubelet.flags"
+    flags_file.write_text("--cloud-provider=aws\n")
+    theirs = tmp_path / "credential-providers.yaml"
+    theirs.write_text("# hand-written\napiVersion: kubelet.config.k8s.io/v1\n")
+    run = run_cli(
+        "migrate", "--kubelet-flags-file", str(flags_file), "--config-out", str(theirs),
+        "--bin-dir", str(tmp_path), "--write", use_bundle=True,
+    )  # fmt: skip
+    assert run.returncode == 1
+    assert run.stderr == (
+        f"credprovider migrate: {theirs} exists with other content and is not the kubelet's "
+        "current config: choose another --config-out, or move it away: nothing was written\n"
+    )
+    assert flags_file.read_text() == "--cloud-provider=aws\n"
+    assert theirs.read_text().startswith("# hand-written")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [theirs.name, flags_file.name]
