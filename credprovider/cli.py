@@ -9,8 +9,12 @@ module of credprovider/commands/; this one builds the parser and is the edge tha
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
+import re
 import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from credprovider.commands import COMMANDS
 from credprovider.commands.common import EXAMPLE, EXIT_USAGE
@@ -28,8 +32,63 @@ class _PrintVersion(argparse.Action):
         parser.exit()
 
 
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")
+
+
+def _closest(word: str, candidates: Sequence[str]) -> str | None:
+    found = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+class ToolParser(argparse.ArgumentParser):
+    """argparse with "did you mean" for a mistyped subcommand or option, in every subparser. An
+    option no subcommand knows is refused as such, before a missing argument is reported (so
+    ``validate --hlep`` says so, not that PATH is required)."""
+
+    def error(self, message: str) -> NoReturn:
+        choice = _INVALID_CHOICE.search(message)
+        if choice:
+            choices = [c.strip().strip("'") for c in choice.group(2).split(",")]
+            guess = _closest(choice.group(1), choices)
+            if guess:
+                message += f"; did you mean '{guess}'?"
+        super().error(message)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if args is not None and not self._subparsers:
+            for word in self._unknown_options(list(args)):
+                guess = _closest(word, list(self._option_string_actions))
+                hint = f"; did you mean {guess}?" if guess else f" (see {self.prog} --help)"
+                self.error(f"unrecognized argument {word}{hint}")
+        return super().parse_known_args(args, namespace)
+
+    def _unknown_options(self, args: list[str]) -> list[str]:
+        """The option-like words of ``args`` this parser does not know (values skipped)."""
+        unknown: list[str] = []
+        index = 0
+        while index < len(args):
+            word = args[index]
+            index += 1
+            if word == "--":
+                break
+            if not word.startswith("-") or word == "-" or self._negative_number_matcher.match(word):
+                continue
+            name, equals, _ = word.partition("=")
+            known = [o for o in self._option_string_actions if o.startswith(name)]
+            action = self._option_string_actions.get(name) or (
+                self._option_string_actions[known[0]] if len(known) == 1 else None
+            )
+            if action is None:
+                unknown.append(name)
+            elif not equals and action.nargs != 0:
+                index += 1  # its value, which may look like an option
+        return unknown
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ToolParser(
         prog="credprovider",
         epilog=(
             "The plugins run under this name too: 'credprovider <plugin-name> [args]' is the "
@@ -48,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
         nargs=0,
         help="print the version, git commit, build date, architecture, Python and OpenSSL versions",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ToolParser)
 
     for command in COMMANDS:
         importlib.import_module(f"credprovider.commands.{command}").register(sub)
