@@ -107,8 +107,9 @@ def _check_parent(info: os.stat_result, where: str) -> None:
         )
 
 
-def _open_directory(path: str) -> int:
-    """Walk ``path`` from ``/`` without following untrusted links; create the last part (0700)."""
+def _open_directory(path: str, create: bool = True) -> int:
+    """Walk ``path`` from ``/`` without following untrusted links; create missing parts (0700)
+    when ``create``."""
     if not os.path.isabs(path):
         path = os.path.join(os.getcwd(), path)
     pending = [part for part in path.split("/") if part not in ("", ".")]
@@ -123,6 +124,10 @@ def _open_directory(path: str) -> int:
             try:
                 entry = os.stat(name, dir_fd=descriptor, follow_symlinks=False)
             except FileNotFoundError:
+                if not create:
+                    raise CacheUnavailable(
+                        f"the cache directory {path} does not exist (read-only: not created)"
+                    ) from None
                 try:  # noqa: SIM105 - contextlib is not on the exec path
                     os.mkdir(name, 0o700, dir_fd=descriptor)
                 except FileExistsError:  # a concurrent exec made it first
@@ -158,9 +163,9 @@ def _open_directory(path: str) -> int:
 class CacheDir:
     """The cache directory, opened once and checked on its descriptor."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, create: bool = True) -> None:
         self.path = path
-        self.fd = _open_directory(path)
+        self.fd = _open_directory(path, create)
         info = os.fstat(self.fd)
         if info.st_uid != os.geteuid():
             self.close()
@@ -190,9 +195,10 @@ class CacheDir:
             self.fd = -1
 
 
-def open_cache(directory: str) -> CacheDir:
-    """Open (creating it 0700) and check the cache directory; :class:`CacheUnavailable` if unsafe."""
-    return CacheDir(directory)
+def open_cache(directory: str, create: bool = True) -> CacheDir:
+    """Open (creating it 0700 when ``create``) and check the cache directory;
+    :class:`CacheUnavailable` if unsafe or, not to be created, missing."""
+    return CacheDir(directory, create)
 
 
 def _encode(scope: CacheScope, creds: Credentials, now: float) -> bytes:

@@ -175,13 +175,18 @@ def _exec(
     report: ProviderReport,
     timeout: float,
 ) -> bytes | None:
-    """Exec the plugin as the kubelet does (its args and env over this environment); its stdout,
-    or ``None`` with ``report.error`` saying what the kubelet would."""
+    """Exec the plugin as the kubelet does (its args and env over this environment; our plugins
+    with their cache read-only); its stdout, or ``None`` with ``report.error`` saying what the
+    kubelet would."""
     name = provider.name or ""
     env = dict(os.environ)
     env.update({var.name or "": var.value or "" for var in provider.env or []})
     args = list(provider.args or [])
     ours = plugin_for_name(name) is not None
+    if ours:  # a diagnosis changes nothing: a cache the config names is read, never written
+        from credprovider.runtime.serve import CACHE_READ_ONLY_ENV
+
+        env[CACHE_READ_ONLY_ENV] = "1"
     if ours and not any(arg.lstrip("-").startswith("v=") or arg in ("-v", "--v") for arg in args):
         args.append("-v=1")  # our plugins then say where the credentials came from
     failed = f"error execing credential provider plugin {name} for image {image}"

@@ -17,9 +17,11 @@ if TYPE_CHECKING:
     from credprovider.runtime.provider import Context, Credentials, Provider
 
 
-def with_cache(provider: Provider, cache_dir: str | None) -> Provider:
-    """``provider`` answered through the cache in ``cache_dir``; ``provider`` itself when off."""
-    return CachingProvider(provider, cache_dir) if cache_dir else provider
+def with_cache(provider: Provider, cache_dir: str | None, read_only: bool = False) -> Provider:
+    """``provider`` answered through the cache in ``cache_dir``; ``provider`` itself when off.
+    ``read_only``: a fresh entry is served, but nothing is created, locked or stored (``credprovider
+    get`` runs plugins so: a diagnosis changes nothing on the node)."""
+    return CachingProvider(provider, cache_dir, read_only) if cache_dir else provider
 
 
 class CachingProvider:
@@ -29,9 +31,10 @@ class CachingProvider:
     secrets); a ``None`` scope, and every service-account-token request, go to the provider.
     """
 
-    def __init__(self, provider: Provider, cache_dir: str) -> None:
+    def __init__(self, provider: Provider, cache_dir: str, read_only: bool = False) -> None:
         self._provider = provider
         self._cache_dir = cache_dir
+        self._read_only = read_only
 
     def cache_scope(self, request: CredentialProviderRequest, ctx: Context) -> CacheScope | None:
         return self._provider.cache_scope(request, ctx)
@@ -48,7 +51,7 @@ class CachingProvider:
         from credprovider import cache
 
         try:
-            directory = cache.open_cache(self._cache_dir)
+            directory = cache.open_cache(self._cache_dir, create=not self._read_only)
         except cache.CacheUnavailable as exc:
             ctx.log.warning(f"{exc}: running uncached")
             return fetch()
@@ -56,9 +59,26 @@ class CachingProvider:
             scope = self._provider.cache_scope(request, ctx)
             if scope is None:
                 return fetch()
+            if self._read_only:
+                return _read_only(directory, scope, fetch, ctx)
             return _through_cache(directory, scope, fetch, ctx)
         finally:
             directory.close()
+
+
+def _read_only(
+    directory: CacheDir, scope: CacheScope, fetch: Callable[[], Credentials], ctx: Context
+) -> Credentials:
+    """A fresh entry, else the provider's answer, stored nowhere."""
+    from credprovider.cache import CacheEntry
+
+    entry = CacheEntry(directory, scope)
+    hit = entry.load(ctx.now())
+    if hit is not None:
+        ctx.log.v(1, f"cache: hit for {scope.registry} ({entry.name}); read-only")
+        return hit
+    ctx.log.v(1, f"cache: no fresh entry for {scope.registry}; read-only: nothing is stored")
+    return fetch()
 
 
 def _through_cache(

@@ -44,6 +44,9 @@ MAX_REQUEST_BYTES: Final = 1 << 20
 
 
 CACHE_DIR_ENV: Final = "CREDPROVIDER_CACHE_DIR"
+# Set to 1 by ``credprovider get``: the cache is read, never created, locked or written.
+CACHE_READ_ONLY_ENV: Final = "CREDPROVIDER_CACHE_READ_ONLY"
+STDIN_PHASE: Final = "reading the request from stdin"
 
 
 def read_request(stdin: IO[bytes]) -> bytes:
@@ -88,6 +91,21 @@ def cache_duration_account(
         return f"{shown} (the credential's expiry is too close or unusable: do not cache)"
     return (
         f"{shown} (half the credential's remaining {format_go_duration(int(remaining) * SECOND)})"
+    )
+
+
+def _deadline_message(seconds: float, phase: str) -> str:
+    """What a missed deadline means, and what to check: stdin left open is the caller's doing."""
+    if phase == STDIN_PHASE:
+        return (
+            f"no answer within the {seconds:g}s deadline: stdin was never closed, so the request "
+            "never ended: send one CredentialProviderRequest and close stdin (echo '{...}' | "
+            "PLUGIN), as the kubelet does"
+        )
+    return (
+        f"no answer within the {seconds:g}s deadline while {phase}: check that the endpoint is "
+        "reachable from this node (proxy, firewall, metadata service), or raise "
+        f"--deadline/{DEADLINE_ENV} (below 60s)"
     )
 
 
@@ -136,7 +154,7 @@ def answer(
     deadline, log = ctx.deadline, ctx.log
     deadline.phase = "reading the plugin arguments"
     provider = spec.build(args, ctx)
-    deadline.phase = "reading the request from stdin"
+    deadline.phase = STDIN_PHASE
     request = parse_request(read_request(stdin))
     register_secret(request.service_account_token)
     log.v(
@@ -148,7 +166,10 @@ def answer(
     if bare_host is not None:  # never from the kubelet (it normalizes), but from an operator
         raise ProviderError(f"{bare_host} (fix the pod's image)")
     deadline.phase = "getting credentials"
-    creds = with_cache(_RoutingSdkLogs(provider), cache_dir).get_credentials(request, ctx)
+    read_only = ctx.environ.get(CACHE_READ_ONLY_ENV) == "1"
+    creds = with_cache(_RoutingSdkLogs(provider), cache_dir, read_only).get_credentials(
+        request, ctx
+    )
     answered_at = ctx.now()
     response = build_response(request, creds, answered_at)
     log.v(
@@ -230,11 +251,7 @@ def run(
     ctx = Context(deadline=deadline, log=log, environ=environ, now=now)
     result = within(deadline, lambda: answer(spec, rest, stdin, ctx, cache_dir))
     if result is None:
-        log.error(
-            f"no answer within the {deadline_seconds:g}s deadline while {deadline.phase}: "
-            "check that the endpoint is reachable from this node (proxy, firewall, metadata "
-            f"service), or raise --deadline/{DEADLINE_ENV} (below 60s)"
-        )
+        log.error(_deadline_message(deadline_seconds, deadline.phase))
         return 1
     if isinstance(result, BaseException):
         log.error(_describe_failure(result, log))

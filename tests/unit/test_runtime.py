@@ -290,6 +290,34 @@ def test_subprocess_deadline_kills_a_hung_provider() -> None:
     ]
 
 
+def test_a_deadline_with_stdin_left_open_says_so() -> None:
+    """An operator's hand run that never closes stdin: the plugin says the request never ended, not
+    that an endpoint is unreachable."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.fakes.fake_plugin", "--deadline=1s"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        cwd=REPO,
+    )
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+    proc.stdin.write(b'{"kind":"CredentialProviderRequest"')  # and stdin stays open
+    proc.stdin.flush()
+    try:
+        proc.wait(timeout=20)
+        out, err = proc.stdout.read(), proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.stdin.close()
+    assert (proc.returncode, out) == (1, b"")
+    assert [line for line in err.decode().splitlines() if "test mode" not in line] == [
+        "fake-plugin: error: no answer within the 1s deadline: stdin was never closed, so the "
+        "request never ended: send one CredentialProviderRequest and close stdin (echo '{...}' | "
+        "PLUGIN), as the kubelet does"
+    ]
+
+
 def test_the_deadline_counts_from_exec() -> None:
     from credprovider.runtime.deadline import Deadline, seconds_since_exec
 

@@ -12,7 +12,7 @@ from credprovider.catalog import PLUGINS
 from tests.fakes.aws import FakeEcr
 from tests.fakes.gcp import FakeMetadata
 from tests.fakes.http import FakeServer, serve
-from tests.helpers import CONFIG_DIR, config_file, provider_entry
+from tests.helpers import CONFIG_DIR, config_file, provider_entry, request_bytes, run_plugin
 from tests.helpers import run_cli as cli
 from tests.integration.cli.conftest import ECR_IMAGE, write
 from tests.integration.conftest import Azure
@@ -38,6 +38,40 @@ def get_json(
         "get", image, "--config", str(config), "--bin-dir", str(bin_dir), "--json", *extra, env=env
     )
     return result.returncode, json.loads(result.stdout)
+
+
+def test_get_changes_nothing_where_a_provider_keeps_its_cache(
+    tmp_path: Path, bin_dir: Path, ecr: tuple[FakeEcr, FakeServer]
+) -> None:
+    """A provider whose env names a cache directory: get reads the kubelet's cache and never
+    creates, locks or writes anything in it (docs/operators.md: only install and migrate --write
+    change anything)."""
+    fake, server = ecr
+    cache = tmp_path / "cache"
+    entry = provider_entry(env=[{"name": "CREDPROVIDER_CACHE_DIR", "value": str(cache)}])
+    config = config_file(tmp_path, entry)
+    code, report = get_json(f"{ECR_IMAGE}:v1", config, bin_dir, env=aws_env(server))
+    assert (code, report["credentialsFound"]) == (0, True)
+    assert not cache.exists()  # a miss: fetched, and nothing created
+    assert len(fake.calls) == 1
+
+    # the kubelet's own exec fills the cache; get then answers from it, adding nothing
+    run = run_plugin(
+        "ecr-credential-provider",
+        request_bytes(f"{ECR_IMAGE}:v1"),
+        env={**aws_env(server), "CREDPROVIDER_CACHE_DIR": str(cache)},
+        use_bundle=True,
+    )
+    assert run.code == 0, run.stderr
+    filled = sorted((p.name, p.stat().st_mtime_ns) for p in cache.iterdir())
+    assert filled and len(fake.calls) == 2
+    code, report = get_json(f"{ECR_IMAGE}:v1", config, bin_dir, env=aws_env(server))
+    assert (code, report["credentialsFound"]) == (0, True)
+    assert len(fake.calls) == 2  # served from the cache
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in cache.iterdir()) == filled
+    assert any(
+        "cache: hit" in line and "read-only" in line for line in report["providers"][0]["decisions"]
+    ), report
 
 
 def test_get_ecr(tmp_path: Path, bin_dir: Path, ecr: tuple[FakeEcr, FakeServer]) -> None:
