@@ -15,7 +15,11 @@ class CredproviderError(Exception):
 
 
 class ProviderError(CredproviderError):
-    """A failure the operator can act on; its message is the one line printed on stderr."""
+    """A failure the operator can act on; its message is the one line printed on stderr: what
+    failed, then (``advice``) what to do about it."""
+
+    def __init__(self, message: str, advice: str | None = None) -> None:
+        super().__init__(f"{message}; {advice}" if advice else message)
 
 
 class UsageError(ProviderError):

@@ -57,7 +57,8 @@ def call_with_retries(
         if error is not None:
             if final or not retry_error(error):
                 raise error
-            reason = type(error).__name__
+            detail = " ".join(str(error).split())[:200]
+            reason = f"{type(error).__name__} ({detail})" if detail else type(error).__name__
         else:
             if final or not retry_result(result):  # type: ignore[arg-type]
                 return result  # type: ignore[return-value]

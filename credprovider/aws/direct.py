@@ -63,6 +63,12 @@ BOTOCORE_SETTINGS: Final = (
 IMDS_DEFAULT: Final = "http://169.254.169.254/"
 IMDS_TOKEN_TTL: Final = "21600"
 IMDS_TIMEOUT_SECONDS: Final = 1.0  # botocore's default metadata timeout
+# Why IMDS gives a node no token, and the fix (said at -v=1: botocore only says it at debug level).
+IMDS_FIX: Final = (
+    "check that the instance metadata service is enabled with an instance profile attached; behind "
+    "a container, its IMDSv2 hop limit must be 2 or more (aws ec2 modify-instance-metadata-options "
+    "--http-put-response-hop-limit 2 --http-endpoint enabled)"
+)
 MAX_ATTEMPTS: Final = 3  # botocore's "standard" retry mode
 RETRY_STATUSES: Final = frozenset({500, 502, 503, 504})
 RETRY_CODES: Final = frozenset(
@@ -195,6 +201,11 @@ def instance_role_keys(imds: str, ctx: Context) -> AccessKeys | None:
             timeout=timeout,
         )
         if answer.status != 200 or not answer.body:
+            ctx.log.v(
+                1,
+                f"IMDS refused the IMDSv2 token (HTTP {answer.status}): {IMDS_FIX}; handing over "
+                "to botocore",
+            )
             return None
         token = answer.text()
         register_secret(token)
@@ -206,6 +217,11 @@ def instance_role_keys(imds: str, ctx: Context) -> AccessKeys | None:
         )
         role = listing.text().strip().split("\n")[0].strip()
         if listing.status != 200 or not role or "/" in role:
+            ctx.log.v(
+                1,
+                f"IMDS lists no instance role (HTTP {listing.status}): attach an instance profile "
+                "to the node; handing over to botocore",
+            )
             return None
         ctx.deadline.phase = f"reading the instance role {role} from IMDS"
         answer = request(
@@ -215,7 +231,7 @@ def instance_role_keys(imds: str, ctx: Context) -> AccessKeys | None:
             timeout=timeout,
         )
     except HttpError as exc:
-        ctx.log.v(1, f"IMDS did not answer ({exc}): handing over to botocore")
+        ctx.log.v(1, f"IMDS did not answer ({exc}): {IMDS_FIX}; handing over to botocore")
         return None
     keys = parse_role_credentials(answer.body) if answer.status == 200 else None
     if keys is not None:

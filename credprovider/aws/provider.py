@@ -23,6 +23,7 @@ from credprovider.aws.registry import (
 from credprovider.cache import CacheScope, fingerprint_file
 from credprovider.errors import ProviderError
 from credprovider.imageref import ImageError, parse_image
+from credprovider.runtime.advice import NOT_THE_SERVICE, RETRIES_NEXT_PULL
 from credprovider.runtime.provider import Context, Credentials
 from credprovider.runtime.redact import register_secret
 
@@ -39,7 +40,8 @@ MAX_ATTEMPTS: Final = 3
 BODY_LOGGERS: Final = ("botocore.parsers", "botocore.endpoint", "botocore.auth")
 NO_CREDENTIALS_HINT: Final = (
     "no AWS credentials found (checked env, shared profile, web identity, container credentials, "
-    "IMDS): attach an instance profile or set AWS_* in the provider's env"
+    "IMDS): attach an instance profile or set AWS_* in the provider's env (-v=1 says what IMDS "
+    "answered)"
 )
 
 
@@ -184,6 +186,8 @@ def _rejected(registry: EcrRegistry, region: str, code: str, message: str) -> Pr
         hint = (
             f"; still throttled after {MAX_ATTEMPTS} attempts, the kubelet retries on the next pull"
         )
+    elif code == "ServerException" or (code.isdigit() and code.startswith("5")):
+        hint = f"; {RETRIES_NEXT_PULL}"
     return ProviderError(
         f"{_api_name(registry)} GetAuthorizationToken in {region} failed: {code}: {message}{hint}"
     )
@@ -199,7 +203,8 @@ def _unreachable(registry: EcrRegistry, region: str, detail: object) -> Provider
 def _unusable(registry: EcrRegistry, region: str, detail: str) -> ProviderError:
     return ProviderError(
         f"{_service(registry)} GetAuthorizationToken in {region} returned an unusable answer: "
-        f"{detail}"
+        f"{detail}",
+        NOT_THE_SERVICE,
     )
 
 
@@ -219,7 +224,9 @@ def _api_failure(registry: EcrRegistry, region: str, exc: Exception) -> Provider
         return _rejected(registry, region, error.get("Code", "error"), error.get("Message", ""))
     if isinstance(exc, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError):
         return _unreachable(registry, region, exc)
-    return ProviderError(f"{_api_name(registry)} GetAuthorizationToken in {region} failed: {exc}")
+    return ProviderError(
+        f"{_api_name(registry)} GetAuthorizationToken in {region} failed: {exc}", RETRIES_NEXT_PULL
+    )
 
 
 def _token(

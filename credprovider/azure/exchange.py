@@ -16,6 +16,7 @@ from credprovider.azure.registry import ChallengeError, exchange_url, parse_chal
 from credprovider.errors import ProviderError
 from credprovider.http import HttpError, HttpResponse, proxy_setting, worth_retrying
 from credprovider.retry import RETRYABLE_STATUSES, call_with_retries
+from credprovider.runtime.advice import NOT_THE_SERVICE, RETRIES_NEXT_PULL, unreachable
 from credprovider.runtime.provider import Context, one_line
 from credprovider.runtime.redact import register_secret
 
@@ -27,6 +28,12 @@ if TYPE_CHECKING:
 
     # (method, url, form or None, timeout) -> the whole answer; raises HttpError when none came
     Send = Callable[[str, str, Mapping[str, str] | None, float], HttpResponse]
+
+# The host answered, but not as an Azure Container Registry does.
+NOT_AN_ACR: Final = (
+    "check that the image's host is an Azure Container Registry (the provider's matchImages send "
+    "only ACR hosts to this plugin)"
+)
 
 
 def stdlib_transport(environ: Mapping[str, str]) -> Send:
@@ -100,13 +107,14 @@ def exchange_for_refresh_token(
         response = _call(send, ctx, "GET", challenge_url, None)
     except HttpError as exc:
         raise ProviderError(
-            f"could not reach the registry at {challenge_url}: {one_line(exc)}"
+            f"could not reach the registry at {challenge_url}: {one_line(exc)}",
+            unreachable(login_server),
         ) from None
     try:
         challenge = parse_challenge(response.status, response.header_values("Www-Authenticate"))
         url = exchange_url(challenge.realm, login_server)
     except ChallengeError as exc:
-        raise ProviderError(f"{challenge_url}: {exc}") from None
+        raise ProviderError(f"{challenge_url}: {exc}", NOT_AN_ACR) from None
     form = {"grant_type": "access_token", "service": challenge.service, "access_token": aad}
     if tenant:
         form["tenant"] = tenant
@@ -123,6 +131,8 @@ def exchange_for_refresh_token(
         hint = (
             "; the identity needs the AcrPull role on the registry"
             if answer.status in (401, 403)
+            else f"; {RETRIES_NEXT_PULL}"
+            if answer.status in RETRYABLE_STATUSES
             else ""
         )
         raise ProviderError(
@@ -141,6 +151,8 @@ def _refresh_token(body: bytes, url: str) -> str:
         answer = None
     refresh_token = answer.get("refresh_token") if isinstance(answer, dict) else None
     if not isinstance(refresh_token, str) or not refresh_token:
-        raise ProviderError(f"ACR token exchange at {url} returned no refresh_token")
+        raise ProviderError(
+            f"ACR token exchange at {url} returned no refresh_token", NOT_THE_SERVICE
+        )
     register_secret(refresh_token)
     return refresh_token

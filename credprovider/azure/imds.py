@@ -15,6 +15,7 @@ from credprovider._typing import TYPE_CHECKING, Final, NamedTuple
 from credprovider.errors import CredproviderError
 from credprovider.http import HttpError, get_with_retries
 from credprovider.retry import RETRYABLE_STATUSES
+from credprovider.runtime.advice import NOT_THE_SERVICE, RETRIES_NEXT_PULL, unreachable
 from credprovider.runtime.provider import one_line
 
 if TYPE_CHECKING:
@@ -35,7 +36,11 @@ PER_CALL_TIMEOUT_SECONDS: Final = 5.0
 
 
 class ImdsError(CredproviderError):
-    """No token from IMDS; the message says why in one line."""
+    """No token from IMDS; the message says why in one line, ``advice`` what to do."""
+
+    def __init__(self, message: str, advice: str | None = None) -> None:
+        super().__init__(message)
+        self.advice = advice
 
 
 class AccessToken(NamedTuple):
@@ -64,16 +69,18 @@ def parse_token_answer(body: bytes, now: float) -> AccessToken:
     try:
         answer = json.loads(body)
     except ValueError:
-        raise ImdsError("IMDS answered with invalid JSON") from None
+        raise ImdsError("IMDS answered with invalid JSON", NOT_THE_SERVICE) from None
     token = answer.get("access_token") if isinstance(answer, dict) else None
     if not isinstance(token, str) or not token:
-        raise ImdsError("IMDS answered without an access_token")
+        raise ImdsError("IMDS answered without an access_token", NOT_THE_SERVICE)
     expires_on = answer.get("expires_on")
     expires_in = answer.get("expires_in")
     try:  # IMDS sends both as strings
         expiry = int(expires_on) if expires_on is not None else int(now) + int(expires_in)
     except (TypeError, ValueError):
-        raise ImdsError("IMDS answered without a usable expires_on or expires_in") from None
+        raise ImdsError(
+            "IMDS answered without a usable expires_on or expires_in", NOT_THE_SERVICE
+        ) from None
     return AccessToken(token, expiry)
 
 
@@ -116,15 +123,15 @@ class ImdsCredential:
                 attempts=ATTEMPTS,
             )
         except HttpError as exc:
-            raise ImdsError(f"IMDS ({shown}) did not answer: {one_line(exc)}") from None
-        if response.status != 200:
-            hint = (
-                " (is this managed identity assigned to the node?)"
-                if response.status == 400
-                else ""
-            )
             raise ImdsError(
-                f"IMDS ({shown}) answered HTTP {response.status}: "
-                f"{error_detail(response.body)}{hint}"
+                f"IMDS ({shown}) did not answer: {one_line(exc)}",
+                unreachable("IMDS (169.254.169.254; a pod needs the host network)"),
+            ) from None
+        if response.status != 200:
+            raise ImdsError(
+                f"IMDS ({shown}) answered HTTP {response.status}: {error_detail(response.body)}",
+                RETRIES_NEXT_PULL
+                if response.status in RETRIED_STATUSES
+                else "check that this managed identity is assigned to the node (az vm identity show)",
             )
         return parse_token_answer(response.body, time.time())

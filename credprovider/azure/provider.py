@@ -297,7 +297,7 @@ def aad_token(identity: Identity, ctx: Context) -> str:
     try:
         token = identity.credential.get_token(ACR_SCOPE)
     except ImdsError as exc:
-        raise ProviderError(f"{failed}: {exc}") from None
+        raise ProviderError(f"{failed}: {exc}", exc.advice) from None
     except Exception as exc:
         from azure.core.exceptions import AzureError  # only an azure-identity credential gets here
 

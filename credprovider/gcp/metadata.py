@@ -15,6 +15,12 @@ from credprovider.errors import ProviderError
 from credprovider.gcp.registry import metadata_host
 from credprovider.http import HttpError, HttpResponse, get_with_retries
 from credprovider.retry import RETRYABLE_STATUSES
+from credprovider.runtime.advice import (
+    NOT_THE_SERVICE,
+    RETRIES_NEXT_PULL,
+    name_not_resolved,
+    unreachable,
+)
 from credprovider.runtime.provider import one_line
 
 if TYPE_CHECKING:
@@ -24,6 +30,16 @@ if TYPE_CHECKING:
 
 MTLS_MODE_ENV: Final = "GCE_METADATA_MTLS_MODE"
 MTLS_CERTIFICATES: Final = ("/run/google-mds-mtls/root.crt", "/run/google-mds-mtls/client.key")
+# The metadata server's name does not resolve: off GCE (or its DNS is not the node's).
+NOT_ON_GCE: Final = (
+    "the metadata server's name does not resolve: is this node on GCE? Elsewhere, give the "
+    "credentials with GOOGLE_APPLICATION_CREDENTIALS in the provider's env (or GCE_METADATA_HOST "
+    "for a metadata server at another address)"
+)
+NO_SERVICE_ACCOUNT: Final = (
+    "check that the VM has a service account with the cloud-platform scope, or give the "
+    "credentials with GOOGLE_APPLICATION_CREDENTIALS in the provider's env"
+)
 METADATA_ATTEMPTS: Final = 3
 PER_CALL_TIMEOUT_SECONDS: Final = 3.0
 HEADERS: Final = {
@@ -74,15 +90,21 @@ def get(ctx: Context, path: str, what: str) -> object:
             attempts=METADATA_ATTEMPTS,
         )
     except HttpError as exc:
-        raise ProviderError(f"{failed}: {one_line(exc)}") from None
+        advice = (
+            NOT_ON_GCE if name_not_resolved(exc) else unreachable(f"the metadata server {root}")
+        )
+        raise ProviderError(f"{failed}: {one_line(exc)}", advice) from None
     if response.status in RETRYABLE_STATUSES:
         raise ProviderError(
             f"{failed}: the server is unavailable (HTTP {response.status}): "
-            f"{one_line(response.text())}"
+            f"{one_line(response.text())}",
+            RETRIES_NEXT_PULL,
         )
     if response.status != 200:
-        raise ProviderError(f"{failed}: HTTP {response.status}: {one_line(response.text())}")
+        raise ProviderError(
+            f"{failed}: HTTP {response.status}: {one_line(response.text())}", NO_SERVICE_ACCOUNT
+        )
     try:
         return decode_answer(response)
     except ValueError as exc:
-        raise ProviderError(f"{failed}: {exc}") from None
+        raise ProviderError(f"{failed}: {exc}", NOT_THE_SERVICE) from None

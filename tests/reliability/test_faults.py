@@ -20,6 +20,17 @@ from tests.reliability.checks import Figures, Outcome, answer_violations
 
 DEADLINE = 6.0
 AMZ_JSON = "application/x-amz-json-1.1"
+# README: every failure is "one line saying what failed and what to check". Each failing fault's line
+# must carry a "what to do" part, recognised by one of these phrases.
+ADVICE = (
+    "check ", "attach ", "give ", "set ", "raise ", "retries on the next pull", "close stdin",
+    "grant ", "needs ", "pass ",
+)  # fmt: skip
+
+
+def advice_missing(line: str) -> bool:
+    """Whether ``line`` says only what failed (the what-to-do part comes after the first colon)."""
+    return not any(phrase in line.partition(": error: ")[2] for phrase in ADVICE)
 
 
 @dataclass
@@ -130,6 +141,9 @@ AWS_FAULTS = [
 ]
 
 
+_KEPT: list[Any] = []
+
+
 def _imds_v2_refused(emulator: Emulator) -> dict[str, str]:
     """No credentials in env: botocore asks IMDS, whose IMDSv2 token PUT is refused."""
     imds = serve(
@@ -140,7 +154,7 @@ def _imds_v2_refused(emulator: Emulator) -> dict[str, str]:
         )
     )
     server = imds.__enter__()
-    emulator.files["imds_cleanup"] = ""  # marker: closed with the emulator's process exit
+    _KEPT.append(imds)  # referenced, or it is collected (and closed) before the plugin asks it
     return {
         "AWS_ACCESS_KEY_ID": "",
         "AWS_SECRET_ACCESS_KEY": "",
@@ -327,6 +341,62 @@ def _run(cloud: str, emulator: Emulator, extra_env: dict[str, str], args: list[s
     )
 
 
+def test_the_advice_check_can_fail() -> None:
+    assert advice_missing("p: error: ECR GetAuthorizationToken failed: 500: boom")
+    assert not advice_missing("p: error: ECR failed: 500; the kubelet retries on the next pull")
+
+
+def test_a_metadata_server_that_does_not_resolve_says_what_to_do_off_gce() -> None:
+    """Off GCE the metadata server's name does not resolve (here: in a network namespace of its
+    own, no DNS at all): the line says so and names GOOGLE_APPLICATION_CREDENTIALS; -v=2 says why
+    each attempt failed, not just its exception's type."""
+    run = run_plugin(
+        "auth-provider-gcp",
+        request_bytes("gcr.io/p/app"),
+        ["get-credentials", "--deadline=6s", "-v=2"],
+        {"GCE_METADATA_HOST": "metadata.credprovider.invalid"},
+        own_network=True,
+    )
+    assert run.code == 1
+    (line,) = [line for line in run.error_lines if ": error: " in line]
+    assert "gaierror" in line
+    assert "the metadata server's name does not resolve: is this node on GCE? Elsewhere, give the " \
+        "credentials with GOOGLE_APPLICATION_CREDENTIALS in the provider's env" in line  # fmt: skip
+    assert "attempt 1 got HttpError (gaierror: " in run.stderr
+
+
+def test_an_imds_that_refuses_the_token_is_said_at_v1_with_the_fix() -> None:
+    """IMDS refusing the IMDSv2 token PUT (botocore says so only at debug level): -v=1 says it,
+    with the fix; the error line points at -v=1."""
+    refusing = serve(
+        lambda request: (
+            FakeResponse.text("Forbidden", 403)
+            if request.method == "PUT"
+            else FakeResponse.text("Not Found", 404)
+        )
+    )
+    with aws_emulator() as emulator, refusing as imds:
+        env = {
+            **emulator.env,
+            "AWS_ACCESS_KEY_ID": "",
+            "AWS_SECRET_ACCESS_KEY": "",
+            "AWS_EC2_METADATA_DISABLED": "false",
+            "AWS_EC2_METADATA_SERVICE_ENDPOINT": imds.url,
+        }
+        run = run_plugin(
+            "ecr-credential-provider",
+            request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"),
+            ["--deadline=6s", "-v=1"],
+            env,
+        )
+        assert [r.method for r in imds.requests][:1] == ["PUT"]
+    assert run.code == 1
+    assert "IMDS refused the IMDSv2 token (HTTP 403): check that the instance metadata service is " \
+        "enabled with an instance profile attached; behind a container, its IMDSv2 hop limit must be " \
+        "2 or more" in run.stderr  # fmt: skip
+    assert "(-v=1 says what IMDS answered)" in run.error_lines[-1]
+
+
 @pytest.mark.parametrize(("cloud", "fault"), CASES, ids=[f"{c}-{f.name}" for c, f in CASES])
 def test_fault(figures: Figures, cloud: str, fault: Fault) -> None:
     with EMULATORS[cloud]() as emulator:
@@ -344,6 +414,8 @@ def test_fault(figures: Figures, cloud: str, fault: Fault) -> None:
         problems.append(
             f"expected a failure mentioning {fault.message!r}, got {run.code}: {run.stderr[-300:]}"
         )
+    elif any(advice_missing(line) for line in run.error_lines):
+        problems.append(f"no 'what to do' in: {run.error_lines}")
     figures.record(
         Outcome(
             "fault",

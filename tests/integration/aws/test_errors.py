@@ -89,7 +89,8 @@ def test_no_credentials_is_explained(ecr: tuple[FakeEcr, FakeServer], moto_serve
     assert run.code == 1
     assert run.error_lines == [
         f"{PLUGIN}: error: no AWS credentials found (checked env, shared profile, web identity, "
-        "container credentials, IMDS): attach an instance profile or set AWS_* in the provider's env"
+        "container credentials, IMDS): attach an instance profile or set AWS_* in the provider's env "
+        "(-v=1 says what IMDS answered)"
     ]
 
 

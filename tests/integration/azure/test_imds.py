@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from credprovider.runtime.advice import NOT_THE_SERVICE, RETRIES_NEXT_PULL
 from tests.fakes.http import FakeResponse
 from tests.helpers import request_bytes, run_listing_imports
 from tests.integration.azure.common import (
@@ -41,20 +42,28 @@ def test_the_managed_identity_token_is_fetched_without_azure_identity(azure: Azu
             FakeResponse.json(
                 {"error": "invalid_request", "error_description": "Identity not found"}, status=400
             ),
-            "IMDS ({imds}) answered HTTP 400: Identity not found (is this managed identity "
-            "assigned to the node?)",
+            "IMDS ({imds}) answered HTTP 400: Identity not found; check that this managed identity "
+            "is assigned to the node (az vm identity show)",
             1,
         ),
         (
             FakeResponse.text("upgrading", status=410),
-            "IMDS ({imds}) answered HTTP 410: upgrading",
+            "IMDS ({imds}) answered HTTP 410: upgrading; " + RETRIES_NEXT_PULL,
             3,
         ),
-        (FakeResponse.json({"token_type": "Bearer"}), "IMDS answered without an access_token", 1),
-        (FakeResponse.text("<html>proxy</html>"), "IMDS answered with invalid JSON", 1),
+        (
+            FakeResponse.json({"token_type": "Bearer"}),
+            "IMDS answered without an access_token; " + NOT_THE_SERVICE,
+            1,
+        ),
+        (
+            FakeResponse.text("<html>proxy</html>"),
+            "IMDS answered with invalid JSON; " + NOT_THE_SERVICE,
+            1,
+        ),
         (
             FakeResponse.json({"access_token": "t", "expires_on": "soon"}),
-            "IMDS answered without a usable expires_on or expires_in",
+            "IMDS answered without a usable expires_on or expires_in; " + NOT_THE_SERVICE,
             1,
         ),
     ],

@@ -1,0 +1,34 @@
+"""What to do, for the failures every cloud shares: the second half of a plugin's one error line
+(README: "one line saying what failed and what to check"). A cloud's own advice (a metadata server
+that does not resolve off its cloud, an IMDS hop limit) lives with that cloud."""
+
+from __future__ import annotations
+
+from credprovider._typing import Final
+
+# A 5xx or 429 after the retries the deadline allowed.
+RETRIES_NEXT_PULL: Final = (
+    "the service is failing or throttling; the kubelet retries on the next pull (if it persists, "
+    "check the service's status)"
+)
+# An answer that is not the service's (an HTML page, cut JSON, a missing field).
+NOT_THE_SERVICE: Final = (
+    "something other than the service may have answered: check HTTPS_PROXY, HTTP_PROXY and NO_PROXY "
+    "in the provider's env"
+)
+
+
+def unreachable(endpoint: str) -> str:
+    """For an endpoint the plugin could not reach (refused, reset, timed out)."""
+    return (
+        f"check that {endpoint} is reachable from this node (a firewall, a proxy: HTTPS_PROXY and "
+        "NO_PROXY in the provider's env)"
+    )
+
+
+def name_not_resolved(exc: BaseException) -> bool:
+    """Whether an HTTP failure was the host name not resolving (not a refused or silent host)."""
+    import socket
+
+    cause = exc.__cause__ or exc.__context__
+    return isinstance(cause, socket.gaierror)
