@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -63,6 +63,7 @@ class MigrationPlan:
     files: dict[str, str] = field(default_factory=dict)  # each file that changes -> its new text
     bin_dir: str = NODE_BIN_DIR
     node_files: dict[str, str] = field(default_factory=dict)  # plugin key -> its node file
+    existing: ExistingConfig | None = None  # the config merged in, as read_existing read it
 
     def install_args(self, config_path: str) -> list[str]:
         """The ``credprovider install`` arguments that put these plugins in place for this config
@@ -200,15 +201,16 @@ def plan_migration(
     *,
     flag_files: Mapping[str, str] | None = None,
     kubelet_config_path: str | None = None,
-    existing: ExistingConfig | None = None,
+    read_existing: Callable[[str], ExistingConfig] | None = None,
 ) -> MigrationPlan:
     """From a kubelet's old flags (a string and/or ``flag_files``: path -> text) and its
     KubeletConfiguration, everything to change for out-of-tree login.
 
     ``providers`` (keys of :data:`~credprovider.catalog.PLUGINS`) names the clouds when the flags do
-    not (``--cloud-provider=external``), or overrides what they say. ``existing`` is the config the
-    kubelet runs today (the CLI reads it): its providers are merged into the new one. ``bin_dir``
-    defaults to the kubelet's current bin dir (its plugins are there), else the usual one.
+    not (``--cloud-provider=external``), or overrides what they say. ``read_existing`` (the CLI's
+    I/O) reads the config the kubelet is given today, from the path the flags or the
+    KubeletConfiguration name: its providers are merged into the new one. ``bin_dir`` defaults to the
+    kubelet's current bin dir (its plugins are there), else the usual one.
     """
     flag_files = dict(flag_files or {})
     texts = [kubelet_flags_text, *(flags_from_file(text) for text in flag_files.values())]
@@ -217,6 +219,8 @@ def plan_migration(
     notes: list[str] = []
     chosen, drop = _chosen_clouds(args, providers, notes)
     current_bin_dir = existing_bin_dir(args, config)
+    existing_path = existing_config_path(args, config)
+    existing = read_existing(existing_path) if read_existing and existing_path else None
     bin_dir = bin_dir or current_bin_dir or NODE_BIN_DIR
     gates = _gates_to_remove(args, config, notes)
     if not chosen:
@@ -235,7 +239,7 @@ def plan_migration(
         rendered = _merged_config(chosen, node_files, existing, notes)
         _bin_dir_notes(existing, current_bin_dir, bin_dir, notes)
     plan = MigrationPlan(chosen, remove, replaced + new_flags, rendered, notes, bin_dir=bin_dir)
-    plan.node_files = node_files
+    plan.node_files, plan.existing = node_files, existing
     plan.files = _rewritten_files(flag_files, changes, new_flags, kubelet_flags_text, notes)
     if kubelet_config_path and gates:
         _rewrite_kubelet_config(plan, kubelet_config_path, kubelet_config_text, gates, config)

@@ -44,7 +44,6 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     try:
         flag_files = {path: read_text(path) for path in args.kubelet_flags_file or []}
         config_text = read_text(args.kubelet_config) if args.kubelet_config else ""
-        existing = _existing_config(args.kubelet_flags, flag_files, config_text)
         plan = plan_migration(
             args.kubelet_flags,
             config_text,
@@ -53,9 +52,9 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
             providers,
             flag_files=flag_files,
             kubelet_config_path=args.kubelet_config,
-            existing=existing,
+            read_existing=_existing_config,
         )
-        refused = _refusal(plan, args.config_out, existing) if args.write else None
+        refused = _refusal(plan, args.config_out) if args.write else None
         if args.write and not refused:
             from credprovider.install_plan import check_writable
 
@@ -97,25 +96,11 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _existing_config(
-    flags_text: str, flag_files: dict[str, str], kubelet_config_text: str
-) -> ExistingConfig | None:
-    """The credential provider config the kubelet is given today, read as the kubelet reads it."""
+def _existing_config(path: str) -> ExistingConfig:
+    """The credential provider config at ``path``, read as the kubelet reads it."""
     from credprovider.config import ConfigError, read_config
-    from credprovider.migrate import (
-        ExistingConfig,
-        existing_config_path,
-        flags_from_file,
-        read_kubelet_config,
-        split_flags,
-    )
+    from credprovider.migrate import ExistingConfig
 
-    texts = [flags_text, *(flags_from_file(text) for text in flag_files.values())]
-    path = existing_config_path(
-        split_flags(" ".join(texts)), read_kubelet_config(kubelet_config_text)
-    )
-    if not path:
-        return None
     try:
         loaded = read_config(path)
     except ConfigError as exc:
@@ -130,7 +115,7 @@ def _existing_config(
     )
 
 
-def _refusal(plan: MigrationPlan, config_out: str, existing: ExistingConfig | None) -> str | None:
+def _refusal(plan: MigrationPlan, config_out: str) -> str | None:
     """Why --write must not replace ``config_out`` (someone else's file), if it must not."""
     from credprovider.install import WRITTEN_BY
     from credprovider.nodefiles import FileProblem, read_text
@@ -138,6 +123,7 @@ def _refusal(plan: MigrationPlan, config_out: str, existing: ExistingConfig | No
     out = Path(config_out)
     if not plan.config or not (out.exists() or out.is_symlink()):
         return None
+    existing = plan.existing
     ours = existing is not None and (config_out == existing.path or config_out in existing.sources)
     try:
         text = read_text(config_out)

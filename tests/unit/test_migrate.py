@@ -89,7 +89,7 @@ def test_the_existing_config_is_merged_and_its_conflicts_reported() -> None:
     plan = plan_migration(
         "--cloud-provider=gce --image-credential-provider-config=/etc/kubernetes/old.yaml",
         providers=["aws", "gcp"],
-        existing=EXISTING,
+        read_existing={EXISTING.path: EXISTING}.__getitem__,
     )
     names = [p["name"] for p in yaml.safe_load(plan.config)["providers"]]
     assert names == ["ecr-credential-provider", "gcr-login", "auth-provider-gcp"]
