@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from credprovider.commands import COMMANDS
-from credprovider.commands.common import EXAMPLE, EXIT_USAGE
+from credprovider.commands.common import EXAMPLE, EXIT_USAGE, WHAT_CHANGES
 from credprovider.entry import PLUGIN_MODULES
 from credprovider.errors import CredproviderError
 from credprovider.runtime.redact import safe_line
@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Operator tool for the kubelet image credential provider plugins "
             f"{', '.join(PLUGIN_MODULES)}. Start with 'credprovider get IMAGE --config ... "
-            "--bin-dir ...' to see why a pull got (or did not get) credentials."
+            "--bin-dir ...' to see why a pull got (or did not get) credentials. " + WHAT_CHANGES
         ),
     )
     parser.add_argument(

@@ -24,6 +24,11 @@ VALIDATE_EXIT_STATUS: Final = (
     "run); 2: no verdict (a usage error, or a file this user may not read). Warnings never change "
     "the exit status."
 )
+# What each command changes on the node: one text for credprovider --help, README and the docs.
+WHAT_CHANGES: Final = (
+    "Only install and migrate --write change anything on the node; validate, get, explain, match "
+    "and migrate without --write only read (get runs the plugins with their cache read-only)."
+)
 
 # What build_parser hands each command's register().
 Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"

@@ -28,13 +28,14 @@ def test_every_symptom_names_a_command() -> None:
     assert "credprovider get IMAGE --config CONFIG --bin-dir BIN_DIR" in OPERATORS
 
 
-def test_validate_exit_status_is_one_text_in_help_readme_and_docs() -> None:
-    """README, docs/operators.md and validate --help give the same meaning of its exit status."""
+def test_exit_status_and_what_changes_are_one_text_in_help_readme_and_docs() -> None:
+    """README, docs/operators.md and --help give one meaning of validate's exit status and one
+    account of what each command changes."""
     import contextlib
     import io
 
     from credprovider.cli import build_parser
-    from credprovider.commands.common import VALIDATE_EXIT_STATUS
+    from credprovider.commands.common import VALIDATE_EXIT_STATUS, WHAT_CHANGES
 
     readme = " ".join((REPO / "README.md").read_text().split())
     out = io.StringIO()
@@ -43,4 +44,11 @@ def test_validate_exit_status_is_one_text_in_help_readme_and_docs() -> None:
     shown = " ".join(out.getvalue().split())
     for where, text in (("README", readme), ("docs", OPERATORS), ("--help", shown)):
         assert " ".join(VALIDATE_EXIT_STATUS.split()) in text, where
+    # and what each command changes: the same text in credprovider --help, README and the docs
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+        build_parser().parse_args(["--help"])
+    top = " ".join(out.getvalue().split())
+    for where, text in (("README", readme), ("docs", OPERATORS), ("--help", top)):
+        assert " ".join(WHAT_CHANGES.split()) in text, where
     assert "changes nothing" not in OPERATORS
