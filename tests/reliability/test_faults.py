@@ -144,6 +144,15 @@ AWS_FAULTS = [
 _KEPT: list[Any] = []
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _close_kept_servers() -> Any:
+    """The servers a fault keeps alive are closed with this module (their threads would otherwise
+    keep pytest from exiting)."""
+    yield
+    while _KEPT:
+        _KEPT.pop().__exit__(None, None, None)
+
+
 def _imds_v2_refused(emulator: Emulator) -> dict[str, str]:
     """No credentials in env: botocore asks IMDS, whose IMDSv2 token PUT is refused."""
     imds = serve(
