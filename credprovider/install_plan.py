@@ -159,14 +159,12 @@ def _plan_link(link: Path, target: Path, version: str, force: bool, stamp: str) 
             "replace", str(link), f"replaced the dangling link {link} (to {os.readlink(link)})"
         )
     shown = f"a link to {os.readlink(link)}" if link.is_symlink() else "not credprovider"
-    change = Change("replace", str(link), f"replaced {link} ({shown}) with a link to {target}")
-    if force:
-        change.backup = f"{link}{BACKUP_SUFFIX}{stamp}"
-    else:
-        change.refused = (
-            "it is not a credprovider link: pass --force to replace it (a backup is kept)"
-        )
-    return change
+    return _overwrite(
+        Change("replace", str(link), f"replaced {link} ({shown}) with a link to {target}"),
+        force,
+        stamp,
+        "it is not a credprovider link: pass --force to replace it (a backup is kept)",
+    )
 
 
 def _plan_copy(plan: InstallPlan, force: bool, stamp: str) -> Change:
@@ -184,15 +182,13 @@ def _plan_copy(plan: InstallPlan, force: bool, stamp: str) -> Change:
             f"replaced the bundle copy {destination} from {source} (upgrade from {was} to "
             f"{plan.version})",
         )
-    change = Change("replace", str(destination), f"replaced {destination} with a bundle copy")
-    if force:
-        change.backup = f"{destination}{BACKUP_SUFFIX}{stamp}"
-    else:
-        change.refused = (
-            "it exists and is not a bundle copy this tool made: inspect it, then pass --force "
-            "(a backup is kept)"
-        )
-    return change
+    return _overwrite(
+        Change("replace", str(destination), f"replaced {destination} with a bundle copy"),
+        force,
+        stamp,
+        "it exists and is not a bundle copy this tool made: inspect it, then pass --force "
+        "(a backup is kept)",
+    )
 
 
 def _plan_config(out: Path, text: str, force: bool, stamp: str) -> Change:
@@ -209,11 +205,21 @@ def _plan_config(out: Path, text: str, force: bool, stamp: str) -> Change:
         return Change("unchanged", str(out), f"unchanged {out}")
     if current is not None and _holds_providers(current, text):
         return Change("unchanged", str(out), f"unchanged {out} (it already has these providers)")
-    change = Change("write", str(out), f"replaced {out}")
+    return _overwrite(
+        Change("write", str(out), f"replaced {out}"),
+        force,
+        stamp,
+        f"it exists with other content{unreadable}: pass --force to replace it (a backup is kept)",
+    )
+
+
+def _overwrite(change: Change, force: bool, stamp: str, refusal: str) -> Change:
+    """A step that replaces something not credprovider's: with --force it keeps a backup beside
+    it (``NAME.credprovider-backup-TIMESTAMP``), without it is refused for ``refusal``."""
     if force:
-        change.backup = f"{out}{BACKUP_SUFFIX}{stamp}"
+        change.backup = f"{change.path}{BACKUP_SUFFIX}{stamp}"
     else:
-        change.refused = f"it exists with other content{unreadable}: pass --force to replace it (a backup is kept)"
+        change.refused = refusal
     return change
 
 
