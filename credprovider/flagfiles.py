@@ -22,11 +22,13 @@ from credprovider.install import InstallError
 _ASSIGNMENT: Final = re.compile(r"^((?:export\s+)?)([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 _FLAGS_VARIABLE: Final = re.compile(r"^KUBELET_[A-Z0-9_]*ARGS$|^KUBELET_OPTS$|^DAEMON_ARGS$")
 # One word: unquoted characters, backslash escapes, and quoted runs, up to unquoted white space.
-_WORD: Final = re.compile(r"""(?:[^\s"'\\]|\\[^\n]|"(?:[^"\\]|\\.)*"|'[^']*')+""", re.DOTALL)
+# Possessive: a 4 MiB file with an unclosed quote is one linear scan, no backtracking stack.
+_WORD: Final = re.compile(r"""(?:[^\s"'\\]++|\\[^\n]|"(?:[^"\\]++|\\.)*+"|'[^']*+')++""", re.DOTALL)
 _SEPARATOR: Final = re.compile(r"(?:\s|\\\n)*")
-# One assignment inside systemd's Environment=: "NAME=VALUE" or NAME=VALUE.
+# One assignment inside systemd's Environment=: "NAME=VALUE" or NAME=VALUE (a name starts only
+# where no word does, so a long run of letters is scanned once, not once per letter).
 _ENVIRONMENT_ITEM: Final = re.compile(
-    r'"([A-Za-z_][A-Za-z0-9_]*)=((?:[^"\\]|\\.)*)"|([A-Za-z_]\w*)=(\S*)'
+    r'"([A-Za-z_][A-Za-z0-9_]*)=((?:[^"\\]++|\\.)*+)"|(?<!\w)([A-Za-z_]\w*+)=(\S*+)'
 )
 
 
@@ -44,6 +46,10 @@ class Unit:
     start: int
     end: int
     words: tuple[Word, ...]
+    # Where the quote goes when an unquoted value gains a space: before NAME in systemd's
+    # Environment= ("NAME=a b"), before the value in an env file (NAME="a b"); else systemd (or a
+    # shell) would read the second word as something else.
+    quote_from: int | None = None
 
 
 # An edit of one unit's words: which to drop (by index) and which to replace (index -> new word).
@@ -115,7 +121,9 @@ def units(text: str) -> list[Unit]:
                 group = 1 if item.group(1) else 3
                 if _FLAGS_VARIABLE.match(item.group(group)):
                     value_start, value_end = item.span(group + 1)
-                    found.append(Unit(value_start, value_end, _words(text, value_start, value_end)))
+                    words = _words(text, value_start, value_end)
+                    quote_from = item.start(group) if group == 3 else None
+                    found.append(Unit(value_start, value_end, words, quote_from))
             continue
         if key == "ExecStart":
             saw_structure = True
@@ -129,7 +137,8 @@ def units(text: str) -> list[Unit]:
             if _FLAGS_VARIABLE.match(assignment.group(2)):
                 value_offset = offset + len(assignment.group(1)) + len(assignment.group(2)) + 1
                 start, end = _quoted_region(text, value_offset, line_end)
-                found.append(Unit(start, end, _words(text, start, end)))
+                quoted = start > value_offset and text[start - 1] in "\"'"
+                found.append(Unit(start, end, _words(text, start, end), None if quoted else start))
             continue
         if stripped.startswith("-") and not saw_structure:
             found.append(Unit(offset, line_end, _words(text, offset, line_end)))
@@ -156,7 +165,12 @@ def rewrite(text: str, edit: WordEdit, add: Sequence[str] = (), add_to: int | No
         extra = list(add) if index == add_to else []
         if not drop and not replace and not extra:
             continue
-        text = text[: unit.start] + _edited(text, unit, drop, replace, extra) + text[unit.end :]
+        new = _edited(text, unit, drop, replace, extra)
+        if unit.quote_from is not None and len(new.split()) > 1:
+            head = text[unit.quote_from : unit.start]
+            text = f'{text[: unit.quote_from]}"{head}{new}"{text[unit.end :]}'
+        else:
+            text = text[: unit.start] + new + text[unit.end :]
     return text
 
 

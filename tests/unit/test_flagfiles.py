@@ -37,7 +37,7 @@ def _drop_listed(words: Sequence[str]) -> tuple[set[int], dict[int, str]]:
          '--image-credential-provider-config=/etc/new.yaml"\n'),
         ("the only flag, unquoted",
          "KUBELET_EXTRA_ARGS=--cloud-provider=aws\n",
-         "KUBELET_EXTRA_ARGS=--cloud-provider=external --image-credential-provider-config=/etc/new.yaml\n"),
+         'KUBELET_EXTRA_ARGS="--cloud-provider=external --image-credential-provider-config=/etc/new.yaml"\n'),
         ("single quotes and export, a comment kept",
          "# set by the AMI\nexport KUBELET_EXTRA_ARGS='--cloud-provider=aws --image-credential-provider-config=/etc/old.yaml'\n",
          "# set by the AMI\nexport KUBELET_EXTRA_ARGS='--cloud-provider=external --image-credential-provider-config=/etc/new.yaml'\n"),
@@ -45,6 +45,10 @@ def _drop_listed(words: Sequence[str]) -> tuple[set[int], dict[int, str]]:
          '[Service]\nEnvironment="A=1" "KUBELET_EXTRA_ARGS=--cloud-provider=aws --max-pods=58" "B=2"\n',
          '[Service]\nEnvironment="A=1" "KUBELET_EXTRA_ARGS=--max-pods=58 --cloud-provider=external '
          '--image-credential-provider-config=/etc/new.yaml" "B=2"\n'),
+        ("an unquoted Environment= assignment",
+         "[Service]\nEnvironment=KUBELET_EXTRA_ARGS=--cloud-provider=aws\n",
+         '[Service]\nEnvironment="KUBELET_EXTRA_ARGS=--cloud-provider=external '
+         '--image-credential-provider-config=/etc/new.yaml"\n'),
         ("ExecStart= over continued lines",
          "[Service]\nExecStart=/usr/bin/kubelet \\\n  --cloud-provider=aws \\\n  --feature-gates=Foo=true,KubeletCredentialProviders=true \\\n  --v=2\nRestart=always\n",
          "[Service]\nExecStart=/usr/bin/kubelet \\\n  --feature-gates=Foo=true \\\n  --v=2 --cloud-provider=external "
@@ -88,3 +92,27 @@ def test_the_words_are_what_the_kubelet_receives() -> None:
 def test_an_unclosed_quote_is_an_error() -> None:
     with pytest.raises(InstallError, match="No closing quotation"):
         units('ExecStart=/usr/bin/kubelet --node-labels="a=b\n')
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[Service]\nEnvironment=" + "a" * 4_000_000 + "\n",  # one name-like run, no '='
+        'KUBELET_EXTRA_ARGS="' + "--x " * 1_000_000 + "\n",  # a quote never closed
+        "ExecStart=/usr/bin/kubelet " + "'" + "y" * 4_000_000 + "\n",
+    ],
+    ids=["a 4 MB name", "an unclosed double quote", "an unclosed single quote"],
+)
+def test_a_hostile_file_is_read_in_one_pass(text: str) -> None:
+    """A file as large as nodefiles allows (4 MiB) is scanned once: no per-character rescans, no
+    backtracking stack (this took minutes, or half a gigabyte, before)."""
+    import resource
+    import time
+
+    start, before = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    try:
+        units(text)
+    except InstallError as exc:
+        assert "No closing quotation" in str(exc)
+    assert time.monotonic() - start < 5
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # KiB
