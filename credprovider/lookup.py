@@ -9,7 +9,6 @@ the kubelet's keyring rules.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from credprovider.api import (
     parse_response,
 )
 from credprovider.catalog import plugin_for_name
+from credprovider.childproc import run_bounded
 from credprovider.config import CredentialProvider, LoadedConfig
 from credprovider.goformat import SECOND, parse_go_duration
 from credprovider.imageref import registry_of
@@ -33,6 +33,8 @@ from credprovider.matching import explain_key_mismatch, keyring_lookup
 from credprovider.runtime.redact import register_secret, scrub
 
 KUBELET_EXEC_TIMEOUT_SECONDS: Final = 60.0
+# What is kept of a plugin's stdout and of its stderr (the rest is read and dropped).
+RESPONSE_CAP_BYTES: Final = 4 * 1024 * 1024
 GLOBAL_CACHE_KEY: Final = "<global>"
 
 
@@ -193,28 +195,29 @@ def _exec(
     start = time.monotonic()
     report.ran = True
     try:
-        proc = subprocess.run(
-            [str(Path(bin_dir) / name), *args],
-            input=request,
-            capture_output=True,
-            env=env,
-            timeout=timeout,
-            check=False,
+        proc = run_bounded(
+            [str(Path(bin_dir) / name), *args], env, request, timeout, cap=RESPONSE_CAP_BYTES
         )
-    except subprocess.TimeoutExpired:
-        report.error = f"{failed}: context deadline exceeded"
-        return None
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the name or an argument
         report.error = f"{failed}: {exc}"
         return None
     finally:
         report.seconds = time.monotonic() - start
-    report.exit_code = proc.returncode
+    if proc.timed_out:
+        report.error = f"{failed}: context deadline exceeded"
+        return None
+    report.exit_code = proc.code
     report.stderr = scrub(proc.stderr.decode("utf-8", "replace"))
     if ours:
         report.decisions = decisions(report.stderr, name)
-    if proc.returncode != 0:
-        report.error = f"{failed}: exit status {proc.returncode}: {report.stderr.strip()}"
+    if proc.code != 0:
+        report.error = f"{failed}: exit status {proc.code}: {report.stderr.strip()}"
+        return None
+    if proc.stdout_cut:
+        report.error = (
+            f"{failed}: its response is larger than {RESPONSE_CAP_BYTES // (1024 * 1024)} MiB; "
+            "the rest was not read (a plugin's answer is a few hundred bytes)"
+        )
         return None
     return proc.stdout
 

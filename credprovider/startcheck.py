@@ -20,13 +20,13 @@ from __future__ import annotations
 import errno
 import os
 import signal
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from credprovider.catalog import plugin_for_name
+from credprovider.childproc import run_bounded
 from credprovider.entry import TOOL_NAME, UNKNOWN_PROGRAM_MARK, VERSION_FLAG
 from credprovider.errors import CredproviderError
 
@@ -36,6 +36,7 @@ LAUNCHER_FAILURE_MARK: Final = "install the whole credprovider-"
 # The end of the first line of our --version (credprovider/version.py).
 VERSION_MARK: Final = " (credprovider)"
 START_TIMEOUT_SECONDS: Final = 20.0
+_OUTPUT_CAP: Final = 64 * 1024
 _SHELL_CANNOT_EXECUTE: Final = (126, 127)
 
 
@@ -149,29 +150,15 @@ def _foreign(
 def _run(
     command: list[str], env: dict[str, str], timeout: float
 ) -> tuple[int | None, str, str] | str:
-    """(exit status or ``None`` on time-out, stdout, stderr), or why exec failed."""
+    """(exit status or ``None`` on time-out, stdout, stderr), or why exec failed. The request is
+    empty: stdin is closed at once."""
     try:
-        proc = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            start_new_session=True,  # no controlling terminal; the group is killed on time-out
-        )
+        run = run_bounded(command, env, b"", timeout, cap=_OUTPUT_CAP)
     except OSError as exc:
         return _exec_failure(command[0], exc)
     except ValueError as exc:  # a NUL in the path or an argument
         return str(exc)
-    try:
-        out, err = proc.communicate(b"", timeout=timeout)
-        code: int | None = proc.returncode
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
-        code = None
-    cap = 64 * 1024
-    return code, out[:cap].decode("utf-8", "replace"), err[:cap].decode("utf-8", "replace")
+    return run.code, run.stdout.decode("utf-8", "replace"), run.stderr.decode("utf-8", "replace")
 
 
 def _exec_failure(path: str, exc: OSError) -> str:

@@ -4,13 +4,22 @@ test_operator_path.py). Each case is a real file executed the way the kubelet ex
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from credprovider.childproc import DRAIN_SECONDS
 from credprovider.entry import UNKNOWN_PROGRAM_MARK
-from credprovider.startcheck import LAUNCHER_FAILURE_MARK, VERSION_MARK, check_start
+from credprovider.startcheck import (
+    LAUNCHER_FAILURE_MARK,
+    VERSION_MARK,
+    check_start,
+)
 from tests.helpers import REPO
 
 ECR = "ecr-credential-provider"
@@ -152,8 +161,42 @@ def test_a_binary_that_never_ends_is_killed_with_its_children(tmp_path: Path) ->
     assert result.error is None
     assert result.warning and "did not end it within the check's time" in result.warning
     for pid in pids.read_text().split():
-        state = Path(f"/proc/{pid}/stat")
-        assert not state.exists() or state.read_text().split()[2] == "Z", pid
+        assert _ends(int(pid)), pid
+
+
+def test_a_descendant_that_leaves_the_group_and_keeps_the_pipes_does_not_hang_the_check(
+    tmp_path: Path,
+) -> None:
+    """setsid takes a child out of the killed group; it still holds stdout and stderr. The check
+    answers anyway (a plain communicate() would wait for the child's 60 s)."""
+    pids = tmp_path / "pids"
+    (tmp_path / FOREIGN).write_text(f"#!/bin/sh\nsetsid sleep 60 &\necho $! > {pids}\nsleep 60\n")
+    (tmp_path / FOREIGN).chmod(0o755)
+    started = time.monotonic()
+    try:
+        result = check_start(FOREIGN, str(tmp_path), [], [], timeout=0.5)
+        assert time.monotonic() - started < 0.5 + DRAIN_SECONDS + 5
+        assert result.error is None
+        assert result.warning and "did not end it within the check's time" in result.warning
+    finally:
+        for pid in pids.read_text().split() if pids.exists() else ():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+
+
+def _ends(pid: int, within: float = 10.0) -> bool:
+    """The process is gone or a zombie within ``within`` seconds. A SIGKILLed process is still
+    running for a moment while it exits, and an orphan is reaped by whoever adopted it."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            return True
+        if state in ("Z", "X"):
+            return True
+        time.sleep(0.02)
+    return False
 
 
 def test_the_launcher_failure_mark_is_the_launchers_own_words() -> None:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from credprovider.catalog import PLUGINS
+from credprovider.childproc import DRAIN_SECONDS
 from tests.fakes.aws import FakeEcr
 from tests.fakes.gcp import FakeMetadata
 from tests.fakes.http import FakeServer, serve
@@ -260,3 +265,42 @@ def test_get_says_why_each_provider_did_not_match(tmp_path: Path) -> None:
     }
     text = cli("get", image, "--config", str(config), "--bin-dir", str(tmp_path)).stdout
     assert "    nearest '*.dkr.ecr.*.amazonaws.com': port differs" in text
+
+
+# A plugin the config names may do anything: get answers within --timeout (plus a short drain)
+# and holds at most a bounded part of what the plugin writes.
+HOSTILE_PLUGINS = {
+    "an answer larger than any response": (
+        "cat >/dev/null; head -c 6000000 /dev/zero; exit 0",
+        "its response is larger than 4 MiB; the rest was not read",
+    ),
+    "an answer without end": ("cat >/dev/null; yes", "context deadline exceeded"),
+    "a descendant that keeps the pipes": (
+        'cat >/dev/null; setsid sleep 60 & echo $! > "$0.pid"; sleep 60',
+        "context deadline exceeded",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE_PLUGINS))
+def test_get_answers_whatever_a_plugin_does(tmp_path: Path, bin_dir: Path, name: str) -> None:
+    script, error = HOSTILE_PLUGINS[name]
+    plugin = tmp_path / "hostile" / "hostile-plugin"
+    plugin.parent.mkdir()
+    plugin.write_text(f"#!/bin/sh\n{script}\n")
+    plugin.chmod(0o755)
+    config = config_file(
+        tmp_path, provider_entry(name="hostile-plugin", matchImages=["*.dkr.ecr.*.amazonaws.com"])
+    )
+    try:
+        started = time.monotonic()
+        code, report = get_json(ECR_IMAGE, config, plugin.parent, "--timeout", "2s")
+        assert time.monotonic() - started < 2 + DRAIN_SECONDS + 10
+    finally:
+        pid = plugin.with_name("hostile-plugin.pid")
+        if pid.exists():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid.read_text()), signal.SIGKILL)
+    (provider,) = report["providers"]
+    assert (code, report["credentialsFound"], provider["response"]) == (1, False, None)
+    assert error in provider["error"]
