@@ -11,14 +11,14 @@ from __future__ import annotations
 import os
 import sys
 
-# typing costs more to import than the rest of --version: annotations only (see credprovider/_typing.py)
+# typing costs more to import than the rest of --version: annotations only (see credprovider/runtime/_typing.py)
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Final
 
 # The one table of clouds: plugin name -> its package. The package's ``main`` module has the
 # plugin's ``main(argv: list[str])``; its ``descriptor`` module tells the tool about it
-# (credprovider/descriptor.py). Adding a cloud is a folder and a line here.
+# (credprovider/tool/descriptor.py). Adding a cloud is a folder and a line here.
 PLUGIN_PACKAGES: Final = {
     "ecr-credential-provider": "credprovider.aws",
     "acr-credential-provider": "credprovider.azure",
@@ -26,7 +26,7 @@ PLUGIN_PACKAGES: Final = {
 }
 PLUGIN_MODULES: Final = {name: f"{package}.main" for name, package in PLUGIN_PACKAGES.items()}
 TOOL_NAME: Final = "credprovider"
-PROGRAM_MODULES: Final = {**PLUGIN_MODULES, TOOL_NAME: "credprovider.cli"}
+PROGRAM_MODULES: Final = {**PLUGIN_MODULES, TOOL_NAME: "credprovider.tool.cli"}
 VERSION_FLAG: Final = "--version"
 # How this executable refuses a name it does not know (the tool's start check recognises it).
 UNKNOWN_PROGRAM_MARK: Final = "unknown program name; run as one of"

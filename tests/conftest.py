@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from credprovider import loopback
-from credprovider.runtime import redact
+from credprovider.runtime import loopback, redact
 from release.native import cache_root as release_cache_root
 from tests.helpers import RUN_SETTINGS, require_bundle
 
@@ -46,7 +45,7 @@ class NonLoopbackConnection(AssertionError):
 @pytest.fixture(autouse=True, scope="session")
 def _loopback_only() -> Iterator[None]:
     """Fail any socket connect to a non-loopback address from the test process itself: the
-    plugins' own test-mode guard (credprovider/loopback.py), refusing with an AssertionError."""
+    plugins' own test-mode guard (credprovider/runtime/loopback.py), refusing with an AssertionError."""
     remove = loopback.install_connect_guard(
         lambda host: NonLoopbackConnection(f"test tried to connect to {host!r}")
     )

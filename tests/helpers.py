@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from credprovider.api import encode_request
-from credprovider.catalog import PLUGINS
+from credprovider.runtime.api import encode_request
+from credprovider.tool.catalog import PLUGINS
 
 REPO = Path(__file__).resolve().parent.parent
 BUNDLE_DIR = REPO / "dist" / "credprovider"

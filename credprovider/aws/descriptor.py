@@ -1,4 +1,4 @@
-"""The ECR plugin as the ``credprovider`` tool sees it (credprovider/descriptor.py). Pure."""
+"""The ECR plugin as the ``credprovider`` tool sees it (credprovider/tool/descriptor.py). Pure."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from credprovider.aws.registry import (
     SAMPLE_IMAGES,
     classify_host,
 )
-from credprovider.descriptor import CloudPlugin, both_port_forms, samples_with_port
+from credprovider.tool.descriptor import CloudPlugin, both_port_forms, samples_with_port
 
 
 def explain(host: str, registry: str) -> dict[str, Any]:

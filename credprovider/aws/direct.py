@@ -16,16 +16,16 @@ from __future__ import annotations
 import json
 import re
 
-from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.aws.sigv4 import AccessKeys, sign_post
 from credprovider.errors import CredproviderError
-from credprovider.http import PROXY_ENV
+from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
+from credprovider.runtime.http import PROXY_ENV
 
 if TYPE_CHECKING:
     import ssl
     from collections.abc import Callable, Mapping
 
-    from credprovider.http import HttpResponse
+    from credprovider.runtime.http import HttpResponse
     from credprovider.runtime.provider import Context
 
 # botocore's partitions.json: (id, regionRegex, dnsSuffix). A region matching none goes to botocore.
@@ -188,7 +188,7 @@ def parse_role_credentials(body: bytes) -> AccessKeys | None:
 
 def instance_role_keys(imds: str, ctx: Context) -> AccessKeys | None:
     """The instance role's keys through IMDSv2, or ``None`` (botocore then tries, with its fallbacks)."""
-    from credprovider.http import HttpError, request
+    from credprovider.runtime.http import HttpError, request
     from credprovider.runtime.redact import register_secret
 
     timeout = ctx.deadline.timeout(IMDS_TIMEOUT_SECONDS)
@@ -293,8 +293,8 @@ def get_authorization_token(
     route: Plan, keys: AccessKeys, ctx: Context, user_agent: str
 ) -> tuple[str | None, float | None]:
     """One signed ``GetAuthorizationToken`` (retried as botocore's standard mode does)."""
-    from credprovider.http import HttpError, verified_context, worth_retrying
-    from credprovider.retry import call_with_retries
+    from credprovider.runtime.http import HttpError, verified_context, worth_retrying
+    from credprovider.runtime.retry import call_with_retries
 
     ctx.log.v(4, f"POST {route.endpoint} ({TARGETS[route.service]}, region {route.region})")
     try:
@@ -321,7 +321,7 @@ def _signed_post(
     route: Plan, keys: AccessKeys, ctx: Context, user_agent: str, tls: ssl.SSLContext | None
 ) -> HttpResponse:
     """One attempt: the empty JSON body, signed now (a retry is signed afresh)."""
-    from credprovider.http import request
+    from credprovider.runtime.http import request
 
     body = b"{}"
     headers = sign_post(

@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 
 from credprovider import __version__
-from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
-from credprovider.api import AuthConfig, CredentialProviderRequest
 from credprovider.aws import PLUGIN_NAME
 from credprovider.aws.registry import (
     IDENTITY_ENV,
@@ -20,10 +18,12 @@ from credprovider.aws.registry import (
     decode_authorization_token,
     role_for_service_account,
 )
-from credprovider.cache import CacheScope, fingerprint_file
 from credprovider.errors import ProviderError
-from credprovider.imageref import ImageError, parse_image
+from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.runtime.advice import NOT_THE_SERVICE, RETRIES_NEXT_PULL
+from credprovider.runtime.api import AuthConfig, CredentialProviderRequest
+from credprovider.runtime.cachestore import CacheScope, fingerprint_file
+from credprovider.runtime.imageref import ImageError, parse_image
 from credprovider.runtime.provider import Context, Credentials
 from credprovider.runtime.redact import register_secret
 

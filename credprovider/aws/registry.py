@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from credprovider._typing import TYPE_CHECKING, Final, NamedTuple
 from credprovider.aws import PLUGIN_NAME
 from credprovider.errors import CredproviderError
+from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

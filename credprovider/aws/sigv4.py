@@ -7,7 +7,7 @@ without runs of spaces. ``tests/unit/test_aws_sigv4.py`` checks every signature 
 
 from __future__ import annotations
 
-from credprovider._typing import TYPE_CHECKING, Final, NamedTuple
+from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

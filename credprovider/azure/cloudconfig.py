@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import json
 
-from credprovider._typing import Any, Final, NamedTuple
 from credprovider.azure.registry import AzureConfigError, tenant_id_problem
+from credprovider.runtime._typing import Any, Final, NamedTuple
 
 RESOURCE_ID_MARKER: Final = "/subscriptions/"
 

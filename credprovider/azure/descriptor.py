@@ -1,4 +1,4 @@
-"""The ACR plugin as the ``credprovider`` tool sees it (credprovider/descriptor.py). Pure."""
+"""The ACR plugin as the ``credprovider`` tool sees it (credprovider/tool/descriptor.py). Pure."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from credprovider.azure.registry import (
     SAMPLE_IMAGES,
     login_server_suffix,
 )
-from credprovider.descriptor import CloudPlugin, both_port_forms, samples_with_port
+from credprovider.tool.descriptor import CloudPlugin, both_port_forms, samples_with_port
 
 DEFAULT_AZURE_CONFIG: Final = "/etc/kubernetes/azure.json"
 _PUBLIC_AZURE = CLOUDS["azurepubliccloud"]

@@ -1,24 +1,24 @@
 """The ACR token exchange: ``GET /v2/`` for the challenge, then ``POST /oauth2/exchange``.
 
-Two HTTPS calls to the registry, on the stdlib client (``credprovider/http.py``) in the common
+Two HTTPS calls to the registry, on the stdlib client (``credprovider/runtime/http.py``) in the common
 case: requests, urllib3 and charset_normalizer cost an exec about as much again as everything else
 of an ACR cache miss. When a proxy variable is set the calls go through requests, which honours it
 (with ``NO_PROXY``), as they always did. Both transports give the same answer type and raise
-:class:`~credprovider.http.HttpError`, so the exchange itself is written once. TLS trust is what
+:class:`~credprovider.runtime.http.HttpError`, so the exchange itself is written once. TLS trust is what
 requests uses: ``REQUESTS_CA_BUNDLE``, else ``CURL_CA_BUNDLE``, else certifi's bundle.
 """
 
 from __future__ import annotations
 
 from credprovider import __version__
-from credprovider._typing import TYPE_CHECKING, Final
 from credprovider.azure.registry import ChallengeError, exchange_url, parse_challenge
 from credprovider.errors import ProviderError
-from credprovider.http import HttpError, HttpResponse, proxy_setting, worth_retrying
-from credprovider.retry import RETRYABLE_STATUSES, call_with_retries
+from credprovider.runtime._typing import TYPE_CHECKING, Final
 from credprovider.runtime.advice import NOT_THE_SERVICE, RETRIES_NEXT_PULL, unreachable
+from credprovider.runtime.http import HttpError, HttpResponse, proxy_setting, worth_retrying
 from credprovider.runtime.provider import Context, one_line
 from credprovider.runtime.redact import register_secret
+from credprovider.runtime.retry import RETRYABLE_STATUSES, call_with_retries
 
 USER_AGENT: Final = f"credprovider/{__version__} (acr-credential-provider)"
 CA_BUNDLE_ENV: Final = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
@@ -39,7 +39,7 @@ NOT_AN_ACR: Final = (
 def stdlib_transport(environ: Mapping[str, str]) -> Send:
     from urllib.parse import urlencode
 
-    from credprovider.http import request, verified_context
+    from credprovider.runtime.http import request, verified_context
 
     ca_bundle = next((environ[name] for name in CA_BUNDLE_ENV if environ.get(name)), "")
     tls = verified_context(ca_bundle)

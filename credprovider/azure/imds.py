@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import time
 
-from credprovider._typing import TYPE_CHECKING, Final, NamedTuple
 from credprovider.errors import CredproviderError
-from credprovider.http import HttpError, get_with_retries
-from credprovider.retry import RETRYABLE_STATUSES
+from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
 from credprovider.runtime.advice import NOT_THE_SERVICE, RETRIES_NEXT_PULL, unreachable
+from credprovider.runtime.http import HttpError, get_with_retries
 from credprovider.runtime.provider import one_line
+from credprovider.runtime.retry import RETRYABLE_STATUSES
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

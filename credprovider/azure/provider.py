@@ -6,8 +6,6 @@ azure-identity and requests are imported lazily, only when a flow needs them.
 
 from __future__ import annotations
 
-from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
-from credprovider.api import AuthConfig, CredentialProviderRequest
 from credprovider.azure import PLUGIN_NAME
 from credprovider.azure.registry import (
     ACR_REFRESH_USERNAME,
@@ -22,9 +20,11 @@ from credprovider.azure.registry import (
     login_server_suffix,
     service_account_identity,
 )
-from credprovider.cache import CacheScope, fingerprint_file
 from credprovider.errors import ProviderError
-from credprovider.imageref import ImageError, parse_image
+from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
+from credprovider.runtime.api import AuthConfig, CredentialProviderRequest
+from credprovider.runtime.cachestore import CacheScope, fingerprint_file
+from credprovider.runtime.imageref import ImageError, parse_image
 from credprovider.runtime.provider import Context, Credentials, one_line
 from credprovider.runtime.redact import register_secret
 
@@ -100,7 +100,7 @@ def resolve_cloud(config: AzureConfig, ctx: Context) -> Cloud:
 def _discover_cloud(config: AzureConfig, ctx: Context) -> Cloud:
     import requests
 
-    from credprovider.retry import RETRYABLE_STATUSES, call_with_retries
+    from credprovider.runtime.retry import RETRYABLE_STATUSES, call_with_retries
 
     url = config.resourceManagerEndpoint.rstrip("/") + "/metadata/endpoints?api-version=2019-05-01"
     ctx.deadline.phase = f"reading cloud endpoints from {url}"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from credprovider._typing import TYPE_CHECKING, Final, NamedTuple
 from credprovider.errors import CredproviderError
+from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -276,7 +276,7 @@ def tenant_id_problem(tenant_id: str) -> str:
 
     if re.fullmatch(r"[0-9A-Za-z.-]+", tenant_id):
         return ""
-    from credprovider.goformat import go_quote
+    from credprovider.runtime.goformat import go_quote
     from credprovider.runtime.redact import clip
 
     return (

@@ -1,11 +1,10 @@
-"""The Google plugin as the ``credprovider`` tool sees it (credprovider/descriptor.py). Pure."""
+"""The Google plugin as the ``credprovider`` tool sees it (credprovider/tool/descriptor.py). Pure."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from credprovider.descriptor import CloudPlugin, both_port_forms, samples_with_port
 from credprovider.gcp import PLUGIN_NAME
 from credprovider.gcp.registry import (
     MATCH_IMAGES,
@@ -16,6 +15,7 @@ from credprovider.gcp.registry import (
     is_google_registry_host,
     registry_keys,
 )
+from credprovider.tool.descriptor import CloudPlugin, both_port_forms, samples_with_port
 
 CACHE_TYPE_ENV = "KUBE_SIDECAR_CACHE_TYPE"
 

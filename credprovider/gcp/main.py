@@ -5,8 +5,8 @@ from __future__ import annotations
 from credprovider.errors import UsageError
 from credprovider.gcp import PLUGIN_NAME
 from credprovider.gcp.registry import AUTH_FLOWS, STS_ENDPOINT, parse_cache_overrides
-from credprovider.loopback import is_loopback_address
 from credprovider.runtime.args import parse_arguments
+from credprovider.runtime.loopback import is_loopback_address
 from credprovider.runtime.provider import Context, PluginSpec, Provider
 from credprovider.runtime.serve import main as run_plugin
 

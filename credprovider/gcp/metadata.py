@@ -10,18 +10,18 @@ from __future__ import annotations
 import os
 
 from credprovider import __version__
-from credprovider._typing import TYPE_CHECKING, Final
 from credprovider.errors import ProviderError
 from credprovider.gcp.registry import metadata_host
-from credprovider.http import HttpError, HttpResponse, get_with_retries
-from credprovider.retry import RETRYABLE_STATUSES
+from credprovider.runtime._typing import TYPE_CHECKING, Final
 from credprovider.runtime.advice import (
     NOT_THE_SERVICE,
     RETRIES_NEXT_PULL,
     name_not_resolved,
     unreachable,
 )
+from credprovider.runtime.http import HttpError, HttpResponse, get_with_retries
 from credprovider.runtime.provider import one_line
+from credprovider.runtime.retry import RETRYABLE_STATUSES
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

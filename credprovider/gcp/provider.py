@@ -3,9 +3,6 @@ through google-auth (imported lazily, only when such a token is fetched)."""
 
 from __future__ import annotations
 
-from credprovider._typing import TYPE_CHECKING, Any, Final, NamedTuple
-from credprovider.api import CACHE_KEY_GLOBAL, AuthConfig, CredentialProviderRequest
-from credprovider.cache import CacheScope, fingerprint_file
 from credprovider.errors import ProviderError
 from credprovider.gcp import PLUGIN_NAME
 from credprovider.gcp.registry import (
@@ -29,8 +26,11 @@ from credprovider.gcp.registry import (
     registry_keys,
     workload_identity_audience,
 )
-from credprovider.goformat import SECOND, format_go_duration
-from credprovider.imageref import ImageError, parse_image
+from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
+from credprovider.runtime.api import CACHE_KEY_GLOBAL, AuthConfig, CredentialProviderRequest
+from credprovider.runtime.cachestore import CacheScope, fingerprint_file
+from credprovider.runtime.goformat import SECOND, format_go_duration
+from credprovider.runtime.imageref import ImageError, parse_image
 from credprovider.runtime.provider import Context, Credentials, one_line
 from credprovider.runtime.redact import register_secret
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from credprovider._typing import TYPE_CHECKING, Final, NamedTuple
-from credprovider.api import CACHE_KEY_GLOBAL, CACHE_KEY_IMAGE, CACHE_KEY_REGISTRY
 from credprovider.errors import CredproviderError
-from credprovider.goformat import DurationError, parse_go_duration
+from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
+from credprovider.runtime.api import CACHE_KEY_GLOBAL, CACHE_KEY_IMAGE, CACHE_KEY_REGISTRY
+from credprovider.runtime.goformat import DurationError, parse_go_duration
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -79,7 +79,7 @@ def registry_keys(image_registry: str, image_host: str) -> list[str]:
 
 def covered_by_fixed_keys(registry: str) -> bool:
     """Does a cached Global answer serve ``registry`` (host[:port])? (For the tool's lints.)"""
-    from credprovider.matching import urls_match
+    from credprovider.runtime.matching import urls_match
 
     return any(
         urls_match(key, registry) for key in (*GOOGLE_REGISTRY_KEYS, *GOOGLE_REGISTRY_KEYS_443)

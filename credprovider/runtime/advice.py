@@ -4,7 +4,7 @@ that does not resolve off its cloud, an IMDS hop limit) lives with that cloud.""
 
 from __future__ import annotations
 
-from credprovider._typing import Final
+from credprovider.runtime._typing import Final
 
 # A 5xx or 429 after the retries the deadline allowed.
 RETRIES_NEXT_PULL: Final = (

@@ -3,8 +3,8 @@ own arguments, and the ``--help`` every plugin prints. No argparse: it costs eve
 
 from __future__ import annotations
 
-from credprovider._typing import TYPE_CHECKING, Final
 from credprovider.errors import UsageError
+from credprovider.runtime._typing import TYPE_CHECKING, Final
 from credprovider.runtime.deadline import DEADLINE_ENV, DEFAULT_DEADLINE_SECONDS, parse_deadline
 from credprovider.runtime.log import VERBOSITY_SCHEME
 

@@ -7,13 +7,13 @@ all. Cache problems never fail a request: the plugin then runs uncached and says
 
 from __future__ import annotations
 
-from credprovider._typing import TYPE_CHECKING
+from credprovider.runtime._typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from credprovider.api import CredentialProviderRequest
-    from credprovider.cache import CacheDir, CacheScope
+    from credprovider.runtime.api import CredentialProviderRequest
+    from credprovider.runtime.cachestore import CacheDir, CacheScope
     from credprovider.runtime.provider import Context, Credentials, Provider
 
 
@@ -48,7 +48,7 @@ class CachingProvider:
                 1, "cache: not used for service account token requests (the kubelet caches those)"
             )
             return fetch()
-        from credprovider import cache
+        from credprovider.runtime import cachestore as cache
 
         try:
             directory = cache.open_cache(self._cache_dir, create=not self._read_only)
@@ -70,7 +70,7 @@ def _read_only(
     directory: CacheDir, scope: CacheScope, fetch: Callable[[], Credentials], ctx: Context
 ) -> Credentials:
     """A fresh entry, else the provider's answer, stored nowhere."""
-    from credprovider.cache import CacheEntry
+    from credprovider.runtime.cachestore import CacheEntry
 
     entry = CacheEntry(directory, scope)
     hit = entry.load(ctx.now())
@@ -90,7 +90,7 @@ def _through_cache(
     an old one or a new one, never part of one): a cache hit takes no lock. Otherwise the lock is
     taken and the entry read again, since another exec may have stored it meanwhile.
     """
-    from credprovider.cache import CacheEntry, KeyLock
+    from credprovider.runtime.cachestore import CacheEntry, KeyLock
 
     unlocked = CacheEntry(directory, scope)
     hit = unlocked.load(ctx.now())

@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 import time
 
-from credprovider._typing import TYPE_CHECKING, Final
 from credprovider.errors import UsageError
-from credprovider.goformat import SECOND, DurationError, parse_go_duration
+from credprovider.runtime._typing import TYPE_CHECKING, Final
+from credprovider.runtime.goformat import SECOND, DurationError, parse_go_duration
 from credprovider.runtime.redact import clip
 
 if TYPE_CHECKING:

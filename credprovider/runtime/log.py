@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import _thread
 
-from credprovider._typing import IO, TYPE_CHECKING, Final
+from credprovider.runtime._typing import IO, TYPE_CHECKING, Final
 from credprovider.runtime.redact import safe_line
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def route_sdk_logging(log: Logger) -> None:
     is applied by an import hook at the moment an SDK first imports ``logging``. Either way no
     record can reach Python's last-resort handler, which would print it unscrubbed.
     """
-    from credprovider.importhook import when_imported
+    from credprovider.runtime.importhook import when_imported
 
     when_imported("logging", lambda: _route(log))
 

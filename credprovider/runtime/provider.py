@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import time
 
-from credprovider._typing import TYPE_CHECKING, Final, NamedTuple, Protocol
-from credprovider.api import CACHE_KEY_REGISTRY
-from credprovider.goformat import SECOND
+from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple, Protocol
+from credprovider.runtime.api import CACHE_KEY_REGISTRY
+from credprovider.runtime.goformat import SECOND
 from credprovider.runtime.redact import clip, scrub
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from credprovider.api import AuthConfig, CredentialProviderRequest
-    from credprovider.cache import CacheScope
+    from credprovider.runtime.api import AuthConfig, CredentialProviderRequest
+    from credprovider.runtime.cachestore import CacheScope
     from credprovider.runtime.deadline import Deadline
     from credprovider.runtime.log import Logger
 
@@ -81,7 +81,7 @@ class Provider(Protocol):
     """The seam each cloud implements.
 
     ``cache_scope`` says which registry and identity (no secrets) an answer for ``request`` would
-    be for, as a :class:`credprovider.cache.CacheScope`, or ``None`` when it must not be cached. It
+    be for, as a :class:`credprovider.runtime.cachestore.CacheScope`, or ``None`` when it must not be cached. It
     must not import an SDK or fetch anything, so a cache hit stays light. ``get_credentials``
     fetches (and may call the cloud)."""
 

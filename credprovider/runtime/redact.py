@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import _thread
 
-from credprovider._typing import Final
+from credprovider.runtime._typing import Final
 
 # Secrets shorter than this are not registered: replacing e.g. "AWS" everywhere would garble logs.
 MIN_SECRET_LENGTH: Final = 6
@@ -71,7 +71,7 @@ def printable(text: str) -> str:
     """Every non-printable character escaped as Go's ``%q`` writes it (``\\x1b``, ``\\u202e``)."""
     if text.isprintable():
         return text
-    from credprovider.goformat import go_escape
+    from credprovider.runtime.goformat import go_escape
 
     return "".join(ch if ch.isprintable() or ch == "\\" else go_escape(ch) for ch in text)
 

@@ -8,17 +8,15 @@ import os
 import sys
 import time
 
-from credprovider import loopback
-from credprovider._typing import IO, TYPE_CHECKING, Final, NoReturn
-from credprovider.api import (
+from credprovider.errors import ProviderError, UsageError
+from credprovider.runtime import loopback
+from credprovider.runtime._typing import IO, TYPE_CHECKING, Final, NoReturn
+from credprovider.runtime.api import (
     CredentialProviderResponse,
     RequestError,
     encode_response,
     parse_request,
 )
-from credprovider.errors import ProviderError, UsageError
-from credprovider.goformat import SECOND, format_go_duration, go_quote
-from credprovider.imageref import bare_host_hint
 from credprovider.runtime.args import CommonOptions, help_text, split_common_args
 from credprovider.runtime.caching import with_cache
 from credprovider.runtime.deadline import (
@@ -29,6 +27,8 @@ from credprovider.runtime.deadline import (
     parse_deadline,
     seconds_since_exec,
 )
+from credprovider.runtime.goformat import SECOND, format_go_duration, go_quote
+from credprovider.runtime.imageref import bare_host_hint
 from credprovider.runtime.log import TRACEBACK_VERBOSITY, Logger, route_sdk_logging
 from credprovider.runtime.provider import Context, cache_duration_for
 from credprovider.runtime.redact import clip, register_secret
@@ -36,8 +36,8 @@ from credprovider.runtime.redact import clip, register_secret
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from credprovider.api import CredentialProviderRequest
-    from credprovider.cache import CacheScope
+    from credprovider.runtime.api import CredentialProviderRequest
+    from credprovider.runtime.cachestore import CacheScope
     from credprovider.runtime.provider import Credentials, PluginSpec, Provider
 
 MAX_REQUEST_BYTES: Final = 1 << 20

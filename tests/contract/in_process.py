@@ -4,7 +4,7 @@ injected instead.
 * the environment: the emulators' variables go into ``os.environ`` (the SDKs read it; pytest's
   ``monkeypatch`` restores it) and reach the provider as ``Context.environ``;
 * the transport: name lookups of the cloud's fixed hosts answer with the emulators' loopback
-  addresses (:func:`credprovider.loopback.install_resolve_map`, removed again afterwards), while the
+  addresses (:func:`credprovider.runtime.loopback.install_resolve_map`, removed again afterwards), while the
   suite's connect guard keeps every connection on loopback;
 * the clock, the deadline and the logger are the Context's own.
 
@@ -24,9 +24,9 @@ from dataclasses import dataclass
 import pytest
 
 from credprovider.entry import PLUGIN_MODULES
-from credprovider.loopback import RESOLVE_ENV, install_resolve_map, parse_resolve_map
 from credprovider.runtime.deadline import Deadline
 from credprovider.runtime.log import Logger
+from credprovider.runtime.loopback import RESOLVE_ENV, install_resolve_map, parse_resolve_map
 from credprovider.runtime.provider import Context, PluginSpec, Provider
 
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from credprovider.api import API_VERSIONS, CACHE_KEY_TYPES, parse_request
 from credprovider.errors import CredproviderError
+from credprovider.runtime.api import API_VERSIONS, CACHE_KEY_TYPES, parse_request
 from credprovider.runtime.caching import with_cache
 from tests.contract.in_process import InProcess, in_process
 from tests.helpers import PluginRun, request_bytes, run_plugin

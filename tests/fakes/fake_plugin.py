@@ -10,10 +10,10 @@ from __future__ import annotations
 import sys
 import threading
 
-from credprovider.api import CACHE_KEY_IMAGE, AuthConfig, CredentialProviderRequest
 from credprovider.errors import ProviderError
-from credprovider.imageref import registry_of
+from credprovider.runtime.api import CACHE_KEY_IMAGE, AuthConfig, CredentialProviderRequest
 from credprovider.runtime.args import parse_arguments
+from credprovider.runtime.imageref import registry_of
 from credprovider.runtime.provider import Context, Credentials, PluginSpec, Provider
 from credprovider.runtime.redact import register_secret
 from credprovider.runtime.serve import main

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from credprovider.cache import SAFETY_MARGIN_SECONDS
+from credprovider.runtime.cachestore import SAFETY_MARGIN_SECONDS
 from tests.fakes.aws import FakeEcr
 from tests.fakes.gcp import FakeMetadata
 from tests.fakes.http import FakeResponse, FakeServer, serve
@@ -129,7 +129,7 @@ def test_a_fresh_entry_is_served_while_another_exec_holds_the_lock(
 
 
 # Standard-library modules whose import alone is a sizeable share of a cache hit (measured on the
-# bundle): the exec path reaches for none of them on a hit (credprovider/_typing.py, _thread).
+# bundle): the exec path reaches for none of them on a hit (credprovider/runtime/_typing.py, _thread).
 COSTLY_STDLIB = {"typing", "threading", "contextlib", "dataclasses", "inspect", "socket", "ssl", "email",
                  "http", "urllib", "logging", "argparse", "datetime", "subprocess", "re", "json",
                  "enum", "functools", "base64", "collections", "operator", "types", "fcntl"}  # fmt: skip

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from credprovider.catalog import PLUGINS
+from credprovider.tool.catalog import PLUGINS
 from tests.fakes.examplecloud.descriptor import DESCRIPTOR
 from tests.helpers import REPO, request_bytes
 from tests.helpers_kubelet import run_harness

@@ -200,6 +200,6 @@ def test_nothing_is_loaded_from_the_node_but_glibc(old_node: OldNode) -> None:
             }
             assert outside == set(), f"{scenario.plugin} loaded from the node: {sorted(outside)}"
     # OpenSSL is loaded only where a miss needs it (TLS, or SigV4's HMAC): by some scenario, and
-    # then the bundle's copy. Plain-HTTP metadata calls load neither (credprovider/http.py).
+    # then the bundle's copy. Plain-HTTP metadata calls load neither (credprovider/runtime/http.py).
     for expected in ("libssl.so.3", "libcrypto.so.3"):
         assert f"{INSTALL_DIR}/_internal/{expected}" in seen, sorted(seen)

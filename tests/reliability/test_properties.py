@@ -10,7 +10,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from credprovider.api import ResponseError, parse_response
 from credprovider.aws.registry import TokenError, classify_host, decode_authorization_token
 from credprovider.azure.cloudconfig import parse_cloud_config
 from credprovider.azure.registry import (
@@ -27,9 +26,10 @@ from credprovider.gcp.registry import (
     parse_dockercfg,
     registry_keys,
 )
-from credprovider.goformat import DurationError, parse_go_duration
-from credprovider.imageref import parse_image
-from credprovider.matching import go_path_match, keyring_lookup, urls_match
+from credprovider.runtime.api import ResponseError, parse_response
+from credprovider.runtime.goformat import DurationError, parse_go_duration
+from credprovider.runtime.imageref import parse_image
+from credprovider.runtime.matching import go_path_match, keyring_lookup, urls_match
 
 PUBLIC = CLOUDS["azurepubliccloud"]
 label = st.text(alphabet=string.ascii_lowercase + string.digits, min_size=1, max_size=12)

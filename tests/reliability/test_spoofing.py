@@ -11,7 +11,7 @@ import pytest
 from credprovider.aws.registry import classify_host
 from credprovider.azure.registry import CLOUDS, login_server_suffix
 from credprovider.gcp.registry import is_google_registry_host
-from credprovider.imageref import parse_image
+from credprovider.runtime.imageref import parse_image
 from tests.fakes.emulators import ACR_REGISTRY, Emulator
 from tests.helpers import request_bytes, run_plugin
 from tests.reliability.checks import Figures, Outcome, answer_violations

@@ -7,14 +7,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from credprovider.api import (
+from credprovider.runtime.api import (
     AuthConfig,
     CredentialProviderResponse,
     RequestError,
     encode_response,
     parse_request,
 )
-from credprovider.goformat import (
+from credprovider.runtime.goformat import (
     HOUR,
     MICROSECOND,
     MILLISECOND,

@@ -10,11 +10,11 @@ import json
 
 import pytest
 
-from credprovider.api import CredentialProviderRequest
 from credprovider.azure.cloudconfig import parse_cloud_config
 from credprovider.azure.provider import choose_identity
 from credprovider.azure.registry import CLOUDS
 from credprovider.errors import ProviderError
+from credprovider.runtime.api import CredentialProviderRequest
 from credprovider.runtime.deadline import Deadline
 from credprovider.runtime.log import Logger
 from credprovider.runtime.provider import Context

@@ -1,4 +1,4 @@
-"""credprovider/cjson.py gives exactly what the json module gives: the same values for what json
+"""credprovider/runtime/cjson.py gives exactly what the json module gives: the same values for what json
 accepts, json's own errors for what it does not, the same bytes out."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from credprovider import cjson
+from credprovider.runtime import cjson
 from tests.helpers import REPO
 
 TEXTS = [
@@ -72,7 +72,7 @@ def test_dumps_is_json_dumps(value: Any) -> None:
 
 def test_the_module_does_not_import_json_or_re() -> None:
     probe = (
-        "import sys; sys.path.insert(0, sys.argv[1]); from credprovider import cjson; "
+        "import sys; sys.path.insert(0, sys.argv[1]); from credprovider.runtime import cjson; "
         "cjson.loads(cjson.dumps({'a': [1]})); print('json' in sys.modules, 're' in sys.modules)"
     )
     out = subprocess.run(
@@ -87,7 +87,7 @@ def test_the_module_does_not_import_json_or_re() -> None:
 _FRESH_PROBE = """
 import sys
 sys.path.insert(0, sys.argv[1])
-from credprovider import cjson
+from credprovider.runtime import cjson
 try:
     print("value", repr(cjson.loads(sys.stdin.read())))
 except Exception as exc:

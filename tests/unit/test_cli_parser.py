@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from credprovider.cli import build_parser
-from credprovider.commands import COMMANDS
+from credprovider.tool.cli import build_parser
+from credprovider.tool.commands import COMMANDS
 
 
 @pytest.mark.parametrize(

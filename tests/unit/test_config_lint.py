@@ -1,4 +1,4 @@
-"""The lints (credprovider/config_lint.py) in process, case by case: each warning the kubelet does
+"""The lints (credprovider/tool/config_lint.py) in process, case by case: each warning the kubelet does
 not give appears for its config. tests/integration/cli/test_validate.py runs a few of them through
 ``credprovider validate --json``."""
 
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from credprovider.aws.registry import MATCH_IMAGES as ECR_PATTERNS
-from credprovider.catalog import PLUGINS
-from credprovider.config_lint import lint_providers
-from credprovider.config_validate import load_config
+from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.config_lint import lint_providers
+from credprovider.tool.config_validate import load_config
 from tests.helpers import config_file, provider_entry
 
 LINTS = [

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from credprovider.catalog import PLUGINS
 from credprovider.entry import PLUGIN_PACKAGES
-from credprovider.imageref import parse_image
-from credprovider.matching import urls_match
+from credprovider.runtime.imageref import parse_image
+from credprovider.runtime.matching import urls_match
+from credprovider.tool.catalog import PLUGINS
 from tests.helpers import REPO
 
 SHARED = sorted(
@@ -20,6 +20,7 @@ SHARED = sorted(
     for path in [
         *(REPO / "credprovider").glob("*.py"),
         *(REPO / "credprovider" / "runtime").glob("*.py"),
+        *(REPO / "credprovider" / "tool").rglob("*.py"),
     ]
     if path.name != "entry.py"
 )

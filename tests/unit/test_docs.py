@@ -34,8 +34,8 @@ def test_exit_status_and_what_changes_are_one_text_in_help_readme_and_docs() -> 
     import contextlib
     import io
 
-    from credprovider.cli import build_parser
-    from credprovider.commands.common import VALIDATE_EXIT_STATUS, WHAT_CHANGES
+    from credprovider.tool.cli import build_parser
+    from credprovider.tool.commands.common import VALIDATE_EXIT_STATUS, WHAT_CHANGES
 
     readme = " ".join((REPO / "README.md").read_text().split())
     out = io.StringIO()

@@ -132,7 +132,7 @@ def test_version_is_answered_before_any_program_is_imported(name: str) -> None:
 def test_every_tool_option_has_help_and_states_its_default() -> None:
     import argparse
 
-    from credprovider.cli import build_parser
+    from credprovider.tool.cli import build_parser
 
     parser = build_parser()
     assert "credprovider <plugin-name> [args]" in parser.format_help()

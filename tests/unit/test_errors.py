@@ -30,10 +30,10 @@ def test_every_error_has_the_one_root() -> None:
 
 
 def test_parser_errors_keep_their_builtin_base() -> None:
-    from credprovider.api import RequestError
-    from credprovider.config import ConfigError
-    from credprovider.http import HttpError
-    from credprovider.imageref import ImageError
+    from credprovider.runtime.api import RequestError
+    from credprovider.runtime.http import HttpError
+    from credprovider.runtime.imageref import ImageError
+    from credprovider.tool.config import ConfigError
 
     assert issubclass(RequestError, ValueError)
     assert issubclass(ImageError, ValueError)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from credprovider.gcp.metadata import decode_answer, metadata_root, wants_mtls
-from credprovider.http import HttpError, HttpResponse, split_http_url
+from credprovider.runtime.http import HttpError, HttpResponse, split_http_url
 
 
 @pytest.mark.parametrize(

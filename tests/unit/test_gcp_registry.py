@@ -19,9 +19,9 @@ from credprovider.gcp.registry import (
     wants_workload_identity,
     workload_identity_audience,
 )
-from credprovider.goformat import MINUTE, SECOND
-from credprovider.imageref import parse_image
-from credprovider.matching import keyring_lookup
+from credprovider.runtime.goformat import MINUTE, SECOND
+from credprovider.runtime.imageref import parse_image
+from credprovider.runtime.matching import keyring_lookup
 
 
 @pytest.mark.parametrize(

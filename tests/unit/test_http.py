@@ -1,4 +1,4 @@
-"""credprovider/http.py: the HTTP/1.1 the plugins speak themselves, parsed from bytes (framing,
+"""credprovider/runtime/http.py: the HTTP/1.1 the plugins speak themselves, parsed from bytes (framing,
 limits, hostile answers) and against a loopback server (with and without TLS)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from credprovider import http
-from credprovider.http import BodyTooLargeError, HttpError
+from credprovider.runtime import http
+from credprovider.runtime.http import BodyTooLargeError, HttpError
 
 
 @pytest.mark.parametrize(

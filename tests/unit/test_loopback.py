@@ -17,7 +17,7 @@ from tests.helpers import REPO
 
 PROBE = """
 import sys
-from credprovider import loopback
+from credprovider.runtime import loopback
 
 {before}
 notice = loopback.activate_from_env({environ!r})
@@ -86,7 +86,7 @@ def test_guard_refuses_non_loopback_whenever_socket_is_imported(
 def test_without_test_mode_nothing_is_patched() -> None:
     lines = _python(
         "import sys\n"
-        "from credprovider import loopback\n"
+        "from credprovider.runtime import loopback\n"
         "finders = list(sys.meta_path)\n"
         "assert loopback.activate_from_env({}) is None\n"
         "import socket\n"
@@ -98,7 +98,7 @@ def test_without_test_mode_nothing_is_patched() -> None:
 def test_the_resolve_override_is_removed_again() -> None:
     lines = _python(
         "import socket\n"
-        "from credprovider import loopback\n"
+        "from credprovider.runtime import loopback\n"
         "original = socket.getaddrinfo\n"
         "remove = loopback.install_resolve_map({'registry.example': ('127.0.0.2', 8443)})\n"
         "print(socket.getaddrinfo('registry.example', 443)[0][4])\n"
@@ -119,7 +119,7 @@ LITERALS = ["127.0.0.1", "127.255.255.254", "127.1.2.3", "::1", "[::1]", "::1%lo
 def test_is_loopback_address_is_ipaddress_is_loopback(literal: str) -> None:
     import ipaddress
 
-    from credprovider.loopback import is_loopback_address
+    from credprovider.runtime.loopback import is_loopback_address
 
     try:
         expected = ipaddress.ip_address(literal.strip("[]").split("%")[0]).is_loopback
@@ -131,7 +131,7 @@ def test_is_loopback_address_is_ipaddress_is_loopback(literal: str) -> None:
 def test_activating_test_mode_imports_no_costly_module() -> None:
     environ = {"CREDPROVIDER_TEST_RESOLVE": "sts.googleapis.com=127.0.0.1:8443,x.example=[::1]:9"}
     code = (
-        "import sys; from credprovider import loopback\nfrom credprovider.runtime import redact\n"
+        "import sys; from credprovider.runtime import loopback\nfrom credprovider.runtime import redact\n"
         f"print(loopback.activate_from_env({environ!r}))\n"
         "redact.safe_line('a warning without a token')\n"
         "print(sorted({'ipaddress', 're', 'enum', 'functools', 'socket'} & set(sys.modules)))"

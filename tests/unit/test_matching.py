@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from credprovider.imageref import ImageError, parse_image
-from credprovider.matching import go_path_match, keyring_key, keyring_lookup, urls_match
+from credprovider.runtime.imageref import ImageError, parse_image
+from credprovider.runtime.matching import go_path_match, keyring_key, keyring_lookup, urls_match
 
 # (pattern, image, match) — kubelet keyring_test.go TestURLsMatch plus reference §5.1 cases.
 URL_MATCH_CASES = [
@@ -237,7 +237,7 @@ def test_the_registry_of_an_image_always_matches_it(image: str) -> None:
     ],
 )  # fmt: skip
 def test_bare_registry_host(reference: str, host: str | None) -> None:
-    from credprovider.imageref import bare_registry_host
+    from credprovider.runtime.imageref import bare_registry_host
 
     assert bare_registry_host(reference) == host
 
@@ -258,7 +258,7 @@ def test_hand_checkers_agree_with_the_grammar(what: str, text: str) -> None:
     checker accepts exactly what its docker/distribution pattern matches."""
     import re
 
-    from credprovider import imageref
+    from credprovider.runtime import imageref
 
     pattern_name, checker_name = _CHECKERS[what]
     pattern = re.compile(getattr(imageref, pattern_name), re.ASCII)
@@ -289,7 +289,7 @@ def test_hand_checkers_agree_with_the_grammar(what: str, text: str) -> None:
 def test_hand_checkers_on_the_edges(what: str, text: str) -> None:
     import re
 
-    from credprovider import imageref
+    from credprovider.runtime import imageref
 
     pattern_name, checker_name = _CHECKERS[what]
     pattern = re.compile(getattr(imageref, pattern_name), re.ASCII)

@@ -1,13 +1,13 @@
-"""credprovider/migrate.py: the kubelet flags in the files operators have, and the plan made of them."""
+"""credprovider/tool/migration.py: the kubelet flags in the files operators have, and the plan made of them."""
 
 from __future__ import annotations
 
 import pytest
 import yaml
 
-from credprovider.catalog import NODE_CONFIG
-from credprovider.install import InstallError
-from credprovider.migrate import ExistingConfig, flags_from_file, plan_migration
+from credprovider.tool.catalog import NODE_CONFIG
+from credprovider.tool.install_config import InstallError
+from credprovider.tool.migration import ExistingConfig, flags_from_file, plan_migration
 
 KUBEADM_FLAGS_ENV = (
     'KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock '

@@ -4,15 +4,15 @@ import io
 
 import pytest
 
-from credprovider.retry import (
+from credprovider.runtime.deadline import Deadline
+from credprovider.runtime.log import Logger
+from credprovider.runtime.provider import Context
+from credprovider.runtime.retry import (
     BASE_DELAY_SECONDS,
     MAX_DELAY_SECONDS,
     backoff_delay,
     call_with_retries,
 )
-from credprovider.runtime.deadline import Deadline
-from credprovider.runtime.log import Logger
-from credprovider.runtime.provider import Context
 
 
 def make_ctx(seconds: float = 30.0) -> Context:

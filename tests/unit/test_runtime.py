@@ -12,8 +12,8 @@ import time
 import pytest
 
 from credprovider.errors import UsageError
-from credprovider.goformat import SECOND
 from credprovider.runtime.args import split_common_args
+from credprovider.runtime.goformat import SECOND
 from credprovider.runtime.provider import cache_duration_for
 from credprovider.runtime.serve import MAX_REQUEST_BYTES, run
 from tests.fakes.fake_plugin import SECRET, SPEC

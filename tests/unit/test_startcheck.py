@@ -1,4 +1,4 @@
-"""credprovider/startcheck.py: what running a provider's binary proves, over the ways a bin dir goes
+"""credprovider/tool/startcheck.py: what running a provider's binary proves, over the ways a bin dir goes
 wrong (the bundle's own cases, a copied launcher among them, are in tests/integration/cli/
 test_operator_path.py). Each case is a real file executed the way the kubelet executes it."""
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from credprovider.childproc import DRAIN_SECONDS
 from credprovider.entry import UNKNOWN_PROGRAM_MARK
-from credprovider.startcheck import (
+from credprovider.tool.childproc import DRAIN_SECONDS
+from credprovider.tool.startcheck import (
     LAUNCHER_FAILURE_MARK,
     VERSION_MARK,
     check_start,

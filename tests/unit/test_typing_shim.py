@@ -1,4 +1,4 @@
-"""credprovider/_typing.py: its run-time NamedTuple behaves as typing.NamedTuple does for every use
+"""credprovider/runtime/_typing.py: its run-time NamedTuple behaves as typing.NamedTuple does for every use
 the exec path makes of it (fields, defaults, methods, properties, _replace, equality, pickling-free
 tuple behaviour), and typing itself is not imported by it."""
 
@@ -15,7 +15,7 @@ from tests.helpers import REPO
 _SHIM = """
 import sys
 sys.path.insert(0, sys.argv[1])
-from credprovider import _typing
+from credprovider.runtime import _typing
 assert "typing" not in sys.modules, "the shim imported typing"
 assert "collections" not in sys.modules, "the shim imported collections"
 print(_typing.NamedTuple.__module__, _typing.Protocol is object, _typing.TypeVar("T"))
@@ -29,7 +29,7 @@ def test_the_shim_does_not_import_typing() -> None:
         text=True,
         check=True,
     ).stdout.split()
-    assert out == ["credprovider._typing", "True", "T"]
+    assert out == ["credprovider.runtime._typing", "True", "T"]
 
 
 def _define(base: type) -> type:
@@ -57,7 +57,7 @@ def _define(base: type) -> type:
 def _runtime_named_tuple() -> type:
     """The shim's run-time class (not what mypy sees): import it with TYPE_CHECKING false."""
     namespace: dict[str, object] = {}
-    source = (REPO / "credprovider" / "_typing.py").read_text()
+    source = (REPO / "credprovider" / "runtime" / "_typing.py").read_text()
     exec(compile(source, "_typing.py", "exec"), namespace)
     return namespace["NamedTuple"]  # type: ignore[return-value]
 

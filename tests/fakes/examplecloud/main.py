@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from credprovider.api import AuthConfig, CredentialProviderRequest
-from credprovider.cache import CacheScope, fingerprint_file
 from credprovider.errors import ProviderError, UsageError
-from credprovider.imageref import ImageError, parse_image
+from credprovider.runtime.api import AuthConfig, CredentialProviderRequest
+from credprovider.runtime.cachestore import CacheScope, fingerprint_file
+from credprovider.runtime.imageref import ImageError, parse_image
 from credprovider.runtime.provider import Context, Credentials, PluginSpec, Provider
 from credprovider.runtime.redact import register_secret
 from credprovider.runtime.serve import main as run_plugin

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from credprovider.imageref import bare_host_hint
+from credprovider.runtime.imageref import bare_host_hint
 from tests.fakes.aws import FakeEcr
 from tests.fakes.http import FakeResponse, FakeServer
 from tests.helpers import request_bytes, run_plugin

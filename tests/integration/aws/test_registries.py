@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from credprovider.goformat import SECOND, parse_go_duration
-from credprovider.matching import keyring_lookup
+from credprovider.runtime.goformat import SECOND, parse_go_duration
+from credprovider.runtime.matching import keyring_lookup
 from tests.fakes.aws import PRIVATE_TARGET, PUBLIC_TARGET, FakeEcr
 from tests.fakes.http import FakeServer
 from tests.helpers import request_bytes, run_plugin

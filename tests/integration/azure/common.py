@@ -3,7 +3,7 @@ account token and a client secret."""
 
 from __future__ import annotations
 
-from credprovider.goformat import parse_go_duration
+from credprovider.runtime.goformat import parse_go_duration
 from tests.fakes.azure import make_jwt
 from tests.integration.conftest import Azure
 

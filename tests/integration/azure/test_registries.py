@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from credprovider.matching import keyring_lookup
+from credprovider.runtime.matching import keyring_lookup
 from tests.fakes.http import FakeResponse, serve
 from tests.integration.azure.common import (
     NULL_GUID,

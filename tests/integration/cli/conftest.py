@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from credprovider.catalog import PLUGINS
+from credprovider.tool.catalog import PLUGINS
 from tests.helpers import BUNDLE_DIR, require_bundle
 
 ECR_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/team/app"

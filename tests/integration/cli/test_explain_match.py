@@ -67,7 +67,7 @@ def test_explain_json(args: list[str], expected: dict[str, Any]) -> None:
 
 def test_explain_imports_no_sdk() -> None:
     probe = (
-        "import sys; from credprovider.cli import main\n"
+        "import sys; from credprovider.tool.cli import main\n"
         "try:\n    main(['explain', 'myreg.azurecr.io/x', '--json'])\nexcept SystemExit:\n    pass\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'botocore', 'azure', 'google', 'msal', 'requests'}))"
     )

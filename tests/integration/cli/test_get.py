@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from credprovider.catalog import PLUGINS
-from credprovider.childproc import DRAIN_SECONDS
+from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.childproc import DRAIN_SECONDS
 from tests.fakes.aws import FakeEcr
 from tests.fakes.gcp import FakeMetadata
 from tests.fakes.http import FakeServer, serve
@@ -227,7 +227,7 @@ def test_get_refuses_an_invalid_config(tmp_path: Path, bin_dir: Path) -> None:
     ("text", "seconds"), [("1m", 60.0), ("30s", 30.0), ("1m30s", 90.0), ("45", 45.0), ("2.5", 2.5)]
 )
 def test_get_timeout_takes_go_durations(text: str, seconds: float) -> None:
-    from credprovider.commands.get import _timeout_seconds
+    from credprovider.tool.commands.get import _timeout_seconds
 
     assert _timeout_seconds(text) == seconds
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from credprovider.catalog import PLUGINS
+from credprovider.tool.catalog import PLUGINS
 from tests.helpers import BUNDLE_DIR
 from tests.helpers import run_cli as cli
 from tests.integration.cli.conftest import fake_bundle, write

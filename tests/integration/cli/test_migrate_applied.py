@@ -22,10 +22,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from credprovider.catalog import PLUGINS
-from credprovider.flagfiles import flags_from_file
-from credprovider.install_plan import BACKUP_SUFFIX
-from credprovider.migrate import REMOVED_GATES, flag_values
+from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.flagfiles import flags_from_file
+from credprovider.tool.install_plan import BACKUP_SUFFIX
+from credprovider.tool.migration import REMOVED_GATES, flag_values
 from tests.helpers import require_bundle, run_cli
 from tests.helpers_kubelet import validate_with_kubelet
 

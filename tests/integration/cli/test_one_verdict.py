@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import pytest
 
-from credprovider.catalog import PLUGINS
+from credprovider.tool.catalog import PLUGINS
 from tests.helpers import CONFIG_DIR, request_bytes, require_bundle, run_plugin
 from tests.helpers import run_cli as cli
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from credprovider.catalog import PLUGINS
+from credprovider.tool.catalog import PLUGINS
 from tests.helpers import (
     BUNDLE_DIR,
     CONFIG_DIR,
@@ -42,8 +42,8 @@ def test_validate_a_valid_config(tmp_path: Path) -> None:
     ],
 )
 def test_validate_prints_the_kubelets_message(tmp_path: Path, name: str) -> None:
-    from credprovider.config import ConfigError
-    from credprovider.config_validate import load_config
+    from credprovider.tool.config import ConfigError
+    from credprovider.tool.config_validate import load_config
 
     path = write(tmp_path / "c.yaml", CASES[name])
     with pytest.raises(ConfigError) as expected:

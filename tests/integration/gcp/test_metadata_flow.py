@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from credprovider.matching import keyring_lookup
+from credprovider.runtime.matching import keyring_lookup
 from tests.fakes.gcp import FakeMetadata
 from tests.fakes.http import FakeResponse, FakeServer
 from tests.helpers import request_bytes, run_listing_imports, run_plugin

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from credprovider.catalog import PLUGINS
+from credprovider.tool.catalog import PLUGINS
 from tests.fakes.aws import FakeEcr
 from tests.fakes.gcp import FakeMetadata
 from tests.fakes.http import FakeServer

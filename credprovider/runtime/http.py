@@ -1,0 +1,322 @@
+"""A small stdlib HTTP client for the calls a plugin makes itself (metadata servers, the ECR API,
+the ACR exchange).
+
+An SDK's transport stack (requests, urllib3 and the cryptography it pulls in) costs 100 ms or more
+per exec, and even ``http.client`` imports ``email`` and ``ssl``: this module speaks HTTP/1.1 itself
+over ``socket``, with ``ssl`` only for an https URL. ``http://`` is for the link-local
+metadata servers; ``https://`` only when the caller passes the TLS context (certificate checks on),
+and never through a proxy: callers leave proxied setups to the SDKs. No redirect is followed, every
+call has a timeout and the body read is capped.
+"""
+
+from __future__ import annotations
+
+from credprovider.errors import CredproviderError
+from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
+
+if TYPE_CHECKING:
+    import ssl
+    from collections.abc import Collection, Mapping
+    from typing import BinaryIO
+
+    from credprovider.runtime.provider import Context
+
+MAX_BODY_BYTES: Final = 1 << 20
+# Any of these set means a proxy may be wanted: this client never uses one, so callers hand such
+# setups to the SDK (requests, botocore), which honours them with NO_PROXY.
+PROXY_ENV: Final = (
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+)
+
+
+class HttpError(CredproviderError, OSError):
+    """The exchange itself failed: bad URL, connection, timeout, protocol or oversized body."""
+
+
+class BodyTooLargeError(HttpError):
+    """The answer is larger than the cap: not worth retrying."""
+
+
+class HttpResponse(NamedTuple):
+    """A complete answer: status, headers (lower-cased names; the last of a repeated one) and
+    body, and every header field in order (``fields``) for a header that may repeat."""
+
+    status: int
+    headers: Mapping[str, str]
+    body: bytes
+    fields: tuple[tuple[str, str], ...] = ()
+
+    def header(self, name: str) -> str:
+        return self.headers.get(name.lower(), "")
+
+    def header_values(self, name: str) -> list[str]:
+        wanted = name.lower()
+        return [value for field, value in self.fields if field.lower() == wanted]
+
+    def text(self) -> str:
+        return self.body.decode("utf-8", "replace")
+
+
+def split_http_url(url: str, *, allow_https: bool = False) -> tuple[str, str, str]:
+    """``http://host[:port]/path?query`` -> (``http``, ``host[:port]``, ``/path?query``)."""
+    scheme, sep, rest = url.partition("://")
+    scheme = scheme.lower()
+    if not sep or scheme not in (("http", "https") if allow_https else ("http",)):
+        kinds = "http:// and https://" if allow_https else "http://"
+        raise HttpError(f"only {kinds} URLs are supported here, not {url!r}")
+    authority, slash, path = rest.partition("/")
+    if not authority or "@" in authority:
+        raise HttpError(f"{url!r} has no usable host")
+    return scheme, authority, slash + path
+
+
+# Limits on what a server may send before the body (http.client's own: 64 KiB lines, 100 fields).
+MAX_LINE_BYTES: Final = 65536
+MAX_HEADER_FIELDS: Final = 100
+DEFAULT_PORTS: Final = {"http": 80, "https": 443}
+_TOKEN_CHARACTERS: Final = frozenset(
+    "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+)
+
+
+def split_authority(authority: str, scheme: str) -> tuple[str, int]:
+    """``host[:port]`` or ``[v6]:port`` -> (host, port), the scheme's port when none is given."""
+    host, port_text = authority, ""
+    if authority.startswith("["):
+        close = authority.find("]")
+        after = authority[close + 1 :] if close > 0 else "?"
+        if after and not after.startswith(":"):
+            raise HttpError(f"{authority!r} is not a usable host")
+        host, port_text = authority[1:close], after[1:]
+    elif ":" in authority:
+        host, _, port_text = authority.rpartition(":")
+    if not host or (port_text and not (port_text.isdigit() and port_text.isascii())):
+        raise HttpError(f"{authority!r} is not a usable host and port")
+    port = int(port_text) if port_text else DEFAULT_PORTS[scheme]
+    if not 0 < port < 65536:
+        raise HttpError(f"{authority!r} has no usable port")
+    return host, port
+
+
+def request_head(
+    method: str, host_header: str, target: str, headers: Mapping[str, str], body: bytes | None
+) -> bytes:
+    """The request line and header fields; refuses anything that could split or smuggle a request
+    (control characters or spaces in the target, non-token names, line breaks in values)."""
+    if not method or not set(method) <= _TOKEN_CHARACTERS:
+        raise HttpError(f"invalid method {method!r}")
+    if not target.startswith("/") or any(ord(c) <= 0x20 or ord(c) >= 0x7F for c in target):
+        raise HttpError("the URL has characters that cannot be sent in a request line")
+    fields = [("Host", host_header), *headers.items(), ("Accept-Encoding", "identity")]
+    if body is not None:
+        fields.append(("Content-Length", str(len(body))))
+    fields.append(("Connection", "close"))
+    lines = [f"{method} {target} HTTP/1.1"]
+    for name, value in fields:
+        if not name or not set(name) <= _TOKEN_CHARACTERS:
+            raise HttpError(f"invalid header name {name!r}")
+        if any(c in value for c in "\r\n\0"):
+            raise HttpError(f"the {name} header has a line break or NUL")
+        lines.append(f"{name}: {value}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+def _line(reader: BinaryIO, what: str) -> bytes:
+    line = reader.readline(MAX_LINE_BYTES + 1)
+    if len(line) > MAX_LINE_BYTES:
+        raise HttpError(f"the {what} is longer than {MAX_LINE_BYTES} bytes")
+    if not line:
+        raise HttpError(f"the server closed the connection before the {what}")
+    return line
+
+
+def read_head(reader: BinaryIO) -> tuple[int, tuple[tuple[str, str], ...]]:
+    """Status and header fields of the final answer (interim 1xx answers are skipped)."""
+    while True:
+        status_line = _line(reader, "status line").decode("latin-1")
+        version, _, rest = status_line.partition(" ")
+        code = rest[:3]
+        if not version.startswith("HTTP/1.") or not (code.isdigit() and code.isascii()):
+            raise HttpError(f"not an HTTP/1.x answer: {status_line.strip()[:80]!r}")
+        fields: list[tuple[str, str]] = []
+        while True:
+            line = _line(reader, "header").decode("latin-1")
+            if line in ("\r\n", "\n"):
+                break
+            if line[:1] in (" ", "\t") and fields:  # an obsolete folded continuation
+                name, value = fields[-1]
+                fields[-1] = (name, f"{value} {line.strip()}")
+                continue
+            name, colon, value = line.partition(":")
+            if not colon or not name or not set(name) <= _TOKEN_CHARACTERS:
+                raise HttpError(f"a malformed header line: {line.strip()[:80]!r}")
+            fields.append((name, value.strip()))
+            if len(fields) > MAX_HEADER_FIELDS:
+                raise HttpError(f"more than {MAX_HEADER_FIELDS} header fields")
+        if not 100 <= int(code) < 200 or int(code) == 101:
+            return int(code), tuple(fields)
+
+
+def _exactly(reader: BinaryIO, count: int) -> bytes:
+    data = reader.read(count)
+    if len(data) != count:
+        raise HttpError(f"the answer ended after {len(data)} of {count} bytes")
+    return data
+
+
+def read_body(
+    reader: BinaryIO, status: int, fields: tuple[tuple[str, str], ...], method: str, max_body: int
+) -> bytes:
+    """The body, framed as the header says (chunked, Content-Length or to the end), capped."""
+    if method == "HEAD" or status in (204, 304):
+        return b""
+    values = {name.lower(): value for name, value in fields}
+    if "chunked" in values.get("transfer-encoding", "").lower():
+        chunks, total = [], 0
+        while True:
+            size_text = _line(reader, "chunk size").split(b";")[0].strip()
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise HttpError(f"a malformed chunk size: {size_text[:20]!r}") from None
+            if size == 0:
+                break
+            total += size
+            if size < 0 or total > max_body:
+                raise BodyTooLargeError(f"the answer is larger than {max_body} bytes")
+            chunks.append(_exactly(reader, size))
+            _exactly(reader, 2)  # the chunk's CRLF
+        for _ in range(MAX_HEADER_FIELDS + 1):  # trailer fields, up to the blank line
+            if _line(reader, "trailer") in (b"\r\n", b"\n"):
+                return b"".join(chunks)
+        raise HttpError(f"more than {MAX_HEADER_FIELDS} trailer fields")
+    length_text = values.get("content-length")
+    if length_text is not None:
+        if not (length_text.isdigit() and length_text.isascii()):
+            raise HttpError(f"a malformed Content-Length: {length_text[:20]!r}")
+        if int(length_text) > max_body:
+            raise BodyTooLargeError(f"the answer is larger than {max_body} bytes")
+        return _exactly(reader, int(length_text))
+    data = reader.read(max_body + 1)
+    if len(data) > max_body:
+        raise BodyTooLargeError(f"the answer is larger than {max_body} bytes")
+    return data
+
+
+def request(
+    method: str,
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    timeout: float,
+    body: bytes | None = None,
+    tls: ssl.SSLContext | None = None,
+    max_body: int = MAX_BODY_BYTES,
+) -> HttpResponse:
+    """One request on a fresh connection; raises :class:`HttpError` when no full answer arrives.
+
+    ``https://`` URLs need ``tls`` (the caller's verified context); ``http://`` ones never use it.
+    HTTP/1.1 is spoken here over ``socket`` (and ``ssl`` only for https): ``http.client`` would
+    import ``email`` and ``ssl`` on every cache miss, plain-HTTP metadata calls included.
+    """
+    import socket
+
+    scheme, authority, target = split_http_url(url, allow_https=tls is not None)
+    host, port = split_authority(authority, scheme)
+    default = port == DEFAULT_PORTS[scheme]
+    shown_host = f"[{host}]" if ":" in host else host
+    head = request_head(
+        method, shown_host if default else f"{shown_host}:{port}", target, headers, body
+    )
+    # An ASCII host goes to getaddrinfo (and ssl) as bytes: CPython (<= 3.12) encodes a str host
+    # with the "idna" codec, whose import (with stringprep, unicodedata and re) costs a miss
+    # milliseconds.
+    address = host.encode("ascii") if host.isascii() else host
+    try:
+        connection = socket.create_connection((address, port), timeout=timeout)  # type: ignore[arg-type]
+    except (OSError, ValueError) as exc:
+        raise HttpError(_describe(exc)) from exc
+    try:
+        if tls is not None and scheme == "https":
+            # bytes for the same reason: ssl encodes a str server name with "idna" too
+            connection = tls.wrap_socket(connection, server_hostname=address)
+        connection.sendall(head + (body or b""))
+        with connection.makefile("rb") as reader:
+            status, fields = read_head(reader)
+            data = read_body(reader, status, fields, method, max_body)
+        return HttpResponse(status, {name.lower(): value for name, value in fields}, data, fields)
+    except HttpError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise HttpError(_describe(exc)) from exc
+    finally:
+        connection.close()
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def worth_retrying(error: Exception) -> bool:
+    """A failed exchange is retried; an oversized answer is not (it would only come again)."""
+    return isinstance(error, HttpError) and not isinstance(error, BodyTooLargeError)
+
+
+def proxy_setting(environ: Mapping[str, str]) -> str | None:
+    """The name of the first proxy variable that is set, if any (see :data:`PROXY_ENV`)."""
+    return next((name for name in PROXY_ENV if environ.get(name)), None)
+
+
+def verified_context(ca_bundle: str = "") -> ssl.SSLContext:
+    """Certificate and host name checks against ``ca_bundle``, else certifi's bundle (as botocore
+    and requests do)."""
+    import ssl
+
+    if not ca_bundle:
+        import certifi
+
+        ca_bundle = certifi.where()
+    return ssl.create_default_context(cafile=ca_bundle)
+
+
+def get(
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    timeout: float,
+    max_body: int = MAX_BODY_BYTES,
+) -> HttpResponse:
+    """One plain-HTTP ``GET`` (see :func:`request`)."""
+    return request("GET", url, headers=headers, timeout=timeout, max_body=max_body)
+
+
+def get_with_retries(
+    ctx: Context,
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    what: str,
+    timeout_cap: float,
+    retry_statuses: Collection[int],
+    attempts: int,
+) -> HttpResponse:
+    """:func:`get`, retried (bounded, never past the deadline) on an answer with a status in
+    ``retry_statuses`` or a failed exchange; an oversized body is not retried.
+
+    Returns the last answer, whatever its status; raises :class:`HttpError` if no answer came.
+    """
+    from credprovider.runtime.retry import call_with_retries
+
+    return call_with_retries(
+        lambda: get(url, headers=headers, timeout=ctx.deadline.timeout(timeout_cap)),
+        ctx=ctx,
+        what=what,
+        retry_result=lambda answer: answer.status in retry_statuses,
+        retry_error=worth_retrying,
+        attempts=attempts,
+    )

@@ -1,0 +1,32 @@
+"""The clouds the ``credprovider`` tool knows, read from each cloud's descriptor. Pure: no SDK is
+imported."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Final
+
+from credprovider.entry import PLUGIN_PACKAGES
+from credprovider.tool.descriptor import CloudPlugin
+
+# Where install and migrate put things by default, and where get looks when not told.
+NODE_BIN_DIR: Final = "/etc/kubernetes/image-credential-provider"
+NODE_CONFIG: Final = "/etc/kubernetes/image-credential-provider-config.yaml"
+
+
+def _descriptor(package: str) -> CloudPlugin:
+    descriptor: CloudPlugin = importlib.import_module(f"{package}.descriptor").DESCRIPTOR
+    return descriptor
+
+
+# key (aws, azure, gcp) -> descriptor, in the order of entry.PLUGIN_PACKAGES
+PLUGINS: Final = {
+    plugin.key: plugin for plugin in (_descriptor(p) for p in PLUGIN_PACKAGES.values())
+}
+BY_NAME: Final = {plugin.name: plugin for plugin in PLUGINS.values()}
+
+
+def plugin_for_name(provider_name: str) -> CloudPlugin | None:
+    """Our plugin behind a config's provider name (``.exe`` tolerated), if any."""
+    name = provider_name[:-4] if provider_name.lower().endswith(".exe") else provider_name
+    return BY_NAME.get(name)

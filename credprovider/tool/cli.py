@@ -1,0 +1,128 @@
+"""``credprovider``: the operator tool (run by hand, never by the kubelet).
+
+It answers "why did this pull get no credentials?": ``validate`` a config like the kubelet,
+``get`` credentials the way the kubelet would, ``explain`` an image offline, ``match`` a pattern,
+``install`` the plugins and ``migrate`` a node from the in-tree providers. Each subcommand is a
+module of credprovider/tool/commands/; this one builds the parser and is the edge that catches errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import importlib
+import re
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+from credprovider.entry import PLUGIN_MODULES
+from credprovider.errors import CredproviderError
+from credprovider.runtime.redact import safe_line
+from credprovider.tool.commands import COMMANDS
+from credprovider.tool.commands.common import EXAMPLE, EXIT_USAGE, WHAT_CHANGES
+from credprovider.version import version_text
+
+
+class _PrintVersion(argparse.Action):
+    """--version as the plugins print it (argparse's own action would re-wrap the lines)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kwargs: object) -> None:
+        sys.stdout.write(version_text("credprovider"))
+        parser.exit()
+
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")
+
+
+def _closest(word: str, candidates: Sequence[str]) -> str | None:
+    found = difflib.get_close_matches(word, candidates, n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+class ToolParser(argparse.ArgumentParser):
+    """argparse with "did you mean" for a mistyped subcommand or option, in every subparser. An
+    option no subcommand knows is refused as such, before a missing argument is reported (so
+    ``validate --hlep`` says so, not that PATH is required)."""
+
+    def error(self, message: str) -> NoReturn:
+        choice = _INVALID_CHOICE.search(message)
+        if choice:
+            choices = [c.strip().strip("'") for c in choice.group(2).split(",")]
+            guess = _closest(choice.group(1), choices)
+            if guess:
+                message += f"; did you mean '{guess}'?"
+        super().error(message)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: Any = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        if args is not None and not self._subparsers:
+            for word in self._unknown_options(list(args)):
+                guess = _closest(word, list(self._option_string_actions))
+                hint = f"; did you mean {guess}?" if guess else f" (see {self.prog} --help)"
+                self.error(f"unrecognized argument {word}{hint}")
+        return super().parse_known_args(args, namespace)
+
+    def _unknown_options(self, args: list[str]) -> list[str]:
+        """The option-like words of ``args`` this parser does not know (values skipped)."""
+        unknown: list[str] = []
+        index = 0
+        while index < len(args):
+            word = args[index]
+            index += 1
+            if word == "--":
+                break
+            if not word.startswith("-") or word == "-" or self._negative_number_matcher.match(word):
+                continue
+            name, equals, _ = word.partition("=")
+            known = [o for o in self._option_string_actions if o.startswith(name)]
+            action = self._option_string_actions.get(name) or (
+                self._option_string_actions[known[0]] if len(known) == 1 else None
+            )
+            if action is None:
+                unknown.append(name)
+            elif not equals and action.nargs != 0:
+                index += 1  # its value, which may look like an option
+        return unknown
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = ToolParser(
+        prog="credprovider",
+        epilog=(
+            "The plugins run under this name too: 'credprovider <plugin-name> [args]' is the "
+            f"plugin itself (plugin names: {', '.join(PLUGIN_MODULES)}); for example "
+            f"'credprovider {EXAMPLE.name} --help'."
+        ),
+        description=(
+            "Operator tool for the kubelet image credential provider plugins "
+            f"{', '.join(PLUGIN_MODULES)}. Start with 'credprovider get IMAGE --config ... "
+            "--bin-dir ...' to see why a pull got (or did not get) credentials. " + WHAT_CHANGES
+        ),
+    )
+    parser.add_argument(
+        "--version",
+        action=_PrintVersion,
+        nargs=0,
+        help="print the version, git commit, build date, architecture, Python and OpenSSL versions",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=ToolParser)
+
+    for command in COMMANDS:
+        importlib.import_module(f"credprovider.tool.commands.{command}").register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if getattr(args, "handler", None) is None:
+        parser.print_help(sys.stderr)
+        sys.exit(EXIT_USAGE)
+    try:
+        code = args.handler(args)
+    except CredproviderError as exc:  # each handler says its own failures; this is the backstop
+        sys.stderr.write(f"credprovider: {safe_line(str(exc))}\n")
+        code = 1
+    sys.exit(code)

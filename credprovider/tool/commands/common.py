@@ -1,0 +1,70 @@
+"""What the ``credprovider`` subcommands share: exit codes, JSON output, masking, node defaults."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
+
+from credprovider.tool.catalog import PLUGINS
+
+if TYPE_CHECKING:
+    import argparse
+
+EXIT_OK: Final = 0
+EXIT_FAILED: Final = 1
+EXIT_USAGE: Final = 2  # a usage error, or an input this user may not read: no verdict
+
+# What validate's exit status means: the one text --help, the README and docs/operators.md give
+# (tests/unit/test_docs.py holds them to it).
+VALIDATE_EXIT_STATUS: Final = (
+    "Exit 0: no errors (the kubelet would start with this config, and with --bin-dir every "
+    "provider's binary runs); 1: errors (the kubelet refuses the config, or a provider can never "
+    "run); 2: no verdict (a usage error, or a file this user may not read). Warnings never change "
+    "the exit status."
+)
+# What each command changes on the node: one text for credprovider --help, README and the docs.
+WHAT_CHANGES: Final = (
+    "Only install and migrate --write change anything on the node; validate, get, explain, match "
+    "and migrate without --write only read (get runs the plugins with their cache read-only)."
+)
+
+# What build_parser hands each command's register().
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+# The examples in --help: the first plugin's first registry form and pattern.
+EXAMPLE: Final = next(iter(PLUGINS.values()))
+EXAMPLE_IMAGE: Final = next(iter(EXAMPLE.sample_images.values()))
+EXAMPLE_PATTERN: Final = EXAMPLE.match_images[0]
+
+
+def print_json(obj: Any) -> None:
+    print(json.dumps(obj, indent=2, sort_keys=False))
+
+
+def mask(password: str, show: bool) -> str:
+    from credprovider.runtime.redact import redact
+
+    return password if show else redact(password)
+
+
+def node_default(command: str, given: str | None, default: str, flag: str) -> str | None:
+    """``given``, else the standard node path when it exists; ``None`` (and one line) if neither."""
+    if given:
+        return given
+    if os.path.lexists(default):
+        return default
+    print(
+        f"credprovider {command}: give {flag} (nothing at the default {default})", file=sys.stderr
+    )
+    return None
+
+
+def cannot_check(command: str, exc: Exception, as_json: bool = False) -> int:
+    """No verdict: this user may not read something the kubelet would. One line (and, with
+    ``--json``, one object saying so); exit status 2."""
+    if as_json:
+        print_json({"verdict": None, "error": str(exc)})
+    print(f"credprovider {command}: {exc}", file=sys.stderr)
+    return EXIT_USAGE

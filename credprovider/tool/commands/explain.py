@@ -1,0 +1,88 @@
+"""``credprovider explain``: which plugin claims an image and what it would do (offline)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from credprovider.runtime.imageref import ImageError
+from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Subcommands,
+    cannot_check,
+    print_json,
+)
+from credprovider.tool.config import ConfigError
+from credprovider.tool.nodefiles import UnreadableError
+
+
+def _cmd_explain(args: argparse.Namespace) -> int:
+    from credprovider.tool.claims import explain_image
+
+    try:
+        providers = _config_providers(args.config) if args.config else None
+        result = explain_image(args.image, args.provider, providers)
+    except ImageError as exc:
+        print(f"credprovider explain: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except UnreadableError as exc:
+        return cannot_check("explain", exc, args.json)
+    except ConfigError as exc:
+        print(
+            f"credprovider explain: the kubelet would not start with {args.config}: {exc.describe()}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    if args.json:
+        print_json(result)
+        return EXIT_OK
+    print(f"image:    {result['image']} (as the kubelet passes it)")
+    print(f"registry: {result['registry']}")
+    plugin = result["plugin"]
+    if plugin is None:
+        print("provider: none: no provider's matchImages match it")
+    else:
+        sent = "" if result["matched"] else " (its matchImages do not send it this image)"
+        theirs = "" if result["recognized"] else " (not its registry)"
+        print(f"provider: {plugin}{sent}{theirs}")
+    print(f"it would: {result['action']}")
+    for name, misses in result["misses"].items():
+        for miss in misses:
+            print(f"nearest:  {name}: {miss['pattern']!r}: {miss['reason']}")
+    return EXIT_OK
+
+
+def _config_providers(path: str) -> list[tuple[str, list[str]]]:
+    from credprovider.tool.config_validate import load_config
+
+    return [(p.name or "", p.matchImages or []) for p in load_config(path).providers]
+
+
+def register(sub: Subcommands) -> None:
+    explain = sub.add_parser(
+        "explain",
+        help="offline: which provider the kubelet would run for an image, and what it would do",
+        description=(
+            "No network and no cloud SDK. The image is normalized as the kubelet does and matched "
+            "against the shipped matchImages (or --config's) with the kubelet's rules, exactly as "
+            "get selects providers; the first that matches claims it, and its plugin's registry "
+            "rules say what it would send. A miss lists the nearest patterns and why. Exit 0 with "
+            "an answer, 1 for a config the kubelet refuses, 2 for what is not an image."
+        ),
+    )
+    explain.add_argument("image")
+    explain.add_argument(
+        "--config",
+        help="match against this CredentialProviderConfig (file or directory) instead of the "
+        "shipped matchImages",
+    )
+    explain.add_argument(
+        "--provider",
+        choices=sorted(PLUGINS),
+        help="ask about this provider only (recognized says if it is its registry)",
+    )
+    explain.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    explain.set_defaults(handler=_cmd_explain)

@@ -1,0 +1,172 @@
+"""``credprovider install``: the plugin names in a bin dir and a validated config."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Final
+
+from credprovider.tool.catalog import NODE_BIN_DIR, NODE_CONFIG, PLUGINS
+from credprovider.tool.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    Subcommands,
+    cannot_check,
+    print_json,
+)
+
+if TYPE_CHECKING:
+    from credprovider.tool.install_plan import Change, InstallPlan
+
+
+def _cmd_install(args: argparse.Namespace) -> int:
+    from credprovider.tool.install_config import InstallError
+    from credprovider.tool.install_plan import apply_install, plan_install
+    from credprovider.tool.nodefiles import UnreadableError
+
+    keys = [key.strip() for key in args.providers.split(",") if key.strip()]
+    node_files = {
+        plugin.key: path
+        for plugin in _TAKING_A_NODE_FILE
+        if (path := getattr(args, _node_file_dest(plugin.key)))
+    }
+    try:
+        plan = plan_install(
+            args.bin_dir, args.config_out, keys, node_files, args.copy, args.force, args.target
+        )
+    except UnreadableError as exc:
+        return cannot_check("install", exc, args.json)
+    except InstallError as exc:
+        print(f"credprovider install: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if plan.refused:
+        _report(plan.changes, args.json, applied=False)
+        print(
+            f"credprovider install: nothing was changed: {len(plan.refused)} step(s) refused "
+            f"(first: {plan.refused[0].describe()})",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    try:
+        apply_install(plan)
+    except OSError as exc:
+        print(f"credprovider install: {exc}: the install stopped part way", file=sys.stderr)
+        return EXIT_FAILED
+    return _after(plan, args.json)
+
+
+def _after(plan: InstallPlan, as_json: bool) -> int:
+    """Check what was installed as validate --bin-dir does, and report."""
+    from credprovider.tool.config_lint import check_binaries, lint_providers
+    from credprovider.tool.config_validate import load_config
+    from credprovider.tool.install_config import kubelet_flags
+
+    loaded = load_config(str(plan.config_out))
+    checked = check_binaries(loaded, str(plan.bin_dir))
+    warnings = checked.warnings + lint_providers(loaded, str(plan.bin_dir))
+    flags = kubelet_flags(str(plan.config_out.resolve()), str(plan.bin_dir.resolve()))
+    _report(plan.changes, as_json, True, checked.errors, warnings, checked.proven, flags)
+    return EXIT_FAILED if checked.errors else EXIT_OK
+
+
+def _report(
+    changes: list[Change],
+    as_json: bool,
+    applied: bool,
+    errors: list[str] | None = None,
+    warnings: list[str] | None = None,
+    checked: list[str] | None = None,
+    flags: list[str] | None = None,
+) -> None:
+    if as_json:
+        print_json(
+            {
+                "applied": applied,
+                "changes": [
+                    {
+                        "action": change.action,
+                        "path": change.path,
+                        "detail": change.detail,
+                        "refused": change.refused,
+                        "backup": change.backup,
+                    }
+                    for change in changes
+                ],
+                "errors": errors or [],
+                "warnings": warnings or [],
+                "checked": checked or [],
+                "kubeletFlags": flags or [],
+            }
+        )
+        return
+    for change in changes:
+        print(change.describe())
+    for line in checked or []:
+        print(f"checked: {line}")
+    for error in errors or []:
+        print(f"error: {error}")
+    for warning in warnings or []:
+        print(f"warning: {warning}")
+    if flags:
+        print("add to the kubelet's flags:")
+        for flag in flags:
+            print(f"  {flag}")
+
+
+# The plugins whose first argument names a node file (azure.json): each gets --<key>-config.
+_TAKING_A_NODE_FILE: Final = [plugin for plugin in PLUGINS.values() if plugin.node_file_arg]
+
+
+def _node_file_dest(key: str) -> str:
+    """Where argparse keeps ``--<key>-config``: one attribute per plugin that takes a node file."""
+    return f"node_file_{key}"
+
+
+def register(sub: Subcommands) -> None:
+    inst = sub.add_parser(
+        "install",
+        help="install the plugins into a bin dir and write a complete kubelet config",
+        description=(
+            "Link the plugin names in DIR to this bundle's executable (or, with --copy, copy the "
+            "bundle into DIR/.credprovider and link to the copy), write a CredentialProviderConfig "
+            "with complete matchImages, check it as validate --bin-dir does (each plugin is started "
+            "offline), and print the kubelet flags. All or nothing: every step is planned first, "
+            "and if any is refused nothing is changed. Links into another credprovider bundle (and "
+            "an earlier --copy) are upgrades and need no --force; anything else that would be "
+            "replaced needs --force, which keeps it as NAME.credprovider-backup-TIMESTAMP. "
+            "Idempotent. Exit 0: installed and every plugin starts; 1: refused (nothing changed) "
+            "or a check failed; 2: usage, or a path this user may not read."
+        ),
+    )
+    inst.add_argument(
+        "--bin-dir",
+        required=True,
+        help=f"the kubelet's --image-credential-provider-bin-dir (usually {NODE_BIN_DIR})",
+    )
+    inst.add_argument(
+        "--config-out",
+        required=True,
+        help=f"the config file to write (usually {NODE_CONFIG})",
+    )
+    inst.add_argument(
+        "--providers",
+        default=",".join(PLUGINS),
+        help=f"comma list of {', '.join(PLUGINS)} (default: %(default)s)",
+    )
+    for plugin in _TAKING_A_NODE_FILE:
+        inst.add_argument(
+            f"--{plugin.key}-config",
+            dest=_node_file_dest(plugin.key),
+            help=f"the node file passed to {plugin.name} (default: {plugin.node_file_arg})",
+        )
+    inst.add_argument(
+        "--copy", action="store_true", help="copy the bundle instead of linking to it"
+    )
+    inst.add_argument(
+        "--force",
+        action="store_true",
+        help="replace files and links that are not credprovider's (each is kept as a backup)",
+    )
+    inst.add_argument("--target", help="the credprovider executable to link to (default: this one)")
+    inst.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    inst.set_defaults(handler=_cmd_install)

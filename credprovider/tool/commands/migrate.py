@@ -1,0 +1,262 @@
+"""``credprovider migrate``: from a kubelet's in-tree cloud login to these plugins."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from credprovider.tool.catalog import NODE_BIN_DIR, NODE_CONFIG, PLUGINS
+from credprovider.tool.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Subcommands,
+    cannot_check,
+    print_json,
+)
+
+if TYPE_CHECKING:
+    from credprovider.tool.migration import ExistingConfig, MigrationPlan
+
+
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from credprovider.tool.config import ConfigError
+    from credprovider.tool.install_config import InstallError
+    from credprovider.tool.migration import plan_migration
+    from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_text
+
+    if not (args.kubelet_flags or args.kubelet_flags_file or args.kubelet_config):
+        print(
+            "credprovider migrate: nothing to read: give the kubelet's flags "
+            '(--kubelet-flags="..." or --kubelet-flags-file /var/lib/kubelet/kubeadm-flags.env) '
+            "and/or --kubelet-config FILE",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    providers = (
+        [key.strip() for key in args.providers.split(",") if key.strip()]
+        if args.providers
+        else None
+    )
+    try:
+        flag_files = {path: read_text(path) for path in args.kubelet_flags_file or []}
+        config_text = read_text(args.kubelet_config) if args.kubelet_config else ""
+        plan = plan_migration(
+            args.kubelet_flags,
+            config_text,
+            args.bin_dir,
+            args.config_out,
+            providers,
+            flag_files=flag_files,
+            kubelet_config_path=args.kubelet_config,
+            read_existing=_existing_config,
+        )
+        refused = _refusal(plan, args.config_out) if args.write else None
+        if args.write and not refused:
+            from credprovider.tool.install_plan import check_writable
+
+            for path in _contents(plan, args.config_out):
+                check_writable(Path(path).parent)
+    except (InstallError, FileProblem, ConfigError) as exc:
+        print(f"credprovider migrate: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except UnreadableError as exc:
+        return cannot_check("migrate", exc, args.json)
+    if refused:
+        print(f"credprovider migrate: {refused}: nothing was written", file=sys.stderr)
+        return EXIT_FAILED
+    try:
+        written = _write(plan, args.config_out) if args.write else []
+    except OSError as exc:
+        print(f"credprovider migrate: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.json:
+        print_json(
+            {
+                "providers": plan.providers,
+                "removeFlags": plan.remove,
+                "addFlags": plan.add,
+                "config": plan.config,
+                "binDir": plan.bin_dir,
+                "install": plan.install_args(args.config_out) if plan.providers else [],
+                "files": plan.files,
+                "written": written,
+                "notes": plan.notes,
+            }
+        )
+        return EXIT_OK
+    originals = {
+        **flag_files,
+        **({args.kubelet_config: config_text} if args.kubelet_config else {}),
+    }
+    _print_plan(plan, args.config_out, originals, written)
+    return EXIT_OK
+
+
+def _existing_config(path: str) -> ExistingConfig:
+    """The credential provider config at ``path``, read as the kubelet reads it."""
+    from credprovider.tool.config import ConfigError, read_config
+    from credprovider.tool.migration import ExistingConfig
+
+    try:
+        loaded = read_config(path)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"the kubelet's current credential provider config cannot be merged: {exc}; fix it "
+            "(credprovider validate shows what the kubelet says) and run migrate again"
+        ) from None
+    return ExistingConfig(
+        path,
+        [provider.model_dump(exclude_none=True) for provider in loaded.providers],
+        [str(source) for source in loaded.provider_sources],
+    )
+
+
+def _refusal(plan: MigrationPlan, config_out: str) -> str | None:
+    """Why --write must not replace ``config_out`` (someone else's file), if it must not."""
+    from credprovider.tool.install_config import WRITTEN_BY
+    from credprovider.tool.nodefiles import FileProblem, read_text
+
+    out = Path(config_out)
+    if not plan.config or not (out.exists() or out.is_symlink()):
+        return None
+    existing = plan.existing
+    ours = existing is not None and (config_out == existing.path or config_out in existing.sources)
+    try:
+        text = read_text(config_out)
+    except FileProblem as exc:
+        return f"{config_out} exists and cannot be read ({exc.reason}): choose another --config-out"
+    if ours or text == plan.config or text.startswith(WRITTEN_BY):
+        return None
+    return (
+        f"{config_out} exists with other content and is not the kubelet's current config: "
+        "choose another --config-out, or move it away"
+    )
+
+
+def _contents(plan: MigrationPlan, config_out: str) -> dict[str, str]:
+    """Every file --write writes: the flags files, the KubeletConfiguration and the config."""
+    return {**plan.files, **({config_out: plan.config} if plan.config else {})}
+
+
+def _write(plan: MigrationPlan, config_out: str) -> list[dict[str, str]]:
+    """Each flags file and the config, by rename, the old ones kept as backups."""
+    from credprovider.tool.install_plan import BACKUP_SUFFIX, backup_stamp, put_file
+
+    stamp = backup_stamp()
+    written: list[dict[str, str]] = []
+    for path, text in _contents(plan, config_out).items():
+        out = Path(path)
+        if out.exists() and out.read_text(encoding="utf-8") == text:
+            continue
+        backup = f"{path}{BACKUP_SUFFIX}{stamp}" if out.exists() else None
+        put_file(out, text, backup)
+        written.append({"path": path, **({"backup": backup} if backup else {})})
+    return written
+
+
+def _print_plan(
+    plan: MigrationPlan,
+    config_out: str,
+    originals: dict[str, str],
+    written: list[dict[str, str]],
+) -> None:
+    import difflib
+
+    done = {item["path"]: item.get("backup") for item in written}
+    if plan.remove:
+        print("remove from the kubelet:")
+        for flag in plan.remove:
+            print(f"  {flag}")
+    if plan.add:
+        print("add to the kubelet:")
+        for flag in plan.add:
+            print(f"  {flag}")
+    for path, text in plan.files.items():
+        print(f"{'edited' if path in done else 'edit'} {path}:")
+        before = originals.get(path, "").splitlines(keepends=True)
+        for line in difflib.unified_diff(before, text.splitlines(keepends=True), path, path):
+            print(f"  {line.rstrip(chr(10))}")
+    if plan.config:
+        install = shlex.join(["credprovider", *plan.install_args(config_out)])
+        print(
+            f"{'wrote' if config_out in done else 'write'} {config_out} (and put the plugins in "
+            f"{plan.bin_dir}: {install}):"
+        )
+        print(plan.config)
+    for path, backup in done.items():
+        if backup:
+            print(f"kept the old {path} as {backup}")
+    if plan.files and not written:
+        print("nothing was written: --write makes these changes (each file's old text kept)")
+    for note in plan.notes:
+        print(f"note: {note}")
+
+
+# For --help: an in-tree cloud some plugin replaces (not every cloud had one).
+_IN_TREE_EXAMPLE: Final = next(
+    (cloud for plugin in PLUGINS.values() for cloud in plugin.in_tree_clouds), "<cloud>"
+)
+
+
+def register(sub: Subcommands) -> None:
+    migrate = sub.add_parser(
+        "migrate",
+        help="move a node from the in-tree cloud providers to these plugins",
+        description=(
+            "Read a kubelet's old command line and/or KubeletConfiguration (--cloud-provider, "
+            + "".join(f"--{flag}, " for p in PLUGINS.values() for flag in p.implied_by_flags)
+            + "removed feature gates, the credential provider flags it has) and print the flags "
+            "to remove and add, each flags file as it will read, and the CredentialProviderConfig "
+            "to write (reusing the node files the old flags name, and merging the config the "
+            "kubelet runs today). Nothing changes without --write."
+        ),
+    )
+    migrate.add_argument(
+        "--kubelet-flags",
+        default="",
+        metavar='"FLAGS"',
+        help="the kubelet's flags, quoted "
+        f'(--kubelet-flags="--cloud-provider={_IN_TREE_EXAMPLE} ..."); '
+        "--flag=value and --flag value both work",
+    )
+    migrate.add_argument(
+        "--kubelet-flags-file",
+        action="append",
+        metavar="FILE",
+        help="a file holding the kubelet's flags: kubeadm's /var/lib/kubelet/kubeadm-flags.env, "
+        "/etc/default/kubelet, /etc/sysconfig/kubelet, or a systemd unit or drop-in "
+        "(Environment= and ExecStart=); repeatable",
+    )
+    migrate.add_argument("--kubelet-config", help="a KubeletConfiguration file")
+    migrate.add_argument(
+        "--providers",
+        metavar="LIST",
+        help=f"the clouds to configure, comma-separated ({', '.join(PLUGINS)}): needed with "
+        "--cloud-provider=external, which does not say the cloud; default: what the flags say",
+    )
+    migrate.add_argument(
+        "--bin-dir",
+        help="the plugin bin dir for the flags to add (default: the kubelet's current "
+        f"--image-credential-provider-bin-dir, where its plugins are, else {NODE_BIN_DIR})",
+    )
+    migrate.add_argument(
+        "--config-out",
+        default=NODE_CONFIG,
+        help="where the config will be written, for the flags to add (default: %(default)s). "
+        "A config the kubelet is given today is merged into it: its providers first, their names "
+        "kept, conflicts reported",
+    )
+    migrate.add_argument(
+        "--write",
+        action="store_true",
+        help="make the changes: rewrite each --kubelet-flags-file and --kubelet-config in place "
+        "and write --config-out, each by rename, the old text kept as "
+        "NAME.credprovider-backup-TIMESTAMP (default: print them only). A --config-out that is "
+        "neither the kubelet's current config nor credprovider's is never replaced",
+    )
+    migrate.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    migrate.set_defaults(handler=_cmd_migrate)

@@ -1,0 +1,104 @@
+"""``credprovider validate``: a credential provider config checked as the kubelet checks it, plus the
+warnings the kubelet does not give."""
+
+from __future__ import annotations
+
+import argparse
+
+from credprovider.runtime.redact import printable
+from credprovider.tool.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    VALIDATE_EXIT_STATUS,
+    Subcommands,
+    cannot_check,
+    print_json,
+)
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from credprovider.tool.config import ConfigError
+    from credprovider.tool.config_lint import BinaryCheck, check_binaries, lint_providers
+    from credprovider.tool.config_validate import load_config
+    from credprovider.tool.nodefiles import UnreadableError
+
+    try:
+        loaded = load_config(args.path)
+        checked = (
+            check_binaries(loaded, args.bin_dir) if args.bin_dir is not None else BinaryCheck()
+        )
+        warnings = checked.warnings + lint_providers(loaded, args.bin_dir)
+    except ConfigError as exc:
+        if args.json:
+            print_json(
+                {
+                    "valid": False,
+                    "error": str(exc),
+                    "errors": [str(exc)],
+                    "hint": exc.hint,
+                    "warnings": [],
+                }
+            )
+        else:
+            print(f"invalid: {exc.describe()}")
+        return EXIT_FAILED
+    except UnreadableError as exc:
+        return cannot_check("validate", exc, args.json)
+    errors = checked.errors
+    names = [p.name or "" for p in loaded.providers]
+    if args.json:
+        print_json(
+            {
+                "valid": not errors,
+                "error": errors[0] if errors else None,
+                "errors": errors,
+                "warnings": warnings,
+                "checked": checked.proven,
+                "providers": names,
+                "files": [str(f) for f in loaded.sources],
+            }
+        )
+    else:
+        shown = ", ".join(printable(name) for name in names)
+        if errors:
+            print(
+                f"invalid: the config is well-formed ({len(names)} provider(s) from "
+                f"{len(loaded.sources)} file(s): {shown}), but not every provider can run"
+            )
+            for error in errors:
+                print(f"error: {printable(error)}")
+        else:
+            print(f"valid: {len(names)} provider(s) from {len(loaded.sources)} file(s): {shown}")
+        for line in checked.proven:
+            print(f"checked: {printable(line)}")
+        for warning in warnings:
+            print(f"warning: {printable(warning)}")
+    return EXIT_FAILED if errors else EXIT_OK
+
+
+def register(sub: Subcommands) -> None:
+    validate = sub.add_parser(
+        "validate",
+        help="check a CredentialProviderConfig exactly as the kubelet does at start-up",
+        description=(
+            "Read PATH (a file, or a directory whose *.json/*.yaml/*.yml files are merged in "
+            "lexicographic order, as kubelet >= 1.34 does), decode it strictly and validate it with "
+            "the kubelet's rules and error messages. With --bin-dir, also start every provider's "
+            "binary the way the kubelet does (its args, the config's env over this environment, "
+            "stdin a pipe) without contacting a cloud: credprovider must answer --version with its "
+            "version line; another plugin must at least execute and refuse an empty request. Then "
+            "warn about what the kubelet accepts but will not do what you meant ('*' in a path, "
+            "defaultCacheDuration 0, host forms the matchImages miss, unread annotation keys). "
+            + VALIDATE_EXIT_STATUS
+        ),
+    )
+    validate.add_argument(
+        "path", help="config file or directory (--image-credential-provider-config)"
+    )
+    validate.add_argument(
+        "--bin-dir",
+        help="also check the plugin binaries in this directory (--image-credential-provider-bin-dir) "
+        "by starting each one offline; default: the config alone is checked",
+    )
+    validate.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    validate.set_defaults(handler=_cmd_validate)

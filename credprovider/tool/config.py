@@ -1,0 +1,343 @@
+"""CredentialProviderConfig: pydantic models, and reading and decoding a config file or directory as
+the kubelet does (``readCredentialProviderConfig``), with the kubelet's own error messages.
+
+Validation is in credprovider/tool/config_validate.py (:func:`~credprovider.tool.config_validate.load_config`
+reads and validates, as the kubelet's start-up does), the lints in credprovider/tool/config_lint.py. Used by
+the ``credprovider`` tool only (never on a plugin's exec path: pydantic and YAML are slow to import);
+the conformance suite checks the messages against the real kubelet code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from credprovider.errors import CredproviderError
+from credprovider.runtime.goformat import DurationError, go_quote, parse_go_duration
+from credprovider.tool import nodefiles
+from credprovider.tool.yamldoc import MAX_NESTING, YamlError, load_yaml
+
+CONFIG_GROUP: Final = "kubelet.config.k8s.io"
+CONFIG_VERSIONS: Final = ("v1", "v1beta1", "v1alpha1")
+CONFIG_KIND: Final = "CredentialProviderConfig"
+CONFIG_EXTENSIONS: Final = (".json", ".yaml", ".yml")
+CACHE_TYPES: Final = ("ServiceAccount", "Token")
+# Other kinds the kubelet's config scheme knows: decoding one of them is a "wrong Kind".
+_OTHER_REGISTERED_KINDS: Final = frozenset(
+    {
+        ("kubelet.config.k8s.io/v1beta1", "KubeletConfiguration"),
+        ("kubelet.config.k8s.io/v1beta1", "SerializedNodeConfigSource"),
+    }
+)
+
+
+class ConfigError(CredproviderError, ValueError):
+    """The kubelet would refuse the config: ``str()`` is its message, word for word; ``hint`` is
+    what credprovider adds after it (which files, what to change), shown by :meth:`describe`."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+    def describe(self) -> str:
+        return f"{self} ({self.hint})" if self.hint else str(self)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ExecEnvVar(_Strict):
+    name: str | None = None
+    value: str | None = None
+
+
+class ServiceAccountTokenAttributes(_Strict):
+    serviceAccountTokenAudience: str | None = None
+    cacheType: str | None = None
+    requireServiceAccount: bool | None = None
+    requiredServiceAccountAnnotationKeys: list[str] | None = None
+    optionalServiceAccountAnnotationKeys: list[str] | None = None
+
+
+class CredentialProvider(_Strict):
+    name: str | None = None
+    matchImages: list[str] | None = None
+    defaultCacheDuration: str | None = None
+    apiVersion: str | None = None
+    args: list[str] | None = None
+    env: list[ExecEnvVar] | None = None
+    tokenAttributes: ServiceAccountTokenAttributes | None = None
+
+
+class CredentialProviderConfig(_Strict):
+    kind: str | None = None
+    apiVersion: str | None = None
+    providers: list[CredentialProvider] | None = None
+
+
+@dataclass
+class LoadedConfig:
+    """A config as the kubelet would run it: providers in order, with their source files."""
+
+    providers: list[CredentialProvider]
+    sources: list[Path]
+    provider_sources: list[Path] = field(default_factory=list)
+
+
+# Go struct and type names for the kubelet's "json: cannot unmarshal" messages.
+_GO_STRUCTS: Final = {
+    "providers": "CredentialProvider",
+    "env": "ExecEnvVar",
+    "tokenAttributes": "ServiceAccountTokenAttributes",
+}
+_GO_TYPES: Final = {
+    ("CredentialProviderConfig", "providers"): "[]{v}.CredentialProvider",
+    ("CredentialProvider", "matchImages"): "[]string",
+    ("CredentialProvider", "args"): "[]string",
+    ("CredentialProvider", "env"): "[]{v}.ExecEnvVar",
+    ("CredentialProvider", "tokenAttributes"): "{v}.ServiceAccountTokenAttributes",
+    ("ServiceAccountTokenAttributes", "requireServiceAccount"): "bool",
+    ("ServiceAccountTokenAttributes", "cacheType"): "{v}.ServiceAccountTokenCacheType",
+    ("ServiceAccountTokenAttributes", "requiredServiceAccountAnnotationKeys"): "[]string",
+    ("ServiceAccountTokenAttributes", "optionalServiceAccountAnnotationKeys"): "[]string",
+}
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _unmarshal_message(loc: tuple[int | str, ...], value: Any, version: str) -> str:
+    struct, names = "CredentialProviderConfig", list[str]()
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        if names and names[-1] in _GO_STRUCTS:
+            struct = _GO_STRUCTS[names[-1]]
+        names.append(part)
+    field_name = names[-1]
+    if isinstance(loc[-1], int):  # an element of a list
+        go_type = "string" if field_name != "env" else f"{version}.ExecEnvVar"
+        if field_name == "providers":
+            go_type = f"{version}.CredentialProvider"
+        if field_name == "env":
+            struct = "CredentialProvider"
+    else:
+        go_type = _GO_TYPES.get((struct, field_name), "string").format(v=version)
+    if isinstance(loc[-1], int) and field_name == "providers":
+        struct = "CredentialProviderConfig"
+    return (
+        f"json: cannot unmarshal {_json_type(value)} into Go struct field "
+        f"{struct}.{'.'.join(names)} of type {go_type}"
+    )
+
+
+def _loc_path(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path
+
+
+class _JSONObject(dict[str, Any]):
+    """A decoded JSON object that remembers keys it saw twice."""
+
+    duplicates: list[str]
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> _JSONObject:
+    obj = _JSONObject()
+    obj.duplicates = []
+    for key, value in pairs:
+        if key in obj:
+            obj.duplicates.append(key)
+        obj[key] = value
+    return obj
+
+
+def _paths_in_document_order(value: Any, path: str = "") -> list[tuple[str, Any]]:
+    """Every (path, node) of a decoded document, in document order, kubelet-style paths."""
+    found: list[tuple[str, Any]] = [(path, value)]
+    if isinstance(value, dict):
+        for key, child in value.items():
+            found.extend(_paths_in_document_order(child, f"{path}.{key}" if path else key))
+    elif isinstance(value, list):
+        for index, child in enumerate(value):
+            found.extend(_paths_in_document_order(child, f"{path}[{index}]"))
+    return found
+
+
+def _parse_document(text: str) -> Any:
+    stripped = text.lstrip()
+    if stripped.startswith("{"):
+        try:
+            document = json.loads(text, object_pairs_hook=_json_object)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        except RecursionError:
+            raise ConfigError(f"exceeded max depth of {MAX_NESTING}") from None
+        except ValueError as exc:  # an integer of more than 4300 digits
+            raise ConfigError(str(exc).split(";")[0]) from None
+        for path, node in _paths_in_document_order(document):
+            if isinstance(node, _JSONObject) and node.duplicates:
+                key = node.duplicates[0]
+                raise ConfigError(
+                    f"strict decoding error: duplicate field {go_quote(f'{path}.{key}' if path else key)}"
+                )
+        return document
+    try:
+        return load_yaml(text)
+    except YamlError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def decode_config(text: str) -> CredentialProviderConfig:
+    """Decode one file strictly, as the kubelet's codec does; errors carry its messages."""
+    document = _parse_document(text)
+    if document is None:
+        document = {}
+    if not isinstance(document, dict):
+        raise ConfigError(
+            f"couldn't get version/kind; json parse error: cannot unmarshal "
+            f"{_json_type(document)} into Go value of type struct"
+        )
+    kind, api_version = document.get("kind"), document.get("apiVersion")
+    for field_name, value in (("apiVersion", api_version), ("kind", kind)):
+        if value is not None and not isinstance(value, str):
+            raise ConfigError(
+                "couldn't get version/kind; json parse error: json: cannot unmarshal "
+                f"{_json_type(value)} into Go struct field .{field_name} of type string"
+            )
+    if not kind:
+        raise ConfigError(f"Object 'Kind' is missing in '{text}'")
+    if not api_version:
+        raise ConfigError(f"Object 'apiVersion' is missing in '{text}'")
+    group, _, version = str(api_version).rpartition("/")
+    if (api_version, kind) in _OTHER_REGISTERED_KINDS:
+        raise ConfigError(f'failed to decode "{kind}" (wrong Kind)')
+    if kind != CONFIG_KIND or group != CONFIG_GROUP or version not in CONFIG_VERSIONS:
+        raise ConfigError(
+            f'no kind "{kind}" is registered for version "{api_version}" in scheme '
+            '"pkg/runtime/scheme.go:111"'
+        )
+    try:
+        config = CredentialProviderConfig.model_validate(document)
+    except ValidationError as exc:
+        unknown, first_type_error = [], None
+        for error in exc.errors():
+            loc = tuple(error["loc"])
+            if error["type"] == "extra_forbidden":
+                unknown.append(f"unknown field {go_quote(_loc_path(loc))}")
+            elif first_type_error is None:
+                first_type_error = _unmarshal_message(loc, error["input"], version)
+        if first_type_error is not None:
+            raise ConfigError(first_type_error) from None
+        order = {path: i for i, (path, _) in enumerate(_paths_in_document_order(document))}
+        unknown.sort(key=lambda message: order.get(message.split('"')[1], 0))
+        raise ConfigError("strict decoding error: " + ", ".join(unknown)) from None
+    for provider in config.providers or []:
+        if version != "v1" and provider.tokenAttributes is not None:
+            index = (config.providers or []).index(provider)
+            raise ConfigError(
+                f'strict decoding error: unknown field "providers[{index}].tokenAttributes"',
+                hint="tokenAttributes exists only in apiVersion kubelet.config.k8s.io/v1: use it",
+            )
+        if provider.defaultCacheDuration is not None:
+            try:
+                parse_go_duration(provider.defaultCacheDuration)
+            except DurationError as exc:
+                raise ConfigError(str(exc)) from None
+    return config
+
+
+def config_files(path: str) -> list[Path]:
+    """The files the kubelet reads for ``--image-credential-provider-config`` (file or directory).
+
+    A refusal only this (non-root) user gets raises :class:`~credprovider.tool.nodefiles.UnreadableError`,
+    never a :class:`ConfigError`: the kubelet runs as root."""
+    from credprovider.tool.nodefiles import check_access, list_directory
+
+    if not path:
+        raise ConfigError("credential provider config path is empty")
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        check_access(path, exc)
+        raise ConfigError(
+            f"unable to access path {go_quote(path)}: stat {path}: {_go_errno(exc)}"
+        ) from None
+    except ValueError:
+        raise ConfigError(f"unable to access path {go_quote(path)}: invalid argument") from None
+    if not stat.S_ISDIR(info.st_mode):
+        return [Path(path)]
+    files = sorted(
+        entry.name
+        for entry in list_directory(path)
+        if not _is_dir(entry) and entry.name.endswith(CONFIG_EXTENSIONS)
+    )
+    if not files:
+        raise ConfigError(f"no configuration files found in directory {go_quote(path)}")
+    return [Path(path) / name for name in files]
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _go_errno(exc: OSError) -> str:
+    return (exc.strerror or str(exc)).lower()
+
+
+def read_config(path: str) -> LoadedConfig:
+    """``readCredentialProviderConfig``: decode every file, concatenate providers in file order."""
+    files = config_files(path)
+    providers: list[CredentialProvider] = []
+    provider_sources: list[Path] = []
+    seen: set[str] = set()
+    for file in files:
+        try:
+            text = nodefiles.read_bytes(str(file)).decode("utf-8")
+        except nodefiles.FileProblem as exc:
+            raise ConfigError(
+                f"unable to read config file {go_quote(str(file))}: {exc.reason}"
+            ) from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(
+                f"error decoding config {go_quote(str(file))}: not UTF-8 text (byte {exc.start})"
+            ) from None
+        try:
+            config = decode_config(text)
+        except ConfigError as exc:
+            raise ConfigError(
+                f"error decoding config {go_quote(str(file))}: {exc}", exc.hint
+            ) from None
+        for provider in config.providers or []:
+            name = provider.name or ""
+            if name in seen:
+                first = provider_sources[[p.name for p in providers].index(provider.name)]
+                raise ConfigError(
+                    f"duplicate provider name {go_quote(name)} found in configuration file(s)",
+                    hint=f"in {first} and in {file}",
+                )
+            seen.add(name)
+            providers.append(provider)
+            provider_sources.append(file)
+    return LoadedConfig(providers, files, provider_sources)

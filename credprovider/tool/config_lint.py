@@ -1,0 +1,261 @@
+"""What the kubelet accepts in a CredentialProviderConfig but will not do what the operator meant:
+warnings, one sentence each, naming the provider. The cloud-specific ones come from each cloud's
+descriptor."""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from credprovider.runtime.goformat import parse_go_duration
+from credprovider.tool.config import CredentialProvider, LoadedConfig
+from credprovider.tool.descriptor import CloudPlugin
+from credprovider.tool.nodefiles import check_access, refused_as_non_root, unreadable
+from credprovider.tool.startcheck import check_start
+
+# --- lints: what the kubelet accepts but will not do what the operator meant ------------------------
+
+
+@dataclass
+class BinaryCheck:
+    """What the bin dir proved for each provider: ``errors`` (the kubelet would not start, or a
+    provider can never run), ``warnings`` (it runs, but not all could be proven), ``proven``."""
+
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    proven: list[str] = field(default_factory=list)
+
+
+def check_binaries(loaded: LoadedConfig, bin_dir: str) -> BinaryCheck:
+    """Check every provider's binary in ``bin_dir`` as the kubelet would find and start it: the
+    kubelet refuses to start without the bin dir or a binary; a binary that cannot run fails every
+    pull it matches. Raises :class:`~credprovider.tool.nodefiles.UnreadableError` where this (non-root)
+    user may not look."""
+    result = BinaryCheck()
+    if not _is_directory(bin_dir):
+        first = loaded.providers[0].name or ""
+        result.errors.append(
+            f"the bin dir {bin_dir} does not exist: the kubelet would NOT start (plugin binary "
+            f"executable {Path(bin_dir) / first} did not exist)"
+        )
+        return result
+    for provider in loaded.providers:
+        name = provider.name or ""
+        where = f"provider {name!r}"
+        missing = _missing_binary(Path(bin_dir) / name)
+        if missing:
+            result.errors.append(f"{where}: {missing}")
+            continue
+        env = [(var.name or "", var.value or "") for var in provider.env or []]
+        started = check_start(name, bin_dir, provider.args or [], env)
+        if started.error:
+            result.errors.append(f"{where}: {started.error}: every pull it matches fails")
+        if started.warning:
+            result.warnings.append(f"{where}: {started.warning}")
+        if started.proven:
+            result.proven.append(f"{where}: {started.path}: {started.proven}")
+    return result
+
+
+def _is_directory(path: str) -> bool:
+    try:
+        return stat.S_ISDIR(os.stat(path).st_mode)
+    except OSError as exc:
+        check_access(path, exc)
+        return False
+    except ValueError:
+        return False
+
+
+def _missing_binary(binary: Path) -> str | None:
+    """Why the kubelet would find no binary at ``binary`` (it refuses to start), if so."""
+    try:
+        os.lstat(binary)
+    except OSError as exc:
+        check_access(str(binary), exc)
+        return (
+            f"{binary} does not exist: the kubelet would NOT start (plugin binary executable "
+            "did not exist)"
+        )
+    except ValueError:  # a NUL in the name
+        return f"{str(binary)!r} cannot exist: the kubelet would NOT start"
+    try:
+        os.stat(binary)
+    except OSError as exc:
+        check_access(str(binary), exc)
+        return (
+            f"{binary} is a symlink to {os.readlink(binary)}, which does not exist: the kubelet "
+            "would NOT start (plugin binary executable did not exist)"
+        )
+    return None
+
+
+def lint_providers(loaded: LoadedConfig, bin_dir: str | None = None) -> list[str]:
+    """Warnings the kubelet does not give, one sentence each, naming the provider. ``bin_dir``:
+    checking a node, where the files a provider's args name must exist."""
+    from credprovider.tool.catalog import plugin_for_name
+
+    warnings: list[str] = []
+    for provider in loaded.providers:
+        name = provider.name or ""
+        found = _pattern_lints(provider) + _placeholder_lints(provider)
+        plugin = plugin_for_name(name)
+        if plugin is None:
+            found += _near_name_lints(name)
+        if plugin is not None:
+            found += _coverage_lints(provider, plugin)
+            env_names = {var.name or "" for var in provider.env or []}
+            found += plugin.lints(provider.matchImages or [], provider.args or [], env_names)
+            if bin_dir is not None:
+                found += _node_file_lints(provider, plugin)
+            found += _annotation_lints(provider, plugin)
+        warnings += [f"provider {name!r}: {warning}" for warning in found]
+    return warnings
+
+
+def _pattern_lints(provider: CredentialProvider) -> list[str]:
+    """matchImages the kubelet never matches, and a zero defaultCacheDuration."""
+    found = []
+    for pattern in provider.matchImages or []:
+        if not pattern.strip():
+            found.append(f"matchImages has an empty pattern {pattern!r}: it never matches an image")
+            continue
+        scheme, sep, rest = pattern.partition("://")
+        if sep:
+            found.append(
+                f"matchImages {pattern!r} has a URL scheme, which the kubelet does not strip: it "
+                f"never matches an image (remove {scheme + sep!r}: {rest!r})"
+            )
+            continue
+        path = pattern.split("/", 1)[1] if "/" in pattern else ""
+        if "*" in path:
+            found.append(
+                f"matchImages {pattern!r} has '*' in its path, which the kubelet compares "
+                "literally: it never matches an image"
+            )
+        if "?" in pattern or pattern.startswith("["):
+            found.append(
+                f"matchImages {pattern!r} uses '?' or a leading '[', which the kubelet parses as "
+                "a URL query or IPv6 address: it never matches"
+            )
+    if (
+        provider.defaultCacheDuration is not None
+        and parse_go_duration(provider.defaultCacheDuration) == 0
+    ):
+        found.append(
+            "defaultCacheDuration is 0, so the kubelet runs the plugin on every pull whenever "
+            "the plugin leaves cacheDuration out"
+        )
+    return found
+
+
+def _coverage_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[str]:
+    """Registry forms of our plugin's cloud that matchImages leave out, with or without :443."""
+    from credprovider.runtime.matching import urls_match
+    from credprovider.tool.descriptor import DEFAULT_HTTPS_PORT
+
+    missed = [
+        form
+        for form, image in plugin.sample_images.items()
+        if not any(urls_match(pattern, image) for pattern in provider.matchImages or [])
+    ]
+    port = f":{DEFAULT_HTTPS_PORT}"
+    found = []
+    hosts = [form for form in missed if not form.endswith(f"({port})")]
+    if hosts:
+        found.append(
+            f"matchImages do not cover {', '.join(hosts)} registries "
+            f"(e.g. {plugin.sample_images[hosts[0]]}): pulls from them get no credentials"
+        )
+    ported = [form for form in missed if form.endswith(f"({port})")]
+    if ported:
+        found.append(
+            f"matchImages do not cover images that name the port {port} (e.g. "
+            f"{plugin.sample_images[ported[0]]}): the kubelet matches ports exactly, so add "
+            f"each host pattern with {port} too (as the shipped configs do)"
+        )
+    return found
+
+
+def _node_file_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[str]:
+    """Absolute paths in args that do not exist on this node."""
+    found = []
+    for arg in provider.args or []:
+        file_arg = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
+        if not file_arg.startswith("/"):
+            continue
+        try:
+            os.stat(file_arg)
+        except OSError as exc:
+            if refused_as_non_root(exc):
+                found.append(f"args name {file_arg}: {unreadable(file_arg, exc)}")
+            else:
+                found.append(
+                    f"args name {file_arg}, which does not exist on this node: "
+                    f"{plugin.name} fails every pull it matches until it does"
+                )
+        except ValueError:
+            found.append(f"args name {file_arg!r}, which cannot exist (a NUL byte)")
+    return found
+
+
+def _annotation_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[str]:
+    """tokenAttributes annotation keys the plugin does not read."""
+    attributes = provider.tokenAttributes
+    if attributes is None:
+        return []
+    keys = (attributes.requiredServiceAccountAnnotationKeys or []) + (
+        attributes.optionalServiceAccountAnnotationKeys or []
+    )
+    return [
+        f"tokenAttributes annotation {key!r} is not read by {plugin.name} "
+        f"(it reads {', '.join(plugin.annotation_keys)})"
+        for key in keys
+        if key not in plugin.annotation_keys
+    ]
+
+
+def _placeholders(value: str) -> list[str]:
+    """ALL-CAPS words standing for a value to fill in (``PROJECT``, ``ACCOUNT_ID``), as the examples
+    and the clouds' docs write them."""
+    words = value.replace("/", " ").replace("=", " ").replace(".", " ").replace(":", " ").split()
+    return [w for w in words if len(w) >= 3 and w.isupper() and w.replace("_", "").isalpha()]
+
+
+def _placeholder_lints(provider: CredentialProvider) -> list[str]:
+    """Placeholders left from an example in args, env values or the token audience."""
+    values = [*(provider.args or []), *(var.value or "" for var in provider.env or [])]
+    if provider.tokenAttributes is not None:
+        values.append(provider.tokenAttributes.serviceAccountTokenAudience or "")
+    left = list(dict.fromkeys(word for value in values for word in _placeholders(value)))
+    if not left:
+        return []
+    what = "looks like a placeholder" if len(left) == 1 else "look like placeholders"
+    return [f"{', '.join(left)} {what} left from an example: put your own values there"]
+
+
+def _near_name_lints(name: str) -> list[str]:
+    """A provider name one edit away from one of our plugins: the kubelet execs it by that name."""
+    from credprovider.tool.catalog import BY_NAME
+
+    near = [known for known in BY_NAME if _one_edit(name, known)]
+    if not near:
+        return []
+    return [
+        f"the name is one letter off {near[0]!r}: the kubelet runs the file named {name!r} in the "
+        f"bin dir, so did you mean {near[0]!r}?"
+    ]
+
+
+def _one_edit(a: str, b: str) -> bool:
+    """Are ``a`` and ``b`` different but one insertion, deletion or substitution apart?"""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) > len(b):
+        a, b = b, a
+    for i in range(len(a)):
+        if a[i] != b[i]:
+            return a[i + (len(a) == len(b)) :] == b[i + 1 :]
+    return True

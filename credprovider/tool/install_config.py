@@ -1,0 +1,99 @@
+"""What ``credprovider install`` writes: the kubelet config for the chosen plugins, the flags, and
+where the bundle is (the plan and its application are credprovider/tool/install_plan.py; ``migrate`` is
+credprovider/tool/migration.py)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from credprovider.errors import CredproviderError
+from credprovider.runtime.api import API_V1
+from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.config import CONFIG_KIND
+from credprovider.tool.descriptor import CloudPlugin
+
+BUNDLE_COPY_DIR: Final = ".credprovider"
+# The first words of every config install and migrate write: what they may replace without --force.
+WRITTEN_BY: Final = "# Written by credprovider "
+CCM_REMINDER: Final = (
+    "The credential plugin only replaces image-pull login. Node initialization, routes, load "
+    "balancers and volumes need the cloud controller manager (and CSI drivers): run them, with "
+    "--cloud-provider=external on the kubelet."
+)
+
+
+class InstallError(CredproviderError):
+    """Install would overwrite something different, or cannot find what to install."""
+
+
+def kubelet_flags(config_path: str, bin_dir: str) -> list[str]:
+    return [
+        f"--image-credential-provider-config={config_path}",
+        f"--image-credential-provider-bin-dir={bin_dir}",
+    ]
+
+
+def provider_entry(plugin: CloudPlugin, node_file: str | None = None) -> dict[str, Any]:
+    """One CredentialProviderConfig provider with complete matchImages for ``plugin``; ``node_file``
+    replaces the node file its first argument names (azure.json), if it takes one."""
+    args = list(plugin.args)
+    if plugin.node_file_arg is not None and node_file:
+        args[0] = node_file
+    entry: dict[str, Any] = {
+        "name": plugin.name,
+        "apiVersion": API_V1,
+        "defaultCacheDuration": plugin.default_cache_duration,
+        "matchImages": list(plugin.match_images),
+    }
+    if args:
+        entry["args"] = args
+    return entry
+
+
+def render_config(
+    keys: list[str],
+    node_files: Mapping[str, str] | None = None,
+    writer: str = "install",
+    first: Sequence[Mapping[str, Any]] = (),
+) -> str:
+    """The CredentialProviderConfig YAML for the chosen plugins (keys of ``catalog.PLUGINS``),
+    headed by the command that wrote it. ``node_files`` maps a plugin's key to the node file it is
+    given instead of its default (each plugin its own: azure.json is not another cloud's file).
+    ``first``: providers kept from a config the node already has, put before ours as they are."""
+    node_files = node_files or {}
+    document = {
+        "apiVersion": "kubelet.config.k8s.io/v1",
+        "kind": CONFIG_KIND,
+        "providers": [dict(provider) for provider in first]
+        + [provider_entry(PLUGINS[key], node_files.get(key)) for key in keys],
+    }
+    header = f"{WRITTEN_BY}{writer}. Validate with: credprovider validate <this file>\n"
+    return header + yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
+
+
+def bundle_launcher(interpreter: Path) -> Path | None:
+    """The bundle's top-level ``credprovider`` (the launcher every name must link to), when
+    ``interpreter`` is a bundle's own (``_internal/credprovider-main``); otherwise ``None``."""
+    launcher = interpreter.parent.parent / "credprovider"
+    if interpreter.name == "credprovider-main" and interpreter.parent.name == "_internal":
+        return launcher if launcher.is_file() else None
+    return None
+
+
+def bundle_executable(target: str | None) -> Path:
+    """The credprovider executable the plugin names will link to: ``--target``, else this bundle's
+    launcher (not checked yet: :func:`credprovider.tool.install_plan.plan_install` runs it)."""
+    if target:
+        return Path(target).resolve()
+    launcher = bundle_launcher(Path(sys.executable).resolve())
+    if launcher is None:
+        raise InstallError(
+            "run install from the bundle (dist/credprovider/credprovider install ...) "
+            "or pass --target /path/to/credprovider"
+        )
+    return launcher

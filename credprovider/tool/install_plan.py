@@ -1,0 +1,349 @@
+"""``credprovider install`` as a plan, then its application: all or nothing.
+
+:func:`plan_install` looks at the bin dir and the config and runs the executable to be linked (it
+must answer as credprovider), and changes nothing. Each step is a :class:`Change`: to make, already
+so, or refused (something of someone else's would be replaced: ``--force`` replaces it, keeping a
+backup beside it). When any step is refused, nothing is applied. :func:`apply_install` then makes the
+changes so that the kubelet never finds a plugin name missing or dangling: links and the config are
+replaced by rename, a bundle copy is put in place before the links move.
+
+Upgrades are ordinary: a link into another credprovider bundle, or an earlier ``--copy``, is an
+upgrade ("from 0.1.0 to 0.2.0") and needs no ``--force``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.install_config import (
+    BUNDLE_COPY_DIR,
+    InstallError,
+    bundle_executable,
+    render_config,
+)
+from credprovider.tool.startcheck import NotCredprovider, credprovider_version
+
+MANIFEST: Final = Path("_internal") / "credprovider.files"
+BACKUP_SUFFIX: Final = ".credprovider-backup-"
+
+
+def backup_stamp() -> str:
+    """The TIMESTAMP of ``NAME.credprovider-backup-TIMESTAMP``, for every file one run replaces."""
+    return time.strftime("%Y%m%d%H%M%S")
+
+
+@dataclass
+class Change:
+    """One step of an install. ``action``: link, upgrade, replace, copy, write or unchanged."""
+
+    action: str
+    path: str
+    detail: str
+    refused: str | None = None  # why it needs --force
+    backup: str | None = None  # where what it replaces is kept
+
+    def describe(self) -> str:
+        if self.refused:
+            return f"refused: {self.detail}: {self.refused}"
+        kept = f" (the old one kept as {self.backup})" if self.backup else ""
+        return f"{self.detail}{kept}"
+
+
+@dataclass
+class InstallPlan:
+    bin_dir: Path
+    config_out: Path
+    config_text: str
+    executable: Path
+    version: str
+    copy: bool
+    changes: list[Change] = field(default_factory=list)
+
+    @property
+    def refused(self) -> list[Change]:
+        return [change for change in self.changes if change.refused]
+
+
+def plan_install(
+    bin_dir: str,
+    config_out: str,
+    keys: list[str],
+    node_files: Mapping[str, str] | None = None,
+    copy: bool = False,
+    force: bool = False,
+    target: str | None = None,
+) -> InstallPlan:
+    """Every change install would make, each checked; nothing is changed."""
+    unknown = [key for key in keys if key not in PLUGINS]
+    if unknown:
+        raise InstallError(
+            f"unknown provider(s) {', '.join(unknown)}: choose from {', '.join(PLUGINS)}"
+        )
+    for place in (Path(bin_dir), Path(config_out).parent):
+        check_writable(place)
+    executable = bundle_executable(target)
+    try:
+        version = credprovider_version(str(executable))
+    except NotCredprovider as exc:
+        raise InstallError(f"{exc}: nothing was installed") from None
+    directory = Path(bin_dir)
+    stamp = backup_stamp()
+    plan = InstallPlan(
+        directory, Path(config_out), render_config(keys, node_files), executable, version, copy
+    )
+    link_target = executable
+    if copy:
+        link_target = directory / BUNDLE_COPY_DIR / executable.name
+        plan.changes.append(_plan_copy(plan, force, stamp))
+    for key in keys:
+        plan.changes.append(
+            _plan_link(directory / PLUGINS[key].name, link_target, version, force, stamp)
+        )
+    plan.changes.append(_plan_config(plan.config_out, plan.config_text, force, stamp))
+    return plan
+
+
+def check_writable(directory: Path) -> None:
+    """Refuse, before anything is changed, a directory this user could not create or write in."""
+    from credprovider.tool.nodefiles import unreadable
+
+    existing = directory
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if os.access(existing, os.W_OK | os.X_OK):
+        return
+    if os.geteuid() != 0:
+        error = PermissionError(13, "permission denied")
+        raise unreadable(str(existing), error, "write in")
+    raise InstallError(
+        f"cannot write in {existing} (a read-only file system?): nothing was changed"
+    )
+
+
+def _bundle_of(path: Path) -> Path | None:
+    """The credprovider bundle directory ``path`` (resolved) lives in, if it is one."""
+    try:
+        real = path.resolve(strict=True)
+    except (OSError, RuntimeError):
+        return None
+    return real.parent if (real.parent / MANIFEST).is_file() else None
+
+
+def _version_of(bundle: Path) -> str:
+    try:
+        return credprovider_version(str(bundle / "credprovider"))
+    except NotCredprovider:
+        return "an unknown version"
+
+
+def _plan_link(link: Path, target: Path, version: str, force: bool, stamp: str) -> Change:
+    if link.is_symlink() and Path(os.readlink(link)) == target:
+        return Change("unchanged", str(link), f"unchanged {link} -> {target}")
+    if not (link.exists() or link.is_symlink()):
+        return Change("link", str(link), f"linked {link} -> {target}")
+    old = _bundle_of(link) if link.is_symlink() else None
+    if old is not None:
+        was = _version_of(old)
+        what = f"upgrade from {was} to {version}" if was != version else f"same version {version}"
+        return Change("upgrade", str(link), f"re-pointed {link} -> {target} ({what}; was {old})")
+    if link.is_symlink() and not link.exists():
+        return Change(
+            "replace", str(link), f"replaced the dangling link {link} (to {os.readlink(link)})"
+        )
+    shown = f"a link to {os.readlink(link)}" if link.is_symlink() else "not credprovider"
+    return _overwrite(
+        Change("replace", str(link), f"replaced {link} ({shown}) with a link to {target}"),
+        force,
+        stamp,
+        "it is not a credprovider link: pass --force to replace it (a backup is kept)",
+    )
+
+
+def _plan_copy(plan: InstallPlan, force: bool, stamp: str) -> Change:
+    destination = plan.bin_dir / BUNDLE_COPY_DIR
+    source = plan.executable.parent
+    if not (destination.exists() or destination.is_symlink()):
+        return Change("copy", str(destination), f"copied the bundle {source} to {destination}")
+    if _is_copy(destination, plan.executable.name):
+        was = _version_of(destination)
+        if was == plan.version and _same_bundle(source, destination):
+            return Change("unchanged", str(destination), f"unchanged {destination} ({was})")
+        return Change(
+            "upgrade",
+            str(destination),
+            f"replaced the bundle copy {destination} from {source} (upgrade from {was} to "
+            f"{plan.version})",
+        )
+    return _overwrite(
+        Change("replace", str(destination), f"replaced {destination} with a bundle copy"),
+        force,
+        stamp,
+        "it exists and is not a bundle copy this tool made: inspect it, then pass --force "
+        "(a backup is kept)",
+    )
+
+
+def _plan_config(out: Path, text: str, force: bool, stamp: str) -> Change:
+    from credprovider.tool.nodefiles import FileProblem, read_bytes
+
+    if not (out.exists() or out.is_symlink()):
+        return Change("write", str(out), f"wrote {out}")
+    try:
+        current: bytes | None = read_bytes(str(out))
+        unreadable = ""
+    except FileProblem as exc:
+        current, unreadable = None, f" ({exc.reason})"
+    if current == text.encode():
+        return Change("unchanged", str(out), f"unchanged {out}")
+    if current is not None and _holds_providers(current, text):
+        return Change("unchanged", str(out), f"unchanged {out} (it already has these providers)")
+    return _overwrite(
+        Change("write", str(out), f"replaced {out}"),
+        force,
+        stamp,
+        f"it exists with other content{unreadable}: pass --force to replace it (a backup is kept)",
+    )
+
+
+def _overwrite(change: Change, force: bool, stamp: str, refusal: str) -> Change:
+    """A step that replaces something not credprovider's: with --force it keeps a backup beside
+    it (``NAME.credprovider-backup-TIMESTAMP``), without it is refused for ``refusal``."""
+    if force:
+        change.backup = f"{change.path}{BACKUP_SUFFIX}{stamp}"
+    else:
+        change.refused = refusal
+    return change
+
+
+def _holds_providers(current: bytes, text: str) -> bool:
+    """Whether the config ``current`` has every provider of ``text`` as it is (a config migrate
+    merged: the node's other providers, and ours)."""
+    import yaml
+
+    try:
+        have = yaml.safe_load(current.decode("utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError):
+        return False
+    want = yaml.safe_load(text)
+    if not isinstance(have, dict) or any(have.get(k) != want[k] for k in ("apiVersion", "kind")):
+        return False
+    providers = have.get("providers")
+    return isinstance(providers, list) and all(entry in providers for entry in want["providers"])
+
+
+def _is_copy(destination: Path, launcher: str) -> bool:
+    """A real directory owned by this user, holding the launcher and the bundle's manifest: what
+    ``--copy`` writes."""
+    try:
+        info = destination.lstat()
+    except OSError:
+        return False
+    import stat
+
+    return (
+        stat.S_ISDIR(info.st_mode)
+        and info.st_uid == os.geteuid()
+        and (destination / launcher).is_file()
+        and not (destination / launcher).is_symlink()
+        and (destination / MANIFEST).is_file()
+    )
+
+
+def _same_bundle(source: Path, copy: Path) -> bool:
+    """Same manifest (every file and its size) and the same launcher bytes."""
+    try:
+        return (source / MANIFEST).read_bytes() == (copy / MANIFEST).read_bytes() and (
+            source / "credprovider"
+        ).read_bytes() == (copy / "credprovider").read_bytes()
+    except OSError:
+        return False
+
+
+# --- applying -----------------------------------------------------------------------------------------
+
+
+def apply_install(plan: InstallPlan) -> None:
+    """Make the planned changes (the plan must have none refused)."""
+    assert not plan.refused
+    plan.bin_dir.mkdir(parents=True, exist_ok=True)
+    for change in plan.changes:
+        if change.action == "unchanged":
+            continue
+        path = Path(change.path)
+        if path.name == BUNDLE_COPY_DIR and path.parent == plan.bin_dir:
+            _put_copy(plan.executable.parent, path, change.backup)
+        elif path == plan.config_out:
+            put_file(path, plan.config_text, change.backup)
+        else:
+            target = (
+                plan.bin_dir / BUNDLE_COPY_DIR / plan.executable.name
+                if plan.copy
+                else plan.executable
+            )
+            _put_link(path, target, change.backup)
+
+
+def _keep(path: Path, backup: str | None) -> None:
+    """Keep what ``path`` is under ``backup`` (a second name: ``path`` itself stays until replaced)."""
+    if backup is None:
+        return
+    if path.is_dir() and not path.is_symlink():
+        shutil.copytree(path, backup, symlinks=True)
+    else:
+        os.link(path, backup, follow_symlinks=False)
+
+
+def _put_link(link: Path, target: Path, backup: str | None) -> None:
+    _keep(link, backup)
+    if link.is_dir() and not link.is_symlink():
+        shutil.rmtree(link)
+    temporary = link.with_name(f".{link.name}.credprovider-{os.getpid()}")
+    temporary.unlink(missing_ok=True)
+    temporary.symlink_to(target)
+    os.replace(temporary, link)
+
+
+def put_file(out: Path, text: str, backup: str | None) -> None:
+    """Write ``out`` by rename (readers see the old or the new text, never part), keeping what it
+    was under ``backup``. A file that exists keeps its mode; a new one is 0644."""
+    _keep(out, backup)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode = stat.S_IMODE(out.stat().st_mode)
+    except FileNotFoundError:
+        mode = 0o644
+    temporary = out.with_name(f".{out.name}.credprovider-{os.getpid()}")
+    temporary.write_text(text, encoding="utf-8")
+    temporary.chmod(mode)
+    os.replace(temporary, out)
+
+
+def _put_copy(source: Path, destination: Path, backup: str | None) -> None:
+    """The bundle copied beside the old one, then renamed over it: the links into it dangle only
+    between two renames."""
+    fresh = destination.with_name(f"{destination.name}.new-{os.getpid()}")
+    shutil.rmtree(fresh, ignore_errors=True)
+    shutil.copytree(
+        source,
+        fresh,
+        symlinks=True,
+        ignore=lambda _, names: [n for n in names if (source / n).is_symlink()],
+    )
+    if destination.exists() or destination.is_symlink():
+        old = Path(backup) if backup else destination.with_name(f"{destination.name}.old")
+        if old.exists() and not backup:
+            shutil.rmtree(old)
+        os.rename(destination, old)
+        os.rename(fresh, destination)
+        if not backup:
+            shutil.rmtree(old)
+    else:
+        os.rename(fresh, destination)

@@ -1,0 +1,226 @@
+"""Does a provider's binary start the way the kubelet starts it? Proven by running it, offline.
+
+The kubelet execs ``<bin-dir>/<name>`` with the provider's ``args``, its own environment with the
+provider's ``env`` over it, and a pipe on stdin. A file can exist and be executable and still never
+run: a lone copy of the bundle's launcher (no ``_internal/`` beside it), a binary for another
+architecture, a script whose interpreter is missing, a link to ``/bin/true``. So each binary is run:
+
+* under one of our plugin names, with ``--version`` appended to its args: credprovider answers with its
+  version line (``<name> version X (credprovider)``) and contacts nothing;
+* anything else (a foreign plugin, or another program under our name), with its args and an empty
+  request (stdin closed at once): it must execute (loader, interpreter, architecture) and must refuse
+  an empty request, as any plugin that reads its request does. Whether it answers a real request
+  cannot be proven offline, and the result says so.
+
+Not on the exec path.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from credprovider.entry import TOOL_NAME, UNKNOWN_PROGRAM_MARK, VERSION_FLAG
+from credprovider.errors import CredproviderError
+from credprovider.tool.catalog import plugin_for_name
+from credprovider.tool.childproc import run_bounded
+
+# What our launcher says when it is not in a whole bundle (release/launcher.c, INSTALL_HINT): the
+# file is ours, but it cannot start.
+LAUNCHER_FAILURE_MARK: Final = "install the whole credprovider-"
+# The end of the first line of our --version (credprovider/version.py).
+VERSION_MARK: Final = " (credprovider)"
+START_TIMEOUT_SECONDS: Final = 20.0
+_OUTPUT_CAP: Final = 64 * 1024
+_SHELL_CANNOT_EXECUTE: Final = (126, 127)
+
+
+@dataclass(frozen=True)
+class StartResult:
+    """What running the binary proved. ``error``: it can never run (the kubelet's every exec of it
+    fails); ``warning``: it ran, but not everything could be proven; ``proven``: what was shown."""
+
+    provider: str
+    path: str
+    ours: bool
+    proven: str = ""
+    error: str | None = None
+    warning: str | None = None
+    version: str | None = None
+
+
+def kubelet_environment(
+    env: Sequence[tuple[str, str]], base: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The plugin's environment as the kubelet builds it: its own, with the provider's ``env`` over
+    it (later entries win)."""
+    merged = dict(os.environ if base is None else base)
+    merged.update(env)
+    return merged
+
+
+def check_start(
+    provider: str,
+    bin_dir: str,
+    args: Sequence[str],
+    env: Sequence[tuple[str, str]],
+    timeout: float = START_TIMEOUT_SECONDS,
+) -> StartResult:
+    """Run ``<bin_dir>/<provider>`` as the kubelet would (see the module doc) and say what it proved."""
+    path = str(Path(bin_dir) / provider)
+    environment = kubelet_environment(env)
+    named_ours = plugin_for_name(provider) is not None
+    if named_ours:
+        run = _run([path, *args, VERSION_FLAG], environment, timeout)
+        if isinstance(run, str):
+            return StartResult(provider, path, True, error=f"{path} cannot be started: {run}")
+        code, stdout, stderr = run
+        first = stdout.splitlines()[0] if stdout else ""
+        if first.endswith(VERSION_MARK):
+            return StartResult(provider, path, True, proven=f"it answers {first!r}", version=first)
+        if _ours_but_broken(stderr):
+            return StartResult(
+                provider, path, True, error=f"{path} exits {code} when started: {_first(stderr)}"
+            )
+        # Another program under our name (the upstream plugin, /bin/true): checked as foreign.
+    run = _run([path, *args], environment, timeout)
+    if isinstance(run, str):
+        return StartResult(provider, path, False, error=f"{path} cannot be started: {run}")
+    code, stdout, stderr = run
+    if _ours_but_broken(stderr):
+        return StartResult(
+            provider, path, True, error=f"{path} exits {code} when started: {_first(stderr)}"
+        )
+    return _foreign(provider, path, named_ours, code, stdout, _first(stderr))
+
+
+def _ours_but_broken(stderr: str) -> bool:
+    """Our launcher outside a whole bundle, or our executable under a name it does not know."""
+    return LAUNCHER_FAILURE_MARK in stderr or UNKNOWN_PROGRAM_MARK in stderr
+
+
+def _foreign(
+    provider: str, path: str, named_ours: bool, code: int | None, stdout: str, said: str
+) -> StartResult:
+    """A binary that is not credprovider, run with an empty request: what that proved."""
+    what = f"{path} is not credprovider" if named_ours else f"{path} is not a credprovider plugin"
+    unproven = "whether it answers a request was not proven (try credprovider get IMAGE)"
+    if code is None:
+        return StartResult(
+            provider,
+            path,
+            False,
+            proven="it executes",
+            warning=f"{what}: it executes, but an empty request did not end it within the "
+            f"check's time; {unproven}",
+        )
+    if code < 0:
+        return StartResult(
+            provider,
+            path,
+            False,
+            error=f"{path} is killed by {_signal_name(-code)} when started: it can never answer",
+        )
+    if code in _SHELL_CANNOT_EXECUTE and said:
+        return StartResult(provider, path, False, error=f"{path} cannot run (exit {code}): {said}")
+    if code == 0 and not stdout.strip():
+        return StartResult(
+            provider,
+            path,
+            False,
+            error=f"{what}: it exits 0 and prints nothing on an empty request, as /bin/true "
+            "does; a plugin must refuse that, and the kubelet could never decode an answer from it"
+            + (" (link the bundle's executable there)" if named_ours else ""),
+        )
+    shown = f": {said!r}" if said else ""
+    return StartResult(
+        provider,
+        path,
+        False,
+        proven=f"it executes (exit {code} on an empty request)",
+        warning=f"{what}: it executes (exit {code} on an empty request{shown}); {unproven}",
+    )
+
+
+def _run(
+    command: list[str], env: dict[str, str], timeout: float
+) -> tuple[int | None, str, str] | str:
+    """(exit status or ``None`` on time-out, stdout, stderr), or why exec failed. The request is
+    empty: stdin is closed at once."""
+    try:
+        run = run_bounded(command, env, b"", timeout, cap=_OUTPUT_CAP)
+    except OSError as exc:
+        return _exec_failure(command[0], exc)
+    except ValueError as exc:  # a NUL in the path or an argument
+        return str(exc)
+    return run.code, run.stdout.decode("utf-8", "replace"), run.stderr.decode("utf-8", "replace")
+
+
+def _exec_failure(path: str, exc: OSError) -> str:
+    """Why execve refused the file, in words that point at the fix."""
+    if exc.errno == errno.ENOEXEC:
+        return (
+            "exec format error: it is not a program this machine can run (another architecture, "
+            "or a script without a #! line)"
+        )
+    if exc.errno == errno.ENOENT and os.path.lexists(path):
+        what = "a dangling symlink" if not os.path.exists(path) else "its interpreter or loader"
+        return f"no such file or directory ({what} is missing: {_interpreter(path)})"
+    if exc.errno == errno.EACCES:
+        return "permission denied (not executable: chmod +x it, or link the bundle's executable)"
+    return (exc.strerror or str(exc)).lower()
+
+
+def _interpreter(path: str) -> str:
+    """The ``#!`` line or ELF loader a file asks for, as far as a short read tells."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return "unknown"
+    if head.startswith(b"#!"):
+        return head[2:].split(b"\n", 1)[0].strip().decode("utf-8", "replace")
+    if head.startswith(b"\x7fELF"):
+        start = head.find(b"/lib")
+        if start >= 0:
+            return head[start : head.find(b"\0", start)].decode("utf-8", "replace")
+    return "unknown"
+
+
+def _first(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0][:600] if lines else ""
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def credprovider_version(executable: str, timeout: float = START_TIMEOUT_SECONDS) -> str:
+    """The version a credprovider executable answers ``credprovider --version`` with (``0.1.0``);
+    raises :class:`NotCredprovider` saying what it did instead. The tool's name is passed as the
+    first argument, so an executable renamed by its packager (``credprovider-0.2.0``) still answers."""
+    run = _run([executable, TOOL_NAME, VERSION_FLAG], kubelet_environment(()), timeout)
+    if isinstance(run, str):
+        raise NotCredprovider(f"{executable} cannot be started: {run}")
+    code, stdout, stderr = run
+    first = stdout.splitlines()[0] if stdout else ""
+    if first.endswith(VERSION_MARK) and " version " in first:
+        return first.removesuffix(VERSION_MARK).rsplit(" version ", 1)[1]
+    said = _first(stderr) or _first(stdout) or "nothing"
+    raise NotCredprovider(
+        f"{executable} is not a working credprovider executable: '{TOOL_NAME} {VERSION_FLAG}' gave exit {code} "
+        f"and {said!r}, not credprovider's version line"
+    )
+
+
+class NotCredprovider(CredproviderError):
+    """The file is not a credprovider executable that runs."""
