@@ -32,6 +32,15 @@ VERSION_FLAG: Final = "--version"
 UNKNOWN_PROGRAM_MARK: Final = "unknown program name; run as one of"
 
 
+def register_cloud(name: str, package: str) -> None:
+    """Add a cloud to the table at run time: ``name`` is its plugin name, ``package`` its folder
+    (with ``main`` and ``descriptor`` modules). For a cloud that lives outside this tree (the
+    tests' example cloud); called before :func:`main` and before the tool reads the catalog."""
+    PLUGIN_PACKAGES[name] = package
+    PLUGIN_MODULES[name] = f"{package}.main"
+    PROGRAM_MODULES[name] = f"{package}.main"
+
+
 def program_name(argv0: str) -> str:
     """The program name for ``argv[0]``: its basename without a Windows ``.exe`` suffix."""
     name = os.path.basename(argv0)

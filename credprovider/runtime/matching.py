@@ -1,4 +1,4 @@
-"""The kubelet's image-matching rules, and image-name normalization. Stdlib only.
+"""The kubelet's image-matching rules: URLsMatch and the keyring. Stdlib only.
 
 * :func:`urls_match` is the kubelet's ``URLsMatchStr(glob, target)`` (``pkg/credentialprovider``): both
   sides parsed like Go's ``url.Parse("https://" + s)``, ports string-equal, the same number of host

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from credprovider.tool.install_config import InstallError
+from credprovider.tool.install_config import NodeChangeError
 
 # NAME=VALUE with a shell-quoted value, as in an env file.
 _ASSIGNMENT: Final = re.compile(r"^((?:export\s+)?)([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
@@ -65,12 +65,12 @@ def _words(text: str, start: int, end: int) -> tuple[Word, ...]:
             return tuple(words)
         match = _WORD.match(text, position, end)
         if match is None or match.end() == position:
-            raise InstallError(f"cannot read {text[start:end][:80]!r}: No closing quotation")
+            raise NodeChangeError(f"cannot read {text[start:end][:80]!r}: No closing quotation")
         raw = match.group(0)
         try:
             split = shlex.split(raw.replace("\\\n", ""))
         except ValueError as exc:
-            raise InstallError(f"cannot read {text[start:end][:80]!r}: {exc}") from None
+            raise NodeChangeError(f"cannot read {text[start:end][:80]!r}: {exc}") from None
         words.append(Word(position, match.end(), split[0] if split else ""))
         position = match.end()
 

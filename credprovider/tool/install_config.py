@@ -27,8 +27,9 @@ CCM_REMINDER: Final = (
 )
 
 
-class InstallError(CredproviderError):
-    """Install would overwrite something different, or cannot find what to install."""
+class NodeChangeError(CredproviderError):
+    """install or migrate cannot plan its change to the node: it would overwrite something that is
+    not credprovider's, cannot find what to install, or cannot read the kubelet's flags."""
 
 
 def kubelet_flags(config_path: str, bin_dir: str) -> list[str]:
@@ -92,7 +93,7 @@ def bundle_executable(target: str | None) -> Path:
         return Path(target).resolve()
     launcher = bundle_launcher(Path(sys.executable).resolve())
     if launcher is None:
-        raise InstallError(
+        raise NodeChangeError(
             "run install from the bundle (dist/credprovider/credprovider install ...) "
             "or pass --target /path/to/credprovider"
         )

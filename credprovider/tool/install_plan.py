@@ -25,7 +25,7 @@ from typing import Final
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.install_config import (
     BUNDLE_COPY_DIR,
-    InstallError,
+    NodeChangeError,
     bundle_executable,
     render_config,
 )
@@ -84,7 +84,7 @@ def plan_install(
     """Every change install would make, each checked; nothing is changed."""
     unknown = [key for key in keys if key not in PLUGINS]
     if unknown:
-        raise InstallError(
+        raise NodeChangeError(
             f"unknown provider(s) {', '.join(unknown)}: choose from {', '.join(PLUGINS)}"
         )
     for place in (Path(bin_dir), Path(config_out).parent):
@@ -93,7 +93,7 @@ def plan_install(
     try:
         version = credprovider_version(str(executable))
     except NotCredprovider as exc:
-        raise InstallError(f"{exc}: nothing was installed") from None
+        raise NodeChangeError(f"{exc}: nothing was installed") from None
     directory = Path(bin_dir)
     stamp = backup_stamp()
     plan = InstallPlan(
@@ -123,7 +123,7 @@ def check_writable(directory: Path) -> None:
     if os.geteuid() != 0:
         error = PermissionError(13, "permission denied")
         raise unreadable(str(existing), error, "write in")
-    raise InstallError(
+    raise NodeChangeError(
         f"cannot write in {existing} (a read-only file system?): nothing was changed"
     )
 

@@ -22,7 +22,7 @@ from credprovider.tool.descriptor import CloudPlugin
 from credprovider.tool.flagfiles import flags_from_file, rewrite, units
 from credprovider.tool.install_config import (
     CCM_REMINDER,
-    InstallError,
+    NodeChangeError,
     kubelet_flags,
     provider_entry,
     render_config,
@@ -151,7 +151,7 @@ def read_kubelet_config(text: str) -> dict[str, Any]:
     try:
         loaded = load_yaml(text)
     except YamlError as exc:
-        raise InstallError(f"the KubeletConfiguration is not YAML: {exc}") from None
+        raise NodeChangeError(f"the KubeletConfiguration is not YAML: {exc}") from None
     return loaded if isinstance(loaded, dict) else {}
 
 
@@ -159,7 +159,9 @@ def split_flags(text: str) -> list[str]:
     try:
         return shlex.split(text)
     except ValueError as exc:
-        raise InstallError(f"the kubelet flags cannot be split like a shell would: {exc}") from None
+        raise NodeChangeError(
+            f"the kubelet flags cannot be split like a shell would: {exc}"
+        ) from None
 
 
 def existing_config_path(args: Sequence[str], kubelet_config: Mapping[str, Any]) -> str | None:
@@ -174,7 +176,7 @@ def existing_bin_dir(args: Sequence[str], kubelet_config: Mapping[str, Any]) -> 
 def _known_providers(providers: list[str]) -> list[str]:
     unknown = [key for key in providers if key not in PLUGINS]
     if unknown:
-        raise InstallError(
+        raise NodeChangeError(
             f"unknown provider {', '.join(unknown)}: choose from {', '.join(sorted(PLUGINS))}"
         )
     return list(dict.fromkeys(providers))

@@ -1,5 +1,6 @@
 """Adding a cloud is one folder and one line: tests/fakes/examplecloud (a descriptor and a plugin),
-and its line in ``entry.PLUGIN_PACKAGES``, added here to the real entry.py's source as it is loaded.
+and its line in ``entry.PLUGIN_PACKAGES``, added here through ``entry.register_cloud`` before the
+product runs.
 
 With nothing else changed, every part of the tool knows the new cloud (install with its own
 ``--example-config``, validate with its lint, explain, get), the kubelet's bin dir dispatches to its
@@ -21,21 +22,12 @@ from tests.fakes.examplecloud.descriptor import DESCRIPTOR
 from tests.helpers import REPO, request_bytes
 from tests.helpers_kubelet import run_harness
 
-TABLE_LINE = f'    "{DESCRIPTOR.name}": "tests.fakes.examplecloud",\n'
-# Loads credprovider.entry from its source with the example cloud's line added to the table, then
-# runs it as the bundle's executable would (argv[0] names the program).
+# Runs the product as the bundle's executable would (argv[0] names the program), with the example
+# cloud's line added to entry's table through its seam.
 WITH_THE_LINE = f"""
-import sys, types
-from pathlib import Path
-import credprovider
-source = Path({str(REPO / "credprovider" / "entry.py")!r})
-text = source.read_text()
-anchor = "PLUGIN_PACKAGES: Final = {{\\n"
-assert text.count(anchor) == 1
-entry = types.ModuleType("credprovider.entry")
-entry.__file__ = str(source)
-sys.modules["credprovider.entry"] = credprovider.entry = entry
-exec(compile(text.replace(anchor, anchor + {TABLE_LINE!r}), str(source), "exec"), entry.__dict__)
+import sys
+from credprovider import entry
+entry.register_cloud({DESCRIPTOR.name!r}, "tests.fakes.examplecloud")
 entry.main(sys.argv[1:])
 """
 IMAGE = "eu.registry.example.test/team/app"
@@ -87,7 +79,7 @@ def installed(tool: Path, tmp_path: Path) -> tuple[Path, Path, Path]:
 
 def test_the_tool_offers_the_new_cloud(tool: Path) -> None:
     shown = _run([str(tool), "credprovider", "install", "--help"])
-    assert "comma list of example, aws, azure, gcp" in shown.stdout  # first in the table
+    assert "comma list of aws, azure, gcp, example" in shown.stdout  # last in the table
     assert "--example-config" in shown.stdout and "--azure-config" in shown.stdout
     explained = _run([str(tool), "credprovider", "explain", IMAGE, "--json"])
     assert explained.returncode == 0, explained.stderr

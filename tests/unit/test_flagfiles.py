@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import pytest
 
 from credprovider.tool.flagfiles import flags_from_file, rewrite, units
-from credprovider.tool.install_config import InstallError
+from credprovider.tool.install_config import NodeChangeError
 
 DROP = {"--cloud-provider=aws", "--image-credential-provider-config=/etc/old.yaml"}
 NEW = ["--cloud-provider=external", "--image-credential-provider-config=/etc/new.yaml"]
@@ -90,7 +90,7 @@ def test_the_words_are_what_the_kubelet_receives() -> None:
 
 
 def test_an_unclosed_quote_is_an_error() -> None:
-    with pytest.raises(InstallError, match="No closing quotation"):
+    with pytest.raises(NodeChangeError, match="No closing quotation"):
         units('ExecStart=/usr/bin/kubelet --node-labels="a=b\n')
 
 
@@ -112,7 +112,7 @@ def test_a_hostile_file_is_read_in_one_pass(text: str) -> None:
     start, before = time.monotonic(), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     try:
         units(text)
-    except InstallError as exc:
+    except NodeChangeError as exc:
         assert "No closing quotation" in str(exc)
     assert time.monotonic() - start < 5
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # KiB

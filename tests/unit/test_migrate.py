@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from credprovider.tool.catalog import NODE_CONFIG
-from credprovider.tool.install_config import InstallError
+from credprovider.tool.install_config import NodeChangeError
 from credprovider.tool.migration import ExistingConfig, flags_from_file, plan_migration
 
 KUBEADM_FLAGS_ENV = (
@@ -64,12 +64,12 @@ def test_providers_names_the_cloud_for_external() -> None:
 
 
 def test_unknown_provider_is_an_error() -> None:
-    with pytest.raises(InstallError, match="unknown provider gce: choose from aws, azure, gcp"):
+    with pytest.raises(NodeChangeError, match="unknown provider gce: choose from aws, azure, gcp"):
         plan_migration("--cloud-provider=external", providers=["gce"])
 
 
 def test_an_unbalanced_quote_in_a_flags_file_is_an_error() -> None:
-    with pytest.raises(InstallError, match="No closing quotation"):
+    with pytest.raises(NodeChangeError, match="No closing quotation"):
         flags_from_file('KUBELET_EXTRA_ARGS="--cloud-provider=aws\n')
 
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
-    from credprovider.tool.install_config import InstallError
+    from credprovider.tool.install_config import NodeChangeError
     from credprovider.tool.install_plan import apply_install, plan_install
     from credprovider.tool.nodefiles import UnreadableError
 
@@ -36,7 +36,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
         )
     except UnreadableError as exc:
         return cannot_check("install", exc, args.json)
-    except InstallError as exc:
+    except NodeChangeError as exc:
         print(f"credprovider install: {exc}", file=sys.stderr)
         return EXIT_FAILED
     if plan.refused:

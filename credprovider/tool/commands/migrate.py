@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
     from credprovider.tool.config import ConfigError
-    from credprovider.tool.install_config import InstallError
+    from credprovider.tool.install_config import NodeChangeError
     from credprovider.tool.migration import plan_migration
     from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_text
 
@@ -60,7 +60,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
             for path in _contents(plan, args.config_out):
                 check_writable(Path(path).parent)
-    except (InstallError, FileProblem, ConfigError) as exc:
+    except (NodeChangeError, FileProblem, ConfigError) as exc:
         print(f"credprovider migrate: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except UnreadableError as exc:
