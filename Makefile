@@ -25,12 +25,12 @@ $(STAMP):
 venv: $(STAMP)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check credprovider tests bench release demo.py
-	$(VENV)/bin/ruff format --check credprovider tests bench release demo.py
+	$(VENV)/bin/ruff check credprovider emulators tests bench release demo.py
+	$(VENV)/bin/ruff format --check credprovider emulators tests bench release demo.py
 
 format: $(STAMP)
-	$(VENV)/bin/ruff format credprovider tests bench release demo.py
-	$(VENV)/bin/ruff check --fix credprovider tests bench release demo.py
+	$(VENV)/bin/ruff format credprovider emulators tests bench release demo.py
+	$(VENV)/bin/ruff check --fix credprovider emulators tests bench release demo.py
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy --strict credprovider release

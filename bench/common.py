@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from tests.fakes.emulators import Emulator, aws_emulator, azure_emulator, gcp_emulator
-from tests.helpers import REPO
+from emulators.harness import Emulator, aws_emulator, azure_emulator, gcp_emulator
+from emulators.kubelet_exec import REPO
 
 RESULTS_JSON = REPO / "bench" / "results.json"
 

@@ -28,9 +28,9 @@ from bench.measure import bundle_sizes, import_profile, measure_targets
 from bench.report import check_budgets, render
 from bench.storm import POLICIES, boot_storm, simulated_day
 from bench.upstream import build_upstream
+from emulators.harness import ACR_REGISTRY, Emulator
+from emulators.kubelet_exec import BUNDLE_DIR
 from release.targets import host_target
-from tests.fakes.emulators import ACR_REGISTRY, Emulator
-from tests.helpers import BUNDLE_DIR
 
 
 def main() -> int:

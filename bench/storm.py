@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import clean_env, log
-from tests import gobuild
-from tests.fakes.emulators import Emulator
+from emulators import gobuild
+from emulators.harness import Emulator
 
 
 def harness_binary() -> Path:

@@ -1,4 +1,5 @@
-"""Running plugins the way the kubelet does: a subprocess, a request on stdin, a response on stdout."""
+"""What the tests share: the shipped configs, the run settings (bundle required or not), the tool
+run as an operator runs it, configs written for a test. Running a plugin is emulators/kubelet_exec.py."""
 
 from __future__ import annotations
 
@@ -6,17 +7,14 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from credprovider.runtime.api import encode_request
 from credprovider.tool.catalog import PLUGINS
+from emulators.kubelet_exec import BUNDLE_DIR, REPO
 
-REPO = Path(__file__).resolve().parent.parent
-BUNDLE_DIR = REPO / "dist" / "credprovider"
 # The shipped configs: config/ (one file per cloud, usable as a kubelet config directory) and
 # config/examples/ (alternatives: all clouds in one file, service-account mode).
 CONFIG_DIR = REPO / "config"
@@ -26,7 +24,6 @@ CONFIG_EXAMPLES = sorted([*CONFIG_DIR.glob("*.yaml"), *(CONFIG_DIR / "examples")
 REQUIRE_BUNDLE_ENV = "CREDPROVIDER_REQUIRE_BUNDLE"
 REQUIRE_ARCHES_ENV = "CREDPROVIDER_REQUIRE_ARCHES"  # the architectures whose artifacts must exist
 RUN_SETTINGS = (REQUIRE_BUNDLE_ENV, REQUIRE_ARCHES_ENV)
-V1 = "credentialprovider.kubelet.k8s.io/v1"
 API_VERSIONS = (
     "credentialprovider.kubelet.k8s.io/v1",
     "credentialprovider.kubelet.k8s.io/v1beta1",
@@ -51,81 +48,6 @@ def unavailable(reason: str) -> NoReturn:
 def require_bundle() -> None:
     if not (BUNDLE_DIR / "credprovider").exists():
         unavailable(f"the bundle {BUNDLE_DIR} is not built: run make build")
-
-
-def request_bytes(
-    image: str,
-    api_version: str = V1,
-    token: str | None = None,
-    annotations: Mapping[str, str] | None = None,
-) -> bytes:
-    """Encode a request exactly as the kubelet does (key order, compact, trailing newline)."""
-    return encode_request(image, api_version, token or "", annotations)
-
-
-@dataclass
-class PluginRun:
-    code: int
-    stdout: bytes
-    stderr: str
-    seconds: float
-
-    @property
-    def response(self) -> dict[str, Any]:
-        assert self.code == 0, f"plugin failed ({self.code}): {self.stderr}"
-        parsed: dict[str, Any] = json.loads(self.stdout)
-        return parsed
-
-    @property
-    def stderr_lines(self) -> list[str]:
-        return [line for line in self.stderr.splitlines() if line.strip()]
-
-    @property
-    def error_lines(self) -> list[str]:
-        """stderr lines other than the test-mode notice."""
-        return [line for line in self.stderr_lines if "test mode:" not in line]
-
-
-def plugin_command(name: str, use_bundle: bool = False) -> list[str]:
-    if use_bundle:
-        return [str(BUNDLE_DIR / name)]
-    return [sys.executable, "-m", "credprovider", name]
-
-
-def run_plugin(
-    name: str,
-    stdin: bytes,
-    args: list[str] | None = None,
-    env: Mapping[str, str] | None = None,
-    use_bundle: bool = False,
-    timeout: float = 90,
-    own_network: bool = False,
-) -> PluginRun:
-    """Run a plugin with ``stdin``; ``env`` is added to the (already sanitized) test environment.
-
-    ``own_network`` runs it in a network namespace of its own (``unshare --net``, loopback down):
-    for a test that points it at a real metadata address, so that even a broken connect guard
-    could not reach one."""
-    full_env = dict(os.environ)
-    full_env["PYTHONPATH"] = str(REPO)
-    full_env.update(env or {})
-    start = time.monotonic()
-    proc = subprocess.run(
-        (["unshare", "--net"] if own_network else [])
-        + plugin_command(name, use_bundle)
-        + list(args or []),
-        input=stdin,
-        capture_output=True,
-        env=full_env,
-        timeout=timeout,
-        check=False,
-    )
-    return PluginRun(
-        proc.returncode,
-        proc.stdout,
-        proc.stderr.decode("utf-8", "replace"),
-        time.monotonic() - start,
-    )
 
 
 # Runs a plugin in a fresh interpreter, in process (not through the bundle), and reports which

@@ -1,4 +1,4 @@
-"""Running the kubelet harness (tests/kubelet) and reading its per-lookup JSON lines."""
+"""Running the kubelet harness (emulators/kubelet) and reading its per-lookup JSON lines."""
 
 from __future__ import annotations
 

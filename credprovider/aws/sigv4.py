@@ -1,7 +1,7 @@
 """AWS Signature Version 4 for one JSON-protocol POST: pure functions, stdlib only.
 
 Just what ``GetAuthorizationToken`` needs: path ``/``, no query string, a JSON body, header values
-without runs of spaces. ``tests/unit/test_aws_sigv4.py`` checks every signature against botocore's
+without runs of spaces. ``tests/unit/aws/test_sigv4.py`` checks every signature against botocore's
 ``SigV4Auth`` for the same request, clock and credentials.
 """
 

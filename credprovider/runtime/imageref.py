@@ -28,7 +28,7 @@ _DIGEST_PATTERN: Final = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[
 
 
 # The grammar above, checked by hand: a cache hit parses the image, and importing re (with enum,
-# functools and collections) would cost it more than all its work. tests/unit/test_matching.py
+# functools and collections) would cost it more than all its work. tests/unit/runtime/test_matching.py
 # checks every checker against its pattern.
 _LOWER_ALNUM: Final = frozenset("abcdefghijklmnopqrstuvwxyz0123456789")
 _ALNUM: Final = _LOWER_ALNUM | frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")

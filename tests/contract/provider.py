@@ -24,8 +24,8 @@ import pytest
 from credprovider.errors import CredproviderError
 from credprovider.runtime.api import API_VERSIONS, CACHE_KEY_TYPES, parse_request
 from credprovider.runtime.caching import with_cache
+from emulators.kubelet_exec import PluginRun, request_bytes, run_plugin
 from tests.contract.in_process import InProcess, in_process
-from tests.helpers import PluginRun, request_bytes, run_plugin
 
 
 @dataclass

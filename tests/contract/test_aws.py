@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from emulators.aws import FakeEcr
+from emulators.harness import aws_emulator
+from emulators.http import FakeResponse
 from tests.contract.provider import Cloud, ProviderContract
-from tests.fakes.aws import FakeEcr
-from tests.fakes.emulators import aws_emulator
-from tests.fakes.http import FakeResponse
 
 
 class TestEcr(ProviderContract):

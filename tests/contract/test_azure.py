@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from emulators.azure import FakeAcr
+from emulators.harness import ACR_REGISTRY, azure_emulator
+from emulators.http import FakeResponse
 from tests.contract.provider import Cloud, ProviderContract
-from tests.fakes.azure import FakeAcr
-from tests.fakes.emulators import ACR_REGISTRY, azure_emulator
-from tests.fakes.http import FakeResponse
 
 
 class TestAcr(ProviderContract):

@@ -6,10 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from emulators.gcp import FakeMetadata
+from emulators.harness import gcp_emulator
+from emulators.http import FakeResponse
 from tests.contract.provider import Cloud, ProviderContract
-from tests.fakes.emulators import gcp_emulator
-from tests.fakes.gcp import FakeMetadata
-from tests.fakes.http import FakeResponse
 
 TOKEN_PATH = "/computeMetadata/v1/instance/service-accounts/default/token"
 

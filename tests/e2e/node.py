@@ -25,14 +25,14 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
-from tests.e2e.scenario import ACR_REGISTRIES, PULLS, Pull
-from tests.fakes.emulators import (
+from emulators.harness import (
     SAFE_ENV,
     Emulator,
     aws_emulator,
     azure_emulator,
     gcp_emulator,
 )
+from tests.e2e.scenario import ACR_REGISTRIES, PULLS, Pull
 
 NODE_IP = "10.213.0.1"
 READ_ONLY_PORT = 10255

@@ -21,10 +21,11 @@ from typing import Any
 
 import pytest
 
-from tests import gobuild
+from emulators import gobuild
+from emulators.kubelet_exec import BUNDLE_DIR, REPO
 from tests.e2e.node import KERNEL_SETTINGS
 from tests.e2e.scenario import PROVIDERS, PULLS, expected_execs, served
-from tests.helpers import BUNDLE_DIR, REPO, require_bundle, unavailable
+from tests.helpers import require_bundle, unavailable
 
 CONFIG_DIR = REPO / "config"
 # config under test -> its path and the providers it configures

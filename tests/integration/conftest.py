@@ -11,14 +11,15 @@ from typing import Any
 
 import pytest
 
-from tests import gobuild
-from tests.fakes.aws import FakeEcr
-from tests.fakes.azure import FakeAad, FakeAcr, FakeImds
-from tests.fakes.emulators import SAFE_ENV, aws_emulator, azure_emulator, gcp_emulator
-from tests.fakes.gcp import FakeMetadata
-from tests.fakes.http import FakeServer
-from tests.fakes.tls import CertAuthority, make_test_ca
-from tests.helpers import request_bytes, run_plugin, unavailable
+from emulators import gobuild
+from emulators.aws import FakeEcr
+from emulators.azure import FakeAad, FakeAcr, FakeImds
+from emulators.gcp import FakeMetadata
+from emulators.harness import SAFE_ENV, aws_emulator, azure_emulator, gcp_emulator
+from emulators.http import FakeServer
+from emulators.kubelet_exec import request_bytes, run_plugin
+from emulators.tls import CertAuthority, make_test_ca
+from tests.helpers import unavailable
 
 STACK_AUTHORITY_HOST = "login.stack.local"
 REGISTRY_HOSTS = [
@@ -51,7 +52,7 @@ def test_ca(tmp_path_factory: pytest.TempPathFactory) -> CertAuthority:
 
 @pytest.fixture(scope="session")
 def kubelet_harness() -> Path:
-    """The Go harness around the real kubelet code (tests/gobuild.py: built once per source)."""
+    """The Go harness around the real kubelet code (emulators/gobuild.py: built once per source)."""
     try:
         return gobuild.binary(gobuild.HARNESS, "kubelet-harness")
     except gobuild.GoBuildError as exc:

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 
 from credprovider.runtime.cachestore import SAFETY_MARGIN_SECONDS
-from tests.fakes.aws import FakeEcr
-from tests.fakes.gcp import FakeMetadata
-from tests.fakes.http import FakeResponse, FakeServer, serve
-from tests.helpers import REPO, request_bytes, run_listing_imports, run_plugin
+from emulators.aws import FakeEcr
+from emulators.gcp import FakeMetadata
+from emulators.http import FakeResponse, FakeServer, serve
+from emulators.kubelet_exec import REPO, request_bytes, run_plugin
+from tests.helpers import run_listing_imports
 from tests.integration.conftest import Azure
 
 ECR = "ecr-credential-provider"

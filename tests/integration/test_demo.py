@@ -8,9 +8,9 @@ import json
 import subprocess
 import sys
 
-from tests.fakes.aws import FakeEcr
-from tests.fakes.gcp import FakeMetadata
-from tests.helpers import REPO
+from emulators.aws import FakeEcr
+from emulators.gcp import FakeMetadata
+from emulators.kubelet_exec import REPO
 
 
 def test_the_demo_answers_every_scenario_with_a_cacheable_redacted_response() -> None:

@@ -16,10 +16,10 @@ from urllib.parse import urlencode
 
 import pytest
 
-from tests.fakes.aws import FakeEcr
-from tests.fakes.azure import ACR_SCOPE, FakeAcr, FakeImds
-from tests.fakes.gcp import FakeMetadata
-from tests.fakes.http import FakeResponse, FakeServer, serve
+from emulators.aws import FakeEcr
+from emulators.azure import ACR_SCOPE, FakeAcr, FakeImds
+from emulators.gcp import FakeMetadata
+from emulators.http import FakeResponse, FakeServer, serve
 
 # --- the shared server -----------------------------------------------------------------------------
 

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from credprovider.tool.catalog import PLUGINS
+from emulators.kubelet_exec import REPO, request_bytes
 from tests.fakes.examplecloud.descriptor import DESCRIPTOR
-from tests.helpers import REPO, request_bytes
 from tests.helpers_kubelet import run_harness
 
 # Runs the product as the bundle's executable would (argv[0] names the program), with the example

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from emulators.kubelet_exec import request_bytes
 from release import bundle
 from release.targets import Target
-from tests.helpers import request_bytes
 
 VERSION = bundle.project_version()
 HINT = f"install the whole credprovider-{VERSION}/ directory, not one file"

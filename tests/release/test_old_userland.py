@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from demo import SCENARIO_SOURCES, Scenario
+from emulators.kubelet_exec import request_bytes
 from release import bundle, rootfs, sandbox
 from release.targets import GLIBC_LIBRARIES, GLIBC_NSS_LIBRARIES, Target
-from tests.helpers import request_bytes
 
 pytestmark = pytest.mark.slow
 VERSION = bundle.project_version()

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from tests.helpers import REPO, PluginRun
+from emulators.kubelet_exec import REPO, PluginRun
 
 FIGURES_DIR = REPO / "build" / "reliability"
 # Grace for process start-up and exit on top of the plugin's own deadline (2 noisy cores).

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fakes.emulators import Emulator, aws_emulator, azure_emulator, gcp_emulator
+from emulators.harness import Emulator, aws_emulator, azure_emulator, gcp_emulator
 from tests.reliability.checks import FIGURES_DIR, Figures
 
 

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.fakes.emulators import ACR_REGISTRY, Emulator, aws_emulator, azure_emulator, gcp_emulator
-from tests.fakes.http import FakeResponse, serve
-from tests.helpers import request_bytes, run_plugin
+from emulators.harness import ACR_REGISTRY, Emulator, aws_emulator, azure_emulator, gcp_emulator
+from emulators.http import FakeResponse, serve
+from emulators.kubelet_exec import request_bytes, run_plugin
 from tests.reliability.checks import Figures, Outcome, answer_violations
 
 DEADLINE = 6.0

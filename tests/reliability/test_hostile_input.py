@@ -12,9 +12,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fakes.aws import FakeEcr
-from tests.fakes.http import FakeServer, serve
-from tests.helpers import run_plugin
+from emulators.aws import FakeEcr
+from emulators.http import FakeServer, serve
+from emulators.kubelet_exec import run_plugin
 from tests.reliability.checks import Figures, Outcome, answer_violations
 
 V1 = "credentialprovider.kubelet.k8s.io/v1"

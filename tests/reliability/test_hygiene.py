@@ -15,10 +15,10 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tests.fakes.azure import make_jwt
-from tests.fakes.emulators import ACR_REGISTRY, aws_emulator, azure_emulator, gcp_emulator
-from tests.fakes.http import FakeResponse
-from tests.helpers import PluginRun, request_bytes, run_plugin
+from emulators.azure import make_jwt
+from emulators.harness import ACR_REGISTRY, aws_emulator, azure_emulator, gcp_emulator
+from emulators.http import FakeResponse
+from emulators.kubelet_exec import PluginRun, request_bytes, run_plugin
 from tests.reliability.checks import Figures, Outcome, leaked_secrets
 
 SA_TOKEN = make_jwt({"sub": "system:serviceaccount:apps:puller", "aud": "sts.amazonaws.com"})
@@ -257,8 +257,8 @@ def test_the_hygiene_check_catches_a_leak(tmp_path: Path) -> None:
     import subprocess
     import sys
 
+    from emulators.kubelet_exec import REPO
     from tests.fakes.fake_plugin import SECRET
-    from tests.helpers import REPO
 
     leaky = subprocess.run(
         [sys.executable, "-c", f"import sys; sys.stderr.write('debug: {SECRET}\\n')"],

@@ -12,8 +12,8 @@ from credprovider.aws.registry import classify_host
 from credprovider.azure.registry import CLOUDS, login_server_suffix
 from credprovider.gcp.registry import is_google_registry_host
 from credprovider.runtime.imageref import parse_image
-from tests.fakes.emulators import ACR_REGISTRY, Emulator
-from tests.helpers import request_bytes, run_plugin
+from emulators.harness import ACR_REGISTRY, Emulator
+from emulators.kubelet_exec import request_bytes, run_plugin
 from tests.reliability.checks import Figures, Outcome, answer_violations
 
 AWS_SPOOFS = [

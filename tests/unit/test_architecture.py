@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from tests.helpers import REPO
+from emulators.kubelet_exec import REPO
 
 PACKAGE = REPO / "credprovider"
 
@@ -56,3 +56,30 @@ def test_no_import_cycle() -> None:
         if name not in state:
             visit(name, [name])
     assert cycles == []
+
+
+def test_the_demo_the_bench_and_the_emulators_import_no_test_module() -> None:
+    """The emulators are product infrastructure: what make demo and make bench run needs nothing
+    from tests/."""
+    sources = [
+        REPO / "demo.py",
+        *(REPO / "bench").rglob("*.py"),
+        *(REPO / "emulators").rglob("*.py"),
+    ]
+    offenders = []
+    for path in sources:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            offenders += [
+                f"{path.relative_to(REPO)}: {name}"
+                for name in names
+                if name == "tests" or name.startswith("tests.")
+            ]
+    assert len(sources) > 10
+    assert offenders == []

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 from credprovider.entry import PLUGIN_MODULES, program_name, resolve
-from tests.helpers import REPO, run_listing_imports
+from emulators.kubelet_exec import REPO
+from tests.helpers import run_listing_imports
 
 
 @pytest.mark.parametrize(

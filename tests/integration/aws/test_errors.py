@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from credprovider.runtime.imageref import bare_host_hint
-from tests.fakes.aws import FakeEcr
-from tests.fakes.http import FakeResponse, FakeServer
-from tests.helpers import request_bytes, run_plugin
+from emulators.aws import FakeEcr
+from emulators.http import FakeResponse, FakeServer
+from emulators.kubelet_exec import request_bytes, run_plugin
 from tests.integration.aws.common import (
     PLUGIN,
     aws_env,

@@ -9,9 +9,9 @@ import pytest
 
 from credprovider.runtime.goformat import SECOND, parse_go_duration
 from credprovider.runtime.matching import keyring_lookup
-from tests.fakes.aws import PRIVATE_TARGET, PUBLIC_TARGET, FakeEcr
-from tests.fakes.http import FakeServer
-from tests.helpers import request_bytes, run_plugin
+from emulators.aws import PRIVATE_TARGET, PUBLIC_TARGET, FakeEcr
+from emulators.http import FakeServer
+from emulators.kubelet_exec import request_bytes, run_plugin
 from tests.integration.aws.common import (
     NODE_KEY,
     NODE_SECRET,

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fakes.aws import FakeEcr, sts_error
-from tests.fakes.http import FakeServer, serve
-from tests.helpers import request_bytes, run_plugin
+from emulators.aws import FakeEcr, sts_error
+from emulators.http import FakeServer, serve
+from emulators.kubelet_exec import request_bytes, run_plugin
 from tests.integration.aws.common import (
     NODE_KEY,
     PLUGIN,

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.aws import FakeEcr
-from tests.fakes.http import FakeRequest, FakeResponse, FakeServer, serve
-from tests.fakes.tls import CertAuthority
-from tests.helpers import request_bytes, run_listing_imports, run_plugin
+from emulators.aws import FakeEcr
+from emulators.http import FakeRequest, FakeResponse, FakeServer, serve
+from emulators.kubelet_exec import request_bytes, run_plugin
+from emulators.tls import CertAuthority
+from tests.helpers import run_listing_imports
 from tests.integration.aws.common import (
     NODE_KEY,
     NODE_SECRET,

@@ -4,7 +4,7 @@ account token and a client secret."""
 from __future__ import annotations
 
 from credprovider.runtime.goformat import parse_go_duration
-from tests.fakes.azure import make_jwt
+from emulators.azure import make_jwt
 from tests.integration.conftest import Azure
 
 PLUGIN = "acr-credential-provider"

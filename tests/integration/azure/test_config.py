@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import request_bytes, run_plugin
+from emulators.kubelet_exec import request_bytes, run_plugin
 from tests.integration.azure.common import (
     PLUGIN,
     assert_refresh_token_answer,

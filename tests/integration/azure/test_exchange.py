@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fakes.http import FakeResponse
-from tests.helpers import request_bytes, run_listing_imports
+from emulators.http import FakeResponse
+from emulators.kubelet_exec import request_bytes
+from tests.helpers import run_listing_imports
 from tests.integration.azure.common import (
     PLUGIN,
     SECRET,

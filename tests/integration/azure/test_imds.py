@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from credprovider.runtime.advice import NOT_THE_SERVICE, RETRIES_NEXT_PULL
-from tests.fakes.http import FakeResponse
-from tests.helpers import request_bytes, run_listing_imports
+from emulators.http import FakeResponse
+from emulators.kubelet_exec import request_bytes
+from tests.helpers import run_listing_imports
 from tests.integration.azure.common import (
     PLUGIN,
     assert_refresh_token_answer,

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from credprovider.runtime.matching import keyring_lookup
-from tests.fakes.http import FakeResponse, serve
+from emulators.http import FakeResponse, serve
 from tests.integration.azure.common import (
     NULL_GUID,
     SECRET,

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from credprovider.tool.catalog import PLUGINS
-from tests.helpers import BUNDLE_DIR, require_bundle
+from emulators.kubelet_exec import BUNDLE_DIR
+from tests.helpers import require_bundle
 
 ECR_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/team/app"
 

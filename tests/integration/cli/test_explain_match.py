@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import REPO
+from emulators.kubelet_exec import REPO
 from tests.helpers import run_cli as cli
 from tests.integration.cli.conftest import ECR_IMAGE
 

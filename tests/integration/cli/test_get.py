@@ -14,10 +14,11 @@ import pytest
 
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.childproc import DRAIN_SECONDS
-from tests.fakes.aws import FakeEcr
-from tests.fakes.gcp import FakeMetadata
-from tests.fakes.http import FakeServer, serve
-from tests.helpers import CONFIG_DIR, config_file, provider_entry, request_bytes, run_plugin
+from emulators.aws import FakeEcr
+from emulators.gcp import FakeMetadata
+from emulators.http import FakeServer, serve
+from emulators.kubelet_exec import request_bytes, run_plugin
+from tests.helpers import CONFIG_DIR, config_file, provider_entry
 from tests.helpers import run_cli as cli
 from tests.integration.cli.conftest import ECR_IMAGE, write
 from tests.integration.conftest import Azure

@@ -18,7 +18,8 @@ from typing import NamedTuple
 import pytest
 
 from credprovider.tool.catalog import PLUGINS
-from tests.helpers import CONFIG_DIR, request_bytes, require_bundle, run_plugin
+from emulators.kubelet_exec import request_bytes, run_plugin
+from tests.helpers import CONFIG_DIR, require_bundle
 from tests.helpers import run_cli as cli
 
 ECR, ACR, GCP = (PLUGINS[key].name for key in ("aws", "azure", "gcp"))

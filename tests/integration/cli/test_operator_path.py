@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import BUNDLE_DIR, CONFIG_DIR, REPO, require_bundle
+from emulators.kubelet_exec import BUNDLE_DIR, REPO
+from tests.helpers import CONFIG_DIR, require_bundle
 
 NOBODY = 65534
 ECR_IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/app:v1"

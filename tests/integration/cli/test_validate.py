@@ -10,18 +10,12 @@ import pytest
 import yaml
 
 from credprovider.tool.catalog import PLUGINS
-from tests.helpers import (
-    BUNDLE_DIR,
-    CONFIG_DIR,
-    CONFIG_EXAMPLES,
-    config_file,
-    provider_entry,
-    require_bundle,
-)
+from emulators.kubelet_exec import BUNDLE_DIR
+from tests.helpers import CONFIG_DIR, CONFIG_EXAMPLES, config_file, provider_entry, require_bundle
 from tests.helpers import run_cli as cli
 from tests.integration.cli.conftest import write
 from tests.integration.kubelet_config_cases import CASES, OK, P
-from tests.unit.test_config_lint import LINTS
+from tests.unit.tool.test_config_lint import LINTS
 
 # --- validate -----------------------------------------------------------------------------------------
 

@@ -3,8 +3,8 @@ the workload identity provider, and the env that points the plugin at the fakes.
 
 from __future__ import annotations
 
-from tests.fakes.http import FakeServer
-from tests.fakes.tls import CertAuthority
+from emulators.http import FakeServer
+from emulators.tls import CertAuthority
 
 PLUGIN = "auth-provider-gcp"
 KSA_TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6ZGV2OnB1bGxlciJ9.c2ln"

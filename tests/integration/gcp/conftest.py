@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fakes.gcp import FakeSts
-from tests.fakes.http import FakeServer, serve
-from tests.fakes.tls import CertAuthority
+from emulators.gcp import FakeSts
+from emulators.http import FakeServer, serve
+from emulators.tls import CertAuthority
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from tests.fakes.gcp import FakeMetadata
-from tests.fakes.http import FakeResponse, FakeServer, serve
-from tests.helpers import request_bytes, run_plugin
+from emulators.gcp import FakeMetadata
+from emulators.http import FakeResponse, FakeServer, serve
+from emulators.kubelet_exec import request_bytes, run_plugin
 from tests.integration.gcp.common import PLUGIN, gcp_env
 
 

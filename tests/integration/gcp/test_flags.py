@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from tests.fakes.gcp import FakeMetadata
-from tests.fakes.http import FakeServer
-from tests.helpers import request_bytes, run_plugin
+from emulators.gcp import FakeMetadata
+from emulators.http import FakeServer
+from emulators.kubelet_exec import request_bytes, run_plugin
 from tests.integration.gcp.common import IDP, PLUGIN, gcp_env
 
 

@@ -10,10 +10,10 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tests.fakes.gcp import FakeMetadata, FakeOAuth, FakeSts
-from tests.fakes.http import FakeResponse, FakeServer, serve
-from tests.fakes.tls import CertAuthority
-from tests.helpers import request_bytes, run_plugin
+from emulators.gcp import FakeMetadata, FakeOAuth, FakeSts
+from emulators.http import FakeResponse, FakeServer, serve
+from emulators.kubelet_exec import request_bytes, run_plugin
+from emulators.tls import CertAuthority
 from tests.integration.gcp.common import IDP, KSA_TOKEN, PLUGIN, gcp_env
 
 WI_ARGS = ["get-credentials", "--identity-provider", IDP, "--project-id", "my-project"]

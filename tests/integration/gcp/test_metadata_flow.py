@@ -8,9 +8,10 @@ import json
 import pytest
 
 from credprovider.runtime.matching import keyring_lookup
-from tests.fakes.gcp import FakeMetadata
-from tests.fakes.http import FakeResponse, FakeServer
-from tests.helpers import request_bytes, run_listing_imports, run_plugin
+from emulators.gcp import FakeMetadata
+from emulators.http import FakeResponse, FakeServer
+from emulators.kubelet_exec import request_bytes, run_plugin
+from tests.helpers import run_listing_imports
 from tests.integration.gcp.common import FIXED_KEYS, PLUGIN, gcp_env
 
 

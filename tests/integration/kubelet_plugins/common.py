@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.http import FakeServer
+from emulators.http import FakeServer
 from tests.helpers import API_VERSIONS
 from tests.helpers_kubelet import HarnessRun
 

@@ -1,5 +1,5 @@
 """The built plugins driven by the real kubelet code (matchImages, exec, strict decoding, cache,
-keyring, service-account mode), through the Go harness in tests/kubelet.
+keyring, service-account mode), through the Go harness in emulators/kubelet.
 
 Each plugin name in the bin dir is a wrapper that records the exec and runs the bundle, so the tests
 can count how often the kubelet really execs a plugin.
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import BUNDLE_DIR, require_bundle
+from emulators.kubelet_exec import BUNDLE_DIR
+from tests.helpers import require_bundle
 from tests.integration.kubelet_plugins.common import Node
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from credprovider.tool.catalog import PLUGINS
-from tests.fakes.aws import FakeEcr
-from tests.fakes.gcp import FakeMetadata
-from tests.fakes.http import FakeServer
+from emulators.aws import FakeEcr
+from emulators.gcp import FakeMetadata
+from emulators.http import FakeServer
 from tests.helpers import CONFIG_DIR
 from tests.helpers_kubelet import run_harness
 from tests.integration.conftest import Azure

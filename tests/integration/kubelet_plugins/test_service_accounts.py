@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.fakes.aws import FakeEcr
-from tests.fakes.gcp import FakeMetadata, FakeSts
-from tests.fakes.http import FakeServer, serve
-from tests.fakes.tls import CertAuthority
+from emulators.aws import FakeEcr
+from emulators.gcp import FakeMetadata, FakeSts
+from emulators.http import FakeServer, serve
+from emulators.tls import CertAuthority
 from tests.helpers_kubelet import run_harness
 from tests.integration.kubelet_plugins.common import (
     ECR_IMAGE,

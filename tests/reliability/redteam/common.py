@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.fakes.aws import FakeEcr
-from tests.fakes.emulators import SAFE_ENV
-from tests.fakes.http import FakeServer
-from tests.helpers import PluginRun, request_bytes, run_plugin
+from emulators.aws import FakeEcr
+from emulators.harness import SAFE_ENV
+from emulators.http import FakeServer
+from emulators.kubelet_exec import PluginRun, request_bytes, run_plugin
 from tests.reliability.checks import Figures, Outcome, answer_violations
 
 ECR = "ecr-credential-provider"

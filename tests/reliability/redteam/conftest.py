@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fakes.aws import FakeEcr
-from tests.fakes.http import FakeServer, serve
+from emulators.aws import FakeEcr
+from emulators.http import FakeServer, serve
 
 
 @pytest.fixture

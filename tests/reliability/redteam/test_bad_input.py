@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.aws import FakeEcr
-from tests.fakes.emulators import SAFE_ENV
-from tests.fakes.http import FakeResponse, FakeServer, serve
-from tests.helpers import REPO, request_bytes, run_cli, run_plugin
+from emulators.aws import FakeEcr
+from emulators.harness import SAFE_ENV
+from emulators.http import FakeResponse, FakeServer, serve
+from emulators.kubelet_exec import REPO, request_bytes, run_plugin
+from tests.helpers import run_cli
 from tests.reliability.checks import Figures, Outcome
 from tests.reliability.redteam.common import (
     ECR,
@@ -66,7 +67,7 @@ def test_bad_plugin_input_is_one_clear_line(
 
 def test_insane_metadata_lifetimes_are_answered_uncached(figures: Figures) -> None:
     """expires_in of 1e300 or NaN: a well-formed answer that the kubelet does not cache."""
-    from tests.fakes.gcp import FakeMetadata
+    from emulators.gcp import FakeMetadata
 
     for lifetime in ("1e300", "NaN", "-Infinity"):
         fake = FakeMetadata()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakes.aws import FakeEcr
-from tests.fakes.http import FakeServer
+from emulators.aws import FakeEcr
+from emulators.http import FakeServer
 from tests.reliability.checks import Figures
 from tests.reliability.redteam.common import (
     OTHER_UID,

@@ -9,9 +9,10 @@ import pytest
 
 from credprovider.runtime.provider import one_line
 from credprovider.runtime.redact import forget_secrets, register_secret
-from tests.fakes.aws import FakeEcr
-from tests.fakes.http import FakeResponse, FakeServer
-from tests.helpers import request_bytes, run_cli, run_plugin
+from emulators.aws import FakeEcr
+from emulators.http import FakeResponse, FakeServer
+from emulators.kubelet_exec import request_bytes, run_plugin
+from tests.helpers import run_cli
 from tests.reliability.checks import Figures
 from tests.reliability.redteam.common import (
     AMZ_JSON,

@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from tests.helpers import REPO
+from emulators.kubelet_exec import REPO
 
 PROBE = """
 import sys

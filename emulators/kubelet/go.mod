@@ -1,6 +1,6 @@
 // Conformance harness: runs the real kubelet credential-provider code against our plugins.
 // Depends on k8s.io/kubernetes (never copied); every staging module is pinned to the matching v0.36.x.
-module github.com/credprovider/credprovider/tests/kubelet
+module github.com/credprovider/credprovider/emulators/kubelet
 
 go 1.26.0
 

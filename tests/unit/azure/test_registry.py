@@ -21,7 +21,7 @@ from credprovider.azure.registry import (
     parse_registry_mirrors,
     service_account_identity,
 )
-from tests.fakes.azure import make_jwt
+from emulators.azure import make_jwt
 
 PUBLIC = CLOUDS["azurepubliccloud"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from tests.fakes.http import FakeRequest, FakeResponse
+from emulators.http import FakeRequest, FakeResponse
 
 METADATA_PREFIX = "/computeMetadata/v1/"
 

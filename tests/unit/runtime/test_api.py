@@ -24,7 +24,8 @@ from credprovider.runtime.goformat import (
     format_go_duration,
     parse_go_duration,
 )
-from tests.helpers import API_VERSIONS, request_bytes
+from emulators.kubelet_exec import request_bytes
+from tests.helpers import API_VERSIONS
 
 # Bytes the kubelet writes (kubelet-protocol.md §1.1, Test_encodeRequest).
 KUBELET_REQUEST = (

@@ -12,11 +12,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.fakes.aws import FakeEcr
-from tests.fakes.azure import AAD_HOSTS, FakeAad, FakeAcr, FakeImds
-from tests.fakes.gcp import FakeMetadata, FakeSts
-from tests.fakes.http import FakeServer, serve
-from tests.fakes.tls import CertAuthority, make_test_ca
+from emulators.aws import FakeEcr
+from emulators.azure import AAD_HOSTS, FakeAad, FakeAcr, FakeImds
+from emulators.gcp import FakeMetadata, FakeSts
+from emulators.http import FakeServer, serve
+from emulators.tls import CertAuthority, make_test_ca
 
 # Keeps every SDK away from this machine's credentials and real metadata services.
 SAFE_ENV = {

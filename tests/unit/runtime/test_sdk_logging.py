@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.helpers import REPO
+from emulators.kubelet_exec import REPO
 
 _PROBE = """
 import io, sys

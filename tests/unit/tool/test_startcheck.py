@@ -20,7 +20,7 @@ from credprovider.tool.startcheck import (
     VERSION_MARK,
     check_start,
 )
-from tests.helpers import REPO
+from emulators.kubelet_exec import REPO
 
 ECR = "ecr-credential-provider"
 FOREIGN = "my-registry-plugin"

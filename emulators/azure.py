@@ -12,7 +12,7 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from tests.fakes.http import FakeRequest, FakeResponse
+from emulators.http import FakeRequest, FakeResponse
 
 AAD_HOSTS = ("login.microsoftonline.com", "login.chinacloudapi.cn", "login.microsoftonline.us")
 ACR_SCOPE = "https://containerregistry.azure.net/.default"

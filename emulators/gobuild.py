@@ -1,4 +1,4 @@
-"""Builds what tests/kubelet (one Go module, every staging module pinned) provides: the kubelet
+"""Builds what emulators/kubelet (one Go module, every staging module pinned) provides: the kubelet
 harness around the kubelet's credential-provider code, the real kubelet binary and the fake CRI.
 
 Binaries are kept in the build cache (``~/.cache/credprovider-build/go/<digest>/``), keyed by every
@@ -45,7 +45,9 @@ def binary(package: str, name: str, timeout: float = 1800) -> Path:
         return target
     go = shutil.which("go")
     if go is None:
-        raise GoBuildError("Go >= 1.26 is needed to build tests/kubelet (the real kubelet code)")
+        raise GoBuildError(
+            "Go >= 1.26 is needed to build emulators/kubelet (the real kubelet code)"
+        )
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(".partial")
     env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod", "HOME": REAL_HOME}

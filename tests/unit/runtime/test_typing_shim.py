@@ -10,7 +10,7 @@ import typing
 
 import pytest
 
-from tests.helpers import REPO
+from emulators.kubelet_exec import REPO
 
 _SHIM = """
 import sys

@@ -13,7 +13,7 @@ import re
 import time
 from dataclasses import dataclass, field
 
-from tests.fakes.http import FakeRequest, FakeResponse
+from emulators.http import FakeRequest, FakeResponse
 
 PRIVATE_TARGET = "AmazonEC2ContainerRegistry_V20150921.GetAuthorizationToken"
 PUBLIC_TARGET = "SpencerFrontendService.GetAuthorizationToken"
