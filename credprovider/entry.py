@@ -17,8 +17,9 @@ if TYPE_CHECKING:
     from typing import Final
 
 # The one table of clouds: plugin name -> its package. The package's ``main`` module has the
-# plugin's ``main(argv: list[str])``; its ``descriptor`` module tells the tool about it
-# (credprovider/tool/descriptor.py). Adding a cloud is a folder and a line here.
+# plugin's ``SPEC`` (a runtime.provider.PluginSpec, served by SERVE_MODULE); its ``descriptor``
+# module tells the tool about it (credprovider/tool/descriptor.py). Adding a cloud is a folder and
+# a line here.
 PLUGIN_PACKAGES: Final = {
     "ecr-credential-provider": "credprovider.aws",
     "acr-credential-provider": "credprovider.azure",
@@ -28,6 +29,7 @@ PLUGIN_MODULES: Final = {name: f"{package}.main" for name, package in PLUGIN_PAC
 TOOL_NAME: Final = "credprovider"
 PROGRAM_MODULES: Final = {**PLUGIN_MODULES, TOOL_NAME: "credprovider.tool.cli"}
 VERSION_FLAG: Final = "--version"
+SERVE_MODULE: Final = "credprovider.runtime.serve"
 # How this executable refuses a name it does not know (the tool's start check recognises it).
 UNKNOWN_PROGRAM_MARK: Final = "unknown program name; run as one of"
 
@@ -43,7 +45,11 @@ def register_cloud(name: str, package: str) -> None:
 
 def program_name(argv0: str) -> str:
     """The program name for ``argv[0]``: its basename without a Windows ``.exe`` suffix."""
-    name = os.path.basename(argv0)
+    return without_exe(os.path.basename(argv0))
+
+
+def without_exe(name: str) -> str:
+    """``name`` without a Windows ``.exe`` suffix (the kubelet's config may name one)."""
     return name[:-4] if name.lower().endswith(".exe") else name
 
 
@@ -82,4 +88,9 @@ def main(argv: list[str] | None = None) -> None:
     # __import__ rather than importlib.import_module: the importlib package costs every exec its
     # import, and this is the only place the exec path would need it.
     __import__(module)
-    sys.modules[module].main(args)
+    if name not in PLUGIN_MODULES:
+        sys.modules[module].main(args)
+        return
+    # A plugin's main module is its PluginSpec; the one runtime serves every plugin.
+    __import__(SERVE_MODULE)
+    sys.modules[SERVE_MODULE].main(sys.modules[module].SPEC, args)

@@ -18,7 +18,8 @@ import re
 
 from credprovider.aws.sigv4 import AccessKeys, sign_post
 from credprovider.errors import CredproviderError
-from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
+from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
+from credprovider.runtime.cjson import reject_constant
 from credprovider.runtime.http import PROXY_ENV
 
 if TYPE_CHECKING:
@@ -244,14 +245,10 @@ def instance_role_keys(imds: str, ctx: Context) -> AccessKeys | None:
 # --- the call --------------------------------------------------------------------------------------
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number")
-
-
 def parse_error(status: int, body: bytes) -> ApiError:
     """An error answer as botocore reads it: ``__type`` after its ``#``, else the HTTP status."""
     try:
-        answer = json.loads(body, parse_constant=_reject_constant)
+        answer = json.loads(body, parse_constant=reject_constant)
     except ValueError:
         answer = None
     if isinstance(answer, dict) and isinstance(answer.get("__type"), str):
@@ -270,7 +267,7 @@ def parse_error(status: int, body: bytes) -> ApiError:
 def parse_token_answer(service: str, body: bytes) -> tuple[str | None, float | None]:
     """(authorizationToken, expiresAt as Unix seconds) from a 200 answer; raises AnswerError."""
     try:
-        answer = json.loads(body, parse_constant=_reject_constant)
+        answer = json.loads(body, parse_constant=reject_constant)
     except (ValueError, RecursionError):
         raise AnswerError("the response is not JSON") from None
     data = answer.get("authorizationData") if isinstance(answer, dict) else None

@@ -5,7 +5,6 @@ from __future__ import annotations
 from credprovider.aws import PLUGIN_NAME
 from credprovider.errors import UsageError
 from credprovider.runtime.provider import Context, PluginSpec, Provider
-from credprovider.runtime.serve import main as run_plugin
 
 ARGUMENTS_HELP = """[get-credentials]
 
@@ -34,7 +33,3 @@ SPEC = PluginSpec(
     build=build,
     arguments_help=ARGUMENTS_HELP,
 )
-
-
-def main(argv: list[str]) -> None:
-    run_plugin(SPEC, argv)

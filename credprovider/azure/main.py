@@ -6,7 +6,6 @@ from credprovider.azure import PLUGIN_NAME
 from credprovider.errors import UsageError
 from credprovider.runtime.args import parse_arguments
 from credprovider.runtime.provider import Context, PluginSpec, Provider
-from credprovider.runtime.serve import main as run_plugin
 
 ARGUMENTS_HELP = """<path/to/azure.json> [--registry-mirror src:dst[,src:dst...]]
 
@@ -95,7 +94,3 @@ SPEC = PluginSpec(
     build=build,
     arguments_help=ARGUMENTS_HELP,
 )
-
-
-def main(argv: list[str]) -> None:
-    run_plugin(SPEC, argv)

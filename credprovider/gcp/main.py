@@ -8,7 +8,6 @@ from credprovider.gcp.registry import AUTH_FLOWS, STS_ENDPOINT, parse_cache_over
 from credprovider.runtime.args import parse_arguments
 from credprovider.runtime.loopback import is_loopback_address
 from credprovider.runtime.provider import Context, PluginSpec, Provider
-from credprovider.runtime.serve import main as run_plugin
 
 ARGUMENTS_HELP = """get-credentials [--authFlow gcr|dockercfg|dockercfg-url] [--identity-provider URL --project-id ID]
 
@@ -96,7 +95,3 @@ SPEC = PluginSpec(
     build=build,
     arguments_help=ARGUMENTS_HELP,
 )
-
-
-def main(argv: list[str]) -> None:
-    run_plugin(SPEC, argv)

@@ -129,10 +129,16 @@ def metadata_token(ctx: Context) -> Token:
             "the GCE metadata server answered without an access_token for the default service "
             "account: check that the VM has a service account attached"
         )
-    register_secret(answer["access_token"])
+    return _token(answer["access_token"], answer, ctx)
+
+
+def _token(token: str, answer: dict[str, Any], ctx: Context) -> Token:
+    """An OAuth answer's token (now a secret), expiring ``expires_in`` seconds from now when the
+    answer says (the metadata server and STS both do)."""
+    register_secret(token)
     expires_in = answer.get("expires_in")
     expires_at = ctx.now() + float(expires_in) if isinstance(expires_in, int | float) else None
-    return Token(answer["access_token"], expires_at)
+    return Token(token, expires_at)
 
 
 def _load_credentials_file(path: str) -> Any:
@@ -213,10 +219,7 @@ def workload_identity_token(subject_token: str, options: GcpOptions, ctx: Contex
     token = answer.get("access_token") if isinstance(answer, dict) else None
     if not isinstance(token, str) or not token:
         raise ProviderError(f"{options.sts_endpoint} answered without an access_token")
-    register_secret(token)
-    expires_in = answer.get("expires_in")
-    expires_at = ctx.now() + float(expires_in) if isinstance(expires_in, int | float) else None
-    return Token(token, expires_at)
+    return _token(token, answer, ctx)
 
 
 def _dockercfg_credentials(text: str, source: str) -> dict[str, AuthConfig]:

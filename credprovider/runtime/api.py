@@ -92,10 +92,6 @@ _response_object = _unique_keys(
 )
 
 
-def _reject_constant(name: str) -> Any:
-    raise RequestError(f"request JSON contains {name}, which is not JSON")
-
-
 def _has_control_or_space(text: str) -> bool:
     return any(ch.isspace() or ord(ch) < 0x20 or ord(ch) == 0x7F for ch in text)
 
@@ -126,9 +122,13 @@ def _request_json(data: bytes) -> dict[str, Any]:
     except UnicodeDecodeError as exc:
         raise RequestError(f"request is not valid UTF-8 (byte {exc.start})") from None
     try:
-        obj = cjson.loads(text, object_pairs_hook=_request_object, parse_constant=_reject_constant)
+        obj = cjson.loads(
+            text, object_pairs_hook=_request_object, parse_constant=cjson.reject_constant
+        )
     except RequestError:
         raise
+    except cjson.NotJson as exc:
+        raise RequestError(f"request JSON contains {exc.constant}, which is not JSON") from None
     except RecursionError:
         raise RequestError("request JSON is nested too deeply") from None
     except ValueError as exc:
@@ -143,7 +143,7 @@ def _request_json(data: bytes) -> dict[str, Any]:
             "request is not usable JSON: it holds a number of over 4300 digits"
         ) from None
     if not isinstance(obj, dict):
-        raise RequestError(f"request must be a JSON object, got a JSON {_json_type(obj)}")
+        raise RequestError(f"request must be a JSON object, got a JSON {cjson.json_type(obj)}")
     return obj
 
 
@@ -167,7 +167,9 @@ def _request_image(obj: dict[str, Any]) -> str:
     if image is None:
         raise RequestError("request has no image field")
     if not isinstance(image, str):
-        raise RequestError(f"request field image must be a string, got a JSON {_json_type(image)}")
+        raise RequestError(
+            f"request field image must be a string, got a JSON {cjson.json_type(image)}"
+        )
     if not image:
         raise RequestError("image in plugin request was empty")
     if _has_control_or_space(image):
@@ -187,20 +189,6 @@ def _request_service_account(obj: dict[str, Any]) -> tuple[str, dict[str, str]]:
     ):
         raise RequestError("request field serviceAccountAnnotations must be an object of strings")
     return token or "", dict(annotations or {})
-
-
-def _json_type(value: object) -> str:
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if value is None:
-        return "null"
-    return "object"
 
 
 def encode_request(
@@ -282,7 +270,9 @@ def parse_response(data: bytes, expected_api_version: str) -> CredentialProvider
 def _response_json(data: bytes) -> dict[str, Any]:
     try:
         text = data.decode("utf-8")
-        obj = cjson.loads(text, object_pairs_hook=_response_object, parse_constant=_reject_constant)
+        obj = cjson.loads(
+            text, object_pairs_hook=_response_object, parse_constant=cjson.reject_constant
+        )
     except ResponseError:
         raise
     except RecursionError:

@@ -219,15 +219,11 @@ def _encode(scope: CacheScope, creds: Credentials, now: float) -> bytes:
     ).encode()
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def decode_entry(data: bytes, scope: CacheScope, now: float) -> Credentials | str:
     """The stored credentials if every part of the entry is valid for ``scope`` at ``now``; else
     what is wrong with it."""
     try:
-        obj: Any = cjson.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+        obj: Any = cjson.loads(data.decode("utf-8"), parse_constant=cjson.reject_constant)
     except (ValueError, RecursionError):
         return "not JSON"
     if not isinstance(obj, dict) or obj.get("version") != FORMAT_VERSION:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import _json
 
+from credprovider.errors import CredproviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -95,3 +96,29 @@ def dumps(value: object, *, compact: bool = True) -> str:
     """``json.dumps(value, separators=(",", ":"))``, or ``json.dumps(value)`` when not
     ``compact``."""
     return "".join(_ENCODERS[compact](value, 0))
+
+
+class NotJson(CredproviderError, ValueError):
+    """The text holds NaN, Infinity or -Infinity: Python's json accepts them, JSON does not."""
+
+    def __init__(self, constant: str) -> None:
+        super().__init__(f"{constant} is not JSON")
+        self.constant = constant
+
+
+def reject_constant(name: str) -> Any:
+    """The ``parse_constant`` of every decode here: raises :class:`NotJson`."""
+    raise NotJson(name)
+
+
+def json_type(value: object) -> str:
+    """The JSON type of a decoded value, in Go's words (its unmarshal errors say ``bool``)."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "null" if value is None else "object"

@@ -7,7 +7,7 @@ import time
 
 from credprovider.errors import UsageError
 from credprovider.runtime._typing import TYPE_CHECKING, Final
-from credprovider.runtime.goformat import SECOND, DurationError, parse_go_duration
+from credprovider.runtime.goformat import DurationError, parse_seconds
 from credprovider.runtime.redact import clip
 
 if TYPE_CHECKING:
@@ -67,11 +67,7 @@ class Deadline:
 def parse_deadline(value: str, source: str) -> float:
     """A deadline as a Go duration (``30s``) or plain seconds (``30``); must be positive."""
     try:
-        seconds = (
-            float(value)
-            if value.replace(".", "", 1).isdigit()
-            else (parse_go_duration(value) / SECOND)
-        )
+        seconds = parse_seconds(value)
     except DurationError:
         raise UsageError(f"{source}: {value!r} is not a duration like 30s") from None
     if not 0 < seconds <= MAX_DEADLINE_SECONDS:

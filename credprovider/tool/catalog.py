@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 from typing import Final
 
-from credprovider.entry import PLUGIN_PACKAGES
+from credprovider.entry import PLUGIN_PACKAGES, without_exe
 from credprovider.tool.descriptor import CloudPlugin
 
 # Where install and migrate put things by default, and where get looks when not told.
@@ -28,5 +28,4 @@ BY_NAME: Final = {plugin.name: plugin for plugin in PLUGINS.values()}
 
 def plugin_for_name(provider_name: str) -> CloudPlugin | None:
     """Our plugin behind a config's provider name (``.exe`` tolerated), if any."""
-    name = provider_name[:-4] if provider_name.lower().endswith(".exe") else provider_name
-    return BY_NAME.get(name)
+    return BY_NAME.get(without_exe(provider_name))

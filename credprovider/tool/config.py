@@ -19,6 +19,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from credprovider.errors import CredproviderError
+from credprovider.runtime.cjson import json_type
 from credprovider.runtime.goformat import DurationError, go_quote, parse_go_duration
 from credprovider.tool import nodefiles
 from credprovider.tool.yamldoc import MAX_NESTING, YamlError, load_yaml
@@ -110,18 +111,6 @@ _GO_TYPES: Final = {
 }
 
 
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 def _unmarshal_message(loc: tuple[int | str, ...], value: Any, version: str) -> str:
     struct, names = "CredentialProviderConfig", list[str]()
     for part in loc:
@@ -142,7 +131,7 @@ def _unmarshal_message(loc: tuple[int | str, ...], value: Any, version: str) -> 
     if isinstance(loc[-1], int) and field_name == "providers":
         struct = "CredentialProviderConfig"
     return (
-        f"json: cannot unmarshal {_json_type(value)} into Go struct field "
+        f"json: cannot unmarshal {json_type(value)} into Go struct field "
         f"{struct}.{'.'.join(names)} of type {go_type}"
     )
 
@@ -214,14 +203,14 @@ def decode_config(text: str) -> CredentialProviderConfig:
     if not isinstance(document, dict):
         raise ConfigError(
             f"couldn't get version/kind; json parse error: cannot unmarshal "
-            f"{_json_type(document)} into Go value of type struct"
+            f"{json_type(document)} into Go value of type struct"
         )
     kind, api_version = document.get("kind"), document.get("apiVersion")
     for field_name, value in (("apiVersion", api_version), ("kind", kind)):
         if value is not None and not isinstance(value, str):
             raise ConfigError(
                 "couldn't get version/kind; json parse error: json: cannot unmarshal "
-                f"{_json_type(value)} into Go struct field .{field_name} of type string"
+                f"{json_type(value)} into Go struct field .{field_name} of type string"
             )
     if not kind:
         raise ConfigError(f"Object 'Kind' is missing in '{text}'")

@@ -40,7 +40,7 @@ CORPUS: list[tuple[str, bytes, tuple[str, str]]] = [
     ("JSON number", b"42", ("refuse", "got a JSON number")),
     ("JSON string", b'"registry.io/app"', ("refuse", "got a JSON string")),
     ("JSON null", b"null", ("refuse", "got a JSON null")),
-    ("JSON true", b"true", ("refuse", "got a JSON boolean")),
+    ("JSON true", b"true", ("refuse", "got a JSON bool")),
     ("image is an object", req({"registry": "r.io"}), ("refuse", "image must be a string")),
     ("image is a number", req(5), ("refuse", "image must be a string")),
     ("image is null", req(None), ("refuse", "no image field")),

@@ -114,12 +114,10 @@ def _print_report(report: LookupReport, show: bool) -> None:
 
 def _timeout_seconds(text: str) -> float:
     """``--timeout``: a Go duration (``30s``, ``1m``, ``1m30s``), or a plain number of seconds."""
-    from credprovider.runtime.goformat import SECOND, DurationError, parse_go_duration
+    from credprovider.runtime.goformat import DurationError, parse_seconds
 
     try:
-        seconds = float(text) if text.replace(".", "", 1).isdigit() else None
-        if seconds is None:
-            seconds = parse_go_duration(text) / SECOND
+        seconds = parse_seconds(text)
     except DurationError as exc:
         raise argparse.ArgumentTypeError(f"{exc} (for example 30s or 1m)") from None
     if not 0 < seconds <= 3600:

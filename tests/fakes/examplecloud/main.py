@@ -8,7 +8,6 @@ from credprovider.runtime.cachestore import CacheScope, fingerprint_file
 from credprovider.runtime.imageref import ImageError, parse_image
 from credprovider.runtime.provider import Context, Credentials, PluginSpec, Provider
 from credprovider.runtime.redact import register_secret
-from credprovider.runtime.serve import main as run_plugin
 from tests.fakes.examplecloud.descriptor import NAME
 
 USERNAME = "example"
@@ -55,6 +54,3 @@ SPEC = PluginSpec(
     arguments_help="<token file>\n",
 )
 
-
-def main(argv: list[str]) -> None:
-    run_plugin(SPEC, argv)
