@@ -26,6 +26,14 @@ SDK_WARNING_VERBOSITY: Final = 2
 
 SDK_DEBUG_VERBOSITY: Final = 6
 
+# Every stderr line is "<plugin name>: <kind><text>". The kinds: a warning, the failure line, the
+# request and the answer serve logs at -v=1; any other line is a decision. The tool's get reads a
+# plugin's stderr with decisions() below, so both sides share these words.
+WARNING_KIND: Final = "warning: "
+ERROR_KIND: Final = "error: "
+REQUEST_KIND: Final = "request: "
+ANSWER_KIND: Final = "answering: "
+
 
 class Logger:
     """klog-style verbosity on stderr; every line passes through :func:`scrub`."""
@@ -51,10 +59,23 @@ class Logger:
             self._emit("", message)
 
     def warning(self, message: str) -> None:
-        self._emit("warning: ", message)
+        self._emit(WARNING_KIND, message)
 
     def error(self, message: str) -> None:
-        self._emit("error: ", message)
+        self._emit(ERROR_KIND, message)
+
+
+def decisions(stderr: str, name: str) -> list[str]:
+    """What a plugin's stderr says it decided (its -v=1 lines), less its warnings, its failure line
+    and the request and answer it logs."""
+    prefix = f"{name}: "
+    said = []
+    for line in stderr.splitlines():
+        text = line.removeprefix(prefix)
+        if text == line or text.startswith((WARNING_KIND, ERROR_KIND, REQUEST_KIND, ANSWER_KIND)):
+            continue
+        said.append(text)
+    return said
 
 
 def route_sdk_logging(log: Logger) -> None:

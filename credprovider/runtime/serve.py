@@ -29,7 +29,13 @@ from credprovider.runtime.deadline import (
 )
 from credprovider.runtime.goformat import SECOND, format_go_duration, go_quote
 from credprovider.runtime.imageref import bare_host_hint
-from credprovider.runtime.log import TRACEBACK_VERBOSITY, Logger, route_sdk_logging
+from credprovider.runtime.log import (
+    ANSWER_KIND,
+    REQUEST_KIND,
+    TRACEBACK_VERBOSITY,
+    Logger,
+    route_sdk_logging,
+)
 from credprovider.runtime.provider import Context, cache_duration_for
 from credprovider.runtime.redact import clip, register_secret
 
@@ -159,7 +165,7 @@ def answer(
     register_secret(request.service_account_token)
     log.v(
         1,
-        f"request: apiVersion={request.api_version} image={go_quote(clip(request.image))}"
+        f"{REQUEST_KIND}apiVersion={request.api_version} image={go_quote(clip(request.image))}"
         f"{' with a service account token' if request.service_account_token else ''}",
     )
     bare_host = bare_host_hint(clip(request.image))
@@ -174,7 +180,7 @@ def answer(
     response = build_response(request, creds, answered_at)
     log.v(
         1,
-        f"answering: cacheKeyType={response.cache_key_type} "
+        f"{ANSWER_KIND}cacheKeyType={response.cache_key_type} "
         f"cacheDuration={cache_duration_account(creds, response, answered_at)} "
         f"keys={sorted(response.auth)}",
     )

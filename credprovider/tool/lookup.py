@@ -26,6 +26,7 @@ from credprovider.runtime.api import (
 )
 from credprovider.runtime.goformat import SECOND, parse_go_duration
 from credprovider.runtime.imageref import registry_of
+from credprovider.runtime.log import decisions
 from credprovider.runtime.matching import explain_key_mismatch, keyring_lookup
 from credprovider.runtime.redact import register_secret, scrub
 from credprovider.tool.catalog import plugin_for_name
@@ -107,18 +108,6 @@ def _service_account_inputs(
             )
     passed = {key: annotations[key] for key in [*required, *optional] if key in annotations}
     return None, token, passed
-
-
-def decisions(stderr: str, name: str) -> list[str]:
-    """Our plugin's -v=1 lines, less the request and answer it also logs (the report shows those)."""
-    prefix = f"{name}: "
-    said = []
-    for line in stderr.splitlines():
-        text = line.removeprefix(prefix)
-        if text == line or text.startswith(("warning: ", "error: ", "request: ", "answering: ")):
-            continue
-        said.append(text)
-    return said
 
 
 def run_provider(

@@ -53,4 +53,3 @@ SPEC = PluginSpec(
     build=build,
     arguments_help="<token file>\n",
 )
-

@@ -392,3 +392,25 @@ def test_one_verbosity_scheme_in_help_and_readme() -> None:
             == 0
         )
         assert VERBOSITY_SCHEME in " ".join(err.getvalue().split())
+
+
+def test_decisions_are_what_the_logger_writes_less_its_other_kinds() -> None:
+    """The plugin's log and the tool's reading of it share one definition of each line kind."""
+    import io
+
+    from credprovider.runtime.log import ANSWER_KIND, REQUEST_KIND, Logger, decisions
+
+    stream = io.StringIO()
+    log = Logger("ecr-credential-provider", 1, stream)
+    log.v(1, f"{REQUEST_KIND}apiVersion=v1 image=a/b")
+    log.v(1, "credentials from the instance profile")
+    log.warning("the region is guessed")
+    log.v(1, "cache: stored r.io in 1f2e")
+    log.v(2, "a retry (not at -v=1)")
+    log.v(1, f"{ANSWER_KIND}cacheKeyType=Registry")
+    log.error("it failed")
+    stream.write("another-plugin: credentials from elsewhere\n")
+    assert decisions(stream.getvalue(), "ecr-credential-provider") == [
+        "credentials from the instance profile",
+        "cache: stored r.io in 1f2e",
+    ]
