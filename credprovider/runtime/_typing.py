@@ -96,12 +96,20 @@ else:
     def _getnewargs(self):
         return tuple(self)
 
+    @classmethod
+    def _make(cls, iterable):
+        made = tuple.__new__(cls, iterable)
+        if len(made) != len(cls._fields):
+            raise TypeError(f"Expected {len(cls._fields)} arguments, got {len(made)}")
+        return made
+
     _TUPLE_METHODS = {
         "__new__": _new,
         "_replace": _replace,
         "_asdict": _asdict,
         "__repr__": _repr,
         "__getnewargs__": _getnewargs,
+        "_make": _make,
     }
 
     class NamedTuple(metaclass=_NamedTupleType):

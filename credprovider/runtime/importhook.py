@@ -43,6 +43,8 @@ class _AfterImport:
             if spec is not None and spec.loader is not None:
                 spec.loader = _ThenAct(spec.loader, self.actions)
                 return spec
+        # Not found: the import fails as it would have; the actions wait for one that succeeds.
+        sys.meta_path.insert(0, self)
         return None
 
 

@@ -96,3 +96,26 @@ def test_named_tuple_behaviour(base: type) -> None:
             bad_call()
     with pytest.raises(ValueError):
         scope._replace(colour="red")
+
+
+# What a NamedTuple class offers beyond tuple's, by typing's own account: every name mypy accepts on
+# one (typing's stub gives these), so the shim cannot lack one that type-checks.
+def _named_tuple_surface(scope_type: type) -> set[str]:
+    # __orig_bases__: typing's record of the generic bases, which nothing reads at run time
+    ignored = {"__module__", "__doc__", "__orig_bases__"}
+    return {name for name in dir(scope_type) if name not in dir(tuple)} - ignored
+
+
+def test_the_shim_offers_every_member_typing_does() -> None:
+    typed, shimmed = _define(typing.NamedTuple), _define(_runtime_named_tuple())
+    assert _named_tuple_surface(typed) == _named_tuple_surface(shimmed)
+    for scope_type in (typed, shimmed):
+        made = scope_type._make(["r", ("k",), 1])
+        assert type(made) is scope_type and made == ("r", ("k",), 1)
+        with pytest.raises(TypeError):
+            scope_type._make(["r"])
+        assert scope_type.__match_args__ == ("registry", "keys", "port")
+        assert made.__getnewargs__() == ("r", ("k",), 1)
+        match made:
+            case scope_type(registry, keys, port):  # type: ignore[misc]
+                assert (registry, keys, port) == ("r", ("k",), 1)
