@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 
 from credprovider import __version__
-from credprovider.aws import PLUGIN_NAME
 from credprovider.aws.registry import (
     IDENTITY_ENV,
     ROLE_SESSION_NAME,
@@ -22,9 +21,7 @@ from credprovider.errors import ProviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.runtime.advice import NOT_THE_SERVICE, RETRIES_NEXT_PULL
 from credprovider.runtime.api import AuthConfig, CredentialProviderRequest
-from credprovider.runtime.cachestore import CacheScope, fingerprint_file
-from credprovider.runtime.imageref import ImageError, parse_image
-from credprovider.runtime.provider import Context, Credentials
+from credprovider.runtime.provider import Context, Credentials, Plan, fingerprint_file
 from credprovider.runtime.redact import register_secret
 
 if TYPE_CHECKING:
@@ -33,6 +30,7 @@ if TYPE_CHECKING:
     from botocore.session import Session
 
     from credprovider.aws import direct
+    from credprovider.runtime.imageref import ImageRef
 
 MAX_ATTEMPTS: Final = 3
 # botocore loggers that print raw request/response bodies at DEBUG: the token and the assumed role's
@@ -54,12 +52,9 @@ class EcrToken(NamedTuple):
 class EcrProvider:
     """``ecr-credential-provider``: one ``GetAuthorizationToken`` per request."""
 
-    def cache_scope(self, request: CredentialProviderRequest, ctx: Context) -> CacheScope | None:
-        """The registry and the settings that pick the AWS identity (no SDK, no secrets)."""
-        try:
-            image = parse_image(request.image)
-        except ImageError:
-            return None
+    def plan(self, image: ImageRef, request: CredentialProviderRequest, ctx: Context) -> Plan:
+        """The image's registry as the one key, and the settings that pick the AWS identity (no
+        SDK, no secrets)."""
         identity = {name: ctx.environ.get(name, "") for name in IDENTITY_ENV}
         home = ctx.environ.get("HOME", "")
         identity["config"] = fingerprint_file(
@@ -68,13 +63,10 @@ class EcrProvider:
         identity["credentials"] = fingerprint_file(
             ctx.environ.get("AWS_SHARED_CREDENTIALS_FILE") or f"{home}/.aws/credentials"
         )
-        return CacheScope(PLUGIN_NAME, image.registry, identity, (image.registry,))
+        return Plan(image, (image.registry,), identity)
 
-    def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:
-        try:
-            image = parse_image(request.image)
-        except ImageError as exc:
-            raise ProviderError(f"cannot get ECR credentials: {exc}") from None
+    def fulfil(self, plan: Plan, request: CredentialProviderRequest, ctx: Context) -> Credentials:
+        image = plan.image
         registry = classify_host(image.host)
         role = None
         if request.service_account_token:
@@ -92,10 +84,8 @@ class EcrProvider:
                     "AWS_ECR_ROLE_ARN): using the node's credentials",
                 )
         token = fetch_token(registry, role, request.service_account_token, ctx)
-        return Credentials(
-            auth={image.registry: AuthConfig(token.username, token.password)},
-            expires_at=token.expires_at,
-        )
+        entry = AuthConfig(token.username, token.password)
+        return Credentials(auth={key: entry for key in plan.keys}, expires_at=token.expires_at)
 
 
 def _client_config(ctx: Context, region: str) -> Any:

@@ -6,7 +6,6 @@ azure-identity and requests are imported lazily, only when a flow needs them.
 
 from __future__ import annotations
 
-from credprovider.azure import PLUGIN_NAME
 from credprovider.azure.registry import (
     ACR_REFRESH_USERNAME,
     ACR_SCOPE,
@@ -23,13 +22,12 @@ from credprovider.azure.registry import (
 from credprovider.errors import ProviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.runtime.api import AuthConfig, CredentialProviderRequest
-from credprovider.runtime.cachestore import CacheScope, fingerprint_file
-from credprovider.runtime.imageref import ImageError, parse_image
-from credprovider.runtime.provider import Context, Credentials, one_line
+from credprovider.runtime.provider import Context, Credentials, Plan, fingerprint_file, one_line
 from credprovider.runtime.redact import register_secret
 
 if TYPE_CHECKING:
     from credprovider.azure.cloudconfig import AzureConfig
+    from credprovider.runtime.imageref import ImageRef
 
 # Environment that changes which managed identity or endpoint answers (no secrets).
 IDENTITY_ENV: Final = (
@@ -315,12 +313,9 @@ class AcrProvider:
     def __init__(self, options: AzureOptions) -> None:
         self.options = options
 
-    def cache_scope(self, request: CredentialProviderRequest, ctx: Context) -> CacheScope | None:
-        """The registry (and mirror) and what picks the Entra identity (no SDK, no secrets)."""
-        try:
-            image = parse_image(request.image)
-        except ImageError:
-            return None
+    def plan(self, image: ImageRef, request: CredentialProviderRequest, ctx: Context) -> Plan:
+        """The login server (the image's registry, or its mirror), its keys, and what picks the
+        Entra identity (no SDK, no secrets). ``detail``: the login server."""
         source = image.registry.lower()
         identity = {name: ctx.environ.get(name, "") for name in IDENTITY_ENV}
         identity["config_path"] = self.options.config_path
@@ -329,18 +324,13 @@ class AcrProvider:
         login_server = self.options.mirrors.get(source, source)
         identity["login_server"] = login_server
         keys = (image.registry,) if login_server == source else (login_server, image.registry)
-        return CacheScope(PLUGIN_NAME, image.registry, identity, keys)
+        return Plan(image, keys, identity, detail=login_server)
 
-    def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:
-        try:
-            image = parse_image(request.image)
-        except ImageError as exc:
-            raise ProviderError(f"cannot get ACR credentials: {exc}") from None
+    def fulfil(self, plan: Plan, request: CredentialProviderRequest, ctx: Context) -> Credentials:
+        image, login_server = plan.image, str(plan.detail)
         config = load_config(self.options.config_path, ctx)
         cloud = resolve_cloud(config, ctx)
-        source = image.registry.lower()
-        login_server = self.options.mirrors.get(source, source)
-        mirrored = login_server != source
+        mirrored = login_server != image.registry.lower()
         host = login_server.rsplit(":", 1)[0] if not login_server.endswith("]") else login_server
         if login_server_suffix(host, cloud) is None:
             ctx.log.v(
@@ -356,7 +346,4 @@ class AcrProvider:
             login_server, aad_token(identity, ctx), identity.tenant, ctx
         )
         entry = AuthConfig(ACR_REFRESH_USERNAME, refresh)
-        auth = {login_server if mirrored else image.registry: entry}
-        if mirrored:
-            auth[image.registry] = entry
-        return Credentials(auth, expires_at=jwt_expiry(refresh))
+        return Credentials({key: entry for key in plan.keys}, expires_at=jwt_expiry(refresh))

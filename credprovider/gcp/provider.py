@@ -4,7 +4,6 @@ through google-auth (imported lazily, only when such a token is fetched)."""
 from __future__ import annotations
 
 from credprovider.errors import ProviderError
-from credprovider.gcp import PLUGIN_NAME
 from credprovider.gcp.registry import (
     CLOUD_PLATFORM_SCOPE,
     CREDENTIALS_FILE,
@@ -28,14 +27,14 @@ from credprovider.gcp.registry import (
 )
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.runtime.api import CACHE_KEY_GLOBAL, AuthConfig, CredentialProviderRequest
-from credprovider.runtime.cachestore import CacheScope, fingerprint_file
 from credprovider.runtime.goformat import SECOND, format_go_duration
-from credprovider.runtime.imageref import ImageError, parse_image
-from credprovider.runtime.provider import Context, Credentials, one_line
+from credprovider.runtime.provider import Context, Credentials, Plan, fingerprint_file, one_line
 from credprovider.runtime.redact import register_secret
 
 if TYPE_CHECKING:
     import datetime
+
+    from credprovider.runtime.imageref import ImageRef
 
 CREDENTIALS_FILE_ENV: Final = "GOOGLE_APPLICATION_CREDENTIALS"
 # A .dockercfg answer has no expiry and may be rotated at any time: a short, bounded cache rather than
@@ -266,15 +265,12 @@ class GcpProvider:
         self.options = options
         self.overrides = overrides
 
-    def cache_scope(self, request: CredentialProviderRequest, ctx: Context) -> CacheScope | None:
-        """The registry and what picks the Google identity (no SDK, no secrets). Only token answers
-        (the gcr flow) are cached: a dockercfg answer has no expiry."""
+    def plan(self, image: ImageRef, request: CredentialProviderRequest, ctx: Context) -> Plan:
+        """Every key of the image's Google registry, and what picks the Google identity (no SDK,
+        no secrets). Only token answers (the gcr flow) are cached: a dockercfg answer has no
+        expiry, and its keys are whatever the dockercfg holds."""
         if self.options.auth_flow != "gcr":
-            return None
-        try:
-            image = parse_image(request.image)
-        except ImageError:
-            return None
+            return Plan(image, ())
         credentials_file = ctx.environ.get(CREDENTIALS_FILE_ENV, "")
         identity = {
             "flow": self.options.auth_flow,
@@ -285,12 +281,11 @@ class GcpProvider:
             "credentials": fingerprint_file(credentials_file) if credentials_file else "",
             "metadata_host": metadata_host(ctx.environ),
         }
-        keys = tuple(registry_keys(image.registry, image.host))
-        return CacheScope(PLUGIN_NAME, image.registry, identity, keys)
+        return Plan(image, tuple(registry_keys(image.registry, image.host)), identity)
 
-    def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:
+    def fulfil(self, plan: Plan, request: CredentialProviderRequest, ctx: Context) -> Credentials:
         if self.options.auth_flow == "gcr":
-            creds = self._gcr(request, ctx)
+            creds = self._gcr(plan, request, ctx)
         elif self.options.auth_flow == "dockercfg":
             text = _metadata_get(
                 ctx,
@@ -321,19 +316,14 @@ class GcpProvider:
             creds = creds._replace(cache_duration=self.overrides.duration)
         return creds
 
-    def _gcr(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:
-        try:
-            image = parse_image(request.image)
-        except ImageError as exc:
-            raise ProviderError(f"cannot get Google credentials: {exc}") from None
-        if not is_google_registry_host(image.host):
-            ctx.log.v(1, f"{image.host} is not a Google registry host: no token is sent to it")
+    def _gcr(self, plan: Plan, request: CredentialProviderRequest, ctx: Context) -> Credentials:
+        if not is_google_registry_host(plan.image.host):
+            ctx.log.v(1, f"{plan.image.host} is not a Google registry host: no token is sent to it")
             return Credentials({}, cache_key_type=CACHE_KEY_GLOBAL, cache_duration=0)
         token = self._token_for(request, ctx)
         entry = AuthConfig(TOKEN_USERNAME, token.value)
-        keys = registry_keys(image.registry, image.host)
         return Credentials(
-            {key: entry for key in keys},
+            {key: entry for key in plan.keys},
             cache_key_type=CACHE_KEY_GLOBAL,
             expires_at=token.expires_at,
         )

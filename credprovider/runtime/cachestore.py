@@ -35,12 +35,18 @@ import time
 
 from credprovider.errors import CredproviderError
 from credprovider.runtime import cjson
-from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
+from credprovider.runtime._typing import TYPE_CHECKING, Any, Final
 from credprovider.runtime.api import CACHE_KEY_TYPES, AuthConfig
-from credprovider.runtime.provider import MAX_VALIDITY_SECONDS, Context, Credentials
+from credprovider.runtime.provider import (
+    MAX_VALIDITY_SECONDS,
+    CacheScope,
+    Context,
+    Credentials,
+    sha256_hex,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    pass
 
 FORMAT_VERSION: Final = 1
 SAFETY_MARGIN_SECONDS: Final = 300.0
@@ -57,39 +63,12 @@ class CacheUnavailable(CredproviderError):
     """The cache directory cannot be used safely; the plugin runs uncached."""
 
 
-class CacheScope(NamedTuple):
-    """What a cached answer is valid for. ``identity`` must not contain secrets; ``keys`` are the
-    auth keys every answer for this scope has (an entry with other keys is never served)."""
-
-    provider: str
-    registry: str
-    identity: Mapping[str, str]
-    keys: tuple[str, ...]
-
-    @property
-    def key(self) -> str:
-        material = cjson.dumps(
-            [self.provider, self.registry, sorted(self.identity.items())], compact=False
-        )
-        return sha256_hex(material.encode())[:40]
-
-
-def sha256_hex(data: bytes) -> str:
-    """SHA-256 without loading OpenSSL on a cache hit (CPython's builtin module when present)."""
-    try:
-        from _sha256 import sha256  # type: ignore[import-not-found]
-    except ImportError:
-        from hashlib import sha256
-    return str(sha256(data).hexdigest())
-
-
-def fingerprint_file(path: str) -> str:
-    """A content hash of a file the identity depends on (``absent`` if it cannot be read)."""
-    try:
-        with open(path, "rb") as handle:
-            return sha256_hex(handle.read())[:32]
-    except OSError:
-        return "absent"
+def scope_key(scope: CacheScope) -> str:
+    """The file name stem of ``scope``'s entry and lock: a hash of what the answer is valid for."""
+    material = cjson.dumps(
+        [scope.provider, scope.registry, sorted(scope.identity.items())], compact=False
+    )
+    return sha256_hex(material.encode())[:40]
 
 
 def _trusted_owner(uid: int) -> bool:
@@ -258,7 +237,7 @@ class CacheEntry:
     def __init__(self, directory: CacheDir, scope: CacheScope) -> None:
         self.directory = directory
         self.scope = scope
-        self.name = f"{scope.key}.json"
+        self.name = f"{scope_key(scope)}.json"
         self.path = os.path.join(directory.path, self.name)
         self.problem = ""  # why the last load served nothing, if there was a file
 
@@ -292,8 +271,6 @@ class CacheEntry:
         """Write atomically with mode 0600; only credentials with a known, long enough expiry."""
         if creds.expires_at is None or creds.cache_duration is not None:
             return False  # no expiry, or an explicit override (e.g. KUBE_SIDECAR_*)
-        if sorted(creds.auth) != sorted(self.scope.keys):
-            return False
         data = _encode(self.scope, creds, now)
         if isinstance(decode_entry(data, self.scope, now), str):
             return False  # expiring soon, or not valid for its scope: not worth keeping
@@ -331,7 +308,9 @@ class KeyLock:
         """Wait for the lock within the deadline; ``None`` if another exec keeps it too long."""
         import fcntl  # a cache hit reads without the lock
 
-        descriptor = self.directory.open_file(f"{self.scope.key}.lock", os.O_RDWR | os.O_CREAT)
+        descriptor = self.directory.open_file(
+            f"{scope_key(self.scope)}.lock", os.O_RDWR | os.O_CREAT
+        )
         self._descriptor = descriptor
         started = time.monotonic()
         while True:

@@ -8,55 +8,67 @@ all. Cache problems never fail a request: the plugin then runs uncached and says
 from __future__ import annotations
 
 from credprovider.runtime._typing import TYPE_CHECKING
+from credprovider.runtime.cachestore import (
+    CacheDir,
+    CacheEntry,
+    CacheUnavailable,
+    KeyLock,
+    open_cache,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from credprovider.runtime.api import CredentialProviderRequest
-    from credprovider.runtime.cachestore import CacheDir, CacheScope
-    from credprovider.runtime.provider import Context, Credentials, Provider
+    from credprovider.runtime.imageref import ImageRef
+    from credprovider.runtime.provider import CacheScope, Context, Credentials, Plan, Provider
 
 
-def with_cache(provider: Provider, cache_dir: str | None, read_only: bool = False) -> Provider:
-    """``provider`` answered through the cache in ``cache_dir``; ``provider`` itself when off.
-    ``read_only``: a fresh entry is served, but nothing is created, locked or stored (``credprovider
-    get`` runs plugins so: a diagnosis changes nothing on the node)."""
-    return CachingProvider(provider, cache_dir, read_only) if cache_dir else provider
+def with_cache(
+    provider: Provider, name: str, cache_dir: str | None, read_only: bool = False
+) -> Provider:
+    """``provider`` (plugin ``name``) answered through the cache in ``cache_dir``; ``provider``
+    itself when off. ``read_only``: a fresh entry is served, but nothing is created, locked or
+    stored (``credprovider get`` runs plugins so: a diagnosis changes nothing on the node)."""
+    return CachingProvider(provider, name, cache_dir, read_only) if cache_dir else provider
 
 
 class CachingProvider:
-    """Answers from the cache when an entry is fresh, else asks the provider and stores its answer.
+    """Answers a plan from the cache when its entry is fresh, else has the provider fulfil it and
+    stores the answer.
 
-    Only what the provider's ``cache_scope`` names is cached (a registry and an identity, no
-    secrets); a ``None`` scope, and every service-account-token request, go to the provider.
+    Only a plan with an identity is cached (under its scope: the registry and that identity, no
+    secrets); every service-account-token request goes to the provider. An answer whose keys are
+    not the plan's is served but not stored, and said.
     """
 
-    def __init__(self, provider: Provider, cache_dir: str, read_only: bool = False) -> None:
+    def __init__(
+        self, provider: Provider, name: str, cache_dir: str, read_only: bool = False
+    ) -> None:
         self._provider = provider
+        self._name = name
         self._cache_dir = cache_dir
         self._read_only = read_only
 
-    def cache_scope(self, request: CredentialProviderRequest, ctx: Context) -> CacheScope | None:
-        return self._provider.cache_scope(request, ctx)
+    def plan(self, image: ImageRef, request: CredentialProviderRequest, ctx: Context) -> Plan:
+        return self._provider.plan(image, request, ctx)
 
-    def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:
+    def fulfil(self, plan: Plan, request: CredentialProviderRequest, ctx: Context) -> Credentials:
         def fetch() -> Credentials:
-            return self._provider.get_credentials(request, ctx)
+            return self._provider.fulfil(plan, request, ctx)
 
         if request.service_account_token:
             ctx.log.v(
                 1, "cache: not used for service account token requests (the kubelet caches those)"
             )
             return fetch()
-        from credprovider.runtime import cachestore as cache
-
         try:
-            directory = cache.open_cache(self._cache_dir, create=not self._read_only)
-        except cache.CacheUnavailable as exc:
+            directory = open_cache(self._cache_dir, create=not self._read_only)
+        except CacheUnavailable as exc:
             ctx.log.warning(f"{exc}: running uncached")
             return fetch()
         try:
-            scope = self._provider.cache_scope(request, ctx)
+            scope = plan.cache_scope(self._name)
             if scope is None:
                 return fetch()
             if self._read_only:
@@ -70,8 +82,6 @@ def _read_only(
     directory: CacheDir, scope: CacheScope, fetch: Callable[[], Credentials], ctx: Context
 ) -> Credentials:
     """A fresh entry, else the provider's answer, stored nowhere."""
-    from credprovider.runtime.cachestore import CacheEntry
-
     entry = CacheEntry(directory, scope)
     hit = entry.load(ctx.now())
     if hit is not None:
@@ -90,8 +100,6 @@ def _through_cache(
     an old one or a new one, never part of one): a cache hit takes no lock. Otherwise the lock is
     taken and the entry read again, since another exec may have stored it meanwhile.
     """
-    from credprovider.runtime.cachestore import CacheEntry, KeyLock
-
     unlocked = CacheEntry(directory, scope)
     hit = unlocked.load(ctx.now())
     if hit is not None:
@@ -115,6 +123,12 @@ def _through_cache(
             ctx.log.v(1, f"cache: ignoring {entry.name}: {entry.problem}; fetching anew")
         ctx.deadline.phase = "getting credentials (cache miss)"
         creds = fetch()
+        if creds.auth and sorted(creds.auth) != sorted(scope.keys):
+            ctx.log.warning(
+                f"cache: the answer's keys {sorted(creds.auth)} are not the plan's "
+                f"{sorted(scope.keys)}: served, not stored"
+            )
+            return creds
         try:
             if entry.store(creds, ctx.now()):
                 ctx.log.v(1, f"cache: stored {scope.registry} in {entry.name}")

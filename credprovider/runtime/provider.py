@@ -1,11 +1,12 @@
-"""The seam every cloud implements, and what crosses it: Credentials, Context, PluginSpec, and the
-one cache policy that turns a credential's expiry into ``cacheDuration``."""
+"""The seam every cloud implements, and what crosses it: the Plan a provider makes for one request,
+the CacheScope it names, Credentials, Context, PluginSpec, and the one cache policy that turns a
+credential's expiry into ``cacheDuration``."""
 
 from __future__ import annotations
 
 import time
 
-from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple, Protocol
+from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 from credprovider.runtime.api import CACHE_KEY_REGISTRY
 from credprovider.runtime.goformat import SECOND
 from credprovider.runtime.redact import clip, scrub
@@ -14,8 +15,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from credprovider.runtime.api import AuthConfig, CredentialProviderRequest
-    from credprovider.runtime.cachestore import CacheScope
     from credprovider.runtime.deadline import Deadline
+    from credprovider.runtime.imageref import ImageRef
     from credprovider.runtime.log import Logger
 
 # No registry credential lives this long; an expiry further away is not believed (see below).
@@ -77,19 +78,68 @@ class Context:
         self.now = now
 
 
+class CacheScope(NamedTuple):
+    """What a cached answer is valid for. ``identity`` must not contain secrets; ``keys`` are the
+    auth keys every answer for this scope has (an entry with other keys is never served)."""
+
+    provider: str
+    registry: str
+    identity: Mapping[str, str]
+    keys: tuple[str, ...]
+
+
+class Plan(NamedTuple):
+    """What a provider will do for one request, decided before anything is fetched.
+
+    ``image``: the request's image, parsed once by the runtime. ``keys``: the auth keys an answer
+    with credentials carries. ``identity``: what picks the cloud identity (settings and file
+    fingerprints, never a secret), or ``None`` when an answer must never be cached. ``detail``: the
+    provider's own decisions (a login server, a mirror), handed back to :meth:`Provider.fulfil` so
+    that nothing is worked out twice.
+    """
+
+    image: ImageRef
+    keys: tuple[str, ...]
+    identity: Mapping[str, str] | None = None
+    detail: Any = None
+
+    def cache_scope(self, provider: str) -> CacheScope | None:
+        """The cache scope of this plan's answer for plugin ``provider``; ``None``: not cached."""
+        if self.identity is None:
+            return None
+        return CacheScope(provider, self.image.registry, self.identity, self.keys)
+
+
+def sha256_hex(data: bytes) -> str:
+    """SHA-256 without loading OpenSSL on a cache hit (CPython's builtin module when present)."""
+    try:
+        from _sha256 import sha256  # type: ignore[import-not-found]
+    except ImportError:
+        from hashlib import sha256
+    return str(sha256(data).hexdigest())
+
+
+def fingerprint_file(path: str) -> str:
+    """A content hash of a file a plan's identity depends on (``absent`` if it cannot be read)."""
+    try:
+        with open(path, "rb") as handle:
+            return sha256_hex(handle.read())[:32]
+    except OSError:
+        return "absent"
+
+
 class Provider(Protocol):
-    """The seam each cloud implements.
+    """The seam each cloud implements: one plan per request, then its fulfilment.
 
-    ``cache_scope`` says which registry and identity (no secrets) an answer for ``request`` would
-    be for, as a :class:`credprovider.runtime.cachestore.CacheScope`, or ``None`` when it must not be cached. It
-    must not import an SDK or fetch anything, so a cache hit stays light. ``get_credentials``
-    fetches (and may call the cloud)."""
+    ``plan`` is pure: it imports no SDK, reads no secret and fetches nothing, so a cache hit (which
+    only plans) stays light. ``fulfil`` gets the credentials the plan describes, and may call the
+    cloud; an answer with credentials carries exactly ``plan.keys`` (the runtime checks)."""
 
-    def cache_scope(
-        self, request: CredentialProviderRequest, ctx: Context
-    ) -> CacheScope | None: ...
+    def plan(self, image: ImageRef, request: CredentialProviderRequest, ctx: Context) -> Plan: ...
 
-    def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials: ...
+    def fulfil(
+        self, plan: Plan, request: CredentialProviderRequest, ctx: Context
+    ) -> Credentials: ...
 
 
 class PluginSpec(NamedTuple):

@@ -28,7 +28,7 @@ from credprovider.runtime.deadline import (
     seconds_since_exec,
 )
 from credprovider.runtime.goformat import SECOND, format_go_duration, go_quote
-from credprovider.runtime.imageref import bare_host_hint
+from credprovider.runtime.imageref import ImageError, bare_host_hint, parse_image
 from credprovider.runtime.log import (
     ANSWER_KIND,
     REQUEST_KIND,
@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from credprovider.runtime.api import CredentialProviderRequest
-    from credprovider.runtime.cachestore import CacheScope
-    from credprovider.runtime.provider import Credentials, PluginSpec, Provider
+    from credprovider.runtime.imageref import ImageRef
+    from credprovider.runtime.provider import Credentials, Plan, PluginSpec, Provider
 
 MAX_REQUEST_BYTES: Final = 1 << 20
 
@@ -173,9 +173,12 @@ def answer(
         raise ProviderError(f"{bare_host} (fix the pod's image)")
     deadline.phase = "getting credentials"
     read_only = ctx.environ.get(CACHE_READ_ONLY_ENV) == "1"
-    creds = with_cache(_RoutingSdkLogs(provider), cache_dir, read_only).get_credentials(
-        request, ctx
-    )
+    try:
+        image = parse_image(request.image)  # once: the plan and the cache both take this
+    except ImageError as exc:
+        raise ProviderError(f"cannot get credentials: {exc}") from None
+    cached = with_cache(_RoutingSdkLogs(provider), spec.name, cache_dir, read_only)
+    creds = cached.fulfil(cached.plan(image, request, ctx), request, ctx)
     answered_at = ctx.now()
     response = build_response(request, creds, answered_at)
     log.v(
@@ -194,12 +197,12 @@ class _RoutingSdkLogs:
     def __init__(self, provider: Provider) -> None:
         self._provider = provider
 
-    def cache_scope(self, request: CredentialProviderRequest, ctx: Context) -> CacheScope | None:
-        return self._provider.cache_scope(request, ctx)
+    def plan(self, image: ImageRef, request: CredentialProviderRequest, ctx: Context) -> Plan:
+        return self._provider.plan(image, request, ctx)
 
-    def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:
+    def fulfil(self, plan: Plan, request: CredentialProviderRequest, ctx: Context) -> Credentials:
         route_sdk_logging(ctx.log)
-        return self._provider.get_credentials(request, ctx)
+        return self._provider.fulfil(plan, request, ctx)
 
 
 def within(deadline: Deadline, work: Callable[[], bytes]) -> bytes | BaseException | None:

@@ -24,6 +24,8 @@ import pytest
 from credprovider.errors import CredproviderError
 from credprovider.runtime.api import API_VERSIONS, CACHE_KEY_TYPES, parse_request
 from credprovider.runtime.caching import with_cache
+from credprovider.runtime.imageref import parse_image
+from credprovider.runtime.provider import Credentials, Provider
 from emulators.kubelet_exec import PluginRun, request_bytes, run_plugin
 from tests.contract.in_process import InProcess, in_process
 
@@ -105,11 +107,18 @@ class ProviderContract:
         with in_process(self.plugin, cloud.env, cloud.args, monkeypatch) as node:
             yield node
 
+    def answer(self, node: InProcess, provider: Provider | None = None) -> Credentials:
+        """The provider's answer to this contract's image, planned then fulfilled as serve does."""
+        request = parse_request(request_bytes(self.image))
+        chosen = provider or node.provider
+        return chosen.fulfil(
+            chosen.plan(parse_image(self.image), request, node.ctx), request, node.ctx
+        )
+
     def test_in_process_the_provider_returns_what_the_emulators_issued(
         self, cloud: Cloud, node: InProcess
     ) -> None:
-        request = parse_request(request_bytes(self.image))
-        creds = node.provider.get_credentials(request, node.ctx)
+        creds = self.answer(node)
         assert cloud.calls() >= 1
         assert creds.auth and creds.cache_key_type in CACHE_KEY_TYPES
         for entry in creds.auth.values():
@@ -118,24 +127,27 @@ class ProviderContract:
         assert creds.expires_at is None or creds.expires_at > time.time()
         assert creds.cache_duration is None or creds.cache_duration > 0
 
-    def test_in_process_the_cache_scope_names_the_answer_and_no_secret(
+    def test_in_process_the_plan_names_the_answer_and_no_secret(
         self, cloud: Cloud, node: InProcess
     ) -> None:
+        """The plan fetches nothing, its keys are the answer's, and its scope holds no secret."""
         request = parse_request(request_bytes(self.image))
-        scope = node.provider.cache_scope(request, node.ctx)
-        assert cloud.calls() == 0  # deciding the scope fetches nothing
-        creds = node.provider.get_credentials(request, node.ctx)
+        plan = node.provider.plan(parse_image(self.image), request, node.ctx)
+        assert cloud.calls() == 0  # planning fetches nothing
+        creds = node.provider.fulfil(plan, request, node.ctx)
+        scope = plan.cache_scope(self.plugin)
         assert scope is not None and scope.provider == self.plugin
-        assert scope.keys and set(scope.keys) <= set(creds.auth)
+        assert scope.registry == parse_image(self.image).registry
+        assert plan.keys and sorted(plan.keys) == sorted(creds.auth)
         issued = cloud.password()
-        assert issued and not any(secret in repr(scope) for secret in issued)
+        assert issued and not any(secret in repr(plan) for secret in issued)
 
     def test_in_process_a_refusal_is_one_line_under_the_error_root(
         self, cloud: Cloud, node: InProcess
     ) -> None:
         cloud.refuse()
         with pytest.raises(CredproviderError) as raised:
-            node.provider.get_credentials(parse_request(request_bytes(self.image)), node.ctx)
+            self.answer(node)
         message = str(raised.value)
         assert message.strip() and "\n" not in message
         assert cloud.calls() >= 1  # the emulators were reached, and refused
@@ -143,18 +155,17 @@ class ProviderContract:
     def test_in_process_no_secret_is_logged_at_any_verbosity(
         self, cloud: Cloud, node: InProcess
     ) -> None:
-        node.provider.get_credentials(parse_request(request_bytes(self.image)), node.ctx)
+        self.answer(node)
         issued, logged = cloud.password(), node.log.getvalue()
         assert logged and issued and not any(secret in logged for secret in issued)
 
     def test_in_process_the_caching_decorator_serves_the_second_ask(
         self, cloud: Cloud, node: InProcess, tmp_path: Path
     ) -> None:
-        request = parse_request(request_bytes(self.image))
-        assert with_cache(node.provider, None) is node.provider  # caching off: no wrapper at all
-        cached = with_cache(node.provider, str(tmp_path / "cache"))
-        first = cached.get_credentials(request, node.ctx)
+        assert with_cache(node.provider, self.plugin, None) is node.provider  # off: no wrapper
+        cached = with_cache(node.provider, self.plugin, str(tmp_path / "cache"))
+        first = self.answer(node, cached)
         calls = cloud.calls()
-        second = cached.get_credentials(request, node.ctx)
+        second = self.answer(node, cached)
         assert cloud.calls() == calls >= 1
         assert second.auth == first.auth

@@ -13,8 +13,8 @@ import threading
 from credprovider.errors import ProviderError
 from credprovider.runtime.api import CACHE_KEY_IMAGE, AuthConfig, CredentialProviderRequest
 from credprovider.runtime.args import parse_arguments
-from credprovider.runtime.imageref import registry_of
-from credprovider.runtime.provider import Context, Credentials, PluginSpec, Provider
+from credprovider.runtime.imageref import ImageRef
+from credprovider.runtime.provider import Context, Credentials, Plan, PluginSpec, Provider
 from credprovider.runtime.redact import register_secret
 from credprovider.runtime.serve import main
 
@@ -26,10 +26,10 @@ class FakeProvider:
         self.mode = mode
         self.valid_seconds = valid_seconds
 
-    def cache_scope(self, request: CredentialProviderRequest, ctx: Context) -> None:
-        return None  # never cached: every mode is exercised on every exec
+    def plan(self, image: ImageRef, request: CredentialProviderRequest, ctx: Context) -> Plan:
+        return Plan(image, (image.registry,))  # never cached: every mode is exercised on every exec
 
-    def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:
+    def fulfil(self, plan: Plan, request: CredentialProviderRequest, ctx: Context) -> Credentials:
         register_secret(SECRET)
         ctx.log.v(1, f"fake provider in mode {self.mode} got the password {SECRET}")
         if self.mode == "error":
@@ -43,7 +43,7 @@ class FakeProvider:
             threading.Event().wait()
         expires = None if self.mode == "no-expiry" else ctx.now() + self.valid_seconds
         return Credentials(
-            auth={registry_of(request.image): AuthConfig("fake-user", SECRET)},
+            auth={plan.image.registry: AuthConfig("fake-user", SECRET)},
             cache_key_type=CACHE_KEY_IMAGE,
             expires_at=expires,
         )

@@ -143,12 +143,19 @@ _RUN_PROBE = """
 import sys
 sys.path.insert(0, sys.argv[1])
 before = set(sys.modules)
+from credprovider.runtime import imageref
+parses = []
+def counted(reference, parse=imageref.parse_image):
+    parses.append(reference)
+    return parse(reference)
+imageref.parse_image = counted  # before anything binds the name
 from credprovider.runtime import serve
 from credprovider.entry import PLUGIN_MODULES
 __import__(PLUGIN_MODULES[sys.argv[2]])
 spec = sys.modules[PLUGIN_MODULES[sys.argv[2]]].SPEC
 code = serve.run(spec, sys.argv[3:], stdin=sys.stdin.buffer, stdout=sys.stdout.buffer,
                  stderr=sys.stderr, environ=dict(__import__("os").environ))
+sys.stderr.write("\\nPARSES " + str(len(parses)))
 sys.stderr.write("\\nIMPORTED " + " ".join(sorted(set(sys.modules) - before)) + "\\n")
 """
 
@@ -157,7 +164,8 @@ def _imported_by_one_run(
     env: dict[str, str], plugin: str = ECR, image: str = IMAGE, args: list[str] | None = None
 ) -> set[str]:
     """Top-level modules one exec imports beyond the interpreter's start (run as the bundle runs
-    it: -I -S, so nothing of site's or the test runner's is counted)."""
+    it: -I -S, so nothing of site's or the test runner's is counted). The exec must parse the
+    image once: the runtime parses it and hands it to the provider's plan."""
     proc = subprocess.run(
         [sys.executable, "-I", "-S", "-c", _RUN_PROBE, str(REPO), plugin, *(args or [])],
         input=request_bytes(image),
@@ -166,6 +174,8 @@ def _imported_by_one_run(
         check=False,
     )
     assert b'"auth"' in proc.stdout, proc.stderr[-2000:]
+    parses = int(proc.stderr.decode().rpartition("\nPARSES ")[2].split()[0])
+    assert parses == 1, f"the image was parsed {parses} times in one exec"
     names = proc.stderr.decode().rpartition("\nIMPORTED ")[2].split()
     return {name.split(".")[0] for name in names}
 

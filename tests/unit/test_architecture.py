@@ -1,5 +1,6 @@
-"""The tree keeps its shape: no import cycle among credprovider's modules (lazy imports inside
-functions count; imports for type checking only do not)."""
+"""The tree keeps its shape: no import cycle among credprovider's modules. Every edge counts: lazy
+imports inside functions, and imports for type checking only (a type-only circle is still two
+modules that each need the other)."""
 
 from __future__ import annotations
 
@@ -17,17 +18,8 @@ def _module_name(path: Path) -> str:
 
 
 def _imports(path: Path, modules: set[str]) -> set[str]:
-    tree = ast.parse(path.read_text())
-    type_checking = {
-        id(child)
-        for node in ast.walk(tree)
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-        for child in ast.walk(node)
-    }
     found = set()
-    for node in ast.walk(tree):
-        if id(node) in type_checking:
-            continue
+    for node in ast.walk(ast.parse(path.read_text())):
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
@@ -83,3 +75,14 @@ def test_the_demo_the_bench_and_the_emulators_import_no_test_module() -> None:
             ]
     assert len(sources) > 10
     assert offenders == []
+
+
+def test_only_the_caching_decorator_uses_the_cache_storage() -> None:
+    """Providers plan through the seam (CacheScope, fingerprint_file live in runtime/provider.py);
+    the storage is the caching decorator's alone, and nothing imports it for a type."""
+    users = sorted(
+        _module_name(path)
+        for path in PACKAGE.rglob("*.py")
+        if "credprovider.runtime.cachestore" in _imports(path, {"credprovider.runtime.cachestore"})
+    )
+    assert users == ["credprovider.runtime.caching"]

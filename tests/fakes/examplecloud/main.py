@@ -4,9 +4,15 @@ from __future__ import annotations
 
 from credprovider.errors import ProviderError, UsageError
 from credprovider.runtime.api import AuthConfig, CredentialProviderRequest
-from credprovider.runtime.cachestore import CacheScope, fingerprint_file
-from credprovider.runtime.imageref import ImageError, parse_image
-from credprovider.runtime.provider import Context, Credentials, PluginSpec, Provider
+from credprovider.runtime.imageref import ImageRef
+from credprovider.runtime.provider import (
+    Context,
+    Credentials,
+    Plan,
+    PluginSpec,
+    Provider,
+    fingerprint_file,
+)
 from credprovider.runtime.redact import register_secret
 from tests.fakes.examplecloud.descriptor import NAME
 
@@ -18,25 +24,21 @@ class TokenFileProvider:
     def __init__(self, token_file: str) -> None:
         self.token_file = token_file
 
-    def cache_scope(self, request: CredentialProviderRequest, ctx: Context) -> CacheScope | None:
-        try:
-            image = parse_image(request.image)
-        except ImageError:
-            return None
+    def plan(self, image: ImageRef, request: CredentialProviderRequest, ctx: Context) -> Plan:
         identity = {"token_file": fingerprint_file(self.token_file)}
-        return CacheScope(NAME, image.registry, identity, (image.registry,))
+        return Plan(image, (image.registry,), identity)
 
-    def get_credentials(self, request: CredentialProviderRequest, ctx: Context) -> Credentials:
+    def fulfil(self, plan: Plan, request: CredentialProviderRequest, ctx: Context) -> Credentials:
         try:
-            registry = parse_image(request.image).registry
             with open(self.token_file, encoding="utf-8") as handle:
                 token = handle.read().strip()
-        except (ImageError, OSError) as exc:
+        except OSError as exc:
             raise ProviderError(f"cannot get example credentials: {exc}") from None
         register_secret(token)
-        ctx.log.v(1, f"token for {registry} read from {self.token_file}")
+        ctx.log.v(1, f"token for {plan.image.registry} read from {self.token_file}")
+        entry = AuthConfig(USERNAME, token)
         return Credentials(
-            auth={registry: AuthConfig(USERNAME, token)}, expires_at=ctx.now() + TOKEN_SECONDS
+            auth={key: entry for key in plan.keys}, expires_at=ctx.now() + TOKEN_SECONDS
         )
 
 
