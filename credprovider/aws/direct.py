@@ -8,7 +8,8 @@ files, web identity, container credentials, assumed roles, FIPS/dual-stack setti
 unknown partition) returns the reason and goes through botocore, and so does a failed IMDS exchange.
 TLS is verified against ``AWS_CA_BUNDLE`` when set, else certifi's bundle, as botocore does.
 
-Errors, retries and messages follow the botocore path's (``standard`` mode, 3 attempts).
+:class:`StdlibTokenApi` is this route's adapter of :mod:`credprovider.aws.tokenapi`: errors,
+retries and the answer's reading are that seam's, shared with botocore (``standard`` mode).
 """
 
 from __future__ import annotations
@@ -17,7 +18,14 @@ import json
 import re
 
 from credprovider.aws.sigv4 import AccessKeys, sign_post
-from credprovider.errors import CredproviderError
+from credprovider.aws.tokenapi import (
+    MAX_ATTEMPTS,
+    AnswerError,
+    ApiError,
+    TokenAnswer,
+    TransportError,
+    read_answer,
+)
 from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
 from credprovider.runtime.cjson import reject_constant
 from credprovider.runtime.http import PROXY_ENV
@@ -70,7 +78,6 @@ IMDS_FIX: Final = (
     "a container, its IMDSv2 hop limit must be 2 or more (aws ec2 modify-instance-metadata-options "
     "--http-put-response-hop-limit 2 --http-endpoint enabled)"
 )
-MAX_ATTEMPTS: Final = 3  # botocore's "standard" retry mode
 RETRY_STATUSES: Final = frozenset({500, 502, 503, 504})
 RETRY_CODES: Final = frozenset(
     {
@@ -93,23 +100,6 @@ class Plan(NamedTuple):
     keys: AccessKeys | None  # None: the instance role, through IMDSv2
     imds: str  # the metadata endpoint, for keys=None
     ca_bundle: str = ""  # AWS_CA_BUNDLE, as botocore reads it; else certifi's
-
-
-class ApiError(CredproviderError):
-    """The API answered with an error: ``code`` and ``message`` as botocore's ClientError has them."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-
-
-class TransportError(CredproviderError):
-    """No answer came (refused, timeout, reset); the text says what happened."""
-
-
-class AnswerError(CredproviderError):
-    """The answer is not a usable ``GetAuthorizationToken`` result."""
 
 
 def endpoint_for(service: str, region: str) -> str | None:
@@ -264,31 +254,28 @@ def parse_error(status: int, body: bytes) -> ApiError:
     return ApiError(str(status), phrase)
 
 
-def parse_token_answer(service: str, body: bytes) -> tuple[str | None, float | None]:
-    """(authorizationToken, expiresAt as Unix seconds) from a 200 answer; raises AnswerError."""
+def parse_token_answer(service: str, body: bytes) -> TokenAnswer:
+    """A 200 answer's body, read by the seam's one parser; raises AnswerError."""
     try:
         answer = json.loads(body, parse_constant=reject_constant)
     except (ValueError, RecursionError):
         raise AnswerError("the response is not JSON") from None
-    data = answer.get("authorizationData") if isinstance(answer, dict) else None
-    if service == "ecr":
-        data = data[0] if isinstance(data, list) and data else None
-    if not isinstance(data, dict) or not data:
-        raise AnswerError("authorization data was empty")
-    token = data.get("authorizationToken")
-    if token is not None and not isinstance(token, str):
-        raise AnswerError("the authorization token is not a string")
-    expires = data.get("expiresAt")
-    if expires is None:
-        return token, None
-    if isinstance(expires, bool) or not isinstance(expires, int | float) or not 0 < expires < 1e11:
-        raise AnswerError("expiresAt is not a time")
-    return token, float(expires)
+    return read_answer(service, answer)
+
+
+class StdlibTokenApi:
+    """The stdlib adapter: one signed POST with ``keys`` along ``route``."""
+
+    def __init__(self, route: Plan, keys: AccessKeys, ctx: Context, user_agent: str) -> None:
+        self.route, self.keys, self.ctx, self.user_agent = route, keys, ctx, user_agent
+
+    def get_authorization_token(self) -> TokenAnswer:
+        return get_authorization_token(self.route, self.keys, self.ctx, self.user_agent)
 
 
 def get_authorization_token(
     route: Plan, keys: AccessKeys, ctx: Context, user_agent: str
-) -> tuple[str | None, float | None]:
+) -> TokenAnswer:
     """One signed ``GetAuthorizationToken`` (retried as botocore's standard mode does)."""
     from credprovider.runtime.http import HttpError, verified_context, worth_retrying
     from credprovider.runtime.retry import call_with_retries

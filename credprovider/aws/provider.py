@@ -1,5 +1,5 @@
-"""ECR credentials: the stdlib path of :mod:`credprovider.aws.direct` in the common node case, else
-botocore (imported lazily: only when it is needed)."""
+"""ECR credentials: the route choice (the stdlib adapter in the common node case, else botocore's,
+both behind :mod:`credprovider.aws.tokenapi`), the region fallback, and the token's decoding."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import os
 from credprovider import __version__
 from credprovider.aws.registry import (
     IDENTITY_ENV,
-    ROLE_SESSION_NAME,
     TOKEN_KIND,
     EcrRegistry,
     RoleChoice,
@@ -17,9 +16,8 @@ from credprovider.aws.registry import (
     decode_authorization_token,
     role_for_service_account,
 )
-from credprovider.errors import ProviderError
-from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
-from credprovider.runtime.advice import NOT_THE_SERVICE, RETRIES_NEXT_PULL
+from credprovider.errors import CredproviderError, ProviderError
+from credprovider.runtime._typing import TYPE_CHECKING, NamedTuple
 from credprovider.runtime.api import AuthConfig, CredentialProviderRequest
 from credprovider.runtime.provider import Context, Credentials, Plan, fingerprint_file
 from credprovider.runtime.redact import register_secret
@@ -27,20 +25,9 @@ from credprovider.runtime.redact import register_secret
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from botocore.session import Session
-
     from credprovider.aws import direct
+    from credprovider.aws.tokenapi import TokenApi
     from credprovider.runtime.imageref import ImageRef
-
-MAX_ATTEMPTS: Final = 3
-# botocore loggers that print raw request/response bodies at DEBUG: the token and the assumed role's
-# keys would be printed before the plugin can register them for redaction, so they stay at INFO.
-BODY_LOGGERS: Final = ("botocore.parsers", "botocore.endpoint", "botocore.auth")
-NO_CREDENTIALS_HINT: Final = (
-    "no AWS credentials found (checked env, shared profile, web identity, container credentials, "
-    "IMDS): attach an instance profile or set AWS_* in the provider's env (-v=1 says what IMDS "
-    "answered)"
-)
 
 
 class EcrToken(NamedTuple):
@@ -88,18 +75,6 @@ class EcrProvider:
         return Credentials(auth={key: entry for key in plan.keys}, expires_at=token.expires_at)
 
 
-def _client_config(ctx: Context, region: str) -> Any:
-    from botocore.config import Config
-
-    return Config(
-        region_name=region,
-        connect_timeout=ctx.deadline.timeout(3.0),
-        read_timeout=ctx.deadline.timeout(10.0),
-        retries={"total_max_attempts": MAX_ATTEMPTS, "mode": "standard"},
-        user_agent_extra=f"credprovider/{__version__}",
-    )
-
-
 def _region_for(registry: EcrRegistry, ctx: Context, configured: Callable[[], str | None]) -> str:
     """The registry's region, else the default one (``configured`` reads botocore's setting)."""
     if registry.region is not None:
@@ -121,114 +96,28 @@ def _region_for(registry: EcrRegistry, ctx: Context, configured: Callable[[], st
     return str(region)
 
 
-def _assume_role(
-    session: Session, role: RoleChoice, web_identity_token: str, region: str, ctx: Context
-) -> dict[str, str]:
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    ctx.deadline.phase = f"assuming {role.arn} with STS AssumeRoleWithWebIdentity"
-    ctx.log.v(1, f"assuming role {role.arn} (from {role.source}) with the service account token")
-    sts = session.create_client("sts", config=_client_config(ctx, region))
-    try:
-        answer = sts.assume_role_with_web_identity(
-            RoleArn=role.arn, RoleSessionName=ROLE_SESSION_NAME, WebIdentityToken=web_identity_token
-        )
-    except ClientError as exc:
-        error = exc.response.get("Error", {})
-        raise ProviderError(
-            f"STS AssumeRoleWithWebIdentity for {role.arn} (from {role.source}) failed: "
-            f"{error.get('Code', 'error')}: {error.get('Message', '')}; check the role's trust "
-            "policy allows this cluster's OIDC issuer, service account and token audience"
-        ) from None
-    except BotoCoreError as exc:
-        raise ProviderError(f"STS AssumeRoleWithWebIdentity for {role.arn} failed: {exc}") from None
-    creds = answer.get("Credentials") or {}
-    keys = ("AccessKeyId", "SecretAccessKey", "SessionToken")
-    if not all(creds.get(k) for k in keys):
-        raise ProviderError(f"STS AssumeRoleWithWebIdentity for {role.arn} returned no credentials")
-    register_secret(creds["SecretAccessKey"])
-    register_secret(creds["SessionToken"])
-    return {
-        "aws_access_key_id": creds["AccessKeyId"],
-        "aws_secret_access_key": creds["SecretAccessKey"],
-        "aws_session_token": creds["SessionToken"],
-    }
-
-
-def _api_name(registry: EcrRegistry) -> str:
-    return "ECR Public" if registry.kind == "public" else "ECR"
-
-
 def _service(registry: EcrRegistry) -> str:
     return "ecr-public" if registry.kind == "public" else "ecr"
 
 
-def _rejected(registry: EcrRegistry, region: str, code: str, message: str) -> ProviderError:
-    """The API's own error answer (botocore's ClientError, or the stdlib path's)."""
-    hint = ""
-    if "AccessDenied" in code or "UnrecognizedClient" in code or "ExpiredToken" in code:
-        hint = (
-            "; the identity needs ecr-public:GetAuthorizationToken and sts:GetServiceBearerToken"
-            if registry.kind == "public"
-            else "; the identity needs ecr:GetAuthorizationToken"
-        )
-    elif "Throttl" in code or code == "TooManyRequestsException":
-        hint = (
-            f"; still throttled after {MAX_ATTEMPTS} attempts, the kubelet retries on the next pull"
-        )
-    elif code == "ServerException" or (code.isdigit() and code.startswith("5")):
-        hint = f"; {RETRIES_NEXT_PULL}"
-    return ProviderError(
-        f"{_api_name(registry)} GetAuthorizationToken in {region} failed: {code}: {message}{hint}"
-    )
+def _call(registry: EcrRegistry, region: str, api: TokenApi, route: str, ctx: Context) -> EcrToken:
+    """One ``GetAuthorizationToken`` through ``api`` (either adapter), its failure said once."""
+    from credprovider.aws import tokenapi
 
-
-def _unreachable(registry: EcrRegistry, region: str, detail: object) -> ProviderError:
-    return ProviderError(
-        f"could not reach the {_api_name(registry)} API in {region}: {detail}; check network "
-        "access, proxy (HTTPS_PROXY) and VPC endpoints from this node"
-    )
-
-
-def _unusable(registry: EcrRegistry, region: str, detail: str) -> ProviderError:
-    return ProviderError(
-        f"{_service(registry)} GetAuthorizationToken in {region} returned an unusable answer: "
-        f"{detail}",
-        NOT_THE_SERVICE,
-    )
-
-
-def _api_failure(registry: EcrRegistry, region: str, exc: Exception) -> ProviderError:
-    from botocore.exceptions import (
-        ClientError,
-        ConnectTimeoutError,
-        EndpointConnectionError,
-        NoCredentialsError,
-        ReadTimeoutError,
-    )
-
-    if isinstance(exc, NoCredentialsError):
-        return ProviderError(NO_CREDENTIALS_HINT)
-    if isinstance(exc, ClientError):
-        error = exc.response.get("Error", {})
-        return _rejected(registry, region, error.get("Code", "error"), error.get("Message", ""))
-    if isinstance(exc, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError):
-        return _unreachable(registry, region, exc)
-    return ProviderError(
-        f"{_api_name(registry)} GetAuthorizationToken in {region} failed: {exc}", RETRIES_NEXT_PULL
-    )
-
-
-def _token(
-    registry: EcrRegistry, region: str, raw_token: str | None, expires_at: float | None
-) -> EcrToken:
-    register_secret(raw_token)
+    service = _service(registry)
+    ctx.deadline.phase = f"calling {service} GetAuthorizationToken in {region}"
+    ctx.log.v(1, f"getting {TOKEN_KIND[registry.kind]} for {registry.host} in {region}{route}")
     try:
-        username, password = decode_authorization_token(raw_token)
+        answer = api.get_authorization_token()
+    except CredproviderError as exc:
+        raise tokenapi.failure(service, region, exc) from None
+    register_secret(answer.token)
+    try:
+        username, password = decode_authorization_token(answer.token)
     except TokenError as exc:
-        raise _unusable(registry, region, str(exc)) from None
+        raise tokenapi.unusable(service, region, str(exc)) from None
     register_secret(password)
-    return EcrToken(username, password, expires_at)
+    return EcrToken(username, password, answer.expires_at)
 
 
 def _fetch_direct(registry: EcrRegistry, route: direct.Plan, ctx: Context) -> EcrToken | None:
@@ -248,22 +137,8 @@ def _fetch_direct(registry: EcrRegistry, route: direct.Plan, ctx: Context) -> Ec
             1, "credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from the environment"
         )
     region = _region_for(registry, ctx, lambda: ctx.environ.get("AWS_DEFAULT_REGION"))
-    ctx.deadline.phase = f"calling {route.service} GetAuthorizationToken in {region}"
-    ctx.log.v(
-        1,
-        f"getting {TOKEN_KIND[registry.kind]} for {registry.host} in {region} (stdlib)",
-    )
-    try:
-        raw_token, expires_at = direct.get_authorization_token(
-            route, keys, ctx, f"credprovider/{__version__}"
-        )
-    except direct.ApiError as exc:
-        raise _rejected(registry, region, exc.code, exc.message) from None
-    except direct.TransportError as exc:
-        raise _unreachable(registry, region, exc) from None
-    except direct.AnswerError as exc:
-        raise _unusable(registry, region, str(exc)) from None
-    return _token(registry, region, raw_token, expires_at)
+    api = direct.StdlibTokenApi(route, keys, ctx, f"credprovider/{__version__}")
+    return _call(registry, region, api, " (stdlib)", ctx)
 
 
 def _direct_route(
@@ -309,43 +184,12 @@ def fetch_token(
 def _fetch_botocore(
     registry: EcrRegistry, role: RoleChoice | None, web_identity_token: str, ctx: Context
 ) -> EcrToken:
-    import logging
+    from credprovider.aws import botocore_api
 
-    import botocore.session
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    for name in BODY_LOGGERS:
-        logging.getLogger(name).setLevel(logging.INFO)
-    session = botocore.session.get_session()
-    region = _region_for(registry, ctx, lambda: session.get_config_variable("region"))
-    client_kwargs: dict[str, Any] = {}
+    sdk = botocore_api.session()
+    region = _region_for(registry, ctx, lambda: sdk.get_config_variable("region"))
+    keys: dict[str, str] = {}
     if role is not None:
-        client_kwargs = _assume_role(session, role, web_identity_token, region, ctx)
-    service = _service(registry)
-    ctx.deadline.phase = f"calling {service} GetAuthorizationToken in {region}"
-    ctx.log.v(
-        1,
-        f"getting {TOKEN_KIND[registry.kind]} for {registry.host} in {region}",
-    )
-    client = session.create_client(service, config=_client_config(ctx, region), **client_kwargs)
-    try:
-        answer = client.get_authorization_token()
-    except (BotoCoreError, ClientError) as exc:
-        raise _api_failure(registry, region, exc) from None
-    except (AttributeError, TypeError, KeyError, ValueError) as exc:
-        # botocore's parser fails this way on a body whose fields have the wrong JSON types.
-        raise _unusable(
-            registry, region, f"the response does not match the API ({type(exc).__name__})"
-        ) from None
-    data = answer.get("authorizationData")
-    if registry.kind != "public":
-        data = data[0] if isinstance(data, list) and data else None
-    if not isinstance(data, dict) or not data:
-        raise _unusable(registry, region, "authorization data was empty")
-    raw_token = data.get("authorizationToken")
-    if raw_token is not None and not isinstance(raw_token, str):
-        raise _unusable(registry, region, "the authorization token is not a string")
-    expires = data.get("expiresAt")
-    timestamp = getattr(expires, "timestamp", None)  # botocore parses expiresAt into a datetime
-    expires_at = float(timestamp()) if callable(timestamp) else None
-    return _token(registry, region, raw_token, expires_at)
+        keys = botocore_api.assume_role(sdk, role, web_identity_token, region, ctx)
+    api = botocore_api.BotocoreTokenApi(sdk, _service(registry), region, ctx, keys)
+    return _call(registry, region, api, "", ctx)

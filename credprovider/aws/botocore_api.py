@@ -1,0 +1,119 @@
+"""The botocore adapter of :mod:`credprovider.aws.tokenapi`: every case the stdlib route does not
+take (profiles, web identity, container credentials, an assumed role, FIPS, proxies). Imported
+only when botocore is needed; botocore itself is imported here and nowhere else."""
+
+from __future__ import annotations
+
+import logging
+
+import botocore.session
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    ReadTimeoutError,
+)
+
+from credprovider import __version__
+from credprovider.aws.registry import ROLE_SESSION_NAME, RoleChoice
+from credprovider.aws.tokenapi import (
+    MAX_ATTEMPTS,
+    AnswerError,
+    ApiError,
+    CallFailed,
+    NoCredentials,
+    TokenAnswer,
+    TransportError,
+    read_answer,
+)
+from credprovider.errors import ProviderError
+from credprovider.runtime._typing import Any, Final
+from credprovider.runtime.provider import Context
+from credprovider.runtime.redact import register_secret
+
+# botocore loggers that print raw request/response bodies at DEBUG: the token and the assumed role's
+# keys would be printed before the plugin can register them for redaction, so they stay at INFO.
+BODY_LOGGERS: Final = ("botocore.parsers", "botocore.endpoint", "botocore.auth")
+
+
+def session() -> Any:
+    """A botocore session, its body loggers kept quiet."""
+    for name in BODY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO)
+    return botocore.session.get_session()
+
+
+def client_config(ctx: Context, region: str) -> Config:
+    return Config(
+        region_name=region,
+        connect_timeout=ctx.deadline.timeout(3.0),
+        read_timeout=ctx.deadline.timeout(10.0),
+        retries={"total_max_attempts": MAX_ATTEMPTS, "mode": "standard"},
+        user_agent_extra=f"credprovider/{__version__}",
+    )
+
+
+class BotocoreTokenApi:
+    """``GetAuthorizationToken`` through a botocore client for ``service`` in ``region``, with the
+    assumed role's keys when there is one."""
+
+    def __init__(
+        self, sdk: Any, service: str, region: str, ctx: Context, keys: dict[str, str]
+    ) -> None:
+        self.client = sdk.create_client(service, config=client_config(ctx, region), **keys)
+        self.service = service
+
+    def get_authorization_token(self) -> TokenAnswer:
+        try:
+            answer = self.client.get_authorization_token()
+        except NoCredentialsError:
+            raise NoCredentials("no credentials") from None
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            raise ApiError(error.get("Code", "error"), error.get("Message", "")) from None
+        except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError) as exc:
+            raise TransportError(str(exc)) from None
+        except BotoCoreError as exc:
+            raise CallFailed(str(exc)) from None
+        except (AttributeError, TypeError, KeyError, ValueError) as exc:
+            # botocore's parser fails this way on a body whose fields have the wrong JSON types.
+            raise AnswerError(
+                f"the response does not match the API ({type(exc).__name__})"
+            ) from None
+        return read_answer(self.service, answer)
+
+
+def assume_role(
+    sdk: Any, role: RoleChoice, web_identity_token: str, region: str, ctx: Context
+) -> dict[str, str]:
+    """The client keys of ``role``, assumed with the service account's token."""
+    ctx.deadline.phase = f"assuming {role.arn} with STS AssumeRoleWithWebIdentity"
+    ctx.log.v(1, f"assuming role {role.arn} (from {role.source}) with the service account token")
+    sts = sdk.create_client("sts", config=client_config(ctx, region))
+    try:
+        answer = sts.assume_role_with_web_identity(
+            RoleArn=role.arn, RoleSessionName=ROLE_SESSION_NAME, WebIdentityToken=web_identity_token
+        )
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        raise ProviderError(
+            f"STS AssumeRoleWithWebIdentity for {role.arn} (from {role.source}) failed: "
+            f"{error.get('Code', 'error')}: {error.get('Message', '')}; check the role's trust "
+            "policy allows this cluster's OIDC issuer, service account and token audience"
+        ) from None
+    except BotoCoreError as exc:
+        raise ProviderError(f"STS AssumeRoleWithWebIdentity for {role.arn} failed: {exc}") from None
+    creds = answer.get("Credentials") or {}
+    keys = ("AccessKeyId", "SecretAccessKey", "SessionToken")
+    if not all(creds.get(k) for k in keys):
+        raise ProviderError(f"STS AssumeRoleWithWebIdentity for {role.arn} returned no credentials")
+    register_secret(creds["SecretAccessKey"])
+    register_secret(creds["SessionToken"])
+    return {
+        "aws_access_key_id": creds["AccessKeyId"],
+        "aws_secret_access_key": creds["SecretAccessKey"],
+        "aws_session_token": creds["SessionToken"],
+    }
