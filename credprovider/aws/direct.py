@@ -28,13 +28,13 @@ from credprovider.aws.tokenapi import (
 )
 from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
 from credprovider.runtime.cjson import reject_constant
-from credprovider.runtime.http import PROXY_ENV
+from credprovider.runtime.http import proxy_setting
 
 if TYPE_CHECKING:
     import ssl
     from collections.abc import Callable, Mapping
 
-    from credprovider.runtime.http import HttpResponse
+    from credprovider.runtime.http import HttpResponse, Send
     from credprovider.runtime.provider import Context
 
 # botocore's partitions.json: (id, regionRegex, dnsSuffix). A region matching none goes to botocore.
@@ -67,7 +67,6 @@ BOTOCORE_SETTINGS: Final = (
     "AWS_USE_DUALSTACK_ENDPOINT",
     "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS",
     "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE",
-    *PROXY_ENV,
 )
 IMDS_DEFAULT: Final = "http://169.254.169.254/"
 IMDS_TOKEN_TTL: Final = "21600"
@@ -123,6 +122,9 @@ def plan(
     for name in BOTOCORE_SETTINGS:
         if _is_set(environ, name):
             return f"{name} is set"
+    proxy = proxy_setting(environ)  # botocore honours it (and NO_PROXY); this client never proxies
+    if proxy:
+        return f"{proxy} is set"
     home = environ.get("HOME", "")
     for variable, default in (
         ("AWS_CONFIG_FILE", f"{home}/.aws/config"),
@@ -277,8 +279,7 @@ def get_authorization_token(
     route: Plan, keys: AccessKeys, ctx: Context, user_agent: str
 ) -> TokenAnswer:
     """One signed ``GetAuthorizationToken`` (retried as botocore's standard mode does)."""
-    from credprovider.runtime.http import HttpError, verified_context, worth_retrying
-    from credprovider.runtime.retry import call_with_retries
+    from credprovider.runtime.http import HttpError, exchange, verified_context
 
     ctx.log.v(4, f"POST {route.endpoint} ({TARGETS[route.service]}, region {route.region})")
     try:
@@ -286,12 +287,19 @@ def get_authorization_token(
     except OSError as exc:
         raise TransportError(f"cannot read the CA bundle {route.ca_bundle}: {exc}") from None
     try:
-        answer = call_with_retries(
-            lambda: _signed_post(route, keys, ctx, user_agent, tls),
-            ctx=ctx,
+        answer = exchange(
+            ctx,
+            "POST",
+            route.endpoint,
             what=f"{route.service} GetAuthorizationToken",
-            retry_result=_worth_another_attempt,
-            retry_error=worth_retrying,
+            headers={
+                "X-Amz-Target": TARGETS[route.service],
+                "Content-Type": "application/x-amz-json-1.1",
+                "User-Agent": user_agent,
+            },
+            body=b"{}",
+            send=_signing(route, keys, ctx, tls),
+            retry_answer=_worth_another_attempt,
             attempts=MAX_ATTEMPTS,
         )
     except HttpError as exc:
@@ -301,34 +309,25 @@ def get_authorization_token(
     return parse_token_answer(route.service, answer.body)
 
 
-def _signed_post(
-    route: Plan, keys: AccessKeys, ctx: Context, user_agent: str, tls: ssl.SSLContext | None
-) -> HttpResponse:
-    """One attempt: the empty JSON body, signed now (a retry is signed afresh)."""
+def _signing(route: Plan, keys: AccessKeys, ctx: Context, tls: ssl.SSLContext | None) -> Send:
+    """The stdlib client, each attempt signed afresh (SigV4 dates the signature)."""
     from credprovider.runtime.http import request
 
-    body = b"{}"
-    headers = sign_post(
-        host=route.endpoint.split("://", 1)[1].split("/", 1)[0],
-        headers={
-            "X-Amz-Target": TARGETS[route.service],
-            "Content-Type": "application/x-amz-json-1.1",
-            "User-Agent": user_agent,
-        },
-        body=body,
-        keys=keys,
-        region=route.region,
-        service=route.service,
-        now=ctx.now(),
-    )
-    return request(
-        "POST",
-        route.endpoint,
-        headers=headers,
-        body=body,
-        timeout=ctx.deadline.timeout(10.0),
-        tls=tls,
-    )
+    def send(
+        method: str, url: str, headers: Mapping[str, str], body: bytes | None, timeout: float
+    ) -> HttpResponse:
+        signed = sign_post(
+            host=url.split("://", 1)[1].split("/", 1)[0],
+            headers=dict(headers),
+            body=body or b"",
+            keys=keys,
+            region=route.region,
+            service=route.service,
+            now=ctx.now(),
+        )
+        return request(method, url, headers=signed, body=body, timeout=timeout, tls=tls)
+
+    return send
 
 
 def _worth_another_attempt(answer: HttpResponse) -> bool:

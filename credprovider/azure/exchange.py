@@ -15,19 +15,18 @@ from credprovider.azure.registry import ChallengeError, exchange_url, parse_chal
 from credprovider.errors import ProviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Final
 from credprovider.runtime.advice import NOT_THE_SERVICE, RETRIES_NEXT_PULL, unreachable
-from credprovider.runtime.http import HttpError, HttpResponse, proxy_setting, worth_retrying
+from credprovider.runtime.http import HttpError, HttpResponse, exchange, proxy_setting
 from credprovider.runtime.provider import Context, one_line
 from credprovider.runtime.redact import register_secret
-from credprovider.runtime.retry import RETRYABLE_STATUSES, call_with_retries
+from credprovider.runtime.retry import RETRYABLE_STATUSES
 
 USER_AGENT: Final = f"credprovider/{__version__} (acr-credential-provider)"
 CA_BUNDLE_ENV: Final = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 PER_CALL_TIMEOUT_SECONDS: Final = 10.0
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Mapping
 
-    # (method, url, form or None, timeout) -> the whole answer; raises HttpError when none came
-    Send = Callable[[str, str, Mapping[str, str] | None, float], HttpResponse]
+    from credprovider.runtime.http import Send
 
 # The host answered, but not as an Azure Container Registry does.
 NOT_AN_ACR: Final = (
@@ -37,45 +36,40 @@ NOT_AN_ACR: Final = (
 
 
 def stdlib_transport(environ: Mapping[str, str]) -> Send:
-    from urllib.parse import urlencode
-
-    from credprovider.runtime.http import request, verified_context
+    """The plugin's own client, trusting what requests would (``REQUESTS_CA_BUNDLE`` ...)."""
+    from credprovider.runtime.http import stdlib_send, verified_context
 
     ca_bundle = next((environ[name] for name in CA_BUNDLE_ENV if environ.get(name)), "")
-    tls = verified_context(ca_bundle)
-
-    def send(method: str, url: str, form: Mapping[str, str] | None, timeout: float) -> HttpResponse:
-        headers = {"User-Agent": USER_AGENT, "Accept": "*/*"}
-        body = None
-        if form is not None:
-            body = urlencode(form).encode()
-            headers["Content-Type"] = "application/x-www-form-urlencoded"
-        return request(method, url, headers=headers, timeout=timeout, body=body, tls=tls)
-
-    return send
+    return stdlib_send(verified_context(ca_bundle))
 
 
 def requests_transport() -> Send:
+    """requests, which honours the proxy settings (and NO_PROXY)."""
     import requests
 
     session = requests.Session()
-    session.headers["User-Agent"] = USER_AGENT
 
-    def send(method: str, url: str, form: Mapping[str, str] | None, timeout: float) -> HttpResponse:
+    def send(
+        method: str, url: str, headers: Mapping[str, str], body: bytes | None, timeout: float
+    ) -> HttpResponse:
         try:
-            answer = session.request(method, url, data=form, timeout=timeout, allow_redirects=False)
-            body = answer.content
+            answer = session.request(
+                method, url, data=body, headers=headers, timeout=timeout, allow_redirects=False
+            )
+            content = answer.content
         except requests.RequestException as exc:
             raise HttpError(one_line(exc)) from None
         raw = answer.raw.headers
         fields = tuple((name, value) for name in raw for value in raw.getlist(name))
-        headers = {name.lower(): value for name, value in fields}
-        return HttpResponse(answer.status_code, headers, body, fields)
+        return HttpResponse(
+            answer.status_code, {name.lower(): value for name, value in fields}, content, fields
+        )
 
     return send
 
 
 def transport_for(ctx: Context) -> Send:
+    """The stdlib client, or requests when a proxy is set (the one proxy rule)."""
     proxy = proxy_setting(ctx.environ)
     if proxy:
         ctx.log.v(1, f"ACR exchange through requests: {proxy} is set")
@@ -86,12 +80,23 @@ def transport_for(ctx: Context) -> Send:
 def _call(
     send: Send, ctx: Context, method: str, url: str, form: Mapping[str, str] | None
 ) -> HttpResponse:
-    return call_with_retries(
-        lambda: send(method, url, form, ctx.deadline.timeout(PER_CALL_TIMEOUT_SECONDS)),
-        ctx=ctx,
+    """One exchange step through the transport seam: ``form`` is sent url-encoded."""
+    from urllib.parse import urlencode
+
+    headers = {"User-Agent": USER_AGENT, "Accept": "*/*"}
+    body = None
+    if form is not None:
+        body = urlencode(form).encode()
+        headers["Content-Type"] = "application/x-www-form-urlencoded"
+    return exchange(
+        ctx,
+        method,
+        url,
         what=url,
-        retry_result=lambda answer: answer.status in RETRYABLE_STATUSES,
-        retry_error=worth_retrying,
+        headers=headers,
+        body=body,
+        send=send,
+        timeout_cap=PER_CALL_TIMEOUT_SECONDS,
     )
 
 

@@ -9,12 +9,10 @@ Fabric, token exchange) keep going through azure-identity: see :func:`serves`.
 
 from __future__ import annotations
 
-import time
-
 from credprovider.errors import CredproviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
 from credprovider.runtime.advice import NOT_THE_SERVICE, RETRIES_NEXT_PULL, unreachable
-from credprovider.runtime.http import HttpError, get_with_retries
+from credprovider.runtime.http import HttpError, exchange
 from credprovider.runtime.provider import one_line
 from credprovider.runtime.retry import RETRYABLE_STATUSES
 
@@ -113,8 +111,9 @@ class ImdsCredential:
         shown = url.split("?")[0]
         ctx.log.v(4, f"GET {shown}")
         try:
-            response = get_with_retries(
+            response = exchange(
                 ctx,
+                "GET",
                 url,
                 headers={"Metadata": "true"},
                 what=shown,
@@ -134,4 +133,4 @@ class ImdsCredential:
                 if response.status in RETRIED_STATUSES
                 else "check that this managed identity is assigned to the node (az vm identity show)",
             )
-        return parse_token_answer(response.body, time.time())
+        return parse_token_answer(response.body, ctx.now())

@@ -19,7 +19,7 @@ from credprovider.runtime.advice import (
     name_not_resolved,
     unreachable,
 )
-from credprovider.runtime.http import HttpError, HttpResponse, get_with_retries
+from credprovider.runtime.http import HttpError, HttpResponse, exchange
 from credprovider.runtime.provider import one_line
 from credprovider.runtime.retry import RETRYABLE_STATUSES
 
@@ -80,8 +80,9 @@ def get(ctx: Context, path: str, what: str) -> object:
     ctx.deadline.phase = f"reading {what} from the GCE metadata server"
     ctx.log.v(4, f"GET {root}{path}")
     try:
-        response = get_with_retries(
+        response = exchange(
             ctx,
+            "GET",
             root + path,
             headers=HEADERS,
             what=f"{root}{path}",

@@ -7,6 +7,11 @@ over ``socket``, with ``ssl`` only for an https URL. ``http://`` is for the link
 metadata servers; ``https://`` only when the caller passes the TLS context (certificate checks on),
 and never through a proxy: callers leave proxied setups to the SDKs. No redirect is followed, every
 call has a timeout and the body read is capped.
+
+:func:`exchange` is the one transport seam every such call goes through: a :data:`Send` (this
+client by default, or an SDK's when a proxy is set: :func:`proxy_setting` is the one proxy rule),
+each attempt's timeout cut to the deadline, and bounded retries on a failed exchange or a retryable
+answer. Callers check the status and say what failed.
 """
 
 from __future__ import annotations
@@ -16,10 +21,13 @@ from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
 
 if TYPE_CHECKING:
     import ssl
-    from collections.abc import Collection, Mapping
+    from collections.abc import Callable, Collection, Mapping
     from typing import BinaryIO
 
     from credprovider.runtime.provider import Context
+
+    # (method, url, headers, body, timeout) -> the whole answer; raises HttpError when none came
+    Send = Callable[[str, str, Mapping[str, str], bytes | None, float], "HttpResponse"]
 
 MAX_BODY_BYTES: Final = 1 << 20
 # Any of these set means a proxy may be wanted: this client never uses one, so callers hand such
@@ -268,8 +276,9 @@ def worth_retrying(error: Exception) -> bool:
 
 
 def proxy_setting(environ: Mapping[str, str]) -> str | None:
-    """The name of the first proxy variable that is set, if any (see :data:`PROXY_ENV`)."""
-    return next((name for name in PROXY_ENV if environ.get(name)), None)
+    """The name of the first proxy variable that is set, if any (see :data:`PROXY_ENV`): the one
+    rule by which a call leaves this client for an SDK's transport, which honours ``NO_PROXY``."""
+    return next((name for name in PROXY_ENV if environ.get(name, "").strip()), None)
 
 
 def verified_context(ca_bundle: str = "") -> ssl.SSLContext:
@@ -295,28 +304,48 @@ def get(
     return request("GET", url, headers=headers, timeout=timeout, max_body=max_body)
 
 
-def get_with_retries(
+def stdlib_send(tls: ssl.SSLContext | None = None) -> Send:
+    """This client as a :data:`Send` (``tls`` for https URLs)."""
+
+    def send(
+        method: str, url: str, headers: Mapping[str, str], body: bytes | None, timeout: float
+    ) -> HttpResponse:
+        return request(method, url, headers=headers, timeout=timeout, body=body, tls=tls)
+
+    return send
+
+
+def exchange(
     ctx: Context,
+    method: str,
     url: str,
     *,
-    headers: Mapping[str, str],
     what: str,
-    timeout_cap: float,
-    retry_statuses: Collection[int],
-    attempts: int,
+    headers: Mapping[str, str] | None = None,
+    body: bytes | None = None,
+    send: Send | None = None,
+    timeout_cap: float = 10.0,
+    retry_statuses: Collection[int] | None = None,
+    retry_answer: Callable[[HttpResponse], bool] | None = None,
+    attempts: int = 3,
 ) -> HttpResponse:
-    """:func:`get`, retried (bounded, never past the deadline) on an answer with a status in
-    ``retry_statuses`` or a failed exchange; an oversized body is not retried.
+    """One call through ``send`` (this client by default), each attempt given at most
+    ``timeout_cap`` seconds and never past the deadline; retried (bounded, see
+    :func:`credprovider.runtime.retry.call_with_retries`) on a failed exchange (an oversized body
+    is not retried) or an answer with a status in ``retry_statuses`` (default: 408, 429 and 5xx)
+    or for which ``retry_answer`` is true.
 
     Returns the last answer, whatever its status; raises :class:`HttpError` if no answer came.
     """
-    from credprovider.runtime.retry import call_with_retries
+    from credprovider.runtime.retry import RETRYABLE_STATUSES, call_with_retries
 
+    chosen = send or stdlib_send()
+    statuses = RETRYABLE_STATUSES if retry_statuses is None else retry_statuses
     return call_with_retries(
-        lambda: get(url, headers=headers, timeout=ctx.deadline.timeout(timeout_cap)),
+        lambda: chosen(method, url, headers or {}, body, ctx.deadline.timeout(timeout_cap)),
         ctx=ctx,
         what=what,
-        retry_result=lambda answer: answer.status in retry_statuses,
+        retry_result=retry_answer or (lambda answer: answer.status in statuses),
         retry_error=worth_retrying,
         attempts=attempts,
     )

@@ -6,12 +6,16 @@ from __future__ import annotations
 import io
 import socket
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 
 import pytest
 
 from credprovider.runtime import http
+from credprovider.runtime.deadline import Deadline
 from credprovider.runtime.http import BodyTooLargeError, HttpError
+from credprovider.runtime.log import Logger
+from credprovider.runtime.provider import Context
 
 
 @pytest.mark.parametrize(
@@ -170,3 +174,94 @@ def test_a_refused_connection_is_an_http_error() -> None:
 def test_https_needs_a_tls_context() -> None:
     with pytest.raises(HttpError, match="only http:// URLs"):
         http.get("https://127.0.0.1/", headers={}, timeout=5)
+
+
+# --- the transport seam: exchange() over any Send ------------------------------------------------
+
+
+def _ctx(seconds: float = 30.0) -> Context:
+    return Context(Deadline(seconds), Logger("t", 2, io.StringIO()), {}, time.time)
+
+
+def _scripted(
+    *outcomes: int | Exception,
+) -> tuple[list[tuple[str, float]], Callable[..., http.HttpResponse]]:
+    """A Send that answers each call with the next status, or raises the next error."""
+    calls: list[tuple[str, float]] = []
+    pending = list(outcomes)
+
+    def send(
+        method: str, url: str, headers: object, body: bytes | None, timeout: float
+    ) -> http.HttpResponse:
+        calls.append((f"{method} {url} {headers} {body!r}", timeout))
+        outcome = pending.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return http.HttpResponse(outcome, {}, b"", ())
+
+    return calls, send
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "statuses", "attempts", "calls", "final"),
+    [
+        ((200,), None, 3, 1, 200),
+        ((503, 429, 200), None, 3, 3, 200),  # 408, 429, 5xx are retried by default
+        ((503, 503, 503), None, 3, 3, 503),  # the last answer, whatever its status
+        ((404, 200), None, 3, 1, 404),  # a refusal is an answer
+        ((HttpError("reset"), 200), None, 3, 2, 200),  # a failed exchange is retried
+        ((404, 200), (404,), 3, 2, 200),  # the caller's retry statuses
+        ((503, 200), None, 1, 1, 503),  # one attempt: no retry
+    ],
+)
+def test_exchange_retries_what_it_should_over_any_transport(
+    outcomes: tuple[int | Exception, ...],
+    statuses: tuple[int, ...] | None,
+    attempts: int,
+    calls: int,
+    final: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("credprovider.runtime.retry.backoff_delay", lambda attempt: 0.0)
+    made, send = _scripted(*outcomes)
+    answer = http.exchange(
+        _ctx(),
+        "POST",
+        "http://127.0.0.1:9/x",
+        what="test",
+        headers={"A": "b"},
+        body=b"{}",
+        send=send,
+        retry_statuses=statuses,
+        attempts=attempts,
+    )
+    assert (len(made), answer.status) == (calls, final)
+    assert made[0][0] == "POST http://127.0.0.1:9/x {'A': 'b'} b'{}'"
+
+
+def test_exchange_cuts_each_attempt_to_the_deadline_and_raises_when_no_answer_came(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr("credprovider.runtime.retry.backoff_delay", lambda attempt: 0.0)
+    made, send = _scripted(HttpError("refused"), HttpError("refused"), HttpError("refused"))
+    with pytest.raises(HttpError, match="refused"):
+        http.exchange(_ctx(5.0), "GET", "http://127.0.0.1:9/", what="t", send=send, timeout_cap=8)
+    assert len(made) == 3 and all(timeout <= 5.0 for _, timeout in made)
+    made, send = _scripted(BodyTooLargeError("big"), 200)
+    with pytest.raises(BodyTooLargeError):  # an oversized answer would only come again
+        http.exchange(_ctx(), "GET", "http://127.0.0.1:9/", what="t", send=send)
+    assert len(made) == 1
+
+
+@pytest.mark.parametrize(
+    ("environ", "chosen"),
+    [
+        ({}, None),
+        ({"HTTPS_PROXY": "http://proxy:3128"}, "HTTPS_PROXY"),
+        ({"http_proxy": "  "}, None),  # blank is unset, as botocore and requests read it
+        ({"NO_PROXY": "*"}, None),
+        ({"all_proxy": "socks5://p"}, "all_proxy"),
+    ],
+)
+def test_the_one_proxy_rule(environ: dict[str, str], chosen: str | None) -> None:
+    assert http.proxy_setting(environ) == chosen
