@@ -69,7 +69,8 @@ def run_bounded(
     deadline = time.monotonic() + timeout
     killed = False
     with selectors.DefaultSelector() as selector:
-        pending = _start(selector, proc.stdin, request)
+        _start(selector, proc.stdin, request)
+        pending = request
         for fd in kept:
             os.set_blocking(fd, False)
             selector.register(fd, selectors.EVENT_READ)
@@ -100,9 +101,8 @@ def run_bounded(
     for stream in (proc.stdin, proc.stdout, proc.stderr):
         with contextlib.suppress(OSError):
             stream.close()
-    if killed:  # reaped, so no zombie is left (a process stuck in the kernel is not waited for)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=DRAIN_SECONDS)
+    if killed:
+        _wait_killed(proc)
     return Finished(
         code=None if killed else _reap(proc, deadline),
         stdout=bytes(kept[out_fd]),
@@ -112,15 +112,14 @@ def run_bounded(
     )
 
 
-def _start(selector: selectors.BaseSelector, stdin: IO[bytes], request: bytes) -> bytes:
+def _start(selector: selectors.BaseSelector, stdin: IO[bytes], request: bytes) -> None:
     """Watch stdin for room while there is request left; an empty request closes it at once."""
     if not request:
         with contextlib.suppress(OSError):
             stdin.close()
-        return request
+        return
     os.set_blocking(stdin.fileno(), False)
     selector.register(stdin, selectors.EVENT_WRITE)
-    return request
 
 
 def _feed(selector: selectors.BaseSelector, stdin: IO[bytes], pending: bytes) -> bytes:
@@ -152,5 +151,11 @@ def _reap(proc: subprocess.Popen[bytes], deadline: float) -> int | None:
     except subprocess.TimeoutExpired:
         pass
     _kill_group(proc.pid)
-    proc.wait()
+    _wait_killed(proc)
     return None
+
+
+def _wait_killed(proc: subprocess.Popen[bytes]) -> None:
+    """Reap the killed program, so no zombie is left; one stuck in the kernel is not waited for."""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=DRAIN_SECONDS)

@@ -55,6 +55,7 @@ STDLIB = frozenset(
 )
 SHARED = (
     "credprovider",
+    "credprovider.entry",  # the dispatcher (the bundle's script is __main__.py)
     "credprovider.errors",
     "credprovider.version",
     "credprovider._buildinfo",  # written by the build: the version's commit and date
@@ -87,7 +88,7 @@ def exec_path_modules() -> dict[str, Path]:
         name = _name(path)
         if name.startswith("credprovider.tool") or name.endswith(".descriptor"):
             continue
-        if name not in BUILD_ONLY and name != "credprovider.__main__":
+        if name not in BUILD_ONLY:
             modules[name] = path
     return modules
 
