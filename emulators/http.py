@@ -114,7 +114,10 @@ class FakeServer:
                     self.send_header(name, value)
                 self.send_header("Content-Length", str(len(response.body)))
                 self.end_headers()
-                self.wfile.write(response.body)
+                try:
+                    self.wfile.write(response.body)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True  # the client stopped reading (a size limit)
 
             do_GET = do_POST = do_PUT = _serve
 

@@ -1,4 +1,6 @@
-"""The ACR token exchange: ``GET /v2/`` for the challenge, then ``POST /oauth2/exchange``.
+"""The ACR token exchange: ``GET /v2/`` for the challenge, then ``POST /oauth2/exchange``; and the
+transport every plugin-made Azure call uses (the exchange, and Azure Stack's Resource Manager
+metadata).
 
 Two HTTPS calls to the registry, on the stdlib client (``credprovider/runtime/http.py``) in the common
 case: requests, urllib3 and charset_normalizer cost an exec about as much again as everything else
@@ -72,7 +74,7 @@ def transport_for(ctx: Context) -> Send:
     """The stdlib client, or requests when a proxy is set (the one proxy rule)."""
     proxy = proxy_setting(ctx.environ)
     if proxy:
-        ctx.log.v(1, f"ACR exchange through requests: {proxy} is set")
+        ctx.log.v(1, f"Azure calls through requests: {proxy} is set")
         return requests_transport()
     return stdlib_transport(ctx.environ)
 

@@ -96,27 +96,30 @@ def resolve_cloud(config: AzureConfig, ctx: Context) -> Cloud:
 
 
 def _discover_cloud(config: AzureConfig, ctx: Context) -> Cloud:
-    import requests
-
-    from credprovider.runtime.retry import RETRYABLE_STATUSES, call_with_retries
+    """The cloud's endpoints from its Resource Manager's metadata (Azure Stack Hub), through the
+    transport seam (retried, bounded, within the deadline; requests when a proxy is set)."""
+    from credprovider.azure.exchange import transport_for
+    from credprovider.runtime.http import HttpError, exchange
 
     url = config.resourceManagerEndpoint.rstrip("/") + "/metadata/endpoints?api-version=2019-05-01"
     ctx.deadline.phase = f"reading cloud endpoints from {url}"
     try:
-        response = call_with_retries(
-            lambda: requests.get(url, timeout=ctx.deadline.timeout(10.0), allow_redirects=False),
-            ctx=ctx,
+        response = exchange(
+            ctx,
+            "GET",
+            url,
             what="ARM metadata",
-            retry_result=lambda r: r.status_code in RETRYABLE_STATUSES,
+            headers={"Accept": "application/json"},
+            send=transport_for(ctx),
         )
-    except requests.RequestException as exc:
+    except HttpError as exc:
         raise ProviderError(f"could not read cloud endpoints from {url}: {one_line(exc)}") from None
-    if response.status_code != 200:
+    if response.status != 200:
         raise ProviderError(
-            f"reading cloud endpoints from {url} failed with HTTP {response.status_code}"
+            f"reading cloud endpoints from {url} failed with HTTP {response.status}"
         )
     try:
-        return cloud_from_metadata(response.text, config.cloud)
+        return cloud_from_metadata(response.text(), config.cloud)
     except AzureConfigError as exc:
         raise ProviderError(f"cloud endpoints from {url}: {exc}") from None
 

@@ -39,29 +39,63 @@ def test_azure_stack_cloud_from_the_environment_file(azure: Azure) -> None:
     assert azure.aad.token_requests[0][0] == STACK_AUTHORITY_HOST
 
 
+STACK_METADATA = [
+    {
+        "name": "AzureStackCloud",
+        "authentication": {
+            "loginEndpoint": f"https://{STACK_AUTHORITY_HOST}/",
+            "audiences": ["https://management.stack.local/"],
+        },
+        "suffixes": {"acrLoginServer": "azurecr.my.cloud"},
+    }
+]
+
+
+def stack_config(azure: Azure, arm_url: str) -> str:
+    return azure.config(
+        cloud="AzureStackCloud",
+        resourceManagerEndpoint=arm_url,
+        tenantId="t",
+        aadClientId="a",
+        aadClientSecret=SECRET,
+    )
+
+
 def test_cloud_discovered_from_resource_manager_metadata(azure: Azure) -> None:
-    metadata = [
-        {
-            "name": "AzureStackCloud",
-            "authentication": {
-                "loginEndpoint": f"https://{STACK_AUTHORITY_HOST}/",
-                "audiences": ["https://management.stack.local/"],
-            },
-            "suffixes": {"acrLoginServer": "azurecr.my.cloud"},
-        }
-    ]
-    with serve(lambda _: FakeResponse.json(metadata)) as arm:
-        config = azure.config(
-            cloud="AzureStackCloud",
-            resourceManagerEndpoint=arm.url,
-            tenantId="t",
-            aadClientId="a",
-            aadClientSecret=SECRET,
-        )
-        run = azure.run("myreg.azurecr.my.cloud/app", config)
-        assert [r.path for r in arm.requests] == ["/metadata/endpoints"]
+    answers = [FakeResponse.text("busy", status=503), FakeResponse.json(STACK_METADATA)]
+    with serve(lambda _: answers.pop(0)) as arm:
+        run = azure.run("myreg.azurecr.my.cloud/app", stack_config(azure, arm.url))
+        # a 503 is retried, as every plugin-made call is (the transport seam)
+        assert [r.path for r in arm.requests] == ["/metadata/endpoints"] * 2
     assert_refresh_token_answer(azure, run, "myreg.azurecr.my.cloud")
     assert azure.aad.token_requests[0][0] == STACK_AUTHORITY_HOST
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (
+            FakeResponse.text("down", status=500),
+            "reading cloud endpoints from {url}/metadata/endpoints?api-version=2019-05-01 failed "
+            "with HTTP 500",
+        ),
+        (FakeResponse.json({"name": "x"}), "cloud endpoints from {url}/metadata/endpoints"),
+        (
+            FakeResponse(body=b"[" * (64 << 20)),
+            "could not read cloud endpoints from {url}/metadata/endpoints",
+        ),
+    ],
+    ids=["http-500-after-retries", "not-the-metadata", "oversized"],
+)
+def test_resource_manager_metadata_that_cannot_be_used(
+    azure: Azure, answer: FakeResponse, message: str
+) -> None:
+    with serve(lambda _: answer) as arm:
+        run = azure.run("myreg.azurecr.my.cloud/app", stack_config(azure, arm.url))
+    assert run.code == 1 and run.stdout == b""
+    (line,) = run.error_lines
+    assert message.format(url=arm.url) in line
+    assert azure.aad.token_requests == []
 
 
 @pytest.mark.parametrize(
