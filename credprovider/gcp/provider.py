@@ -103,7 +103,7 @@ def _metadata_get(ctx: Context, path: str, what: str) -> Any:
             retry_count=metadata.METADATA_ATTEMPTS,
             timeout=ctx.deadline.timeout(metadata.PER_CALL_TIMEOUT_SECONDS),
         )
-    except (exceptions.TransportError, exceptions.MutualTLSChannelError, ValueError) as exc:
+    except (exceptions.GoogleAuthError, ValueError) as exc:
         raise ProviderError(
             f"could not read {what} from the GCE metadata server over mTLS: {one_line(exc)}"
         ) from None
@@ -177,12 +177,12 @@ def credentials_file_token(path: str, ctx: Context) -> Token:
     ctx.deadline.phase = f"getting a token with the credentials in {path}"
     try:
         credentials = _load_credentials_file(path)
-    except (exceptions.DefaultCredentialsError, ValueError, OSError) as exc:
+    except (exceptions.GoogleAuthError, ValueError, OSError) as exc:
         raise ProviderError(f"{CREDENTIALS_FILE_ENV}={path}: {one_line(exc)}") from None
     ctx.log.v(1, f"using {type(credentials).__module__} credentials from {path}")
     try:
         credentials.refresh(google_auth_request(ctx))
-    except (exceptions.RefreshError, exceptions.TransportError) as exc:
+    except (exceptions.GoogleAuthError, ValueError) as exc:
         raise ProviderError(
             f"could not get a token with the credentials in {path}: {one_line(exc)}"
         ) from None
@@ -210,7 +210,7 @@ def workload_identity_token(subject_token: str, options: GcpOptions, ctx: Contex
             scopes=[CLOUD_PLATFORM_SCOPE],
             requested_token_type=STS_REQUESTED_TOKEN_TYPE,
         )
-    except (exceptions.OAuthError, exceptions.TransportError, ValueError) as exc:
+    except (exceptions.GoogleAuthError, ValueError) as exc:
         raise ProviderError(
             f"Workload Identity token exchange at {options.sts_endpoint} failed for a service "
             f"account that opted in (no fallback to the node identity): {one_line(exc)}"
@@ -247,7 +247,7 @@ def dockercfg_url_credentials(ctx: Context) -> dict[str, AuthConfig]:
     ctx.deadline.phase = f"downloading the .dockercfg from {url}"
     try:
         response = google_auth_request(ctx)(url, method="GET")
-    except exceptions.TransportError as exc:
+    except exceptions.GoogleAuthError as exc:
         raise ProviderError(
             f"could not download the .dockercfg from {url}: {one_line(exc)}"
         ) from None

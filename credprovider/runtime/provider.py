@@ -4,6 +4,7 @@ credential's expiry into ``cacheDuration``."""
 
 from __future__ import annotations
 
+import os
 import time
 
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
@@ -63,7 +64,12 @@ def cache_duration_for(expires_at: float, now: float) -> int:
 
 
 class Context:
-    """What a provider gets besides the request: deadline, logger, environment, clock."""
+    """What a provider gets besides the request: deadline, logger, environment, clock.
+
+    ``environ`` is the only environment a provider reads. The SDKs read ``os.environ`` instead (at
+    import and at call time), so :meth:`sdk_environment` makes the process environment this one
+    while a provider fetches; in a plugin's exec they are the same object and nothing changes.
+    """
 
     def __init__(
         self,
@@ -76,6 +82,64 @@ class Context:
         self.log = log
         self.environ = environ
         self.now = now
+
+    def sdk_environment(self) -> SdkEnvironment:
+        """A context manager within which ``os.environ`` is :attr:`environ` (see the class)."""
+        return SdkEnvironment(self.environ)
+
+
+class SdkEnvironment:
+    """``os.environ`` (and the C environment a child process inherits) replaced by ``environ``
+    for the ``with`` block, then put back as it was. A no-op when ``environ`` is ``os.environ``.
+    Process-wide: only one provider fetches at a time in a process (the runtime's worker thread)."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        self._restore: Callable[[], None] | None = None
+        self._restores_seen = 0
+
+    def __enter__(self) -> None:
+        if self._environ is os.environ:
+            return
+        self._restore = environment_restorer(self._environ)
+        self._restores_seen = _RESTORES[0]
+        _replace_environ(self._environ)
+
+    def __exit__(self, *_: object) -> None:
+        # Not if it was put back meanwhile: the runtime does when it abandons a late fetch, and
+        # what was set after that must not be undone when the fetch finally ends.
+        if self._restore is not None and _RESTORES[0] == self._restores_seen:
+            self._restore()
+        self._restore = None
+
+
+_RESTORES: Final = [0]  # how many times a replaced process environment was put back
+
+
+def environment_restorer(environ: Mapping[str, str]) -> Callable[[], None]:
+    """For a context's ``environ``: a function putting ``os.environ`` back as it is now; a no-op
+    when ``environ`` is ``os.environ`` itself (a plugin's exec, where nothing is ever replaced)."""
+    if environ is os.environ:
+        return _nothing
+    saved = dict(os.environ)
+
+    def restore() -> None:
+        _RESTORES[0] += 1
+        _replace_environ(saved)
+
+    return restore
+
+
+def _nothing() -> None:
+    pass
+
+
+def _replace_environ(wanted: Mapping[str, str]) -> None:
+    for name in [name for name in os.environ if name not in wanted]:
+        del os.environ[name]
+    for name, value in wanted.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
 
 
 class CacheScope(NamedTuple):

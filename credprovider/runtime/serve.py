@@ -36,7 +36,7 @@ from credprovider.runtime.log import (
     Logger,
     route_sdk_logging,
 )
-from credprovider.runtime.provider import Context, cache_duration_for
+from credprovider.runtime.provider import Context, cache_duration_for, environment_restorer
 from credprovider.runtime.redact import clip, register_secret
 
 if TYPE_CHECKING:
@@ -177,7 +177,7 @@ def answer(
         image = parse_image(request.image)  # once: the plan and the cache both take this
     except ImageError as exc:
         raise ProviderError(f"cannot get credentials: {exc}") from None
-    cached = with_cache(_RoutingSdkLogs(provider), spec.name, cache_dir, read_only)
+    cached = with_cache(SdkSeam(provider), spec.name, cache_dir, read_only)
     creds = cached.fulfil(cached.plan(image, request, ctx), request, ctx)
     answered_at = ctx.now()
     response = build_response(request, creds, answered_at)
@@ -190,9 +190,10 @@ def answer(
     return encode_response(response)
 
 
-class _RoutingSdkLogs:
-    """``provider``, with SDK logging routed into the plugin's log just before it fetches (so that
-    every record is scrubbed); a cache hit never fetches, so never pays for it."""
+class SdkSeam:
+    """``provider``, with what the SDKs see set just before it fetches: their logging routed into
+    the plugin's log (so that every record is scrubbed) and the context's environment as the
+    process's (:meth:`Context.sdk_environment`). A cache hit never fetches, so never pays for it."""
 
     def __init__(self, provider: Provider) -> None:
         self._provider = provider
@@ -202,7 +203,8 @@ class _RoutingSdkLogs:
 
     def fulfil(self, plan: Plan, request: CredentialProviderRequest, ctx: Context) -> Credentials:
         route_sdk_logging(ctx.log)
-        return self._provider.fulfil(plan, request, ctx)
+        with ctx.sdk_environment():
+            return self._provider.fulfil(plan, request, ctx)
 
 
 def within(deadline: Deadline, work: Callable[[], bytes]) -> bytes | BaseException | None:
@@ -258,7 +260,9 @@ def run(
 
     deadline = Deadline(deadline_seconds, already_spent=spent_before_run)
     ctx = Context(deadline=deadline, log=log, environ=environ, now=now)
+    restore_environment = environment_restorer(environ)
     result = within(deadline, lambda: answer(spec, rest, stdin, ctx, cache_dir))
+    restore_environment()  # in process, a fetch abandoned at the deadline leaves its environment
     if result is None:
         log.error(_deadline_message(deadline_seconds, deadline.phase))
         return 1

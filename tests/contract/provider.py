@@ -103,8 +103,8 @@ class ProviderContract:
     # The same contract in this process: the provider seam itself, against the same emulators.
 
     @pytest.fixture
-    def node(self, cloud: Cloud, monkeypatch: pytest.MonkeyPatch) -> Iterator[InProcess]:
-        with in_process(self.plugin, cloud.env, cloud.args, monkeypatch) as node:
+    def node(self, cloud: Cloud) -> Iterator[InProcess]:
+        with in_process(self.plugin, cloud.env, cloud.args) as node:
             yield node
 
     def answer(self, node: InProcess, provider: Provider | None = None) -> Credentials:

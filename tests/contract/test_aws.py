@@ -1,8 +1,10 @@
-"""The runtime contract, kept by ecr-credential-provider against the ECR emulator."""
+"""The runtime contract, kept by ecr-credential-provider against the ECR emulator: on the stdlib
+route, and on the botocore route."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -12,26 +14,43 @@ from emulators.http import FakeResponse
 from tests.contract.provider import Cloud, ProviderContract
 
 
+@contextmanager
+def ecr_cloud(**extra_env: str) -> Iterator[Cloud]:
+    with aws_emulator(with_moto=False) as emulator:
+        fake: FakeEcr = emulator.fakes["ecr"]  # type: ignore[assignment]
+
+        def refuse() -> None:
+            fake.fault = FakeResponse.json(
+                {"__type": "AccessDeniedException", "message": "not authorized"},
+                status=400,
+                content_type="application/x-amz-json-1.1",
+            )
+
+        yield Cloud(
+            env={**emulator.env, **extra_env},
+            username=fake.username,
+            password=lambda: {fake.password} if fake.calls else set(),
+            calls=lambda: len(fake.calls),
+            refuse=refuse,
+        )
+
+
 class TestEcr(ProviderContract):
     plugin = "ecr-credential-provider"
     image = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/app"
 
     @pytest.fixture
     def cloud(self) -> Iterator[Cloud]:
-        with aws_emulator(with_moto=False) as emulator:
-            fake: FakeEcr = emulator.fakes["ecr"]  # type: ignore[assignment]
+        with ecr_cloud() as cloud:
+            yield cloud
 
-            def refuse() -> None:
-                fake.fault = FakeResponse.json(
-                    {"__type": "AccessDeniedException", "message": "not authorized"},
-                    status=400,
-                    content_type="application/x-amz-json-1.1",
-                )
 
-            yield Cloud(
-                env=emulator.env,
-                username=fake.username,
-                password=lambda: {fake.password} if fake.calls else set(),
-                calls=lambda: len(fake.calls),
-                refuse=refuse,
-            )
+class TestEcrThroughBotocore(TestEcr):
+    """A botocore-only setting picks the botocore route. botocore reads its settings and keys from
+    the process environment, which in process holds them only while the provider fetches (the
+    runtime's SDK environment seam)."""
+
+    @pytest.fixture
+    def cloud(self) -> Iterator[Cloud]:
+        with ecr_cloud(AWS_USE_FIPS_ENDPOINT="false") as cloud:
+            yield cloud

@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from emulators.kubelet_exec import REPO
 
 PACKAGE = REPO / "credprovider"
@@ -77,12 +79,37 @@ def test_the_demo_the_bench_and_the_emulators_import_no_test_module() -> None:
     assert offenders == []
 
 
-def test_only_the_caching_decorator_uses_the_cache_storage() -> None:
-    """Providers plan through the seam (CacheScope, fingerprint_file live in runtime/provider.py);
-    the storage is the caching decorator's alone, and nothing imports it for a type."""
-    users = sorted(
-        _module_name(path)
-        for path in PACKAGE.rglob("*.py")
-        if "credprovider.runtime.cachestore" in _imports(path, {"credprovider.runtime.cachestore"})
-    )
-    assert users == ["credprovider.runtime.caching"]
+def _importers(target: str) -> list[str]:
+    """The modules of the package that import ``target`` or anything in it, lazily or for types."""
+    users = []
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            if any(name == target or name.startswith(f"{target}.") for name in names):
+                users.append(_module_name(path))
+                break
+    return sorted(users)
+
+
+@pytest.mark.parametrize(
+    ("target", "owners"),
+    [
+        # Providers plan through the seam (CacheScope, fingerprint_file are in runtime/provider.py);
+        # the storage is the caching decorator's alone, and nothing imports it for a type.
+        ("credprovider.runtime.cachestore", ["credprovider.runtime.caching"]),
+        # Every plugin-made call is retried by the one transport seam, http.exchange.
+        ("credprovider.runtime.retry.call_with_retries", ["credprovider.runtime.http"]),
+        # requests is a Send of that seam (Azure's calls through a proxy), nothing else.
+        ("requests", ["credprovider.azure.exchange"]),
+        # Each SDK behind its cloud's adapter.
+        ("botocore", ["credprovider.aws.botocore_api"]),
+        ("google", ["credprovider.gcp.provider"]),
+        ("azure", ["credprovider.azure.provider"]),
+    ],
+)
+def test_one_module_owns_each_dependency(target: str, owners: list[str]) -> None:
+    assert _importers(target) == owners

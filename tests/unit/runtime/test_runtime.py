@@ -161,12 +161,16 @@ def test_logs_are_quiet_by_default_and_verbose_on_request() -> None:
 
 
 def test_deadline_is_enforced_in_process() -> None:
+    """The fetch is abandoned at the deadline, and the process environment it ran in (the
+    context's, see Context.sdk_environment) does not outlive the run."""
+    before = dict(os.environ)
     start = time.monotonic()
     code, out, err = run_fake(request_bytes("r.io/x"), ["--mode", "hang", "--deadline=300ms"])
     elapsed = time.monotonic() - start
     assert (code, out) == (1, b"")
     assert elapsed < 5
     assert "no answer within the 0.3s deadline while waiting for a fake endpoint" in err
+    assert dict(os.environ) == before
 
 
 def test_deadline_from_environment() -> None:
