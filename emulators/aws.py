@@ -15,6 +15,13 @@ from dataclasses import dataclass, field
 
 from emulators.http import FakeRequest, FakeResponse
 
+# A node's static keys, as every test, the demo and the bench give them to the plugin.
+NODE_KEY = "AKIDNODE0000000000"
+NODE_SECRET = "node-secret-access-key-0123456789"
+# Nothing listens on the discard port: a call that should never be made fails at once.
+NOWHERE = "http://127.0.0.1:9"
+
+AMZ_JSON = "application/x-amz-json-1.1"
 PRIVATE_TARGET = "AmazonEC2ContainerRegistry_V20150921.GetAuthorizationToken"
 PUBLIC_TARGET = "SpencerFrontendService.GetAuthorizationToken"
 _SCOPE_RE = re.compile(r"Credential=([^/]+)/\d{8}/([^/]+)/([^/]+)/aws4_request")
@@ -102,21 +109,17 @@ class FakeEcr:
         if self.fault is not None:
             return self.fault
         if scope is None or not scope.group(2):
-            return FakeResponse.json(
-                # AWS's answer to a request signed for the region '' (a signer with no region).
-                {
-                    "__type": "InvalidSignatureException",
-                    "message": "Credential should be scoped to a valid region, not ''. ",
-                },
-                status=400,
-                content_type="application/x-amz-json-1.1",
+            # AWS's answer to a request signed for the region '' (a signer with no region).
+            return aws_error(
+                "InvalidSignatureException",
+                "Credential should be scoped to a valid region, not ''. ",
             )
         if self.delay:
             time.sleep(self.delay)
         entry: dict[str, object] = {} if self.omit_token else {"authorizationToken": self.token()}
         if self.valid_seconds is not None:
             entry["expiresAt"] = time.time() + self.valid_seconds
-        content_type = "application/x-amz-json-1.1"
+        content_type = AMZ_JSON
         if target == PRIVATE_TARGET:
             data: object = [] if self.empty_data else [entry]
             return FakeResponse.json({"authorizationData": data}, content_type=content_type)
@@ -125,7 +128,7 @@ class FakeEcr:
                 {"authorizationData": None if self.empty_data else entry}, content_type=content_type
             )
         return FakeResponse.json(
-            {"__type": "UnknownOperationException"}, status=400, content_type=content_type
+            {"__type": "UnknownOperationException"}, 400, content_type=AMZ_JSON
         )
 
 
@@ -142,3 +145,21 @@ def sts_error(code: str, message: str, status: int = 400) -> FakeResponse:
         body=STS_ERROR_TEMPLATE.format(code=code, message=message).encode(),
         headers={"Content-Type": "text/xml"},
     )
+
+
+def ecr_env(ecr_url: str, sts_url: str = NOWHERE, **extra: str) -> dict[str, str]:
+    """The plugin's environment on a node with static keys (:data:`NODE_KEY`), its ECR and ECR
+    Public calls sent to ``ecr_url`` and its STS calls to ``sts_url``; ``extra`` added last."""
+    return {
+        "AWS_ACCESS_KEY_ID": NODE_KEY,
+        "AWS_SECRET_ACCESS_KEY": NODE_SECRET,
+        "AWS_ENDPOINT_URL_ECR": ecr_url,
+        "AWS_ENDPOINT_URL_ECR_PUBLIC": ecr_url,
+        "AWS_ENDPOINT_URL_STS": sts_url,
+        **extra,
+    }
+
+
+def aws_error(code: str, message: str, status: int = 400) -> FakeResponse:
+    """An AWS JSON-protocol error answer, as ECR sends one."""
+    return FakeResponse.json({"__type": code, "message": message}, status, content_type=AMZ_JSON)

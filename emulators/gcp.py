@@ -1,8 +1,11 @@
-"""Fakes of the GCE metadata server, Google STS and the OAuth token endpoint (service-account keys)."""
+"""Fakes of the GCE metadata server, Google STS and the OAuth token endpoint (service-account keys),
+and a service-account key file for the last."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from emulators.http import FakeRequest, FakeResponse
 
@@ -98,3 +101,27 @@ class FakeOAuth:
         return FakeResponse.json(
             {"access_token": self.access_token, "expires_in": 3599, "token_type": "Bearer"}
         )
+
+
+def write_service_account_key(path: Path, token_uri: str) -> str:
+    """A service-account key file at ``path`` with a fresh RSA key, whose tokens come from
+    ``token_uri``; returns the key's PEM (a secret the plugin must never print)."""
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    from emulators.tls import key_pem
+
+    pem = key_pem(rsa.generate_private_key(public_exponent=65537, key_size=2048)).decode()
+    path.write_text(
+        json.dumps(
+            {
+                "type": "service_account",
+                "project_id": "my-project",
+                "private_key_id": "k1",
+                "private_key": pem,
+                "client_email": "puller@my-project.iam.gserviceaccount.com",
+                "client_id": "1",
+                "token_uri": token_uri,
+            }
+        )
+    )
+    return pem

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from emulators.aws import FakeEcr
+from emulators.aws import FakeEcr, ecr_env
 from emulators.azure import AAD_HOSTS, FakeAad, FakeAcr, FakeImds
 from emulators.gcp import FakeMetadata, FakeSts
 from emulators.http import FakeServer, serve
@@ -43,14 +43,7 @@ def aws_emulator(with_moto: bool = True) -> Iterator[Emulator]:
     """The project's ECR/ECR Public fake, and moto (ECR, STS) unless ``with_moto`` is false."""
     fake = FakeEcr()
     with serve(fake) as ecr:
-        env = {
-            **SAFE_ENV,
-            "AWS_ACCESS_KEY_ID": "AKIDEMULATOR",
-            "AWS_SECRET_ACCESS_KEY": "emulator-secret-access-key",
-            "AWS_ENDPOINT_URL_ECR": ecr.url,
-            "AWS_ENDPOINT_URL_ECR_PUBLIC": ecr.url,
-            "AWS_ENDPOINT_URL_STS": "http://127.0.0.1:9",
-        }
+        env = {**SAFE_ENV, **ecr_env(ecr.url)}
         if not with_moto:
             yield Emulator(env, {"ecr": fake}, servers={"ecr": ecr})
             return

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import NameOID
 
 
@@ -51,27 +51,26 @@ class CertAuthority:
         stem = self.directory / f"server-{x509.random_serial_number()}"
         cert_path, key_path = stem.with_suffix(".crt"), stem.with_suffix(".key")
         cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        key_path.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-        )
+        key_path.write_bytes(key_pem(key))
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert_path, key_path)
         return context
 
 
-def make_test_ca(directory: Path) -> CertAuthority:
-    directory.mkdir(parents=True, exist_ok=True)
-    key = ec.generate_private_key(ec.SECP256R1())
-    # A name of its own: with two test CAs in one bundle, OpenSSL picks an issuer by name.
-    name = x509.Name(
-        [x509.NameAttribute(NameOID.COMMON_NAME, f"credprovider test CA {os.urandom(4).hex()}")]
+def key_pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:
+    """``key`` as an unencrypted PKCS#8 PEM."""
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )
+
+
+def self_signed(
+    key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey, common_name: str, ca: bool = False
+) -> x509.Certificate:
+    """A certificate for ``key`` signed by itself, valid from five minutes ago for a day."""
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     now = datetime.datetime.now(datetime.UTC)
-    cert = (
+    builder = (
         x509.CertificateBuilder()
         .subject_name(name)
         .issuer_name(name)
@@ -79,9 +78,17 @@ def make_test_ca(directory: Path) -> CertAuthority:
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
     )
+    if ca:
+        builder = builder.add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+    return builder.sign(key, hashes.SHA256())
+
+
+def make_test_ca(directory: Path) -> CertAuthority:
+    directory.mkdir(parents=True, exist_ok=True)
+    key = ec.generate_private_key(ec.SECP256R1())
+    # A name of its own: with two test CAs in one bundle, OpenSSL picks an issuer by name.
+    cert = self_signed(key, f"credprovider test CA {os.urandom(4).hex()}", ca=True)
     ca = CertAuthority(directory, key, cert)
     ca.bundle.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     return ca

@@ -8,9 +8,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from emulators.aws import FakeEcr
+from emulators.aws import FakeEcr, aws_error
 from emulators.harness import aws_emulator
-from emulators.http import FakeResponse
 from tests.contract.provider import Cloud, ProviderContract
 
 
@@ -20,11 +19,7 @@ def ecr_cloud(**extra_env: str) -> Iterator[Cloud]:
         fake: FakeEcr = emulator.fakes["ecr"]  # type: ignore[assignment]
 
         def refuse() -> None:
-            fake.fault = FakeResponse.json(
-                {"__type": "AccessDeniedException", "message": "not authorized"},
-                status=400,
-                content_type="application/x-amz-json-1.1",
-            )
+            fake.fault = aws_error("AccessDeniedException", "not authorized")
 
         yield Cloud(
             env={**emulator.env, **extra_env},

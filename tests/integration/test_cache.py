@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from credprovider.runtime.cachestore import SAFETY_MARGIN_SECONDS
-from emulators.aws import FakeEcr
+from emulators.aws import FakeEcr, aws_error, ecr_env
 from emulators.gcp import FakeMetadata
 from emulators.harness import ACR_REGISTRY, Emulator, aws_emulator, azure_emulator, gcp_emulator
-from emulators.http import FakeResponse, FakeServer, serve
+from emulators.http import FakeServer, serve
 from emulators.kubelet_exec import REPO, request_bytes, run_plugin
 from tests.helpers import run_listing_imports
 from tests.integration.conftest import Azure
@@ -30,14 +30,7 @@ IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/team/app"
 
 
 def env_for(server: FakeServer, cache: Path, **extra: str) -> dict[str, str]:
-    return {
-        "AWS_ACCESS_KEY_ID": "AKIDNODE",
-        "AWS_SECRET_ACCESS_KEY": "node-secret",
-        "AWS_ENDPOINT_URL_ECR": server.url,
-        "AWS_ENDPOINT_URL_ECR_PUBLIC": server.url,
-        "CREDPROVIDER_CACHE_DIR": str(cache),
-        **extra,
-    }
+    return ecr_env(server.url, CREDPROVIDER_CACHE_DIR=str(cache), **extra)
 
 
 def test_second_exec_is_served_from_the_cache(
@@ -368,11 +361,7 @@ def test_gcp_and_azure_answers_are_cached_too(tmp_path: Path, azure: Azure) -> N
 
 def test_errors_are_not_cached(ecr: tuple[FakeEcr, FakeServer], tmp_path: Path) -> None:
     fake, server = ecr
-    fake.fault = FakeResponse.json(
-        {"__type": "AccessDeniedException", "message": "no"},
-        status=400,
-        content_type="application/x-amz-json-1.1",
-    )
+    fake.fault = aws_error("AccessDeniedException", "no")
     runs = [
         run_plugin(ECR, request_bytes(IMAGE), [], env_for(server, tmp_path / "c")) for _ in range(2)
     ]

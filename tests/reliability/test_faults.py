@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
+from emulators.aws import AMZ_JSON, aws_error
 from emulators.harness import ACR_REGISTRY, Emulator, aws_emulator, azure_emulator, gcp_emulator
 from emulators.http import FakeResponse, serve
 from emulators.kubelet_exec import request_bytes, run_plugin
 from tests.reliability.checks import Figures, Outcome, answer_violations
 
 DEADLINE = 6.0
-AMZ_JSON = "application/x-amz-json-1.1"
 # README: every failure is "one line saying what failed and what to check". Each failing fault's line
 # must carry a "what to do" part, recognised by one of these phrases.
 ADVICE = (
@@ -75,9 +75,7 @@ AWS_FAULTS = [
         "HTTP 500",
         _set(
             "ecr",
-            fault=FakeResponse.json(
-                {"__type": "ServerException", "message": "boom"}, 500, content_type=AMZ_JSON
-            ),
+            fault=aws_error("ServerException", "boom", 500),
         ),
         False,
         "ServerException",
@@ -89,11 +87,7 @@ AWS_FAULTS = [
         "ThrottlingException",
         _set(
             "ecr",
-            fault=FakeResponse.json(
-                {"__type": "ThrottlingException", "message": "Rate exceeded"},
-                400,
-                content_type=AMZ_JSON,
-            ),
+            fault=aws_error("ThrottlingException", "Rate exceeded"),
         ),
         False,
         "still throttled after 3 attempts",
@@ -102,11 +96,7 @@ AWS_FAULTS = [
         "HTTP 429",
         _set(
             "ecr",
-            fault=FakeResponse.json(
-                {"__type": "TooManyRequestsException", "message": "slow down"},
-                429,
-                content_type=AMZ_JSON,
-            ),
+            fault=aws_error("TooManyRequestsException", "slow down", 429),
         ),
         False,
         "TooManyRequestsException",

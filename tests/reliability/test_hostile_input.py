@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from emulators.aws import FakeEcr
+from emulators.aws import FakeEcr, ecr_env
 from emulators.http import FakeServer, serve
 from emulators.kubelet_exec import run_plugin
 from tests.reliability.checks import Figures, Outcome, answer_violations
@@ -188,12 +188,7 @@ def test_hostile_request(
     expected: tuple[str, str],
 ) -> None:
     _fake, server = ecr
-    env = {
-        "AWS_ACCESS_KEY_ID": "AKIDNODE",
-        "AWS_SECRET_ACCESS_KEY": "node-secret-access-key",
-        "AWS_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL_ECR": server.url,
-    }
+    env = ecr_env(server.url, AWS_REGION="us-east-1")
     run = run_plugin("ecr-credential-provider", stdin, ["--deadline=10s"], env)
     problems = answer_violations(run, 10)
     kind, value = expected

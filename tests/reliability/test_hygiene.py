@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
+from emulators.aws import NOWHERE, aws_error
 from emulators.azure import make_jwt
+from emulators.gcp import write_service_account_key
 from emulators.harness import ACR_REGISTRY, aws_emulator, azure_emulator, gcp_emulator
 from emulators.http import FakeResponse
 from emulators.kubelet_exec import PluginRun, request_bytes, run_plugin
@@ -96,24 +96,8 @@ def _gcp(flow: str) -> Callable[[Path], tuple[PluginRun, list[str]]]:
                 token, annotations = SA_TOKEN, {"iam.gke.io/enable-wi-image-pull": "true"}
                 sts.fault = FakeResponse.json({"error": "invalid_grant"}, status=400)  # type: ignore[attr-defined]
             elif flow == "key file":
-                key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-                pem = key.private_bytes(
-                    serialization.Encoding.PEM,
-                    serialization.PrivateFormat.PKCS8,
-                    serialization.NoEncryption(),
-                ).decode()
                 key_file = tmp / "key.json"
-                key_file.write_text(
-                    json.dumps(
-                        {
-                            "type": "service_account",
-                            "private_key": pem,
-                            "client_email": "a@p.iam.gserviceaccount.com",
-                            "token_uri": "http://127.0.0.1:9/token",
-                            "private_key_id": "k",
-                        }
-                    )
-                )
+                pem = write_service_account_key(key_file, f"{NOWHERE}/token")
                 env["GOOGLE_APPLICATION_CREDENTIALS"] = str(key_file)
                 secrets.append(pem.splitlines()[1])
             result = run_plugin(
@@ -193,13 +177,7 @@ SCENARIOS = [
     Scenario("aws service account (assumed role)", _aws(None, SA_TOKEN)),
     Scenario(
         "aws denied",
-        _aws(
-            FakeResponse.json(
-                {"__type": "AccessDeniedException", "message": "no"},
-                400,
-                content_type="application/x-amz-json-1.1",
-            )
-        ),
+        _aws(aws_error("AccessDeniedException", "no")),
     ),
     Scenario("gcp metadata", _gcp("metadata")),
     Scenario("gcp workload identity", _gcp("workload identity")),

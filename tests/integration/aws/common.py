@@ -1,25 +1,15 @@
-"""What the ecr-credential-provider tests share: the node's keys, the role, and the env that points
-the plugin at the ECR fake and moto's STS."""
+"""What the ecr-credential-provider tests share: the node's keys and its environment (from the
+emulators), the role, the service account token."""
 
 from __future__ import annotations
 
+from emulators.aws import NODE_KEY, NODE_SECRET
+
+__all__ = ["NODE_KEY", "NODE_SECRET"]
+
 PLUGIN = "ecr-credential-provider"
-NODE_KEY = "AKIDNODE0000000000"
-NODE_SECRET = "node-secret-access-key-0123456789"
 SA_TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2E6ZGVmYXVsdDphcHAifQ.c2lnbmF0dXJl"
 ROLE = "arn:aws:iam::123456789012:role/image-puller"
-
-
-def aws_env(ecr_url: str, sts_url: str, **extra: str) -> dict[str, str]:
-    env = {
-        "AWS_ACCESS_KEY_ID": NODE_KEY,
-        "AWS_SECRET_ACCESS_KEY": NODE_SECRET,
-        "AWS_ENDPOINT_URL_ECR": ecr_url,
-        "AWS_ENDPOINT_URL_ECR_PUBLIC": ecr_url,
-        "AWS_ENDPOINT_URL_STS": sts_url,
-    }
-    env.update(extra)
-    return env
 
 
 def assumed_role_arn(access_key_id: str) -> str | None:

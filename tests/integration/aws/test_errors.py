@@ -6,12 +6,11 @@ from __future__ import annotations
 import pytest
 
 from credprovider.runtime.imageref import bare_host_hint
-from emulators.aws import FakeEcr
-from emulators.http import FakeResponse, FakeServer
+from emulators.aws import FakeEcr, aws_error, ecr_env
+from emulators.http import FakeServer
 from emulators.kubelet_exec import request_bytes, run_plugin
 from tests.integration.aws.common import (
     PLUGIN,
-    aws_env,
 )
 
 
@@ -29,13 +28,7 @@ from tests.integration.aws.common import (
             "error parsing username and password from authorization token",
         ),
         (
-            {
-                "fault": FakeResponse.json(
-                    {"__type": "AccessDeniedException", "message": "User is not authorized"},
-                    status=400,
-                    content_type="application/x-amz-json-1.1",
-                )
-            },
+            {"fault": aws_error("AccessDeniedException", "User is not authorized")},
             "ECR GetAuthorizationToken in us-east-1 failed: AccessDeniedException: User is not "
             "authorized; the identity needs ecr:GetAuthorizationToken",
         ),
@@ -54,7 +47,7 @@ def test_error_strings(
     run = run_plugin(
         PLUGIN,
         request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"),
-        env=aws_env(server.url, moto_server, **route),
+        env=ecr_env(server.url, moto_server, **route),
     )
     assert (run.code, run.stdout) == (1, b"")
     assert len(run.error_lines) == 1
@@ -66,15 +59,11 @@ def test_throttling_is_retried_then_reported(
     ecr: tuple[FakeEcr, FakeServer], moto_server: str, route: dict[str, str]
 ) -> None:
     fake, server = ecr
-    fake.fault = FakeResponse.json(
-        {"__type": "ThrottlingException", "message": "Rate exceeded"},
-        status=400,
-        content_type="application/x-amz-json-1.1",
-    )
+    fake.fault = aws_error("ThrottlingException", "Rate exceeded")
     run = run_plugin(
         PLUGIN,
         request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"),
-        env=aws_env(server.url, moto_server, **route),
+        env=ecr_env(server.url, moto_server, **route),
     )
     assert run.code == 1
     assert len(fake.calls) == 3
@@ -83,7 +72,7 @@ def test_throttling_is_retried_then_reported(
 
 def test_no_credentials_is_explained(ecr: tuple[FakeEcr, FakeServer], moto_server: str) -> None:
     _, server = ecr
-    env = aws_env(server.url, moto_server)
+    env = ecr_env(server.url, moto_server)
     del env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]
     run = run_plugin(PLUGIN, request_bytes("public.ecr.aws/a/b"), env=env)
     assert run.code == 1
@@ -98,7 +87,7 @@ def test_other_host_without_a_region_is_an_error(
     ecr: tuple[FakeEcr, FakeServer], moto_server: str
 ) -> None:
     _, server = ecr
-    run = run_plugin(PLUGIN, request_bytes("quay.io/org/app"), env=aws_env(server.url, moto_server))
+    run = run_plugin(PLUGIN, request_bytes("quay.io/org/app"), env=ecr_env(server.url, moto_server))
     assert run.code == 1
     assert "quay.io is not an ECR registry host" in run.stderr
     assert "set AWS_REGION in the provider's env" in run.stderr
@@ -111,7 +100,7 @@ def test_unreachable_endpoint_fails_before_the_deadline(
         PLUGIN,
         request_bytes("public.ecr.aws/a/b"),
         args=["--deadline=20s"],
-        env=aws_env("http://127.0.0.1:9", moto_server, **route),
+        env=ecr_env("http://127.0.0.1:9", moto_server, **route),
     )
     assert run.code == 1
     assert run.seconds < 20
@@ -125,7 +114,7 @@ def test_a_bare_registry_host_asks_for_the_repository(
     mean to Docker) would be wrong, and so would the region advice that followed."""
     fake, server = ecr
     host = "123456789012.dkr.ecr.us-west-2.amazonaws.com"
-    run = run_plugin(PLUGIN, request_bytes(host), env=aws_env(server.url, moto_server))
+    run = run_plugin(PLUGIN, request_bytes(host), env=ecr_env(server.url, moto_server))
     assert (run.code, run.stdout) == (1, b"")
     assert run.error_lines == [f"{PLUGIN}: error: {bare_host_hint(host)} (fix the pod's image)"]
     assert fake.calls == []

@@ -9,14 +9,13 @@ import pytest
 
 from credprovider.runtime.goformat import SECOND, parse_go_duration
 from credprovider.runtime.matching import keyring_lookup
-from emulators.aws import PRIVATE_TARGET, PUBLIC_TARGET, FakeEcr
+from emulators.aws import PRIVATE_TARGET, PUBLIC_TARGET, FakeEcr, ecr_env
 from emulators.http import FakeServer
 from emulators.kubelet_exec import request_bytes, run_plugin
 from tests.integration.aws.common import (
     NODE_KEY,
     NODE_SECRET,
     PLUGIN,
-    aws_env,
 )
 
 PRIVATE_HOSTS = [
@@ -45,7 +44,7 @@ def test_private_registry_of_every_partition(
     fake, server = ecr
     fake.secret_keys[NODE_KEY] = NODE_SECRET
     image = f"{host}/team/app"
-    run = run_plugin(PLUGIN, request_bytes(image), env=aws_env(server.url, moto_server, **route))
+    run = run_plugin(PLUGIN, request_bytes(image), env=ecr_env(server.url, moto_server, **route))
     response = run.response
     assert [c.signature_valid for c in fake.calls] == [True]
     assert response["cacheKeyType"] == "Registry"
@@ -59,7 +58,7 @@ def test_private_registry_of_every_partition(
 def test_against_moto_ecr(moto_server: str, use_bundle: bool) -> None:
     image = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/app"
     run = run_plugin(
-        PLUGIN, request_bytes(image), env=aws_env(moto_server, moto_server), use_bundle=use_bundle
+        PLUGIN, request_bytes(image), env=ecr_env(moto_server, moto_server), use_bundle=use_bundle
     )
     # moto issues "AWS:<account>-auth-token" that expired in 2015: never cache an expired token.
     assert run.response["auth"] == {
@@ -85,7 +84,7 @@ def test_public_registry_uses_ecr_public_in_us_east_1(
     run = run_plugin(
         PLUGIN,
         request_bytes(f"{host}/nginx/nginx"),
-        env=aws_env(server.url, moto_server, **route),
+        env=ecr_env(server.url, moto_server, **route),
         use_bundle=use_bundle,
     )
     assert [c.signature_valid for c in fake.calls] == [True]
@@ -100,7 +99,7 @@ def test_private_host_with_public_ecr_in_the_path_is_private(
 ) -> None:
     fake, server = ecr
     image = "123456789012.dkr.ecr.us-west-2.amazonaws.com/public.ecr.aws/x"
-    assert run_plugin(PLUGIN, request_bytes(image), env=aws_env(server.url, moto_server)).response
+    assert run_plugin(PLUGIN, request_bytes(image), env=ecr_env(server.url, moto_server)).response
     assert [c.target for c in fake.calls] == [PRIVATE_TARGET]
 
 
@@ -118,7 +117,7 @@ def test_port_is_kept_in_the_auth_key(
     ecr: tuple[FakeEcr, FakeServer], moto_server: str, image: str, key: str
 ) -> None:
     _, server = ecr
-    run = run_plugin(PLUGIN, request_bytes(image), env=aws_env(server.url, moto_server))
+    run = run_plugin(PLUGIN, request_bytes(image), env=ecr_env(server.url, moto_server))
     assert list(run.response["auth"]) == [key]
     assert keyring_lookup([key], image) == [key]  # upstream's port-less key would not match
 
@@ -140,7 +139,7 @@ def test_cache_duration_is_half_the_remaining_validity(
     run = run_plugin(
         PLUGIN,
         request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"),
-        env=aws_env(server.url, moto_server),
+        env=ecr_env(server.url, moto_server),
     )
     assert run.response["cacheDuration"] in expected
 
@@ -151,7 +150,7 @@ def test_token_without_expiry_leaves_cache_duration_to_the_kubelet(
     fake, server = ecr
     fake.valid_seconds = None
     run = run_plugin(
-        PLUGIN, request_bytes("public.ecr.aws/a/b"), env=aws_env(server.url, moto_server)
+        PLUGIN, request_bytes("public.ecr.aws/a/b"), env=ecr_env(server.url, moto_server)
     )
     assert "cacheDuration" not in run.response
 
@@ -164,7 +163,7 @@ def test_other_host_uses_the_default_region_and_says_so(
         PLUGIN,
         request_bytes("mirror.example.com:5000/library/nginx"),
         args=["-v=1"],
-        env=aws_env(server.url, moto_server, AWS_REGION="eu-central-1", **route),
+        env=ecr_env(server.url, moto_server, AWS_REGION="eu-central-1", **route),
     )
     assert run.response["auth"] == {
         "mirror.example.com:5000": {"username": "AWS", "password": fake.password}
@@ -185,7 +184,7 @@ def test_the_log_states_cache_duration_as_the_response_does(
         PLUGIN,
         request_bytes("public.ecr.aws/a/b"),
         args=["-v=1"],
-        env=aws_env(server.url, moto_server),
+        env=ecr_env(server.url, moto_server),
     )
     if valid_seconds is None:
         assert (
@@ -204,7 +203,7 @@ def test_upstream_argument_forms_are_accepted(
 ) -> None:
     _, server = ecr
     run = run_plugin(
-        PLUGIN, request_bytes("public.ecr.aws/a/b"), args=args, env=aws_env(server.url, moto_server)
+        PLUGIN, request_bytes("public.ecr.aws/a/b"), args=args, env=ecr_env(server.url, moto_server)
     )
     assert run.code == 0
 
@@ -214,6 +213,6 @@ def test_cache_duration_parses_as_go_duration(
 ) -> None:
     _, server = ecr
     run = run_plugin(
-        PLUGIN, request_bytes("public.ecr.aws/a/b"), env=aws_env(server.url, moto_server)
+        PLUGIN, request_bytes("public.ecr.aws/a/b"), env=ecr_env(server.url, moto_server)
     )
     assert 21590 * SECOND < parse_go_duration(run.response["cacheDuration"]) <= 21600 * SECOND

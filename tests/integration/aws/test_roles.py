@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from emulators.aws import FakeEcr, sts_error
+from emulators.aws import FakeEcr, ecr_env, sts_error
 from emulators.http import FakeServer, serve
 from emulators.kubelet_exec import request_bytes, run_plugin
 from tests.integration.aws.common import (
@@ -14,7 +14,6 @@ from tests.integration.aws.common import (
     ROLE,
     SA_TOKEN,
     assumed_role_arn,
-    aws_env,
 )
 
 
@@ -48,7 +47,7 @@ def test_service_account_token_assumes_the_annotated_role(
     run = run_plugin(
         PLUGIN,
         request_bytes(image, token=SA_TOKEN, annotations=annotations),
-        env=aws_env(server.url, moto_server, **env),
+        env=ecr_env(server.url, moto_server, **env),
         use_bundle=use_bundle,
     )
     assert run.response["auth"][image.split("/")[0]]["password"] == fake.password
@@ -66,7 +65,7 @@ def test_service_account_token_without_role_uses_node_credentials(
         PLUGIN,
         request_bytes("public.ecr.aws/a/b", token=SA_TOKEN),
         args=["-v=1"],
-        env=aws_env(server.url, moto_server),
+        env=ecr_env(server.url, moto_server),
     )
     assert run.code == 0
     assert [c.access_key for c in fake.calls] == [NODE_KEY]
@@ -85,7 +84,7 @@ def test_sts_failure_is_an_error_with_the_reason(ecr: tuple[FakeEcr, FakeServer]
                 token=SA_TOKEN,
                 annotations={"eks.amazonaws.com/ecr-role-arn": ROLE},
             ),
-            env=aws_env(server.url, sts.url),
+            env=ecr_env(server.url, sts.url),
         )
     assert (run.code, run.stdout) == (1, b"")
     assert run.error_lines == [
@@ -107,7 +106,7 @@ def test_malformed_role_arn_is_an_error(ecr: tuple[FakeEcr, FakeServer], moto_se
             token=SA_TOKEN,
             annotations={"eks.amazonaws.com/role-arn": "image-puller"},
         ),
-        env=aws_env(server.url, moto_server),
+        env=ecr_env(server.url, moto_server),
     )
     assert run.code == 1
     assert run.error_lines == [

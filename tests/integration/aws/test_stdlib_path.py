@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from emulators.aws import FakeEcr
+from emulators.aws import FakeEcr, ecr_env
 from emulators.http import FakeRequest, FakeResponse, FakeServer, serve
 from emulators.kubelet_exec import request_bytes, run_plugin
 from emulators.tls import CertAuthority
@@ -16,7 +16,6 @@ from tests.integration.aws.common import (
     NODE_KEY,
     NODE_SECRET,
     PLUGIN,
-    aws_env,
 )
 
 
@@ -25,13 +24,13 @@ def test_the_common_miss_loads_no_botocore(
 ) -> None:
     _, server = ecr
     image = request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a")
-    direct = run_listing_imports(PLUGIN, image, env=aws_env(server.url, moto_server))
+    direct = run_listing_imports(PLUGIN, image, env=ecr_env(server.url, moto_server))
     assert direct.response["auth"]
     assert "botocore" not in direct.roots
     config = tmp_path / "config"
     config.write_text("[default]\n")
     via_sdk = run_listing_imports(
-        PLUGIN, image, env=aws_env(server.url, moto_server, AWS_CONFIG_FILE=str(config))
+        PLUGIN, image, env=ecr_env(server.url, moto_server, AWS_CONFIG_FILE=str(config))
     )
     assert via_sdk.response["auth"] == direct.response["auth"]
     assert "botocore" in via_sdk.roots
@@ -42,7 +41,7 @@ def test_the_route_is_said_at_v1(
 ) -> None:
     _, server = ecr
     image = request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a")
-    run = run_plugin(PLUGIN, image, args=["-v=1"], env=aws_env(server.url, moto_server))
+    run = run_plugin(PLUGIN, image, args=["-v=1"], env=ecr_env(server.url, moto_server))
     assert "credentials: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY from the environment" in (
         run.stderr
     )
@@ -52,7 +51,7 @@ def test_the_route_is_said_at_v1(
         PLUGIN,
         image,
         args=["-v=1"],
-        env=aws_env(server.url, moto_server, AWS_PROFILE="ci", AWS_CONFIG_FILE="/nonexistent"),
+        env=ecr_env(server.url, moto_server, AWS_PROFILE="ci", AWS_CONFIG_FILE="/nonexistent"),
     )
     assert "using botocore: AWS_PROFILE is set" in run.stderr
 
@@ -60,8 +59,8 @@ def test_the_route_is_said_at_v1(
 def test_v4_names_the_endpoint_called(ecr: tuple[FakeEcr, FakeServer], moto_server: str) -> None:
     _, server = ecr
     image = request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a")
-    quiet = run_plugin(PLUGIN, image, args=["-v=1"], env=aws_env(server.url, moto_server))
-    loud = run_plugin(PLUGIN, image, args=["-v=4"], env=aws_env(server.url, moto_server))
+    quiet = run_plugin(PLUGIN, image, args=["-v=1"], env=ecr_env(server.url, moto_server))
+    loud = run_plugin(PLUGIN, image, args=["-v=4"], env=ecr_env(server.url, moto_server))
     line = (
         f"POST {server.url}/ (AmazonEC2ContainerRegistry_V20150921.GetAuthorizationToken, "
         "region us-east-1)"
@@ -116,7 +115,7 @@ def test_the_instance_role_is_read_through_imdsv2(
     fake.secret_keys[ROLE_KEY] = ROLE_SECRET
     imds = FakeImds()
     with serve(imds) as metadata:
-        env = aws_env(
+        env = ecr_env(
             server.url,
             moto_server,
             AWS_EC2_METADATA_DISABLED="false",

@@ -11,12 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import pkcs12
-from cryptography.x509.oid import NameOID
 
+from emulators.tls import key_pem, self_signed
 from tests.integration.azure.common import (
     PLUGIN,
     SA_TOKEN,
@@ -112,30 +111,10 @@ def test_service_principal_secret_in_every_cloud(
 
 def _certificate(directory: Path, password: bytes | None) -> Path:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubelet-sp")])
-    import datetime
-
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(1)
-        .not_valid_before(now)
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .sign(key, hashes.SHA256())
-    )
+    cert = self_signed(key, "kubelet-sp")
     if password is None:
         path = directory / "sp.pem"
-        path.write_bytes(
-            key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            )
-            + cert.public_bytes(serialization.Encoding.PEM)
-        )
+        path.write_bytes(key_pem(key) + cert.public_bytes(serialization.Encoding.PEM))
     else:
         path = directory / "sp.pfx"
         path.write_bytes(

@@ -14,7 +14,7 @@ import pytest
 
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.childproc import DRAIN_SECONDS
-from emulators.aws import FakeEcr
+from emulators.aws import NODE_KEY, FakeEcr, ecr_env
 from emulators.gcp import FakeMetadata
 from emulators.http import FakeServer, serve
 from emulators.kubelet_exec import request_bytes, run_plugin
@@ -28,12 +28,7 @@ from tests.integration.kubelet_config_cases import CASES
 
 
 def aws_env(server: FakeServer, **extra: str) -> dict[str, str]:
-    return {
-        "AWS_ACCESS_KEY_ID": "AKIDNODE",
-        "AWS_SECRET_ACCESS_KEY": "node-secret-key",
-        "AWS_ENDPOINT_URL_ECR": server.url,
-        **extra,
-    }
+    return ecr_env(server.url, **extra)
 
 
 def get_json(
@@ -179,7 +174,7 @@ def test_get_with_service_account(
         env=env,
     )
     assert report["credentialsFound"] is True
-    assert fake.calls[-1].access_key != "AKIDNODE"
+    assert fake.calls[-1].access_key != NODE_KEY
     # get says which role the plugin used (our plugins run at -v=1 under get)
     assert (
         "assuming role arn:aws:iam::123456789012:role/r (from annotation "

@@ -7,10 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
 
-from emulators.gcp import FakeMetadata, FakeOAuth, FakeSts
+from emulators.gcp import FakeMetadata, FakeOAuth, FakeSts, write_service_account_key
 from emulators.http import FakeResponse, FakeServer, serve
 from emulators.kubelet_exec import request_bytes, run_plugin
 from emulators.tls import CertAuthority
@@ -118,31 +116,11 @@ def test_without_the_opt_in_the_node_identity_is_used(
     assert fake_sts.forms == []
 
 
-def _service_account_key(path: Path, token_uri: str) -> Path:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    ).decode()
-    path.write_text(
-        json.dumps(
-            {
-                "type": "service_account",
-                "project_id": "my-project",
-                "private_key_id": "k1",
-                "private_key": pem,
-                "client_email": "puller@my-project.iam.gserviceaccount.com",
-                "client_id": "1",
-                "token_uri": token_uri,
-            }
-        )
-    )
-    return path
-
-
 def test_service_account_key_file_off_gce(tmp_path: Path, use_bundle: bool) -> None:
     fake = FakeOAuth()
     with serve(fake) as oauth:
-        key_file = _service_account_key(tmp_path / "key.json", f"{oauth.url}/token")
+        key_file = tmp_path / "key.json"
+        write_service_account_key(key_file, f"{oauth.url}/token")
         run = run_plugin(
             PLUGIN,
             request_bytes("gcr.io/p/a"),

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from emulators.aws import NOWHERE, ecr_env
 from emulators.http import FakeServer
 from tests.helpers import API_VERSIONS
 from tests.helpers_kubelet import HarnessRun
@@ -72,15 +73,8 @@ def provider(
     return entry
 
 
-def aws_env(server: FakeServer, sts: str = "http://127.0.0.1:9", **extra: str) -> dict[str, str]:
-    return {
-        "AWS_ACCESS_KEY_ID": "AKIDNODE",
-        "AWS_SECRET_ACCESS_KEY": "node-secret-key",
-        "AWS_ENDPOINT_URL_ECR": server.url,
-        "AWS_ENDPOINT_URL_ECR_PUBLIC": server.url,
-        "AWS_ENDPOINT_URL_STS": sts,
-        **extra,
-    }
+def aws_env(server: FakeServer, sts: str = NOWHERE, **extra: str) -> dict[str, str]:
+    return ecr_env(server.url, sts, **extra)
 
 
 def found(run: HarnessRun) -> list[tuple[bool, list[str]]]:

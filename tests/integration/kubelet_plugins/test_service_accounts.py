@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from emulators.aws import FakeEcr
+from emulators.aws import NODE_KEY, FakeEcr
 from emulators.gcp import FakeMetadata, FakeSts
 from emulators.http import FakeServer, serve
 from emulators.tls import CertAuthority
@@ -63,7 +63,7 @@ def test_service_account_mode_passes_token_and_annotations(
     )
     assert found(run) == [(True, [fake.password])]
     (call,) = fake.calls
-    assert call.access_key != "AKIDNODE" and call.session_token  # the annotated role was assumed
+    assert call.access_key != NODE_KEY and call.session_token  # the annotated role was assumed
     assert "returned the service account token as the password" not in run.klog
 
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from emulators.aws import FakeEcr
+from emulators.aws import ecr_env as node_env
 from emulators.harness import SAFE_ENV
 from emulators.http import FakeServer
 from emulators.kubelet_exec import PluginRun, request_bytes, run_plugin
@@ -17,17 +18,10 @@ REGISTRY = "123456789012.dkr.ecr.us-east-1.amazonaws.com"
 IMAGE = f"{REGISTRY}/team/app"
 OTHER_UID = 65534  # nobody
 PLANTED = "planted-password-from-another-user"
-AMZ_JSON = "application/x-amz-json-1.1"
 
 
 def ecr_env(server: FakeServer, **extra: str) -> dict[str, str]:
-    return {
-        **SAFE_ENV,
-        "AWS_ACCESS_KEY_ID": "AKIDREDTEAM",
-        "AWS_SECRET_ACCESS_KEY": "redteam-secret-access-key",
-        "AWS_ENDPOINT_URL_ECR": server.url,
-        **extra,
-    }
+    return {**SAFE_ENV, **node_env(server.url, **extra)}
 
 
 def record(

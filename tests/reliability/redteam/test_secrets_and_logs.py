@@ -9,13 +9,12 @@ import pytest
 
 from credprovider.runtime.provider import one_line
 from credprovider.runtime.redact import forget_secrets, register_secret
-from emulators.aws import FakeEcr
-from emulators.http import FakeResponse, FakeServer
+from emulators.aws import FakeEcr, aws_error
+from emulators.http import FakeServer
 from emulators.kubelet_exec import request_bytes, run_plugin
 from tests.helpers import run_cli
 from tests.reliability.checks import Figures
 from tests.reliability.redteam.common import (
-    AMZ_JSON,
     ECR,
     IMAGE,
     REGISTRY,
@@ -90,9 +89,7 @@ def test_a_server_body_in_an_error_line_is_escaped(
     ecr: tuple[FakeEcr, FakeServer], figures: Figures
 ) -> None:
     fake, server = ecr
-    fake.fault = FakeResponse.json(
-        {"__type": "AccessDeniedException", "message": HOSTILE_TEXT}, 400, content_type=AMZ_JSON
-    )
+    fake.fault = aws_error("AccessDeniedException", HOSTILE_TEXT)
     run = run_plugin(ECR, request_bytes(IMAGE), [], ecr_env(server))
     problems = [f"raw {ch!r} on stderr" for ch in "\u009b\u202e\x1b\x07\r" if ch in run.stderr]
     if "\\x1b[2J" not in run.stderr or "AccessDeniedException" not in run.stderr:
