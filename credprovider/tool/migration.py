@@ -27,6 +27,7 @@ from credprovider.tool.install_config import (
     provider_entry,
     render_config,
 )
+from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value, flag_values
 from credprovider.tool.yamldoc import YamlError, load_yaml
 
 __all__ = ["ExistingConfig", "MigrationPlan", "flags_from_file", "plan_migration"]
@@ -35,8 +36,6 @@ __all__ = ["ExistingConfig", "MigrationPlan", "flags_from_file", "plan_migration
 IN_TREE_CLOUDS: Final = {
     cloud: plugin.key for plugin in PLUGINS.values() for cloud in plugin.in_tree_clouds
 }
-CONFIG_FLAG: Final = "image-credential-provider-config"
-BIN_DIR_FLAG: Final = "image-credential-provider-bin-dir"
 # Feature gates of the in-tree login a current kubelet no longer knows: with one set, it does not start.
 REMOVED_GATES: Final = {
     "KubeletCredentialProviders": "GA in 1.26 and removed in 1.28",
@@ -125,24 +124,6 @@ class _FlagChanges:
             removed.append(shlex.join(words[i] for i in at))
             added.extend(new)
         return removed, added
-
-
-def flag_values(args: Sequence[str], name: str) -> list[str]:
-    """Every value ``--name=value`` or ``--name value`` is given in ``args``, in order."""
-    found: list[str] = []
-    for i, arg in enumerate(args):
-        stripped = arg.lstrip("-")
-        if arg.startswith("-") and stripped == name and i + 1 < len(args):
-            found.append(args[i + 1])
-        elif arg.startswith("-") and stripped.startswith(name + "="):
-            found.append(stripped.split("=", 1)[1])
-    return found
-
-
-def flag_value(args: Sequence[str], name: str) -> str | None:
-    """The value the kubelet takes for ``--name``: the last one given."""
-    values = flag_values(args, name)
-    return values[-1] if values else None
 
 
 def read_kubelet_config(text: str) -> dict[str, Any]:

@@ -52,3 +52,13 @@ def test_exit_status_and_what_changes_are_one_text_in_help_readme_and_docs() -> 
     for where, text in (("README", readme), ("docs", OPERATORS), ("--help", top)):
         assert " ".join(WHAT_CHANGES.split()) in text, where
     assert "changes nothing" not in OPERATORS
+
+
+def test_the_layout_table_in_the_docs_is_the_one_doctor_uses() -> None:
+    from credprovider.tool.node.layouts import LAYOUTS
+
+    text = (REPO / "docs" / "operators.md").read_text()
+    for layout in LAYOUTS:
+        (row,) = [line for line in text.splitlines() if line.startswith(f"| {layout.name} |")]
+        assert layout.source in row and (not layout.config or f"`{layout.config}`" in row)
+        assert all(f"`{directory}`" in row for directory in layout.bin_dirs)

@@ -5,4 +5,4 @@ from __future__ import annotations
 
 from typing import Final
 
-COMMANDS: Final = ("validate", "get", "explain", "match", "install", "migrate")
+COMMANDS: Final = ("doctor", "validate", "get", "explain", "match", "install", "migrate")

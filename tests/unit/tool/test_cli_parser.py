@@ -12,7 +12,7 @@ from credprovider.tool.commands import COMMANDS
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
-        (["valdiate", "x"], "invalid choice: 'valdiate' (choose from 'validate', 'get', 'explain', "
+        (["valdiate", "x"], "invalid choice: 'valdiate' (choose from 'doctor', 'validate', 'get', 'explain', "
                             "'match', 'install', 'migrate'); did you mean 'validate'?"),
         (["gte", "img"], "did you mean 'get'?"),
         (["instal"], "did you mean 'install'?"),

@@ -1,0 +1,85 @@
+"""``credprovider doctor``: the node's credential chain checked as it really is, with no flags."""
+
+from __future__ import annotations
+
+import argparse
+
+from credprovider.runtime.redact import printable
+from credprovider.tool.commands.common import EXIT_FAILED, EXIT_OK, Subcommands, print_json
+
+# Most important first: what stops every pull, then what stops some.
+_ORDER = ("node", "config", "binary", "image", "cache", "service-account")
+_MARK = {"pass": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "info", "skip": "skip"}
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from credprovider.tool.doctor import diagnose
+    from credprovider.tool.node.discovery import discover
+
+    view = discover(root=args.root)
+    overrides = {}
+    if args.config:
+        overrides["provider_config"] = args.config
+    if args.bin_dir:
+        overrides["bin_dir"] = args.bin_dir
+    if overrides:
+        view.settings = replace(view.settings, **overrides)
+        view.found_by += " (with --config/--bin-dir given)"
+    diagnosis = diagnose(view, args.image or [], args.offline)
+    if args.json:
+        print_json(diagnosis.as_json(view))
+        return EXIT_FAILED if diagnosis.failed else EXIT_OK
+    checks = sorted(diagnosis.checks, key=lambda c: (_ORDER.index(c.area), c.provider))
+    current = None
+    for check in checks:
+        if check.area != current:
+            current = check.area
+            print(f"{current}:")
+        who = f"[{check.provider}] " if check.provider else ""
+        print(f"  {_MARK[check.status]} {who}{printable(check.message)}")
+        if check.fix and check.status in ("fail", "warn"):
+            print(f"       fix: {printable(check.fix)}")
+    failed = sum(c.status == "fail" for c in checks)
+    warned = sum(c.status == "warn" for c in checks)
+    print(f"{'FAILED' if failed else 'healthy'}: {failed} failed, {warned} warning(s)")
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def register(sub: Subcommands) -> None:
+    doctor = sub.add_parser(
+        "doctor",
+        help="start here: check this node's whole credential chain, with no flags",
+        description=(
+            "Find the running kubelet (its flags, --config file and drop-ins, environment), or, "
+            "with none running, the node's flag files and the known distribution layouts; then "
+            "check the chain: the config decodes as the kubelet decodes it and has not changed "
+            "since the kubelet started, every plugin starts as the kubelet starts it, the images "
+            "of the node's static pods and of --image are claimed by a provider and get "
+            "credentials (a dry run; secrets redacted; plugin caches read, never written), the "
+            "caches are safe, and what service-account providers need that the node cannot check. "
+            "Changes nothing on the node. Exit status: 0 nothing failed (warnings do not fail), "
+            "1 something failed, 2 usage."
+        ),
+    )
+    doctor.add_argument(
+        "--root",
+        default="/",
+        help="the node's filesystem is mounted here (an image being built); paths are read under "
+        "it and no plugin is run (default: /, this node)",
+    )
+    doctor.add_argument(
+        "--image",
+        action="append",
+        help="also dry-run this image (repeatable); default: the static pods' images only",
+    )
+    doctor.add_argument("--config", help="the credential provider config (default: discovered)")
+    doctor.add_argument("--bin-dir", help="the plugins' directory (default: discovered)")
+    doctor.add_argument(
+        "--offline",
+        action="store_true",
+        help="run no plugin (no cloud is contacted): match images against the config only",
+    )
+    doctor.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    doctor.set_defaults(handler=_cmd_doctor)

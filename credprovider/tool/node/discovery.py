@@ -1,0 +1,179 @@
+"""What this node's kubelet uses for credentials, found without flags: from the running kubelet
+(its command line, ``--config`` file and ``--config-dir`` drop-ins, environment, binary), else from
+the kubelet flag files a node keeps, else from the distribution layouts (``layouts``).
+
+``root`` is where the node's filesystem is (``/``, or a mounted image with ``--root``): every path
+the node names is read under it, and reported as the node names it. A running kubelet is looked
+for only when ``root`` is ``/``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from credprovider.tool.flagfiles import flags_from_file
+from credprovider.tool.node.kubelet_flags import (
+    DROP_IN_SUFFIX,
+    KubeletSettings,
+    settings_from,
+)
+from credprovider.tool.node.kubelet_proc import KubeletProcess, find_kubelets
+from credprovider.tool.node.layouts import LAYOUTS
+from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_text
+
+# The first layout whose files exist wins; the kubeadm flag files are read for their flags.
+_MAX_DROP_INS = 256
+
+
+@dataclass
+class NodeView:
+    """What was found, each fact with its source. Paths are the node's own (not under root)."""
+
+    root: str
+    found_by: str  # "running kubelet (pid N)", "flag file F", "layout NAME", or "nothing"
+    settings: KubeletSettings = field(default_factory=KubeletSettings)
+    kubelet: KubeletProcess | None = None
+    other_kubelets: list[int] = field(default_factory=list)
+    layout_note: str = ""
+    notes: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+
+    def host_path(self, path: str) -> str:
+        """``path`` as the node names it, where this tool reads it (under ``root``)."""
+        if self.root == "/":
+            return path
+        return str(Path(self.root) / path.lstrip("/"))
+
+    @property
+    def environment(self) -> Mapping[str, str] | None:
+        """The environment the plugins inherit: the running kubelet's, when readable."""
+        return self.kubelet.environ if self.kubelet is not None else None
+
+
+def _absolute(path: str | None, cwd: str | None) -> str | None:
+    if path is None or os.path.isabs(path) or cwd is None:
+        return path
+    return os.path.normpath(os.path.join(cwd, path))
+
+
+def _load_document(view: NodeView, path: str) -> Mapping[str, Any] | None:
+    from credprovider.tool.yamldoc import YamlError, load_yaml
+
+    try:
+        text = read_text(view.host_path(path))
+    except UnreadableError as exc:
+        view.unreadable.append(str(exc))
+        return None
+    except FileProblem as exc:
+        view.notes.append(f"the kubelet's configuration {exc}")
+        return None
+    try:
+        document = load_yaml(text) if text.strip() else {}
+    except YamlError as exc:
+        view.notes.append(f"the kubelet's configuration {path} is not YAML: {exc}")
+        return None
+    return document if isinstance(document, Mapping) else {}
+
+
+def _drop_ins(view: NodeView, directory: str) -> list[str]:
+    """``--config-dir``'s ``*.conf`` files, subdirectories included, in lexical order."""
+    found: list[str] = []
+    base = view.host_path(directory)
+    try:
+        for current, _dirs, files in os.walk(base):
+            for name in files:
+                if name.endswith(DROP_IN_SUFFIX):
+                    found.append(os.path.join(current, name)[len(base.rstrip("/")) :] or name)
+    except OSError:
+        return []
+    return [directory.rstrip("/") + path for path in sorted(found)[:_MAX_DROP_INS]]
+
+
+def _settings(view: NodeView, argv: list[str], cwd: str | None) -> KubeletSettings:
+    first = settings_from(argv)
+    documents: list[tuple[str, Mapping[str, Any]]] = []
+    config = _absolute(first.kubelet_config, cwd)
+    if config:
+        document = _load_document(view, config)
+        if document is not None:
+            documents.append((config, document))
+    config_dir = _absolute(first.config_dir, cwd)
+    if config_dir:
+        for path in _drop_ins(view, config_dir):
+            document = _load_document(view, path)
+            if document is not None:
+                documents.append((path, document))
+    settings = settings_from(argv, documents)
+    return KubeletSettings(
+        provider_config=_absolute(settings.provider_config, cwd),
+        bin_dir=_absolute(settings.bin_dir, cwd),
+        kubelet_config=config,
+        config_dir=config_dir,
+        root_dir=settings.root_dir,
+        static_pod_path=_absolute(settings.static_pod_path, cwd),
+        feature_gates=settings.feature_gates,
+        sources=settings.sources,
+        notes=settings.notes,
+    )
+
+
+def _from_flag_files(view: NodeView, files: tuple[str, ...]) -> list[str]:
+    argv: list[str] = []
+    for path in files:
+        try:
+            argv += flags_from_file(read_text(view.host_path(path))).split()
+        except UnreadableError as exc:
+            view.unreadable.append(str(exc))
+        except FileProblem:
+            continue
+    return argv
+
+
+def discover(root: str = "/", proc: str = "/proc") -> NodeView:
+    """The node's kubelet settings as found (see the module)."""
+    view = NodeView(root=root, found_by="nothing")
+    kubelets = find_kubelets(proc) if root == "/" else []
+    if kubelets:
+        chosen = kubelets[0]
+        view.kubelet = chosen
+        view.other_kubelets = [k.pid for k in kubelets[1:]]
+        view.unreadable += chosen.unreadable
+        view.found_by = f"running kubelet (pid {chosen.pid})"
+        view.settings = _settings(view, list(chosen.argv[1:]), chosen.cwd)
+        if view.other_kubelets:
+            view.notes.append(
+                f"{len(kubelets)} kubelets are running (pids {', '.join(str(k.pid) for k in kubelets)}): "
+                f"the oldest, {chosen.pid}, is checked"
+            )
+        view.notes += view.settings.notes
+        return view
+    if root == "/":
+        view.notes.append("no kubelet is running: the node's files are read instead")
+    for layout in LAYOUTS:
+        if layout.flag_files:
+            argv = _from_flag_files(view, layout.flag_files)
+            settings = _settings(view, argv, None)
+            if settings.provider_config or settings.bin_dir:
+                view.found_by = f"layout {layout.name} (kubelet flags in its flag files)"
+                view.settings = settings
+                view.layout_note = layout.note
+                return view
+            continue
+        config_there = bool(layout.config) and os.path.exists(view.host_path(layout.config))
+        bin_dir = next(
+            (d for d in layout.bin_dirs if os.path.isdir(view.host_path(d))), layout.bin_dirs[0]
+        )
+        if config_there or (not layout.config and os.path.isdir(view.host_path(bin_dir))):
+            view.found_by = f"layout {layout.name} ({layout.source})"
+            view.layout_note = layout.note
+            view.settings = KubeletSettings(
+                provider_config=layout.config or None,
+                bin_dir=bin_dir,
+                sources={"image-credential-provider-config": f"layout {layout.name}"},
+            )
+            return view
+    return view

@@ -1,0 +1,86 @@
+"""Where each distribution puts the credential provider config and plugins, for a node with no
+kubelet running (an image being built, a kubelet that will not start). One table; each row names
+its source, and docs/operators.md shows the same table (a test holds them together). Pure data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Layout:
+    name: str
+    config: str  # the --image-credential-provider-config it passes ("": none at a fixed path)
+    bin_dirs: tuple[str, ...]  # the bin dir, with the alternatives it uses on some images
+    source: str
+    note: str = ""
+    flag_files: tuple[str, ...] = ()  # where its kubelet flags are kept, when a file holds them
+
+
+LAYOUTS: tuple[Layout, ...] = (
+    Layout(
+        "EKS AL2023 (nodeadm)",
+        "/etc/eks/image-credential-provider/config.json",
+        ("/etc/eks/image-credential-provider",),
+        "awslabs/amazon-eks-ami nodeadm",
+        "nodeadm rewrites the config at every boot: a hand edit does not survive",
+    ),
+    Layout(
+        "AKS",
+        "/var/lib/kubelet/credential-provider-config.yaml",
+        ("/var/lib/kubelet/credential-provider",),
+        "Azure/AgentBaker",
+        "its args name /etc/kubernetes/azure.json",
+    ),
+    Layout(
+        "GCE / COS (kube-up)",
+        "/home/kubernetes/cri-auth-config.yaml",
+        ("/home/kubernetes/bin",),
+        "kubernetes/kubernetes #111495 (cluster/gce)",
+    ),
+    Layout(
+        "k3s / RKE2",
+        "/var/lib/rancher/credentialprovider/config.yaml",
+        ("/var/lib/rancher/credentialprovider/bin",),
+        "k3s-io/k3s agent config",
+        "k3s adds the kubelet flags itself, and only when both the config and the bin dir exist",
+    ),
+    Layout(
+        "kOps",
+        "/var/lib/kubelet/credential-provider.conf",
+        ("/usr/local/bin", "/opt/kubernetes/bin", "/home/kubernetes/bin"),
+        "kubernetes/kops nodeup",
+        "binaries in /usr/local/bin (/opt/kubernetes/bin on Flatcar, /home/kubernetes/bin on COS)",
+    ),
+    Layout(
+        "Bottlerocket",
+        "/etc/kubernetes/kubelet/credential-provider-config.yaml",
+        ("/usr/libexec/kubernetes/kubelet/plugins",),
+        "bottlerocket-os/bottlerocket kubelet templates",
+        "Bottlerocket ships its own ECR plugin on a read-only root: third-party plugins cannot be "
+        "added there (bottlerocket #4165)",
+    ),
+    Layout(
+        "Talos",
+        "",
+        ("/usr/local/lib/kubelet/credentialproviders",),
+        "siderolabs/talos (machine.kubelet.credentialProviderConfig)",
+        "Talos writes the config from machine.kubelet.credentialProviderConfig; only system "
+        "extensions can place binaries, and the node has no glibc",
+    ),
+    Layout(
+        "kubeadm",
+        "",
+        (),
+        "kubernetes/kubeadm kubelet drop-in",
+        "the flags are in kubeadm-flags.env, /etc/default/kubelet or /etc/sysconfig/kubelet",
+        (
+            "/var/lib/kubelet/kubeadm-flags.env",
+            "/etc/default/kubelet",
+            "/etc/sysconfig/kubelet",
+            "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf",
+            "/etc/systemd/system/kubelet.service.d/10-kubeadm.conf",
+        ),
+    ),
+)

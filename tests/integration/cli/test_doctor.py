@@ -1,0 +1,206 @@
+"""``credprovider doctor``: discovery without flags (a running kubelet, each distribution's layout
+under --root) and the chain's checks, each seeded fault caught with its fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from credprovider.tool.node.layouts import LAYOUTS, Layout
+from emulators.aws import FakeEcr, ecr_env
+from emulators.http import FakeServer
+from emulators.kubelet_exec import BUNDLE_DIR
+from tests.helpers import config_file, provider_entry, require_bundle, run_cli
+
+CONFIG_TEXT = json.dumps(
+    {
+        "apiVersion": "kubelet.config.k8s.io/v1",
+        "kind": "CredentialProviderConfig",
+        "providers": [provider_entry()],
+    }
+)
+
+
+def doctor(*args: str) -> tuple[int, dict[str, Any]]:
+    result = run_cli("doctor", "--json", *args)
+    assert result.returncode in (0, 1), result.stderr
+    assert "Traceback" not in result.stderr
+    return result.returncode, json.loads(result.stdout)
+
+
+def failures(report: dict[str, Any]) -> list[str]:
+    return [c["message"] for c in report["checks"] if c["status"] == "fail"]
+
+
+def _put(root: Path, path: str, text: str) -> None:
+    target = root / path.lstrip("/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=[layout.name for layout in LAYOUTS])
+def test_each_distribution_layout_is_found_under_root(tmp_path: Path, layout: Layout) -> None:
+    root = tmp_path / "image"
+    if layout.flag_files:  # kubeadm: the flags are in a flag file
+        config, bin_dir = "/etc/kubernetes/credential-providers.json", "/opt/credential-providers"
+        _put(
+            root,
+            layout.flag_files[0],
+            f'KUBELET_KUBEADM_ARGS="--image-credential-provider-config={config} --image-credential-provider-bin-dir={bin_dir}"\n',
+        )
+    else:
+        config, bin_dir = layout.config, layout.bin_dirs[0]
+    (root / bin_dir.lstrip("/")).mkdir(parents=True, exist_ok=True)
+    if config:
+        _put(root, config, CONFIG_TEXT)
+    _, report = doctor("--root", str(root), "--offline")
+    assert report["foundBy"].startswith(f"layout {layout.name}")
+    assert (report["config"], report["binDir"]) == (config or None, bin_dir)
+    if config:  # read under --root, reported as the node names it
+        assert any(c["area"] == "config" and c["status"] == "pass" for c in report["checks"])
+
+
+def test_an_empty_root_says_what_to_name(tmp_path: Path) -> None:
+    code, report = doctor("--root", str(tmp_path), "--offline")
+    assert code == 1
+    assert failures(report) == [
+        "no running kubelet and no known layout names a credential provider config"
+    ]
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[dict[str, Path]]:
+    """A 'kubelet' process (argv[0] kubelet) with the credential flags, a --config file with a
+    staticPodPath and feature gates, and a static pod."""
+    bin_dir, pods = tmp_path / "bin", tmp_path / "manifests"
+    bin_dir.mkdir()
+    pods.mkdir()
+    # EKS's patterns: no :443 forms
+    config = config_file(
+        tmp_path,
+        provider_entry(
+            matchImages=["*.dkr.ecr.*.amazonaws.com"], args=[f"--cache-dir={tmp_path / 'cache'}"]
+        ),
+    )
+    kubelet_config = tmp_path / "kubelet.yaml"
+    kubelet_config.write_text(
+        f"apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+        f"staticPodPath: {pods}\nfeatureGates:\n  KubeletServiceAccountTokenForCredentialProviders: true\n"
+    )
+    (pods / "app.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: app}\nspec:\n  containers:\n"
+        "  - name: app\n    image: 123456789012.dkr.ecr.us-west-2.amazonaws.com:443/team/app\n"
+        "  - name: side\n    image: registry.k8s.io/pause:3.10\n"
+    )
+    process = subprocess.Popen(
+        [
+            "bash", "-c", 'exec -a kubelet "$0" -c "import time; time.sleep(120)" "$@"',
+            sys.executable,
+            f"--image-credential-provider-config={config}",
+            "--image-credential-provider-bin-dir", str(bin_dir),
+            f"--config={kubelet_config}",
+        ]
+    )  # fmt: skip
+    time.sleep(0.5)
+    try:
+        yield {
+            "config": config,
+            "bin_dir": bin_dir,
+            "root": tmp_path,
+            "pid": Path(str(process.pid)),
+        }
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_the_running_kubelet_is_found_and_its_faults_caught(node: dict[str, Path]) -> None:
+    code, report = doctor("--offline")
+    assert report["kubeletPid"] == int(str(node["pid"]))
+    assert (report["config"], report["binDir"]) == (str(node["config"]), str(node["bin_dir"]))
+    assert (
+        report["sources"]["image-credential-provider-config"]
+        == "--image-credential-provider-config"
+    )
+    assert report["featureGates"] == {"KubeletServiceAccountTokenForCredentialProviders": True}
+    assert code == 1
+    found = failures(report)
+    # the static pod's ECR image with :443, which the shipped patterns (no port) do not claim
+    assert (
+        "123456789012.dkr.ecr.us-west-2.amazonaws.com:443/team/app: no provider claims it, "
+        "although ecr-credential-provider serves its host" in found
+    )
+    assert any("ecr-credential-provider" in line and "bin" in line for line in found)  # no binary
+    infos = [c["message"] for c in report["checks"] if c["status"] == "info"]
+    assert "registry.k8s.io/pause:3.10: no provider claims it (pulled anonymously)" in infos
+
+
+def test_a_config_changed_after_the_kubelet_started(node: dict[str, Path]) -> None:
+    later = time.time() + 30
+    os.utime(node["config"], (later, later))
+    _, report = doctor("--offline")
+    assert any("changed after the kubelet started" in line for line in failures(report))
+
+
+def test_a_cache_directory_another_user_can_write(node: dict[str, Path]) -> None:
+    cache = node["root"] / "cache"
+    cache.mkdir(mode=0o777)
+    cache.chmod(0o777)
+    _, report = doctor("--offline")
+    (line,) = [c for c in report["checks"] if c["area"] == "cache"]
+    assert line["status"] == "fail" and "mode 777" in line["message"]
+
+
+def test_as_an_unprivileged_user_it_says_what_it_could_not_read(node: dict[str, Path]) -> None:
+    for path in (node["root"], *node["root"].parents):
+        if path != Path("/"):
+            path.chmod(path.stat().st_mode | 0o005)
+    node["config"].chmod(0o644)
+    command = [
+        "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+        sys.executable, "-m", "credprovider", "credprovider", "doctor", "--json", "--offline",
+    ]  # fmt: skip
+    result = subprocess.run(
+        command, capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": "/"}
+    )
+    assert "Traceback" not in result.stderr and result.returncode in (0, 1), result.stderr
+    report = json.loads(result.stdout)
+    assert report["kubeletPid"] == int(str(node["pid"]))
+    warnings = [c["message"] for c in report["checks"] if c["status"] == "warn"]
+    assert any("environ" in line and "as uid 65534" in line for line in warnings)
+
+
+def test_a_dry_run_through_the_bundle_and_a_copied_plugin(
+    node: dict[str, Path], ecr: tuple[FakeEcr, FakeServer]
+) -> None:
+    require_bundle()
+    fake, server = ecr
+    plugin = node["bin_dir"] / "ecr-credential-provider"
+    plugin.symlink_to(BUNDLE_DIR / "ecr-credential-provider")
+    image = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/app"
+    result = run_cli("doctor", "--json", "--image", image, env=ecr_env(server.url))
+    report = json.loads(result.stdout)
+    (answer,) = [
+        c for c in report["checks"] if c["area"] == "image" and c["message"].startswith(image + ":")
+    ]
+    assert answer["status"] == "pass" and answer["provider"] == "ecr-credential-provider"
+    assert fake.password not in result.stdout and "(user AWS, password " in answer["message"]
+    assert not (node["root"] / "cache").exists()  # the dry run wrote no cache
+    plugin.unlink()
+    shutil.copy(BUNDLE_DIR / "ecr-credential-provider", plugin)  # the operator's mistake
+    code, report = doctor("--offline")
+    assert code == 1
+    assert any(
+        c["area"] == "binary" and "ecr-credential-provider" in c["message"]
+        for c in report["checks"]
+        if c["status"] == "fail"
+    )
