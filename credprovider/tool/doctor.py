@@ -5,6 +5,7 @@ directory is created and no file written (the plugins run with their cache read-
 
 from __future__ import annotations
 
+import os
 import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -142,15 +143,18 @@ def static_pod_images(view: NodeView) -> list[str]:
     if not where:
         return []
     base = Path(view.host_path(where))
-    files = (
-        sorted(
-            p
-            for p in base.iterdir()
-            if p.suffix in MANIFEST_SUFFIXES and not p.name.startswith(".")
+    try:
+        files = (
+            sorted(
+                p
+                for p in base.iterdir()
+                if p.suffix in MANIFEST_SUFFIXES and not p.name.startswith(".")
+            )
+            if base.is_dir()
+            else [base]
         )
-        if base.is_dir()
-        else [base]
-    )
+    except OSError:  # unreadable or gone: the image checks then cover --image only
+        return []
     images: list[str] = []
     for path in files[:256]:
         try:
@@ -237,7 +241,7 @@ def _cache(view: NodeView, provider: str, directory: str, diagnosis: Diagnosis) 
     """The cache as the kubelet's plugins (root) would judge it: root's, not writable by others,
     nor its parents (unless sticky)."""
     path = Path(view.host_path(directory))
-    if not path.exists():
+    if not os.path.lexists(path):
         diagnosis.add(
             "cache",
             INFO,

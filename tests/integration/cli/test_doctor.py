@@ -204,3 +204,30 @@ def test_a_dry_run_through_the_bundle_and_a_copied_plugin(
         for c in report["checks"]
         if c["status"] == "fail"
     )
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "huge"])
+def test_a_hostile_config_file_never_hangs_or_crashes(tmp_path: Path, kind: str) -> None:
+    root = tmp_path / "image"
+    config = root / "etc/eks/image-credential-provider/config.json"
+    config.parent.mkdir(parents=True)
+    if kind == "fifo":
+        os.mkfifo(config)  # a reader would block for ever
+    elif kind == "directory":
+        config.mkdir()
+    else:
+        config.write_bytes(b"[" * (5 << 20))
+    started = time.monotonic()
+    code, report = doctor("--root", str(root), "--offline")
+    assert time.monotonic() - started < 60 and code == 1
+    assert [c["area"] for c in report["checks"] if c["status"] == "fail"] == ["config"]
+
+
+def test_static_pods_behind_a_special_file_are_skipped(node: dict[str, Path]) -> None:
+    kubelet_yaml = node["root"] / "kubelet.yaml"
+    kubelet_yaml.write_text(kubelet_yaml.read_text().replace(
+        str(node["root"] / "manifests"), "/dev/zero"
+    ))  # fmt: skip
+    _, report = doctor("--offline")
+    assert report["kubeletPid"] == int(str(node["pid"]))
+    assert not [c for c in report["checks"] if c["area"] == "image"]
