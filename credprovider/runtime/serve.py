@@ -193,16 +193,21 @@ def answer(
 class SdkSeam:
     """``provider``, with what the SDKs see set just before it fetches: their logging routed into
     the plugin's log (so that every record is scrubbed) and the context's environment as the
-    process's (:meth:`Context.sdk_environment`). A cache hit never fetches, so never pays for it."""
+    process's (:meth:`Context.sdk_environment`). A cache hit never fetches, so never pays for it.
 
-    def __init__(self, provider: Provider) -> None:
+    ``route_logs=False`` leaves logging alone: for a provider run inside another program (the
+    in-process tests), whose root logger is its own."""
+
+    def __init__(self, provider: Provider, route_logs: bool = True) -> None:
         self._provider = provider
+        self._route_logs = route_logs
 
     def plan(self, image: ImageRef, request: CredentialProviderRequest, ctx: Context) -> Plan:
         return self._provider.plan(image, request, ctx)
 
     def fulfil(self, plan: Plan, request: CredentialProviderRequest, ctx: Context) -> Credentials:
-        route_sdk_logging(ctx.log)
+        if self._route_logs:
+            route_sdk_logging(ctx.log)
         with ctx.sdk_environment():
             return self._provider.fulfil(plan, request, ctx)
 

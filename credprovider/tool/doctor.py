@@ -16,7 +16,7 @@ from credprovider.runtime.redact import redact
 from credprovider.tool.node.discovery import NodeView
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG
 
-PASS, WARN, FAIL, INFO, SKIP = "pass", "warn", "fail", "info", "skip"
+PASS, WARN, FAIL, INFO = "pass", "warn", "fail", "info"
 SA_TOKEN_GATE: Final = "KubeletServiceAccountTokenForCredentialProviders"
 MANIFEST_SUFFIXES: Final = (".yaml", ".yml", ".json")
 
@@ -176,18 +176,15 @@ def _image(
     claimed = [s.name for s in selections if s.matched]
     if not claimed:
         owner = private_host_owner(image)
-        status, fix = (FAIL, "") if owner else (INFO, "")
-        if owner:
-            fix = (
-                f"add a matchImages pattern for its host to the {owner} provider "
-                "(credprovider match shows the nearest miss)"
-            )
+        if owner is None:
+            diagnosis.add("image", INFO, f"{image}: no provider claims it (pulled anonymously)")
+            return
         diagnosis.add(
             "image",
-            status,
-            f"{image}: no provider claims it"
-            + (f", although {owner} serves its host" if owner else " (pulled anonymously)"),
-            fix,
+            FAIL,
+            f"{image}: no provider claims it, although {owner} serves its host",
+            f"add a matchImages pattern for its host to the {owner} provider "
+            "(credprovider match shows the nearest miss)",
         )
         return
     if not_run:
@@ -224,14 +221,19 @@ def _image(
 
 
 def _cache_dirs(loaded: Any, environment: dict[str, str] | None) -> list[tuple[str, str]]:
+    """Each provider's cache directory, read from its args and env as our plugins read them."""
+    from credprovider.errors import CredproviderError
+    from credprovider.runtime.args import split_common_args
     from credprovider.runtime.serve import CACHE_DIR_ENV
 
     found = []
     for provider in loaded.providers:
         env = {**(environment or {}), **{v.name or "": v.value or "" for v in provider.env or []}}
-        args = list(provider.args or [])
-        flagged = [a.split("=", 1)[1] for a in args if a.startswith("--cache-dir=")]
-        directory = flagged[-1] if flagged else env.get(CACHE_DIR_ENV)
+        try:
+            opts, _ = split_common_args(list(provider.args or []))
+        except CredproviderError:  # args the plugin refuses: the binary check reports them
+            continue
+        directory = opts.cache_dir or env.get(CACHE_DIR_ENV)
         if directory:
             found.append((provider.name or "", directory))
     return found
@@ -275,19 +277,12 @@ def _cache(view: NodeView, provider: str, directory: str, diagnosis: Diagnosis) 
     diagnosis.add("cache", PASS, f"cache {directory}: root's, not writable by others", "", provider)
 
 
-def _service_accounts(loaded: Any, gates: dict[str, bool], diagnosis: Diagnosis) -> None:
+def _service_accounts(loaded: Any, diagnosis: Diagnosis) -> None:
+    """With the feature gate off, tokenAttributes already failed the config (load_config)."""
     for provider in loaded.providers:
         attributes = provider.tokenAttributes
         if attributes is None:
             continue
-        if gates.get(SA_TOKEN_GATE) is False:
-            diagnosis.add(
-                "service-account",
-                FAIL,
-                f"tokenAttributes set, but the feature gate {SA_TOKEN_GATE} is off",
-                f"enable {SA_TOKEN_GATE} or remove tokenAttributes",
-                provider.name or "",
-            )
         required = list(attributes.requiredServiceAccountAnnotationKeys or [])
         diagnosis.add(
             "service-account",
@@ -366,5 +361,5 @@ def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
         _image(loaded, bin_dir, image, not_run, diagnosis)
     for provider, directory in _cache_dirs(loaded, dict(view.environment or {})):
         _cache(view, provider, directory, diagnosis)
-    _service_accounts(loaded, dict(settings.feature_gates), diagnosis)
+    _service_accounts(loaded, diagnosis)
     return diagnosis

@@ -2,11 +2,11 @@
 injected instead.
 
 * the environment: the emulators' variables go only into ``Context.environ`` (this process's
-  environment plus them), never into ``os.environ``; the provider fetches within
-  :meth:`Context.sdk_environment`, as the runtime's :class:`~credprovider.runtime.serve.SdkSeam`
-  has it, so an SDK (or a provider) that read the process environment outside that seam would miss
-  the emulators. The seam's other half, routing SDK logging, is left out: it would take over this
-  test process's root logger;
+  environment plus them), never into ``os.environ``; the provider fetches through the runtime's
+  :class:`~credprovider.runtime.serve.SdkSeam`, within :meth:`Context.sdk_environment`, so an SDK
+  (or a provider) that read the process environment outside that seam would miss the emulators.
+  The seam's other half, routing SDK logging, is off: it would take over this test process's root
+  logger;
 * the transport: name lookups of the cloud's fixed hosts answer with the emulators' loopback
   addresses (:func:`credprovider.runtime.loopback.install_resolve_map`, removed again afterwards), while the
   suite's connect guard keeps every connection on loopback;
@@ -26,12 +26,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from credprovider.entry import PLUGIN_MODULES
-from credprovider.runtime.api import CredentialProviderRequest
 from credprovider.runtime.deadline import Deadline
-from credprovider.runtime.imageref import ImageRef
 from credprovider.runtime.log import Logger
 from credprovider.runtime.loopback import RESOLVE_ENV, install_resolve_map, parse_resolve_map
-from credprovider.runtime.provider import Context, Credentials, Plan, PluginSpec, Provider
+from credprovider.runtime.provider import Context, PluginSpec, Provider
+from credprovider.runtime.serve import SdkSeam
 
 
 @dataclass
@@ -61,24 +60,11 @@ def in_process(
     try:
         log = io.StringIO()
         ctx = Context(Deadline(deadline), Logger(plugin, verbosity, log), {**before, **env})
-        yield InProcess(InEnvironment(plugin_spec(plugin).build(args, ctx)), ctx, log)
+        provider = plugin_spec(plugin).build(args, ctx)
+        yield InProcess(SdkSeam(provider, route_logs=False), ctx, log)
     finally:
         remove()
     after = dict(os.environ)
     names = (before.keys() | after.keys()) - {"PYTEST_CURRENT_TEST"}  # pytest's, per test phase
     changed = sorted(k for k in names if before.get(k) != after.get(k))
     assert not changed, f"the provider left the process environment changed: {changed}"
-
-
-class InEnvironment:
-    """``provider``, fetching within its context's environment (see the module)."""
-
-    def __init__(self, provider: Provider) -> None:
-        self._provider = provider
-
-    def plan(self, image: ImageRef, request: CredentialProviderRequest, ctx: Context) -> Plan:
-        return self._provider.plan(image, request, ctx)
-
-    def fulfil(self, plan: Plan, request: CredentialProviderRequest, ctx: Context) -> Credentials:
-        with ctx.sdk_environment():
-            return self._provider.fulfil(plan, request, ctx)

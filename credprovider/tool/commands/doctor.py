@@ -9,7 +9,7 @@ from credprovider.tool.commands.common import EXIT_FAILED, EXIT_OK, Subcommands,
 
 # Most important first: what stops every pull, then what stops some.
 _ORDER = ("node", "config", "binary", "image", "cache", "service-account")
-_MARK = {"pass": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "info", "skip": "skip"}
+_MARK = {"pass": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "info"}
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:

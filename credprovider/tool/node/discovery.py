@@ -11,21 +11,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from credprovider.tool.flagfiles import flags_from_file
 from credprovider.tool.node.kubelet_flags import (
     DROP_IN_SUFFIX,
+    KUBELET_CONFIG_DIR_FLAG,
+    KUBELET_CONFIG_FLAG,
     KubeletSettings,
+    flag_value,
     settings_from,
 )
 from credprovider.tool.node.kubelet_proc import KubeletProcess, find_kubelets
 from credprovider.tool.node.layouts import LAYOUTS
 from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_text
 
-# The first layout whose files exist wins; the kubeadm flag files are read for their flags.
+# More drop-ins than any node has: a directory of thousands is not read to the end.
 _MAX_DROP_INS = 256
 
 
@@ -81,43 +84,37 @@ def _load_document(view: NodeView, path: str) -> Mapping[str, Any] | None:
 
 def _drop_ins(view: NodeView, directory: str) -> list[str]:
     """``--config-dir``'s ``*.conf`` files, subdirectories included, in lexical order."""
-    found: list[str] = []
     base = view.host_path(directory)
-    try:
-        for current, _dirs, files in os.walk(base):
-            for name in files:
-                if name.endswith(DROP_IN_SUFFIX):
-                    found.append(os.path.join(current, name)[len(base.rstrip("/")) :] or name)
-    except OSError:
-        return []
-    return [directory.rstrip("/") + path for path in sorted(found)[:_MAX_DROP_INS]]
+    found = [
+        os.path.relpath(os.path.join(current, name), base)
+        for current, _dirs, files in os.walk(base)
+        for name in files
+        if name.endswith(DROP_IN_SUFFIX)
+    ]
+    return [os.path.join(directory, path) for path in sorted(found)[:_MAX_DROP_INS]]
 
 
 def _settings(view: NodeView, argv: list[str], cwd: str | None) -> KubeletSettings:
-    first = settings_from(argv)
     documents: list[tuple[str, Mapping[str, Any]]] = []
-    config = _absolute(first.kubelet_config, cwd)
+    config = _absolute(flag_value(argv, KUBELET_CONFIG_FLAG), cwd)
     if config:
         document = _load_document(view, config)
         if document is not None:
             documents.append((config, document))
-    config_dir = _absolute(first.config_dir, cwd)
+    config_dir = _absolute(flag_value(argv, KUBELET_CONFIG_DIR_FLAG), cwd)
     if config_dir:
         for path in _drop_ins(view, config_dir):
             document = _load_document(view, path)
             if document is not None:
                 documents.append((path, document))
     settings = settings_from(argv, documents)
-    return KubeletSettings(
+    return replace(
+        settings,
         provider_config=_absolute(settings.provider_config, cwd),
         bin_dir=_absolute(settings.bin_dir, cwd),
         kubelet_config=config,
         config_dir=config_dir,
-        root_dir=settings.root_dir,
         static_pod_path=_absolute(settings.static_pod_path, cwd),
-        feature_gates=settings.feature_gates,
-        sources=settings.sources,
-        notes=settings.notes,
     )
 
 

@@ -231,3 +231,18 @@ def test_static_pods_behind_a_special_file_are_skipped(node: dict[str, Path]) ->
     _, report = doctor("--offline")
     assert report["kubeletPid"] == int(str(node["pid"]))
     assert not [c for c in report["checks"] if c["area"] == "image"]
+
+
+@pytest.mark.parametrize(
+    "args", [["--cache-dir", "/var/cache/ecr"], ["--cache-dir=/var/cache/ecr"]]
+)
+def test_the_cache_directory_is_read_from_the_args_as_the_plugin_reads_them(
+    tmp_path: Path, args: list[str]
+) -> None:
+    root = tmp_path / "image"
+    _put(root, LAYOUTS[0].config, config_file(tmp_path, provider_entry(args=args)).read_text())
+    (root / "var/cache/ecr").mkdir(parents=True)
+    (root / "var/cache/ecr").chmod(0o777)
+    _, report = doctor("--root", str(root), "--offline")
+    (line,) = [c for c in report["checks"] if c["area"] == "cache"]
+    assert line["status"] == "fail" and line["message"].startswith("cache /var/cache/ecr: ")
