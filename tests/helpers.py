@@ -156,3 +156,26 @@ def config_file(tmp_path: Path, *providers: dict[str, Any]) -> Path:
         ),
     )
     return path
+
+
+def fake_kubelet(
+    flags: list[str], env: Mapping[str, str], stderr: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """A process doctor takes for a kubelet (argv[0] ``kubelet``: a wrapper's exec does the same)
+    with ``flags`` on its command line, ``env`` as its environment and its stderr in ``stderr``;
+    it only sleeps. The caller kills it."""
+    import time
+
+    process = subprocess.Popen(
+        [
+            "bash", "-c", 'exec -a kubelet "$0" -c "import time; time.sleep(120)" "$@"',
+            sys.executable, *flags,
+        ],
+        env=dict(env),
+        stderr=stderr.open("ab") if stderr is not None else None,
+    )  # fmt: skip
+    cmdline = Path(f"/proc/{process.pid}/cmdline")
+    deadline = time.monotonic() + 30
+    while not cmdline.read_bytes().startswith(b"kubelet\0") and time.monotonic() < deadline:
+        time.sleep(0.05)  # until bash has exec'd it as "kubelet"
+    return process

@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from credprovider.aws import PLUGIN_NAME
+from credprovider.aws.direct import (
+    IMDS_FIX,
+    IMDS_TOKEN_PATH,
+    IMDS_TTL_HEADER,
+    imds_endpoint,
+)
 from credprovider.aws.registry import (
     MATCH_IMAGES,
     ROLE_ARN_ANNOTATIONS,
     SAMPLE_IMAGES,
     classify_host,
 )
-from credprovider.tool.descriptor import CloudPlugin, both_port_forms, samples_with_port
+from credprovider.tool.descriptor import (
+    CloudPlugin,
+    IdentityProbe,
+    both_port_forms,
+    samples_with_port,
+)
 
 
 def explain(host: str, registry: str) -> dict[str, Any]:
@@ -40,6 +52,27 @@ def explain(host: str, registry: str) -> dict[str, Any]:
     }
 
 
+def identity(
+    environ: Mapping[str, str], args: Sequence[str], read: Callable[[str], str | None]
+) -> IdentityProbe | str:
+    """The node's AWS identity as botocore's chain finds it first: keys in the environment, a web
+    identity token file, else the instance role through IMDSv2."""
+    if environ.get("AWS_ACCESS_KEY_ID") and environ.get("AWS_SECRET_ACCESS_KEY"):
+        return "keys in the environment (AWS_ACCESS_KEY_ID): no endpoint to reach before ECR"
+    if token_file := environ.get("AWS_WEB_IDENTITY_TOKEN_FILE"):
+        return f"a web identity token ({token_file}) exchanged with STS: not probed"
+    if environ.get("AWS_EC2_METADATA_DISABLED", "").strip().lower() == "true":
+        return "AWS_EC2_METADATA_DISABLED is true: the identity comes from the AWS config files"
+    imds = imds_endpoint(environ)
+    return IdentityProbe(
+        what=f"the instance role through IMDSv2 ({imds})",
+        method="PUT",
+        url=f"{imds}{IMDS_TOKEN_PATH}",
+        headers={IMDS_TTL_HEADER: "60"},
+        silence=IMDS_FIX,
+    )
+
+
 DESCRIPTOR = CloudPlugin(
     key="aws",
     name=PLUGIN_NAME,
@@ -50,4 +83,5 @@ DESCRIPTOR = CloudPlugin(
     sample_images=samples_with_port(SAMPLE_IMAGES),
     explain=explain,
     in_tree_clouds=("aws",),
+    identity=identity,
 )

@@ -70,6 +70,8 @@ BOTOCORE_SETTINGS: Final = (
 )
 IMDS_DEFAULT: Final = "http://169.254.169.254/"
 IMDS_TOKEN_TTL: Final = "21600"
+IMDS_TOKEN_PATH: Final = "latest/api/token"
+IMDS_TTL_HEADER: Final = "X-aws-ec2-metadata-token-ttl-seconds"
 IMDS_TIMEOUT_SECONDS: Final = 1.0  # botocore's default metadata timeout
 # Why IMDS gives a node no token, and the fix (said at -v=1: botocore only says it at debug level).
 IMDS_FIX: Final = (
@@ -153,9 +155,13 @@ def plan(
         return Plan(service, region, endpoint, keys, "", ca_bundle)
     if environ.get("AWS_EC2_METADATA_DISABLED", "").strip().lower() == "true":
         return "AWS_EC2_METADATA_DISABLED is true"
+    return Plan(service, region, endpoint, None, imds_endpoint(environ), ca_bundle)
+
+
+def imds_endpoint(environ: Mapping[str, str]) -> str:
+    """IMDS's base URL (ending in ``/``), as botocore finds it."""
     imds = environ.get("AWS_EC2_METADATA_SERVICE_ENDPOINT", "").strip() or IMDS_DEFAULT
-    imds = imds if imds.endswith("/") else imds + "/"
-    return Plan(service, region, endpoint, None, imds, ca_bundle)
+    return imds if imds.endswith("/") else imds + "/"
 
 
 # --- the instance role, through IMDSv2 -------------------------------------------------------------
@@ -185,12 +191,12 @@ def instance_role_keys(imds: str, ctx: Context) -> AccessKeys | None:
     from credprovider.runtime.redact import register_secret
 
     timeout = ctx.deadline.timeout(IMDS_TIMEOUT_SECONDS)
-    ctx.log.v(4, f"PUT {imds}latest/api/token, then GET the instance role's keys (IMDSv2)")
+    ctx.log.v(4, f"PUT {imds}{IMDS_TOKEN_PATH}, then GET the instance role's keys (IMDSv2)")
     try:
         answer = request(
             "PUT",
-            f"{imds}latest/api/token",
-            headers={"X-aws-ec2-metadata-token-ttl-seconds": IMDS_TOKEN_TTL},
+            f"{imds}{IMDS_TOKEN_PATH}",
+            headers={IMDS_TTL_HEADER: IMDS_TOKEN_TTL},
             timeout=timeout,
         )
         if answer.status != 200 or not answer.body:

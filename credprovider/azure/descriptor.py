@@ -2,18 +2,36 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Final
 
 from credprovider.azure import PLUGIN_NAME
+from credprovider.azure.cloudconfig import parse_cloud_config
+from credprovider.azure.imds import (
+    API_VERSION,
+    AUTHORITY_HOST_ENV,
+    DEFAULT_IMDS,
+    OTHER_SOURCE_ENV,
+    TOKEN_PATH,
+    serves,
+)
+from credprovider.azure.main import OPTIONS
 from credprovider.azure.registry import (
     ANNOTATION_KEYS,
     CLOUDS,
     MATCH_IMAGES,
     SAMPLE_IMAGES,
+    AzureConfigError,
     login_server_suffix,
 )
-from credprovider.tool.descriptor import CloudPlugin, both_port_forms, samples_with_port
+from credprovider.errors import CredproviderError
+from credprovider.runtime.args import parse_arguments, split_common_args
+from credprovider.tool.descriptor import (
+    CloudPlugin,
+    IdentityProbe,
+    both_port_forms,
+    samples_with_port,
+)
 
 DEFAULT_AZURE_CONFIG: Final = "/etc/kubernetes/azure.json"
 _PUBLIC_AZURE = CLOUDS["azurepubliccloud"]
@@ -42,6 +60,45 @@ def lints(match_images: Sequence[str], args: Sequence[str], env: Collection[str]
     return [f"args lack the azure.json path (e.g. {DEFAULT_AZURE_CONFIG})"]
 
 
+def identity(
+    environ: Mapping[str, str], args: Sequence[str], read: Callable[[str], str | None]
+) -> IdentityProbe | str:
+    """azure.json's identity, in the plugin's order; IMDS is probed for a managed identity."""
+    try:
+        _, rest = split_common_args(list(args))
+        _, files = parse_arguments(rest, OPTIONS)
+    except CredproviderError as exc:
+        return f"args the plugin refuses ({exc}): not probed"
+    if not files:
+        return "no azure.json in the provider's args: the plugin refuses to start"
+    path = files[0]
+    text = read(path)
+    if text is None:
+        return f"{path} cannot be read by this user: not probed"
+    try:
+        config = parse_cloud_config(text, path)
+    except AzureConfigError as exc:
+        return f"{exc}: not probed"
+    if config.useFederatedWorkloadIdentityExtension or config.aadFederatedTokenFile:
+        return f"workload identity from {path}: not probed"
+    if not config.useManagedIdentityExtension:
+        who = config.aadClientId or "(no aadClientId)"
+        return f"the service principal {who} from {path}, at the Entra ID authority: not probed"
+    if not serves(environ):
+        source = next(name for name in OTHER_SOURCE_ENV if environ.get(name))
+        return f"a managed identity through {source}, not IMDS: not probed"
+    base = (environ.get(AUTHORITY_HOST_ENV) or DEFAULT_IMDS).rstrip("/")
+    # Without the Metadata header IMDS answers 400 and issues nothing: reachable, no token fetched.
+    return IdentityProbe(
+        what=f"the managed identity through IMDS ({base})",
+        method="GET",
+        url=f"{base}{TOKEN_PATH}?api-version={API_VERSION}",
+        expect_status=400,
+        silence="IMDS answers only on an Azure VM and only from the host: check that nothing "
+        "blocks 169.254.169.254 (a proxy must exclude it: NO_PROXY=169.254.169.254)",
+    )
+
+
 DESCRIPTOR = CloudPlugin(
     key="azure",
     name=PLUGIN_NAME,
@@ -56,4 +113,5 @@ DESCRIPTOR = CloudPlugin(
     in_tree_clouds=("azure",),
     node_file_flags=("azure-container-registry-config", "cloud-config"),
     implied_by_flags=("azure-container-registry-config",),
+    identity=identity,
 )

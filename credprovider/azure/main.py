@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from credprovider.azure import PLUGIN_NAME
 from credprovider.errors import UsageError
+from credprovider.runtime._typing import Final
 from credprovider.runtime.args import parse_arguments
 from credprovider.runtime.provider import Context, PluginSpec, Provider
 
@@ -24,6 +25,17 @@ kubernetes.azure.com/acr-client-id and kubernetes.azure.com/acr-tenant-id; other
 azure.json: workload identity, managed identity, client secret or certificate. The AAD token is
 always exchanged at the registry for an ACR refresh token (never handed to the runtime).
 """
+
+
+# The plugin's own options (each takes a value); the rest of its args name azure.json.
+OPTIONS: Final = {
+    "--registry-mirror": "registry_mirror",
+    "-r": "registry_mirror",
+    "--ib-sni-name": "ib_sni_name",
+    "--ib-apiserver-ip": "ib_apiserver_ip",
+    "--ib-default-client-id": "ib_default_client_id",
+    "--ib-default-tenant-id": "ib_default_tenant_id",
+}
 
 
 def _check_identity_binding_flags(
@@ -51,17 +63,7 @@ def _check_identity_binding_flags(
 
 
 def build(args: list[str], ctx: Context) -> Provider:
-    values, config_files = parse_arguments(
-        args,
-        {
-            "--registry-mirror": "registry_mirror",
-            "-r": "registry_mirror",
-            "--ib-sni-name": "ib_sni_name",
-            "--ib-apiserver-ip": "ib_apiserver_ip",
-            "--ib-default-client-id": "ib_default_client_id",
-            "--ib-default-tenant-id": "ib_default_tenant_id",
-        },
-    )
+    values, config_files = parse_arguments(args, OPTIONS)
     _check_identity_binding_flags(
         values.get("ib_sni_name", ""),
         values.get("ib_apiserver_ip", ""),

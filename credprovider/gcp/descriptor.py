@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from credprovider.gcp import PLUGIN_NAME
+from credprovider.gcp.metadata import HEADERS, metadata_root, wants_mtls
+from credprovider.gcp.provider import CREDENTIALS_FILE_ENV
 from credprovider.gcp.registry import (
+    CACHE_TYPE_ENV,
     MATCH_IMAGES,
     SAMPLE_IMAGES,
     TOKEN_USERNAME,
@@ -15,9 +18,12 @@ from credprovider.gcp.registry import (
     is_google_registry_host,
     registry_keys,
 )
-from credprovider.tool.descriptor import CloudPlugin, both_port_forms, samples_with_port
-
-CACHE_TYPE_ENV = "KUBE_SIDECAR_CACHE_TYPE"
+from credprovider.tool.descriptor import (
+    CloudPlugin,
+    IdentityProbe,
+    both_port_forms,
+    samples_with_port,
+)
 
 
 def explain(host: str, registry: str) -> dict[str, Any]:
@@ -49,6 +55,28 @@ def lints(match_images: Sequence[str], args: Sequence[str], env: Collection[str]
     return warnings
 
 
+def identity(
+    environ: Mapping[str, str], args: Sequence[str], read: Callable[[str], str | None]
+) -> IdentityProbe | str:
+    """A credentials file when one is named, else the metadata server's default service account."""
+    if path := environ.get(CREDENTIALS_FILE_ENV):
+        readable = "" if read(path) is not None else " (this user cannot read it)"
+        return f"the credentials file {path} ({CREDENTIALS_FILE_ENV}){readable}: not probed"
+    if wants_mtls(environ, lambda path: read(path) is not None):
+        return "the metadata server over mTLS (GCE_METADATA_MTLS_MODE): not probed"
+    root = metadata_root(environ)
+    return IdentityProbe(
+        what=f"the metadata server's default service account ({root})",
+        method="GET",
+        url=f"{root}instance/service-accounts/default/email",
+        headers=HEADERS,
+        expect_header=("Metadata-Flavor", "Google"),
+        show_body=True,
+        silence="off GCE (or with 169.254.169.254 blocked) there is no metadata server: give the "
+        f"credentials with {CREDENTIALS_FILE_ENV} in the provider's env",
+    )
+
+
 DESCRIPTOR = CloudPlugin(
     key="gcp",
     name=PLUGIN_NAME,
@@ -60,4 +88,5 @@ DESCRIPTOR = CloudPlugin(
     explain=explain,
     lints=lints,
     in_tree_clouds=("gce",),
+    identity=identity,
 )

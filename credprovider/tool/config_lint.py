@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,8 +29,11 @@ class BinaryCheck:
     proven: list[str] = field(default_factory=list)
 
 
-def check_binaries(loaded: LoadedConfig, bin_dir: str) -> BinaryCheck:
-    """Check every provider's binary in ``bin_dir`` as the kubelet would find and start it: the
+def check_binaries(
+    loaded: LoadedConfig, bin_dir: str, environment: Mapping[str, str] | None = None
+) -> BinaryCheck:
+    """Check every provider's binary in ``bin_dir`` as the kubelet would find and start it (in
+    ``environment``, the kubelet's; default: this process's): the
     kubelet refuses to start without the bin dir or a binary; a binary that cannot run fails every
     pull it matches. Raises :class:`~credprovider.tool.nodefiles.UnreadableError` where this (non-root)
     user may not look."""
@@ -49,7 +53,7 @@ def check_binaries(loaded: LoadedConfig, bin_dir: str) -> BinaryCheck:
             result.errors.append(f"{where}: {missing}")
             continue
         env = [(var.name or "", var.value or "") for var in provider.env or []]
-        started = check_start(name, bin_dir, provider.args or [], env)
+        started = check_start(name, bin_dir, provider.args or [], env, base=environment)
         if started.error:
             result.errors.append(f"{where}: {started.error}: every pull it matches fails")
         if started.warning:

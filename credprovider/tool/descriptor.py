@@ -10,7 +10,7 @@ cloud SDK. Not on the exec path.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 # The kubelet matches ports exactly: a pattern without a port never matches an image that names one,
@@ -24,6 +24,29 @@ an image on that registry."""
 
 Linter = Callable[[Sequence[str], Sequence[str], Collection[str]], list[str]]
 """``(matchImages, args, env names) -> warnings``: the cloud's own checks of a provider entry."""
+
+
+@dataclass(frozen=True)
+class IdentityProbe:
+    """One request that shows the endpoint a plugin's identity comes from is reachable (``doctor``),
+    built by the cloud's descriptor from the node's environment; sent by the tool, never retried."""
+
+    what: str  # "the instance role through IMDSv2 (http://169.254.169.254/)"
+    method: str
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+    expect_status: int = 200
+    expect_header: tuple[str, str] | None = None  # (name, value) a real endpoint always sends
+    show_body: bool = False  # the answer is a fact worth showing (an account's email), no secret
+    silence: str = ""  # what no answer at all most likely means here, and the fix
+
+
+IdentityFinder = Callable[
+    [Mapping[str, str], Sequence[str], Callable[[str], str | None]], "IdentityProbe | str"
+]
+"""``(environment, args, read) -> probe``: what to send to reach the endpoint the plugin's identity
+comes from with this environment and these args (``read(path)`` is a node file's text, or ``None``),
+or one sentence saying why there is no endpoint to reach (static keys, a key file)."""
 
 
 def no_lints(match_images: Sequence[str], args: Sequence[str], env: Collection[str]) -> list[str]:
@@ -49,6 +72,8 @@ class CloudPlugin:
     # `implied_by_flags` also means the node used this cloud's in-tree credentials.
     node_file_flags: tuple[str, ...] = ()
     implied_by_flags: tuple[str, ...] = ()
+    # Where the plugin's identity comes from on a node (doctor's reachability check).
+    identity: IdentityFinder | None = None
 
 
 def with_https_port(reference: str) -> str:

@@ -8,7 +8,6 @@ the kubelet's keyring rules.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -117,6 +116,7 @@ def run_provider(
     token: str,
     annotations: Mapping[str, str],
     timeout: float = KUBELET_EXEC_TIMEOUT_SECONDS,
+    environment: Mapping[str, str] | None = None,
 ) -> ProviderReport:
     """Run one matched provider the way the kubelet does and report the outcome."""
     name = provider.name or ""
@@ -134,6 +134,7 @@ def run_provider(
         encode_request(image, api_version, sa_token, sa_annotations),
         report,
         timeout,
+        environment,
     )
     if stdout is None:
         return report
@@ -165,13 +166,17 @@ def _exec(
     request: bytes,
     report: ProviderReport,
     timeout: float,
+    environment: Mapping[str, str] | None,
 ) -> bytes | None:
-    """Exec the plugin as the kubelet does (its args and env over this environment; our plugins
+    """Exec the plugin as the kubelet does (its args and env over ``environment``; our plugins
     with their cache read-only); its stdout, or ``None`` with ``report.error`` saying what the
     kubelet would."""
+    from credprovider.tool.startcheck import kubelet_environment
+
     name = provider.name or ""
-    env = dict(os.environ)
-    env.update({var.name or "": var.value or "" for var in provider.env or []})
+    env = kubelet_environment(
+        [(var.name or "", var.value or "") for var in provider.env or []], environment
+    )
     args = list(provider.args or [])
     ours = plugin_for_name(name) is not None
     if ours:  # a diagnosis changes nothing: a cache the config names is read, never written
@@ -240,8 +245,10 @@ def kubelet_lookup(
     token: str = "",
     annotations: Mapping[str, str] | None = None,
     timeout: float = KUBELET_EXEC_TIMEOUT_SECONDS,
+    environment: Mapping[str, str] | None = None,
 ) -> LookupReport:
-    """Every provider in config order: matched or not, and what running it gave."""
+    """Every provider in config order: matched or not, and what running it gave. The plugins
+    inherit ``environment`` (the kubelet's; default: this process's)."""
     from credprovider.tool.selection import select_providers
 
     selections = select_providers(
@@ -254,5 +261,7 @@ def kubelet_lookup(
                 ProviderReport(selection.name, matched=False, misses=list(selection.misses))
             )
             continue
-        reports.append(run_provider(provider, bin_dir, image, token, annotations or {}, timeout))
+        reports.append(
+            run_provider(provider, bin_dir, image, token, annotations or {}, timeout, environment)
+        )
     return LookupReport(image, reports)

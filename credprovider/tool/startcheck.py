@@ -70,10 +70,12 @@ def check_start(
     args: Sequence[str],
     env: Sequence[tuple[str, str]],
     timeout: float = START_TIMEOUT_SECONDS,
+    base: Mapping[str, str] | None = None,
 ) -> StartResult:
-    """Run ``<bin_dir>/<provider>`` as the kubelet would (see the module doc) and say what it proved."""
+    """Run ``<bin_dir>/<provider>`` as the kubelet would (see the module doc), in ``base`` (the
+    kubelet's environment; default: this process's), and say what it proved."""
     path = str(Path(bin_dir) / provider)
-    environment = kubelet_environment(env)
+    environment = kubelet_environment(env, base)
     named_ours = plugin_for_name(provider) is not None
     if named_ours:
         run = _run([path, *args, VERSION_FLAG], environment, timeout)

@@ -7,8 +7,6 @@ import argparse
 from credprovider.runtime.redact import printable
 from credprovider.tool.commands.common import EXIT_FAILED, EXIT_OK, Subcommands, print_json
 
-# Most important first: what stops every pull, then what stops some.
-_ORDER = ("node", "config", "binary", "image", "cache", "service-account")
 _MARK = {"pass": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "info"}
 
 
@@ -16,6 +14,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from credprovider.tool.doctor import diagnose
+    from credprovider.tool.doctor.model import AREAS
     from credprovider.tool.node.discovery import discover
 
     view = discover(root=args.root)
@@ -31,7 +30,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     if args.json:
         print_json(diagnosis.as_json(view))
         return EXIT_FAILED if diagnosis.failed else EXIT_OK
-    checks = sorted(diagnosis.checks, key=lambda c: (_ORDER.index(c.area), c.provider))
+    checks = sorted(diagnosis.checks, key=lambda c: (AREAS.index(c.area), c.provider))
     current = None
     for check in checks:
         if check.area != current:

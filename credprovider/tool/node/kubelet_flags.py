@@ -22,7 +22,11 @@ KUBELET_CONFIG_DIR_FLAG: Final = "config-dir"
 ROOT_DIR_FLAG: Final = "root-dir"
 POD_MANIFEST_FLAG: Final = "pod-manifest-path"
 FEATURE_GATES_FLAG: Final = "feature-gates"
+READ_ONLY_PORT_FLAG: Final = "read-only-port"
+ADDRESS_FLAG: Final = "address"
 DEFAULT_ROOT_DIR: Final = "/var/lib/kubelet"
+# cmd/kubelet/app/options applyLegacyDefaults: 10255 without --config; the file's default is 0.
+LEGACY_READ_ONLY_PORT: Final = 10255
 DROP_IN_SUFFIX: Final = ".conf"
 # Keys people write in a KubeletConfiguration hoping to set the credential provider: no kubelet
 # version has them, so the kubelet ignores them (with at most an "unknown field" warning).
@@ -74,6 +78,8 @@ class KubeletSettings:
     root_dir: str = DEFAULT_ROOT_DIR
     static_pod_path: str | None = None
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
+    read_only_port: int = 0  # the unauthenticated API (/metrics, /pods); 0 is off
+    address: str = "0.0.0.0"
     sources: Mapping[str, str] = field(default_factory=dict)  # setting -> "flag", "config", ...
     notes: tuple[str, ...] = ()
 
@@ -87,7 +93,13 @@ def settings_from(
     notes: list[str] = []
     static_pod_path: str | None = None
     gates: dict[str, bool] = {}
+    read_only_port = 0 if flag_value(args, KUBELET_CONFIG_FLAG) else LEGACY_READ_ONLY_PORT
+    address = "0.0.0.0"
     for path, document in configs:
+        if isinstance(document.get("readOnlyPort"), int):
+            read_only_port = document["readOnlyPort"]
+        if isinstance(document.get("address"), str) and document["address"]:
+            address = document["address"]
         if isinstance(document.get("staticPodPath"), str) and document["staticPodPath"]:
             static_pod_path = document["staticPodPath"]
             sources["staticPodPath"] = path
@@ -105,6 +117,9 @@ def settings_from(
     if (value := flag_value(args, POD_MANIFEST_FLAG)) is not None:
         static_pod_path = value
         sources["staticPodPath"] = f"--{POD_MANIFEST_FLAG}"
+    if (value := flag_value(args, READ_ONLY_PORT_FLAG)) is not None and value.isdigit():
+        read_only_port = int(value)
+    address = flag_value(args, ADDRESS_FLAG) or address
     for text in flag_values(args, FEATURE_GATES_FLAG):
         for name, enabled in parse_feature_gates(text).items():
             gates[name] = enabled
@@ -122,6 +137,8 @@ def settings_from(
         root_dir=flag_value(args, ROOT_DIR_FLAG) or DEFAULT_ROOT_DIR,
         static_pod_path=static_pod_path,
         feature_gates=gates,
+        read_only_port=read_only_port,
+        address=address,
         sources=sources,
         notes=tuple(notes),
     )

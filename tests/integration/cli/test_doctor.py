@@ -19,7 +19,7 @@ from credprovider.tool.node.layouts import LAYOUTS, Layout
 from emulators.aws import FakeEcr, ecr_env
 from emulators.http import FakeServer
 from emulators.kubelet_exec import BUNDLE_DIR
-from tests.helpers import config_file, provider_entry, require_bundle, run_cli
+from tests.helpers import config_file, fake_kubelet, provider_entry, require_bundle, run_cli
 
 CONFIG_TEXT = json.dumps(
     {
@@ -78,9 +78,10 @@ def test_an_empty_root_says_what_to_name(tmp_path: Path) -> None:
 
 
 @pytest.fixture
-def node(tmp_path: Path) -> Iterator[dict[str, Path]]:
+def node(tmp_path: Path, ecr: tuple[FakeEcr, FakeServer]) -> Iterator[dict[str, Path]]:
     """A 'kubelet' process (argv[0] kubelet) with the credential flags, a --config file with a
-    staticPodPath and feature gates, and a static pod."""
+    staticPodPath and feature gates, a static pod, and the ECR emulator's settings in its
+    environment (which its plugins inherit, and this tool's environment does not have)."""
     bin_dir, pods = tmp_path / "bin", tmp_path / "manifests"
     bin_dir.mkdir()
     pods.mkdir()
@@ -101,16 +102,14 @@ def node(tmp_path: Path) -> Iterator[dict[str, Path]]:
         "  - name: app\n    image: 123456789012.dkr.ecr.us-west-2.amazonaws.com:443/team/app\n"
         "  - name: side\n    image: registry.k8s.io/pause:3.10\n"
     )
-    process = subprocess.Popen(
+    process = fake_kubelet(
         [
-            "bash", "-c", 'exec -a kubelet "$0" -c "import time; time.sleep(120)" "$@"',
-            sys.executable,
             f"--image-credential-provider-config={config}",
             "--image-credential-provider-bin-dir", str(bin_dir),
             f"--config={kubelet_config}",
-        ]
+        ],
+        {**os.environ, **ecr_env(ecr[1].url)},
     )  # fmt: skip
-    time.sleep(0.5)
     try:
         yield {
             "config": config,
@@ -183,11 +182,11 @@ def test_a_dry_run_through_the_bundle_and_a_copied_plugin(
     node: dict[str, Path], ecr: tuple[FakeEcr, FakeServer]
 ) -> None:
     require_bundle()
-    fake, server = ecr
+    fake, _ = ecr
     plugin = node["bin_dir"] / "ecr-credential-provider"
     plugin.symlink_to(BUNDLE_DIR / "ecr-credential-provider")
     image = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/app"
-    result = run_cli("doctor", "--json", "--image", image, env=ecr_env(server.url))
+    result = run_cli("doctor", "--json", "--image", image)  # the kubelet's environment reaches ECR
     report = json.loads(result.stdout)
     (answer,) = [
         c for c in report["checks"] if c["area"] == "image" and c["message"].startswith(image + ":")

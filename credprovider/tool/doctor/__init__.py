@@ -1,0 +1,129 @@
+"""``credprovider doctor``: the node's credential chain, link by link, each link a check that
+passes, warns or fails with the fix in one sentence. Reads only: no cache directory is created and
+no file written (the plugins run with their cache read-only).
+
+One module per part of the chain: ``chain`` (discovery's findings, files on the node, caches),
+``identity`` (the endpoints the plugins' identities come from), ``images`` (the node's images and
+the dry run), ``live`` (what only the running kubelet can say); ``model`` holds the result.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+
+from credprovider.tool.doctor.model import (
+    FAIL,
+    PASS,
+    SA_TOKEN_GATE,
+    WARN,
+    Check,
+    Diagnosis,
+)
+from credprovider.tool.node.discovery import NodeView
+from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG
+
+__all__ = ["Check", "Diagnosis", "diagnose"]
+
+
+def _read(view: NodeView) -> Callable[[str], str | None]:
+    """A node file's text (under ``--root``), or ``None`` when it cannot be read."""
+    from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_text
+
+    def read(path: str) -> str | None:
+        try:
+            return read_text(view.host_path(path))
+        except (FileProblem, UnreadableError):
+            return None
+
+    return read
+
+
+def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
+    """Every check that applies: live ones (identity endpoints, the kubelet's API and log, the dry
+    run) only on this node (root ``/``) and not ``offline``."""
+    from credprovider.tool.config import ConfigError
+    from credprovider.tool.config_lint import check_binaries
+    from credprovider.tool.config_validate import load_config
+    from credprovider.tool.doctor import chain, identity, live
+    from credprovider.tool.doctor.images import check_image, static_pod_images
+    from credprovider.tool.nodefiles import UnreadableError
+
+    diagnosis = Diagnosis()
+    chain.node(view, diagnosis)
+    settings = view.settings
+    here = view.root == "/"
+    environment = view.environment
+    kubelet = view.kubelet
+    if kubelet is not None and here:
+        live.check_version(
+            view,
+            kubelet,
+            bool(settings.provider_config) and _is_dir(view, settings.provider_config or ""),
+            diagnosis,
+        )
+        live.check_log(kubelet, diagnosis)
+    if not settings.provider_config:
+        return diagnosis
+    sa_tokens = settings.feature_gates.get(SA_TOKEN_GATE, True)
+    try:
+        loaded = load_config(view.host_path(settings.provider_config), sa_tokens)
+    except ConfigError as exc:
+        diagnosis.add(
+            "config",
+            FAIL,
+            f"the kubelet would not start: {exc.describe()}",
+            "fix it, then credprovider validate",
+        )
+        return diagnosis
+    except UnreadableError as exc:
+        diagnosis.add("config", WARN, str(exc), "run credprovider doctor as root")
+        return diagnosis
+    names = ", ".join(p.name or "" for p in loaded.providers)
+    diagnosis.add(
+        "config", PASS, f"{settings.provider_config} decodes as the kubelet decodes it: {names}"
+    )
+    chain.changed_since_start(view, loaded.sources, diagnosis)
+    running: list[str] = []
+    if kubelet is not None and here and not offline:
+        live.check_loaded_config(view, loaded.sources, diagnosis)
+        running = live.running_pod_images(view)
+    if here and not offline:
+        identity.check_identities(loaded, environment, _read(view), diagnosis)
+    if not settings.bin_dir:
+        diagnosis.add(
+            "binary",
+            FAIL,
+            f"no --{BIN_DIR_FLAG}: the kubelet will not start",
+            f"set --{BIN_DIR_FLAG}",
+        )
+        return diagnosis
+    bin_dir = view.host_path(settings.bin_dir)
+    try:
+        checked = check_binaries(loaded, bin_dir, environment)
+    except UnreadableError as exc:
+        diagnosis.add("binary", WARN, str(exc), "run credprovider doctor as root")
+    else:
+        for line in checked.errors:
+            diagnosis.add("binary", FAIL, line, "reinstall the plugins (credprovider install)")
+        for line in checked.warnings:
+            diagnosis.add("binary", WARN, line)
+        for line in checked.proven:
+            diagnosis.add("binary", PASS, line)
+    not_run = (
+        "--offline"
+        if offline
+        else "--root: an image's plugins are not run here"
+        if not here
+        else None
+    )
+    for image in dict.fromkeys([*images, *static_pod_images(view), *running]):
+        check_image(loaded, bin_dir, image, not_run, environment, diagnosis)
+    for provider, directory in chain.cache_dirs(loaded, dict(environment or {})):
+        chain.cache(view, provider, directory, diagnosis)
+    chain.service_accounts(loaded, diagnosis)
+    return diagnosis
+
+
+def _is_dir(view: NodeView, path: str) -> bool:
+    return os.path.isdir(view.host_path(path))

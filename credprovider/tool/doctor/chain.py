@@ -1,0 +1,147 @@
+"""The links of the chain that are files on the node: discovery's findings, a config changed after
+the kubelet started, the plugins' caches, and what service-account providers need."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from credprovider.tool.doctor.model import FAIL, INFO, PASS, WARN, Diagnosis
+from credprovider.tool.node.discovery import NodeView
+from credprovider.tool.node.kubelet_flags import CONFIG_FLAG
+
+
+def node(view: NodeView, diagnosis: Diagnosis) -> None:
+    settings = view.settings
+    for note in view.notes:
+        diagnosis.add("node", INFO, note)
+    for line in view.unreadable:
+        diagnosis.add("node", WARN, line, "run credprovider doctor as root to check it")
+    if view.layout_note:
+        diagnosis.add("node", INFO, view.layout_note)
+    if view.kubelet is not None and not settings.provider_config:
+        diagnosis.add(
+            "node",
+            FAIL,
+            f"the kubelet (pid {view.kubelet.pid}) runs without --{CONFIG_FLAG}: no plugin is ever "
+            "asked for credentials",
+            "install a config and bin dir (credprovider install) and restart the kubelet",
+        )
+    elif not settings.provider_config:
+        found = view.found_by.startswith("layout")
+        diagnosis.add(
+            "node",
+            FAIL,
+            f"{view.found_by}: its config is not at a fixed path (bin dir {settings.bin_dir})"
+            if found
+            else "no running kubelet and no known layout names a credential provider config",
+            "name it: credprovider doctor --config FILE" + ("" if found else " --bin-dir DIR"),
+        )
+    else:
+        diagnosis.add(
+            "node",
+            PASS,
+            f"{view.found_by}: config {settings.provider_config}, bin dir {settings.bin_dir}",
+        )
+
+
+def changed_since_start(view: NodeView, files: Sequence[Path], diagnosis: Diagnosis) -> None:
+    started = view.kubelet.started_at if view.kubelet else None
+    if started is None:
+        return
+    for path in files:
+        try:
+            modified = path.stat().st_mtime
+        except OSError:
+            continue
+        if modified > started + 1:
+            diagnosis.add(
+                "config",
+                FAIL,
+                f"{path} changed after the kubelet started: the kubelet reads it only at start, so "
+                "what runs is not what is on disk",
+                "restart the kubelet to load it (after credprovider validate passes)",
+            )
+
+
+def cache_dirs(loaded: Any, environment: dict[str, str] | None) -> list[tuple[str, str]]:
+    """Each provider's cache directory, read from its args and env as our plugins read them."""
+    from credprovider.errors import CredproviderError
+    from credprovider.runtime.args import split_common_args
+    from credprovider.runtime.serve import CACHE_DIR_ENV
+
+    found = []
+    for provider in loaded.providers:
+        env = {**(environment or {}), **{v.name or "": v.value or "" for v in provider.env or []}}
+        try:
+            opts, _ = split_common_args(list(provider.args or []))
+        except CredproviderError:  # args the plugin refuses: the binary check reports them
+            continue
+        directory = opts.cache_dir or env.get(CACHE_DIR_ENV)
+        if directory:
+            found.append((provider.name or "", directory))
+    return found
+
+
+def cache(view: NodeView, provider: str, directory: str, diagnosis: Diagnosis) -> None:
+    """The cache as the kubelet's plugins (root) would judge it: root's, not writable by others,
+    nor its parents (unless sticky)."""
+    path = Path(view.host_path(directory))
+    if not os.path.lexists(path):
+        diagnosis.add(
+            "cache",
+            INFO,
+            f"cache {directory} does not exist yet (the plugin creates it 0700)",
+            "",
+            provider,
+        )
+        return
+    for current in [path, *path.parents]:
+        try:
+            info = current.lstat() if current != path else current.stat()
+        except OSError:
+            continue
+        writable = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        sticky_parent = current != path and info.st_mode & stat.S_ISVTX
+        if info.st_uid != 0 or (writable and not sticky_parent):
+            diagnosis.add(
+                "cache",
+                FAIL,
+                f"cache {directory}: {current} is "
+                + (
+                    f"owned by uid {info.st_uid}"
+                    if info.st_uid != 0
+                    else f"mode {stat.S_IMODE(info.st_mode):o}"
+                )
+                + ": another user could plant or read entries, so the plugins run uncached",
+                f"chown root {current} and chmod go-w it",
+                provider,
+            )
+            return
+    diagnosis.add("cache", PASS, f"cache {directory}: root's, not writable by others", "", provider)
+
+
+def service_accounts(loaded: Any, diagnosis: Diagnosis) -> None:
+    """With the feature gate off, tokenAttributes already failed the config (load_config)."""
+    for provider in loaded.providers:
+        attributes = provider.tokenAttributes
+        if attributes is None:
+            continue
+        required = list(attributes.requiredServiceAccountAnnotationKeys or [])
+        diagnosis.add(
+            "service-account",
+            INFO,
+            "not checkable from the node: the node needs permission to request service account "
+            f"tokens for the audience {attributes.serviceAccountTokenAudience!r} (without it the "
+            "kubelet only logs and pulls anonymously)"
+            + (
+                f"; pods' service accounts need the annotations {', '.join(required)} (a missing one skips the plugin with only a V(5) log line)"
+                if required
+                else ""
+            ),
+            "grant the node the request-serviceaccounts-token-audience permission for that audience",
+            provider.name or "",
+        )

@@ -1,0 +1,130 @@
+"""The images this node runs (static pods, the kubelet's pods, ``--image``) and the dry run of
+each: which provider claims it and what its plugin answers, secrets redacted."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from credprovider.runtime.redact import redact
+from credprovider.tool.doctor.model import FAIL, INFO, PASS, WARN, Diagnosis
+from credprovider.tool.node.discovery import NodeView
+
+MANIFEST_SUFFIXES: Final = (".yaml", ".yml", ".json")
+
+
+def private_host_owner(image: str) -> str | None:
+    """The cloud whose registry ``image`` names (an ECR, ACR or Google host), if any."""
+    from credprovider.runtime.imageref import ImageError, parse_image
+    from credprovider.tool.catalog import PLUGINS
+
+    try:
+        host = parse_image(image).host
+    except ImageError:
+        return None
+    for plugin in PLUGINS.values():
+        if plugin.explain(host, host).get("recognized"):
+            return plugin.name
+    return None
+
+
+def images_of(document: Any) -> Iterable[str]:
+    spec = document.get("spec") if isinstance(document, dict) else None
+    if not isinstance(spec, dict):
+        return
+    for key in ("initContainers", "containers", "ephemeralContainers"):
+        for container in spec.get(key) or []:
+            if isinstance(container, dict) and isinstance(container.get("image"), str):
+                yield container["image"]
+
+
+def static_pod_images(view: NodeView) -> list[str]:
+    """The images of the node's static pods (the kubelet's staticPodPath), in file order."""
+    from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_text
+    from credprovider.tool.yamldoc import YamlError, load_yaml
+
+    where = view.settings.static_pod_path
+    if not where:
+        return []
+    base = Path(view.host_path(where))
+    try:
+        files = (
+            sorted(
+                p
+                for p in base.iterdir()
+                if p.suffix in MANIFEST_SUFFIXES and not p.name.startswith(".")
+            )
+            if base.is_dir()
+            else [base]
+        )
+    except OSError:  # unreadable or gone: the image checks then cover --image only
+        return []
+    images: list[str] = []
+    for path in files[:256]:
+        try:
+            images += images_of(load_yaml(read_text(str(path))))
+        except (FileProblem, UnreadableError, YamlError, OSError):
+            continue
+    return list(dict.fromkeys(images))
+
+
+def check_image(
+    loaded: Any,
+    bin_dir: str,
+    image: str,
+    not_run: str | None,
+    environment: Mapping[str, str] | None,
+    diagnosis: Diagnosis,
+) -> None:
+    from credprovider.tool.lookup import kubelet_lookup
+    from credprovider.tool.selection import select_providers
+
+    selections = select_providers(
+        image, [(p.name or "", p.matchImages or []) for p in loaded.providers]
+    )
+    claimed = [s.name for s in selections if s.matched]
+    if not claimed:
+        owner = private_host_owner(image)
+        if owner is None:
+            diagnosis.add("image", INFO, f"{image}: no provider claims it (pulled anonymously)")
+            return
+        diagnosis.add(
+            "image",
+            FAIL,
+            f"{image}: no provider claims it, although {owner} serves its host",
+            f"add a matchImages pattern for its host to the {owner} provider "
+            "(credprovider match shows the nearest miss)",
+        )
+        return
+    if not_run:
+        diagnosis.add(
+            "image", PASS, f"{image}: claimed by {', '.join(claimed)} (not run: {not_run})"
+        )
+        return
+    report = kubelet_lookup(loaded, bin_dir, image, environment=environment)
+    for provider in report.providers:
+        if not provider.matched:
+            continue
+        if provider.error or provider.skipped:
+            diagnosis.add(
+                "image",
+                FAIL,
+                f"{image}: {provider.error or provider.skipped}",
+                "run credprovider get for the whole story",
+                provider.name,
+            )
+            continue
+        found = [
+            f"{key} (user {entry.username}, password {redact(entry.password)})"
+            for name, key, entry in report.credentials
+            if name == provider.name
+        ]
+        diagnosis.add(
+            "image",
+            PASS if found else WARN,
+            f"{image}: {'; '.join(found) if found else 'answered without credentials'}; cache "
+            f"{provider.cache_key} for {provider.cache_seconds or 0:.0f}s",
+            "" if found else "run credprovider get to see why",
+            provider.name,
+        )

@@ -1,0 +1,267 @@
+"""What only the running kubelet can say: its version (its own binary, ``/proc/PID/exe
+--version``), the config it loaded (``kubelet_credential_provider_config_info{hash}`` on its
+unauthenticated read-only port, against the files on disk), the pods it runs (``/pods`` there),
+and its recent credential-provider errors (the tail of its log file, or its journal).
+
+Every read is bounded in time and size; what cannot be read is said, never an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import stat
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from credprovider.runtime.redact import printable, scrub
+from credprovider.tool.doctor.model import FAIL, INFO, PASS, WARN, Diagnosis
+from credprovider.tool.node.discovery import NodeView
+from credprovider.tool.node.kubelet_proc import KUBELET_NAME, KubeletProcess
+
+VERSION_TIMEOUT_SECONDS: Final = 5.0
+API_TIMEOUT_SECONDS: Final = 3.0
+API_BODY_CAP: Final = 16 << 20
+LOG_TAIL_BYTES: Final = 2 << 20
+JOURNAL_LINES: Final = "20000"
+CONFIG_INFO_METRIC: Final = "kubelet_credential_provider_config_info"
+# pkg/credentialprovider/plugin/plugin.go: every failed lookup is logged with this message
+# (klog.ErrorS), with the provider's name and the error as key/value pairs.
+LOOKUP_FAILED: Final = "Failed to provide credentials for image"
+CONFIG_DIRECTORY_SINCE: Final = (1, 34)
+_VERSION = re.compile(r"\bv(\d+)\.(\d+)\.(\d+)\S*")
+_HASH = re.compile(CONFIG_INFO_METRIC + r'\{[^}]*hash="([^"]*)"[^}]*\}\s+1(?:\.0)?\s*$', re.M)
+_KLOG_VALUE = r'="((?:[^"\\]|\\.)*)"'
+
+
+def config_hash(contents: Sequence[bytes]) -> str:
+    """The kubelet's hash of its credential provider config (v1.34+): sha256 over each file, in
+    the order it reads them, as a big-endian 64-bit length then the bytes."""
+    digest = hashlib.sha256()
+    for data in contents:
+        digest.update(len(data).to_bytes(8, "big"))
+        digest.update(data)
+    return f"sha256:{digest.hexdigest()}"
+
+
+def parse_version(text: str) -> tuple[str, tuple[int, int]] | None:
+    """``Kubernetes v1.36.4`` -> ``("v1.36.4", (1, 36))``."""
+    match = _VERSION.search(text)
+    if match is None:
+        return None
+    return match.group(0), (int(match.group(1)), int(match.group(2)))
+
+
+def kubelet_version(kubelet: KubeletProcess) -> str | None:
+    """What the running binary says of itself, when it is a kubelet (never another program)."""
+    from credprovider.tool.childproc import run_bounded
+
+    exe = (kubelet.exe or "").removesuffix(" (deleted)")
+    if os.path.basename(exe) != KUBELET_NAME:
+        return None
+    try:  # /proc/PID/exe runs the very binary, even if the file was replaced since
+        done = run_bounded(
+            [f"/proc/{kubelet.pid}/exe", "--version"],
+            {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+            b"",
+            VERSION_TIMEOUT_SECONDS,
+            cap=4096,
+        )
+    except (OSError, ValueError):
+        return None
+    found = parse_version(done.stdout.decode("utf-8", "replace"))
+    return found[0] if found else None
+
+
+def _unquote(value: str) -> str:
+    try:
+        decoded: str = json.loads(f'"{value}"')
+    except ValueError:
+        return value
+    return decoded
+
+
+@dataclass(frozen=True)
+class LookupFailure:
+    provider: str
+    error: str
+    when: str
+
+
+def lookup_failures(lines: Iterable[str]) -> list[LookupFailure]:
+    """The kubelet's failed credential lookups in its log lines (klog text or JSON format)."""
+    found = []
+    for line in lines:
+        if LOOKUP_FAILED not in line:
+            continue
+        if line.lstrip().startswith("{"):
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("msg") == LOOKUP_FAILED:
+                found.append(
+                    LookupFailure(
+                        str(record.get("provider", "")),
+                        str(record.get("err", "")),
+                        str(record.get("ts", "")),
+                    )
+                )
+            continue
+        provider = re.search(r"\bprovider" + _KLOG_VALUE, line)
+        error = re.search(r"\berr" + _KLOG_VALUE, line)
+        when = re.match(r"\s*[EWI](\d{4} \d\d:\d\d:\d\d)", line)
+        found.append(
+            LookupFailure(
+                _unquote(provider.group(1)) if provider else "",
+                _unquote(error.group(1)) if error else "",
+                when.group(1) if when else "",
+            )
+        )
+    return found
+
+
+def _log_tail(kubelet: KubeletProcess) -> tuple[str, list[str]] | str:
+    """The kubelet's recent log: (where, lines), or why it cannot be read."""
+    from credprovider.tool.childproc import run_bounded
+
+    stream = f"/proc/{kubelet.pid}/fd/2"
+    try:
+        target = os.readlink(stream)
+        descriptor = os.open(stream, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        return f"its log ({stream}) cannot be read as uid {os.geteuid()}: {exc.strerror}"
+    try:
+        info = os.fstat(descriptor)
+        if stat.S_ISREG(info.st_mode):
+            start = max(0, info.st_size - LOG_TAIL_BYTES)
+            os.lseek(descriptor, start, os.SEEK_SET)
+            lines = os.read(descriptor, LOG_TAIL_BYTES).decode("utf-8", "replace").splitlines()
+            return target, lines[1:] if start else lines  # a cut first line is dropped
+    finally:
+        os.close(descriptor)
+    if not target.startswith("socket:"):
+        return f"its log goes to {target}, which is not a file or the journal"
+    command = ["journalctl", f"_PID={kubelet.pid}", "-o", "cat", "--no-pager", "-n", JOURNAL_LINES]
+    try:
+        done = run_bounded(command, {"PATH": "/usr/bin:/bin"}, b"", 10.0, cap=LOG_TAIL_BYTES)
+    except OSError as exc:
+        return f"its log goes to a socket (the journal?) and journalctl cannot run: {exc.strerror}"
+    if done.code != 0:
+        return f"journalctl {' '.join(command[1:2])} failed: {printable(done.stderr.decode('utf-8', 'replace')[:200])}"
+    return f"the journal ({command[1]})", done.stdout.decode("utf-8", "replace").splitlines()
+
+
+def check_log(kubelet: KubeletProcess, diagnosis: Diagnosis) -> None:
+    tail = _log_tail(kubelet)
+    if isinstance(tail, str):
+        diagnosis.add("kubelet", INFO, f"recent errors not read: {tail}")
+        return
+    where, lines = tail
+    failures = lookup_failures(lines)
+    if not failures:
+        diagnosis.add(
+            "kubelet", PASS, f"no failed credential lookup in the kubelet's log ({where})"
+        )
+        return
+    by_provider: dict[str, list[LookupFailure]] = {}
+    for failure in failures:
+        by_provider.setdefault(failure.provider, []).append(failure)
+    for provider, seen in by_provider.items():
+        last = seen[-1]
+        error = printable(scrub(last.error))
+        diagnosis.add(
+            "kubelet",
+            WARN,
+            f"{len(seen)} failed credential lookup(s) in the kubelet's log ({where}); the last"
+            + (f" at {last.when}" if last.when else "")
+            + f": {error[:400]}",
+            "credprovider get IMAGE replays the lookup and says why",
+            provider,
+        )
+
+
+def _api(view: NodeView, path: str) -> bytes | str:
+    """``path`` from the kubelet's read-only port: the body, or why there is none."""
+    from credprovider.runtime.http import HttpError, request
+
+    settings = view.settings
+    if settings.read_only_port <= 0:
+        return "its read-only port is off (readOnlyPort 0)"
+    host = settings.address if settings.address not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{settings.read_only_port}{path}"
+    try:
+        answer = request("GET", url, headers={}, timeout=API_TIMEOUT_SECONDS, max_body=API_BODY_CAP)
+    except HttpError as exc:
+        return f"{url}: {exc}"
+    if answer.status != 200:
+        return f"{url} answered HTTP {answer.status}"
+    return answer.body
+
+
+def check_loaded_config(view: NodeView, sources: Sequence[Path], diagnosis: Diagnosis) -> None:
+    """The hash of the config the kubelet loaded against the files on disk now."""
+    body = _api(view, "/metrics")
+    if isinstance(body, str):
+        diagnosis.add("config", INFO, f"the config the kubelet loaded is not known: {body}")
+        return
+    match = _HASH.search(body.decode("utf-8", "replace"))
+    if match is None:
+        diagnosis.add(
+            "config", INFO, f"the kubelet exports no {CONFIG_INFO_METRIC} (it is v1.34 or later)"
+        )
+        return
+    try:
+        on_disk = config_hash([path.read_bytes() for path in sources])
+    except OSError as exc:
+        diagnosis.add("config", WARN, f"the config on disk cannot be read to compare: {exc}")
+        return
+    if match.group(1) == on_disk:
+        diagnosis.add("config", PASS, "the kubelet runs the config that is on disk (same hash)")
+        return
+    diagnosis.add(
+        "config",
+        FAIL,
+        f"the kubelet runs another config than the one on disk ({CONFIG_INFO_METRIC} "
+        f"{match.group(1)[:19]}…, disk {on_disk[:19]}…)",
+        "restart the kubelet to load it (after credprovider validate passes)",
+    )
+
+
+def running_pod_images(view: NodeView) -> list[str]:
+    """The images of the pods the kubelet runs, from its read-only port's ``/pods``."""
+    from credprovider.tool.doctor.images import images_of
+
+    body = _api(view, "/pods")
+    if isinstance(body, str):
+        return []
+    try:
+        pods = json.loads(body)
+    except ValueError:
+        return []
+    items = pods.get("items") if isinstance(pods, dict) else None
+    return [image for pod in items or [] for image in images_of(pod)]
+
+
+def check_version(
+    view: NodeView, kubelet: KubeletProcess, config_is_dir: bool, diagnosis: Diagnosis
+) -> None:
+    version = kubelet_version(kubelet)
+    if version is None:
+        diagnosis.add("kubelet", INFO, f"the kubelet's version is not known ({kubelet.exe})")
+        return
+    parsed = parse_version(version)
+    diagnosis.facts["kubeletVersion"] = version
+    diagnosis.add("kubelet", INFO, f"kubelet {version} (pid {kubelet.pid}, {kubelet.exe})")
+    if config_is_dir and parsed and parsed[1] < CONFIG_DIRECTORY_SINCE:
+        diagnosis.add(
+            "config",
+            FAIL,
+            f"the config is a directory, which kubelet {version} does not read (v1.34 and later do)",
+            "give the kubelet one file (merge the directory's files) or upgrade it",
+        )

@@ -1,0 +1,204 @@
+"""``credprovider doctor`` on a live node: the identity endpoints the plugins will use (through the
+emulators the kubelet's environment names), what the kubelet's read-only port says (the config
+it loaded, the pods it runs) and its recent credential errors (its log file)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from credprovider.tool.doctor.live import config_hash
+from emulators.aws import ecr_env
+from emulators.gcp import FakeMetadata
+from emulators.http import FakeRequest, FakeResponse, FakeServer, serve
+from tests.helpers import fake_kubelet, provider_entry, run_cli
+from tests.unit.tool.test_doctor_live import JSON_LINE, KLOG_LINE
+
+GCR_IMAGE = "gcr.io/team-project/app:v1"
+
+
+@dataclass
+class ReadOnlyApi:
+    """The kubelet's read-only port (/metrics, /pods) as the test sets it."""
+
+    config_hash: str = ""
+    pods: list[dict[str, Any]] = field(default_factory=list)
+
+    def __call__(self, request: FakeRequest) -> FakeResponse:
+        if request.path == "/metrics":
+            return FakeResponse.text(
+                "# TYPE kubelet_credential_provider_config_info gauge\n"
+                f'kubelet_credential_provider_config_info{{hash="{self.config_hash}"}} 1\n'
+            )
+        if request.path == "/pods":
+            return FakeResponse.json({"kind": "PodList", "items": self.pods})
+        return FakeResponse.text("404 page not found", status=404)
+
+
+@dataclass
+class LiveNode:
+    root: Path
+    config: Path
+    api: ReadOnlyApi
+    log: Path
+    env: dict[str, str]
+
+    def start(self, **env: str) -> subprocess.Popen[bytes]:
+        kubelet_config = self.root / "kubelet.yaml"
+        kubelet_config.write_text(
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+            f"readOnlyPort: {self.port}\naddress: 127.0.0.1\n"
+        )
+        return fake_kubelet(
+            [
+                f"--config={kubelet_config}",
+                f"--image-credential-provider-config={self.config}",
+                f"--image-credential-provider-bin-dir={self.root / 'bin'}",
+            ],
+            {**os.environ, **self.env, **env},
+            stderr=self.log,
+        )
+
+    port: int = 0
+
+
+def doctor(*args: str) -> tuple[int, dict[str, Any]]:
+    result = run_cli("doctor", "--json", *args)
+    assert result.returncode in (0, 1) and "Traceback" not in result.stderr, result.stderr
+    return result.returncode, json.loads(result.stdout)
+
+
+def checks(report: dict[str, Any], area: str, provider: str | None = None) -> list[tuple[str, str]]:
+    return [
+        (c["status"], c["message"])
+        for c in report["checks"]
+        if c["area"] == area and (provider is None or c["provider"] == provider)
+    ]
+
+
+@pytest.fixture
+def live(
+    tmp_path: Path, metadata: tuple[FakeMetadata, FakeServer], azure: Any
+) -> Iterator[LiveNode]:
+    """Three providers; the kubelet's environment names ECR keys, the metadata server and IMDS."""
+    (tmp_path / "bin").mkdir()
+    azure_json = tmp_path / "azure.json"
+    azure_json.write_text(json.dumps({"useManagedIdentityExtension": True}))
+    config = tmp_path / "providers.json"
+    config.write_text(
+        json.dumps(
+            {
+                "apiVersion": "kubelet.config.k8s.io/v1",
+                "kind": "CredentialProviderConfig",
+                "providers": [
+                    provider_entry(),
+                    provider_entry(
+                        name="auth-provider-gcp", matchImages=["gcr.io"], args=["get-credentials"]
+                    ),
+                    provider_entry(
+                        name="acr-credential-provider",
+                        matchImages=["*.azurecr.io"],
+                        args=[str(azure_json)],
+                    ),
+                ],
+            }
+        )
+    )
+    api = ReadOnlyApi(config_hash=config_hash([config.read_bytes()]))
+    env = {
+        **ecr_env("http://127.0.0.1:9"),
+        "GCE_METADATA_HOST": metadata[1].address,
+        "AZURE_POD_IDENTITY_AUTHORITY_HOST": azure.env["AZURE_POD_IDENTITY_AUTHORITY_HOST"],
+    }
+    with serve(api) as server:
+        node = LiveNode(tmp_path, config, api, tmp_path / "kubelet.log", env)
+        node.port = int(server.address.rsplit(":", 1)[1])
+        yield node
+
+
+def test_each_plugins_identity_is_probed_where_the_kubelets_environment_points(
+    live: LiveNode, metadata: tuple[FakeMetadata, FakeServer]
+) -> None:
+    kubelet = live.start()
+    try:
+        _, report = doctor()
+    finally:
+        kubelet.kill()
+    assert checks(report, "identity", "ecr-credential-provider") == [
+        ("info", "keys in the environment (AWS_ACCESS_KEY_ID): no endpoint to reach before ECR")
+    ]
+    [(status, message)] = checks(report, "identity", "auth-provider-gcp")
+    assert status == "pass" and message.endswith(f"answers: {metadata[0].email}")
+    [(status, message)] = checks(report, "identity", "acr-credential-provider")
+    assert status == "pass" and message.startswith("the managed identity through IMDS")
+    _, offline = doctor("--offline")
+    assert checks(offline, "identity") == []
+
+
+def test_an_unreachable_identity_endpoint_fails_with_its_fix(live: LiveNode) -> None:
+    kubelet = live.start(GCE_METADATA_HOST="127.0.0.1:9")
+    try:
+        code, report = doctor()
+    finally:
+        kubelet.kill()
+    assert code == 1
+    [failed] = [c for c in report["checks"] if c["area"] == "identity" and c["status"] == "fail"]
+    assert failed["provider"] == "auth-provider-gcp"
+    assert "http://127.0.0.1:9/computeMetadata/v1/" in failed["message"]
+    assert "unreachable" in failed["message"] and "GOOGLE_APPLICATION_CREDENTIALS" in failed["fix"]
+
+
+def test_the_config_the_kubelet_loaded_and_the_pods_it_runs(live: LiveNode) -> None:
+    live.api.pods = [{"metadata": {"name": "app"}, "spec": {"containers": [{"image": GCR_IMAGE}]}}]
+    kubelet = live.start()
+    try:
+        _, report = doctor()
+        assert ("pass", "the kubelet runs the config that is on disk (same hash)") in checks(
+            report, "config"
+        )
+        assert any(message.startswith(f"{GCR_IMAGE}: ") for _, message in checks(report, "image"))
+        live.config.write_text(live.config.read_text().replace("gcr.io", "us.gcr.io"))
+        code, report = doctor()
+    finally:
+        kubelet.kill()
+    assert code == 1
+    assert any(
+        status == "fail"
+        and message.startswith("the kubelet runs another config than the one on disk")
+        for status, message in checks(report, "config")
+    )
+
+
+def test_recent_credential_errors_come_from_the_kubelets_log(live: LiveNode) -> None:
+    live.log.write_text(f"{KLOG_LINE}\n{KLOG_LINE}\n{JSON_LINE}\n")
+    kubelet = live.start()
+    try:
+        _, report = doctor("--offline")
+        unprivileged = subprocess.run(
+            [
+                "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                sys.executable, "-m", "credprovider", "credprovider", "doctor", "--json", "--offline",
+            ],
+            capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": "/"},
+        )  # fmt: skip
+    finally:
+        kubelet.kill()
+    [(status, message)] = checks(report, "kubelet", "ecr-credential-provider")
+    assert status == "warn" and message.startswith("2 failed credential lookup(s)")
+    assert str(live.log) in message and message.endswith('ecr-credential-provider: "no identity"')
+    [(status, message)] = checks(report, "kubelet", "auth-provider-gcp")
+    assert "context deadline exceeded" in message
+    assert "Traceback" not in unprivileged.stderr and unprivileged.returncode in (0, 1)
+    as_nobody = json.loads(unprivileged.stdout)
+    assert any(
+        "recent errors not read" in message and "as uid 65534" in message
+        for _, message in checks(as_nobody, "kubelet")
+    )

@@ -1,0 +1,191 @@
+"""doctor's reading of what the kubelet says (its version, its config hash metric, its log lines)
+and the identity probe, against real HTTP answers on loopback."""
+
+from __future__ import annotations
+
+import hashlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from email.utils import formatdate
+
+import pytest
+
+from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.descriptor import IdentityProbe
+from credprovider.tool.doctor.identity import SKEW_FAIL_SECONDS, clock_skew, probe
+from credprovider.tool.doctor.live import (
+    config_hash,
+    lookup_failures,
+    parse_version,
+)
+from emulators.http import FakeRequest, FakeResponse, serve
+
+# Lines as the kubelet v1.36 writes them (klog text and --logging-format=json).
+KLOG_LINE = (
+    'E1124 10:41:07.512034    4242 plugin.go:418] "Failed to provide credentials for image" '
+    'err="failed to get credential from external registry credential provider: error execing '
+    "credential provider plugin ecr-credential-provider for image 1.dkr.ecr.us-west-2."
+    'amazonaws.com/app: exit status 1: ecr-credential-provider: \\"no identity\\"" '
+    'provider="ecr-credential-provider" image="1.dkr.ecr.us-west-2.amazonaws.com/app"'
+)
+JSON_LINE = (
+    '{"ts":1764000000.5,"caller":"plugin/plugin.go:418","msg":"Failed to provide credentials for '
+    'image","provider":"auth-provider-gcp","image":"gcr.io/p/a","err":"context deadline exceeded"}'
+)
+
+
+def test_the_kubelets_failed_lookups_are_read_from_both_log_formats() -> None:
+    lines = [
+        'I1124 10:41:07.000000    4242 kubelet.go:1] "Starting kubelet"',
+        KLOG_LINE,
+        JSON_LINE,
+        '{"msg": "Failed to provide credentials for image" broken json',
+    ]
+    first, second = lookup_failures(lines)
+    assert (first.provider, first.when) == ("ecr-credential-provider", "1124 10:41:07")
+    assert first.error.endswith('exit status 1: ecr-credential-provider: "no identity"')
+    assert (second.provider, second.error) == ("auth-provider-gcp", "context deadline exceeded")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Kubernetes v1.36.4\n", ("v1.36.4", (1, 36))),
+        ("Kubernetes v1.33.0-eks-1a2b3c\n", ("v1.33.0-eks-1a2b3c", (1, 33))),
+        ("Python 3.11.2\n", None),
+        ("", None),
+    ],
+)
+def test_the_version_the_kubelet_prints(text: str, expected: object) -> None:
+    assert parse_version(text) == expected
+
+
+def test_the_config_hash_frames_every_file_with_its_length() -> None:
+    """Two files are not one file of both: each is framed by its 64-bit big-endian length."""
+    one = config_hash([b"ab", b"c"])
+    assert one == "sha256:" + hashlib.sha256(b"\0" * 7 + b"\2ab" + b"\0" * 7 + b"\1c").hexdigest()
+    assert one != config_hash([b"abc"]) and one != config_hash([b"a", b"bc"])
+
+
+def test_clock_skew_from_a_date_header() -> None:
+    now = time.time()
+    assert abs((clock_skew(formatdate(now + 600, usegmt=True), now) or 0) - 600) < 2
+    assert clock_skew("not a date", now) is None and clock_skew("", now) is None
+
+
+@pytest.fixture
+def endpoint() -> Iterator[dict[str, object]]:
+    """An endpoint whose answer each test sets."""
+    settings: dict[str, object] = {"status": 200, "headers": {}, "body": "ok"}
+
+    def handler(request: FakeRequest) -> FakeResponse:
+        settings["seen"] = (request.method, request.path, request.header("metadata-flavor"))
+        return FakeResponse.text(
+            str(settings["body"]),
+            status=int(str(settings["status"])),
+            headers=dict(settings["headers"]),  # type: ignore[call-overload]
+        )
+
+    with serve(handler) as server:
+        settings["url"] = server.url
+        yield settings
+
+
+def _probe(url: str, **fields: object) -> IdentityProbe:
+    return IdentityProbe(what="the endpoint", method="GET", url=url, silence="the fix", **fields)  # type: ignore[arg-type]
+
+
+def test_a_reachable_endpoint_passes_and_shows_only_what_it_may(
+    endpoint: dict[str, object],
+) -> None:
+    endpoint["body"] = "123-compute@developer.gserviceaccount.com"
+    [(status, message, _)] = probe(_probe(f"{endpoint['url']}/email", show_body=True), {})
+    assert status == "pass" and message.endswith(": 123-compute@developer.gserviceaccount.com")
+    endpoint["body"] = "AQAEAL-a-session-token"
+    [(status, message, _)] = probe(_probe(f"{endpoint['url']}/token"), {})
+    assert status == "pass" and "AQAEAL" not in message
+
+
+def test_a_wrong_answer_or_a_missing_header_fails_with_the_fix(
+    endpoint: dict[str, object],
+) -> None:
+    endpoint["status"] = 404
+    [(status, message, fix)] = probe(_probe(f"{endpoint['url']}/"), {})
+    assert (status, fix) == ("fail", "the fix") and "answered HTTP 404" in message
+    endpoint["status"] = 200
+    wants = _probe(f"{endpoint['url']}/", expect_header=("Metadata-Flavor", "Google"))
+    [(status, message, _)] = probe(wants, {})
+    assert status == "fail" and "without 'Metadata-Flavor: Google'" in message
+
+
+@pytest.mark.parametrize(("offset", "status"), [(10, None), (90, "warn"), (-900, "fail")])
+def test_a_skewed_clock_is_caught_by_the_endpoints_date(
+    endpoint: dict[str, object], offset: int, status: str | None
+) -> None:
+    endpoint["headers"] = {"Date": formatdate(time.time() + offset, usegmt=True)}
+    results = probe(_probe(f"{endpoint['url']}/"), {})
+    assert results[0][0] == "pass"
+    if status is None:
+        assert len(results) == 1
+    else:
+        assert results[1][0] == status and ("ahead of" if offset < 0 else "behind") in results[1][1]
+        assert (abs(offset) > SKEW_FAIL_SECONDS) == (status == "fail")
+
+
+def test_an_endpoint_that_accepts_and_never_answers_is_cut_short() -> None:
+    """IMDSv2 with hop limit 1, seen from one hop too far: the PUT is sent, its answer never
+    arrives. The probe gives up after its short timeout and says what that means."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    port = listener.getsockname()[1]
+    accepted: list[socket.socket] = []
+    thread = threading.Thread(target=lambda: accepted.append(listener.accept()[0]), daemon=True)
+    thread.start()
+    aws = PLUGINS["aws"].identity
+    assert aws is not None
+    found = aws(
+        {"AWS_EC2_METADATA_SERVICE_ENDPOINT": f"http://127.0.0.1:{port}"}, [], lambda p: None
+    )
+    assert isinstance(found, IdentityProbe) and found.method == "PUT"
+    started = time.monotonic()
+    [(status, message, fix)] = probe(found, {})
+    assert time.monotonic() - started < 10
+    assert status == "fail" and "unreachable" in message and "hop-limit 2" in fix
+    for sock in [*accepted, listener]:
+        sock.close()
+
+
+def test_test_mode_never_sends_a_probe_off_loopback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite runs in loopback-only mode: a probe of the real metadata address is not sent
+    (the connect guard would fail this test if it were)."""
+    aws = PLUGINS["aws"].identity
+    assert aws is not None
+    found = aws({}, [], lambda p: None)
+    assert isinstance(found, IdentityProbe) and "169.254.169.254" in found.url
+    [(status, message, _)] = probe(found, {"CREDPROVIDER_TEST_LOOPBACK_ONLY": "1"})
+    assert status == "info" and "not probed" in message and "loopback-only" in message
+
+
+@pytest.mark.parametrize(
+    ("key", "environ", "node_file", "expected"),
+    [
+        ("aws", {"AWS_ACCESS_KEY_ID": "AKIA", "AWS_SECRET_ACCESS_KEY": "s"}, None, "keys in the environment"),
+        ("aws", {"AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/token"}, None, "web identity token"),
+        ("aws", {"AWS_EC2_METADATA_DISABLED": "true"}, None, "AWS_EC2_METADATA_DISABLED"),
+        ("gcp", {"GOOGLE_APPLICATION_CREDENTIALS": "/etc/key.json"}, None, "cannot read it"),
+        ("azure", {}, None, "cannot be read"),
+        ("azure", {}, '{"aadClientId": "app-1", "aadClientSecret": "s"}', "service principal app-1"),
+        ("azure", {"IDENTITY_ENDPOINT": "http://x"}, '{"useManagedIdentityExtension": true}', "IDENTITY_ENDPOINT"),
+        ("azure", {}, "{not json", "not probed"),
+    ],
+)  # fmt: skip
+def test_identities_with_nothing_to_probe_say_why(
+    key: str, environ: dict[str, str], node_file: str | None, expected: str
+) -> None:
+    plugin = PLUGINS[key]
+    assert plugin.identity is not None
+    found = plugin.identity(environ, list(plugin.args), lambda path: node_file)
+    assert isinstance(found, str) and expected in found, found
