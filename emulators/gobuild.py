@@ -29,8 +29,32 @@ class GoBuildError(RuntimeError):
     """Go is missing, or a build failed."""
 
 
+def kubelet_version() -> str:
+    """The k8s.io/kubernetes version the module pins (``v1.36.4``)."""
+    for line in (MODULE / "go.mod").read_text().splitlines():
+        words = line.split()
+        if len(words) == 2 and words[0] == "k8s.io/kubernetes":
+            return words[1]
+    raise GoBuildError("emulators/kubelet/go.mod pins no k8s.io/kubernetes version")
+
+
+def ldflags(package: str) -> list[str]:
+    """The kubelet is stamped with its version as its release build is (``kubelet --version``
+    says ``Kubernetes v1.36.4``, not ``v0.0.0-master``)."""
+    if package != KUBELET:
+        return []
+    version = kubelet_version()
+    major, minor = version.lstrip("v").split(".")[:2]
+    stamp = "k8s.io/component-base/version"
+    return [
+        "-ldflags",
+        f"-X {stamp}.gitVersion={version} -X {stamp}.gitMajor={major} -X {stamp}.gitMinor={minor}",
+    ]
+
+
 def module_digest() -> str:
     digest = hashlib.sha256()
+    digest.update(repr(ldflags(KUBELET)).encode() + b"\0")
     for path in sorted(
         p for p in MODULE.rglob("*") if p.is_file() and p.suffix in (".go", ".mod", ".sum")
     ):
@@ -52,7 +76,7 @@ def binary(package: str, name: str, timeout: float = 1800) -> Path:
     partial = target.with_suffix(".partial")
     env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod", "HOME": REAL_HOME}
     proc = subprocess.run(
-        [go, "build", "-o", str(partial), package],
+        [go, "build", *ldflags(package), "-o", str(partial), package],
         cwd=MODULE,
         env=env,
         capture_output=True,

@@ -10,7 +10,8 @@ It starts the project's emulators, the fake CRI and the kubelet (standalone: sta
 server) with the bundle as ``--image-credential-provider-bin-dir``, starts the pods of
 tests/e2e/scenario.py in two waves, and writes what happened as JSON: every PullImage the runtime
 received, the kubelet's credential-provider metrics after each wave, the credentials the emulators
-issued, and the kubelet's log.
+issued, and the kubelet's log. With ``"doctor": true`` in the spec, after the first wave it runs
+``credprovider doctor`` on the node with each seeded fault (tests/e2e/doctor_faults.py).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from emulators.harness import (
     azure_emulator,
     gcp_emulator,
 )
+from tests.e2e.doctor_faults import seed_faults
 from tests.e2e.scenario import ACR_REGISTRIES, PULLS, Pull
 
 NODE_IP = "10.213.0.1"
@@ -213,6 +215,10 @@ def main(spec_path: str) -> int:
         )
         try:
             _watch_waves(spec, run, kubelet, result)
+            if spec.get("doctor"):
+                result["doctor"] = seed_faults(
+                    spec, run / "manifests", gcp.servers["metadata"].stop
+                )
         except (RuntimeError, OSError) as exc:
             result["error"] = str(exc)
         result["pulls"] = pulls_seen(run / "pulls.jsonl")
@@ -252,8 +258,9 @@ def _start_kubelet(
 def _watch_waves(
     spec: dict[str, Any], run: Path, kubelet: subprocess.Popen[bytes], result: dict[str, Any]
 ) -> None:
-    """Wave 1's pods, then wave 2's: wait for each wave's pulls, then read the kubelet's metrics."""
-    for wave in (1, 2):
+    """Wave 1's pods, then wave 2's (not for the doctor's run): wait for each wave's pulls, then
+    read the kubelet's metrics."""
+    for wave in (1,) if spec.get("doctor") else (1, 2):
         if wave == 2:
             write_wave(run / "manifests", 2)
         wanted = sum(pull.pods for pull in PULLS if pull.wave <= wave)

@@ -23,6 +23,7 @@ import pytest
 
 from emulators import gobuild
 from emulators.kubelet_exec import BUNDLE_DIR, REPO
+from tests.e2e.doctor_faults import UNCLAIMED_IMAGE, prepare_node
 from tests.e2e.node import KERNEL_SETTINGS
 from tests.e2e.scenario import PROVIDERS, PULLS, expected_execs, served
 from tests.helpers import require_bundle, unavailable
@@ -98,7 +99,9 @@ def _cmdline(pid: str) -> str:
         return ""
 
 
-def run_kubelet(binaries: tuple[Path, Path], config: Path, tmp_path: Path) -> dict[str, Any]:
+def run_kubelet(
+    binaries: tuple[Path, Path], config: Path, tmp_path: Path, **more: Any
+) -> dict[str, Any]:
     kubelet, fakecri = binaries
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -110,6 +113,7 @@ def run_kubelet(binaries: tuple[Path, Path], config: Path, tmp_path: Path) -> di
         "bin_dir": str(BUNDLE_DIR),
         "result": str(tmp_path / "result.json"),
         "timeout": 120,
+        **more,
     }
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     proc = subprocess.run(
@@ -173,3 +177,73 @@ def test_the_real_kubelet_pulls_with_the_plugins_credentials(
 
     assert after == before
     assert left_running(*binaries) == []
+
+
+def _failing(report: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return sorted(
+        (c["area"], c["provider"], c["message"]) for c in report["checks"] if c["status"] == "fail"
+    )
+
+
+def test_doctor_finds_the_real_kubelet_and_catches_each_seeded_fault(
+    binaries: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """``credprovider doctor`` from the bundle, with no arguments, on the node the real kubelet
+    runs: exactly its config and bin dir, a dry run of the node's images against the emulators,
+    and one failure per seeded fault (tests/e2e/doctor_faults.py)."""
+    bundle = BUNDLE_DIR.resolve()
+    config, bin_dir, cache = prepare_node(CONFIG_DIR, bundle, tmp_path / "node")
+    result = run_kubelet(
+        binaries, config, tmp_path, bin_dir=str(bin_dir), doctor=True, bundle=str(bundle),
+        cache=str(cache),
+    )  # fmt: skip
+    assert "error" not in result, f"{result.get('error')}\n{result['kubelet_log'][-4000:]}"
+    reports = result["doctor"]
+
+    healthy = reports["healthy"]
+    assert healthy["exitCode"] == 0, (_failing(healthy), healthy["stderr"])
+    assert healthy["foundBy"].startswith("running kubelet (pid ")
+    assert (healthy["config"], healthy["binDir"]) == (str(config), str(bin_dir))
+    assert healthy["kubeletVersion"] == "v1.36.4"
+    passed = [
+        (c["area"], c["provider"], c["message"]) for c in healthy["checks"] if c["status"] == "pass"
+    ]
+    assert ("config", "", "the kubelet runs the config that is on disk (same hash)") in passed
+    dry_run = {
+        message.split(": ", 1)[0]: provider for area, provider, message in passed if area == "image"
+    }
+    wave_one = {pull.image: pull.provider for pull in PULLS if pull.wave == 1 and pull.provider}
+    assert dry_run == wave_one  # every claimed image of the node got credentials
+    identities = {p: m for a, p, m in passed if a == "identity"}
+    assert set(identities) == {"auth-provider-gcp", "acr-credential-provider"}
+    assert ("cache", "ecr-credential-provider") in {(a, p) for a, p, _ in passed}
+    assert any(a == "kubelet" and "no failed credential lookup" in m for a, _, m in passed)
+
+    def new_failures(fault: str) -> list[tuple[str, str, str]]:
+        report = reports[fault]
+        assert report["exitCode"] == 1 and "Traceback" not in report["stderr"], fault
+        return _failing(report)
+
+    copied = new_failures("copied plugin")
+    assert {area for area, _, _ in copied} >= {"binary"}
+    assert all(provider in ("", "ecr-credential-provider") for _, provider, _ in copied)
+    assert any(area == "binary" and "ecr-credential-provider" in m for area, _, m in copied)
+
+    [(area, provider, message)] = new_failures("writable cache")
+    assert (area, provider) == ("cache", "ecr-credential-provider") and "mode 777" in message
+
+    changed = new_failures("config changed")
+    assert {area for area, _, _ in changed} == {"config"}
+    assert any("aws.yaml changed after the kubelet started" in m for _, _, m in changed)
+    assert any(m.startswith("the kubelet runs another config") for _, _, m in changed)
+
+    [(area, provider, message)] = new_failures("unclaimed image")
+    assert area == "image" and message == (
+        f"{UNCLAIMED_IMAGE}: no provider claims it, although acr-credential-provider serves its host"
+    )
+
+    unreachable = new_failures("unreachable identity")
+    assert any(
+        area == "identity" and provider == "auth-provider-gcp" and "unreachable" in message
+        for area, provider, message in unreachable
+    )

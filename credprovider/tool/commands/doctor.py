@@ -53,11 +53,14 @@ def register(sub: Subcommands) -> None:
         description=(
             "Find the running kubelet (its flags, --config file and drop-ins, environment), or, "
             "with none running, the node's flag files and the known distribution layouts; then "
-            "check the chain: the config decodes as the kubelet decodes it and has not changed "
-            "since the kubelet started, every plugin starts as the kubelet starts it, the images "
-            "of the node's static pods and of --image are claimed by a provider and get "
-            "credentials (a dry run; secrets redacted; plugin caches read, never written), the "
-            "caches are safe, and what service-account providers need that the node cannot check. "
+            "check the chain: the config decodes as the kubelet decodes it, has not changed since "
+            "the kubelet started and is the one it loaded (the config hash metric on its read-only "
+            "port), every plugin starts as the kubelet starts it (in its environment), each "
+            "plugin's identity endpoint answers within 2s with a clock that agrees, the images of "
+            "the node's static pods, of its running pods and of --image are claimed by a provider "
+            "and get credentials (a dry run; secrets redacted; plugin caches read, never written), "
+            "the caches are safe, what service-account providers need that the node cannot check, "
+            "and the kubelet's version and recent failed lookups (its log file or journal). "
             "Changes nothing on the node. Exit status: 0 nothing failed (warnings do not fail), "
             "1 something failed, 2 usage."
         ),
@@ -66,19 +69,21 @@ def register(sub: Subcommands) -> None:
         "--root",
         default="/",
         help="the node's filesystem is mounted here (an image being built); paths are read under "
-        "it and no plugin is run (default: /, this node)",
+        "it, no plugin is run and no request sent (default: /, this node)",
     )
     doctor.add_argument(
         "--image",
         action="append",
-        help="also dry-run this image (repeatable); default: the static pods' images only",
+        help="also dry-run this image (repeatable); default: the images of the static pods and "
+        "of the pods the kubelet runs",
     )
     doctor.add_argument("--config", help="the credential provider config (default: discovered)")
     doctor.add_argument("--bin-dir", help="the plugins' directory (default: discovered)")
     doctor.add_argument(
         "--offline",
         action="store_true",
-        help="run no plugin (no cloud is contacted): match images against the config only",
+        help="run no plugin and send no request (no identity endpoint, not the kubelet's port): "
+        "match images against the config only",
     )
     doctor.add_argument("--json", action="store_true", help="one JSON object on stdout")
     doctor.set_defaults(handler=_cmd_doctor)

@@ -256,6 +256,11 @@ def check_version(
         diagnosis.add("kubelet", INFO, f"the kubelet's version is not known ({kubelet.exe})")
         return
     parsed = parse_version(version)
+    if parsed is None or parsed[1][0] == 0:  # v0.0.0-master: built without a version stamp
+        diagnosis.add(
+            "kubelet", INFO, f"the kubelet ({kubelet.exe}) has no version stamp: {version}"
+        )
+        return
     diagnosis.facts["kubeletVersion"] = version
     diagnosis.add("kubelet", INFO, f"kubelet {version} (pid {kubelet.pid}, {kubelet.exe})")
     if config_is_dir and parsed and parsed[1] < CONFIG_DIRECTORY_SINCE:
