@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from credprovider.tool.catalog import PLUGINS
@@ -50,14 +51,48 @@ def mask(password: str, show: bool) -> str:
     return password if show else redact(password)
 
 
-def node_default(command: str, given: str | None, default: str, flag: str) -> str | None:
-    """``given``, else the standard node path when it exists; ``None`` (and one line) if neither."""
+@dataclass(frozen=True)
+class NodePaths:
+    """The credential provider config and bin dir this node uses, and where they were found."""
+
+    config: str | None
+    bin_dir: str | None
+    found_by: str
+
+
+def node_paths() -> NodePaths:
+    """What ``doctor`` finds (the running kubelet, its flag files, the distribution layouts),
+    else the standard paths (``None`` where nothing is there)."""
+    from credprovider.tool.catalog import NODE_BIN_DIR, NODE_CONFIG
+    from credprovider.tool.node.discovery import discover
+
+    view = discover()
+    if view.settings.provider_config or view.settings.bin_dir:
+        return NodePaths(view.settings.provider_config, view.settings.bin_dir, view.found_by)
+    return NodePaths(
+        NODE_CONFIG if os.path.lexists(NODE_CONFIG) else None,
+        NODE_BIN_DIR if os.path.lexists(NODE_BIN_DIR) else None,
+        "the default path",
+    )
+
+
+def node_default(
+    command: str, given: str | None, found: str | None, flag: str, found_by: str
+) -> str | None:
+    """``given``, else what the node uses (``found``, said on stderr with where it came from);
+    ``None`` (and one line) if neither."""
+    from credprovider.tool.catalog import NODE_BIN_DIR, NODE_CONFIG
+
     if given:
         return given
-    if os.path.lexists(default):
-        return default
+    if found:
+        print(f"credprovider {command}: {flag} {found} ({found_by})", file=sys.stderr)
+        return found
+    default = NODE_BIN_DIR if "bin" in flag else NODE_CONFIG
     print(
-        f"credprovider {command}: give {flag} (nothing at the default {default})", file=sys.stderr
+        f"credprovider {command}: give {flag} (no running kubelet, kubelet flag file or known "
+        f"layout names one, and nothing is at the default {default})",
+        file=sys.stderr,
     )
     return None
 

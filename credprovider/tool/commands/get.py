@@ -19,6 +19,7 @@ from credprovider.tool.commands.common import (
     cannot_check,
     mask,
     node_default,
+    node_paths,
     print_json,
 )
 
@@ -131,8 +132,12 @@ def _cmd_get(args: argparse.Namespace) -> int:
     from credprovider.tool.lookup import kubelet_lookup
     from credprovider.tool.nodefiles import UnreadableError
 
-    args.config = node_default("get", args.config, NODE_CONFIG, "--config")
-    args.bin_dir = args.config and node_default("get", args.bin_dir, NODE_BIN_DIR, "--bin-dir")
+    if not (args.config and args.bin_dir):
+        node = node_paths()
+        args.config = node_default("get", args.config, node.config, "--config", node.found_by)
+        args.bin_dir = args.config and node_default(
+            "get", args.bin_dir, node.bin_dir, "--bin-dir", node.found_by
+        )
     if not (args.config and args.bin_dir):
         return EXIT_USAGE
 
@@ -220,10 +225,13 @@ def register(sub: Subcommands) -> None:
     get.add_argument("image", help=f"e.g. {EXAMPLE_IMAGE}:v1")
     get.add_argument(
         "--config",
-        help=f"the kubelet's credential provider config (default: {NODE_CONFIG}, if it exists)",
+        help="the kubelet's credential provider config (default: the one this node's kubelet "
+        f"uses, found as doctor finds it, else {NODE_CONFIG})",
     )
     get.add_argument(
-        "--bin-dir", help=f"the kubelet's plugin bin dir (default: {NODE_BIN_DIR}, if it exists)"
+        "--bin-dir",
+        help="the kubelet's plugin bin dir (default: the one this node's kubelet uses, else "
+        f"{NODE_BIN_DIR})",
     )
     get.add_argument(
         "--sa-token-file", help="service account token to pass (providers with tokenAttributes)"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING, Final
 
@@ -10,8 +11,11 @@ from credprovider.tool.catalog import NODE_BIN_DIR, NODE_CONFIG, PLUGINS
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_USAGE,
     Subcommands,
     cannot_check,
+    node_default,
+    node_paths,
     print_json,
 )
 
@@ -24,6 +28,23 @@ def _cmd_install(args: argparse.Namespace) -> int:
     from credprovider.tool.install_plan import apply_install, plan_install
     from credprovider.tool.nodefiles import UnreadableError
 
+    if not (args.bin_dir and args.config_out):
+        node = node_paths()
+        args.bin_dir = node_default(
+            "install", args.bin_dir, node.bin_dir, "--bin-dir", node.found_by
+        )
+        if node.config and os.path.isdir(node.config) and not args.config_out:
+            print(
+                f"credprovider install: give --config-out (the kubelet reads the directory "
+                f"{node.config}: name the file in it to write)",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        args.config_out = node_default(
+            "install", args.config_out, node.config, "--config-out", node.found_by
+        )
+        if not (args.bin_dir and args.config_out):
+            return EXIT_USAGE
     keys = [key.strip() for key in args.providers.split(",") if key.strip()]
     node_files = {
         plugin.key: path
@@ -140,13 +161,13 @@ def register(sub: Subcommands) -> None:
     )
     inst.add_argument(
         "--bin-dir",
-        required=True,
-        help=f"the kubelet's --image-credential-provider-bin-dir (usually {NODE_BIN_DIR})",
+        help="the kubelet's --image-credential-provider-bin-dir (default: the one this node's "
+        f"kubelet uses, found as doctor finds it, else {NODE_BIN_DIR} if it exists)",
     )
     inst.add_argument(
         "--config-out",
-        required=True,
-        help=f"the config file to write (usually {NODE_CONFIG})",
+        help="the config file to write (default: the kubelet's --image-credential-provider-config "
+        f"on this node, found the same way, else {NODE_CONFIG} if it exists)",
     )
     inst.add_argument(
         "--providers",

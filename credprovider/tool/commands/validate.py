@@ -9,9 +9,12 @@ from credprovider.runtime.redact import printable
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_USAGE,
     VALIDATE_EXIT_STATUS,
     Subcommands,
     cannot_check,
+    node_default,
+    node_paths,
     print_json,
 )
 
@@ -22,6 +25,13 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from credprovider.tool.config_validate import load_config
     from credprovider.tool.nodefiles import UnreadableError
 
+    if args.path is None:  # this node's config and, unless given, its bin dir
+        node = node_paths()
+        args.path = node_default("validate", None, node.config, "PATH", node.found_by)
+        if args.path is None:
+            return EXIT_USAGE
+        if args.bin_dir is None and node.config == args.path:
+            args.bin_dir = node_default("validate", None, node.bin_dir, "--bin-dir", node.found_by)
     try:
         loaded = load_config(args.path)
         checked = (
@@ -93,12 +103,16 @@ def register(sub: Subcommands) -> None:
         ),
     )
     validate.add_argument(
-        "path", help="config file or directory (--image-credential-provider-config)"
+        "path",
+        nargs="?",
+        help="config file or directory (--image-credential-provider-config); default: the one "
+        "this node's kubelet uses (found as doctor finds it), with its bin dir",
     )
     validate.add_argument(
         "--bin-dir",
         help="also check the plugin binaries in this directory (--image-credential-provider-bin-dir) "
-        "by starting each one offline; default: the config alone is checked",
+        "by starting each one offline; default: the config alone is checked (with no PATH: the "
+        "node's bin dir)",
     )
     validate.add_argument("--json", action="store_true", help="one JSON object on stdout")
     validate.set_defaults(handler=_cmd_validate)

@@ -242,7 +242,8 @@ def test_get_without_config_names_the_default_it_looked_for() -> None:
     result = cli("get", "nginx")
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == (
-        "credprovider get: give --config (nothing at the default "
+        "credprovider get: give --config (no running kubelet, kubelet flag file or known layout "
+        "names one, and nothing is at the default "
         "/etc/kubernetes/image-credential-provider-config.yaml)\n"
     )
 
