@@ -88,7 +88,7 @@ def cache_dirs(loaded: Any, environment: dict[str, str] | None) -> list[tuple[st
 
 def cache(view: NodeView, provider: str, directory: str, diagnosis: Diagnosis) -> None:
     """The cache as the kubelet's plugins (root) would judge it: root's, not writable by others,
-    nor its parents (unless sticky)."""
+    nor its parents (unless sticky); then its entries (``cache_entries``)."""
     path = Path(view.host_path(directory))
     if not os.path.lexists(path):
         diagnosis.add(
@@ -121,7 +121,29 @@ def cache(view: NodeView, provider: str, directory: str, diagnosis: Diagnosis) -
                 provider,
             )
             return
-    diagnosis.add("cache", PASS, f"cache {directory}: root's, not writable by others", "", provider)
+    from credprovider.tool.doctor.cache_entries import count_entries, describe
+
+    counted = count_entries(str(path))
+    for problem in counted.unsafe:
+        diagnosis.add(
+            "cache",
+            FAIL,
+            f"cache {directory}: {problem}",
+            "delete it: the plugin writes its own entries, root's and 0600",
+            provider,
+        )
+    if counted.not_read:
+        diagnosis.add(
+            "cache", WARN, f"cache {directory}: {counted.not_read}", "run as root", provider
+        )
+        return
+    diagnosis.add(
+        "cache",
+        PASS,
+        f"cache {directory}: root's, not writable by others; {describe(counted)}",
+        "",
+        provider,
+    )
 
 
 def service_accounts(loaded: Any, diagnosis: Diagnosis) -> None:

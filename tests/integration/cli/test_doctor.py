@@ -245,3 +245,51 @@ def test_the_cache_directory_is_read_from_the_args_as_the_plugin_reads_them(
     _, report = doctor("--root", str(root), "--offline")
     (line,) = [c for c in report["checks"] if c["area"] == "cache"]
     assert line["status"] == "fail" and line["message"].startswith("cache /var/cache/ecr: ")
+
+
+def test_the_cache_entries_are_judged_as_the_plugins_judge_them(node: dict[str, Path]) -> None:
+    """Entries written by the plugins' own cache code pass; expired or corrupt ones are counted
+    (the plugin replaces them); one another user planted, or one others can read, fails."""
+    from credprovider.runtime.api import AuthConfig
+    from credprovider.runtime.cachestore import CacheEntry, open_cache
+    from credprovider.runtime.provider import CacheScope, Credentials
+
+    cache = node["root"] / "cache"
+    directory = open_cache(str(cache))
+    now = time.time()
+    for number, lifetime in ((1, 3600), (2, 7200)):
+        registry = f"12345678901{number}.dkr.ecr.us-west-2.amazonaws.com"
+        scope = CacheScope("ecr-credential-provider", registry, {"n": str(number)}, (registry,))
+        creds = Credentials(
+            {registry: AuthConfig("AWS", "hunter2-password")}, "Registry", now + lifetime
+        )
+        assert CacheEntry(directory, scope).store(creds, now)
+    fresh = sorted(cache.glob("*.json"))
+    expired = json.loads(fresh[0].read_text()) | {"expiresAt": now - 60}
+    (cache / "expired.json").write_text(json.dumps(expired))
+    (cache / "torn.json").write_text('{"version": 1, "prov')
+    for name in ("expired.json", "torn.json"):
+        (cache / name).chmod(0o600)
+    _, report = doctor("--offline")
+    [(status, message)] = [
+        (c["status"], c["message"]) for c in report["checks"] if c["area"] == "cache"
+    ]
+    assert status == "pass", message
+    assert message.endswith(
+        "2 fresh entries, 2 not served and replaced at the next fetch (1 expired, expiring, or "
+        "valid for longer than any credential is; 1 not JSON)"
+    )
+    assert "hunter2" not in json.dumps(report)
+    planted, shared = cache / "planted.json", cache / "shared.json"
+    planted.write_bytes(fresh[0].read_bytes())
+    os.chown(planted, 65534, 65534)
+    shared.write_bytes(fresh[1].read_bytes())
+    shared.chmod(0o644)
+    _, report = doctor("--offline")
+    failed = sorted(
+        c["message"] for c in report["checks"] if c["area"] == "cache" and c["status"] == "fail"
+    )
+    assert failed == [
+        f"cache {cache}: planted.json: owned by uid 65534 (planted?)",
+        f"cache {cache}: shared.json: mode 644, credentials others can read",
+    ]
