@@ -88,3 +88,40 @@ def binary(package: str, name: str, timeout: float = 1800) -> Path:
         raise GoBuildError(f"go build {package} failed:\n{proc.stderr[-3000:]}")
     partial.replace(target)
     return target
+
+
+# A released tool, built from the Go module proxy at a pinned version (not part of the module).
+CRICTL = ("sigs.k8s.io/cri-tools/cmd/crictl", "v1.34.0")
+
+
+def released(tool: tuple[str, str], timeout: float = 1800) -> Path:
+    """``go install PACKAGE@VERSION`` into the build cache (once per version); the binary's path."""
+    package, version = tool
+    name = package.rsplit("/", 1)[1]
+    target = cache_root() / "go" / f"{name}-{version}" / name
+    if target.exists():
+        return target
+    go = shutil.which("go")
+    if go is None:
+        raise GoBuildError(f"Go is needed to build {name} {version}")
+    partial = target.parent / "partial"
+    partial.mkdir(parents=True, exist_ok=True)
+    env = {
+        **os.environ,
+        "CGO_ENABLED": "0",
+        "GOFLAGS": "",
+        "GOBIN": str(partial),
+        "HOME": REAL_HOME,
+    }
+    proc = subprocess.run(
+        [go, "install", f"{package}@{version}"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise GoBuildError(f"go install {package}@{version} failed:\n{proc.stderr[-3000:]}")
+    (partial / name).replace(target)
+    return target

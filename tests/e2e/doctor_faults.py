@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 UNCLAIMED_IMAGE = "contoso.azurecr.io:443/team/app:v1"
-DOCTOR_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"}
 
 
 def prepare_node(shipped: Path, bundle: Path, node: Path) -> tuple[Path, Path, Path]:
@@ -41,15 +40,16 @@ def prepare_node(shipped: Path, bundle: Path, node: Path) -> tuple[Path, Path, P
     return config, bin_dir, cache
 
 
-def doctor(bundle: Path) -> dict[str, Any]:
+def doctor(bundle: Path, tools: str) -> dict[str, Any]:
     """``credprovider doctor --json`` from the bundle, as root, with a login shell's environment
-    only: what the plugins inherit must come from the kubelet."""
+    only (``tools``, where crictl is, first on its PATH): what the plugins inherit must come from
+    the kubelet."""
     proc = subprocess.run(
         [str(bundle / "credprovider"), "doctor", "--json"],
         capture_output=True,
         text=True,
         timeout=300,
-        env=DOCTOR_ENV,
+        env={"PATH": f"{tools}:/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root"},
         check=False,
     )
     report: dict[str, Any] = (
@@ -65,19 +65,19 @@ def seed_faults(
 ) -> dict[str, dict[str, Any]]:
     """The doctor's report on the healthy node, then with each fault."""
     bundle, bin_dir, config = Path(spec["bundle"]), Path(spec["bin_dir"]), Path(spec["config"])
-    cache = Path(spec["cache"])
-    reports = {"healthy": doctor(bundle)}
+    cache, tools = Path(spec["cache"]), spec["tools"]
+    reports = {"healthy": doctor(bundle, tools)}
 
     plugin = bin_dir / "ecr-credential-provider"
     plugin.unlink()
     plugin.write_bytes((bundle / "ecr-credential-provider").read_bytes())  # copied, not linked
     plugin.chmod(0o755)
-    reports["copied plugin"] = doctor(bundle)
+    reports["copied plugin"] = doctor(bundle, tools)
     plugin.unlink()
     plugin.symlink_to(bundle / "ecr-credential-provider")
 
     cache.chmod(0o777)
-    reports["writable cache"] = doctor(bundle)
+    reports["writable cache"] = doctor(bundle, tools)
     cache.chmod(0o700)
 
     aws = config / "aws.yaml"
@@ -85,7 +85,7 @@ def seed_faults(
     aws.write_bytes(
         before.replace(b'"defaultCacheDuration": "12h"', b'"defaultCacheDuration": "6h"')
     )
-    reports["config changed"] = doctor(bundle)
+    reports["config changed"] = doctor(bundle, tools)
     aws.write_bytes(before)
     os.utime(aws, ns=(times.st_atime_ns, times.st_mtime_ns))
 
@@ -103,8 +103,8 @@ def seed_faults(
         )
     )
     time.sleep(2)  # the kubelet reads its manifests every second
-    reports["unclaimed image"] = doctor(bundle)
+    reports["unclaimed image"] = doctor(bundle, tools)
 
     stop_metadata()
-    reports["unreachable identity"] = doctor(bundle)
+    reports["unreachable identity"] = doctor(bundle, tools)
     return reports

@@ -191,11 +191,15 @@ def test_doctor_finds_the_real_kubelet_and_catches_each_seeded_fault(
     """``credprovider doctor`` from the bundle, with no arguments, on the node the real kubelet
     runs: exactly its config and bin dir, a dry run of the node's images against the emulators,
     and one failure per seeded fault (tests/e2e/doctor_faults.py)."""
+    try:
+        crictl = gobuild.released(gobuild.CRICTL)
+    except gobuild.GoBuildError as exc:
+        unavailable(str(exc))
     bundle = BUNDLE_DIR.resolve()
     config, bin_dir, cache = prepare_node(CONFIG_DIR, bundle, tmp_path / "node")
     result = run_kubelet(
         binaries, config, tmp_path, bin_dir=str(bin_dir), doctor=True, bundle=str(bundle),
-        cache=str(cache),
+        cache=str(cache), tools=str(crictl.parent),
     )  # fmt: skip
     assert "error" not in result, f"{result.get('error')}\n{result['kubelet_log'][-4000:]}"
     reports = result["doctor"]
@@ -205,6 +209,9 @@ def test_doctor_finds_the_real_kubelet_and_catches_each_seeded_fault(
     assert healthy["foundBy"].startswith("running kubelet (pid ")
     assert (healthy["config"], healthy["binDir"]) == (str(config), str(bin_dir))
     assert healthy["kubeletVersion"] == "v1.36.4"
+    infos = [c["message"] for c in healthy["checks"] if c["status"] == "info"]
+    pulled = {pull.image for pull in PULLS if pull.wave == 1}
+    assert f"{len(pulled)} image(s) from crictl images (unix://{tmp_path}/run/cri.sock)" in infos
     passed = [
         (c["area"], c["provider"], c["message"]) for c in healthy["checks"] if c["status"] == "pass"
     ]

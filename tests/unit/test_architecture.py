@@ -99,8 +99,12 @@ def _importers(target: str) -> list[str]:
     ("target", "owners"),
     [
         # Providers plan through the seam (CacheScope, fingerprint_file are in runtime/provider.py);
-        # the storage is the caching decorator's alone, and nothing imports it for a type.
-        ("credprovider.runtime.cachestore", ["credprovider.runtime.caching"]),
+        # the storage is the caching decorator's alone on the exec path, and nothing imports it
+        # for a type. doctor reads entries with the storage's own decoder (never writes).
+        (
+            "credprovider.runtime.cachestore",
+            ["credprovider.runtime.caching", "credprovider.tool.doctor.cache_entries"],
+        ),
         # Every plugin-made call is retried by the one transport seam, http.exchange.
         ("credprovider.runtime.retry.call_with_retries", ["credprovider.runtime.http"]),
         # requests is a Send of that seam (Azure's calls through a proxy), nothing else.

@@ -74,8 +74,8 @@ def register(sub: Subcommands) -> None:
     doctor.add_argument(
         "--image",
         action="append",
-        help="also dry-run this image (repeatable); default: the images of the static pods and "
-        "of the pods the kubelet runs",
+        help="also dry-run this image (repeatable); default: the images of the static pods, of "
+        "the pods the kubelet runs and of crictl images",
     )
     doctor.add_argument("--config", help="the credential provider config (default: discovered)")
     doctor.add_argument("--bin-dir", help="the plugins' directory (default: discovered)")

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from credprovider.tool.doctor.model import (
     FAIL,
+    INFO,
     PASS,
     SA_TOKEN_GATE,
     WARN,
@@ -87,7 +88,9 @@ def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
     running: list[str] = []
     if kubelet is not None and here and not offline:
         live.check_loaded_config(view, loaded.sources, diagnosis)
-        running = live.running_pod_images(view)
+        pulled, said = live.runtime_images(view)
+        diagnosis.add("image", INFO, said)
+        running = [*live.running_pod_images(view), *pulled]
     if here and not offline:
         identity.check_identities(loaded, environment, _read(view), diagnosis)
     if not settings.bin_dir:
@@ -117,8 +120,9 @@ def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
         if not here
         else None
     )
+    dry_runs: dict[str, str] = {}
     for image in dict.fromkeys([*images, *static_pod_images(view), *running]):
-        check_image(loaded, bin_dir, image, not_run, environment, diagnosis)
+        check_image(loaded, bin_dir, image, not_run, environment, diagnosis, dry_runs)
     for provider, directory in chain.cache_dirs(loaded, dict(environment or {})):
         chain.cache(view, provider, directory, diagnosis)
     chain.service_accounts(loaded, diagnosis)

@@ -12,6 +12,7 @@ from credprovider.tool.doctor.model import FAIL, INFO, PASS, WARN, Diagnosis
 from credprovider.tool.node.discovery import NodeView
 
 MANIFEST_SUFFIXES: Final = (".yaml", ".yml", ".json")
+MAX_DRY_RUNS: Final = 64
 
 
 def private_host_owner(image: str) -> str | None:
@@ -76,7 +77,11 @@ def check_image(
     not_run: str | None,
     environment: Mapping[str, str] | None,
     diagnosis: Diagnosis,
+    dry_runs: dict[str, str],
 ) -> None:
+    """Which provider claims ``image`` and, once per registry (``dry_runs``: registry -> the image
+    that was run; a node holds many images of few registries), what its plugins answer."""
+    from credprovider.runtime.imageref import registry_of
     from credprovider.tool.lookup import kubelet_lookup
     from credprovider.tool.selection import select_providers
 
@@ -97,11 +102,17 @@ def check_image(
             "(credprovider match shows the nearest miss)",
         )
         return
+    registry = registry_of(image)
+    if not not_run and registry in dry_runs:
+        not_run = f"its registry's answer is the one for {dry_runs[registry]}"
+    elif not not_run and len(dry_runs) >= MAX_DRY_RUNS:
+        not_run = f"dry runs stop after {MAX_DRY_RUNS} registries"
     if not_run:
         diagnosis.add(
             "image", PASS, f"{image}: claimed by {', '.join(claimed)} (not run: {not_run})"
         )
         return
+    dry_runs[registry] = image
     report = kubelet_lookup(loaded, bin_dir, image, environment=environment)
     for provider in report.providers:
         if not provider.matched:

@@ -33,6 +33,7 @@ CONFIG_INFO_METRIC: Final = "kubelet_credential_provider_config_info"
 # (klog.ErrorS), with the provider's name and the error as key/value pairs.
 LOOKUP_FAILED: Final = "Failed to provide credentials for image"
 CONFIG_DIRECTORY_SINCE: Final = (1, 34)
+CRICTL_DIRS: Final = "/usr/local/bin:/usr/bin:/opt/bin:/home/kubernetes/bin"
 _VERSION = re.compile(r"\bv(\d+)\.(\d+)\.(\d+)\S*")
 _HASH = re.compile(CONFIG_INFO_METRIC + r'\{[^}]*hash="([^"]*)"[^}]*\}\s+1(?:\.0)?\s*$', re.M)
 _KLOG_VALUE = r'="((?:[^"\\]|\\.)*)"'
@@ -246,6 +247,56 @@ def running_pod_images(view: NodeView) -> list[str]:
         return []
     items = pods.get("items") if isinstance(pods, dict) else None
     return [image for pod in items or [] for image in images_of(pod)]
+
+
+def images_from_crictl(output: bytes) -> list[str]:
+    """The image references in ``crictl images -o json`` (tags, else repo@digest)."""
+    try:
+        listing = json.loads(output)
+    except ValueError:
+        return []
+    images = listing.get("images") if isinstance(listing, dict) else None
+    found: list[str] = []
+    for image in images if isinstance(images, list) else []:
+        if not isinstance(image, dict):
+            continue
+        tags = [t for t in image.get("repoTags") or [] if isinstance(t, str) and "<none>" not in t]
+        digests = [d for d in image.get("repoDigests") or [] if isinstance(d, str)]
+        found += tags or digests[:1]
+    return found
+
+
+def runtime_images(view: NodeView) -> tuple[list[str], str]:
+    """The images the container runtime holds (``crictl images``, on the kubelet's CRI endpoint),
+    and a sentence saying where they came from or why there are none."""
+    import shutil
+
+    from credprovider.tool.childproc import run_bounded
+
+    crictl = shutil.which("crictl", path=f"{os.environ.get('PATH', '')}:{CRICTL_DIRS}")
+    if crictl is None:
+        return [], "crictl is not installed: the runtime's images are not listed"
+    settings = view.settings
+    command = [crictl]
+    if settings.runtime_endpoint:
+        command += ["--runtime-endpoint", settings.runtime_endpoint]
+    if settings.image_endpoint:
+        command += ["--image-endpoint", settings.image_endpoint]
+    command += ["--timeout", "5s", "images", "-o", "json"]
+    try:
+        done = run_bounded(
+            command, {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, b"", 15.0, cap=API_BODY_CAP
+        )
+    except OSError as exc:
+        return [], f"{crictl} cannot run: {exc.strerror}"
+    if done.code != 0:
+        said = printable(done.stderr.decode("utf-8", "replace").strip()[:200])
+        return [], f"crictl images failed: {said or 'timed out'}"
+    found = images_from_crictl(done.stdout)
+    return (
+        found,
+        f"{len(found)} image(s) from crictl images ({settings.image_endpoint or 'its default endpoint'})",
+    )
 
 
 def check_version(

@@ -24,6 +24,8 @@ POD_MANIFEST_FLAG: Final = "pod-manifest-path"
 FEATURE_GATES_FLAG: Final = "feature-gates"
 READ_ONLY_PORT_FLAG: Final = "read-only-port"
 ADDRESS_FLAG: Final = "address"
+RUNTIME_ENDPOINT_FLAG: Final = "container-runtime-endpoint"
+IMAGE_ENDPOINT_FLAG: Final = "image-service-endpoint"
 DEFAULT_ROOT_DIR: Final = "/var/lib/kubelet"
 # cmd/kubelet/app/options applyLegacyDefaults: 10255 without --config; the file's default is 0.
 LEGACY_READ_ONLY_PORT: Final = 10255
@@ -80,6 +82,8 @@ class KubeletSettings:
     feature_gates: Mapping[str, bool] = field(default_factory=dict)
     read_only_port: int = 0  # the unauthenticated API (/metrics, /pods); 0 is off
     address: str = "0.0.0.0"
+    runtime_endpoint: str | None = None  # the CRI socket (unset: the runtime's default)
+    image_endpoint: str | None = None
     sources: Mapping[str, str] = field(default_factory=dict)  # setting -> "flag", "config", ...
     notes: tuple[str, ...] = ()
 
@@ -95,11 +99,15 @@ def settings_from(
     gates: dict[str, bool] = {}
     read_only_port = 0 if flag_value(args, KUBELET_CONFIG_FLAG) else LEGACY_READ_ONLY_PORT
     address = "0.0.0.0"
+    endpoints: dict[str, str] = {}
     for path, document in configs:
         if isinstance(document.get("readOnlyPort"), int):
             read_only_port = document["readOnlyPort"]
         if isinstance(document.get("address"), str) and document["address"]:
             address = document["address"]
+        for key in ("containerRuntimeEndpoint", "imageServiceEndpoint"):
+            if isinstance(document.get(key), str) and document[key]:
+                endpoints[key] = document[key]
         if isinstance(document.get("staticPodPath"), str) and document["staticPodPath"]:
             static_pod_path = document["staticPodPath"]
             sources["staticPodPath"] = path
@@ -120,6 +128,8 @@ def settings_from(
     if (value := flag_value(args, READ_ONLY_PORT_FLAG)) is not None and value.isdigit():
         read_only_port = int(value)
     address = flag_value(args, ADDRESS_FLAG) or address
+    runtime = flag_value(args, RUNTIME_ENDPOINT_FLAG) or endpoints.get("containerRuntimeEndpoint")
+    image = flag_value(args, IMAGE_ENDPOINT_FLAG) or endpoints.get("imageServiceEndpoint")
     for text in flag_values(args, FEATURE_GATES_FLAG):
         for name, enabled in parse_feature_gates(text).items():
             gates[name] = enabled
@@ -139,6 +149,8 @@ def settings_from(
         feature_gates=gates,
         read_only_port=read_only_port,
         address=address,
+        runtime_endpoint=runtime,
+        image_endpoint=image or runtime,
         sources=sources,
         notes=tuple(notes),
     )

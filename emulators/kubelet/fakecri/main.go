@@ -7,7 +7,8 @@
 //	fakecri --socket PATH --pulls FILE
 //
 // It reports the runtime and network ready and the cgroupfs driver, and gives every image a size
-// (the kubelet's image manager refuses images of size 0). It runs until killed.
+// (the kubelet's image manager refuses images of size 0), and lists the images pulled as a real
+// runtime does (crictl images). It runs until killed.
 package main
 
 import (
@@ -59,6 +60,15 @@ func (r *recordingImages) PullImage(ctx context.Context, req *runtimeapi.PullIma
 		return nil, err
 	}
 	return r.RemoteRuntime.PullImage(ctx, req)
+}
+
+// ListImages treats a filter naming no image as no filter, as containerd and CRI-O do (crictl
+// images sends one); the test fake would match it against every tag and list nothing.
+func (r *recordingImages) ListImages(ctx context.Context, req *runtimeapi.ListImagesRequest) (*runtimeapi.ListImagesResponse, error) {
+	if filter := req.GetFilter(); filter != nil && filter.GetImage().GetImage() == "" {
+		req = &runtimeapi.ListImagesRequest{}
+	}
+	return r.RemoteRuntime.ListImages(ctx, req)
 }
 
 func main() {

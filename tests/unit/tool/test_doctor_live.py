@@ -4,6 +4,7 @@ and the identity probe, against real HTTP answers on loopback."""
 from __future__ import annotations
 
 import hashlib
+import json
 import socket
 import threading
 import time
@@ -189,3 +190,32 @@ def test_identities_with_nothing_to_probe_say_why(
     assert plugin.identity is not None
     found = plugin.identity(environ, list(plugin.args), lambda path: node_file)
     assert isinstance(found, str) and expected in found, found
+
+
+def test_the_images_crictl_lists() -> None:
+    """``crictl images -o json`` (cri-tools v1.34): tags, else the first repo@digest."""
+    from credprovider.tool.doctor.live import images_from_crictl
+
+    listing = {
+        "images": [
+            {
+                "id": "sha256:1f9c",
+                "repoTags": ["111122223333.dkr.ecr.us-west-2.amazonaws.com/team/app:v1"],
+                "repoDigests": ["111122223333.dkr.ecr.us-west-2.amazonaws.com/team/app@sha256:ab"],
+                "size": "7340032",
+                "uid": None,
+                "username": "",
+                "spec": None,
+                "pinned": False,
+            },
+            {"id": "sha256:2e", "repoTags": [], "repoDigests": ["gcr.io/p/a@sha256:cd"]},
+            {"id": "sha256:3d", "repoTags": ["<none>:<none>"], "repoDigests": []},
+            "not an image",
+        ]
+    }
+    assert images_from_crictl(json.dumps(listing).encode()) == [
+        "111122223333.dkr.ecr.us-west-2.amazonaws.com/team/app:v1",
+        "gcr.io/p/a@sha256:cd",
+    ]
+    assert images_from_crictl(b"FATA[0000] validate service connection") == []
+    assert images_from_crictl(b'{"images": {"a": 1}}') == []
