@@ -27,7 +27,13 @@ from credprovider.tool.install_config import (
     provider_entry,
     render_config,
 )
-from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value, flag_values
+from credprovider.tool.node.kubelet_flags import (
+    BIN_DIR_FLAG,
+    CONFIG_FLAG,
+    flag_value,
+    flag_values,
+    settings_from,
+)
 from credprovider.tool.yamldoc import YamlError, load_yaml
 
 __all__ = ["ExistingConfig", "MigrationPlan", "flags_from_file", "plan_migration"]
@@ -145,15 +151,6 @@ def split_flags(text: str) -> list[str]:
         ) from None
 
 
-def existing_config_path(args: Sequence[str], kubelet_config: Mapping[str, Any]) -> str | None:
-    """The credential provider config the kubelet is given today, if any."""
-    return flag_value(args, CONFIG_FLAG) or kubelet_config.get("imageCredentialProviderConfigPath")
-
-
-def existing_bin_dir(args: Sequence[str], kubelet_config: Mapping[str, Any]) -> str | None:
-    return flag_value(args, BIN_DIR_FLAG) or kubelet_config.get("imageCredentialProviderBinDir")
-
-
 def _known_providers(providers: list[str]) -> list[str]:
     unknown = [key for key in providers if key not in PLUGINS]
     if unknown:
@@ -201,8 +198,11 @@ def plan_migration(
     config = read_kubelet_config(kubelet_config_text)
     notes: list[str] = []
     chosen, drop = _chosen_clouds(args, providers, notes)
-    current_bin_dir = existing_bin_dir(args, config)
-    existing_path = existing_config_path(args, config)
+    # What the kubelet is given today: flags only (no KubeletConfiguration field sets them; a
+    # file that tries is ignored by the kubelet, and said so here).
+    current_bin_dir = flag_value(args, BIN_DIR_FLAG)
+    existing_path = flag_value(args, CONFIG_FLAG)
+    notes += settings_from([], [(kubelet_config_path or "the KubeletConfiguration", config)]).notes
     existing = read_existing(existing_path) if read_existing and existing_path else None
     bin_dir = bin_dir or current_bin_dir or NODE_BIN_DIR
     gates = _gates_to_remove(args, config, notes)

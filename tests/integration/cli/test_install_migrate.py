@@ -285,6 +285,9 @@ def test_migrate(
 
 
 def test_migrate_reads_a_kubelet_configuration(tmp_path: Path) -> None:
+    """The gates are rewritten in the KubeletConfiguration; a credential provider path there is
+    a key no KubeletConfiguration has: the kubelet ignores it, so the providers of that file are
+    not on the node and are not merged (only the flag names the config the kubelet reads)."""
     old = write(
         tmp_path / "old.yaml",
         "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n"
@@ -308,8 +311,22 @@ def test_migrate_reads_a_kubelet_configuration(tmp_path: Path) -> None:
     )
     notes = " ".join(plan["notes"])
     assert "DisableKubeletCloudCredentialProviders feature gate is locked on" in notes
-    assert f"The providers of {old} (corp-login) are kept in the new config" in notes
+    assert (
+        f"{kubelet_config} sets imageCredentialProviderConfigPath, which no KubeletConfiguration "
+        "has: the kubelet ignores it (the setting is the flag --image-credential-provider-config)"
+    ) in notes
+    assert "corp-login" not in notes
     assert [p["name"] for p in yaml.safe_load(plan["config"])["providers"]] == [
+        "ecr-credential-provider"
+    ]
+    with_flag = json.loads(
+        cli(
+            "migrate",
+            f"--kubelet-flags=--cloud-provider=aws --image-credential-provider-config={old}",
+            "--json",
+        ).stdout
+    )
+    assert [p["name"] for p in yaml.safe_load(with_flag["config"])["providers"]] == [
         "corp-login",
         "ecr-credential-provider",
     ]
