@@ -30,6 +30,7 @@ from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_text
 
 # More drop-ins than any node has: a directory of thousands is not read to the end.
 _MAX_DROP_INS = 256
+_MAX_WALKED = 10_000
 
 
 @dataclass
@@ -83,14 +84,24 @@ def _load_document(view: NodeView, path: str) -> Mapping[str, Any] | None:
 
 
 def _drop_ins(view: NodeView, directory: str) -> list[str]:
-    """``--config-dir``'s ``*.conf`` files, subdirectories included, in lexical order."""
+    """``--config-dir``'s ``*.conf`` files, subdirectories included, in lexical order. A tree of
+    more than ``_MAX_WALKED`` names is not walked to the end (and that is said)."""
     base = view.host_path(directory)
-    found = [
-        os.path.relpath(os.path.join(current, name), base)
-        for current, _dirs, files in os.walk(base)
-        for name in files
-        if name.endswith(DROP_IN_SUFFIX)
-    ]
+    found: list[str] = []
+    walked = 0
+    for current, dirs, files in os.walk(base):
+        walked += len(dirs) + len(files)
+        found += [
+            os.path.relpath(os.path.join(current, name), base)
+            for name in files
+            if name.endswith(DROP_IN_SUFFIX)
+        ]
+        if walked > _MAX_WALKED:
+            view.notes.append(
+                f"--{KUBELET_CONFIG_DIR_FLAG} {directory} holds more than {_MAX_WALKED} names: "
+                "only those met first were read"
+            )
+            break
     return [os.path.join(directory, path) for path in sorted(found)[:_MAX_DROP_INS]]
 
 

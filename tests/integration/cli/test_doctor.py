@@ -293,3 +293,61 @@ def test_the_cache_entries_are_judged_as_the_plugins_judge_them(node: dict[str, 
         f"cache {cache}: planted.json: owned by uid 65534 (planted?)",
         f"cache {cache}: shared.json: mode 644, credentials others can read",
     ]
+
+
+def test_config_dir_drop_ins_are_merged_in_lexical_order(tmp_path: Path) -> None:
+    """--config, then every *.conf under --config-dir (subdirectories too) in lexical order: the
+    last to set a field wins, flags over all. A huge drop-in tree is not walked to its end."""
+    pods = {name: tmp_path / name for name in ("base", "early", "late")}
+    for directory in pods.values():
+        directory.mkdir()
+    (pods["late"] / "p.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n"
+        "  - {name: c, image: 123456789012.dkr.ecr.us-west-2.amazonaws.com/late:v1}\n"
+    )
+    head = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+    (tmp_path / "kubelet.yaml").write_text(f"{head}staticPodPath: {pods['base']}\n")
+    drop_ins = tmp_path / "kubelet.conf.d"
+    (drop_ins / "20-sub").mkdir(parents=True)
+    (drop_ins / "10-early.conf").write_text(f"{head}staticPodPath: {pods['early']}\n")
+    (drop_ins / "20-sub" / "30-late.conf").write_text(
+        f"{head}staticPodPath: {pods['late']}\nfeatureGates: {{KubeletServiceAccountTokenForCredentialProviders: false}}\n"
+    )
+    (drop_ins / "99-ignored.yaml").write_text(f"{head}staticPodPath: /nowhere\n")
+    config = config_file(tmp_path, provider_entry())
+    flags = [
+        f"--config={tmp_path / 'kubelet.yaml'}",
+        f"--config-dir={drop_ins}",
+        f"--image-credential-provider-config={config}",
+        f"--image-credential-provider-bin-dir={tmp_path}",
+    ]
+    kubelet = fake_kubelet(flags, os.environ)
+    try:
+        _, report = doctor("--offline")
+    finally:
+        kubelet.kill()
+        kubelet.wait()
+    assert report["featureGates"] == {"KubeletServiceAccountTokenForCredentialProviders": False}
+    assert report["sources"]["staticPodPath"] == str(drop_ins / "20-sub" / "30-late.conf")
+    images = [c["message"] for c in report["checks"] if c["area"] == "image"]
+    assert images == [
+        "123456789012.dkr.ecr.us-west-2.amazonaws.com/late:v1: claimed by ecr-credential-provider "
+        "(not run: --offline)"
+    ]
+    crowd = drop_ins / "00-crowd"
+    crowd.mkdir()
+    for number in range(12_000):
+        (crowd / f"{number}.txt").touch()
+    kubelet = fake_kubelet(flags, os.environ)
+    try:
+        started = time.monotonic()
+        _, report = doctor("--offline")
+    finally:
+        kubelet.kill()
+        kubelet.wait()
+    assert time.monotonic() - started < 60
+    notes = [c["message"] for c in report["checks"] if c["status"] == "info"]
+    assert (
+        f"--config-dir {drop_ins} holds more than 10000 names: only those met first were read"
+        in notes
+    )
