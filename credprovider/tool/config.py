@@ -195,6 +195,17 @@ def _parse_document(text: str) -> Any:
         raise ConfigError(str(exc)) from None
 
 
+QUOTED_CHARS: Final = 64
+
+
+def _quoted(text: str) -> str:
+    """The kubelet quotes the whole file here; a path given by mistake (a key, /etc/shadow) would
+    be printed whole, so only its start is (the kubelet's text up to that point is unchanged)."""
+    if len(text) <= QUOTED_CHARS:
+        return text
+    return f"{text[:QUOTED_CHARS]}…({len(text) - QUOTED_CHARS} more characters)"
+
+
 def decode_config(text: str) -> CredentialProviderConfig:
     """Decode one file strictly, as the kubelet's codec does; errors carry its messages."""
     document = _parse_document(text)
@@ -213,9 +224,9 @@ def decode_config(text: str) -> CredentialProviderConfig:
                 f"{json_type(value)} into Go struct field .{field_name} of type string"
             )
     if not kind:
-        raise ConfigError(f"Object 'Kind' is missing in '{text}'")
+        raise ConfigError(f"Object 'Kind' is missing in '{_quoted(text)}'")
     if not api_version:
-        raise ConfigError(f"Object 'apiVersion' is missing in '{text}'")
+        raise ConfigError(f"Object 'apiVersion' is missing in '{_quoted(text)}'")
     group, _, version = str(api_version).rpartition("/")
     if (api_version, kind) in _OTHER_REGISTERED_KINDS:
         raise ConfigError(f'failed to decode "{kind}" (wrong Kind)')

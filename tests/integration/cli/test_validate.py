@@ -218,3 +218,21 @@ def test_examples_with_placeholders_say_so() -> None:
         "provider 'auth-provider-gcp': PROJECT, LOCATION, CLUSTER look like placeholders left from "
         "an example: put your own values there"
     ]
+
+
+@pytest.mark.parametrize("command", ["validate", "doctor"])
+def test_a_file_named_by_mistake_is_not_printed_whole(tmp_path: Path, command: str) -> None:
+    """The kubelet quotes a file without a kind whole: azure.json named by mistake would have its
+    client secret printed. Only the first 64 characters are."""
+    secret = json.dumps({"tenantId": "t", "aadClientId": "app", "aadClientSecret": "s3cr3t" * 40})
+    path = tmp_path / "azure.json"
+    path.write_text(secret + "\n")
+    args = (
+        [str(path)]
+        if command == "validate"
+        else ["--offline", "--config", str(path), "--bin-dir", str(tmp_path)]
+    )
+    result = cli(command, *args)
+    shown = result.stdout + result.stderr
+    assert result.returncode == 1 and "Object 'Kind' is missing in '{\"tenantId\"" in shown
+    assert secret[64:128] not in shown and "more characters)" in shown
