@@ -3,18 +3,44 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from credprovider.runtime.redact import printable
 from credprovider.tool.commands.common import EXIT_FAILED, EXIT_OK, Subcommands, print_json
 
+if TYPE_CHECKING:
+    from credprovider.tool.doctor.model import Check
+
 _MARK = {"pass": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "info"}
+
+
+def _print_checks(checks: list[Check]) -> None:
+    """What concerns the node first, by area; then each provider's checks, in config order,
+    by area (most important first: what stops every pull, then what stops some)."""
+    from credprovider.tool.doctor.model import AREAS
+
+    providers = list(dict.fromkeys(c.provider for c in checks if c.provider))
+    for provider in ["", *providers]:
+        mine = sorted(
+            (c for c in checks if c.provider == provider), key=lambda c: AREAS.index(c.area)
+        )
+        if provider:
+            print(f"provider {provider}:")
+        current = None
+        for check in mine:
+            if not provider and check.area != current:
+                current = check.area
+                print(f"{current}:")
+            area = f"{check.area:<9}" if provider else ""
+            print(f"  {area}{_MARK[check.status]} {printable(check.message)}")
+            if check.fix and check.status in ("fail", "warn"):
+                print(f"       fix: {printable(check.fix)}")
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from credprovider.tool.doctor import diagnose
-    from credprovider.tool.doctor.model import AREAS
     from credprovider.tool.node.discovery import discover
 
     view = discover(root=args.root)
@@ -30,16 +56,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     if args.json:
         print_json(diagnosis.as_json(view))
         return EXIT_FAILED if diagnosis.failed else EXIT_OK
-    checks = sorted(diagnosis.checks, key=lambda c: (AREAS.index(c.area), c.provider))
-    current = None
-    for check in checks:
-        if check.area != current:
-            current = check.area
-            print(f"{current}:")
-        who = f"[{check.provider}] " if check.provider else ""
-        print(f"  {_MARK[check.status]} {who}{printable(check.message)}")
-        if check.fix and check.status in ("fail", "warn"):
-            print(f"       fix: {printable(check.fix)}")
+    checks = diagnosis.checks
+    _print_checks(checks)
     failed = sum(c.status == "fail" for c in checks)
     warned = sum(c.status == "warn" for c in checks)
     print(f"{'FAILED' if failed else 'healthy'}: {failed} failed, {warned} warning(s)")

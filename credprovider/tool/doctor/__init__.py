@@ -107,12 +107,19 @@ def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
     except UnreadableError as exc:
         diagnosis.add("binary", WARN, str(exc), "run credprovider doctor as root")
     else:
+        providers = [p.name or "" for p in loaded.providers]
         for line in checked.errors:
-            diagnosis.add("binary", FAIL, line, "reinstall the plugins (credprovider install)")
+            diagnosis.add(
+                "binary",
+                FAIL,
+                line,
+                "reinstall the plugins (credprovider install)",
+                _named(line, providers),
+            )
         for line in checked.warnings:
-            diagnosis.add("binary", WARN, line)
+            diagnosis.add("binary", WARN, line, "", _named(line, providers))
         for line in checked.proven:
-            diagnosis.add("binary", PASS, line)
+            diagnosis.add("binary", PASS, line, "", _named(line, providers))
     not_run = (
         "--offline"
         if offline
@@ -131,3 +138,8 @@ def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
 
 def _is_dir(view: NodeView, path: str) -> bool:
     return os.path.isdir(view.host_path(path))
+
+
+def _named(line: str, names: Sequence[str]) -> str:
+    """The provider a bin dir check's line is about (it starts ``provider 'NAME':``), if any."""
+    return next((name for name in names if line.startswith(f"provider {name!r}:")), "")

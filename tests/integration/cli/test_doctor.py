@@ -351,3 +351,25 @@ def test_config_dir_drop_ins_are_merged_in_lexical_order(tmp_path: Path) -> None
         f"--config-dir {drop_ins} holds more than 10000 names: only those met first were read"
         in notes
     )
+
+
+def test_the_checklist_puts_the_node_first_then_each_provider(node: dict[str, Path]) -> None:
+    result = run_cli("doctor", "--offline")
+    assert result.returncode == 1 and result.stderr == ""
+    lines = result.stdout.splitlines()
+    sections = [line for line in lines if not line.startswith(" ")]
+    assert sections == [
+        "node:",
+        "config:",
+        "image:",
+        "kubelet:",
+        "provider ecr-credential-provider:",
+        "FAILED: 2 failed, 0 warning(s)",
+    ]
+    mine = lines[lines.index("provider ecr-credential-provider:") + 1 :]
+    assert mine[0].startswith("  binary   FAIL provider 'ecr-credential-provider': ")
+    assert mine[1] == "       fix: reinstall the plugins (credprovider install)"
+    assert lines[lines.index("image:") + 1] == (
+        "  FAIL 123456789012.dkr.ecr.us-west-2.amazonaws.com:443/team/app: no provider claims it, "
+        "although ecr-credential-provider serves its host"
+    )
