@@ -56,8 +56,9 @@ def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
     here = view.root == "/"
     environment = view.environment
     kubelet = view.kubelet
+    version = None
     if kubelet is not None and here:
-        live.check_version(
+        version = live.check_version(
             view,
             kubelet,
             bool(settings.provider_config) and _is_dir(view, settings.provider_config or ""),
@@ -66,7 +67,7 @@ def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
         live.check_log(kubelet, diagnosis)
     if not settings.provider_config:
         return diagnosis
-    sa_tokens = settings.feature_gates.get(SA_TOKEN_GATE, True)
+    sa_tokens = settings.feature_gates.get(SA_TOKEN_GATE, live.sa_tokens_by_default(version))
     try:
         loaded = load_config(view.host_path(settings.provider_config), sa_tokens)
     except ConfigError as exc:

@@ -33,6 +33,7 @@ CONFIG_INFO_METRIC: Final = "kubelet_credential_provider_config_info"
 # (klog.ErrorS), with the provider's name and the error as key/value pairs.
 LOOKUP_FAILED: Final = "Failed to provide credentials for image"
 CONFIG_DIRECTORY_SINCE: Final = (1, 34)
+SA_TOKENS_ON_SINCE: Final = (1, 34)
 CRICTL_DIRS: Final = "/usr/local/bin:/usr/bin:/opt/bin:/home/kubernetes/bin"
 _VERSION = re.compile(r"\bv(\d+)\.(\d+)\.(\d+)\S*")
 _HASH = re.compile(CONFIG_INFO_METRIC + r'\{[^}]*hash="([^"]*)"[^}]*\}\s+1(?:\.0)?\s*$', re.M)
@@ -301,17 +302,18 @@ def runtime_images(view: NodeView) -> tuple[list[str], str]:
 
 def check_version(
     view: NodeView, kubelet: KubeletProcess, config_is_dir: bool, diagnosis: Diagnosis
-) -> None:
+) -> tuple[int, int] | None:
+    """The kubelet's (major, minor), said; ``None`` when it is not known."""
     version = kubelet_version(kubelet)
     if version is None:
         diagnosis.add("kubelet", INFO, f"the kubelet's version is not known ({kubelet.exe})")
-        return
+        return None
     parsed = parse_version(version)
     if parsed is None or parsed[1][0] == 0:  # v0.0.0-master: built without a version stamp
         diagnosis.add(
             "kubelet", INFO, f"the kubelet ({kubelet.exe}) has no version stamp: {version}"
         )
-        return
+        return None
     diagnosis.facts["kubeletVersion"] = version
     diagnosis.add("kubelet", INFO, f"kubelet {version} (pid {kubelet.pid}, {kubelet.exe})")
     if config_is_dir and parsed and parsed[1] < CONFIG_DIRECTORY_SINCE:
@@ -321,3 +323,10 @@ def check_version(
             f"the config is a directory, which kubelet {version} does not read (v1.34 and later do)",
             "give the kubelet one file (merge the directory's files) or upgrade it",
         )
+    return parsed[1]
+
+
+def sa_tokens_by_default(version: tuple[int, int] | None) -> bool:
+    """KubeletServiceAccountTokenForCredentialProviders' default: beta and on from v1.34, alpha
+    and off in v1.33 (unknown version: the current default, on)."""
+    return version is None or version >= SA_TOKENS_ON_SINCE

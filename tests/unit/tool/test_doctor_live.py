@@ -219,3 +219,15 @@ def test_the_images_crictl_lists() -> None:
     ]
     assert images_from_crictl(b"FATA[0000] validate service connection") == []
     assert images_from_crictl(b'{"images": {"a": 1}}') == []
+
+
+@pytest.mark.parametrize(
+    ("version", "on"), [((1, 33), False), ((1, 34), True), ((1, 36), True), (None, True)]
+)
+def test_the_service_account_gate_defaults_by_kubelet_version(
+    version: tuple[int, int] | None, on: bool
+) -> None:
+    """KEP-4412's gate: alpha (off) in v1.33, beta (on) from v1.34 (kep.yaml)."""
+    from credprovider.tool.doctor.live import sa_tokens_by_default
+
+    assert sa_tokens_by_default(version) is on
