@@ -62,30 +62,40 @@ def module_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-def binary(package: str, name: str, timeout: float = 1800) -> Path:
-    """``go build`` ``package`` of the module (once per module digest); the binary's path."""
-    target = cache_root() / "go" / module_digest() / name
-    if target.exists():
-        return target
+def _go(args: list[str], env: dict[str, str], timeout: float, cwd: Path | None = None) -> None:
+    """Run ``go ARGS`` with Go's caches under the real HOME; raise :class:`GoBuildError` if Go is
+    missing or the command fails."""
     go = shutil.which("go")
     if go is None:
         raise GoBuildError(
-            "Go >= 1.26 is needed to build emulators/kubelet (the real kubelet code)"
+            "Go >= 1.26 is needed to build emulators/kubelet (the real kubelet code) and crictl"
         )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".partial")
-    env = {**os.environ, "CGO_ENABLED": "0", "GOFLAGS": "-mod=mod", "HOME": REAL_HOME}
     proc = subprocess.run(
-        [go, "build", *ldflags(package), "-o", str(partial), package],
-        cwd=MODULE,
-        env=env,
+        [go, *args],
+        cwd=cwd,
+        env={**os.environ, "CGO_ENABLED": "0", "HOME": REAL_HOME, **env},
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
     )
     if proc.returncode != 0:
-        raise GoBuildError(f"go build {package} failed:\n{proc.stderr[-3000:]}")
+        raise GoBuildError(f"go {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
+
+
+def binary(package: str, name: str, timeout: float = 1800) -> Path:
+    """``go build`` ``package`` of the module (once per module digest); the binary's path."""
+    target = cache_root() / "go" / module_digest() / name
+    if target.exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".partial")
+    _go(
+        ["build", *ldflags(package), "-o", str(partial), package],
+        {"GOFLAGS": "-mod=mod"},
+        timeout,
+        cwd=MODULE,
+    )
     partial.replace(target)
     return target
 
@@ -101,27 +111,8 @@ def released(tool: tuple[str, str], timeout: float = 1800) -> Path:
     target = cache_root() / "go" / f"{name}-{version}" / name
     if target.exists():
         return target
-    go = shutil.which("go")
-    if go is None:
-        raise GoBuildError(f"Go is needed to build {name} {version}")
     partial = target.parent / "partial"
     partial.mkdir(parents=True, exist_ok=True)
-    env = {
-        **os.environ,
-        "CGO_ENABLED": "0",
-        "GOFLAGS": "",
-        "GOBIN": str(partial),
-        "HOME": REAL_HOME,
-    }
-    proc = subprocess.run(
-        [go, "install", f"{package}@{version}"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise GoBuildError(f"go install {package}@{version} failed:\n{proc.stderr[-3000:]}")
+    _go(["install", f"{package}@{version}"], {"GOFLAGS": "", "GOBIN": str(partial)}, timeout)
     (partial / name).replace(target)
     return target
