@@ -135,7 +135,8 @@ def check_image(
             "image",
             PASS if found else WARN,
             f"{image}: {'; '.join(found) if found else 'answered without credentials'}; cache "
-            f"{provider.cache_key} for {provider.cache_seconds or 0:.0f}s",
+            f"{provider.cache_key} for {provider.cache_seconds or 0:.0f}s (cacheKeyType "
+            f"{provider.response.cache_key_type if provider.response else '?'})",
             "" if found else "run credprovider get to see why",
             provider.name,
         )
