@@ -134,18 +134,23 @@ def _log_tail(kubelet: KubeletProcess) -> tuple[str, list[str]] | str:
     stream = f"/proc/{kubelet.pid}/fd/2"
     try:
         target = os.readlink(stream)
-        descriptor = os.open(stream, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         return f"its log ({stream}) cannot be read as uid {os.geteuid()}: {exc.strerror}"
-    try:
-        info = os.fstat(descriptor)
-        if stat.S_ISREG(info.st_mode):
-            start = max(0, info.st_size - LOG_TAIL_BYTES)
-            os.lseek(descriptor, start, os.SEEK_SET)
-            lines = os.read(descriptor, LOG_TAIL_BYTES).decode("utf-8", "replace").splitlines()
-            return target, lines[1:] if start else lines  # a cut first line is dropped
-    finally:
-        os.close(descriptor)
+    if target.startswith("/"):  # a file (opened through /proc: even one deleted since)
+        try:
+            descriptor = os.open(stream, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            return f"its log ({target}) cannot be read as uid {os.geteuid()}: {exc.strerror}"
+        try:
+            info = os.fstat(descriptor)
+            if stat.S_ISREG(info.st_mode):
+                start = max(0, info.st_size - LOG_TAIL_BYTES)
+                os.lseek(descriptor, start, os.SEEK_SET)
+                data = os.read(descriptor, LOG_TAIL_BYTES)
+                lines = data.decode("utf-8", "replace").splitlines()
+                return target, lines[1:] if start else lines  # a cut first line is dropped
+        finally:
+            os.close(descriptor)
     if not target.startswith("socket:"):
         return f"its log goes to {target}, which is not a file or the journal"
     command = ["journalctl", f"_PID={kubelet.pid}", "-o", "cat", "--no-pager", "-n", JOURNAL_LINES]

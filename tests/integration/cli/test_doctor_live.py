@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -202,3 +203,32 @@ def test_recent_credential_errors_come_from_the_kubelets_log(live: LiveNode) -> 
         "recent errors not read" in message and "as uid 65534" in message
         for _, message in checks(as_nobody, "kubelet")
     )
+
+
+@pytest.mark.parametrize("stream", ["socket", "pipe"])
+def test_a_kubelet_logging_to_the_journal_or_a_pipe(live: LiveNode, stream: str) -> None:
+    """stderr a socket (systemd's journal stream): the journal is asked for that pid's lines;
+    a pipe (a supervisor reading it) is named, not read (reading would steal its lines)."""
+    import socket
+
+    ours, theirs = socket.socketpair() if stream == "socket" else os.pipe()
+    kubelet = subprocess.Popen(
+        ["bash", "-c", 'exec -a kubelet "$0" -c "import time; time.sleep(120)"', sys.executable],
+        stderr=theirs.fileno() if stream == "socket" else theirs,  # type: ignore[union-attr]
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not Path(f"/proc/{kubelet.pid}/cmdline").read_bytes().startswith(b"kubelet\0"):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        _, report = doctor("--offline")
+    finally:
+        kubelet.kill()
+        kubelet.wait()
+        for end in (ours, theirs):
+            end.close() if isinstance(end, socket.socket) else os.close(end)
+    [message] = [m for _, m in checks(report, "kubelet") if "log" in m or "journal" in m]
+    if stream == "socket":
+        assert "journal" in message and f"_PID={kubelet.pid}" in message
+    else:
+        assert message.startswith("recent errors not read: its log goes to pipe:[")
