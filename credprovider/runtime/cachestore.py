@@ -90,7 +90,13 @@ def _open_directory(path: str, create: bool = True) -> int:
     """Walk ``path`` from ``/`` without following untrusted links; create missing parts (0700)
     when ``create``."""
     if not os.path.isabs(path):
-        path = os.path.join(os.getcwd(), path)
+        try:
+            path = os.path.join(os.getcwd(), path)
+        except OSError as exc:  # the working directory was deleted (or is unreadable)
+            raise CacheUnavailable(
+                f"the cache directory {path} is relative and the working directory cannot be "
+                f"found ({exc.strerror or exc}): give an absolute --cache-dir"
+            ) from None
     pending = [part for part in path.split("/") if part not in ("", ".")]
     descriptor = os.open("/", _DIRECTORY_FLAGS)
     where, hops = "/", 0

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import _thread
 import os
-import sys
 import time
 
 from credprovider.errors import ProviderError, UsageError
@@ -308,19 +307,19 @@ def _enter_test_mode(environ: Mapping[str, str], log: Logger) -> None:
 
 
 def main(spec: PluginSpec, argv: list[str]) -> NoReturn:
-    """Process entry point: run and exit without waiting for a stuck worker thread."""
+    """Process entry point: run and exit without waiting for a stuck worker thread. A standard
+    stream closed at exec is handled (``runtime.stdio``), never a traceback."""
+    from credprovider.runtime.stdio import flush_quietly, standard_streams
+
+    stdin, stdout, stderr = standard_streams()
     code = run(
         spec,
         argv,
-        stdin=sys.stdin.buffer,
-        stdout=sys.stdout.buffer,
-        stderr=sys.stderr,
+        stdin=stdin,
+        stdout=stdout,
+        stderr=stderr,
         environ=os.environ,
         spent_before_run=seconds_since_exec(),
     )
-    for stream in (sys.stdout, sys.stderr):
-        try:  # noqa: SIM105 - contextlib is not on the exec path
-            stream.flush()
-        except (OSError, ValueError):
-            pass
+    flush_quietly()
     os._exit(code)
