@@ -231,10 +231,13 @@ def test_doctor_finds_the_real_kubelet_and_catches_each_seeded_fault(
         assert report["exitCode"] == 1 and "Traceback" not in report["stderr"], fault
         return _failing(report)
 
-    copied = new_failures("copied plugin")
-    assert {area for area, _, _ in copied} >= {"binary"}
-    assert all(provider in ("", "ecr-credential-provider") for _, provider, _ in copied)
-    assert any(area == "binary" and "ecr-credential-provider" in m for area, _, m in copied)
+    [(area, provider, message), (area2, provider2, message2)] = new_failures("copied plugin")
+    assert (area, provider) == ("binary", "ecr-credential-provider") and "exits 1" in message
+    ecr_images = [p.image for p in PULLS if p.wave == 1 and p.provider == "ecr-credential-provider"]
+    assert (area2, provider2) == ("image", "ecr-credential-provider")
+    assert message2.startswith(
+        f"{len(ecr_images)} image(s) it claims get no credentials while its plugin does not start: "
+    )
 
     [(area, provider, message)] = new_failures("writable cache")
     assert (area, provider) == ("cache", "ecr-credential-provider") and "mode 777" in message

@@ -47,7 +47,7 @@ def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
     from credprovider.tool.config_lint import check_binaries
     from credprovider.tool.config_validate import load_config
     from credprovider.tool.doctor import chain, identity, live
-    from credprovider.tool.doctor.images import check_image, static_pod_images
+    from credprovider.tool.doctor.images import check_image, report_broken, static_pod_images
     from credprovider.tool.nodefiles import UnreadableError
 
     diagnosis = Diagnosis()
@@ -103,13 +103,15 @@ def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
         )
         return diagnosis
     bin_dir = view.host_path(settings.bin_dir)
+    not_starting: set[str] = set()
+    providers = [p.name or "" for p in loaded.providers]
     try:
         checked = check_binaries(loaded, bin_dir, environment)
     except UnreadableError as exc:
         diagnosis.add("binary", WARN, str(exc), "run credprovider doctor as root")
     else:
-        providers = [p.name or "" for p in loaded.providers]
         for line in checked.errors:
+            not_starting.add(_named(line, providers))
             diagnosis.add(
                 "binary",
                 FAIL,
@@ -129,8 +131,12 @@ def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
         else None
     )
     dry_runs: dict[str, str] = {}
+    if "" in not_starting:  # the bin dir itself is unusable: no plugin starts
+        not_starting = set(providers)
+    broken: dict[str, list[str]] = {name: [] for name in not_starting}
     for image in dict.fromkeys([*images, *static_pod_images(view), *running]):
-        check_image(loaded, bin_dir, image, not_run, environment, diagnosis, dry_runs)
+        check_image(loaded, bin_dir, image, not_run, environment, diagnosis, dry_runs, broken)
+    report_broken(broken, diagnosis)
     for provider, directory in chain.cache_dirs(loaded, dict(environment or {})):
         chain.cache(view, provider, directory, diagnosis)
     chain.service_accounts(loaded, diagnosis)

@@ -78,9 +78,12 @@ def check_image(
     environment: Mapping[str, str] | None,
     diagnosis: Diagnosis,
     dry_runs: dict[str, str],
+    broken: dict[str, list[str]] | None = None,
 ) -> None:
     """Which provider claims ``image`` and, once per registry (``dry_runs``: registry -> the image
-    that was run; a node holds many images of few registries), what its plugins answer."""
+    that was run; a node holds many images of few registries), what its plugins answer. An image
+    whose claiming plugins all fail to start (the keys of ``broken``) is not run but added to
+    their lists, for one line per plugin (:func:`report_broken`)."""
     from credprovider.runtime.imageref import registry_of
     from credprovider.tool.lookup import kubelet_lookup
     from credprovider.tool.selection import select_providers
@@ -101,6 +104,10 @@ def check_image(
             f"add a matchImages pattern for its host to the {owner} provider "
             "(credprovider match shows the nearest miss)",
         )
+        return
+    if broken is not None and all(name in broken for name in claimed):
+        for name in claimed:
+            broken[name].append(image)
         return
     registry = registry_of(image)
     if not not_run and registry in dry_runs:
@@ -139,4 +146,21 @@ def check_image(
             f"{provider.response.cache_key_type if provider.response else '?'})",
             "" if found else "run credprovider get to see why",
             provider.name,
+        )
+
+
+def report_broken(broken: dict[str, list[str]], diagnosis: Diagnosis) -> None:
+    """One line per plugin that does not start, naming the node's images it leaves without
+    credentials."""
+    for provider, images in broken.items():
+        if not images:
+            continue
+        shown = ", ".join(images[:3]) + (f" and {len(images) - 3} more" if len(images) > 3 else "")
+        diagnosis.add(
+            "image",
+            FAIL,
+            f"{len(images)} image(s) it claims get no credentials while its plugin does not "
+            f"start: {shown}",
+            "fix its binary first (see binary)",
+            provider,
         )
