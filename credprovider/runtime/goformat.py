@@ -13,6 +13,7 @@ SECOND: Final = 1000 * MILLISECOND
 MINUTE: Final = 60 * SECOND
 HOUR: Final = 60 * MINUTE
 _MAX_INT64: Final = (1 << 63) - 1
+_INT64_DIGITS: Final = len(str(_MAX_INT64))  # 19
 
 
 class DurationError(CredproviderError, ValueError):
@@ -116,6 +117,8 @@ def parse_go_duration(text: str) -> int:
         if not (text[0] == "." or "0" <= text[0] <= "9"):
             raise _invalid(quoted)
         whole_digits, text = _split_digits(text)
+        if len(whole_digits.lstrip("0")) > _INT64_DIGITS:  # Go's leadingInt overflows here too
+            raise _invalid(quoted)
         whole = int(whole_digits) if whole_digits else 0
         if whole > _MAX_INT64 + 1:
             raise _invalid(quoted)

@@ -77,6 +77,19 @@ _DuplicateKeyLoader.add_constructor(
 )
 
 
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> Any:
+    """An integer, or, beyond what Python converts (4300 digits), its text: go-yaml cannot hold
+    such a number either (not as int64, not as a finite float) and keeps the plain scalar as a
+    string, which the kubelet's decoder then judges."""
+    try:
+        return loader.construct_yaml_int(node)
+    except ValueError:
+        return str(node.value)
+
+
+_DuplicateKeyLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+
 def load_yaml(text: str) -> Any:
     """One YAML document with duplicate keys, excessive aliasing and deep nesting refused
     (:class:`YamlError` with go-yaml's wording)."""

@@ -188,7 +188,28 @@ def _non_utf8_config_out(tmp: Path) -> list[str]:
     ]  # fmt: skip
 
 
+def _huge_duration(tmp: Path) -> list[str]:
+    path = tmp / "config.yaml"
+    path.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n"
+        "  - name: ecr-credential-provider\n    apiVersion: credentialprovider.kubelet.k8s.io/v1\n"
+        f"    defaultCacheDuration: {BIG_NUMBER}s\n    matchImages: [registry.example]\n"
+    )
+    return ["validate", str(path)]
+
+
+def _million_digit_yaml_integer(tmp: Path) -> list[str]:
+    path = tmp / "config.yaml"
+    path.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\n"
+        f"providers: []\nx: {'9' * 1_000_000}\n"
+    )
+    return ["validate", str(path)]
+
+
 CLI_INPUTS: list[tuple[str, Callable[[Path], list[str]], str]] = [
+    ("validate: a 5000-digit duration", _huge_duration, "time: invalid duration"),
+    ("validate: a million-digit YAML integer", _million_digit_yaml_integer, 'unknown field "x"'),
     ("validate: YAML nested 50,000 deep", _deep_yaml, "max depth"),
     ("validate: a billion laughs", _billion_laughs, "excessive aliasing"),
     ("validate: a binary file", _binary_file, "not UTF-8"),
