@@ -51,24 +51,33 @@ CASES = {
 }
 
 
+def _as_the_kubelet_starts(
+    request: pytest.FixtureRequest, cloud: str
+) -> tuple[list[str], dict[str, str]]:
+    """The bundle's plugin for ``cloud`` with its config's args, and the emulator's environment."""
+    require_bundle()
+    emulator: Emulator = request.getfixturevalue(cloud)
+    spec = CLOUDS[cloud]
+    node_file = [emulator.files[spec.node_file]] if spec.node_file else []
+    command = [str(BUNDLE_DIR / spec.plugin), *spec.first_args, *node_file]
+    return command, {**os.environ, **emulator.env}
+
+
 @pytest.mark.parametrize("case", list(CASES))
 @pytest.mark.parametrize("cloud", list(CLOUDS))
 def test_a_closed_descriptor_never_costs_the_answer_or_gives_a_traceback(
     request: pytest.FixtureRequest, cloud: str, case: str, tmp_path: Path
 ) -> None:
-    require_bundle()
-    emulator: Emulator = request.getfixturevalue(cloud)
     spec, broken = CLOUDS[cloud], CASES[case]
-    args = [*spec.first_args, *([emulator.files[spec.node_file]] if spec.node_file else [])]
+    command, env = _as_the_kubelet_starts(request, cloud)
     stderr_file = tmp_path / "stderr"
     with stderr_file.open("wb") as stderr:
         proc = subprocess.run(
-            ["bash", "-c", f'exec "$@" {broken.redirect}', "bash",
-             str(BUNDLE_DIR / spec.plugin), *args, *broken.args],
+            ["bash", "-c", f'exec "$@" {broken.redirect}', "bash", *command, *broken.args],
             input=request_bytes(spec.image),
             stdout=subprocess.PIPE,
             stderr=stderr,
-            env={**os.environ, **emulator.env},
+            env=env,
             timeout=90,
             check=False,
         )  # fmt: skip
@@ -90,20 +99,16 @@ def test_a_deleted_working_directory_under_a_relative_cache_is_a_warning(
     request: pytest.FixtureRequest, cloud: str, given: str, tmp_path: Path
 ) -> None:
     """The cache cannot be used, so the request is answered without it, with one warning."""
-    require_bundle()
-    emulator: Emulator = request.getfixturevalue(cloud)
     spec = CLOUDS[cloud]
-    args = [*spec.first_args, *([emulator.files[spec.node_file]] if spec.node_file else [])]
-    env = {**os.environ, **emulator.env}
+    command, env = _as_the_kubelet_starts(request, cloud)
     if given == "--cache-dir":
-        args.append("--cache-dir=relative/cache")
+        command.append("--cache-dir=relative/cache")
     else:
         env["CREDPROVIDER_CACHE_DIR"] = "relative/cache"
     gone = tmp_path / "gone"
     gone.mkdir()
     proc = subprocess.run(
-        ["bash", "-c", 'cd "$0" && rmdir "$0" && exec "$@"', str(gone),
-         str(BUNDLE_DIR / spec.plugin), *args],
+        ["bash", "-c", 'cd "$0" && rmdir "$0" && exec "$@"', str(gone), *command],
         input=request_bytes(spec.image),
         capture_output=True,
         env=env,
