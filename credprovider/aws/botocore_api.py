@@ -31,12 +31,15 @@ from credprovider.aws.tokenapi import (
 )
 from credprovider.errors import ProviderError
 from credprovider.runtime._typing import Any, Final
+from credprovider.runtime.http import require_usable_ca_bundle
 from credprovider.runtime.provider import Context
 from credprovider.runtime.redact import register_secret
 
 # botocore loggers that print raw request/response bodies at DEBUG: the token and the assumed role's
 # keys would be printed before the plugin can register them for redaction, so they stay at INFO.
 BODY_LOGGERS: Final = ("botocore.parsers", "botocore.endpoint", "botocore.auth")
+# The CA bundle variables botocore honours, the first set one winning (endpoint._get_verify_value).
+BOTOCORE_CA_BUNDLE_ENV: Final = ("AWS_CA_BUNDLE", "REQUESTS_CA_BUNDLE")
 
 
 def session() -> Any:
@@ -47,6 +50,8 @@ def session() -> Any:
 
 
 def client_config(ctx: Context, region: str) -> Config:
+    """Every client's settings; the CA bundle botocore will load is checked first."""
+    require_usable_ca_bundle(ctx.environ, BOTOCORE_CA_BUNDLE_ENV)
     return Config(
         region_name=region,
         connect_timeout=ctx.deadline.timeout(3.0),

@@ -289,7 +289,11 @@ def get_authorization_token(
 
     ctx.log.v(4, f"POST {route.endpoint} ({TARGETS[route.service]}, region {route.region})")
     try:
-        tls = verified_context(route.ca_bundle) if route.endpoint.startswith("https://") else None
+        tls = (
+            verified_context(route.ca_bundle, "AWS_CA_BUNDLE")
+            if route.endpoint.startswith("https://")
+            else None
+        )
     except OSError as exc:
         raise TransportError(f"cannot read the CA bundle {route.ca_bundle}: {exc}") from None
     try:

@@ -23,7 +23,6 @@ from credprovider.runtime.redact import register_secret
 from credprovider.runtime.retry import RETRYABLE_STATUSES
 
 USER_AGENT: Final = f"credprovider/{__version__} (acr-credential-provider)"
-CA_BUNDLE_ENV: Final = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 PER_CALL_TIMEOUT_SECONDS: Final = 10.0
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -39,10 +38,15 @@ NOT_AN_ACR: Final = (
 
 def stdlib_transport(environ: Mapping[str, str]) -> Send:
     """The plugin's own client, trusting what requests would (``REQUESTS_CA_BUNDLE`` ...)."""
-    from credprovider.runtime.http import stdlib_send, verified_context
+    from credprovider.runtime.http import (
+        REQUESTS_CA_BUNDLE_ENV,
+        ca_bundle_setting,
+        stdlib_send,
+        verified_context,
+    )
 
-    ca_bundle = next((environ[name] for name in CA_BUNDLE_ENV if environ.get(name)), "")
-    return stdlib_send(verified_context(ca_bundle))
+    variable, ca_bundle = ca_bundle_setting(environ, REQUESTS_CA_BUNDLE_ENV)
+    return stdlib_send(verified_context(ca_bundle, variable))
 
 
 def requests_transport() -> Send:

@@ -125,6 +125,10 @@ def _discover_cloud(config: AzureConfig, ctx: Context) -> Cloud:
 
 
 def _sdk_options(cloud: Cloud, ctx: Context) -> dict[str, Any]:
+    """azure-identity's settings for every credential; requests' CA bundle is checked first."""
+    from credprovider.runtime.http import REQUESTS_CA_BUNDLE_ENV, require_usable_ca_bundle
+
+    require_usable_ca_bundle(ctx.environ, REQUESTS_CA_BUNDLE_ENV)
     return {
         "authority": cloud.authority_host,
         # Instance discovery asks the public cloud about unknown authorities; Azure Stack/ADFS

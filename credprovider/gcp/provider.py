@@ -55,8 +55,13 @@ class Token(NamedTuple):
 
 
 def google_auth_request(ctx: Context) -> Any:
-    """A google-auth requests transport whose per-call timeout never passes the deadline."""
+    """A google-auth requests transport whose per-call timeout never passes the deadline (and
+    whose CA bundle, if one is named, is checked first)."""
     from google.auth.transport.requests import Request
+
+    from credprovider.runtime.http import REQUESTS_CA_BUNDLE_ENV, require_usable_ca_bundle
+
+    require_usable_ca_bundle(ctx.environ, REQUESTS_CA_BUNDLE_ENV)
 
     class DeadlineRequest(Request):
         def __call__(

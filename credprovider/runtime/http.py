@@ -16,12 +16,14 @@ answer. Callers check the status and say what failed.
 
 from __future__ import annotations
 
-from credprovider.errors import CredproviderError
+import os
+
+from credprovider.errors import CredproviderError, ProviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
 
 if TYPE_CHECKING:
     import ssl
-    from collections.abc import Callable, Collection, Mapping
+    from collections.abc import Callable, Collection, Mapping, Sequence
     from typing import BinaryIO
 
     from credprovider.runtime.provider import Context
@@ -281,16 +283,56 @@ def proxy_setting(environ: Mapping[str, str]) -> str | None:
     return next((name for name in PROXY_ENV if environ.get(name, "").strip()), None)
 
 
-def verified_context(ca_bundle: str = "") -> ssl.SSLContext:
-    """Certificate and host name checks against ``ca_bundle``, else certifi's bundle (as botocore
-    and requests do)."""
+# The CA bundle variables each transport honours, the first set one winning: requests (and so
+# azure-identity and google-auth) and the ACR exchange that trusts what requests would.
+REQUESTS_CA_BUNDLE_ENV: Final = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+
+
+class CaBundleError(ProviderError):
+    """A CA bundle variable names something TLS cannot use: the node's setup to fix."""
+
+
+def verified_context(ca_bundle: str = "", variable: str = "") -> ssl.SSLContext:
+    """Certificate and host name checks against ``ca_bundle`` (a PEM file, or a directory as
+    requests allows), else certifi's bundle (as botocore and requests do). A bundle that cannot
+    be loaded is :class:`CaBundleError`, naming ``variable``, the setting that gave it."""
     import ssl
 
     if not ca_bundle:
         import certifi
 
-        ca_bundle = certifi.where()
-    return ssl.create_default_context(cafile=ca_bundle)
+        return ssl.create_default_context(cafile=certifi.where())
+    try:
+        if os.path.isdir(ca_bundle):
+            return ssl.create_default_context(capath=ca_bundle)
+        return ssl.create_default_context(cafile=ca_bundle)
+    except (OSError, ssl.SSLError) as exc:
+        reason = (
+            "it holds no PEM certificate"
+            if isinstance(exc, ssl.SSLError)
+            else (exc.strerror or str(exc)).lower()
+        )
+        named = f" named by {variable}" if variable else ""
+        fix = f"fix or unset {variable}" if variable else "fix it"
+        raise CaBundleError(
+            f"CA bundle {ca_bundle}{named} cannot be used: {reason}; {fix}"
+        ) from None
+
+
+def ca_bundle_setting(environ: Mapping[str, str], names: Sequence[str]) -> tuple[str, str]:
+    """``(variable, path)`` of the first of ``names`` set in ``environ``, else ``("", "")``."""
+    return next(
+        ((name, environ[name]) for name in names if environ.get(name, "").strip()), ("", "")
+    )
+
+
+def require_usable_ca_bundle(environ: Mapping[str, str], names: Sequence[str]) -> str:
+    """The CA bundle an SDK's transport will load (the first of ``names`` set), checked now so
+    that a broken one is the operator's one line (:class:`CaBundleError`), not the SDK's error."""
+    variable, path = ca_bundle_setting(environ, names)
+    if path:
+        verified_context(path, variable)
+    return path
 
 
 def get(
