@@ -58,10 +58,10 @@ def load_config(path: str, ctx: Context) -> AzureConfig:
     """The parsed cloud config (imported here: a cache hit only fingerprints the file); a probably
     misspelt key is a warning."""
     from credprovider.azure.cloudconfig import parse_cloud_config_with_notes
+    from credprovider.runtime.nodefile import read_node_text
 
     try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+        text = read_node_text(path)
     except OSError as exc:
         raise ProviderError(f"cannot read the cloud config {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
@@ -80,12 +80,14 @@ def resolve_cloud(config: AzureConfig, ctx: Context) -> Cloud:
     environment_text = None
     environment_file = ctx.environ.get(ENVIRONMENT_FILE_ENV, "")
     if config.cloud.strip().lower() == "azurestackcloud" and environment_file:
+        from credprovider.runtime.nodefile import read_node_text
+
         try:
-            with open(environment_file, encoding="utf-8") as handle:
-                environment_text = handle.read()
-        except OSError as exc:
+            environment_text = read_node_text(environment_file)
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) else "it is not UTF-8 text"
             raise ProviderError(
-                f"cannot read {ENVIRONMENT_FILE_ENV}={environment_file}: {exc}"
+                f"cannot read {ENVIRONMENT_FILE_ENV}={environment_file}: {reason or exc}"
             ) from None
     if config.resourceManagerEndpoint and environment_text is None:
         return _discover_cloud(config, ctx)

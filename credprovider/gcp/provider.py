@@ -156,8 +156,9 @@ def _load_credentials_file(path: str) -> Any:
 
     import google.auth
 
-    with open(path, encoding="utf-8") as handle:
-        info = json.load(handle)
+    from credprovider.runtime.nodefile import read_node_text
+
+    info = json.loads(read_node_text(path))
     if isinstance(info, dict) and info.get("type") == "external_account":
         source = info.get("credential_source") or {}
         if str(source.get("environment_id", "")).startswith("aws"):
@@ -182,7 +183,9 @@ def credentials_file_token(path: str, ctx: Context) -> Token:
     ctx.deadline.phase = f"getting a token with the credentials in {path}"
     try:
         credentials = _load_credentials_file(path)
-    except (exceptions.GoogleAuthError, ValueError, OSError) as exc:
+    except OSError as exc:
+        raise ProviderError(f"{CREDENTIALS_FILE_ENV}={path}: {exc.strerror or exc}") from None
+    except (exceptions.GoogleAuthError, ValueError) as exc:
         raise ProviderError(f"{CREDENTIALS_FILE_ENV}={path}: {one_line(exc)}") from None
     ctx.log.v(1, f"using {type(credentials).__module__} credentials from {path}")
     try:

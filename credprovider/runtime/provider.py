@@ -185,9 +185,10 @@ def sha256_hex(data: bytes) -> str:
 
 def fingerprint_file(path: str) -> str:
     """A content hash of a file a plan's identity depends on (``absent`` if it cannot be read)."""
+    from credprovider.runtime.nodefile import read_node_file
+
     try:
-        with open(path, "rb") as handle:
-            return sha256_hex(handle.read())[:32]
+        return sha256_hex(read_node_file(path))[:32]
     except OSError:
         return "absent"
 
