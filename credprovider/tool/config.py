@@ -90,6 +90,7 @@ class LoadedConfig:
     providers: list[CredentialProvider]
     sources: list[Path]
     provider_sources: list[Path] = field(default_factory=list)
+    contents: list[bytes] = field(default_factory=list)  # each source's bytes, as decoded
 
 
 # Go struct and type names for the kubelet's "json: cannot unmarshal" messages.
@@ -312,9 +313,11 @@ def read_config(path: str) -> LoadedConfig:
     providers: list[CredentialProvider] = []
     provider_sources: list[Path] = []
     seen: set[str] = set()
+    contents: list[bytes] = []
     for file in files:
         try:
-            text = nodefiles.read_bytes(str(file)).decode("utf-8")
+            contents.append(nodefiles.read_bytes(str(file)))
+            text = contents[-1].decode("utf-8")
         except nodefiles.FileProblem as exc:
             raise ConfigError(
                 f"unable to read config file {go_quote(str(file))}: {exc.reason}"
@@ -340,4 +343,4 @@ def read_config(path: str) -> LoadedConfig:
             seen.add(name)
             providers.append(provider)
             provider_sources.append(file)
-    return LoadedConfig(providers, files, provider_sources)
+    return LoadedConfig(providers, files, provider_sources, contents)

@@ -88,7 +88,7 @@ def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
     chain.changed_since_start(view, loaded.sources, diagnosis)
     running: list[str] = []
     if kubelet is not None and here and not offline:
-        live.check_loaded_config(view, loaded.sources, diagnosis)
+        live.check_loaded_config(view, loaded.contents, diagnosis)
         pulled, said = live.runtime_images(view)
         diagnosis.add("image", INFO, said)
         running = [*live.running_pod_images(view), *pulled]

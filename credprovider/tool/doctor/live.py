@@ -15,7 +15,6 @@ import re
 import stat
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
 from credprovider.runtime.redact import printable, scrub
@@ -211,8 +210,9 @@ def _api(view: NodeView, path: str) -> bytes | str:
     return answer.body
 
 
-def check_loaded_config(view: NodeView, sources: Sequence[Path], diagnosis: Diagnosis) -> None:
-    """The hash of the config the kubelet loaded against the files on disk now."""
+def check_loaded_config(view: NodeView, contents: Sequence[bytes], diagnosis: Diagnosis) -> None:
+    """The hash of the config the kubelet loaded against the files on disk now (``contents``:
+    each file's bytes, as doctor read and decoded them)."""
     body = _api(view, "/metrics")
     if isinstance(body, str):
         diagnosis.add("config", INFO, f"the config the kubelet loaded is not known: {body}")
@@ -223,11 +223,7 @@ def check_loaded_config(view: NodeView, sources: Sequence[Path], diagnosis: Diag
             "config", INFO, f"the kubelet exports no {CONFIG_INFO_METRIC} (it is v1.34 or later)"
         )
         return
-    try:
-        on_disk = config_hash([path.read_bytes() for path in sources])
-    except OSError as exc:
-        diagnosis.add("config", WARN, f"the config on disk cannot be read to compare: {exc}")
-        return
+    on_disk = config_hash(contents)
     if match.group(1) == on_disk:
         diagnosis.add("config", PASS, "the kubelet runs the config that is on disk (same hash)")
         return
