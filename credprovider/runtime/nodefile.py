@@ -1,8 +1,10 @@
-"""A file on the node that a plugin reads (azure.json, a credentials file, an Azure Stack
-environment file): opened without blocking, refused unless it is a regular file, read with a cap.
+"""A file on the node that a plugin or the tool reads (azure.json, a credentials file, a config, a
+flag file, a token): opened without blocking, refused unless it is a regular file, read with a cap.
 
-A FIFO named by mistake would otherwise hold the plugin until its deadline (and the deadline's
-message would blame the network); ``/dev/zero`` would be read until memory runs out. Stdlib only.
+A FIFO named by mistake would otherwise hold the reader until a deadline (whose message would blame
+the network), ``/dev/zero`` would be read until memory runs out. The one reader for both sides:
+the plugins call it directly, the ``credprovider`` tool through ``tool/nodefiles`` (which adds who
+may read what). Stdlib only.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import errno
 import os
 import stat
 
+from credprovider.errors import CredproviderError
 from credprovider.runtime._typing import Final
 
 # Real ones are a few KiB (azure.json, a service-account key, an external-account config).
@@ -24,24 +27,32 @@ _KINDS: Final = (
 )
 
 
+class NodeFileError(CredproviderError, OSError):
+    """The file is not one to read (not a regular file, too large); ``strerror`` is the reason,
+    fit for one line as it stands."""
+
+
+def _size(cap: int) -> str:
+    if cap % (1 << 20) == 0:
+        return f"{cap >> 20} MiB"
+    return f"{cap >> 10} KiB" if cap % 1024 == 0 else f"{cap} bytes"
+
+
 def read_node_file(path: str, cap: int = MAX_NODE_FILE_BYTES) -> bytes:
-    """The whole file; :class:`OSError` (with a ``strerror`` fit for one line) if it cannot be
-    opened, is not a regular file or is larger than ``cap``."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    """The whole file; :class:`OSError` if it cannot be opened (``ValueError`` for a NUL in the
+    path), :class:`NodeFileError` if it is not a regular file or is larger than ``cap``."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
     try:
         mode = os.fstat(descriptor).st_mode
         if not stat.S_ISREG(mode):
-            kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-            raise OSError(errno.EINVAL, f"is {kind}, not a regular file", path)
+            kind = next((name for test, name in _KINDS if test(mode)), "a special file")
+            raise NodeFileError(errno.EINVAL, f"is {kind}, not a regular file", path)
         chunks, size = [], 0
-        while size <= cap:
-            chunk = os.read(descriptor, min(1 << 16, cap + 1 - size))
-            if not chunk:
-                break
+        while chunk := os.read(descriptor, min(1 << 20, cap + 1 - size)):
             chunks.append(chunk)
             size += len(chunk)
-        if size > cap:
-            raise OSError(errno.EFBIG, f"is larger than {cap >> 10} KiB", path)
+            if size > cap:
+                raise NodeFileError(errno.EFBIG, f"is larger than {_size(cap)}", path)
         return b"".join(chunks)
     finally:
         os.close(descriptor)

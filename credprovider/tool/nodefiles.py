@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 from typing import Final
 
 from credprovider.errors import CredproviderError
+from credprovider.runtime.nodefile import NodeFileError, read_node_file
 
 # Far above any real config, flag file or token; far below what would hurt the machine.
 MAX_FILE_BYTES: Final = 4 * 1024 * 1024
@@ -60,35 +60,19 @@ def check_access(path: str, exc: OSError) -> None:
 
 
 def read_bytes(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
-    """A regular file's bytes, at most ``limit`` of them; never opens a FIFO or device.
+    """A regular file's bytes, at most ``limit`` of them; never opens a FIFO or device (the
+    plugins' own reader, :func:`~credprovider.runtime.nodefile.read_node_file`).
 
     Raises :class:`UnreadableError` (this user only) or :class:`FileProblem` (any reader)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+        return read_node_file(path, limit)
+    except NodeFileError as exc:
+        raise FileProblem(path, exc.strerror or str(exc)) from None
     except OSError as exc:
         check_access(path, exc)
         raise FileProblem(path, (exc.strerror or str(exc)).lower()) from None
     except ValueError:  # a NUL in the path
         raise FileProblem(path, "the path contains a NUL byte") from None
-    try:
-        info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
-            raise FileProblem(path, "is a directory")
-        if not stat.S_ISREG(info.st_mode):
-            raise FileProblem(path, f"is a {_file_kind(info.st_mode)}, not a regular file")
-        chunks = []
-        size = 0
-        while chunk := os.read(fd, min(1 << 20, limit + 1 - size)):
-            chunks.append(chunk)
-            size += len(chunk)
-            if size > limit:
-                raise FileProblem(path, f"is larger than {limit // (1024 * 1024)} MiB")
-        return b"".join(chunks)
-    except OSError as exc:
-        check_access(path, exc)
-        raise FileProblem(path, (exc.strerror or str(exc)).lower()) from None
-    finally:
-        os.close(fd)
 
 
 def read_text(path: str, limit: int = MAX_FILE_BYTES) -> str:
@@ -108,15 +92,3 @@ def list_directory(path: str) -> list[os.DirEntry[str]]:
     except OSError as exc:
         check_access(path, exc)
         raise FileProblem(path, (exc.strerror or str(exc)).lower()) from None
-
-
-def _file_kind(mode: int) -> str:
-    for test, kind in (
-        (stat.S_ISFIFO, "FIFO"),
-        (stat.S_ISCHR, "character device"),
-        (stat.S_ISBLK, "block device"),
-        (stat.S_ISSOCK, "socket"),
-    ):
-        if test(mode):
-            return kind
-    return "special file"

@@ -31,7 +31,7 @@ SPECIAL: dict[str, tuple[Callable[[Path], str], str]] = {
     "a FIFO": (_fifo, "is a FIFO, not a regular file"),
     "/dev/zero": (lambda tmp: "/dev/zero", "is a character device, not a regular file"),
     "a directory": (lambda tmp: str(tmp), "is a directory, not a regular file"),
-    "2 MiB": (_huge, "is larger than 1024 KiB"),
+    "2 MiB": (_huge, "is larger than 1 MiB"),
 }
 # cloud -> (plugin, image, how the file is named: args, env)
 NAMED_BY: dict[str, tuple[str, str, Callable[[str], tuple[list[str], dict[str, str]]]]] = {
