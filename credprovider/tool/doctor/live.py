@@ -34,6 +34,8 @@ LOOKUP_FAILED: Final = "Failed to provide credentials for image"
 CONFIG_DIRECTORY_SINCE: Final = (1, 34)
 SA_TOKENS_ON_SINCE: Final = (1, 34)
 CRICTL_DIRS: Final = "/usr/local/bin:/usr/bin:/opt/bin:/home/kubernetes/bin"
+# The environment of every program doctor runs (the kubelet binary, journalctl, crictl).
+SYSTEM_ENV: Final = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 _VERSION = re.compile(r"\bv(\d+)\.(\d+)\.(\d+)\S*")
 _HASH = re.compile(CONFIG_INFO_METRIC + r'\{[^}]*hash="([^"]*)"[^}]*\}\s+1(?:\.0)?\s*$', re.M)
 _KLOG_VALUE = r'="((?:[^"\\]|\\.)*)"'
@@ -57,8 +59,9 @@ def parse_version(text: str) -> tuple[str, tuple[int, int]] | None:
     return match.group(0), (int(match.group(1)), int(match.group(2)))
 
 
-def kubelet_version(kubelet: KubeletProcess) -> str | None:
-    """What the running binary says of itself, when it is a kubelet (never another program)."""
+def kubelet_version(kubelet: KubeletProcess) -> tuple[str, tuple[int, int]] | None:
+    """What the running binary says of itself (as :func:`parse_version`), when it is a kubelet
+    (never another program)."""
     from credprovider.tool.childproc import run_bounded
 
     exe = (kubelet.exe or "").removesuffix(" (deleted)")
@@ -67,15 +70,14 @@ def kubelet_version(kubelet: KubeletProcess) -> str | None:
     try:  # /proc/PID/exe runs the very binary, even if the file was replaced since
         done = run_bounded(
             [f"/proc/{kubelet.pid}/exe", "--version"],
-            {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"},
+            SYSTEM_ENV,
             b"",
             VERSION_TIMEOUT_SECONDS,
             cap=4096,
         )
     except (OSError, ValueError):
         return None
-    found = parse_version(done.stdout.decode("utf-8", "replace"))
-    return found[0] if found else None
+    return parse_version(done.stdout.decode("utf-8", "replace"))
 
 
 def _unquote(value: str) -> str:
@@ -154,11 +156,11 @@ def _log_tail(kubelet: KubeletProcess) -> tuple[str, list[str]] | str:
         return f"its log goes to {target}, which is not a file or the journal"
     command = ["journalctl", f"_PID={kubelet.pid}", "-o", "cat", "--no-pager", "-n", JOURNAL_LINES]
     try:
-        done = run_bounded(command, {"PATH": "/usr/bin:/bin"}, b"", 10.0, cap=LOG_TAIL_BYTES)
+        done = run_bounded(command, SYSTEM_ENV, b"", 10.0, cap=LOG_TAIL_BYTES)
     except OSError as exc:
         return f"its log goes to a socket (the journal?) and journalctl cannot run: {exc.strerror}"
     if done.code != 0:
-        return f"journalctl {' '.join(command[1:2])} failed: {printable(done.stderr.decode('utf-8', 'replace')[:200])}"
+        return f"journalctl {command[1]} failed: {printable(done.stderr.decode('utf-8', 'replace')[:200])}"
     return f"the journal ({command[1]})", done.stdout.decode("utf-8", "replace").splitlines()
 
 
@@ -286,9 +288,7 @@ def runtime_images(view: NodeView) -> tuple[list[str], str]:
         command += ["--image-endpoint", settings.image_endpoint]
     command += ["--timeout", "5s", "images", "-o", "json"]
     try:
-        done = run_bounded(
-            command, {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}, b"", 15.0, cap=API_BODY_CAP
-        )
+        done = run_bounded(command, SYSTEM_ENV, b"", 15.0, cap=API_BODY_CAP)
     except OSError as exc:
         return [], f"{crictl} cannot run: {exc.strerror}"
     if done.code != 0:
@@ -305,26 +305,26 @@ def check_version(
     view: NodeView, kubelet: KubeletProcess, config_is_dir: bool, diagnosis: Diagnosis
 ) -> tuple[int, int] | None:
     """The kubelet's (major, minor), said; ``None`` when it is not known."""
-    version = kubelet_version(kubelet)
-    if version is None:
+    found = kubelet_version(kubelet)
+    if found is None:
         diagnosis.add("kubelet", INFO, f"the kubelet's version is not known ({kubelet.exe})")
         return None
-    parsed = parse_version(version)
-    if parsed is None or parsed[1][0] == 0:  # v0.0.0-master: built without a version stamp
+    version, release = found
+    if release[0] == 0:  # v0.0.0-master: built without a version stamp
         diagnosis.add(
             "kubelet", INFO, f"the kubelet ({kubelet.exe}) has no version stamp: {version}"
         )
         return None
     diagnosis.facts["kubeletVersion"] = version
     diagnosis.add("kubelet", INFO, f"kubelet {version} (pid {kubelet.pid}, {kubelet.exe})")
-    if config_is_dir and parsed and parsed[1] < CONFIG_DIRECTORY_SINCE:
+    if config_is_dir and release < CONFIG_DIRECTORY_SINCE:
         diagnosis.add(
             "config",
             FAIL,
             f"the config is a directory, which kubelet {version} does not read (v1.34 and later do)",
             "give the kubelet one file (merge the directory's files) or upgrade it",
         )
-    return parsed[1]
+    return release
 
 
 def sa_tokens_by_default(version: tuple[int, int] | None) -> bool:
