@@ -77,21 +77,22 @@ def node_paths() -> NodePaths:
 
 
 def node_default(
-    command: str, given: str | None, found: str | None, flag: str, found_by: str
+    command: str, given: str | None, flag: str, node: NodePaths, *, bin_dir: bool
 ) -> str | None:
-    """``given``, else what the node uses (``found``, said on stderr with where it came from);
-    ``None`` (and one line) if neither."""
+    """``given``, else the bin dir (``bin_dir``) or config the node uses, said on stderr with
+    where it came from; ``None`` (and one line) if neither."""
     from credprovider.tool.catalog import NODE_BIN_DIR, NODE_CONFIG
 
     if given:
         return given
+    found = node.bin_dir if bin_dir else node.config
     if found:
-        print(f"credprovider {command}: {flag} {found} ({found_by})", file=sys.stderr)
+        print(f"credprovider {command}: {flag} {found} ({node.found_by})", file=sys.stderr)
         return found
-    default = NODE_BIN_DIR if "bin" in flag else NODE_CONFIG
     print(
         f"credprovider {command}: give {flag} (no running kubelet, kubelet flag file or known "
-        f"layout names one, and nothing is at the default {default})",
+        f"layout names one, and nothing is at the default "
+        f"{NODE_BIN_DIR if bin_dir else NODE_CONFIG})",
         file=sys.stderr,
     )
     return None

@@ -134,9 +134,9 @@ def _cmd_get(args: argparse.Namespace) -> int:
 
     if not (args.config and args.bin_dir):
         node = node_paths()
-        args.config = node_default("get", args.config, node.config, "--config", node.found_by)
+        args.config = node_default("get", args.config, "--config", node, bin_dir=False)
         args.bin_dir = args.config and node_default(
-            "get", args.bin_dir, node.bin_dir, "--bin-dir", node.found_by
+            "get", args.bin_dir, "--bin-dir", node, bin_dir=True
         )
     if not (args.config and args.bin_dir):
         return EXIT_USAGE

@@ -30,9 +30,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
 
     if not (args.bin_dir and args.config_out):
         node = node_paths()
-        args.bin_dir = node_default(
-            "install", args.bin_dir, node.bin_dir, "--bin-dir", node.found_by
-        )
+        args.bin_dir = node_default("install", args.bin_dir, "--bin-dir", node, bin_dir=True)
         if node.config and os.path.isdir(node.config) and not args.config_out:
             print(
                 f"credprovider install: give --config-out (the kubelet reads the directory "
@@ -41,7 +39,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
             )
             return EXIT_USAGE
         args.config_out = node_default(
-            "install", args.config_out, node.config, "--config-out", node.found_by
+            "install", args.config_out, "--config-out", node, bin_dir=False
         )
         if not (args.bin_dir and args.config_out):
             return EXIT_USAGE

@@ -27,11 +27,11 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
     if args.path is None:  # this node's config and, unless given, its bin dir
         node = node_paths()
-        args.path = node_default("validate", None, node.config, "PATH", node.found_by)
+        args.path = node_default("validate", None, "PATH", node, bin_dir=False)
         if args.path is None:
             return EXIT_USAGE
         if args.bin_dir is None and node.config == args.path:
-            args.bin_dir = node_default("validate", None, node.bin_dir, "--bin-dir", node.found_by)
+            args.bin_dir = node_default("validate", None, "--bin-dir", node, bin_dir=True)
     try:
         loaded = load_config(args.path)
         checked = (
