@@ -9,10 +9,9 @@ from credprovider.azure import PLUGIN_NAME
 from credprovider.azure.cloudconfig import parse_cloud_config
 from credprovider.azure.imds import (
     API_VERSION,
-    AUTHORITY_HOST_ENV,
-    DEFAULT_IMDS,
     OTHER_SOURCE_ENV,
     TOKEN_PATH,
+    base_url,
     serves,
 )
 from credprovider.azure.main import OPTIONS
@@ -87,7 +86,7 @@ def identity(
     if not serves(environ):
         source = next(name for name in OTHER_SOURCE_ENV if environ.get(name))
         return f"a managed identity through {source}, not IMDS: not probed"
-    base = (environ.get(AUTHORITY_HOST_ENV) or DEFAULT_IMDS).rstrip("/")
+    base = base_url(environ)
     # Without the Metadata header IMDS answers 400 and issues nothing: reachable, no token fetched.
     return IdentityProbe(
         what=f"the managed identity through IMDS ({base})",

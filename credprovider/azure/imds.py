@@ -51,13 +51,17 @@ def serves(environ: Mapping[str, str]) -> bool:
     return not any(environ.get(name) for name in OTHER_SOURCE_ENV)
 
 
+def base_url(environ: Mapping[str, str]) -> str:
+    """IMDS's address as azure-identity finds it (``AZURE_POD_IDENTITY_AUTHORITY_HOST`` first)."""
+    return (environ.get(AUTHORITY_HOST_ENV) or DEFAULT_IMDS).rstrip("/")
+
+
 def token_url(environ: Mapping[str, str], resource: str, selector: Mapping[str, str]) -> str:
     """The IMDS token URL for ``resource`` and the identity ``selector`` (client_id/msi_res_id)."""
     from urllib.parse import urlencode
 
-    base = (environ.get(AUTHORITY_HOST_ENV) or DEFAULT_IMDS).rstrip("/")
     query = urlencode({"api-version": API_VERSION, "resource": resource, **selector})
-    return f"{base}{TOKEN_PATH}?{query}"
+    return f"{base_url(environ)}{TOKEN_PATH}?{query}"
 
 
 def parse_token_answer(body: bytes, now: float) -> AccessToken:
