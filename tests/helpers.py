@@ -159,11 +159,11 @@ def config_file(tmp_path: Path, *providers: dict[str, Any]) -> Path:
 
 
 def fake_kubelet(
-    flags: list[str], env: Mapping[str, str], stderr: Path | None = None
+    flags: list[str], env: Mapping[str, str], stderr: Path | int | None = None
 ) -> subprocess.Popen[bytes]:
     """A process doctor takes for a kubelet (argv[0] ``kubelet``: a wrapper's exec does the same)
-    with ``flags`` on its command line, ``env`` as its environment and its stderr in ``stderr``;
-    it only sleeps. The caller kills it."""
+    with ``flags`` on its command line, ``env`` as its environment and its stderr in ``stderr``
+    (a file appended to, or a descriptor); it only sleeps. The caller kills it."""
     import time
 
     process = subprocess.Popen(
@@ -172,7 +172,7 @@ def fake_kubelet(
             sys.executable, *flags,
         ],
         env=dict(env),
-        stderr=stderr.open("ab") if stderr is not None else None,
+        stderr=stderr.open("ab") if isinstance(stderr, Path) else stderr,
     )  # fmt: skip
     cmdline = Path(f"/proc/{process.pid}/cmdline")
     deadline = time.monotonic() + 30

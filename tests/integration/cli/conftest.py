@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from credprovider.tool.catalog import PLUGINS
 from emulators.kubelet_exec import BUNDLE_DIR
-from tests.helpers import require_bundle
+from tests.helpers import require_bundle, run_cli
 
 ECR_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/team/app"
 
@@ -16,6 +18,14 @@ ECR_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/team/app"
 def write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+def doctor(*args: str) -> tuple[int, dict[str, Any]]:
+    """``credprovider doctor --json ARGS`` from source: its exit status (0 or 1, never a
+    traceback) and its report."""
+    result = run_cli("doctor", "--json", *args)
+    assert result.returncode in (0, 1) and "Traceback" not in result.stderr, result.stderr
+    return result.returncode, json.loads(result.stdout)
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from emulators.aws import FakeEcr, ecr_env
 from emulators.http import FakeServer
 from emulators.kubelet_exec import BUNDLE_DIR
 from tests.helpers import config_file, fake_kubelet, provider_entry, require_bundle, run_cli
+from tests.integration.cli.conftest import doctor
 
 CONFIG_TEXT = json.dumps(
     {
@@ -28,13 +29,6 @@ CONFIG_TEXT = json.dumps(
         "providers": [provider_entry()],
     }
 )
-
-
-def doctor(*args: str) -> tuple[int, dict[str, Any]]:
-    result = run_cli("doctor", "--json", *args)
-    assert result.returncode in (0, 1), result.stderr
-    assert "Traceback" not in result.stderr
-    return result.returncode, json.loads(result.stdout)
 
 
 def failures(report: dict[str, Any]) -> list[str]:

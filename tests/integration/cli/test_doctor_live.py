@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,8 @@ from credprovider.tool.doctor.live import config_hash
 from emulators.aws import ecr_env
 from emulators.gcp import FakeMetadata
 from emulators.http import FakeRequest, FakeResponse, FakeServer, serve
-from tests.helpers import fake_kubelet, provider_entry, run_cli
+from tests.helpers import fake_kubelet, provider_entry
+from tests.integration.cli.conftest import doctor
 from tests.unit.tool.test_doctor_live import JSON_LINE, KLOG_LINE
 
 GCR_IMAGE = "gcr.io/team-project/app:v1"
@@ -69,12 +69,6 @@ class LiveNode:
         )
 
     port: int = 0
-
-
-def doctor(*args: str) -> tuple[int, dict[str, Any]]:
-    result = run_cli("doctor", "--json", *args)
-    assert result.returncode in (0, 1) and "Traceback" not in result.stderr, result.stderr
-    return result.returncode, json.loads(result.stdout)
 
 
 def checks(report: dict[str, Any], area: str, provider: str | None = None) -> list[tuple[str, str]]:
@@ -213,15 +207,10 @@ def test_a_kubelet_logging_to_the_journal_or_a_pipe(live: LiveNode, stream: str)
     import socket
 
     ours, theirs = socket.socketpair() if stream == "socket" else os.pipe()
-    kubelet = subprocess.Popen(
-        ["bash", "-c", 'exec -a kubelet "$0" -c "import time; time.sleep(120)"', sys.executable],
-        stderr=theirs.fileno() if stream == "socket" else theirs,  # type: ignore[union-attr]
+    kubelet = fake_kubelet(
+        [], os.environ, theirs.fileno() if isinstance(theirs, socket.socket) else theirs
     )
     try:
-        deadline = time.monotonic() + 30
-        while not Path(f"/proc/{kubelet.pid}/cmdline").read_bytes().startswith(b"kubelet\0"):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
         _, report = doctor("--offline")
     finally:
         kubelet.kill()
