@@ -14,6 +14,7 @@ from __future__ import annotations
 from credprovider.errors import CredproviderError
 from credprovider.runtime import cjson
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
+from credprovider.runtime.excerpt import quoted
 from credprovider.runtime.goformat import DurationError, format_go_duration, parse_go_duration
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ def _unique_keys(
 
 
 _request_object = _unique_keys(
-    lambda key: RequestError(f"request JSON has a duplicate key {key!r}")
+    lambda key: RequestError(f"request JSON has a duplicate key {quoted(key)}")
 )
 _response_object = _unique_keys(
     lambda key: ResponseError(f'strict decoding error: json: duplicate field "{key}"')
@@ -105,7 +106,7 @@ def parse_request(data: bytes) -> CredentialProviderRequest:
     api_version, version = _request_api_version(obj)
     kind = obj.get("kind")
     if kind != REQUEST_KIND:
-        raise RequestError(f"request kind is {kind!r}, expected {REQUEST_KIND!r}")
+        raise RequestError(f"request kind is {quoted(kind)}, expected {REQUEST_KIND!r}")
     image = _request_image(obj)
     if version != "v1":  # v1alpha1 and v1beta1 carry no service account
         return CredentialProviderRequest(api_version, image, "", {})
@@ -154,10 +155,12 @@ def _request_api_version(obj: dict[str, Any]) -> tuple[str, str]:
         raise RequestError(f"request has no apiVersion: expected one of {', '.join(API_VERSIONS)}")
     group, _, version = api_version.rpartition("/")
     if group != GROUP:
-        raise RequestError(f"unsupported apiVersion {api_version!r}: the group must be {GROUP}")
+        raise RequestError(
+            f"unsupported apiVersion {quoted(api_version)}: the group must be {GROUP}"
+        )
     if version not in VERSIONS:
         raise RequestError(
-            f"unsupported apiVersion {api_version!r}: supported versions are {', '.join(VERSIONS)}"
+            f"unsupported apiVersion {quoted(api_version)}: supported versions are {', '.join(VERSIONS)}"
         )
     return api_version, version
 
@@ -173,7 +176,7 @@ def _request_image(obj: dict[str, Any]) -> str:
     if not image:
         raise RequestError("image in plugin request was empty")
     if _has_control_or_space(image):
-        raise RequestError(f"image {image!r} contains whitespace or control characters")
+        raise RequestError(f"image {quoted(image)} contains whitespace or control characters")
     return image
 
 
@@ -308,14 +311,14 @@ def _response_auth(raw: object, problems: list[str]) -> dict[str, AuthConfig]:
         return auth
     for key, entry in raw.items():
         if not isinstance(entry, dict):
-            problems.append(f"auth[{key!r}] must be an object")
+            problems.append(f"auth[{quoted(key)}] must be an object")
             continue
         extra = [f for f in entry if f not in ("username", "password")]
         if extra:
             problems.append(f'unknown field "auth[{key}].{extra[0]}"')
         user, password = entry.get("username", ""), entry.get("password", "")
         if not isinstance(user, str) or not isinstance(password, str):
-            problems.append(f"auth[{key!r}] username and password must be strings")
+            problems.append(f"auth[{quoted(key)}] username and password must be strings")
             continue
         auth[key] = AuthConfig(user, password)
     return auth

@@ -7,8 +7,8 @@ import time
 
 from credprovider.errors import UsageError
 from credprovider.runtime._typing import TYPE_CHECKING, Final
+from credprovider.runtime.excerpt import clip
 from credprovider.runtime.goformat import DurationError, parse_seconds
-from credprovider.runtime.redact import clip
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from credprovider.errors import CredproviderError
 from credprovider.runtime._typing import Final
+from credprovider.runtime.excerpt import QUOTE_LIMIT, clip
 
 NANOSECOND: Final = 1
 MICROSECOND: Final = 1000 * NANOSECOND
@@ -102,9 +103,10 @@ def go_quote(text: str) -> str:
 def parse_go_duration(text: str) -> int:
     """Parse a duration like Go's ``time.ParseDuration`` and return nanoseconds.
 
-    Errors carry Go's messages (``time: invalid duration "5"``, ``time: unknown unit ...``).
+    Errors carry Go's messages (``time: invalid duration "5"``, ``time: unknown unit ...``),
+    quoting at most :data:`QUOTE_LIMIT` characters of ``text`` (Go quotes it whole).
     """
-    quoted = go_quote(text)
+    quoted = go_quote(clip(text, QUOTE_LIMIT))
     negative = text[:1] == "-"
     if text[:1] in ("-", "+"):
         text = text[1:]

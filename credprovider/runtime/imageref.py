@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from credprovider.errors import CredproviderError
 from credprovider.runtime._typing import Final, NamedTuple
+from credprovider.runtime.excerpt import quoted
 
 DEFAULT_REGISTRY: Final = "docker.io"
 NAME_TOTAL_LENGTH_MAX: Final = 255  # docker/distribution reference.NameTotalLengthMax
@@ -112,21 +113,21 @@ def _parse_registry(domain: str) -> tuple[str, str]:
     if domain.startswith("["):
         close = domain.find("]")
         if close < 0:
-            raise ImageError(f"registry {domain!r} has an unclosed IPv6 bracket")
+            raise ImageError(f"registry {quoted(domain)} has an unclosed IPv6 bracket")
         host, rest = domain[1:close], domain[close + 1 :]
         if not host or not all(c in HEX_DIGITS or c in ":." for c in host) or ":" not in host:
-            raise ImageError(f"registry {domain!r} is not a valid IPv6 literal")
+            raise ImageError(f"registry {quoted(domain)} is not a valid IPv6 literal")
         port = rest[1:] if rest.startswith(":") else None
         if rest and port is None:
-            raise ImageError(f"registry {domain!r} has junk after the IPv6 literal")
+            raise ImageError(f"registry {quoted(domain)} has junk after the IPv6 literal")
     else:
         host, colon, port_text = domain.partition(":")
         port = port_text if colon else None
         if not all(is_domain_label(label) for label in host.split(".")):
-            raise ImageError(f"registry host {host!r} is not a valid host name")
+            raise ImageError(f"registry host {quoted(host)} is not a valid host name")
     if port is not None:
         if not port.isascii() or not port.isdigit() or not 0 < int(port) <= 65535:
-            raise ImageError(f"registry port {port!r} is not a number from 1 to 65535")
+            raise ImageError(f"registry port {quoted(port)} is not a number from 1 to 65535")
         return host, port
     return host, ""
 
@@ -156,7 +157,7 @@ def bare_host_hint(reference: str) -> str | None:
     if host is None:
         return None
     return (
-        f"{reference!r} names only a registry host, no repository (as an image, the kubelet would "
+        f"{quoted(reference)} names only a registry host, no repository (as an image, the kubelet would "
         f"pull docker.io/library/{reference} from Docker Hub): did you mean {host}/<repository>?"
     )
 
@@ -181,15 +182,17 @@ def parse_image(reference: str) -> ImageRef:
         raise ImageError("the image reference is empty")
     if "://" in reference:
         raise ImageError(
-            f"{reference!r} has a URL scheme: an image reference is host[:port]/path[:tag]"
+            f"{quoted(reference)} has a URL scheme: an image reference is host[:port]/path[:tag]"
         )
     if not reference.isascii() or any(
         c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in reference
     ):
-        raise ImageError(f"{reference!r} contains non-ASCII, whitespace or control characters")
+        raise ImageError(
+            f"{quoted(reference)} contains non-ASCII, whitespace or control characters"
+        )
     name, at, digest = reference.partition("@")
     if at and not is_digest(digest):
-        raise ImageError(f"{reference!r} has an invalid digest after '@'")
+        raise ImageError(f"{quoted(reference)} has an invalid digest after '@'")
     first, sep, remainder = name.partition("/")
     if sep and (
         any(c in first for c in ".:")
@@ -205,7 +208,7 @@ def parse_image(reference: str) -> ImageRef:
     if colon > last_slash:
         tag = path[colon + 1 :]
         if not is_tag(tag):
-            raise ImageError(f"{reference!r} has an invalid tag {tag!r}")
+            raise ImageError(f"{quoted(reference)} has an invalid tag {quoted(tag)}")
         path = path[:colon]
     if domain == LEGACY_DEFAULT_REGISTRY:
         domain = DEFAULT_REGISTRY
@@ -215,7 +218,7 @@ def parse_image(reference: str) -> ImageRef:
     for component in components:
         if not is_path_component(component):
             raise ImageError(
-                f"{reference!r}: repository path component {component!r} is invalid "
+                f"{quoted(reference)}: repository path component {quoted(component)} is invalid "
                 "(lowercase letters, digits and . _ - separators only)"
             )
     host, port = _parse_registry(domain)

@@ -9,8 +9,9 @@ import time
 
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 from credprovider.runtime.api import CACHE_KEY_REGISTRY
+from credprovider.runtime.excerpt import clip
 from credprovider.runtime.goformat import SECOND
-from credprovider.runtime.redact import clip, scrub
+from credprovider.runtime.redact import scrub
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

@@ -14,6 +14,7 @@ from __future__ import annotations
 import _thread
 
 from credprovider.runtime._typing import Final
+from credprovider.runtime.excerpt import LINE_LIMIT, clip
 
 # Secrets shorter than this are not registered: replacing e.g. "AWS" everywhere would garble logs.
 MIN_SECRET_LENGTH: Final = 6
@@ -51,20 +52,6 @@ def scrub(text: str) -> str:
     import re  # only for text that may hold a JWT: re (with enum, functools) is costly to import
 
     return re.sub(_JWT_PATTERN, lambda m: redact(m.group(0)), text)
-
-
-# A value echoed in a message (an image, a server's error text) is cut to this many characters.
-VALUE_LIMIT: Final = 256
-# A whole stderr line is cut to this many characters.
-LINE_LIMIT: Final = 4096
-
-
-def clip(text: str, limit: int = VALUE_LIMIT) -> str:
-    """``text`` cut to ``limit`` characters, saying how long it was: ``abc…(600000 bytes)``."""
-    if len(text) <= limit:
-        return text
-    size = len(text.encode("utf-8", "surrogatepass"))
-    return f"{text[:limit]}…({size} bytes)"
 
 
 def printable(text: str) -> str:

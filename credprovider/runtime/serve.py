@@ -26,6 +26,7 @@ from credprovider.runtime.deadline import (
     parse_deadline,
     seconds_since_exec,
 )
+from credprovider.runtime.excerpt import clip
 from credprovider.runtime.goformat import SECOND, format_go_duration, go_quote
 from credprovider.runtime.imageref import ImageError, bare_host_hint, parse_image
 from credprovider.runtime.log import (
@@ -36,7 +37,7 @@ from credprovider.runtime.log import (
     route_sdk_logging,
 )
 from credprovider.runtime.provider import Context, cache_duration_for, environment_restorer
-from credprovider.runtime.redact import clip, register_secret
+from credprovider.runtime.redact import register_secret
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

@@ -1,0 +1,31 @@
+"""How much of something it was given a message carries: an error quotes a short excerpt, a log
+line a longer one, and no line is longer than :data:`LINE_LIMIT`, each cut saying the original
+size. Imports nothing: the formatting modules (goformat, redact) both use it.
+"""
+
+from __future__ import annotations
+
+from credprovider.runtime._typing import Final
+
+# A value echoed in a message (an image, a server's error text) is cut to this many characters.
+VALUE_LIMIT: Final = 256
+# A whole stderr line is cut to this many characters.
+LINE_LIMIT: Final = 1024
+
+
+def clip(text: str, limit: int = VALUE_LIMIT) -> str:
+    """``text`` cut to ``limit`` characters, saying how long it was: ``abc…(600000 bytes)``."""
+    if len(text) <= limit:
+        return text
+    size = len(text.encode("utf-8", "surrogatepass"))
+    return f"{text[:limit]}…({size} bytes)"
+
+
+# What an error quotes of a value it was given (an image, a duration, a key).
+QUOTE_LIMIT: Final = 64
+
+
+def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
+    """``repr`` of an echoed value, cut to ``limit`` characters first: what a message quotes of
+    something it was given (a 600 kB image costs the line a short excerpt)."""
+    return repr(clip(value, limit)) if isinstance(value, str) else clip(repr(value), limit)
