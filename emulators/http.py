@@ -47,6 +47,7 @@ class FakeResponse:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     hang: bool = False
+    endless: str = ""  # "", "chunked", "unframed" or "announced"
 
     @classmethod
     def json(
@@ -62,6 +63,8 @@ class FakeResponse:
 
 
 Handler = Callable[[FakeRequest], FakeResponse]
+ENDLESS_BLOCK = 1 << 16
+ENDLESS_ANNOUNCED = 1 << 40  # what an "announced" body claims, and where any endless one stops
 
 
 class FakeServer:
@@ -109,6 +112,9 @@ class FakeServer:
                     return
                 if response.delay:
                     time.sleep(response.delay)
+                if response.endless:
+                    self._stream_without_end(response)
+                    return
                 self.send_response(response.status)
                 for name, value in response.headers.items():
                     self.send_header(name, value)
@@ -118,6 +124,28 @@ class FakeServer:
                     self.wfile.write(response.body)
                 except (BrokenPipeError, ConnectionResetError):
                     self.close_connection = True  # the client stopped reading (a size limit)
+
+            def _stream_without_end(self, response: FakeResponse) -> None:
+                framing = {
+                    "chunked": ("Transfer-Encoding", "chunked"),
+                    "announced": ("Content-Length", str(ENDLESS_ANNOUNCED)),
+                    "unframed": ("Connection", "close"),
+                }[response.endless]
+                self.send_response(response.status)
+                for name, value in {**response.headers, framing[0]: framing[1]}.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                block = (response.body or b" ") * (ENDLESS_BLOCK // max(1, len(response.body)))
+                if response.endless == "chunked":
+                    block = b"%x\r\n%s\r\n" % (len(block), block)
+                self.close_connection = True
+                sent = 0
+                try:
+                    while sent < ENDLESS_ANNOUNCED and not fake._release.is_set():
+                        self.wfile.write(block)
+                        sent += len(block)
+                except OSError:
+                    pass  # the client stopped reading: what a bounded reader does
 
             do_GET = do_POST = do_PUT = _serve
 

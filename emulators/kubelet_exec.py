@@ -67,8 +67,12 @@ def run_plugin(
     use_bundle: bool = False,
     timeout: float = 90,
     own_network: bool = False,
+    address_space: int | None = None,
 ) -> PluginRun:
     """Run a plugin with ``stdin``; ``env`` is added to the (already sanitized) test environment.
+
+    ``address_space`` (bytes) runs it under ``prlimit --as``: memory it would grow past that fails
+    its allocations, so a test sees an unbounded read instead of assuming there is none.
 
     ``own_network`` runs it in a network namespace of its own (``unshare --net``, loopback down):
     for a test that points it at a real metadata address, so that even a broken connect guard
@@ -79,6 +83,7 @@ def run_plugin(
     start = time.monotonic()
     proc = subprocess.run(
         (["unshare", "--net"] if own_network else [])
+        + (["prlimit", f"--as={address_space}", "--"] if address_space else [])
         + plugin_command(name, use_bundle)
         + list(args or []),
         input=stdin,

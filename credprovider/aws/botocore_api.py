@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 import botocore.session
+from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
@@ -30,10 +31,15 @@ from credprovider.aws.tokenapi import (
     read_answer,
 )
 from credprovider.errors import ProviderError
-from credprovider.runtime._typing import Any, Final
+from credprovider.runtime._typing import TYPE_CHECKING, Any, Final
+from credprovider.runtime.advice import NOT_THE_SERVICE
+from credprovider.runtime.answer import READ_BLOCK_BYTES, BadAnswer, sdk_body
 from credprovider.runtime.http import require_usable_ca_bundle
 from credprovider.runtime.provider import Context
 from credprovider.runtime.redact import register_secret
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 # botocore loggers that print raw request/response bodies at DEBUG: the token and the assumed role's
 # keys would be printed before the plugin can register them for redaction, so they stay at INFO.
@@ -49,9 +55,50 @@ def session() -> Any:
     return botocore.session.get_session()
 
 
+# The deadline the bounded reads below stop at: the one request this process serves.
+_REMAINING: list[Callable[[], float]] = [lambda: 60.0]
+
+
+def _bounded_content(response: Any) -> bytes:
+    """``AWSResponse.content`` read under the caps of :mod:`credprovider.runtime.answer`."""
+    if response._content is None:
+        raw = response.raw
+        try:
+            response._content = sdk_body(
+                raw.stream(READ_BLOCK_BYTES),
+                declared=response.headers.get("content-length"),
+                encoding=response.headers.get("content-encoding", ""),
+                remaining=_REMAINING[0],
+                where=response.url,
+            )
+        except BadAnswer:
+            raw.close()
+            raise
+    content: bytes = response._content
+    return content
+
+
+def bound_answers(ctx: Context) -> None:
+    """Hold every answer botocore reads in this process to the caps (size, depth, numbers, the
+    deadline). botocore reads each body, for a client's call and for each credential source
+    (IMDS, container credentials) alike, through ``AWSResponse.content`` inside its http session,
+    which offers no hook: the property is replaced by a bounded read."""
+    _REMAINING[0] = ctx.deadline.remaining
+    AWSResponse.content = property(_bounded_content)
+
+
+def bad_answer(exc: BaseException) -> BadAnswer | None:
+    """The :class:`BadAnswer` behind a botocore error (its http session wraps what a read raises
+    in ``HTTPClientError``), if that is what it is."""
+    inner = getattr(exc, "kwargs", {}).get("error")
+    return inner if isinstance(inner, BadAnswer) else None
+
+
 def client_config(ctx: Context, region: str) -> Config:
-    """Every client's settings; the CA bundle botocore will load is checked first."""
+    """Every client's settings; the CA bundle botocore will load is checked first, and its
+    answers are bounded (:func:`bound_answers`)."""
     require_usable_ca_bundle(ctx.environ, BOTOCORE_CA_BUNDLE_ENV)
+    bound_answers(ctx)
     return Config(
         region_name=region,
         connect_timeout=ctx.deadline.timeout(3.0),
@@ -68,12 +115,16 @@ class BotocoreTokenApi:
     def __init__(
         self, sdk: Any, service: str, region: str, ctx: Context, keys: dict[str, str]
     ) -> None:
-        self.client = sdk.create_client(service, config=client_config(ctx, region), **keys)
-        self.service = service
+        self.sdk, self.service, self.region, self.ctx, self.keys = sdk, service, region, ctx, keys
 
     def get_authorization_token(self) -> TokenAnswer:
         try:
-            answer = self.client.get_authorization_token()
+            # Made here: creating a client without keys resolves the credentials (IMDS,
+            # container credentials), whose failures are this call's.
+            client = self.sdk.create_client(
+                self.service, config=client_config(self.ctx, self.region), **self.keys
+            )
+            answer = client.get_authorization_token()
         except NoCredentialsError:
             raise NoCredentials("no credentials") from None
         except ClientError as exc:
@@ -82,7 +133,7 @@ class BotocoreTokenApi:
         except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError) as exc:
             raise TransportError(str(exc)) from None
         except BotoCoreError as exc:
-            raise CallFailed(str(exc)) from None
+            raise bad_answer(exc) or CallFailed(str(exc)) from None
         except (AttributeError, TypeError, KeyError, ValueError) as exc:
             # botocore's parser fails this way on a body whose fields have the wrong JSON types.
             raise AnswerError(
@@ -110,7 +161,18 @@ def assume_role(
             "policy allows this cluster's OIDC issuer, service account and token audience"
         ) from None
     except BotoCoreError as exc:
-        raise ProviderError(f"STS AssumeRoleWithWebIdentity for {role.arn} failed: {exc}") from None
+        bad = bad_answer(exc)
+        raise ProviderError(
+            f"STS AssumeRoleWithWebIdentity for {role.arn} failed: {bad.detail if bad else exc}",
+            NOT_THE_SERVICE if bad else None,
+        ) from None
+    except (AttributeError, TypeError, KeyError, ValueError) as exc:
+        # botocore's XML parser fails this way on an answer without the API's elements.
+        raise ProviderError(
+            f"STS AssumeRoleWithWebIdentity for {role.arn} returned an answer that does not "
+            f"match the API ({type(exc).__name__})",
+            NOT_THE_SERVICE,
+        ) from None
     creds = answer.get("Credentials") or {}
     keys = ("AccessKeyId", "SecretAccessKey", "SessionToken")
     if not all(creds.get(k) for k in keys):

@@ -14,7 +14,6 @@ retries and the answer's reading are that seam's, shared with botocore (``standa
 
 from __future__ import annotations
 
-import json
 import re
 
 from credprovider.aws.sigv4 import AccessKeys, sign_post
@@ -27,7 +26,7 @@ from credprovider.aws.tokenapi import (
     read_answer,
 )
 from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
-from credprovider.runtime.cjson import reject_constant
+from credprovider.runtime.answer import BadAnswer, decode_json
 from credprovider.runtime.http import proxy_setting
 
 if TYPE_CHECKING:
@@ -168,9 +167,12 @@ def imds_endpoint(environ: Mapping[str, str]) -> str:
 
 
 def parse_role_credentials(body: bytes) -> AccessKeys | None:
-    """The keys in IMDS's ``security-credentials/<role>`` answer, or ``None`` if there are none."""
+    """The keys in IMDS's ``security-credentials/<role>`` answer, or ``None`` if there are none
+    (:class:`BadAnswer` for an answer past a cap: botocore would only read it again)."""
     try:
-        answer = json.loads(body)
+        answer = decode_json(body)
+    except BadAnswer:
+        raise
     except ValueError:
         return None
     if not isinstance(answer, dict) or answer.get("Code", "Success") != "Success":
@@ -232,7 +234,10 @@ def instance_role_keys(imds: str, ctx: Context) -> AccessKeys | None:
     except HttpError as exc:
         ctx.log.v(1, f"IMDS did not answer ({exc}): {IMDS_FIX}; handing over to botocore")
         return None
-    keys = parse_role_credentials(answer.body) if answer.status == 200 else None
+    try:
+        keys = parse_role_credentials(answer.body) if answer.status == 200 else None
+    except BadAnswer as exc:
+        raise exc.at(f"{imds}latest/meta-data/iam/security-credentials/{role}") from None
     if keys is not None:
         register_secret(keys.secret_key)
         register_secret(keys.session_token)
@@ -246,8 +251,8 @@ def instance_role_keys(imds: str, ctx: Context) -> AccessKeys | None:
 def parse_error(status: int, body: bytes) -> ApiError:
     """An error answer as botocore reads it: ``__type`` after its ``#``, else the HTTP status."""
     try:
-        answer = json.loads(body, parse_constant=reject_constant)
-    except ValueError:
+        answer = decode_json(body)
+    except ValueError:  # not JSON, or past a cap: the status says what there is to say
         answer = None
     if isinstance(answer, dict) and isinstance(answer.get("__type"), str):
         code = answer["__type"].rsplit("#", 1)[-1]
@@ -263,10 +268,13 @@ def parse_error(status: int, body: bytes) -> ApiError:
 
 
 def parse_token_answer(service: str, body: bytes) -> TokenAnswer:
-    """A 200 answer's body, read by the seam's one parser; raises AnswerError."""
+    """A 200 answer's body, read by the seam's one parser; raises AnswerError (BadAnswer for an
+    answer past a cap)."""
     try:
-        answer = json.loads(body, parse_constant=reject_constant)
-    except (ValueError, RecursionError):
+        answer = decode_json(body)
+    except BadAnswer:
+        raise
+    except ValueError:
         raise AnswerError("the response is not JSON") from None
     return read_answer(service, answer)
 

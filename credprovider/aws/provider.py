@@ -123,11 +123,18 @@ def _call(registry: EcrRegistry, region: str, api: TokenApi, route: str, ctx: Co
 def _fetch_direct(registry: EcrRegistry, route: direct.Plan, ctx: Context) -> EcrToken | None:
     """The stdlib path; ``None`` when the instance role could not be read (botocore then tries)."""
     from credprovider.aws import direct
+    from credprovider.runtime.advice import NOT_THE_SERVICE
+    from credprovider.runtime.answer import BadAnswer
 
     keys = route.keys
     if keys is None:
         ctx.deadline.phase = "reading the instance role from IMDS"
-        keys = direct.instance_role_keys(route.imds, ctx)
+        try:
+            keys = direct.instance_role_keys(route.imds, ctx)
+        except BadAnswer as exc:
+            raise ProviderError(
+                f"could not read the instance role from IMDS: {exc.detail}", NOT_THE_SERVICE
+            ) from None
         if keys is None:
             return None
     else:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from credprovider.errors import CredproviderError, ProviderError
 from credprovider.runtime._typing import Final, NamedTuple, Protocol
 from credprovider.runtime.advice import NOT_THE_SERVICE, RETRIES_NEXT_PULL
+from credprovider.runtime.answer import BadAnswer
 
 MAX_ATTEMPTS: Final = 3  # botocore's "standard" retry mode, on both routes
 NO_CREDENTIALS_HINT: Final = (
@@ -104,6 +105,10 @@ def failure(service: str, region: str, exc: CredproviderError) -> ProviderError:
         )
     if isinstance(exc, AnswerError):
         return unusable(service, region, str(exc))
+    if isinstance(exc, BadAnswer):  # ECR's answer, or a credential source's on the way to it
+        return ProviderError(
+            f"{name} GetAuthorizationToken in {region} failed: {exc.detail}", NOT_THE_SERVICE
+        )
     return ProviderError(
         f"{name} GetAuthorizationToken in {region} failed: {exc}", RETRIES_NEXT_PULL
     )

@@ -10,6 +10,7 @@ import json
 
 from credprovider.azure.registry import AzureConfigError, tenant_id_problem
 from credprovider.runtime._typing import Any, Final, NamedTuple
+from credprovider.runtime.excerpt import quoted
 
 RESOURCE_ID_MARKER: Final = "/subscriptions/"
 
@@ -43,8 +44,12 @@ _FIELDS: Final = {
 def _load_document(text: str, source: str) -> Any:
     if not text.strip():
         return {}
+    from credprovider.runtime.answer import BadAnswer, decode_json
+
     try:
-        return json.loads(text)
+        return decode_json(text)
+    except BadAnswer as exc:
+        raise AzureConfigError(f"{source} {exc.predicate}") from None
     except json.JSONDecodeError as json_error:
         import yaml  # only for YAML files: PyYAML stays off the usual exec path
 
@@ -111,11 +116,13 @@ def parse_cloud_config_with_notes(text: str, source: str) -> tuple[AzureConfig, 
         name, is_bool = spec
         if is_bool:
             if not isinstance(value, bool):
-                raise AzureConfigError(f"{source}: {name} must be true or false, got {value!r}")
+                raise AzureConfigError(
+                    f"{source}: {name} must be true or false, got {quoted(value)}"
+                )
         elif value is None:
             value = ""
         elif not isinstance(value, str):
-            raise AzureConfigError(f"{source}: {name} must be a string, got {value!r}")
+            raise AzureConfigError(f"{source}: {name} must be a string, got {quoted(value)}")
         values[name] = value.strip() if isinstance(value, str) else value
     config = AzureConfig(**values)
     problem = config.tenantId and tenant_id_problem(config.tenantId)
@@ -125,7 +132,9 @@ def parse_cloud_config_with_notes(text: str, source: str) -> tuple[AzureConfig, 
     notes = (
         [
             f"{source}: ignoring "
-            + "; ".join(f"unknown key {key!r}: did you mean {name!r}?" for key, name in misses)
+            + "; ".join(
+                f"unknown key {quoted(key)}: did you mean {name!r}?" for key, name in misses
+            )
         ]
         if misses
         else []

@@ -17,6 +17,7 @@ from credprovider.azure.registry import ChallengeError, exchange_url, parse_chal
 from credprovider.errors import ProviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Final
 from credprovider.runtime.advice import NOT_THE_SERVICE, RETRIES_NEXT_PULL, unreachable
+from credprovider.runtime.answer import BadAnswer, decode_json
 from credprovider.runtime.http import HttpError, HttpResponse, exchange, proxy_setting
 from credprovider.runtime.provider import Context, one_line
 from credprovider.runtime.redact import register_secret
@@ -49,11 +50,13 @@ def stdlib_transport(environ: Mapping[str, str]) -> Send:
     return stdlib_send(verified_context(ca_bundle, variable))
 
 
-def requests_transport() -> Send:
-    """requests, which honours the proxy settings (and NO_PROXY)."""
+def requests_transport(ctx: Context) -> Send:
+    """requests, which honours the proxy settings (and NO_PROXY); answers read under the caps."""
     import requests
 
-    session = requests.Session()
+    from credprovider.runtime.requests_session import bounded_session
+
+    session = bounded_session(ctx.deadline.remaining)
 
     def send(
         method: str, url: str, headers: Mapping[str, str], body: bytes | None, timeout: float
@@ -79,7 +82,7 @@ def transport_for(ctx: Context) -> Send:
     proxy = proxy_setting(ctx.environ)
     if proxy:
         ctx.log.v(1, f"Azure calls through requests: {proxy} is set")
-        return requests_transport()
+        return requests_transport(ctx)
     return stdlib_transport(ctx.environ)
 
 
@@ -116,6 +119,8 @@ def exchange_for_refresh_token(
     ctx.log.v(4, f"GET {challenge_url} (the registry's challenge)")
     try:
         response = _call(send, ctx, "GET", challenge_url, None)
+    except BadAnswer as exc:
+        raise ProviderError(f"the registry's challenge: {exc.detail}", NOT_AN_ACR) from None
     except HttpError as exc:
         raise ProviderError(
             f"could not reach the registry at {challenge_url}: {one_line(exc)}",
@@ -133,6 +138,8 @@ def exchange_for_refresh_token(
     ctx.log.v(1, f"exchanging the AAD token at {url} (service {challenge.service})")
     try:
         answer = _call(send, ctx, "POST", url, form)
+    except BadAnswer as exc:
+        raise ProviderError(f"ACR token exchange: {exc.detail}", NOT_THE_SERVICE) from None
     except HttpError as exc:
         raise ProviderError(f"could not reach {url}: {one_line(exc)}") from None
     correlation = answer.header("X-Ms-Correlation-Request-Id")
@@ -154,10 +161,10 @@ def exchange_for_refresh_token(
 
 
 def _refresh_token(body: bytes, url: str) -> str:
-    import json
-
     try:
-        answer = json.loads(body)
+        answer = decode_json(body)
+    except BadAnswer as exc:
+        raise ProviderError(f"ACR token exchange: {exc.at(url).detail}", NOT_THE_SERVICE) from None
     except ValueError:
         answer = None
     refresh_token = answer.get("refresh_token") if isinstance(answer, dict) else None

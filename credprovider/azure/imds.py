@@ -12,6 +12,7 @@ from __future__ import annotations
 from credprovider.errors import CredproviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
 from credprovider.runtime.advice import NOT_THE_SERVICE, RETRIES_NEXT_PULL, unreachable
+from credprovider.runtime.answer import BadAnswer, decode_json, number_in_string
 from credprovider.runtime.http import HttpError, exchange
 from credprovider.runtime.provider import one_line
 from credprovider.runtime.retry import RETRYABLE_STATUSES
@@ -66,10 +67,10 @@ def token_url(environ: Mapping[str, str], resource: str, selector: Mapping[str, 
 
 def parse_token_answer(body: bytes, now: float) -> AccessToken:
     """``access_token`` and ``expires_on`` (Unix seconds) from an IMDS answer."""
-    import json
-
     try:
-        answer = json.loads(body)
+        answer = decode_json(body)
+    except BadAnswer as exc:
+        raise ImdsError(f"IMDS: {exc.detail}", NOT_THE_SERVICE) from None
     except ValueError:
         raise ImdsError("IMDS answered with invalid JSON", NOT_THE_SERVICE) from None
     token = answer.get("access_token") if isinstance(answer, dict) else None
@@ -78,8 +79,14 @@ def parse_token_answer(body: bytes, now: float) -> AccessToken:
     expires_on = answer.get("expires_on")
     expires_in = answer.get("expires_in")
     try:  # IMDS sends both as strings
-        expiry = int(expires_on) if expires_on is not None else int(now) + int(expires_in)
-    except (TypeError, ValueError):
+        expiry = (
+            number_in_string(expires_on)
+            if expires_on is not None
+            else int(now) + number_in_string(expires_in)
+        )
+    except BadAnswer as exc:
+        raise ImdsError(f"IMDS: {exc.detail}", NOT_THE_SERVICE) from None
+    except ValueError:
         raise ImdsError(
             "IMDS answered without a usable expires_on or expires_in", NOT_THE_SERVICE
         ) from None
@@ -88,11 +95,9 @@ def parse_token_answer(body: bytes, now: float) -> AccessToken:
 
 def error_detail(body: bytes) -> str:
     """IMDS's ``error_description`` (or the body) for a failed answer, on one line."""
-    import json
-
     text = body.decode("utf-8", "replace")
     try:
-        answer = json.loads(text)
+        answer = decode_json(text)
     except ValueError:
         return one_line(text)
     if isinstance(answer, dict):
@@ -125,6 +130,8 @@ class ImdsCredential:
                 retry_statuses=RETRIED_STATUSES,
                 attempts=ATTEMPTS,
             )
+        except BadAnswer as exc:
+            raise ImdsError(f"IMDS: {exc.detail}", NOT_THE_SERVICE) from None
         except HttpError as exc:
             raise ImdsError(
                 f"IMDS ({shown}) did not answer: {one_line(exc)}",

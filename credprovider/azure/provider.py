@@ -21,13 +21,20 @@ from credprovider.azure.registry import (
 )
 from credprovider.errors import ProviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
+from credprovider.runtime.advice import NOT_THE_SERVICE
+from credprovider.runtime.answer import BadAnswer
 from credprovider.runtime.api import AuthConfig, CredentialProviderRequest
 from credprovider.runtime.provider import Context, Credentials, Plan, fingerprint_file, one_line
 from credprovider.runtime.redact import register_secret
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from credprovider.azure.cloudconfig import AzureConfig
     from credprovider.runtime.imageref import ImageRef
+
+    # azure-identity's settings, made on first use (see choose_identity).
+    SdkOptions = Callable[[], dict[str, Any]]
 
 # Environment that changes which managed identity or endpoint answers (no secrets).
 IDENTITY_ENV: Final = (
@@ -114,6 +121,11 @@ def _discover_cloud(config: AzureConfig, ctx: Context) -> Cloud:
             headers={"Accept": "application/json"},
             send=transport_for(ctx),
         )
+    except BadAnswer as exc:
+        raise ProviderError(
+            f"could not read cloud endpoints from {url}: the answer {exc.predicate}",
+            NOT_THE_SERVICE,
+        ) from None
     except HttpError as exc:
         raise ProviderError(f"could not read cloud endpoints from {url}: {one_line(exc)}") from None
     if response.status != 200:
@@ -127,17 +139,28 @@ def _discover_cloud(config: AzureConfig, ctx: Context) -> Cloud:
 
 
 def _sdk_options(cloud: Cloud, ctx: Context) -> dict[str, Any]:
-    """azure-identity's settings for every credential; requests' CA bundle is checked first."""
+    """azure-identity's settings for every credential: requests' CA bundle is checked first, and
+    its pipeline reads every answer under the caps (:mod:`credprovider.runtime.requests_session`)."""
+    from azure.core.pipeline.transport import RequestsTransport
+
     from credprovider.runtime.http import REQUESTS_CA_BUNDLE_ENV, require_usable_ca_bundle
+    from credprovider.runtime.requests_session import bounded_session
 
     require_usable_ca_bundle(ctx.environ, REQUESTS_CA_BUNDLE_ENV)
+    timeouts = {
+        "connection_timeout": ctx.deadline.timeout(5.0),
+        "read_timeout": ctx.deadline.timeout(15.0),
+    }
+    transport = RequestsTransport(
+        session=bounded_session(ctx.deadline.remaining), session_owner=False, **timeouts
+    )
     return {
         "authority": cloud.authority_host,
         # Instance discovery asks the public cloud about unknown authorities; Azure Stack/ADFS
         # authorities must skip it.
         "disable_instance_discovery": cloud.authority_host not in WELL_KNOWN_AUTHORITY_HOSTS,
-        "connection_timeout": ctx.deadline.timeout(5.0),
-        "read_timeout": ctx.deadline.timeout(15.0),
+        "transport": transport,
+        **timeouts,
         "retry_total": SDK_RETRIES,
         "retry_backoff_factor": 0.4,
     }
@@ -148,7 +171,14 @@ def choose_identity(
 ) -> Identity:
     """Pick the credential: the pod's service account (KEP-4412) if it names an identity, else
     azure.json's workload identity, managed identity, secret or certificate, in that order."""
-    options = _sdk_options(cloud, ctx)
+    made: list[dict[str, Any]] = []
+
+    def options() -> dict[str, Any]:
+        """Built when an azure-identity credential is (IMDS on the stdlib needs none of it)."""
+        if not made:
+            made.append(_sdk_options(cloud, ctx))
+        return made[0]
+
     if request.service_account_token:
         pod = _service_account_identity(request, options, ctx)
         if pod is not None:
@@ -166,7 +196,7 @@ def choose_identity(
 
 
 def _service_account_identity(
-    request: CredentialProviderRequest, options: dict[str, Any], ctx: Context
+    request: CredentialProviderRequest, options: SdkOptions, ctx: Context
 ) -> Identity | None:
     """The pod's service account token, when its annotations name a client and tenant."""
     try:
@@ -189,13 +219,13 @@ def _service_account_identity(
         f"the service account token (client id {sa_identity.client_id}, tenant "
         f"{sa_identity.tenant_id})",
         ClientAssertionCredential(
-            sa_identity.tenant_id, sa_identity.client_id, lambda: token, **options
+            sa_identity.tenant_id, sa_identity.client_id, lambda: token, **options()
         ),
         sa_identity.tenant_id,
     )
 
 
-def _workload_identity(config: AzureConfig, options: dict[str, Any], ctx: Context) -> Identity:
+def _workload_identity(config: AzureConfig, options: SdkOptions, ctx: Context) -> Identity:
     """azure.json's federated workload identity (a token file and a client id)."""
     tenant = config.tenantId
     token_file = config.aadFederatedTokenFile or (
@@ -212,13 +242,13 @@ def _workload_identity(config: AzureConfig, options: dict[str, Any], ctx: Contex
             tenant_id=tenant,
             client_id=config.aadClientId,
             token_file_path=token_file,
-            **options,
+            **options(),
         ),
         tenant,
     )
 
 
-def _service_principal(config: AzureConfig, options: dict[str, Any]) -> Identity:
+def _service_principal(config: AzureConfig, options: SdkOptions) -> Identity:
     """azure.json's service principal: a client secret, else a client certificate."""
     tenant = config.tenantId
     _require(config, tenant=tenant, client=config.aadClientId)
@@ -228,7 +258,7 @@ def _service_principal(config: AzureConfig, options: dict[str, Any]) -> Identity
 
         return Identity(
             f"the service principal {config.aadClientId} (client secret)",
-            ClientSecretCredential(tenant, config.aadClientId, config.aadClientSecret, **options),
+            ClientSecretCredential(tenant, config.aadClientId, config.aadClientSecret, **options()),
             tenant,
         )
     register_secret(config.aadClientCertPassword)
@@ -240,7 +270,7 @@ def _service_principal(config: AzureConfig, options: dict[str, Any]) -> Identity
             config.aadClientId,
             certificate_path=config.aadClientCertPath,
             password=config.aadClientCertPassword or None,
-            **options,
+            **options(),
         )
     except (OSError, ValueError) as exc:
         raise ProviderError(
@@ -253,7 +283,7 @@ def _service_principal(config: AzureConfig, options: dict[str, Any]) -> Identity
     )
 
 
-def _managed_identity(config: AzureConfig, options: dict[str, Any], ctx: Context) -> Identity:
+def _managed_identity(config: AzureConfig, options: SdkOptions, ctx: Context) -> Identity:
     """The node's managed identity: IMDS on the stdlib, any other source through azure-identity."""
     user_assigned = config.userAssignedIdentityID
     if not user_assigned:
@@ -273,7 +303,7 @@ def _managed_identity(config: AzureConfig, options: dict[str, Any], ctx: Context
     from azure.identity import ManagedIdentityCredential
 
     mi_options = {
-        k: v for k, v in options.items() if k not in ("authority", "disable_instance_discovery")
+        k: v for k, v in options().items() if k not in ("authority", "disable_instance_discovery")
     }
     mi_options["retry_status"] = SDK_RETRIES
     if "msi_res_id" in selector:
@@ -305,6 +335,8 @@ def aad_token(identity: Identity, ctx: Context) -> str:
         token = identity.credential.get_token(ACR_SCOPE)
     except ImdsError as exc:
         raise ProviderError(f"{failed}: {exc}", exc.advice) from None
+    except BadAnswer as exc:
+        raise ProviderError(f"{failed}: {exc.detail}", NOT_THE_SERVICE) from None
     except Exception as exc:
         from azure.core.exceptions import AzureError  # only an azure-identity credential gets here
 
@@ -354,5 +386,12 @@ class AcrProvider:
         refresh = exchange_for_refresh_token(
             login_server, aad_token(identity, ctx), identity.tenant, ctx
         )
+        try:
+            expires_at = jwt_expiry(refresh)
+        except BadAnswer as exc:
+            raise ProviderError(
+                f"ACR token exchange at {login_server}: the refresh token's payload {exc.predicate}",
+                NOT_THE_SERVICE,
+            ) from None
         entry = AuthConfig(ACR_REFRESH_USERNAME, refresh)
-        return Credentials({key: entry for key in plan.keys}, expires_at=jwt_expiry(refresh))
+        return Credentials({key: entry for key in plan.keys}, expires_at=expires_at)

@@ -82,8 +82,12 @@ def cloud_from_name(name: str, environment_file_text: str | None = None) -> Clou
             raise AzureConfigError(
                 f"cloud AzureStackCloud needs {ENVIRONMENT_FILE_ENV} to point at the environment file"
             )
+        from credprovider.runtime.answer import BadAnswer, decode_json
+
         try:
-            env = json.loads(environment_file_text)
+            env = decode_json(environment_file_text)
+        except BadAnswer as exc:
+            raise AzureConfigError(f"{ENVIRONMENT_FILE_ENV}: the file {exc.predicate}") from None
         except json.JSONDecodeError as exc:
             raise AzureConfigError(f"{ENVIRONMENT_FILE_ENV}: not valid JSON ({exc.msg})") from None
         lowered = {str(k).lower(): v for k, v in env.items()} if isinstance(env, dict) else {}
@@ -109,8 +113,12 @@ def cloud_from_metadata(text: str, cloud_name: str) -> Cloud:
     """
     import json
 
+    from credprovider.runtime.answer import BadAnswer, decode_json
+
     try:
-        data = json.loads(text)
+        data = decode_json(text)
+    except BadAnswer as exc:
+        raise AzureConfigError(exc.detail) from None
     except json.JSONDecodeError as exc:
         raise AzureConfigError(f"not valid JSON ({exc.msg})") from None
     environments = data if isinstance(data, list) else [data]
@@ -224,17 +232,22 @@ def exchange_url(realm: str, login_server: str) -> str:
 
 
 def jwt_expiry(token: str) -> float | None:
-    """The ``exp`` claim of a JWT (unverified: only used to size the cache), or ``None``."""
+    """The ``exp`` claim of a JWT (unverified: only used to size the cache), or ``None``;
+    :class:`~credprovider.runtime.answer.BadAnswer` for claims past the caps (nested too deep,
+    a number out of range): no registry sends those."""
     import base64
     import binascii
-    import json
+
+    from credprovider.runtime.answer import BadAnswer, decode_json
 
     parts = token.split(".")
     if len(parts) != 3:
         return None
     payload = parts[1] + "=" * (-len(parts[1]) % 4)
     try:
-        claims = json.loads(base64.urlsafe_b64decode(payload.encode("ascii")))
+        claims = decode_json(base64.urlsafe_b64decode(payload.encode("ascii")))
+    except BadAnswer:
+        raise
     except (binascii.Error, ValueError, UnicodeError):
         return None
     exp = claims.get("exp") if isinstance(claims, dict) else None
@@ -276,8 +289,8 @@ def tenant_id_problem(tenant_id: str) -> str:
 
     if re.fullmatch(r"[0-9A-Za-z.-]+", tenant_id):
         return ""
+    from credprovider.runtime.excerpt import clip
     from credprovider.runtime.goformat import go_quote
-    from credprovider.runtime.redact import clip
 
     return (
         f"{go_quote(clip(tenant_id, 64))} is not a tenant ID (a GUID or a domain name: letters, "

@@ -19,6 +19,7 @@ from credprovider.runtime.advice import (
     name_not_resolved,
     unreachable,
 )
+from credprovider.runtime.answer import BadAnswer, decode_json
 from credprovider.runtime.http import HttpError, HttpResponse, exchange
 from credprovider.runtime.provider import one_line
 from credprovider.runtime.retry import RETRYABLE_STATUSES
@@ -64,10 +65,10 @@ def decode_answer(response: HttpResponse) -> object:
     """The body as google-auth returns it: parsed JSON for ``application/json``, else text."""
     text = response.text()
     if response.header("content-type").split(";")[0].strip().lower() == "application/json":
-        import json
-
         try:
-            return json.loads(text)
+            return decode_json(text)
+        except BadAnswer:
+            raise
         except ValueError:
             raise ValueError("invalid JSON") from None
     return text
@@ -90,6 +91,8 @@ def get(ctx: Context, path: str, what: str) -> object:
             retry_statuses=RETRYABLE_STATUSES,
             attempts=METADATA_ATTEMPTS,
         )
+    except BadAnswer as exc:
+        raise ProviderError(f"{failed}: {exc.detail}", NOT_THE_SERVICE) from None
     except HttpError as exc:
         advice = (
             NOT_ON_GCE if name_not_resolved(exc) else unreachable(f"the metadata server {root}")
@@ -107,5 +110,7 @@ def get(ctx: Context, path: str, what: str) -> object:
         )
     try:
         return decode_answer(response)
+    except BadAnswer as exc:
+        raise ProviderError(f"{failed}: {exc.detail}", NOT_THE_SERVICE) from None
     except ValueError as exc:
         raise ProviderError(f"{failed}: {exc}", NOT_THE_SERVICE) from None

@@ -26,6 +26,8 @@ from credprovider.gcp.registry import (
     workload_identity_audience,
 )
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
+from credprovider.runtime.advice import NOT_THE_SERVICE
+from credprovider.runtime.answer import BadAnswer
 from credprovider.runtime.api import CACHE_KEY_GLOBAL, AuthConfig, CredentialProviderRequest
 from credprovider.runtime.goformat import SECOND, format_go_duration
 from credprovider.runtime.provider import Context, Credentials, Plan, fingerprint_file, one_line
@@ -55,11 +57,13 @@ class Token(NamedTuple):
 
 
 def google_auth_request(ctx: Context) -> Any:
-    """A google-auth requests transport whose per-call timeout never passes the deadline (and
-    whose CA bundle, if one is named, is checked first)."""
+    """A google-auth requests transport whose per-call timeout never passes the deadline, whose
+    answers are read under the caps (:mod:`credprovider.runtime.requests_session`) and whose CA
+    bundle, if one is named, is checked first."""
     from google.auth.transport.requests import Request
 
     from credprovider.runtime.http import REQUESTS_CA_BUNDLE_ENV, require_usable_ca_bundle
+    from credprovider.runtime.requests_session import bounded_session
 
     require_usable_ca_bundle(ctx.environ, REQUESTS_CA_BUNDLE_ENV)
 
@@ -79,7 +83,7 @@ def google_auth_request(ctx: Context) -> Any:
                 url, method=method, body=body, headers=headers, timeout=cap, **kwargs
             )
 
-    return DeadlineRequest()
+    return DeadlineRequest(session=bounded_session(ctx.deadline.remaining))
 
 
 def _expiry_timestamp(expiry: datetime.datetime | None) -> float | None:
@@ -108,6 +112,11 @@ def _metadata_get(ctx: Context, path: str, what: str) -> Any:
             retry_count=metadata.METADATA_ATTEMPTS,
             timeout=ctx.deadline.timeout(metadata.PER_CALL_TIMEOUT_SECONDS),
         )
+    except BadAnswer as exc:
+        raise ProviderError(
+            f"could not read {what} from the GCE metadata server over mTLS: {exc.detail}",
+            NOT_THE_SERVICE,
+        ) from None
     except (exceptions.GoogleAuthError, ValueError) as exc:
         raise ProviderError(
             f"could not read {what} from the GCE metadata server over mTLS: {one_line(exc)}"
@@ -152,13 +161,15 @@ def _load_credentials_file(path: str) -> Any:
     config with a Cloud Resource Manager call, which an image pull does not need, so that type is
     built directly; every other type goes through google-auth's loader.
     """
-    import json
-
     import google.auth
 
+    from credprovider.runtime.answer import BadAnswer, decode_json
     from credprovider.runtime.nodefile import read_node_text
 
-    info = json.loads(read_node_text(path))
+    try:
+        info = decode_json(read_node_text(path))
+    except BadAnswer as exc:
+        raise ValueError(f"the file {exc.predicate}") from None
     if isinstance(info, dict) and info.get("type") == "external_account":
         source = info.get("credential_source") or {}
         if str(source.get("environment_id", "")).startswith("aws"):
@@ -190,6 +201,10 @@ def credentials_file_token(path: str, ctx: Context) -> Token:
     ctx.log.v(1, f"using {type(credentials).__module__} credentials from {path}")
     try:
         credentials.refresh(google_auth_request(ctx))
+    except BadAnswer as exc:
+        raise ProviderError(
+            f"could not get a token with the credentials in {path}: {exc.detail}", NOT_THE_SERVICE
+        ) from None
     except (exceptions.GoogleAuthError, ValueError) as exc:
         raise ProviderError(
             f"could not get a token with the credentials in {path}: {one_line(exc)}"
@@ -218,6 +233,11 @@ def workload_identity_token(subject_token: str, options: GcpOptions, ctx: Contex
             scopes=[CLOUD_PLATFORM_SCOPE],
             requested_token_type=STS_REQUESTED_TOKEN_TYPE,
         )
+    except BadAnswer as exc:
+        raise ProviderError(
+            f"Workload Identity token exchange failed: {exc.detail}",
+            NOT_THE_SERVICE,
+        ) from None
     except (exceptions.GoogleAuthError, ValueError) as exc:
         raise ProviderError(
             f"Workload Identity token exchange at {options.sts_endpoint} failed for a service "
@@ -255,6 +275,10 @@ def dockercfg_url_credentials(ctx: Context) -> dict[str, AuthConfig]:
     ctx.deadline.phase = f"downloading the .dockercfg from {url}"
     try:
         response = google_auth_request(ctx)(url, method="GET")
+    except BadAnswer as exc:
+        raise ProviderError(
+            f"could not download the .dockercfg from {url}: {exc.detail}", NOT_THE_SERVICE
+        ) from None
     except exceptions.GoogleAuthError as exc:
         raise ProviderError(
             f"could not download the .dockercfg from {url}: {one_line(exc)}"

@@ -174,8 +174,12 @@ def parse_dockercfg(text: str) -> dict[str, tuple[str, str]]:
     """
     import json
 
+    from credprovider.runtime.answer import BadAnswer, decode_json
+
     try:
-        document = json.loads(text)
+        document = decode_json(text)
+    except BadAnswer as exc:
+        raise DockerCfgError(f"it {exc.predicate}") from None
     except json.JSONDecodeError as exc:
         raise DockerCfgError(f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
     if not isinstance(document, dict):

@@ -28,12 +28,14 @@ class _Context:
         self,
         object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None,
         parse_constant: Callable[[str], Any] | None,
+        parse_int: Callable[[str], Any] | None = None,
+        parse_float: Callable[[str], Any] | None = None,
     ) -> None:
         self.strict = True
         self.object_hook = None
         self.object_pairs_hook = object_pairs_hook
-        self.parse_float = float
-        self.parse_int = int
+        self.parse_float = parse_float or float
+        self.parse_int = parse_int or int
         self.parse_constant = parse_constant or _CONSTANTS.__getitem__
         self.memo: dict[str, str] = {}
 
@@ -46,8 +48,11 @@ def loads(
     *,
     object_pairs_hook: Callable[[list[tuple[str, Any]]], Any] | None = None,
     parse_constant: Callable[[str], Any] | None = None,
+    parse_int: Callable[[str], Any] | None = None,
+    parse_float: Callable[[str], Any] | None = None,
 ) -> Any:
-    scan = _json.make_scanner(_Context(object_pairs_hook, parse_constant))  # type: ignore[arg-type]
+    context = _Context(object_pairs_hook, parse_constant, parse_int, parse_float)
+    scan = _json.make_scanner(context)  # type: ignore[arg-type]
     start = _skip(text, 0)
     value, end = None, -1  # no value where one must be: json.loads says so, below
     if start < len(text):  # the C scanner must not be asked to scan past the end
@@ -62,7 +67,13 @@ def loads(
     if end < 0 or _skip(text, end) != len(text):
         import json
 
-        return json.loads(text, object_pairs_hook=object_pairs_hook, parse_constant=parse_constant)
+        return json.loads(
+            text,
+            object_pairs_hook=object_pairs_hook,
+            parse_constant=parse_constant,
+            parse_int=parse_int,
+            parse_float=parse_float,
+        )
     return value
 
 

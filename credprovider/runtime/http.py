@@ -20,6 +20,7 @@ import os
 
 from credprovider.errors import CredproviderError, ProviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
+from credprovider.runtime.answer import MAX_BODY_BYTES, BadAnswer, decoded, too_large
 
 if TYPE_CHECKING:
     import ssl
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
     # (method, url, headers, body, timeout) -> the whole answer; raises HttpError when none came
     Send = Callable[[str, str, Mapping[str, str], bytes | None, float], "HttpResponse"]
 
-MAX_BODY_BYTES: Final = 1 << 20
 # Any of these set means a proxy may be wanted: this client never uses one, so callers hand such
 # setups to the SDK (requests, botocore), which honours them with NO_PROXY.
 PROXY_ENV: Final = (
@@ -45,11 +45,8 @@ PROXY_ENV: Final = (
 
 
 class HttpError(CredproviderError, OSError):
-    """The exchange itself failed: bad URL, connection, timeout, protocol or oversized body."""
-
-
-class BodyTooLargeError(HttpError):
-    """The answer is larger than the cap: not worth retrying."""
+    """The exchange itself failed: bad URL, connection, timeout or protocol. (An answer past a
+    cap is :class:`~credprovider.runtime.answer.BadAnswer`: it came, and is not retried.)"""
 
 
 class HttpResponse(NamedTuple):
@@ -182,7 +179,8 @@ def _exactly(reader: BinaryIO, count: int) -> bytes:
 def read_body(
     reader: BinaryIO, status: int, fields: tuple[tuple[str, str], ...], method: str, max_body: int
 ) -> bytes:
-    """The body, framed as the header says (chunked, Content-Length or to the end), capped."""
+    """The body, framed as the header says (chunked, Content-Length or to the end), capped
+    (:class:`~credprovider.runtime.answer.BadAnswer` past ``max_body``)."""
     if method == "HEAD" or status in (204, 304):
         return b""
     values = {name.lower(): value for name, value in fields}
@@ -198,7 +196,7 @@ def read_body(
                 break
             total += size
             if size < 0 or total > max_body:
-                raise BodyTooLargeError(f"the answer is larger than {max_body} bytes")
+                raise BadAnswer(too_large(max_body))
             chunks.append(_exactly(reader, size))
             _exactly(reader, 2)  # the chunk's CRLF
         for _ in range(MAX_HEADER_FIELDS + 1):  # trailer fields, up to the blank line
@@ -210,11 +208,11 @@ def read_body(
         if not (length_text.isdigit() and length_text.isascii()):
             raise HttpError(f"a malformed Content-Length: {length_text[:20]!r}")
         if int(length_text) > max_body:
-            raise BodyTooLargeError(f"the answer is larger than {max_body} bytes")
+            raise BadAnswer(too_large(max_body))
         return _exactly(reader, int(length_text))
     data = reader.read(max_body + 1)
     if len(data) > max_body:
-        raise BodyTooLargeError(f"the answer is larger than {max_body} bytes")
+        raise BadAnswer(too_large(max_body))
     return data
 
 
@@ -259,9 +257,13 @@ def request(
         with connection.makefile("rb") as reader:
             status, fields = read_head(reader)
             data = read_body(reader, status, fields, method, max_body)
-        return HttpResponse(status, {name.lower(): value for name, value in fields}, data, fields)
+        headers = {name.lower(): value for name, value in fields}
+        data = decoded(data, headers.get("content-encoding", ""), max_body)
+        return HttpResponse(status, headers, data, fields)
     except HttpError:
         raise
+    except BadAnswer as exc:
+        raise exc.at(url) from None
     except (OSError, ValueError) as exc:
         raise HttpError(_describe(exc)) from exc
     finally:
@@ -273,8 +275,8 @@ def _describe(exc: BaseException) -> str:
 
 
 def worth_retrying(error: Exception) -> bool:
-    """A failed exchange is retried; an oversized answer is not (it would only come again)."""
-    return isinstance(error, HttpError) and not isinstance(error, BodyTooLargeError)
+    """A failed exchange is retried; an answer past a cap is not (it would only come again)."""
+    return isinstance(error, HttpError)
 
 
 def proxy_setting(environ: Mapping[str, str]) -> str | None:
@@ -373,11 +375,11 @@ def exchange(
 ) -> HttpResponse:
     """One call through ``send`` (this client by default), each attempt given at most
     ``timeout_cap`` seconds and never past the deadline; retried (bounded, see
-    :func:`credprovider.runtime.retry.call_with_retries`) on a failed exchange (an oversized body
-    is not retried) or an answer with a status in ``retry_statuses`` (default: 408, 429 and 5xx)
-    or for which ``retry_answer`` is true.
+    :func:`credprovider.runtime.retry.call_with_retries`) on a failed exchange or an answer with a
+    status in ``retry_statuses`` (default: 408, 429 and 5xx) or for which ``retry_answer`` is true.
 
-    Returns the last answer, whatever its status; raises :class:`HttpError` if no answer came.
+    Returns the last answer, whatever its status; raises :class:`HttpError` if no answer came and
+    :class:`~credprovider.runtime.answer.BadAnswer` (not retried) for one past a cap.
     """
     from credprovider.runtime.retry import RETRYABLE_STATUSES, call_with_retries
 

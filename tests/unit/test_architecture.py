@@ -107,8 +107,9 @@ def _importers(target: str) -> list[str]:
         ),
         # Every plugin-made call is retried by the one transport seam, http.exchange.
         ("credprovider.runtime.retry.call_with_retries", ["credprovider.runtime.http"]),
-        # requests is a Send of that seam (Azure's calls through a proxy), nothing else.
-        ("requests", ["credprovider.azure.exchange"]),
+        # requests is a Send of that seam (Azure's calls through a proxy), and the bounded
+        # session every SDK over requests reads its answers through; nothing else.
+        ("requests", ["credprovider.azure.exchange", "credprovider.runtime.requests_session"]),
         # Each SDK behind its cloud's adapter.
         ("botocore", ["credprovider.aws.botocore_api"]),
         ("google", ["credprovider.gcp.provider"]),

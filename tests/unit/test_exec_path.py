@@ -36,6 +36,7 @@ STDLIB = frozenset(
         "hashlib",
         "hmac",
         "http",
+        "io",  # loaded by every interpreter at start-up (runtime/requests_session.py)
         "ipaddress",
         "json",
         "logging",
@@ -51,6 +52,7 @@ STDLIB = frozenset(
         "types",
         "typing",  # only in runtime/_typing.py, under TYPE_CHECKING, or lazily
         "urllib",
+        "zlib",  # runtime/answer.py: a gzip or deflate answer, decoded under the size cap
     }
 )
 SHARED = (
@@ -73,8 +75,9 @@ FORBIDDEN = ("credprovider.tool", "pydantic", "yaml")
 LAZY_EXCEPTIONS = {("credprovider.azure.cloudconfig", "yaml")}
 # Build-time modules inside a cloud folder (read by build.spec, never by a plugin).
 BUILD_ONLY = {"credprovider.aws.bundle"}
-# runtime/http.py's default CA bundle, as botocore and requests find theirs.
-RUNTIME_EXTRA = {"certifi"}
+# runtime/http.py's default CA bundle, as botocore and requests find theirs; and requests for
+# runtime/requests_session.py, the bounded session of the SDKs that use it (imported by them).
+RUNTIME_EXTRA = {"certifi", "requests"}
 
 
 def _name(path: Path) -> str:

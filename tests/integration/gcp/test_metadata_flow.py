@@ -93,7 +93,7 @@ def test_non_google_registries_get_no_token(
         ),
         (
             FakeResponse(200, b"x" * ((1 << 20) + 1), {"Content-Type": "text/plain"}),
-            "is larger than 1048576 bytes",
+            "is larger than 1 MiB",
         ),
         (
             FakeResponse.text("<html>oops</html>", headers={"Metadata-Flavor": "Google"}),

@@ -12,8 +12,9 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from credprovider.runtime import http
+from credprovider.runtime.answer import BadAnswer
 from credprovider.runtime.deadline import Deadline
-from credprovider.runtime.http import BodyTooLargeError, HttpError
+from credprovider.runtime.http import HttpError
 from credprovider.runtime.log import Logger
 from credprovider.runtime.provider import Context
 
@@ -108,9 +109,9 @@ def test_head_answers_have_no_body() -> None:
         (b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70000 + b"\r\n\r\n", HttpError, "longer than 65536 bytes"),
         (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", HttpError, "ended after 5 of 10 bytes"),
         (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", HttpError, "malformed Content-Length"),
-        (b"HTTP/1.1 200 OK\r\nContent-Length: 65\r\n\r\n" + b"a" * 65, BodyTooLargeError, "larger than 64 bytes"),
-        (b"HTTP/1.1 200 OK\r\n\r\n" + b"a" * 65, BodyTooLargeError, "larger than 64 bytes"),
-        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n41\r\n" + b"a" * 65, BodyTooLargeError, "larger than 64"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 65\r\n\r\n" + b"a" * 65, BadAnswer, "larger than 64 bytes"),
+        (b"HTTP/1.1 200 OK\r\n\r\n" + b"a" * 65, BadAnswer, "larger than 64 bytes"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n41\r\n" + b"a" * 65, BadAnswer, "larger than 64"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", HttpError, "malformed chunk size"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", HttpError, "ended after 2 of 5"),
     ],
@@ -247,8 +248,8 @@ def test_exchange_cuts_each_attempt_to_the_deadline_and_raises_when_no_answer_ca
     with pytest.raises(HttpError, match="refused"):
         http.exchange(_ctx(5.0), "GET", "http://127.0.0.1:9/", what="t", send=send, timeout_cap=8)
     assert len(made) == 3 and all(timeout <= 5.0 for _, timeout in made)
-    made, send = _scripted(BodyTooLargeError("big"), 200)
-    with pytest.raises(BodyTooLargeError):  # an oversized answer would only come again
+    made, send = _scripted(BadAnswer("is too big"), 200)
+    with pytest.raises(BadAnswer):  # an oversized answer would only come again
         http.exchange(_ctx(), "GET", "http://127.0.0.1:9/", what="t", send=send)
     assert len(made) == 1
 

@@ -1,0 +1,58 @@
+"""The requests session every SDK call over requests goes through (google-auth, azure-identity's
+pipeline, the ACR exchange behind a proxy), its answers held to the caps of
+:mod:`credprovider.runtime.answer`.
+
+requests reads a body only after its ``response`` hooks have run: the hook here reads it first,
+in blocks, under the size cap and the deadline, undoes a gzip or deflate encoding under the same
+cap, checks JSON for depth and numbers, and hands requests the bytes it read. A body past a cap is
+:class:`~credprovider.runtime.answer.BadAnswer`, naming the URL; the SDK's parser never sees it.
+Imported only when such an SDK is.
+"""
+
+from __future__ import annotations
+
+import io
+
+from credprovider.runtime._typing import TYPE_CHECKING, Any
+from credprovider.runtime.answer import READ_BLOCK_BYTES, BadAnswer, sdk_body
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import requests
+
+
+class _Read(io.BytesIO):
+    """The body as read, where requests (and azure-core) look for the raw stream: ``read`` for
+    requests, ``headers`` for a header that repeats, and room for attributes azure-core sets."""
+
+    def __init__(self, data: bytes, headers: Any) -> None:
+        super().__init__(data)
+        self.headers = headers
+
+
+def bounded_session(remaining: Callable[[], float]) -> requests.Session:
+    """A session asking for ``identity`` encoding whose every answer is read under the caps, the
+    read stopping when ``remaining`` (seconds to the deadline) reaches 0."""
+    import requests
+
+    def read_under_caps(response: requests.Response, *args: Any, **kwargs: Any) -> Any:
+        raw = response.raw
+        try:
+            data = sdk_body(
+                iter(lambda: raw.read(READ_BLOCK_BYTES, decode_content=False), b""),
+                declared=response.headers.get("Content-Length"),
+                encoding=response.headers.get("Content-Encoding", ""),
+                remaining=remaining,
+                where=response.url,
+            )
+        except BadAnswer:
+            raw.close()
+            raise
+        response.raw = _Read(data, getattr(raw, "headers", {}))
+        return response
+
+    session = requests.Session()
+    session.headers["Accept-Encoding"] = "identity"
+    session.hooks["response"].append(read_under_caps)
+    return session
