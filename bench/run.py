@@ -24,6 +24,7 @@ from bench.common import (
     all_emulators,
     log,
 )
+from bench.configs import large_configs
 from bench.measure import bundle_sizes, import_profile, measure_targets
 from bench.report import check_budgets, render
 from bench.storm import POLICIES, boot_storm, simulated_day
@@ -49,6 +50,8 @@ def main() -> int:
         )
         # What a cache miss pays for, per provider (reported for every provider, met budget or not).
         profiles = {key: import_profile(target) for key, target in targets.items()}
+    log("large configs through credprovider validate")
+    configs = large_configs()
     results = {
         "date": time.strftime("%Y-%m-%d"),
         "runs": RUNS,
@@ -61,7 +64,8 @@ def main() -> int:
             key: {side: simulated_day(policy) for side, policy in sides.items()}
             for key, sides in POLICIES.items()
         },
-        "budgets": check_budgets(execs, sizes, storm),
+        "large_configs": configs,
+        "budgets": check_budgets(execs, sizes, storm, configs),
         "profiles": profiles,
         "hit_profile": hit_profile,
     }

@@ -19,6 +19,11 @@ from credprovider.runtime.imageref import DEFAULT_REGISTRY, HEX_DIGITS, LEGACY_D
 # Characters Go's url.Parse accepts literally in a host (besides alphanumerics and bytes >= 0x80).
 _GO_HOST_EXTRA: Final = frozenset("-_.~!$&'()*+,;=:[]<>\"")
 _GO_USERINFO_EXTRA: Final = frozenset("-._:~!$&'()*+,;=%@")
+# The ASCII characters Go's host unescaping lets through as they are (the fast path of
+# _go_unescape; anything else, non-ASCII included, takes the byte loop).
+_HOST_CHARACTERS: Final = _GO_HOST_EXTRA | frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+)
 
 
 class ParsedURL(NamedTuple):
@@ -33,6 +38,8 @@ class GoURLError(CredproviderError, ValueError):
 
 
 def _go_unescape(text: str, host_mode: bool) -> str:
+    if "%" not in text and (not host_mode or set(text) <= _HOST_CHARACTERS):
+        return text  # nothing to unescape and nothing to refuse: what the loop below returns
     out = bytearray()
     raw = text.encode("utf-8", "surrogateescape")
     i = 0
@@ -77,7 +84,7 @@ def parse_go_url(url: str) -> ParsedURL:
 
 
 def _parse_go_url(url: str) -> ParsedURL:
-    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
+    if not url.isprintable() and any(ord(c) < 0x20 or ord(c) == 0x7F for c in url):
         raise GoURLError("net/url: invalid control character in URL")
     url, _, fragment = url.partition("#")
     _go_unescape(fragment, host_mode=False)
@@ -263,19 +270,41 @@ def _split_url_host(host: str) -> tuple[list[str], str]:
     return name.split("."), port
 
 
+class UrlParts(NamedTuple):
+    """A schemeless URL as ``URLsMatch`` compares it: host labels, port, path."""
+
+    labels: list[str]
+    port: str
+    path: str
+
+
+def url_parts(url: str) -> UrlParts | None:
+    """``url`` (schemeless) parsed once, for :func:`parts_match`; ``None`` if Go would not parse
+    it (which then matches nothing)."""
+    parsed = go_parse_url("https://" + url)
+    if parsed is None:
+        return None
+    labels, port = _split_url_host(parsed.host)
+    return UrlParts(labels, port, parsed.path)
+
+
+def parts_match(glob: UrlParts, target: UrlParts) -> bool:
+    """:func:`urls_match` on parsed URLs (a caller matching many pairs parses each once)."""
+    if glob.port != target.port or len(glob.labels) != len(target.labels):
+        return False
+    if not target.path.startswith(glob.path):
+        return False
+    return all(go_path_match(g, t) for g, t in zip(glob.labels, target.labels, strict=True))
+
+
 def urls_match(glob: str, target: str) -> bool:
     """The kubelet's ``URLsMatchStr(glob, target)`` for schemeless strings."""
-    glob_url = go_parse_url("https://" + glob)
-    target_url = go_parse_url("https://" + target)
-    if glob_url is None or target_url is None:
-        return False
-    glob_labels, glob_port = _split_url_host(glob_url.host)
-    target_labels, target_port = _split_url_host(target_url.host)
-    if glob_port != target_port or len(glob_labels) != len(target_labels):
-        return False
-    if not target_url.path.startswith(glob_url.path):
-        return False
-    return all(go_path_match(g, t) for g, t in zip(glob_labels, target_labels, strict=True))
+    glob_parts, target_parts = url_parts(glob), url_parts(target)
+    return (
+        glob_parts is not None
+        and target_parts is not None
+        and parts_match(glob_parts, target_parts)
+    )
 
 
 def keyring_key(auth_key: str) -> str | None:

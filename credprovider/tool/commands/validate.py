@@ -18,6 +18,9 @@ from credprovider.tool.commands.common import (
     print_json,
 )
 
+# Providers named on the verdict line; a config of ten thousand is a count, not a wall of names.
+SHOWN_NAMES = 20
+
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from credprovider.tool.config import ConfigError
@@ -69,7 +72,9 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             }
         )
     else:
-        shown = ", ".join(printable(name) for name in names)
+        shown = ", ".join(printable(name) for name in names[:SHOWN_NAMES])
+        if len(names) > SHOWN_NAMES:
+            shown += f" and {len(names) - SHOWN_NAMES} more (--json lists every one)"
         if errors:
             print(
                 f"invalid: the config is well-formed ({len(names)} provider(s) from "
