@@ -41,12 +41,15 @@ def _size(cap: int) -> str:
 def read_node_file(path: str, cap: int = MAX_NODE_FILE_BYTES) -> bytes:
     """The whole file; :class:`OSError` if it cannot be opened (``ValueError`` for a NUL in the
     path), :class:`NodeFileError` if it is not a regular file or is larger than ``cap``."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a socket (or a device without a driver): say which
+            _refuse_special(os.stat(path).st_mode, path)
+        raise
     try:
         mode = os.fstat(descriptor).st_mode
-        if not stat.S_ISREG(mode):
-            kind = next((name for test, name in _KINDS if test(mode)), "a special file")
-            raise NodeFileError(errno.EINVAL, f"is {kind}, not a regular file", path)
+        _refuse_special(mode, path)
         chunks, size = [], 0
         while chunk := os.read(descriptor, min(1 << 20, cap + 1 - size)):
             chunks.append(chunk)
@@ -56,6 +59,19 @@ def read_node_file(path: str, cap: int = MAX_NODE_FILE_BYTES) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(descriptor)
+
+
+def special_kind(mode: int) -> str:
+    """What a file of ``mode`` is when it is not a regular file ("a FIFO"), else ''."""
+    if stat.S_ISREG(mode):
+        return ""
+    return next((name for test, name in _KINDS if test(mode)), "a special file")
+
+
+def _refuse_special(mode: int, path: str) -> None:
+    kind = special_kind(mode)
+    if kind:
+        raise NodeFileError(errno.EINVAL, f"is {kind}, not a regular file", path)
 
 
 def read_node_text(path: str, cap: int = MAX_NODE_FILE_BYTES) -> str:

@@ -157,13 +157,15 @@ def _pattern_lints(provider: CredentialProvider) -> list[str]:
 
 def _coverage_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[str]:
     """Registry forms of our plugin's cloud that matchImages leave out, with or without :443."""
-    from credprovider.runtime.matching import urls_match
+    from credprovider.runtime.matching import parts_match, url_parts
     from credprovider.tool.descriptor import DEFAULT_HTTPS_PORT
 
+    # Each pattern parsed once: a config may hold 100,000 of them.
+    globs = [g for g in map(url_parts, provider.matchImages or []) if g is not None]
     missed = [
         form
         for form, image in plugin.sample_images.items()
-        if not any(urls_match(pattern, image) for pattern in provider.matchImages or [])
+        if not (target := url_parts(image)) or not any(parts_match(g, target) for g in globs)
     ]
     port = f":{DEFAULT_HTTPS_PORT}"
     found = []
@@ -184,14 +186,21 @@ def _coverage_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[s
 
 
 def _node_file_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[str]:
-    """Absolute paths in args that do not exist on this node."""
+    """Absolute paths in args that do not exist on this node, or are not regular files."""
+    from credprovider.runtime.nodefile import special_kind
+
     found = []
     for arg in provider.args or []:
         file_arg = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
         if not file_arg.startswith("/"):
             continue
         try:
-            os.stat(file_arg)
+            kind = special_kind(os.stat(file_arg).st_mode)
+            if kind:
+                found.append(
+                    f"args name {file_arg}, which is {kind}, not a regular file: "
+                    f"{plugin.name} refuses it and fails every pull it matches"
+                )
         except OSError as exc:
             if refused_as_non_root(exc):
                 found.append(f"args name {file_arg}: {unreadable(file_arg, exc)}")

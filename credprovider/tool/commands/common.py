@@ -98,6 +98,24 @@ def node_default(
     return None
 
 
+def not_a_directory(path: str) -> str:
+    """Why ``path``, given where a directory belongs, cannot be one ('' if it is, or does not exist
+    yet: install and migrate make it)."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return ""
+    except (OSError, ValueError) as exc:
+        return f"cannot be checked: {getattr(exc, 'strerror', None) or exc}"
+    if stat.S_ISDIR(mode):
+        return ""
+    from credprovider.runtime.nodefile import special_kind
+
+    return f"is {special_kind(mode) or 'a regular file'}, not a directory"
+
+
 def cannot_check(command: str, exc: Exception, as_json: bool = False) -> int:
     """No verdict: this user may not read something the kubelet would. One line (and, with
     ``--json``, one object saying so); exit status 2."""

@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import TYPE_CHECKING
 
 from credprovider.runtime.redact import printable
-from credprovider.tool.commands.common import EXIT_FAILED, EXIT_OK, Subcommands, print_json
+from credprovider.tool.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Subcommands,
+    not_a_directory,
+    print_json,
+)
 
 if TYPE_CHECKING:
     from credprovider.tool.doctor.model import Check
@@ -43,6 +51,10 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     from credprovider.tool.doctor import diagnose
     from credprovider.tool.node.discovery import discover
 
+    problem = not_a_directory(args.root) if args.root else ""
+    if problem:
+        print(f"credprovider doctor: --root {args.root} {problem}", file=sys.stderr)
+        return EXIT_USAGE
     view = discover(root=args.root)
     overrides = {}
     if args.config:

@@ -49,6 +49,14 @@ def _cmd_install(args: argparse.Namespace) -> int:
         for plugin in _TAKING_A_NODE_FILE
         if (path := getattr(args, _node_file_dest(plugin.key)))
     }
+    for key, path in node_files.items():
+        problem = _not_a_node_file(path)
+        if problem:
+            print(
+                f"credprovider install: nothing was changed: --{key}-config {path} {problem}",
+                file=sys.stderr,
+            )
+            return EXIT_FAILED
     try:
         plan = plan_install(
             args.bin_dir, args.config_out, keys, node_files, args.copy, args.force, args.target
@@ -134,6 +142,21 @@ def _report(
 
 # The plugins whose first argument names a node file (azure.json): each gets --<key>-config.
 _TAKING_A_NODE_FILE: Final = [plugin for plugin in PLUGINS.values() if plugin.node_file_arg]
+
+
+def _not_a_node_file(path: str) -> str:
+    """Why ``path`` cannot be a plugin's node file ('' if it can): it may not exist yet (the
+    cloud's agent writes azure.json later), but what is there must be a regular file, which the
+    plugin reads; a FIFO or a device would fail every pull."""
+    from credprovider.runtime.nodefile import special_kind
+
+    try:
+        kind = special_kind(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return ""
+    except (OSError, ValueError) as exc:
+        return f"cannot be checked: {getattr(exc, 'strerror', None) or exc}"
+    return f"is {kind}, not a regular file: the plugin reads it on every pull" if kind else ""
 
 
 def _node_file_dest(key: str) -> str:

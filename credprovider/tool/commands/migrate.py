@@ -15,6 +15,7 @@ from credprovider.tool.commands.common import (
     EXIT_USAGE,
     Subcommands,
     cannot_check,
+    not_a_directory,
     print_json,
 )
 
@@ -36,6 +37,13 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    problem = not_a_directory(args.bin_dir) if args.bin_dir else ""
+    if problem:
+        print(
+            f"credprovider migrate: nothing was changed: --bin-dir {args.bin_dir} {problem}",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     providers = (
         [key.strip() for key in args.providers.split(",") if key.strip()]
         if args.providers

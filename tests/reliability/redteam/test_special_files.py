@@ -1,0 +1,180 @@
+"""#30 class 4: every path option of every subcommand, given a special file, is one line at once.
+
+A FIFO (which would block a reader forever), ``/dev/zero`` and ``/dev/urandom`` (which never end), a
+socket, a directory where a file belongs, a file where a directory belongs, ``/dev/full`` as the
+file to write: through the built bundle, each must end in seconds with exit 1 or 2, no traceback,
+a line naming the path, and nothing changed on the node. :data:`PATH_OPTIONS` is checked against
+the parser, so a new path option without a row fails here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from credprovider.tool.cli import build_parser
+from emulators.kubelet_exec import BUNDLE_DIR
+from tests.helpers import require_bundle
+
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/app"
+CONFIG = (
+    "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n"
+    "  - name: ecr-credential-provider\n    apiVersion: credentialprovider.kubelet.k8s.io/v1\n"
+    "    defaultCacheDuration: 1h\n    matchImages: ['*.dkr.ecr.*.amazonaws.com']\n"
+)
+# What a path option takes: a file it reads, a directory, or a file it writes.
+READ, DIRECTORY, WRITE = "file it reads", "directory", "file it writes"
+Argv = Callable[[str, Path], list[str]]
+
+
+def _install(option: str) -> Argv:
+    def argv(path: str, tmp: Path) -> list[str]:
+        given = {
+            "--bin-dir": str(tmp / "bin"),
+            "--config-out": str(tmp / "out.yaml"),
+            "--target": str(BUNDLE_DIR / "credprovider"),
+        }
+        given[option] = path
+        return ["install", "--providers", "aws,azure", *[p for pair in given.items() for p in pair]]
+
+    return argv
+
+
+def _migrate(option: str) -> Argv:
+    def argv(path: str, tmp: Path) -> list[str]:
+        given = {
+            "--kubelet-flags": "--cloud-provider=aws",
+            "--bin-dir": str(tmp / "bin"),
+            "--config-out": str(tmp / "out.yaml"),
+        }
+        if option in ("--kubelet-flags-file", "--kubelet-config"):
+            del given["--kubelet-flags"]
+        given[option] = path
+        return ["migrate", "--write", *[f"{name}={value}" for name, value in given.items()]]
+
+    return argv
+
+
+PATH_OPTIONS: dict[tuple[str, str], tuple[str, Argv]] = {
+    ("validate", "path"): (READ, lambda p, t: ["validate", p, "--bin-dir", str(t)]),
+    ("validate", "--bin-dir"): (DIRECTORY, lambda p, t: ["validate", str(t / "c.yaml"), "--bin-dir", p]),
+    ("get", "--config"): (READ, lambda p, t: ["get", IMAGE, "--config", p, "--bin-dir", str(t)]),
+    ("get", "--bin-dir"): (DIRECTORY, lambda p, t: ["get", IMAGE, "--config", str(t / "c.yaml"), "--bin-dir", p]),
+    ("get", "--sa-token-file"): (
+        READ,
+        lambda p, t: ["get", IMAGE, "--config", str(t / "c.yaml"), "--bin-dir", str(t), "--sa-token-file", p],
+    ),
+    ("explain", "--config"): (READ, lambda p, t: ["explain", IMAGE, "--config", p]),
+    ("install", "--bin-dir"): (DIRECTORY, _install("--bin-dir")),
+    ("install", "--config-out"): (WRITE, _install("--config-out")),
+    ("install", "--azure-config"): (READ, _install("--azure-config")),
+    ("install", "--target"): (READ, _install("--target")),
+    ("migrate", "--kubelet-flags-file"): (READ, _migrate("--kubelet-flags-file")),
+    ("migrate", "--kubelet-config"): (READ, _migrate("--kubelet-config")),
+    ("migrate", "--bin-dir"): (DIRECTORY, _migrate("--bin-dir")),
+    ("migrate", "--config-out"): (WRITE, _migrate("--config-out")),
+    ("doctor", "--config"): (READ, lambda p, t: ["doctor", "--offline", "--config", p, "--bin-dir", str(t)]),
+    ("doctor", "--bin-dir"): (DIRECTORY, lambda p, t: ["doctor", "--offline", "--config", str(t / "c.yaml"), "--bin-dir", p]),
+    ("doctor", "--root"): (DIRECTORY, lambda p, t: ["doctor", "--offline", "--root", p]),
+}  # fmt: skip
+# Options that take something other than a path.
+NOT_PATHS = {
+    "help", "json", "image", "pattern", "offline", "show_password", "timeout", "sa_annotation",
+    "provider", "providers", "copy", "force", "kubelet_flags", "write",
+}  # fmt: skip
+
+
+def _fifo(tmp: Path) -> str:
+    os.mkfifo(tmp / "a.fifo")
+    return str(tmp / "a.fifo")
+
+
+def _socket(tmp: Path) -> str:
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(tmp / "a.sock"))
+    _SOCKETS.append(server)
+    return str(tmp / "a.sock")
+
+
+def _directory(tmp: Path) -> str:
+    (tmp / "a.dir").mkdir()
+    return str(tmp / "a.dir")
+
+
+def _regular(tmp: Path) -> str:
+    (tmp / "a.file").write_text("not a directory\n")
+    return str(tmp / "a.file")
+
+
+_SOCKETS: list[socket.socket] = []
+SPECIAL: dict[str, list[tuple[str, Callable[[Path], str]]]] = {
+    READ: [
+        ("a FIFO", _fifo),
+        ("/dev/zero", lambda _: "/dev/zero"),
+        ("/dev/urandom", lambda _: "/dev/urandom"),
+        ("a socket", _socket),
+        ("a directory", _directory),
+    ],
+    DIRECTORY: [("a FIFO", _fifo), ("/dev/zero", lambda _: "/dev/zero"), ("a file", _regular)],
+    WRITE: [("/dev/full", lambda _: "/dev/full"), ("a FIFO", _fifo), ("a directory", _directory)],
+}
+CASES = [
+    (command, option, special)
+    for (command, option), (kind, _) in PATH_OPTIONS.items()
+    for special, _ in SPECIAL[kind]
+]
+
+
+def test_every_path_option_of_every_subcommand_has_a_row() -> None:
+    found = set()
+    for action in build_parser()._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, parser in action.choices.items():
+                for option in parser._actions:
+                    if option.dest in NOT_PATHS:
+                        continue
+                    shown = option.option_strings[-1] if option.option_strings else option.dest
+                    found.add((name, shown))
+    assert found == set(PATH_OPTIONS)
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[Path]:
+    (tmp_path / "c.yaml").write_text(CONFIG)
+    yield tmp_path
+    while _SOCKETS:
+        _SOCKETS.pop().close()
+
+
+@pytest.mark.parametrize(("command", "option", "special"), CASES, ids=[" ".join(c) for c in CASES])
+def test_a_special_file_is_one_line_at_once(
+    node: Path, command: str, option: str, special: str
+) -> None:
+    require_bundle()
+    kind, argv = PATH_OPTIONS[(command, option)]
+    path = dict(SPECIAL[kind])[special](node)
+    before = sorted(p.name for p in node.iterdir())
+    try:
+        done = subprocess.run(
+            [str(BUNDLE_DIR / "credprovider"), *argv(path, node)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{command} {option} {special}: still running after 30 s")
+    output = done.stdout + done.stderr
+    assert done.returncode in (1, 2), output[-600:]
+    assert "Traceback" not in output and "internal error" not in output, output[-600:]
+    assert path in output, output[-600:]
+    assert max(map(len, output.splitlines() or [""])) <= 1200, "a line longer than 1,200"
+    if kind == WRITE or command in ("install", "migrate"):
+        assert sorted(p.name for p in node.iterdir()) == before, "the node was changed"
