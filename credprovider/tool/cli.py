@@ -115,14 +115,39 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
+    code: int | str | None
+    try:
+        code = _run(sys.argv[1:] if argv is None else argv)
+    except SystemExit as done:  # argparse's --help and usage errors
+        code = done.code
+    except BrokenPipeError:
+        code = EXIT_BROKEN_PIPE
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = EXIT_BROKEN_PIPE
+    if code == EXIT_BROKEN_PIPE:
+        # The reader went away (`credprovider validate ... | head -1`): stop quietly, as other
+        # command-line tools do; what is still buffered goes nowhere instead of to a traceback.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(code)
+
+
+# 128 + SIGPIPE, what a shell reports for a program the signal ended.
+EXIT_BROKEN_PIPE = 141
+
+
+def _run(argv: list[str]) -> int:
     parser = build_parser()
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(argv)
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
-        sys.exit(EXIT_USAGE)
+        return EXIT_USAGE
     try:
-        code = args.handler(args)
+        code: int = args.handler(args)
     except CredproviderError as exc:  # each handler says its own failures; this is the backstop
         sys.stderr.write(f"credprovider: {safe_line(str(exc))}\n")
         code = 1
-    sys.exit(code)
+    return code

@@ -1,0 +1,68 @@
+"""#30 class 4: writing into a closed pipe (``credprovider validate ... | head -1``) stops quietly,
+as other command-line tools do: no ``BrokenPipeError`` traceback, whatever the subcommand and
+however much it had to print. Each case runs the bundle with its stdout a pipe whose reading end
+is already closed, so every write fails."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from emulators.kubelet_exec import BUNDLE_DIR
+from tests.helpers import require_bundle
+
+IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/app"
+
+
+def _config(tmp: Path, providers: int = 1) -> str:
+    path = tmp / "config.yaml"
+    path.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n"
+        + "".join(
+            f"  - name: p{i}\n    apiVersion: credentialprovider.kubelet.k8s.io/v1\n"
+            f"    defaultCacheDuration: 1h\n    matchImages: ['*.dkr.ecr.*.amazonaws.com']\n"
+            for i in range(providers)
+        )
+    )
+    return str(path)
+
+
+COMMANDS: dict[str, Callable[[Path], list[str]]] = {
+    "--help": lambda t: ["--help"],
+    "install --help": lambda t: ["install", "--help"],
+    "validate": lambda t: ["validate", _config(t), "--bin-dir", str(t)],
+    "validate --json, 5,000 providers": lambda t: [
+        "validate", _config(t, 5000), "--bin-dir", str(t), "--json"
+    ],
+    "explain": lambda t: ["explain", IMAGE, "--config", _config(t)],
+    "match": lambda t: ["match", "*.dkr.ecr.*.amazonaws.com", f"{IMAGE}:v1"],
+    "migrate": lambda t: ["migrate", "--kubelet-flags=--cloud-provider=aws"],
+    "doctor": lambda t: ["doctor", "--offline", "--config", _config(t), "--bin-dir", str(t)],
+    "get": lambda t: ["get", IMAGE, "--config", _config(t), "--bin-dir", str(t)],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_closed_pipe_on_stdout_is_a_quiet_stop(tmp_path: Path, command: str) -> None:
+    require_bundle()
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first write
+    try:
+        done = subprocess.run(
+            [str(BUNDLE_DIR / "credprovider"), *COMMANDS[command](tmp_path)],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    stderr = done.stderr.decode("utf-8", "replace")
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr[-600:]
+    assert "Exception ignored" not in stderr, stderr[-600:]
+    assert done.returncode in (1, 2, 141), (done.returncode, stderr[-300:])
