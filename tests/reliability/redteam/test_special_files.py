@@ -2,8 +2,8 @@
 
 A FIFO (which would block a reader forever), ``/dev/zero`` and ``/dev/urandom`` (which never end), a
 socket, a directory where a file belongs, a file where a directory belongs, ``/dev/full`` as the
-file to write: through the built bundle, each must end in seconds with exit 1 or 2, no traceback,
-a line naming the path, and nothing changed on the node. :data:`PATH_OPTIONS` is checked against
+file to write: through the built bundle, as root and as nobody, each must end in seconds with
+exit 1 or 2, no traceback, a line naming the path, and nothing changed on the node. :data:`PATH_OPTIONS` is checked against
 the parser, so a new path option without a row fails here.
 """
 
@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import socket
 import subprocess
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -91,7 +93,7 @@ NOT_PATHS = {
 
 
 def _fifo(tmp: Path) -> str:
-    os.mkfifo(tmp / "a.fifo")
+    os.mkfifo(tmp / "a.fifo", 0o666)
     return str(tmp / "a.fifo")
 
 
@@ -144,25 +146,35 @@ def test_every_path_option_of_every_subcommand_has_a_row() -> None:
     assert found == set(PATH_OPTIONS)
 
 
+# Who runs the tool: root, and an operator without root (nobody), whose node is world-writable.
+AS_USER = {"root": [], "nobody": ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]}
+
+
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[Path]:
-    (tmp_path / "c.yaml").write_text(CONFIG)
-    yield tmp_path
+    place = Path(tempfile.mkdtemp(prefix="special-", dir="/tmp"))
+    place.chmod(0o777)
+    (place / "c.yaml").write_text(CONFIG)
+    yield place
     while _SOCKETS:
         _SOCKETS.pop().close()
+    shutil.rmtree(place, ignore_errors=True)
 
 
+@pytest.mark.parametrize("who", AS_USER)
 @pytest.mark.parametrize(("command", "option", "special"), CASES, ids=[" ".join(c) for c in CASES])
 def test_a_special_file_is_one_line_at_once(
-    node: Path, command: str, option: str, special: str
+    node: Path, command: str, option: str, special: str, who: str
 ) -> None:
     require_bundle()
+    if who != "root" and os.geteuid() != 0:
+        pytest.skip("switching to nobody needs root")
     kind, argv = PATH_OPTIONS[(command, option)]
     path = dict(SPECIAL[kind])[special](node)
     before = sorted(p.name for p in node.iterdir())
     try:
         done = subprocess.run(
-            [str(BUNDLE_DIR / "credprovider"), *argv(path, node)],
+            [*AS_USER[who], str(BUNDLE_DIR / "credprovider"), *argv(path, node)],
             capture_output=True,
             text=True,
             timeout=30,
@@ -174,7 +186,9 @@ def test_a_special_file_is_one_line_at_once(
     output = done.stdout + done.stderr
     assert done.returncode in (1, 2), output[-600:]
     assert "Traceback" not in output and "internal error" not in output, output[-600:]
-    assert path in output, output[-600:]
+    # A user who cannot write in the file's directory is told that, naming the directory.
+    named = path in output or (kind == WRITE and f"in {os.path.dirname(path)} as uid" in output)
+    assert named, output[-600:]
     assert max(map(len, output.splitlines() or [""])) <= 1200, "a line longer than 1,200"
     if kind == WRITE or command in ("install", "migrate"):
         assert sorted(p.name for p in node.iterdir()) == before, "the node was changed"
