@@ -55,8 +55,8 @@ def session() -> Any:
     return botocore.session.get_session()
 
 
-# The deadline the bounded reads below stop at: the one request this process serves.
-_REMAINING: list[Callable[[], float]] = [lambda: 60.0]
+# The deadline the bounded reads stop at: the fetch under way (see bounded_answers), else none.
+_REMAINING: list[Callable[[], float]] = [lambda: float("inf")]
 
 
 def _bounded_content(response: Any) -> bytes:
@@ -78,13 +78,23 @@ def _bounded_content(response: Any) -> bytes:
     return content
 
 
-def bound_answers(ctx: Context) -> None:
-    """Hold every answer botocore reads in this process to the caps (size, depth, numbers, the
-    deadline). botocore reads each body, for a client's call and for each credential source
-    (IMDS, container credentials) alike, through ``AWSResponse.content`` inside its http session,
-    which offers no hook: the property is replaced by a bounded read."""
-    _REMAINING[0] = ctx.deadline.remaining
-    AWSResponse.content = property(_bounded_content)
+class bounded_answers:
+    """Every answer botocore reads while this lasts is held to the caps (size, depth, numbers)
+    and to ``ctx``'s deadline. botocore reads each body, for a client's call and for each
+    credential source (IMDS, container credentials) alike, through ``AWSResponse.content``
+    inside its http session, which offers no hook: the property is replaced by a bounded read
+    (the size and depth caps stay for the process; the deadline is this fetch's only)."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.remaining = ctx.deadline.remaining
+        self.previous = _REMAINING[0]
+
+    def __enter__(self) -> None:
+        AWSResponse.content = property(_bounded_content)
+        self.previous, _REMAINING[0] = _REMAINING[0], self.remaining
+
+    def __exit__(self, *exc: object) -> None:
+        _REMAINING[0] = self.previous
 
 
 def bad_answer(exc: BaseException) -> BadAnswer | None:
@@ -95,10 +105,8 @@ def bad_answer(exc: BaseException) -> BadAnswer | None:
 
 
 def client_config(ctx: Context, region: str) -> Config:
-    """Every client's settings; the CA bundle botocore will load is checked first, and its
-    answers are bounded (:func:`bound_answers`)."""
+    """Every client's settings; the CA bundle botocore will load is checked first."""
     require_usable_ca_bundle(ctx.environ, BOTOCORE_CA_BUNDLE_ENV)
-    bound_answers(ctx)
     return Config(
         region_name=region,
         connect_timeout=ctx.deadline.timeout(3.0),
@@ -121,10 +129,11 @@ class BotocoreTokenApi:
         try:
             # Made here: creating a client without keys resolves the credentials (IMDS,
             # container credentials), whose failures are this call's.
-            client = self.sdk.create_client(
-                self.service, config=client_config(self.ctx, self.region), **self.keys
-            )
-            answer = client.get_authorization_token()
+            with bounded_answers(self.ctx):
+                client = self.sdk.create_client(
+                    self.service, config=client_config(self.ctx, self.region), **self.keys
+                )
+                answer = client.get_authorization_token()
         except NoCredentialsError:
             raise NoCredentials("no credentials") from None
         except ClientError as exc:
@@ -150,9 +159,12 @@ def assume_role(
     ctx.log.v(1, f"assuming role {role.arn} (from {role.source}) with the service account token")
     sts = sdk.create_client("sts", config=client_config(ctx, region))
     try:
-        answer = sts.assume_role_with_web_identity(
-            RoleArn=role.arn, RoleSessionName=ROLE_SESSION_NAME, WebIdentityToken=web_identity_token
-        )
+        with bounded_answers(ctx):
+            answer = sts.assume_role_with_web_identity(
+                RoleArn=role.arn,
+                RoleSessionName=ROLE_SESSION_NAME,
+                WebIdentityToken=web_identity_token,
+            )
     except ClientError as exc:
         error = exc.response.get("Error", {})
         raise ProviderError(
