@@ -16,8 +16,10 @@ from emulators.kubelet_exec import BUNDLE_DIR
 HEAD = "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n"
 
 
-def _provider(name: str, images: list[str]) -> str:
-    listed = "".join(f"      - {image}\n" for image in images)
+def provider_yaml(name: str, images: list[str]) -> str:
+    """One provider of a config (after :data:`HEAD`), its matchImages quoted (a glob may start
+    with ``*``, which YAML would read as an alias); the tests build large configs with it too."""
+    listed = "".join(f"      - '{image}'\n" for image in images)
     return (
         f"  - name: {name}\n    apiVersion: credentialprovider.kubelet.k8s.io/v1\n"
         f"    defaultCacheDuration: 1h\n    matchImages:\n{listed}"
@@ -33,12 +35,12 @@ def _laughs() -> str:
 
 
 CONFIGS = {
-    "one provider": lambda: HEAD + _provider("ecr-credential-provider", ["registry.example"]),
+    "one provider": lambda: HEAD + provider_yaml("ecr-credential-provider", ["registry.example"]),
     "10,000 providers": lambda: (
-        HEAD + "".join(_provider(f"p{i}", [f"r{i}.example"]) for i in range(10_000))
+        HEAD + "".join(provider_yaml(f"p{i}", [f"r{i}.example"]) for i in range(10_000))
     ),
     "100,000 matchImages": lambda: (
-        HEAD + _provider("ecr-credential-provider", [f"r{i}.example" for i in range(100_000)])
+        HEAD + provider_yaml("ecr-credential-provider", [f"r{i}.example" for i in range(100_000)])
     ),
     "a billion laughs": _laughs,
 }

@@ -87,11 +87,11 @@ class bounded_answers:
 
     def __init__(self, ctx: Context) -> None:
         self.remaining = ctx.deadline.remaining
-        self.previous = _REMAINING[0]
+        self.previous: Callable[[], float] = _REMAINING[0]  # the deadline restored on exit
 
     def __enter__(self) -> None:
         AWSResponse.content = property(_bounded_content)
-        self.previous, _REMAINING[0] = _REMAINING[0], self.remaining
+        _REMAINING[0] = self.remaining
 
     def __exit__(self, *exc: object) -> None:
         _REMAINING[0] = self.previous

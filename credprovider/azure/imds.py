@@ -66,11 +66,12 @@ def token_url(environ: Mapping[str, str], resource: str, selector: Mapping[str, 
 
 
 def parse_token_answer(body: bytes, now: float) -> AccessToken:
-    """``access_token`` and ``expires_on`` (Unix seconds) from an IMDS answer."""
+    """``access_token`` and ``expires_on`` (Unix seconds) from an IMDS answer (``BadAnswer`` for
+    one past the caps: the caller names the endpoint)."""
     try:
         answer = decode_json(body)
-    except BadAnswer as exc:
-        raise ImdsError(f"IMDS: {exc.detail}", NOT_THE_SERVICE) from None
+    except BadAnswer:
+        raise
     except ValueError:
         raise ImdsError("IMDS answered with invalid JSON", NOT_THE_SERVICE) from None
     token = answer.get("access_token") if isinstance(answer, dict) else None
@@ -84,8 +85,8 @@ def parse_token_answer(body: bytes, now: float) -> AccessToken:
             if expires_on is not None
             else int(now) + number_in_string(expires_in)
         )
-    except BadAnswer as exc:
-        raise ImdsError(f"IMDS: {exc.detail}", NOT_THE_SERVICE) from None
+    except BadAnswer:
+        raise
     except ValueError:
         raise ImdsError(
             "IMDS answered without a usable expires_on or expires_in", NOT_THE_SERVICE
@@ -130,18 +131,18 @@ class ImdsCredential:
                 retry_statuses=RETRIED_STATUSES,
                 attempts=ATTEMPTS,
             )
+            if response.status == 200:
+                return parse_token_answer(response.body, ctx.now())
         except BadAnswer as exc:
-            raise ImdsError(f"IMDS: {exc.detail}", NOT_THE_SERVICE) from None
+            raise ImdsError(f"IMDS: {exc.at(shown).detail}", NOT_THE_SERVICE) from None
         except HttpError as exc:
             raise ImdsError(
                 f"IMDS ({shown}) did not answer: {one_line(exc)}",
                 unreachable("IMDS (169.254.169.254; a pod needs the host network)"),
             ) from None
-        if response.status != 200:
-            raise ImdsError(
-                f"IMDS ({shown}) answered HTTP {response.status}: {error_detail(response.body)}",
-                RETRIES_NEXT_PULL
-                if response.status in RETRIED_STATUSES
-                else "check that this managed identity is assigned to the node (az vm identity show)",
-            )
-        return parse_token_answer(response.body, ctx.now())
+        raise ImdsError(
+            f"IMDS ({shown}) answered HTTP {response.status}: {error_detail(response.body)}",
+            RETRIES_NEXT_PULL
+            if response.status in RETRIED_STATUSES
+            else "check that this managed identity is assigned to the node (az vm identity show)",
+        )

@@ -2,7 +2,7 @@
 
 Every answer a plugin reads is held to these caps before anything parses it, on every route: the
 stdlib client (:mod:`credprovider.runtime.http`), and the SDK transports, which read through
-:class:`BoundedBody` (botocore's http session, requests' response hook for google-auth,
+:func:`sdk_body` (botocore's ``AWSResponse.content``, requests' response hook for google-auth,
 azure-identity and the ACR exchange). A JWT's claims are decoded here too. An answer past a cap is
 a :class:`BadAnswer`, which the caller turns into one line naming the endpoint.
 
@@ -31,6 +31,7 @@ from credprovider.errors import ProviderError
 from credprovider.runtime import cjson
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final
 from credprovider.runtime.advice import NOT_THE_SERVICE
+from credprovider.runtime.excerpt import byte_size
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -66,8 +67,7 @@ class BadAnswer(ProviderError, ValueError):
 
 
 def too_large(cap: int = MAX_BODY_BYTES) -> str:
-    shown = f"{cap >> 20} MiB" if cap >= 1 << 20 and not cap % (1 << 20) else f"{cap} bytes"
-    return f"is larger than {shown}"
+    return f"is larger than {byte_size(cap)}"
 
 
 def _integer(text: str) -> int:

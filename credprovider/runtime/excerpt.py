@@ -29,3 +29,10 @@ def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
     """``repr`` of an echoed value, cut to ``limit`` characters first: what a message quotes of
     something it was given (a 600 kB image costs the line a short excerpt)."""
     return repr(clip(value, limit)) if isinstance(value, str) else clip(repr(value), limit)
+
+
+def byte_size(count: int) -> str:
+    """A size as a cap is stated: ``1 MiB``, ``64 KiB``, ``100 bytes``."""
+    if count >= 1 << 20 and count % (1 << 20) == 0:
+        return f"{count >> 20} MiB"
+    return f"{count >> 10} KiB" if count >= 1024 and count % 1024 == 0 else f"{count} bytes"

@@ -15,6 +15,7 @@ import stat
 
 from credprovider.errors import CredproviderError
 from credprovider.runtime._typing import Final
+from credprovider.runtime.excerpt import byte_size
 
 # Real ones are a few KiB (azure.json, a service-account key, an external-account config).
 MAX_NODE_FILE_BYTES: Final = 1 << 20
@@ -30,12 +31,6 @@ _KINDS: Final = (
 class NodeFileError(CredproviderError, OSError):
     """The file is not one to read (not a regular file, too large); ``strerror`` is the reason,
     fit for one line as it stands."""
-
-
-def _size(cap: int) -> str:
-    if cap % (1 << 20) == 0:
-        return f"{cap >> 20} MiB"
-    return f"{cap >> 10} KiB" if cap % 1024 == 0 else f"{cap} bytes"
 
 
 def read_node_file(path: str, cap: int = MAX_NODE_FILE_BYTES) -> bytes:
@@ -55,7 +50,7 @@ def read_node_file(path: str, cap: int = MAX_NODE_FILE_BYTES) -> bytes:
             chunks.append(chunk)
             size += len(chunk)
             if size > cap:
-                raise NodeFileError(errno.EFBIG, f"is larger than {_size(cap)}", path)
+                raise NodeFileError(errno.EFBIG, f"is larger than {byte_size(cap)}", path)
         return b"".join(chunks)
     finally:
         os.close(descriptor)

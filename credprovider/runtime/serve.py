@@ -26,7 +26,7 @@ from credprovider.runtime.deadline import (
     parse_deadline,
     seconds_since_exec,
 )
-from credprovider.runtime.excerpt import clip
+from credprovider.runtime.excerpt import byte_size, clip
 from credprovider.runtime.goformat import SECOND, format_go_duration, go_quote
 from credprovider.runtime.imageref import ImageError, bare_host_hint, parse_image
 from credprovider.runtime.log import (
@@ -64,7 +64,7 @@ def read_request(stdin: IO[bytes]) -> bytes:
         )
     data = stdin.read(MAX_REQUEST_BYTES + 1)
     if len(data) > MAX_REQUEST_BYTES:
-        raise RequestError(f"request on stdin is larger than {MAX_REQUEST_BYTES >> 20} MiB")
+        raise RequestError(f"request on stdin is larger than {byte_size(MAX_REQUEST_BYTES)}")
     return data
 
 

@@ -23,6 +23,7 @@ from credprovider.runtime.api import (
     encode_request,
     parse_response,
 )
+from credprovider.runtime.excerpt import byte_size
 from credprovider.runtime.goformat import SECOND, parse_go_duration
 from credprovider.runtime.imageref import registry_of
 from credprovider.runtime.log import decisions
@@ -209,7 +210,7 @@ def _exec(
         return None
     if proc.stdout_cut:
         report.error = (
-            f"{failed}: its response is larger than {RESPONSE_CAP_BYTES // (1024 * 1024)} MiB; "
+            f"{failed}: its response is larger than {byte_size(RESPONSE_CAP_BYTES)}; "
             "the rest was not read (a plugin's answer is a few hundred bytes)"
         )
         return None

@@ -98,10 +98,13 @@ def node_default(
     return None
 
 
-def not_a_directory(path: str) -> str:
-    """Why ``path``, given where a directory belongs, cannot be one ('' if it is, or does not exist
-    yet: install and migrate make it)."""
+def wrong_kind(path: str, *, directory: bool) -> str:
+    """Why what is at ``path`` cannot be the directory (``directory``) or regular file an option
+    wants: '' if it is, or if nothing is there yet (install and migrate make a bin dir; a cloud's
+    agent writes azure.json later)."""
     import stat
+
+    from credprovider.runtime.nodefile import special_kind
 
     try:
         mode = os.stat(path).st_mode
@@ -109,11 +112,14 @@ def not_a_directory(path: str) -> str:
         return ""
     except (OSError, ValueError) as exc:
         return f"cannot be checked: {getattr(exc, 'strerror', None) or exc}"
-    if stat.S_ISDIR(mode):
-        return ""
-    from credprovider.runtime.nodefile import special_kind
-
-    return f"is {special_kind(mode) or 'a regular file'}, not a directory"
+    if directory:
+        return (
+            ""
+            if stat.S_ISDIR(mode)
+            else f"is {special_kind(mode) or 'a regular file'}, not a directory"
+        )
+    kind = special_kind(mode)
+    return f"is {kind}, not a regular file" if kind else ""
 
 
 def cannot_check(command: str, exc: Exception, as_json: bool = False) -> int:

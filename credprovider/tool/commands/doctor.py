@@ -12,8 +12,8 @@ from credprovider.tool.commands.common import (
     EXIT_OK,
     EXIT_USAGE,
     Subcommands,
-    not_a_directory,
     print_json,
+    wrong_kind,
 )
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     from credprovider.tool.doctor import diagnose
     from credprovider.tool.node.discovery import discover
 
-    problem = not_a_directory(args.root) if args.root else ""
+    problem = wrong_kind(args.root, directory=True) if args.root else ""
     if problem:
         print(f"credprovider doctor: --root {args.root} {problem}", file=sys.stderr)
         return EXIT_USAGE

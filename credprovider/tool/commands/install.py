@@ -17,6 +17,7 @@ from credprovider.tool.commands.common import (
     node_default,
     node_paths,
     print_json,
+    wrong_kind,
 )
 
 if TYPE_CHECKING:
@@ -50,10 +51,12 @@ def _cmd_install(args: argparse.Namespace) -> int:
         if (path := getattr(args, _node_file_dest(plugin.key)))
     }
     for key, path in node_files.items():
-        problem = _not_a_node_file(path)
+        # The plugin reads it on every pull: what is there must be a regular file.
+        problem = wrong_kind(path, directory=False)
         if problem:
             print(
-                f"credprovider install: nothing was changed: --{key}-config {path} {problem}",
+                f"credprovider install: nothing was changed: --{key}-config {path} {problem}: "
+                "the plugin reads it on every pull",
                 file=sys.stderr,
             )
             return EXIT_FAILED
@@ -142,21 +145,6 @@ def _report(
 
 # The plugins whose first argument names a node file (azure.json): each gets --<key>-config.
 _TAKING_A_NODE_FILE: Final = [plugin for plugin in PLUGINS.values() if plugin.node_file_arg]
-
-
-def _not_a_node_file(path: str) -> str:
-    """Why ``path`` cannot be a plugin's node file ('' if it can): it may not exist yet (the
-    cloud's agent writes azure.json later), but what is there must be a regular file, which the
-    plugin reads; a FIFO or a device would fail every pull."""
-    from credprovider.runtime.nodefile import special_kind
-
-    try:
-        kind = special_kind(os.stat(path).st_mode)
-    except FileNotFoundError:
-        return ""
-    except (OSError, ValueError) as exc:
-        return f"cannot be checked: {getattr(exc, 'strerror', None) or exc}"
-    return f"is {kind}, not a regular file: the plugin reads it on every pull" if kind else ""
 
 
 def _node_file_dest(key: str) -> str:

@@ -15,8 +15,8 @@ from credprovider.tool.commands.common import (
     EXIT_USAGE,
     Subcommands,
     cannot_check,
-    not_a_directory,
     print_json,
+    wrong_kind,
 )
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    problem = not_a_directory(args.bin_dir) if args.bin_dir else ""
+    problem = wrong_kind(args.bin_dir, directory=True) if args.bin_dir else ""
     if problem:
         print(
             f"credprovider migrate: nothing was changed: --bin-dir {args.bin_dir} {problem}",

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.configs import HEAD, provider_yaml
 from emulators.aws import FakeEcr
 from emulators.harness import SAFE_ENV
 from emulators.http import FakeResponse, FakeServer, serve
@@ -212,14 +213,8 @@ def _million_digit_yaml_integer(tmp: Path) -> list[str]:
 def _many_providers(tmp: Path) -> list[str]:
     """Ten thousand providers and no alias: the kubelet reads it, so must validate."""
     path = tmp / "config.yaml"
-    head = "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n"
     path.write_text(
-        head
-        + "".join(
-            f"  - name: p{i}\n    apiVersion: credentialprovider.kubelet.k8s.io/v1\n"
-            f"    defaultCacheDuration: 1h\n    matchImages: [r{i}.example]\n"
-            for i in range(10_000)
-        )
+        HEAD + "".join(provider_yaml(f"p{i}", [f"r{i}.example"]) for i in range(10_000))
     )
     return ["validate", str(path), "--bin-dir", str(tmp)]
 
@@ -227,12 +222,8 @@ def _many_providers(tmp: Path) -> list[str]:
 def _many_match_images(tmp: Path) -> list[str]:
     """A hundred thousand matchImages and no alias."""
     path = tmp / "config.yaml"
-    path.write_text(
-        "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n"
-        "  - name: ecr-credential-provider\n    apiVersion: credentialprovider.kubelet.k8s.io/v1\n"
-        "    defaultCacheDuration: 1h\n    matchImages:\n"
-        + "".join(f"      - r{i}.example\n" for i in range(100_000))
-    )
+    images = [f"r{i}.example" for i in range(100_000)]
+    path.write_text(HEAD + provider_yaml("ecr-credential-provider", images))
     return ["validate", str(path), "--bin-dir", str(tmp)]
 
 

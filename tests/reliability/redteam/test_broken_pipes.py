@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.configs import HEAD, provider_yaml
 from emulators.kubelet_exec import BUNDLE_DIR
 from tests.helpers import require_bundle
 
@@ -20,14 +21,8 @@ IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/app"
 
 def _config(tmp: Path, providers: int = 1) -> str:
     path = tmp / "config.yaml"
-    path.write_text(
-        "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n"
-        + "".join(
-            f"  - name: p{i}\n    apiVersion: credentialprovider.kubelet.k8s.io/v1\n"
-            f"    defaultCacheDuration: 1h\n    matchImages: ['*.dkr.ecr.*.amazonaws.com']\n"
-            for i in range(providers)
-        )
-    )
+    pattern = ["*.dkr.ecr.*.amazonaws.com"]
+    path.write_text(HEAD + "".join(provider_yaml(f"p{i}", pattern) for i in range(providers)))
     return str(path)
 
 
