@@ -4,6 +4,8 @@
                                                         into dist/credprovider)
     python -m release artifacts [--arch ARCH ...]         tarballs, SBOMs and SHA256SUMS in dist/release
     python -m release check-elf DIR ARCH                 the portability rules on a bundle
+    python -m release fetch-debs [--arch ARCH ...]        the pinned Debian packages the tests use
+                                                        (busybox-static), into the cache
 
 Built interpreters, root filesystems and wheels are cached in $CREDPROVIDER_BUILD_CACHE
 (default ~/.cache/credprovider-build), keyed by their recipe. Needs root (chroot, namespaces),
@@ -58,6 +60,15 @@ def main(argv: list[str]) -> int:
     )
     check.add_argument("dir", type=Path)
     check.add_argument("arch", choices=sorted(TARGETS))
+    fetch = sub.add_parser(
+        "fetch-debs", help="the pinned Debian packages (release/debs.lock.json), into the cache"
+    )
+    fetch.add_argument(
+        "--arch",
+        action="append",
+        choices=sorted(TARGETS),
+        help="only these targets (repeatable; default: all)",
+    )
     args = parser.parse_args(argv)
     if args.command == "bundle":
         bundle.build(target(args.arch), args.out)
@@ -65,6 +76,10 @@ def main(argv: list[str]) -> int:
         from release import package
 
         package.release(args.arch or sorted(TARGETS), args.out)
+    elif args.command == "fetch-debs":
+        from release import debs
+
+        debs.fetch_all(args.arch or sorted(TARGETS))
     else:
         return elfcheck.main([str(args.dir), args.arch])
     return 0

@@ -1,6 +1,7 @@
 """What the bundle's interpreter runs: ``_internal/credprovider-boot.py``.
 
-The launcher execs ``_internal/credprovider-main -I -S -B <this file> <argv[0]> <args...>``:
+The launcher execs ``_internal/credprovider-main -I -S -B <this file> <argv[0]> <args...>`` through the
+bundle's own glibc loader (``_internal/ld-linux-*``):
 ``credprovider-main`` is CPython's own ``python3.11`` (no PyInstaller bootloader, so no second exec
 and no archive to unpack), isolated from PYTHON* variables and the user's site directory. The
 standard library it imports lies in ``_internal/lib/python3.11``; everything else (credprovider and

@@ -4,13 +4,15 @@ the programs need (run in a Debian 11 chroot), laid out by release/layout.py.
 The result, in ``out``:
 
     credprovider                 the launcher (static): checks the bundle, then execs the interpreter
-                                 _internal/credprovider-main on _internal/credprovider-boot.py
+                                 _internal/credprovider-main on _internal/credprovider-boot.py,
+                                 through the bundle's own glibc loader
     ecr-credential-provider ...  symlinks to it, one per plugin name
-    _internal/                   the interpreter, its libraries, and every module as bytecode
+    _internal/                   the interpreter, its libraries, glibc (release/glibc.py), and every
+                                 module as bytecode
     _internal/credprovider.files every file of _internal/ with its size (what the launcher checks)
 
-Nothing in it needs a glibc newer than the floor, or a library other than glibc's own: the build
-fails otherwise (release/elfcheck.py).
+Nothing in it loads a library from outside the bundle, or needs a symbol version the bundle's glibc
+does not define: the build fails otherwise (release/elfcheck.py).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from release import elfcheck, native, rootfs, sandbox, toolchain, wheels
+from release import elfcheck, firstbuild, glibc, native, rootfs, sandbox, toolchain, wheels
 from release.targets import Target
 
 REPO: Final = Path(__file__).resolve().parent.parent
@@ -148,7 +150,11 @@ def add_launcher(target: Target, out: Path, info: BuildInfo) -> None:
     tools = toolchain.make_toolchain(
         target, native.cache_root() / "launcher-toolchain" / target.arch
     )
-    flags = [f'-DCREDPROVIDER_VERSION="{info.version}"', f'-DCREDPROVIDER_ARCH="{target.arch}"']
+    flags = [
+        f'-DCREDPROVIDER_VERSION="{info.version}"',
+        f'-DCREDPROVIDER_ARCH="{target.arch}"',
+        f'-DCREDPROVIDER_LOADER="{target.loader}"',
+    ]
     toolchain.compile_static(tools, LAUNCHER_SOURCE, out / "credprovider", flags)
     for name in plugin_names():
         (out / name).symlink_to("credprovider")
@@ -167,10 +173,12 @@ def build(target: Target, out: Path) -> Path:
     out = out.resolve()
     if not out.is_relative_to(REPO):
         raise ValueError(f"{out} must be inside {REPO} (the build chroot sees only the repository)")
+    firstbuild.announce(target)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     info = build_info(target)
     run_analysis(target, out, info)
+    glibc.add_to(target, out / CONTENTS)
     add_launcher(target, out, info)
     write_manifest(out)
     problems = elfcheck.check_bundle(out, target)

@@ -1,8 +1,11 @@
-"""Which node OSes can start a bundle: the glibc, libstdc++ and library needs of every ELF file in it.
+"""What a bundle loads and needs: the libraries and symbol versions of every ELF file in it.
 
 Read from the files themselves (pyelftools): the symbol versions each file requires
-(``.gnu.version_r``), the libraries it names (``DT_NEEDED``), where it looks for them
-(``DT_RUNPATH``/``DT_RPATH``) and its machine. The rules are pure functions over those facts.
+(``.gnu.version_r``) and defines (``.gnu.version_d``: glibc's own files), the libraries it names
+(``DT_NEEDED``), where it looks for them (``DT_RUNPATH``/``DT_RPATH``) and its machine. The rules are
+pure functions over those facts: every library comes from the bundle (glibc too: release/glibc.py),
+every glibc symbol version a file needs is one the bundle's glibc defines, and the loader the
+launcher runs is there.
 """
 
 from __future__ import annotations
@@ -14,13 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from release.targets import (
-    CXXABI_LIMIT,
-    GLIBC_LIBRARIES,
-    GLIBC_LIMIT,
-    GLIBCXX_LIMIT,
-    Target,
-)
+from release.targets import CXXABI_LIMIT, GLIBCXX_LIMIT, Target
 
 ELF_MAGIC = b"\x7fELF"
 Version = tuple[int, ...]
@@ -33,6 +30,7 @@ class ElfFacts:
     needed: tuple[str, ...]  # DT_NEEDED
     search: tuple[str, ...]  # DT_RUNPATH or DT_RPATH entries, unexpanded
     versions: tuple[str, ...]  # required symbol versions, e.g. GLIBC_2.17, GLIBCXX_3.4.21
+    defines: tuple[str, ...] = ()  # symbol versions it defines (glibc's files: GLIBC_2.2.5 ...)
 
 
 @dataclass(frozen=True)
@@ -70,16 +68,34 @@ def show(version: Version) -> str:
 
 
 _LIMITS: tuple[tuple[str, Version, str], ...] = (
-    ("GLIBC_", GLIBC_LIMIT, "glibc"),
     ("GLIBCXX_", GLIBCXX_LIMIT, "libstdc++ (RHEL 8 has GLIBCXX_3.4.25)"),
     ("CXXABI_", CXXABI_LIMIT, "libstdc++ (RHEL 8 has CXXABI_1.3.11)"),
 )
 
 
-def version_problems(elf: ElfFacts, glibc_limit: Version = GLIBC_LIMIT) -> list[Problem]:
+def version_problems(elf: ElfFacts, glibc_defines: Iterable[str] = ()) -> list[Problem]:
+    """Every ``GLIBC_`` version ``elf`` needs must be one the bundle's glibc defines
+    (``glibc_defines``); ``GLIBC_PRIVATE`` only between glibc's own files, which are built together;
+    libstdc++ versions within RHEL 8's."""
+    defined = set(glibc_defines)
     problems = []
-    for prefix, default_limit, what in _LIMITS:
-        limit = glibc_limit if prefix == "GLIBC_" else default_limit
+    for name in elf.versions:
+        if name == "GLIBC_PRIVATE" and not _is_glibc(elf):
+            problems.append(
+                Problem(
+                    elf.path, "needs GLIBC_PRIVATE: it works only with the glibc it was built with"
+                )
+            )
+        elif parse_version(name, "GLIBC_") is not None and name not in defined:
+            newest_defined = newest_name(defined, "GLIBC_")
+            problems.append(
+                Problem(
+                    elf.path,
+                    f"needs {name}, which the bundle's glibc does not define "
+                    f"(its newest is {newest_defined or 'none: no glibc in the bundle'})",
+                )
+            )
+    for prefix, limit, what in _LIMITS:
         for name in elf.versions:
             version = parse_version(name, prefix)
             if version is not None and version > limit:
@@ -89,6 +105,16 @@ def version_problems(elf: ElfFacts, glibc_limit: Version = GLIBC_LIMIT) -> list[
                     )
                 )
     return problems
+
+
+def newest_name(names: Iterable[str], prefix: str) -> str | None:
+    versions = [(v, n) for n in names if (v := parse_version(n, prefix)) is not None]
+    return max(versions)[1] if versions else None
+
+
+def _is_glibc(elf: ElfFacts) -> bool:
+    """glibc's own files reference GLIBC_PRIVATE of each other (libc.so.6 of the loader's)."""
+    return any(name.startswith("GLIBC_") for name in elf.defines)
 
 
 def search_problems(elf: ElfFacts) -> list[Problem]:
@@ -121,12 +147,10 @@ def expand_search(elf: ElfFacts) -> list[str]:
 def library_problems(
     elf: ElfFacts, bundle_files: set[str], library_dirs: Iterable[str]
 ) -> list[Problem]:
-    """Every DT_NEEDED must be in the bundle (where the loader will look) or be glibc's own."""
+    """Every DT_NEEDED must be in the bundle, where the loader will look: glibc's own too."""
     problems = []
     dirs = [*expand_search(elf), *library_dirs]
     for name in elf.needed:
-        if name in GLIBC_LIBRARIES:
-            continue
         if not any(os.path.normpath(os.path.join(d, name)) in bundle_files for d in dirs):
             problems.append(
                 Problem(elf.path, f"loads {name} from the node: it is not in the bundle")
@@ -134,20 +158,28 @@ def library_problems(
     return problems
 
 
+def loader_problems(target: Target, bundle_files: set[str], library_dir: str) -> list[Problem]:
+    """The launcher runs the interpreter through ``<library_dir>/<target.loader>``."""
+    loader = f"{library_dir}/{target.loader}"
+    if loader in bundle_files:
+        return []
+    return [Problem(loader, "is missing: the launcher runs the interpreter through it")]
+
+
 def check(
     facts: list[ElfFacts],
     target: Target,
     bundle_files: set[str],
     library_dirs: Iterable[str],
-    glibc_limit: Version = GLIBC_LIMIT,
 ) -> list[Problem]:
-    """All the reasons this bundle would not start, or load something foreign, on an old node."""
+    """All the reasons this bundle would not start, or would load something foreign, on a node."""
     dirs = list(library_dirs)
+    glibc_defines = {name for elf in facts if _is_glibc(elf) for name in elf.defines}
     problems = []
     for elf in facts:
         if elf.machine != target.elf_machine:
             problems.append(Problem(elf.path, f"is {elf.machine}, not {target.elf_machine}"))
-        problems += version_problems(elf, glibc_limit)
+        problems += version_problems(elf, glibc_defines)
         problems += search_problems(elf)
         problems += library_problems(elf, bundle_files, dirs)
     return problems
@@ -167,13 +199,14 @@ def is_elf(path: Path) -> bool:
 def read_elf(path: Path, relative: str) -> ElfFacts:
     from elftools.elf.dynamic import DynamicSection
     from elftools.elf.elffile import ELFFile
-    from elftools.elf.gnuversions import GNUVerNeedSection
+    from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection
 
     with path.open("rb") as handle:
         elf = ELFFile(handle)
         needed: list[str] = []
         search: list[str] = []
         versions: list[str] = []
+        defines: list[str] = []
         for section in elf.iter_sections():
             if isinstance(section, DynamicSection):
                 tag: Any  # pyelftools sets needed/runpath/rpath on tags of those kinds only
@@ -187,12 +220,16 @@ def read_elf(path: Path, relative: str) -> ElfFacts:
             elif isinstance(section, GNUVerNeedSection):
                 for _library, auxiliaries in section.iter_versions():
                     versions.extend(aux.name for aux in auxiliaries)
+            elif isinstance(section, GNUVerDefSection):
+                for _definition, auxiliaries in section.iter_versions():
+                    defines.extend(aux.name for aux in auxiliaries)
         return ElfFacts(
             relative,
             str(elf["e_machine"]),
             tuple(needed),
             tuple(search),
             tuple(sorted(set(versions))),
+            tuple(sorted(set(defines))),
         )
 
 
@@ -219,15 +256,17 @@ def check_bundle(root: Path, target: Target, library_dir: str = "_internal") -> 
     facts, files = scan(root)
     if not facts:
         return [Problem(str(root), "holds no ELF file: is this a bundle?")]
-    return check(facts, target, files, [library_dir])
+    return check(facts, target, files, [library_dir]) + loader_problems(target, files, library_dir)
 
 
 def summary(root: Path) -> str:
     facts, _files = scan(root)
-    glibc = newest(facts, "GLIBC_")
-    if glibc is None:
-        return f"{len(facts)} ELF files, no glibc symbol versions"
-    return f"{len(facts)} ELF files; newest glibc symbol: GLIBC_{show(glibc[0])} ({glibc[1]})"
+    carried = newest_name({n for elf in facts if _is_glibc(elf) for n in elf.defines}, "GLIBC_")
+    needed = newest([elf for elf in facts if not _is_glibc(elf)], "GLIBC_")
+    text = f"{len(facts)} ELF files; glibc carried: {carried or 'none'}"
+    if needed is not None:
+        text += f"; newest glibc symbol needed outside it: GLIBC_{show(needed[0])} ({needed[1]})"
+    return text
 
 
 def main(argv: list[str]) -> int:

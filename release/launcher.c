@@ -2,15 +2,17 @@
  * credprovider launcher: the executable at the top of a bundle, under every plugin name.
  *
  * The bundle is a directory: this launcher, and _internal/ holding the interpreter (credprovider-main,
- * CPython's own python3.11), its libraries and the program as bytecode (release/layout.py). The
- * launcher checks that _internal/ sits next to its real path and that every file listed in
- * _internal/credprovider.files is there with its recorded size, then execs the interpreter on
+ * CPython's own python3.11), its libraries, the glibc it runs on (its loader included:
+ * release/glibc.py) and the program as bytecode (release/layout.py). The launcher checks that
+ * _internal/ sits next to its real path and that every file listed in _internal/credprovider.files is
+ * there with its recorded size, then execs the interpreter, through the bundle's own loader, on
  * _internal/credprovider-boot.py with the same arguments (argv[0], which names the plugin, passed
  * on). A lone copy of the executable, or a damaged bundle, ends here with one line that says what to
  * install, instead of the interpreter's "No module named ..." or the loader's "cannot open shared
  * object file".
  *
- * Built fully static (musl) by release/toolchain.py: it needs nothing from the node, not even glibc.
+ * Built fully static (musl) by release/toolchain.py, and the interpreter brings its own glibc: the
+ * bundle needs no libc from the node at all (Talos, Alpine, distroless roots).
  * It writes nothing to stdout, so the kubelet never reads a partial response from it.
  */
 #include <errno.h>
@@ -29,8 +31,12 @@
 #ifndef CREDPROVIDER_ARCH
 #define CREDPROVIDER_ARCH "amd64"
 #endif
+#ifndef CREDPROVIDER_LOADER
+#define CREDPROVIDER_LOADER "ld-linux-x86-64.so.2"
+#endif
 
 #define CONTENTS "_internal"
+#define LOADER CONTENTS "/" CREDPROVIDER_LOADER
 #define PROGRAM CONTENTS "/credprovider-main"
 #define BOOT CONTENTS "/credprovider-boot.py"
 #define MANIFEST CONTENTS "/credprovider.files"
@@ -141,29 +147,26 @@ int main(int argc, char **argv)
     if (check_manifest(dir) != 0) {
         return 1;
     }
-    /* The interpreter links libpython3.11.so.1.0, and its modules OpenSSL and the like: all in
-     * _internal/, which goes first on the loader's path. */
-    const char *old = getenv("LD_LIBRARY_PATH");
-    char *path = malloc(strlen(contents) + (old ? strlen(old) + 2 : 1));
-    if (path == NULL) {
-        return fail("out of memory");
-    }
-    strcpy(path, contents);
-    if (old != NULL && old[0] != '\0') {
-        strcat(path, ":");
-        strcat(path, old);
-    }
-    setenv("LD_LIBRARY_PATH", path, 1);
-    /* python -I (no PYTHON* variables, no user site) -S (no site module) -B (never write bytecode)
-     * credprovider-boot.py <argv[0]> <args>: the boot script restores argv and dispatches on argv[0]. */
-    char boot[PATH_MAX];
+    /* The interpreter runs through the bundle's own glibc loader, which finds libpython, OpenSSL
+     * and glibc itself in _internal/ only (--library-path; --inhibit-cache: not through the node's
+     * /etc/ld.so.cache): the node's libc, if it has one, is never used, and no LD_LIBRARY_PATH is
+     * set for the programs the tool runs. The loader ignores a node's LD_LIBRARY_PATH too.
+     * <loader> --inhibit-cache --library-path _internal credprovider-main
+     *     -I (no PYTHON* variables, no user site) -S (no site module) -B (never write bytecode)
+     *     credprovider-boot.py <argv[0]> <args>: the boot script restores argv, dispatches on argv[0]. */
+    char boot[PATH_MAX], loader[PATH_MAX];
+    snprintf(loader, sizeof loader, "%s/%s", dir, LOADER);
     snprintf(program, sizeof program, "%s/%s", dir, PROGRAM);
     snprintf(boot, sizeof boot, "%s/%s", dir, BOOT);
-    char **args = calloc((size_t)argc + 6, sizeof *args);
+    char **args = calloc((size_t)argc + 10, sizeof *args);
     if (args == NULL) {
         return fail("out of memory");
     }
     int count = 0;
+    args[count++] = loader;
+    args[count++] = "--inhibit-cache";
+    args[count++] = "--library-path";
+    args[count++] = contents;
     args[count++] = program;
     args[count++] = "-I";
     args[count++] = "-S";
@@ -174,6 +177,6 @@ int main(int argc, char **argv)
         args[count++] = argv[i];
     }
     args[count] = NULL;
-    execv(program, args);
-    return fail("cannot start %s (%s)", program, strerror(errno));
+    execv(loader, args);
+    return fail("cannot start %s (%s)", loader, strerror(errno));
 }

@@ -88,7 +88,7 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _fetch(url: str, destination: Path, sha256: str | None = None) -> Path:
+def fetch(url: str, destination: Path, sha256: str | None = None) -> Path:
     """Download ``url`` to ``destination`` (atomically), checking ``sha256`` when given."""
     if destination.exists() and (sha256 is None or sha256_file(destination) == sha256):
         return destination
@@ -111,7 +111,7 @@ def _fetch(url: str, destination: Path, sha256: str | None = None) -> Path:
 def download(lock: Lock, package: SourcePackage, cache: Path) -> dict[str, Path]:
     """Every file of ``package`` in ``cache``, verified against the lock."""
     return {
-        name: _fetch(f"{lock.mirror}/{package.directory}/{name}", cache / name, sha256)
+        name: fetch(f"{lock.mirror}/{package.directory}/{name}", cache / name, sha256)
         for name, sha256 in package.files.items()
     }
 
@@ -178,7 +178,8 @@ def own_patches(name: str) -> list[Path]:
 
 
 def parse_sources(text: str) -> dict[str, list[dict[str, str]]]:
-    """A Debian Sources index: package name -> its stanzas (Version, Directory, Checksums-Sha256)."""
+    """A Debian index (Sources or Packages): package name -> its stanzas (Version, Directory or
+    Filename, Checksums-Sha256 or SHA256, ...)."""
     stanzas: dict[str, list[dict[str, str]]] = {}
     for block in text.split("\n\n"):
         fields: dict[str, str] = {}
@@ -194,7 +195,7 @@ def parse_sources(text: str) -> dict[str, list[dict[str, str]]]:
     return stanzas
 
 
-def _newest(stanzas: list[dict[str, str]]) -> dict[str, str]:
+def newest(stanzas: list[dict[str, str]]) -> dict[str, str]:
     def key(stanza: dict[str, str]) -> list[tuple[int, str]]:
         # Good enough to order the handful of versions one suite carries; dpkg decides ties.
         return [
@@ -205,25 +206,31 @@ def _newest(stanzas: list[dict[str, str]]) -> dict[str, str]:
     return max(stanzas, key=key)
 
 
-def refresh(lock: Lock, work: Path) -> Lock:
-    """The lock with every package at the newest version the suite's signed Sources index lists."""
-    inrelease = _fetch(f"{lock.mirror}/dists/{lock.suite}/InRelease", work / "InRelease")
+def signed_index(mirror: str, suite: str, wanted: str, work: Path) -> str:
+    """One index of ``suite`` (e.g. ``main/source/Sources.xz``), decompressed, checked against the
+    sha256 the suite's InRelease gives it; InRelease itself is checked with gpgv against Debian's
+    archive keyring."""
+    inrelease = fetch(f"{mirror}/dists/{suite}/InRelease", work / "InRelease")
     subprocess.run(
         ["gpgv", "--keyring", str(KEYRING), str(inrelease)],
         check=True,
         capture_output=True,
     )
-    wanted = "main/source/Sources.xz"
     match = re.search(rf"^ ([0-9a-f]{{64}}) +\d+ {re.escape(wanted)}$", inrelease.read_text(), re.M)
     if match is None:
         raise SourceError(f"InRelease lists no {wanted}")
-    index = _fetch(
-        f"{lock.mirror}/dists/{lock.suite}/{wanted}", work / "Sources.xz", match.group(1)
+    index = fetch(
+        f"{mirror}/dists/{suite}/{wanted}", work / wanted.replace("/", "_"), match.group(1)
     )
-    stanzas = parse_sources(lzma.decompress(index.read_bytes()).decode("utf-8"))
+    return lzma.decompress(index.read_bytes()).decode("utf-8")
+
+
+def refresh(lock: Lock, work: Path) -> Lock:
+    """The lock with every package at the newest version the suite's signed Sources index lists."""
+    stanzas = parse_sources(signed_index(lock.mirror, lock.suite, "main/source/Sources.xz", work))
     packages = {}
     for name, old in lock.packages.items():
-        stanza = _newest(stanzas[name])
+        stanza = newest(stanzas[name])
         files = {}
         for line in stanza["Checksums-Sha256"].splitlines():
             parts = line.split()

@@ -1,4 +1,4 @@
-"""The architectures a release is built for, and the one glibc floor they share: one place for each fact."""
+"""The architectures a release is built for, and the glibc facts they share: one place for each fact."""
 
 from __future__ import annotations
 
@@ -6,30 +6,28 @@ import platform
 from dataclasses import dataclass
 from typing import Final
 
-# The oldest glibc every ELF file in a bundle may need. RHEL/CentOS 7 and Amazon Linux 2 have 2.17 and
-# 2.26, RHEL 8 has 2.28: building against 2.17 costs nothing more (zig links against any version).
+# The glibc version the interpreter and its modules are linked against (zig links against any
+# version's symbol set). A bundle no longer uses the node's libc: it carries its own (release/glibc.py),
+# so this is no longer what a node needs; it stays the oldest, which keeps the interpreter's recipe.
 GLIBC_FLOOR: Final = (2, 17)
-# The most a bundle may ever need, whatever the floor: RHEL 8's glibc (the issue's hard limit).
-GLIBC_LIMIT: Final = (2, 28)
 # RHEL 8 ships GCC 8's libstdc++: GLIBCXX_3.4.25 and CXXABI_1.3.11 are the newest it has.
 GLIBCXX_LIMIT: Final = (3, 4, 25)
 CXXABI_LIMIT: Final = (1, 3, 11)
-# The only libraries a bundle may load from the node: glibc's own.
-GLIBC_LIBRARIES: Final = frozenset(
-    {
-        "libc.so.6",
-        "libm.so.6",
-        "libpthread.so.0",
-        "libdl.so.2",
-        "librt.so.1",
-        "libutil.so.1",
-        "ld-linux-x86-64.so.2",
-        "ld-linux-aarch64.so.1",
-    }
+# glibc's files a bundle carries in _internal/ besides the target's loader: the libraries the
+# interpreter and its modules link, and the name-service modules glibc keeps outside libc.so.6 (files
+# and dns are inside it since 2.34). A glibc module of the node's own (libnss_compat for a
+# "passwd: compat" line) would need the node glibc's private symbols: the bundle's is found first.
+GLIBC_FILES: Final = (
+    "libc.so.6",
+    "libm.so.6",
+    "libpthread.so.0",
+    "libdl.so.2",
+    "librt.so.1",
+    "libutil.so.1",
+    "libresolv.so.2",
+    "libnss_compat.so.2",
+    "libnss_hesiod.so.2",
 )
-# glibc's own name-service modules, which libc itself loads at run time as the node's
-# /etc/nsswitch.conf says (user and host look-ups); no ELF file may need them.
-GLIBC_NSS_LIBRARIES: Final = frozenset({"libnss_files.so.2", "libnss_dns.so.2", "libresolv.so.2"})
 
 # The Debian suite of the root filesystems the bundles are built and tested in (glibc 2.31).
 DEBIAN_SUITE: Final = "bullseye"
@@ -45,6 +43,12 @@ class Target:
     binfmt_magic: (
         str  # binfmt_misc "magic:mask" of its ELF executables (escaped as the kernel reads it)
     )
+    loader: str  # glibc's dynamic loader (PT_INTERP's file name), carried in _internal/
+
+    @property
+    def glibc_files(self) -> tuple[str, ...]:
+        """Every file of glibc's the bundle carries: the loader first."""
+        return (self.loader, *GLIBC_FILES)
 
     @property
     def zig_target(self) -> str:
@@ -76,6 +80,7 @@ TARGETS: Final = {
         "EM_X86_64",
         "qemu-x86_64-static",
         rf"{_ELF_HEAD}\x3e\x00:{_ELF_MASK}\xff\xff",
+        "ld-linux-x86-64.so.2",
     ),
     "arm64": Target(
         "arm64",
@@ -83,6 +88,7 @@ TARGETS: Final = {
         "EM_AARCH64",
         "qemu-aarch64-static",
         rf"{_ELF_HEAD}\xb7\x00:{_ELF_MASK}\xff\xff",
+        "ld-linux-aarch64.so.1",
     ),
 }
 

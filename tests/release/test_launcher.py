@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,9 +128,12 @@ def test_symlinks_from_another_directory_work(native_launcher: Launcher, tmp_pat
         "lib/python3.11/os.pyc",
         "credprovider-main",
         "credprovider-boot.py",
+        "libc.so.6",
+        "LOADER",
     ],
 )
 def test_a_missing_file_is_named(launcher: Launcher, tmp_path: Path, victim: str) -> None:
+    victim = launcher.target.loader if victim == "LOADER" else victim
     copy = copy_bundle(launcher.bundle_dir, tmp_path)
     (copy / "_internal" / victim).unlink()
     assert_one_line_failure(
@@ -170,3 +174,43 @@ def test_the_launcher_passes_argv_and_stdin_through(native_launcher: Launcher) -
     assert result.returncode == 1 and result.stdout == b""
     assert result.stderr.decode().startswith("ecr-credential-provider:")
     assert "unrecognized arguments: --no-such-flag" in result.stderr.decode()
+
+
+def test_the_plugin_runs_on_the_bundles_glibc_with_the_environment_it_was_given(
+    native_launcher: Launcher, tmp_path: Path
+) -> None:
+    """The loader gets the bundle's library path as an argument: the running plugin maps libc and
+    libpython from _internal/ only, even with a node's LD_LIBRARY_PATH naming another libc, and its
+    environment (which anything it runs inherits) is the one it was given: no LD_LIBRARY_PATH into
+    the bundle."""
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "libc.so.6").write_bytes(b"not a libc")
+    contents = native_launcher.bundle_dir.resolve() / "_internal"
+    for given in ({}, {"LD_LIBRARY_PATH": str(foreign)}):
+        env = {"PATH": "/usr/bin:/bin", **given}
+        with subprocess.Popen(
+            [str(native_launcher.bundle_dir / "ecr-credential-provider")],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+        ) as plugin:
+            proc = Path(f"/proc/{plugin.pid}")
+            deadline = time.monotonic() + 30
+            # Waiting for the request on stdin: by then the interpreter has started.
+            while b"credprovider-boot.py" not in (proc / "cmdline").read_bytes():
+                assert time.monotonic() < deadline and plugin.poll() is None
+                time.sleep(0.02)
+            while "libpython3.11" not in (proc / "maps").read_text():
+                assert time.monotonic() < deadline and plugin.poll() is None
+                time.sleep(0.02)
+            maps = (proc / "maps").read_text()
+            environ = (proc / "environ").read_bytes().split(b"\0")
+            plugin.communicate(b"", timeout=60)
+        mapped = {line.split()[-1] for line in maps.splitlines() if ".so" in line}
+        for library in ("libc.so.6", native_launcher.target.loader, "libpython3.11.so.1.0"):
+            assert {p for p in mapped if p.endswith("/" + library)} == {f"{contents}/{library}"}
+        assert sorted(e.decode() for e in environ if e) == sorted(
+            f"{k}={v}" for k, v in env.items()
+        )

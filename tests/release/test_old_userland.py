@@ -8,86 +8,56 @@ emulators, which run in this process (the chroot shares the loopback network).
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from demo import SCENARIO_SOURCES, Scenario
-from emulators.kubelet_exec import request_bytes
 from release import bundle, rootfs, sandbox
-from release.targets import GLIBC_LIBRARIES, GLIBC_NSS_LIBRARIES, Target
+from release.targets import Target
+from tests.release.nodes import (
+    Node,
+    binfmt_untouched,
+    demo_scenarios,
+    every_plugin_answers,
+    host_mounts,
+    scenario_request,
+    staged,
+)
 
 pytestmark = pytest.mark.slow
 VERSION = bundle.project_version()
 INSTALL_DIR = f"/opt/credprovider-{VERSION}"
-TMP = tempfile.gettempdir()
-
-
-@dataclass
-class OldNode:
-    target: Target
-    root: Path
-    upper: Path  # the overlay's upper layer: the unpacked tarball stays there between runs
-
-    def run(
-        self, argv: list[str], stdin: bytes = b"", env: dict[str, str] | None = None
-    ) -> subprocess.CompletedProcess[bytes]:
-        spec = sandbox.spec_for(
-            self.target,
-            self.root,
-            argv,
-            env=sandbox.env_with_path(env),
-            upper=str(self.upper),
-            binds=[sandbox.Bind(TMP, TMP, read_only=True)],
-        )
-        return sandbox.run(spec, stdin=stdin, timeout=600)
 
 
 @pytest.fixture
-def old_node(target: Target, tarball: Path, tmp_path: Path) -> Iterator[OldNode]:
+def old_node(target: Target, tarball: Path, tmp_path: Path) -> Iterator[Node]:
     why = sandbox.supported()
     if why:
         pytest.skip(f"sandbox: {why}")
     root = rootfs.ensure(target)
     upper = tmp_path / "layers"
     upper.mkdir()
-    node = OldNode(target, root, upper)
+    node = Node(target, root, upper)
     # The tarball reaches the node through the /tmp bind; its own tar unpacks it.
-    with tempfile.TemporaryDirectory(dir=TMP) as staging:
-        staged = Path(staging) / tarball.name
-        shutil.copyfile(tarball, staged)
-        result = node.run(["/bin/tar", "-xzf", str(staged), "-C", "/opt"])
+    with staged(tarball) as inside:
+        result = node.run(["/bin/tar", "-xzf", inside, "-C", "/opt"])
     assert result.returncode == 0, result.stderr
     mounts_before = host_mounts()
     yield node
     # The sandboxes changed nothing on the host: no mount, no binfmt_misc registration.
     assert host_mounts() == mounts_before
-    assert not Path("/proc/sys/fs/binfmt_misc/credprovider-qemu").exists()
+    assert binfmt_untouched()
 
 
-def host_mounts() -> list[str]:
-    """This machine's mount table, without the per-mount ids that change on remount."""
-    return sorted(
-        " ".join(line.split()[3:]) for line in Path("/proc/self/mountinfo").read_text().splitlines()
-    )
-
-
-def test_the_root_filesystem_is_debian_11(old_node: OldNode) -> None:
+def test_the_root_filesystem_is_debian_11(old_node: Node) -> None:
     result = old_node.run(["/usr/bin/ldd", "--version"])
     assert result.returncode == 0
     assert re.search(r"GLIBC 2\.31", result.stdout.decode()), result.stdout
 
 
-def test_version_under_every_name(old_node: OldNode) -> None:
+def test_version_under_every_name(old_node: Node) -> None:
     for name in (
         "credprovider",
         "ecr-credential-provider",
@@ -105,37 +75,14 @@ def test_version_under_every_name(old_node: OldNode) -> None:
         ), second
 
 
-@contextmanager
-def demo_scenarios() -> Iterator[list[Scenario]]:
-    """Every scenario of make demo, with its emulators running."""
-    with ExitStack() as stack:
-        found: list[Scenario] = []
-        for source in SCENARIO_SOURCES.values():
-            found += stack.enter_context(source())
-        yield found
-
-
-def test_every_plugin_answers_the_demo_requests(old_node: OldNode) -> None:
-    with demo_scenarios() as found:
-        assert len(found) >= 8
-        for scenario in found:
-            request = request_bytes(
-                scenario.image, token=scenario.token, annotations=scenario.annotations
-            )
-            result = old_node.run(
-                [f"{INSTALL_DIR}/{scenario.plugin}", *scenario.args], request, scenario.env
-            )
-            assert result.returncode == 0, f"{scenario.title}: {result.stderr.decode()}"
-            response = json.loads(result.stdout)
-            assert response["kind"] == "CredentialProviderResponse", scenario.title
-            assert response["auth"], scenario.title
-            for entry in response["auth"].values():
-                assert entry["username"] and entry["password"], scenario.title
+def test_every_plugin_answers_the_demo_requests(old_node: Node) -> None:
+    every_plugin_answers(old_node, INSTALL_DIR)
 
 
 def loaded_objects(ld_debug: str) -> set[str]:
     """Every shared object the loader opened, from its LD_DEBUG=libs,files account: absolute paths it
-    was given (dlopen of an extension module), and the file each library search ended on."""
+    was given (dlopen of an extension module), and the file each library search ended on when the
+    loader then maps it ("generating link map"; a search that found nothing maps nothing)."""
     found: set[str] = set()
     last_try = ""
     for raw in ld_debug.splitlines():
@@ -143,11 +90,11 @@ def loaded_objects(ld_debug: str) -> set[str]:
         if line.startswith("trying file="):
             last_try = line.removeprefix("trying file=")
             continue
-        if line.startswith("search path=") or line.startswith("search cache="):
+        if not line or line.startswith("search path=") or line.startswith("search cache="):
             continue
-        if last_try:
+        if last_try and re.match(r"file=\S+ \[\d+\];\s+generating link map", line):
             found.add(last_try)  # the search ended on its last try
-            last_try = ""
+        last_try = ""
         absolute = re.match(r"file=(/\S+) \[\d+\];", line)
         if absolute:
             found.add(absolute.group(1))
@@ -161,11 +108,19 @@ def test_loaded_objects_parser() -> None:
         "  7:\t  trying file=/opt/x/_internal/tls/libz.so.1\n"
         "  7:\t  trying file=/opt/x/_internal/libz.so.1\n"
         "  7:\t\n"
+        "  7:\tfile=libz.so.1 [0];  generating link map\n"
         "  7:\tfind library=libc.so.6 [0]; searching\n"
         "  7:\t  trying file=/opt/x/_internal/libc.so.6\n"
         "  7:\t search cache=/etc/ld.so.cache\n"
         "  7:\t  trying file=/lib/x86_64-linux-gnu/libc.so.6\n"
+        "  7:\t\n"
+        "  7:\tfile=libc.so.6 [0];  generating link map\n"
         "  7:\tfile=/opt/x/_internal/m.so [0];  dynamically loaded by /opt/x/_internal/libpython3.11.so.1.0 [0]\n"
+        # a search that found nothing (libnss_compat asking for libnss_nis): nothing is mapped
+        "  7:\tfind library=libnss_nis.so.2 [0]; searching\n"
+        "  7:\t  trying file=/usr/lib/libnss_nis.so.2\n"
+        "  7:\t\n"
+        "  7:\tcalling fini:  [0]\n"
     )
     assert loaded_objects(text) == {
         "/opt/x/_internal/libz.so.1",
@@ -174,30 +129,25 @@ def test_loaded_objects_parser() -> None:
     }
 
 
-def test_nothing_is_loaded_from_the_node_but_glibc(old_node: OldNode) -> None:
+def test_nothing_is_loaded_from_the_node(old_node: Node) -> None:
     """The loader's own account (LD_DEBUG) of a cache miss per cloud: every object it opened is the
-    bundle's, or glibc's (including the name-service modules libc loads as nsswitch.conf says)."""
+    bundle's, glibc and its name-service modules included (the node's glibc 2.31 is never used)."""
     seen: set[str] = set()
     with demo_scenarios() as found:
         firsts = {scenario.plugin: scenario for scenario in reversed(found)}
         for scenario in firsts.values():
-            request = request_bytes(
-                scenario.image, token=scenario.token, annotations=scenario.annotations
-            )
             env = {**scenario.env, "LD_DEBUG": "libs,files"}
             result = old_node.run(
-                [f"{INSTALL_DIR}/{scenario.plugin}", *scenario.args], request, env
+                [f"{INSTALL_DIR}/{scenario.plugin}", *scenario.args],
+                scenario_request(scenario),
+                env,
             )
             assert result.returncode == 0, result.stderr.decode()[-2000:]
             loaded = loaded_objects(result.stderr.decode())
             seen |= loaded
-            assert f"{INSTALL_DIR}/_internal/libpython3.11.so.1.0" in loaded, sorted(loaded)
-            outside = {
-                path
-                for path in loaded
-                if not path.startswith(f"{INSTALL_DIR}/_internal/")
-                and os.path.basename(path) not in GLIBC_LIBRARIES | GLIBC_NSS_LIBRARIES
-            }
+            for inside in ("libpython3.11.so.1.0", "libc.so.6"):
+                assert f"{INSTALL_DIR}/_internal/{inside}" in loaded, sorted(loaded)
+            outside = {path for path in loaded if not path.startswith(f"{INSTALL_DIR}/_internal/")}
             assert outside == set(), f"{scenario.plugin} loaded from the node: {sorted(outside)}"
     # OpenSSL is loaded only where a miss needs it (TLS, or SigV4's HMAC): by some scenario, and
     # then the bundle's copy. Plain-HTTP metadata calls load neither (credprovider/runtime/http.py).

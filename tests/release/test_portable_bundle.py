@@ -7,16 +7,37 @@ from pathlib import Path
 
 import pytest
 
-from release import elfcheck
+from release import elfcheck, glibc
 from release.targets import GLIBC_FLOOR, Target, host_target
 
 
-def test_no_file_needs_more_than_the_glibc_floor_or_a_library_from_the_node(
+def test_nothing_loads_from_the_node_and_every_version_is_the_bundled_glibcs(
     bundle_dir: Path, target: Target
 ) -> None:
-    facts, files = elfcheck.scan(bundle_dir)
-    problems = elfcheck.check(facts, target, files, ["_internal"], glibc_limit=GLIBC_FLOOR)
+    problems = elfcheck.check_bundle(bundle_dir, target)
     assert problems == [], "\n".join(map(str, problems))
+
+
+def test_the_bundle_carries_the_locked_glibc(bundle_dir: Path, target: Target) -> None:
+    """Debian 12's libc6, as debs.lock.json pins it: every file of it the bundle needs, byte for
+    byte, and the glibc version it defines is the lock's."""
+    library_dir = glibc.library_dir(target)
+    for name in target.glibc_files:
+        carried = bundle_dir / "_internal" / name
+        assert carried.read_bytes() == (library_dir / name).resolve().read_bytes(), name
+    facts, _files = elfcheck.scan(bundle_dir)
+    libc = next(elf for elf in facts if elf.path == "_internal/libc.so.6")
+    assert elfcheck.newest_name(libc.defines, "GLIBC_") == f"GLIBC_{glibc.pin().upstream_version}"
+
+
+def test_outside_glibc_nothing_needs_more_than_the_floor(bundle_dir: Path, target: Target) -> None:
+    """The interpreter, its modules and the wheels' code are linked against glibc 2.17's symbols
+    (release/targets.py): any glibc since would run them."""
+    facts, _files = elfcheck.scan(bundle_dir)
+    outside = [elf for elf in facts if not any(d.startswith("GLIBC_") for d in elf.defines)]
+    assert len(outside) > 40
+    newest = elfcheck.newest(outside, "GLIBC_")
+    assert newest is not None and newest[0] <= GLIBC_FLOOR, newest
 
 
 def test_the_scan_saw_the_whole_bundle(bundle_dir: Path, target: Target) -> None:
@@ -162,9 +183,11 @@ def test_every_bundled_package_imports_from_its_place(bundle_dir: Path, target: 
         "    module = importlib.import_module(name)\n"
         "    print(name, getattr(module, '__file__', None) or 'builtin')\n"
     )
+    # The launcher's own way: the bundle's loader, its glibc and libraries only (release/launcher.c).
+    loader = [str(contents / target.loader), "--inhibit-cache", "--library-path", str(contents)]
     result = subprocess.run(
-        [str(contents / "credprovider-main"), "-I", "-S", "-B", "-c", code],
-        env={"LD_LIBRARY_PATH": str(contents)},
+        [*loader, str(contents / "credprovider-main"), "-I", "-S", "-B", "-c", code],
+        env={},
         capture_output=True,
         text=True,
         timeout=120,

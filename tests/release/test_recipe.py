@@ -79,7 +79,7 @@ def test_a_download_that_does_not_match_the_lock_is_refused(tmp_path: Path) -> N
     served = tmp_path / "served"
     served.write_bytes(b"not the tarball")
     with pytest.raises(sources.SourceError, match="is not the locked"):
-        sources._fetch(served.as_uri(), tmp_path / "cache" / "x.tar.gz", "0" * 64)
+        sources.fetch(served.as_uri(), tmp_path / "cache" / "x.tar.gz", "0" * 64)
     assert not (tmp_path / "cache" / "x.tar.gz").exists()
 
 
