@@ -1,7 +1,9 @@
-"""Release artifacts: one tarball and one SBOM per target, and a SHA256SUMS over them.
+"""Release artifacts: per target a tarball, a .deb and an .rpm (release/packages.py) with an SBOM each,
+and a SHA256SUMS over them all.
 
-    dist/release/credprovider-<version>-linux-<arch>.tar.gz
-    dist/release/credprovider-<version>-linux-<arch>.cdx.json
+    dist/release/credprovider-<version>-linux-<arch>.tar.gz    + .cdx.json
+    dist/release/credprovider_<version>_<arch>.deb             + .cdx.json
+    dist/release/credprovider-<version>-1.<rpm arch>.rpm       + .cdx.json
     dist/release/SHA256SUMS
 
 Each tarball unpacks to ``credprovider-<version>/``: the bundle (launcher, plugin-name symlinks,
@@ -22,7 +24,7 @@ import tarfile
 from pathlib import Path
 from typing import Final
 
-from release import bundle, native, rootfs, sbom, sources, toolchain
+from release import bundle, glibc, native, packages, rootfs, sbom, sources, toolchain
 from release.targets import Target, target
 
 LICENSE_FILE_NAMES: Final = re.compile(r"^(LICEN[CS]E|COPYING|NOTICE|AUTHORS)", re.I)
@@ -41,8 +43,9 @@ def install_text(version: str, arch: str) -> str:
     return f"""credprovider {version} for linux/{arch}: kubelet image credential provider plugins
 (ecr-credential-provider, acr-credential-provider, auth-provider-gcp) and the credprovider tool.
 
-Runs on any Linux node with glibc 2.17 or newer (see README: supported node OSes). Keep this whole
-directory together: the executables need _internal/ next to them.
+Runs on any Linux node of this architecture: it carries its own C library and needs none from the
+node (see README: supported node OSes). Keep this whole directory together: the executables need
+_internal/ next to them. Distribution packages (.deb, .rpm) of the same bundle do these steps for you.
 
 1. Verify the download (in the directory holding the tarball and SHA256SUMS):
      sha256sum --check --ignore-missing SHA256SUMS
@@ -103,8 +106,8 @@ def musl_version() -> str:
 def extra_components(
     target: Target, contents: Path
 ) -> tuple[list[sbom.Component], list[tuple[str, str]]]:
-    """Components and licence texts that are neither wheels nor built here: libgcc_s (Debian 11's)
-    and the musl libc of the static launcher."""
+    """Components and licence texts that are neither wheels nor built here: libgcc_s (Debian 11's),
+    glibc (Debian 12's) and the musl libc of the static launcher."""
     components, notices = [], []
     root = rootfs.ensure(target)
     if (contents / "libgcc_s.so.1").exists():
@@ -117,6 +120,23 @@ def extra_components(
         notices.append(
             (f"libgcc-s1 {version} (Debian 11)", copyright_file.read_text(errors="replace"))
         )
+    libc = glibc.pin()
+    components.append(
+        sbom.Component(
+            "glibc",
+            libc.version,
+            libc.purl(target.arch),
+            glibc.LICENSE,
+            target.glibc_files,
+            f"Debian 12's {glibc.PACKAGE}: the C library and loader the interpreter runs on",
+        )
+    )
+    notices.append(
+        (
+            f"glibc {libc.version} (Debian 12's {glibc.PACKAGE}); its source: {libc.source_url()}",
+            glibc.copyright_text(target),
+        )
+    )
     musl = musl_version()
     components.append(
         sbom.Component(
@@ -212,7 +232,7 @@ def package(target: Target, out: Path) -> list[Path]:
         built=info.built,
         components=components,
     )
-    sbom_text = json.dumps(document, indent=2, sort_keys=True) + "\n"
+    sbom_text = sbom_json(document)
     (stage / top / "sbom.cdx.json").write_text(sbom_text)
     shutil.copy2(bundle.REPO / "LICENSE", stage / top / "LICENSE")
     (stage / top / "THIRD_PARTY_NOTICES").write_text(notices_text(contents, lock, extra_notices))
@@ -223,8 +243,29 @@ def package(target: Target, out: Path) -> list[Path]:
     write_tarball(stage, top, tarball, info.epoch)
     sbom_file = out / f"{name}.cdx.json"
     sbom_file.write_text(sbom_text)
+    built = [tarball, sbom_file]
+    release = packages.Release(
+        info.version, target.arch, info.epoch, packages.readme_text(info.version)
+    )
+    for path in packages.build(stage / top, release, out):
+        purl = packages.purl(path, release)
+        described = sbom.document(
+            version=info.version,
+            arch=target.arch,
+            commit=info.commit,
+            built=info.built,
+            components=components,
+            root_ref=purl,
+        )
+        package_sbom = path.with_name(path.name + ".cdx.json")
+        package_sbom.write_text(sbom_json(described))
+        built += [path, package_sbom]
     shutil.rmtree(stage)
-    return [tarball, sbom_file]
+    return built
+
+
+def sbom_json(document: dict[str, object]) -> str:
+    return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
 
 def write_checksums(out: Path, artifacts: list[Path]) -> Path:

@@ -185,15 +185,18 @@ def document(
     commit: str,
     built: str,
     components: list[Component],
+    root_ref: str | None = None,
 ) -> dict[str, Any]:
-    """The CycloneDX document; its serial number is derived from its content, so rebuilds match."""
+    """The CycloneDX document; its serial number is derived from its content, so rebuilds match.
+    ``root_ref`` is what the document describes (default: the tarball's generic purl; a package's
+    own purl for the .deb and the .rpm)."""
     seen: set[str] = set()
     unique = []
     for component in components:
         if component.purl not in seen:
             seen.add(component.purl)
             unique.append(component)
-    root_ref = f"pkg:generic/credprovider@{version}?arch={arch}"
+    root_ref = root_ref or f"pkg:generic/credprovider@{version}?arch={arch}"
     serial = uuid.uuid5(uuid.NAMESPACE_URL, f"{root_ref}#{commit}#" + ",".join(sorted(seen)))
     return {
         "bomFormat": "CycloneDX",

@@ -13,7 +13,7 @@ import yaml
 
 from credprovider.errors import CredproviderError
 from credprovider.runtime.api import API_V1
-from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.catalog import PACKAGE_BIN_DIR, PACKAGE_LIB_DIR, PLUGINS
 from credprovider.tool.config import CONFIG_KIND
 from credprovider.tool.descriptor import CloudPlugin
 
@@ -90,11 +90,23 @@ def bundle_executable(target: str | None) -> Path:
     """The credprovider executable the plugin names will link to: ``--target``, else this bundle's
     launcher (not checked yet: :func:`credprovider.tool.install_plan.plan_install` runs it)."""
     if target:
-        return Path(target).resolve()
+        return stable_launcher(Path(target).resolve())
     launcher = bundle_launcher(Path(sys.executable).resolve())
     if launcher is None:
         raise NodeChangeError(
             "run install from the bundle (dist/credprovider/credprovider install ...) "
             "or pass --target /path/to/credprovider"
         )
+    return stable_launcher(launcher)
+
+
+def stable_launcher(
+    launcher: Path, lib_dir: str = PACKAGE_LIB_DIR, bin_dir: str = PACKAGE_BIN_DIR
+) -> Path:
+    """A distribution package's launcher lies in a versioned directory the next upgrade removes
+    (``/usr/lib/credprovider/<version>/``): links go through the package's bin dir instead, which
+    every upgrade re-points. Any other launcher is linked as it is."""
+    stable = Path(bin_dir) / launcher.name
+    if launcher.parent.parent == Path(lib_dir) and stable.resolve() == launcher:
+        return stable
     return launcher

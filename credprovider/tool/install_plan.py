@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.catalog import PACKAGE_BIN_DIR, PACKAGE_LINKS_FILE, PLUGINS
 from credprovider.tool.install_config import (
     BUNDLE_COPY_DIR,
     NodeChangeError,
@@ -274,21 +274,37 @@ def apply_install(plan: InstallPlan) -> None:
     """Make the planned changes (the plan must have none refused)."""
     assert not plan.refused
     plan.bin_dir.mkdir(parents=True, exist_ok=True)
+    links = []
     for change in plan.changes:
-        if change.action == "unchanged":
-            continue
         path = Path(change.path)
         if path.name == BUNDLE_COPY_DIR and path.parent == plan.bin_dir:
-            _put_copy(plan.executable.parent, path, change.backup)
+            if change.action != "unchanged":
+                _put_copy(plan.executable.parent, path, change.backup)
         elif path == plan.config_out:
-            put_file(path, plan.config_text, change.backup)
+            if change.action != "unchanged":
+                put_file(path, plan.config_text, change.backup)
         else:
             target = (
                 plan.bin_dir / BUNDLE_COPY_DIR / plan.executable.name
                 if plan.copy
                 else plan.executable
             )
-            _put_link(path, target, change.backup)
+            if change.action != "unchanged":
+                _put_link(path, target, change.backup)
+            links.append(path)
+    if not plan.copy and plan.executable.parent == Path(PACKAGE_BIN_DIR):
+        record_package_links(links)
+
+
+def record_package_links(links: list[Path], links_file: str = PACKAGE_LINKS_FILE) -> None:
+    """Add ``links`` (made to the distribution package's bin dir) to the list the package's removal
+    reads: it deletes those still pointing into the package, so that no bin dir keeps a dangling
+    link (release/packages.py)."""
+    record = Path(links_file)
+    known = set(record.read_text().split("\n")) if record.is_file() else set()
+    lines = sorted((known | {str(link) for link in links}) - {""})
+    record.parent.mkdir(parents=True, exist_ok=True)
+    put_file(record, "".join(f"{line}\n" for line in lines), None)
 
 
 def _keep(path: Path, backup: str | None) -> None:

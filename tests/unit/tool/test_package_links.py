@@ -1,0 +1,51 @@
+"""install from a distribution package: what it links to, and the record the package's removal reads
+(the whole lifecycle runs through dpkg and rpm in tests/release/test_packages.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from credprovider.tool.install_config import stable_launcher
+from credprovider.tool.install_plan import record_package_links
+
+
+def package_tree(root: Path, version: str) -> tuple[Path, Path]:
+    """``root``/lib/credprovider/<version>/credprovider and the package's bin dir linking to it."""
+    lib = root / "lib" / "credprovider"
+    (lib / version).mkdir(parents=True)
+    (lib / version / "credprovider").write_text("launcher")
+    (lib / "bin").mkdir()
+    (lib / "bin" / "credprovider").symlink_to(f"../{version}/credprovider")
+    return lib, lib / "bin"
+
+
+def test_a_packages_versioned_launcher_is_linked_through_the_package_bin_dir(
+    tmp_path: Path,
+) -> None:
+    lib, bin_dir = package_tree(tmp_path, "0.1.0")
+    launcher = (lib / "0.1.0" / "credprovider").resolve()
+    assert stable_launcher(launcher, str(lib), str(bin_dir)) == bin_dir / "credprovider"
+
+
+def test_any_other_launcher_is_linked_as_it_is(tmp_path: Path) -> None:
+    lib, bin_dir = package_tree(tmp_path, "0.1.0")
+    unpacked = tmp_path / "opt" / "credprovider-0.1.0" / "credprovider"
+    unpacked.parent.mkdir(parents=True)
+    unpacked.write_text("launcher")
+    assert stable_launcher(unpacked, str(lib), str(bin_dir)) == unpacked
+    # an older version left in the package directory, which the bin dir no longer points to
+    (lib / "0.0.9").mkdir()
+    old = lib / "0.0.9" / "credprovider"
+    old.write_text("launcher")
+    assert stable_launcher(old, str(lib), str(bin_dir)) == old
+
+
+def test_the_record_keeps_every_link_once_sorted(tmp_path: Path) -> None:
+    record = tmp_path / "var" / "lib" / "credprovider" / "package-links"
+    first = [Path("/etc/eks/image-credential-provider/ecr-credential-provider")]
+    record_package_links(first, str(record))
+    assert record.read_text() == f"{first[0]}\n"
+    second = [Path("/var/lib/rancher/credentialprovider/bin/auth-provider-gcp"), *first]
+    record_package_links(second, str(record))
+    assert record.read_text().splitlines() == sorted(str(p) for p in second)
+    assert record.stat().st_mode & 0o777 == 0o644
