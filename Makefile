@@ -13,16 +13,21 @@ SOURCES := $(shell find credprovider -name '*.py') build.spec $(wildcard release
 # Root filesystems, built interpreters and wheels are cached here between runs (keyed by recipe).
 export CREDPROVIDER_BUILD_CACHE ?= $(HOME)/.cache/credprovider-build
 
-.PHONY: venv lint format typecheck build release release-check test test-fast demo bench \
+.PHONY: host-tools venv lint format typecheck build release release-check test test-fast demo bench \
 	reliability-report clean
 
 $(STAMP):
+	@release/host-tools.sh build
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# Everything make test needs from Debian, installed when missing (one line and exit 1 if it cannot).
+host-tools:
+	@release/host-tools.sh test
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check credprovider emulators tests bench release demo.py
@@ -35,9 +40,11 @@ format: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy --strict credprovider release
 
-# One portable bundle per architecture (glibc >= 2.17, built in a Debian 11 chroot; arm64 under
-# qemu-user): see docs/release.md. Needs root, debootstrap and qemu-user-static (.ci/run installs them).
+# One portable bundle per architecture (its own glibc, built in a Debian 11 chroot; the other
+# architecture under qemu-user): see docs/release.md. Needs root; release/host-tools.sh installs the
+# Debian tools it needs (this machine's bundle: debootstrap, cmake ...; the other's: qemu-user-static).
 dist/bundles/%/credprovider: $(SOURCES) $(STAMP)
+	@release/host-tools.sh $(if $(filter $*,$(HOST_ARCH)),build,release)
 	$(PY) -m release bundle --arch $* --out dist/bundles/$*
 	@touch $@
 
@@ -48,19 +55,22 @@ $(BUNDLE)/credprovider: dist/bundles/$(HOST_ARCH)/credprovider
 build: $(BUNDLE)/credprovider
 	@echo "bundle: $(BUNDLE) -> $$(readlink $(BUNDLE)): $$(du -sm dist/bundles/$(HOST_ARCH) | cut -f1) MiB, $$(find dist/bundles/$(HOST_ARCH) -type f | wc -l) files"
 
-# Every architecture's tarball and SBOM, and SHA256SUMS over them.
+# Every architecture's tarball, .deb and .rpm, their SBOMs, and SHA256SUMS over them.
 release: $(foreach arch,$(ARCHES),dist/bundles/$(arch)/credprovider)
+	@release/host-tools.sh release
 	$(PY) -m release artifacts --out $(RELEASE)
 	@ls -l $(RELEASE)
 
 # Only the release checks, for every tarball: the ELF rules, the launcher, and each tarball on an
 # older userland (Debian 11 root filesystems; arm64 under qemu-user). make test runs them too.
 release-check: release
+	$(PY) -m release fetch-debs
 	CREDPROVIDER_REQUIRE_ARCHES="$(ARCHES)" $(PY) -m pytest -q tests/release
 
 # The full suite: lint, types, the bundles and tarballs of both architectures, and every test
 # (unit, integration, through this machine's bundle, and both tarballs in Debian 11 root filesystems).
-test: lint typecheck build release
+test: host-tools lint typecheck build release
+	$(PY) -m release fetch-debs
 	CREDPROVIDER_REQUIRE_BUNDLE=1 CREDPROVIDER_REQUIRE_ARCHES="$(ARCHES)" $(PY) -m pytest -q
 
 # Quick loop while developing: no lint, no bundle (bundle tests skip).
