@@ -27,7 +27,9 @@ BUDGETS = {
     "hit_ms": 60.0,
     "hit_rss_mb": 40.0,
     "miss_ms": {"aws": 220.0, "gcp": 220.0, "azure": 300.0},
-    "bundle_mib": 45.0,
+    # 45 until #29: the bundle now carries its own glibc (loader, libc, libm ...: 3.1 MiB on amd64)
+    # so that it needs no libc on the node.
+    "bundle_mib": 48.0,
     # Multiples of the bare start of the bundle's own interpreter, measured in the same run (#17).
     "version_x_bare": 1.5,
     "hit_x_bare": 2.0,

@@ -67,7 +67,8 @@ LAYOUTS: tuple[Layout, ...] = (
         ("/usr/local/lib/kubelet/credentialproviders",),
         "siderolabs/talos (machine.kubelet.credentialProviderConfig)",
         "Talos writes the config from machine.kubelet.credentialProviderConfig; only system "
-        "extensions can place binaries, and the node has no glibc",
+        "extensions can place binaries (the node has no glibc; the bundle needs none: "
+        "docs/release.md says what the extension holds)",
     ),
     Layout(
         "kubeadm",
