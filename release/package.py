@@ -225,14 +225,20 @@ def package(target: Target, out: Path) -> list[Path]:
         *sbom.python_components(contents),
         *sbom.vendored_components(contents),
     ]
-    document = sbom.document(
-        version=info.version,
-        arch=target.arch,
-        commit=info.commit,
-        built=info.built,
-        components=components,
-    )
-    sbom_text = sbom_json(document)
+
+    def described(root_ref: str | None = None) -> str:
+        """The SBOM of this bundle, of the tarball or (``root_ref``) of a package of it."""
+        document = sbom.document(
+            version=info.version,
+            arch=target.arch,
+            commit=info.commit,
+            built=info.built,
+            components=components,
+            root_ref=root_ref,
+        )
+        return json.dumps(document, indent=2, sort_keys=True) + "\n"
+
+    sbom_text = described()
     (stage / top / "sbom.cdx.json").write_text(sbom_text)
     shutil.copy2(bundle.REPO / "LICENSE", stage / top / "LICENSE")
     (stage / top / "THIRD_PARTY_NOTICES").write_text(notices_text(contents, lock, extra_notices))
@@ -248,24 +254,11 @@ def package(target: Target, out: Path) -> list[Path]:
         info.version, target.arch, info.epoch, packages.readme_text(info.version)
     )
     for path in packages.build(stage / top, release, out):
-        purl = packages.purl(path, release)
-        described = sbom.document(
-            version=info.version,
-            arch=target.arch,
-            commit=info.commit,
-            built=info.built,
-            components=components,
-            root_ref=purl,
-        )
         package_sbom = path.with_name(path.name + ".cdx.json")
-        package_sbom.write_text(sbom_json(described))
+        package_sbom.write_text(described(packages.purl(path, release)))
         built += [path, package_sbom]
     shutil.rmtree(stage)
     return built
-
-
-def sbom_json(document: dict[str, object]) -> str:
-    return json.dumps(document, indent=2, sort_keys=True) + "\n"
 
 
 def write_checksums(out: Path, artifacts: list[Path]) -> Path:

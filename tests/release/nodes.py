@@ -16,7 +16,7 @@ from pathlib import Path
 
 from demo import SCENARIO_SOURCES, Scenario
 from emulators.kubelet_exec import request_bytes
-from release import sandbox
+from release import debs, sandbox
 from release.targets import Target
 
 TMP = tempfile.gettempdir()
@@ -109,3 +109,33 @@ def host_mounts() -> list[str]:
 
 def binfmt_untouched() -> bool:
     return not Path("/proc/sys/fs/binfmt_misc/credprovider-qemu").exists()
+
+
+@contextmanager
+def host_unchanged(node: Node) -> Iterator[Node]:
+    """``node``, skipped where the sandbox cannot run; after the test, the host's mounts and
+    binfmt_misc are as they were."""
+    why = sandbox.supported()
+    if why:
+        import pytest
+
+        pytest.skip(f"sandbox: {why}")
+    mounts_before = host_mounts()
+    yield node
+    assert host_mounts() == mounts_before
+    assert binfmt_untouched()
+
+
+def busybox(target: Target) -> Path:
+    """Debian's static busybox for ``target`` (fetched by make test: tests never download)."""
+    return debs.unpacked("busybox-static", target, fetch=False) / "bin" / "busybox"
+
+
+def busybox_root(target: Target, root: Path, applets: tuple[str, ...] = ("sh",)) -> Path:
+    """A root filesystem holding nothing but busybox in /bin, with ``applets`` linked to it."""
+    (root / "bin").mkdir(parents=True)
+    (root / "bin" / "busybox").write_bytes(busybox(target).read_bytes())
+    (root / "bin" / "busybox").chmod(0o755)
+    for applet in applets:
+        (root / "bin" / applet).symlink_to("busybox")
+    return root

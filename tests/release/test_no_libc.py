@@ -13,15 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from release import bundle, debs, elfcheck, sandbox
+from release import bundle, elfcheck
 from release.targets import Target
-from tests.release.nodes import (
-    Node,
-    binfmt_untouched,
-    every_plugin_answers,
-    host_mounts,
-    staged,
-)
+from tests.release.nodes import Node, busybox_root, every_plugin_answers, host_unchanged, staged
 from tests.release.test_old_userland import loaded_objects
 
 pytestmark = pytest.mark.slow
@@ -31,29 +25,15 @@ INSTALL_DIR = f"/opt/credprovider-{VERSION}"
 MOUNT_POINTS = {"proc", "dev", "tmp"}
 
 
-def busybox(target: Target) -> Path:
-    return debs.unpacked("busybox-static", target, fetch=False) / "bin" / "busybox"
-
-
 @pytest.fixture
 def bare_node(target: Target, tarball: Path, tmp_path: Path) -> Iterator[Node]:
-    why = sandbox.supported()
-    if why:
-        pytest.skip(f"sandbox: {why}")
-    root = tmp_path / "root"
-    (root / "bin").mkdir(parents=True)
+    root = busybox_root(target, tmp_path / "root")
     (root / "opt").mkdir()
-    (root / "bin" / "busybox").write_bytes(busybox(target).read_bytes())
-    (root / "bin" / "busybox").chmod(0o755)
-    (root / "bin" / "sh").symlink_to("busybox")
-    node = Node(target, root)
-    with staged(tarball) as inside:
-        result = node.run(["/bin/busybox", "tar", "-xzf", inside, "-C", "/opt"])
-    assert result.returncode == 0, result.stderr
-    mounts_before = host_mounts()
-    yield node
-    assert host_mounts() == mounts_before
-    assert binfmt_untouched()
+    with host_unchanged(Node(target, root)) as node:
+        with staged(tarball) as inside:
+            result = node.run(["/bin/busybox", "tar", "-xzf", inside, "-C", "/opt"])
+        assert result.returncode == 0, result.stderr
+        yield node
 
 
 def test_the_root_holds_a_static_shell_and_the_bundle_only(bare_node: Node) -> None:

@@ -14,14 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from release import bundle, rootfs, sandbox
+from release import bundle, rootfs
 from release.targets import Target
 from tests.release.nodes import (
     Node,
-    binfmt_untouched,
     demo_scenarios,
     every_plugin_answers,
-    host_mounts,
+    host_unchanged,
     scenario_request,
     staged,
 )
@@ -33,22 +32,16 @@ INSTALL_DIR = f"/opt/credprovider-{VERSION}"
 
 @pytest.fixture
 def old_node(target: Target, tarball: Path, tmp_path: Path) -> Iterator[Node]:
-    why = sandbox.supported()
-    if why:
-        pytest.skip(f"sandbox: {why}")
-    root = rootfs.ensure(target)
     upper = tmp_path / "layers"
     upper.mkdir()
-    node = Node(target, root, upper)
-    # The tarball reaches the node through the /tmp bind; its own tar unpacks it.
-    with staged(tarball) as inside:
-        result = node.run(["/bin/tar", "-xzf", inside, "-C", "/opt"])
-    assert result.returncode == 0, result.stderr
-    mounts_before = host_mounts()
-    yield node
-    # The sandboxes changed nothing on the host: no mount, no binfmt_misc registration.
-    assert host_mounts() == mounts_before
-    assert binfmt_untouched()
+    # The sandboxes change nothing on the host: no mount, no binfmt_misc registration.
+    with host_unchanged(Node(target, rootfs.rootfs_dir(target), upper)) as node:
+        rootfs.ensure(target)
+        # The tarball reaches the node through the /tmp bind; its own tar unpacks it.
+        with staged(tarball) as inside:
+            result = node.run(["/bin/tar", "-xzf", inside, "-C", "/opt"])
+        assert result.returncode == 0, result.stderr
+        yield node
 
 
 def test_the_root_filesystem_is_debian_11(old_node: Node) -> None:

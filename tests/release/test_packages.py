@@ -27,11 +27,10 @@ from credprovider.tool.catalog import (
     PACKAGE_LINKS_FILE,
     PACKAGE_TOOL_LINK,
 )
-from release import bundle, packages, rootfs, sandbox
+from release import bundle, packages, rootfs
 from release.targets import Target
 from tests.release.conftest import missing
-from tests.release.nodes import Node, binfmt_untouched, every_plugin_answers, host_mounts, staged
-from tests.release.test_no_libc import busybox
+from tests.release.nodes import Node, busybox_root, every_plugin_answers, host_unchanged, staged
 
 pytestmark = pytest.mark.slow
 VERSION = bundle.project_version()
@@ -186,23 +185,18 @@ def install_links(node: Node) -> subprocess.CompletedProcess[bytes]:
 
 @pytest.fixture
 def debian_node(target: Target, tmp_path: Path) -> Iterator[Node]:
-    why = sandbox.supported()
-    if why:
-        pytest.skip(f"sandbox: {why}")
     upper = tmp_path / "layers"
     upper.mkdir()
-    node = Node(target, rootfs.ensure(target), upper)
-    yield from with_operator_config(node)
+    with host_unchanged(Node(target, rootfs.rootfs_dir(target), upper)) as node:
+        rootfs.ensure(target)
+        with_operator_config(node)
+        yield node
 
 
-def with_operator_config(node: Node) -> Iterator[Node]:
+def with_operator_config(node: Node) -> None:
     config = node.path(OPERATOR_CONFIG)
     config.parent.mkdir(parents=True, exist_ok=True)
     config.write_text(OPERATOR_TEXT)
-    mounts_before = host_mounts()
-    yield node
-    assert host_mounts() == mounts_before
-    assert binfmt_untouched()
 
 
 def test_deb_install_upgrade_and_removal_on_debian_11(
@@ -234,16 +228,10 @@ def test_deb_install_upgrade_and_removal_on_debian_11(
 
 @pytest.fixture
 def empty_root(target: Target, tmp_path: Path) -> Iterator[Node]:
-    why = sandbox.supported()
-    if why:
-        pytest.skip(f"sandbox: {why}")
-    root = tmp_path / "root"
-    (root / "bin").mkdir(parents=True)
-    (root / "bin" / "busybox").write_bytes(busybox(target).read_bytes())
-    (root / "bin" / "busybox").chmod(0o755)
-    for applet in ("sh", "readlink", "rm", "rmdir", "dirname", "ls", "sed", "cat"):
-        (root / "bin" / applet).symlink_to("busybox")
-    yield from with_operator_config(Node(target, root))
+    applets = ("sh", "readlink", "rm", "rmdir", "dirname", "ls", "sed", "cat")
+    with host_unchanged(Node(target, busybox_root(target, tmp_path / "root", applets))) as node:
+        with_operator_config(node)
+        yield node
 
 
 def rpm(node: Node, *args: str) -> subprocess.CompletedProcess[str]:
