@@ -32,6 +32,13 @@ VERSION_FLAG: Final = "--version"
 SERVE_MODULE: Final = "credprovider.runtime.serve"
 # How this executable refuses a name it does not know (the tool's start check recognises it).
 UNKNOWN_PROGRAM_MARK: Final = "unknown program name; run as one of"
+# A second provider of a plugin (another identity: other args, env or node file) needs a name of
+# its own, as the kubelet execs <bin-dir>/<provider name>: <plugin name>-<suffix>, the suffix of
+# letters, digits, '-', '_' and '.', starting with a letter or digit.
+SUFFIX_CHARACTERS: Final = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_."
+)
+SUFFIXED_FORM: Final = "<plugin name>-<suffix>"
 
 
 def register_cloud(name: str, package: str) -> None:
@@ -53,12 +60,29 @@ def without_exe(name: str) -> str:
     return name[:-4] if name.lower().endswith(".exe") else name
 
 
-def resolve(argv: list[str]) -> tuple[str, list[str]] | None:
-    """Pick the program and its arguments, or ``None`` when no known name was given."""
-    name = program_name(argv[0]) if argv else ""
+def plugin_of(name: str) -> str | None:
+    """The plugin a program name runs: the plugin's own name, or a plugin name with a suffix
+    (``ecr-credential-provider-prod``: a second provider of that plugin); ``None`` otherwise."""
     if name in PLUGIN_MODULES:
+        return name
+    for plugin in PLUGIN_MODULES:
+        suffix = name[len(plugin) + 1 :]
+        if (
+            name.startswith(plugin + "-")
+            and suffix[:1].isalnum()
+            and SUFFIX_CHARACTERS.issuperset(suffix)
+        ):
+            return plugin
+    return None
+
+
+def resolve(argv: list[str]) -> tuple[str, list[str]] | None:
+    """Pick the program (the name it runs as) and its arguments, or ``None`` when no known name
+    was given."""
+    name = program_name(argv[0]) if argv else ""
+    if plugin_of(name):
         return name, argv[1:]
-    if len(argv) > 1 and argv[1] in PROGRAM_MODULES:
+    if len(argv) > 1 and (argv[1] in PROGRAM_MODULES or plugin_of(argv[1])):
         return argv[1], argv[2:]
     if name == TOOL_NAME:
         return name, argv[1:]
@@ -71,8 +95,9 @@ def main(argv: list[str] | None = None) -> None:
     if chosen is None:
         sys.stderr.write(
             f"{program_name(argv[0]) if argv else TOOL_NAME}: {UNKNOWN_PROGRAM_MARK} "
-            f"{', '.join(PROGRAM_MODULES)} (a symlink to this executable), or pass the name as the "
-            "first argument\n"
+            f"{', '.join(PROGRAM_MODULES)} (a symlink to this executable), or as "
+            f"{SUFFIXED_FORM} for a second provider of a plugin (e.g. "
+            f"{next(iter(PLUGIN_MODULES))}-prod), or pass the name as the first argument\n"
         )
         sys.exit(1)
     name, args = chosen
@@ -84,13 +109,18 @@ def main(argv: list[str] | None = None) -> None:
         sys.stdout.write(version_text(name))
         sys.stdout.flush()
         return
-    module = PROGRAM_MODULES[name]
+    plugin = plugin_of(name)
+    module = PROGRAM_MODULES[plugin or name]
     # __import__ rather than importlib.import_module: the importlib package costs every exec its
     # import, and this is the only place the exec path would need it.
     __import__(module)
-    if name not in PLUGIN_MODULES:
+    if plugin is None:
         sys.modules[module].main(args)
         return
-    # A plugin's main module is its PluginSpec; the one runtime serves every plugin.
+    # A plugin's main module is its PluginSpec; the one runtime serves every plugin. Under a
+    # suffixed name it runs as that name: its lines say it, and its cache entries are its own.
+    spec = sys.modules[module].SPEC
+    if name != plugin:
+        spec = spec._replace(name=name)
     __import__(SERVE_MODULE)
-    sys.modules[SERVE_MODULE].main(sys.modules[module].SPEC, args)
+    sys.modules[SERVE_MODULE].main(spec, args)

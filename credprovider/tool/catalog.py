@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 from typing import Final
 
-from credprovider.entry import PLUGIN_PACKAGES, without_exe
+from credprovider.entry import PLUGIN_PACKAGES, plugin_of, without_exe
 from credprovider.tool.descriptor import CloudPlugin
 
 # Where install and migrate put things by default, and where get looks when not told.
@@ -37,5 +37,6 @@ BY_NAME: Final = {plugin.name: plugin for plugin in PLUGINS.values()}
 
 
 def plugin_for_name(provider_name: str) -> CloudPlugin | None:
-    """Our plugin behind a config's provider name (``.exe`` tolerated), if any."""
-    return BY_NAME.get(without_exe(provider_name))
+    """Our plugin behind a config's provider name (``.exe`` tolerated), if any: its own name, or
+    the plugin it suffixes (``<plugin name>-<suffix>``, entry.plugin_of)."""
+    return BY_NAME.get(plugin_of(without_exe(provider_name)) or "")

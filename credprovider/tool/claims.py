@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from credprovider.runtime.imageref import kubelet_image, parse_image
-from credprovider.tool.catalog import BY_NAME, PLUGINS
+from credprovider.tool.catalog import PLUGINS, plugin_for_name
 from credprovider.tool.selection import select_providers, shipped_providers
 
 
@@ -34,11 +34,13 @@ def explain_image(
     selections = select_providers(name, candidates)
     claimed = next((s.name for s in selections if s.matched), None)
     chosen = PLUGINS[provider].name if provider is not None else claimed
+    # a suffixed name (ecr-credential-provider-prod) is the plugin it links to
+    behind = plugin_for_name(chosen) if chosen is not None else None
     result: dict[str, Any] = {
         "image": name,
         "registry": ref.registry,
         "plugin": chosen,
-        "provider": BY_NAME[chosen].key if chosen in BY_NAME else None,
+        "provider": behind.key if behind is not None else None,
         "matched": chosen is not None and chosen == claimed,
         "misses": {
             s.name: [{"pattern": p, "reason": r} for p, r in s.misses]
@@ -53,10 +55,10 @@ def explain_image(
             "action": "nothing: the kubelet runs no plugin for it and pulls without their "
             "credentials (pull secrets and the node's docker config may still apply)",
         }
-    if chosen not in BY_NAME:
+    if behind is None:
         return {
             **result,
             "recognized": False,
             "action": f"run {chosen} (not a credprovider plugin)",
         }
-    return {**result, **BY_NAME[chosen].explain(ref.host, ref.registry)}
+    return {**result, **behind.explain(ref.host, ref.registry)}

@@ -109,14 +109,32 @@ def lint_providers(loaded: LoadedConfig, bin_dir: str | None = None) -> list[str
         if plugin is None:
             found += _near_name_lints(name)
         if plugin is not None:
-            found += _coverage_lints(provider, plugin)
+            if name == plugin.name:
+                # a provider under a suffixed name (another identity) is meant for some
+                # registries only: it is not asked to cover every form of its cloud's
+                found += _coverage_lints(provider, plugin)
             env_names = {var.name or "" for var in provider.env or []}
             found += plugin.lints(provider.matchImages or [], provider.args or [], env_names)
             if bin_dir is not None:
                 found += _node_file_lints(provider, plugin)
             found += _annotation_lints(provider, plugin)
         warnings += [f"provider {name!r}: {warning}" for warning in found]
-    return warnings
+    return warnings + overlap_lints(loaded)
+
+
+def overlap_lints(loaded: LoadedConfig) -> list[str]:
+    """Providers whose matchImages both match an image: the kubelet runs both plugins for it."""
+    from credprovider.tool.overlap import overlaps
+
+    providers = [(p.name or "", list(p.matchImages or [])) for p in loaded.providers]
+    return [
+        f"providers {o.first!r} and {o.second!r} both match images such as {o.image!r} "
+        f"({o.first_pattern!r} and {o.second_pattern!r}): the kubelet runs both plugins for "
+        "such an image and hands the container runtime every credential they return, which it "
+        "tries in turn; if each provider is another identity for its own registries, give each "
+        "only its own"
+        for o in overlaps(providers)
+    ]
 
 
 def _pattern_lints(provider: CredentialProvider) -> list[str]:

@@ -39,14 +39,17 @@ def kubelet_flags(config_path: str, bin_dir: str) -> list[str]:
     ]
 
 
-def provider_entry(plugin: CloudPlugin, node_file: str | None = None) -> dict[str, Any]:
+def provider_entry(
+    plugin: CloudPlugin, node_file: str | None = None, name: str | None = None
+) -> dict[str, Any]:
     """One CredentialProviderConfig provider with complete matchImages for ``plugin``; ``node_file``
-    replaces the node file its first argument names (azure.json), if it takes one."""
+    replaces the node file its first argument names (azure.json), if it takes one; ``name``: the
+    provider's name when it is not the plugin's own (a second provider of it: install --as)."""
     args = list(plugin.args)
     if plugin.node_file_arg is not None and node_file:
         args[0] = node_file
     entry: dict[str, Any] = {
-        "name": plugin.name,
+        "name": name or plugin.name,
         "apiVersion": API_V1,
         "defaultCacheDuration": plugin.default_cache_duration,
         "matchImages": list(plugin.match_images),
@@ -61,17 +64,19 @@ def render_config(
     node_files: Mapping[str, str] | None = None,
     writer: str = "install",
     first: Sequence[Mapping[str, Any]] = (),
+    names: Mapping[str, str] | None = None,
 ) -> str:
     """The CredentialProviderConfig YAML for the chosen plugins (keys of ``catalog.PLUGINS``),
     headed by the command that wrote it. ``node_files`` maps a plugin's key to the node file it is
     given instead of its default (each plugin its own: azure.json is not another cloud's file).
-    ``first``: providers kept from a config the node already has, put before ours as they are."""
-    node_files = node_files or {}
+    ``first``: providers kept from a config the node already has, put before ours as they are.
+    ``names``: a plugin's provider name where it is not the plugin's own (install --as)."""
+    node_files, names = node_files or {}, names or {}
     document = {
         "apiVersion": "kubelet.config.k8s.io/v1",
         "kind": CONFIG_KIND,
         "providers": [dict(provider) for provider in first]
-        + [provider_entry(PLUGINS[key], node_files.get(key)) for key in keys],
+        + [provider_entry(PLUGINS[key], node_files.get(key), names.get(key)) for key in keys],
     }
     header = f"{WRITTEN_BY}{writer}. Validate with: credprovider validate <this file>\n"
     return header + yaml.safe_dump(document, sort_keys=False, default_flow_style=False)

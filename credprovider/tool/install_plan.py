@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from credprovider.errors import CredproviderError
 from credprovider.tool.catalog import PACKAGE_BIN_DIR, PACKAGE_LINKS_FILE, PLUGINS
 from credprovider.tool.install_config import (
     BUNDLE_COPY_DIR,
@@ -80,8 +81,11 @@ def plan_install(
     copy: bool = False,
     force: bool = False,
     target: str | None = None,
+    as_name: str | None = None,
 ) -> InstallPlan:
-    """Every change install would make, each checked; nothing is changed."""
+    """Every change install would make, each checked; nothing is changed. ``as_name``: one more
+    provider of the one plugin in ``keys``, under that name (install --as): its link, and its entry
+    added to the config's providers, which are kept."""
     unknown = [key for key in keys if key not in PLUGINS]
     if unknown:
         raise NodeChangeError(
@@ -96,19 +100,38 @@ def plan_install(
         raise NodeChangeError(f"{exc}: nothing was installed") from None
     directory = Path(bin_dir)
     stamp = backup_stamp()
-    plan = InstallPlan(
-        directory, Path(config_out), render_config(keys, node_files), executable, version, copy
-    )
+    names = {key: as_name for key in keys} if as_name else {}
+    kept = _other_providers(Path(config_out), as_name) if as_name else []
+    text = render_config(keys, node_files, first=kept, names=names)
+    plan = InstallPlan(directory, Path(config_out), text, executable, version, copy)
     link_target = executable
     if copy:
         link_target = directory / BUNDLE_COPY_DIR / executable.name
         plan.changes.append(_plan_copy(plan, force, stamp))
     for key in keys:
-        plan.changes.append(
-            _plan_link(directory / PLUGINS[key].name, link_target, version, force, stamp)
-        )
-    plan.changes.append(_plan_config(plan.config_out, plan.config_text, force, stamp))
+        link = directory / (names.get(key) or PLUGINS[key].name)
+        plan.changes.append(_plan_link(link, link_target, version, force, stamp))
+    plan.changes.append(_plan_config(plan.config_out, plan.config_text, force, stamp, adds=as_name))
     return plan
+
+
+def _other_providers(config: Path, name: str | None) -> list[dict[str, object]]:
+    """The providers of the CredentialProviderConfig at ``config`` other than ``name``, as they
+    are; none when there is no such file, or it is not one (then writing it needs --force)."""
+    from credprovider.tool.config import CONFIG_KIND
+    from credprovider.tool.nodefiles import FileProblem, read_bytes
+    from credprovider.tool.yamldoc import load_yaml
+
+    if not config.is_file():
+        return []
+    try:
+        document = load_yaml(read_bytes(str(config)).decode("utf-8"))
+    except (FileProblem, UnicodeDecodeError, CredproviderError):
+        return []
+    providers = document.get("providers") if isinstance(document, dict) else None
+    if not isinstance(providers, list) or document.get("kind") != CONFIG_KIND:
+        return []
+    return [p for p in providers if isinstance(p, dict) and p.get("name") != name]
 
 
 def check_writable(directory: Path) -> None:
@@ -191,7 +214,7 @@ def _plan_copy(plan: InstallPlan, force: bool, stamp: str) -> Change:
     )
 
 
-def _plan_config(out: Path, text: str, force: bool, stamp: str) -> Change:
+def _plan_config(out: Path, text: str, force: bool, stamp: str, adds: str | None = None) -> Change:
     from credprovider.tool.nodefiles import FileProblem, read_bytes
 
     if not (out.exists() or out.is_symlink()):
@@ -205,6 +228,14 @@ def _plan_config(out: Path, text: str, force: bool, stamp: str) -> Change:
         return Change("unchanged", str(out), f"unchanged {out}")
     if current is not None and _holds_providers(current, text):
         return Change("unchanged", str(out), f"unchanged {out} (it already has these providers)")
+    if adds and current is not None and _holds_providers(text.encode(), current.decode("utf-8")):
+        # every provider it has is kept as it is: one more is added (install --as)
+        return Change(
+            "write",
+            str(out),
+            f"added provider {adds} to {out} (its other providers kept)",
+            backup=f"{out}{BACKUP_SUFFIX}{stamp}",
+        )
     return _overwrite(
         Change("write", str(out), f"replaced {out}"),
         force,
@@ -224,19 +255,25 @@ def _overwrite(change: Change, force: bool, stamp: str, refusal: str) -> Change:
 
 
 def _holds_providers(current: bytes, text: str) -> bool:
-    """Whether the config ``current`` has every provider of ``text`` as it is (a config migrate
-    merged: the node's other providers, and ours)."""
-    import yaml
+    """Whether the config ``current`` has every provider of the config ``text`` as it is (a config
+    migrate merged: the node's other providers, and ours). Both are read as the kubelet's decoder
+    takes YAML (yamldoc: no alias bomb)."""
+    from credprovider.tool.yamldoc import YamlError, load_yaml
 
     try:
-        have = yaml.safe_load(current.decode("utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError):
+        have, want = load_yaml(current.decode("utf-8")), load_yaml(text)
+    except (YamlError, UnicodeDecodeError):
         return False
-    want = yaml.safe_load(text)
-    if not isinstance(have, dict) or any(have.get(k) != want[k] for k in ("apiVersion", "kind")):
+    if not isinstance(have, dict) or not isinstance(want, dict):
         return False
-    providers = have.get("providers")
-    return isinstance(providers, list) and all(entry in providers for entry in want["providers"])
+    if any(have.get(k) != want.get(k) for k in ("apiVersion", "kind")):
+        return False
+    providers, wanted = have.get("providers"), want.get("providers")
+    return (
+        isinstance(providers, list)
+        and isinstance(wanted, list)
+        and all(entry in providers for entry in wanted)
+    )
 
 
 def _is_copy(destination: Path, launcher: str) -> bool:

@@ -200,6 +200,29 @@ def test_a_cache_hit_imports_no_costly_stdlib_module(cloud: str, tmp_path: Path)
         )
 
 
+@pytest.mark.parametrize("cloud", list(HITS))
+def test_two_providers_of_one_plugin_never_share_entries(cloud: str, tmp_path: Path) -> None:
+    """#33: two providers of one plugin (ecr-credential-provider and ecr-credential-provider-prod)
+    are two identities as far as the cache goes, even with the same settings: neither is ever
+    answered from the other's entries; each is from its own."""
+    emulator, plugin, image, args_for = HITS[cloud]
+    second = f"{plugin}-prod"
+    with emulator() as emulated:
+        env = {**emulated.env, "CREDPROVIDER_CACHE_DIR": str(tmp_path / "cache")}
+        args = [*args_for(emulated), "-v=1"]
+        runs = [
+            run_plugin(name, request_bytes(image), args, env)
+            for name in (plugin, second, plugin, second)
+        ]
+    assert [run.code for run in runs] == [0] * 4, runs[1].stderr
+    stored = ["cache: stored" in run.stderr for run in runs]
+    hits = ["cache: hit" in run.stderr for run in runs]
+    assert (stored, hits) == ([True, True, False, False], [False, False, True, True])
+    # and every line it logs (the kubelet logs them) names the provider the kubelet ran
+    assert all(line.startswith(f"{second}: ") for line in runs[1].stderr.splitlines())
+    assert len(list((tmp_path / "cache").glob("*.json"))) == 2
+
+
 @pytest.mark.parametrize(
     ("change", "extra"),
     [

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from credprovider.entry import PLUGIN_MODULES, program_name, resolve
+from credprovider.entry import PLUGIN_MODULES, plugin_of, program_name, resolve
 from emulators.kubelet_exec import REPO
 from tests.helpers import run_listing_imports
 
@@ -35,6 +35,30 @@ from tests.helpers import run_listing_imports
         ),
         (["/x/__main__.py"], None),
         (["/x/something-else", "nope"], None),
+        # a second provider of a plugin, under a name of its own (#33)
+        (
+            ["/etc/kubernetes/bin/ecr-credential-provider-prod", "get-credentials"],
+            ("ecr-credential-provider-prod", ["get-credentials"]),
+        ),
+        (
+            ["acr-credential-provider-team_b.2", "a.json"],
+            ("acr-credential-provider-team_b.2", ["a.json"]),
+        ),
+        (["auth-provider-gcp-europe.exe"], ("auth-provider-gcp-europe", [])),
+        (
+            ["/opt/credprovider/credprovider", "auth-provider-gcp-eu", "-v=1"],
+            ("auth-provider-gcp-eu", ["-v=1"]),
+        ),
+        # not a suffix: nothing after the dash, a suffix starting with punctuation, a slash or a
+        # space in it, a name that only starts like a plugin's
+        (["/x/ecr-credential-provider-"], None),
+        (["/x/ecr-credential-provider--prod"], None),
+        (["/x/ecr-credential-provider-.x"], None),
+        (["/x/ecr-credential-provider-a/b"], None),  # basename: "b"
+        (["/x/credprovider-x", "ecr-credential-provider-a/b"], None),
+        (["/x/ecr-credential-provider-a b"], None),
+        (["/x/ecr-credential-providers"], None),
+        (["/x/ecr-credential-provider_prod"], None),
     ],
 )
 def test_dispatch(argv: list[str], expected: tuple[str, list[str]] | None) -> None:
@@ -55,7 +79,43 @@ def test_unknown_name_is_a_clear_error() -> None:
         check=False,
     )
     assert proc.returncode == 1 and proc.stdout == b""
-    assert b"unknown program name; run as one of ecr-credential-provider" in proc.stderr
+    assert proc.stderr.decode() == (
+        "nope: unknown program name; run as one of ecr-credential-provider, "
+        "acr-credential-provider, auth-provider-gcp, credprovider (a symlink to this executable), "
+        "or as <plugin name>-<suffix> for a second provider of a plugin (e.g. "
+        "ecr-credential-provider-prod), or pass the name as the first argument\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "plugin"),
+    [
+        ("ecr-credential-provider", "ecr-credential-provider"),
+        ("ecr-credential-provider-prod", "ecr-credential-provider"),
+        ("acr-credential-provider-team-b", "acr-credential-provider"),
+        ("auth-provider-gcp-europe", "auth-provider-gcp"),
+        ("auth-provider-gcp-", None),
+        ("auth-provider-gcpx", None),
+        ("credprovider", None),
+        ("credprovider-x", None),
+    ],
+)
+def test_plugin_of(name: str, plugin: str | None) -> None:
+    assert plugin_of(name) == plugin
+
+
+def test_a_suffixed_name_runs_its_plugin_as_that_name() -> None:
+    """Its error lines (which the kubelet logs) name the provider the kubelet ran."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "credprovider", "ecr-credential-provider-prod", "--no-such-flag"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(REPO)),
+        cwd=REPO,
+        check=False,
+    )
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.startswith("ecr-credential-provider-prod: "), proc.stderr
 
 
 HEAVY = {

@@ -7,7 +7,8 @@ import os
 import sys
 from typing import TYPE_CHECKING, Final
 
-from credprovider.tool.catalog import NODE_BIN_DIR, NODE_CONFIG, PLUGINS
+from credprovider.entry import SUFFIXED_FORM
+from credprovider.tool.catalog import NODE_BIN_DIR, NODE_CONFIG, PLUGINS, plugin_for_name
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -45,6 +46,16 @@ def _cmd_install(args: argparse.Namespace) -> int:
         if not (args.bin_dir and args.config_out):
             return EXIT_USAGE
     keys = [key.strip() for key in args.providers.split(",") if key.strip()]
+    if args.as_name is not None:
+        plugin = plugin_for_name(args.as_name)
+        if plugin is None or plugin.name == args.as_name or "/" in args.as_name:
+            print(
+                f"credprovider install: --as {args.as_name!r} is not a plugin name with a suffix: "
+                f"give {SUFFIXED_FORM}, e.g. {next(iter(PLUGINS.values())).name}-prod",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
+        keys = [plugin.key]
     node_files = {
         plugin.key: path
         for plugin in _TAKING_A_NODE_FILE
@@ -62,7 +73,14 @@ def _cmd_install(args: argparse.Namespace) -> int:
             return EXIT_FAILED
     try:
         plan = plan_install(
-            args.bin_dir, args.config_out, keys, node_files, args.copy, args.force, args.target
+            args.bin_dir,
+            args.config_out,
+            keys,
+            node_files,
+            args.copy,
+            args.force,
+            args.target,
+            as_name=args.as_name,
         )
     except UnreadableError as exc:
         return cannot_check("install", exc, args.json)
@@ -189,6 +207,15 @@ def register(sub: Subcommands) -> None:
             dest=_node_file_dest(plugin.key),
             help=f"the node file passed to {plugin.name} (default: {plugin.node_file_arg})",
         )
+    inst.add_argument(
+        "--as",
+        dest="as_name",
+        metavar="NAME",
+        help=f"add one more provider of a plugin under NAME, {SUFFIXED_FORM} (e.g. "
+        f"{next(iter(PLUGINS.values())).name}-prod), for another identity (other args, env or node file): "
+        "its link in the bin dir, and its entry added to the config, whose other providers are "
+        "kept (default: none; --providers is then ignored)",
+    )
     inst.add_argument(
         "--copy", action="store_true", help="copy the bundle instead of linking to it"
     )

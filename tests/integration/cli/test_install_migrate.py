@@ -364,3 +364,51 @@ def test_migrate_reads_kubeadm_flags_env_and_takes_providers(tmp_path: Path) -> 
     )
     unknown = cli("migrate", "--kubelet-flags=--cloud-provider=external", "--providers", "gce")
     assert unknown.returncode == 1 and "unknown provider gce" in unknown.stderr
+
+
+def test_install_as_adds_a_second_provider_of_a_plugin_beside_the_first(
+    tmp_path: Path, target: Path
+) -> None:
+    """#33: a second identity for the same plugin: install --as NAME links NAME and adds its entry
+    to the config, keeping every provider already there (a backup of the old config is kept)."""
+    bin_dir, config = tmp_path / "plugins", tmp_path / "etc" / "credential-providers.yaml"
+    common = ["--bin-dir", str(bin_dir), "--config-out", str(config), "--target", str(target)]
+    assert cli("install", "--providers", "aws", *common).returncode == 0
+    before = yaml.safe_load(config.read_text())["providers"]
+    added = cli("install", "--as", "ecr-credential-provider-prod", *common)
+    assert added.returncode == 0, added.stderr
+    assert f"added provider ecr-credential-provider-prod to {config}" in added.stdout
+    assert os.readlink(bin_dir / "ecr-credential-provider-prod") == str(target)
+    providers = yaml.safe_load(config.read_text())["providers"]
+    assert providers[0] == before[0]
+    assert providers[1] == {**before[0], "name": "ecr-credential-provider-prod"}
+    assert len(list(config.parent.glob(f"{config.name}.credprovider-backup-*"))) == 1
+    # validate knows the suffixed provider as ECR's plugin, and says the two overlap
+    verdict = json.loads(cli("validate", str(config), "--json").stdout)
+    assert any(
+        w.startswith(
+            "providers 'ecr-credential-provider' and 'ecr-credential-provider-prod' both match "
+            "images such as "
+        )
+        for w in verdict["warnings"]
+    ), verdict["warnings"]
+    again = cli("install", "--as", "ecr-credential-provider-prod", *common)
+    assert again.returncode == 0 and "unchanged" in again.stdout and "added" not in again.stdout
+
+
+@pytest.mark.parametrize(
+    "name", ["ecr-credential-provider", "ecr-credential-providerx", "nope-prod", "../x-prod"]
+)
+def test_install_as_takes_only_a_suffixed_plugin_name(
+    tmp_path: Path, target: Path, name: str
+) -> None:
+    result = cli(
+        "install", "--as", name, "--bin-dir", str(tmp_path / "b"),
+        "--config-out", str(tmp_path / "c.yaml"), "--target", str(target),
+    )  # fmt: skip
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr == (
+        f"credprovider install: --as {name!r} is not a plugin name with a suffix: give "
+        "<plugin name>-<suffix>, e.g. ecr-credential-provider-prod\n"
+    )
+    assert not (tmp_path / "b").exists() and not (tmp_path / "c.yaml").exists()

@@ -88,7 +88,7 @@ PATH_OPTIONS: dict[tuple[str, str], tuple[str, Argv]] = {
 # Options that take something other than a path.
 NOT_PATHS = {
     "help", "json", "image", "pattern", "offline", "show_password", "timeout", "sa_annotation",
-    "provider", "providers", "copy", "force", "kubelet_flags", "write",
+    "provider", "providers", "copy", "force", "kubelet_flags", "write", "as_name",
 }  # fmt: skip
 
 
