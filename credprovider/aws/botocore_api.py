@@ -14,7 +14,10 @@ from botocore.exceptions import (
     ClientError,
     ConnectTimeoutError,
     EndpointConnectionError,
+    InvalidConfigError,
     NoCredentialsError,
+    PartialCredentialsError,
+    ProfileNotFound,
     ReadTimeoutError,
 )
 
@@ -26,6 +29,7 @@ from credprovider.aws.tokenapi import (
     ApiError,
     CallFailed,
     NoCredentials,
+    SettingsError,
     TokenAnswer,
     TransportError,
     read_answer,
@@ -136,6 +140,8 @@ class BotocoreTokenApi:
                 answer = client.get_authorization_token()
         except NoCredentialsError:
             raise NoCredentials("no credentials") from None
+        except (ProfileNotFound, PartialCredentialsError, InvalidConfigError) as exc:
+            raise SettingsError(str(exc)) from None
         except ClientError as exc:
             error = exc.response.get("Error", {})
             raise ApiError(error.get("Code", "error"), error.get("Message", "")) from None

@@ -58,6 +58,11 @@ class NoCredentials(CredproviderError):
     """No AWS identity was found to sign the call with."""
 
 
+class SettingsError(CredproviderError):
+    """The AWS settings the plugin was given cannot be used (a profile that does not exist, half a
+    key pair, a config file botocore cannot read): the node's to fix, never worth a retry."""
+
+
 class CallFailed(CredproviderError):
     """The call failed in a way none of the above names (an SDK error of another kind)."""
 
@@ -96,6 +101,12 @@ def failure(service: str, region: str, exc: CredproviderError) -> ProviderError:
     name = api_name(service)
     if isinstance(exc, NoCredentials):
         return ProviderError(NO_CREDENTIALS_HINT)
+    if isinstance(exc, SettingsError):
+        return ProviderError(
+            f"{name} GetAuthorizationToken in {region} failed: {exc}; fix the AWS settings the "
+            "plugin runs with (AWS_PROFILE, AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE and "
+            "AWS_* keys in the provider's env, or the node's ~/.aws files)"
+        )
     if isinstance(exc, ApiError):
         return _rejected(service, region, exc.code, exc.message)
     if isinstance(exc, TransportError):

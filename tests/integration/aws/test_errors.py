@@ -3,6 +3,8 @@ code and message, and what to do."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from credprovider.runtime.imageref import bare_host_hint
@@ -118,3 +120,39 @@ def test_a_bare_registry_host_asks_for_the_repository(
     assert (run.code, run.stdout) == (1, b"")
     assert run.error_lines == [f"{PLUGIN}: error: {bare_host_hint(host)} (fix the pod's image)"]
     assert fake.calls == []
+
+
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        ({"AWS_PROFILE": "prod"}, "The config profile (prod) could not be found"),
+        # half a key pair
+        ({"AWS_SECRET_ACCESS_KEY": ""}, "Partial credentials found in env"),
+    ],
+)
+def test_unusable_aws_settings_say_to_fix_them_not_to_retry(
+    ecr: tuple[FakeEcr, FakeServer],
+    moto_server: str,
+    tmp_path: Path,
+    settings: dict[str, str],
+    said: str,
+) -> None:
+    """A profile that does not exist (a second provider's env naming one the node lacks) is the
+    node's to fix: the line says so, not that the service is failing."""
+    _, server = ecr
+    (tmp_path / "config").write_text("[default]\nregion = us-east-1\n")
+    env = {**ecr_env(server.url, moto_server), "AWS_CONFIG_FILE": str(tmp_path / "config")}
+    env.update(settings)
+    run = run_plugin(PLUGIN, request_bytes("public.ecr.aws/a/b"), env=env)
+    assert run.code == 1 and run.stdout == b""
+    (line,) = run.error_lines
+    assert line.startswith(
+        f"{PLUGIN}: error: ECR Public GetAuthorizationToken in us-east-1 failed: "
+    )
+    assert said in line
+    assert line.endswith(
+        "; fix the AWS settings the plugin runs with (AWS_PROFILE, AWS_CONFIG_FILE, "
+        "AWS_SHARED_CREDENTIALS_FILE and AWS_* keys in the provider's env, or the node's ~/.aws "
+        "files)"
+    )
+    assert "failing or throttling" not in line
