@@ -55,10 +55,14 @@ $(BUNDLE)/credprovider: dist/bundles/$(HOST_ARCH)/credprovider
 build: $(BUNDLE)/credprovider
 	@echo "bundle: $(BUNDLE) -> $$(readlink $(BUNDLE)): $$(du -sm dist/bundles/$(HOST_ARCH) | cut -f1) MiB, $$(find dist/bundles/$(HOST_ARCH) -type f | wc -l) files"
 
-# Every architecture's tarball, .deb and .rpm, their SBOMs, and SHA256SUMS over them.
-release: $(foreach arch,$(ARCHES),dist/bundles/$(arch)/credprovider)
+# Every architecture's tarball, .deb and .rpm, their SBOMs, and SHA256SUMS over them: remade when a
+# bundle or what the artifacts add to it (configs, licence, release/*.py) changed.
+RELEASE_INPUTS := LICENSE $(wildcard config/*.yaml config/examples/*.yaml)
+$(RELEASE)/SHA256SUMS: $(foreach arch,$(ARCHES),dist/bundles/$(arch)/credprovider) $(RELEASE_INPUTS)
 	@release/host-tools.sh release
 	$(PY) -m release artifacts --out $(RELEASE)
+
+release: $(RELEASE)/SHA256SUMS
 	@ls -l $(RELEASE)
 
 # Only the release checks, for every tarball: the ELF rules, the launcher, and each tarball on an
