@@ -15,9 +15,9 @@ the old version's files after the new ones are in place), and a removal takes th
 bundle. One maintainer script, run on removal only (not on upgrade): it deletes the links
 ``credprovider install`` made in other bin dirs to this package (it lists them in
 PACKAGE_LINKS_FILE), each only while it still points into the package, so that no bin dir is left
-with a dangling link; the operator's config is left alone. Neither package depends on anything: the bundle carries its own C
-library (release/glibc.py). Debian's own tools build them: ``dpkg-deb``, and ``rpmbuild`` from
-Debian's ``rpm`` package.
+with a dangling link; the operator's config is left alone. Neither package depends on anything: the
+bundle carries its own C library (release/glibc.py). Debian's own tools build them: ``dpkg-deb``,
+and ``rpmbuild`` from Debian's ``rpm`` package.
 """
 
 from __future__ import annotations

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from credprovider.errors import CredproviderError
 from credprovider.tool.catalog import PACKAGE_BIN_DIR, PACKAGE_LINKS_FILE, PLUGINS
 from credprovider.tool.install_config import (
     BUNDLE_COPY_DIR,
@@ -101,7 +100,8 @@ def plan_install(
     directory = Path(bin_dir)
     stamp = backup_stamp()
     names = {key: as_name for key in keys} if as_name else {}
-    kept = _other_providers(Path(config_out), as_name) if as_name else []
+    current = _current_config(Path(config_out))
+    kept = _other_providers(current[0], as_name) if as_name else []
     text = render_config(keys, node_files, first=kept, names=names)
     plan = InstallPlan(directory, Path(config_out), text, executable, version, copy)
     link_target = executable
@@ -111,27 +111,48 @@ def plan_install(
     for key in keys:
         link = directory / (names.get(key) or PLUGINS[key].name)
         plan.changes.append(_plan_link(link, link_target, version, force, stamp))
-    plan.changes.append(_plan_config(plan.config_out, plan.config_text, force, stamp, adds=as_name))
+    plan.changes.append(
+        _plan_config(plan.config_out, current, plan.config_text, force, stamp, adds=as_name)
+    )
     return plan
 
 
-def _other_providers(config: Path, name: str | None) -> list[dict[str, object]]:
-    """The providers of the CredentialProviderConfig at ``config`` other than ``name``, as they
-    are; none when there is no such file, or it is not one (then writing it needs --force)."""
-    from credprovider.tool.config import CONFIG_KIND
+def _current_config(out: Path) -> tuple[bytes | None, str | None]:
+    """What the config file ``out`` holds now (read once, bounded), and why it could not be read;
+    ``(None, None)`` when there is nothing there."""
     from credprovider.tool.nodefiles import FileProblem, read_bytes
-    from credprovider.tool.yamldoc import load_yaml
 
-    if not config.is_file():
-        return []
+    if not (out.exists() or out.is_symlink()):
+        return None, None
     try:
-        document = load_yaml(read_bytes(str(config)).decode("utf-8"))
-    except (FileProblem, UnicodeDecodeError, CredproviderError):
-        return []
+        return read_bytes(str(out)), None
+    except FileProblem as exc:
+        return None, exc.reason
+
+
+def _other_providers(current: bytes | None, name: str | None) -> list[dict[str, object]]:
+    """The providers of the CredentialProviderConfig ``current`` other than ``name``, as they are;
+    none when there is no such file, or it is not one (then writing it needs --force)."""
+    from credprovider.tool.config import CONFIG_KIND
+
+    document = _decoded(current) if current is not None else None
     providers = document.get("providers") if isinstance(document, dict) else None
-    if not isinstance(providers, list) or document.get("kind") != CONFIG_KIND:
+    if not isinstance(document, dict) or not isinstance(providers, list):
+        return []
+    if document.get("kind") != CONFIG_KIND:
         return []
     return [p for p in providers if isinstance(p, dict) and p.get("name") != name]
+
+
+def _decoded(config: bytes) -> object:
+    """A config's YAML as the kubelet's decoder takes it (yamldoc: no alias bomb); ``None`` when it
+    is not YAML (or not UTF-8)."""
+    from credprovider.tool.yamldoc import YamlError, load_yaml
+
+    try:
+        return load_yaml(config.decode("utf-8"))
+    except (YamlError, UnicodeDecodeError):
+        return None
 
 
 def check_writable(directory: Path) -> None:
@@ -214,21 +235,24 @@ def _plan_copy(plan: InstallPlan, force: bool, stamp: str) -> Change:
     )
 
 
-def _plan_config(out: Path, text: str, force: bool, stamp: str, adds: str | None = None) -> Change:
-    from credprovider.tool.nodefiles import FileProblem, read_bytes
-
-    if not (out.exists() or out.is_symlink()):
+def _plan_config(
+    out: Path,
+    now: tuple[bytes | None, str | None],
+    text: str,
+    force: bool,
+    stamp: str,
+    adds: str | None = None,
+) -> Change:
+    """The config step; ``now``: what :func:`_current_config` read of ``out``."""
+    current, problem = now
+    if current is None and problem is None:
         return Change("write", str(out), f"wrote {out}")
-    try:
-        current: bytes | None = read_bytes(str(out))
-        unreadable = ""
-    except FileProblem as exc:
-        current, unreadable = None, f" ({exc.reason})"
+    unreadable = f" ({problem})" if problem else ""
     if current == text.encode():
         return Change("unchanged", str(out), f"unchanged {out}")
-    if current is not None and _holds_providers(current, text):
+    if current is not None and _holds_providers(current, text.encode()):
         return Change("unchanged", str(out), f"unchanged {out} (it already has these providers)")
-    if adds and current is not None and _holds_providers(text.encode(), current.decode("utf-8")):
+    if adds and current is not None and _holds_providers(text.encode(), current):
         # every provider it has is kept as it is: one more is added (install --as)
         return Change(
             "write",
@@ -254,16 +278,10 @@ def _overwrite(change: Change, force: bool, stamp: str, refusal: str) -> Change:
     return change
 
 
-def _holds_providers(current: bytes, text: str) -> bool:
+def _holds_providers(current: bytes, text: bytes) -> bool:
     """Whether the config ``current`` has every provider of the config ``text`` as it is (a config
-    migrate merged: the node's other providers, and ours). Both are read as the kubelet's decoder
-    takes YAML (yamldoc: no alias bomb)."""
-    from credprovider.tool.yamldoc import YamlError, load_yaml
-
-    try:
-        have, want = load_yaml(current.decode("utf-8")), load_yaml(text)
-    except (YamlError, UnicodeDecodeError):
-        return False
+    migrate merged: the node's other providers, and ours)."""
+    have, want = _decoded(current), _decoded(text)
     if not isinstance(have, dict) or not isinstance(want, dict):
         return False
     if any(have.get(k) != want.get(k) for k in ("apiVersion", "kind")):
@@ -314,21 +332,22 @@ def apply_install(plan: InstallPlan) -> None:
     links = []
     for change in plan.changes:
         path = Path(change.path)
-        if path.name == BUNDLE_COPY_DIR and path.parent == plan.bin_dir:
-            if change.action != "unchanged":
-                _put_copy(plan.executable.parent, path, change.backup)
+        is_copy = path.name == BUNDLE_COPY_DIR and path.parent == plan.bin_dir
+        if not is_copy and path != plan.config_out:
+            links.append(path)
+        if change.action == "unchanged":
+            continue
+        if is_copy:
+            _put_copy(plan.executable.parent, path, change.backup)
         elif path == plan.config_out:
-            if change.action != "unchanged":
-                put_file(path, plan.config_text, change.backup)
+            put_file(path, plan.config_text, change.backup)
         else:
             target = (
                 plan.bin_dir / BUNDLE_COPY_DIR / plan.executable.name
                 if plan.copy
                 else plan.executable
             )
-            if change.action != "unchanged":
-                _put_link(path, target, change.backup)
-            links.append(path)
+            _put_link(path, target, change.backup)
     if not plan.copy and plan.executable.parent == Path(PACKAGE_BIN_DIR):
         record_package_links(links)
 
@@ -337,8 +356,11 @@ def record_package_links(links: list[Path], links_file: str = PACKAGE_LINKS_FILE
     """Add ``links`` (made to the distribution package's bin dir) to the list the package's removal
     reads: it deletes those still pointing into the package, so that no bin dir keeps a dangling
     link (release/packages.py)."""
+    from credprovider.tool.nodefiles import read_text
+
     record = Path(links_file)
-    known = set(record.read_text().split("\n")) if record.is_file() else set()
+    # bounded, and no FIFO or device planted there is read
+    known = set(read_text(links_file).split("\n")) if record.exists() else set()
     lines = sorted((known | {str(link) for link in links}) - {""})
     record.parent.mkdir(parents=True, exist_ok=True)
     put_file(record, "".join(f"{line}\n" for line in lines), None)

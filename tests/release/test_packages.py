@@ -234,6 +234,14 @@ def empty_root(target: Target, tmp_path: Path) -> Iterator[Node]:
         yield node
 
 
+# The flags each kind of change takes here (queries take none).
+RPM_CHANGE_FLAGS = {
+    "-i": ("--nodeps", "--ignorearch"),
+    "-U": ("--nodeps", "--ignorearch"),
+    "-e": ("--nodeps",),
+}
+
+
 def rpm(node: Node, *args: str) -> subprocess.CompletedProcess[str]:
     """rpm on this machine, into the node's root: its database inside it; --nodeps, as the root has
     no package providing /bin/sh (busybox's is there, unpackaged); --ignorearch for arm64 on amd64.
@@ -243,9 +251,7 @@ def rpm(node: Node, *args: str) -> subprocess.CompletedProcess[str]:
     ours to do). There rpm is told --noscripts, and the package's own %preun, read back from the
     database, runs inside the node as rpm would run it, before an erase ($1 = 0); before an upgrade
     it is skipped ($1 = 1 does nothing: the native run proves it)."""
-    changes = {"-i": ["--nodeps", "--ignorearch"], "-U": ["--nodeps", "--ignorearch"]}.get(
-        args[0], ["--nodeps"] if args[0] == "-e" else []
-    )
+    changes = list(RPM_CHANGE_FLAGS.get(args[0], ()))
     scriptlet = ""
     if changes and not node.target.is_native():
         changes.append("--noscripts")

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 def _cmd_install(args: argparse.Namespace) -> int:
     from credprovider.tool.install_config import NodeChangeError
     from credprovider.tool.install_plan import apply_install, plan_install
-    from credprovider.tool.nodefiles import UnreadableError
+    from credprovider.tool.nodefiles import FileProblem, UnreadableError
 
     if not (args.bin_dir and args.config_out):
         node = node_paths()
@@ -97,7 +97,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     try:
         apply_install(plan)
-    except OSError as exc:
+    except (OSError, FileProblem) as exc:
         print(f"credprovider install: {exc}: the install stopped part way", file=sys.stderr)
         return EXIT_FAILED
     return _after(plan, args.json)

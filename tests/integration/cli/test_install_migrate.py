@@ -412,3 +412,21 @@ def test_install_as_takes_only_a_suffixed_plugin_name(
         "<plugin name>-<suffix>, e.g. ecr-credential-provider-prod\n"
     )
     assert not (tmp_path / "b").exists() and not (tmp_path / "c.yaml").exists()
+
+
+def test_install_as_refuses_a_config_that_is_not_text_in_one_line(
+    tmp_path: Path, target: Path
+) -> None:
+    """A binary file where the config should be: the usual refusal, not a traceback."""
+    config = tmp_path / "c.yaml"
+    config.write_bytes(b"\xff\xfe\x00not yaml")
+    result = cli(
+        "install", "--as", "ecr-credential-provider-prod", "--bin-dir", str(tmp_path / "b"),
+        "--config-out", str(config), "--target", str(target),
+    )  # fmt: skip
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr == (
+        f"credprovider install: nothing was changed: 1 step(s) refused (first: refused: replaced "
+        f"{config}: it exists with other content: pass --force to replace it (a backup is kept))\n"
+    )
+    assert config.read_bytes() == b"\xff\xfe\x00not yaml" and not (tmp_path / "b").exists()

@@ -3,10 +3,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+import pytest
 
 from credprovider.tool.install_config import stable_launcher
 from credprovider.tool.install_plan import record_package_links
+from credprovider.tool.nodefiles import FileProblem
 
 
 def package_tree(root: Path, version: str) -> tuple[Path, Path]:
@@ -49,3 +53,11 @@ def test_the_record_keeps_every_link_once_sorted(tmp_path: Path) -> None:
     record_package_links(second, str(record))
     assert record.read_text().splitlines() == sorted(str(p) for p in second)
     assert record.stat().st_mode & 0o777 == 0o644
+
+
+def test_a_record_that_is_not_a_regular_file_is_refused_at_once(tmp_path: Path) -> None:
+    """A FIFO planted where the record lives is never read (it would block install)."""
+    record = tmp_path / "package-links"
+    os.mkfifo(record)
+    with pytest.raises(FileProblem, match="package-links"):
+        record_package_links([Path("/etc/kubernetes/bin/x")], str(record))
