@@ -1,9 +1,10 @@
-"""Fakes of the GCE metadata server, Google STS and the OAuth token endpoint (service-account keys),
-and a service-account key file for the last."""
+"""Fakes of the GCE metadata server, Google STS, the OAuth token endpoint (service-account keys) and
+the IAM Credentials API (impersonation), and a service-account key file for the OAuth one."""
 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -100,6 +101,131 @@ class FakeOAuth:
             return FakeResponse.json({"error": "unsupported_grant_type"}, status=400)
         return FakeResponse.json(
             {"access_token": self.access_token, "expires_in": 3599, "token_type": "Bearer"}
+        )
+
+
+NODE_ACCOUNT = FakeMetadata.email
+IAM_PERMISSION = "iam.serviceAccounts.getAccessToken"
+IAM_PREFIX = "/v1/projects/-/serviceAccounts/"
+IAM_METHOD = ":generateAccessToken"
+CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
+
+
+def google_error(code: int, status: str, message: str, **info: object) -> FakeResponse:
+    """A Google API error body as the real APIs send it (with an ErrorInfo when ``info``)."""
+    error: dict[str, object] = {"code": code, "message": message, "status": status}
+    if info:
+        error["details"] = [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", **info}]
+    return FakeResponse.json({"error": error}, status=code)
+
+
+@dataclass
+class FakeIamCredentials:
+    """``iamcredentials.googleapis.com``'s ``generateAccessToken``, with the API's own checks.
+
+    ``callers`` maps a bearer token to the principal it is of (the node's metadata token, a key
+    file's, a federated one); ``grants`` holds (principal, account) pairs where the principal has
+    roles/iam.serviceAccountTokenCreator on the account; ``accounts`` the service accounts that
+    exist. The chain source → delegates… → target is walked link by link, as the API does: an
+    account that does not exist is 404, a link not granted 403. ``disabled_project`` answers every
+    call with the API's SERVICE_DISABLED 403. Each issued token is ``ya29.as-<account>-<n>``.
+    """
+
+    callers: dict[str, str] = field(default_factory=dict)
+    grants: set[tuple[str, str]] = field(default_factory=set)
+    accounts: set[str] = field(default_factory=set)
+    disabled_project: str = ""
+    lifetime_limit: int = 3600
+    fault: FakeResponse | None = None
+    calls: list[dict[str, object]] = field(default_factory=list)
+    issued: dict[str, str] = field(default_factory=dict)  # token -> account
+
+    def allow(self, principal: str, *chain: str) -> None:
+        """Make ``chain`` exist and grant each link from ``principal`` along it."""
+        for account in chain:
+            self.accounts.add(account)
+            self.grants.add((principal, account))
+            principal = account
+
+    def __call__(self, request: FakeRequest) -> FakeResponse:
+        if not (request.path.startswith(IAM_PREFIX) and request.path.endswith(IAM_METHOD)):
+            return google_error(404, "NOT_FOUND", "Method not found.")
+        target = request.path.removeprefix(IAM_PREFIX).removesuffix(IAM_METHOD)
+        bearer = request.header("authorization").removeprefix("Bearer ")
+        try:
+            body = json.loads(request.body or b"{}")
+        except ValueError:
+            return google_error(400, "INVALID_ARGUMENT", "Invalid JSON payload received.")
+        call = {"target": target, "bearer": bearer, **body}
+        self.calls.append(call)
+        if request.method != "POST":
+            return google_error(405, "METHOD_NOT_ALLOWED", "Method not allowed.")
+        if self.fault is not None:
+            return self.fault
+        principal = self.callers.get(bearer)
+        if principal is None:
+            return google_error(
+                401,
+                "UNAUTHENTICATED",
+                "Request had invalid authentication credentials. Expected OAuth 2 access token, "
+                "login cookie or other valid authentication credential.",
+                reason="ACCESS_TOKEN_TYPE_UNSUPPORTED",
+                domain="googleapis.com",
+            )
+        if self.disabled_project:
+            project = self.disabled_project
+            return google_error(
+                403,
+                "PERMISSION_DENIED",
+                f"IAM Service Account Credentials API has not been used in project {project} "
+                "before or it is disabled. Enable it by visiting https://console.developers.google"
+                f".com/apis/api/iamcredentials.googleapis.com/overview?project={project} then "
+                "retry.",
+                reason="SERVICE_DISABLED",
+                domain="googleapis.com",
+                metadata={
+                    "service": "iamcredentials.googleapis.com",
+                    "consumer": f"projects/{project}",
+                },
+            )
+        scope = body.get("scope")
+        if not isinstance(scope, list) or not scope:
+            return google_error(400, "INVALID_ARGUMENT", "Scope required.")
+        lifetime = str(body.get("lifetime", "3600s"))
+        if not lifetime.endswith("s") or int(float(lifetime[:-1])) > self.lifetime_limit:
+            return google_error(
+                400,
+                "INVALID_ARGUMENT",
+                f"The lifetime must be at most {self.lifetime_limit}s.",
+            )
+        delegates = body.get("delegates") or []
+        chain = []
+        for delegate in delegates:
+            if not str(delegate).startswith("projects/-/serviceAccounts/"):
+                return google_error(
+                    400, "INVALID_ARGUMENT", f"Invalid form of delegate: {delegate}"
+                )
+            chain.append(str(delegate).removeprefix("projects/-/serviceAccounts/"))
+        for account in (*chain, target):
+            if account not in self.accounts:
+                return google_error(
+                    404, "NOT_FOUND", f"Not found; Gaia id not found for email {account}"
+                )
+            if (principal, account) not in self.grants:
+                return google_error(
+                    403,
+                    "PERMISSION_DENIED",
+                    f"Permission '{IAM_PERMISSION}' denied on resource (or it may not exist).",
+                    reason="IAM_PERMISSION_DENIED",
+                    domain="iam.googleapis.com",
+                    metadata={"permission": IAM_PERMISSION},
+                )
+            principal = account
+        token = f"ya29.as-{target.split('@')[0]}-{len(self.issued)}"
+        self.issued[token] = target
+        expire = time.gmtime(time.time() + int(float(lifetime[:-1])))
+        return FakeResponse.json(
+            {"accessToken": token, "expireTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", expire)}
         )
 
 

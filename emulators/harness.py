@@ -14,7 +14,7 @@ from pathlib import Path
 
 from emulators.aws import FakeEcr, ecr_env
 from emulators.azure import AAD_HOSTS, FakeAad, FakeAcr, FakeImds
-from emulators.gcp import FakeMetadata, FakeSts
+from emulators.gcp import FakeIamCredentials, FakeMetadata, FakeSts
 from emulators.http import FakeServer, serve
 from emulators.tls import CertAuthority, make_test_ca
 
@@ -62,22 +62,33 @@ def aws_emulator(with_moto: bool = True) -> Iterator[Emulator]:
             moto.stop()
 
 
+# The account the GCP emulator lets the node's default service account impersonate.
+GCP_PULLER = "puller@registry-project.iam.gserviceaccount.com"
+
+
 @contextmanager
 def gcp_emulator() -> Iterator[Emulator]:
-    """The GCE metadata server fake, and Google STS over TLS (test CA, loopback resolve)."""
-    metadata, sts_fake = FakeMetadata(), FakeSts()
+    """The GCE metadata server fake, and Google STS and the IAM Credentials API over TLS (test CA,
+    loopback resolve); the node's account may impersonate :data:`GCP_PULLER`."""
+    metadata, sts_fake, iam = FakeMetadata(), FakeSts(), FakeIamCredentials()
+    iam.callers[metadata.access_token] = metadata.email
+    iam.allow(metadata.email, GCP_PULLER)
     with tempfile.TemporaryDirectory() as directory, serve(metadata) as meta:
         ca = make_test_ca(Path(directory))
-        with serve(sts_fake, tls=ca.server_context("sts.googleapis.com")) as sts:
+        with (
+            serve(sts_fake, tls=ca.server_context("sts.googleapis.com")) as sts,
+            serve(iam, tls=ca.server_context("iamcredentials.googleapis.com")) as iam_server,
+        ):
             yield Emulator(
                 {
                     **SAFE_ENV,
                     "GCE_METADATA_HOST": meta.address,
                     "REQUESTS_CA_BUNDLE": str(ca.bundle),
-                    "CREDPROVIDER_TEST_RESOLVE": f"sts.googleapis.com={sts.address}",
+                    "CREDPROVIDER_TEST_RESOLVE": f"sts.googleapis.com={sts.address},"
+                    f"iamcredentials.googleapis.com={iam_server.address}",
                 },
-                {"metadata": metadata, "sts": sts_fake},
-                servers={"metadata": meta, "sts": sts},
+                {"metadata": metadata, "sts": sts_fake, "iam": iam},
+                servers={"metadata": meta, "sts": sts, "iam": iam_server},
             )
 
 

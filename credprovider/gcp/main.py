@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from credprovider.errors import UsageError
 from credprovider.gcp import PLUGIN_NAME
+from credprovider.gcp.impersonation import IMPERSONATE_FLAG, parse_chain
 from credprovider.gcp.registry import AUTH_FLOWS, STS_ENDPOINT, parse_cache_overrides
 from credprovider.runtime.args import parse_arguments
 from credprovider.runtime.loopback import is_loopback_address
 from credprovider.runtime.provider import Context, PluginSpec, Provider
 
 ARGUMENTS_HELP = """get-credentials [--authFlow gcr|dockercfg|dockercfg-url] [--identity-provider URL --project-id ID]
+                [--impersonate-service-account [DELEGATE,...]EMAIL]
 
 Arguments (as upstream):
   get-credentials            the subcommand the kubelet config passes (args: [get-credentials])
@@ -24,6 +26,13 @@ Arguments (as upstream):
                              pod's service account token (kubelet tokenAttributes); both required
   --sts-endpoint URL         token exchange endpoint (default https://sts.googleapis.com/v1/token),
                              e.g. a Private Service Connect endpoint
+  --impersonate-service-account [DELEGATE,...]EMAIL
+                             pull as the service account EMAIL (not upstream): the token above is
+                             exchanged at the IAM Credentials API (generateAccessToken, scope
+                             cloud-platform, 1h) for one of EMAIL's. As in gcloud, a comma-separated
+                             list is a delegation chain: the last email is pulled as, each account
+                             needs roles/iam.serviceAccountTokenCreator on the next, the first from
+                             the source identity. gcr flow only
 Env: KUBE_SIDECAR_CACHE_DURATION (Go duration) and KUBE_SIDECAR_CACHE_TYPE (image|registry|global)
 override the computed cacheDuration / cacheKeyType (Global, half the token's validity).
 """
@@ -46,6 +55,7 @@ def build(args: list[str], ctx: Context) -> Provider:
             "--identity-provider": "identity_provider",
             "--project-id": "project_id",
             "--sts-endpoint": "sts_endpoint",
+            IMPERSONATE_FLAG: "impersonate",
         },
     )
     if len(positionals) > 1:
@@ -72,6 +82,11 @@ def build(args: list[str], ctx: Context) -> Provider:
             f"--identity-provider was set but --authFlow is {auth_flow!r}. "
             "This flag only has effect when --authFlow=gcr."
         )
+    chain = parse_chain(values["impersonate"]) if "impersonate" in values else None
+    if chain is not None and auth_flow != "gcr":
+        raise UsageError(
+            f"{IMPERSONATE_FLAG} needs --authFlow gcr: a .dockercfg holds its own credentials"
+        )
     try:
         overrides = parse_cache_overrides(ctx.environ)
     except ValueError as exc:
@@ -84,6 +99,7 @@ def build(args: list[str], ctx: Context) -> Provider:
             identity_provider=identity_provider,
             project_id=project_id,
             sts_endpoint=_check_sts_endpoint(values.get("sts_endpoint", STS_ENDPOINT)),
+            impersonate=chain,
         ),
         overrides,
     )

@@ -7,8 +7,6 @@ from credprovider.errors import ProviderError
 from credprovider.gcp.registry import (
     CLOUD_PLATFORM_SCOPE,
     CREDENTIALS_FILE,
-    DOCKERCFG_ATTRIBUTE,
-    DOCKERCFG_URL_ATTRIBUTE,
     STS_ENDPOINT,
     STS_GRANT_TYPE,
     STS_REQUESTED_TOKEN_TYPE,
@@ -16,12 +14,10 @@ from credprovider.gcp.registry import (
     TOKEN_USERNAME,
     WORKLOAD_IDENTITY,
     CacheOverrides,
-    DockerCfgError,
     TokenSourceError,
     choose_token_source,
     is_google_registry_host,
     metadata_host,
-    parse_dockercfg,
     registry_keys,
     workload_identity_audience,
 )
@@ -29,19 +25,16 @@ from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.runtime.advice import NOT_THE_SERVICE
 from credprovider.runtime.answer import BadAnswer
 from credprovider.runtime.api import CACHE_KEY_GLOBAL, AuthConfig, CredentialProviderRequest
-from credprovider.runtime.goformat import SECOND, format_go_duration
 from credprovider.runtime.provider import Context, Credentials, Plan, fingerprint_file, one_line
 from credprovider.runtime.redact import register_secret
 
 if TYPE_CHECKING:
     import datetime
 
+    from credprovider.gcp.impersonation import Chain
     from credprovider.runtime.imageref import ImageRef
 
 CREDENTIALS_FILE_ENV: Final = "GOOGLE_APPLICATION_CREDENTIALS"
-# A .dockercfg answer has no expiry and may be rotated at any time: a short, bounded cache rather than
-# none (upstream answers 0s, an exec per pull) or the config's defaultCacheDuration (often hours).
-DOCKERCFG_CACHE_DURATION: Final = 60 * SECOND
 
 
 class GcpOptions(NamedTuple):
@@ -49,11 +42,17 @@ class GcpOptions(NamedTuple):
     identity_provider: str = ""
     project_id: str = ""
     sts_endpoint: str = STS_ENDPOINT
+    impersonate: Chain | None = None
+
+
+# Who a metadata-server token is of, until its email is asked for (only to word a failure).
+NODE_ACCOUNT: Final = "the VM's default service account"
 
 
 class Token(NamedTuple):
     value: str
     expires_at: float | None
+    who: str = NODE_ACCOUNT  # the identity the token is of, for a line naming it
 
 
 def google_auth_request(ctx: Context) -> Any:
@@ -212,7 +211,9 @@ def credentials_file_token(path: str, ctx: Context) -> Token:
     if not credentials.token:
         raise ProviderError(f"the credentials in {path} produced no access token")
     register_secret(credentials.token)
-    return Token(credentials.token, _expiry_timestamp(credentials.expiry))
+    email = getattr(credentials, "service_account_email", None)
+    who = f"{email} (the credentials in {path})" if email else f"the credentials in {path}"
+    return Token(credentials.token, _expiry_timestamp(credentials.expiry), who)
 
 
 def workload_identity_token(subject_token: str, options: GcpOptions, ctx: Context) -> Token:
@@ -246,48 +247,43 @@ def workload_identity_token(subject_token: str, options: GcpOptions, ctx: Contex
     token = answer.get("access_token") if isinstance(answer, dict) else None
     if not isinstance(token, str) or not token:
         raise ProviderError(f"{options.sts_endpoint} answered without an access_token")
-    return _token(token, answer, ctx)
-
-
-def _dockercfg_credentials(text: str, source: str) -> dict[str, AuthConfig]:
-    try:
-        entries = parse_dockercfg(text)
-    except DockerCfgError as exc:
-        raise ProviderError(f"{source} is not a usable .dockercfg: {exc}") from None
-    for _, password in entries.values():
-        register_secret(password)
-    return {registry: AuthConfig(user, password) for registry, (user, password) in entries.items()}
-
-
-def dockercfg_url_credentials(ctx: Context) -> dict[str, AuthConfig]:
-    from google.auth import exceptions
-
-    url = _metadata_get(
-        ctx,
-        f"instance/attributes/{DOCKERCFG_URL_ATTRIBUTE}",
-        f"instance attribute {DOCKERCFG_URL_ATTRIBUTE}",
+    return _token(token, answer, ctx)._replace(
+        who="the pod's service account through Workload Identity"
     )
-    url = str(url).strip()
-    if not url.lower().startswith(("http://", "https://")):
-        raise ProviderError(
-            f"instance attribute {DOCKERCFG_URL_ATTRIBUTE} is {url!r}: only http(s) URLs are supported"
-        )
-    ctx.deadline.phase = f"downloading the .dockercfg from {url}"
+
+
+def impersonated_token(source: Token, chain: Chain, ctx: Context) -> Token:
+    """``source``'s token exchanged for one of ``chain.target`` at the IAM Credentials API."""
+    from credprovider.gcp import impersonation
+
+    through = f" through {', '.join(chain.delegates)}" if chain.delegates else ""
+    ctx.log.v(1, f"impersonating {chain.target}{through} as {source.who}")
+    ctx.deadline.phase = f"impersonating {chain.target} at {impersonation.IAM_CREDENTIALS_API}"
     try:
-        response = google_auth_request(ctx)(url, method="GET")
-    except BadAnswer as exc:
-        raise ProviderError(
-            f"could not download the .dockercfg from {url}: {exc.detail}", NOT_THE_SERVICE
-        ) from None
-    except exceptions.GoogleAuthError as exc:
-        raise ProviderError(
-            f"could not download the .dockercfg from {url}: {one_line(exc)}"
-        ) from None
-    if response.status != 200:
-        raise ProviderError(
-            f"downloading the .dockercfg from {url} failed with HTTP {response.status}"
+        token, expiry = impersonation.impersonate(
+            source.value, source.who, chain, CLOUD_PLATFORM_SCOPE, google_auth_request(ctx)
         )
-    return _dockercfg_credentials(response.data.decode("utf-8", "replace"), url)
+    except impersonation.Refused as refused:
+        who = source.who
+        if who == NODE_ACCOUNT:
+            who = _node_account(ctx)
+        raise impersonation.failure(refused.status, refused.body, who, chain) from None
+    register_secret(token)
+    return Token(token, _expiry_timestamp(expiry), chain.target)
+
+
+def _node_account(ctx: Context) -> str:
+    """The VM's default service account with its email when the metadata server still answers
+    (only to name it in a failure line)."""
+    try:
+        email = _metadata_get(
+            ctx, "instance/service-accounts/default/email", "the default service account's email"
+        )
+    except ProviderError:
+        return NODE_ACCOUNT
+    if not isinstance(email, str) or not email.strip() or len(email) > 256:
+        return NODE_ACCOUNT
+    return f"{NODE_ACCOUNT} {one_line(email)}"
 
 
 class GcpProvider:
@@ -312,36 +308,17 @@ class GcpProvider:
             "credentials_file": credentials_file,
             "credentials": fingerprint_file(credentials_file) if credentials_file else "",
             "metadata_host": metadata_host(ctx.environ),
+            "impersonate": str(self.options.impersonate or ""),
         }
         return Plan(image, tuple(registry_keys(image.registry, image.host)), identity)
 
     def fulfil(self, plan: Plan, request: CredentialProviderRequest, ctx: Context) -> Credentials:
         if self.options.auth_flow == "gcr":
             creds = self._gcr(plan, request, ctx)
-        elif self.options.auth_flow == "dockercfg":
-            text = _metadata_get(
-                ctx,
-                f"instance/attributes/{DOCKERCFG_ATTRIBUTE}",
-                f"instance attribute {DOCKERCFG_ATTRIBUTE}",
-            )
-            text = text if isinstance(text, str) else _json_text(text)
-            creds = Credentials(
-                _dockercfg_credentials(text, f"instance attribute {DOCKERCFG_ATTRIBUTE}"),
-                cache_key_type=CACHE_KEY_GLOBAL,
-                cache_duration=DOCKERCFG_CACHE_DURATION,
-            )
         else:
-            creds = Credentials(
-                dockercfg_url_credentials(ctx),
-                cache_key_type=CACHE_KEY_GLOBAL,
-                cache_duration=DOCKERCFG_CACHE_DURATION,
-            )
-        if self.options.auth_flow != "gcr":
-            ctx.log.v(
-                4,
-                f"cacheDuration {format_go_duration(DOCKERCFG_CACHE_DURATION)}: a .dockercfg carries no "
-                "expiry and may be rotated at any time",
-            )
+            from credprovider.gcp.dockercfg import dockercfg_credentials
+
+            creds = dockercfg_credentials(self.options.auth_flow, ctx)
         if self.overrides.key_type is not None:
             creds = creds._replace(cache_key_type=self.overrides.key_type)
         if self.overrides.duration is not None:
@@ -374,13 +351,11 @@ class GcpProvider:
         if source.warning:
             ctx.log.warning(source.warning)
         if source.kind == WORKLOAD_IDENTITY:
-            return workload_identity_token(request.service_account_token, self.options, ctx)
-        if source.kind == CREDENTIALS_FILE:
-            return credentials_file_token(credentials_file, ctx)
-        return metadata_token(ctx)
-
-
-def _json_text(value: object) -> str:
-    import json
-
-    return json.dumps(value)
+            token = workload_identity_token(request.service_account_token, self.options, ctx)
+        elif source.kind == CREDENTIALS_FILE:
+            token = credentials_file_token(credentials_file, ctx)
+        else:
+            token = metadata_token(ctx)
+        if self.options.impersonate is None:
+            return token
+        return impersonated_token(token, self.options.impersonate, ctx)

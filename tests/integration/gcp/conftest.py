@@ -14,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from emulators.gcp import FakeSts
+from emulators.harness import Emulator, gcp_emulator
 from emulators.http import FakeServer, serve
 from emulators.tls import CertAuthority
 
@@ -23,3 +24,11 @@ def sts(test_ca: CertAuthority) -> Iterator[tuple[FakeSts, FakeServer]]:
     fake = FakeSts()
     with serve(fake, tls=test_ca.server_context("sts.googleapis.com")) as server:
         yield fake, server
+
+
+@pytest.fixture
+def google() -> Iterator[Emulator]:
+    """The metadata server, STS and the IAM Credentials API (TLS, test CA), as make demo runs them:
+    the node's default account may impersonate ``GCP_PULLER``."""
+    with gcp_emulator() as emulator:
+        yield emulator
