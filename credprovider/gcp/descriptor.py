@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from credprovider.errors import UsageError
 from credprovider.gcp import PLUGIN_NAME
+from credprovider.gcp.impersonation import chain_in_args
 from credprovider.gcp.metadata import HEADERS, metadata_root, wants_mtls
 from credprovider.gcp.provider import CREDENTIALS_FILE_ENV
 from credprovider.gcp.registry import (
@@ -47,6 +49,10 @@ def lints(match_images: Sequence[str], args: Sequence[str], env: Collection[str]
             f"answer does not cover (another port): set env {CACHE_TYPE_ENV}=registry for this "
             "provider"
         )
+    try:
+        chain_in_args(args)
+    except UsageError as exc:
+        warnings.append(f"the plugin refuses these args: {exc}")
     if "get-credentials" not in args:
         warnings.append(
             "args lack get-credentials: this plugin runs without it, but upstream "
@@ -55,17 +61,31 @@ def lints(match_images: Sequence[str], args: Sequence[str], env: Collection[str]
     return warnings
 
 
+def _onward(args: Sequence[str]) -> str:
+    """The accounts ``--impersonate-service-account`` leads on to (``""``: none, or a value the
+    plugin refuses, which validate reports)."""
+    try:
+        chain = chain_in_args(args)
+    except UsageError:
+        return ""
+    return chain.onward() if chain else ""
+
+
 def identity(
     environ: Mapping[str, str], args: Sequence[str], read: Callable[[str], str | None]
 ) -> IdentityProbe | str:
-    """A credentials file when one is named, else the metadata server's default service account."""
+    """A credentials file when one is named, else the metadata server's default service account;
+    then the impersonated accounts, if any (source → target)."""
+    onward = _onward(args)
+    then = f" → {onward}" if onward else ""
     if path := environ.get(CREDENTIALS_FILE_ENV):
         readable = "" if read(path) is not None else " (this user cannot read it)"
-        return f"the credentials file {path} ({CREDENTIALS_FILE_ENV}){readable}: not probed"
+        return f"the credentials file {path} ({CREDENTIALS_FILE_ENV}){readable}{then}: not probed"
     if wants_mtls(environ, lambda path: read(path) is not None):
-        return "the metadata server over mTLS (GCE_METADATA_MTLS_MODE): not probed"
+        return f"the metadata server over mTLS (GCE_METADATA_MTLS_MODE){then}: not probed"
     root = metadata_root(environ)
     return IdentityProbe(
+        then=onward,
         what=f"the metadata server's default service account ({root})",
         method="GET",
         url=f"{root}instance/service-accounts/default/email",

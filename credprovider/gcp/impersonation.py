@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 IMPERSONATE_FLAG: Final = "--impersonate-service-account"
 IAM_CREDENTIALS_HOST: Final = "iamcredentials.googleapis.com"
 IAM_CREDENTIALS_API: Final = f"https://{IAM_CREDENTIALS_HOST}"
-DELEGATE_PREFIX: Final = "projects/-/serviceAccounts/"  # the form the API requires ('-', no project)
+DELEGATE_PREFIX: Final = (
+    "projects/-/serviceAccounts/"  # the form the API requires ('-', no project)
+)
 TOKEN_CREATOR_ROLE: Final = "roles/iam.serviceAccountTokenCreator"
 # generateAccessToken's default and, without the org policy that allows 12 h, its maximum.
 LIFETIME_SECONDS: Final = 3600
@@ -42,8 +44,12 @@ class Chain(NamedTuple):
     def __str__(self) -> str:
         return ",".join((*self.delegates, self.target))
 
+    def onward(self) -> str:
+        """``delegate → … → target``: what the source's identity turns into."""
+        return " → ".join((*self.delegates, self.target))
+
     def path(self, source: str) -> str:
-        return " → ".join((source, *self.delegates, self.target))
+        return f"{source} → {self.onward()}"
 
 
 def parse_chain(value: str) -> Chain:

@@ -256,8 +256,7 @@ def impersonated_token(source: Token, chain: Chain, ctx: Context) -> Token:
     """``source``'s token exchanged for one of ``chain.target`` at the IAM Credentials API."""
     from credprovider.gcp import impersonation
 
-    through = f" through {', '.join(chain.delegates)}" if chain.delegates else ""
-    ctx.log.v(1, f"impersonating {chain.target}{through} as {source.who}")
+    ctx.log.v(1, f"pulling as {chain.target}: {chain.path(source.who)} (impersonated)")
     ctx.deadline.phase = f"impersonating {chain.target} at {impersonation.IAM_CREDENTIALS_API}"
     try:
         token, expiry = impersonation.impersonate(

@@ -39,6 +39,8 @@ class IdentityProbe:
     expect_header: tuple[str, str] | None = None  # (name, value) a real endpoint always sends
     show_body: bool = False  # the answer is a fact worth showing (an account's email), no secret
     silence: str = ""  # what no answer at all most likely means here, and the fix
+    # What the plugin turns that identity into before it pulls (impersonated accounts), if anything.
+    then: str = ""
 
 
 IdentityFinder = Callable[

@@ -89,7 +89,8 @@ def probe(found: IdentityProbe, environ: Mapping[str, str]) -> list[tuple[str, s
                 )
             ]
     shown = f": {printable(answer.text()[:200].strip())}" if found.show_body else ""
-    results = [(PASS, f"{found.what} answers{shown}", "")]
+    onward = f" → {found.then}" if found.then else ""
+    results = [(PASS, f"{found.what} answers{shown}{onward}", "")]
     skew = clock_skew(answer.header("date"), now)
     if skew is not None and abs(skew) > SKEW_WARN_SECONDS:
         side = "behind" if skew > 0 else "ahead of"

@@ -16,6 +16,7 @@ from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.childproc import DRAIN_SECONDS
 from emulators.aws import NODE_KEY, FakeEcr, ecr_env
 from emulators.gcp import FakeMetadata
+from emulators.harness import GCP_PULLER, gcp_emulator
 from emulators.http import FakeServer, serve
 from emulators.kubelet_exec import request_bytes, run_plugin
 from tests.helpers import CONFIG_DIR, config_file, provider_entry
@@ -301,3 +302,30 @@ def test_get_answers_whatever_a_plugin_does(tmp_path: Path, bin_dir: Path, name:
     (provider,) = report["providers"]
     assert (code, report["credentialsFound"], provider["response"]) == (1, False, None)
     assert error in provider["error"]
+
+
+def test_get_shows_who_an_impersonating_provider_pulls_as(tmp_path: Path, bin_dir: Path) -> None:
+    """Source → target, from the plugin's own -v=1 line, in the human report and in --json."""
+    pulls_as = (
+        f"pulling as {GCP_PULLER}: the VM's default service account → {GCP_PULLER} (impersonated)"
+    )
+    with gcp_emulator() as google:
+        config = config_file(
+            tmp_path,
+            provider_entry(
+                name="auth-provider-gcp-registry",
+                matchImages=["*.pkg.dev"],
+                args=["get-credentials", f"--impersonate-service-account={GCP_PULLER}"],
+            ),
+        )
+        (bin_dir / "auth-provider-gcp-registry").symlink_to(bin_dir / "auth-provider-gcp")
+        image = "europe-docker.pkg.dev/registry-project/repo/app"
+        code, report = get_json(image, config, bin_dir, env=google.env)
+        human = cli(
+            "get", image, "--config", str(config), "--bin-dir", str(bin_dir), env=google.env
+        )
+    assert code == 0
+    (provider,) = report["providers"]
+    assert pulls_as in provider["decisions"]
+    assert f"    said: {pulls_as}\n" in human.stdout
+    assert provider["response"]["auth"]["*.pkg.dev"]["password"] not in human.stdout

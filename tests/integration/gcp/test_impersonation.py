@@ -64,7 +64,10 @@ def test_the_node_account_pulls_as_the_target(google: Emulator, use_bundle: bool
         "scope": [CLOUD_PLATFORM],
         "lifetime": "3600s",
     }
-    assert f"impersonating {GCP_PULLER} as the VM's default service account" in run.stderr
+    assert (
+        f"{PLUGIN}: pulling as {GCP_PULLER}: the VM's default service account → {GCP_PULLER} "
+        "(impersonated)"
+    ) in run.stderr_lines
     assert token not in run.stderr and call["bearer"] not in run.stderr
 
 

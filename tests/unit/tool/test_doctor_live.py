@@ -3,6 +3,7 @@ and the identity probe, against real HTTP answers on loopback."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import socket
@@ -231,3 +232,37 @@ def test_the_service_account_gate_defaults_by_kubelet_version(
     from credprovider.tool.doctor.live import sa_tokens_by_default
 
     assert sa_tokens_by_default(version) is on
+
+
+def test_an_impersonating_provider_shows_source_then_target(endpoint: dict[str, object]) -> None:
+    """doctor's identity line: the source the probe reached, then the accounts it pulls as."""
+    plugin = PLUGINS["gcp"]
+    assert plugin.identity is not None
+    args = [
+        "get-credentials",
+        "--impersonate-service-account=hop@b.iam.gserviceaccount.com,p@r.iam.gserviceaccount.com",
+    ]
+    found = plugin.identity({"GCE_METADATA_HOST": "127.0.0.1:9"}, args, lambda path: None)
+    assert isinstance(found, IdentityProbe)
+    assert found.then == "hop@b.iam.gserviceaccount.com → p@r.iam.gserviceaccount.com"
+    endpoint["body"] = "123-compute@developer.gserviceaccount.com"
+    reached = dataclasses.replace(found, url=f"{endpoint['url']}/email", expect_header=None)
+    [(status, message, _)] = probe(reached, {})
+    assert status == "pass"
+    assert message.endswith(
+        "answers: 123-compute@developer.gserviceaccount.com → hop@b.iam.gserviceaccount.com → "
+        "p@r.iam.gserviceaccount.com"
+    )
+    keyed = plugin.identity(
+        {"GOOGLE_APPLICATION_CREDENTIALS": "/k.json"},
+        [*args[:1], "--impersonate-service-account", "p@r.iam.gserviceaccount.com"],
+        lambda path: "{}",
+    )
+    assert keyed == (
+        "the credentials file /k.json (GOOGLE_APPLICATION_CREDENTIALS) → p@r.iam.gserviceaccount.com: "
+        "not probed"
+    )
+    assert (
+        plugin.identity({}, [*args[:1], "--impersonate-service-account=,"], lambda p: None).then
+        == ""
+    )  # type: ignore[union-attr]
