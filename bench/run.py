@@ -29,7 +29,7 @@ from bench.measure import bundle_sizes, import_profile, measure_targets
 from bench.report import check_budgets, render
 from bench.storm import POLICIES, boot_storm, simulated_day
 from bench.upstream import build_upstream
-from emulators.harness import ACR_REGISTRY, Emulator
+from emulators.harness import ACR_REGISTRY, GCP_PULLER, Emulator
 from emulators.kubelet_exec import BUNDLE_DIR
 from release.targets import host_target
 
@@ -95,6 +95,16 @@ def _targets(emulators: dict[str, Emulator]) -> dict[str, Target]:
             "auth-provider-gcp",
             "us-docker.pkg.dev/p/r/app",
             ["get-credentials"],
+            emulators["gcp"].env,
+            [str(BUNDLE_DIR / "auth-provider-gcp")],
+        ),
+        # The same pull impersonating a service account: one more call (IAM Credentials, over TLS
+        # through google-auth) after the metadata server's token.
+        "gcp-impersonated": Target(
+            "gcp-impersonated",
+            "auth-provider-gcp",
+            "us-docker.pkg.dev/p/r/app",
+            ["get-credentials", f"--impersonate-service-account={GCP_PULLER}"],
             emulators["gcp"].env,
             [str(BUNDLE_DIR / "auth-provider-gcp")],
         ),
