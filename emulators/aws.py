@@ -83,12 +83,15 @@ class FakeEcr:
     empty_data: bool = False
     delay: float = 0.0
     secret_keys: dict[str, str] = field(default_factory=dict)
+    # access key id -> the password its caller's tokens carry (one identity per key; else password)
+    passwords: dict[str, str] = field(default_factory=dict)
     calls: list[EcrCall] = field(default_factory=list)
 
-    def token(self) -> str:
+    def token(self, access_key: str = "") -> str:
         if self.token_override is not None:
             return self.token_override
-        return base64.b64encode(f"{self.username}:{self.password}".encode()).decode()
+        password = self.passwords.get(access_key, self.password)
+        return base64.b64encode(f"{self.username}:{password}".encode()).decode()
 
     def __call__(self, request: FakeRequest) -> FakeResponse:
         target = request.header("x-amz-target")
@@ -116,7 +119,9 @@ class FakeEcr:
             )
         if self.delay:
             time.sleep(self.delay)
-        entry: dict[str, object] = {} if self.omit_token else {"authorizationToken": self.token()}
+        entry: dict[str, object] = (
+            {} if self.omit_token else {"authorizationToken": self.token(access_key)}
+        )
         if self.valid_seconds is not None:
             entry["expiresAt"] = time.time() + self.valid_seconds
         content_type = AMZ_JSON

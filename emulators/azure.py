@@ -32,6 +32,14 @@ class FakeImds:
     access_token: str = field(default_factory=lambda: make_jwt({"aud": "acr", "src": "imds"}))
     fault: FakeResponse | None = None
     queries: list[dict[str, str]] = field(default_factory=list)
+    # client_id -> the token of that user-assigned identity (see :meth:`identity`)
+    identities: dict[str, str] = field(default_factory=dict)
+
+    def identity(self, client_id: str) -> str:
+        """Give the user-assigned identity ``client_id`` a token of its own; returns it."""
+        token = make_jwt({"aud": "acr", "src": "imds", "appid": client_id})
+        self.identities[client_id] = token
+        return token
 
     def __call__(self, request: FakeRequest) -> FakeResponse:
         if request.path != "/metadata/identity/oauth2/token":
@@ -43,7 +51,9 @@ class FakeImds:
             return self.fault
         return FakeResponse.json(
             {
-                "access_token": self.access_token,
+                "access_token": self.identities.get(
+                    request.query.get("client_id", [""])[0], self.access_token
+                ),
                 "expires_in": "3599",
                 "expires_on": str(int(time.time()) + 3599),
                 "resource": request.query.get("resource", [""])[0],
@@ -114,6 +124,7 @@ class FakeAcr:
     exchange_faults: list[FakeResponse] = field(default_factory=list)  # consumed one per call
     exchanges: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     refresh_tokens: list[str] = field(default_factory=list)
+    exchanged_for: dict[str, str] = field(default_factory=dict)  # refresh token -> its AAD token
 
     def __call__(self, request: FakeRequest) -> FakeResponse:
         host = request.host
@@ -144,6 +155,7 @@ class FakeAcr:
                 }
             )
             self.refresh_tokens.append(token)
+            self.exchanged_for[token] = request.form.get("access_token", "")
             return FakeResponse.json(
                 {"refresh_token": token}, headers={"X-Ms-Correlation-Request-Id": "corr-1"}
             )

@@ -203,7 +203,14 @@ def impersonate(
     try:
         credentials.refresh(recording)
     except BadAnswer as exc:
-        raise ProviderError(f"{head}: {exc.detail}", NOT_THE_SERVICE) from None
+        raise ProviderError(
+            f"{head} at the IAM Credentials API: {exc.detail}", NOT_THE_SERVICE
+        ) from None
+    except TypeError:  # an expireTime that is not a string: google-auth's strptime raises this
+        raise ProviderError(
+            f"{head}: the IAM Credentials API answered without a usable accessToken and expireTime",
+            NOT_THE_SERVICE,
+        ) from None
     except exceptions.RefreshError as exc:
         body = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], str) else ""
         if statuses and statuses[-1] == 200:

@@ -34,7 +34,16 @@ from emulators.harness import (
     gcp_emulator,
 )
 from tests.e2e.doctor_faults import seed_faults
-from tests.e2e.scenario import ACR_REGISTRIES, PULLS, Pull
+from tests.e2e.scenario import (
+    ACR_CLIENT_IDS,
+    ACR_REGISTRIES,
+    ACR_TEAM_B,
+    AZURE_JSON_TEAM_B,
+    ECR_KEYS,
+    GCP_ACCOUNTS,
+    SCENARIOS,
+    Pull,
+)
 
 NODE_IP = "10.213.0.1"
 READ_ONLY_PORT = 10255
@@ -89,8 +98,8 @@ def pod_manifest(name: str, image: str) -> dict[str, Any]:
     }
 
 
-def write_wave(manifests: Path, wave: int) -> list[Pull]:
-    pulls = [pull for pull in PULLS if pull.wave == wave]
+def write_wave(manifests: Path, wave: int, scenario: tuple[Pull, ...]) -> list[Pull]:
+    pulls = [pull for pull in scenario if pull.wave == wave]
     for index, pull in enumerate(pulls):
         for copy in range(pull.pods):
             name = f"w{wave}-{index}-{copy}"
@@ -192,9 +201,10 @@ def main(spec_path: str) -> int:
     with ExitStack() as stack:
         aws = stack.enter_context(aws_emulator(with_moto=False))
         gcp = stack.enter_context(gcp_emulator())
-        azure = stack.enter_context(azure_emulator(ACR_REGISTRIES))
+        azure = stack.enter_context(azure_emulator((*ACR_REGISTRIES, ACR_TEAM_B)))
         Path(AZURE_JSON).parent.mkdir(parents=True, exist_ok=True)
         Path(AZURE_JSON).write_text(Path(azure.files["config"]).read_text())
+        _give_identities(aws, gcp, azure)
         env = node_environment([aws, gcp, azure], run / "ca-bundle.pem")
         cri = subprocess.Popen(
             [
@@ -207,7 +217,7 @@ def main(spec_path: str) -> int:
             stderr=(run / "fakecri.log").open("wb"),
         )
         stack.callback(cri.kill)
-        write_wave(run / "manifests", 1)
+        write_wave(run / "manifests", 1, SCENARIOS[spec.get("scenario", "clouds")])
         log = stack.enter_context((run / "kubelet.log").open("wb"))
         kubelet = _start_kubelet(spec, run, env, log)
         stack.callback(
@@ -227,9 +237,42 @@ def main(spec_path: str) -> int:
             "acr": list(azure.fakes["acr"].refresh_tokens),  # type: ignore[attr-defined]
             "gcp": [gcp.fakes["metadata"].access_token],  # type: ignore[attr-defined]
         }
+        result["identities"] = _issued_identities(aws, gcp, azure)
     result["kubelet_log"] = (run / "kubelet.log").read_text(errors="replace")[-20000:]
     Path(spec["result"]).write_text(json.dumps(result))
     return 0
+
+
+def _give_identities(aws: Emulator, gcp: Emulator, azure: Emulator) -> None:
+    """Each team of the identities scenario gets an identity of its own in every cloud: an AWS key
+    whose ECR tokens carry a password of their own, a user-assigned identity with its own IMDS
+    token (and azure.json), and a service account the node may impersonate."""
+    ecr: Any = aws.fakes["ecr"]
+    for team, key in ECR_KEYS.items():
+        ecr.passwords[key] = f"ecr-password-{team}-0123456789"
+    imds: Any = azure.fakes["imds"]
+    for client_id in ACR_CLIENT_IDS.values():
+        imds.identity(client_id)
+    team_b = json.loads(Path(azure.files["config"]).read_text())
+    team_b["userAssignedIdentityID"] = ACR_CLIENT_IDS["team-b"]
+    Path(AZURE_JSON_TEAM_B).write_text(json.dumps(team_b))
+    iam: Any = gcp.fakes["iam"]
+    iam.allow(gcp.fakes["metadata"].email, *GCP_ACCOUNTS.values())  # type: ignore[attr-defined]
+
+
+def _issued_identities(aws: Emulator, gcp: Emulator, azure: Emulator) -> dict[str, dict[str, str]]:
+    """Per cloud, each credential the emulators issued -> the identity it was issued to."""
+    ecr: Any = aws.fakes["ecr"]
+    acr: Any = azure.fakes["acr"]
+    client_of = {token: client for client, token in azure.fakes["imds"].identities.items()}  # type: ignore[attr-defined]
+    return {
+        "ecr": {password: key for key, password in ecr.passwords.items()},
+        "acr": {
+            refresh: client_of.get(aad, "(the node's default identity)")
+            for refresh, aad in acr.exchanged_for.items()
+        },
+        "gcp": dict(gcp.fakes["iam"].issued),  # type: ignore[attr-defined]
+    }
 
 
 def _start_kubelet(
@@ -260,10 +303,11 @@ def _watch_waves(
 ) -> None:
     """Wave 1's pods, then wave 2's (not for the doctor's run): wait for each wave's pulls, then
     read the kubelet's metrics."""
+    scenario = SCENARIOS[spec.get("scenario", "clouds")]
     for wave in (1,) if spec.get("doctor") else (1, 2):
         if wave == 2:
-            write_wave(run / "manifests", 2)
-        wanted = sum(pull.pods for pull in PULLS if pull.wave <= wave)
+            write_wave(run / "manifests", 2, scenario)
+        wanted = sum(pull.pods for pull in scenario if pull.wave <= wave)
         wait_for(
             f"wave {wave}'s {wanted} pulls",
             lambda wanted=wanted: len(pulls_seen(run / "pulls.jsonl")) >= wanted,

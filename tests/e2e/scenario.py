@@ -37,9 +37,13 @@ class Pull:
 
 
 def _ecr(
-    region: str, suffix: str = "amazonaws.com", port: str = "", service: str = "dkr.ecr"
+    region: str,
+    suffix: str = "amazonaws.com",
+    port: str = "",
+    service: str = "dkr.ecr",
+    account: str = ECR_ACCOUNT,
 ) -> str:
-    return f"{ECR_ACCOUNT}.{service}.{region}.{suffix}{port}"
+    return f"{account}.{service}.{region}.{suffix}{port}"
 
 
 PULLS = (
@@ -84,3 +88,81 @@ def expected_execs(providers: set[str], wave: int) -> dict[str, int]:
         name: sum(1 for pull in PULLS if pull.provider == name and pull.wave == 1)
         for name in providers
     }
+
+
+# --- one plugin as several providers (#33) -------------------------------------------------------
+# One config, two providers of each plugin under suffixed names, each with its own identity and its
+# own registry. Team A's pods start first; team B's after, on registries of the same clouds, so a
+# provider answered from the other's credentials (a shared cache entry, a shared Global key) would
+# show as a pull carrying the wrong identity.
+ECR_ACCOUNT_B = "444455556666"
+ACR_TEAM_B = "fabrikam.azurecr.io"
+ECR_KEYS = {"team-a": "AKIAEXAMPLETEAMAAAAA", "team-b": "AKIAEXAMPLETEAMBBBBB"}
+ACR_CLIENT_IDS = {"team-a": "kubelet-identity-client-id", "team-b": "team-b-identity-client-id"}
+GCP_ACCOUNTS = {
+    "team-a": "team-a-puller@team-a-project.iam.gserviceaccount.com",
+    "team-b": "partner-puller@partner-project.iam.gserviceaccount.com",
+}
+AZURE_JSON_TEAM_B = "/etc/kubernetes/azure-team-b.json"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """One provider of the identities run: its name, the plugin it suffixes, its cloud's key in
+    the emulators' issued maps, the registry it claims, and the identity it must pull as."""
+
+    name: str
+    plugin: str
+    cloud: str
+    match: str
+    identity: str
+    team: str
+
+
+IDENTITIES = tuple(
+    provider
+    for team in ("team-a", "team-b")
+    for provider in (
+        Identity(
+            f"ecr-credential-provider-{team}",
+            "ecr-credential-provider",
+            "ecr",
+            _ecr("us-west-2", account=ECR_ACCOUNT_B if team == "team-b" else ECR_ACCOUNT),
+            ECR_KEYS[team],
+            team,
+        ),
+        Identity(
+            f"acr-credential-provider-{team}",
+            "acr-credential-provider",
+            "acr",
+            ACR_TEAM_B if team == "team-b" else ACR_LOGIN_SERVER,
+            ACR_CLIENT_IDS[team],
+            team,
+        ),
+        Identity(
+            f"auth-provider-gcp-{team}",
+            "auth-provider-gcp",
+            "gcp",
+            "europe-docker.pkg.dev/partner-project"
+            if team == "team-b"
+            else "us-docker.pkg.dev/team-a-project",
+            GCP_ACCOUNTS[team],
+            team,
+        ),
+    )
+)
+
+IDENTITY_PULLS = (
+    *(
+        Pull(
+            f"{provider.match}/{'repo/' if provider.cloud == 'gcp' else ''}app:v1",
+            provider.name,
+            wave,
+        )
+        for wave, team in ((1, "team-a"), (2, "team-b"))
+        for provider in IDENTITIES
+        if provider.team == team
+    ),
+    Pull("docker.io/library/busybox:1.37", None, 1),
+)
+SCENARIOS = {"clouds": PULLS, "identities": IDENTITY_PULLS}

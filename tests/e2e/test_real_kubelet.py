@@ -24,9 +24,17 @@ import pytest
 from emulators import gobuild
 from emulators.kubelet_exec import BUNDLE_DIR, REPO
 from tests.e2e.doctor_faults import UNCLAIMED_IMAGE, prepare_node
-from tests.e2e.node import KERNEL_SETTINGS
-from tests.e2e.scenario import PROVIDERS, PULLS, expected_execs, served
-from tests.helpers import require_bundle, unavailable
+from tests.e2e.node import AZURE_JSON, KERNEL_SETTINGS
+from tests.e2e.scenario import (
+    AZURE_JSON_TEAM_B,
+    IDENTITIES,
+    IDENTITY_PULLS,
+    PROVIDERS,
+    PULLS,
+    expected_execs,
+    served,
+)
+from tests.helpers import config_file, provider_entry, require_bundle, unavailable
 
 CONFIG_DIR = REPO / "config"
 # config under test -> its path and the providers it configures
@@ -257,3 +265,91 @@ def test_doctor_finds_the_real_kubelet_and_catches_each_seeded_fault(
         area == "identity" and provider == "auth-provider-gcp" and "unreachable" in message
         for area, provider, message in unreachable
     )
+
+
+def identities_node(directory: Path, cache: Path | None) -> tuple[Path, Path]:
+    """The config of the identities run and its bin dir: each provider a link to the bundle's
+    launcher under its own name, claiming its own registry, with its own identity."""
+    bin_dir = directory / "bin"
+    bin_dir.mkdir(parents=True)
+    providers = []
+    for provider in IDENTITIES:
+        (bin_dir / provider.name).symlink_to(BUNDLE_DIR.resolve() / "credprovider")
+        env = {}
+        if provider.cloud == "ecr":
+            args: list[str] = []
+            env = {
+                "AWS_ACCESS_KEY_ID": provider.identity,
+                "AWS_SECRET_ACCESS_KEY": f"{provider.team}-secret",
+            }
+        elif provider.cloud == "acr":
+            args = [AZURE_JSON_TEAM_B if provider.team == "team-b" else AZURE_JSON]
+        else:
+            args = ["get-credentials", f"--impersonate-service-account={provider.identity}"]
+        if cache is not None:
+            env["CREDPROVIDER_CACHE_DIR"] = str(cache)
+        providers.append(
+            provider_entry(
+                name=provider.name,
+                matchImages=[provider.match],
+                args=args,
+                env=[{"name": k, "value": v} for k, v in env.items()],
+            )
+        )
+    return config_file(directory, *providers), bin_dir
+
+
+@pytest.mark.parametrize("cache", ["persistent cache on", "persistent cache off"])
+def test_two_providers_of_each_plugin_pull_as_their_own_identity(
+    binaries: tuple[Path, Path], tmp_path: Path, cache: str
+) -> None:
+    """One config, two providers of each plugin under suffixed names (#33): team A's pods first,
+    then team B's on the same clouds; every pull carries exactly its own provider's identity."""
+    cache_dir = tmp_path / "cache" if cache.endswith("on") else None
+    config, bin_dir = identities_node(tmp_path / "node", cache_dir)
+    before = host_state()
+    result = run_kubelet(binaries, config, tmp_path, bin_dir=str(bin_dir), scenario="identities")
+    after = host_state()
+    log_tail = result["kubelet_log"][-4000:]
+    assert "error" not in result, f"{result.get('error')}\n{log_tail}"
+    assert Counter(p["image"] for p in result["pulls"]) == Counter(
+        {pull.image: pull.pods for pull in IDENTITY_PULLS}
+    )
+    by_name = {provider.name: provider for provider in IDENTITIES}
+    by_image = {pull.image: pull for pull in IDENTITY_PULLS}
+    pulled_as = {}
+    for received in result["pulls"]:
+        pull = by_image[received["image"]]
+        if pull.provider is None:
+            assert (received["username"], received["password"]) == ("", ""), received["image"]
+            continue
+        provider = by_name[pull.provider]
+        issued = result["identities"][provider.cloud]
+        assert received["username"] == PROVIDERS[provider.plugin][1], received["image"]
+        pulled_as[provider.name] = issued.get(received["password"], "(not issued)")
+    assert pulled_as == {provider.name: provider.identity for provider in IDENTITIES}
+
+    for wave in ("1", "2"):
+        metrics = result["waves"][wave]
+        execs = {
+            provider.name: int(
+                metrics.get(
+                    f'kubelet_credential_provider_plugin_duration_count{{plugin_name="{provider.name}"}}',
+                    0,
+                )
+            )
+            for provider in IDENTITIES
+        }
+        assert execs == {
+            provider.name: int(provider.team == "team-a" or wave == "2") for provider in IDENTITIES
+        }, f"wave {wave}: {metrics}"
+        errors = {key: value for key, value in metrics.items() if "errors_total" in key and value}
+        assert errors == {}, f"wave {wave}: {errors}\n{log_tail}"
+
+    if cache_dir is None:
+        assert not (tmp_path / "cache").exists()
+    else:  # one entry per provider: none served another's
+        owners = [json.loads(p.read_text())["provider"] for p in cache_dir.glob("*.json")]
+        assert sorted(owners) == sorted(by_name)
+    assert after == before
+    assert left_running(*binaries) == []

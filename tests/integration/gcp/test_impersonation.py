@@ -210,6 +210,15 @@ REFUSALS = [
         "HTTPS_PROXY, HTTP_PROXY and NO_PROXY in the provider's env",
     ),
     (
+        "an-expiry-that-is-a-number",
+        _fault(FakeResponse.json({"accessToken": "ya29.x", "expireTime": 12})),
+        GCP_PULLER,
+        f"cannot impersonate {GCP_PULLER} as the VM's default service account: the IAM "
+        "Credentials API answered without a usable accessToken and expireTime; something other "
+        "than the service may have answered: check HTTPS_PROXY, HTTP_PROXY and NO_PROXY in the "
+        "provider's env",
+    ),
+    (
         "no-token-in-the-answer",
         _fault(FakeResponse.json({"expireTime": "2030-01-01T00:00:00Z"})),
         GCP_PULLER,

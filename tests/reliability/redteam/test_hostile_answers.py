@@ -28,7 +28,7 @@ from credprovider.runtime.answer import MAX_JSON_DEPTH
 from emulators.aws import AMZ_JSON
 from emulators.azure import make_jwt
 from emulators.gcp import write_service_account_key
-from emulators.harness import Emulator
+from emulators.harness import GCP_PULLER, Emulator
 from emulators.http import FakeRequest, FakeResponse, FakeServer, serve
 from emulators.kubelet_exec import request_bytes, run_plugin
 from tests.helpers import require_bundle
@@ -216,6 +216,14 @@ def _google_sts(rig: Rig, answer: FakeResponse) -> tuple[bytes, list[str], dict[
     return stdin, args, rig.gcp.env
 
 
+def _google_impersonation(
+    rig: Rig, answer: FakeResponse
+) -> tuple[bytes, list[str], dict[str, str]]:
+    rig.gcp.fakes["iam"].fault = answer  # type: ignore[attr-defined]
+    args = ["get-credentials", f"--impersonate-service-account={GCP_PULLER}"]
+    return request_bytes("gcr.io/p/app"), args, rig.gcp.env
+
+
 ECR = "ecr-credential-provider"
 ACR = "acr-credential-provider"
 GCP = "auth-provider-gcp"
@@ -236,6 +244,9 @@ ENDPOINTS = {
     "gce metadata, stdlib": Endpoint(GCP, "metadata server", _gce_metadata, _token_answer),
     "google oauth, google-auth": Endpoint(GCP, "token", _google_key_file, _token_answer),
     "google sts, workload identity": Endpoint(GCP, "STS", _google_sts, _token_answer),
+    "google iam credentials, impersonation": Endpoint(
+        GCP, "IAM Credentials", _google_impersonation
+    ),
 }
 
 
@@ -321,6 +332,7 @@ def rig(
         (azure.fakes["acr"], "exchange_fault"),
         (gcp.fakes["metadata"], "token_fault"),
         (gcp.fakes["sts"], "fault"),
+        (gcp.fakes["iam"], "fault"),
     ):
         setattr(fake, name, None)
 
