@@ -257,7 +257,8 @@ def _give_identities(aws: Emulator, gcp: Emulator, azure: Emulator) -> None:
     team_b["userAssignedIdentityID"] = ACR_CLIENT_IDS["team-b"]
     Path(AZURE_JSON_TEAM_B).write_text(json.dumps(team_b))
     iam: Any = gcp.fakes["iam"]
-    iam.allow(gcp.fakes["metadata"].email, *GCP_ACCOUNTS.values())  # type: ignore[attr-defined]
+    for account in GCP_ACCOUNTS.values():
+        iam.allow(gcp.fakes["metadata"].email, account)  # type: ignore[attr-defined]
 
 
 def _issued_identities(aws: Emulator, gcp: Emulator, azure: Emulator) -> dict[str, dict[str, str]]:

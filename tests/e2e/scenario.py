@@ -143,9 +143,8 @@ IDENTITIES = tuple(
             f"auth-provider-gcp-{team}",
             "auth-provider-gcp",
             "gcp",
-            "europe-docker.pkg.dev/partner-project"
-            if team == "team-b"
-            else "us-docker.pkg.dev/team-a-project",
+            # one registry host, two projects: only the identity tells their cache entries apart
+            f"us-docker.pkg.dev/{'partner' if team == 'team-b' else 'team-a'}-project",
             GCP_ACCOUNTS[team],
             team,
         ),

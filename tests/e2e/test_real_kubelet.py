@@ -304,7 +304,14 @@ def test_two_providers_of_each_plugin_pull_as_their_own_identity(
     binaries: tuple[Path, Path], tmp_path: Path, cache: str
 ) -> None:
     """One config, two providers of each plugin under suffixed names (#33): team A's pods first,
-    then team B's on the same clouds; every pull carries exactly its own provider's identity."""
+    then team B's on the same clouds; every pull carries exactly its own provider's identity.
+
+    The identities: ECR, an access key each (the emulated ECR gives each key its own password);
+    ACR, a user-assigned identity each (an azure.json each, IMDS gives each client id its token);
+    Google, a service account each, both impersonated by the node's account. Both Google
+    registries are on one host, so only the identity keeps their persistent-cache entries apart
+    (with the provider name and the impersonated account left out of the entry's key, team B pulls
+    as team A: checked by hand when this test was written)."""
     cache_dir = tmp_path / "cache" if cache.endswith("on") else None
     config, bin_dir = identities_node(tmp_path / "node", cache_dir)
     before = host_state()
