@@ -52,7 +52,7 @@ def lints(match_images: Sequence[str], args: Sequence[str], env: Collection[str]
     try:
         chain_in_args(args)
     except UsageError as exc:
-        warnings.append(f"the plugin refuses these args: {exc}")
+        warnings.append(f"every pull through it fails: the plugin refuses these args: {exc}")
     if "get-credentials" not in args:
         warnings.append(
             "args lack get-credentials: this plugin runs without it, but upstream "

@@ -72,6 +72,19 @@ LINTS = [
         "args lack get-credentials",
     ),
     (
+        "gcp impersonating something that is not an account",
+        [
+            provider_entry(
+                name="auth-provider-gcp-partner",
+                args=["get-credentials", "--impersonate-service-account=partner-puller"],
+                matchImages=["us-docker.pkg.dev/partner-project"],
+            )
+        ],
+        "every pull through it fails: the plugin refuses these args: "
+        "--impersonate-service-account: 'partner-puller' is not a service account email "
+        "(name@project.iam.gserviceaccount.com) or unique id",
+    ),
+    (
         "gcp other port",
         [
             provider_entry(
