@@ -9,9 +9,9 @@ from credprovider.errors import UsageError
 from credprovider.gcp import PLUGIN_NAME
 from credprovider.gcp.impersonation import chain_in_args
 from credprovider.gcp.metadata import HEADERS, metadata_root, wants_mtls
-from credprovider.gcp.provider import CREDENTIALS_FILE_ENV
 from credprovider.gcp.registry import (
     CACHE_TYPE_ENV,
+    CREDENTIALS_FILE_ENV,
     MATCH_IMAGES,
     SAMPLE_IMAGES,
     TOKEN_USERNAME,

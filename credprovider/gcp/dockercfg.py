@@ -4,7 +4,7 @@ from the URL in ``google-dockercfg-url`` (``--authFlow dockercfg`` / ``dockercfg
 from __future__ import annotations
 
 from credprovider.errors import ProviderError
-from credprovider.gcp.provider import _metadata_get, google_auth_request
+from credprovider.gcp.googleauth import download, metadata_get
 from credprovider.gcp.registry import (
     DOCKERCFG_ATTRIBUTE,
     DOCKERCFG_URL_ATTRIBUTE,
@@ -12,11 +12,9 @@ from credprovider.gcp.registry import (
     parse_dockercfg,
 )
 from credprovider.runtime._typing import Final
-from credprovider.runtime.advice import NOT_THE_SERVICE
-from credprovider.runtime.answer import BadAnswer
 from credprovider.runtime.api import CACHE_KEY_GLOBAL, AuthConfig
 from credprovider.runtime.goformat import SECOND, format_go_duration
-from credprovider.runtime.provider import Context, Credentials, one_line
+from credprovider.runtime.provider import Context, Credentials
 from credprovider.runtime.redact import register_secret
 
 # A .dockercfg answer has no expiry and may be rotated at any time: a short, bounded cache rather than
@@ -27,7 +25,7 @@ DOCKERCFG_CACHE_DURATION: Final = 60 * SECOND
 def dockercfg_credentials(auth_flow: str, ctx: Context) -> Credentials:
     """The credentials of ``--authFlow dockercfg`` or ``dockercfg-url`` (Global, one minute)."""
     if auth_flow == "dockercfg":
-        text = _metadata_get(
+        text = metadata_get(
             ctx,
             f"instance/attributes/{DOCKERCFG_ATTRIBUTE}",
             f"instance attribute {DOCKERCFG_ATTRIBUTE}",
@@ -57,9 +55,7 @@ def _dockercfg_credentials(text: str, source: str) -> dict[str, AuthConfig]:
 
 
 def dockercfg_url_credentials(ctx: Context) -> dict[str, AuthConfig]:
-    from google.auth import exceptions
-
-    url = _metadata_get(
+    url = metadata_get(
         ctx,
         f"instance/attributes/{DOCKERCFG_URL_ATTRIBUTE}",
         f"instance attribute {DOCKERCFG_URL_ATTRIBUTE}",
@@ -69,22 +65,7 @@ def dockercfg_url_credentials(ctx: Context) -> dict[str, AuthConfig]:
         raise ProviderError(
             f"instance attribute {DOCKERCFG_URL_ATTRIBUTE} is {url!r}: only http(s) URLs are supported"
         )
-    ctx.deadline.phase = f"downloading the .dockercfg from {url}"
-    try:
-        response = google_auth_request(ctx)(url, method="GET")
-    except BadAnswer as exc:
-        raise ProviderError(
-            f"could not download the .dockercfg from {url}: {exc.detail}", NOT_THE_SERVICE
-        ) from None
-    except exceptions.GoogleAuthError as exc:
-        raise ProviderError(
-            f"could not download the .dockercfg from {url}: {one_line(exc)}"
-        ) from None
-    if response.status != 200:
-        raise ProviderError(
-            f"downloading the .dockercfg from {url} failed with HTTP {response.status}"
-        )
-    return _dockercfg_credentials(response.data.decode("utf-8", "replace"), url)
+    return _dockercfg_credentials(download(url, "the .dockercfg", ctx), url)
 
 
 def _json_text(value: object) -> str:

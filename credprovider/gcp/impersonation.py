@@ -2,17 +2,17 @@
 form: the last email is the account pulled as, any before it the delegation chain from the source),
 exchanged at the IAM Credentials API's ``generateAccessToken``.
 
-Parsing the flag and wording each failure are pure; :func:`impersonate` is the one call, made with
-google-auth's own impersonated credentials (imported lazily, only on a cache miss).
+Parsing the flag and wording each failure are pure; :func:`impersonate` is the call, made with
+google-auth's own impersonated credentials (:func:`credprovider.gcp.googleauth.impersonate`).
 """
 
 from __future__ import annotations
 
-from credprovider.errors import ProviderError, UsageError
-from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
+from credprovider.errors import CredproviderError, ProviderError, UsageError
+from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Sequence
 
 IMPERSONATE_FLAG: Final = "--impersonate-service-account"
 IAM_CREDENTIALS_HOST: Final = "iamcredentials.googleapis.com"
@@ -26,7 +26,7 @@ LIFETIME_SECONDS: Final = 3600
 _NUMERIC_ID_MAX: Final = 21  # a service account's unique id is a 21-digit number
 
 
-class Refused(Exception):
+class Refused(CredproviderError):
     """The IAM Credentials API said no: worded by :func:`failure` once the source is named."""
 
     def __init__(self, status: int, body: str) -> None:
@@ -166,67 +166,3 @@ def failure(status: int, body: str, source: str, chain: Chain) -> ProviderError:
     return ProviderError(
         f"{head}: the IAM Credentials API answered {said}: {one_line(message)}", advice
     )
-
-
-def impersonate(
-    source_token: str,
-    source: str,
-    chain: Chain,
-    scope: str,
-    request: Callable[..., Any],
-) -> tuple[str, Any]:
-    """``generateAccessToken`` for ``chain.target`` with ``source_token``: (token, naive-UTC
-    expiry). ``request`` is a google-auth transport. Raises :class:`Refused` for the API's own
-    refusal, :class:`ProviderError` (the line) for anything else."""
-    from google.auth import exceptions, impersonated_credentials
-    from google.oauth2.credentials import Credentials
-
-    from credprovider.runtime.advice import NOT_THE_SERVICE, unreachable
-    from credprovider.runtime.answer import BadAnswer
-    from credprovider.runtime.provider import one_line
-
-    statuses: list[int] = []
-
-    def recording(*args: Any, **kwargs: Any) -> Any:
-        response = request(*args, **kwargs)
-        statuses.append(int(response.status))
-        return response
-
-    credentials = impersonated_credentials.Credentials(
-        source_credentials=Credentials(token=source_token),
-        target_principal=chain.target,
-        target_scopes=[scope],
-        delegates=[f"{DELEGATE_PREFIX}{delegate}" for delegate in chain.delegates],
-        lifetime=LIFETIME_SECONDS,
-    )
-    head = f"cannot impersonate {chain.target} as {source}"
-    try:
-        credentials.refresh(recording)
-    except BadAnswer as exc:
-        raise ProviderError(
-            f"{head} at the IAM Credentials API: {exc.detail}", NOT_THE_SERVICE
-        ) from None
-    except TypeError:  # an expireTime that is not a string: google-auth's strptime raises this
-        raise ProviderError(
-            f"{head}: the IAM Credentials API answered without a usable accessToken and expireTime",
-            NOT_THE_SERVICE,
-        ) from None
-    except exceptions.RefreshError as exc:
-        body = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], str) else ""
-        if statuses and statuses[-1] == 200:
-            raise ProviderError(
-                f"{head}: the IAM Credentials API answered without a usable accessToken and "
-                "expireTime",
-                NOT_THE_SERVICE,
-            ) from None
-        raise Refused(statuses[-1] if statuses else 0, body) from None
-    except exceptions.TransportError as exc:
-        raise ProviderError(
-            f"{head}: could not reach {IAM_CREDENTIALS_API}: {one_line(exc)}",
-            unreachable(IAM_CREDENTIALS_API),
-        ) from None
-    except (exceptions.GoogleAuthError, ValueError) as exc:
-        raise ProviderError(f"{head}: {one_line(exc)}") from None
-    if not credentials.token:
-        raise ProviderError(f"{head}: the IAM Credentials API answered without an accessToken")
-    return credentials.token, credentials.expiry

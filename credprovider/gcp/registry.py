@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 TOKEN_USERNAME: Final = "_token"
+CREDENTIALS_FILE_ENV: Final = "GOOGLE_APPLICATION_CREDENTIALS"
 # Every Google registry host form; kubelet globs match one label per '*', hence gcr.io and *.gcr.io.
 GOOGLE_REGISTRY_KEYS: Final = ("container.cloud.google.com", "gcr.io", "*.gcr.io", "*.pkg.dev")
 # The same keys with the HTTPS port, so an image written as gcr.io:443/... is served by the one

@@ -112,7 +112,7 @@ def _importers(target: str) -> list[str]:
         ("requests", ["credprovider.azure.exchange", "credprovider.runtime.requests_session"]),
         # Each SDK behind its cloud's adapter.
         ("botocore", ["credprovider.aws.botocore_api"]),
-        ("google", ["credprovider.gcp.provider"]),
+        ("google", ["credprovider.gcp.googleauth"]),
         ("azure", ["credprovider.azure.provider"]),
     ],
 )

@@ -1,0 +1,295 @@
+"""The adapter to google-auth: every call into it (imported lazily, only when a token other than
+the metadata server's plain one is fetched) and the errors it raises, worded as one line each. The
+metadata server's common path stays on the stdlib client (:mod:`credprovider.gcp.metadata`)."""
+
+from __future__ import annotations
+
+from credprovider.errors import ProviderError
+from credprovider.gcp.impersonation import (
+    DELEGATE_PREFIX,
+    IAM_CREDENTIALS_API,
+    LIFETIME_SECONDS,
+    Chain,
+    Refused,
+)
+from credprovider.gcp.registry import (
+    CLOUD_PLATFORM_SCOPE,
+    CREDENTIALS_FILE_ENV,
+    STS_GRANT_TYPE,
+    STS_REQUESTED_TOKEN_TYPE,
+    STS_SUBJECT_TOKEN_TYPE,
+)
+from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
+from credprovider.runtime.advice import NOT_THE_SERVICE, unreachable
+from credprovider.runtime.answer import BadAnswer
+from credprovider.runtime.provider import Context, one_line
+from credprovider.runtime.redact import register_secret
+
+if TYPE_CHECKING:
+    import datetime
+
+# Who a metadata-server token is of, until its email is asked for (only to word a failure).
+NODE_ACCOUNT: Final = "the VM's default service account"
+
+
+class Token(NamedTuple):
+    value: str
+    expires_at: float | None
+    who: str = NODE_ACCOUNT  # the identity the token is of, for a line naming it
+
+
+def google_auth_request(ctx: Context) -> Any:
+    """A google-auth requests transport whose per-call timeout never passes the deadline, whose
+    answers are read under the caps (:mod:`credprovider.runtime.requests_session`) and whose CA
+    bundle, if one is named, is checked first."""
+    from google.auth.transport.requests import Request
+
+    from credprovider.runtime.http import REQUESTS_CA_BUNDLE_ENV, require_usable_ca_bundle
+    from credprovider.runtime.requests_session import bounded_session
+
+    require_usable_ca_bundle(ctx.environ, REQUESTS_CA_BUNDLE_ENV)
+
+    class DeadlineRequest(Request):
+        def __call__(
+            self,
+            url: str,
+            method: str = "GET",
+            body: Any = None,
+            headers: Any = None,
+            timeout: float | None = None,
+            **kwargs: Any,
+        ) -> Any:
+            cap = ctx.deadline.timeout(10.0 if timeout is None else float(timeout))
+            ctx.log.v(4, f"{method} {url.split('?')[0]}")
+            return super().__call__(
+                url, method=method, body=body, headers=headers, timeout=cap, **kwargs
+            )
+
+    return DeadlineRequest(session=bounded_session(ctx.deadline.remaining))
+
+
+def metadata_get(ctx: Context, path: str, what: str) -> Any:
+    from credprovider.gcp import metadata  # not on a cache hit
+
+    if not metadata.wants_mtls(ctx.environ):
+        return metadata.get(ctx, path, what)
+    from google.auth import exceptions
+    from google.auth.compute_engine import _metadata
+
+    ctx.deadline.phase = f"reading {what} from the GCE metadata server over mTLS"
+    try:
+        return _metadata.get(
+            google_auth_request(ctx),
+            path,
+            retry_count=metadata.METADATA_ATTEMPTS,
+            timeout=ctx.deadline.timeout(metadata.PER_CALL_TIMEOUT_SECONDS),
+        )
+    except BadAnswer as exc:
+        raise ProviderError(
+            f"could not read {what} from the GCE metadata server over mTLS: {exc.detail}",
+            NOT_THE_SERVICE,
+        ) from None
+    except (exceptions.GoogleAuthError, ValueError) as exc:
+        raise ProviderError(
+            f"could not read {what} from the GCE metadata server over mTLS: {one_line(exc)}"
+        ) from None
+
+
+def expiry_timestamp(expiry: datetime.datetime | None) -> float | None:
+    import datetime
+
+    if expiry is None:
+        return None
+    if expiry.tzinfo is None:  # google-auth keeps naive UTC datetimes
+        expiry = expiry.replace(tzinfo=datetime.UTC)
+    return expiry.timestamp()
+
+
+def token_from_answer(token: str, answer: dict[str, Any], ctx: Context) -> Token:
+    """An OAuth answer's token (now a secret), expiring ``expires_in`` seconds from now when the
+    answer says (the metadata server and STS both do)."""
+    register_secret(token)
+    expires_in = answer.get("expires_in")
+    expires_at = ctx.now() + float(expires_in) if isinstance(expires_in, int | float) else None
+    return Token(token, expires_at)
+
+
+def load_credentials_file(path: str) -> Any:
+    """Credentials from a google-auth JSON file, without any call beyond the token itself.
+
+    ``google.auth.load_credentials_from_file`` also resolves the project of an external-account
+    config with a Cloud Resource Manager call, which an image pull does not need, so that type is
+    built directly; every other type goes through google-auth's loader.
+    """
+    import google.auth
+
+    from credprovider.runtime.answer import BadAnswer, decode_json
+    from credprovider.runtime.nodefile import read_node_text
+
+    try:
+        info = decode_json(read_node_text(path))
+    except BadAnswer as exc:
+        raise ValueError(f"the file {exc.predicate}") from None
+    if isinstance(info, dict) and info.get("type") == "external_account":
+        source = info.get("credential_source") or {}
+        if str(source.get("environment_id", "")).startswith("aws"):
+            from google.auth import aws
+
+            return aws.Credentials.from_info(info, scopes=[CLOUD_PLATFORM_SCOPE])
+        if "executable" in source:
+            from google.auth import pluggable
+
+            return pluggable.Credentials.from_info(info, scopes=[CLOUD_PLATFORM_SCOPE])
+        from google.auth import identity_pool
+
+        return identity_pool.Credentials.from_info(info, scopes=[CLOUD_PLATFORM_SCOPE])
+    credentials, _ = google.auth.load_credentials_from_file(path, scopes=[CLOUD_PLATFORM_SCOPE])
+    return credentials
+
+
+def credentials_file_token(path: str, ctx: Context) -> Token:
+    """A token from GOOGLE_APPLICATION_CREDENTIALS (service-account key or external account)."""
+    from google.auth import exceptions
+
+    ctx.deadline.phase = f"getting a token with the credentials in {path}"
+    try:
+        credentials = load_credentials_file(path)
+    except OSError as exc:
+        raise ProviderError(f"{CREDENTIALS_FILE_ENV}={path}: {exc.strerror or exc}") from None
+    except (exceptions.GoogleAuthError, ValueError) as exc:
+        raise ProviderError(f"{CREDENTIALS_FILE_ENV}={path}: {one_line(exc)}") from None
+    ctx.log.v(1, f"using {type(credentials).__module__} credentials from {path}")
+    try:
+        credentials.refresh(google_auth_request(ctx))
+    except BadAnswer as exc:
+        raise ProviderError(
+            f"could not get a token with the credentials in {path}: {exc.detail}", NOT_THE_SERVICE
+        ) from None
+    except (exceptions.GoogleAuthError, ValueError) as exc:
+        raise ProviderError(
+            f"could not get a token with the credentials in {path}: {one_line(exc)}"
+        ) from None
+    if not credentials.token:
+        raise ProviderError(f"the credentials in {path} produced no access token")
+    register_secret(credentials.token)
+    email = getattr(credentials, "service_account_email", None)
+    who = f"{email} (the credentials in {path})" if email else f"the credentials in {path}"
+    return Token(credentials.token, expiry_timestamp(credentials.expiry), who)
+
+
+def workload_identity_token(
+    subject_token: str, audience: str, endpoint: str, ctx: Context
+) -> Token:
+    """Exchange the pod's service-account token for a federated access token at Google STS."""
+    from google.auth import exceptions
+    from google.oauth2 import sts
+
+    ctx.deadline.phase = f"exchanging the service account token at {endpoint}"
+    ctx.log.v(1, f"Workload Identity: exchanging the service account token for audience {audience}")
+    try:
+        answer = sts.Client(endpoint).exchange_token(
+            google_auth_request(ctx),
+            grant_type=STS_GRANT_TYPE,
+            subject_token=subject_token,
+            subject_token_type=STS_SUBJECT_TOKEN_TYPE,
+            audience=audience,
+            scopes=[CLOUD_PLATFORM_SCOPE],
+            requested_token_type=STS_REQUESTED_TOKEN_TYPE,
+        )
+    except BadAnswer as exc:
+        raise ProviderError(
+            f"Workload Identity token exchange failed: {exc.detail}",
+            NOT_THE_SERVICE,
+        ) from None
+    except (exceptions.GoogleAuthError, ValueError) as exc:
+        raise ProviderError(
+            f"Workload Identity token exchange at {endpoint} failed for a service "
+            f"account that opted in (no fallback to the node identity): {one_line(exc)}"
+        ) from None
+    token = answer.get("access_token") if isinstance(answer, dict) else None
+    if not isinstance(token, str) or not token:
+        raise ProviderError(f"{endpoint} answered without an access_token")
+    return token_from_answer(token, answer, ctx)._replace(
+        who="the pod's service account through Workload Identity"
+    )
+
+
+def impersonate(
+    source_token: str,
+    source: str,
+    chain: Chain,
+    ctx: Context,
+) -> Token:
+    """``generateAccessToken`` for ``chain.target`` with ``source_token``, through google-auth's
+    impersonated credentials. ``request`` is a google-auth transport. Raises :class:`Refused` for the API's own
+    refusal, :class:`ProviderError` (the line) for anything else."""
+    from google.auth import exceptions, impersonated_credentials
+    from google.oauth2.credentials import Credentials
+
+    transport = google_auth_request(ctx)
+    statuses: list[int] = []
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        response = transport(*args, **kwargs)
+        statuses.append(int(response.status))
+        return response
+
+    credentials = impersonated_credentials.Credentials(
+        source_credentials=Credentials(token=source_token),
+        target_principal=chain.target,
+        target_scopes=[CLOUD_PLATFORM_SCOPE],
+        delegates=[f"{DELEGATE_PREFIX}{delegate}" for delegate in chain.delegates],
+        lifetime=LIFETIME_SECONDS,
+    )
+    head = f"cannot impersonate {chain.target} as {source}"
+    try:
+        credentials.refresh(recording)
+    except BadAnswer as exc:
+        raise ProviderError(
+            f"{head} at the IAM Credentials API: {exc.detail}", NOT_THE_SERVICE
+        ) from None
+    except TypeError:  # an expireTime that is not a string: google-auth's strptime raises this
+        raise ProviderError(
+            f"{head}: the IAM Credentials API answered without a usable accessToken and expireTime",
+            NOT_THE_SERVICE,
+        ) from None
+    except exceptions.RefreshError as exc:
+        body = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], str) else ""
+        if statuses and statuses[-1] == 200:
+            raise ProviderError(
+                f"{head}: the IAM Credentials API answered without a usable accessToken and "
+                "expireTime",
+                NOT_THE_SERVICE,
+            ) from None
+        raise Refused(statuses[-1] if statuses else 0, body) from None
+    except exceptions.TransportError as exc:
+        raise ProviderError(
+            f"{head}: could not reach {IAM_CREDENTIALS_API}: {one_line(exc)}",
+            unreachable(IAM_CREDENTIALS_API),
+        ) from None
+    except (exceptions.GoogleAuthError, ValueError) as exc:
+        raise ProviderError(f"{head}: {one_line(exc)}") from None
+    if not credentials.token:
+        raise ProviderError(f"{head}: the IAM Credentials API answered without an accessToken")
+    register_secret(credentials.token)
+    return Token(credentials.token, expiry_timestamp(credentials.expiry), chain.target)
+
+
+def download(url: str, what: str, ctx: Context) -> str:
+    """The text at ``url`` (an http(s) URL), through the bounded transport; ``what`` names it in
+    the failure line."""
+    from google.auth import exceptions
+
+    ctx.deadline.phase = f"downloading {what} from {url}"
+    try:
+        response = google_auth_request(ctx)(url, method="GET")
+    except BadAnswer as exc:
+        raise ProviderError(
+            f"could not download {what} from {url}: {exc.detail}", NOT_THE_SERVICE
+        ) from None
+    except exceptions.GoogleAuthError as exc:
+        raise ProviderError(f"could not download {what} from {url}: {one_line(exc)}") from None
+    if response.status != 200:
+        raise ProviderError(f"downloading {what} from {url} failed with HTTP {response.status}")
+    text: str = response.data.decode("utf-8", "replace")
+    return text
