@@ -21,6 +21,9 @@ MODULE = Path(__file__).resolve().parent / "kubelet"
 HARNESS = "."
 KUBELET = "k8s.io/kubernetes/cmd/kubelet"
 FAKE_CRI = "./fakecri"
+# The e2e sandbox's control plane, from the same module (go.mod's tool block pins them).
+KUBE_APISERVER = "k8s.io/kubernetes/cmd/kube-apiserver"
+ETCD = "go.etcd.io/etcd/server/v3"
 # Go keeps its caches under HOME; the test session points HOME at an empty directory.
 REAL_HOME = os.environ.get("HOME", "")
 
@@ -41,7 +44,7 @@ def kubelet_version() -> str:
 def ldflags(package: str) -> list[str]:
     """The kubelet is stamped with its version as its release build is (``kubelet --version``
     says ``Kubernetes v1.36.4``, not ``v0.0.0-master``)."""
-    if package != KUBELET:
+    if package not in (KUBELET, KUBE_APISERVER):
         return []
     version = kubelet_version()
     major, minor = version.lstrip("v").split(".")[:2]

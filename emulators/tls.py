@@ -29,6 +29,16 @@ class CertAuthority:
 
     def server_context(self, *hosts: str) -> ssl.SSLContext:
         """A TLS server context with a certificate for ``hosts`` (names or IPs) signed by this CA."""
+        cert_path, key_path = self.issue(hosts[0], hosts=hosts)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert_path, key_path)
+        return context
+
+    def issue(
+        self, common_name: str, organizations: tuple[str, ...] = (), hosts: tuple[str, ...] = ()
+    ) -> tuple[Path, Path]:
+        """A certificate (and its key) signed by this CA, valid for a day: for ``hosts`` (names or
+        IPs) when given, and with ``organizations`` (Kubernetes reads them as groups)."""
         key = ec.generate_private_key(ec.SECP256R1())
         names: list[x509.GeneralName] = []
         for host in hosts:
@@ -36,25 +46,27 @@ class CertAuthority:
                 names.append(x509.IPAddress(ipaddress.ip_address(host)))
             except ValueError:
                 names.append(x509.DNSName(host))
+        subject = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, o) for o in organizations]
+        subject.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
         now = datetime.datetime.now(datetime.UTC)
-        cert = (
+        builder = (
             x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, hosts[0])]))
+            .subject_name(x509.Name(subject))
             .issuer_name(self.cert.subject)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - datetime.timedelta(minutes=5))
             .not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName(names), critical=False)
-            .sign(self.key, hashes.SHA256())
         )
-        stem = self.directory / f"server-{x509.random_serial_number()}"
+        if names:
+            builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
+        cert = builder.sign(self.key, hashes.SHA256())
+        stem = self.directory / f"cert-{x509.random_serial_number()}"
         cert_path, key_path = stem.with_suffix(".crt"), stem.with_suffix(".key")
         cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
         key_path.write_bytes(key_pem(key))
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.load_cert_chain(cert_path, key_path)
-        return context
+        key_path.chmod(0o600)
+        return cert_path, key_path
 
 
 def key_pem(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey) -> bytes:

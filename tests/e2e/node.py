@@ -33,7 +33,8 @@ from emulators.harness import (
     azure_emulator,
     gcp_emulator,
 )
-from tests.e2e.doctor_faults import seed_faults
+from tests.e2e import controlplane, tokens
+from tests.e2e.doctor_faults import doctor, seed_faults
 from tests.e2e.scenario import (
     ACR_CLIENT_IDS,
     ACR_REGISTRIES,
@@ -199,7 +200,8 @@ def main(spec_path: str) -> int:
     (run / "kubelet.yaml").write_text(json.dumps(kubelet_config(run)))
     result: dict[str, Any] = {"waves": {}}
     with ExitStack() as stack:
-        aws = stack.enter_context(aws_emulator(with_moto=False))
+        # the service-account run assumes roles at STS (moto)
+        aws = stack.enter_context(aws_emulator(with_moto=bool(spec.get("control_plane"))))
         gcp = stack.enter_context(gcp_emulator())
         azure = stack.enter_context(azure_emulator((*ACR_REGISTRIES, ACR_TEAM_B)))
         Path(AZURE_JSON).parent.mkdir(parents=True, exist_ok=True)
@@ -217,14 +219,29 @@ def main(spec_path: str) -> int:
             stderr=(run / "fakecri.log").open("wb"),
         )
         stack.callback(cri.kill)
-        write_wave(run / "manifests", 1, SCENARIOS[spec.get("scenario", "clouds")])
+        plane = None
+        if spec.get("control_plane"):
+            plane = controlplane.start(
+                run / "control-plane",
+                spec["etcd"],
+                spec["apiserver"],
+                NODE_IP,
+                stack,
+                stack.enter_context((run / "control-plane.log").open("wb")),
+            )
+            tokens.prepare(plane)
+        else:
+            write_wave(run / "manifests", 1, SCENARIOS[spec.get("scenario", "clouds")])
         log = stack.enter_context((run / "kubelet.log").open("wb"))
-        kubelet = _start_kubelet(spec, run, env, log)
+        kubelet = _start_kubelet(spec, run, env, log, plane)
         stack.callback(
             lambda: kubelet.send_signal(signal.SIGTERM) if kubelet.poll() is None else None
         )
         try:
-            _watch_waves(spec, run, kubelet, result)
+            if plane is not None:
+                result["tokens"] = _token_pulls(spec, run, kubelet, plane, result)
+            else:
+                _watch_waves(spec, run, kubelet, result)
             if spec.get("doctor"):
                 result["doctor"] = seed_faults(
                     spec, run / "manifests", gcp.servers["metadata"].stop
@@ -238,6 +255,11 @@ def main(spec_path: str) -> int:
             "gcp": [gcp.fakes["metadata"].access_token],  # type: ignore[attr-defined]
         }
         result["identities"] = _issued_identities(aws, gcp, azure)
+        result["exchanges"] = _exchanges(aws, gcp, azure)
+        if plane is not None and spec.get("bundle") and "error" not in result:
+            # what credprovider doctor tells the operator of this node (after the pulls' figures:
+            # its dry runs call the emulators too)
+            result["tokens"]["doctor"] = doctor(Path(spec["bundle"]), spec.get("tools", ""))
     result["kubelet_log"] = (run / "kubelet.log").read_text(errors="replace")[-20000:]
     Path(spec["result"]).write_text(json.dumps(result))
     return 0
@@ -261,6 +283,24 @@ def _give_identities(aws: Emulator, gcp: Emulator, azure: Emulator) -> None:
         iam.allow(gcp.fakes["metadata"].email, account)  # type: ignore[attr-defined]
 
 
+def _exchanges(aws: Emulator, gcp: Emulator, azure: Emulator) -> dict[str, Any]:
+    """What the token exchanges received: the subject tokens Google STS exchanged, and the
+    federated token it issued; each ECR call's access key and session token; each Entra token
+    request's form."""
+    sts: Any = gcp.fakes["sts"]
+    ecr: Any = aws.fakes["ecr"]
+    aad: Any = azure.fakes["aad"]
+    return {
+        "sts_subject_tokens": [form.get("subject_token", "") for form in sts.forms],
+        "sts_token": sts.access_token,
+        "ecr_calls": [
+            {"access_key": call.access_key, "session_token": call.session_token}
+            for call in ecr.calls
+        ],
+        "aad_forms": [form for _, _, form in aad.token_requests],
+    }
+
+
 def _issued_identities(aws: Emulator, gcp: Emulator, azure: Emulator) -> dict[str, dict[str, str]]:
     """Per cloud, each credential the emulators issued -> the identity it was issued to."""
     ecr: Any = aws.fakes["ecr"]
@@ -276,13 +316,58 @@ def _issued_identities(aws: Emulator, gcp: Emulator, azure: Emulator) -> dict[st
     }
 
 
+def _token_pulls(
+    spec: dict[str, Any],
+    run: Path,
+    kubelet: subprocess.Popen[bytes],
+    plane: controlplane.ControlPlane,
+    result: dict[str, Any],
+) -> dict[str, Any]:
+    """The service-account run: once the node has registered, its pods; then what the kubelet
+    and the emulators saw."""
+    wait_for(
+        "the node to register",
+        lambda: plane.get(f"/api/v1/nodes/{controlplane.NODE_NAME}") is not None,
+        60,
+        kubelet,
+    )
+    for wave in (1, 2):
+        wanted = tokens.start_pods(plane, wave)
+        wait_for(
+            f"wave {wave}'s {wanted} pulls",
+            lambda wanted=wanted: len(pulls_seen(run / "pulls.jsonl")) >= wanted,
+            spec.get("timeout", 120),
+            kubelet,
+        )
+        time.sleep(1)
+        result["waves"][str(wave)] = metrics()
+    return {
+        "signing_key": (plane.directory / "sa.pub").read_text(),
+        "pods": {
+            pull.pod: plane.get(f"/api/v1/namespaces/{tokens.NAMESPACE}/pods/{pull.pod}")
+            for pull in tokens.PULLS
+        },
+        "service_accounts": {
+            name: plane.get(f"/api/v1/namespaces/{tokens.NAMESPACE}/serviceaccounts/{name}")
+            for name in tokens.SERVICE_ACCOUNTS
+        },
+    }
+
+
 def _start_kubelet(
-    spec: dict[str, Any], run: Path, env: dict[str, str], log: IO[bytes]
+    spec: dict[str, Any],
+    run: Path,
+    env: dict[str, str],
+    log: IO[bytes],
+    plane: controlplane.ControlPlane | None = None,
 ) -> subprocess.Popen[bytes]:
-    """The real kubelet, standalone, with the plugins' config and bin dir under test."""
+    """The real kubelet, standalone or registered with the sandbox's control plane, with the
+    plugins' config and bin dir under test."""
+    joined = [] if plane is None else [f"--kubeconfig={plane.kubelet_kubeconfig}"]
     return subprocess.Popen(
         [
             spec["kubelet"],
+            *joined,
             f"--config={run / 'kubelet.yaml'}",
             f"--image-credential-provider-config={spec['config']}",
             f"--image-credential-provider-bin-dir={spec['bin_dir']}",

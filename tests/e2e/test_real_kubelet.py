@@ -11,10 +11,6 @@ in private namespaces (tests/e2e/node.py); this module checks that the host is a
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -24,7 +20,8 @@ import pytest
 from emulators import gobuild
 from emulators.kubelet_exec import BUNDLE_DIR, REPO
 from tests.e2e.doctor_faults import UNCLAIMED_IMAGE, prepare_node
-from tests.e2e.node import AZURE_JSON, KERNEL_SETTINGS
+from tests.e2e.node import AZURE_JSON
+from tests.e2e.sandbox import host_state, left_running, run_kubelet
 from tests.e2e.scenario import (
     AZURE_JSON_TEAM_B,
     IDENTITIES,
@@ -34,7 +31,7 @@ from tests.e2e.scenario import (
     expected_execs,
     served,
 )
-from tests.helpers import config_file, provider_entry, require_bundle, unavailable
+from tests.helpers import config_file, provider_entry, unavailable
 
 CONFIG_DIR = REPO / "config"
 # config under test -> its path and the providers it configures
@@ -47,95 +44,6 @@ ISSUED_KEY = {
     "acr-credential-provider": "acr",
     "auth-provider-gcp": "gcp",
 }
-
-
-@pytest.fixture(scope="module")
-def binaries() -> tuple[Path, Path]:
-    if os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("ip") is None:
-        unavailable("the real-kubelet run needs root, unshare and ip (private namespaces)")
-    require_bundle()
-    try:
-        return gobuild.binary(gobuild.KUBELET, "kubelet"), gobuild.binary(
-            gobuild.FAKE_CRI, "fakecri"
-        )
-    except gobuild.GoBuildError as exc:
-        unavailable(str(exc))
-        raise
-
-
-def host_state() -> dict[str, Any]:
-    """What a kubelet run could leave behind on the host."""
-    state: dict[str, Any] = {
-        "sysctl": {name: Path(f"/proc/sys/{name}").read_text() for name in KERNEL_SETTINGS},
-        "mounts": sorted(
-            " ".join(line.split()[4:])
-            for line in Path("/proc/self/mountinfo").read_text().splitlines()
-        ),
-        "files": {},
-        "cgroups": {},
-    }
-    for directory in ("/var/lib/kubelet", "/var/log/containers", "/var/log/pods"):
-        root = Path(directory)
-        state["files"][directory] = (
-            sorted(str(p) for p in root.rglob("*")) if root.exists() else None
-        )
-    cgroup_root = Path("/sys/fs/cgroup")
-    for controller in sorted(cgroup_root.iterdir()) if cgroup_root.exists() else []:
-        if controller.is_dir():
-            state["cgroups"][controller.name] = sorted(
-                p.name for p in controller.iterdir() if p.is_dir()
-            )
-    return state
-
-
-def left_running(*programs: Path) -> list[str]:
-    """Processes of this run still alive: the kubelet, the fake CRI, or a plugin of the bundle."""
-    markers = [str(program) for program in programs] + [str(BUNDLE_DIR.resolve())]
-    return sorted(
-        cmdline
-        for cmdline in (_cmdline(pid) for pid in os.listdir("/proc") if pid.isdigit())
-        if any(marker in cmdline for marker in markers)
-    )
-
-
-def _cmdline(pid: str) -> str:
-    try:
-        return (
-            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        )
-    except OSError:
-        return ""
-
-
-def run_kubelet(
-    binaries: tuple[Path, Path], config: Path, tmp_path: Path, **more: Any
-) -> dict[str, Any]:
-    kubelet, fakecri = binaries
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    spec = {
-        "run_dir": str(run_dir),
-        "kubelet": str(kubelet),
-        "fakecri": str(fakecri),
-        "config": str(config),
-        "bin_dir": str(BUNDLE_DIR),
-        "result": str(tmp_path / "result.json"),
-        "timeout": 120,
-        **more,
-    }
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
-    proc = subprocess.run(
-        ["unshare", "--net", "--mount", "--pid", "--fork", "--mount-proc",
-         sys.executable, "-m", "tests.e2e.node", str(tmp_path / "spec.json")],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-5000:]
-    result: dict[str, Any] = json.loads((tmp_path / "result.json").read_text())
-    return result
 
 
 @pytest.mark.parametrize("config", list(RUNS))

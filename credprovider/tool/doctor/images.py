@@ -124,6 +124,18 @@ def check_image(
     for provider in report.providers:
         if not provider.matched:
             continue
+        if provider.skipped and _needs_a_pods_token(loaded, provider.name):
+            diagnosis.add(
+                "image",
+                INFO,
+                f"{image}: {provider.name} pulls only with a pod's service account token "
+                "(tokenAttributes.requireServiceAccount), which a node-side dry run has none of: "
+                "not run",
+                "credprovider get IMAGE --sa-token-file FILE --sa-annotation KEY=VALUE replays a "
+                "pod's pull",
+                provider.name,
+            )
+            continue
         if provider.error or provider.skipped:
             diagnosis.add(
                 "image",
@@ -147,6 +159,13 @@ def check_image(
             "" if found else "run credprovider get to see why",
             provider.name,
         )
+
+
+def _needs_a_pods_token(loaded: Any, name: str) -> bool:
+    return any(
+        p.name == name and p.tokenAttributes is not None and p.tokenAttributes.requireServiceAccount
+        for p in loaded.providers
+    )
 
 
 def report_broken(broken: dict[str, list[str]], diagnosis: Diagnosis) -> None:

@@ -164,6 +164,25 @@ def _log_tail(kubelet: KubeletProcess) -> tuple[str, list[str]] | str:
     return f"the journal ({command[1]})", done.stdout.decode("utf-8", "replace").splitlines()
 
 
+_AUDIENCE_REFUSED = re.compile(
+    r'audience \\?"([^"\\]+)\\?" not found in pod spec volume, \S+ is not authorized to request '
+    r"tokens for this audience"
+)
+
+
+def lookup_advice(error: str) -> str:
+    """What to do about one failed lookup: replaying it, unless the kubelet could not get the
+    service account token (the API server refused the node that audience: an RBAC grant)."""
+    refused = _AUDIENCE_REFUSED.search(error)
+    if refused:
+        return (
+            f"let the nodes request tokens for the audience {refused.group(1)}: an RBAC rule with "
+            f"verb request-serviceaccounts-token-audience on resource {refused.group(1)} "
+            '(apiGroups [""]), bound to the group system:nodes (docs/operators.md)'
+        )
+    return "credprovider get IMAGE replays the lookup and says why"
+
+
 def check_log(kubelet: KubeletProcess, diagnosis: Diagnosis) -> None:
     tail = _log_tail(kubelet)
     if isinstance(tail, str):
@@ -188,7 +207,7 @@ def check_log(kubelet: KubeletProcess, diagnosis: Diagnosis) -> None:
             f"{len(seen)} failed credential lookup(s) in the kubelet's log ({where}); the last"
             + (f" at {last.when}" if last.when else "")
             + f": {error[:400]}",
-            "credprovider get IMAGE replays the lookup and says why",
+            lookup_advice(last.error),
             provider,
         )
 

@@ -1,0 +1,89 @@
+"""What every real-kubelet run shares: running tests/e2e/node.py in private namespaces, and the
+checks that the host is as it was afterwards."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from emulators.kubelet_exec import BUNDLE_DIR, REPO
+from tests.e2e.node import KERNEL_SETTINGS
+
+
+def host_state() -> dict[str, Any]:
+    """What a kubelet run could leave behind on the host."""
+    state: dict[str, Any] = {
+        "sysctl": {name: Path(f"/proc/sys/{name}").read_text() for name in KERNEL_SETTINGS},
+        "mounts": sorted(
+            " ".join(line.split()[4:])
+            for line in Path("/proc/self/mountinfo").read_text().splitlines()
+        ),
+        "files": {},
+        "cgroups": {},
+    }
+    for directory in ("/var/lib/kubelet", "/var/log/containers", "/var/log/pods"):
+        root = Path(directory)
+        state["files"][directory] = (
+            sorted(str(p) for p in root.rglob("*")) if root.exists() else None
+        )
+    cgroup_root = Path("/sys/fs/cgroup")
+    for controller in sorted(cgroup_root.iterdir()) if cgroup_root.exists() else []:
+        if controller.is_dir():
+            state["cgroups"][controller.name] = sorted(
+                p.name for p in controller.iterdir() if p.is_dir()
+            )
+    return state
+
+
+def left_running(*programs: Path) -> list[str]:
+    """Processes of this run still alive: the kubelet, the fake CRI, or a plugin of the bundle."""
+    markers = [str(program) for program in programs] + [str(BUNDLE_DIR.resolve())]
+    return sorted(
+        cmdline
+        for cmdline in (_cmdline(pid) for pid in os.listdir("/proc") if pid.isdigit())
+        if any(marker in cmdline for marker in markers)
+    )
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
+    except OSError:
+        return ""
+
+
+def run_kubelet(
+    binaries: tuple[Path, Path], config: Path, tmp_path: Path, **more: Any
+) -> dict[str, Any]:
+    kubelet, fakecri = binaries
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    spec = {
+        "run_dir": str(run_dir),
+        "kubelet": str(kubelet),
+        "fakecri": str(fakecri),
+        "config": str(config),
+        "bin_dir": str(BUNDLE_DIR),
+        "result": str(tmp_path / "result.json"),
+        "timeout": 120,
+        **more,
+    }
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    proc = subprocess.run(
+        ["unshare", "--net", "--mount", "--pid", "--fork", "--mount-proc",
+         sys.executable, "-m", "tests.e2e.node", str(tmp_path / "spec.json")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    result: dict[str, Any] = json.loads((tmp_path / "result.json").read_text())
+    return result

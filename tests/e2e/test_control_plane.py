@@ -1,0 +1,159 @@
+"""KEP-4412 through a real control plane: the kubelet (registered as a node, Node authorizer,
+NodeRestriction) requests a service account token per pod from kube-apiserver, with each
+provider's audience, and hands it with the service account's annotations to the plugin, which
+exchanges it at the loopback emulators (Google STS, STS AssumeRoleWithWebIdentity, Entra).
+
+Pull by pull the runtime gets exactly what the emulators issued for that pod's service account, the
+tokens the emulators saw are the API server's (signature checked with its key, audience, subject),
+the exec counts follow each provider's ``cacheType``, and the pods that must get nothing (a required
+annotation missing, an audience the node may not request) get nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+from emulators.aws import NODE_KEY
+from emulators.kubelet_exec import BUNDLE_DIR
+from tests.e2e import tokens
+from tests.e2e.node import AZURE_JSON
+from tests.e2e.sandbox import host_state, left_running, run_kubelet
+from tests.helpers import config_file
+
+
+def claims(token: str, signing_key: str) -> dict[str, Any]:
+    """A service account token's claims, once its RS256 signature checks out with the API
+    server's public key."""
+    header, payload, signature = token.split(".")
+    key = serialization.load_pem_public_key(signing_key.encode())
+    assert isinstance(key, rsa.RSAPublicKey)
+
+    def decode(part: str) -> bytes:
+        return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
+    key.verify(
+        decode(signature), f"{header}.{payload}".encode(), padding.PKCS1v15(), hashes.SHA256()
+    )
+    found: dict[str, Any] = json.loads(decode(payload))
+    return found
+
+
+def test_service_account_tokens_reach_the_clouds_through_a_real_api_server(
+    binaries: tuple[Path, Path], control_plane_binaries: tuple[Path, Path], tmp_path: Path
+) -> None:
+    etcd, apiserver = control_plane_binaries
+    providers = tokens.providers(AZURE_JSON)
+    config = config_file(tmp_path, *providers)
+    bin_dir = tmp_path / "bin"  # the kubelet refuses to start if a provider's binary is missing
+    bin_dir.mkdir()
+    for provider in providers:
+        (bin_dir / provider["name"]).symlink_to(BUNDLE_DIR.resolve() / "credprovider")
+    before = host_state()
+    result = run_kubelet(
+        binaries,
+        config,
+        tmp_path,
+        bin_dir=str(bin_dir),
+        control_plane=True,
+        bundle=str(BUNDLE_DIR.resolve()),
+        etcd=str(etcd),
+        apiserver=str(apiserver),
+    )
+    after = host_state()
+    log_tail = result["kubelet_log"][-6000:]
+    assert "error" not in result, f"{result.get('error')}\n{log_tail}"
+    exchanges, signing_key = result["exchanges"], result["tokens"]["signing_key"]
+    pods = result["tokens"]["pods"]
+
+    # every pod pulled once; each got exactly what its service account's identity was issued
+    by_image = {pull.image: pull for pull in tokens.PULLS}
+    assert sorted(p["image"] for p in result["pulls"]) == sorted(by_image)
+    issued = {
+        "sts": ("_token", exchanges["sts_token"]),
+        "node": ("_token", result["issued"]["gcp"][0]),
+        "ecr": ("AWS", result["issued"]["ecr"][0]),
+    }
+    for received in result["pulls"]:
+        pull = by_image[received["image"]]
+        got = (received["username"], received["password"])
+        if pull.credential is None:
+            assert got == ("", ""), pull.pod
+        elif pull.credential == "acr":
+            assert received["username"] == "00000000-0000-0000-0000-000000000000"
+            assert received["password"] in result["issued"]["acr"], pull.pod
+        else:
+            assert got == issued[pull.credential], pull.pod
+
+    # the tokens the clouds saw: the API server's, for the provider's audience, bound to a pod of
+    # the right service account
+    def subject(token: str, audience: str) -> tuple[str, str]:
+        found = claims(token, signing_key)
+        assert found["aud"] == [audience]
+        assert found["iss"] == "https://kubernetes.default.svc.cluster.local"
+        pod = found["kubernetes.io"]["pod"]["name"]
+        return found["sub"], pod
+
+    sts_subjects = {subject(t, tokens.GCP_AUDIENCE) for t in exchanges["sts_subject_tokens"]}
+    assert {sub for sub, _ in sts_subjects} == {"system:serviceaccount:default:gcp-wi"}
+    aad = [form for form in exchanges["aad_forms"] if "client_assertion" in form]
+    assert [form["client_id"] for form in aad] == [tokens.ACR_CLIENT_ID]
+    assert {subject(form["client_assertion"], tokens.ACR_AUDIENCE) for form in aad} == {
+        ("system:serviceaccount:default:acr-wi", "acr-wi")
+    }
+    # ECR: each pod's token assumed the role (moto's session keys), never the node's keys
+    ecr_calls = exchanges["ecr_calls"]
+    assert len(ecr_calls) == 2
+    assert all(call["session_token"] and call["access_key"] != NODE_KEY for call in ecr_calls)
+
+    # execs: per service account for cacheType ServiceAccount, per pod for Token, none without a
+    # token; no plugin failed
+    for wave, expected in tokens.EXPECTED_EXECS.items():
+        metrics = result["waves"][str(wave)]
+        execs = {
+            name: int(
+                metrics.get(
+                    f'kubelet_credential_provider_plugin_duration_count{{plugin_name="{name}"}}', 0
+                )
+            )
+            for name in expected
+        }
+        assert execs == expected, f"wave {wave}: {metrics}"
+        errors = {key: value for key, value in metrics.items() if "errors_total" in key and value}
+        assert errors == {}, f"{errors}\n{log_tail}"
+
+    # the negative cases, as the kubelet logs them
+    log = result["kubelet_log"]
+    assert "ungranted-project.svc.id.goog" in log and "forbidden" in log.lower(), log_tail
+    assert pods["ungranted"]["spec"]["serviceAccountName"] == "gcp-wi"
+    refused = (
+        'serviceaccounts \\"gcp-wi\\" is forbidden: audience \\"ungranted-project.svc.id.goog\\" '
+        "not found in pod spec volume, system:node:credprovider-e2e is not authorized to request "
+        "tokens for this audience"
+    )
+    assert refused in log, log_tail
+    # credprovider doctor on this node names the provider, the kubelet's reason, and the grant
+    report = result["tokens"]["doctor"]
+    assert [c for c in report["checks"] if c["status"] == "fail"] == [], report["stderr"]
+    not_run = {
+        c["provider"]: c["message"]
+        for c in report["checks"]
+        if c["area"] == "image" and c["status"] == "info" and c["provider"]
+    }
+    assert set(not_run) == {"acr-credential-provider", "auth-provider-gcp-ungranted"}
+    assert all("pulls only with a pod's service account token" in m for m in not_run.values())
+    warned = [c for c in report["checks"] if c["area"] == "kubelet" and c["status"] == "warn"]
+    assert [c["provider"] for c in warned] == ["auth-provider-gcp-ungranted"], report["checks"]
+    assert "is not authorized to request tokens for this audience" in warned[0]["message"]
+    assert warned[0]["fix"].startswith(
+        "let the nodes request tokens for the audience ungranted-project.svc.id.goog: an RBAC rule "
+        "with verb request-serviceaccounts-token-audience"
+    )
+
+    assert after == before
+    assert left_running(*binaries, *control_plane_binaries) == []

@@ -1,0 +1,172 @@
+"""The service-account-token run (KEP-4412) through the real control plane: pure data, and the
+steps tests/e2e/node.py takes inside the sandbox.
+
+One config, four providers, each on registries of its own so that every pull says which provider
+(and which service account) it came from:
+
+* ``auth-provider-gcp``, Workload Identity (``cacheType: ServiceAccount``, optional annotation):
+  pods of an annotated service account pull with the federated token Google STS gave for their
+  own service account token; pods of a plain one with the node's token;
+* ``ecr-credential-provider`` (``cacheType: Token``): the role of the pod's service account,
+  assumed with the pod's own token, one exec per pod;
+* ``acr-credential-provider`` (``requireServiceAccount: true``, a required annotation): the
+  service account's client id, through Entra's token exchange with the pod's token; a pod whose
+  service account lacks the annotation is never asked about;
+* ``auth-provider-gcp-ungranted``: an audience the node was never granted (RBAC
+  ``request-serviceaccounts-token-audience``): the kubelet cannot get a token, and the pod pulls
+  without credentials.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tests.e2e.scenario import ACR_LOGIN_SERVER, ECR_ACCOUNT
+
+NAMESPACE = "default"
+GCP_AUDIENCE = "my-project.svc.id.goog"
+ECR_AUDIENCE = "sts.amazonaws.com"
+ACR_AUDIENCE = "api://AzureADTokenExchange"
+UNGRANTED_AUDIENCE = "ungranted-project.svc.id.goog"
+GRANTED = (GCP_AUDIENCE, ECR_AUDIENCE, ACR_AUDIENCE)
+IDP = "https://container.googleapis.com/v1/projects/my-project/locations/l/clusters/c1"
+ECR_ROLE = f"arn:aws:iam::{ECR_ACCOUNT}:role/puller"
+ACR_CLIENT_ID = "workload-client-id"
+ECR_HOST = f"{ECR_ACCOUNT}.dkr.ecr.us-west-2.amazonaws.com"
+
+SERVICE_ACCOUNTS = {
+    "gcp-wi": {"iam.gke.io/enable-wi-image-pull": "true"},
+    "plain": {},
+    "ecr-role": {"eks.amazonaws.com/ecr-role-arn": ECR_ROLE},
+    "acr-wi": {
+        "kubernetes.azure.com/acr-client-id": ACR_CLIENT_ID,
+        "kubernetes.azure.com/acr-tenant-id": "demo-tenant",
+    },
+}
+
+
+@dataclass(frozen=True)
+class TokenPull:
+    """One pod: its service account, its image, the provider it must get credentials from (None:
+    none), what those credentials are (``sts``, ``node``, ``ecr``, ``acr``), and its wave (the
+    second starts once the first has pulled: a pod of the same service account then finds the
+    kubelet's cache filled, or not, by cacheType)."""
+
+    pod: str
+    service_account: str
+    image: str
+    provider: str | None
+    credential: str | None
+    wave: int = 1
+
+
+PULLS = (
+    TokenPull("wi-1", "gcp-wi", "us-docker.pkg.dev/my-project/repo/app:1", "auth-provider-gcp", "sts"),
+    TokenPull("wi-2", "gcp-wi", "us-docker.pkg.dev/my-project/repo/other:1", "auth-provider-gcp", "sts", 2),
+    TokenPull("node-gcp", "plain", "us-docker.pkg.dev/my-project/repo/node:1", "auth-provider-gcp", "node"),
+    TokenPull("ecr-1", "ecr-role", f"{ECR_HOST}/team/a:1", "ecr-credential-provider", "ecr"),
+    TokenPull("ecr-2", "ecr-role", f"{ECR_HOST}/team/b:1", "ecr-credential-provider", "ecr", 2),
+    TokenPull("acr-wi", "acr-wi", f"{ACR_LOGIN_SERVER}/team/app:1", "acr-credential-provider", "acr"),
+    TokenPull("acr-no-annotation", "plain", f"{ACR_LOGIN_SERVER}/team/other:1", None, None),
+    TokenPull("ungranted", "gcp-wi", "europe-docker.pkg.dev/ungranted-project/repo/app:1", None, None),
+)  # fmt: skip
+
+# Execs the kubelet has made after each wave (its metrics): one per service account (and
+# annotations) for cacheType ServiceAccount, one per pod for Token, none where it has no token to
+# send. (Pods of one service account started together cost one exec each: the kubelet's
+# singleflight key holds the pod's own token.)
+EXPECTED_EXECS = {
+    1: {
+        "auth-provider-gcp": 2,  # gcp-wi and plain
+        "ecr-credential-provider": 1,
+        "acr-credential-provider": 1,  # the pod whose service account lacks the annotation: none
+        "auth-provider-gcp-ungranted": 0,  # no token for its audience
+    },
+    2: {
+        "auth-provider-gcp": 2,  # the second gcp-wi pod: from the kubelet's cache
+        "ecr-credential-provider": 2,  # a new token, a new exec
+        "acr-credential-provider": 1,
+        "auth-provider-gcp-ungranted": 0,
+    },
+}
+
+
+def _token_attributes(
+    audience: str, cache: str, require: bool, **keys: list[str]
+) -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        "serviceAccountTokenAudience": audience,
+        "cacheType": cache,
+        "requireServiceAccount": require,
+    }
+    attributes.update(keys)
+    return attributes
+
+
+def providers(azure_json: str) -> list[dict[str, Any]]:
+    """The config's providers (kubelet.config.k8s.io/v1 CredentialProviderConfig)."""
+    wi_args = ["get-credentials", f"--identity-provider={IDP}", "--project-id=my-project"]
+    base = {"apiVersion": "credentialprovider.kubelet.k8s.io/v1", "defaultCacheDuration": "1m"}
+    return [
+        {
+            **base,
+            "name": "auth-provider-gcp",
+            "matchImages": ["us-docker.pkg.dev"],
+            "args": wi_args,
+            "tokenAttributes": _token_attributes(
+                GCP_AUDIENCE,
+                "ServiceAccount",
+                False,
+                optionalServiceAccountAnnotationKeys=["iam.gke.io/enable-wi-image-pull"],
+            ),
+        },
+        {
+            **base,
+            "name": "ecr-credential-provider",
+            "matchImages": [ECR_HOST],
+            "tokenAttributes": _token_attributes(
+                ECR_AUDIENCE,
+                "Token",
+                False,
+                optionalServiceAccountAnnotationKeys=["eks.amazonaws.com/ecr-role-arn"],
+            ),
+        },
+        {
+            **base,
+            "name": "acr-credential-provider",
+            "matchImages": [ACR_LOGIN_SERVER],
+            "args": [azure_json],
+            "tokenAttributes": _token_attributes(
+                ACR_AUDIENCE,
+                "ServiceAccount",
+                True,
+                requiredServiceAccountAnnotationKeys=["kubernetes.azure.com/acr-client-id"],
+                optionalServiceAccountAnnotationKeys=["kubernetes.azure.com/acr-tenant-id"],
+            ),
+        },
+        {
+            **base,
+            "name": "auth-provider-gcp-ungranted",
+            "matchImages": ["europe-docker.pkg.dev"],
+            "args": wi_args,
+            "tokenAttributes": _token_attributes(UNGRANTED_AUDIENCE, "ServiceAccount", True),
+        },
+    ]
+
+
+def prepare(plane: Any) -> None:
+    """What an admin does before the pods: the audiences the node may request, the service
+    accounts."""
+    for audience in GRANTED:
+        plane.grant_audience(audience)
+    for name, keys in SERVICE_ACCOUNTS.items():
+        plane.service_account(NAMESPACE, name, keys)
+
+
+def start_pods(plane: Any, wave: int) -> int:
+    """Start ``wave``'s pods; the number of pulls expected once it is done (all waves so far)."""
+    for pull in PULLS:
+        if pull.wave == wave:
+            plane.pod(NAMESPACE, pull.pod, pull.image, pull.service_account)
+    return sum(1 for pull in PULLS if pull.wave <= wave)
