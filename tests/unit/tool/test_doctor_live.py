@@ -19,6 +19,7 @@ from credprovider.tool.descriptor import IdentityProbe
 from credprovider.tool.doctor.identity import SKEW_FAIL_SECONDS, clock_skew, probe
 from credprovider.tool.doctor.live import (
     config_hash,
+    lookup_advice,
     lookup_failures,
     parse_version,
 )
@@ -49,6 +50,37 @@ def test_the_kubelets_failed_lookups_are_read_from_both_log_formats() -> None:
     assert (first.provider, first.when) == ("ecr-credential-provider", "1124 10:41:07")
     assert first.error.endswith('exit status 1: ecr-credential-provider: "no identity"')
     assert (second.provider, second.error) == ("auth-provider-gcp", "context deadline exceeded")
+
+
+# The kubelet v1.36.4's line when the API server refuses the node a provider's audience (recorded
+# in the control-plane e2e run).
+AUDIENCE_REFUSED_LINE = (
+    'E1125 12:13:31.009169      41 plugin.go:416] "Failed to provide credentials for image" '
+    'err="failed to get service account token: failed to fetch token: serviceaccounts \\"gcp-wi\\" '
+    'is forbidden: audience \\"ungranted-project.svc.id.goog\\" not found in pod spec volume, '
+    'system:node:node-1 is not authorized to request tokens for this audience" '
+    'provider="auth-provider-gcp-ungranted" image="europe-docker.pkg.dev/p/repo/app" '
+    'pod="default/ungranted" serviceAccount="default/gcp-wi"'
+)
+
+
+@pytest.mark.parametrize(
+    ("line", "advice"),
+    [
+        (
+            AUDIENCE_REFUSED_LINE,
+            "let the nodes request tokens for the audience ungranted-project.svc.id.goog: an RBAC "
+            "rule with verb request-serviceaccounts-token-audience on resource "
+            'ungranted-project.svc.id.goog (apiGroups [""]), bound to the group system:nodes '
+            "(docs/operators.md)",
+        ),
+        (KLOG_LINE, "credprovider get IMAGE replays the lookup and says why"),
+        (JSON_LINE, "credprovider get IMAGE replays the lookup and says why"),
+    ],
+)
+def test_each_failed_lookup_gets_the_fix_for_its_cause(line: str, advice: str) -> None:
+    (failure,) = lookup_failures([line])
+    assert lookup_advice(failure.error) == advice
 
 
 @pytest.mark.parametrize(
