@@ -121,7 +121,9 @@ class ControlPlane:
             },
         )
 
-    def pod(self, namespace: str, name: str, image: str, service_account: str) -> None:
+    def pod(
+        self, namespace: str, name: str, image: str, service_account: str, policy: str = "Always"
+    ) -> None:
         self.create(
             f"/api/v1/namespaces/{namespace}/pods",
             {
@@ -131,10 +133,16 @@ class ControlPlane:
                     "serviceAccountName": service_account,
                     "automountServiceAccountToken": False,
                     "restartPolicy": "Never",
-                    "containers": [{"name": "c", "image": image, "imagePullPolicy": "Always"}],
+                    "containers": [{"name": "c", "image": image, "imagePullPolicy": policy}],
                 },
             },
         )
+
+    def started(self, namespace: str, pod: str) -> bool:
+        """Whether the kubelet has reported ``pod``'s container as started (or failed)."""
+        found = self.get(f"/api/v1/namespaces/{namespace}/pods/{pod}") or {}
+        statuses = found.get("status", {}).get("containerStatuses") or []
+        return any(set(s.get("state", {})) & {"running", "terminated"} for s in statuses)
 
     def events(self, namespace: str, pod: str) -> list[str]:
         """The reasons and messages of the events about ``pod`` (what kubectl describe shows)."""

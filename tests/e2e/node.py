@@ -108,9 +108,15 @@ def write_wave(manifests: Path, wave: int, scenario: tuple[Pull, ...]) -> list[P
     return pulls
 
 
-def kubelet_config(run: Path) -> dict[str, Any]:
+def kubelet_config(run: Path, verification_policy: str | None = None) -> dict[str, Any]:
     socket = f"unix://{run}/cri.sock"
+    policy = (
+        {}
+        if verification_policy is None
+        else {"imagePullCredentialsVerificationPolicy": verification_policy}
+    )
     return {
+        **policy,
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
         "staticPodPath": str(run / "manifests"),
@@ -197,7 +203,9 @@ def main(spec_path: str) -> int:
     run = Path(spec["run_dir"])
     isolate(run)
     (run / "manifests").mkdir()
-    (run / "kubelet.yaml").write_text(json.dumps(kubelet_config(run)))
+    (run / "kubelet.yaml").write_text(
+        json.dumps(kubelet_config(run, spec.get("verification_policy")))
+    )
     result: dict[str, Any] = {"waves": {}}
     with ExitStack() as stack:
         # the service-account run assumes roles at STS (moto)
@@ -341,6 +349,17 @@ def _token_pulls(
         )
         time.sleep(1)
         result["waves"][str(wave)] = metrics()
+    if spec.get("verify"):
+        tokens.start_pods(plane, 3)
+        for pull in tokens.VERIFY_PULLS:
+            wait_for(
+                f"{pull.pod} to start",
+                lambda pod=pull.pod: plane.started(tokens.NAMESPACE, pod),
+                spec.get("timeout", 120),
+                kubelet,
+            )
+        time.sleep(1)
+        result["waves"]["3"] = metrics()
     return {
         "signing_key": (plane.directory / "sa.pub").read_text(),
         "pods": {

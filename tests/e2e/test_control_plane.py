@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
@@ -44,8 +45,12 @@ def claims(token: str, signing_key: str) -> dict[str, Any]:
     return found
 
 
+@pytest.mark.parametrize("policy", list(tokens.VERIFICATION), ids=lambda p: p or "default-policy")
 def test_service_account_tokens_reach_the_clouds_through_a_real_api_server(
-    binaries: tuple[Path, Path], control_plane_binaries: tuple[Path, Path], tmp_path: Path
+    binaries: tuple[Path, Path],
+    control_plane_binaries: tuple[Path, Path],
+    tmp_path: Path,
+    policy: str | None,
 ) -> None:
     etcd, apiserver = control_plane_binaries
     providers = tokens.providers(AZURE_JSON)
@@ -62,6 +67,8 @@ def test_service_account_tokens_reach_the_clouds_through_a_real_api_server(
         bin_dir=str(bin_dir),
         control_plane=True,
         bundle=str(BUNDLE_DIR.resolve()),
+        verify=True,
+        verification_policy=policy,
         etcd=str(etcd),
         apiserver=str(apiserver),
     )
@@ -71,15 +78,17 @@ def test_service_account_tokens_reach_the_clouds_through_a_real_api_server(
     exchanges, signing_key = result["exchanges"], result["tokens"]["signing_key"]
     pods = result["tokens"]["pods"]
 
-    # every pod pulled once; each got exactly what its service account's identity was issued
+    # every pod of waves 1 and 2 pulled once; each got exactly what its service account's identity
+    # was issued
     by_image = {pull.image: pull for pull in tokens.PULLS}
-    assert sorted(p["image"] for p in result["pulls"]) == sorted(by_image)
+    pulls, verify_pulls = result["pulls"][: len(by_image)], result["pulls"][len(by_image) :]
+    assert sorted(p["image"] for p in pulls) == sorted(by_image)
     issued = {
         "sts": ("_token", exchanges["sts_token"]),
         "node": ("_token", result["issued"]["gcp"][0]),
         "ecr": ("AWS", result["issued"]["ecr"][0]),
     }
-    for received in result["pulls"]:
+    for received in pulls:
         pull = by_image[received["image"]]
         got = (received["username"], received["password"])
         if pull.credential is None:
@@ -113,6 +122,16 @@ def test_service_account_tokens_reach_the_clouds_through_a_real_api_server(
 
     # execs: per service account for cacheType ServiceAccount, per pod for Token, none without a
     # token; no plugin failed
+    # KEP-2535 (wave 3): pods on the image wi-1 pulled, by imagePullCredentialsVerificationPolicy
+    extra_execs, extra_pulls = tokens.VERIFICATION[policy]
+    assert [p["image"] for p in verify_pulls] == [tokens.PULLS[0].image] * len(extra_pulls)
+    assert [
+        next(kind for kind, creds in issued.items() if creds == (p["username"], p["password"]))
+        for p in verify_pulls
+    ] == extra_pulls
+    gcp_execs = 'kubelet_credential_provider_plugin_duration_count{plugin_name="auth-provider-gcp"}'
+    assert result["waves"]["3"][gcp_execs] == result["waves"]["2"][gcp_execs] + extra_execs
+
     for wave, expected in tokens.EXPECTED_EXECS.items():
         metrics = result["waves"][str(wave)]
         execs = {

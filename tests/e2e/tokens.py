@@ -38,6 +38,7 @@ ECR_HOST = f"{ECR_ACCOUNT}.dkr.ecr.us-west-2.amazonaws.com"
 SERVICE_ACCOUNTS = {
     "gcp-wi": {"iam.gke.io/enable-wi-image-pull": "true"},
     "plain": {},
+    "verifier": {},  # only in wave 3: the kubelet has no answer cached for it
     "ecr-role": {"eks.amazonaws.com/ecr-role-arn": ECR_ROLE},
     "acr-wi": {
         "kubernetes.azure.com/acr-client-id": ACR_CLIENT_ID,
@@ -59,6 +60,7 @@ class TokenPull:
     provider: str | None
     credential: str | None
     wave: int = 1
+    policy: str = "Always"
 
 
 PULLS = (
@@ -70,6 +72,25 @@ PULLS = (
     TokenPull("acr-wi", "acr-wi", f"{ACR_LOGIN_SERVER}/team/app:1", "acr-credential-provider", "acr"),
     TokenPull("acr-no-annotation", "plain", f"{ACR_LOGIN_SERVER}/team/other:1", None, None),
     TokenPull("ungranted", "gcp-wi", "europe-docker.pkg.dev/ungranted-project/repo/app:1", None, None),
+)  # fmt: skip
+
+# KEP-2535 (ensure secret pulled images), wave 3: pods with imagePullPolicy IfNotPresent on the
+# image wi-1 pulled in wave 1 with its service account's credentials. The node holds it; whether
+# the kubelet lets each pod use it, or verifies the pod's own credentials with a new pull, is
+# imagePullCredentialsVerificationPolicy's call. What the kubelet v1.36.4 does (asserted by
+# tests/e2e/test_control_plane.py), per policy: (extra execs of auth-provider-gcp, extra pulls).
+VERIFICATION = {
+    # the image was pulled by the kubelet with wi-1's service account: a pod of another service
+    # account has its own credentials fetched (an exec for it) and the image pulled again with
+    # them; a pod of the same service account uses the image as it is
+    None: (1, ["node"]),  # the default, NeverVerifyPreloadedImages
+    "AlwaysVerify": (1, ["node"]),
+    # no check: the other service account's pod runs the image pulled with wi-1's credentials
+    "NeverVerify": (0, []),
+}
+VERIFY_PULLS = (
+    TokenPull("verify-same-sa", "gcp-wi", PULLS[0].image, "auth-provider-gcp", "sts", 3, "IfNotPresent"),
+    TokenPull("verify-other-sa", "verifier", PULLS[0].image, "auth-provider-gcp", "node", 3, "IfNotPresent"),
 )  # fmt: skip
 
 # Execs the kubelet has made after each wave (its metrics): one per service account (and
@@ -166,7 +187,7 @@ def prepare(plane: Any) -> None:
 
 def start_pods(plane: Any, wave: int) -> int:
     """Start ``wave``'s pods; the number of pulls expected once it is done (all waves so far)."""
-    for pull in PULLS:
+    for pull in (*PULLS, *VERIFY_PULLS):
         if pull.wave == wave:
-            plane.pod(NAMESPACE, pull.pod, pull.image, pull.service_account)
+            plane.pod(NAMESPACE, pull.pod, pull.image, pull.service_account, pull.policy)
     return sum(1 for pull in PULLS if pull.wave <= wave)
