@@ -26,14 +26,16 @@ RUNS = int(os.environ.get("BENCH_RUNS", "25"))
 BUDGETS = {
     "hit_ms": 60.0,
     "hit_rss_mb": 40.0,
-    "miss_ms": {"aws": 220.0, "gcp": 220.0, "azure": 300.0},
+    # gcp-impersonated (#33): the same 220 ms as any Google miss, although it loads google-auth,
+    # requests and cryptography and makes one more call over TLS (the plain miss does neither).
+    "miss_ms": {"aws": 220.0, "gcp": 220.0, "gcp-impersonated": 220.0, "azure": 300.0},
     # 45 until #29: the bundle now carries its own glibc (loader, libc, libm ...: 3.1 MiB on amd64)
     # so that it needs no libc on the node.
     "bundle_mib": 48.0,
     # Multiples of the bare start of the bundle's own interpreter, measured in the same run (#17).
     "version_x_bare": 1.5,
     "hit_x_bare": 2.0,
-    "miss_x_bare": {"aws": 4.0, "gcp": 3.0, "azure": 5.0},
+    "miss_x_bare": {"aws": 4.0, "gcp": 3.0, "gcp-impersonated": 25.0, "azure": 5.0},
     # #30: a config of 10,000 providers or 100,000 matchImages validates in seconds, as a
     # multiple of validating a one-provider config in the same run.
     "large_config_x_one": 40.0,

@@ -12,6 +12,8 @@
 //	[{"image": "...", "namespace": "...", "pod": "...", "podUID": "...", "sleepBefore": "1s",
 //	  "serviceAccount": {"name": "...", "uid": "...", "annotations": {...}, "token": "..."}}]
 //
+// A "{pod}" in a token is replaced by the name of the pod the token is requested for.
+//
 // One JSON line per lookup is printed on stdout; klog (the kubelet's own messages) goes to stderr.
 // Registration is process-global in the kubelet, so one process serves one config.
 package main
@@ -103,7 +105,12 @@ func main() {
 			return nil, fmt.Errorf("no service account %s/%s in the script", namespace, name)
 		}
 		answer := tr.DeepCopy()
+		// A token bound to its pod, as the API server's are: "{pod}" in the script's token
+		// becomes the name of the pod the kubelet asked for.
 		answer.Status.Token = sa.Token
+		if tr.Spec.BoundObjectRef != nil {
+			answer.Status.Token = strings.ReplaceAll(sa.Token, "{pod}", tr.Spec.BoundObjectRef.Name)
+		}
 		answer.Status.ExpirationTimestamp = metav1.NewTime(time.Now().Add(time.Hour))
 		return answer, nil
 	}
