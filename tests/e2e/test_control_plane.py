@@ -23,7 +23,6 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from emulators.aws import NODE_KEY
 from emulators.kubelet_exec import BUNDLE_DIR
 from tests.e2e import tokens
-from tests.e2e.node import AZURE_JSON
 from tests.e2e.sandbox import host_state, left_running, run_kubelet
 from tests.helpers import config_file
 
@@ -53,7 +52,7 @@ def test_service_account_tokens_reach_the_clouds_through_a_real_api_server(
     policy: str | None,
 ) -> None:
     etcd, apiserver = control_plane_binaries
-    providers = tokens.providers(AZURE_JSON)
+    providers = tokens.providers()
     config = config_file(tmp_path, *providers)
     bin_dir = tmp_path / "bin"  # the kubelet refuses to start if a provider's binary is missing
     bin_dir.mkdir()

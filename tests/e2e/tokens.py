@@ -1,8 +1,8 @@
 """The service-account-token run (KEP-4412) through the real control plane: pure data, and the
 steps tests/e2e/node.py takes inside the sandbox.
 
-One config, four providers, each on registries of its own so that every pull says which provider
-(and which service account) it came from:
+One config, four providers: the shipped service-account examples (config/examples/), each on its
+cloud's registries so that every pull says which provider (and which service account) it came from:
 
 * ``auth-provider-gcp``, Workload Identity (``cacheType: ServiceAccount``, optional annotation):
   pods of an annotated service account pull with the federated token Google STS gave for their
@@ -22,15 +22,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from emulators.kubelet_exec import REPO
 from tests.e2e.scenario import ACR_LOGIN_SERVER, ECR_ACCOUNT
+
+EXAMPLES = REPO / "config" / "examples"
 
 NAMESPACE = "default"
 GCP_AUDIENCE = "my-project.svc.id.goog"
 ECR_AUDIENCE = "sts.amazonaws.com"
 ACR_AUDIENCE = "api://AzureADTokenExchange"
 UNGRANTED_AUDIENCE = "ungranted-project.svc.id.goog"
+# a host only the ungranted provider claims (the shipped Google provider claims every Google one)
+UNGRANTED_HOST = "registry.ungranted.example"
 GRANTED = (GCP_AUDIENCE, ECR_AUDIENCE, ACR_AUDIENCE)
-IDP = "https://container.googleapis.com/v1/projects/my-project/locations/l/clusters/c1"
 ECR_ROLE = f"arn:aws:iam::{ECR_ACCOUNT}:role/puller"
 ACR_CLIENT_ID = "workload-client-id"
 ECR_HOST = f"{ECR_ACCOUNT}.dkr.ecr.us-west-2.amazonaws.com"
@@ -71,7 +75,7 @@ PULLS = (
     TokenPull("ecr-2", "ecr-role", f"{ECR_HOST}/team/b:1", "ecr-credential-provider", "ecr", 2),
     TokenPull("acr-wi", "acr-wi", f"{ACR_LOGIN_SERVER}/team/app:1", "acr-credential-provider", "acr"),
     TokenPull("acr-no-annotation", "plain", f"{ACR_LOGIN_SERVER}/team/other:1", None, None),
-    TokenPull("ungranted", "gcp-wi", "europe-docker.pkg.dev/ungranted-project/repo/app:1", None, None),
+    TokenPull("ungranted", "gcp-wi", f"{UNGRANTED_HOST}/repo/app:1", None, None),
 )  # fmt: skip
 
 # KEP-2535 (ensure secret pulled images), wave 3: pods with imagePullPolicy IfNotPresent on the
@@ -113,67 +117,42 @@ EXPECTED_EXECS = {
 }
 
 
-def _token_attributes(
-    audience: str, cache: str, require: bool, **keys: list[str]
-) -> dict[str, Any]:
-    attributes: dict[str, Any] = {
-        "serviceAccountTokenAudience": audience,
-        "cacheType": cache,
-        "requireServiceAccount": require,
+def _shipped(example: str, **replace: str) -> dict[str, Any]:
+    """The one provider of a shipped example config, its placeholders replaced."""
+    from credprovider.tool.yamldoc import load_yaml
+
+    text = (EXAMPLES / example).read_text()
+    for placeholder, value in replace.items():
+        text = text.replace(placeholder, value)
+    (provider,) = load_yaml(text)["providers"]
+    found: dict[str, Any] = provider
+    return found
+
+
+def providers() -> list[dict[str, Any]]:
+    """The config's providers: the shipped service-account examples (placeholders filled in), two
+    of them varied for the cases the examples do not show, and one provider the node may not
+    request tokens for."""
+    gcp = _shipped("gcp-workload-identity.yaml", PROJECT="my-project", LOCATION="l", CLUSTER="c1")
+    ecr = _shipped("aws-serviceaccount.yaml")
+    ecr["tokenAttributes"]["cacheType"] = "Token"  # the example's is ServiceAccount
+    acr = _shipped("azure-serviceaccount.yaml")
+    acr["tokenAttributes"].update(  # the example's are optional, with requireServiceAccount false
+        requireServiceAccount=True,
+        requiredServiceAccountAnnotationKeys=["kubernetes.azure.com/acr-client-id"],
+        optionalServiceAccountAnnotationKeys=["kubernetes.azure.com/acr-tenant-id"],
+    )
+    ungranted = {
+        **gcp,
+        "name": "auth-provider-gcp-ungranted",
+        "matchImages": [UNGRANTED_HOST],
+        "tokenAttributes": {
+            "serviceAccountTokenAudience": UNGRANTED_AUDIENCE,
+            "cacheType": "ServiceAccount",
+            "requireServiceAccount": True,
+        },
     }
-    attributes.update(keys)
-    return attributes
-
-
-def providers(azure_json: str) -> list[dict[str, Any]]:
-    """The config's providers (kubelet.config.k8s.io/v1 CredentialProviderConfig)."""
-    wi_args = ["get-credentials", f"--identity-provider={IDP}", "--project-id=my-project"]
-    base = {"apiVersion": "credentialprovider.kubelet.k8s.io/v1", "defaultCacheDuration": "1m"}
-    return [
-        {
-            **base,
-            "name": "auth-provider-gcp",
-            "matchImages": ["us-docker.pkg.dev"],
-            "args": wi_args,
-            "tokenAttributes": _token_attributes(
-                GCP_AUDIENCE,
-                "ServiceAccount",
-                False,
-                optionalServiceAccountAnnotationKeys=["iam.gke.io/enable-wi-image-pull"],
-            ),
-        },
-        {
-            **base,
-            "name": "ecr-credential-provider",
-            "matchImages": [ECR_HOST],
-            "tokenAttributes": _token_attributes(
-                ECR_AUDIENCE,
-                "Token",
-                False,
-                optionalServiceAccountAnnotationKeys=["eks.amazonaws.com/ecr-role-arn"],
-            ),
-        },
-        {
-            **base,
-            "name": "acr-credential-provider",
-            "matchImages": [ACR_LOGIN_SERVER],
-            "args": [azure_json],
-            "tokenAttributes": _token_attributes(
-                ACR_AUDIENCE,
-                "ServiceAccount",
-                True,
-                requiredServiceAccountAnnotationKeys=["kubernetes.azure.com/acr-client-id"],
-                optionalServiceAccountAnnotationKeys=["kubernetes.azure.com/acr-tenant-id"],
-            ),
-        },
-        {
-            **base,
-            "name": "auth-provider-gcp-ungranted",
-            "matchImages": ["europe-docker.pkg.dev"],
-            "args": wi_args,
-            "tokenAttributes": _token_attributes(UNGRANTED_AUDIENCE, "ServiceAccount", True),
-        },
-    ]
+    return [gcp, ecr, acr, ungranted]
 
 
 def prepare(plane: Any) -> None:
