@@ -252,6 +252,12 @@ def run(
     try:
         opts, rest = split_common_args(argv)
         log.verbosity = opts.verbosity
+        if opts.show_version and rest and not opts.show_help:
+            # As the upstream Go plugins do (their flags are parsed before --version acts), a
+            # plugin refuses arguments it cannot run with even then: `credprovider validate` runs
+            # each provider's args with --version appended, and a provider that fails every pull
+            # must not read as working.
+            spec.build(rest, Context(deadline=Deadline(5.0), log=log, environ=environ, now=now))
         if opts.show_help or opts.show_version:
             return _show_help_or_version(spec, opts.show_help, stdout, stderr)
         cache_dir = opts.cache_dir or environ.get(CACHE_DIR_ENV) or None

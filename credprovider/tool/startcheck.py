@@ -89,6 +89,14 @@ def check_start(
             return StartResult(
                 provider, path, True, error=f"{path} exits {code} when started: {_first(stderr)}"
             )
+        refused = [line for line in stderr.splitlines() if line.startswith(f"{provider}: error: ")]
+        if code == 1 and refused:  # our plugin, refusing these args (or this environment)
+            return StartResult(
+                provider,
+                path,
+                True,
+                error=f"{path} refuses its args: {refused[0][:600]}",
+            )
         # Another program under our name (the upstream plugin, /bin/true): checked as foreign.
     run = _run([path, *args], environment, timeout)
     if isinstance(run, str):

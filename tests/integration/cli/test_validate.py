@@ -114,6 +114,47 @@ def test_validate_checks_binaries_in_the_bin_dir(tmp_path: Path) -> None:
     assert "the bin dir" in json.loads(missing.stdout)["error"]
 
 
+@pytest.mark.parametrize(
+    ("plugin", "args", "refusal"),
+    [
+        ("gcp", ["get-credentials", "--bogus"], "unrecognized arguments: --bogus (see --help)"),
+        (
+            "gcp",
+            ["get-credentials", "--impersonate-service-account=puller"],
+            "--impersonate-service-account: 'puller' is not a service account email "
+            "(name@project.iam.gserviceaccount.com) or unique id",
+        ),
+        ("aws", ["--authFlow=gcr"], "unrecognized arguments: --authFlow=gcr (see --help)"),
+        (
+            "azure",
+            ["/etc/kubernetes/azure.json", "/etc/kubernetes/other.json"],
+            "expected exactly one argument (config file); Got arguments: "
+            "[/etc/kubernetes/azure.json /etc/kubernetes/other.json]",
+        ),
+    ],
+)
+def test_validate_fails_a_provider_whose_plugin_refuses_its_args(
+    tmp_path: Path, plugin: str, args: list[str], refusal: str
+) -> None:
+    """Every pull through it would fail: the binary starts, but not with these args (the plugin
+    refuses them even with --version appended, as the upstream Go plugins do)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    name = f"{PLUGINS[plugin].name}-team"
+    require_bundle()
+    (bin_dir / name).symlink_to(BUNDLE_DIR.resolve() / "credprovider")
+    config = config_file(
+        tmp_path, provider_entry(name=name, args=args, matchImages=["registry.example"])
+    )
+    result = cli("validate", str(config), "--bin-dir", str(bin_dir), "--json", use_bundle=True)
+    report = json.loads(result.stdout)
+    assert (result.returncode, report["valid"]) == (1, False)
+    assert report["errors"] == [
+        f"provider '{name}': {bin_dir}/{name} refuses its args: {name}: error: {refusal}: every "
+        "pull it matches fails"
+    ]
+
+
 def test_validate_on_a_node_warns_about_files_the_args_name(tmp_path: Path) -> None:
     """With --bin-dir (checking a node), a file an argument names must exist there; without it
     (checking a config anywhere) the file is not looked for."""

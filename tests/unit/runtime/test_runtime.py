@@ -418,3 +418,13 @@ def test_decisions_are_what_the_logger_writes_less_its_other_kinds() -> None:
         "credentials from the instance profile",
         "cache: stored r.io in 1f2e",
     ]
+
+
+def test_version_refuses_arguments_the_plugin_cannot_run_with() -> None:
+    """The upstream Go plugins parse their flags before --version acts; so do we, so that a
+    provider's args can be checked without a request (credprovider validate)."""
+    code, out, err = run_fake(b"", ["--no-such-flag", "--version"])
+    assert (code, out) == (1, b"")
+    assert "unrecognized arguments: --no-such-flag" in err
+    code, out, _ = run_fake(b"", ["--version"])
+    assert code == 0 and out.startswith(b"fake-plugin version ")
