@@ -69,6 +69,8 @@ def google_auth_request(ctx: Context) -> Any:
 
 
 def metadata_get(ctx: Context, path: str, what: str) -> Any:
+    """``what`` from the metadata server's ``path``: through the stdlib client, or through
+    google-auth's when the node asks for mTLS (GCE_METADATA_MTLS_MODE)."""
     from credprovider.gcp import metadata  # not on a cache hit
 
     if not metadata.wants_mtls(ctx.environ):
