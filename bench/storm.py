@@ -22,6 +22,33 @@ def harness_binary() -> Path:
     return gobuild.binary(gobuild.HARNESS, "kubelet-harness")
 
 
+def run_harness(
+    config: Path,
+    bin_dir: Path,
+    script: list[dict[str, Any]],
+    env: dict[str, str],
+    in_flight: int = 10,
+) -> list[dict[str, Any]]:
+    """The kubelet harness on ``script`` (its lookups, ``in_flight`` at a time): one result each."""
+    proc = subprocess.run(
+        [
+            str(harness_binary()),
+            "--config",
+            str(config),
+            "--bin-dir",
+            str(bin_dir),
+            "--concurrency",
+            str(in_flight),
+        ],
+        input=json.dumps(script).encode(),
+        capture_output=True,
+        env=env,
+        timeout=600,
+        check=False,
+    )
+    return [json.loads(line) for line in proc.stdout.decode().splitlines() if line.strip()]
+
+
 def storm_images() -> list[str]:
     registries = [
         "123456789012.dkr.ecr.us-east-1.amazonaws.com",
@@ -53,26 +80,9 @@ def boot_storm(
             env["CREDPROVIDER_CACHE_DIR"] = str(cache_dir)
         if variant == "upstream":
             env = {k: v for k, v in env.items() if not k.startswith("CREDPROVIDER_")}
-        script = json.dumps([{"image": image} for image in storm_images()])
         start = time.perf_counter()
-        proc = subprocess.run(
-            [
-                str(harness_binary()),
-                "--config",
-                str(config),
-                "--bin-dir",
-                str(bin_dir),
-                "--concurrency",
-                "10",
-            ],
-            input=script.encode(),
-            capture_output=True,
-            env=env,
-            timeout=600,
-            check=False,
-        )
+        results = run_harness(config, bin_dir, [{"image": image} for image in storm_images()], env)
         total = time.perf_counter() - start
-        results = [json.loads(line) for line in proc.stdout.decode().splitlines() if line.strip()]
         execs, cpu = _exec_cpu(cpu_log)
         latencies = sorted(r["seconds"] * 1000 for r in results)
         return {

@@ -6,7 +6,6 @@ AssumeRoleWithWebIdentity, counted in front of moto, and ECR)."""
 from __future__ import annotations
 
 import json
-import subprocess
 import tempfile
 import urllib.error
 import urllib.request
@@ -15,7 +14,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from bench.common import clean_env
-from bench.storm import harness_binary
+from bench.storm import run_harness
 from emulators.harness import aws_emulator
 from emulators.http import FakeRequest, FakeResponse, serve
 
@@ -119,23 +118,7 @@ def token_storm(plugin: Path, cache_type: str, upstream: bool = False) -> dict[s
             env = clean_env({**aws.env, "AWS_ENDPOINT_URL_STS": sts.url})
             if upstream:
                 env = {k: v for k, v in env.items() if not k.startswith("CREDPROVIDER_")}
-            proc = subprocess.run(
-                [
-                    str(harness_binary()),
-                    "--config",
-                    str(config),
-                    "--bin-dir",
-                    str(bin_dir),
-                    "--concurrency",
-                    str(IN_FLIGHT),
-                ],
-                input=json.dumps(_script()).encode(),
-                capture_output=True,
-                env=env,
-                timeout=600,
-                check=False,
-            )
-        results = [json.loads(line) for line in proc.stdout.decode().splitlines() if line.strip()]
+            results = run_harness(config, bin_dir, _script(), env, IN_FLIGHT)
         execs = len(execs_log.read_text().splitlines()) if execs_log.exists() else 0
         return {
             "pods": PODS,
