@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import json
 import tempfile
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
 
 from bench.common import clean_env
 from bench.storm import run_harness
+from emulators.aws import StsRecorder
 from emulators.harness import aws_emulator
-from emulators.http import FakeRequest, FakeResponse, serve
+from emulators.http import serve
 
 PODS = 50
 IN_FLIGHT = 10
@@ -67,25 +65,6 @@ def _script() -> list[dict[str, Any]]:
     ]
 
 
-def _counting_proxy(target: str, seen: list[str]) -> Any:
-    """A handler that forwards every request to ``target`` (moto) and records its action."""
-
-    def forward(request: FakeRequest) -> FakeResponse:
-        seen.append(request.form.get("Action", request.path))
-        query = f"?{urlencode(request.query, doseq=True)}" if request.query else ""
-        headers = {k: v for k, v in request.headers.items() if k not in ("host", "content-length")}
-        outgoing = urllib.request.Request(
-            target + request.path + query, data=request.body, headers=headers, method=request.method
-        )
-        try:
-            with urllib.request.urlopen(outgoing, timeout=30) as answer:
-                return FakeResponse(answer.status, answer.read(), dict(answer.headers.items()))
-        except urllib.error.HTTPError as refused:
-            return FakeResponse(refused.code, refused.read(), dict(refused.headers.items()))
-
-    return forward
-
-
 def token_storms(bundle_plugin: Path, upstream_plugin: Path) -> dict[str, Any]:
     """Ours for both cache types, and upstream's where it was built."""
     found = {}
@@ -103,10 +82,10 @@ def token_storm(plugin: Path, cache_type: str, upstream: bool = False) -> dict[s
     import logging
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's access log
-    sts_actions: list[str] = []
     with aws_emulator() as aws, tempfile.TemporaryDirectory() as work:
         ecr: Any = aws.fakes["ecr"]
-        with serve(_counting_proxy(str(aws.fakes["moto"]), sts_actions)) as sts:
+        recorder = StsRecorder(str(aws.fakes["moto"]))
+        with serve(recorder) as sts:
             bin_dir = Path(work) / "bin"
             bin_dir.mkdir()
             execs_log = Path(work) / "execs.log"
@@ -124,6 +103,6 @@ def token_storm(plugin: Path, cache_type: str, upstream: bool = False) -> dict[s
             "pods": PODS,
             "found": sum(1 for r in results if r["found"]),
             "execs": execs,
-            "sts_calls": sum(1 for a in sts_actions if a == "AssumeRoleWithWebIdentity"),
+            "sts_calls": sum(1 for a in recorder.actions if a == "AssumeRoleWithWebIdentity"),
             "ecr_calls": len(ecr.calls),
         }

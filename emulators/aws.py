@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from emulators.http import FakeRequest, FakeResponse
@@ -168,3 +169,44 @@ def ecr_env(ecr_url: str, sts_url: str = NOWHERE, **extra: str) -> dict[str, str
 def aws_error(code: str, message: str, status: int = 400) -> FakeResponse:
     """An AWS JSON-protocol error answer, as ECR sends one."""
     return FakeResponse.json({"__type": code, "message": message}, status, content_type=AMZ_JSON)
+
+
+@dataclass
+class StsRecorder:
+    """A front for moto's STS that forwards every request and records what was asked
+    (``actions``) and which role each session key was issued for (``roles``: AccessKeyId -> the
+    RoleArn of the AssumeRoleWithWebIdentity that issued it); ``on_assumed(key, role)`` runs for
+    each (for example, to give that key's ECR tokens a password of their own)."""
+
+    target: str
+    on_assumed: Callable[[str, str], None] | None = None
+    actions: list[str] = field(default_factory=list)
+    roles: dict[str, str] = field(default_factory=dict)
+
+    def __call__(self, request: FakeRequest) -> FakeResponse:
+        import urllib.error
+        import urllib.request
+        from urllib.parse import urlencode
+
+        action = request.form.get("Action", request.path)
+        self.actions.append(action)
+        query = f"?{urlencode(request.query, doseq=True)}" if request.query else ""
+        headers = {k: v for k, v in request.headers.items() if k not in ("host", "content-length")}
+        outgoing = urllib.request.Request(
+            self.target + request.path + query,
+            data=request.body,
+            headers=headers,
+            method=request.method,
+        )
+        try:
+            with urllib.request.urlopen(outgoing, timeout=30) as answer:
+                status, body, answer_headers = answer.status, answer.read(), answer.headers
+        except urllib.error.HTTPError as refused:
+            status, body, answer_headers = refused.code, refused.read(), refused.headers
+        found = re.search(rb"<AccessKeyId>([^<]+)</AccessKeyId>", body)
+        if action == "AssumeRoleWithWebIdentity" and status == 200 and found:
+            key, role = found.group(1).decode(), request.form.get("RoleArn", "")
+            self.roles[key] = role
+            if self.on_assumed is not None:
+                self.on_assumed(key, role)
+        return FakeResponse(status, body, dict(answer_headers.items()))

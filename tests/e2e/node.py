@@ -26,6 +26,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
+from emulators.aws import StsRecorder
 from emulators.harness import (
     SAFE_ENV,
     Emulator,
@@ -33,6 +34,7 @@ from emulators.harness import (
     azure_emulator,
     gcp_emulator,
 )
+from emulators.http import serve
 from tests.e2e import controlplane, tokens
 from tests.e2e.doctor_faults import doctor, seed_faults
 from tests.e2e.scenario import (
@@ -228,7 +230,16 @@ def main(spec_path: str) -> int:
         )
         stack.callback(cri.kill)
         plane = None
+        sts_recorder = None
         if spec.get("control_plane"):
+            # STS in front of moto, recording which role each session key was issued for; each
+            # such key's ECR tokens carry a password naming that role
+            ecr_fake: Any = aws.fakes["ecr"]
+            sts_recorder = StsRecorder(
+                str(aws.fakes["moto"]),
+                lambda key, role: ecr_fake.passwords.__setitem__(key, f"ecr-password-as-{role}"),
+            )
+            env["AWS_ENDPOINT_URL_STS"] = stack.enter_context(serve(sts_recorder)).url
             plane = controlplane.start(
                 run / "control-plane",
                 spec["etcd"],
@@ -264,6 +275,7 @@ def main(spec_path: str) -> int:
         }
         result["identities"] = _issued_identities(aws, gcp, azure)
         result["exchanges"] = _exchanges(aws, gcp, azure)
+        result["exchanges"]["assumed_roles"] = sts_recorder.roles if sts_recorder else {}
         if plane is not None and spec.get("bundle") and "error" not in result:
             # what credprovider doctor tells the operator of this node (after the pulls' figures:
             # its dry runs call the emulators too)
@@ -339,8 +351,9 @@ def _token_pulls(
         60,
         kubelet,
     )
+    pulls = tokens.SCENARIOS[spec.get("token_scenario", "clouds")]
     for wave in (1, 2):
-        wanted = tokens.start_pods(plane, wave)
+        wanted = tokens.start_pods(plane, wave, pulls)
         wait_for(
             f"wave {wave}'s {wanted} pulls",
             lambda wanted=wanted: len(pulls_seen(run / "pulls.jsonl")) >= wanted,
@@ -364,7 +377,7 @@ def _token_pulls(
         "signing_key": (plane.directory / "sa.pub").read_text(),
         "pods": {
             pull.pod: plane.get(f"/api/v1/namespaces/{tokens.NAMESPACE}/pods/{pull.pod}")
-            for pull in tokens.PULLS
+            for pull in pulls
         },
         "service_accounts": {
             name: plane.get(f"/api/v1/namespaces/{tokens.NAMESPACE}/serviceaccounts/{name}")

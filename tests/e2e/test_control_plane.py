@@ -27,6 +27,14 @@ from tests.e2e.sandbox import host_state, left_running, run_kubelet
 from tests.helpers import config_file
 
 
+def assumed_role(result: dict[str, Any], password: str) -> str:
+    """The role whose session keys got the ECR token ``password`` (STS in front of moto recorded
+    which role each key was issued for)."""
+    key = result["identities"]["ecr"].get(password, "(a password ECR never issued)")
+    role: str = result["exchanges"]["assumed_roles"].get(key, f"(no role: key {key})")
+    return role
+
+
 def claims(token: str, signing_key: str) -> dict[str, Any]:
     """A service account token's claims, once its RS256 signature checks out with the API
     server's public key."""
@@ -85,7 +93,6 @@ def test_service_account_tokens_reach_the_clouds_through_a_real_api_server(
     issued = {
         "sts": ("_token", exchanges["sts_token"]),
         "node": ("_token", result["issued"]["gcp"][0]),
-        "ecr": ("AWS", result["issued"]["ecr"][0]),
     }
     for received in pulls:
         pull = by_image[received["image"]]
@@ -95,6 +102,9 @@ def test_service_account_tokens_reach_the_clouds_through_a_real_api_server(
         elif pull.credential == "acr":
             assert received["username"] == "00000000-0000-0000-0000-000000000000"
             assert received["password"] in result["issued"]["acr"], pull.pod
+        elif pull.credential == "ecr":  # the annotated role, assumed with the pod's token
+            assert received["username"] == "AWS"
+            assert assumed_role(result, received["password"]) == tokens.ECR_ROLE, pull.pod
         else:
             assert got == issued[pull.credential], pull.pod
 
@@ -174,4 +184,40 @@ def test_service_account_tokens_reach_the_clouds_through_a_real_api_server(
     )
 
     assert after == before
+    assert left_running(*binaries, *control_plane_binaries) == []
+
+
+def test_two_aws_accounts_each_pull_with_their_own_role(
+    binaries: tuple[Path, Path], control_plane_binaries: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """config/examples/aws-two-accounts.yaml as shipped (#33): two providers of the ECR plugin,
+    each assuming its own role with the pod's service account token; a service account that
+    names a role of its own overrides the provider's."""
+    etcd, apiserver = control_plane_binaries
+    config = tokens.EXAMPLES / tokens.ACCOUNTS_EXAMPLE
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in {pull.provider for pull in tokens.ACCOUNT_PULLS}:
+        (bin_dir / str(name)).symlink_to(BUNDLE_DIR.resolve() / "credprovider")
+    result = run_kubelet(
+        binaries,
+        config,
+        tmp_path,
+        bin_dir=str(bin_dir),
+        control_plane=True,
+        token_scenario="accounts",
+        etcd=str(etcd),
+        apiserver=str(apiserver),
+    )
+    assert "error" not in result, f"{result.get('error')}\n{result['kubelet_log'][-6000:]}"
+    by_image = {pull.image: pull for pull in tokens.ACCOUNT_PULLS}
+    assert sorted(p["image"] for p in result["pulls"]) == sorted(by_image)
+    pulled_as = {
+        by_image[p["image"]].pod: (p["username"], assumed_role(result, p["password"]))
+        for p in result["pulls"]
+    }
+    assert pulled_as == {pull.pod: ("AWS", pull.credential) for pull in tokens.ACCOUNT_PULLS}
+    assert sorted(set(result["exchanges"]["assumed_roles"].values())) == sorted(
+        {str(pull.credential) for pull in tokens.ACCOUNT_PULLS}
+    )
     assert left_running(*binaries, *control_plane_binaries) == []

@@ -164,9 +164,26 @@ def prepare(plane: Any) -> None:
         plane.service_account(NAMESPACE, name, keys)
 
 
-def start_pods(plane: Any, wave: int) -> int:
+# One plugin as several providers, in service-account mode: the shipped
+# config/examples/aws-two-accounts.yaml as it is. Each provider assumes its own role
+# (AWS_ECR_ROLE_ARN in its env) with the pod's token; a pod whose service account names a role
+# (eks.amazonaws.com/ecr-role-arn) pulls with that one. ``credential`` is the role each pull's
+# ECR credentials must come from.
+ACCOUNTS_EXAMPLE = "aws-two-accounts.yaml"
+ACCOUNT_PULLS = (
+    TokenPull("account-a", "plain", "111111111111.dkr.ecr.us-west-2.amazonaws.com/app:1",
+              "ecr-credential-provider-account-a", "arn:aws:iam::111111111111:role/image-pull"),
+    TokenPull("account-b", "plain", "222222222222.dkr.ecr.us-west-2.amazonaws.com/app:1",
+              "ecr-credential-provider-account-b", "arn:aws:iam::222222222222:role/image-pull"),
+    TokenPull("account-a-annotated", "ecr-role", "111111111111.dkr.ecr.us-west-2.amazonaws.com/other:1",
+              "ecr-credential-provider-account-a", ECR_ROLE),
+)  # fmt: skip
+SCENARIOS = {"clouds": PULLS, "accounts": ACCOUNT_PULLS}
+
+
+def start_pods(plane: Any, wave: int, pulls: tuple[TokenPull, ...] = PULLS) -> int:
     """Start ``wave``'s pods; the number of pulls expected once it is done (all waves so far)."""
-    for pull in (*PULLS, *VERIFY_PULLS):
+    for pull in (*pulls, *VERIFY_PULLS):
         if pull.wave == wave:
             plane.pod(NAMESPACE, pull.pod, pull.image, pull.service_account, pull.policy)
-    return sum(1 for pull in PULLS if pull.wave <= wave)
+    return sum(1 for pull in pulls if pull.wave <= wave)
