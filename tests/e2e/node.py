@@ -37,13 +37,10 @@ from emulators.harness import (
 from emulators.http import serve
 from tests.e2e import controlplane, tokens
 from tests.e2e.doctor_faults import doctor, seed_faults
+from tests.e2e.issued import exchanges, give_identities, issued_identities
 from tests.e2e.scenario import (
-    ACR_CLIENT_IDS,
     ACR_REGISTRIES,
     ACR_TEAM_B,
-    AZURE_JSON_TEAM_B,
-    ECR_KEYS,
-    GCP_ACCOUNTS,
     SCENARIOS,
     Pull,
 )
@@ -216,7 +213,7 @@ def main(spec_path: str) -> int:
         azure = stack.enter_context(azure_emulator((*ACR_REGISTRIES, ACR_TEAM_B)))
         Path(AZURE_JSON).parent.mkdir(parents=True, exist_ok=True)
         Path(AZURE_JSON).write_text(Path(azure.files["config"]).read_text())
-        _give_identities(aws, gcp, azure)
+        give_identities(aws, gcp, azure)
         env = node_environment([aws, gcp, azure], run / "ca-bundle.pem")
         cri = subprocess.Popen(
             [
@@ -273,8 +270,8 @@ def main(spec_path: str) -> int:
             "acr": list(azure.fakes["acr"].refresh_tokens),  # type: ignore[attr-defined]
             "gcp": [gcp.fakes["metadata"].access_token],  # type: ignore[attr-defined]
         }
-        result["identities"] = _issued_identities(aws, gcp, azure)
-        result["exchanges"] = _exchanges(aws, gcp, azure)
+        result["identities"] = issued_identities(aws, gcp, azure)
+        result["exchanges"] = exchanges(aws, gcp, azure)
         result["exchanges"]["assumed_roles"] = sts_recorder.roles if sts_recorder else {}
         if plane is not None and spec.get("bundle") and "error" not in result:
             # what credprovider doctor tells the operator of this node (after the pulls' figures:
@@ -283,57 +280,6 @@ def main(spec_path: str) -> int:
     result["kubelet_log"] = (run / "kubelet.log").read_text(errors="replace")[-20000:]
     Path(spec["result"]).write_text(json.dumps(result))
     return 0
-
-
-def _give_identities(aws: Emulator, gcp: Emulator, azure: Emulator) -> None:
-    """Each team of the identities scenario gets an identity of its own in every cloud: an AWS key
-    whose ECR tokens carry a password of their own, a user-assigned identity with its own IMDS
-    token (and azure.json), and a service account the node may impersonate."""
-    ecr: Any = aws.fakes["ecr"]
-    for team, key in ECR_KEYS.items():
-        ecr.passwords[key] = f"ecr-password-{team}-0123456789"
-    imds: Any = azure.fakes["imds"]
-    for client_id in ACR_CLIENT_IDS.values():
-        imds.identity(client_id)
-    team_b = json.loads(Path(azure.files["config"]).read_text())
-    team_b["userAssignedIdentityID"] = ACR_CLIENT_IDS["team-b"]
-    Path(AZURE_JSON_TEAM_B).write_text(json.dumps(team_b))
-    iam: Any = gcp.fakes["iam"]
-    for account in GCP_ACCOUNTS.values():
-        iam.allow(gcp.fakes["metadata"].email, account)  # type: ignore[attr-defined]
-
-
-def _exchanges(aws: Emulator, gcp: Emulator, azure: Emulator) -> dict[str, Any]:
-    """What the token exchanges received: the subject tokens Google STS exchanged, and the
-    federated token it issued; each ECR call's access key and session token; each Entra token
-    request's form."""
-    sts: Any = gcp.fakes["sts"]
-    ecr: Any = aws.fakes["ecr"]
-    aad: Any = azure.fakes["aad"]
-    return {
-        "sts_subject_tokens": [form.get("subject_token", "") for form in sts.forms],
-        "sts_token": sts.access_token,
-        "ecr_calls": [
-            {"access_key": call.access_key, "session_token": call.session_token}
-            for call in ecr.calls
-        ],
-        "aad_forms": [form for _, _, form in aad.token_requests],
-    }
-
-
-def _issued_identities(aws: Emulator, gcp: Emulator, azure: Emulator) -> dict[str, dict[str, str]]:
-    """Per cloud, each credential the emulators issued -> the identity it was issued to."""
-    ecr: Any = aws.fakes["ecr"]
-    acr: Any = azure.fakes["acr"]
-    client_of = {token: client for client, token in azure.fakes["imds"].identities.items()}  # type: ignore[attr-defined]
-    return {
-        "ecr": {password: key for key, password in ecr.passwords.items()},
-        "acr": {
-            refresh: client_of.get(aad, "(the node's default identity)")
-            for refresh, aad in acr.exchanged_for.items()
-        },
-        "gcp": dict(gcp.fakes["iam"].issued),  # type: ignore[attr-defined]
-    }
 
 
 def _token_pulls(
