@@ -99,18 +99,23 @@ def boot_storm(
         }
 
 
-_STORM_CONFIG = {
-    "apiVersion": "kubelet.config.k8s.io/v1",
-    "kind": "CredentialProviderConfig",
-    "providers": [
-        {
-            "name": "ecr-credential-provider",
-            "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
-            "defaultCacheDuration": "12h",
-            "matchImages": ["*.dkr.ecr.*.amazonaws.com", "public.ecr.aws"],
-        }
-    ],
-}
+def ecr_config(match_images: list[str], **fields: Any) -> dict[str, Any]:
+    """A CredentialProviderConfig of one ECR provider claiming ``match_images``, with ``fields``."""
+    provider = {
+        "name": "ecr-credential-provider",
+        "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
+        "defaultCacheDuration": "12h",
+        "matchImages": match_images,
+        **fields,
+    }
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1",
+        "kind": "CredentialProviderConfig",
+        "providers": [provider],
+    }
+
+
+_STORM_CONFIG = ecr_config(["*.dkr.ecr.*.amazonaws.com", "public.ecr.aws"])
 
 
 def _exec_cpu(cpu_log: Path) -> tuple[int, float]:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import clean_env
-from bench.storm import run_harness
+from bench.storm import ecr_config, run_harness
 from emulators.aws import StsRecorder
 from emulators.harness import aws_emulator
 from emulators.http import serve
@@ -26,24 +26,15 @@ TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6ZGVmYXVsdD
 
 
 def _config(cache_type: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubelet.config.k8s.io/v1",
-        "kind": "CredentialProviderConfig",
-        "providers": [
-            {
-                "name": "ecr-credential-provider",
-                "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
-                "defaultCacheDuration": "12h",
-                "matchImages": ["*.dkr.ecr.*.amazonaws.com"],
-                "tokenAttributes": {
-                    "serviceAccountTokenAudience": "sts.amazonaws.com",
-                    "cacheType": cache_type,
-                    "requireServiceAccount": True,
-                    "optionalServiceAccountAnnotationKeys": ["eks.amazonaws.com/ecr-role-arn"],
-                },
-            }
-        ],
-    }
+    return ecr_config(
+        ["*.dkr.ecr.*.amazonaws.com"],
+        tokenAttributes={
+            "serviceAccountTokenAudience": "sts.amazonaws.com",
+            "cacheType": cache_type,
+            "requireServiceAccount": True,
+            "optionalServiceAccountAnnotationKeys": ["eks.amazonaws.com/ecr-role-arn"],
+        },
+    )
 
 
 def _script() -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -87,3 +88,14 @@ def run_kubelet(
     assert proc.returncode == 0, proc.stderr[-5000:]
     result: dict[str, Any] = json.loads((tmp_path / "result.json").read_text())
     return result
+
+
+def linked_bin_dir(directory: Path, names: Iterable[str]) -> Path:
+    """``directory``/bin holding each provider name as a link to the bundle's launcher, as an
+    operator installs several providers of one plugin (the kubelet refuses to start when a
+    provider's binary is missing)."""
+    bin_dir = directory / "bin"
+    bin_dir.mkdir(parents=True)
+    for name in names:
+        (bin_dir / name).symlink_to(BUNDLE_DIR.resolve() / "credprovider")
+    return bin_dir

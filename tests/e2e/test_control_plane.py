@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from emulators.aws import NODE_KEY
 from emulators.kubelet_exec import BUNDLE_DIR
 from tests.e2e import tokens
-from tests.e2e.sandbox import host_state, left_running, run_kubelet
+from tests.e2e.sandbox import host_state, left_running, linked_bin_dir, run_kubelet
 from tests.helpers import config_file
 
 
@@ -62,10 +62,7 @@ def test_service_account_tokens_reach_the_clouds_through_a_real_api_server(
     etcd, apiserver = control_plane_binaries
     providers = tokens.providers()
     config = config_file(tmp_path, *providers)
-    bin_dir = tmp_path / "bin"  # the kubelet refuses to start if a provider's binary is missing
-    bin_dir.mkdir()
-    for provider in providers:
-        (bin_dir / provider["name"]).symlink_to(BUNDLE_DIR.resolve() / "credprovider")
+    bin_dir = linked_bin_dir(tmp_path, (provider["name"] for provider in providers))
     before = host_state()
     result = run_kubelet(
         binaries,
@@ -195,10 +192,7 @@ def test_two_aws_accounts_each_pull_with_their_own_role(
     names a role of its own overrides the provider's."""
     etcd, apiserver = control_plane_binaries
     config = tokens.EXAMPLES / tokens.ACCOUNTS_EXAMPLE
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    for name in {pull.provider for pull in tokens.ACCOUNT_PULLS}:
-        (bin_dir / str(name)).symlink_to(BUNDLE_DIR.resolve() / "credprovider")
+    bin_dir = linked_bin_dir(tmp_path, {str(pull.provider) for pull in tokens.ACCOUNT_PULLS})
     result = run_kubelet(
         binaries,
         config,

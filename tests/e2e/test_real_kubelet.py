@@ -21,7 +21,7 @@ from emulators import gobuild
 from emulators.kubelet_exec import BUNDLE_DIR, REPO
 from tests.e2e.doctor_faults import UNCLAIMED_IMAGE, prepare_node
 from tests.e2e.node import AZURE_JSON
-from tests.e2e.sandbox import host_state, left_running, run_kubelet
+from tests.e2e.sandbox import host_state, left_running, linked_bin_dir, run_kubelet
 from tests.e2e.scenario import (
     AZURE_JSON_TEAM_B,
     IDENTITIES,
@@ -178,11 +178,9 @@ def test_doctor_finds_the_real_kubelet_and_catches_each_seeded_fault(
 def identities_node(directory: Path, cache: Path | None) -> tuple[Path, Path]:
     """The config of the identities run and its bin dir: each provider a link to the bundle's
     launcher under its own name, claiming its own registry, with its own identity."""
-    bin_dir = directory / "bin"
-    bin_dir.mkdir(parents=True)
+    bin_dir = linked_bin_dir(directory, (provider.name for provider in IDENTITIES))
     providers = []
     for provider in IDENTITIES:
-        (bin_dir / provider.name).symlink_to(BUNDLE_DIR.resolve() / "credprovider")
         env = {}
         if provider.cloud == "ecr":
             args: list[str] = []
