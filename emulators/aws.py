@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from emulators.http import FakeRequest, FakeResponse
+from emulators.registry import Refused
 
 # A node's static keys, as every test, the demo and the bench give them to the plugin.
 NODE_KEY = "AKIDNODE0000000000"
@@ -71,6 +72,14 @@ def signature_valid(request: FakeRequest, secret_key: str) -> bool:
     return bool(expected == signature)
 
 
+@dataclass(frozen=True)
+class EcrIssue:
+    access_key: str
+    region: str
+    target: str
+    expires_at: float | None
+
+
 @dataclass
 class FakeEcr:
     """ECR + ECR Public. ``password`` and ``valid_seconds`` shape the token; ``fault`` overrides all."""
@@ -87,12 +96,36 @@ class FakeEcr:
     # access key id -> the password its caller's tokens carry (one identity per key; else password)
     passwords: dict[str, str] = field(default_factory=dict)
     calls: list[EcrCall] = field(default_factory=list)
+    # every token's password differs (``<password>-<n>``), as ECR's do: an expired one is told
+    # apart from its successor
+    rotate: bool = False
+    # password -> what it was issued for (the registries of the real-runtime sandbox check it)
+    issued: dict[str, EcrIssue] = field(default_factory=dict)
 
     def token(self, access_key: str = "") -> str:
         if self.token_override is not None:
             return self.token_override
         password = self.passwords.get(access_key, self.password)
+        if self.rotate:
+            password = f"{password}-{len(self.issued)}"
         return base64.b64encode(f"{self.username}:{password}".encode()).decode()
+
+    def registry_identity(self, host: str, username: str, password: str) -> str:
+        """Who pulls from the ECR registry ``host`` (``<account>.dkr.ecr.<region>...`` or
+        ``public.ecr.aws``) with this basic auth: the access key the token was issued to. Raises
+        :class:`Refused` as the registry refuses it: not a token this ECR issued, one issued
+        in another region (or by the other API), or one past its expiry."""
+        issue = self.issued.get(password)
+        if username != self.username or issue is None:
+            raise Refused("not an ECR authorization token")
+        public = host.split(":")[0] in ("public.ecr.aws", "ecr-public.aws.com")
+        if public != (issue.target == PUBLIC_TARGET):
+            raise Refused(f"a token of {issue.target.split('.')[0]} is not valid at {host}")
+        if not public and f".{issue.region}." not in f".{host}.":
+            raise Refused(f"a token for {issue.region} is not valid at {host}")
+        if issue.expires_at is not None and issue.expires_at <= time.time():
+            raise Refused("the authorization token has expired")
+        return issue.access_key
 
     def __call__(self, request: FakeRequest) -> FakeResponse:
         target = request.header("x-amz-target")
@@ -120,11 +153,14 @@ class FakeEcr:
             )
         if self.delay:
             time.sleep(self.delay)
-        entry: dict[str, object] = (
-            {} if self.omit_token else {"authorizationToken": self.token(access_key)}
-        )
-        if self.valid_seconds is not None:
-            entry["expiresAt"] = time.time() + self.valid_seconds
+        token = self.token(access_key)
+        entry: dict[str, object] = {} if self.omit_token else {"authorizationToken": token}
+        expires_at = None if self.valid_seconds is None else time.time() + self.valid_seconds
+        if expires_at is not None:
+            entry["expiresAt"] = expires_at
+        if self.token_override is None:
+            password = base64.b64decode(token).decode().partition(":")[2]
+            self.issued[password] = EcrIssue(access_key, scope.group(2), target, expires_at)
         content_type = AMZ_JSON
         if target == PRIVATE_TARGET:
             data: object = [] if self.empty_data else [entry]

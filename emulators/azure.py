@@ -13,7 +13,10 @@ import time
 from dataclasses import dataclass, field
 
 from emulators.http import FakeRequest, FakeResponse
+from emulators.registry import Refused
 
+# The username of every ACR refresh token (the plugins' answers, the token endpoint's basic auth).
+ACR_USERNAME = "00000000-0000-0000-0000-000000000000"
 AAD_HOSTS = ("login.microsoftonline.com", "login.chinacloudapi.cn", "login.microsoftonline.us")
 ACR_SCOPE = "https://containerregistry.azure.net/.default"
 
@@ -23,6 +26,16 @@ def make_jwt(claims: dict[str, object]) -> str:
         return base64.urlsafe_b64encode(json.dumps(obj).encode()).decode().rstrip("=")
 
     return f"{part({'alg': 'RS256', 'typ': 'JWT'})}.{part(claims)}.c2lnbmF0dXJl"
+
+
+def claims(token: str) -> dict[str, object]:
+    """The claims of a JWT (unverified; ``{}`` for anything else)."""
+    try:
+        part = token.split(".")[1]
+        found = json.loads(base64.urlsafe_b64decode(part + "=" * (-len(part) % 4)))
+    except (IndexError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
 
 
 @dataclass
@@ -125,6 +138,22 @@ class FakeAcr:
     exchanges: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     refresh_tokens: list[str] = field(default_factory=list)
     exchanged_for: dict[str, str] = field(default_factory=dict)  # refresh token -> its AAD token
+    services: dict[str, str] = field(default_factory=dict)  # refresh token -> the registry asked
+
+    def registry_identity(self, host: str, username: str, password: str) -> str:
+        """Who pulls from the ACR registry ``host`` (a login server or one of its geo-replicas)
+        with this refresh token: the client ID of the identity whose AAD token was exchanged for
+        it (``default`` for the node's system identity). Raises :class:`Refused` as ACR's token
+        endpoint refuses it: another username, a token ACR did not issue, one issued for another
+        registry, or one past its ``exp``."""
+        if username != ACR_USERNAME or password not in self.services:
+            raise Refused("not an ACR refresh token")
+        registry = self.services[password].split(".")[0]
+        if registry != host.split(".")[0]:
+            raise Refused(f"a refresh token for {self.services[password]} is not valid at {host}")
+        if int(claims(password).get("exp", 0)) <= time.time():
+            raise Refused("the refresh token has expired")
+        return str(claims(self.exchanged_for[password]).get("appid", "default"))
 
     def __call__(self, request: FakeRequest) -> FakeResponse:
         host = request.host
@@ -149,13 +178,16 @@ class FakeAcr:
                 return FakeResponse.json({"errors": [{"code": "INVALID_GRANT"}]}, status=400)
             token = make_jwt(
                 {
+                    "aud": request.form.get("service", ""),
                     "exp": int(time.time() + self.valid_seconds),
                     "grant_type": "refresh_token",
                     "iss": "Azure Container Registry",
+                    "jti": f"refresh-{len(self.refresh_tokens)}",
                 }
             )
             self.refresh_tokens.append(token)
             self.exchanged_for[token] = request.form.get("access_token", "")
+            self.services[token] = request.form.get("service", "")
             return FakeResponse.json(
                 {"refresh_token": token}, headers={"X-Ms-Correlation-Request-Id": "corr-1"}
             )

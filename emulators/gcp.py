@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from emulators.http import FakeRequest, FakeResponse
+from emulators.registry import Refused
 
 METADATA_PREFIX = "/computeMetadata/v1/"
 
@@ -251,3 +252,38 @@ def write_service_account_key(path: Path, token_uri: str) -> str:
         )
     )
     return pem
+
+
+# What Container Registry and Artifact Registry take as the username of an access token, and the
+# scopes that let a token read images.
+REGISTRY_USERNAMES = ("oauth2accesstoken", "_token")
+READ_SCOPES = (
+    "https://www.googleapis.com/auth/cloud-platform",
+    "https://www.googleapis.com/auth/cloud-platform.read-only",
+    "https://www.googleapis.com/auth/devstorage.read_only",
+    "https://www.googleapis.com/auth/devstorage.read_write",
+    "https://www.googleapis.com/auth/devstorage.full_control",
+)
+
+
+@dataclass
+class GoogleRegistries:
+    """Which access tokens Google's registries take: the node's (metadata server) if its scopes
+    let it read images, and each token the IAM Credentials API issued (scope cloud-platform)."""
+
+    metadata: FakeMetadata
+    iam: FakeIamCredentials
+
+    def registry_identity(self, host: str, username: str, password: str) -> str:
+        """The service account pulling from ``host`` with this basic auth; raises
+        :class:`Refused` for another username, a token Google did not issue (another cloud's, an
+        ID token for some audience) or one whose scopes cannot read images."""
+        if username not in REGISTRY_USERNAMES:
+            raise Refused(f"the username must be one of {', '.join(REGISTRY_USERNAMES)}")
+        if password in self.iam.issued:
+            return self.iam.issued[password]
+        if password != self.metadata.access_token:
+            raise Refused("not a Google OAuth 2.0 access token")
+        if not set(self.metadata.scopes) & set(READ_SCOPES):
+            raise Refused("the access token's scopes do not allow reading images")
+        return self.metadata.email

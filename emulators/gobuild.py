@@ -103,19 +103,40 @@ def binary(package: str, name: str, timeout: float = 1800) -> Path:
     return target
 
 
-# A released tool, built from the Go module proxy at a pinned version (not part of the module).
-CRICTL = ("sigs.k8s.io/cri-tools/cmd/crictl", "v1.34.0")
+# Released tools, built from the Go module proxy at pinned versions (not part of the module): each
+# is its packages (installed together, the first one's name naming the set) and a version.
+CRICTL = (("sigs.k8s.io/cri-tools/cmd/crictl",), "v1.34.0")
+# The real-runtime sandbox (tests/e2e/runtime.py): Kubernetes 1.36 needs containerd 2.x (Debian's is
+# 1.6), and distribution is the registry server behind each cloud's auth front.
+CONTAINERD = (
+    (
+        "github.com/containerd/containerd/v2/cmd/containerd",
+        "github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2",
+        "github.com/containerd/containerd/v2/cmd/ctr",
+    ),
+    "v2.4.2",
+)
+REGISTRY = (("github.com/distribution/distribution/v3/cmd/registry",), "v3.1.2")
 
 
-def released(tool: tuple[str, str], timeout: float = 1800) -> Path:
-    """``go install PACKAGE@VERSION`` into the build cache (once per version); the binary's path."""
-    package, version = tool
-    name = package.rsplit("/", 1)[1]
-    target = cache_root() / "go" / f"{name}-{version}" / name
+def released(tool: tuple[tuple[str, ...], str], timeout: float = 1800) -> Path:
+    """``go install PACKAGE...@VERSION`` into the build cache (once per version); the first
+    package's binary (the others lie beside it)."""
+    packages, version = tool
+    name = packages[0].rsplit("/", 1)[1]
+    directory = cache_root() / "go" / f"{name}-{version}"
+    target = directory / name
     if target.exists():
         return target
-    partial = target.parent / "partial"
+    partial = directory / "partial"
     partial.mkdir(parents=True, exist_ok=True)
-    _go(["install", f"{package}@{version}"], {"GOFLAGS": "", "GOBIN": str(partial)}, timeout)
+    _go(
+        ["install", *(f"{package}@{version}" for package in packages)],
+        {"GOFLAGS": "", "GOBIN": str(partial)},
+        timeout,
+    )
+    for package in packages[1:]:
+        other = package.rsplit("/", 1)[1]
+        (partial / other).replace(directory / other)
     (partial / name).replace(target)
     return target

@@ -70,7 +70,7 @@ ENDLESS_ANNOUNCED = 1 << 40  # what an "announced" body claims, and where any en
 class FakeServer:
     """One listening loopback server; ``url`` is its base URL."""
 
-    def __init__(self, handler: Handler, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(self, handler: Handler, tls: ssl.SSLContext | None = None, port: int = 0) -> None:
         self.handler = handler
         self.requests: list[FakeRequest] = []
         self.nodelay: list[bool] = []  # per request: TCP_NODELAY on the connection it came on
@@ -117,7 +117,14 @@ class FakeServer:
                     return
                 self.send_response(response.status)
                 for name, value in response.headers.items():
-                    self.send_header(name, value)
+                    if name.lower() != "content-length":
+                        self.send_header(name, value)
+                if self.command == "HEAD":
+                    # what a GET would carry (a proxied answer says so in its headers)
+                    length = response.headers.get("Content-Length", str(len(response.body)))
+                    self.send_header("Content-Length", length)
+                    self.end_headers()
+                    return
                 self.send_header("Content-Length", str(len(response.body)))
                 self.end_headers()
                 try:
@@ -147,9 +154,9 @@ class FakeServer:
                 except OSError:
                     pass  # the client stopped reading: what a bounded reader does
 
-            do_GET = do_POST = do_PUT = _serve
+            do_GET = do_POST = do_PUT = do_HEAD = _serve
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), RequestHandler)
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), RequestHandler)
         self._server.daemon_threads = True
         if tls is not None:
             self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
@@ -176,8 +183,10 @@ class FakeServer:
 
 
 @contextmanager
-def serve(handler: Handler, tls: ssl.SSLContext | None = None) -> Iterator[FakeServer]:
-    server = FakeServer(handler, tls).start()
+def serve(
+    handler: Handler, tls: ssl.SSLContext | None = None, port: int = 0
+) -> Iterator[FakeServer]:
+    server = FakeServer(handler, tls, port).start()
     try:
         yield server
     finally:

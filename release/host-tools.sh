@@ -17,8 +17,10 @@ build=(debootstrap debian-archive-keyring cmake binutils patch python3-venv)
 # release: qemu-user-static (the other architecture's bundle), rpm (rpmbuild), gpgv (the signed
 # Debian indexes when a lock is refreshed).
 release=(qemu-user-static rpm gpgv)
-# test: iproute2 (the real-kubelet run's node address, in its own network namespace).
-test=(iproute2)
+# test: iproute2 (the real-kubelet run's node address, in its own network namespace), runc (the
+# real-runtime run: containerd's runtime; Kubernetes 1.36 needs containerd 2.x, built from the Go
+# module proxy, but Debian's runc serves).
+test=(iproute2 runc)
 
 case "${1:-}" in
   build) wanted=("${build[@]}") ;;

@@ -9,6 +9,9 @@ from pathlib import Path
 import pytest
 
 from emulators import gobuild
+from release import debs
+from release.targets import host_target
+from tests.e2e import runtime
 from tests.helpers import require_bundle, unavailable
 
 
@@ -34,3 +37,26 @@ def _built(first: tuple[str, str], second: tuple[str, str]) -> tuple[Path, Path]
     except gobuild.GoBuildError as exc:
         unavailable(str(exc))
         raise
+
+
+@pytest.fixture(scope="session")
+def runtime_tools(control_plane_binaries: tuple[Path, Path]) -> dict[str, str]:
+    """What the real-runtime sandbox runs besides the kubelet and the control plane: containerd
+    (with its shim and ctr), the registry server and crictl from the Go module proxy, Debian's
+    runc, and Debian's static busybox (the images' one layer)."""
+    if not Path(runtime.RUNC).exists():
+        unavailable(f"{runtime.RUNC} is missing: make test installs Debian's runc")
+    target = host_target()
+    try:
+        tools = {
+            name: str(gobuild.released(tool))
+            for name, tool in (
+                ("containerd", gobuild.CONTAINERD),
+                ("registry", gobuild.REGISTRY),
+                ("crictl", gobuild.CRICTL),
+            )
+        }
+        busybox = debs.unpacked("busybox-static", target, fetch=False) / "bin" / "busybox"
+    except (gobuild.GoBuildError, debs.DebError) as exc:
+        unavailable(str(exc))
+    return {**tools, "busybox": str(busybox), "arch": target.arch}

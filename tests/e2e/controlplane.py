@@ -122,7 +122,13 @@ class ControlPlane:
         )
 
     def pod(
-        self, namespace: str, name: str, image: str, service_account: str, policy: str = "Always"
+        self,
+        namespace: str,
+        name: str,
+        image: str,
+        service_account: str,
+        policy: str = "Always",
+        host_network: bool = False,
     ) -> None:
         self.create(
             f"/api/v1/namespaces/{namespace}/pods",
@@ -130,6 +136,7 @@ class ControlPlane:
                 "metadata": {"name": name},
                 "spec": {
                     "nodeName": NODE_NAME,
+                    "hostNetwork": host_network,
                     "serviceAccountName": service_account,
                     "automountServiceAccountToken": False,
                     "restartPolicy": "Never",
@@ -217,7 +224,7 @@ def start(
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    stack.callback(_stop, etcd_process)
+    stack.callback(stop_process, etcd_process)
     apiserver_process = subprocess.Popen(
         [
             apiserver,
@@ -242,7 +249,7 @@ def start(
         stdout=log,
         stderr=subprocess.STDOUT,
     )
-    stack.callback(_stop, apiserver_process)
+    stack.callback(stop_process, apiserver_process)
     plane = ControlPlane(
         directory,
         ca,
@@ -265,7 +272,8 @@ def start(
     raise RuntimeError("kube-apiserver was not ready within 90s")
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL after 10 s (what each sandbox service is stopped with)."""
     if process.poll() is None:
         process.terminate()
         try:

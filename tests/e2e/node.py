@@ -35,7 +35,7 @@ from emulators.harness import (
     gcp_emulator,
 )
 from emulators.http import serve
-from tests.e2e import controlplane, tokens
+from tests.e2e import controlplane, realpulls, tokens
 from tests.e2e.doctor_faults import doctor, seed_faults
 from tests.e2e.issued import exchanges, give_identities, issued_identities
 from tests.e2e.scenario import (
@@ -65,10 +65,11 @@ def sh(*command: str) -> None:
     subprocess.run(command, check=True, capture_output=True)
 
 
-def isolate(run: Path) -> None:
-    """The mounts and the network this run needs, in its own namespaces."""
+def isolate(run: Path, real_runtime: bool = False) -> None:
+    """The mounts and the network this run needs, in its own namespaces (a real runtime keeps its
+    shims' and runc's state in /run)."""
     sh("mount", "--make-rprivate", "/")
-    for directory in ("/var/lib", "/var/log"):
+    for directory in ("/var/lib", "/var/log", *(("/run",) if real_runtime else ())):
         sh("mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", directory)
     for name, value in KERNEL_SETTINGS.items():
         shown = run / f"sysctl-{name.replace('/', '-')}"
@@ -107,15 +108,25 @@ def write_wave(manifests: Path, wave: int, scenario: tuple[Pull, ...]) -> list[P
     return pulls
 
 
-def kubelet_config(run: Path, verification_policy: str | None = None) -> dict[str, Any]:
-    socket = f"unix://{run}/cri.sock"
+def kubelet_config(
+    run: Path, verification_policy: str | None = None, runtime: str = "", cgroup_root: str = ""
+) -> dict[str, Any]:
+    """The kubelet's configuration: on the fake CRI, or on the real runtime at ``runtime`` with
+    its pods' cgroups under ``cgroup_root`` (the run's own sub-tree)."""
+    socket = runtime or f"unix://{run}/cri.sock"
     policy = (
         {}
         if verification_policy is None
         else {"imagePullCredentialsVerificationPolicy": verification_policy}
     )
+    cgroups = (
+        {"cgroupsPerQOS": True, "cgroupRoot": cgroup_root, "enforceNodeAllocatable": ["pods"]}
+        if cgroup_root
+        else {"cgroupsPerQOS": False, "enforceNodeAllocatable": []}
+    )
     return {
         **policy,
+        **cgroups,
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
         "staticPodPath": str(run / "manifests"),
@@ -129,8 +140,6 @@ def kubelet_config(run: Path, verification_policy: str | None = None) -> dict[st
         "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
         "authorization": {"mode": "AlwaysAllow"},
         "failCgroupV1": False,
-        "cgroupsPerQOS": False,
-        "enforceNodeAllocatable": [],
         "cgroupDriver": "cgroupfs",
         "makeIPTablesUtilChains": False,
         "registryPullQPS": 0,
@@ -200,13 +209,15 @@ def metrics() -> dict[str, float]:
 def main(spec_path: str) -> int:
     spec = json.loads(Path(spec_path).read_text())
     run = Path(spec["run_dir"])
-    isolate(run)
+    real = bool(spec.get("runtime"))
+    isolate(run, real_runtime=real)
     (run / "manifests").mkdir()
-    (run / "kubelet.yaml").write_text(
-        json.dumps(kubelet_config(run, spec.get("verification_policy")))
-    )
+    cgroup_root = f"credprovider-e2e-{run.parent.name}" if real else ""
     result: dict[str, Any] = {"waves": {}}
     with ExitStack() as stack:
+        if real:
+            # last out: nothing of the run may keep a cgroup (they are the host's)
+            stack.callback(lambda: result.update(cgroups_left=realpulls.stop(cgroup_root)))
         # the service-account run assumes roles at STS (moto)
         aws = stack.enter_context(aws_emulator(with_moto=bool(spec.get("control_plane"))))
         gcp = stack.enter_context(gcp_emulator())
@@ -215,17 +226,25 @@ def main(spec_path: str) -> int:
         Path(AZURE_JSON).write_text(Path(azure.files["config"]).read_text())
         give_identities(aws, gcp, azure)
         env = node_environment([aws, gcp, azure], run / "ca-bundle.pem")
-        cri = subprocess.Popen(
-            [
-                spec["fakecri"],
-                "--socket",
-                str(run / "cri.sock"),
-                "--pulls",
-                str(run / "pulls.jsonl"),
-            ],
-            stderr=(run / "fakecri.log").open("wb"),
+        sandbox = None
+        if real:
+            sandbox = realpulls.start(spec, run, (aws, gcp, azure), cgroup_root, stack)
+            endpoint = sandbox.runtime.address
+        else:
+            endpoint = ""
+            cri = subprocess.Popen(
+                [spec["fakecri"], "--socket", str(run / "cri.sock"),
+                 "--pulls", str(run / "pulls.jsonl")],
+                stderr=(run / "fakecri.log").open("wb"),
+            )  # fmt: skip
+            stack.callback(cri.kill)
+        (run / "kubelet.yaml").write_text(
+            json.dumps(
+                kubelet_config(
+                    run, spec.get("verification_policy"), endpoint, f"/{cgroup_root}" * real
+                )
+            )
         )
-        stack.callback(cri.kill)
         plane = None
         sts_recorder = None
         if spec.get("control_plane"):
@@ -245,7 +264,8 @@ def main(spec_path: str) -> int:
                 stack,
                 stack.enter_context((run / "control-plane.log").open("wb")),
             )
-            tokens.prepare(plane)
+            if not real:
+                tokens.prepare(plane)
         else:
             write_wave(run / "manifests", 1, SCENARIOS[spec.get("scenario", "clouds")])
         log = stack.enter_context((run / "kubelet.log").open("wb"))
@@ -254,7 +274,13 @@ def main(spec_path: str) -> int:
             lambda: kubelet.send_signal(signal.SIGTERM) if kubelet.poll() is None else None
         )
         try:
-            if plane is not None:
+            if sandbox is not None and plane is not None:
+                result["real"] = realpulls.run(
+                    spec, plane, sandbox,
+                    lambda what, ready, timeout: wait_for(what, ready, timeout, kubelet),
+                    metrics,
+                )  # fmt: skip
+            elif plane is not None:
                 result["tokens"] = _token_pulls(spec, run, kubelet, plane, result)
             else:
                 _watch_waves(spec, run, kubelet, result)
@@ -276,8 +302,11 @@ def main(spec_path: str) -> int:
         if plane is not None and spec.get("bundle") and "error" not in result:
             # what credprovider doctor tells the operator of this node (after the pulls' figures:
             # its dry runs call the emulators too)
-            result["tokens"]["doctor"] = doctor(Path(spec["bundle"]), spec.get("tools", ""))
-    result["kubelet_log"] = (run / "kubelet.log").read_text(errors="replace")[-20000:]
+            said = doctor(Path(spec["bundle"]), spec.get("tools", ""))
+            result["real" if real else "tokens"]["doctor"] = said
+    for name in ("kubelet", "containerd"):
+        if (run / f"{name}.log").exists():
+            result[f"{name}_log"] = (run / f"{name}.log").read_text(errors="replace")[-20000:]
     Path(spec["result"]).write_text(json.dumps(result))
     return 0
 

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from emulators.kubelet_exec import BUNDLE_DIR, REPO
-from tests.e2e.node import KERNEL_SETTINGS
+from tests.e2e.node import AZURE_JSON, KERNEL_SETTINGS
+from tests.e2e.scenario import AZURE_JSON_TEAM_B, IDENTITIES
+from tests.helpers import config_file, provider_entry
 
 
 def host_state() -> dict[str, Any]:
@@ -25,8 +27,12 @@ def host_state() -> dict[str, Any]:
         ),
         "files": {},
         "cgroups": {},
+        "network_devices": sorted(p.name for p in Path("/sys/class/net").iterdir()),
     }
-    for directory in ("/var/lib/kubelet", "/var/log/containers", "/var/log/pods"):
+    for directory in (
+        "/var/lib/kubelet", "/var/lib/containerd", "/var/log/containers", "/var/log/pods",
+        "/run/containerd", "/opt/containerd", "/etc/containerd",
+    ):  # fmt: skip
         root = Path(directory)
         state["files"][directory] = (
             sorted(str(p) for p in root.rglob("*")) if root.exists() else None
@@ -41,7 +47,9 @@ def host_state() -> dict[str, Any]:
 
 
 def left_running(*programs: Path) -> list[str]:
-    """Processes of this run still alive: the kubelet, the fake CRI, or a plugin of the bundle."""
+    """Processes of this run still alive: one of ``programs`` (the kubelet, the fake CRI, the
+    control plane, containerd and its shims, runc, the registry server), or a plugin of the
+    bundle."""
     markers = [str(program) for program in programs] + [str(BUNDLE_DIR.resolve())]
     return sorted(
         cmdline
@@ -99,3 +107,33 @@ def linked_bin_dir(directory: Path, names: Iterable[str]) -> Path:
     for name in names:
         (bin_dir / name).symlink_to(BUNDLE_DIR.resolve() / "credprovider")
     return bin_dir
+
+
+def identities_node(directory: Path, cache: Path | None) -> tuple[Path, Path]:
+    """The config of the identities run and its bin dir: each provider a link to the bundle's
+    launcher under its own name, claiming its own registry, with its own identity."""
+    bin_dir = linked_bin_dir(directory, (provider.name for provider in IDENTITIES))
+    providers = []
+    for provider in IDENTITIES:
+        env = {}
+        if provider.cloud == "ecr":
+            args: list[str] = []
+            env = {
+                "AWS_ACCESS_KEY_ID": provider.identity,
+                "AWS_SECRET_ACCESS_KEY": f"{provider.team}-secret",
+            }
+        elif provider.cloud == "acr":
+            args = [AZURE_JSON_TEAM_B if provider.team == "team-b" else AZURE_JSON]
+        else:
+            args = ["get-credentials", f"--impersonate-service-account={provider.identity}"]
+        if cache is not None:
+            env["CREDPROVIDER_CACHE_DIR"] = str(cache)
+        providers.append(
+            provider_entry(
+                name=provider.name,
+                matchImages=[provider.match],
+                args=args,
+                env=[{"name": k, "value": v} for k, v in env.items()],
+            )
+        )
+    return config_file(directory, *providers), bin_dir

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from emulators.azure import ACR_USERNAME
+
 ECR_ACCOUNT = "111122223333"
 ACR_LOGIN_SERVER = "contoso.azurecr.io"
 ACR_GEO_REPLICA = "contoso.eastus.geo.azurecr.io"
 ACR_REGISTRIES = (ACR_LOGIN_SERVER, ACR_GEO_REPLICA)
-ACR_USERNAME = "00000000-0000-0000-0000-000000000000"
 
 # provider name -> (the shipped config file, the username its answers carry)
 PROVIDERS = {
@@ -164,4 +165,16 @@ IDENTITY_PULLS = (
     ),
     Pull("docker.io/library/busybox:1.37", None, 1),
 )
-SCENARIOS = {"clouds": PULLS, "identities": IDENTITY_PULLS}
+
+# --- what only a real runtime shows (tests/e2e/test_real_runtime.py) -------------------------------
+# Two providers claim account A's registry, each with its own key; the registry admits only team
+# A's. The us-east-1 registry has a mirror in containerd's hosts.toml. Wave 2 starts once wave 1's
+# ECR tokens have expired, on the same registry.
+MIRROR_HOST = "mirror.registry.internal"
+MIRRORED = _ecr("us-east-1")
+CASE_PULLS = (
+    Pull(f"{_ecr('us-west-2')}/team/app:v1", "ecr-credential-provider-team-a", 1),
+    Pull(f"{MIRRORED}/team/app:v1", "ecr-credential-provider-team-a", 1),
+    Pull(f"{_ecr('us-west-2')}/team/other:v2", "ecr-credential-provider-team-a", 2),
+)
+SCENARIOS = {"clouds": PULLS, "identities": IDENTITY_PULLS, "cases": CASE_PULLS}

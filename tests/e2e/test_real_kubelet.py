@@ -20,10 +20,8 @@ import pytest
 from emulators import gobuild
 from emulators.kubelet_exec import BUNDLE_DIR, REPO
 from tests.e2e.doctor_faults import UNCLAIMED_IMAGE, prepare_node
-from tests.e2e.node import AZURE_JSON
-from tests.e2e.sandbox import host_state, left_running, linked_bin_dir, run_kubelet
+from tests.e2e.sandbox import host_state, identities_node, left_running, run_kubelet
 from tests.e2e.scenario import (
-    AZURE_JSON_TEAM_B,
     IDENTITIES,
     IDENTITY_PULLS,
     PROVIDERS,
@@ -31,7 +29,7 @@ from tests.e2e.scenario import (
     expected_execs,
     served,
 )
-from tests.helpers import config_file, provider_entry, unavailable
+from tests.helpers import unavailable
 
 CONFIG_DIR = REPO / "config"
 # config under test -> its path and the providers it configures
@@ -173,36 +171,6 @@ def test_doctor_finds_the_real_kubelet_and_catches_each_seeded_fault(
         area == "identity" and provider == "auth-provider-gcp" and "unreachable" in message
         for area, provider, message in unreachable
     )
-
-
-def identities_node(directory: Path, cache: Path | None) -> tuple[Path, Path]:
-    """The config of the identities run and its bin dir: each provider a link to the bundle's
-    launcher under its own name, claiming its own registry, with its own identity."""
-    bin_dir = linked_bin_dir(directory, (provider.name for provider in IDENTITIES))
-    providers = []
-    for provider in IDENTITIES:
-        env = {}
-        if provider.cloud == "ecr":
-            args: list[str] = []
-            env = {
-                "AWS_ACCESS_KEY_ID": provider.identity,
-                "AWS_SECRET_ACCESS_KEY": f"{provider.team}-secret",
-            }
-        elif provider.cloud == "acr":
-            args = [AZURE_JSON_TEAM_B if provider.team == "team-b" else AZURE_JSON]
-        else:
-            args = ["get-credentials", f"--impersonate-service-account={provider.identity}"]
-        if cache is not None:
-            env["CREDPROVIDER_CACHE_DIR"] = str(cache)
-        providers.append(
-            provider_entry(
-                name=provider.name,
-                matchImages=[provider.match],
-                args=args,
-                env=[{"name": k, "value": v} for k, v in env.items()],
-            )
-        )
-    return config_file(directory, *providers), bin_dir
 
 
 @pytest.mark.parametrize("cache", ["persistent cache on", "persistent cache off"])

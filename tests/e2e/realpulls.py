@@ -1,0 +1,179 @@
+"""The real-runtime run's pods (inside the sandbox, tests/e2e/node.py): every pod of a scenario is
+created through the API server, pulled by containerd from the registries of tests/e2e/registries.py
+and run; what each pod ended as, what its container printed, the kubelet's events about it and the
+registries' access log go to the result.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from contextlib import ExitStack, suppress
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from emulators import oci
+from emulators.aws import FakeEcr
+from emulators.harness import Emulator
+from emulators.registry import RegistryFront, fingerprint
+from emulators.tls import make_test_ca
+from tests.e2e import controlplane, registries, runtime
+from tests.e2e.scenario import SCENARIOS, Pull
+
+NAMESPACE = "default"
+SERVICE_ACCOUNT = "puller"
+PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff")
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    front: RegistryFront
+    runtime: runtime.Runtime
+    scenario: tuple[Pull, ...]
+    ecr: FakeEcr
+
+
+def start(
+    spec: dict[str, Any],
+    run: Path,
+    emulators: tuple[Emulator, Emulator, Emulator],
+    cgroup_root: str,
+    stack: ExitStack,
+) -> Sandbox:
+    """The registries (holding every image of the spec's scenario) and containerd, started."""
+    aws, gcp, azure = emulators
+    ecr: FakeEcr = aws.fakes["ecr"]  # type: ignore[assignment]
+    ecr.rotate = True
+    ecr.valid_seconds = spec.get("ecr_valid_seconds", ecr.valid_seconds)
+    scenario = SCENARIOS[spec.get("scenario", "clouds")]
+    images = sorted({pull.image for pull in scenario})
+    admit = {host: frozenset(names) for host, names in spec.get("admit", {}).items()}
+    mirrors: dict[str, str] = spec.get("mirrors", {})
+    checks = registries.verifiers(aws, gcp, azure)
+    front = RegistryFront(registries.hosts(images, checks, admit, mirrors))
+    for mirror, upstream in mirrors.items():
+        runtime.mirror(run / "containerd", upstream, f"https://{mirror}")
+    ca = make_test_ca(run / "registry-ca")
+    registries.start(
+        run / "registries",
+        Path(spec["registry"]),
+        front,
+        ca,
+        stack,
+        stack.enter_context((run / "registries.log").open("wb")),
+    )
+    busybox = Path(spec["busybox"])
+    registries.push_all(front, images, busybox, spec["arch"])
+    layer = oci.busybox_layer(busybox)
+    pause = oci.archive(run / "pause.tar", runtime.PAUSE_IMAGE, oci.pause(layer, spec["arch"]))
+    runtime.make_subtree(cgroup_root)
+    started = runtime.start(
+        run / "containerd",
+        Path(spec["containerd"]),
+        Path(spec["crictl"]),
+        pause,
+        ca.bundle,
+        stack,
+        stack.enter_context((run / "containerd.log").open("wb")),
+    )
+    return Sandbox(front, started, scenario, ecr)
+
+
+def stop(cgroup_root: str) -> list[str]:
+    """Every other process of the sandbox's PID namespace killed and reaped, then the run's cgroup
+    sub-tree removed; the cgroups that could not be (none, or the test fails)."""
+    me = os.getpid()
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+        if pid != me:
+            with suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            if os.waitpid(-1, os.WNOHANG) == (0, 0):
+                time.sleep(0.05)
+        except ChildProcessError:
+            break  # no child left
+    return runtime.remove_subtree(cgroup_root)
+
+
+def pod_name(wave: int, index: int, copy: int) -> str:
+    return f"w{wave}-{index}-{copy}"
+
+
+def ended(plane: controlplane.ControlPlane, pod: str) -> bool:
+    """Has ``pod``'s container run to its end, or has its pull failed?"""
+    found = plane.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}") or {}
+    statuses = found.get("status", {}).get("containerStatuses") or []
+    for status in statuses:
+        state = status.get("state", {})
+        if "terminated" in state or state.get("waiting", {}).get("reason") in PULL_FAILURES:
+            return True
+    return False
+
+
+def start_wave(
+    plane: controlplane.ControlPlane, wave: int, scenario: tuple[Pull, ...]
+) -> dict[str, str]:
+    """``wave``'s pods created (bound to the node, on its network); pod name -> image."""
+    started = {}
+    pulls = [pull for pull in scenario if pull.wave == wave]
+    for index, pull in enumerate(pulls):
+        for copy in range(pull.pods):
+            name = pod_name(wave, index, copy)
+            plane.pod(NAMESPACE, name, pull.image, SERVICE_ACCOUNT, host_network=True)
+            started[name] = pull.image
+    return started
+
+
+def outcome(plane: controlplane.ControlPlane, pod: str) -> dict[str, Any]:
+    """What ``pod`` ended as: its phase, its container's state, what it printed, the events."""
+    found = plane.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}") or {}
+    status = found.get("status", {})
+    uid = found.get("metadata", {}).get("uid", "")
+    logs = sorted(Path("/var/log/pods").glob(f"{NAMESPACE}_{pod}_{uid}/c/*.log"))
+    printed = [line.split(" ", 3)[-1] for path in logs for line in path.read_text().splitlines()]
+    return {
+        "phase": status.get("phase"),
+        "state": (status.get("containerStatuses") or [{}])[0].get("state", {}),
+        "printed": printed,
+        "events": plane.events(NAMESPACE, pod),
+    }
+
+
+def run(
+    spec: dict[str, Any],
+    plane: controlplane.ControlPlane,
+    sandbox: Sandbox,
+    wait_for: Callable[[str, Callable[[], bool], float], None],
+    metrics: Callable[[], dict[str, float]],
+) -> dict[str, Any]:
+    """Both waves of ``scenario``: each wave's pods to their end, then the kubelet's metrics."""
+    wait_for(
+        "the node to register",
+        lambda: plane.get(f"/api/v1/nodes/{controlplane.NODE_NAME}") is not None,
+        60,
+    )
+    plane.service_account(NAMESPACE, SERVICE_ACCOUNT, {})
+    scenario = sandbox.scenario
+    pods: dict[str, str] = {}
+    waves = {}
+    for wave in sorted({pull.wave for pull in scenario}):
+        started = start_wave(plane, wave, scenario)
+        pods.update(started)
+        for pod in started:
+            wait_for(f"{pod} to run or fail its pull", lambda pod=pod: ended(plane, pod), 120)
+        time.sleep(1)
+        waves[str(wave)] = metrics()
+        time.sleep(spec.get("wave_gap", 0))  # for credentials to expire before the next wave
+    return {
+        "pods": {pod: {"image": image, **outcome(plane, pod)} for pod, image in pods.items()},
+        "waves": waves,
+        "registry_log": [asdict(entry) for entry in sandbox.front.log],
+        "ecr_issued": {
+            fingerprint(password): asdict(issue) for password, issue in sandbox.ecr.issued.items()
+        },
+    }
