@@ -62,8 +62,11 @@ $(RELEASE)/SHA256SUMS: $(foreach arch,$(ARCHES),dist/bundles/$(arch)/credprovide
 	@release/host-tools.sh release
 	$(PY) -m release artifacts --out $(RELEASE)
 
+# make release REGISTRY=host/repository also pushes the OCI image (basic auth from
+# CREDPROVIDER_REGISTRY_AUTH=user:password when set).
 release: $(RELEASE)/SHA256SUMS
 	@ls -l $(RELEASE)
+	$(if $(REGISTRY),$(PY) -m release push --registry $(REGISTRY))
 
 # Only the release checks, for every tarball: the ELF rules, the launcher, and each tarball on an
 # older userland (Debian 11 root filesystems; arm64 under qemu-user). make test runs them too.

@@ -6,6 +6,8 @@
     python -m release check-elf DIR ARCH                 the portability rules on a bundle
     python -m release fetch-debs [--arch ARCH ...]        the pinned Debian packages the tests use
                                                         (busybox-static), into the cache
+    python -m release push --registry HOST/REPO           the OCI image archive of dist/release,
+                                                        pushed as :<version> (make release REGISTRY=)
 
 Built interpreters, root filesystems and wheels are cached in $CREDPROVIDER_BUILD_CACHE
 (default ~/.cache/credprovider-build), keyed by their recipe. Needs root (chroot, namespaces),
@@ -15,10 +17,11 @@ debootstrap, and qemu-user-static for arm64 on amd64.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from release import bundle, elfcheck
+from release import bundle, elfcheck, image, oci
 from release.targets import TARGETS, host_target, target
 
 
@@ -55,6 +58,20 @@ def main(argv: list[str]) -> int:
         default=bundle.REPO / "dist" / "release",
         help="output directory (default: %(default)s)",
     )
+    push = sub.add_parser(
+        "push",
+        help="push the release's OCI image (every architecture and their index)",
+        description="Basic auth from CREDPROVIDER_REGISTRY_AUTH (user:password) when set; for "
+        "registries that need a token, use: skopeo copy oci-archive:ARCHIVE docker://HOST/REPO:TAG",
+    )
+    push.add_argument("--registry", required=True, help="host[:port]/repository")
+    push.add_argument(
+        "--archive",
+        type=Path,
+        default=bundle.REPO / "dist" / "release" / image.archive_name(bundle.project_version()),
+        help="OCI layout archive (default: %(default)s)",
+    )
+    push.add_argument("--tag", default=bundle.project_version(), help="tag (default: %(default)s)")
     check = sub.add_parser(
         "check-elf", help="check a bundle's ELF files against the portability rules"
     )
@@ -80,6 +97,14 @@ def main(argv: list[str]) -> int:
         from release import debs
 
         debs.fetch_all(args.arch or sorted(TARGETS))
+    elif args.command == "push":
+        auth = os.environ.get("CREDPROVIDER_REGISTRY_AUTH", "")
+        try:
+            digest = image.push(args.archive, args.registry, args.tag, auth)
+        except (OSError, oci.PushError) as exc:
+            sys.stderr.write(f"release push: {exc}\n")
+            return 1
+        sys.stderr.write(f"[release] pushed {args.registry}:{args.tag} ({digest})\n")
     else:
         return elfcheck.main([str(args.dir), args.arch])
     return 0

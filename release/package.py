@@ -4,6 +4,8 @@ and a SHA256SUMS over them all.
     dist/release/credprovider-<version>-linux-<arch>.tar.gz    + .cdx.json
     dist/release/credprovider_<version>_<arch>.deb             + .cdx.json
     dist/release/credprovider-<version>-1.<rpm arch>.rpm       + .cdx.json
+    dist/release/credprovider-<version>-image-linux-<arch>.cdx.json   (the OCI image's SBOM)
+    dist/release/credprovider-<version>-oci.tar                 (every arch's image and their index)
     dist/release/SHA256SUMS
 
 Each tarball unpacks to ``credprovider-<version>/``: the bundle (launcher, plugin-name symlinks,
@@ -24,7 +26,17 @@ import tarfile
 from pathlib import Path
 from typing import Final
 
-from release import bundle, glibc, native, packages, rootfs, sbom, sources, toolchain
+from release import (
+    bundle,
+    glibc,
+    image,
+    native,
+    packages,
+    rootfs,
+    sbom,
+    sources,
+    toolchain,
+)
 from release.targets import Target, target
 
 LICENSE_FILE_NAMES: Final = re.compile(r"^(LICEN[CS]E|COPYING|NOTICE|AUTHORS)", re.I)
@@ -249,7 +261,11 @@ def package(target: Target, out: Path) -> list[Path]:
     write_tarball(stage, top, tarball, info.epoch)
     sbom_file = out / f"{name}.cdx.json"
     sbom_file.write_text(sbom_text)
-    built = [tarball, sbom_file]
+    # the OCI image of this architecture: the tarball is its layer (release/image.py)
+    oci_image = image.arch_image(tarball, target.arch, info.version, info.commit)
+    image_sbom = out / image.sbom_name(info.version, target.arch)
+    image_sbom.write_text(described(image.purl(oci_image)))
+    built = [tarball, sbom_file, image_sbom]
     release = packages.Release(
         info.version, target.arch, info.epoch, packages.readme_text(info.version)
     )
@@ -273,8 +289,15 @@ def write_checksums(out: Path, artifacts: list[Path]) -> Path:
 
 def release(arches: list[str], out: Path) -> None:
     artifacts = []
+    images = []
     for arch in arches:
         for path in package(target(arch), out):
             sys.stderr.write(f"[release] {path} ({path.stat().st_size / 1048576:.1f} MiB)\n")
             artifacts.append(path)
+        info = bundle.build_info(target(arch))
+        tarball = out / f"{artifact_name(info.version, arch)}.tar.gz"
+        images.append(image.arch_image(tarball, arch, info.version, info.commit))
+    archive = image.write(out, bundle.project_version(), images)
+    sys.stderr.write(f"[release] {archive} ({archive.stat().st_size / 1048576:.1f} MiB)\n")
+    artifacts.append(archive)
     sys.stderr.write(f"[release] {write_checksums(out, artifacts)}\n")
