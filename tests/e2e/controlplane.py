@@ -129,7 +129,12 @@ class ControlPlane:
         service_account: str,
         policy: str = "Always",
         host_network: bool = False,
+        command: list[str] | None = None,
     ) -> None:
+        container: dict[str, Any] = {"name": "c", "image": image, "imagePullPolicy": policy}
+        if command is not None:
+            # and the kubelet refuses to start an image that would run as root
+            container |= {"command": command, "securityContext": {"runAsNonRoot": True}}
         self.create(
             f"/api/v1/namespaces/{namespace}/pods",
             {
@@ -140,7 +145,7 @@ class ControlPlane:
                     "serviceAccountName": service_account,
                     "automountServiceAccountToken": False,
                     "restartPolicy": "Never",
-                    "containers": [{"name": "c", "image": image, "imagePullPolicy": policy}],
+                    "containers": [container],
                 },
             },
         )

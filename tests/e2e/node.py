@@ -35,7 +35,7 @@ from emulators.harness import (
     gcp_emulator,
 )
 from emulators.http import serve
-from tests.e2e import controlplane, realpulls, tokens
+from tests.e2e import controlplane, realpulls, runtime, tokens
 from tests.e2e.doctor_faults import doctor, seed_faults
 from tests.e2e.issued import exchanges, give_identities, issued_identities
 from tests.e2e.scenario import (
@@ -212,7 +212,7 @@ def main(spec_path: str) -> int:
     real = bool(spec.get("runtime"))
     isolate(run, real_runtime=real)
     (run / "manifests").mkdir()
-    cgroup_root = f"credprovider-e2e-{run.parent.name}" if real else ""
+    cgroup_root = runtime.subtree_name(run) if real else ""
     result: dict[str, Any] = {"waves": {}}
     with ExitStack() as stack:
         if real:

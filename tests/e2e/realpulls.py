@@ -25,7 +25,7 @@ from tests.e2e.scenario import SCENARIOS, Pull
 
 NAMESPACE = "default"
 SERVICE_ACCOUNT = "puller"
-PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff")
+PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull")
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,10 @@ def start(
         stack,
         stack.enter_context((run / "containerd.log").open("wb")),
     )
+    if spec.get("image_archive"):  # the release's image, as a registry would hand it over
+        runtime.import_archive(
+            started, Path(spec["image_archive"]), "--base-name", spec["image_name"].split(":")[0]
+        )
     return Sandbox(front, started, scenario, ecr)
 
 
@@ -105,12 +109,16 @@ def pod_name(wave: int, index: int, copy: int) -> str:
 
 
 def ended(plane: controlplane.ControlPlane, pod: str) -> bool:
-    """Has ``pod``'s container run to its end, or has its pull failed?"""
+    """Has ``pod``'s container run to its end (and the pod's phase says so), or has its pull
+    failed?"""
     found = plane.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}") or {}
     statuses = found.get("status", {}).get("containerStatuses") or []
+    phase = found.get("status", {}).get("phase")
     for status in statuses:
         state = status.get("state", {})
-        if "terminated" in state or state.get("waiting", {}).get("reason") in PULL_FAILURES:
+        if "terminated" in state and phase in ("Succeeded", "Failed"):
+            return True
+        if state.get("waiting", {}).get("reason") in PULL_FAILURES:
             return True
     return False
 
@@ -169,7 +177,16 @@ def run(
         time.sleep(1)
         waves[str(wave)] = metrics()
         time.sleep(spec.get("wave_gap", 0))  # for credentials to expire before the next wave
+    image_pod = {}
+    if spec.get("image_archive"):
+        plane.pod(
+            NAMESPACE, "credprovider-image", spec["image_name"], SERVICE_ACCOUNT, "Never", True,
+            ["ecr-credential-provider", "--version"],
+        )  # fmt: skip
+        wait_for("the release image's pod", lambda: ended(plane, "credprovider-image"), 60)
+        image_pod = outcome(plane, "credprovider-image")
     return {
+        "image_pod": image_pod,
         "pods": {pod: {"image": image, **outcome(plane, pod)} for pod, image in pods.items()},
         "waves": waves,
         "registry_log": [asdict(entry) for entry in sandbox.front.log],

@@ -12,6 +12,7 @@ Registries are trusted through ``SSL_CERT_FILE`` (the test CA bundle) and mirror
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -127,15 +128,27 @@ def start(
         if process.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"containerd did not start ({process.poll()})")
         time.sleep(0.1)
-    subprocess.run(
-        [str(runtime.ctr), f"--address={runtime.socket}", "--namespace=k8s.io",
-         "images", "import", str(pause_archive)],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
+    import_archive(runtime, pause_archive)
     return runtime
 
 
+def import_archive(runtime: Runtime, archive: Path, *flags: str) -> None:
+    """An OCI archive's images into the CRI's namespace (what the kubelet's pods can run)."""
+    done = subprocess.run(
+        [str(runtime.ctr), f"--address={runtime.socket}", "--namespace=k8s.io",
+         "images", "import", *flags, str(archive)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise RuntimeError(f"ctr images import {archive.name}: {done.stderr.strip()}")
+
+
 # --- the run's own cgroup sub-tree -----------------------------------------------------------------
+
+
+def subtree_name(run: Path) -> str:
+    """The run's cgroup sub-tree: a name no other run shares (cgroups are the host's)."""
+    return f"credprovider-e2e-{hashlib.sha256(bytes(run)).hexdigest()[:12]}"
 
 
 def hierarchies(root: Path = Path(CGROUP_ROOT)) -> list[Path]:

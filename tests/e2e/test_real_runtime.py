@@ -19,8 +19,10 @@ import pytest
 from emulators.aws import NODE_KEY
 from emulators.gcp import FakeMetadata
 from emulators.kubelet_exec import BUNDLE_DIR, REPO
+from release import image
+from release.bundle import project_version
 from tests.e2e.registries import split, stored_as
-from tests.e2e.runtime import RUNC
+from tests.e2e.runtime import RUNC, remove_subtree, subtree_name
 from tests.e2e.sandbox import (
     host_state,
     identities_node,
@@ -38,7 +40,7 @@ from tests.e2e.scenario import (
     PULLS,
     Pull,
 )
-from tests.helpers import config_file, provider_entry
+from tests.helpers import config_file, provider_entry, unavailable
 
 CONFIG_DIR = REPO / "config"
 # The identity each shipped config's provider pulls as on the sandbox's node: the node's access
@@ -74,10 +76,14 @@ def real_run(
     def run(config: Path, **more: Any) -> dict[str, Any]:
         etcd, apiserver = control_plane_binaries
         before = host_state()
-        result = run_kubelet(
-            binaries, config, tmp_path, control_plane=True, etcd=str(etcd),
-            apiserver=str(apiserver), runtime="containerd", **runtime_tools, **more,
-        )  # fmt: skip
+        try:
+            result = run_kubelet(
+                binaries, config, tmp_path, control_plane=True, etcd=str(etcd),
+                apiserver=str(apiserver), runtime="containerd", **runtime_tools, **more,
+            )  # fmt: skip
+        finally:  # a sandbox that died leaves its cgroups (the host's): take them, then fail
+            left = remove_subtree(subtree_name(tmp_path / "run"))
+        assert left == []
         after = host_state()
         tail = result.get("kubelet_log", "")[-3000:]
         assert "error" not in result, f"{result.get('error')}\n{tail}"
@@ -143,10 +149,23 @@ def test_containerd_pulls_every_registry_form_with_the_plugins_credentials(
     ``:443`` forms) is pulled by containerd with the plugins' credentials; Docker Hub and Quay,
     which no provider claims, and the clouds no provider of the run serves refuse the pull."""
     path, providers = RUNS[config]
+    archive = REPO / "dist" / "release" / image.archive_name(project_version())
+    if not archive.exists():
+        unavailable(f"{archive} is not built: make release")
+    image_name = f"docker.io/library/credprovider:{project_version()}"
     real = real_run(
         path,
         bundle=str(BUNDLE_DIR.resolve()), tools=str(Path(runtime_tools["crictl"]).parent),
+        image_archive=str(archive), image_name=image_name,
     )  # fmt: skip
+
+    # the release's OCI image runs under containerd as its non-root user (runAsNonRoot), its
+    # plugins on PATH
+    ran = real["image_pod"]
+    assert ran["phase"] == "Succeeded", ran
+    said = ran["printed"]
+    assert said[0] == f"ecr-credential-provider version {project_version()} (credprovider)"
+    assert f"linux/{runtime_tools['arch']}" in said[1]
     pulls = pods_of(real, PULLS)
     assert sorted(p.image for p in pulls.values()) == sorted(
         pull.image for pull in PULLS for _ in range(pull.pods)
@@ -163,7 +182,8 @@ def test_containerd_pulls_every_registry_form_with_the_plugins_credentials(
     # credprovider doctor on this node lists what containerd holds among the images it dry-runs
     doctor = real["doctor"]
     held = {pull.image for pull in PULLS if pull.provider in providers} | {
-        "registry.k8s.io/pause:3.10.2"
+        "registry.k8s.io/pause:3.10.2",
+        image_name,
     }
     infos = [c["message"] for c in doctor["checks"] if c["status"] == "info"]
     socket = f"unix://{tmp_path}/run/containerd/containerd.sock"
