@@ -101,7 +101,7 @@ def plan_install(
     stamp = backup_stamp()
     names = {key: as_name for key in keys} if as_name else {}
     current = _current_config(Path(config_out))
-    kept = _other_providers(current[0], as_name) if as_name else []
+    kept = other_providers(current[0], as_name) if as_name else []
     text = render_config(keys, node_files, first=kept, names=names)
     plan = InstallPlan(directory, Path(config_out), text, executable, version, copy)
     link_target = executable
@@ -130,7 +130,7 @@ def _current_config(out: Path) -> tuple[bytes | None, str | None]:
         return None, exc.reason
 
 
-def _other_providers(current: bytes | None, name: str | None) -> list[dict[str, object]]:
+def other_providers(current: bytes | None, name: str | None) -> list[dict[str, object]]:
     """The providers of the CredentialProviderConfig ``current`` other than ``name``, as they are;
     none when there is no such file, or it is not one (then writing it needs --force)."""
     from credprovider.tool.config import CONFIG_KIND
@@ -250,9 +250,9 @@ def _plan_config(
     unreadable = f" ({problem})" if problem else ""
     if current == text.encode():
         return Change("unchanged", str(out), f"unchanged {out}")
-    if current is not None and _holds_providers(current, text.encode()):
+    if current is not None and holds_providers(current, text.encode()):
         return Change("unchanged", str(out), f"unchanged {out} (it already has these providers)")
-    if adds and current is not None and _holds_providers(text.encode(), current):
+    if adds and current is not None and holds_providers(text.encode(), current):
         # every provider it has is kept as it is: one more is added (install --as)
         return Change(
             "write",
@@ -278,7 +278,7 @@ def _overwrite(change: Change, force: bool, stamp: str, refusal: str) -> Change:
     return change
 
 
-def _holds_providers(current: bytes, text: bytes) -> bool:
+def holds_providers(current: bytes, text: bytes) -> bool:
     """Whether the config ``current`` has every provider of the config ``text`` as it is (a config
     migrate merged: the node's other providers, and ours)."""
     have, want = _decoded(current), _decoded(text)

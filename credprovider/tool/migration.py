@@ -79,7 +79,7 @@ class MigrationPlan:
 
 
 @dataclass(frozen=True)
-class _FlagChanges:
+class FlagChanges:
     """Flags dropped by name (with their value) and feature gates taken out of --feature-gates."""
 
     drop: frozenset[str]
@@ -208,10 +208,10 @@ def plan_migration(
     gates = _gates_to_remove(args, config, notes)
     if not chosen:
         notes.append("No in-tree cloud provider found: nothing to migrate.")
-        changes = _FlagChanges(frozenset(), frozenset(gates))
+        changes = FlagChanges(frozenset(), frozenset(gates))
         new_flags: list[str] = []
     else:
-        changes = _FlagChanges(frozenset({*drop, CONFIG_FLAG, BIN_DIR_FLAG}), frozenset(gates))
+        changes = FlagChanges(frozenset({*drop, CONFIG_FLAG, BIN_DIR_FLAG}), frozenset(gates))
         new_flags = kubelet_flags(config_path, bin_dir)
     if "cloud-provider" in drop:
         new_flags.insert(0, "--cloud-provider=external")
@@ -323,7 +323,7 @@ def _bin_dir_notes(
 
 def _rewritten_files(
     flag_files: Mapping[str, str],
-    changes: _FlagChanges,
+    changes: FlagChanges,
     new_flags: list[str],
     flags_text: str,
     notes: list[str],

@@ -5,4 +5,6 @@ from __future__ import annotations
 
 from typing import Final
 
-COMMANDS: Final = ("doctor", "validate", "get", "explain", "match", "install", "migrate")
+COMMANDS: Final = (
+    "doctor", "validate", "get", "explain", "match", "install", "migrate", "agent",
+)  # fmt: skip

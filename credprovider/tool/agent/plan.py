@@ -1,0 +1,255 @@
+"""The node agent's plan for one node: what it would place, link, write or merge, which flags file
+it would edit, and whether the kubelet must restart; or why it changes nothing there. Computed
+from the node's files under ``root`` and changes nothing (``credprovider agent plan``).
+
+The rules (docs/fleet.md): the bundle goes to a versioned directory and the plugin links point
+through ``current``, so an upgrade re-points one link and needs no restart; a config the platform
+manages is merged (its providers kept), and the result is validated as the kubelet validates it
+before anything the kubelet reads would change; flags are set only where they are not already
+right, in the platform's own place; the kubelet restarts only when its config or a flag changes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from credprovider.tool.agent.platforms import (
+    AGENT_HOME,
+    ENV_FILE,
+    K0S_UNIT,
+    UNIT_DIRS,
+    Platform,
+    installed_unit,
+    recognize,
+)
+from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.flagfiles import flags_from_file, rewrite, units
+from credprovider.tool.install_config import NodeChangeError, kubelet_flags, render_config
+from credprovider.tool.install_plan import holds_providers, other_providers
+from credprovider.tool.migration import FlagChanges
+from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
+from credprovider.tool.nodefiles import FileProblem, read_bytes
+
+KUBEADM_FLAGS_ENV: Final = "/var/lib/kubelet/kubeadm-flags.env"
+EXTRA_ARGS: Final = "KUBELET_EXTRA_ARGS"
+_K0S_EXTRA: Final = re.compile(r"--kubelet-extra-args(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One thing the agent does: ``action`` is place, switch, link, write, merge, flags, restart
+    or unchanged."""
+
+    action: str
+    path: str
+    detail: str
+
+
+@dataclass
+class AgentPlan:
+    platform: str
+    evidence: str
+    refused: str = ""
+    steps: list[Step] = field(default_factory=list)
+    config_path: str = ""
+    config_text: str | None = None  # the config as it will read (None: left as it is)
+    flag_file: str = ""
+    flag_text: str | None = None  # the flags file as it will read (None: left as it is)
+    restart: str = ""  # the service restarted ("": none)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changes_kubelet_input(self) -> bool:
+        return self.config_text is not None or self.flag_text is not None
+
+
+class RefusedConfig(NodeChangeError):
+    """The config the agent would write is one the kubelet refuses."""
+
+
+def _read(root: str, path: str) -> str | None:
+    """A node file's text (None: absent); unreadable or not text counts as absent content."""
+    host = str(Path(root) / path.lstrip("/"))
+    if not os.path.lexists(host):
+        return None
+    try:
+        return read_bytes(host).decode("utf-8", errors="replace")
+    except FileProblem:
+        return ""
+
+
+def validated(text: str) -> None:
+    """Refuse (:class:`RefusedConfig`, with the kubelet's message) a config the kubelet would not
+    start with."""
+    from credprovider.tool.config import ConfigError
+    from credprovider.tool.config_validate import load_config
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as handle:
+        handle.write(text)
+        handle.flush()
+        try:
+            load_config(handle.name)
+        except ConfigError as exc:
+            raise RefusedConfig(str(exc)) from None
+
+
+def plan_node(root: str, keys: list[str], version: str) -> AgentPlan:
+    """The plan for the node under ``root``, installing the plugins ``keys`` (of the catalog) at
+    ``version``."""
+    platform, evidence = recognize(root)
+    plan = AgentPlan(platform.name, evidence, refused=platform.refusal)
+    if platform.refusal:
+        return plan
+    if platform.note:
+        plan.notes.append(platform.note)
+    _plan_bundle(plan, root, platform, keys, version)
+    try:
+        _plan_config(plan, root, platform, keys)
+    except RefusedConfig as refused:
+        plan.refused = f"the kubelet would refuse the config: {refused}; nothing is changed"
+        plan.steps = []
+        return plan
+    _plan_flags(plan, root, platform)
+    if plan.changes_kubelet_input:
+        plan.restart = installed_unit(root, platform.services)
+        if plan.restart:
+            plan.steps.append(Step("restart", plan.restart, f"restart {plan.restart}"))
+        else:
+            plan.notes.append(
+                f"no unit of {', '.join(platform.services)} was found: restart the kubelet yourself"
+            )
+    return plan
+
+
+def _plan_bundle(
+    plan: AgentPlan, root: str, platform: Platform, keys: list[str], version: str
+) -> None:
+    versions = f"{AGENT_HOME}/versions/{version}"
+    there = os.path.isdir(Path(root) / versions.lstrip("/"))
+    plan.steps.append(
+        Step("unchanged" if there else "place", versions, f"the bundle {version} in {versions}")
+    )
+    current = f"{AGENT_HOME}/current"
+    now = _link_target(root, current)
+    if now != f"versions/{version}":
+        was = f" (from {now.rsplit('/', 1)[-1]}, no restart needed)" if now else ""
+        plan.steps.append(Step("switch", current, f"{current} -> versions/{version}{was}"))
+    for key in keys:
+        name = PLUGINS[key].name
+        link = f"{platform.bin_dir}/{name}"
+        target = f"{current}/{name}"
+        action = "unchanged" if _link_target(root, link) == target else "link"
+        plan.steps.append(Step(action, link, f"{link} -> {target}"))
+
+
+def _link_target(root: str, path: str) -> str:
+    try:
+        return os.readlink(Path(root) / path.lstrip("/"))
+    except OSError:
+        return ""
+
+
+def _plan_config(plan: AgentPlan, root: str, platform: Platform, keys: list[str]) -> None:
+    plan.config_path = platform.config
+    current = _read(root, platform.config)
+    ours = {PLUGINS[key].name for key in keys}
+    kept = (
+        [p for p in other_providers(current.encode(), None) if p.get("name") not in ours]
+        if current is not None
+        else []
+    )
+    desired = render_config(keys, writer="agent", first=kept)
+    if current is not None and holds_providers(current.encode(), desired.encode()):
+        plan.steps.append(Step("unchanged", platform.config, f"{platform.config} has them"))
+        return
+    validated(desired)
+    plan.config_text = desired
+    if kept:
+        names = ", ".join(str(p.get("name")) for p in kept)
+        plan.steps.append(Step("merge", platform.config, f"{platform.config}, keeping {names}"))
+    else:
+        plan.steps.append(Step("write", platform.config, platform.config))
+
+
+def _plan_flags(plan: AgentPlan, root: str, platform: Platform) -> None:
+    wanted = kubelet_flags(platform.config, platform.bin_dir)
+    if platform.flags == ENV_FILE:
+        _plan_env_file(plan, root, platform, wanted)
+    elif platform.flags == K0S_UNIT:
+        _plan_k0s(plan, root, platform, wanted)
+    else:
+        plan.steps.append(Step("unchanged", "", f"the kubelet's flags: set by {platform.name}"))
+
+
+def _plan_env_file(plan: AgentPlan, root: str, platform: Platform, wanted: list[str]) -> None:
+    """kubeadm: the flags the kubelet gets from every file its drop-in reads (KUBELET_EXTRA_ARGS
+    last); the two are added to (or corrected in) KUBELET_EXTRA_ARGS when not already right."""
+    texts = {path: _read(root, path) for path in (KUBEADM_FLAGS_ENV, *platform.flag_files)}
+    args = shlex.split(" ".join(flags_from_file(t) for t in texts.values() if t), posix=True)
+    if flag_value(args, CONFIG_FLAG) == platform.config and (
+        flag_value(args, BIN_DIR_FLAG) == platform.bin_dir
+    ):
+        plan.steps.append(Step("unchanged", "", "the kubelet's flags are already right"))
+        return
+    home = next((p for p in platform.flag_files if texts[p] is not None), "") or next(
+        # none yet: the distribution's directory for it, /etc/default (Debian) or /etc/sysconfig
+        (p for p in platform.flag_files if (Path(root) / Path(p).parent.relative_to("/")).is_dir()),
+        platform.flag_files[0],
+    )
+    text = texts[home] or ""
+    changes = FlagChanges(frozenset({CONFIG_FLAG, BIN_DIR_FLAG}), frozenset())
+    extra = _extra_args_unit(text)
+    if extra is None:
+        new = rewrite(text, changes.edit)
+        new = new if not new or new.endswith("\n") else new + "\n"
+        new += f"{EXTRA_ARGS}={shlex.quote(' '.join(wanted))}\n"
+    else:
+        new = rewrite(text, changes.edit, wanted, extra)
+    plan.flag_file, plan.flag_text = home, new
+    plan.steps.append(Step("flags", home, f"{EXTRA_ARGS} in {home}: {' '.join(wanted)}"))
+
+
+def _extra_args_unit(text: str) -> int | None:
+    """The index (in :func:`units`) of the env file's KUBELET_EXTRA_ARGS assignment, if any."""
+    for index, unit in enumerate(units(text)):
+        line = text[text.rfind("\n", 0, unit.start) + 1 : unit.start].strip()
+        if line.removeprefix("export").strip().startswith(f"{EXTRA_ARGS}="):
+            return index
+    return None
+
+
+def _plan_k0s(plan: AgentPlan, root: str, platform: Platform, wanted: list[str]) -> None:
+    """k0s: the flags are inside the unit's ExecStart, in --kubelet-extra-args."""
+    unit = installed_unit(root, platform.services)
+    paths = [f"{directory}/{unit}.service" for directory in UNIT_DIRS]
+    path = next((p for p in paths if unit and (Path(root) / p.lstrip("/")).exists()), "")
+    text = _read(root, path) if path else None
+    if not text:
+        plan.notes.append(
+            "no k0s unit was found: pass the flags with --kubelet-extra-args yourself"
+        )
+        return
+    found = _K0S_EXTRA.search(text)
+    current = shlex.split(found.group(1)) if found else []
+    if flag_value(current, CONFIG_FLAG) == wanted[0].split("=", 1)[1] and (
+        flag_value(current, BIN_DIR_FLAG) == wanted[1].split("=", 1)[1]
+    ):
+        plan.steps.append(Step("unchanged", path, "the kubelet's flags are already right"))
+        return
+    changes = FlagChanges(frozenset({CONFIG_FLAG, BIN_DIR_FLAG}), frozenset())
+    drop, _ = changes.edit(current)
+    kept = [word for index, word in enumerate(current) if index not in drop]
+    value = shlex.quote(" ".join([*kept, *wanted]))
+    if found:
+        new = text[: found.start()] + f"--kubelet-extra-args={value}" + text[found.end() :]
+    else:
+        start = re.compile(r"^(ExecStart=.*\bk0s\b[^\n]*)$", re.M)
+        new = start.sub(lambda line: f"{line.group(1)} --kubelet-extra-args={value}", text, 1)
+    plan.flag_file, plan.flag_text = path, new
+    plan.steps.append(Step("flags", path, f"--kubelet-extra-args in {path}: {' '.join(wanted)}"))

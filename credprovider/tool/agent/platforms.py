@@ -1,0 +1,182 @@
+"""What the node agent (``credprovider agent``) does on each kind of node: one table, each row
+naming how the node is recognised, where the kubelet's config and plugins go, whether the platform
+manages that config (then providers are merged into it, its own entries kept), how the kubelet's two
+flags are set, which service runs the kubelet, or why nothing may be changed there and what to do
+instead. Sources: ../shared/reference/fleet-installers.md and :mod:`credprovider.tool.node.layouts`
+(the paths: one definition, used by the doctor too). Pure data and one reader (``recognize``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from credprovider.tool.catalog import NODE_CONFIG
+from credprovider.tool.node.layouts import LAYOUTS, Layout
+
+# Where the agent keeps the bundles it places (versions/<version>/, current -> the one in use) and
+# what it must remember across pod restarts (state.json: on the node's disk, not on tmpfs).
+AGENT_HOME: Final = "/var/lib/credprovider/agent"
+# Its own bin dir, where the platform does not fix one (links -> AGENT_HOME/current/<name>).
+AGENT_BIN_DIR: Final = f"{AGENT_HOME}/bin"
+UNIT_DIRS: Final = ("/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system")
+# How the kubelet's flags are set: by the platform itself (nothing to do), in an env file's
+# KUBELET_EXTRA_ARGS (kubeadm), or in the k0s unit's --kubelet-extra-args.
+BY_PLATFORM: Final = "platform"
+ENV_FILE: Final = "env-file"
+K0S_UNIT: Final = "k0s-unit"
+
+
+def _layout(name: str) -> Layout:
+    return next(layout for layout in LAYOUTS if layout.name == name)
+
+
+@dataclass(frozen=True)
+class Platform:
+    name: str
+    # Recognised by any of these files under the root, or by /etc/os-release's ID.
+    evidence: tuple[str, ...] = ()
+    os_ids: tuple[str, ...] = ()
+    config: str = NODE_CONFIG
+    bin_dir: str = AGENT_BIN_DIR
+    managed: bool = False  # the platform writes the config: merge, keep its providers
+    flags: str = BY_PLATFORM
+    flag_files: tuple[str, ...] = ()  # ENV_FILE: where KUBELET_EXTRA_ARGS lives (first present)
+    services: tuple[str, ...] = ("kubelet",)  # the first one the node has is restarted
+    refusal: str = ""  # nothing is changed on this platform: why, and what to do instead
+    note: str = ""
+
+
+_EKS, _AKS, _GKE = _layout("EKS AL2023 (nodeadm)"), _layout("AKS"), _layout("GCE / COS (kube-up)")
+_RANCHER, _KOPS = _layout("k3s / RKE2"), _layout("kOps")
+
+PLATFORMS: Final[tuple[Platform, ...]] = (
+    Platform(
+        "Bottlerocket",
+        os_ids=("bottlerocket",),
+        refusal="Bottlerocket's root is read-only and its kubelet is configured through its "
+        "settings API: set settings.kubernetes.credential-providers there (it ships its own ECR "
+        "plugin only: bottlerocket #4165)",
+    ),
+    Platform(
+        "Talos",
+        os_ids=("talos",),
+        refusal="Talos is configured by its machine config: set "
+        "machine.kubelet.credentialProviderConfig and install the bundle as a system extension "
+        "(docs/release.md)",
+    ),
+    Platform(
+        "OpenShift (RHCOS)",
+        os_ids=("rhcos", "scos"),
+        refusal="the Machine Config Operator owns the kubelet's files and /usr is read-only: "
+        "deliver the config and the plugins with a MachineConfig",
+    ),
+    Platform(
+        "kOps",
+        evidence=(_KOPS.config, "/etc/kubernetes/kops-controller"),
+        refusal="kOps' nodeup rewrites the kubelet's flags and config at every boot: add the "
+        "providers to the cluster spec instead",
+    ),
+    Platform(
+        "RKE2",
+        evidence=("/etc/rancher/rke2",),
+        config=_RANCHER.config,
+        bin_dir=_RANCHER.bin_dirs[0],
+        services=("rke2-server", "rke2-agent"),
+        note=_RANCHER.note,
+    ),
+    Platform(
+        "k3s",
+        evidence=("/etc/rancher/k3s",),
+        config=_RANCHER.config,
+        bin_dir=_RANCHER.bin_dirs[0],
+        services=("k3s", "k3s-agent"),
+        note=_RANCHER.note,
+    ),
+    Platform(
+        "k0s",
+        evidence=("/etc/k0s", "/etc/systemd/system/k0sworker.service"),
+        flags=K0S_UNIT,
+        services=("k0sworker", "k0scontroller"),
+        note="k0s passes the kubelet's flags from its unit's --kubelet-extra-args",
+    ),
+    Platform(
+        "EKS AL2023 (nodeadm)",
+        evidence=(_EKS.config, "/etc/eks/nodeadm"),
+        config=_EKS.config,
+        bin_dir=_EKS.bin_dirs[0],
+        managed=True,
+        note=_EKS.note + ": the agent merges its providers again after a reboot",
+    ),
+    Platform(
+        "AKS",
+        evidence=(_AKS.config,),
+        config=_AKS.config,
+        bin_dir=_AKS.bin_dirs[0],
+        managed=True,
+        note=_AKS.note,
+    ),
+    Platform(
+        "GKE / COS",
+        evidence=(_GKE.config,),
+        os_ids=("cos",),
+        config=_GKE.config,
+        bin_dir=_GKE.bin_dirs[0],
+        managed=True,
+    ),
+    Platform(
+        "kubeadm",
+        evidence=(
+            "/etc/systemd/system/kubelet.service.d/10-kubeadm.conf",
+            "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf",
+            "/var/lib/kubelet/kubeadm-flags.env",
+        ),
+        flags=ENV_FILE,
+        # kubeadm's drop-in reads KUBELET_EXTRA_ARGS last, from the distribution's file
+        flag_files=("/etc/default/kubelet", "/etc/sysconfig/kubelet"),
+        note="the flags go into KUBELET_EXTRA_ARGS, which kubeadm's drop-in passes last (kubeadm "
+        "rewrites kubeadm-flags.env on upgrade)",
+    ),
+)
+UNKNOWN: Final = Platform(
+    "unknown",
+    refusal="this node's layout is not one the agent knows: nothing is changed; run "
+    "credprovider doctor on it and install with credprovider install",
+)
+
+
+def os_release_id(root: str) -> str:
+    """``ID`` of the node's /etc/os-release ("" when there is none)."""
+    for path in ("etc/os-release", "usr/lib/os-release"):
+        try:
+            text = (Path(root) / path).read_text(errors="replace")[:65536]
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() == "ID":
+                return value.strip().strip("'\"").lower()
+    return ""
+
+
+def recognize(root: str) -> tuple[Platform, str]:
+    """The node's platform and what told it (a file, or the OS ID)."""
+    os_id = os_release_id(root)
+    for platform in PLATFORMS:
+        if os_id and os_id in platform.os_ids:
+            return platform, f"/etc/os-release ID={os_id}"
+        for evidence in platform.evidence:
+            if os.path.lexists(Path(root) / evidence.lstrip("/")):
+                return platform, evidence
+    return UNKNOWN, "nothing the agent knows"
+
+
+def installed_unit(root: str, services: tuple[str, ...]) -> str:
+    """The first of ``services`` the node has a systemd unit for ("" for none)."""
+    for service in services:
+        for directory in UNIT_DIRS:
+            if (Path(root) / directory.lstrip("/") / f"{service}.service").exists():
+                return service
+    return ""

@@ -1,0 +1,211 @@
+"""The node agent's plan on each kind of node, from fixture roots (what the node's files would be):
+what it places, links, writes or merges, which flags file it edits and how it reads afterwards,
+what it restarts, or why it changes nothing (credprovider/tool/agent/)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from credprovider.tool.agent.plan import AgentPlan, plan_node
+
+A = "/var/lib/credprovider/agent"
+KUBEADM_DROP_IN = "/etc/systemd/system/kubelet.service.d/10-kubeadm.conf"
+OWN_CONFIG = "/etc/kubernetes/image-credential-provider-config.yaml"
+FLAGS = (
+    f"--image-credential-provider-config={OWN_CONFIG} --image-credential-provider-bin-dir={A}/bin"
+)
+
+
+def node(tmp_path: Path, files: dict[str, str], links: dict[str, str] | None = None) -> str:
+    root = tmp_path / "root"
+    root.mkdir(parents=True, exist_ok=True)
+    for path, text in files.items():
+        target = root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if path.endswith("/"):
+            target.mkdir(exist_ok=True)
+        else:
+            target.write_text(text)
+    for path, target in (links or {}).items():
+        link = root / path.lstrip("/")
+        link.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, link)
+    return str(root)
+
+
+def steps(plan: AgentPlan) -> list[tuple[str, str]]:
+    return [(step.action, step.path) for step in plan.steps]
+
+
+def providers(plan: AgentPlan) -> list[str]:
+    assert plan.config_text is not None
+    return [p["name"] for p in yaml.safe_load(plan.config_text)["providers"]]
+
+
+KUBEADM_NODE = {
+    KUBEADM_DROP_IN: "[Service]\nEnvironmentFile=-/etc/default/kubelet\n",
+    "/var/lib/kubelet/kubeadm-flags.env": 'KUBELET_KUBEADM_ARGS="--node-ip=10.0.0.5"\n',
+    "/lib/systemd/system/kubelet.service": "[Service]\n",
+}
+
+
+def test_kubeadm_on_debian_adds_the_flags_to_kubelet_extra_args(tmp_path: Path) -> None:
+    root = node(tmp_path, {**KUBEADM_NODE, "/etc/default/kubelet": "KUBELET_EXTRA_ARGS=--v=2\n"})
+    plan = plan_node(root, ["aws"], "0.1.0")
+    assert (plan.platform, plan.evidence, plan.refused) == ("kubeadm", KUBEADM_DROP_IN, "")
+    assert steps(plan) == [
+        ("place", f"{A}/versions/0.1.0"),
+        ("switch", f"{A}/current"),
+        ("link", f"{A}/bin/ecr-credential-provider"),
+        ("write", OWN_CONFIG),
+        ("flags", "/etc/default/kubelet"),
+        ("restart", "kubelet"),
+    ]
+    assert plan.flag_text == f'KUBELET_EXTRA_ARGS="--v=2 {FLAGS}"\n'
+    assert providers(plan) == ["ecr-credential-provider"]
+
+
+def test_kubeadm_on_rhel_creates_the_sysconfig_file(tmp_path: Path) -> None:
+    root = node(tmp_path, {**KUBEADM_NODE, "/etc/sysconfig/": ""})
+    plan = plan_node(root, ["aws", "gcp"], "0.1.0")
+    assert (plan.flag_file, plan.flag_text) == (
+        "/etc/sysconfig/kubelet",
+        f"KUBELET_EXTRA_ARGS='{FLAGS}'\n",
+    )
+    assert providers(plan) == ["ecr-credential-provider", "auth-provider-gcp"]
+
+
+def test_wrong_flags_are_replaced_not_doubled(tmp_path: Path) -> None:
+    stale = "KUBELET_EXTRA_ARGS='--image-credential-provider-config=/old.yaml --v=2'\n"
+    root = node(tmp_path, {**KUBEADM_NODE, "/etc/default/kubelet": stale})
+    plan = plan_node(root, ["aws"], "0.1.0")
+    assert plan.flag_text == f"KUBELET_EXTRA_ARGS='--v=2 {FLAGS}'\n"
+
+
+def installed(tmp_path: Path, version: str = "0.1.0", current: str = "0.1.0") -> str:
+    """A kubeadm node the agent already installed ``version`` on (``current`` in use)."""
+    config = plan_node(node(tmp_path / "first", dict(KUBEADM_NODE)), ["aws"], version).config_text
+    assert config is not None
+    files = {
+        **KUBEADM_NODE,
+        "/etc/default/kubelet": f"KUBELET_EXTRA_ARGS='{FLAGS}'\n",
+        OWN_CONFIG: config,
+        f"{A}/versions/{version}/": "",
+    }
+    links = {
+        f"{A}/current": f"versions/{current}",
+        f"{A}/bin/ecr-credential-provider": f"{A}/current/ecr-credential-provider",
+    }
+    return node(tmp_path, files, links)
+
+
+def test_a_node_already_installed_is_left_alone(tmp_path: Path) -> None:
+    plan = plan_node(installed(tmp_path), ["aws"], "0.1.0")
+    assert {action for action, _ in steps(plan)} == {"unchanged"}
+    assert (plan.restart, plan.changes_kubelet_input) == ("", False)
+
+
+def test_an_upgrade_re_points_current_and_restarts_nothing(tmp_path: Path) -> None:
+    plan = plan_node(installed(tmp_path, "0.0.9", current="0.0.9"), ["aws"], "0.1.0")
+    assert steps(plan)[:2] == [("place", f"{A}/versions/0.1.0"), ("switch", f"{A}/current")]
+    assert plan.steps[1].detail == f"{A}/current -> versions/0.1.0 (from 0.0.9, no restart needed)"
+    assert (plan.restart, plan.changes_kubelet_input) == ("", False)
+
+
+@pytest.mark.parametrize(
+    ("files", "platform", "config", "restart"),
+    [
+        ({"/etc/rancher/k3s/": "", "/etc/systemd/system/k3s-agent.service": ""}, "k3s",
+         "/var/lib/rancher/credentialprovider/config.yaml", "k3s-agent"),
+        ({"/etc/rancher/rke2/": "", "/usr/lib/systemd/system/rke2-server.service": ""}, "RKE2",
+         "/var/lib/rancher/credentialprovider/config.yaml", "rke2-server"),
+    ],
+)  # fmt: skip
+def test_k3s_and_rke2_pick_up_their_own_directory(
+    tmp_path: Path, files: dict[str, str], platform: str, config: str, restart: str
+) -> None:
+    plan = plan_node(node(tmp_path, files), ["azure"], "0.1.0")
+    assert (plan.platform, plan.config_path, plan.restart, plan.flag_text) == (
+        platform, config, restart, None,
+    )  # fmt: skip
+    assert ("link", "/var/lib/rancher/credentialprovider/bin/acr-credential-provider") in steps(
+        plan
+    )
+    assert plan.steps[-2].detail == f"the kubelet's flags: set by {platform}"
+
+
+def test_k0s_flags_go_into_the_units_kubelet_extra_args(tmp_path: Path) -> None:
+    unit = (
+        "[Service]\nExecStart=/usr/local/bin/k0s worker --token-file=/etc/k0s/k0stoken "
+        '--kubelet-extra-args="--node-ip=10.0.0.5"\n'
+    )
+    root = node(tmp_path, {"/etc/k0s/": "", "/etc/systemd/system/k0sworker.service": unit})
+    plan = plan_node(root, ["aws"], "0.1.0")
+    assert (plan.platform, plan.flag_file, plan.restart) == (
+        "k0s", "/etc/systemd/system/k0sworker.service", "k0sworker",
+    )  # fmt: skip
+    assert plan.flag_text == unit.replace('"--node-ip=10.0.0.5"', f"'--node-ip=10.0.0.5 {FLAGS}'")
+
+
+UPSTREAM_ECR = """apiVersion: kubelet.config.k8s.io/v1
+kind: CredentialProviderConfig
+providers:
+  - name: ecr-credential-provider
+    apiVersion: credentialprovider.kubelet.k8s.io/v1
+    defaultCacheDuration: 12h
+    matchImages: ["*.dkr.ecr.*.amazonaws.com"]
+"""
+
+
+@pytest.mark.parametrize(
+    ("files", "platform", "config"),
+    [
+        ({"/etc/eks/image-credential-provider/config.json": UPSTREAM_ECR}, "EKS AL2023 (nodeadm)",
+         "/etc/eks/image-credential-provider/config.json"),
+        ({"/var/lib/kubelet/credential-provider-config.yaml": UPSTREAM_ECR}, "AKS",
+         "/var/lib/kubelet/credential-provider-config.yaml"),
+        ({"/home/kubernetes/cri-auth-config.yaml": UPSTREAM_ECR, "/etc/os-release": "ID=cos\n"},
+         "GKE / COS", "/home/kubernetes/cri-auth-config.yaml"),
+    ],
+)  # fmt: skip
+def test_a_platform_managed_config_is_merged_keeping_its_providers(
+    tmp_path: Path, files: dict[str, str], platform: str, config: str
+) -> None:
+    files = {**files, "/etc/systemd/system/kubelet.service": ""}
+    plan = plan_node(node(tmp_path, files), ["gcp"], "0.1.0")
+    assert (plan.platform, plan.config_path, plan.restart) == (platform, config, "kubelet")
+    assert ("merge", config) in steps(plan)
+    assert providers(plan) == ["ecr-credential-provider", "auth-provider-gcp"]
+
+
+def test_a_config_the_kubelet_would_refuse_changes_nothing(tmp_path: Path) -> None:
+    broken = UPSTREAM_ECR.replace("    apiVersion: credentialprovider.kubelet.k8s.io/v1\n", "")
+    files = {"/var/lib/kubelet/credential-provider-config.yaml": broken}
+    plan = plan_node(node(tmp_path, files), ["gcp"], "0.1.0")
+    assert plan.refused.startswith(
+        "the kubelet would refuse the config: failed to validate credential provider config: "
+    )
+    assert plan.refused.endswith("; nothing is changed")
+    assert (plan.steps, plan.config_text, plan.flag_text, plan.restart) == ([], None, None, "")
+
+
+@pytest.mark.parametrize(
+    ("files", "platform", "says"),
+    [
+        ({"/etc/os-release": 'NAME=Bottlerocket\nID=bottlerocket\n'}, "Bottlerocket", "settings API"),
+        ({"/etc/os-release": "ID=talos\n"}, "Talos", "machine.kubelet.credentialProviderConfig"),
+        ({"/etc/os-release": 'ID="rhcos"\n'}, "OpenShift (RHCOS)", "MachineConfig"),
+        ({"/var/lib/kubelet/credential-provider.conf": UPSTREAM_ECR}, "kOps", "cluster spec"),
+        ({"/etc/hostname": "node\n"}, "unknown", "credprovider install"),
+    ],
+)  # fmt: skip
+def test_where_the_agent_must_not_change_anything_it_says_why(
+    tmp_path: Path, files: dict[str, str], platform: str, says: str
+) -> None:
+    plan = plan_node(node(tmp_path, files), ["aws"], "0.1.0")
+    assert (plan.platform, plan.steps, plan.restart) == (platform, [], "")
+    assert says in plan.refused
