@@ -49,6 +49,7 @@ class Step:
     action: str
     path: str
     detail: str
+    target: str = ""  # a link's (place, switch and link steps)
 
 
 @dataclass
@@ -139,13 +140,15 @@ def _plan_bundle(
     now = _link_target(root, current)
     if now != f"versions/{version}":
         was = f" (from {now.rsplit('/', 1)[-1]}, no restart needed)" if now else ""
-        plan.steps.append(Step("switch", current, f"{current} -> versions/{version}{was}"))
+        plan.steps.append(
+            Step("switch", current, f"{current} -> versions/{version}{was}", f"versions/{version}")
+        )
     for key in keys:
         name = PLUGINS[key].name
         link = f"{platform.bin_dir}/{name}"
         target = f"{current}/{name}"
         action = "unchanged" if _link_target(root, link) == target else "link"
-        plan.steps.append(Step(action, link, f"{link} -> {target}"))
+        plan.steps.append(Step(action, link, f"{link} -> {target}", target))
 
 
 def _link_target(root: str, path: str) -> str:

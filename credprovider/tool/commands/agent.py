@@ -1,13 +1,25 @@
-"""``credprovider agent plan``: what the node agent (the fleet installer's DaemonSet) would do on a
-node, read from the node's files under ``--root``; it changes nothing."""
+"""``credprovider agent``: the fleet installer's node agent (its DaemonSet runs it). ``plan`` shows
+what it would do on the node under ``--root`` and changes nothing; ``apply`` does it; ``uninstall``
+puts the node back as it was before the first install."""
 
 from __future__ import annotations
 
 import argparse
+import shlex
+import subprocess
 import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
 
 from credprovider import __version__
+
+if TYPE_CHECKING:
+    from credprovider.tool.agent.apply import Outcome
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
@@ -16,19 +28,27 @@ from credprovider.tool.commands.common import (
     Subcommands,
     print_json,
 )
+from credprovider.tool.install_config import NodeChangeError
+
+
+def _keys(args: argparse.Namespace, action: str) -> list[str] | None:
+    keys = [key.strip() for key in args.providers.split(",") if key.strip()]
+    unknown = [key for key in keys if key not in PLUGINS]
+    if unknown or not keys:
+        print(
+            f"credprovider agent {action}: --providers takes a comma list of {', '.join(PLUGINS)}"
+            + (f" (not {', '.join(unknown)})" if unknown else ""),
+            file=sys.stderr,
+        )
+        return None
+    return keys
 
 
 def _cmd_plan(args: argparse.Namespace) -> int:
     from credprovider.tool.agent.plan import plan_node
 
-    keys = [key.strip() for key in args.providers.split(",") if key.strip()]
-    unknown = [key for key in keys if key not in PLUGINS]
-    if unknown or not keys:
-        print(
-            f"credprovider agent plan: --providers takes a comma list of {', '.join(PLUGINS)}"
-            + (f" (not {', '.join(unknown)})" if unknown else ""),
-            file=sys.stderr,
-        )
+    keys = _keys(args, "plan")
+    if keys is None:
         return EXIT_USAGE
     plan = plan_node(args.root, keys, args.version)
     if args.json:
@@ -45,6 +65,119 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     for note in plan.notes:
         print(f"  note: {note}")
     return EXIT_OK
+
+
+# How the DaemonSet's agent (hostPID) restarts a service on the node, and where the kubelet says
+# it is healthy (hostNetwork).
+RESTART_COMMAND: Final = (
+    "nsenter --target 1 --mount --uts --ipc --net --pid -- systemctl restart {unit}"
+)
+HEALTHZ: Final = "http://127.0.0.1:10248/healthz"
+HEALTH_TIMEOUT: Final = 60.0
+
+
+def _service(args: argparse.Namespace) -> tuple[Callable[[str], None], Callable[[], str | None]]:
+    """The restart and health check the agent uses on this node."""
+
+    def restart(unit: str) -> None:
+        command = shlex.split(args.restart_command.format(unit=shlex.quote(unit)))
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+        if done.returncode != 0:
+            said = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            raise NodeChangeError(f"restarting {unit} failed ({done.returncode}): {said}")
+
+    def healthy() -> str | None:
+        deadline = time.monotonic() + args.health_timeout
+        problem = "no answer"
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(args.healthz, timeout=5) as answer:  # noqa: S310
+                    if answer.status == 200:
+                        return None
+                    problem = f"{args.healthz} answered {answer.status}"
+            except urllib.error.HTTPError as refused:
+                problem = f"{args.healthz} answered {refused.code}"
+            except OSError as exc:
+                problem = f"{args.healthz}: {exc}"
+            time.sleep(1)
+        return f"{problem} for {args.health_timeout:.0f}s"
+
+    return restart, healthy
+
+
+def _cmd_apply(args: argparse.Namespace) -> int:
+    from credprovider.tool.agent.apply import apply
+    from credprovider.tool.agent.plan import plan_node
+
+    keys = _keys(args, "apply")
+    if keys is None:
+        return EXIT_USAGE
+    if not args.healthz.startswith("http://127.0.0.1:"):
+        print("credprovider agent apply: --healthz is the kubelet's on 127.0.0.1", file=sys.stderr)
+        return EXIT_USAGE
+    restart, healthy = _service(args)
+    plan = plan_node(args.root, keys, args.version)
+    try:
+        outcome = apply(args.root, plan, Path(args.bundle), args.version, restart, healthy)
+    except (OSError, NodeChangeError) as exc:
+        print(f"credprovider agent apply: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    return _said(outcome, args.json, ok=outcome.result in ("installed", "unchanged"))
+
+
+def _cmd_uninstall(args: argparse.Namespace) -> int:
+    from credprovider.tool.agent.apply import uninstall
+    from credprovider.tool.agent.platforms import installed_unit, recognize
+
+    platform, _ = recognize(args.root)
+    restart, _ = _service(args)
+    try:
+        outcome = uninstall(args.root, installed_unit(args.root, platform.services), restart)
+    except (OSError, NodeChangeError) as exc:
+        print(f"credprovider agent uninstall: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    return _said(outcome, args.json, ok=not outcome.kept)
+
+
+def _said(outcome: Outcome, as_json: bool, ok: bool) -> int:
+    if as_json:
+        print_json(asdict(outcome))
+    else:
+        print(outcome.result + (f": {outcome.detail}" if outcome.detail else ""))
+        for path in outcome.changed:
+            print(f"  changed   {path}")
+        for unit in outcome.restarted:
+            print(f"  restarted {unit}")
+        for path in outcome.kept:
+            print(f"  kept      {path} (changed by someone else since the agent wrote it)")
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def _node_options(parser: argparse.ArgumentParser, changes: bool) -> None:
+    parser.add_argument(
+        "--root",
+        default="/",
+        help="where the node's filesystem is (the DaemonSet mounts the host's at /host) "
+        "(default: %(default)s)",
+    )
+    if changes:
+        parser.add_argument(
+            "--restart-command",
+            default=RESTART_COMMAND,
+            help="how a service is restarted, {unit} replaced by its name (default: %(default)s)",
+        )
+        parser.add_argument(
+            "--healthz",
+            default=HEALTHZ,
+            help="the kubelet's health endpoint, asked after a restart (default: %(default)s)",
+        )
+        parser.add_argument(
+            "--health-timeout",
+            type=float,
+            default=HEALTH_TIMEOUT,
+            help="seconds the kubelet has to be healthy again (default: %(default)s)",
+        )
+    parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
 
 def register(sub: Subcommands) -> None:
@@ -64,12 +197,6 @@ def register(sub: Subcommands) -> None:
         "on this node, and says why and what to do instead; 2: usage.",
     )
     plan.add_argument(
-        "--root",
-        default="/",
-        help="where the node's filesystem is (the DaemonSet mounts the host's at /host) "
-        "(default: %(default)s)",
-    )
-    plan.add_argument(
         "--providers",
         default=",".join(PLUGINS),
         help=f"comma list of {', '.join(PLUGINS)} (default: %(default)s)",
@@ -79,5 +206,32 @@ def register(sub: Subcommands) -> None:
         default=__version__,
         help="the bundle version to install (default: this one, %(default)s)",
     )
-    plan.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    _node_options(plan, changes=False)
     plan.set_defaults(handler=_cmd_plan)
+    do = actions.add_parser(
+        "apply",
+        help="do what plan shows: place the bundle, link, write the config and flags, restart "
+        "the kubelet only if they changed, and roll back if it is not healthy again",
+        description="State is kept on the node (/var/lib/credprovider/agent/state.json): the "
+        "files as they were before the first install, for uninstall. Exit 0: installed or "
+        "nothing to do; 1: refused (nothing changed), rolled back, or a step failed; 2: usage.",
+    )
+    do.add_argument("--bundle", required=True, help="the bundle directory to place (the image's)")
+    do.add_argument(
+        "--providers",
+        default=",".join(PLUGINS),
+        help=f"comma list of {', '.join(PLUGINS)} (default: %(default)s)",
+    )
+    do.add_argument(
+        "--version", default=__version__, help="the bundle's version (default: %(default)s)"
+    )
+    _node_options(do, changes=True)
+    do.set_defaults(handler=_cmd_apply)
+    undo = actions.add_parser(
+        "uninstall",
+        help="put every file, link and flag back as it was before the first install",
+        description="Files someone else changed since the agent wrote them are reported and "
+        "kept. Exit 0: the node is as it was; 1: a file was kept, or a step failed; 2: usage.",
+    )
+    _node_options(undo, changes=True)
+    undo.set_defaults(handler=_cmd_uninstall)

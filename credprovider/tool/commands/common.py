@@ -27,7 +27,8 @@ VALIDATE_EXIT_STATUS: Final = (
 )
 # What each command changes on the node: one text for credprovider --help, README and the docs.
 WHAT_CHANGES: Final = (
-    "Only install and migrate --write change anything on the node; doctor, validate, get, explain, "
+    "Only install, migrate --write, agent apply and agent uninstall change anything on the node; "
+    "doctor, validate, get, explain, "
     "match, migrate without --write and agent plan only read (doctor and get run the plugins "
     "with their cache read-only)."
 )

@@ -1,0 +1,89 @@
+"""``credprovider agent`` as the DaemonSet runs it: plan, apply and uninstall on a node root, the
+restart through a command (here a script standing in for systemctl, as the sandbox's does) and the
+kubelet's health asked over HTTP (a loopback server answering as /healthz)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from emulators.http import FakeResponse, serve
+from tests.helpers import run_cli as cli
+from tests.integration.cli.conftest import fake_bundle
+from tests.unit.tool.test_agent_apply import kubeadm, tree
+
+
+def restart_command(tmp_path: Path) -> str:
+    """A stand-in for systemctl: records the unit it restarts."""
+    script = tmp_path / "systemctl"
+    script.write_text(f'#!/bin/sh\necho "$1" >> {tmp_path / "restarts"}\n')
+    script.chmod(0o755)
+    return f"{script} {{unit}}"
+
+
+def restarts(tmp_path: Path) -> list[str]:
+    path = tmp_path / "restarts"
+    return path.read_text().split() if path.exists() else []
+
+
+def test_plan_apply_and_uninstall_through_the_cli(tmp_path: Path) -> None:
+    root = kubeadm(tmp_path / "node")
+    before = tree(root)
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    planned = cli("agent", "plan", "--root", root, "--providers", "aws", "--json")
+    assert planned.returncode == 0, planned.stderr
+    plan = json.loads(planned.stdout)
+    assert (plan["platform"], plan["restart"], plan["changesKubeletInput"]) == (
+        "kubeadm", "kubelet", True,
+    )  # fmt: skip
+    assert tree(root) == before  # plan changes nothing
+
+    statuses = [200]
+    with serve(lambda request: FakeResponse.text("ok", status=statuses[0])) as kubelet:
+        common = [
+            "--root", root, "--restart-command", restart_command(tmp_path),
+            "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "2",
+        ]  # fmt: skip
+        applied = cli("agent", "apply", "--bundle", str(bundle), "--providers", "aws", *common)
+        assert applied.returncode == 0, applied.stderr
+        assert applied.stdout.splitlines()[0] == "installed"
+        assert "  restarted kubelet" in applied.stdout.splitlines()
+        assert restarts(tmp_path) == ["kubelet"]
+        assert kubelet.requests[-1].path == "/healthz"
+
+        again = cli("agent", "apply", "--bundle", str(bundle), "--providers", "aws", *common)
+        assert (again.returncode, again.stdout) == (0, "unchanged\n")
+        assert restarts(tmp_path) == ["kubelet"]  # a pod restart restarts nothing
+
+        undone = cli("agent", "uninstall", *common)
+        assert undone.returncode == 0, undone.stderr
+        assert undone.stdout.splitlines()[0] == "uninstalled"
+        assert tree(root) == before
+        assert restarts(tmp_path) == ["kubelet", "kubelet"]
+
+        # a kubelet that does not come back: rolled back, exit 1
+        statuses[0] = 500
+        failed = cli("agent", "apply", "--bundle", str(bundle), "--providers", "aws", *common)
+        assert failed.returncode == 1
+        first = failed.stdout.splitlines()[0]
+        assert first.startswith("rolled back: the kubelet was not healthy after the restart (")
+        assert "/healthz answered 500 for 2s)" in first
+        assert restarts(tmp_path) == ["kubelet"] * 4
+
+
+def test_a_refused_node_exits_1_and_says_why(tmp_path: Path) -> None:
+    root = tmp_path / "node"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc/os-release").write_text("ID=talos\n")
+    planned = cli("agent", "plan", "--root", str(root))
+    assert planned.returncode == 1
+    assert planned.stdout.splitlines()[1].startswith("  nothing would change: Talos is configured")
+
+
+def test_apply_refuses_a_health_endpoint_off_the_node(tmp_path: Path) -> None:
+    done = cli(
+        "agent", "apply", "--root", str(tmp_path), "--bundle", str(tmp_path),
+        "--healthz", "http://example.com/healthz",
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == "credprovider agent apply: --healthz is the kubelet's on 127.0.0.1\n"

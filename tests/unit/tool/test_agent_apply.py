@@ -1,0 +1,134 @@
+"""The node agent applying its plan to a fixture node, and taking it off (credprovider/tool/agent/
+apply.py): the kubelet restarts only when its input changed, an unhealthy kubelet is rolled back,
+a pod restart or an upgrade restarts nothing, and uninstall leaves the node byte for byte as it was
+(someone else's later change to a file is reported and kept)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from credprovider.tool.agent.apply import Outcome, apply, load_state, uninstall
+from credprovider.tool.agent.plan import plan_node
+from tests.unit.tool.test_agent_plan import KUBEADM_NODE, node
+
+A = "/var/lib/credprovider/agent"
+
+
+def tree(root: str) -> dict[str, tuple[str, str, int]]:
+    """Every path under ``root``: its kind, content (or link target) and mode."""
+    found = {}
+    for directory, dirs, files in os.walk(root):
+        for name in [*dirs, *files]:
+            path = Path(directory) / name
+            relative = "/" + str(path.relative_to(root))
+            if path.is_symlink():
+                found[relative] = ("link", os.readlink(path), 0)
+            elif path.is_dir():
+                found[relative] = ("dir", "", path.stat().st_mode)
+            else:
+                found[relative] = ("file", path.read_text(), path.stat().st_mode)
+    return found
+
+
+def bundle(tmp_path: Path, version: str) -> Path:
+    """A stand-in for the bundle the image carries: the launcher and the plugin names."""
+    directory = tmp_path / f"bundle-{version}"
+    directory.mkdir(parents=True)
+    (directory / "credprovider").write_text(f"launcher {version}\n")
+    (directory / "ecr-credential-provider").symlink_to("credprovider")
+    return directory
+
+
+class Service:
+    """The node's service manager, as the agent sees it: restarts recorded, health answered."""
+
+    def __init__(self, problem: str | None = None) -> None:
+        self.restarts: list[str] = []
+        self.problem = problem
+
+    def restart(self, unit: str) -> None:
+        self.restarts.append(unit)
+
+    def healthy(self) -> str | None:
+        return self.problem
+
+
+def run(root: str, tmp_path: Path, version: str, service: Service) -> Outcome:
+    plan = plan_node(root, ["aws"], version)
+    return apply(root, plan, bundle(tmp_path, version), version, service.restart, service.healthy)
+
+
+def kubeadm(tmp_path: Path) -> str:
+    return node(tmp_path, {**KUBEADM_NODE, "/etc/default/kubelet": "KUBELET_EXTRA_ARGS=--v=2\n"})
+
+
+def test_install_then_a_pod_restart_then_an_upgrade(tmp_path: Path) -> None:
+    root = kubeadm(tmp_path)
+    service = Service()
+    first = run(root, tmp_path, "0.1.0", service)
+    assert (first.result, service.restarts) == ("installed", ["kubelet"])
+    assert os.readlink(Path(root) / A.lstrip("/") / "current") == "versions/0.1.0"
+    link = Path(root) / A.lstrip("/") / "bin/ecr-credential-provider"
+    assert os.readlink(link) == f"{A}/current/ecr-credential-provider"
+    launcher = Path(root) / A.lstrip("/") / "versions/0.1.0/credprovider"
+    assert launcher.read_text() == "launcher 0.1.0\n"
+    assert "--image-credential-provider-config=" in (Path(root) / "etc/default/kubelet").read_text()
+
+    # the pod restarts: the plan finds everything in place and nothing happens
+    again = run(root, tmp_path / "again", "0.1.0", service)
+    assert (again.result, service.restarts) == ("unchanged", ["kubelet"])
+
+    # a new image with the same config: one link re-pointed, no restart
+    upgraded = run(root, tmp_path / "upgrade", "0.2.0", service)
+    assert upgraded.result == "installed" and upgraded.restarted == []
+    assert os.readlink(Path(root) / A.lstrip("/") / "current") == "versions/0.2.0"
+    assert load_state(root)["version"] == "0.2.0"
+
+
+def test_an_unhealthy_kubelet_is_rolled_back(tmp_path: Path) -> None:
+    root = kubeadm(tmp_path)
+    before = tree(root)
+    service = Service(problem="/healthz answered 500")
+    outcome = run(root, tmp_path, "0.1.0", service)
+    assert outcome.result == "rolled back"
+    assert "(/healthz answered 500)" in outcome.detail
+    assert service.restarts == ["kubelet", "kubelet"]
+    after = tree(root)
+    for path in ("/etc/default/kubelet", "/etc/kubernetes/image-credential-provider-config.yaml"):
+        assert after.get(path) == before.get(path), path
+
+
+def test_uninstall_leaves_the_node_as_it_was(tmp_path: Path) -> None:
+    root = kubeadm(tmp_path)
+    before = tree(root)
+    service = Service()
+    run(root, tmp_path, "0.1.0", service)
+    run(root, tmp_path / "upgrade", "0.2.0", service)
+    assert tree(root) != before
+    outcome = uninstall(root, "kubelet", service.restart)
+    assert (outcome.result, outcome.kept) == ("uninstalled", [])
+    assert tree(root) == before  # files, links, modes, and no directory left behind
+    assert service.restarts == ["kubelet", "kubelet"]
+
+
+def test_uninstall_keeps_a_file_someone_changed_since(tmp_path: Path) -> None:
+    root = kubeadm(tmp_path)
+    service = Service()
+    run(root, tmp_path, "0.1.0", service)
+    flags = Path(root) / "etc/default/kubelet"
+    flags.write_text(flags.read_text() + "# edited by hand\n")
+    outcome = uninstall(root, "kubelet", service.restart)
+    assert outcome.kept == ["/etc/default/kubelet"]
+    assert flags.read_text().endswith("# edited by hand\n")
+    config = Path(root) / "etc/kubernetes/image-credential-provider-config.yaml"
+    assert not config.exists()  # it was not there before the install
+
+
+def test_a_refused_node_is_not_touched(tmp_path: Path) -> None:
+    root = node(tmp_path, {"/etc/os-release": "ID=bottlerocket\n"})
+    before = tree(root)
+    service = Service()
+    outcome = run(root, tmp_path, "0.1.0", service)
+    assert outcome.result == "refused" and "settings API" in outcome.detail
+    assert (tree(root), service.restarts) == (before, [])
