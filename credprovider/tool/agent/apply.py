@@ -27,6 +27,8 @@ from typing import Any, Final
 
 from credprovider.tool.agent.plan import AgentPlan
 from credprovider.tool.agent.platforms import AGENT_HOME
+from credprovider.tool.install_config import NodeChangeError
+from credprovider.tool.nodefiles import FileProblem, read_bytes
 
 STATE: Final = f"{AGENT_HOME}/state.json"
 ORIGINALS: Final = f"{AGENT_HOME}/originals"
@@ -58,7 +60,17 @@ def load_state(root: str) -> dict[str, Any]:
     path = _host(root, STATE)
     if not path.exists():
         return {"version": "", "originals": {}, "written": {}}
-    state: dict[str, Any] = json.loads(path.read_text())
+    try:
+        state = json.loads(read_bytes(str(path)))
+    except (ValueError, FileProblem):
+        state = None
+    if not isinstance(state, dict) or not all(
+        isinstance(state.get(key), dict) for key in ("originals", "written")
+    ):
+        raise NodeChangeError(
+            f"{STATE} is not the agent's state (edited or truncated): nothing is changed; "
+            "restore it, or remove it to make the agent start afresh"
+        )
     return state
 
 

@@ -74,15 +74,21 @@ class RefusedConfig(NodeChangeError):
     """The config the agent would write is one the kubelet refuses."""
 
 
+class UnreadableNodeFile(NodeChangeError):
+    """A file the agent would change cannot be read as it is (so it could not be kept)."""
+
+
 def _read(root: str, path: str) -> str | None:
-    """A node file's text (None: absent); unreadable or not text counts as absent content."""
+    """A node file's text (None: absent); raises :class:`UnreadableNodeFile` for one that is not a
+    readable regular file (a FIFO, a device, too big): the agent never replaces what it cannot
+    keep."""
     host = str(Path(root) / path.lstrip("/"))
     if not os.path.lexists(host):
         return None
     try:
         return read_bytes(host).decode("utf-8", errors="replace")
-    except FileProblem:
-        return ""
+    except FileProblem as exc:
+        raise UnreadableNodeFile(f"{path} {exc.reason}") from None
 
 
 def validated(text: str) -> None:
@@ -112,11 +118,14 @@ def plan_node(root: str, keys: list[str], version: str) -> AgentPlan:
     _plan_bundle(plan, root, platform, keys, version)
     try:
         _plan_config(plan, root, platform, keys)
+        _plan_flags(plan, root, platform)
     except RefusedConfig as refused:
         plan.refused = f"the kubelet would refuse the config: {refused}; nothing is changed"
-        plan.steps = []
+    except UnreadableNodeFile as unreadable:
+        plan.refused = f"{unreadable}: nothing is changed"
+    if plan.refused:
+        plan.steps, plan.config_text, plan.flag_text = [], None, None
         return plan
-    _plan_flags(plan, root, platform)
     if plan.changes_kubelet_input:
         plan.restart = installed_unit(root, platform.services)
         if plan.restart:

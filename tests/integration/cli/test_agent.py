@@ -87,3 +87,17 @@ def test_apply_refuses_a_health_endpoint_off_the_node(tmp_path: Path) -> None:
     )  # fmt: skip
     assert (done.returncode, done.stdout) == (2, "")
     assert done.stderr == "credprovider agent apply: --healthz is the kubelet's on 127.0.0.1\n"
+
+
+def test_a_state_file_that_is_not_the_agents_stops_it_with_one_line(tmp_path: Path) -> None:
+    root = kubeadm(tmp_path / "node")
+    state = Path(root) / "var/lib/credprovider/agent/state.json"
+    state.parent.mkdir(parents=True)
+    state.write_text('{"originals": [')
+    before = tree(root)
+    done = cli("agent", "uninstall", "--root", root, "--restart-command", "false {unit}")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr.startswith(
+        "credprovider agent uninstall: /var/lib/credprovider/agent/state.json is not the agent's"
+    )
+    assert len(done.stderr.splitlines()) == 1 and tree(root) == before

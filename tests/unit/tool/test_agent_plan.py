@@ -209,3 +209,15 @@ def test_where_the_agent_must_not_change_anything_it_says_why(
     plan = plan_node(node(tmp_path, files), ["aws"], "0.1.0")
     assert (plan.platform, plan.steps, plan.restart) == (platform, [], "")
     assert says in plan.refused
+
+
+def test_a_file_it_cannot_keep_is_not_replaced(tmp_path: Path) -> None:
+    """A FIFO where the platform's config should be: the agent could not keep it, so it changes
+    nothing (and never blocks reading it)."""
+    root = node(tmp_path, {"/var/lib/kubelet/": ""})
+    os.mkfifo(Path(root) / "var/lib/kubelet/credential-provider-config.yaml")
+    plan = plan_node(root, ["aws"], "0.1.0")
+    assert plan.platform == "AKS"
+    assert plan.refused.startswith("/var/lib/kubelet/credential-provider-config.yaml ")
+    assert plan.refused.endswith(": nothing is changed")
+    assert (plan.steps, plan.config_text) == ([], None)
