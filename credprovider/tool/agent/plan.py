@@ -15,7 +15,7 @@ import os
 import re
 import shlex
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
@@ -115,8 +115,9 @@ def plan_node(root: str, keys: list[str], version: str) -> AgentPlan:
         return plan
     if platform.note:
         plan.notes.append(platform.note)
-    _plan_bundle(plan, root, platform, keys, version)
     try:
+        platform = _adopt_flags_in_force(plan, root, platform)
+        _plan_bundle(plan, root, platform, keys, version)
         _plan_config(plan, root, platform, keys)
         _plan_flags(plan, root, platform)
     except RefusedConfig as refused:
@@ -135,6 +136,45 @@ def plan_node(root: str, keys: list[str], version: str) -> AgentPlan:
                 f"no unit of {', '.join(platform.services)} was found: restart the kubelet yourself"
             )
     return plan
+
+
+def _flags_in_force(root: str, platform: Platform) -> list[str]:
+    """The kubelet flags the node's own files give (ENV_FILE, K0S_UNIT platforms; none for others)."""
+    if platform.flags == ENV_FILE:
+        texts = [_read(root, path) for path in (KUBEADM_FLAGS_ENV, *platform.flag_files)]
+        return shlex.split(" ".join(flags_from_file(text) for text in texts if text))
+    if platform.flags == K0S_UNIT:
+        path = _k0s_unit(root, platform)
+        found = _K0S_EXTRA.search(_read(root, path) or "") if path else None
+        return _split(found.group(1)) if found else []
+    return []
+
+
+def _split(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError:  # an unclosed quote: as good as no flags
+        return []
+
+
+def _adopt_flags_in_force(plan: AgentPlan, root: str, platform: Platform) -> Platform:
+    """Where the kubelet is already given a config and a bin dir, those are the ones: the config's
+    providers are kept and ours merged in, the plugins linked where it looks, its flags left."""
+    args = _flags_in_force(root, platform)
+    config, bin_dir = flag_value(args, CONFIG_FLAG), flag_value(args, BIN_DIR_FLAG)
+    if not (config and bin_dir) or (config, bin_dir) == (platform.config, platform.bin_dir):
+        return platform
+    plan.notes.append(
+        f"the kubelet is already given {config} and {bin_dir}: they are used, its providers kept"
+    )
+    return replace(platform, config=config, bin_dir=bin_dir, managed=True)
+
+
+def _k0s_unit(root: str, platform: Platform) -> str:
+    """The path of the node's k0s unit ("" for none)."""
+    unit = installed_unit(root, platform.services)
+    paths = [f"{directory}/{unit}.service" for directory in UNIT_DIRS]
+    return next((p for p in paths if unit and (Path(root) / p.lstrip("/")).exists()), "")
 
 
 def _plan_bundle(
@@ -203,7 +243,7 @@ def _plan_env_file(plan: AgentPlan, root: str, platform: Platform, wanted: list[
     """kubeadm: the flags the kubelet gets from every file its drop-in reads (KUBELET_EXTRA_ARGS
     last); the two are added to (or corrected in) KUBELET_EXTRA_ARGS when not already right."""
     texts = {path: _read(root, path) for path in (KUBEADM_FLAGS_ENV, *platform.flag_files)}
-    args = shlex.split(" ".join(flags_from_file(t) for t in texts.values() if t), posix=True)
+    args = _flags_in_force(root, platform)
     if flag_value(args, CONFIG_FLAG) == platform.config and (
         flag_value(args, BIN_DIR_FLAG) == platform.bin_dir
     ):
@@ -238,9 +278,7 @@ def _extra_args_unit(text: str) -> int | None:
 
 def _plan_k0s(plan: AgentPlan, root: str, platform: Platform, wanted: list[str]) -> None:
     """k0s: the flags are inside the unit's ExecStart, in --kubelet-extra-args."""
-    unit = installed_unit(root, platform.services)
-    paths = [f"{directory}/{unit}.service" for directory in UNIT_DIRS]
-    path = next((p for p in paths if unit and (Path(root) / p.lstrip("/")).exists()), "")
+    path = _k0s_unit(root, platform)
     text = _read(root, path) if path else None
     if not text:
         plan.notes.append(
@@ -248,7 +286,7 @@ def _plan_k0s(plan: AgentPlan, root: str, platform: Platform, wanted: list[str])
         )
         return
     found = _K0S_EXTRA.search(text)
-    current = shlex.split(found.group(1)) if found else []
+    current = _split(found.group(1)) if found else []
     if flag_value(current, CONFIG_FLAG) == wanted[0].split("=", 1)[1] and (
         flag_value(current, BIN_DIR_FLAG) == wanted[1].split("=", 1)[1]
     ):

@@ -221,3 +221,29 @@ def test_a_file_it_cannot_keep_is_not_replaced(tmp_path: Path) -> None:
     assert plan.refused.startswith("/var/lib/kubelet/credential-provider-config.yaml ")
     assert plan.refused.endswith(": nothing is changed")
     assert (plan.steps, plan.config_text) == ([], None)
+
+
+def test_a_kubelet_already_given_a_config_keeps_it_and_its_providers(tmp_path: Path) -> None:
+    """kubeadm with the flags already in kubeadm-flags.env (set at provisioning): that config is
+    merged into (its providers kept), the plugins are linked where the kubelet looks, and the flags
+    file is left as it is."""
+    flags = (
+        'KUBELET_KUBEADM_ARGS="--node-ip=10.0.0.5 '
+        "--image-credential-provider-config=/etc/kubernetes/providers.yaml "
+        '--image-credential-provider-bin-dir=/opt/credential-providers"\n'
+    )
+    files = {
+        **KUBEADM_NODE,
+        "/var/lib/kubelet/kubeadm-flags.env": flags,
+        "/etc/kubernetes/providers.yaml": UPSTREAM_ECR,
+    }
+    plan = plan_node(node(tmp_path, files), ["gcp"], "0.1.0")
+    assert steps(plan)[2:] == [
+        ("link", "/opt/credential-providers/auth-provider-gcp"),
+        ("merge", "/etc/kubernetes/providers.yaml"),
+        ("unchanged", ""),
+        ("restart", "kubelet"),
+    ]
+    assert providers(plan) == ["ecr-credential-provider", "auth-provider-gcp"]
+    assert plan.flag_text is None
+    assert "the kubelet is already given /etc/kubernetes/providers.yaml" in plan.notes[-1]
