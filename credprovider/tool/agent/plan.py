@@ -106,10 +106,12 @@ def validated(text: str) -> None:
             raise RefusedConfig(str(exc)) from None
 
 
-def plan_node(root: str, keys: list[str], version: str) -> AgentPlan:
+def plan_node(
+    root: str, keys: list[str], version: str, platform: Platform | None = None
+) -> AgentPlan:
     """The plan for the node under ``root``, installing the plugins ``keys`` (of the catalog) at
-    ``version``."""
-    platform, evidence = recognize(root)
+    ``version``; ``platform``: the rules to follow (default: the node's, :func:`recognize`)."""
+    platform, evidence = (platform, "the command line") if platform else recognize(root)
     plan = AgentPlan(platform.name, evidence, refused=platform.refusal)
     if platform.refusal:
         return plan
@@ -131,6 +133,8 @@ def plan_node(root: str, keys: list[str], version: str) -> AgentPlan:
         plan.restart = installed_unit(root, platform.services)
         if plan.restart:
             plan.steps.append(Step("restart", plan.restart, f"restart {plan.restart}"))
+        elif not platform.services:
+            plan.notes.append("the kubelet reads the new config at its next start")
         else:
             plan.notes.append(
                 f"no unit of {', '.join(platform.services)} was found: restart the kubelet yourself"

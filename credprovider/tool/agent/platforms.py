@@ -147,6 +147,20 @@ UNKNOWN: Final = Platform(
 )
 
 
+def files_only(config: str, bin_dir: str) -> Platform:
+    """The least-privileged mode: the bundle, the links and the config at paths given, nothing
+    else (the kubelet's flags were set at provisioning; no service is restarted, so a changed
+    config takes effect at the kubelet's next start; a new bundle at the next exec)."""
+    return Platform(
+        "files only",
+        config=config,
+        bin_dir=bin_dir,
+        managed=True,
+        services=(),
+        note="files only: the kubelet's flags are set at provisioning and it is not restarted",
+    )
+
+
 def os_release_id(root: str) -> str:
     """``ID`` of the node's /etc/os-release ("" when there is none)."""
     for path in ("etc/os-release", "usr/lib/os-release"):

@@ -20,6 +20,7 @@ from credprovider import __version__
 
 if TYPE_CHECKING:
     from credprovider.tool.agent.apply import Outcome
+    from credprovider.tool.agent.platforms import Platform
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
@@ -44,13 +45,22 @@ def _keys(args: argparse.Namespace, action: str) -> list[str] | None:
     return keys
 
 
+def _platform(args: argparse.Namespace) -> Platform | None:
+    """--files-only's rules (paths given), or None: the node's own."""
+    from credprovider.tool.agent.platforms import files_only
+
+    if not args.files_only:
+        return None
+    return files_only(args.config, args.bin_dir)
+
+
 def _cmd_plan(args: argparse.Namespace) -> int:
     from credprovider.tool.agent.plan import plan_node
 
     keys = _keys(args, "plan")
     if keys is None:
         return EXIT_USAGE
-    plan = plan_node(args.root, keys, args.version)
+    plan = plan_node(args.root, keys, args.version, _platform(args))
     if args.json:
         print_json(asdict(plan) | {"changesKubeletInput": plan.changes_kubelet_input})
         return EXIT_FAILED if plan.refused else EXIT_OK
@@ -112,11 +122,16 @@ def _cmd_apply(args: argparse.Namespace) -> int:
     keys = _keys(args, "apply")
     if keys is None:
         return EXIT_USAGE
+    if args.files_only and not (args.bin_dir and args.config):
+        print(
+            "credprovider agent apply: --files-only needs --bin-dir and --config", file=sys.stderr
+        )
+        return EXIT_USAGE
     if not args.healthz.startswith("http://127.0.0.1:"):
         print("credprovider agent apply: --healthz is the kubelet's on 127.0.0.1", file=sys.stderr)
         return EXIT_USAGE
     restart, healthy = _service(args)
-    plan = plan_node(args.root, keys, args.version)
+    plan = plan_node(args.root, keys, args.version, _platform(args))
     try:
         outcome = apply(args.root, plan, Path(args.bundle), args.version, restart, healthy)
     except (OSError, NodeChangeError) as exc:
@@ -125,14 +140,29 @@ def _cmd_apply(args: argparse.Namespace) -> int:
     return _said(outcome, args.json, ok=outcome.result in ("installed", "unchanged"))
 
 
+def _cmd_run(args: argparse.Namespace) -> int:
+    """The DaemonSet's container: apply (or uninstall), then stay until stopped; a failure exits
+    1, so the pod shows it (CrashLoopBackOff) and kubectl logs says why."""
+    import signal
+
+    code = _cmd_uninstall(args) if args.uninstall else _cmd_apply(args)
+    sys.stdout.flush()
+    if code != EXIT_OK:
+        return code
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(EXIT_OK))
+    while True:
+        signal.pause()
+
+
 def _cmd_uninstall(args: argparse.Namespace) -> int:
     from credprovider.tool.agent.apply import uninstall
     from credprovider.tool.agent.platforms import installed_unit, recognize
 
     platform, _ = recognize(args.root)
     restart, _ = _service(args)
+    service = "" if args.files_only else installed_unit(args.root, platform.services)
     try:
-        outcome = uninstall(args.root, installed_unit(args.root, platform.services), restart)
+        outcome = uninstall(args.root, service, restart)
     except (OSError, NodeChangeError) as exc:
         print(f"credprovider agent uninstall: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -151,6 +181,26 @@ def _said(outcome: Outcome, as_json: bool, ok: bool) -> int:
         for path in outcome.kept:
             print(f"  kept      {path} (changed by someone else since the agent wrote it)")
     return EXIT_OK if ok else EXIT_FAILED
+
+
+def _install_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--providers",
+        default=",".join(PLUGINS),
+        help=f"comma list of {', '.join(PLUGINS)} (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--version", default=__version__, help="the bundle's version (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--files-only",
+        action="store_true",
+        help="only the bundle, the plugin links in --bin-dir and the config at --config: no "
+        "flag is set and nothing is restarted (the flags were set at provisioning; a changed "
+        "config takes effect at the kubelet's next start)",
+    )
+    parser.add_argument("--bin-dir", help="with --files-only: the kubelet's bin dir")
+    parser.add_argument("--config", help="with --files-only: the kubelet's config file")
 
 
 def _node_options(parser: argparse.ArgumentParser, changes: bool) -> None:
@@ -196,16 +246,7 @@ def register(sub: Subcommands) -> None:
         description="Exit 0: a plan (possibly nothing to do); 1: the agent would change nothing "
         "on this node, and says why and what to do instead; 2: usage.",
     )
-    plan.add_argument(
-        "--providers",
-        default=",".join(PLUGINS),
-        help=f"comma list of {', '.join(PLUGINS)} (default: %(default)s)",
-    )
-    plan.add_argument(
-        "--version",
-        default=__version__,
-        help="the bundle version to install (default: this one, %(default)s)",
-    )
+    _install_options(plan)
     _node_options(plan, changes=False)
     plan.set_defaults(handler=_cmd_plan)
     do = actions.add_parser(
@@ -217,14 +258,7 @@ def register(sub: Subcommands) -> None:
         "nothing to do; 1: refused (nothing changed), rolled back, or a step failed; 2: usage.",
     )
     do.add_argument("--bundle", required=True, help="the bundle directory to place (the image's)")
-    do.add_argument(
-        "--providers",
-        default=",".join(PLUGINS),
-        help=f"comma list of {', '.join(PLUGINS)} (default: %(default)s)",
-    )
-    do.add_argument(
-        "--version", default=__version__, help="the bundle's version (default: %(default)s)"
-    )
+    _install_options(do)
     _node_options(do, changes=True)
     do.set_defaults(handler=_cmd_apply)
     undo = actions.add_parser(
@@ -233,5 +267,22 @@ def register(sub: Subcommands) -> None:
         description="Files someone else changed since the agent wrote them are reported and "
         "kept. Exit 0: the node is as it was; 1: a file was kept, or a step failed; 2: usage.",
     )
+    undo.add_argument(
+        "--files-only", action="store_true", help="restart nothing (as apply --files-only)"
+    )
     _node_options(undo, changes=True)
     undo.set_defaults(handler=_cmd_uninstall)
+    run = actions.add_parser(
+        "run",
+        help="what the DaemonSet runs: apply (or, with --uninstall, uninstall), then stay until "
+        "stopped",
+        description="Exit 1 when apply or uninstall fails (the pod then shows it); otherwise it "
+        "stays until SIGTERM and exits 0.",
+    )
+    run.add_argument("--bundle", required=True, help="the bundle directory to place (the image's)")
+    run.add_argument(
+        "--uninstall", action="store_true", help="put the node back instead of installing"
+    )
+    _install_options(run)
+    _node_options(run, changes=True)
+    run.set_defaults(handler=_cmd_run)

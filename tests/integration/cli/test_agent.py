@@ -101,3 +101,47 @@ def test_a_state_file_that_is_not_the_agents_stops_it_with_one_line(tmp_path: Pa
         "credprovider agent uninstall: /var/lib/credprovider/agent/state.json is not the agent's"
     )
     assert len(done.stderr.splitlines()) == 1 and tree(root) == before
+
+
+def test_files_only_places_and_restarts_nothing_then_run_stays_until_stopped(
+    tmp_path: Path,
+) -> None:
+    """The chart's default mode: only the mounted directories (no /etc/os-release, no unit), the
+    paths given; no restart; ``run`` stays up after installing and exits 0 on SIGTERM."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    root = tmp_path / "host"
+    (root / "etc/kubernetes").mkdir(parents=True)
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    paths = [
+        "--root", str(root), "--files-only", "--bin-dir", "/etc/kubernetes/credential-providers",
+        "--config", "/etc/kubernetes/credential-providers.yaml",
+        "--restart-command", restart_command(tmp_path),
+    ]  # fmt: skip
+    planned = cli("agent", "plan", "--providers", "aws", *paths[:7], "--json")
+    plan = json.loads(planned.stdout)
+    assert (plan["platform"], plan["restart"]) == ("files only", "")
+    assert plan["notes"][-1] == "the kubelet reads the new config at its next start"
+    runner = subprocess.Popen(
+        [sys.executable, "-m", "credprovider", "agent", "run", "--bundle", str(bundle),
+         "--providers", "aws", *paths],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    config = root / "etc/kubernetes/credential-providers.yaml"
+    deadline = time.monotonic() + 30
+    while not config.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    assert runner.poll() is None  # installed, and staying
+    runner.send_signal(signal.SIGTERM)
+    out, err = runner.communicate(timeout=30)
+    assert (runner.returncode, out.splitlines()[0], err) == (0, "installed", "")
+    link = root / "etc/kubernetes/credential-providers/ecr-credential-provider"
+    assert link.is_symlink() and restarts(tmp_path) == []
+    undone = cli("agent", "uninstall", *paths[:2], "--files-only", *paths[7:])
+    assert undone.returncode == 0, undone.stderr
+    assert sorted(p.name for p in root.rglob("*")) == ["etc", "kubernetes"]
+    assert restarts(tmp_path) == []
