@@ -117,6 +117,8 @@ CONTAINERD = (
     "v2.4.2",
 )
 REGISTRY = (("github.com/distribution/distribution/v3/cmd/registry",), "v3.1.2")
+# The fleet chart's linting and rendering (charts/credprovider).
+HELM = (("helm.sh/helm/v3/cmd/helm",), "v3.22.0")
 
 
 def released(tool: tuple[tuple[str, ...], str], timeout: float = 1800) -> Path:

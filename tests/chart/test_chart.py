@@ -1,0 +1,121 @@
+"""charts/credprovider: ``helm lint`` is clean, and what ``helm template`` renders is the agent in
+mode files with least privilege (no hostPID, no hostNetwork, every capability dropped, a read-only
+root, only the directories it writes in mounted, no API token), by digest when one is given; values
+the chart cannot honour fail the render with one line."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from emulators import gobuild
+from emulators.kubelet_exec import REPO
+from tests.helpers import unavailable
+
+CHART = REPO / "charts" / "credprovider"
+KUBE_VERSION = "1.36.4"
+
+
+@pytest.fixture(scope="module")
+def helm() -> Path:
+    try:
+        return gobuild.released(gobuild.HELM)
+    except gobuild.GoBuildError as exc:
+        unavailable(str(exc))
+        raise
+
+
+def render(helm: Path, *values: str) -> subprocess.CompletedProcess[str]:
+    sets = [arg for value in values for arg in ("--set", value)]
+    return subprocess.run(
+        [str(helm), "template", "fleet", str(CHART), "--namespace", "kube-system",
+         "--kube-version", KUBE_VERSION, *sets],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def documents(helm: Path, *values: str) -> dict[str, dict[str, Any]]:
+    done = render(helm, *values)
+    assert done.returncode == 0, done.stderr
+    return {doc["kind"]: doc for doc in yaml.safe_load_all(done.stdout) if doc}
+
+
+def test_helm_lint_is_clean(helm: Path) -> None:
+    done = subprocess.run(
+        [str(helm), "lint", str(CHART), "--strict", "--set", "image.repository=registry.example.com/c"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 chart(s) linted, 0 chart(s) failed" in done.stdout
+
+
+def test_the_agent_runs_with_least_privilege(helm: Path) -> None:
+    rendered = documents(
+        helm, "image.repository=registry.example.com/platform/credprovider",
+        "image.digest=sha256:" + "a" * 64, "providers={aws,gcp}",
+    )  # fmt: skip
+    assert sorted(rendered) == ["DaemonSet", "ServiceAccount"]  # no role, no binding
+    pod = rendered["DaemonSet"]["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert rendered["ServiceAccount"]["automountServiceAccountToken"] is False
+    assert not pod.get("hostPID") and not pod.get("hostNetwork") and not pod.get("hostIPC")
+    [container] = pod["containers"]
+    assert container["image"] == "registry.example.com/platform/credprovider@sha256:" + "a" * 64
+    assert container["securityContext"] == {
+        "runAsUser": 0, "runAsNonRoot": False, "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }  # fmt: skip
+    assert container["args"] == [
+        "agent", "run", "--files-only", "--root=/host", "--bundle=/credprovider-0.1.0",
+        "--version=0.1.0", "--providers=aws,gcp",
+        "--bin-dir=/etc/kubernetes/image-credential-provider",
+        "--config=/etc/kubernetes/image-credential-provider-config.yaml",
+    ]  # fmt: skip
+    host = {v["name"]: v["hostPath"] for v in pod["volumes"] if "hostPath" in v}
+    assert sorted((h["path"], h["type"]) for h in host.values()) == [
+        ("/etc/kubernetes", "Directory"), ("/var/lib/credprovider", "DirectoryOrCreate"),
+    ]  # fmt: skip
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert all(mounts[name] == "/host" + h["path"] for name, h in host.items())
+    strategy = rendered["DaemonSet"]["spec"]["updateStrategy"]
+    assert strategy == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
+
+
+def test_uninstall_and_paths_of_ones_own(helm: Path) -> None:
+    rendered = documents(
+        helm, "image.repository=r/c", "action=uninstall",
+        "paths.binDir=/opt/credential-providers/bin", "paths.config=/etc/kubelet/providers.yaml",
+    )  # fmt: skip
+    [container] = rendered["DaemonSet"]["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "r/c:0.1.0"
+    assert container["args"][:3] == ["agent", "run", "--uninstall"]
+    paths = sorted(
+        v["hostPath"]["path"]
+        for v in rendered["DaemonSet"]["spec"]["template"]["spec"]["volumes"]
+        if "hostPath" in v
+    )
+    assert paths == ["/etc/kubelet", "/opt/credential-providers", "/var/lib/credprovider"]
+
+
+@pytest.mark.parametrize(
+    ("values", "said"),
+    [
+        ((), "image.repository is required: where make release REGISTRY=... pushed the image"),
+        (("image.repository=r/c", "mode=managed"),
+         'mode "managed" is not available: this chart has mode files only (docs/fleet.md)'),
+        (("image.repository=r/c", "action=remove"), 'action "remove": install or uninstall'),
+        (("image.repository=r/c", "providers={aws,ibm}"),
+         'providers: "ibm" is not one of aws, azure, gcp'),
+    ],
+)  # fmt: skip
+def test_values_it_cannot_honour_fail_the_render(
+    helm: Path, values: tuple[str, ...], said: str
+) -> None:
+    done = render(helm, *values)
+    assert done.returncode == 1 and done.stdout == ""
+    assert said in done.stderr
