@@ -1,47 +1,22 @@
 """charts/credprovider: ``helm lint`` is clean, and what ``helm template`` renders is the agent in
-mode files with least privilege (no hostPID, no hostNetwork, every capability dropped, a read-only
-root, only the directories it writes in mounted, no API token), by digest when one is given; values
+mode files with least privilege (no hostPID, every capability dropped, a read-only root, only the
+directories it writes in mounted, no API token; the node's network, so as not to wait for the CNI),
+by digest when one is given; values
 the chart cannot honour fail the render with one line."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
-from emulators import gobuild
-from emulators.kubelet_exec import REPO
-from tests.helpers import unavailable
-
-CHART = REPO / "charts" / "credprovider"
-KUBE_VERSION = "1.36.4"
+from tests.chart.helm import CHART, documents, helm_binary, render
 
 
 @pytest.fixture(scope="module")
 def helm() -> Path:
-    try:
-        return gobuild.released(gobuild.HELM)
-    except gobuild.GoBuildError as exc:
-        unavailable(str(exc))
-        raise
-
-
-def render(helm: Path, *values: str) -> subprocess.CompletedProcess[str]:
-    sets = [arg for value in values for arg in ("--set", value)]
-    return subprocess.run(
-        [str(helm), "template", "fleet", str(CHART), "--namespace", "kube-system",
-         "--kube-version", KUBE_VERSION, *sets],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-
-
-def documents(helm: Path, *values: str) -> dict[str, dict[str, Any]]:
-    done = render(helm, *values)
-    assert done.returncode == 0, done.stderr
-    return {doc["kind"]: doc for doc in yaml.safe_load_all(done.stdout) if doc}
+    return helm_binary()
 
 
 def test_helm_lint_is_clean(helm: Path) -> None:
@@ -62,7 +37,9 @@ def test_the_agent_runs_with_least_privilege(helm: Path) -> None:
     pod = rendered["DaemonSet"]["spec"]["template"]["spec"]
     assert pod["automountServiceAccountToken"] is False
     assert rendered["ServiceAccount"]["automountServiceAccountToken"] is False
-    assert not pod.get("hostPID") and not pod.get("hostNetwork") and not pod.get("hostIPC")
+    assert not pod.get("hostPID") and not pod.get("hostIPC")
+    # the node's network: the agent must not wait for the CNI, whose images may need it
+    assert (pod["hostNetwork"], pod["dnsPolicy"]) == (True, "Default")
     [container] = pod["containers"]
     assert container["image"] == "registry.example.com/platform/credprovider@sha256:" + "a" * 64
     assert container["securityContext"] == {

@@ -20,7 +20,7 @@ from emulators.aws import FakeEcr
 from emulators.harness import Emulator
 from emulators.registry import RegistryFront, fingerprint
 from emulators.tls import make_test_ca
-from tests.e2e import controlplane, registries, runtime
+from tests.e2e import controlplane, fleet, registries, runtime
 from tests.e2e.scenario import SCENARIOS, Pull
 
 NAMESPACE = "default"
@@ -185,7 +185,13 @@ def run(
         )  # fmt: skip
         wait_for("the release image's pod", lambda: ended(plane, "credprovider-image"), 60)
         image_pod = outcome(plane, "credprovider-image")
+    agent = {}
+    if spec.get("agent_pods"):  # the fleet chart's agent on this node (tests/e2e/fleet.py)
+        agent = fleet.run(
+            plane, spec["agent_pods"]["install"], spec["agent_pods"]["uninstall"], wait_for
+        )
     return {
+        "agent": agent,
         "image_pod": image_pod,
         "pods": {pod: {"image": image, **outcome(plane, pod)} for pod, image in pods.items()},
         "waves": waves,

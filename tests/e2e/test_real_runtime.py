@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from emulators.aws import NODE_KEY
 from emulators.gcp import FakeMetadata
 from emulators.kubelet_exec import BUNDLE_DIR, REPO
 from release import image
 from release.bundle import project_version
+from tests.chart.helm import agent_pod, helm_binary
 from tests.e2e.registries import split, stored_as
 from tests.e2e.runtime import RUNC, remove_subtree, subtree_name
 from tests.e2e.sandbox import (
@@ -153,11 +155,34 @@ def test_containerd_pulls_every_registry_form_with_the_plugins_credentials(
     if not archive.exists():
         unavailable(f"{archive} is not built: make release")
     image_name = f"docker.io/library/credprovider:{project_version()}"
+    agent_values = ("image.repository=docker.io/library/credprovider", "image.pullPolicy=Never",
+                    "providers={aws,azure,gcp}")  # fmt: skip
+    helm = helm_binary()
     real = real_run(
         path,
         bundle=str(BUNDLE_DIR.resolve()), tools=str(Path(runtime_tools["crictl"]).parent),
         image_archive=str(archive), image_name=image_name,
+        agent_pods={
+            "install": agent_pod(helm, *agent_values),
+            "uninstall": agent_pod(helm, *agent_values, "action=uninstall"),
+        },
     )  # fmt: skip
+
+    # the fleet chart's agent pod (mode files) installs on the node, and uninstall puts it back
+    agent = real["agent"]
+    assert agent["install"]["printed"][0] == "installed", agent["install"]
+    home = "/var/lib/credprovider/agent"
+    bin_dir = "/etc/kubernetes/image-credential-provider"
+    between = agent["between"]
+    assert between[f"{home}/current"] == f"link:versions/{project_version()}"
+    assert between[f"{home}/versions/{project_version()}/credprovider"].startswith("file:")
+    for name in PROVIDERS:
+        assert between[f"{bin_dir}/{name}"] == f"link:{home}/current/{name}"
+    written = yaml.safe_load(agent["config"])
+    assert [p["name"] for p in written["providers"]] == list(PROVIDERS)
+    assert agent["uninstall"]["printed"][0] == "uninstalled", agent["uninstall"]
+    # byte for byte, but for the directory the kubelet made for the hostPath (DirectoryOrCreate)
+    assert agent["after"] == {**agent["before"], "/var/lib/credprovider": "dir"}
 
     # the release's OCI image runs under containerd as its non-root user (runAsNonRoot), its
     # plugins on PATH
