@@ -184,6 +184,9 @@ def _k0s_unit(root: str, platform: Platform) -> str:
 def _plan_bundle(
     plan: AgentPlan, root: str, platform: Platform, keys: list[str], version: str
 ) -> None:
+    bin_dir = Path(root) / platform.bin_dir.lstrip("/")
+    if os.path.lexists(bin_dir) and not bin_dir.is_dir():
+        raise UnreadableNodeFile(f"{platform.bin_dir} is not a directory (the kubelet's bin dir)")
     versions = f"{AGENT_HOME}/versions/{version}"
     there = os.path.isdir(Path(root) / versions.lstrip("/"))
     plan.steps.append(

@@ -5,6 +5,7 @@ puts the node back as it was before the first install."""
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import subprocess
 import sys
@@ -30,6 +31,23 @@ from credprovider.tool.commands.common import (
     print_json,
 )
 from credprovider.tool.install_config import NodeChangeError
+
+
+def _paths_refused(args: argparse.Namespace, action: str) -> bool:
+    """--root must be a directory, and --bundle a credprovider bundle (one line if not)."""
+    problem = ""
+    if not os.path.isdir(args.root):
+        problem = f"--root {args.root} is not a directory (the node's filesystem)"
+    bundle = getattr(args, "bundle", None)
+    if (
+        not problem
+        and bundle is not None
+        and not (os.path.isdir(bundle) and os.path.isfile(os.path.join(bundle, "credprovider")))
+    ):
+        problem = f"--bundle {bundle} is not a credprovider bundle directory"
+    if problem:
+        print(f"credprovider agent {action}: {problem}", file=sys.stderr)
+    return bool(problem)
 
 
 def _keys(args: argparse.Namespace, action: str) -> list[str] | None:
@@ -58,7 +76,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     from credprovider.tool.agent.plan import plan_node
 
     keys = _keys(args, "plan")
-    if keys is None:
+    if keys is None or _paths_refused(args, "plan"):
         return EXIT_USAGE
     plan = plan_node(args.root, keys, args.version, _platform(args))
     if args.json:
@@ -120,7 +138,7 @@ def _cmd_apply(args: argparse.Namespace) -> int:
     from credprovider.tool.agent.plan import plan_node
 
     keys = _keys(args, "apply")
-    if keys is None:
+    if keys is None or _paths_refused(args, "apply"):
         return EXIT_USAGE
     if args.files_only and not (args.bin_dir and args.config):
         print(
@@ -158,6 +176,8 @@ def _cmd_uninstall(args: argparse.Namespace) -> int:
     from credprovider.tool.agent.apply import uninstall
     from credprovider.tool.agent.platforms import installed_unit, recognize
 
+    if _paths_refused(args, "uninstall"):
+        return EXIT_USAGE
     platform, _ = recognize(args.root)
     restart, _ = _service(args)
     service = "" if args.files_only else installed_unit(args.root, platform.services)

@@ -81,8 +81,9 @@ def test_a_refused_node_exits_1_and_says_why(tmp_path: Path) -> None:
 
 
 def test_apply_refuses_a_health_endpoint_off_the_node(tmp_path: Path) -> None:
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
     done = cli(
-        "agent", "apply", "--root", str(tmp_path), "--bundle", str(tmp_path),
+        "agent", "apply", "--root", str(tmp_path), "--bundle", str(bundle),
         "--healthz", "http://example.com/healthz",
     )  # fmt: skip
     assert (done.returncode, done.stdout) == (2, "")

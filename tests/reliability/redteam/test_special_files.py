@@ -63,6 +63,79 @@ def _migrate(option: str) -> Argv:
     return argv
 
 
+def _agent_rows() -> dict[tuple[str, str], tuple[str, Argv]]:
+    """The node agent: --root and --bundle given special files; the node paths --bin-dir and
+    --config (read under --root) through plan with --root /, which only reads."""
+    files_only = ["--files-only", "--providers", "aws"]
+
+    def node(option: str) -> Argv:
+        def argv(path: str, tmp: Path) -> list[str]:
+            given = {"--bin-dir": str(tmp / "bin"), "--config": str(tmp / "c.yaml"), option: path}
+            return [
+                "agent",
+                "plan",
+                "--root",
+                "/",
+                *files_only,
+                *[x for kv in given.items() for x in kv],
+            ]
+
+        return argv
+
+    rows: dict[tuple[str, str], tuple[str, Argv]] = {
+        ("agent plan", "--bin-dir"): (DIRECTORY, node("--bin-dir")),
+        ("agent plan", "--config"): (READ, node("--config")),
+        ("agent plan", "--root"): (DIRECTORY, lambda p, t: ["agent", "plan", "--root", p]),
+        ("agent uninstall", "--root"): (
+            DIRECTORY,
+            lambda p, t: ["agent", "uninstall", "--root", p],
+        ),
+    }
+    for action in ("apply", "run"):
+        rows[(f"agent {action}", "--root")] = (
+            DIRECTORY,
+            lambda p, t, a=action: [
+                "agent",
+                a,
+                "--root",
+                p,
+                "--bundle",
+                str(BUNDLE_DIR),
+                *files_only,
+                "--bin-dir",
+                "/b",
+                "--config",
+                "/c.yaml",
+            ],
+        )
+        rows[(f"agent {action}", "--bundle")] = (
+            DIRECTORY,
+            lambda p, t, a=action: [
+                "agent",
+                a,
+                "--root",
+                str(t),
+                "--bundle",
+                p,
+                *files_only,
+                "--bin-dir",
+                "/b",
+                "--config",
+                "/c.yaml",
+            ],
+        )
+    return rows
+
+
+# The agent's node paths (read under --root) of the commands that change the node: the plan they
+# share refuses a special file there before anything is written, and is run above (agent plan),
+# so that no test gives the agent the host's root to write in.
+NODE_PATHS_THROUGH_PLAN = {
+    (f"agent {action}", option)
+    for action in ("apply", "run")
+    for option in ("--bin-dir", "--config")
+}
+
 PATH_OPTIONS: dict[tuple[str, str], tuple[str, Argv]] = {
     ("validate", "path"): (READ, lambda p, t: ["validate", p, "--bin-dir", str(t)]),
     ("validate", "--bin-dir"): (DIRECTORY, lambda p, t: ["validate", str(t / "c.yaml"), "--bin-dir", p]),
@@ -84,11 +157,13 @@ PATH_OPTIONS: dict[tuple[str, str], tuple[str, Argv]] = {
     ("doctor", "--config"): (READ, lambda p, t: ["doctor", "--offline", "--config", p, "--bin-dir", str(t)]),
     ("doctor", "--bin-dir"): (DIRECTORY, lambda p, t: ["doctor", "--offline", "--config", str(t / "c.yaml"), "--bin-dir", p]),
     ("doctor", "--root"): (DIRECTORY, lambda p, t: ["doctor", "--offline", "--root", p]),
+    **_agent_rows(),
 }  # fmt: skip
 # Options that take something other than a path.
 NOT_PATHS = {
     "help", "json", "image", "pattern", "offline", "show_password", "timeout", "sa_annotation",
     "provider", "providers", "copy", "force", "kubelet_flags", "write", "as_name",
+    "version", "files_only", "uninstall", "restart_command", "healthz", "health_timeout",
 }  # fmt: skip
 
 
@@ -133,17 +208,24 @@ CASES = [
 ]
 
 
-def test_every_path_option_of_every_subcommand_has_a_row() -> None:
+def _path_options(parser: argparse.ArgumentParser, command: str) -> set[tuple[str, str]]:
+    """(command, option) for every option that is not known not to be a path, subcommands of
+    subcommands included (``agent plan``)."""
     found = set()
-    for action in build_parser()._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for name, parser in action.choices.items():
-                for option in parser._actions:
-                    if option.dest in NOT_PATHS:
-                        continue
-                    shown = option.option_strings[-1] if option.option_strings else option.dest
-                    found.add((name, shown))
-    assert found == set(PATH_OPTIONS)
+    for option in parser._actions:
+        if isinstance(option, argparse._SubParsersAction):
+            for name, sub in option.choices.items():
+                found |= _path_options(sub, f"{command} {name}".strip())
+        elif option.dest not in NOT_PATHS:
+            found.add(
+                (command, option.option_strings[-1] if option.option_strings else option.dest)
+            )
+    return found
+
+
+def test_every_path_option_of_every_subcommand_has_a_row() -> None:
+    found = _path_options(build_parser(), "")
+    assert found == set(PATH_OPTIONS) | NODE_PATHS_THROUGH_PLAN
 
 
 # Who runs the tool: root, and an operator without root (nobody), whose node is world-writable.
