@@ -222,12 +222,3 @@ def _repository(path: str) -> str:
         if marker in path:
             return path.removeprefix("/v2/").split(marker)[0]
     return ""
-
-
-def pulled(log: list[Entry], host: str, repository: str) -> list[Entry]:
-    """The requests for ``repository``'s manifests on ``host`` (as the client named the host)."""
-    return [
-        entry
-        for entry in log
-        if entry.host == host and entry.path.startswith(f"/v2/{repository}/manifests/")
-    ]

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.e2e import controlplane
+from tests.e2e import controlplane, runtime
 
 NAMESPACE = "kube-system"  # where system-node-critical pods may run
 WATCHED = ("/etc/kubernetes", "/var/lib/credprovider")
@@ -45,8 +45,7 @@ def snapshot() -> dict[str, str]:
 def _printed(plane: controlplane.ControlPlane, pod: str) -> tuple[list[str], dict[str, Any]]:
     found = plane.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}") or {}
     uid = found.get("metadata", {}).get("uid", "")
-    logs = sorted(Path("/var/log/pods").glob(f"{NAMESPACE}_{pod}_{uid}/agent/*.log"))
-    lines = [line.split(" ", 3)[-1] for path in logs for line in path.read_text().splitlines()]
+    lines = runtime.pod_log(NAMESPACE, pod, uid, "agent")
     statuses = found.get("status", {}).get("containerStatuses") or [{}]
     return lines, statuses[0].get("state", {})
 

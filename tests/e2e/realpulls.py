@@ -142,8 +142,7 @@ def outcome(plane: controlplane.ControlPlane, pod: str) -> dict[str, Any]:
     found = plane.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}") or {}
     status = found.get("status", {})
     uid = found.get("metadata", {}).get("uid", "")
-    logs = sorted(Path("/var/log/pods").glob(f"{NAMESPACE}_{pod}_{uid}/c/*.log"))
-    printed = [line.split(" ", 3)[-1] for path in logs for line in path.read_text().splitlines()]
+    printed = runtime.pod_log(NAMESPACE, pod, uid, "c")
     return {
         "phase": status.get("phase"),
         "state": (status.get("containerStatuses") or [{}])[0].get("state", {}),

@@ -59,9 +59,8 @@ def split(image: str) -> Reference:
 
 def cloud_of(hostname: str) -> str:
     """``aws``, ``azure``, ``gcp`` or ``private`` (a registry no plugin serves)."""
-    if hostname in ("public.ecr.aws", "ecr-public.aws.com") or ".dkr.ecr" in hostname:
-        return "aws"
-    if ".dkr-ecr" in hostname:
+    private = (".dkr.ecr", ".dkr-ecr")  # dkr-ecr: the dual-stack on.aws form
+    if hostname in ("public.ecr.aws", "ecr-public.aws.com") or any(p in hostname for p in private):
         return "aws"
     if hostname.endswith(".azurecr.io"):
         return "azure"

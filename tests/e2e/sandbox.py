@@ -98,6 +98,21 @@ def run_kubelet(
     return result
 
 
+def run_with_control_plane(
+    binaries: tuple[Path, Path],
+    control_plane_binaries: tuple[Path, Path],
+    config: Path,
+    tmp_path: Path,
+    **more: Any,
+) -> dict[str, Any]:
+    """:func:`run_kubelet` with the sandbox's control plane (etcd and kube-apiserver)."""
+    etcd, apiserver = control_plane_binaries
+    return run_kubelet(
+        binaries, config, tmp_path, control_plane=True, etcd=str(etcd), apiserver=str(apiserver),
+        **more,
+    )  # fmt: skip
+
+
 def linked_bin_dir(directory: Path, names: Iterable[str]) -> Path:
     """``directory``/bin holding each provider name as a link to the bundle's launcher, as an
     operator installs several providers of one plugin (the kubelet refuses to start when a

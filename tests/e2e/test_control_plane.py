@@ -23,7 +23,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from emulators.aws import NODE_KEY
 from emulators.kubelet_exec import BUNDLE_DIR
 from tests.e2e import tokens
-from tests.e2e.sandbox import host_state, left_running, linked_bin_dir, run_kubelet
+from tests.e2e.sandbox import host_state, left_running, linked_bin_dir, run_with_control_plane
 from tests.helpers import config_file
 
 
@@ -59,22 +59,19 @@ def test_service_account_tokens_reach_the_clouds_through_a_real_api_server(
     tmp_path: Path,
     policy: str | None,
 ) -> None:
-    etcd, apiserver = control_plane_binaries
     providers = tokens.providers()
     config = config_file(tmp_path, *providers)
     bin_dir = linked_bin_dir(tmp_path, (provider["name"] for provider in providers))
     before = host_state()
-    result = run_kubelet(
+    result = run_with_control_plane(
         binaries,
+        control_plane_binaries,
         config,
         tmp_path,
         bin_dir=str(bin_dir),
-        control_plane=True,
         bundle=str(BUNDLE_DIR.resolve()),
         verify=True,
         verification_policy=policy,
-        etcd=str(etcd),
-        apiserver=str(apiserver),
     )
     after = host_state()
     log_tail = result["kubelet_log"][-6000:]
@@ -190,18 +187,15 @@ def test_two_aws_accounts_each_pull_with_their_own_role(
     """config/examples/aws-two-accounts.yaml as shipped (#33): two providers of the ECR plugin,
     each assuming its own role with the pod's service account token; a service account that
     names a role of its own overrides the provider's."""
-    etcd, apiserver = control_plane_binaries
     config = tokens.EXAMPLES / tokens.ACCOUNTS_EXAMPLE
     bin_dir = linked_bin_dir(tmp_path, {str(pull.provider) for pull in tokens.ACCOUNT_PULLS})
-    result = run_kubelet(
+    result = run_with_control_plane(
         binaries,
+        control_plane_binaries,
         config,
         tmp_path,
         bin_dir=str(bin_dir),
-        control_plane=True,
         token_scenario="accounts",
-        etcd=str(etcd),
-        apiserver=str(apiserver),
     )
     assert "error" not in result, f"{result.get('error')}\n{result['kubelet_log'][-6000:]}"
     by_image = {pull.image: pull for pull in tokens.ACCOUNT_PULLS}

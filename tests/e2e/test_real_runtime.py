@@ -30,7 +30,7 @@ from tests.e2e.sandbox import (
     identities_node,
     left_running,
     linked_bin_dir,
-    run_kubelet,
+    run_with_control_plane,
 )
 from tests.e2e.scenario import (
     CASE_PULLS,
@@ -76,12 +76,11 @@ def real_run(
     and returns what the run saw."""
 
     def run(config: Path, **more: Any) -> dict[str, Any]:
-        etcd, apiserver = control_plane_binaries
         before = host_state()
         try:
-            result = run_kubelet(
-                binaries, config, tmp_path, control_plane=True, etcd=str(etcd),
-                apiserver=str(apiserver), runtime="containerd", **runtime_tools, **more,
+            result = run_with_control_plane(
+                binaries, control_plane_binaries, config, tmp_path, runtime="containerd",
+                **runtime_tools, **more,
             )  # fmt: skip
         finally:  # a sandbox that died leaves its cgroups (the host's): take them, then fail
             left = remove_subtree(subtree_name(tmp_path / "run"))

@@ -145,13 +145,21 @@ def plan_node(
 def _flags_in_force(root: str, platform: Platform) -> list[str]:
     """The kubelet flags the node's own files give (ENV_FILE, K0S_UNIT platforms; none for others)."""
     if platform.flags == ENV_FILE:
-        texts = [_read(root, path) for path in (KUBEADM_FLAGS_ENV, *platform.flag_files)]
-        return shlex.split(" ".join(flags_from_file(text) for text in texts if text))
+        return _env_args(_env_texts(root, platform))
     if platform.flags == K0S_UNIT:
         path = _k0s_unit(root, platform)
         found = _K0S_EXTRA.search(_read(root, path) or "") if path else None
         return _split(found.group(1)) if found else []
     return []
+
+
+def _env_texts(root: str, platform: Platform) -> dict[str, str | None]:
+    """Each file the kubelet's env flags come from (kubeadm-flags.env, then the platform's)."""
+    return {path: _read(root, path) for path in (KUBEADM_FLAGS_ENV, *platform.flag_files)}
+
+
+def _env_args(texts: dict[str, str | None]) -> list[str]:
+    return shlex.split(" ".join(flags_from_file(text) for text in texts.values() if text))
 
 
 def _split(text: str) -> list[str]:
@@ -161,12 +169,20 @@ def _split(text: str) -> list[str]:
         return []
 
 
+def _flags_right(args: list[str], platform: Platform) -> bool:
+    """``args`` give the kubelet the platform's config and bin dir (the last value of each)."""
+    return (flag_value(args, CONFIG_FLAG), flag_value(args, BIN_DIR_FLAG)) == (
+        platform.config,
+        platform.bin_dir,
+    )
+
+
 def _adopt_flags_in_force(plan: AgentPlan, root: str, platform: Platform) -> Platform:
     """Where the kubelet is already given a config and a bin dir, those are the ones: the config's
     providers are kept and ours merged in, the plugins linked where it looks, its flags left."""
     args = _flags_in_force(root, platform)
     config, bin_dir = flag_value(args, CONFIG_FLAG), flag_value(args, BIN_DIR_FLAG)
-    if not (config and bin_dir) or (config, bin_dir) == (platform.config, platform.bin_dir):
+    if not (config and bin_dir) or _flags_right(args, platform):
         return platform
     plan.notes.append(
         f"the kubelet is already given {config} and {bin_dir}: they are used, its providers kept"
@@ -249,11 +265,8 @@ def _plan_flags(plan: AgentPlan, root: str, platform: Platform) -> None:
 def _plan_env_file(plan: AgentPlan, root: str, platform: Platform, wanted: list[str]) -> None:
     """kubeadm: the flags the kubelet gets from every file its drop-in reads (KUBELET_EXTRA_ARGS
     last); the two are added to (or corrected in) KUBELET_EXTRA_ARGS when not already right."""
-    texts = {path: _read(root, path) for path in (KUBEADM_FLAGS_ENV, *platform.flag_files)}
-    args = _flags_in_force(root, platform)
-    if flag_value(args, CONFIG_FLAG) == platform.config and (
-        flag_value(args, BIN_DIR_FLAG) == platform.bin_dir
-    ):
+    texts = _env_texts(root, platform)
+    if _flags_right(_env_args(texts), platform):
         plan.steps.append(Step("unchanged", "", "the kubelet's flags are already right"))
         return
     home = next((p for p in platform.flag_files if texts[p] is not None), "") or next(
@@ -294,9 +307,7 @@ def _plan_k0s(plan: AgentPlan, root: str, platform: Platform, wanted: list[str])
         return
     found = _K0S_EXTRA.search(text)
     current = _split(found.group(1)) if found else []
-    if flag_value(current, CONFIG_FLAG) == wanted[0].split("=", 1)[1] and (
-        flag_value(current, BIN_DIR_FLAG) == wanted[1].split("=", 1)[1]
-    ):
+    if _flags_right(current, platform):
         plan.steps.append(Step("unchanged", path, "the kubelet's flags are already right"))
         return
     changes = FlagChanges(frozenset({CONFIG_FLAG, BIN_DIR_FLAG}), frozenset())
