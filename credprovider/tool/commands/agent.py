@@ -152,6 +152,13 @@ def _cmd_apply(args: argparse.Namespace) -> int:
     plan = plan_node(args.root, keys, args.version, _platform(args))
     try:
         outcome = apply(args.root, plan, Path(args.bundle), args.version, restart, healthy)
+    except PermissionError as exc:
+        print(
+            f"credprovider agent apply: cannot write {exc.filename} as uid {os.geteuid()}: "
+            "run it as root (the chart's pod does)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     except (OSError, NodeChangeError) as exc:
         print(f"credprovider agent apply: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -183,6 +190,13 @@ def _cmd_uninstall(args: argparse.Namespace) -> int:
     service = "" if args.files_only else installed_unit(args.root, platform.services)
     try:
         outcome = uninstall(args.root, service, restart)
+    except PermissionError as exc:
+        print(
+            f"credprovider agent uninstall: cannot write {exc.filename} as uid {os.geteuid()}: "
+            "run it as root (the chart's pod does)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     except (OSError, NodeChangeError) as exc:
         print(f"credprovider agent uninstall: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -146,3 +146,44 @@ def test_files_only_places_and_restarts_nothing_then_run_stays_until_stopped(
     assert undone.returncode == 0, undone.stderr
     assert sorted(p.name for p in root.rglob("*")) == ["etc", "kubernetes"]
     assert restarts(tmp_path) == []
+
+
+def test_an_operator_without_root_is_told_to_run_it_as_root() -> None:
+    """Through the bundle as nobody, on a node directory nobody may write in: one line saying
+    what and why, and nothing changed."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    import pytest
+
+    from emulators.kubelet_exec import BUNDLE_DIR
+    from tests.helpers import require_bundle
+
+    if os.geteuid() != 0:
+        pytest.skip("switching to nobody needs root")
+    require_bundle()
+    place = Path(tempfile.mkdtemp(prefix="agent-", dir="/tmp"))  # pytest's tmp is root's only
+    try:
+        place.chmod(0o755)
+        root = place / "node"
+        (root / "etc/rancher/k3s").mkdir(parents=True)
+        bundle = fake_bundle(place / "bundle", "0.1.0").parent
+        for path in [root, *root.rglob("*"), bundle, *bundle.rglob("*")]:
+            path.chmod(0o755)
+        before = tree(str(root))
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+             str(BUNDLE_DIR / "credprovider"), "agent", "apply", "--root", str(root),
+             "--bundle", str(bundle), "--providers", "aws", "--restart-command", "true {unit}"],
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert (done.returncode, done.stdout) == (1, ""), done.stderr
+        assert done.stderr == (
+            f"credprovider agent apply: cannot write {root}/var as uid 65534: "
+            "run it as root (the chart's pod does)\n"
+        )
+        assert tree(str(root)) == before
+    finally:
+        shutil.rmtree(place, ignore_errors=True)
