@@ -125,14 +125,11 @@ def _made_dirs(root: str, state: dict[str, Any], path: str) -> None:
     made += [directory for directory in missing if directory not in made]
 
 
-def apply(
-    root: str, plan: AgentPlan, bundle: Path, version: str, restart: Restart, healthy: Healthy
-) -> Outcome:
-    """Make the node under ``root`` as ``plan`` says (the bundle copied from ``bundle``)."""
-    if plan.refused:
-        return Outcome("refused", detail=plan.refused)
-    state = load_state(root)
-    outcome = Outcome("installed")
+def _change(
+    root: str, plan: AgentPlan, bundle: Path, state: dict[str, Any], outcome: Outcome
+) -> dict[str, bytes | None]:
+    """Each step of ``plan``, every original recorded in ``state`` before it is replaced; the
+    config and flags files as this run found them (for a rollback)."""
     for step in plan.steps:
         if step.action == "place":
             _made_dirs(root, state, step.path)
@@ -159,8 +156,22 @@ def apply(
         _put_bytes(host, text.encode())
         state["written"][path] = _digest(text.encode())
         outcome.changed.append(path)
-    state["version"] = version
-    _save_state(root, state)
+    return before
+
+
+def apply(
+    root: str, plan: AgentPlan, bundle: Path, version: str, restart: Restart, healthy: Healthy
+) -> Outcome:
+    """Make the node under ``root`` as ``plan`` says (the bundle copied from ``bundle``)."""
+    if plan.refused:
+        return Outcome("refused", detail=plan.refused)
+    state = load_state(root)
+    outcome = Outcome("installed")
+    try:
+        before = _change(root, plan, bundle, state, outcome)
+        state["version"] = version
+    finally:  # a step that failed partway: what was changed until then is known to uninstall
+        _save_state(root, state)
     if not plan.restart:
         return outcome if outcome.changed else Outcome("unchanged")
     restart(plan.restart)

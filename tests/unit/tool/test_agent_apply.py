@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from credprovider.tool.agent.apply import Outcome, apply, load_state, uninstall
 from credprovider.tool.agent.plan import plan_node
 from tests.unit.tool.test_agent_plan import KUBEADM_NODE, node
@@ -132,3 +134,23 @@ def test_a_refused_node_is_not_touched(tmp_path: Path) -> None:
     outcome = run(root, tmp_path, "0.1.0", service)
     assert outcome.result == "refused" and "settings API" in outcome.detail
     assert (tree(root), service.restarts) == (before, [])
+
+
+def test_a_step_that_fails_partway_is_still_undone_by_uninstall(tmp_path: Path) -> None:
+    """The config's directory is a file: apply fails after the bundle and links are placed;
+    the state on the node knows them, and uninstall puts the node back."""
+    root = node(
+        tmp_path,
+        {
+            **KUBEADM_NODE,
+            "/etc/default/kubelet": "KUBELET_EXTRA_ARGS=--v=2\n",
+            "/etc/kubernetes": "",
+        },
+    )
+    before = tree(root)
+    service = Service()
+    with pytest.raises(OSError):
+        run(root, tmp_path, "0.1.0", service)
+    assert tree(root) != before and service.restarts == []
+    assert uninstall(root, "kubelet", service.restart).kept == []
+    assert tree(root) == before
