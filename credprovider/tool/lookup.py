@@ -9,7 +9,7 @@ the kubelet's keyring rules.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -118,8 +118,10 @@ def run_provider(
     annotations: Mapping[str, str],
     timeout: float = KUBELET_EXEC_TIMEOUT_SECONDS,
     environment: Mapping[str, str] | None = None,
+    launcher: Sequence[str] = (),
 ) -> ProviderReport:
-    """Run one matched provider the way the kubelet does and report the outcome."""
+    """Run one matched provider the way the kubelet does and report the outcome (``launcher``:
+    what the plugin's command runs under, e.g. nsenter into the node's mount namespace)."""
     name = provider.name or ""
     report = ProviderReport(name=name, matched=True)
     skip, sa_token, sa_annotations = _service_account_inputs(provider, token, annotations)
@@ -136,6 +138,7 @@ def run_provider(
         report,
         timeout,
         environment,
+        launcher,
     )
     if stdout is None:
         return report
@@ -168,6 +171,7 @@ def _exec(
     report: ProviderReport,
     timeout: float,
     environment: Mapping[str, str] | None,
+    launcher: Sequence[str] = (),
 ) -> bytes | None:
     """Exec the plugin as the kubelet does (its args and env over ``environment``; our plugins
     with their cache read-only); its stdout, or ``None`` with ``report.error`` saying what the
@@ -191,7 +195,11 @@ def _exec(
     report.ran = True
     try:
         proc = run_bounded(
-            [str(Path(bin_dir) / name), *args], env, request, timeout, cap=RESPONSE_CAP_BYTES
+            [*launcher, str(Path(bin_dir) / name), *args],
+            env,
+            request,
+            timeout,
+            cap=RESPONSE_CAP_BYTES,
         )
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the name or an argument
         report.error = f"{failed}: {exc}"

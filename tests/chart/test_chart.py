@@ -1,8 +1,10 @@
 """charts/credprovider: ``helm lint`` is clean, and what ``helm template`` renders is the agent in
 mode files with least privilege (no hostPID, every capability dropped, a read-only root, only the
 directories it writes in mounted, no API token; the node's network, so as not to wait for the CNI),
-by digest when one is given; values
-the chart cannot honour fail the render with one line."""
+by digest when one is given; in mode flags, only what restarting kubelets one node at a time needs
+(hostPID and three capabilities for nsenter, the host directories, RBAC for its node, Leases and
+Events, and a policy keeping it to its own node); values the chart cannot honour fail the render
+with one line."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.chart.helm import CHART, documents, helm_binary, render
 
@@ -48,8 +51,8 @@ def test_the_agent_runs_with_least_privilege(helm: Path) -> None:
         "seccompProfile": {"type": "RuntimeDefault"},
     }  # fmt: skip
     assert container["args"] == [
-        "agent", "run", "--files-only", "--root=/host", "--bundle=/credprovider-0.1.0",
-        "--version=0.1.0", "--providers=aws,gcp",
+        "agent", "run", "--root=/host", "--bundle=/credprovider-0.1.0",
+        "--version=0.1.0", "--providers=aws,gcp", "--files-only",
         "--bin-dir=/etc/kubernetes/image-credential-provider",
         "--config=/etc/kubernetes/image-credential-provider-config.yaml",
     ]  # fmt: skip
@@ -71,6 +74,7 @@ def test_uninstall_and_paths_of_ones_own(helm: Path) -> None:
     [container] = rendered["DaemonSet"]["spec"]["template"]["spec"]["containers"]
     assert container["image"] == "r/c:0.1.0"
     assert container["args"][:3] == ["agent", "run", "--uninstall"]
+    assert "--files-only" in container["args"]
     paths = sorted(
         v["hostPath"]["path"]
         for v in rendered["DaemonSet"]["spec"]["template"]["spec"]["volumes"]
@@ -84,7 +88,10 @@ def test_uninstall_and_paths_of_ones_own(helm: Path) -> None:
     [
         ((), "image.repository is required: where make release REGISTRY=... pushed the image"),
         (("image.repository=r/c", "mode=managed"),
-         'mode "managed" is not available: this chart has mode files only (docs/fleet.md)'),
+         'mode "managed": files (place binaries and config only) or flags (also set the kubelet '
+         "flags and restart kubelets one node at a time)"),
+        (("image.repository=r/c", "mode=flags", "flags.slots=0"),
+         "flags.slots: at least 1 (how many kubelets may restart at once)"),
         (("image.repository=r/c", "action=remove"), 'action "remove": install or uninstall'),
         (("image.repository=r/c", "providers={aws,ibm}"),
          'providers: "ibm" is not one of aws, azure, gcp'),
@@ -96,3 +103,75 @@ def test_values_it_cannot_honour_fail_the_render(
     done = render(helm, *values)
     assert done.returncode == 1 and done.stdout == ""
     assert said in done.stderr
+
+
+def test_mode_flags_asks_for_what_restarting_kubelets_needs(helm: Path) -> None:
+    done = render(
+        helm, "image.repository=r/c", "mode=flags", "flags.slots=2", "providers={aws,azure}",
+        namespace="credprovider",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    docs = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    kinds = sorted((doc["kind"], doc["metadata"].get("namespace", "")) for doc in docs)
+    assert kinds == [
+        ("ClusterRole", ""), ("ClusterRoleBinding", ""), ("DaemonSet", "credprovider"),
+        ("Role", "credprovider"), ("Role", "default"), ("RoleBinding", "credprovider"),
+        ("RoleBinding", "default"), ("ServiceAccount", "credprovider"),
+        ("ValidatingAdmissionPolicy", ""), ("ValidatingAdmissionPolicyBinding", ""),
+    ]  # fmt: skip
+    rules = {
+        (doc["kind"], doc["metadata"].get("namespace", "")): doc["rules"]
+        for doc in docs
+        if doc["kind"] in ("ClusterRole", "Role")
+    }
+    assert rules == {
+        ("ClusterRole", ""): [
+            {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
+            {"apiGroups": [""], "resources": ["nodes/metrics"], "verbs": ["get"]},
+        ],
+        ("Role", "credprovider"): [
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+             "verbs": ["get", "create", "update", "patch"]},
+        ],
+        ("Role", "default"): [{"apiGroups": [""], "resources": ["events"], "verbs": ["create"]}],
+    }  # fmt: skip
+    [daemonset] = [doc for doc in docs if doc["kind"] == "DaemonSet"]
+    pod = daemonset["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is True and pod["hostPID"] is True
+    [container] = pod["containers"]
+    context = container["securityContext"]
+    assert context["capabilities"] == {
+        "drop": ["ALL"],
+        "add": ["SYS_ADMIN", "SYS_PTRACE", "SYS_CHROOT"],
+    }
+    assert context["readOnlyRootFilesystem"] is True and not context.get("privileged")
+    args = container["args"]
+    assert "--files-only" not in args and "--node=$(NODE_NAME)" in args and "--slots=2" in args
+    assert "--providers=aws,azure" in args and "--ready-file=/tmp/ready" in args
+    assert container["readinessProbe"]["exec"]["command"] == [
+        "/credprovider-0.1.0/credprovider", "agent", "ready", "--ready-file=/tmp/ready",
+    ]  # fmt: skip
+    env = {item["name"]: item.get("valueFrom", item.get("value")) for item in container["env"]}
+    assert env == {
+        "NODE_NAME": {"fieldRef": {"fieldPath": "spec.nodeName"}},
+        "POD_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+    }
+    mounts = {m["mountPath"]: m.get("readOnly", False) for m in container["volumeMounts"]}
+    assert mounts == {
+        "/tmp": False, "/host/etc": False, "/host/var/lib": False, "/host/usr/lib/systemd": True,
+    }  # fmt: skip
+    [policy] = [doc for doc in docs if doc["kind"] == "ValidatingAdmissionPolicy"]
+    assert "system:serviceaccount:credprovider:fleet-agent" in str(policy["spec"])
+
+
+def test_mode_flags_can_be_told_where_the_api_server_is(helm: Path) -> None:
+    rendered = documents(
+        helm, "image.repository=r/c", "mode=flags", "flags.apiServer.host=10.0.0.1",
+        "flags.ownNodeOnly=false", "flags.env.AWS_REGION=eu-west-1",
+    )  # fmt: skip
+    assert "ValidatingAdmissionPolicy" not in rendered
+    [container] = rendered["DaemonSet"]["spec"]["template"]["spec"]["containers"]
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    assert env["KUBERNETES_SERVICE_HOST"] == "10.0.0.1"
+    assert env["KUBERNETES_SERVICE_PORT"] == "443"
+    assert env["AWS_REGION"] == "eu-west-1"

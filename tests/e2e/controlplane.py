@@ -47,15 +47,22 @@ class ControlPlane:
     ca: CertAuthority
     admin: ssl.SSLContext
     kubelet_kubeconfig: Path
+    admin_kubeconfig: Path  # cluster admin, for the tools run in the sandbox
 
-    def request(self, method: str, path: str, body: object | None = None) -> tuple[int, Any]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: object | None = None,
+        content_type: str = "application/json",
+    ) -> tuple[int, Any]:
         """One call as cluster admin (``system:masters``): the status and the decoded answer."""
         connection = http.client.HTTPSConnection(
             "127.0.0.1", API_PORT, context=self.admin, timeout=10
         )
         try:
             data = None if body is None else json.dumps(body).encode()
-            headers = {"Content-Type": "application/json", "Accept": "application/json"}
+            headers = {"Content-Type": content_type, "Accept": "application/json"}
             connection.request(method, path, body=data, headers=headers)
             answer = connection.getresponse()
             text = answer.read().decode(errors="replace")
@@ -172,6 +179,11 @@ def _client_context(ca: CertAuthority, cert: Path, key: Path) -> ssl.SSLContext:
 
 
 def _kubeconfig(path: Path, ca: CertAuthority, cert: Path, key: Path) -> Path:
+    return kubeconfig(path, ca, {"client-certificate": str(cert), "client-key": str(key)})
+
+
+def kubeconfig(path: Path, ca: CertAuthority, user: dict[str, str]) -> Path:
+    """A kubeconfig for this API server as ``user`` (a client certificate, or a token)."""
     path.write_text(
         json.dumps(
             {
@@ -186,9 +198,7 @@ def _kubeconfig(path: Path, ca: CertAuthority, cert: Path, key: Path) -> Path:
                         },
                     }
                 ],
-                "users": [
-                    {"name": "u", "user": {"client-certificate": str(cert), "client-key": str(key)}}
-                ],
+                "users": [{"name": "u", "user": user}],
                 "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "u"}}],
                 "current-context": "e2e",
             }
@@ -260,6 +270,7 @@ def start(
         ca,
         _client_context(ca, *admin),
         _kubeconfig(directory / "kubelet.kubeconfig", ca, *node),
+        _kubeconfig(directory / "admin.kubeconfig", ca, *admin),
     )
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:

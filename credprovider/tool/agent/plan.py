@@ -59,6 +59,7 @@ class AgentPlan:
     refused: str = ""
     steps: list[Step] = field(default_factory=list)
     config_path: str = ""
+    bin_dir: str = ""  # where the kubelet finds the plugins
     config_text: str | None = None  # the config as it will read (None: left as it is)
     flag_file: str = ""
     flag_text: str | None = None  # the flags file as it will read (None: left as it is)
@@ -119,6 +120,7 @@ def plan_node(
         plan.notes.append(platform.note)
     try:
         platform = _adopt_flags_in_force(plan, root, platform)
+        plan.bin_dir = platform.bin_dir
         _plan_bundle(plan, root, platform, keys, version)
         _plan_config(plan, root, platform, keys)
         _plan_flags(plan, root, platform)

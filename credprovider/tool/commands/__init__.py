@@ -6,5 +6,5 @@ from __future__ import annotations
 from typing import Final
 
 COMMANDS: Final = (
-    "doctor", "validate", "get", "explain", "match", "install", "migrate", "agent",
+    "doctor", "validate", "get", "explain", "match", "install", "migrate", "agent", "fleet",
 )  # fmt: skip

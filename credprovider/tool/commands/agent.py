@@ -6,23 +6,21 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
-import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from credprovider import __version__
-
-if TYPE_CHECKING:
-    from credprovider.tool.agent.apply import Outcome
-    from credprovider.tool.agent.platforms import Platform
 from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.commands.agent_run import (
+    cluster_options,
+    cmd_ready,
+    platform_rules,
+    restart_unit,
+    said,
+)
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -63,22 +61,13 @@ def _keys(args: argparse.Namespace, action: str) -> list[str] | None:
     return keys
 
 
-def _platform(args: argparse.Namespace) -> Platform | None:
-    """--files-only's rules (paths given), or None: the node's own."""
-    from credprovider.tool.agent.platforms import files_only
-
-    if not args.files_only:
-        return None
-    return files_only(args.config, args.bin_dir)
-
-
 def _cmd_plan(args: argparse.Namespace) -> int:
     from credprovider.tool.agent.plan import plan_node
 
     keys = _keys(args, "plan")
     if keys is None or _paths_refused(args, "plan"):
         return EXIT_USAGE
-    plan = plan_node(args.root, keys, args.version, _platform(args))
+    plan = plan_node(args.root, keys, args.version, platform_rules(args))
     if args.json:
         print_json(asdict(plan) | {"changesKubeletInput": plan.changes_kubelet_input})
         return EXIT_FAILED if plan.refused else EXIT_OK
@@ -105,30 +94,18 @@ HEALTH_TIMEOUT: Final = 60.0
 
 
 def _service(args: argparse.Namespace) -> tuple[Callable[[str], None], Callable[[], str | None]]:
-    """The restart and health check the agent uses on this node."""
+    """The restart and health check the agent uses on this node (no API server: /healthz only)."""
+    from credprovider.tool.agent.cluster import now
+    from credprovider.tool.agent.health import KubeletHealth
+
+    restarted = [now()]
 
     def restart(unit: str) -> None:
-        command = shlex.split(args.restart_command.format(unit=shlex.quote(unit)))
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-        if done.returncode != 0:
-            said = (done.stderr.strip().splitlines() or ["no output"])[-1]
-            raise NodeChangeError(f"restarting {unit} failed ({done.returncode}): {said}")
+        restarted.append(now())
+        restart_unit(args.restart_command, unit)
 
     def healthy() -> str | None:
-        deadline = time.monotonic() + args.health_timeout
-        problem = "no answer"
-        while time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(args.healthz, timeout=5) as answer:  # noqa: S310
-                    if answer.status == 200:
-                        return None
-                    problem = f"{args.healthz} answered {answer.status}"
-            except urllib.error.HTTPError as refused:
-                problem = f"{args.healthz} answered {refused.code}"
-            except OSError as exc:
-                problem = f"{args.healthz}: {exc}"
-            time.sleep(1)
-        return f"{problem} for {args.health_timeout:.0f}s"
+        return KubeletHealth(args.healthz, args.health_timeout).check(restarted[-1], "")
 
     return restart, healthy
 
@@ -149,7 +126,7 @@ def _cmd_apply(args: argparse.Namespace) -> int:
         print("credprovider agent apply: --healthz is the kubelet's on 127.0.0.1", file=sys.stderr)
         return EXIT_USAGE
     restart, healthy = _service(args)
-    plan = plan_node(args.root, keys, args.version, _platform(args))
+    plan = plan_node(args.root, keys, args.version, platform_rules(args))
     try:
         outcome = apply(args.root, plan, Path(args.bundle), args.version, restart, healthy)
     except PermissionError as exc:
@@ -162,7 +139,7 @@ def _cmd_apply(args: argparse.Namespace) -> int:
     except (OSError, NodeChangeError) as exc:
         print(f"credprovider agent apply: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    return _said(outcome, args.json, ok=outcome.result in ("installed", "unchanged"))
+    return said(outcome, args.json, ok=outcome.result in ("installed", "unchanged"))
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -170,6 +147,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     1, so the pod shows it (CrashLoopBackOff) and kubectl logs says why."""
     import signal
 
+    if args.node:
+        from credprovider.tool.commands.agent_run import run_with_cluster
+
+        keys = _keys(args, "run")
+        if keys is None or _paths_refused(args, "run"):
+            return EXIT_USAGE
+        args.keys = keys
+        return run_with_cluster(args)
     code = _cmd_uninstall(args) if args.uninstall else _cmd_apply(args)
     sys.stdout.flush()
     if code != EXIT_OK:
@@ -200,21 +185,7 @@ def _cmd_uninstall(args: argparse.Namespace) -> int:
     except (OSError, NodeChangeError) as exc:
         print(f"credprovider agent uninstall: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    return _said(outcome, args.json, ok=not outcome.kept)
-
-
-def _said(outcome: Outcome, as_json: bool, ok: bool) -> int:
-    if as_json:
-        print_json(asdict(outcome))
-    else:
-        print(outcome.result + (f": {outcome.detail}" if outcome.detail else ""))
-        for path in outcome.changed:
-            print(f"  changed   {path}")
-        for unit in outcome.restarted:
-            print(f"  restarted {unit}")
-        for path in outcome.kept:
-            print(f"  kept      {path} (changed by someone else since the agent wrote it)")
-    return EXIT_OK if ok else EXIT_FAILED
+    return said(outcome, args.json, ok=not outcome.kept)
 
 
 def _install_options(parser: argparse.ArgumentParser) -> None:
@@ -319,4 +290,13 @@ def register(sub: Subcommands) -> None:
     )
     _install_options(run)
     _node_options(run, changes=True)
+    cluster_options(run)
     run.set_defaults(handler=_cmd_run)
+    ready = actions.add_parser(
+        "ready",
+        help="the DaemonSet's readiness probe: exit 0 once 'run' passed its dry run",
+        description="Exit 0 when --ready-file exists (run creates it after a dry-run credential "
+        "request per provider passed); 1 otherwise.",
+    )
+    ready.add_argument("--ready-file", required=True, help="the file run --ready-file creates")
+    ready.set_defaults(handler=cmd_ready)

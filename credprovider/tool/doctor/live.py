@@ -51,6 +51,11 @@ def config_hash(contents: Sequence[bytes]) -> str:
     return f"sha256:{digest.hexdigest()}"
 
 
+def reported_config_hashes(metrics: str) -> list[str]:
+    """Every ``hash`` the kubelet's ``kubelet_credential_provider_config_info`` samples name."""
+    return _HASH.findall(metrics)
+
+
 def parse_version(text: str) -> tuple[str, tuple[int, int]] | None:
     """``Kubernetes v1.36.4`` -> ``("v1.36.4", (1, 36))``."""
     match = _VERSION.search(text)

@@ -13,7 +13,7 @@ from credprovider.tool.commands import COMMANDS
     ("argv", "said"),
     [
         (["valdiate", "x"], "invalid choice: 'valdiate' (choose from 'doctor', 'validate', 'get', 'explain', "
-                            "'match', 'install', 'migrate', 'agent'); did you mean 'validate'?"),
+                            "'match', 'install', 'migrate', 'agent', 'fleet'); did you mean 'validate'?"),
         (["gte", "img"], "did you mean 'get'?"),
         (["instal"], "did you mean 'install'?"),
         (["validate", "--hlep"], "credprovider validate: error: unrecognized argument --hlep; did you mean --help?"),

@@ -1,0 +1,143 @@
+"""Whether a kubelet came back after the agent restarted it, and whether the node can get
+credentials once the agent is done (its readiness).
+
+Back means, in order: ``/healthz`` answers 200; the node's Ready condition is True with a heartbeat
+after the restart (when the agent talks to the API server); and, where the kubelet reports it
+(1.34+), ``kubelet_credential_provider_config_info{hash}`` is the hash of the config the agent wrote,
+so the kubelet runs *this* config and not an older one.
+"""
+
+from __future__ import annotations
+
+import ssl
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    import datetime
+
+    from credprovider.tool.agent.cluster import Cluster
+    from credprovider.tool.config import LoadedConfig
+
+# A metrics page is a few hundred KiB; more is not a kubelet's.
+METRICS_CAP: Final = 8 << 20
+
+
+def reported_hashes(metrics: str) -> list[str] | None:
+    """The config hashes a kubelet's metrics page reports, or None: it reports none (a kubelet
+    before 1.34 has no such metric)."""
+    from credprovider.tool.doctor.live import CONFIG_INFO_METRIC, reported_config_hashes
+
+    if CONFIG_INFO_METRIC not in metrics:
+        return None
+    return reported_config_hashes(metrics)
+
+
+def _get(url: str, token: str, timeout: float) -> tuple[int, str]:
+    request = urllib.request.Request(url)  # noqa: S310 (http or https, named by the operator)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    context = None
+    if url.startswith("https://"):
+        # The kubelet's serving certificate is usually self-signed: this is the node's own
+        # kubelet on loopback (hostNetwork), which only the node's root could stand in for.
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    try:
+        with urllib.request.urlopen(request, timeout=timeout, context=context) as answer:  # noqa: S310
+            return answer.status, answer.read(METRICS_CAP).decode("utf-8", "replace")
+    except urllib.error.HTTPError as refused:
+        return refused.code, ""
+
+
+@dataclass
+class KubeletHealth:
+    """How the agent asks after the kubelet; ``check(since, expected_hash)`` waits until it is back
+    (None) or says what is wrong after ``timeout`` seconds."""
+
+    healthz: str
+    timeout: float
+    metrics: str = ""  # "": the config hash is not checked
+    token: str = ""  # for the metrics (the pod's service account; RBAC nodes/metrics get)
+    cluster: Cluster | None = None  # None: the Ready condition is not checked
+
+    def problem(self, since: datetime.datetime, expected_hash: str) -> str | None:
+        """What is wrong right now, or None."""
+        try:
+            status, _ = _get(self.healthz, "", 5)
+        except OSError as exc:
+            return f"{self.healthz}: {exc}"
+        if status != 200:
+            return f"{self.healthz} answered {status}"
+        if self.cluster is not None and not self.cluster.ready_since(since):
+            return f"node {self.cluster.node} is not Ready since the restart"
+        if self.metrics and expected_hash:
+            try:
+                status, page = _get(self.metrics, self.token, 5)
+            except OSError as exc:
+                return f"{self.metrics}: {exc}"
+            if status != 200:
+                return f"{self.metrics} answered {status} (the config hash cannot be checked)"
+            hashes = reported_hashes(page)
+            if hashes is not None and expected_hash not in hashes:
+                shown = ", ".join(hashes) or "none"
+                return f"the kubelet runs config {shown}, not the one written ({expected_hash})"
+        return None
+
+    def check(
+        self,
+        since: datetime.datetime,
+        expected_hash: str,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> str | None:
+        from credprovider.tool.agent.cluster import ClusterError
+
+        deadline = time.monotonic() + self.timeout
+        problem: str | None = "no answer"
+        while time.monotonic() < deadline:
+            try:
+                problem = self.problem(since, expected_hash)
+            except ClusterError as exc:
+                problem = str(exc)
+            if problem is None:
+                return None
+            sleep(1)
+        return f"{problem} for {self.timeout:.0f}s"
+
+
+def dry_run(
+    loaded: LoadedConfig, bin_dir: str, launcher: Sequence[str] = ()
+) -> list[tuple[str, str]]:
+    """One credential request per provider of ``loaded``, for a sample image its matchImages
+    take, run as the kubelet runs it (the plugins' cache only read): ``(provider, problem)`` for
+    each that failed; an empty list when every one answered."""
+    from credprovider.tool.catalog import plugin_for_name
+    from credprovider.tool.lookup import run_provider
+    from credprovider.tool.selection import select_providers
+
+    failed: list[tuple[str, str]] = []
+    for provider in loaded.providers:
+        name = provider.name or ""
+        if provider.tokenAttributes is not None:
+            continue  # it needs a pod's service account token: pulls prove it, not the agent
+        plugin = plugin_for_name(name)
+        samples = [] if plugin is None else list(plugin.sample_images.values())
+        image = next(
+            (
+                sample
+                for sample in samples
+                if select_providers(sample, [(name, provider.matchImages or [])])[0].matched
+            ),
+            None,
+        )
+        if image is None:
+            continue  # not one of ours, or matchImages only for other hosts: nothing to ask
+        report = run_provider(provider, bin_dir, image, "", {}, launcher=launcher)
+        if report.error is not None:
+            failed.append((name, report.error))
+    return failed

@@ -1,0 +1,208 @@
+"""``credprovider agent run --node NAME``: the DaemonSet's agent when it talks to the API server
+(the chart's ``flags`` mode), and ``credprovider agent ready`` (its readiness probe). Part of
+``credprovider agent`` (commands/agent.py); the node work is in ``credprovider.tool.agent``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from credprovider.tool.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_json
+from credprovider.tool.install_config import NodeChangeError
+
+if TYPE_CHECKING:
+    from credprovider.tool.agent.apply import Outcome
+    from credprovider.tool.agent.platforms import Platform
+
+SERVICE_ACCOUNT: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
+KUBELET_METRICS: Final = "https://127.0.0.1:10250/metrics"
+LEASE_SECONDS: Final = 120
+DRY_RUN_RETRY_SECONDS: Final = 30.0
+
+
+def platform_rules(args: argparse.Namespace) -> Platform | None:
+    """--files-only's rules (paths given), or None: the node's own."""
+    from credprovider.tool.agent.platforms import files_only
+
+    if not args.files_only:
+        return None
+    return files_only(args.config, args.bin_dir)
+
+
+def restart_unit(command_template: str, unit: str) -> None:
+    """Run the restart command for ``unit``; NodeChangeError with its last line if it failed."""
+    command = shlex.split(command_template.format(unit=shlex.quote(unit)))
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise NodeChangeError(f"restarting {unit} failed: {exc}") from exc
+    if done.returncode != 0:
+        said = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise NodeChangeError(f"restarting {unit} failed ({done.returncode}): {said}")
+
+
+def said(outcome: Outcome, as_json: bool, ok: bool) -> int:
+    if as_json:
+        print_json(asdict(outcome))
+    else:
+        print(outcome.result + (f": {outcome.detail}" if outcome.detail else ""))
+        for path in outcome.changed:
+            print(f"  changed   {path}")
+        for unit in outcome.restarted:
+            print(f"  restarted {unit}")
+        for path in outcome.kept:
+            print(f"  kept      {path} (changed by someone else since the agent wrote it)")
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def cluster_options(parser: argparse.ArgumentParser) -> None:
+    """The options of ``run`` that make the agent talk to the API server."""
+    parser.add_argument(
+        "--node",
+        default=os.environ.get("NODE_NAME", ""),
+        help="this node's name: with it the agent takes a restart slot before restarting the "
+        "kubelet, writes the node's credprovider.io/ annotations and Events, and checks the node "
+        "Ready after a restart (default: $NODE_NAME, which the chart sets; empty: none of this)",
+    )
+    parser.add_argument(
+        "--namespace",
+        default=os.environ.get("POD_NAMESPACE", "kube-system"),
+        help="where the restart slots' Leases live (default: $POD_NAMESPACE or kube-system)",
+    )
+    parser.add_argument(
+        "--kubeconfig",
+        help="a kubeconfig to reach the API server (default: the pod's service account)",
+    )
+    parser.add_argument(
+        "--slots",
+        type=int,
+        default=1,
+        help="how many nodes may restart their kubelet at once across the cluster (default: "
+        "%(default)s)",
+    )
+    parser.add_argument(
+        "--lease-seconds",
+        type=int,
+        default=LEASE_SECONDS,
+        help="how long a slot stays taken without renewal, e.g. by a node that died holding it "
+        "(default: %(default)s)",
+    )
+    parser.add_argument(
+        "--metrics",
+        default=KUBELET_METRICS,
+        help="the kubelet's metrics, where 1.34+ reports the hash of the config it runs; asked "
+        "after a restart with the pod's token (RBAC nodes/metrics get); '' skips it (default: "
+        "%(default)s)",
+    )
+    parser.add_argument(
+        "--ready-file",
+        default="",
+        help="created once the node passed a dry-run credential request per provider; "
+        "'agent ready' is the readiness probe that looks for it (default: none)",
+    )
+    parser.add_argument(
+        "--dry-run-launcher",
+        default="",
+        help="what the dry run's plugins run under, e.g. 'nsenter --target 1 --mount --' to run "
+        "the node's own plugins from the kubelet's bin dir (default: the bundle's plugins)",
+    )
+
+
+def _refused(args: argparse.Namespace) -> str:
+    if args.slots < 1:
+        return "--slots is at least 1"
+    if args.lease_seconds < 15:
+        return "--lease-seconds is at least 15"
+    if args.metrics and not args.metrics.startswith(("http://", "https://")):
+        return "--metrics is an http:// or https:// URL, or ''"
+    return ""
+
+
+def run_with_cluster(args: argparse.Namespace) -> int:
+    """Install (or uninstall) on this node as one of the fleet, then stay until SIGTERM: ready
+    once the dry run passed; a failure leaves the pod running and not ready (the DaemonSet's
+    rollout stops there) with the reason in its log, the node's annotations and an Event."""
+    from credprovider.tool.agent.cluster import Cluster, ClusterError, connect
+    from credprovider.tool.agent.daemon import DRY_RUN_FAILED, Node
+    from credprovider.tool.agent.health import KubeletHealth
+    from credprovider.tool.agent.plan import plan_node
+    from credprovider.tool.agent.platforms import installed_unit, recognize
+
+    problem = _refused(args)
+    if problem:
+        print(f"credprovider agent run: {problem}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        cluster = Cluster(connect(args.kubeconfig), args.node, args.namespace)
+    except ClusterError as exc:
+        print(f"credprovider agent run: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    token = ""
+    if not args.kubeconfig:
+        try:
+            token = Path(SERVICE_ACCOUNT, "token").read_text().strip()
+        except OSError:
+            token = ""
+    health = KubeletHealth(args.healthz, args.health_timeout, args.metrics, token, cluster)
+    node = Node(
+        args.root,
+        args.version,
+        lambda unit: restart_unit(args.restart_command, unit),
+        health,
+        cluster,
+        args.slots,
+        args.lease_seconds,
+    )
+    plan = None
+    try:
+        if args.uninstall:
+            platform, _ = recognize(args.root)
+            service = "" if args.files_only else installed_unit(args.root, platform.services)
+            outcome = node.uninstall(service)
+            ok = not outcome.kept
+        else:
+            plan = plan_node(args.root, args.keys, args.version, platform_rules(args))
+            outcome = node.install(plan, Path(args.bundle))
+            ok = outcome.result in ("installed", "unchanged")
+        said(outcome, args.json, ok)
+    except PermissionError as exc:
+        ok = False
+        node.failed(f"cannot write {exc.filename} as uid {os.geteuid()}: run it as root")
+        print(f"credprovider agent run: cannot write {exc.filename}", file=sys.stderr)
+    except (OSError, NodeChangeError) as exc:
+        ok = False
+        node.failed(str(exc))
+        print(f"credprovider agent run: {exc}", file=sys.stderr)
+    sys.stdout.flush()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(EXIT_OK if ok else EXIT_FAILED))
+    if ok and plan is not None and args.ready_file:
+        launcher = shlex.split(args.dry_run_launcher)
+        bin_dir = plan.bin_dir if launcher else args.bundle
+        said_problems: list[str] = []
+        while problems := node.dry_run(plan, bin_dir, launcher):
+            if problems != said_problems:
+                node.event(DRY_RUN_FAILED, "; ".join(problems), warning=True)
+                print(f"credprovider agent run: dry run failed: {'; '.join(problems)}", flush=True)
+                said_problems = problems
+            time.sleep(DRY_RUN_RETRY_SECONDS)
+        print("dry run passed: every provider answered", flush=True)
+    if ok and args.ready_file:
+        Path(args.ready_file).touch()
+    while True:
+        signal.pause()
+
+
+def cmd_ready(args: argparse.Namespace) -> int:
+    """The readiness probe: 0 once ``run`` created its ready file."""
+    if os.path.exists(args.ready_file):
+        return EXIT_OK
+    print(f"not ready: {args.ready_file} does not exist yet (see the pod's log)", file=sys.stderr)
+    return EXIT_FAILED

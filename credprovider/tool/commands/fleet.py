@@ -1,0 +1,97 @@
+"""``credprovider fleet status``: what the node agents did on every node, read from the API server
+(the ``credprovider.io/`` annotations each agent writes on its node)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Final
+
+from credprovider.runtime.redact import printable
+from credprovider.tool.commands.common import EXIT_FAILED, EXIT_OK, Subcommands, print_json
+
+if TYPE_CHECKING:
+    from credprovider.tool.agent.cluster import NodeStatus
+
+# A node whose last result is one of these is fine; any other needs a look.
+GOOD: Final = ("installed", "unchanged", "uninstalled")
+COLUMNS: Final = ("NODE", "READY", "VERSION", "RESULT", "CONFIG HASH", "TIME", "DETAIL")
+
+
+def rows(found: list[tuple[str, NodeStatus | None, bool]]) -> list[dict[str, str | bool]]:
+    """One row per node, as --json prints them."""
+    table: list[dict[str, str | bool]] = []
+    for name, known, ready in found:
+        table.append(
+            {
+                "node": name,
+                "ready": ready,
+                "version": known.version if known else "",
+                "result": known.result if known else "",
+                "configHash": known.config_hash if known else "",
+                "time": known.time if known else "",
+                "detail": known.detail if known else "no agent has reported on this node",
+            }
+        )
+    return table
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from credprovider.tool.agent.cluster import ClusterError, connect, fleet
+
+    try:
+        found = list(fleet(connect(args.kubeconfig, in_cluster=False)))
+    except ClusterError as exc:
+        print(f"credprovider fleet status: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    table = rows(found)
+    healthy = all(row["result"] in GOOD for row in table)
+    if args.json:
+        print_json({"nodes": table, "allGood": healthy})
+        return EXIT_OK if healthy else EXIT_FAILED
+    lines = [list(COLUMNS)]
+    for row in table:
+        digest = str(row["configHash"])
+        lines.append(
+            [
+                str(row["node"]),
+                "Ready" if row["ready"] else "NotReady",
+                str(row["version"]) or "-",
+                str(row["result"]) or "-",
+                (digest[:19] + "…") if len(digest) > 20 else (digest or "-"),
+                str(row["time"]) or "-",
+                printable(str(row["detail"]))[: args.width],
+            ]
+        )
+    widths = [max(len(line[column]) for line in lines) for column in range(len(COLUMNS) - 1)]
+    for line in lines:
+        cells = [cell.ljust(width) for cell, width in zip(line, widths, strict=False)]
+        print("  ".join([*cells, line[-1]]))
+    return EXIT_OK if healthy else EXIT_FAILED
+
+
+def register(sub: Subcommands) -> None:
+    fleet = sub.add_parser(
+        "fleet",
+        help="what the node agents (the chart's DaemonSet) did on every node, from the API server",
+        description="Reads each node's credprovider.io/ annotations: the version the agent "
+        "installed, the hash of the kubelet config it wrote (the one the kubelet 1.34+ reports "
+        "as kubelet_credential_provider_config_info), its last result and when. The Events of "
+        "each change are on the node: kubectl describe node NAME.",
+    )
+    actions = fleet.add_subparsers(dest="action", metavar="ACTION", required=True)
+    status = actions.add_parser(
+        "status",
+        help="one line per node; exit 1 when a node's last result is not installed, unchanged "
+        "or uninstalled (or no agent reported there)",
+        description="Exit 0: every node's agent succeeded; 1: a node needs a look (refused, "
+        "rolled back, failed, waiting, or no report), or the API server could not be read.",
+    )
+    status.add_argument(
+        "--kubeconfig", help="the kubeconfig to use (default: $KUBECONFIG, else ~/.kube/config)"
+    )
+    status.add_argument(
+        "--width", type=int, default=80, help="the DETAIL column's width (default: %(default)s)"
+    )
+    status.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    status.set_defaults(handler=_cmd_status)

@@ -1,0 +1,148 @@
+"""The node agent's decisions about the cluster (is a restart slot free, what a node's annotations
+say) and its check that a restarted kubelet came back, asked over HTTP of loopback servers that
+answer as the kubelet's /healthz and /metrics do. The API calls themselves run against a real
+kube-apiserver in tests/e2e/test_fleet_agents.py."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+import pytest
+
+from credprovider.tool.agent.cluster import NodeStatus, slot_free, slot_names
+from credprovider.tool.agent.daemon import config_hash
+from credprovider.tool.agent.health import KubeletHealth, reported_hashes
+from credprovider.tool.commands.fleet import rows
+from emulators.http import FakeRequest, FakeResponse, serve
+
+T0 = datetime.datetime(2026, 11, 26, 12, 0, 0, tzinfo=datetime.UTC)
+
+
+@pytest.mark.parametrize(
+    ("holder", "renewed", "duration", "moment", "free"),
+    [
+        (None, None, None, T0, True),  # never taken
+        ("", T0, 120, T0, True),  # released
+        ("node-a", T0, 120, T0, True),  # already mine
+        ("node-b", T0, 120, T0 + datetime.timedelta(seconds=119), False),  # held, renewed
+        ("node-b", T0, 120, T0 + datetime.timedelta(seconds=120), False),  # the last second
+        ("node-b", T0, 120, T0 + datetime.timedelta(seconds=121), True),  # its node died
+        ("node-b", None, 120, T0, True),  # a holder that never renewed
+    ],
+)  # fmt: skip
+def test_a_restart_slot_is_free_when_released_mine_or_abandoned(
+    holder: str | None,
+    renewed: datetime.datetime | None,
+    duration: int | None,
+    moment: datetime.datetime,
+    free: bool,
+) -> None:
+    assert slot_free(holder, renewed, duration, "node-a", moment) is free
+
+
+def test_slots_are_numbered_leases() -> None:
+    assert slot_names(3) == [
+        "credprovider-restart-0", "credprovider-restart-1", "credprovider-restart-2",
+    ]  # fmt: skip
+
+
+def test_the_node_status_reads_back_from_its_annotations() -> None:
+    status = NodeStatus(
+        "0.2.0", "sha256:" + "ab" * 32, "installed", "x" * 2000, "2026-11-26T12:00:00Z"
+    )
+    annotations = status.annotations()
+    assert sorted(annotations) == [
+        "credprovider.io/config-hash", "credprovider.io/detail", "credprovider.io/result",
+        "credprovider.io/time", "credprovider.io/version",
+    ]  # fmt: skip
+    assert len(annotations["credprovider.io/detail"]) == 1000  # an annotation stays small
+    back = NodeStatus.from_annotations({**annotations, "other.io/x": "y"})
+    assert back is not None and (back.version, back.result) == ("0.2.0", "installed")
+    assert NodeStatus.from_annotations({"other.io/x": "y"}) is None
+    assert NodeStatus.from_annotations(None) is None
+
+
+def test_fleet_rows_say_which_nodes_never_reported() -> None:
+    status = NodeStatus("0.2.0", "sha256:1", "rolled back", "the kubelet was not healthy", "t")
+    table = rows([("a", status, True), ("b", None, False)])
+    assert table[0] == {
+        "node": "a", "ready": True, "version": "0.2.0", "result": "rolled back",
+        "configHash": "sha256:1", "time": "t", "detail": "the kubelet was not healthy",
+    }  # fmt: skip
+    assert (table[1]["result"], table[1]["detail"]) == ("", "no agent has reported on this node")
+
+
+METRICS = (
+    "# HELP kubelet_credential_provider_config_info [ALPHA] Information about the last applied "
+    "credential provider configuration with hash as label\n"
+    "# TYPE kubelet_credential_provider_config_info gauge\n"
+    'kubelet_credential_provider_config_info{hash="sha256:%s"} 1\n'
+    "kubelet_running_pods 3\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("page", "found"),
+    [
+        (METRICS % ("1" * 64), ["sha256:" + "1" * 64]),
+        ("kubelet_running_pods 3\n", None),  # a kubelet before 1.34
+        ("# TYPE kubelet_credential_provider_config_info gauge\n", []),
+    ],
+)
+def test_the_config_hash_the_kubelet_reports(page: str, found: list[str] | None) -> None:
+    assert reported_hashes(page) == found
+
+
+def _node_config(tmp_path: Path) -> tuple[str, str]:
+    config = tmp_path / "etc" / "kubernetes" / "providers.yaml"
+    config.parent.mkdir(parents=True)
+    config.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n"
+        "- name: ecr-credential-provider\n  matchImages: ['*.dkr.ecr.*.amazonaws.com']\n"
+        "  defaultCacheDuration: 12h\n  apiVersion: credentialprovider.kubelet.k8s.io/v1\n"
+    )
+    return str(tmp_path), "/etc/kubernetes/providers.yaml"
+
+
+def test_the_hash_is_the_kubelets_of_the_file_written(tmp_path: Path) -> None:
+    import hashlib
+
+    root, path = _node_config(tmp_path)
+    data = (tmp_path / path.lstrip("/")).read_bytes()
+    expected = hashlib.sha256(len(data).to_bytes(8, "big") + data).hexdigest()
+    assert config_hash(root, path) == f"sha256:{expected}"
+    assert config_hash(root, "/etc/kubernetes/missing.yaml") == ""
+
+
+def test_back_means_healthz_then_the_hash_of_the_config_written(tmp_path: Path) -> None:
+    root, path = _node_config(tmp_path)
+    written = config_hash(root, path)
+    answers = {
+        "/healthz": FakeResponse.text("ok"),
+        "/metrics": FakeResponse.text(METRICS % ("0" * 64)),
+    }
+
+    def kubelet(request: FakeRequest) -> FakeResponse:
+        return answers[request.path]
+
+    with serve(kubelet) as server:
+        health = KubeletHealth(f"{server.url}/healthz", 1, f"{server.url}/metrics", token="t0ken")
+        assert health.problem(T0, written) == (
+            f"the kubelet runs config sha256:{'0' * 64}, not the one written ({written})"
+        )
+        assert server.requests[-1].header("Authorization") == "Bearer t0ken"
+        answers["/metrics"] = FakeResponse.text(METRICS % written.removeprefix("sha256:"))
+        assert health.problem(T0, written) is None
+        answers["/metrics"] = FakeResponse.text("kubelet_running_pods 3\n")
+        assert health.problem(T0, written) is None  # before 1.34: not reported, not checked
+        answers["/metrics"] = FakeResponse.text("forbidden", status=403)
+        assert health.problem(T0, written) == (
+            f"{server.url}/metrics answered 403 (the config hash cannot be checked)"
+        )
+        answers["/healthz"] = FakeResponse.text("not ok", status=500)
+        slept: list[float] = []
+        assert health.check(T0, written, sleep=slept.append) == (
+            f"{server.url}/healthz answered 500 for 1s"
+        )
+        assert slept  # it asked again until the timeout
