@@ -102,20 +102,40 @@ def slot_names(slots: int) -> list[str]:
 def connect(kubeconfig: str | None, in_cluster: bool = True) -> Client:
     """A client from ``kubeconfig``; else the pod's service account (``in_cluster``), or else
     ``$KUBECONFIG`` or ``~/.kube/config`` as kubectl finds them."""
+    import os
+
     from lightkube import Client, ConfigError
     from lightkube.config.kubeconfig import KubeConfig
 
+    path = kubeconfig or ("" if in_cluster else os.environ.get("KUBECONFIG", ""))
+    if not path and not in_cluster:
+        path = os.path.expanduser("~/.kube/config")
     try:
-        if kubeconfig:
-            config = KubeConfig.from_file(kubeconfig)
-        elif in_cluster:
-            config = KubeConfig.from_service_account()
+        if path:
+            config = KubeConfig.from_dict(_read_kubeconfig(path), fname=path)
         else:
-            config = KubeConfig.from_env()
+            config = KubeConfig.from_service_account()
         return Client(config=config, field_manager=COMPONENT, trust_env=False)
-    except (ConfigError, OSError, KeyError, ValueError) as exc:
-        where = kubeconfig or ("the pod's service account" if in_cluster else "$KUBECONFIG")
+    except (ConfigError, OSError, KeyError, ValueError, TypeError, AttributeError) as exc:
+        where = path or "the pod's service account"
         raise ClusterError(f"no API server configuration from {where}: {exc}") from exc
+
+
+def _read_kubeconfig(path: str) -> dict[str, Any]:
+    """The kubeconfig at ``path``, read as a node file is (a regular file, bounded) and parsed
+    with the tool's YAML rules."""
+    from credprovider.tool.nodefiles import FileProblem, read_text
+    from credprovider.tool.yamldoc import YamlError, load_yaml
+
+    try:
+        found = load_yaml(read_text(path))
+    except FileProblem as exc:
+        raise ClusterError(f"cannot read the kubeconfig {exc}") from exc
+    except YamlError as exc:
+        raise ClusterError(f"the kubeconfig {path} is not YAML: {exc}") from exc
+    if not isinstance(found, dict) or not isinstance(found.get("clusters"), list):
+        raise ClusterError(f"{path} is not a kubeconfig (a YAML mapping with clusters)")
+    return found
 
 
 class Cluster:

@@ -123,6 +123,12 @@ def _refused(args: argparse.Namespace) -> str:
         return "--lease-seconds is at least 15"
     if args.metrics and not args.metrics.startswith(("http://", "https://")):
         return "--metrics is an http:// or https:// URL, or ''"
+    if args.ready_file:
+        ready = Path(args.ready_file)
+        if not ready.parent.is_dir():
+            return f"--ready-file {args.ready_file}: its directory does not exist"
+        if os.path.lexists(ready) and not (ready.is_file() and not ready.is_symlink()):
+            return f"--ready-file {args.ready_file} is not a regular file (the agent creates one)"
     return ""
 
 
@@ -147,9 +153,11 @@ def run_with_cluster(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     token = ""
     if not args.kubeconfig:
+        from credprovider.tool.nodefiles import FileProblem, read_text
+
         try:
-            token = Path(SERVICE_ACCOUNT, "token").read_text().strip()
-        except OSError:
+            token = read_text(f"{SERVICE_ACCOUNT}/token").strip()
+        except FileProblem:
             token = ""
     health = KubeletHealth(args.healthz, args.health_timeout, args.metrics, token, cluster)
     node = Node(
@@ -202,7 +210,11 @@ def run_with_cluster(args: argparse.Namespace) -> int:
 
 def cmd_ready(args: argparse.Namespace) -> int:
     """The readiness probe: 0 once ``run`` created its ready file."""
-    if os.path.exists(args.ready_file):
+    ready = Path(args.ready_file)
+    if ready.is_file() and not ready.is_symlink():
         return EXIT_OK
+    if os.path.lexists(ready):
+        print(f"not ready: {args.ready_file} is not a regular file", file=sys.stderr)
+        return EXIT_FAILED
     print(f"not ready: {args.ready_file} does not exist yet (see the pod's log)", file=sys.stderr)
     return EXIT_FAILED

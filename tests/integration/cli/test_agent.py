@@ -187,3 +187,36 @@ def test_an_operator_without_root_is_told_to_run_it_as_root() -> None:
         assert tree(str(root)) == before
     finally:
         shutil.rmtree(place, ignore_errors=True)
+
+
+def test_the_readiness_probe_says_ready_only_for_the_agents_file(tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    waiting = cli("agent", "ready", "--ready-file", str(ready))
+    assert (waiting.returncode, waiting.stdout) == (1, "")
+    assert waiting.stderr == f"not ready: {ready} does not exist yet (see the pod's log)\n"
+    ready.touch()
+    assert cli("agent", "ready", "--ready-file", str(ready)).returncode == 0
+
+
+def test_run_with_a_node_refuses_what_it_cannot_honour_before_the_api_server(
+    tmp_path: Path,
+) -> None:
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    common = ["agent", "run", "--node", "n1", "--root", str(tmp_path), "--bundle", str(bundle)]
+    for more, said in (
+        (["--slots", "0"], "credprovider agent run: --slots is at least 1\n"),
+        (["--lease-seconds", "5"], "credprovider agent run: --lease-seconds is at least 15\n"),
+        (["--metrics", "ftp://x"], "credprovider agent run: --metrics is an http:// or https:// URL, or ''\n"),
+        (["--ready-file", str(tmp_path / "no" / "r")],
+         f"credprovider agent run: --ready-file {tmp_path}/no/r: its directory does not exist\n"),
+    ):  # fmt: skip
+        done = cli(*common, *more)
+        assert (done.returncode, done.stdout, done.stderr) == (2, "", said)
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\n")
+    done = cli(*common, "--kubeconfig", str(kubeconfig))
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        f"credprovider agent run: {kubeconfig} is not a kubeconfig (a YAML mapping with clusters)\n"
+    )
+    assert not (tmp_path / "var").exists()  # nothing placed on the node

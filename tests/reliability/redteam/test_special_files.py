@@ -158,12 +158,25 @@ PATH_OPTIONS: dict[tuple[str, str], tuple[str, Argv]] = {
     ("doctor", "--bin-dir"): (DIRECTORY, lambda p, t: ["doctor", "--offline", "--config", str(t / "c.yaml"), "--bin-dir", p]),
     ("doctor", "--root"): (DIRECTORY, lambda p, t: ["doctor", "--offline", "--root", p]),
     **_agent_rows(),
+    ("fleet status", "--kubeconfig"): (READ, lambda p, t: ["fleet", "status", "--kubeconfig", p]),
+    ("agent run", "--kubeconfig"): (
+        READ,
+        lambda p, t: ["agent", "run", "--node", "n", "--root", str(t), "--bundle", str(BUNDLE_DIR),
+                      "--kubeconfig", p],
+    ),
+    ("agent run", "--ready-file"): (
+        WRITE,
+        lambda p, t: ["agent", "run", "--node", "n", "--root", str(t), "--bundle", str(BUNDLE_DIR),
+                      "--kubeconfig", str(t / "c.yaml"), "--ready-file", p],
+    ),
+    ("agent ready", "--ready-file"): (READ, lambda p, t: ["agent", "ready", "--ready-file", p]),
 }  # fmt: skip
 # Options that take something other than a path.
 NOT_PATHS = {
     "help", "json", "image", "pattern", "offline", "show_password", "timeout", "sa_annotation",
     "provider", "providers", "copy", "force", "kubelet_flags", "write", "as_name",
     "version", "files_only", "uninstall", "restart_command", "healthz", "health_timeout",
+    "node", "namespace", "slots", "lease_seconds", "metrics", "dry_run_launcher", "width",
 }  # fmt: skip
 
 
