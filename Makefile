@@ -57,7 +57,8 @@ build: $(BUNDLE)/credprovider
 
 # Every architecture's tarball, .deb and .rpm, their SBOMs, and SHA256SUMS over them: remade when a
 # bundle or what the artifacts add to it (configs, licence, release/*.py) changed.
-RELEASE_INPUTS := LICENSE $(wildcard config/*.yaml config/examples/*.yaml)
+RELEASE_INPUTS := LICENSE $(wildcard config/*.yaml config/examples/*.yaml) \
+	$(wildcard charts/credprovider/*.yaml charts/credprovider/templates/*)
 $(RELEASE)/SHA256SUMS: $(foreach arch,$(ARCHES),dist/bundles/$(arch)/credprovider) $(RELEASE_INPUTS)
 	@release/host-tools.sh release
 	$(PY) -m release artifacts --out $(RELEASE)

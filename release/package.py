@@ -190,7 +190,7 @@ def notices_text(contents: Path, lock: sources.Lock, extra: list[tuple[str, str]
     return "".join(parts)
 
 
-def _tar_filter(epoch: int):  # type: ignore[no-untyped-def]
+def tar_filter(epoch: int):  # type: ignore[no-untyped-def]
     def normalize(info: tarfile.TarInfo) -> tarfile.TarInfo:
         info.uid = info.gid = 0
         info.uname = info.gname = "root"
@@ -209,7 +209,7 @@ def write_tarball(stage: Path, top: str, output: Path, epoch: int) -> None:
                 path,
                 arcname=path.relative_to(stage).as_posix(),
                 recursive=False,
-                filter=_tar_filter(epoch),
+                filter=tar_filter(epoch),
             )
     with (
         output.open("wb") as handle,
@@ -297,7 +297,14 @@ def release(arches: list[str], out: Path) -> None:
         info = bundle.build_info(target(arch))
         tarball = out / f"{artifact_name(info.version, arch)}.tar.gz"
         images.append(image.arch_image(tarball, arch, info.version, info.commit))
-    archive = image.write(out, bundle.project_version(), images)
+    version = bundle.project_version()
+    archive = image.write(out, version, images)
     sys.stderr.write(f"[release] {archive} ({archive.stat().st_size / 1048576:.1f} MiB)\n")
     artifacts.append(archive)
+    # the fleet chart, packaged, and its manifests with the image pinned by the index's digest
+    from release import chart, oci
+
+    epoch = bundle.build_info(target(arches[0])).epoch
+    artifacts.append(chart.package(out, version, epoch))
+    artifacts += chart.manifests(out, version, oci.index(images).digest)
     sys.stderr.write(f"[release] {write_checksums(out, artifacts)}\n")

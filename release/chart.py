@@ -1,0 +1,83 @@
+"""The fleet chart in the release: ``charts/credprovider`` packaged as Helm packages it
+(``credprovider-<version>.tgz``, the chart directory under ``credprovider/``, byte-reproducible),
+and its plain manifests for ``kubectl apply``, one file per mode, rendered by Helm (built from the Go
+module proxy, cached) with the release's image pinned by the digest of its multi-architecture index.
+The manifests name the image ``credprovider@sha256:...``: push the OCI archive to a registry of
+yours (``make release REGISTRY=host/repo``) and put that repository in front of the ``@``.
+"""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import tarfile
+from pathlib import Path
+from typing import Final
+
+from release import bundle
+from release.package import tar_filter
+
+CHART: Final = bundle.REPO / "charts" / "credprovider"
+NAMESPACE: Final = "kube-system"
+MODES: Final = ("files", "flags")
+
+
+def package_name(version: str) -> str:
+    return f"credprovider-{version}.tgz"
+
+
+def manifests_name(version: str, mode: str) -> str:
+    return f"credprovider-{version}-manifests-{mode}.yaml"
+
+
+def package(out: Path, version: str, epoch: int) -> Path:
+    """The chart as ``helm package`` lays it out (every file under ``credprovider/``)."""
+    import gzip
+
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path in sorted(CHART.rglob("*")):
+            if path.is_file():
+                tar.add(
+                    path,
+                    arcname=f"credprovider/{path.relative_to(CHART).as_posix()}",
+                    filter=tar_filter(epoch),
+                )
+    target = out / package_name(version)
+    with (
+        target.open("wb") as handle,
+        gzip.GzipFile(filename="", mode="wb", fileobj=handle, mtime=0, compresslevel=9) as gz,
+    ):
+        gz.write(raw.getvalue())
+    return target
+
+
+def helm() -> Path:
+    """Helm from the Go module proxy (the version the chart's tests use), built once."""
+    from emulators import gobuild
+
+    return gobuild.released(gobuild.HELM)
+
+
+def manifests(out: Path, version: str, index_digest: str, providers: str = "aws") -> list[Path]:
+    """The chart rendered for ``kubectl apply``: one file per mode, the image by digest."""
+    written = []
+    for mode in MODES:
+        done = subprocess.run(
+            [
+                str(helm()), "template", "credprovider", str(CHART), "--namespace", NAMESPACE,
+                "--set", "image.repository=credprovider", "--set", f"image.digest={index_digest}",
+                "--set", f"mode={mode}", "--set", f"providers={{{providers}}}",
+            ],
+            capture_output=True, text=True, timeout=300, check=True,
+        )  # fmt: skip
+        target = out / manifests_name(version, mode)
+        target.write_text(
+            f"# credprovider {version}, chart mode {mode}, providers {providers}: kubectl apply -f "
+            "this file.\n# First push credprovider-"
+            f"{version}-oci.tar to your registry (make release REGISTRY=host/repo) and write that "
+            "repository\n# in front of '@' in the image below (the digest stays). docs/fleet.md.\n"
+            + done.stdout
+        )
+        written.append(target)
+    return written
