@@ -2,9 +2,9 @@
 mode files with least privilege (no hostPID, every capability dropped, a read-only root, only the
 directories it writes in mounted, no API token; the node's network, so as not to wait for the CNI),
 by digest when one is given; in mode flags, only what restarting kubelets one node at a time needs
-(hostPID and three capabilities for nsenter, the host directories, RBAC for its node, Leases and
-Events, and a policy keeping it to its own node); values the chart cannot honour fail the render
-with one line."""
+(the host directories and systemd's socket, still no hostPID and no capability, RBAC for its node,
+Leases and Events, and a policy keeping it to its own node); values the chart cannot honour fail
+the render with one line."""
 
 from __future__ import annotations
 
@@ -137,17 +137,18 @@ def test_mode_flags_asks_for_what_restarting_kubelets_needs(helm: Path) -> None:
     }  # fmt: skip
     [daemonset] = [doc for doc in docs if doc["kind"] == "DaemonSet"]
     pod = daemonset["spec"]["template"]["spec"]
-    assert pod["automountServiceAccountToken"] is True and pod["hostPID"] is True
+    assert pod["automountServiceAccountToken"] is True and not pod.get("hostPID")
     [container] = pod["containers"]
-    context = container["securityContext"]
-    assert context["capabilities"] == {
-        "drop": ["ALL"],
-        "add": ["SYS_ADMIN", "SYS_PTRACE", "SYS_CHROOT"],
-    }
-    assert context["readOnlyRootFilesystem"] is True and not context.get("privileged")
+    # the same as mode files: restarts go over systemd's socket, which needs no capability
+    assert container["securityContext"] == {
+        "runAsUser": 0, "runAsNonRoot": False, "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }  # fmt: skip
     args = container["args"]
     assert "--files-only" not in args and "--node=$(NODE_NAME)" in args and "--slots=2" in args
     assert "--providers=aws,azure" in args and "--ready-file=/tmp/ready" in args
+    assert "--systemd-socket=/host/run/systemd/private" in args
     assert container["readinessProbe"]["exec"]["command"] == [
         "/credprovider-0.1.0/credprovider", "agent", "ready", "--ready-file=/tmp/ready",
     ]  # fmt: skip
@@ -159,6 +160,7 @@ def test_mode_flags_asks_for_what_restarting_kubelets_needs(helm: Path) -> None:
     mounts = {m["mountPath"]: m.get("readOnly", False) for m in container["volumeMounts"]}
     assert mounts == {
         "/tmp": False, "/host/etc": False, "/host/var/lib": False, "/host/usr/lib/systemd": True,
+        "/host/run/systemd": False,
     }  # fmt: skip
     [policy] = [doc for doc in docs if doc["kind"] == "ValidatingAdmissionPolicy"]
     assert "system:serviceaccount:credprovider:fleet-agent" in str(policy["spec"])

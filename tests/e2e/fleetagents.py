@@ -6,8 +6,10 @@ etcd and kube-apiserver run as in tests/e2e/controlplane.py, with the chart's RB
 policy (rendered by Helm, mode flags) applied. Each node is a Node object, a root directory laid
 out as that kind of node, and a stand-in kubelet: an HTTP server answering /healthz and /metrics
 (with the kubelet's config hash, computed here from the file it "loaded" at its last start) that
-keeps its Node's Ready condition fresh while it is up. ``systemctl restart`` is a command that
-asks the stand-in to restart (down for a moment, then up with the config on disk). Each agent is
+keeps its Node's Ready condition fresh while it is up. Each node's systemd is a stand-in private
+socket (emulators/systemd.py, D-Bus as systemd speaks it) whose ``RestartUnit`` restarts that
+stand-in kubelet (down for a moment, then up with the config on disk), as the chart's agent
+restarts units. Each agent is
 the bundle's ``credprovider agent run`` with a token the API server issued for a pod bound to its
 node, as the kubelet gets one. The result is JSON: what each node's annotations, Events and
 stand-in kubelet saw, the Leases, and each node's files before, during and after.
@@ -24,13 +26,13 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from emulators.harness import aws_emulator
 from emulators.http import FakeRequest, FakeResponse, serve
+from emulators.systemd import NoSuchUnit, standin_systemd
 from tests.e2e import controlplane
 from tests.e2e.node import NODE_IP, isolate, node_environment
 from tests.unit.tool.test_agent_plan import KUBEADM_NODE, UPSTREAM_ECR, node
@@ -129,10 +131,14 @@ class StandInKubelet:
             self.up = COMES_BACK[self.name]
             self.restarts.append((started, time.time(), self.loaded))
 
+    def restart_unit(self, unit: str) -> str:
+        """systemd's side: the job's result."""
+        if unit != "kubelet":
+            raise NoSuchUnit(unit)
+        self.restart()
+        return "done"
+
     def answer(self, request: FakeRequest) -> FakeResponse:
-        if request.path == "/restart":
-            self.restart()
-            return FakeResponse.text("restarted")
         if request.path == "/healthz":
             return FakeResponse.text("ok" if self.up else "down", status=200 if self.up else 500)
         if request.path == "/metrics" and self.loaded:
@@ -151,12 +157,6 @@ class StandInKubelet:
                 "PATCH", f"/api/v1/nodes/{self.name}/status",
                 {"status": {"conditions": [condition]}}, "application/strategic-merge-patch+json",
             )  # fmt: skip
-
-
-def restart_main(url: str) -> int:
-    """The stand-in ``systemctl restart``: ``python -m tests.e2e.fleetagents restart URL UNIT``."""
-    with urllib.request.urlopen(urllib.request.Request(url, method="POST"), timeout=60):
-        return 0
 
 
 def _agent_token(plane: controlplane.ControlPlane, name: str) -> str:
@@ -223,24 +223,23 @@ def main(spec_path: str) -> int:
             kubelets[name] = StandInKubelet(name, root, plane)
             stack.callback(kubelets[name].stopped.set)
             server = stack.enter_context(serve(kubelets[name].answer))
+            systemd = run / f"{name}-systemd-private"
+            stack.enter_context(standin_systemd(systemd, kubelets[name].restart_unit))
             token = _agent_token(plane, name)
             kubeconfig = controlplane.kubeconfig(
                 run / f"{name}.kubeconfig", plane.ca, {"token": token}
             )
-            agents[name] = {"root": root, "url": server.url, "token": token,
+            agents[name] = {"root": root, "url": server.url, "token": token, "systemd": systemd,
                             "kubeconfig": kubeconfig, "before": tree(str(root))}  # fmt: skip
         time.sleep(2)  # every Node Ready once
 
         def start(name: str, *more: str, version: str = "0.1.0") -> subprocess.Popen[bytes]:
             agent = agents[name]
-            restart = (
-                f"{sys.executable} -m tests.e2e.fleetagents restart {agent['url']}/restart {{unit}}"
-            )
             command = [
                 spec["credprovider"], "agent", "run", "--node", name, "--namespace", NAMESPACE,
                 "--kubeconfig", str(agent["kubeconfig"]), "--root", str(agent["root"]),
                 "--bundle", spec["bundle"], "--version", version, "--providers", "aws",
-                "--restart-command", restart, "--healthz", f"{agent['url']}/healthz",
+                "--systemd-socket", str(agent["systemd"]), "--healthz", f"{agent['url']}/healthz",
                 "--health-timeout", "6", "--metrics", f"{agent['url']}/metrics",
                 "--lease-seconds", "30", "--ready-file", str(run / f"{name}.ready"), *more,
             ]  # fmt: skip
@@ -347,6 +346,4 @@ def _patch_as(token: str, plane: controlplane.ControlPlane, name: str) -> dict[s
 
 
 if __name__ == "__main__":
-    if sys.argv[1] == "restart":
-        sys.exit(restart_main(sys.argv[2]))
     sys.exit(main(sys.argv[1]))

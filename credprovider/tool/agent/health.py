@@ -9,6 +9,7 @@ so the kubelet runs *this* config and not an older one.
 
 from __future__ import annotations
 
+import os
 import ssl
 import time
 import urllib.error
@@ -110,12 +111,27 @@ class KubeletHealth:
         return f"{problem} for {self.timeout:.0f}s"
 
 
+def node_args(args: Sequence[str], root: str) -> list[str]:
+    """``args`` with each absolute path that exists under ``root`` (the node's filesystem, as the
+    pod sees it) taken from there: ``/etc/kubernetes/azure.json``, ``--config=/etc/x.json``."""
+    mapped = []
+    for arg in args:
+        flag, equals, value = arg.rpartition("=") if arg.startswith("-") else ("", "", arg)
+        if value.startswith("/") and root not in ("", "/"):
+            found = os.path.join(root, value.lstrip("/"))
+            if os.path.exists(found):
+                value = found
+        mapped.append(f"{flag}{equals}{value}")
+    return mapped
+
+
 def dry_run(
-    loaded: LoadedConfig, bin_dir: str, launcher: Sequence[str] = ()
+    loaded: LoadedConfig, bin_dir: str, launcher: Sequence[str] = (), root: str = "/"
 ) -> list[tuple[str, str]]:
     """One credential request per provider of ``loaded``, for a sample image its matchImages
-    take, run as the kubelet runs it (the plugins' cache only read): ``(provider, problem)`` for
-    each that failed; an empty list when every one answered."""
+    take, run as the kubelet runs it (the plugins' cache only read), the node files its args name
+    read under ``root``: ``(provider, problem)`` for each that failed; an empty list when every
+    one answered."""
     from credprovider.tool.catalog import plugin_for_name
     from credprovider.tool.lookup import run_provider
     from credprovider.tool.selection import select_providers
@@ -137,7 +153,8 @@ def dry_run(
         )
         if image is None:
             continue  # not one of ours, or matchImages only for other hosts: nothing to ask
-        report = run_provider(provider, bin_dir, image, "", {}, launcher=launcher)
+        on_node = provider.model_copy(update={"args": node_args(provider.args or [], root)})
+        report = run_provider(on_node, bin_dir, image, "", {}, launcher=launcher)
         if report.error is not None:
             failed.append((name, report.error))
     return failed

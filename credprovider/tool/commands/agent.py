@@ -18,8 +18,9 @@ from credprovider.tool.commands.agent_run import (
     cluster_options,
     cmd_ready,
     platform_rules,
-    restart_unit,
+    restarter,
     said,
+    systemd_refused,
 )
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
@@ -84,11 +85,9 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-# How the DaemonSet's agent (hostPID) restarts a service on the node, and where the kubelet says
-# it is healthy (hostNetwork).
-RESTART_COMMAND: Final = (
-    "nsenter --target 1 --mount --uts --ipc --net --pid -- systemctl restart {unit}"
-)
+# How the agent run by hand on a node restarts a service (the chart's uses --systemd-socket), and
+# where the kubelet says it is healthy (the pod has the node's network).
+RESTART_COMMAND: Final = "systemctl restart {unit}"
 HEALTHZ: Final = "http://127.0.0.1:10248/healthz"
 HEALTH_TIMEOUT: Final = 60.0
 
@@ -100,9 +99,11 @@ def _service(args: argparse.Namespace) -> tuple[Callable[[str], None], Callable[
 
     restarted = [now()]
 
+    by = restarter(args)
+
     def restart(unit: str) -> None:
         restarted.append(now())
-        restart_unit(args.restart_command, unit)
+        by(unit)
 
     def healthy() -> str | None:
         return KubeletHealth(args.healthz, args.health_timeout).check(restarted[-1], "")
@@ -125,6 +126,8 @@ def _cmd_apply(args: argparse.Namespace) -> int:
     if not args.healthz.startswith("http://127.0.0.1:"):
         print("credprovider agent apply: --healthz is the kubelet's on 127.0.0.1", file=sys.stderr)
         return EXIT_USAGE
+    if systemd_refused(args, "apply"):
+        return EXIT_FAILED
     restart, healthy = _service(args)
     plan = plan_node(args.root, keys, args.version, platform_rules(args))
     try:
@@ -170,6 +173,8 @@ def _cmd_uninstall(args: argparse.Namespace) -> int:
 
     if _paths_refused(args, "uninstall"):
         return EXIT_USAGE
+    if systemd_refused(args, "uninstall"):
+        return EXIT_FAILED
     platform, _ = recognize(args.root)
     restart, _ = _service(args)
     service = "" if args.files_only else installed_unit(args.root, platform.services)
@@ -220,6 +225,13 @@ def _node_options(parser: argparse.ArgumentParser, changes: bool) -> None:
             "--restart-command",
             default=RESTART_COMMAND,
             help="how a service is restarted, {unit} replaced by its name (default: %(default)s)",
+        )
+        parser.add_argument(
+            "--systemd-socket",
+            default="",
+            help="restart units over systemd's private socket (D-Bus) at this path instead of "
+            "running --restart-command: the chart mounts the host's /run/systemd and passes "
+            "/host/run/systemd/private (default: none)",
         )
         parser.add_argument(
             "--healthz",

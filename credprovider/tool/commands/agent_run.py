@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -35,6 +36,31 @@ def platform_rules(args: argparse.Namespace) -> Platform | None:
     if not args.files_only:
         return None
     return files_only(args.config, args.bin_dir)
+
+
+def restarter(args: argparse.Namespace) -> Callable[[str], None]:
+    """How this run restarts a unit: over systemd's private socket (--systemd-socket), else the
+    --restart-command."""
+    if args.systemd_socket:
+        from credprovider.tool.agent.systemd import restart_unit as over_dbus
+
+        return lambda unit: over_dbus(unit, args.systemd_socket)
+    return lambda unit: restart_unit(args.restart_command, unit)
+
+
+def systemd_refused(args: argparse.Namespace, action: str) -> bool:
+    """--systemd-socket names something that does not answer: one line, before any change."""
+    from credprovider.tool.agent.systemd import reachable
+
+    if not args.systemd_socket or reachable(args.systemd_socket):
+        return False
+    print(
+        f"credprovider agent {action}: nothing answers on --systemd-socket "
+        f"{args.systemd_socket} (systemd's private socket; the chart mounts the host's "
+        "/run/systemd): nothing is changed",
+        file=sys.stderr,
+    )
+    return True
 
 
 def restart_unit(command_template: str, unit: str) -> None:
@@ -160,10 +186,12 @@ def run_with_cluster(args: argparse.Namespace) -> int:
         except FileProblem:
             token = ""
     health = KubeletHealth(args.healthz, args.health_timeout, args.metrics, token, cluster)
+    if systemd_refused(args, "run"):
+        return EXIT_FAILED
     node = Node(
         args.root,
         args.version,
-        lambda unit: restart_unit(args.restart_command, unit),
+        restarter(args),
         health,
         cluster,
         args.slots,

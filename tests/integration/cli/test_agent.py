@@ -220,3 +220,39 @@ def test_run_with_a_node_refuses_what_it_cannot_honour_before_the_api_server(
         f"credprovider agent run: {kubeconfig} is not a kubeconfig (a YAML mapping with clusters)\n"
     )
     assert not (tmp_path / "var").exists()  # nothing placed on the node
+
+
+def test_apply_restarts_over_systemds_socket_and_refuses_one_that_does_not_answer(
+    tmp_path: Path,
+) -> None:
+    from emulators.systemd import standin_systemd
+
+    root = kubeadm(tmp_path / "node")
+    before = tree(root)
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    socket_path = tmp_path / "private"
+    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
+        common = ["--root", root, "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "2"]
+        silent = cli(
+            "agent", "apply", "--bundle", str(bundle), "--providers", "aws",
+            "--systemd-socket", str(socket_path), *common,
+        )  # fmt: skip
+        assert (silent.returncode, silent.stdout) == (1, "")
+        assert silent.stderr.startswith(
+            f"credprovider agent apply: nothing answers on --systemd-socket {socket_path} "
+        )
+        assert silent.stderr.endswith(": nothing is changed\n")
+        assert tree(root) == before
+        restarted: list[str] = []
+        with standin_systemd(socket_path, lambda unit: restarted.append(unit) or "done") as systemd:
+            applied = cli(
+                "agent", "apply", "--bundle", str(bundle), "--providers", "aws",
+                "--systemd-socket", str(socket_path), *common,
+            )  # fmt: skip
+            assert applied.returncode == 0, applied.stderr
+            assert restarted == ["kubelet"]
+            assert ("RestartUnit", ("kubelet", "replace")) in systemd.calls
+            undone = cli("agent", "uninstall", "--systemd-socket", str(socket_path), *common)
+            assert undone.returncode == 0, undone.stderr
+            assert restarted == ["kubelet", "kubelet"]
+    assert tree(root) == before

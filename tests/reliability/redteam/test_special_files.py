@@ -170,6 +170,17 @@ PATH_OPTIONS: dict[tuple[str, str], tuple[str, Argv]] = {
                       "--kubeconfig", str(t / "c.yaml"), "--ready-file", p],
     ),
     ("agent ready", "--ready-file"): (READ, lambda p, t: ["agent", "ready", "--ready-file", p]),
+    # systemd's socket, given something else: refused before the node is read or changed
+    **{
+        (f"agent {action}", "--systemd-socket"): (
+            READ,
+            lambda p, t, a=action: [
+                "agent", a, "--root", str(t), "--systemd-socket", p,
+                *(["--bundle", str(BUNDLE_DIR)] if a != "uninstall" else []),
+            ],
+        )
+        for action in ("apply", "uninstall", "run")
+    },
 }  # fmt: skip
 # Options that take something other than a path.
 NOT_PATHS = {

@@ -1,0 +1,153 @@
+"""Restarting a systemd unit the way ``systemctl restart`` does, without systemctl: over systemd's
+private socket (``/run/systemd/private``, which answers root only), speaking D-Bus through jeepney.
+
+The agent's pod mounts the host's ``/run/systemd`` and needs neither hostPID nor a capability (its
+image has no nsenter and no systemctl). As systemctl does, it subscribes to the manager's signals,
+queues a ``RestartUnit(unit, "replace")`` job, and waits for that job's ``JobRemoved`` signal: the
+unit has restarted when its result is ``done``.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from typing import TYPE_CHECKING, Final
+
+from credprovider.tool.install_config import NodeChangeError
+
+if TYPE_CHECKING:
+    from jeepney import Message
+
+PRIVATE_SOCKET: Final = "/run/systemd/private"
+MANAGER: Final = "org.freedesktop.systemd1.Manager"
+# What systemd may send before the job ends; more is not a restart's.
+MAX_BYTES: Final = 1 << 20
+
+
+class SystemdError(NodeChangeError):
+    """systemd could not be reached, refused the restart, or the restart failed."""
+
+
+class _Connection:
+    """One authenticated peer-to-peer D-Bus connection (no bus: no Hello)."""
+
+    def __init__(self, path: str, deadline: float) -> None:
+        from jeepney.io.blocking import prep_socket
+        from jeepney.low_level import Parser
+
+        self.deadline = deadline
+        self.sock = prep_socket(path, timeout=max(deadline - time.monotonic(), 0.1))
+        self.parser = Parser()
+        self.serial = 0
+        self.read = 0
+
+    def send(self, message: Message) -> int:
+        self.serial += 1
+        self.sock.settimeout(max(self.deadline - time.monotonic(), 0.1))
+        self.sock.sendall(message.serialise(serial=self.serial))
+        return self.serial
+
+    def receive(self) -> Message:
+        while True:
+            try:
+                found = self.parser.get_next_message()
+            except (KeyError, IndexError, TypeError, ValueError, struct.error) as exc:
+                raise ConnectionError(
+                    f"not a D-Bus message ({type(exc).__name__}: {exc})"
+                ) from None
+            if found is not None:
+                return found
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("no answer")
+            self.sock.settimeout(left)
+            data = self.sock.recv(65536)
+            if not data:
+                raise ConnectionError("systemd closed the connection")
+            self.read += len(data)
+            if self.read > MAX_BYTES:
+                raise ConnectionError(f"more than {MAX_BYTES} bytes without an answer")
+            self.parser.add_data(data)
+
+    def call(self, message: Message, signals: list[Message]) -> Message:
+        """The reply to ``message``; signals that arrive first are kept in ``signals``."""
+        from jeepney import MessageType
+        from jeepney.low_level import HeaderFields
+
+        serial = self.send(message)
+        while True:
+            answer = self.receive()
+            kind = answer.header.message_type
+            if kind == MessageType.signal:
+                signals.append(answer)
+                continue
+            if answer.header.fields.get(HeaderFields.reply_serial) != serial:
+                continue
+            if kind == MessageType.error:
+                name = answer.header.fields.get(HeaderFields.error_name, "an error")
+                said = answer.body[0] if answer.body and isinstance(answer.body[0], str) else ""
+                raise SystemdError(f"{name}: {said}".rstrip(": "))
+            return answer
+
+
+def restart_unit(unit: str, socket_path: str = PRIVATE_SOCKET, timeout: float = 120.0) -> None:
+    """``systemctl restart unit``: returns once the job is done, else :class:`SystemdError`."""
+    from jeepney import DBusAddress, MessageType, new_method_call
+    from jeepney.auth import AuthenticationError
+    from jeepney.low_level import HeaderFields
+
+    manager = DBusAddress(
+        "/org/freedesktop/systemd1", bus_name="org.freedesktop.systemd1", interface=MANAGER
+    )
+    deadline = time.monotonic() + timeout
+    what = f"restarting {unit} through {socket_path}"
+    try:
+        connection = _Connection(socket_path, deadline)
+    except (OSError, AuthenticationError) as exc:
+        raise SystemdError(f"{what}: {exc}") from exc
+    try:
+        signals: list[Message] = []
+        connection.call(new_method_call(manager, "Subscribe"), signals)
+        reply = connection.call(
+            new_method_call(manager, "RestartUnit", "ss", (unit, "replace")), signals
+        )
+        job = reply.body[0] if reply.body else ""
+        while True:
+            for signal in signals:
+                body = signal.body
+                if (
+                    signal.header.fields.get(HeaderFields.member) == "JobRemoved"
+                    and len(body) == 4
+                    and body[1] == job
+                ):
+                    if body[3] != "done":
+                        raise SystemdError(
+                            f"{what}: the job ended {body[3]!r} (journalctl -u {unit} says why)"
+                        )
+                    return
+            signals.clear()
+            answer = connection.receive()
+            if answer.header.message_type == MessageType.signal:
+                signals.append(answer)
+    except SystemdError as exc:
+        raise SystemdError(f"{what}: {exc}" if what not in str(exc) else str(exc)) from None
+    except TimeoutError:
+        raise SystemdError(f"{what}: no answer within {timeout:.0f}s") from None
+    except (OSError, ValueError) as exc:  # ValueError: jeepney's parser on a malformed message
+        raise SystemdError(f"{what}: {exc}") from exc
+    finally:
+        connection.sock.close()
+
+
+def reachable(socket_path: str) -> bool:
+    """Whether something listens at ``socket_path`` (checked before the first change)."""
+    probe = socket.socket(socket.AF_UNIX)
+    probe.settimeout(2)
+    try:
+        probe.connect(socket_path)
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
