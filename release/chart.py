@@ -20,6 +20,9 @@ from release.package import tar_filter
 CHART: Final = bundle.REPO / "charts" / "credprovider"
 NAMESPACE: Final = "kube-system"
 MODES: Final = ("files", "flags")
+# The Kubernetes the plain manifests are rendered for: the oldest whose service-account tokens name
+# their pod's node, which the own-node admission policy of mode flags reads.
+KUBE_VERSION: Final = "1.32.0"
 
 
 def package_name(version: str) -> str:
@@ -66,6 +69,7 @@ def manifests(out: Path, version: str, index_digest: str, providers: str = "aws"
         done = subprocess.run(
             [
                 str(helm()), "template", "credprovider", str(CHART), "--namespace", NAMESPACE,
+                "--kube-version", KUBE_VERSION,
                 "--set", "image.repository=credprovider", "--set", f"image.digest={index_digest}",
                 "--set", f"mode={mode}", "--set", f"providers={{{providers}}}",
             ],
@@ -73,8 +77,8 @@ def manifests(out: Path, version: str, index_digest: str, providers: str = "aws"
         )  # fmt: skip
         target = out / manifests_name(version, mode)
         target.write_text(
-            f"# credprovider {version}, chart mode {mode}, providers {providers}: kubectl apply -f "
-            "this file.\n# First push credprovider-"
+            f"# credprovider {version}, chart mode {mode}, providers {providers}, Kubernetes "
+            f"{KUBE_VERSION}+: kubectl apply -f this file.\n# First push credprovider-"
             f"{version}-oci.tar to your registry (make release REGISTRY=host/repo) and write that "
             "repository\n# in front of '@' in the image below (the digest stays). docs/fleet.md.\n"
             + done.stdout

@@ -166,6 +166,24 @@ def test_mode_flags_asks_for_what_restarting_kubelets_needs(helm: Path) -> None:
     assert "system:serviceaccount:credprovider:fleet-agent" in str(policy["spec"])
 
 
+def test_the_own_node_policy_is_rendered_where_tokens_name_their_node(helm: Path) -> None:
+    import subprocess as run
+
+    from tests.chart.helm import CHART
+
+    def kinds(version: str) -> set[str]:
+        done = run.run(
+            [str(helm), "template", "fleet", str(CHART), "--kube-version", version,
+             "--set", "image.repository=r/c", "--set", "mode=flags"],
+            capture_output=True, text=True, timeout=120, check=True,
+        )  # fmt: skip
+        return {doc["kind"] for doc in yaml.safe_load_all(done.stdout) if doc}
+
+    assert "ValidatingAdmissionPolicy" in kinds("1.32.0")
+    assert "ValidatingAdmissionPolicy" not in kinds("1.31.9")  # it would refuse every patch there
+    assert "ClusterRole" in kinds("1.31.9")
+
+
 def test_mode_flags_can_be_told_where_the_api_server_is(helm: Path) -> None:
     rendered = documents(
         helm, "image.repository=r/c", "mode=flags", "flags.apiServer.host=10.0.0.1",

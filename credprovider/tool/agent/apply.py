@@ -131,6 +131,10 @@ def _change(
     """Each step of ``plan``, every original recorded in ``state`` before it is replaced; the
     config and flags files as this run found them (for a rollback)."""
     for step in plan.steps:
+        if step.action == "switch":
+            previous = _host(root, step.path)
+            if previous.is_symlink():
+                state["previous"] = os.readlink(previous)
         if step.action == "place":
             _made_dirs(root, state, step.path)
             target = _host(root, step.path)
@@ -159,6 +163,19 @@ def _change(
     return before
 
 
+def _prune_versions(root: str, state: dict[str, Any]) -> None:
+    """Keep the bundle ``current`` points to and the one before it (a plugin may still be running
+    from it); remove older ones."""
+    versions = _host(root, f"{AGENT_HOME}/versions")
+    current = _host(root, f"{AGENT_HOME}/current")
+    if not versions.is_dir() or not current.is_symlink():
+        return
+    keep = {os.path.basename(os.readlink(current)), os.path.basename(state.get("previous", ""))}
+    for found in versions.iterdir():
+        if found.name not in keep and not found.name.startswith("."):
+            shutil.rmtree(found, ignore_errors=True)
+
+
 def apply(
     root: str, plan: AgentPlan, bundle: Path, version: str, restart: Restart, healthy: Healthy
 ) -> Outcome:
@@ -172,6 +189,7 @@ def apply(
         state["version"] = version
     finally:  # a step that failed partway: what was changed until then is known to uninstall
         _save_state(root, state)
+    _prune_versions(root, state)
     if not plan.restart:
         return outcome if outcome.changed else Outcome("unchanged")
     restart(plan.restart)

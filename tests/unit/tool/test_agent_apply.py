@@ -87,6 +87,12 @@ def test_install_then_a_pod_restart_then_an_upgrade(tmp_path: Path) -> None:
     assert os.readlink(Path(root) / A.lstrip("/") / "current") == "versions/0.2.0"
     assert load_state(root)["version"] == "0.2.0"
 
+    # two upgrades on: the current bundle and the one before it stay, older ones go
+    run(root, tmp_path / "third", "0.3.0", service)
+    versions = Path(root) / A.lstrip("/") / "versions"
+    assert sorted(p.name for p in versions.iterdir()) == ["0.2.0", "0.3.0"]
+    assert service.restarts == ["kubelet"]  # none of the upgrades restarted the kubelet
+
 
 def test_an_unhealthy_kubelet_is_rolled_back(tmp_path: Path) -> None:
     root = kubeadm(tmp_path)
