@@ -65,18 +65,28 @@ def render_config(
     writer: str = "install",
     first: Sequence[Mapping[str, Any]] = (),
     names: Mapping[str, str] | None = None,
+    settings: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> str:
     """The CredentialProviderConfig YAML for the chosen plugins (keys of ``catalog.PLUGINS``),
     headed by the command that wrote it. ``node_files`` maps a plugin's key to the node file it is
     given instead of its default (each plugin its own: azure.json is not another cloud's file).
     ``first``: providers kept from a config the node already has, put before ours as they are.
-    ``names``: a plugin's provider name where it is not the plugin's own (install --as)."""
-    node_files, names = node_files or {}, names or {}
+    ``names``: a plugin's provider name where it is not the plugin's own (install --as).
+    ``settings``: per key, fields replacing the defaults (the agent's --provider-settings)."""
+    from credprovider.tool.agent.settings import applied
+
+    node_files, names, settings = node_files or {}, names or {}, settings or {}
     document = {
         "apiVersion": "kubelet.config.k8s.io/v1",
         "kind": CONFIG_KIND,
         "providers": [dict(provider) for provider in first]
-        + [provider_entry(PLUGINS[key], node_files.get(key), names.get(key)) for key in keys],
+        + [
+            applied(
+                provider_entry(PLUGINS[key], node_files.get(key), names.get(key)),
+                settings.get(key, {}),
+            )
+            for key in keys
+        ],
     }
     header = f"{WRITTEN_BY}{writer}. Validate with: credprovider validate <this file>\n"
     return header + yaml.safe_dump(document, sort_keys=False, default_flow_style=False)

@@ -90,6 +90,8 @@ def test_uninstall_and_paths_of_ones_own(helm: Path) -> None:
         (("image.repository=r/c", "mode=managed"),
          'mode "managed": files (place binaries and config only) or flags (also set the kubelet '
          "flags and restart kubelets one node at a time)"),
+        (("image.repository=r/c", "providerSettings.gcp.args={-v=2}"),
+         "providerSettings.gcp: gcp is not in providers"),
         (("image.repository=r/c", "mode=flags", "flags.slots=0"),
          "flags.slots: at least 1 (how many kubelets may restart at once)"),
         (("image.repository=r/c", "action=remove"), 'action "remove": install or uninstall'),
@@ -182,6 +184,24 @@ def test_the_own_node_policy_is_rendered_where_tokens_name_their_node(helm: Path
     assert "ValidatingAdmissionPolicy" in kinds("1.32.0")
     assert "ValidatingAdmissionPolicy" not in kinds("1.31.9")  # it would refuse every patch there
     assert "ClusterRole" in kinds("1.31.9")
+
+
+def test_provider_settings_reach_the_agent_as_one_json_argument(helm: Path) -> None:
+    import json
+
+    rendered = documents(
+        helm, "image.repository=r/c", "providers={aws}",
+        "providerSettings.aws.matchImages={registry.internal.example}",
+        "providerSettings.aws.env.AWS_REGION=eu-west-1",
+    )  # fmt: skip
+    [container] = rendered["DaemonSet"]["spec"]["template"]["spec"]["containers"]
+    [given] = [arg for arg in container["args"] if arg.startswith("--provider-settings=")]
+    assert json.loads(given.split("=", 1)[1]) == {
+        "aws": {"matchImages": ["registry.internal.example"], "env": {"AWS_REGION": "eu-west-1"}}
+    }
+    plain = documents(helm, "image.repository=r/c")
+    [container] = plain["DaemonSet"]["spec"]["template"]["spec"]["containers"]
+    assert not any(arg.startswith("--provider-settings") for arg in container["args"])
 
 
 def test_mode_flags_can_be_told_where_the_api_server_is(helm: Path) -> None:

@@ -243,7 +243,7 @@ def main(spec_path: str) -> int:
                 "--health-timeout", "6", "--metrics", f"{agent['url']}/metrics",
                 "--lease-seconds", "30", "--ready-file", str(run / f"{name}.ready"), *more,
             ]  # fmt: skip
-            log = (run / f"{name}-{version}{'-'.join(more)}.log").open("wb")
+            log = (run / f"{name}-{version}-{len(list(run.glob(name + '-*.log')))}.log").open("wb")
             return subprocess.Popen(
                 command, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=spec["repo"]
             )
@@ -281,10 +281,20 @@ def main(spec_path: str) -> int:
                 capture_output=True, text=True, timeout=60, check=False,
             ).__dict__  # fmt: skip
             stop(running)
-            # 3. a new image, the config unchanged: no restart
-            upgraded = {"node-a": start("node-a", version="0.2.0")}
+            # 3. a new image, the config unchanged: no restart; and on node-b, values that make a
+            # config the kubelet would refuse: refused before anything changes
+            refusing = '{"aws": {"tokenAttributes": {"serviceAccountTokenAudience": "sts"}}}'
+            upgraded = {
+                "node-a": start("node-a", version="0.2.0"),
+                "node-b": start("node-b", "--provider-settings", refusing),
+            }
             _settle_version(plane, "node-a", "0.2.0")
+            _settle(plane, ["node-b"], ("refused",))
             result["nodes"]["node-a"]["upgraded"] = _annotations(plane, "node-a")
+            result["nodes"]["node-b"]["refused"] = _annotations(plane, "node-b")
+            result["nodes"]["node-b"]["unchanged"] = (
+                tree(str(agents["node-b"]["root"])) == result["nodes"]["node-b"]["during"]
+            )
             stop(upgraded)
             # 4. every node put back, one restart at a time
             kubelets["node-c"].up = True  # its kubelet was rolled back and is up again

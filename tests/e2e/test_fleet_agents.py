@@ -124,6 +124,19 @@ def test_a_config_the_kubelet_would_refuse_changes_nothing(fleet_run: dict[str, 
     assert node["restarts"] == [] and not node["ready"]
 
 
+def test_values_the_kubelet_would_refuse_change_nothing(fleet_run: dict[str, Any]) -> None:
+    node = fleet_run["nodes"]["node-b"]
+    refused = node["refused"]
+    assert refused["credprovider.io/result"] == "refused", _said(fleet_run)
+    assert refused["credprovider.io/detail"].startswith(
+        "the kubelet would refuse the config: failed to validate credential provider config"
+    )
+    assert "tokenAttributes" in refused["credprovider.io/detail"]
+    assert node["unchanged"]  # every file as the install left it
+    assert ("CredentialProviderRefused", "Warning") in _events(fleet_run, "node-b")
+    assert len(node["restarts"]) == 2  # the install's and the uninstall's: none for the refusal
+
+
 def test_fleet_status_tabulates_the_nodes(fleet_run: dict[str, Any]) -> None:
     done = fleet_run["fleet"]
     assert done["returncode"] == 1, done  # node-c and node-d need a look

@@ -28,6 +28,7 @@ from credprovider.tool.agent.platforms import (
     installed_unit,
     recognize,
 )
+from credprovider.tool.agent.settings import Settings
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.flagfiles import flags_from_file, rewrite, units
 from credprovider.tool.install_config import NodeChangeError, kubelet_flags, render_config
@@ -108,7 +109,11 @@ def validated(text: str) -> None:
 
 
 def plan_node(
-    root: str, keys: list[str], version: str, platform: Platform | None = None
+    root: str,
+    keys: list[str],
+    version: str,
+    platform: Platform | None = None,
+    settings: Settings | None = None,
 ) -> AgentPlan:
     """The plan for the node under ``root``, installing the plugins ``keys`` (of the catalog) at
     ``version``; ``platform``: the rules to follow (default: the node's, :func:`recognize`)."""
@@ -122,7 +127,7 @@ def plan_node(
         platform = _adopt_flags_in_force(plan, root, platform)
         plan.bin_dir = platform.bin_dir
         _plan_bundle(plan, root, platform, keys, version)
-        _plan_config(plan, root, platform, keys)
+        _plan_config(plan, root, platform, keys, settings)
         _plan_flags(plan, root, platform)
     except RefusedConfig as refused:
         plan.refused = f"the kubelet would refuse the config: {refused}; nothing is changed"
@@ -232,7 +237,9 @@ def _link_target(root: str, path: str) -> str:
         return ""
 
 
-def _plan_config(plan: AgentPlan, root: str, platform: Platform, keys: list[str]) -> None:
+def _plan_config(
+    plan: AgentPlan, root: str, platform: Platform, keys: list[str], settings: Settings | None
+) -> None:
     plan.config_path = platform.config
     current = _read(root, platform.config)
     ours = {PLUGINS[key].name for key in keys}
@@ -241,7 +248,7 @@ def _plan_config(plan: AgentPlan, root: str, platform: Platform, keys: list[str]
         if current is not None
         else []
     )
-    desired = render_config(keys, writer="agent", first=kept)
+    desired = render_config(keys, writer="agent", first=kept, settings=settings)
     if current is not None and holds_providers(current.encode(), desired.encode()):
         plan.steps.append(Step("unchanged", platform.config, f"{platform.config} has them"))
         return

@@ -50,6 +50,10 @@ def _paths_refused(args: argparse.Namespace, action: str) -> bool:
 
 
 def _keys(args: argparse.Namespace, action: str) -> list[str] | None:
+    """--providers as keys, and --provider-settings parsed into ``args.settings``; None (and one
+    line) when either is not what the agent takes."""
+    from credprovider.tool.agent.settings import SettingsError, parse
+
     keys = [key.strip() for key in args.providers.split(",") if key.strip()]
     unknown = [key for key in keys if key not in PLUGINS]
     if unknown or not keys:
@@ -58,6 +62,11 @@ def _keys(args: argparse.Namespace, action: str) -> list[str] | None:
             + (f" (not {', '.join(unknown)})" if unknown else ""),
             file=sys.stderr,
         )
+        return None
+    try:
+        args.settings = parse(args.provider_settings, keys)
+    except SettingsError as exc:
+        print(f"credprovider agent {action}: {exc}", file=sys.stderr)
         return None
     return keys
 
@@ -68,7 +77,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     keys = _keys(args, "plan")
     if keys is None or _paths_refused(args, "plan"):
         return EXIT_USAGE
-    plan = plan_node(args.root, keys, args.version, platform_rules(args))
+    plan = plan_node(args.root, keys, args.version, platform_rules(args), args.settings)
     if args.json:
         print_json(asdict(plan) | {"changesKubeletInput": plan.changes_kubelet_input})
         return EXIT_FAILED if plan.refused else EXIT_OK
@@ -129,7 +138,7 @@ def _cmd_apply(args: argparse.Namespace) -> int:
     if systemd_refused(args, "apply"):
         return EXIT_FAILED
     restart, healthy = _service(args)
-    plan = plan_node(args.root, keys, args.version, platform_rules(args))
+    plan = plan_node(args.root, keys, args.version, platform_rules(args), args.settings)
     try:
         outcome = apply(args.root, plan, Path(args.bundle), args.version, restart, healthy)
     except PermissionError as exc:
@@ -198,6 +207,15 @@ def _install_options(parser: argparse.ArgumentParser) -> None:
         "--providers",
         default=",".join(PLUGINS),
         help=f"comma list of {', '.join(PLUGINS)} (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--provider-settings",
+        default="",
+        metavar="JSON",
+        help="per provider, what replaces the shipped defaults: "
+        '\'{"aws": {"matchImages": [...], "args": [...], "env": {"NAME": "value"}, '
+        '"defaultCacheDuration": "1h", "tokenAttributes": {...}}}\' (the chart\'s '
+        "providerSettings; the result is validated as the kubelet validates it) (default: none)",
     )
     parser.add_argument(
         "--version", default=__version__, help="the bundle's version (default: %(default)s)"

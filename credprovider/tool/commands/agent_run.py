@@ -205,7 +205,9 @@ def run_with_cluster(args: argparse.Namespace) -> int:
             outcome = node.uninstall(service)
             ok = not outcome.kept
         else:
-            plan = plan_node(args.root, args.keys, args.version, platform_rules(args))
+            plan = plan_node(
+                args.root, args.keys, args.version, platform_rules(args), args.settings
+            )
             outcome = node.install(plan, Path(args.bundle))
             ok = outcome.result in ("installed", "unchanged")
         said(outcome, args.json, ok)

@@ -247,3 +247,59 @@ def test_a_kubelet_already_given_a_config_keeps_it_and_its_providers(tmp_path: P
     assert providers(plan) == ["ecr-credential-provider", "auth-provider-gcp"]
     assert plan.flag_text is None
     assert "the kubelet is already given /etc/kubernetes/providers.yaml" in plan.notes[-1]
+
+
+def test_provider_settings_replace_the_shipped_defaults(tmp_path: Path) -> None:
+    from credprovider.tool.agent.settings import parse
+
+    settings = parse(
+        '{"aws": {"matchImages": ["registry.internal.example"], "args": ["-v=2"],'
+        ' "env": {"AWS_REGION": "eu-west-1"}, "defaultCacheDuration": "1h"}}',
+        ["aws", "gcp"],
+    )
+    root = node(tmp_path, {**KUBEADM_NODE, "/etc/default/kubelet": ""})
+    plan = plan_node(root, ["aws", "gcp"], "0.1.0", settings=settings)
+    assert plan.refused == "" and plan.config_text is not None
+    aws, gcp = yaml.safe_load(plan.config_text)["providers"]
+    assert aws["matchImages"] == ["registry.internal.example"]
+    assert (aws["args"], aws["defaultCacheDuration"]) == (["-v=2"], "1h")
+    assert aws["env"] == [{"name": "AWS_REGION", "value": "eu-west-1"}]
+    assert gcp["name"] == "auth-provider-gcp" and "env" not in gcp  # the others keep the defaults
+
+
+def test_provider_settings_the_kubelet_would_refuse_change_nothing(tmp_path: Path) -> None:
+    from credprovider.tool.agent.settings import parse
+
+    # service-account tokens without the fields the kubelet requires with them
+    settings = parse(
+        '{"aws": {"tokenAttributes": {"serviceAccountTokenAudience": "sts"}}}', ["aws"]
+    )
+    root = node(tmp_path, {**KUBEADM_NODE, "/etc/default/kubelet": ""})
+    plan = plan_node(root, ["aws"], "0.1.0", settings=settings)
+    assert plan.refused.startswith(
+        "the kubelet would refuse the config: failed to validate credential provider config: "
+    ), plan.refused
+    assert "tokenAttributes" in plan.refused
+    assert (plan.steps, plan.config_text, plan.flag_text, plan.restart) == ([], None, None, "")
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("{", "--provider-settings is not JSON: "),
+        ("[]", "--provider-settings is a JSON object keyed by provider (aws, ...)"),
+        ('{"gcp": {}}', "--provider-settings names 'gcp', which is not in --providers (aws)"),
+        ('{"aws": []}', "--provider-settings: aws is a JSON object"),
+        ('{"aws": {"image": 1}}', "--provider-settings: aws.image is not one of matchImages, "),
+        ('{"aws": {"args": "-v=2"}}', "--provider-settings: aws.args is a list of strings"),
+        ('{"aws": {"env": {"A": 1}}}', "--provider-settings: aws.env is a mapping of names to strings"),
+        ('{"aws": {"tokenAttributes": []}}', "--provider-settings: aws.tokenAttributes is a mapping"),
+        ("x" * 70000, "--provider-settings is longer than 65536 characters"),
+    ],
+)  # fmt: skip
+def test_provider_settings_that_are_not_settings_are_one_line(text: str, said: str) -> None:
+    from credprovider.tool.agent.settings import SettingsError, parse
+
+    with pytest.raises(SettingsError) as raised:
+        parse(text, ["aws"])
+    assert str(raised.value).startswith(said)

@@ -1,0 +1,83 @@
+"""What an operator changes in the providers the agent writes (the chart's ``providerSettings``,
+the agent's ``--provider-settings``): per provider key (aws, azure, gcp), its ``matchImages``,
+``args``, ``env`` (a name-to-value mapping), ``defaultCacheDuration`` and ``tokenAttributes``,
+each replacing the shipped default. Parsed here (shape and types, one line naming what is wrong);
+whether the kubelet accepts the result is the config validation's to say, before anything changes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from credprovider.errors import CredproviderError
+
+Settings = Mapping[str, Mapping[str, Any]]
+# The setting, and the JSON type it takes.
+FIELDS: Final = {
+    "matchImages": "a list of strings",
+    "args": "a list of strings",
+    "env": "a mapping of names to strings",
+    "defaultCacheDuration": "a string",
+    "tokenAttributes": "a mapping",
+}
+MAX_CHARS: Final = 64 << 10
+
+
+class SettingsError(CredproviderError):
+    """--provider-settings is not what the agent takes."""
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _right_type(field: str, value: Any) -> bool:
+    if field in ("matchImages", "args"):
+        return _strings(value)
+    if field == "env":
+        return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+    if field == "defaultCacheDuration":
+        return isinstance(value, str)
+    return isinstance(value, dict)
+
+
+def parse(text: str, keys: list[str]) -> dict[str, dict[str, Any]]:
+    """``text`` (JSON) as settings for the providers ``keys``; :class:`SettingsError` if not."""
+    if not text:
+        return {}
+    if len(text) > MAX_CHARS:
+        raise SettingsError(f"--provider-settings is longer than {MAX_CHARS} characters")
+    try:
+        found = json.loads(text)
+    except ValueError as exc:
+        raise SettingsError(f"--provider-settings is not JSON: {exc}") from None
+    if not isinstance(found, dict):
+        raise SettingsError("--provider-settings is a JSON object keyed by provider (aws, ...)")
+    for key, settings in found.items():
+        if key not in keys:
+            raise SettingsError(
+                f"--provider-settings names {key!r}, which is not in --providers ({', '.join(keys)})"
+            )
+        if not isinstance(settings, dict):
+            raise SettingsError(f"--provider-settings: {key} is a JSON object")
+        for field, value in settings.items():
+            if field not in FIELDS:
+                raise SettingsError(
+                    f"--provider-settings: {key}.{field} is not one of {', '.join(FIELDS)}"
+                )
+            if not _right_type(field, value):
+                raise SettingsError(f"--provider-settings: {key}.{field} is {FIELDS[field]}")
+    return found
+
+
+def applied(entry: dict[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A provider entry with ``settings`` replacing its defaults (env as the kubelet's list)."""
+    changed = dict(entry)
+    for field, value in settings.items():
+        if field == "env":
+            changed["env"] = [{"name": name, "value": text} for name, text in value.items()]
+        else:
+            changed[field] = value
+    return changed
