@@ -23,6 +23,10 @@ KUBELET = "k8s.io/kubernetes/cmd/kubelet"
 FAKE_CRI = "./fakecri"
 # The e2e sandbox's control plane, from the same module (go.mod's tool block pins them).
 KUBE_APISERVER = "k8s.io/kubernetes/cmd/kube-apiserver"
+# The fleet sandbox's DaemonSet controller (and the root CA config map its pods' tokens need), and
+# the scheduler that binds a DaemonSet's pods to their nodes.
+KUBE_CONTROLLER_MANAGER = "k8s.io/kubernetes/cmd/kube-controller-manager"
+KUBE_SCHEDULER = "k8s.io/kubernetes/cmd/kube-scheduler"
 ETCD = "go.etcd.io/etcd/server/v3"
 # Go keeps its caches under HOME; the test session points HOME at an empty directory.
 REAL_HOME = os.environ.get("HOME", "")
@@ -44,7 +48,7 @@ def kubelet_version() -> str:
 def ldflags(package: str) -> list[str]:
     """The kubelet is stamped with its version as its release build is (``kubelet --version``
     says ``Kubernetes v1.36.4``, not ``v0.0.0-master``)."""
-    if package not in (KUBELET, KUBE_APISERVER):
+    if package not in (KUBELET, KUBE_APISERVER, KUBE_CONTROLLER_MANAGER, KUBE_SCHEDULER):
         return []
     version = kubelet_version()
     major, minor = version.lstrip("v").split(".")[:2]

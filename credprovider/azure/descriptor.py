@@ -106,6 +106,8 @@ DESCRIPTOR = CloudPlugin(
     args=(DEFAULT_AZURE_CONFIG,),
     annotation_keys=ANNOTATION_KEYS,
     sample_images=samples_with_port(SAMPLE_IMAGES),
+    # ACR trades the AAD token for a refresh token at the registry named in the image
+    dry_run_needs_own_registry=True,
     explain=explain,
     lints=lints,
     node_file_arg=DEFAULT_AZURE_CONFIG,

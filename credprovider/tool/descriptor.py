@@ -76,6 +76,9 @@ class CloudPlugin:
     implied_by_flags: tuple[str, ...] = ()
     # Where the plugin's identity comes from on a node (doctor's reachability check).
     identity: IdentityFinder | None = None
+    # Whether a credential request needs a registry of the operator's own (the plugin exchanges a
+    # token at the registry itself), so that a sample image cannot stand in for a dry run.
+    dry_run_needs_own_registry: bool = False
 
 
 def with_https_port(reference: str) -> str:

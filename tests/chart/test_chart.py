@@ -158,6 +158,7 @@ def test_mode_flags_asks_for_what_restarting_kubelets_needs(helm: Path) -> None:
     assert env == {
         "NODE_NAME": {"fieldRef": {"fieldPath": "spec.nodeName"}},
         "POD_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+        "HOST_IP": {"fieldRef": {"fieldPath": "status.hostIP"}},
     }
     mounts = {m["mountPath"]: m.get("readOnly", False) for m in container["volumeMounts"]}
     assert mounts == {

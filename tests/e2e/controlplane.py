@@ -296,3 +296,51 @@ def stop_process(process: subprocess.Popen[bytes]) -> None:
             process.wait(timeout=10)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+def start_controller_manager(
+    plane: ControlPlane, binary: str, stack: ExitStack, log: IO[bytes]
+) -> subprocess.Popen[bytes]:
+    """kube-controller-manager with the controllers a DaemonSet's pods need: the DaemonSet
+    controller, and the root CA config map their service-account token volumes read."""
+    process = subprocess.Popen(
+        [
+            binary,
+            f"--kubeconfig={plane.admin_kubeconfig}",
+            "--controllers=daemonset,root-ca-cert-publisher",
+            f"--root-ca-file={plane.ca.bundle}",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            "--use-service-account-credentials=false",
+            "--v=1",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    stack.callback(stop_process, process)
+    return process
+
+
+def start_scheduler(
+    plane: ControlPlane, binary: str, stack: ExitStack, log: IO[bytes]
+) -> subprocess.Popen[bytes]:
+    """kube-scheduler: it binds the DaemonSet's pods to their nodes (by their node affinity)."""
+    process = subprocess.Popen(
+        [
+            binary,
+            f"--kubeconfig={plane.admin_kubeconfig}",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            "--v=1",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    stack.callback(stop_process, process)
+    return process
+
+
+def node_kubeconfig(plane: ControlPlane, name: str) -> Path:
+    """A kubelet's kubeconfig for node ``name`` (``system:node:<name>`` in ``system:nodes``)."""
+    cert, key = plane.ca.issue(f"system:node:{name}", organizations=("system:nodes",))
+    return _kubeconfig(plane.directory / f"{name}.kubeconfig", plane.ca, cert, key)

@@ -310,10 +310,12 @@ class Cluster:
         from lightkube.resources.core_v1 import Node
 
         node = self._call(f"reading node {self.node}", self.client.get, Node, self.node)
+        # the API's times are whole seconds: a heartbeat in the second of the restart counts
+        since = moment.replace(microsecond=0)
         for condition in (node.status.conditions if node.status else None) or []:
             if condition.type == "Ready":
                 heard = condition.lastHeartbeatTime
-                return condition.status == "True" and heard is not None and heard >= moment
+                return condition.status == "True" and heard is not None and heard >= since
         return False
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -157,7 +157,13 @@ class Node:
         self.event(FAILED, problem, warning=True)
         self.report("failed", problem, "")
 
-    def dry_run(self, plan: AgentPlan, bin_dir: str, launcher: Sequence[str]) -> list[str]:
+    def dry_run(
+        self,
+        plan: AgentPlan,
+        bin_dir: str,
+        launcher: Sequence[str],
+        images: Mapping[str, str] | None = None,
+    ) -> list[str]:
         """A credential request per provider of the config in force; what failed."""
         from credprovider.tool.agent.health import dry_run
         from credprovider.tool.config import read_config
@@ -167,8 +173,11 @@ class Node:
         except (CredproviderError, OSError) as exc:
             problems = [f"the config cannot be read: {exc}"]
         else:
+            # the node files the args name: under --root, unless a launcher runs the plugins on
+            # the node itself
+            root = "/" if launcher else self.root
             problems = [
-                f"{name}: {problem}" for name, problem in dry_run(loaded, bin_dir, launcher)
+                f"{name}: {problem}" for name, problem in dry_run(loaded, bin_dir, launcher, root)
             ]
         return problems
 

@@ -14,7 +14,7 @@ import ssl
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -126,12 +126,17 @@ def node_args(args: Sequence[str], root: str) -> list[str]:
 
 
 def dry_run(
-    loaded: LoadedConfig, bin_dir: str, launcher: Sequence[str] = (), root: str = "/"
+    loaded: LoadedConfig,
+    bin_dir: str,
+    launcher: Sequence[str] = (),
+    root: str = "/",
+    images: Mapping[str, str] | None = None,
 ) -> list[tuple[str, str]]:
-    """One credential request per provider of ``loaded``, for a sample image its matchImages
-    take, run as the kubelet runs it (the plugins' cache only read), the node files its args name
-    read under ``root``: ``(provider, problem)`` for each that failed; an empty list when every
-    one answered."""
+    """One credential request per provider of ``loaded``, for ``images[name]`` or else a sample
+    image its matchImages take, run as the kubelet runs it (the plugins' cache only read), the
+    node files its args name read under ``root``: ``(provider, problem)`` for each that failed;
+    an empty list when every one answered. A plugin that trades its token at the registry itself
+    (ACR) is asked only for an image the operator named: a sample registry is nobody's."""
     from credprovider.tool.catalog import plugin_for_name
     from credprovider.tool.lookup import run_provider
     from credprovider.tool.selection import select_providers
@@ -142,17 +147,25 @@ def dry_run(
         if provider.tokenAttributes is not None:
             continue  # it needs a pod's service account token: pulls prove it, not the agent
         plugin = plugin_for_name(name)
-        samples = [] if plugin is None else list(plugin.sample_images.values())
-        image = next(
-            (
-                sample
-                for sample in samples
-                if select_providers(sample, [(name, provider.matchImages or [])])[0].matched
-            ),
-            None,
-        )
+        named = (images or {}).get(name, "")
+        if named:
+            if not select_providers(named, [(name, provider.matchImages or [])])[0].matched:
+                failed.append((name, f"its dry-run image {named} is not one its matchImages take"))
+                continue
+            image: str | None = named
+        elif plugin is None or plugin.dry_run_needs_own_registry:
+            continue  # not one of ours, or only an image of the operator's registry proves it
+        else:
+            image = next(
+                (
+                    sample
+                    for sample in plugin.sample_images.values()
+                    if select_providers(sample, [(name, provider.matchImages or [])])[0].matched
+                ),
+                None,
+            )
         if image is None:
-            continue  # not one of ours, or matchImages only for other hosts: nothing to ask
+            continue  # matchImages only for hosts of no sample: nothing to ask
         on_node = provider.model_copy(update={"args": node_args(provider.args or [], root)})
         report = run_provider(on_node, bin_dir, image, "", {}, launcher=launcher)
         if report.error is not None:

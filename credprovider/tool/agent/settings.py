@@ -1,7 +1,8 @@
 """What an operator changes in the providers the agent writes (the chart's ``providerSettings``,
 the agent's ``--provider-settings``): per provider key (aws, azure, gcp), its ``matchImages``,
 ``args``, ``env`` (a name-to-value mapping), ``defaultCacheDuration`` and ``tokenAttributes``,
-each replacing the shipped default. Parsed here (shape and types, one line naming what is wrong);
+each replacing the shipped default; and ``dryRunImage``, the image the agent's dry run asks
+credentials for (needed where the plugin trades its token at the registry itself: ACR). Parsed here (shape and types, one line naming what is wrong);
 whether the kubelet accepts the result is the config validation's to say, before anything changes.
 """
 
@@ -21,7 +22,10 @@ FIELDS: Final = {
     "env": "a mapping of names to strings",
     "defaultCacheDuration": "a string",
     "tokenAttributes": "a mapping",
+    # not written into the config: the image the agent's dry run asks credentials for
+    "dryRunImage": "a string",
 }
+NOT_IN_CONFIG: Final = ("dryRunImage",)
 MAX_CHARS: Final = 64 << 10
 
 
@@ -38,7 +42,7 @@ def _right_type(field: str, value: Any) -> bool:
         return _strings(value)
     if field == "env":
         return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
-    if field == "defaultCacheDuration":
+    if field in ("defaultCacheDuration", "dryRunImage"):
         return isinstance(value, str)
     return isinstance(value, dict)
 
@@ -76,8 +80,20 @@ def applied(entry: dict[str, Any], settings: Mapping[str, Any]) -> dict[str, Any
     """A provider entry with ``settings`` replacing its defaults (env as the kubelet's list)."""
     changed = dict(entry)
     for field, value in settings.items():
+        if field in NOT_IN_CONFIG:
+            continue
         if field == "env":
             changed["env"] = [{"name": name, "value": text} for name, text in value.items()]
         else:
             changed[field] = value
     return changed
+
+
+def dry_run_images(settings: Settings, names: Mapping[str, str]) -> dict[str, str]:
+    """Provider name -> the image its dry run asks for, where the settings name one (``names``:
+    key -> provider name)."""
+    return {
+        names[key]: str(fields["dryRunImage"])
+        for key, fields in settings.items()
+        if "dryRunImage" in fields and key in names
+    }

@@ -225,7 +225,11 @@ def run_with_cluster(args: argparse.Namespace) -> int:
         launcher = shlex.split(args.dry_run_launcher)
         bin_dir = plan.bin_dir if launcher else args.bundle
         said_problems: list[str] = []
-        while problems := node.dry_run(plan, bin_dir, launcher):
+        from credprovider.tool.agent.settings import dry_run_images
+        from credprovider.tool.catalog import PLUGINS
+
+        images = dry_run_images(args.settings, {key: PLUGINS[key].name for key in args.keys})
+        while problems := node.dry_run(plan, bin_dir, launcher, images):
             if problems != said_problems:
                 node.event(DRY_RUN_FAILED, "; ".join(problems), warning=True)
                 print(f"credprovider agent run: dry run failed: {'; '.join(problems)}", flush=True)

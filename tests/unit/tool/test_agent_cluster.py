@@ -146,3 +146,33 @@ def test_back_means_healthz_then_the_hash_of_the_config_written(tmp_path: Path) 
             f"{server.url}/healthz answered 500 for 1s"
         )
         assert slept  # it asked again until the timeout
+
+
+def test_a_dry_run_image_is_the_operators_and_must_be_one_the_provider_takes(
+    tmp_path: Path,
+) -> None:
+    from credprovider.tool.agent.health import dry_run
+    from credprovider.tool.agent.settings import dry_run_images, parse
+    from credprovider.tool.config import read_config
+
+    settings = parse(
+        '{"azure": {"dryRunImage": "docker.io/library/app"}, "aws": {"matchImages": ["x.example"]}}',
+        ["aws", "azure"],
+    )
+    assert dry_run_images(settings, {"aws": "ecr-credential-provider", "azure": "acr"}) == {
+        "acr": "docker.io/library/app"
+    }
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n"
+        "- name: acr-credential-provider\n  matchImages: ['*.azurecr.io']\n"
+        "  defaultCacheDuration: 10m\n  apiVersion: credentialprovider.kubelet.k8s.io/v1\n"
+    )
+    loaded = read_config(str(config))
+    # no image named: ACR trades its token at the registry, so no sample stands in (nothing runs)
+    assert dry_run(loaded, str(tmp_path / "no-bin")) == []
+    named = {"acr-credential-provider": "docker.io/library/app"}
+    assert dry_run(loaded, str(tmp_path / "no-bin"), images=named) == [
+        ("acr-credential-provider",
+         "its dry-run image docker.io/library/app is not one its matchImages take"),
+    ]  # fmt: skip
