@@ -305,6 +305,17 @@ class Cluster:
             ),
         )
 
+    def kubelet_version(self) -> tuple[int, int] | None:
+        """The node's kubelet version as it reports it (``status.nodeInfo``), or None."""
+        from lightkube.resources.core_v1 import Node
+
+        from credprovider.tool.doctor.live import parse_version
+
+        node = self._call(f"reading node {self.node}", self.client.get, Node, self.node)
+        info = node.status.nodeInfo if node.status else None
+        found = parse_version(info.kubeletVersion) if info and info.kubeletVersion else None
+        return found[1] if found else None
+
     def ready_since(self, moment: datetime.datetime) -> bool:
         """Whether the node's Ready condition is True, heard from the kubelet after ``moment``."""
         from lightkube.resources.core_v1 import Node

@@ -93,9 +93,9 @@ def _read(root: str, path: str) -> str | None:
         raise UnreadableNodeFile(f"{path} {exc.reason}") from None
 
 
-def validated(text: str) -> None:
+def validated(text: str, sa_tokens_enabled: bool = True) -> None:
     """Refuse (:class:`RefusedConfig`, with the kubelet's message) a config the kubelet would not
-    start with."""
+    start with (``sa_tokens_enabled``: whether that kubelet takes ``tokenAttributes``, 1.34+)."""
     from credprovider.tool.config import ConfigError
     from credprovider.tool.config_validate import load_config
 
@@ -103,7 +103,7 @@ def validated(text: str) -> None:
         handle.write(text)
         handle.flush()
         try:
-            load_config(handle.name)
+            load_config(handle.name, sa_tokens_enabled)
         except ConfigError as exc:
             raise RefusedConfig(str(exc)) from None
 
@@ -114,6 +114,7 @@ def plan_node(
     version: str,
     platform: Platform | None = None,
     settings: Settings | None = None,
+    sa_tokens_enabled: bool = True,
 ) -> AgentPlan:
     """The plan for the node under ``root``, installing the plugins ``keys`` (of the catalog) at
     ``version``; ``platform``: the rules to follow (default: the node's, :func:`recognize`)."""
@@ -127,7 +128,7 @@ def plan_node(
         platform = _adopt_flags_in_force(plan, root, platform)
         plan.bin_dir = platform.bin_dir
         _plan_bundle(plan, root, platform, keys, version)
-        _plan_config(plan, root, platform, keys, settings)
+        _plan_config(plan, root, platform, keys, settings, sa_tokens_enabled)
         _plan_flags(plan, root, platform)
     except RefusedConfig as refused:
         plan.refused = f"the kubelet would refuse the config: {refused}; nothing is changed"
@@ -238,7 +239,12 @@ def _link_target(root: str, path: str) -> str:
 
 
 def _plan_config(
-    plan: AgentPlan, root: str, platform: Platform, keys: list[str], settings: Settings | None
+    plan: AgentPlan,
+    root: str,
+    platform: Platform,
+    keys: list[str],
+    settings: Settings | None,
+    sa_tokens_enabled: bool = True,
 ) -> None:
     plan.config_path = platform.config
     current = _read(root, platform.config)
@@ -252,7 +258,7 @@ def _plan_config(
     if current is not None and holds_providers(current.encode(), desired.encode()):
         plan.steps.append(Step("unchanged", platform.config, f"{platform.config} has them"))
         return
-    validated(desired)
+    validated(desired, sa_tokens_enabled)
     plan.config_text = desired
     if kept:
         names = ", ".join(str(p.get("name")) for p in kept)

@@ -21,6 +21,8 @@ from credprovider.tool.install_config import NodeChangeError
 
 if TYPE_CHECKING:
     from credprovider.tool.agent.apply import Outcome
+    from credprovider.tool.agent.daemon import Node
+    from credprovider.tool.agent.plan import AgentPlan
     from credprovider.tool.agent.platforms import Platform
 
 SERVICE_ACCOUNT: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
@@ -163,7 +165,7 @@ def run_with_cluster(args: argparse.Namespace) -> int:
     once the dry run passed; a failure leaves the pod running and not ready (the DaemonSet's
     rollout stops there) with the reason in its log, the node's annotations and an Event."""
     from credprovider.tool.agent.cluster import Cluster, ClusterError, connect
-    from credprovider.tool.agent.daemon import DRY_RUN_FAILED, Node
+    from credprovider.tool.agent.daemon import Node
     from credprovider.tool.agent.health import KubeletHealth
     from credprovider.tool.agent.plan import plan_node
     from credprovider.tool.agent.platforms import installed_unit, recognize
@@ -205,9 +207,17 @@ def run_with_cluster(args: argparse.Namespace) -> int:
             outcome = node.uninstall(service)
             ok = not outcome.kept
         else:
+            # the config is validated for this node's kubelet: tokenAttributes from 1.34
+            from credprovider.tool.doctor.live import SA_TOKENS_ON_SINCE
+
+            try:
+                version = cluster.kubelet_version()
+            except ClusterError:
+                version = None  # the newest rules; the kubelet's own check stays the last word
             plan = plan_node(
-                args.root, args.keys, args.version, platform_rules(args), args.settings
-            )
+                args.root, args.keys, args.version, platform_rules(args), args.settings,
+                sa_tokens_enabled=version is None or version >= SA_TOKENS_ON_SINCE,
+            )  # fmt: skip
             outcome = node.install(plan, Path(args.bundle))
             ok = outcome.result in ("installed", "unchanged")
         said(outcome, args.json, ok)
@@ -222,24 +232,31 @@ def run_with_cluster(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(EXIT_OK if ok else EXIT_FAILED))
     if ok and plan is not None and args.ready_file:
-        launcher = shlex.split(args.dry_run_launcher)
-        bin_dir = plan.bin_dir if launcher else args.bundle
-        said_problems: list[str] = []
-        from credprovider.tool.agent.settings import dry_run_images
-        from credprovider.tool.catalog import PLUGINS
-
-        images = dry_run_images(args.settings, {key: PLUGINS[key].name for key in args.keys})
-        while problems := node.dry_run(plan, bin_dir, launcher, images):
-            if problems != said_problems:
-                node.event(DRY_RUN_FAILED, "; ".join(problems), warning=True)
-                print(f"credprovider agent run: dry run failed: {'; '.join(problems)}", flush=True)
-                said_problems = problems
-            time.sleep(DRY_RUN_RETRY_SECONDS)
-        print("dry run passed: every provider answered", flush=True)
+        _await_dry_run(node, plan, args)
     if ok and args.ready_file:
         Path(args.ready_file).touch()
     while True:
         signal.pause()
+
+
+def _await_dry_run(node: Node, plan: AgentPlan, args: argparse.Namespace) -> None:
+    """Until every provider answers a dry-run credential request (each new failure an Event and
+    a log line), as the kubelet would run it."""
+    from credprovider.tool.agent.daemon import DRY_RUN_FAILED
+    from credprovider.tool.agent.settings import dry_run_images
+    from credprovider.tool.catalog import PLUGINS
+
+    launcher = shlex.split(args.dry_run_launcher)
+    bin_dir = plan.bin_dir if launcher else args.bundle
+    images = dry_run_images(args.settings, {key: PLUGINS[key].name for key in args.keys})
+    said_problems: list[str] = []
+    while problems := node.dry_run(plan, bin_dir, launcher, images):
+        if problems != said_problems:
+            node.event(DRY_RUN_FAILED, "; ".join(problems), warning=True)
+            print(f"credprovider agent run: dry run failed: {'; '.join(problems)}", flush=True)
+            said_problems = problems
+        time.sleep(DRY_RUN_RETRY_SECONDS)
+    print("dry run passed: every provider answered", flush=True)
 
 
 def cmd_ready(args: argparse.Namespace) -> int:

@@ -303,3 +303,21 @@ def test_provider_settings_that_are_not_settings_are_one_line(text: str, said: s
     with pytest.raises(SettingsError) as raised:
         parse(text, ["aws"])
     assert str(raised.value).startswith(said)
+
+
+def test_token_attributes_are_refused_for_a_kubelet_before_1_34(tmp_path: Path) -> None:
+    from credprovider.tool.agent.settings import parse
+
+    attributes = (
+        '{"aws": {"tokenAttributes": {"serviceAccountTokenAudience": "sts.amazonaws.com",'
+        ' "cacheType": "ServiceAccount", "requireServiceAccount": true}}}'
+    )
+    settings = parse(attributes, ["aws"])
+    root = node(tmp_path, {**KUBEADM_NODE, "/etc/default/kubelet": ""})
+    assert plan_node(root, ["aws"], "0.1.0", settings=settings).refused == ""
+    older = plan_node(root, ["aws"], "0.1.0", settings=settings, sa_tokens_enabled=False)
+    assert older.refused == (
+        "the kubelet would refuse the config: failed to validate credential provider config: "
+        "providers.tokenAttributes: Forbidden: tokenAttributes is not supported when "
+        "KubeletServiceAccountTokenForCredentialProviders feature gate is disabled; nothing is changed"
+    )
