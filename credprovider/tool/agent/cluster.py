@@ -138,6 +138,22 @@ def _read_kubeconfig(path: str) -> dict[str, Any]:
     return found
 
 
+def api_call(what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+    """``call(*args, **kwargs)``; the API server's refusal or an unreachable one as one
+    :class:`ClusterError` saying ``what`` failed."""
+    import httpx2
+    from lightkube import ApiError
+    from lightkube.core.exceptions import ConfigError
+
+    try:
+        return call(*args, **kwargs)
+    except ApiError as exc:
+        code = getattr(exc.status, "code", None)
+        raise ClusterError(f"{what}: the API server answered {code}: {exc.status.message}") from exc
+    except (httpx2.HTTPError, ConfigError, OSError) as exc:
+        raise ClusterError(f"{what}: {exc}") from exc
+
+
 class Cluster:
     """The API calls of one node's agent: ``node`` is its Node, ``namespace`` the Leases'."""
 
@@ -146,24 +162,9 @@ class Cluster:
         self.node = node
         self.namespace = namespace
 
-    def _call(self, what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
-        import httpx2
-        from lightkube import ApiError
-        from lightkube.core.exceptions import ConfigError
-
-        try:
-            return call(*args, **kwargs)
-        except ApiError as exc:
-            code = getattr(exc.status, "code", None)
-            raise ClusterError(
-                f"{what}: the API server answered {code}: {exc.status.message}"
-            ) from exc
-        except (httpx2.HTTPError, ConfigError, OSError) as exc:
-            raise ClusterError(f"{what}: {exc}") from exc
-
     # -- restart slots -------------------------------------------------------------------------
     def try_slot(self, slots: int, duration: int) -> str | None:
-        taken: str | None = self._call("taking a restart slot", self._try_slot, slots, duration)
+        taken: str | None = api_call("taking a restart slot", self._try_slot, slots, duration)
         return taken
 
     def _try_slot(self, slots: int, duration: int) -> str | None:
@@ -217,7 +218,7 @@ class Cluster:
 
     def holders(self, slots: int) -> list[str]:
         """Who holds the slots now (for the log line while the agent waits)."""
-        found: list[str] = self._call("reading the restart slots", self._holders, slots)
+        found: list[str] = api_call("reading the restart slots", self._holders, slots)
         return found
 
     def _holders(self, slots: int) -> list[str]:
@@ -238,7 +239,7 @@ class Cluster:
         from lightkube.resources.coordination_v1 import Lease
 
         patch = {"spec": {"holderIdentity": self.node, "renewTime": _micro(now())}}
-        self._call(
+        api_call(
             f"renewing Lease {name}",
             self.client.patch,
             Lease,
@@ -252,7 +253,7 @@ class Cluster:
         from lightkube.resources.coordination_v1 import Lease
 
         patch = {"spec": {"holderIdentity": None, "renewTime": None, "acquireTime": None}}
-        self._call(
+        api_call(
             f"releasing Lease {name}",
             self.client.patch,
             Lease,
@@ -266,7 +267,7 @@ class Cluster:
     def report(self, status: NodeStatus) -> None:
         from lightkube.resources.core_v1 import Node
 
-        self._call(
+        api_call(
             f"annotating node {self.node}",
             self.client.patch,
             Node,
@@ -283,7 +284,7 @@ class Cluster:
         from lightkube.resources.core_v1 import Event
 
         moment = now()
-        self._call(
+        api_call(
             f"recording the Event {reason} on node {self.node}",
             self.client.create,
             Event(
@@ -311,7 +312,7 @@ class Cluster:
 
         from credprovider.tool.doctor.live import parse_version
 
-        node = self._call(f"reading node {self.node}", self.client.get, Node, self.node)
+        node = api_call(f"reading node {self.node}", self.client.get, Node, self.node)
         info = node.status.nodeInfo if node.status else None
         found = parse_version(info.kubeletVersion) if info and info.kubeletVersion else None
         return found[1] if found else None
@@ -320,7 +321,7 @@ class Cluster:
         """Whether the node's Ready condition is True, heard from the kubelet after ``moment``."""
         from lightkube.resources.core_v1 import Node
 
-        node = self._call(f"reading node {self.node}", self.client.get, Node, self.node)
+        node = api_call(f"reading node {self.node}", self.client.get, Node, self.node)
         # the API's times are whole seconds: a heartbeat in the second of the restart counts
         since = moment.replace(microsecond=0)
         for condition in (node.status.conditions if node.status else None) or []:
@@ -366,7 +367,7 @@ def fleet(client: Client) -> Iterator[tuple[str, NodeStatus | None, bool]]:
     """Every node: its name, the agent's status there, and whether it is Ready."""
     from lightkube.resources.core_v1 import Node
 
-    nodes = Cluster(client, "", "")._call("listing the nodes", lambda: list(client.list(Node)))
+    nodes = api_call("listing the nodes", lambda: list(client.list(Node)))
     for node in sorted(nodes, key=lambda found: found.metadata.name if found.metadata else ""):
         meta = node.metadata
         ready = any(
