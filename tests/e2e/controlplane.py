@@ -303,39 +303,30 @@ def start_controller_manager(
 ) -> subprocess.Popen[bytes]:
     """kube-controller-manager with the controllers a DaemonSet's pods need: the DaemonSet
     controller, and the root CA config map their service-account token volumes read."""
-    process = subprocess.Popen(
-        [
-            binary,
-            f"--kubeconfig={plane.admin_kubeconfig}",
-            "--controllers=daemonset,root-ca-cert-publisher",
-            f"--root-ca-file={plane.ca.bundle}",
-            "--leader-elect=false",
-            "--bind-address=127.0.0.1",
-            "--use-service-account-credentials=false",
-            "--v=1",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    stack.callback(stop_process, process)
-    return process
+    return _component(
+        plane, binary, stack, log,
+        "--controllers=daemonset,root-ca-cert-publisher", f"--root-ca-file={plane.ca.bundle}",
+        "--use-service-account-credentials=false",
+    )  # fmt: skip
 
 
 def start_scheduler(
     plane: ControlPlane, binary: str, stack: ExitStack, log: IO[bytes]
 ) -> subprocess.Popen[bytes]:
     """kube-scheduler: it binds the DaemonSet's pods to their nodes (by their node affinity)."""
+    return _component(plane, binary, stack, log)
+
+
+def _component(
+    plane: ControlPlane, binary: str, stack: ExitStack, log: IO[bytes], *more: str
+) -> subprocess.Popen[bytes]:
+    """A control-plane component as cluster admin, on loopback, without leader election
+    (stopped with ``stack``)."""
     process = subprocess.Popen(
-        [
-            binary,
-            f"--kubeconfig={plane.admin_kubeconfig}",
-            "--leader-elect=false",
-            "--bind-address=127.0.0.1",
-            "--v=1",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+        [binary, f"--kubeconfig={plane.admin_kubeconfig}", "--leader-elect=false",
+         "--bind-address=127.0.0.1", *more, "--v=1"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
     stack.callback(stop_process, process)
     return process
 

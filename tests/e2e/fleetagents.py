@@ -20,7 +20,6 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -35,6 +34,7 @@ from emulators.http import FakeRequest, FakeResponse, serve
 from emulators.systemd import NoSuchUnit, standin_systemd
 from tests.e2e import controlplane
 from tests.e2e.node import NODE_IP, isolate, node_environment
+from tests.unit.tool.test_agent_apply import tree
 from tests.unit.tool.test_agent_plan import KUBEADM_NODE, UPSTREAM_ECR, node
 
 NAMESPACE = "credprovider"
@@ -66,25 +66,6 @@ NODES = {
     },
 }
 COMES_BACK = {"node-a": True, "node-b": True, "node-c": False, "node-d": True}
-
-
-def tree(root: str) -> dict[str, tuple[str, str, int]]:
-    """Every path under ``root``: its kind, its text (a binary's sha256) or link target, its mode."""
-    found = {}
-    for path in sorted(Path(root).rglob("*")):
-        relative = "/" + str(path.relative_to(root))
-        if path.is_symlink():
-            found[relative] = ("link", os.readlink(path), 0)
-        elif path.is_dir():
-            found[relative] = ("dir", "", path.stat().st_mode)
-        else:
-            data = path.read_bytes()
-            try:
-                shown = data.decode()
-            except UnicodeDecodeError:
-                shown = "sha256:" + hashlib.sha256(data).hexdigest()
-            found[relative] = ("file", shown, path.stat().st_mode)
-    return found
 
 
 def kubelet_hash(contents: list[bytes]) -> str:

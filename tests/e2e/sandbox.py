@@ -83,18 +83,22 @@ def run_kubelet(
         "timeout": 120,
         **more,
     }
+    return run_sandboxed("tests.e2e.node", spec, tmp_path, 600)
+
+
+def run_sandboxed(
+    module: str, spec: dict[str, Any], tmp_path: Path, timeout: float
+) -> dict[str, Any]:
+    """``python -m module SPEC`` in private network, mount and PID namespaces; the JSON it wrote
+    to ``spec["result"]``."""
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     proc = subprocess.run(
         ["unshare", "--net", "--mount", "--pid", "--fork", "--mount-proc",
-         sys.executable, "-m", "tests.e2e.node", str(tmp_path / "spec.json")],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+         sys.executable, "-m", module, str(tmp_path / "spec.json")],
+        cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-5000:]
-    result: dict[str, Any] = json.loads((tmp_path / "result.json").read_text())
+    result: dict[str, Any] = json.loads(Path(spec["result"]).read_text())
     return result
 
 

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +22,7 @@ import yaml
 
 from emulators.kubelet_exec import BUNDLE_DIR, REPO
 from tests.chart.helm import helm_binary, render
-from tests.e2e.sandbox import host_state, left_running
+from tests.e2e.sandbox import host_state, left_running, run_sandboxed
 
 RESTART_EVENTS = ("KubeletRestarted",)
 
@@ -50,15 +48,8 @@ def fleet_run(
         "bundle": str(BUNDLE_DIR.resolve()), "repo": str(REPO), "chart": chart,
         "result": str(tmp_path / "result.json"),
     }  # fmt: skip
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
     before = host_state()
-    proc = subprocess.run(
-        ["unshare", "--net", "--mount", "--pid", "--fork", "--mount-proc",
-         sys.executable, "-m", "tests.e2e.fleetagents", str(tmp_path / "spec.json")],
-        cwd=REPO, capture_output=True, text=True, timeout=900, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-5000:]
-    result: dict[str, Any] = json.loads((tmp_path / "result.json").read_text())
+    result = run_sandboxed("tests.e2e.fleetagents", spec, tmp_path, 900)
     result["host_changed"] = host_state() != before
     result["left_running"] = left_running(etcd, apiserver)
     return result

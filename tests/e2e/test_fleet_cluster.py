@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +23,7 @@ from release.bundle import project_version
 from release.package import artifact_name
 from tests.chart.helm import CHART, helm_binary
 from tests.e2e import runtime
-from tests.e2e.sandbox import host_state, left_running
+from tests.e2e.sandbox import host_state, left_running, run_sandboxed
 from tests.helpers import unavailable
 
 
@@ -59,15 +57,8 @@ def cluster_run(
         "image_archive": str(archive), "tarball": str(tarball),
         "image_name": f"docker.io/library/credprovider:{version}", **runtime_tools,
     }  # fmt: skip
-    (tmp_path / "spec.json").write_text(json.dumps(spec))
     before = host_state()
-    proc = subprocess.run(
-        ["unshare", "--net", "--mount", "--pid", "--fork", "--mount-proc",
-         sys.executable, "-m", "tests.e2e.fleetcluster", str(tmp_path / "spec.json")],
-        cwd=REPO, capture_output=True, text=True, timeout=1500, check=False,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-5000:]
-    result: dict[str, Any] = json.loads((tmp_path / "result.json").read_text())
+    result = run_sandboxed("tests.e2e.fleetcluster", spec, tmp_path, 1500)
     result["host_changed"] = host_state() != before
     result["left_running"] = left_running(
         binaries[0], etcd, apiserver, manager, scheduler, Path(runtime_tools["containerd"])

@@ -5,6 +5,7 @@ a pod restart or an upgrade restarts nothing, and uninstall leaves the node byte
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -18,7 +19,8 @@ A = "/var/lib/credprovider/agent"
 
 
 def tree(root: str) -> dict[str, tuple[str, str, int]]:
-    """Every path under ``root``: its kind, content (or link target) and mode."""
+    """Every path under ``root``: its kind, its text (a binary's sha256) or link target, its
+    mode."""
     found = {}
     for directory, dirs, files in os.walk(root):
         for name in [*dirs, *files]:
@@ -29,7 +31,12 @@ def tree(root: str) -> dict[str, tuple[str, str, int]]:
             elif path.is_dir():
                 found[relative] = ("dir", "", path.stat().st_mode)
             else:
-                found[relative] = ("file", path.read_text(), path.stat().st_mode)
+                data = path.read_bytes()
+                try:
+                    shown = data.decode()
+                except UnicodeDecodeError:
+                    shown = "sha256:" + hashlib.sha256(data).hexdigest()
+                found[relative] = ("file", shown, path.stat().st_mode)
     return found
 
 
