@@ -124,13 +124,20 @@ def connect(kubeconfig: str | None, in_cluster: bool = True) -> Client:
 def _read_kubeconfig(path: str) -> dict[str, Any]:
     """The kubeconfig at ``path``, read as a node file is (a regular file, bounded) and parsed
     with the tool's YAML rules."""
-    from credprovider.tool.nodefiles import FileProblem, read_text
+    import os
+
+    from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_text
     from credprovider.tool.yamldoc import YamlError, load_yaml
 
     try:
         found = load_yaml(read_text(path))
     except FileProblem as exc:
         raise ClusterError(f"cannot read the kubeconfig {exc}") from exc
+    except UnreadableError:
+        raise ClusterError(
+            f"cannot read the kubeconfig {path} as uid {os.geteuid()} (permission denied): "
+            "name one this user may read with --kubeconfig"
+        ) from None
     except YamlError as exc:
         raise ClusterError(f"the kubeconfig {path} is not YAML: {exc}") from exc
     if not isinstance(found, dict) or not isinstance(found.get("clusters"), list):
@@ -236,32 +243,21 @@ class Cluster:
         return found
 
     def renew(self, name: str) -> None:
-        from lightkube.resources.coordination_v1 import Lease
-
-        patch = {"spec": {"holderIdentity": self.node, "renewTime": _micro(now())}}
-        api_call(
-            f"renewing Lease {name}",
-            self.client.patch,
-            Lease,
-            name,
-            patch,
-            namespace=self.namespace,
-            patch_type=_merge(),
-        )
+        self._patch_lease(f"renewing Lease {name}", name, self.node, _micro(now()))
 
     def release(self, name: str) -> None:
+        self._patch_lease(f"releasing Lease {name}", name, None, None, acquireTime=None)
+
+    def _patch_lease(
+        self, what: str, name: str, holder: str | None, renewed: str | None, **more: None
+    ) -> None:
         from lightkube.resources.coordination_v1 import Lease
 
-        patch = {"spec": {"holderIdentity": None, "renewTime": None, "acquireTime": None}}
+        spec = {"holderIdentity": holder, "renewTime": renewed, **more}
         api_call(
-            f"releasing Lease {name}",
-            self.client.patch,
-            Lease,
-            name,
-            patch,
-            namespace=self.namespace,
-            patch_type=_merge(),
-        )
+            what, self.client.patch, Lease, name, {"spec": spec},
+            namespace=self.namespace, patch_type=_merge(),
+        )  # fmt: skip
 
     # -- the node ----------------------------------------------------------------------------
     def report(self, status: NodeStatus) -> None:

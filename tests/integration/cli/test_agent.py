@@ -256,3 +256,32 @@ def test_apply_restarts_over_systemds_socket_and_refuses_one_that_does_not_answe
             assert undone.returncode == 0, undone.stderr
             assert restarted == ["kubelet", "kubelet"]
     assert tree(root) == before
+
+
+def test_fleet_status_with_a_kubeconfig_this_user_cannot_read_is_one_line(tmp_path: Path) -> None:
+    """Through the bundle, as an operator without root naming root's kubeconfig."""
+    import os
+    import subprocess
+
+    import pytest
+
+    from emulators.kubelet_exec import BUNDLE_DIR
+    from tests.helpers import require_bundle
+
+    require_bundle()
+    if os.geteuid() != 0:
+        pytest.skip("switching to nobody needs root")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
+    kubeconfig.chmod(0o600)
+    tmp_path.chmod(0o755)
+    done = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+         str(BUNDLE_DIR / "credprovider"), "fleet", "status", "--kubeconfig", str(kubeconfig)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        f"credprovider fleet status: cannot read the kubeconfig {kubeconfig} as uid 65534 "
+        "(permission denied): name one this user may read with --kubeconfig\n"
+    )
