@@ -87,7 +87,7 @@ def _excerpt(text: str) -> str:
     return text if len(text) <= 24 else f"{text[:12]}…({len(text)} characters)"
 
 
-def _depth(value: object) -> int:
+def nesting_depth(value: object) -> int:
     """How deeply ``value`` nests (a scalar is 0), walked without recursion."""
     deepest, stack = 0, [(value, 1)]
     while stack:
@@ -127,7 +127,7 @@ def decode_json(
         raise BadAnswer(_too_deep()) from None
     except UnicodeDecodeError:
         raise ValueError("not UTF-8") from None
-    if _depth(value) > MAX_JSON_DEPTH:
+    if nesting_depth(value) > MAX_JSON_DEPTH:
         raise BadAnswer(_too_deep())
     return value
 

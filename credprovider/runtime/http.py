@@ -23,9 +23,10 @@ from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
 from credprovider.runtime.answer import MAX_BODY_BYTES, BadAnswer, decoded, too_large
 
 if TYPE_CHECKING:
+    import socket
     import ssl
     from collections.abc import Callable, Collection, Mapping, Sequence
-    from typing import BinaryIO
+    from typing import Any, BinaryIO
 
     from credprovider.runtime.provider import Context
 
@@ -85,6 +86,7 @@ def split_http_url(url: str, *, allow_https: bool = False) -> tuple[str, str, st
 # Limits on what a server may send before the body (http.client's own: 64 KiB lines, 100 fields).
 MAX_LINE_BYTES: Final = 65536
 MAX_HEADER_FIELDS: Final = 100
+MAX_INTERIM_ANSWERS: Final = 10
 DEFAULT_PORTS: Final = {"http": 80, "https": 443}
 _TOKEN_CHARACTERS: Final = frozenset(
     "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -143,8 +145,9 @@ def _line(reader: BinaryIO, what: str) -> bytes:
 
 
 def read_head(reader: BinaryIO) -> tuple[int, tuple[tuple[str, str], ...]]:
-    """Status and header fields of the final answer (interim 1xx answers are skipped)."""
-    while True:
+    """Status and header fields of the final answer (interim 1xx answers are skipped, at most
+    :data:`MAX_INTERIM_ANSWERS` of them: a server sending ``100 Continue`` for ever is refused)."""
+    for _ in range(MAX_INTERIM_ANSWERS + 1):
         status_line = _line(reader, "status line").decode("latin-1")
         version, _, rest = status_line.partition(" ")
         code = rest[:3]
@@ -167,6 +170,7 @@ def read_head(reader: BinaryIO) -> tuple[int, tuple[tuple[str, str], ...]]:
                 raise HttpError(f"more than {MAX_HEADER_FIELDS} header fields")
         if not 100 <= int(code) < 200 or int(code) == 101:
             return int(code), tuple(fields)
+    raise HttpError(f"more than {MAX_INTERIM_ANSWERS} interim (1xx) answers")
 
 
 def _exactly(reader: BinaryIO, count: int) -> bytes:
@@ -225,8 +229,11 @@ def request(
     body: bytes | None = None,
     tls: ssl.SSLContext | None = None,
     max_body: int = MAX_BODY_BYTES,
+    within: float | None = None,
 ) -> HttpResponse:
     """One request on a fresh connection; raises :class:`HttpError` when no full answer arrives.
+    ``timeout`` bounds each wait on the network; ``within``, when given, the whole exchange (a
+    server that drip-feeds its answer ends it then).
 
     ``https://`` URLs need ``tls`` (the caller's verified context); ``http://`` ones never use it.
     HTTP/1.1 is spoken here over ``socket`` (and ``ssl`` only for https): ``http.client`` would
@@ -254,7 +261,7 @@ def request(
             # bytes for the same reason: ssl encodes a str server name with "idna" too
             connection = tls.wrap_socket(connection, server_hostname=address)
         connection.sendall(head + (body or b""))
-        with connection.makefile("rb") as reader:
+        with _reader(connection, timeout, within) as reader:
             status, fields = read_head(reader)
             data = read_body(reader, status, fields, method, max_body)
         headers = {name.lower(): value for name, value in fields}
@@ -268,6 +275,29 @@ def request(
         raise HttpError(_describe(exc)) from exc
     finally:
         connection.close()
+
+
+def _reader(connection: socket.socket, timeout: float, within: float | None) -> BinaryIO:
+    """The answer's bytes; read by :class:`_Bounded` when the exchange has a time bound."""
+    if within is None:
+        return connection.makefile("rb")
+    import io
+    import time
+
+    deadline = time.monotonic() + within
+
+    class _Bounded(io.RawIOBase):
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer: Any) -> int:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no whole answer within {within:g}s")
+            connection.settimeout(min(timeout, left))
+            return connection.recv_into(buffer)
+
+    return io.BufferedReader(_Bounded())
 
 
 def _describe(exc: BaseException) -> str:

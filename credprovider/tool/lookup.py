@@ -176,6 +176,7 @@ def _exec(
     """Exec the plugin as the kubelet does (its args and env over ``environment``; our plugins
     with their cache read-only); its stdout, or ``None`` with ``report.error`` saying what the
     kubelet would."""
+    from credprovider.tool.node.trust import UntrustedProgram, check_program
     from credprovider.tool.startcheck import kubelet_environment
 
     name = provider.name or ""
@@ -191,6 +192,11 @@ def _exec(
     if ours and not any(arg.lstrip("-").startswith("v=") or arg in ("-v", "--v") for arg in args):
         args.append("-v=1")  # our plugins then say where the credentials came from
     failed = f"error execing credential provider plugin {name} for image {image}"
+    try:
+        check_program(str(Path(bin_dir) / name))
+    except UntrustedProgram as exc:
+        report.error = str(exc)
+        return None
     start = time.monotonic()
     report.ran = True
     try:

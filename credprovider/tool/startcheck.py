@@ -29,6 +29,7 @@ from credprovider.entry import TOOL_NAME, UNKNOWN_PROGRAM_MARK, VERSION_FLAG
 from credprovider.errors import CredproviderError
 from credprovider.tool.catalog import plugin_for_name
 from credprovider.tool.childproc import run_bounded
+from credprovider.tool.node.trust import UntrustedProgram, check_program, safe_environment
 
 # What our launcher says when it is not in a whole bundle (release/launcher.c, INSTALL_HINT): the
 # file is ours, but it cannot start.
@@ -58,10 +59,10 @@ def kubelet_environment(
     env: Sequence[tuple[str, str]], base: Mapping[str, str] | None = None
 ) -> dict[str, str]:
     """The plugin's environment as the kubelet builds it: its own, with the provider's ``env`` over
-    it (later entries win)."""
+    it (later entries win); never the loader's or an interpreter's variables (``node.trust``)."""
     merged = dict(os.environ if base is None else base)
     merged.update(env)
-    return merged
+    return safe_environment(merged)
 
 
 def check_start(
@@ -77,6 +78,10 @@ def check_start(
     path = str(Path(bin_dir) / provider)
     environment = kubelet_environment(env, base)
     named_ours = plugin_for_name(provider) is not None
+    try:
+        check_program(path)
+    except UntrustedProgram as exc:
+        return StartResult(provider, path, named_ours, warning=str(exc))
     if named_ours:
         run = _run([path, *args, VERSION_FLAG], environment, timeout)
         if isinstance(run, str):

@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,10 +29,13 @@ from typing import Any, Final
 from credprovider.tool.agent.plan import AgentPlan
 from credprovider.tool.agent.platforms import AGENT_HOME
 from credprovider.tool.install_config import NodeChangeError
+from credprovider.tool.node.root import NodeRoot
 from credprovider.tool.nodefiles import FileProblem, read_bytes
+from credprovider.tool.structured import JsonTooDeep, bounded_json
 
 STATE: Final = f"{AGENT_HOME}/state.json"
 ORIGINALS: Final = f"{AGENT_HOME}/originals"
+_ORIGINAL_COPY: Final = re.compile(re.escape(ORIGINALS) + "/[0-9a-f]{16}")
 
 Restart = Callable[[str], None]
 Healthy = Callable[[], str | None]  # None: healthy; else what is wrong
@@ -49,7 +53,13 @@ class Outcome:
 
 
 def _host(root: str, path: str) -> Path:
-    return Path(root) / path.lstrip("/")
+    """Where the node's ``path`` is under ``root``, to replace or remove (a last link kept)."""
+    return NodeRoot.at(root).host(path, follow=False)
+
+
+def _read_host(root: str, path: str) -> Path:
+    """Where the node's ``path`` is under ``root``, to read (every link resolved inside it)."""
+    return NodeRoot.at(root).host(path)
 
 
 def _digest(data: bytes) -> str:
@@ -57,21 +67,68 @@ def _digest(data: bytes) -> str:
 
 
 def load_state(root: str) -> dict[str, Any]:
-    path = _host(root, STATE)
-    if not path.exists():
+    path = _read_host(root, STATE)
+    if not os.path.lexists(path):
         return {"version": "", "originals": {}, "written": {}}
     try:
-        state = json.loads(read_bytes(str(path)))
-    except (ValueError, FileProblem):
+        state = bounded_json(read_bytes(str(path)))
+    except (ValueError, FileProblem, JsonTooDeep):
         state = None
-    if not isinstance(state, dict) or not all(
-        isinstance(state.get(key), dict) for key in ("originals", "written")
-    ):
+    if not isinstance(state, dict) or not _is_state(state):
         raise NodeChangeError(
             f"{STATE} is not the agent's state (edited or truncated): nothing is changed; "
             "restore it, or remove it to make the agent start afresh"
         )
     return state
+
+
+def _node_path(value: object) -> bool:
+    """An absolute, normalized node path (no ``..``, no empty or ``.`` part, no NUL)."""
+    return (
+        isinstance(value, str)
+        and value.startswith("/")
+        and "\0" not in value
+        and os.path.normpath(value) == value
+        and "/../" not in f"{value}/"
+    )
+
+
+def _is_original(value: object) -> bool:
+    """A recorded original: a link's target, a copy the agent keeps in ``ORIGINALS`` (with its
+    mode), or nothing there."""
+    if not isinstance(value, dict):
+        return False
+    if "link" in value:
+        return isinstance(value["link"], str) and "\0" not in value["link"]
+    if "file" in value:
+        kept = value["file"]
+        return (
+            isinstance(kept, str)
+            and _ORIGINAL_COPY.fullmatch("/" + kept.lstrip("/")) is not None
+            and isinstance(value.get("mode"), int)
+            and not isinstance(value.get("mode"), bool)
+        )
+    return value.get("absent") is True
+
+
+def _is_state(state: object) -> bool:
+    """The agent's own state: every path a normalized node path, every kept copy in its own
+    directory (a forged state could otherwise name a file to copy over a node file, or one to
+    delete)."""
+    if not isinstance(state, dict):
+        return False
+    originals, written = state.get("originals"), state.get("written")
+    made = state.get("made_dirs", [])
+    return (
+        isinstance(originals, dict)
+        and isinstance(written, dict)
+        and isinstance(made, list)
+        and isinstance(state.get("version", ""), str)
+        and isinstance(state.get("previous", ""), str)
+        and all(_node_path(path) and _is_original(kept) for path, kept in originals.items())
+        and all(_node_path(path) and isinstance(sha, str) for path, sha in written.items())
+        and all(_node_path(path) for path in made)
+    )
 
 
 def _save_state(root: str, state: dict[str, Any]) -> None:
@@ -103,13 +160,11 @@ def _remember(root: str, state: dict[str, Any], path: str) -> None:
     if host.is_symlink():
         state["originals"][path] = {"link": os.readlink(host)}
     elif host.is_file():
-        kept = _host(root, ORIGINALS) / hashlib.sha256(path.encode()).hexdigest()[:16]
+        name = f"{ORIGINALS}/{hashlib.sha256(path.encode()).hexdigest()[:16]}"
+        kept = _host(root, name)
         kept.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(host, kept)
-        state["originals"][path] = {
-            "file": str(kept.relative_to(root)),
-            "mode": host.stat().st_mode,
-        }
+        state["originals"][path] = {"file": name, "mode": host.stat().st_mode}
     else:
         state["originals"][path] = {"absent": True}
 
@@ -118,7 +173,7 @@ def _made_dirs(root: str, state: dict[str, Any], path: str) -> None:
     """Record the directories above ``path`` that do not exist yet (uninstall removes them)."""
     parent = Path(path).parent
     missing: list[str] = []
-    while str(parent) != "/" and not _host(root, str(parent)).exists():
+    while str(parent) != "/" and not _read_host(root, str(parent)).exists():
         missing.append(str(parent))
         parent = parent.parent
     made: list[str] = state.setdefault("made_dirs", [])
@@ -154,7 +209,8 @@ def _change(
         if text is None:
             continue
         host = _host(root, path)
-        before[path] = host.read_bytes() if host.is_file() else None
+        readable = _read_host(root, path)
+        before[path] = readable.read_bytes() if readable.is_file() else None
         _remember(root, state, path)
         _made_dirs(root, state, path)
         _put_bytes(host, text.encode())
@@ -166,7 +222,7 @@ def _change(
 def _prune_versions(root: str, state: dict[str, Any]) -> None:
     """Keep the bundle ``current`` points to and the one before it (a plugin may still be running
     from it); remove older ones."""
-    versions = _host(root, f"{AGENT_HOME}/versions")
+    versions = _read_host(root, f"{AGENT_HOME}/versions")
     current = _host(root, f"{AGENT_HOME}/current")
     if not versions.is_dir() or not current.is_symlink():
         return
@@ -224,14 +280,17 @@ def uninstall(root: str, service: str, restart: Restart) -> Outcome:
     kubelet_input = False
     for path, original in sorted(state["originals"].items()):
         host = _host(root, path)
+        readable = _read_host(root, path)
         written = state["written"].get(path)
-        if written is not None and (not host.is_file() or _digest(host.read_bytes()) != written):
+        if written is not None and (
+            not readable.is_file() or _digest(readable.read_bytes()) != written
+        ):
             outcome.kept.append(path)  # someone else's since: reported, not overwritten
             continue
         if "link" in original:
             _put_link(host, original["link"])
         elif "file" in original:
-            data = _host(root, original["file"]).read_bytes()
+            data = _read_host(root, "/" + original["file"].lstrip("/")).read_bytes()
             _put_bytes(host, data, original["mode"] & 0o7777)
         elif os.path.lexists(host):
             host.unlink()

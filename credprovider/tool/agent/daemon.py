@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Final
 from credprovider.errors import CredproviderError
 from credprovider.tool.agent.apply import Outcome, apply, load_state, uninstall
 from credprovider.tool.agent.cluster import Cluster, ClusterError, NodeStatus, Renewer, now, stamp
+from credprovider.tool.node.root import NodeRoot
 
 if TYPE_CHECKING:
     import datetime
@@ -183,7 +184,7 @@ class Node:
 
 
 def host_path(root: str, path: str) -> Path:
-    return Path(root) / path.lstrip("/")
+    return NodeRoot.at(root).host(path)
 
 
 def config_hash(root: str, config_path: str) -> str:

@@ -9,14 +9,13 @@ so the kubelet runs *this* config and not an older one.
 
 from __future__ import annotations
 
-import os
 import ssl
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
+
+from credprovider.tool.node.root import NodeRoot
 
 if TYPE_CHECKING:
     import datetime
@@ -39,9 +38,10 @@ def reported_hashes(metrics: str) -> list[str] | None:
 
 
 def _get(url: str, token: str, timeout: float) -> tuple[int, str]:
-    request = urllib.request.Request(url)  # noqa: S310 (http or https, named by the operator)
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
+    """``url``'s status and body, the whole exchange within ``timeout`` seconds (a drip-fed
+    answer ends then); :class:`OSError` when there is no whole answer."""
+    from credprovider.runtime.http import HttpError, request
+
     context = None
     if url.startswith("https://"):
         # The kubelet's serving certificate is usually self-signed: this is the node's own
@@ -49,11 +49,20 @@ def _get(url: str, token: str, timeout: float) -> tuple[int, str]:
         context = ssl.create_default_context()
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        with urllib.request.urlopen(request, timeout=timeout, context=context) as answer:  # noqa: S310
-            return answer.status, answer.read(METRICS_CAP).decode("utf-8", "replace")
-    except urllib.error.HTTPError as refused:
-        return refused.code, ""
+        answer = request(
+            "GET",
+            url,
+            headers=headers,
+            timeout=timeout,
+            tls=context,
+            max_body=METRICS_CAP,
+            within=timeout,
+        )
+    except (HttpError, ValueError) as exc:
+        raise OSError(str(exc)) from None
+    return answer.status, answer.body.decode("utf-8", "replace") if answer.status == 200 else ""
 
 
 @dataclass
@@ -118,9 +127,9 @@ def node_args(args: Sequence[str], root: str) -> list[str]:
     for arg in args:
         flag, equals, value = arg.rpartition("=") if arg.startswith("-") else ("", "", arg)
         if value.startswith("/") and root not in ("", "/"):
-            found = os.path.join(root, value.lstrip("/"))
-            if os.path.exists(found):
-                value = found
+            found = NodeRoot.at(root).host(value)
+            if found.exists():
+                value = str(found)
         mapped.append(f"{flag}{equals}{value}")
     return mapped
 

@@ -35,6 +35,7 @@ from credprovider.tool.install_config import NodeChangeError, kubelet_flags, ren
 from credprovider.tool.install_plan import holds_providers, other_providers
 from credprovider.tool.migration import FlagChanges
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
+from credprovider.tool.node.root import NodeRoot
 from credprovider.tool.nodefiles import FileProblem, read_bytes
 
 KUBEADM_FLAGS_ENV: Final = "/var/lib/kubelet/kubeadm-flags.env"
@@ -84,7 +85,7 @@ def _read(root: str, path: str) -> str | None:
     """A node file's text (None: absent); raises :class:`UnreadableNodeFile` for one that is not a
     readable regular file (a FIFO, a device, too big): the agent never replaces what it cannot
     keep."""
-    host = str(Path(root) / path.lstrip("/"))
+    host = str(NodeRoot.at(root).host(path))
     if not os.path.lexists(host):
         return None
     try:
@@ -202,17 +203,17 @@ def _k0s_unit(root: str, platform: Platform) -> str:
     """The path of the node's k0s unit ("" for none)."""
     unit = installed_unit(root, platform.services)
     paths = [f"{directory}/{unit}.service" for directory in UNIT_DIRS]
-    return next((p for p in paths if unit and (Path(root) / p.lstrip("/")).exists()), "")
+    return next((p for p in paths if unit and NodeRoot.at(root).exists(p)), "")
 
 
 def _plan_bundle(
     plan: AgentPlan, root: str, platform: Platform, keys: list[str], version: str
 ) -> None:
-    bin_dir = Path(root) / platform.bin_dir.lstrip("/")
+    bin_dir = NodeRoot.at(root).host(platform.bin_dir)
     if os.path.lexists(bin_dir) and not bin_dir.is_dir():
         raise UnreadableNodeFile(f"{platform.bin_dir} is not a directory (the kubelet's bin dir)")
     versions = f"{AGENT_HOME}/versions/{version}"
-    there = os.path.isdir(Path(root) / versions.lstrip("/"))
+    there = os.path.isdir(NodeRoot.at(root).host(versions))
     plan.steps.append(
         Step("unchanged" if there else "place", versions, f"the bundle {version} in {versions}")
     )
@@ -233,7 +234,7 @@ def _plan_bundle(
 
 def _link_target(root: str, path: str) -> str:
     try:
-        return os.readlink(Path(root) / path.lstrip("/"))
+        return os.readlink(NodeRoot.at(root).host(path, follow=False))
     except OSError:
         return ""
 

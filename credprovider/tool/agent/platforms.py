@@ -8,13 +8,13 @@ instead. Sources: ../shared/reference/fleet-installers.md and :mod:`credprovider
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Final
 
 from credprovider.tool.catalog import NODE_CONFIG
 from credprovider.tool.node.layouts import LAYOUTS, Layout
+from credprovider.tool.node.root import NodeRoot, RootPathError
+from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_bytes
 
 # Where the agent keeps the bundles it places (versions/<version>/, current -> the one in use) and
 # what it must remember across pod restarts (state.json: on the node's disk, not on tmpfs).
@@ -163,10 +163,11 @@ def files_only(config: str, bin_dir: str) -> Platform:
 
 def os_release_id(root: str) -> str:
     """``ID`` of the node's /etc/os-release ("" when there is none)."""
-    for path in ("etc/os-release", "usr/lib/os-release"):
-        try:
-            text = (Path(root) / path).read_text(errors="replace")[:65536]
-        except OSError:
+    node = NodeRoot.at(root)
+    for path in ("/etc/os-release", "/usr/lib/os-release"):
+        try:  # bounded, and never a FIFO or device (which would hang or fill memory)
+            text = read_bytes(str(node.host(path)), 65536).decode("utf-8", "replace")
+        except (FileProblem, UnreadableError, RootPathError):
             continue
         for line in text.splitlines():
             key, _, value = line.partition("=")
@@ -182,7 +183,7 @@ def recognize(root: str) -> tuple[Platform, str]:
         if os_id and os_id in platform.os_ids:
             return platform, f"/etc/os-release ID={os_id}"
         for evidence in platform.evidence:
-            if os.path.lexists(Path(root) / evidence.lstrip("/")):
+            if NodeRoot.at(root).lexists(evidence):
                 return platform, evidence
     return UNKNOWN, "nothing the agent knows"
 
@@ -191,6 +192,6 @@ def installed_unit(root: str, services: tuple[str, ...]) -> str:
     """The first of ``services`` the node has a systemd unit for ("" for none)."""
     for service in services:
         for directory in UNIT_DIRS:
-            if (Path(root) / directory.lstrip("/") / f"{service}.service").exists():
+            if NodeRoot.at(root).exists(f"{directory}/{service}.service"):
                 return service
     return ""

@@ -59,21 +59,29 @@ class NodePaths:
     config: str | None
     bin_dir: str | None
     found_by: str
+    ignored: tuple[str, ...] = ()  # processes named kubelet that discovery did not trust
 
 
-def node_paths() -> NodePaths:
+def node_paths(command: str) -> NodePaths:
     """What ``doctor`` finds (the running kubelet, its flag files, the distribution layouts),
-    else the standard paths (``None`` where nothing is there)."""
+    else the standard paths (``None`` where nothing is there). Each process named kubelet that
+    discovery would not trust is said on stderr, one line each."""
     from credprovider.tool.catalog import NODE_BIN_DIR, NODE_CONFIG
     from credprovider.tool.node.discovery import discover
 
     view = discover()
+    ignored = tuple(view.ignored)
+    for line in ignored:
+        print(f"credprovider {command}: {line}", file=sys.stderr)
     if view.settings.provider_config or view.settings.bin_dir:
-        return NodePaths(view.settings.provider_config, view.settings.bin_dir, view.found_by)
+        return NodePaths(
+            view.settings.provider_config, view.settings.bin_dir, view.found_by, ignored
+        )
     return NodePaths(
         NODE_CONFIG if os.path.lexists(NODE_CONFIG) else None,
         NODE_BIN_DIR if os.path.lexists(NODE_BIN_DIR) else None,
         "the default path",
+        ignored,
     )
 
 

@@ -133,7 +133,7 @@ def _cmd_get(args: argparse.Namespace) -> int:
     from credprovider.tool.nodefiles import UnreadableError
 
     if not (args.config and args.bin_dir):
-        node = node_paths()
+        node = node_paths("get")
         args.config = node_default("get", args.config, "--config", node, bin_dir=False)
         args.bin_dir = args.config and node_default(
             "get", args.bin_dir, "--bin-dir", node, bin_dir=True

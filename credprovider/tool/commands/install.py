@@ -31,7 +31,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
     from credprovider.tool.nodefiles import FileProblem, UnreadableError
 
     if not (args.bin_dir and args.config_out):
-        node = node_paths()
+        node = node_paths("install")
         args.bin_dir = node_default("install", args.bin_dir, "--bin-dir", node, bin_dir=True)
         if node.config and os.path.isdir(node.config) and not args.config_out:
             print(

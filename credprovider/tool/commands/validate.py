@@ -29,7 +29,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from credprovider.tool.nodefiles import UnreadableError
 
     if args.path is None:  # this node's config and, unless given, its bin dir
-        node = node_paths()
+        node = node_paths("validate")
         args.path = node_default("validate", None, "PATH", node, bin_dir=False)
         if args.path is None:
             return EXIT_USAGE

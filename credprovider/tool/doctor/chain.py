@@ -20,6 +20,14 @@ def node(view: NodeView, diagnosis: Diagnosis) -> None:
         diagnosis.add("node", INFO, note)
     for line in view.unreadable:
         diagnosis.add("node", WARN, line, "run credprovider doctor as root to check it")
+    for line in view.ignored:
+        diagnosis.add(
+            "node",
+            WARN,
+            line,
+            "find out who started it (ps -o user,pid,args -p PID): only root's kubelet in this "
+            "mount namespace, from a root-owned binary, is the node's (docs/security.md)",
+        )
     if view.layout_note:
         diagnosis.add("node", INFO, view.layout_note)
     if view.kubelet is not None and not settings.provider_config:

@@ -64,6 +64,7 @@ def probe(found: IdentityProbe, environ: Mapping[str, str]) -> list[tuple[str, s
             headers=found.headers,
             timeout=PROBE_TIMEOUT_SECONDS,
             max_body=PROBE_BODY_CAP,
+            within=PROBE_TIMEOUT_SECONDS,
         )
     except HttpError as exc:
         return [(FAIL, f"{found.what} is unreachable: {exc}", found.silence)]

@@ -21,6 +21,7 @@ from credprovider.runtime.redact import printable, scrub
 from credprovider.tool.doctor.model import FAIL, INFO, PASS, WARN, Diagnosis
 from credprovider.tool.node.discovery import NodeView
 from credprovider.tool.node.kubelet_proc import KUBELET_NAME, KubeletProcess
+from credprovider.tool.structured import bounded_json
 
 VERSION_TIMEOUT_SECONDS: Final = 5.0
 API_TIMEOUT_SECONDS: Final = 3.0
@@ -37,7 +38,8 @@ CRICTL_DIRS: Final = "/usr/local/bin:/usr/bin:/opt/bin:/home/kubernetes/bin"
 # The environment of every program doctor runs (the kubelet binary, journalctl, crictl).
 SYSTEM_ENV: Final = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 _VERSION = re.compile(r"\bv(\d+)\.(\d+)\.(\d+)\S*")
-_HASH = re.compile(CONFIG_INFO_METRIC + r'\{[^}]*hash="([^"]*)"[^}]*\}\s+1(?:\.0)?\s*$', re.M)
+# A sample line is a few hundred bytes: a longer one is not read (nor can it cost a regex time).
+_MAX_SAMPLE_LINE: Final = 4096
 _KLOG_VALUE = r'="((?:[^"\\]|\\.)*)"'
 
 
@@ -51,9 +53,26 @@ def config_hash(contents: Sequence[bytes]) -> str:
     return f"sha256:{digest.hexdigest()}"
 
 
+def _sample_hash(line: str) -> str | None:
+    """The ``hash`` label of one ``kubelet_credential_provider_config_info{...} 1`` sample line,
+    parsed in one pass (no backtracking, whatever the line holds)."""
+    prefix = CONFIG_INFO_METRIC + "{"
+    if not line.startswith(prefix) or len(line) > _MAX_SAMPLE_LINE:
+        return None
+    labels, closed, value = line[len(prefix) :].partition("}")
+    if not closed or value.strip() not in ("1", "1.0"):
+        return None
+    for label in labels.split(","):
+        name, _, quoted = label.strip().partition("=")
+        if name == "hash" and len(quoted) >= 2 and quoted[0] == quoted[-1] == '"':
+            return quoted[1:-1]
+    return None
+
+
 def reported_config_hashes(metrics: str) -> list[str]:
     """Every ``hash`` the kubelet's ``kubelet_credential_provider_config_info`` samples name."""
-    return _HASH.findall(metrics)
+    found = (_sample_hash(line) for line in metrics.splitlines())
+    return [value for value in found if value is not None]
 
 
 def parse_version(text: str) -> tuple[str, tuple[int, int]] | None:
@@ -228,7 +247,14 @@ def _api(view: NodeView, path: str) -> bytes | str:
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{settings.read_only_port}{path}"
     try:
-        answer = request("GET", url, headers={}, timeout=API_TIMEOUT_SECONDS, max_body=API_BODY_CAP)
+        answer = request(
+            "GET",
+            url,
+            headers={},
+            timeout=API_TIMEOUT_SECONDS,
+            max_body=API_BODY_CAP,
+            within=API_TIMEOUT_SECONDS,
+        )
     except HttpError as exc:
         return f"{url}: {exc}"
     if answer.status != 200:
@@ -243,21 +269,21 @@ def check_loaded_config(view: NodeView, contents: Sequence[bytes], diagnosis: Di
     if isinstance(body, str):
         diagnosis.add("config", INFO, f"the config the kubelet loaded is not known: {body}")
         return
-    match = _HASH.search(body.decode("utf-8", "replace"))
-    if match is None:
+    hashes = reported_config_hashes(body.decode("utf-8", "replace"))
+    if not hashes:
         diagnosis.add(
             "config", INFO, f"the kubelet exports no {CONFIG_INFO_METRIC} (it is v1.34 or later)"
         )
         return
     on_disk = config_hash(contents)
-    if match.group(1) == on_disk:
+    if hashes[0] == on_disk:
         diagnosis.add("config", PASS, "the kubelet runs the config that is on disk (same hash)")
         return
     diagnosis.add(
         "config",
         FAIL,
         f"the kubelet runs another config than the one on disk ({CONFIG_INFO_METRIC} "
-        f"{match.group(1)[:19]}…, disk {on_disk[:19]}…)",
+        f"{printable(hashes[0][:19])}…, disk {on_disk[:19]}…)",
         "restart the kubelet to load it (after credprovider validate passes)",
     )
 
@@ -270,7 +296,7 @@ def running_pod_images(view: NodeView) -> list[str]:
     if isinstance(body, str):
         return []
     try:
-        pods = json.loads(body)
+        pods = bounded_json(body)
     except ValueError:
         return []
     items = pods.get("items") if isinstance(pods, dict) else None
@@ -280,7 +306,7 @@ def running_pod_images(view: NodeView) -> list[str]:
 def images_from_crictl(output: bytes) -> list[str]:
     """The image references in ``crictl images -o json`` (tags, else repo@digest)."""
     try:
-        listing = json.loads(output)
+        listing = bounded_json(output)
     except ValueError:
         return []
     images = listing.get("images") if isinstance(listing, dict) else None

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from credprovider.tool.flagfiles import flags_from_file
@@ -26,6 +25,7 @@ from credprovider.tool.node.kubelet_flags import (
 )
 from credprovider.tool.node.kubelet_proc import KubeletProcess, find_kubelets
 from credprovider.tool.node.layouts import LAYOUTS
+from credprovider.tool.node.root import NodeRoot
 from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_text
 
 # More drop-ins than any node has: a directory of thousands is not read to the end.
@@ -42,15 +42,15 @@ class NodeView:
     settings: KubeletSettings = field(default_factory=KubeletSettings)
     kubelet: KubeletProcess | None = None
     other_kubelets: list[int] = field(default_factory=list)
+    ignored: list[str] = field(default_factory=list)  # processes named kubelet that are not trusted
     layout_note: str = ""
     notes: list[str] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
 
     def host_path(self, path: str) -> str:
-        """``path`` as the node names it, where this tool reads it (under ``root``)."""
-        if self.root == "/":
-            return path
-        return str(Path(self.root) / path.lstrip("/"))
+        """``path`` as the node names it, where this tool reads it: under ``root``, every link and
+        ``..`` resolved inside it (``node.root``)."""
+        return str(NodeRoot.at(self.root).host(path))
 
     @property
     def environment(self) -> Mapping[str, str] | None:
@@ -144,7 +144,14 @@ def _from_flag_files(view: NodeView, files: tuple[str, ...]) -> list[str]:
 def discover(root: str = "/", proc: str = "/proc") -> NodeView:
     """The node's kubelet settings as found (see the module)."""
     view = NodeView(root=root, found_by="nothing")
-    kubelets = find_kubelets(proc) if root == "/" else []
+    candidates = find_kubelets(proc) if root == "/" else []
+    kubelets = [k for k in candidates if not k.distrust]
+    view.ignored = [
+        f"process {k.pid} is named kubelet but is not taken for this node's kubelet: "
+        f"{k.distrust}; nothing of it is read or run"
+        for k in candidates
+        if k.distrust
+    ]
     if kubelets:
         chosen = kubelets[0]
         view.kubelet = chosen
@@ -153,9 +160,10 @@ def discover(root: str = "/", proc: str = "/proc") -> NodeView:
         view.found_by = f"running kubelet (pid {chosen.pid})"
         view.settings = _settings(view, list(chosen.argv[1:]), chosen.cwd)
         if view.other_kubelets:
+            which = f"the service {chosen.service}" if chosen.service else "the oldest"
             view.notes.append(
                 f"{len(kubelets)} kubelets are running (pids {', '.join(str(k.pid) for k in kubelets)}): "
-                f"the oldest, {chosen.pid}, is checked"
+                f"{which}, {chosen.pid}, is checked"
             )
         view.notes += view.settings.notes
         return view
