@@ -271,8 +271,12 @@ def impersonate(
         ) from None
     except (exceptions.GoogleAuthError, ValueError) as exc:
         raise ProviderError(f"{head}: {one_line(exc)}") from None
-    if not credentials.token:
-        raise ProviderError(f"{head}: the IAM Credentials API answered without an accessToken")
+    if not isinstance(credentials.token, str) or not credentials.token:
+        raise ProviderError(
+            f"{head}: the IAM Credentials API answered without a usable accessToken (a "
+            "non-empty string)",
+            NOT_THE_SERVICE,
+        )
     register_secret(credentials.token)
     return Token(credentials.token, expiry_timestamp(credentials.expiry), chain.target)
 

@@ -4,8 +4,10 @@ pipeline, the ACR exchange behind a proxy), its answers held to the caps of
 
 requests reads a body only after its ``response`` hooks have run: the hook here reads it first,
 in blocks, under the size cap and the deadline, undoes a gzip or deflate encoding under the same
-cap, checks JSON for depth and numbers, and hands requests the bytes it read. A body past a cap is
-:class:`~credprovider.runtime.answer.BadAnswer`, naming the URL; the SDK's parser never sees it.
+cap, checks JSON for depth and numbers, and hands requests the bytes it read. A redirect is refused
+(no token endpoint sends one: following it would hand the request, or take a token, elsewhere). A
+body past a cap, or a redirect, is :class:`~credprovider.runtime.answer.BadAnswer`, naming the URL;
+the SDK's parser never sees it.
 Imported only when such an SDK is.
 """
 
@@ -38,6 +40,14 @@ def bounded_session(remaining: Callable[[], float]) -> requests.Session:
 
     def read_under_caps(response: requests.Response, *args: Any, **kwargs: Any) -> Any:
         raw = response.raw
+        if response.is_redirect:  # a token endpoint never redirects: the token would go elsewhere
+            raw.close()
+            target = str(response.headers.get("Location", ""))[:200]
+            raise BadAnswer(
+                f"is a redirect (HTTP {response.status_code} to {target.split('?')[0]!r}), "
+                "which a token endpoint never sends: it is not followed",
+                response.url,
+            )
         try:
             data = sdk_body(
                 iter(lambda: raw.read(READ_BLOCK_BYTES, decode_content=False), b""),

@@ -115,9 +115,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from credprovider.tool.terminal import sanitizing
+
     code: int | str | None
     try:
-        code = _run(sys.argv[1:] if argv is None else argv)
+        with sanitizing():  # nothing printed can drive the terminal (tool/terminal.py)
+            code = _run(sys.argv[1:] if argv is None else argv)
     except SystemExit as done:  # argparse's --help and usage errors
         code = done.code
     except BrokenPipeError:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from credprovider.runtime.nodefile import special_kind
 from credprovider.tool.catalog import PACKAGE_BIN_DIR, PACKAGE_LINKS_FILE, PLUGINS
 from credprovider.tool.install_config import (
     BUNDLE_COPY_DIR,
@@ -232,6 +233,7 @@ def _plan_copy(plan: InstallPlan, force: bool, stamp: str) -> Change:
         stamp,
         "it exists and is not a bundle copy this tool made: inspect it, then pass --force "
         "(a backup is kept)",
+        directory_expected=True,
     )
 
 
@@ -268,9 +270,28 @@ def _plan_config(
     )
 
 
-def _overwrite(change: Change, force: bool, stamp: str, refusal: str) -> Change:
+def _never_replaced(path: str, directory_expected: bool) -> str:
+    """What is at ``path`` when it is something ``--force`` never replaces: a device, FIFO or
+    socket (a node's ``/dev/full`` is not a config), or a directory where a file or link goes."""
+    try:
+        mode = os.lstat(path).st_mode
+    except (OSError, ValueError):
+        return ""
+    if stat.S_ISLNK(mode) or stat.S_ISREG(mode) or (stat.S_ISDIR(mode) and directory_expected):
+        return ""
+    return special_kind(mode)
+
+
+def _overwrite(
+    change: Change, force: bool, stamp: str, refusal: str, *, directory_expected: bool = False
+) -> Change:
     """A step that replaces something not credprovider's: with --force it keeps a backup beside
-    it (``NAME.credprovider-backup-TIMESTAMP``), without it is refused for ``refusal``."""
+    it (``NAME.credprovider-backup-TIMESTAMP``), without it is refused for ``refusal``. A device,
+    FIFO, socket or unexpected directory is refused even with --force."""
+    kind = _never_replaced(change.path, directory_expected)
+    if kind:
+        change.refused = f"it is {kind}: nothing replaces that, not even --force; name another path"
+        return change
     if force:
         change.backup = f"{change.path}{BACKUP_SUFFIX}{stamp}"
     else:

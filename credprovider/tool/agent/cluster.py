@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from credprovider.errors import CredproviderError
+from credprovider.runtime.excerpt import clip
 
 if TYPE_CHECKING:
     from lightkube import Client
@@ -107,6 +108,8 @@ def connect(kubeconfig: str | None, in_cluster: bool = True) -> Client:
     from lightkube import Client, ConfigError
     from lightkube.config.kubeconfig import KubeConfig
 
+    from credprovider.tool.agent.apibounds import bound
+
     path = kubeconfig or ("" if in_cluster else os.environ.get("KUBECONFIG", ""))
     if not path and not in_cluster:
         path = os.path.expanduser("~/.kube/config")
@@ -115,7 +118,7 @@ def connect(kubeconfig: str | None, in_cluster: bool = True) -> Client:
             config = KubeConfig.from_dict(_read_kubeconfig(path), fname=path)
         else:
             config = KubeConfig.from_service_account()
-        return Client(config=config, field_manager=COMPONENT, trust_env=False)
+        return bound(Client(config=config, field_manager=COMPONENT, trust_env=False))
     except (ConfigError, OSError, KeyError, ValueError, TypeError, AttributeError) as exc:
         where = path or "the pod's service account"
         raise ClusterError(f"no API server configuration from {where}: {exc}") from exc
@@ -126,7 +129,7 @@ def _read_kubeconfig(path: str) -> dict[str, Any]:
     with the tool's YAML rules."""
     import os
 
-    from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_text
+    from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_bytes, read_text
     from credprovider.tool.yamldoc import YamlError, load_yaml
 
     try:
@@ -142,7 +145,44 @@ def _read_kubeconfig(path: str) -> dict[str, Any]:
         raise ClusterError(f"the kubeconfig {path} is not YAML: {exc}") from exc
     if not isinstance(found, dict) or not isinstance(found.get("clusters"), list):
         raise ClusterError(f"{path} is not a kubeconfig (a YAML mapping with clusters)")
+    for named in _named_files(found):
+        where = os.path.join(os.path.dirname(path), named)
+        try:  # lightkube would read it whole, and block on a FIFO
+            read_bytes(where, KUBECONFIG_FILE_CAP)
+        except (FileProblem, UnreadableError) as exc:
+            raise ClusterError(
+                f"the kubeconfig {path} names a file that cannot be used: {exc}"
+            ) from None
     return found
+
+
+# A token, a certificate or a key is a few KiB.
+KUBECONFIG_FILE_CAP: Final = 1 << 20
+_FILE_KEYS: Final = ("tokenFile", "certificate-authority", "client-certificate", "client-key")
+
+
+def _named_files(kubeconfig: dict[str, Any]) -> list[str]:
+    """The files a kubeconfig's clusters and users name (the client reads them itself)."""
+    found = []
+    for section, key in (("clusters", "cluster"), ("users", "user")):
+        for entry in kubeconfig.get(section) or []:
+            body = entry.get(key) if isinstance(entry, dict) else None
+            if isinstance(body, dict):
+                found += [str(body[name]) for name in _FILE_KEYS if isinstance(body.get(name), str)]
+    return found
+
+
+# What lightkube raises, beyond its own errors, on an answer of the wrong shape: a body that is not
+# JSON, a field of the wrong type, a time that is not one, a document too deep for its decoder.
+LIBRARY_FAULTS: Final = (
+    ValueError,
+    TypeError,
+    KeyError,
+    AttributeError,
+    IndexError,
+    RecursionError,
+    OverflowError,
+)
 
 
 def api_call(what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
@@ -152,13 +192,23 @@ def api_call(what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
     from lightkube import ApiError
     from lightkube.core.exceptions import ConfigError
 
+    from credprovider.tool.agent.apibounds import AnswerRefused
+
     try:
         return call(*args, **kwargs)
+    except (ClusterError, AnswerRefused) as exc:
+        raise ClusterError(f"{what}: {exc}") from None
     except ApiError as exc:
         code = getattr(exc.status, "code", None)
-        raise ClusterError(f"{what}: the API server answered {code}: {exc.status.message}") from exc
+        message = clip(str(getattr(exc.status, "message", "") or ""), 400)
+        raise ClusterError(f"{what}: the API server answered {code}: {message}") from None
     except (httpx2.HTTPError, ConfigError, OSError) as exc:
-        raise ClusterError(f"{what}: {exc}") from exc
+        raise ClusterError(f"{what}: {clip(str(exc), 400)}") from None
+    except LIBRARY_FAULTS as exc:  # an answer the client library could not use
+        raise ClusterError(
+            f"{what}: the API server's answer is not one the client can use "
+            f"({type(exc).__name__}: {clip(str(exc), 200)})"
+        ) from None
 
 
 class Cluster:

@@ -8,11 +8,11 @@ whether the kubelet accepts the result is the config validation's to say, before
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, Final
 
 from credprovider.errors import CredproviderError
+from credprovider.tool.structured import JsonTooDeep, bounded_json
 
 Settings = Mapping[str, Mapping[str, Any]]
 # The setting, and the JSON type it takes.
@@ -54,7 +54,9 @@ def parse(text: str, keys: list[str]) -> dict[str, dict[str, Any]]:
     if len(text) > MAX_CHARS:
         raise SettingsError(f"--provider-settings is longer than {MAX_CHARS} characters")
     try:
-        found = json.loads(text)
+        found = bounded_json(text)
+    except JsonTooDeep as exc:
+        raise SettingsError(f"--provider-settings {exc}") from None
     except ValueError as exc:
         raise SettingsError(f"--provider-settings is not JSON: {exc}") from None
     if not isinstance(found, dict):

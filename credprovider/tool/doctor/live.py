@@ -37,7 +37,7 @@ SA_TOKENS_ON_SINCE: Final = (1, 34)
 CRICTL_DIRS: Final = "/usr/local/bin:/usr/bin:/opt/bin:/home/kubernetes/bin"
 # The environment of every program doctor runs (the kubelet binary, journalctl, crictl).
 SYSTEM_ENV: Final = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
-_VERSION = re.compile(r"\bv(\d+)\.(\d+)\.(\d+)\S*")
+_VERSION = re.compile(r"\bv(\d{1,9})\.(\d{1,9})\.(\d{1,9})(?!\d)\S*")
 # A sample line is a few hundred bytes: a longer one is not read (nor can it cost a regex time).
 _MAX_SAMPLE_LINE: Final = 4096
 _KLOG_VALUE = r'="((?:[^"\\]|\\.)*)"'

@@ -1,0 +1,69 @@
+"""What the tool prints passes through one sanitizer: text it did not write itself (a node name,
+an annotation or Status message from an API server, a file's content, a process's command line, a
+plugin's stderr) cannot move the cursor, clear the screen, set the window title or reorder what
+is shown (``\\x1b]0;...\\x07``, ``\\x1b[2J``, a right-to-left override).
+
+:func:`sanitized` escapes every character that is not printable as Go's ``%q`` does
+(:func:`credprovider.runtime.redact.printable`), keeping only newline and tab; a byte that is not
+UTF-8 (kept by ``os.fsdecode`` as a lone surrogate) is shown as ``\\xff``. :func:`sanitizing`
+puts that filter in front of ``sys.stdout`` and ``sys.stderr`` for the whole command
+(``cli.main``), so no print anywhere can forget it. JSON output is unaffected: ``json.dumps``
+already escapes such characters. Not on the exec path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from typing import Any, TextIO
+
+from credprovider.runtime.redact import printable
+
+_KEPT = "\n\t"
+
+
+def sanitized(text: str) -> str:
+    """``text`` with every control, format (bidi) and undecodable character escaped."""
+    if text.isprintable():
+        return text
+    parts = []
+    for piece in text.split("\n"):
+        pieces = piece.split("\t")
+        parts.append("\t".join(_one(p) for p in pieces))
+    return "\n".join(parts)
+
+
+def _one(text: str) -> str:
+    if text.isprintable():
+        return text
+    return "".join(
+        f"\\x{ord(ch) - 0xDC00:02x}" if 0xDC80 <= ord(ch) <= 0xDCFF else printable(ch)
+        for ch in text
+    )
+
+
+class _Sanitizing:
+    """A text stream that writes :func:`sanitized` text to ``stream``."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(sanitized(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def sanitizing() -> Iterator[None]:
+    """Every write to ``sys.stdout`` and ``sys.stderr`` sanitized while this lasts."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout = _Sanitizing(out)
+    sys.stderr = _Sanitizing(err)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
