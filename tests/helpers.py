@@ -116,20 +116,57 @@ def run_listing_imports(
 def run_cli(
     *args: str, env: dict[str, str] | None = None, use_bundle: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    """Run the ``credprovider`` tool (from source, or the bundle's) with ``args``."""
+    """Run the ``credprovider`` tool (from source, or the bundle's) with ``args``: as root, in a
+    pid and mount namespace of its own (:func:`private`), where the only kubelet it can find is
+    the one this test started (:func:`fake_kubelet`), never another run's."""
     command = (
         [str(BUNDLE_DIR / "credprovider")]
         if use_bundle
         else [sys.executable, "-m", "credprovider", "credprovider"]
     )
     return subprocess.run(
-        [*command, *args],
+        private([*command, *args]),
         capture_output=True,
         text=True,
         timeout=180,
         env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
         check=False,
     )
+
+
+# The fake kubelets this test started (each the first process of its own pid and mount namespace).
+_KUBELETS: list[FakeKubelet] = []
+_ISOLATE = ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--propagation", "private",
+            "--mount-proc"]  # fmt: skip
+
+
+def private(command: list[str]) -> list[str]:
+    """``command`` as root runs it in the namespaces of the newest live fake kubelet, or in fresh
+    ones: its ``/proc`` shows only its own namespace's processes. Unprivileged: as it is."""
+    if os.geteuid() != 0:
+        return command
+    live = [k for k in _KUBELETS if k.process.poll() is None]
+    if live:
+        return ["nsenter", "-t", str(live[-1].host_pid), "--pid", "--mount", "--", *command]
+    return [*_ISOLATE, *command]
+
+
+@dataclass
+class FakeKubelet:
+    """A process doctor takes for a kubelet, alone in a pid and mount namespace of its own
+    (its pid there: 1). ``kill`` ends it and its namespace."""
+
+    process: subprocess.Popen[bytes]
+    host_pid: int
+    pid: int = 1
+
+    def kill(self) -> None:
+        self.process.kill()
+        if self in _KUBELETS:
+            _KUBELETS.remove(self)
+
+    def wait(self) -> int:
+        return self.process.wait()
 
 
 # A CredentialProviderConfig for the tool's tests: provider entries over our ECR plugin's defaults.
@@ -160,22 +197,35 @@ def config_file(tmp_path: Path, *providers: dict[str, Any]) -> Path:
 
 def fake_kubelet(
     flags: list[str], env: Mapping[str, str], stderr: Path | int | None = None
-) -> subprocess.Popen[bytes]:
+) -> FakeKubelet:
     """A process doctor takes for a kubelet (argv[0] ``kubelet``: a wrapper's exec does the same)
     with ``flags`` on its command line, ``env`` as its environment and its stderr in ``stderr``
-    (a file appended to, or a descriptor); it only sleeps. The caller kills it."""
+    (a file appended to, or a descriptor); it only sleeps. As root it runs alone in a pid and
+    mount namespace of its own, which :func:`run_cli` enters: no other run's discovery can take
+    it for its node's kubelet. The caller kills it."""
     import time
 
+    if os.geteuid() != 0:
+        raise RuntimeError("a fake kubelet needs root (a pid namespace of its own)")
     process = subprocess.Popen(
         [
-            "bash", "-c", 'exec -a kubelet "$0" -c "import time; time.sleep(120)" "$@"',
+            *_ISOLATE, "bash", "-c", 'exec -a kubelet "$0" -c "import time; time.sleep(120)" "$@"',
             sys.executable, *flags,
         ],
         env=dict(env),
         stderr=stderr.open("ab") if isinstance(stderr, Path) else stderr,
     )  # fmt: skip
-    cmdline = Path(f"/proc/{process.pid}/cmdline")
     deadline = time.monotonic() + 30
-    while not cmdline.read_bytes().startswith(b"kubelet\0") and time.monotonic() < deadline:
-        time.sleep(0.05)  # until bash has exec'd it as "kubelet"
-    return process
+    child = 0
+    while time.monotonic() < deadline:  # until unshare's child has exec'd it as "kubelet"
+        children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
+        found = children.read_text().split() if children.exists() else []
+        if found:
+            child = int(found[0])
+            cmdline = Path(f"/proc/{child}/cmdline")
+            if cmdline.exists() and cmdline.read_bytes().startswith(b"kubelet\0"):
+                break
+        time.sleep(0.05)
+    kubelet = FakeKubelet(process, child)
+    _KUBELETS.append(kubelet)
+    return kubelet

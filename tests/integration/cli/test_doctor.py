@@ -19,7 +19,14 @@ from credprovider.tool.node.layouts import LAYOUTS, Layout
 from emulators.aws import FakeEcr, ecr_env
 from emulators.http import FakeServer
 from emulators.kubelet_exec import BUNDLE_DIR
-from tests.helpers import config_file, fake_kubelet, provider_entry, require_bundle, run_cli
+from tests.helpers import (
+    config_file,
+    fake_kubelet,
+    private,
+    provider_entry,
+    require_bundle,
+    run_cli,
+)
 from tests.integration.cli.conftest import doctor
 
 CONFIG_TEXT = json.dumps(
@@ -163,7 +170,11 @@ def test_as_an_unprivileged_user_it_says_what_it_could_not_read(node: dict[str, 
         sys.executable, "-m", "credprovider", "credprovider", "doctor", "--json", "--offline",
     ]  # fmt: skip
     result = subprocess.run(
-        command, capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": "/"}
+        private(command),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HOME": "/"},
     )
     assert "Traceback" not in result.stderr and result.returncode in (0, 1), result.stderr
     report = json.loads(result.stdout)

@@ -19,7 +19,7 @@ from credprovider.tool.doctor.live import config_hash
 from emulators.aws import ecr_env
 from emulators.gcp import FakeMetadata
 from emulators.http import FakeRequest, FakeResponse, FakeServer, serve
-from tests.helpers import fake_kubelet, provider_entry
+from tests.helpers import FakeKubelet, fake_kubelet, private, provider_entry
 from tests.integration.cli.conftest import doctor
 from tests.unit.tool.test_doctor_live import JSON_LINE, KLOG_LINE
 
@@ -52,7 +52,7 @@ class LiveNode:
     log: Path
     env: dict[str, str]
 
-    def start(self, **env: str) -> subprocess.Popen[bytes]:
+    def start(self, **env: str) -> FakeKubelet:
         kubelet_config = self.root / "kubelet.yaml"
         kubelet_config.write_text(
             "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
@@ -179,10 +179,10 @@ def test_recent_credential_errors_come_from_the_kubelets_log(live: LiveNode) -> 
     try:
         _, report = doctor("--offline")
         unprivileged = subprocess.run(
-            [
+            private([
                 "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                 sys.executable, "-m", "credprovider", "credprovider", "doctor", "--json", "--offline",
-            ],
+            ]),
             capture_output=True, text=True, timeout=120, env={**os.environ, "HOME": "/"},
         )  # fmt: skip
     finally:

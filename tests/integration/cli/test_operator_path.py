@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from emulators.kubelet_exec import BUNDLE_DIR, REPO
-from tests.helpers import CONFIG_DIR, require_bundle
+from tests.helpers import CONFIG_DIR, private, require_bundle
 
 NOBODY = 65534
 ECR_IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/team/app:v1"
@@ -26,7 +26,7 @@ def tool(*args: str, uid: int = 0) -> subprocess.CompletedProcess[str]:
     """The bundle's credprovider, as root or (setpriv) as ``uid`` with no groups."""
     become = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"] if uid else []
     return subprocess.run(
-        [*become, str(BUNDLE_DIR / "credprovider"), *args],
+        private([*become, str(BUNDLE_DIR / "credprovider"), *args]),
         capture_output=True,
         text=True,
         timeout=120,
