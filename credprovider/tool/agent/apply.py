@@ -170,11 +170,14 @@ def _remember(root: str, state: dict[str, Any], path: str) -> None:
 
 
 def _made_dirs(root: str, state: dict[str, Any], path: str) -> None:
-    """Record the directories above ``path`` that do not exist yet (uninstall removes them)."""
-    parent = Path(path).parent
+    """Record the directories above ``path`` that do not exist yet (uninstall removes them), as
+    the node names them once its links are resolved inside the root."""
+    node = NodeRoot.at(root)
+    top = Path(node.path)
+    parent = node.host(str(Path(path).parent))
     missing: list[str] = []
-    while str(parent) != "/" and not _read_host(root, str(parent)).exists():
-        missing.append(str(parent))
+    while parent != top and not os.path.lexists(parent):
+        missing.append(node.node_path(parent))
         parent = parent.parent
     made: list[str] = state.setdefault("made_dirs", [])
     made += [directory for directory in missing if directory not in made]

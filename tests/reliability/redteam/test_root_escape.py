@@ -1,0 +1,206 @@
+"""Red team, ``--root`` (docs/security.md): a node's filesystem mounted somewhere (the agent's
+``/host``, ``doctor --root``) holds links and ``..`` that name its own places; resolved in the
+tool's filesystem they would name others. Each row of the table plants one on a kubeadm node
+whose absolute links point at a sentinel directory *outside* the root (so that a resolution in the
+wrong filesystem lands there, and nowhere else on this machine). After ``agent apply``, ``agent
+uninstall`` and ``doctor --root`` the sentinel is byte for byte as it was, and the kubelet's flags
+file is back as it was. A forged ``state.json`` (a copy from outside, a path climbing out, a link
+placed outside) is refused with one line and changes nothing.
+
+Through the bundle when it is built (make test, CI), else from source."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from emulators.http import FakeResponse, serve
+from emulators.kubelet_exec import BUNDLE_DIR
+from tests.helpers import run_cli
+from tests.integration.cli.conftest import fake_bundle
+from tests.unit.tool.test_agent_apply import kubeadm, tree
+
+AGENT_HOME = "var/lib/credprovider/agent"
+SECRET = "outside-secret-provider"
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    done = run_cli(*args, use_bundle=(BUNDLE_DIR / "credprovider").exists())
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, done.stdout, done.stderr
+
+
+def sentinel(tmp_path: Path) -> Path:
+    """A directory outside the root, with a config a leak would show and a file a leak would
+    delete or overwrite."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "image-credential-provider-config.yaml").write_text(json.dumps({
+        "apiVersion": "kubelet.config.k8s.io/v1", "kind": "CredentialProviderConfig",
+        "providers": [{"name": SECRET, "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
+                       "matchImages": ["x.example.com"], "defaultCacheDuration": "1h"}],
+    }))  # fmt: skip
+    (outside / "kubelet").write_text("KUBELET_EXTRA_ARGS=--outside\n")
+    (outside / "victim").write_text("keep me\n")
+    return outside
+
+
+def replace_with_link(root: Path, node_path: str, target: str) -> None:
+    place = root / node_path.lstrip("/")
+    if place.is_dir():
+        for child in place.iterdir():
+            child.unlink()
+        place.rmdir()
+    place.parent.mkdir(parents=True, exist_ok=True)
+    place.symlink_to(target)
+
+
+Plant = Callable[[Path, Path], None]
+# Each row: what is planted on the node (root, outside).
+ROWS: dict[str, Plant] = {
+    "/etc/kubernetes -> outside (absolute)": lambda r, o: replace_with_link(
+        r, "/etc/kubernetes", str(o)
+    ),
+    "/etc/default -> outside (absolute)": lambda r, o: replace_with_link(r, "/etc/default", str(o)),
+    "/var/lib/credprovider -> outside (absolute)": lambda r, o: replace_with_link(
+        r, "/var/lib/credprovider", str(o)
+    ),
+    "the agent's bin dir -> outside (absolute)": lambda r, o: replace_with_link(
+        r, f"/{AGENT_HOME}/bin", str(o)
+    ),
+    "/etc/kubernetes -> ../../../.. outside (relative)": lambda r, o: replace_with_link(
+        r, "/etc/kubernetes", "../" * 30 + str(o).lstrip("/")
+    ),
+}
+
+
+@pytest.mark.parametrize("row", ROWS)
+def test_apply_and_uninstall_stay_inside_the_root(tmp_path: Path, row: str) -> None:
+    outside = sentinel(tmp_path)
+    root = Path(kubeadm(tmp_path / "node"))
+    (root / "etc/default").mkdir(parents=True, exist_ok=True)
+    (root / "etc/default/kubelet").write_text("KUBELET_EXTRA_ARGS=--v=2\n")
+    ROWS[row](root, outside)
+    kept, flags_before = tree(str(outside)), _flags(root)
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
+        common = ["--root", str(root), "--restart-command", "true {unit}",
+                  "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "5"]  # fmt: skip
+        code, out, err = cli(
+            "agent", "apply", "--bundle", str(bundle), "--providers", "aws", *common
+        )
+        assert (code, out.splitlines()[0]) == (0, "installed"), out + err
+        assert tree(str(outside)) == kept, "apply wrote outside the root"
+        code, out, err = cli("agent", "uninstall", *common)
+    assert (code, out.splitlines()[0]) == (0, "uninstalled"), err
+    assert tree(str(outside)) == kept, "uninstall wrote outside the root"
+    assert _flags(root) == flags_before
+
+
+def _flags(root: Path) -> str:
+    """The kubelet's flags file as the node reads it (its own links resolved inside the root)."""
+    from credprovider.tool.node.root import NodeRoot
+
+    place = NodeRoot.at(root).host("/etc/default/kubelet")
+    return place.read_text() if place.exists() else ""
+
+
+def test_files_only_paths_climbing_out_stay_inside(tmp_path: Path) -> None:
+    outside = sentinel(tmp_path)
+    root = tmp_path / "node"
+    root.mkdir()
+    kept = tree(str(outside))
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    code, _, err = cli(
+        "agent", "apply", "--root", str(root), "--bundle", str(bundle), "--providers", "aws",
+        "--files-only", "--config", "/../outside/image-credential-provider-config.yaml",
+        "--bin-dir", "/../outside/bin",
+    )  # fmt: skip
+    assert code == 0, err
+    assert tree(str(outside)) == kept
+    assert (root / "outside/image-credential-provider-config.yaml").is_file()
+    assert (root / "outside/bin/ecr-credential-provider").is_symlink()
+
+
+@pytest.mark.parametrize(
+    "named",
+    [
+        "/" + "../" * 30 + "outside/image-credential-provider-config.yaml",
+        "/etc/kubernetes/image-credential-provider-config.yaml",  # through a link to outside
+    ],
+)
+def test_doctor_root_reads_nothing_outside(tmp_path: Path, named: str) -> None:
+    outside = sentinel(tmp_path)
+    root = Path(kubeadm(tmp_path / "node"))
+    replace_with_link(root, "/etc/kubernetes", str(outside))
+    relative = named.replace("outside", os.path.relpath(outside, "/")) if ".." in named else named
+    (root / "var/lib/kubelet/kubeadm-flags.env").write_text(
+        f'KUBELET_KUBEADM_ARGS="--image-credential-provider-config={relative} '
+        f'--image-credential-provider-bin-dir=/usr/libexec/bin"\n'
+    )
+    _, out, err = cli("doctor", "--root", str(root), "--json")
+    assert SECRET not in out + err
+    report = json.loads(out)
+    assert report["config"] == relative
+
+
+def forged_state(root: Path, state: dict[str, object]) -> None:
+    place = root / AGENT_HOME / "state.json"
+    place.parent.mkdir(parents=True, exist_ok=True)
+    place.write_text(json.dumps({"version": "0.1.0", "written": {}, **state}))
+
+
+FORGED = {
+    "a copy from outside over the flags file": lambda o: {
+        "originals": {"/etc/default/kubelet": {"file": f"/../../../..{o}/kubelet", "mode": 420}}
+    },
+    "a path climbing out, to delete": lambda o: {
+        "originals": {f"/../../../..{o}/victim": {"absent": True}}
+    },
+    "a link placed outside": lambda o: {
+        "originals": {f"/../../../..{o}/newlink": {"link": "/etc/shadow"}}
+    },
+    "a kept copy outside the agent's directory": lambda o: {
+        "originals": {"/etc/default/kubelet": {"file": "etc/passwd", "mode": 420}}
+    },
+    "a made directory climbing out": lambda o: {
+        "originals": {}, "made_dirs": [f"/../../../..{o}"]
+    },
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("row", FORGED)
+def test_a_forged_state_changes_nothing(tmp_path: Path, row: str) -> None:
+    outside = sentinel(tmp_path)
+    root = Path(kubeadm(tmp_path / "node"))
+    forged_state(root, FORGED[row](outside))
+    kept, node_before = tree(str(outside)), tree(str(root))
+    code, out, err = cli(
+        "agent", "uninstall", "--root", str(root), "--restart-command", "true {unit}"
+    )
+    assert (code, out) == (1, "")
+    assert len(err.splitlines()) == 1 and "is not the agent's state" in err
+    assert tree(str(outside)) == kept
+    assert tree(str(root)) == node_before
+
+
+def test_a_link_through_the_root_is_followed_inside_it_by_uninstall(tmp_path: Path) -> None:
+    """A state path through a node link (``/etc/kubernetes`` -> outside, absolute): uninstall
+    removes the file the node names, inside the root, never the one outside."""
+    outside = sentinel(tmp_path)
+    root = Path(kubeadm(tmp_path / "node"))
+    replace_with_link(root, "/etc/kubernetes", str(outside))
+    inside = root / str(outside).lstrip("/") / "victim"
+    inside.parent.mkdir(parents=True)
+    inside.write_text("the node's own\n")
+    forged_state(root, {"originals": {"/etc/kubernetes/victim": {"absent": True}}})
+    kept = tree(str(outside))
+    code, _, err = cli(
+        "agent", "uninstall", "--root", str(root), "--restart-command", "true {unit}"
+    )
+    assert code == 0, err
+    assert tree(str(outside)) == kept and not inside.exists()
