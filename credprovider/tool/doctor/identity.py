@@ -52,6 +52,7 @@ def clock_skew(date_header: str, now: float) -> float | None:
 
 def probe(found: IdentityProbe, environ: Mapping[str, str]) -> list[tuple[str, str, str]]:
     """``found`` sent once: ``(status, message, fix)`` for reachability, then for the clock."""
+    from credprovider.runtime.answer import BadAnswer
     from credprovider.runtime.http import HttpError, request
 
     refused = _refused_by_test_mode(found.url, environ)
@@ -68,6 +69,8 @@ def probe(found: IdentityProbe, environ: Mapping[str, str]) -> list[tuple[str, s
         )
     except HttpError as exc:
         return [(FAIL, f"{found.what} is unreachable: {exc}", found.silence)]
+    except BadAnswer as exc:
+        return [(FAIL, f"{found.what}: {exc.detail}", found.silence)]
     now = time.time()
     if answer.status != found.expect_status:
         return [

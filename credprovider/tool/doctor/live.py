@@ -172,8 +172,12 @@ def _log_tail(kubelet: KubeletProcess) -> tuple[str, list[str]] | str:
                 start = max(0, info.st_size - LOG_TAIL_BYTES)
                 os.lseek(descriptor, start, os.SEEK_SET)
                 data = os.read(descriptor, LOG_TAIL_BYTES)
-                lines = data.decode("utf-8", "replace").splitlines()
-                return target, lines[1:] if start else lines  # a cut first line is dropped
+                # a log truncated under its writer (logrotate's copytruncate) leaves a run of NULs
+                # before what was written since: the line after them is whole
+                trimmed = data.lstrip(b"\0")
+                cut = bool(start) and len(trimmed) == len(data)
+                lines = trimmed.decode("utf-8", "replace").splitlines()
+                return target, lines[1:] if cut else lines  # a cut first line is dropped
         finally:
             os.close(descriptor)
     if not target.startswith("socket:"):
@@ -238,6 +242,7 @@ def check_log(kubelet: KubeletProcess, diagnosis: Diagnosis) -> None:
 
 def _api(view: NodeView, path: str) -> bytes | str:
     """``path`` from the kubelet's read-only port: the body, or why there is none."""
+    from credprovider.runtime.answer import BadAnswer
     from credprovider.runtime.http import HttpError, request
 
     settings = view.settings
@@ -255,8 +260,8 @@ def _api(view: NodeView, path: str) -> bytes | str:
             max_body=API_BODY_CAP,
             within=API_TIMEOUT_SECONDS,
         )
-    except HttpError as exc:
-        return f"{url}: {exc}"
+    except (HttpError, BadAnswer) as exc:
+        return f"{url}: {getattr(exc, 'detail', None) or exc}"
     if answer.status != 200:
         return f"{url} answered HTTP {answer.status}"
     return answer.body
