@@ -110,7 +110,7 @@ def test_doctor_ends_on_a_hostile_read_only_port(node: Callable[..., object], ro
     with raw_server(PORT_ANSWERS[row]) as url:
         node(url)
         # the read-only port is asked twice (/metrics, /pods), each bounded by 3s as a whole
-        code, out, err = bounded("doctor", "--json", within=25)
+        _code, out, _err = bounded("doctor", "--json", within=25)
     report = json.loads(out)
     said = [c["message"] for c in report["checks"] if c["area"] == "config"]
     assert any("the config the kubelet loaded is not known" in m or "no " in m for m in said) or (
@@ -143,7 +143,7 @@ def test_doctor_ends_on_a_crictl_listing_nested_100000_deep(
     crictl.write_text(f"#!/bin/sh\ncat {tools / 'deep.json'}\n")
     crictl.chmod(0o755)
     node()
-    code, out, _ = bounded(
+    _code, out, _ = bounded(
         "doctor", "--json", within=25, env={"PATH": f"{tools}:{os.environ['PATH']}"}
     )
     said = [c["message"] for c in json.loads(out)["checks"] if c["area"] == "image"]
@@ -212,7 +212,7 @@ def test_os_release_that_is_not_a_small_file(
     bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
     extra = ["--bundle", str(bundle), "--restart-command", "true {unit}", "--health-timeout",
              "1"] if command == "apply" else []  # fmt: skip
-    code, out, err = bounded("agent", command, "--root", str(root), "--providers", "aws", *extra,
+    _code, out, err = bounded("agent", command, "--root", str(root), "--providers", "aws", *extra,
                              within=30)  # fmt: skip
     # recognized by its files (os-release skipped, not read): the kubeadm flags file is planned
     assert "/etc/default/kubelet" in out, out + err
