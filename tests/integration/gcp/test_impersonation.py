@@ -219,6 +219,37 @@ REFUSALS = [
         "provider's env",
     ),
     (
+        "a-redirect-to-another-host",
+        _fault(FakeResponse(302, headers={"Location": "https://127.0.0.1:9/mint?x=1"})),
+        GCP_PULLER,
+        f"cannot impersonate {GCP_PULLER} as the VM's default service account at the IAM "
+        "Credentials API: the answer from https://iamcredentials.googleapis.com/v1/projects/-/"
+        f"serviceAccounts/{GCP_PULLER}:generateAccessToken is a redirect (HTTP 302 to "
+        "'https://127.0.0.1:9/mint'), which a token endpoint never sends: it is not followed; "
+        "something other than the service may have answered: check HTTPS_PROXY, HTTP_PROXY and "
+        "NO_PROXY in the provider's env",
+    ),
+    (
+        "an-access-token-that-is-a-list",
+        _fault(
+            FakeResponse.json({"accessToken": ["a", "b"], "expireTime": "2030-01-01T00:00:00Z"})
+        ),
+        GCP_PULLER,
+        f"cannot impersonate {GCP_PULLER} as the VM's default service account: the IAM "
+        "Credentials API answered without a usable accessToken (a non-empty string); something "
+        "other than the service may have answered: check HTTPS_PROXY, HTTP_PROXY and NO_PROXY in "
+        "the provider's env",
+    ),
+    (
+        "an-access-token-that-is-a-number",
+        _fault(FakeResponse.json({"accessToken": 12345, "expireTime": "2030-01-01T00:00:00Z"})),
+        GCP_PULLER,
+        f"cannot impersonate {GCP_PULLER} as the VM's default service account: the IAM "
+        "Credentials API answered without a usable accessToken (a non-empty string); something "
+        "other than the service may have answered: check HTTPS_PROXY, HTTP_PROXY and NO_PROXY in "
+        "the provider's env",
+    ),
+    (
         "no-token-in-the-answer",
         _fault(FakeResponse.json({"expireTime": "2030-01-01T00:00:00Z"})),
         GCP_PULLER,
