@@ -161,7 +161,7 @@ def check_writable(directory: Path) -> None:
     from credprovider.tool.nodefiles import unreadable
 
     existing = directory
-    while not existing.exists() and existing != existing.parent:
+    while not os.path.exists(existing) and existing != existing.parent:  # False when refused too
         existing = existing.parent
     if os.access(existing, os.W_OK | os.X_OK):
         return

@@ -33,7 +33,8 @@ from credprovider.tool.install_config import NodeChangeError
 
 
 def _paths_refused(args: argparse.Namespace, action: str) -> bool:
-    """--root must be a directory, and --bundle a credprovider bundle (one line if not)."""
+    """--root must be a directory, --bundle a credprovider bundle, and --files-only comes with
+    --bin-dir and --config (one line if not)."""
     problem = ""
     if not os.path.isdir(args.root):
         problem = f"--root {args.root} is not a directory (the node's filesystem)"
@@ -44,6 +45,13 @@ def _paths_refused(args: argparse.Namespace, action: str) -> bool:
         and not (os.path.isdir(bundle) and os.path.isfile(os.path.join(bundle, "credprovider")))
     ):
         problem = f"--bundle {bundle} is not a credprovider bundle directory"
+    if (
+        not problem
+        and action != "uninstall"
+        and args.files_only
+        and not (args.bin_dir and args.config)
+    ):
+        problem = "--files-only needs --bin-dir and --config"
     if problem:
         print(f"credprovider agent {action}: {problem}", file=sys.stderr)
     return bool(problem)
@@ -126,11 +134,6 @@ def _cmd_apply(args: argparse.Namespace) -> int:
 
     keys = _keys(args, "apply")
     if keys is None or _paths_refused(args, "apply"):
-        return EXIT_USAGE
-    if args.files_only and not (args.bin_dir and args.config):
-        print(
-            "credprovider agent apply: --files-only needs --bin-dir and --config", file=sys.stderr
-        )
         return EXIT_USAGE
     if not args.healthz.startswith("http://127.0.0.1:"):
         print("credprovider agent apply: --healthz is the kubelet's on 127.0.0.1", file=sys.stderr)

@@ -230,3 +230,27 @@ def test_a_bin_dir_any_user_may_write_is_reported_and_not_run(tmp_path: Path, co
     assert not real.ran.exists()
     said = result["stdout"] + result["stderr"]
     assert f"{real.bin_dir}/test-plugin was not run: {real.bin_dir} is writable by others" in said
+
+
+def test_a_command_line_past_1_mib_is_read_whole(tmp_path: Path) -> None:
+    """Flags after more than a MiB of others (each argument at most 128 KiB, the kernel's cap)."""
+    tmp_path.chmod(0o755)
+    real = make_node(tmp_path / "real")
+    filler = [f"--node-labels=x{index}=" + "y" * (120 << 10) for index in range(10)]
+    genuine = kubelet(real)
+    genuine["flags"] = [*filler, *genuine["flags"]]
+    result = run_node(tmp_path, [genuine], "doctor", "--json", "--offline")
+    report = json.loads(result["stdout"])
+    assert (report["config"], report["binDir"]) == (str(real.config), str(real.bin_dir))
+
+
+def test_a_path_that_is_not_utf8_names_its_file(tmp_path: Path) -> None:
+    tmp_path.chmod(0o755)
+    home = Path(os.fsdecode(bytes(tmp_path) + b"/node-\xff"))
+    real = make_node(home)
+    result = run_node(tmp_path, [kubelet(real)], "doctor", "--json", "--offline")
+    report = json.loads(result["stdout"])
+    assert report["config"] == str(real.config)
+    decoded = [c["message"] for c in report["checks"] if c["area"] == "config"]
+    assert any("decodes as the kubelet decodes it: test-plugin" in m for m in decoded), decoded
+    assert "\\xff" in result["stderr"] + "".join(decoded) or "\\udcff" in result["stdout"]

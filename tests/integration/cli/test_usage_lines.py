@@ -1,0 +1,49 @@
+"""What used to end in a traceback ends in one line (issue #46's walk): ``agent plan --files-only``
+without its paths, and ``install`` as an unprivileged user into root's private directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from emulators.kubelet_exec import REPO
+from tests.helpers import private, run_cli
+from tests.integration.cli.conftest import fake_bundle
+
+
+def test_files_only_without_its_paths_is_one_line(tmp_path: Path) -> None:
+    for action in ("plan", "apply"):
+        extra = ["--bundle", str(fake_bundle(tmp_path / action, "0.1.0").parent)]
+        done = run_cli("agent", action, "--root", str(tmp_path), "--providers", "aws",
+                       "--files-only", *(extra if action == "apply" else []))  # fmt: skip
+        assert (done.returncode, done.stdout) == (2, "")
+        assert done.stderr == (
+            f"credprovider agent {action}: --files-only needs --bin-dir and --config\n"
+        )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make root's private directory")
+def test_install_into_roots_private_directory_as_nobody_is_one_line(tmp_path: Path) -> None:
+    for path in (tmp_path, *tmp_path.parents):  # pytest's are 0700: let nobody walk to priv
+        if path != Path("/"):
+            path.chmod(path.stat().st_mode | 0o005)
+    private_dir = tmp_path / "priv"
+    private_dir.mkdir(mode=0o700)
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0")
+    for path in (tmp_path / "bundle", bundle.parent / "_internal", bundle):
+        path.chmod(0o755)
+    done = subprocess.run(
+        private(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                 sys.executable, "-m", "credprovider", "credprovider", "install",
+                 "--bin-dir", str(private_dir / "bin"), "--config-out", str(private_dir / "c.yaml"),
+                 "--providers", "aws", "--target", str(bundle)]),
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO), "HOME": "/"},
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert f"cannot write in {private_dir} as uid 65534" in done.stderr
