@@ -19,8 +19,8 @@ build=(debootstrap debian-archive-keyring cmake binutils patch python3-venv)
 release=(qemu-user-static rpm gpgv)
 # test: iproute2 (the real-kubelet run's node address, in its own network namespace), runc (the
 # real-runtime run: containerd's runtime; Kubernetes 1.36 needs containerd 2.x, built from the Go
-# module proxy, but Debian's runc serves).
-test=(iproute2 runc)
+# module proxy, but Debian's runc serves), strace (the flush test traces every write of a node change).
+test=(iproute2 runc strace)
 
 case "${1:-}" in
   build) wanted=("${build[@]}") ;;

@@ -24,6 +24,7 @@ from typing import Final
 
 from credprovider.runtime.nodefile import special_kind
 from credprovider.tool.catalog import PACKAGE_BIN_DIR, PACKAGE_LINKS_FILE, PLUGINS
+from credprovider.tool.change.durable import replace_file, replace_link, sync_directory, sync_tree
 from credprovider.tool.install_config import (
     BUNDLE_COPY_DIR,
     NodeChangeError,
@@ -399,27 +400,18 @@ def _keep(path: Path, backup: str | None) -> None:
 
 def _put_link(link: Path, target: Path, backup: str | None) -> None:
     _keep(link, backup)
-    if link.is_dir() and not link.is_symlink():
-        shutil.rmtree(link)
-    temporary = link.with_name(f".{link.name}.credprovider-{os.getpid()}")
-    temporary.unlink(missing_ok=True)
-    temporary.symlink_to(target)
-    os.replace(temporary, link)
+    replace_link(link, str(target))
 
 
 def put_file(out: Path, text: str, backup: str | None) -> None:
     """Write ``out`` by rename (readers see the old or the new text, never part), keeping what it
     was under ``backup``. A file that exists keeps its mode; a new one is 0644."""
     _keep(out, backup)
-    out.parent.mkdir(parents=True, exist_ok=True)
     try:
         mode = stat.S_IMODE(out.stat().st_mode)
     except FileNotFoundError:
         mode = 0o644
-    temporary = out.with_name(f".{out.name}.credprovider-{os.getpid()}")
-    temporary.write_text(text, encoding="utf-8")
-    temporary.chmod(mode)
-    os.replace(temporary, out)
+    replace_file(out, text.encode("utf-8"), mode)
 
 
 def _put_copy(source: Path, destination: Path, backup: str | None) -> None:
@@ -433,6 +425,7 @@ def _put_copy(source: Path, destination: Path, backup: str | None) -> None:
         symlinks=True,
         ignore=lambda _, names: [n for n in names if (source / n).is_symlink()],
     )
+    sync_tree(fresh)
     if destination.exists() or destination.is_symlink():
         old = Path(backup) if backup else destination.with_name(f"{destination.name}.old")
         if old.exists() and not backup:
@@ -443,3 +436,4 @@ def _put_copy(source: Path, destination: Path, backup: str | None) -> None:
             shutil.rmtree(old)
     else:
         os.rename(fresh, destination)
+    sync_directory(destination.parent)

@@ -28,6 +28,13 @@ from typing import Any, Final
 
 from credprovider.tool.agent.plan import AgentPlan
 from credprovider.tool.agent.platforms import AGENT_HOME
+from credprovider.tool.change.durable import (
+    replace_file,
+    replace_link,
+    sync_directory,
+    sync_tree,
+    temporary_for,
+)
 from credprovider.tool.install_config import NodeChangeError
 from credprovider.tool.node.root import NodeRoot
 from credprovider.tool.nodefiles import FileProblem, read_bytes
@@ -136,20 +143,11 @@ def _save_state(root: str, state: dict[str, Any]) -> None:
 
 
 def _put_bytes(path: Path, data: bytes, mode: int = 0o644) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.credprovider-new")
-    partial.write_bytes(data)
-    os.chmod(partial, mode)
-    os.replace(partial, path)
+    replace_file(path, data, mode)
 
 
 def _put_link(path: Path, target: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.credprovider-new")
-    if os.path.lexists(partial):
-        partial.unlink()
-    partial.symlink_to(target)
-    os.replace(partial, path)
+    replace_link(path, target)
 
 
 def _remember(root: str, state: dict[str, Any], path: str) -> None:
@@ -196,10 +194,12 @@ def _change(
         if step.action == "place":
             _made_dirs(root, state, step.path)
             target = _host(root, step.path)
-            partial = target.with_name(f".{target.name}.credprovider-new")
+            partial = temporary_for(target)
             shutil.rmtree(partial, ignore_errors=True)
             shutil.copytree(bundle, partial, symlinks=True)
+            sync_tree(partial)
             os.replace(partial, target)
+            sync_directory(target.parent)
         elif step.action in ("switch", "link"):
             _remember(root, state, step.path)
             _made_dirs(root, state, step.path)
