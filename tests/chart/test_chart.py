@@ -63,7 +63,12 @@ def test_the_agent_runs_with_least_privilege(helm: Path) -> None:
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert all(mounts[name] == "/host" + h["path"] for name, h in host.items())
     strategy = rendered["DaemonSet"]["spec"]["updateStrategy"]
-    assert strategy == {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}}
+    # one agent per node at a time (no surge), and time for a change under way to end on SIGTERM
+    assert strategy == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0},
+    }
+    assert rendered["DaemonSet"]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 120
 
 
 def test_uninstall_and_paths_of_ones_own(helm: Path) -> None:

@@ -9,9 +9,11 @@ not: without the API server the agent does not restart anything.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -53,6 +55,8 @@ class Node:
     lease_seconds: int = 120
     log: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr))
     sleep: Callable[[float], None] = time.sleep
+    # a change under way (SIGTERM is held until it ends: agent/termination.py)
+    changing: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
 
     # -- reporting (best effort) -------------------------------------------------------------
     def report(self, result: str, detail: str, config_hash: str) -> None:
@@ -90,7 +94,8 @@ class Node:
         name = self.take_slot()
         renewer = Renewer(self.cluster, name, self.lease_seconds)
         try:
-            return change()
+            with self.changing():
+                return change()
         finally:
             renewer.stop()
             try:
@@ -124,7 +129,11 @@ class Node:
         def change() -> Outcome:
             return apply(self.root, plan, bundle, self.version, restart, healthy)
 
-        outcome = self._with_slot(change) if plan.restart else change()
+        if plan.restart:
+            outcome = self._with_slot(change)
+        else:
+            with self.changing():
+                outcome = change()
         said = _said(outcome)
         if outcome.result == "rolled back":
             self.event(ROLLED_BACK, said, warning=True)
@@ -140,7 +149,11 @@ class Node:
             return uninstall(self.root, service, self.restart_command)
 
         needs_restart = bool(service and state["written"])
-        outcome = self._with_slot(change) if needs_restart else change()
+        if needs_restart:
+            outcome = self._with_slot(change)
+        else:
+            with self.changing():
+                outcome = change()
         for unit in outcome.restarted:
             self.event(RESTARTED, f"credprovider restarted {unit}")
         if outcome.kept:

@@ -170,9 +170,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         args.keys = keys
         return run_with_cluster(args)
-    code = _cmd_uninstall(args) if args.uninstall else _cmd_apply(args)
+    from credprovider.tool.agent.termination import Termination
+
+    termination = Termination().install()
+    with termination.changing():  # SIGTERM waits for the change to end (agent/termination.py)
+        code = _cmd_uninstall(args) if args.uninstall else _cmd_apply(args)
     sys.stdout.flush()
-    if code != EXIT_OK:
+    if code != EXIT_OK or termination.requested:
         return code
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(EXIT_OK))
     while True:

@@ -169,11 +169,13 @@ def run_with_cluster(args: argparse.Namespace) -> int:
     from credprovider.tool.agent.health import KubeletHealth
     from credprovider.tool.agent.plan import plan_node
     from credprovider.tool.agent.platforms import installed_unit, recognize
+    from credprovider.tool.agent.termination import Termination
 
     problem = _refused(args)
     if problem:
         print(f"credprovider agent run: {problem}", file=sys.stderr)
         return EXIT_USAGE
+    termination = Termination().install()
     try:
         cluster = Cluster(connect(args.kubeconfig), args.node, args.namespace)
     except ClusterError as exc:
@@ -198,6 +200,7 @@ def run_with_cluster(args: argparse.Namespace) -> int:
         cluster,
         args.slots,
         args.lease_seconds,
+        changing=termination.changing,
     )
     plan = None
     try:
@@ -230,6 +233,8 @@ def run_with_cluster(args: argparse.Namespace) -> int:
         node.failed(str(exc))
         print(f"credprovider agent run: {exc}", file=sys.stderr)
     sys.stdout.flush()
+    if termination.requested:  # asked to stop during the change, which has ended
+        return EXIT_OK if ok else EXIT_FAILED
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(EXIT_OK if ok else EXIT_FAILED))
     if ok and plan is not None and args.ready_file:
         _await_dry_run(node, plan, args)

@@ -5,9 +5,15 @@ kubelet's health asked over HTTP (a loopback server answering as /healthz)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from emulators.http import FakeResponse, serve
+from emulators.kubelet_exec import REPO
 from tests.helpers import run_cli as cli
 from tests.integration.cli.conftest import fake_bundle
 from tests.unit.tool.test_agent_apply import kubeadm, tree
@@ -285,3 +291,36 @@ def test_fleet_status_with_a_kubeconfig_this_user_cannot_read_is_one_line(tmp_pa
         f"credprovider fleet status: cannot read the kubeconfig {kubeconfig} as uid 65534 "
         "(permission denied): name one this user may read with --kubeconfig\n"
     )
+
+
+def test_sigterm_during_a_change_lets_it_finish_then_exits(tmp_path: Path) -> None:
+    """A DaemonSet roll's SIGTERM arrives while the kubelet restarts: the change (restart, health
+    confirmed) ends first, the agent says what it did and exits 0; the node is whole (uninstall
+    puts it back byte for byte)."""
+    root = kubeadm(tmp_path / "node")
+    before = tree(root)
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    started = tmp_path / "restarting"
+    slow = tmp_path / "slow-systemctl"
+    slow.write_text(f'#!/bin/sh\ntouch {started}\nsleep 3\necho "$1" >> {tmp_path / "restarts"}\n')
+    slow.chmod(0o755)
+    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
+        common = ["--root", root, "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "5"]
+        agent = subprocess.Popen(
+            [sys.executable, "-m", "credprovider", "credprovider", "agent", "run", "--bundle",
+             str(bundle), "--providers", "aws", "--restart-command", f"{slow} {{unit}}", *common],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO), "NODE_NAME": ""},
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        agent.send_signal(signal.SIGTERM)  # mid-restart
+        out, err = agent.communicate(timeout=60)
+        assert agent.returncode == 0, err
+        assert out.splitlines()[0] == "installed", out + err
+        assert "SIGTERM: finishing the change under way first" in err
+        assert restarts(tmp_path) == ["kubelet"]
+        undone = cli("agent", "uninstall", *common, "--restart-command", "true {unit}")
+    assert undone.returncode == 0, undone.stderr
+    assert tree(root) == before
