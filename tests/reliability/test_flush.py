@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from credprovider.tool.change.durable import TEMPORARY_SUFFIX
 from emulators.http import FakeResponse, serve
 from emulators.kubelet_exec import REPO
 from tests.integration.cli.conftest import fake_bundle
@@ -65,7 +66,9 @@ def violations(calls: list[tuple[str, list[str]]], under: Path) -> list[str]:
         source, target = paths[0], paths[1]
         before = {p[0] for n, p in calls[:index] if n != "rename" and p}
         after = {p[0] for n, p in calls[index + 1 :] if n != "rename" and p}
-        if not os.path.isdir(target) and not os.path.islink(target) and source not in before:
+        removal = target.endswith(TEMPORARY_SUFFIX)  # a tree renamed aside to be removed
+        moved = removal or os.path.isdir(target) or os.path.islink(target)  # no data of its own
+        if not moved and source not in before:
             found.append(f"{target}: its data was not flushed before the rename")
         if os.path.dirname(target) not in after:
             found.append(f"{target}: its directory was not flushed after the rename")

@@ -1,26 +1,28 @@
 """The node agent applying its plan (:mod:`credprovider.tool.agent.plan`) to the node under
-``root``, and taking it off again.
+``root``, and taking it off again, as transactions journaled in its state
+(:mod:`credprovider.tool.agent.state`):
 
-What it must remember lives on the node's disk, in ``AGENT_HOME/state.json`` (not on tmpfs, so a pod
-restart or a reboot neither repeats nor forgets anything): each file or link it replaced, as it was
-before the first install (kept under ``AGENT_HOME/originals/``), and a digest of what it wrote.
-Every file is replaced by rename. When the kubelet must restart, ``restart(service)`` does it and
-``healthy()`` must then say so; if not, the config and flags files are put back as they were before
-this run, the kubelet is restarted again, and the result says so (a rollback).
+* **Intent first.** Before the first change, everything the run will do is recorded and flushed:
+  each path's original (before the first install), each directory it will make, the digest of each
+  kubelet input it writes, the kubelet inputs as this change found them (``before``) and the
+  restart it owes the kubelet (``restart_due``). Every change is then a durable write
+  (:mod:`credprovider.tool.change.durable`).
+* **Recovery first.** A run killed at any instant is finished by the next ``apply`` (the files as
+  the plan says, the restart that was due made and checked) or undone by ``uninstall``; neither
+  takes the agent's own files for the node's originals.
+* **Confirmed restarts.** When the kubelet's input changed, ``restart(service)`` restarts it and
+  ``healthy()`` must say so; if the restart fails or the kubelet is not healthy, its config and
+  flags are put back as this change found them, it is restarted again, and the result says so (a
+  rollback).
 
-``uninstall`` restores every file and link to its state before the first install, byte for byte, and
-removes what the agent placed. A file someone else changed since the agent wrote it is reported and
-left as it is.
+``uninstall`` restores every file and link to its state before the first install, byte for byte,
+and removes what the agent placed; it too records its progress, so a second one after a kill
+finishes it. A file someone else changed since the agent wrote it is reported and left as it is.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import os
-import re
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,24 +30,39 @@ from typing import Any, Final
 
 from credprovider.tool.agent.plan import AgentPlan
 from credprovider.tool.agent.platforms import AGENT_HOME
+from credprovider.tool.agent.state import (
+    BEFORE,
+    ORIGINALS,
+    STATE,
+    State,
+    digest,
+    host,
+    keep,
+    kept_bytes,
+    load,
+    matches,
+    read_host,
+    record_made_dirs,
+    recover_home,
+    remove_home,
+    save,
+)
 from credprovider.tool.change.durable import (
+    place_tree,
+    remove_empty_dir,
+    remove_file,
+    remove_tree,
     replace_file,
     replace_link,
-    sync_directory,
-    sync_tree,
     temporary_for,
 )
 from credprovider.tool.install_config import NodeChangeError
-from credprovider.tool.node.root import NodeRoot
-from credprovider.tool.nodefiles import FileProblem, read_bytes
-from credprovider.tool.structured import JsonTooDeep, bounded_json
-
-STATE: Final = f"{AGENT_HOME}/state.json"
-ORIGINALS: Final = f"{AGENT_HOME}/originals"
-_ORIGINAL_COPY: Final = re.compile(re.escape(ORIGINALS) + "/[0-9a-f]{16}")
 
 Restart = Callable[[str], None]
 Healthy = Callable[[], str | None]  # None: healthy; else what is wrong
+
+load_state = load  # the name the daemon and the tests know
+VERSIONS: Final = f"{AGENT_HOME}/versions"
 
 
 @dataclass
@@ -59,253 +76,204 @@ class Outcome:
     detail: str = ""
 
 
-def _host(root: str, path: str) -> Path:
-    """Where the node's ``path`` is under ``root``, to replace or remove (a last link kept)."""
-    return NodeRoot.at(root).host(path, follow=False)
+def _kubelet_inputs(plan: AgentPlan) -> list[tuple[str, bytes]]:
+    return [
+        (path, text.encode())
+        for path, text in ((plan.config_path, plan.config_text), (plan.flag_file, plan.flag_text))
+        if text is not None
+    ]
 
 
-def _read_host(root: str, path: str) -> Path:
-    """Where the node's ``path`` is under ``root``, to read (every link resolved inside it)."""
-    return NodeRoot.at(root).host(path)
-
-
-def _digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def load_state(root: str) -> dict[str, Any]:
-    path = _read_host(root, STATE)
-    if not os.path.lexists(path):
-        return {"version": "", "originals": {}, "written": {}}
-    try:
-        state = bounded_json(read_bytes(str(path)))
-    except (ValueError, FileProblem, JsonTooDeep):
-        state = None
-    if not isinstance(state, dict) or not _is_state(state):
-        raise NodeChangeError(
-            f"{STATE} is not the agent's state (edited or truncated): nothing is changed; "
-            "restore it, or remove it to make the agent start afresh"
-        )
-    return state
-
-
-def _node_path(value: object) -> bool:
-    """An absolute, normalized node path (no ``..``, no empty or ``.`` part, no NUL)."""
-    return (
-        isinstance(value, str)
-        and value.startswith("/")
-        and "\0" not in value
-        and os.path.normpath(value) == value
-        and "/../" not in f"{value}/"
-    )
-
-
-def _is_original(value: object) -> bool:
-    """A recorded original: a link's target, a copy the agent keeps in ``ORIGINALS`` (with its
-    mode), or nothing there."""
-    if not isinstance(value, dict):
-        return False
-    if "link" in value:
-        return isinstance(value["link"], str) and "\0" not in value["link"]
-    if "file" in value:
-        kept = value["file"]
-        return (
-            isinstance(kept, str)
-            and _ORIGINAL_COPY.fullmatch("/" + kept.lstrip("/")) is not None
-            and isinstance(value.get("mode"), int)
-            and not isinstance(value.get("mode"), bool)
-        )
-    return value.get("absent") is True
-
-
-def _is_state(state: object) -> bool:
-    """The agent's own state: every path a normalized node path, every kept copy in its own
-    directory (a forged state could otherwise name a file to copy over a node file, or one to
-    delete)."""
-    if not isinstance(state, dict):
-        return False
-    originals, written = state.get("originals"), state.get("written")
-    made = state.get("made_dirs", [])
-    return (
-        isinstance(originals, dict)
-        and isinstance(written, dict)
-        and isinstance(made, list)
-        and isinstance(state.get("version", ""), str)
-        and isinstance(state.get("previous", ""), str)
-        and all(_node_path(path) and _is_original(kept) for path, kept in originals.items())
-        and all(_node_path(path) and isinstance(sha, str) for path, sha in written.items())
-        and all(_node_path(path) for path in made)
-    )
-
-
-def _save_state(root: str, state: dict[str, Any]) -> None:
-    _put_bytes(_host(root, STATE), json.dumps(state, indent=2, sort_keys=True).encode())
-
-
-def _put_bytes(path: Path, data: bytes, mode: int = 0o644) -> None:
-    replace_file(path, data, mode)
-
-
-def _put_link(path: Path, target: str) -> None:
-    replace_link(path, target)
-
-
-def _remember(root: str, state: dict[str, Any], path: str) -> None:
-    """Keep ``path`` as it is before the agent first replaces it (a file, a link, or nothing)."""
-    if path in state["originals"]:
-        return
-    host = _host(root, path)
-    if host.is_symlink():
-        state["originals"][path] = {"link": os.readlink(host)}
-    elif host.is_file():
-        name = f"{ORIGINALS}/{hashlib.sha256(path.encode()).hexdigest()[:16]}"
-        kept = _host(root, name)
-        kept.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(host, kept)
-        state["originals"][path] = {"file": name, "mode": host.stat().st_mode}
-    else:
-        state["originals"][path] = {"absent": True}
-
-
-def _made_dirs(root: str, state: dict[str, Any], path: str) -> None:
-    """Record the directories above ``path`` that do not exist yet (uninstall removes them), as
-    the node names them once its links are resolved inside the root."""
-    node = NodeRoot.at(root)
-    top = Path(node.path)
-    parent = node.host(str(Path(path).parent))
-    missing: list[str] = []
-    while parent != top and not os.path.lexists(parent):
-        missing.append(node.node_path(parent))
-        parent = parent.parent
-    made: list[str] = state.setdefault("made_dirs", [])
-    made += [directory for directory in missing if directory not in made]
-
-
-def _change(
-    root: str, plan: AgentPlan, bundle: Path, state: dict[str, Any], outcome: Outcome
-) -> dict[str, bytes | None]:
-    """Each step of ``plan``, every original recorded in ``state`` before it is replaced; the
-    config and flags files as this run found them (for a rollback)."""
+def _intent(root: str, plan: AgentPlan, state: State) -> None:
+    """Record, before any change, what this run will change (see the module): first the
+    directories it will make (the state's own among them), then each original and ``before``
+    (copies flushed before the state names them), each digest and the restart owed."""
+    inputs = _kubelet_inputs(plan)
+    for path in [STATE, *(step.path for step in plan.steps), *(path for path, _ in inputs)]:
+        record_made_dirs(root, state, path)
+    save(root, state)
     for step in plan.steps:
         if step.action == "switch":
-            previous = _host(root, step.path)
-            if previous.is_symlink():
-                state["previous"] = os.readlink(previous)
+            current = host(root, step.path)
+            if current.is_symlink():
+                state["previous"] = os.readlink(current)
+        if step.action in ("switch", "link") and step.path not in state["originals"]:
+            state["originals"][step.path] = keep(root, ORIGINALS, step.path)
+    before = state.setdefault("before", {})
+    for path, data in inputs:
+        if path not in state["originals"]:
+            state["originals"][path] = keep(root, ORIGINALS, path)
+        if path not in before:  # an unfinished change keeps the before it recorded
+            before[path] = {**keep(root, BEFORE, path), "written": state["written"].get(path)}
+        state["written"][path] = digest(data)
+    if not before:
+        state.pop("before")
+    if inputs and plan.restart:
+        state["restart_due"] = plan.restart
+    save(root, state)
+
+
+def _change(root: str, plan: AgentPlan, bundle: Path, outcome: Outcome) -> None:
+    """Each step of ``plan`` (its intent already recorded)."""
+    for step in plan.steps:
         if step.action == "place":
-            _made_dirs(root, state, step.path)
-            target = _host(root, step.path)
-            partial = temporary_for(target)
-            shutil.rmtree(partial, ignore_errors=True)
-            shutil.copytree(bundle, partial, symlinks=True)
-            sync_tree(partial)
-            os.replace(partial, target)
-            sync_directory(target.parent)
+            place_tree(bundle, host(root, step.path))
         elif step.action in ("switch", "link"):
-            _remember(root, state, step.path)
-            _made_dirs(root, state, step.path)
-            _put_link(_host(root, step.path), step.target)
+            replace_link(host(root, step.path), step.target)
         else:
             continue
         outcome.changed.append(step.path)
-    before: dict[str, bytes | None] = {}
-    for path, text in ((plan.config_path, plan.config_text), (plan.flag_file, plan.flag_text)):
-        if text is None:
-            continue
-        host = _host(root, path)
-        readable = _read_host(root, path)
-        before[path] = readable.read_bytes() if readable.is_file() else None
-        _remember(root, state, path)
-        _made_dirs(root, state, path)
-        _put_bytes(host, text.encode())
-        state["written"][path] = _digest(text.encode())
+    for path, data in _kubelet_inputs(plan):
+        replace_file(host(root, path), data)
         outcome.changed.append(path)
-    return before
 
 
-def _prune_versions(root: str, state: dict[str, Any]) -> None:
+def _prune_versions(root: str, state: State) -> None:
     """Keep the bundle ``current`` points to and the one before it (a plugin may still be running
     from it); remove older ones."""
-    versions = _read_host(root, f"{AGENT_HOME}/versions")
-    current = _host(root, f"{AGENT_HOME}/current")
+    versions = read_host(root, VERSIONS)
+    current = host(root, f"{AGENT_HOME}/current")
     if not versions.is_dir() or not current.is_symlink():
         return
-    keep = {os.path.basename(os.readlink(current)), os.path.basename(state.get("previous", ""))}
-    for found in versions.iterdir():
-        if found.name not in keep and not found.name.startswith("."):
-            shutil.rmtree(found, ignore_errors=True)
+    keep_names = {
+        os.path.basename(os.readlink(current)),
+        os.path.basename(state.get("previous", "")),
+    }
+    for found in sorted(versions.iterdir()):
+        if found.name not in keep_names and not found.name.startswith("."):
+            remove_tree(found)
+
+
+def _restore(root: str, path: str, kept: dict[str, Any]) -> None:
+    """``path`` back to what ``kept`` records."""
+    if "link" in kept:
+        replace_link(host(root, path), kept["link"])
+    elif "file" in kept:
+        replace_file(host(root, path), kept_bytes(root, kept) or b"", kept["mode"] & 0o7777)
+    else:
+        remove_file(host(root, path))
+
+
+def _settle(root: str, state: State) -> None:
+    """The change is over (confirmed, or rolled back): its rollback copies and debt go."""
+    state.pop("before", None)
+    state.pop("restart_due", None)
+    save(root, state)
+    remove_tree(host(root, BEFORE))
+
+
+def _confirm(
+    root: str, state: State, restart: Restart, healthy: Healthy, outcome: Outcome
+) -> Outcome:
+    """The restart owed to the kubelet, made and checked; rolled back if it fails."""
+    service = state["restart_due"]
+    try:
+        restart(service)
+        outcome.restarted.append(service)
+        problem = healthy()
+    except NodeChangeError as exc:
+        problem = str(exc)
+    if problem is None:
+        _settle(root, state)
+        return outcome
+    for path, kept in sorted(state.get("before", {}).items()):  # back to how the change found them
+        _restore(root, path, kept)
+        if kept.get("written") is None:
+            state["written"].pop(path, None)
+        else:
+            state["written"][path] = kept["written"]
+    save(root, state)
+    detail = (
+        f"the kubelet was not healthy after the restart ({problem}): its config and flags were "
+        "put back"
+    )
+    try:
+        restart(service)
+        outcome.restarted.append(service)
+        detail += " and it was restarted again"
+    except NodeChangeError as exc:
+        detail += f"; restarting it again failed too ({exc})"
+    _settle(root, state)
+    return Outcome("rolled back", outcome.changed, outcome.restarted, detail=detail)
 
 
 def apply(
     root: str, plan: AgentPlan, bundle: Path, version: str, restart: Restart, healthy: Healthy
 ) -> Outcome:
-    """Make the node under ``root`` as ``plan`` says (the bundle copied from ``bundle``)."""
+    """Make the node under ``root`` as ``plan`` says (the bundle copied from ``bundle``), after
+    finishing a change an earlier run left unfinished."""
     if plan.refused:
         return Outcome("refused", detail=plan.refused)
-    state = load_state(root)
+    recover_home(root)
+    state = load(root)
+    if "before" not in state:  # a change settled, its copies not yet removed when it was killed
+        remove_tree(host(root, BEFORE))
     outcome = Outcome("installed")
-    try:
-        before = _change(root, plan, bundle, state, outcome)
+    _intent(root, plan, state)
+    _change(root, plan, bundle, outcome)
+    if state.get("version") != version:
         state["version"] = version
-    finally:  # a step that failed partway: what was changed until then is known to uninstall
-        _save_state(root, state)
+        save(root, state)
     _prune_versions(root, state)
-    if not plan.restart:
-        return outcome if outcome.changed else Outcome("unchanged")
-    restart(plan.restart)
-    outcome.restarted.append(plan.restart)
-    problem = healthy()
-    if problem is None:
-        return outcome
-    for path, data in before.items():  # back to how this run found them
-        host = _host(root, path)
-        if data is None:
-            host.unlink(missing_ok=True)
-        else:
-            _put_bytes(host, data)
-        state["written"].pop(path, None)
-    _save_state(root, state)
-    restart(plan.restart)
-    outcome.restarted.append(plan.restart)
-    return Outcome(
-        "rolled back",
-        outcome.changed,
-        outcome.restarted,
-        detail=f"the kubelet was not healthy after the restart ({problem}): its config and flags "
-        "were put back and it was restarted again",
-    )
+    if state.get("restart_due"):
+        return _confirm(root, state, restart, healthy, outcome)
+    if state.get("before"):
+        _settle(root, state)  # files only: nothing to confirm
+    return outcome if outcome.changed else Outcome("unchanged")
 
 
 def uninstall(root: str, service: str, restart: Restart) -> Outcome:
     """Every file and link back to how it was before the first install; what the agent placed
-    removed; the kubelet restarted (``service``) when its config or flags changed."""
-    state = load_state(root)
+    removed; the kubelet restarted (``service``) when its config or flags changed. Its progress is
+    recorded: after a kill, running it again finishes it."""
+    recover_home(root)
+    if not os.path.lexists(read_host(root, STATE)):
+        return Outcome("uninstalled")  # nothing of the agent's is on the node
+    state = load(root)
     outcome = Outcome("uninstalled")
-    kubelet_input = False
+    if service and state["written"] and not state.get("restart_due"):
+        state["restart_due"] = service  # owed from the first restored input on
+        save(root, state)
     for path, original in sorted(state["originals"].items()):
-        host = _host(root, path)
-        readable = _read_host(root, path)
+        remove_file(temporary_for(host(root, path)))  # a killed write's temporary
         written = state["written"].get(path)
-        if written is not None and (
-            not readable.is_file() or _digest(readable.read_bytes()) != written
-        ):
+        # what the agent wrote there: this change's, or (a change killed before its write) the
+        # one before it
+        ours = {written, state.get("before", {}).get(path, {}).get("written")} - {None}
+        readable = read_host(root, path)
+        if matches(root, path, original):
+            pass  # already as it was (restored before a kill, or never replaced)
+        elif ours and (not readable.is_file() or digest(readable.read_bytes()) not in ours):
             outcome.kept.append(path)  # someone else's since: reported, not overwritten
             continue
-        if "link" in original:
-            _put_link(host, original["link"])
-        elif "file" in original:
-            data = _read_host(root, "/" + original["file"].lstrip("/")).read_bytes()
-            _put_bytes(host, data, original["mode"] & 0o7777)
-        elif os.path.lexists(host):
-            host.unlink()
-        outcome.changed.append(path)
-        kubelet_input = kubelet_input or written is not None
-    shutil.rmtree(_host(root, f"{AGENT_HOME}/versions"), ignore_errors=True)
-    shutil.rmtree(_host(root, ORIGINALS), ignore_errors=True)
-    _host(root, STATE).unlink(missing_ok=True)
-    for directory in sorted(state.get("made_dirs", []), key=len, reverse=True):
-        with contextlib.suppress(OSError):  # not empty: something else lives there now
-            _host(root, directory).rmdir()
-    if kubelet_input and service:
-        restart(service)
-        outcome.restarted.append(service)
+        else:
+            _restore(root, path, original)
+            outcome.changed.append(path)
+        del state["originals"][path]
+        state["written"].pop(path, None)
+        save(root, state)
+    due = state.pop("restart_due", "")
+    if due and service:
+        restart(due)
+        outcome.restarted.append(due)
+    _remove_own(root, state)
     return outcome
+
+
+def _remove_own(root: str, state: State) -> None:
+    """What the agent placed, the directories it made outside its home (deepest first), then its
+    home with its state in one rename: a kill on the way leaves what the next uninstall
+    finishes."""
+    save(root, state)
+    for own in (VERSIONS, f"{AGENT_HOME}/current", BEFORE, ORIGINALS):
+        remove_tree(host(root, own))
+    above = {str(p) for p in Path(AGENT_HOME).parents}
+    made = sorted(state.get("made_dirs", []), key=len, reverse=True)
+    inside = (AGENT_HOME, f"{AGENT_HOME}/")  # removed with the home
+    for directory in made:
+        if directory not in above and not directory.startswith(inside):
+            remove_empty_dir(host(root, directory))
+    remove_home(root, state)
+    for directory in made:  # those above the home (a node without /var/lib, say)
+        if directory in above:
+            remove_empty_dir(host(root, directory))

@@ -1,8 +1,10 @@
-"""Every file and link the tool puts on a node is replaced the way a database writes a page:
-a temporary beside it, written and flushed (``fsync``), renamed over the old one, and the
-directory flushed after the rename. Readers see the old or the new content, never part of it, and
-after a power cut the name holds one of the two: never an empty file (XFS, the default on RHEL and
-Amazon Linux, may otherwise leave a renamed file empty when its data was not flushed first).
+"""Every change the tool makes to a node goes through here, made the way a database writes a
+page: a file is replaced by a temporary beside it, written and flushed (``fsync``), renamed over
+the old one, and the directory flushed after the rename; a link the same way; a copied tree is
+flushed before it is renamed into place. Readers see the old or the new content, never part of
+it, and after a power cut each name holds one of the two: never an empty file (XFS, the default on
+RHEL and Amazon Linux, may otherwise leave a renamed file empty when its data was not flushed
+first). Every call that changes the node passes a kill point (``failpoint``) first.
 
 One writer for the agent (``agent/apply.py``) and for install and migrate (``install_plan.py``).
 """
@@ -15,6 +17,8 @@ import shutil
 from pathlib import Path
 from typing import Final
 
+from credprovider.tool.change.failpoint import reached
+
 TEMPORARY_SUFFIX: Final = ".credprovider-new"
 
 
@@ -25,6 +29,7 @@ def temporary_for(path: Path) -> Path:
 
 def sync_directory(directory: Path) -> None:
     """Flush ``directory``'s entries (a rename in it, a new name) to disk."""
+    reached(f"fsync {directory}")
     descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(descriptor)
@@ -32,12 +37,33 @@ def sync_directory(directory: Path) -> None:
         os.close(descriptor)
 
 
+def make_dirs(directory: Path) -> None:
+    """``directory`` and those above it, each new one flushed into its parent."""
+    missing = []
+    here = directory
+    while not os.path.lexists(here) and here != here.parent:
+        missing.append(here)
+        here = here.parent
+    for made in reversed(missing):
+        reached(f"mkdir {made}")
+        with contextlib.suppress(FileExistsError):
+            made.mkdir()
+        sync_directory(made.parent)
+
+
+def rename_into_place(source: Path, target: Path) -> None:
+    """``source`` renamed to ``target`` (replacing it), the directory flushed after."""
+    reached(f"rename {source} {target}")
+    os.replace(source, target)
+    sync_directory(target.parent)
+
+
 def replace_file(path: Path, data: bytes, mode: int = 0o644) -> None:
     """``path`` holds ``data`` (with ``mode``), durably; its directory is made if missing."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     partial = temporary_for(path)
-    with contextlib.suppress(FileNotFoundError):
-        partial.unlink()
+    remove_file(partial)
+    reached(f"write {partial}")
     descriptor = os.open(
         partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, mode
     )
@@ -46,24 +72,81 @@ def replace_file(path: Path, data: bytes, mode: int = 0o644) -> None:
         while view:
             view = view[os.write(descriptor, view) :]
         os.fchmod(descriptor, mode)
+        reached(f"fsync {partial}")
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
-    os.replace(partial, path)
-    sync_directory(path.parent)
+    rename_into_place(partial, path)
 
 
 def replace_link(path: Path, target: str) -> None:
     """``path`` is a link to ``target``, durably (a directory there is removed first)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(path.parent)
     if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
+        remove_tree(path)
     partial = temporary_for(path)
-    with contextlib.suppress(FileNotFoundError):
-        partial.unlink()
+    remove_file(partial)
+    reached(f"symlink {partial}")
     partial.symlink_to(target)
-    os.replace(partial, path)
+    rename_into_place(partial, path)
+
+
+def place_tree(source: Path, target: Path) -> None:
+    """``target`` is a copy of ``source`` (links kept as links), flushed, then renamed into
+    place (whatever was at ``target`` is replaced)."""
+    make_dirs(target.parent)
+    partial = temporary_for(target)
+    remove_tree(partial)
+    reached(f"copy {source} {partial}")
+    shutil.copytree(source, partial, symlinks=True)
+    for directory, _, files in os.walk(partial):
+        for name in files:
+            place = os.path.join(directory, name)
+            if not os.path.islink(place):
+                descriptor = os.open(place, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+                try:
+                    os.fsync(descriptor)
+                finally:
+                    os.close(descriptor)
+        sync_directory(Path(directory))
+    if os.path.lexists(target):
+        remove_tree(target)
+    rename_into_place(partial, target)
+
+
+def remove_file(path: Path) -> None:
+    """``path`` (a file or a link) gone, durably; nothing there is fine."""
+    if not os.path.lexists(path):
+        return
+    reached(f"unlink {path}")
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
     sync_directory(path.parent)
+
+
+def remove_tree(path: Path) -> None:
+    """A directory tree gone (a link there is removed as a link); nothing there is fine."""
+    if not os.path.lexists(path):
+        return
+    if path.is_symlink() or not path.is_dir():
+        remove_file(path)
+        return
+    reached(f"rmtree {path}")
+    shutil.rmtree(path, ignore_errors=True)
+    sync_directory(path.parent)
+
+
+def remove_empty_dir(path: Path) -> bool:
+    """``path`` removed if it is an empty directory; whether it is gone."""
+    if not os.path.lexists(path):
+        return True
+    reached(f"rmdir {path}")
+    try:
+        path.rmdir()
+    except OSError:
+        return False  # not empty: something else lives there now
+    sync_directory(path.parent)
+    return True
 
 
 def sync_tree(top: Path) -> None:

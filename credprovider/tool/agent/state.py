@@ -1,0 +1,231 @@
+"""What the node agent must remember about a node, on the node's disk (``AGENT_HOME/state.json``,
+not on tmpfs: a pod restart or a reboot neither repeats nor forgets anything). It is the agent's
+write-ahead journal: everything a change will do is recorded, and flushed, before the change
+touches the node, so that a run killed at any instant is finished or undone by the next one.
+
+* ``originals``: each path the agent ever replaced, as it was before the first install (a link's
+  target, a kept copy in ``originals/``, or nothing there);
+* ``written``: the digest of what the agent writes (or is about to write) to the kubelet's config
+  and flags;
+* ``made_dirs``: the directories it creates, recorded before they are made;
+* ``before``: the kubelet's config and flags as the change under way found them (copies in
+  ``before/``), for its rollback; ``restart_due``: the kubelet service owed a restart (and a health
+  check) by the change under way. Both are cleared once the kubelet is confirmed healthy, or
+  rolled back.
+
+A state that is not the agent's own (a forged or damaged one) is refused, changing nothing
+(docs/security.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any, Final
+
+from credprovider.tool.agent.platforms import AGENT_HOME
+from credprovider.tool.change.durable import (
+    remove_file,
+    remove_tree,
+    rename_into_place,
+    replace_file,
+    temporary_for,
+)
+from credprovider.tool.install_config import NodeChangeError
+from credprovider.tool.node.root import NodeRoot
+from credprovider.tool.nodefiles import FileProblem, read_bytes
+from credprovider.tool.structured import JsonTooDeep, bounded_json
+
+STATE: Final = f"{AGENT_HOME}/state.json"
+STATE_DIR: Final = AGENT_HOME
+ORIGINALS: Final = f"{AGENT_HOME}/originals"
+BEFORE: Final = f"{AGENT_HOME}/before"
+_COPY: Final = re.compile(f"(?:{re.escape(ORIGINALS)}|{re.escape(BEFORE)})/[0-9a-f]{{16}}")
+
+State = dict[str, Any]
+
+
+def host(root: str, path: str) -> Path:
+    """Where the node's ``path`` is under ``root``, to replace or remove (a last link kept)."""
+    return NodeRoot.at(root).host(path, follow=False)
+
+
+def read_host(root: str, path: str) -> Path:
+    """Where the node's ``path`` is under ``root``, to read (every link resolved inside it)."""
+    return NodeRoot.at(root).host(path)
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def empty() -> State:
+    return {"version": "", "originals": {}, "written": {}, "made_dirs": []}
+
+
+def load(root: str) -> State:
+    path = read_host(root, STATE)
+    if not os.path.lexists(path):
+        return empty()
+    try:
+        state = bounded_json(read_bytes(str(path)))
+    except (ValueError, FileProblem, JsonTooDeep):
+        state = None
+    if not isinstance(state, dict) or not _is_state(state):
+        raise NodeChangeError(
+            f"{STATE} is not the agent's state (edited or truncated): nothing is changed; "
+            "restore it, or remove it to make the agent start afresh"
+        )
+    state.setdefault("made_dirs", [])
+    return state
+
+
+# The agent's own directories above its state: only the agent makes them.
+HOME_CHAIN: Final = (AGENT_HOME, str(Path(AGENT_HOME).parent))
+
+
+def save(root: str, state: State) -> None:
+    """The state, flushed: what it records is on the disk before anything it describes is done.
+    The first save makes the agent's home whole beside its place and renames it in: a kill leaves
+    the home with its state, or only a temporary that :func:`recover_home` removes."""
+    data = json.dumps(state, indent=2, sort_keys=True).encode()
+    path = host(root, STATE)
+    if os.path.isdir(path.parent):
+        replace_file(path, data)
+        return
+    missing = [p for p in (STATE_DIR, *HOME_CHAIN[1:]) if not os.path.lexists(host(root, p))]
+    top = missing[-1]
+    partial = temporary_for(host(root, top))
+    remove_tree(partial)
+    replace_file(partial / os.path.relpath(STATE, top), data)
+    rename_into_place(partial, host(root, top))
+
+
+def recover_home(root: str) -> None:
+    """What a killed first save or final removal of the home left beside it goes."""
+    for directory in HOME_CHAIN:
+        remove_tree(temporary_for(host(root, directory)))
+
+
+def home_top(state: State) -> str:
+    """The highest of the agent's home directories that the agent made ('' if none)."""
+    made = set(state.get("made_dirs", []))
+    return next((d for d in reversed(HOME_CHAIN) if d in made), "")
+
+
+def remove_home(root: str, state: State) -> None:
+    """The state and the home the agent made, in one rename (then removed at leisure); a home
+    it did not make keeps its directories, its state removed."""
+    top = home_top(state)
+    if not top:
+        remove_file(host(root, STATE))
+        return
+    partial = temporary_for(host(root, top))
+    remove_tree(partial)
+    rename_into_place(host(root, top), partial)
+    remove_tree(partial)
+
+
+def keep(root: str, where: str, path: str) -> dict[str, Any]:
+    """``path`` as it is now: a link's target, a copy kept (flushed) under ``where``, or
+    absent."""
+    found = host(root, path)
+    if found.is_symlink():
+        return {"link": os.readlink(found)}
+    if found.is_file():
+        name = f"{where}/{hashlib.sha256(path.encode()).hexdigest()[:16]}"
+        replace_file(host(root, name), found.read_bytes(), found.stat().st_mode & 0o7777)
+        return {"file": name, "mode": found.stat().st_mode}
+    return {"absent": True}
+
+
+def kept_bytes(root: str, kept: dict[str, Any]) -> bytes | None:
+    """The content a kept entry records (``None``: a link, or nothing)."""
+    if "file" not in kept:
+        return None
+    return read_host(root, "/" + str(kept["file"]).lstrip("/")).read_bytes()
+
+
+def matches(root: str, path: str, kept: dict[str, Any]) -> bool:
+    """Is ``path`` now exactly as ``kept`` records it?"""
+    found = host(root, path)
+    if "link" in kept:
+        return found.is_symlink() and os.readlink(found) == kept["link"]
+    if "file" in kept:
+        return (
+            not found.is_symlink()
+            and found.is_file()
+            and found.read_bytes() == kept_bytes(root, kept)
+        )
+    return not os.path.lexists(found)
+
+
+def _node_path(value: object) -> bool:
+    """An absolute, normalized node path (no ``..``, no empty or ``.`` part, no NUL)."""
+    return (
+        isinstance(value, str)
+        and value.startswith("/")
+        and "\0" not in value
+        and os.path.normpath(value) == value
+        and "/../" not in f"{value}/"
+    )
+
+
+def _is_kept(value: object) -> bool:
+    """A kept entry: a link's target, a copy in the agent's own directories (with its mode), or
+    nothing there."""
+    if not isinstance(value, dict):
+        return False
+    if "link" in value:
+        return isinstance(value["link"], str) and "\0" not in value["link"]
+    if "file" in value:
+        kept = value["file"]
+        return (
+            isinstance(kept, str)
+            and _COPY.fullmatch("/" + kept.lstrip("/")) is not None
+            and isinstance(value.get("mode"), int)
+            and not isinstance(value.get("mode"), bool)
+        )
+    return value.get("absent") is True
+
+
+def _is_state(state: dict[str, Any]) -> bool:
+    """The agent's own state: every path a normalized node path, every kept copy in its own
+    directory (a forged state could otherwise name a file to copy over a node file, or one to
+    delete)."""
+    originals, written = state.get("originals"), state.get("written")
+    before = state.get("before", {})
+    made = state.get("made_dirs", [])
+    return (
+        isinstance(originals, dict)
+        and isinstance(written, dict)
+        and isinstance(before, dict)
+        and isinstance(made, list)
+        and isinstance(state.get("version", ""), str)
+        and isinstance(state.get("previous", ""), str)
+        and isinstance(state.get("restart_due", ""), str)
+        and all(_node_path(path) and _is_kept(kept) for path, kept in originals.items())
+        and all(
+            _node_path(path) and _is_kept(kept) and isinstance(kept.get("written", ""), str | None)
+            for path, kept in before.items()
+        )
+        and all(_node_path(path) and isinstance(sha, str) for path, sha in written.items())
+        and all(_node_path(path) for path in made)
+    )
+
+
+def record_made_dirs(root: str, state: State, path: str) -> None:
+    """Record the directories above ``path`` that do not exist yet (uninstall removes them), as
+    the node names them once its links are resolved inside the root."""
+    node = NodeRoot.at(root)
+    top = Path(node.path)
+    parent = node.host(str(Path(path).parent))
+    missing: list[str] = []
+    while parent != top and not os.path.lexists(parent):
+        missing.append(node.node_path(parent))
+        parent = parent.parent
+    made: list[str] = state.setdefault("made_dirs", [])
+    made += [directory for directory in missing if directory not in made]

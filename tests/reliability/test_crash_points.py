@@ -1,0 +1,141 @@
+"""The crash-point suite (issue #46): ``agent apply`` (a first install, then a config change that
+restarts the kubelet) and ``agent uninstall``, each killed (SIGKILL, as an OOM kill, an eviction
+or a power cut ends it) at every call that changes the node in turn: the engine's kill points
+(``credprovider/tool/change/failpoint.py``: every mkdir, write, fsync, rename, link, unlink and
+rmdir). After each kill:
+
+(a) the same command run again exits 0 and leaves the node as an uninterrupted run does;
+(b) uninstall then restores the original tree byte for byte (files, links, modes, directories);
+(c) uninstall right after the kill does the same.
+
+The number of kill points is counted, not listed: a new write in the engine is a new point."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from credprovider.tool.change.failpoint import FAILPOINT_ENV, KILLED_STATUS
+from emulators.http import FakeResponse, serve
+from tests.helpers import run_cli
+from tests.integration.cli.conftest import fake_bundle
+from tests.unit.tool.test_agent_apply import kubeadm, tree
+
+STATE = "/var/lib/credprovider/agent/state.json"
+KILLED = (-9, KILLED_STATUS)
+
+
+@pytest.fixture(scope="module")
+def healthz() -> Iterator[str]:
+    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
+        yield f"{kubelet.url}/healthz"
+
+
+def comparable(found: dict[str, tuple[str, str, int]]) -> dict[str, Any]:
+    """A node tree, the agent's state compared without its list of made directories (a rerun
+    finds those a killed run made already there)."""
+    shown: dict[str, Any] = dict(found)
+    if STATE in shown:
+        kind, text, mode = shown[STATE]
+        state = json.loads(text)
+        state.pop("made_dirs", None)
+        shown[STATE] = (kind, state, mode)
+    return shown
+
+
+class Node:
+    def __init__(self, tmp: Path, healthz: str, name: str) -> None:
+        self.root = kubeadm(tmp / name)
+        Path(self.root, "etc/default").mkdir(parents=True, exist_ok=True)
+        Path(self.root, "etc/default/kubelet").write_text("KUBELET_EXTRA_ARGS=--v=2\n")
+        self.bundle = str(fake_bundle(tmp / f"{name}-bundle", "0.1.0").parent)
+        self.common = ["--root", self.root, "--restart-command", "true {unit}", "--healthz",
+                       healthz, "--health-timeout", "5"]  # fmt: skip
+
+    def apply(self, failpoint: int = 0, *more: str) -> int:
+        env = {FAILPOINT_ENV: str(failpoint)} if failpoint else {}
+        done = run_cli("agent", "apply", "--bundle", self.bundle, "--providers", "aws",
+                       *more, *self.common, env=env)  # fmt: skip
+        assert "Traceback" not in done.stderr, done.stderr
+        return done.returncode
+
+    def uninstall(self, failpoint: int = 0) -> int:
+        env = {FAILPOINT_ENV: str(failpoint)} if failpoint else {}
+        done = run_cli("agent", "uninstall", *self.common, env=env)
+        assert "Traceback" not in done.stderr, done.stderr
+        return done.returncode
+
+    def tree(self) -> dict[str, Any]:
+        return comparable(tree(self.root))
+
+
+def points(tmp: Path, healthz: str, prepare: Any, run: Any) -> Iterator[tuple[int, Node]]:
+    """Each kill point of ``run`` on a node ``prepare`` made: (point, the killed node)."""
+    point = 1
+    while True:
+        node = Node(tmp / f"p{point}", healthz, "node")
+        prepare(node)
+        code = run(node, point)
+        if code not in KILLED:
+            assert code == 0 and point > 5, f"the run ended ({code}) at point {point}"
+            return
+        yield point, node
+        point += 1
+
+
+SETTINGS = '{"aws": {"defaultCacheDuration": "2h"}}'
+
+
+@pytest.mark.parametrize("change", ["first install", "config change"])
+def test_apply_killed_at_every_point(tmp_path: Path, healthz: str, change: str) -> None:
+    def prepare(node: Node) -> None:
+        if change == "config change":
+            assert node.apply() == 0
+
+    more = ("--provider-settings", SETTINGS) if change == "config change" else ()
+    reference = Node(tmp_path / "reference", healthz, "node")
+    original = reference.tree()
+    prepare(reference)
+    before = reference.tree()
+    assert reference.apply(0, *more) == 0
+    applied = reference.tree()
+    assert applied != before
+    covered = 0
+    for point, node in points(tmp_path, healthz, prepare, lambda n, p: n.apply(p, *more)):
+        twin = Node(tmp_path / f"p{point}", healthz, "twin")
+        prepare(twin)
+        assert twin.apply(point, *more) in KILLED
+        # (c) uninstall right after the kill
+        assert twin.uninstall() == 0, f"point {point}"
+        assert twin.tree() == original, f"uninstall after a kill at point {point}"
+        # (a) the same command again, then (b) uninstall
+        assert node.apply(0, *more) == 0, f"point {point}"
+        assert _same_but_paths(node.tree(), applied, node, reference), f"rerun after point {point}"
+        assert node.uninstall() == 0
+        assert node.tree() == original, f"uninstall after a rerun, point {point}"
+        covered += 1
+    print(f"{change}: {covered} kill points")
+    assert covered >= 20
+
+
+def test_uninstall_killed_at_every_point(tmp_path: Path, healthz: str) -> None:
+    reference = Node(tmp_path / "reference", healthz, "node")
+    original = reference.tree()
+    covered = 0
+    for point, node in points(tmp_path, healthz, lambda n: n.apply(), lambda n, p: n.uninstall(p)):
+        assert node.uninstall() == 0, f"a second uninstall after a kill at point {point}"
+        assert node.tree() == original, f"point {point}"
+        covered += 1
+    print(f"uninstall: {covered} kill points")
+    assert covered >= 10
+
+
+def _same_but_paths(found: dict[str, Any], expected: dict[str, Any], a: Node, b: Node) -> bool:
+    """Two nodes' trees are the same (the config and state name their own root nowhere, so the
+    trees compare as they are)."""
+    return found == expected and a.root != b.root and shutil.which("true") is not None
