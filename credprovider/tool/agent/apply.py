@@ -23,6 +23,7 @@ finishes it. A file someone else changed since the agent wrote it is reported an
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +57,10 @@ from credprovider.tool.change.durable import (
     replace_link,
     temporary_for,
 )
+from credprovider.tool.flagfiles import flags_from_file, rewrite
 from credprovider.tool.install_config import NodeChangeError
+from credprovider.tool.migration import FlagChanges
+from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
 
 Restart = Callable[[str], None]
 Healthy = Callable[[], str | None]  # None: healthy; else what is wrong
@@ -110,6 +114,8 @@ def _intent(root: str, plan: AgentPlan, state: State) -> None:
         state.pop("before")
     if inputs and plan.restart:
         state["restart_due"] = plan.restart
+    if plan.flag_text is not None and plan.flag_file not in state.setdefault("flag_files", []):
+        state["flag_files"].append(plan.flag_file)
     save(root, state)
 
 
@@ -244,8 +250,14 @@ def uninstall(root: str, service: str, restart: Restart) -> Outcome:
         if matches(root, path, original):
             pass  # already as it was (restored before a kill, or never replaced)
         elif ours and (not readable.is_file() or digest(readable.read_bytes()) not in ours):
-            outcome.kept.append(path)  # someone else's since: reported, not overwritten
-            continue
+            if not _agents_flags_removed(root, state, path, original):
+                outcome.kept.append(path)  # someone else's since: reported, not overwritten
+                continue
+            outcome.changed.append(path)
+            outcome.detail = (
+                f"{path} was edited since the agent wrote it: only the agent's flags were taken "
+                "out of it, the edit kept"
+            )
         else:
             _restore(root, path, original)
             outcome.changed.append(path)
@@ -258,6 +270,27 @@ def uninstall(root: str, service: str, restart: Restart) -> Outcome:
         outcome.restarted.append(due)
     _remove_own(root, state)
     return outcome
+
+
+def _agents_flags_removed(root: str, state: State, path: str, original: dict[str, Any]) -> bool:
+    """A flags file edited since the agent wrote it (an operator's ``--max-pods``): the agent's two
+    flags taken out of it, everything else kept, when the node's own file had neither of them (so
+    taking them out is all that undoing the agent's edit takes); whether that was done."""
+    found = read_host(root, path)
+    if path not in state.get("flag_files", []) or "link" in original or not found.is_file():
+        return False
+    before = shlex.split(
+        flags_from_file((kept_bytes(root, original) or b"").decode("utf-8", "replace"))
+    )
+    ours = (CONFIG_FLAG, BIN_DIR_FLAG)
+    if any(flag_value(before, flag) for flag in ours):
+        return False  # the node had its own values: only the operator knows which to keep
+    text = found.read_text(encoding="utf-8", errors="replace")
+    if not any(flag_value(shlex.split(flags_from_file(text)), flag) for flag in ours):
+        return True  # the operator took them out already
+    edited = rewrite(text, FlagChanges(frozenset(ours), frozenset()).edit)
+    replace_file(host(root, path), edited.encode(), found.stat().st_mode & 0o7777)
+    return True
 
 
 def _remove_own(root: str, state: State) -> None:

@@ -7,7 +7,8 @@ touches the node, so that a run killed at any instant is finished or undone by t
   target, a kept copy in ``originals/``, or nothing there);
 * ``written``: the digest of what the agent writes (or is about to write) to the kubelet's config
   and flags;
-* ``made_dirs``: the directories it creates, recorded before they are made;
+* ``made_dirs``: the directories it creates, recorded before they are made; ``flag_files``: the
+  kubelet flags files it edits (uninstall takes only its own flags out of one edited since);
 * ``before``: the kubelet's config and flags as the change under way found them (copies in
   ``before/``), for its rollback; ``restart_due``: the kubelet service owed a restart (and a health
   check) by the change under way. Both are cleared once the kubelet is confirmed healthy, or
@@ -199,6 +200,7 @@ def _is_state(state: dict[str, Any]) -> bool:
     originals, written = state.get("originals"), state.get("written")
     before = state.get("before", {})
     made = state.get("made_dirs", [])
+    flag_files = state.get("flag_files", [])
     return (
         isinstance(originals, dict)
         and isinstance(written, dict)
@@ -214,6 +216,8 @@ def _is_state(state: dict[str, Any]) -> bool:
         )
         and all(_node_path(path) and isinstance(sha, str) for path, sha in written.items())
         and all(_node_path(path) for path in made)
+        and isinstance(flag_files, list)
+        and all(_node_path(path) for path in flag_files)
     )
 
 

@@ -324,3 +324,31 @@ def test_sigterm_during_a_change_lets_it_finish_then_exits(tmp_path: Path) -> No
         undone = cli("agent", "uninstall", *common, "--restart-command", "true {unit}")
     assert undone.returncode == 0, undone.stderr
     assert tree(root) == before
+
+
+def test_uninstall_over_a_hand_edited_flags_file_takes_out_only_the_agents_flags(
+    tmp_path: Path,
+) -> None:
+    """An operator adds --max-pods=200 to /etc/default/kubelet after the agent wrote it: uninstall
+    keeps that edit and takes the agent's two flags out (the config and plugins they name are
+    removed, so leaving them would stop the kubelet at its next start)."""
+    from credprovider.tool.flagfiles import flags_from_file
+
+    root = kubeadm(tmp_path / "node")
+    flags = Path(root, "etc/default/kubelet")
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
+        common = ["--root", root, "--restart-command", restart_command(tmp_path),
+                  "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "2"]  # fmt: skip
+        assert cli("agent", "apply", "--bundle", str(bundle), "--providers", "aws",
+                   *common).returncode == 0  # fmt: skip
+        written = flags.read_text()
+        assert "--image-credential-provider-config" in written
+        flags.write_text(written.replace("--v=2", "--v=2 --max-pods=200"))
+        undone = cli("agent", "uninstall", *common)
+    assert undone.returncode == 0, undone.stderr
+    assert "only the agent's flags were taken out of it, the edit kept" in undone.stdout
+    assert flags_from_file(flags.read_text()).split() == ["--v=2", "--max-pods=200"]
+    assert not Path(root, "etc/kubernetes/image-credential-provider-config.yaml").exists()
+    assert not Path(root, "var/lib/credprovider").exists()
+    assert restarts(tmp_path) == ["kubelet", "kubelet"]
