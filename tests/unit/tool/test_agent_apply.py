@@ -127,15 +127,18 @@ def test_uninstall_leaves_the_node_as_it_was(tmp_path: Path) -> None:
     assert service.restarts == ["kubelet", "kubelet"]
 
 
-def test_uninstall_keeps_a_file_someone_changed_since(tmp_path: Path) -> None:
+def test_uninstall_keeps_an_edit_someone_made_since(tmp_path: Path) -> None:
     root = kubeadm(tmp_path)
     service = Service()
     run(root, tmp_path, "0.1.0", service)
     flags = Path(root) / "etc/default/kubelet"
     flags.write_text(flags.read_text() + "# edited by hand\n")
     outcome = uninstall(root, "kubelet", service.restart)
-    assert outcome.kept == ["/etc/default/kubelet"]
+    # the edit is kept; only the agent's two flags are taken out (issue #46: they name a config
+    # and plugins uninstall removes)
+    assert outcome.kept == [] and "/etc/default/kubelet" in outcome.changed
     assert flags.read_text().endswith("# edited by hand\n")
+    assert "--image-credential-provider" not in flags.read_text()
     config = Path(root) / "etc/kubernetes/image-credential-provider-config.yaml"
     assert not config.exists()  # it was not there before the install
 
