@@ -228,17 +228,24 @@ def apply(
     return outcome if outcome.changed else Outcome("unchanged")
 
 
-def uninstall(root: str, service: str, restart: Restart) -> Outcome:
+def uninstall(root: str, service: str, restart: Restart, healthy: Healthy | None = None) -> Outcome:
     """Every file and link back to how it was before the first install; what the agent placed
-    removed; the kubelet restarted (``service``) when its config or flags changed. Its progress is
-    recorded: after a kill, running it again finishes it."""
+    removed; the kubelet restarted (``service``) when its config or flags changed, and (with
+    ``healthy``) confirmed healthy, else the agent's files put back and the kubelet restarted
+    again (a rollback: nothing removed). Its intent is recorded first: after a kill, running it
+    again finishes it."""
     recover_home(root)
     if not os.path.lexists(read_host(root, STATE)):
         return Outcome("uninstalled")  # nothing of the agent's is on the node
     state = load(root)
     outcome = Outcome("uninstalled")
     if service and state["written"] and not state.get("restart_due"):
-        state["restart_due"] = service  # owed from the first restored input on
+        # what the kubelet runs now, kept for a rollback, and the restart owed from here on
+        before = state.setdefault("before", {})
+        for path in state["originals"]:
+            if path not in before:
+                before[path] = {**keep(root, BEFORE, path), "written": state["written"].get(path)}
+        state["restart_due"] = service
         save(root, state)
     for path, original in sorted(state["originals"].items()):
         remove_file(temporary_for(host(root, path)))  # a killed write's temporary
@@ -248,28 +255,59 @@ def uninstall(root: str, service: str, restart: Restart) -> Outcome:
         ours = {written, state.get("before", {}).get(path, {}).get("written")} - {None}
         readable = read_host(root, path)
         if matches(root, path, original):
-            pass  # already as it was (restored before a kill, or never replaced)
-        elif ours and (not readable.is_file() or digest(readable.read_bytes()) not in ours):
+            continue  # already as it was (restored before a kill, or never replaced)
+        if ours and (not readable.is_file() or digest(readable.read_bytes()) not in ours):
             if not _agents_flags_removed(root, state, path, original):
                 outcome.kept.append(path)  # someone else's since: reported, not overwritten
                 continue
-            outcome.changed.append(path)
             outcome.detail = (
                 f"{path} was edited since the agent wrote it: only the agent's flags were taken "
                 "out of it, the edit kept"
             )
         else:
             _restore(root, path, original)
-            outcome.changed.append(path)
-        del state["originals"][path]
-        state["written"].pop(path, None)
-        save(root, state)
-    due = state.pop("restart_due", "")
+        outcome.changed.append(path)
+    due = state.get("restart_due", "")
     if due and service:
-        restart(due)
-        outcome.restarted.append(due)
+        problem = _restarted(due, restart, healthy, outcome)
+        if problem is not None:
+            return _undo_uninstall(root, state, restart, outcome, problem)
+    state.pop("restart_due", None)
     _remove_own(root, state)
     return outcome
+
+
+def _restarted(
+    service: str, restart: Restart, healthy: Healthy | None, outcome: Outcome
+) -> str | None:
+    """``service`` restarted and, with ``healthy``, checked: what went wrong, or None."""
+    try:
+        restart(service)
+    except NodeChangeError as exc:
+        return str(exc)
+    outcome.restarted.append(service)
+    return healthy() if healthy is not None else None
+
+
+def _undo_uninstall(
+    root: str, state: State, restart: Restart, outcome: Outcome, problem: str
+) -> Outcome:
+    """The kubelet did not come back without the agent's files: they are put back as uninstall
+    found them, and it is restarted again; the agent stays installed."""
+    for path, kept in sorted(state.get("before", {}).items()):
+        _restore(root, path, kept)
+    detail = (
+        f"the kubelet was not healthy after the uninstall's restart ({problem}): the agent's "
+        "files were put back"
+    )
+    try:
+        restart(state["restart_due"])
+        outcome.restarted.append(state["restart_due"])
+        detail += " and it was restarted again"
+    except NodeChangeError as exc:
+        detail += f"; restarting it again failed too ({exc})"
+    _settle(root, state)
+    return Outcome("rolled back", outcome.changed, outcome.restarted, detail=detail)
 
 
 def _agents_flags_removed(root: str, state: State, path: str, original: dict[str, Any]) -> bool:
@@ -296,7 +334,9 @@ def _agents_flags_removed(root: str, state: State, path: str, original: dict[str
 def _remove_own(root: str, state: State) -> None:
     """What the agent placed, the directories it made outside its home (deepest first), then its
     home with its state in one rename: a kill on the way leaves what the next uninstall
-    finishes."""
+    finishes (the state no longer names the copies about to be removed)."""
+    state["originals"], state["written"] = {}, {}
+    state.pop("before", None)
     save(root, state)
     for own in (VERSIONS, f"{AGENT_HOME}/current", BEFORE, ORIGINALS):
         remove_tree(host(root, own))

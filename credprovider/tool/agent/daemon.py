@@ -145,8 +145,10 @@ class Node:
     def uninstall(self, service: str) -> Outcome:
         state = load_state(self.root)
 
+        restart, healthy = self._restart_and_health("")
+
         def change() -> Outcome:
-            return uninstall(self.root, service, self.restart_command)
+            return uninstall(self.root, service, restart, healthy)
 
         needs_restart = bool(service and state["written"])
         if needs_restart:
@@ -154,8 +156,8 @@ class Node:
         else:
             with self.changing():
                 outcome = change()
-        for unit in outcome.restarted:
-            self.event(RESTARTED, f"credprovider restarted {unit}")
+        if outcome.result == "rolled back":
+            self.event(ROLLED_BACK, _said(outcome), warning=True)
         if outcome.kept:
             self.event(
                 KEPT,
@@ -163,7 +165,8 @@ class Node:
                 + ", ".join(outcome.kept),
                 warning=True,
             )
-        self.event(UNINSTALLED, _said(outcome))
+        if outcome.result == "uninstalled":
+            self.event(UNINSTALLED, _said(outcome))
         self.report(outcome.result, _said(outcome), "")
         return outcome
 

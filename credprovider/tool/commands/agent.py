@@ -192,10 +192,10 @@ def _cmd_uninstall(args: argparse.Namespace) -> int:
     if systemd_refused(args, "uninstall"):
         return EXIT_FAILED
     platform, _ = recognize(args.root)
-    restart, _ = _service(args)
+    restart, healthy = _service(args)
     service = "" if args.files_only else installed_unit(args.root, platform.services)
     try:
-        outcome = uninstall(args.root, service, restart)
+        outcome = uninstall(args.root, service, restart, healthy)
     except PermissionError as exc:
         print(
             f"credprovider agent uninstall: cannot write {exc.filename} as uid {os.geteuid()}: "
@@ -206,7 +206,7 @@ def _cmd_uninstall(args: argparse.Namespace) -> int:
     except (OSError, NodeChangeError) as exc:
         print(f"credprovider agent uninstall: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    return said(outcome, args.json, ok=not outcome.kept)
+    return said(outcome, args.json, ok=outcome.result == "uninstalled" and not outcome.kept)
 
 
 def _install_options(parser: argparse.ArgumentParser) -> None:

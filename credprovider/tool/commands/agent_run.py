@@ -208,7 +208,7 @@ def run_with_cluster(args: argparse.Namespace) -> int:
             platform, _ = recognize(args.root)
             service = "" if args.files_only else installed_unit(args.root, platform.services)
             outcome = node.uninstall(service)
-            ok = not outcome.kept
+            ok = outcome.result == "uninstalled" and not outcome.kept
         else:
             # the config is validated for this node's kubelet: tokenAttributes from 1.34
             from credprovider.tool.doctor.live import SA_TOKENS_ON_SINCE

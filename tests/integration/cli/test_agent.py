@@ -352,3 +352,30 @@ def test_uninstall_over_a_hand_edited_flags_file_takes_out_only_the_agents_flags
     assert not Path(root, "etc/kubernetes/image-credential-provider-config.yaml").exists()
     assert not Path(root, "var/lib/credprovider").exists()
     assert restarts(tmp_path) == ["kubelet", "kubelet"]
+
+
+def test_uninstall_with_a_kubelet_that_does_not_come_back_is_rolled_back(tmp_path: Path) -> None:
+    """Without the agent's files the kubelet is not healthy (nothing answers its /healthz): the
+    files are put back as uninstall found them, the kubelet restarted again, exit 1; a later
+    uninstall, the kubelet healthy, takes the node back byte for byte."""
+    root = kubeadm(tmp_path / "node")
+    before = tree(root)
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    statuses = [200]
+    with serve(lambda request: FakeResponse.text("ok", status=statuses[0])) as kubelet:
+        common = ["--root", root, "--restart-command", restart_command(tmp_path),
+                  "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "2"]  # fmt: skip
+        assert cli("agent", "apply", "--bundle", str(bundle), "--providers", "aws",
+                   *common).returncode == 0  # fmt: skip
+        installed = tree(root)
+        statuses[0] = 500
+        failed = cli("agent", "uninstall", *common)
+        assert failed.returncode == 1, failed.stdout + failed.stderr
+        assert failed.stdout.startswith("rolled back: the kubelet was not healthy after the "
+                                        "uninstall's restart")  # fmt: skip
+        assert tree(root) == installed
+        assert restarts(tmp_path) == ["kubelet"] * 3
+        statuses[0] = 200
+        done = cli("agent", "uninstall", *common)
+    assert done.returncode == 0, done.stderr
+    assert tree(root) == before
