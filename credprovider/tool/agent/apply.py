@@ -173,12 +173,7 @@ def _confirm(
 ) -> Outcome:
     """The restart owed to the kubelet, made and checked; rolled back if it fails."""
     service = state["restart_due"]
-    try:
-        restart(service)
-        outcome.restarted.append(service)
-        problem = healthy()
-    except NodeChangeError as exc:
-        problem = str(exc)
+    problem = _restarted(service, restart, healthy, outcome)
     if problem is None:
         _settle(root, state)
         return outcome
@@ -189,18 +184,37 @@ def _confirm(
         else:
             state["written"][path] = kept["written"]
     save(root, state)
-    detail = (
+    detail = _restarted_again(
+        service,
+        restart,
+        outcome,
         f"the kubelet was not healthy after the restart ({problem}): its config and flags were "
-        "put back"
+        "put back",
     )
-    try:
-        restart(service)
-        outcome.restarted.append(service)
-        detail += " and it was restarted again"
-    except NodeChangeError as exc:
-        detail += f"; restarting it again failed too ({exc})"
     _settle(root, state)
     return Outcome("rolled back", outcome.changed, outcome.restarted, detail=detail)
+
+
+def _restarted(
+    service: str, restart: Restart, healthy: Healthy | None, outcome: Outcome
+) -> str | None:
+    """``service`` restarted and, with ``healthy``, checked: what went wrong, or None."""
+    try:
+        restart(service)
+    except NodeChangeError as exc:
+        return str(exc)
+    outcome.restarted.append(service)
+    return healthy() if healthy is not None else None
+
+
+def _restarted_again(service: str, restart: Restart, outcome: Outcome, detail: str) -> str:
+    """A rollback's restart; ``detail`` with what became of it."""
+    try:
+        restart(service)
+    except NodeChangeError as exc:
+        return f"{detail}; restarting it again failed too ({exc})"
+    outcome.restarted.append(service)
+    return f"{detail} and it was restarted again"
 
 
 def apply(
@@ -277,18 +291,6 @@ def uninstall(root: str, service: str, restart: Restart, healthy: Healthy | None
     return outcome
 
 
-def _restarted(
-    service: str, restart: Restart, healthy: Healthy | None, outcome: Outcome
-) -> str | None:
-    """``service`` restarted and, with ``healthy``, checked: what went wrong, or None."""
-    try:
-        restart(service)
-    except NodeChangeError as exc:
-        return str(exc)
-    outcome.restarted.append(service)
-    return healthy() if healthy is not None else None
-
-
 def _undo_uninstall(
     root: str, state: State, restart: Restart, outcome: Outcome, problem: str
 ) -> Outcome:
@@ -296,16 +298,13 @@ def _undo_uninstall(
     found them, and it is restarted again; the agent stays installed."""
     for path, kept in sorted(state.get("before", {}).items()):
         _restore(root, path, kept)
-    detail = (
+    detail = _restarted_again(
+        state["restart_due"],
+        restart,
+        outcome,
         f"the kubelet was not healthy after the uninstall's restart ({problem}): the agent's "
-        "files were put back"
+        "files were put back",
     )
-    try:
-        restart(state["restart_due"])
-        outcome.restarted.append(state["restart_due"])
-        detail += " and it was restarted again"
-    except NodeChangeError as exc:
-        detail += f"; restarting it again failed too ({exc})"
     _settle(root, state)
     return Outcome("rolled back", outcome.changed, outcome.restarted, detail=detail)
 

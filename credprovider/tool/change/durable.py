@@ -99,16 +99,7 @@ def place_tree(source: Path, target: Path) -> None:
     remove_tree(partial)
     reached(f"copy {source} {partial}")
     shutil.copytree(source, partial, symlinks=True)
-    for directory, _, files in os.walk(partial):
-        for name in files:
-            place = os.path.join(directory, name)
-            if not os.path.islink(place):
-                descriptor = os.open(place, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-                try:
-                    os.fsync(descriptor)
-                finally:
-                    os.close(descriptor)
-        sync_directory(Path(directory))
+    sync_tree(partial)
     if os.path.lexists(target):
         remove_tree(target)
     rename_into_place(partial, target)
