@@ -30,8 +30,10 @@ BUDGETS = {
     # requests and cryptography and makes one more call over TLS (the plain miss does neither).
     "miss_ms": {"aws": 220.0, "gcp": 220.0, "gcp-impersonated": 220.0, "azure": 300.0},
     # 45 until #29: the bundle now carries its own glibc (loader, libc, libm ...: 3.1 MiB on amd64)
-    # so that it needs no libc on the node.
-    "bundle_mib": 48.0,
+    # so that it needs no libc on the node. 48 until #45: the fleet agent's API client (#36:
+    # lightkube, httpx2, httpcore2, anyio, h2) and D-Bus client (jeepney) joined the bundle, 1.7
+    # MiB, never imported on a plugin's exec path; #45's and #46's tool modules add 0.05 MiB.
+    "bundle_mib": 50.0,
     # Multiples of the bare start of the bundle's own interpreter, measured in the same run (#17).
     "version_x_bare": 1.5,
     "hit_x_bare": 2.0,
