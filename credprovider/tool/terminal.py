@@ -27,20 +27,14 @@ def sanitized(text: str) -> str:
     """``text`` with every control, format (bidi) and undecodable character escaped."""
     if text.isprintable():
         return text
-    parts = []
-    for piece in text.split("\n"):
-        pieces = piece.split("\t")
-        parts.append("\t".join(_one(p) for p in pieces))
-    return "\n".join(parts)
+    return "".join(ch if ch.isprintable() or ch in _KEPT else _escaped(ch) for ch in text)
 
 
-def _one(text: str) -> str:
-    if text.isprintable():
-        return text
-    return "".join(
-        f"\\x{ord(ch) - 0xDC00:02x}" if 0xDC80 <= ord(ch) <= 0xDCFF else printable(ch)
-        for ch in text
-    )
+def _escaped(ch: str) -> str:
+    """One character as ``%q`` writes it; a byte ``os.fsdecode`` kept as a surrogate as ``\\xff``."""
+    if 0xDC80 <= ord(ch) <= 0xDCFF:
+        return f"\\x{ord(ch) - 0xDC00:02x}"
+    return printable(ch)
 
 
 class _Sanitizing:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Final
 from credprovider.errors import CredproviderError
 from credprovider.tool.agent.apply import Outcome, apply, load_state, uninstall
 from credprovider.tool.agent.cluster import Cluster, ClusterError, NodeStatus, Renewer, now, stamp
-from credprovider.tool.node.root import NodeRoot
+from credprovider.tool.agent.state import read_host
 
 if TYPE_CHECKING:
     import datetime
@@ -186,7 +186,7 @@ class Node:
         from credprovider.tool.config import read_config
 
         try:
-            loaded = read_config(str(host_path(self.root, plan.config_path)))
+            loaded = read_config(str(read_host(self.root, plan.config_path)))
         except (CredproviderError, OSError) as exc:
             problems = [f"the config cannot be read: {exc}"]
         else:
@@ -199,10 +199,6 @@ class Node:
         return problems
 
 
-def host_path(root: str, path: str) -> Path:
-    return NodeRoot.at(root).host(path)
-
-
 def config_hash(root: str, config_path: str) -> str:
     """The kubelet's hash of the config at ``config_path`` on the node, or "" when unreadable."""
     from credprovider.tool.config import read_config
@@ -211,7 +207,7 @@ def config_hash(root: str, config_path: str) -> str:
     if not config_path:
         return ""
     try:
-        return kubelet_hash(read_config(str(host_path(root, config_path))).contents)
+        return kubelet_hash(read_config(str(read_host(root, config_path))).contents)
     except (CredproviderError, OSError):
         return ""
 

@@ -41,7 +41,6 @@ from credprovider.tool.nodefiles import FileProblem, read_bytes
 from credprovider.tool.structured import JsonTooDeep, bounded_json
 
 STATE: Final = f"{AGENT_HOME}/state.json"
-STATE_DIR: Final = AGENT_HOME
 ORIGINALS: Final = f"{AGENT_HOME}/originals"
 BEFORE: Final = f"{AGENT_HOME}/before"
 _COPY: Final = re.compile(f"(?:{re.escape(ORIGINALS)}|{re.escape(BEFORE)})/[0-9a-f]{{16}}")
@@ -97,7 +96,7 @@ def save(root: str, state: State) -> None:
     if os.path.isdir(path.parent):
         replace_file(path, data)
         return
-    missing = [p for p in (STATE_DIR, *HOME_CHAIN[1:]) if not os.path.lexists(host(root, p))]
+    missing = [p for p in HOME_CHAIN if not os.path.lexists(host(root, p))]
     top = missing[-1]
     partial = temporary_for(host(root, top))
     remove_tree(partial)

@@ -22,10 +22,10 @@ names the same file). What this user may not read (another user's environment, w
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass, field
 from typing import Final
 
+from credprovider.tool.node.trust import owner_problem
 from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_bytes
 
 KUBELET_NAME: Final = "kubelet"
@@ -115,15 +115,6 @@ def service_unit(cgroup_text: str) -> str:
     return ""
 
 
-def binary_distrust(mode: int, uid: int, gid: int) -> str:
-    """Why a binary with this owner and mode is not one only root controls ('' if it is)."""
-    if uid != 0:
-        return f"its binary is owned by uid {uid}, not root"
-    if mode & stat.S_IWOTH or (mode & stat.S_IWGRP and gid != 0):
-        return f"its binary is writable by others (mode {stat.filemode(mode)})"
-    return ""
-
-
 def boot_time(proc: str) -> float | None:
     try:
         for line in read_bytes(f"{proc}/stat").decode("ascii", "replace").splitlines():
@@ -170,7 +161,7 @@ def _distrust(proc: str, pid: int) -> str:
         if os.geteuid() == 0:
             return f"its binary cannot be checked ({(exc.strerror or str(exc)).lower()})"
         return ""
-    return binary_distrust(found.st_mode, found.st_uid, found.st_gid)
+    return owner_problem("its binary", found, 0)
 
 
 def find_kubelets(proc: str = "/proc") -> list[KubeletProcess]:

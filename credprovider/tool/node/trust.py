@@ -64,7 +64,8 @@ def safe_environment(env: Mapping[str, str]) -> dict[str, str]:
     return {name: value for name, value in env.items() if not unsafe_name(name)}
 
 
-def _owner_problem(path: str, found: os.stat_result, user: int) -> str:
+def owner_problem(path: str, found: os.stat_result, user: int) -> str:
+    """Why ``path`` (as ``found``) is not one only root or ``user`` controls ('' if it is)."""
     if found.st_uid not in (0, user):
         return f"{path} is owned by uid {found.st_uid}"
     mode = found.st_mode
@@ -97,7 +98,7 @@ def untrusted(path: str, user: int | None = None) -> str:
             found = os.stat(each)
         except (OSError, ValueError):
             continue  # missing: exec reports it as the kubelet would
-        problem = _owner_problem(each, found, user)
+        problem = owner_problem(each, found, user)
         if problem:
             return problem
     return ""
