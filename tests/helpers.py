@@ -136,8 +136,11 @@ def run_cli(
 
 # The fake kubelets this test started (each the first process of its own pid and mount namespace).
 _KUBELETS: list[FakeKubelet] = []
+# ... with a /run of its own (where the node's lock is, change/lock.py): a run never takes the
+# host's, nor another test's.
 _ISOLATE = ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--propagation", "private",
-            "--mount-proc"]  # fmt: skip
+            "--mount-proc", "sh", "-c",
+            'mount -t tmpfs -o mode=0755 credprovider-run /run && exec "$@"', "sh"]  # fmt: skip
 
 
 def private(command: list[str]) -> list[str]:

@@ -58,7 +58,8 @@ def test_the_agent_runs_with_least_privilege(helm: Path) -> None:
     ]  # fmt: skip
     host = {v["name"]: v["hostPath"] for v in pod["volumes"] if "hostPath" in v}
     assert sorted((h["path"], h["type"]) for h in host.values()) == [
-        ("/etc/kubernetes", "Directory"), ("/var/lib/credprovider", "DirectoryOrCreate"),
+        ("/etc/kubernetes", "Directory"), ("/run/credprovider", "DirectoryOrCreate"),
+        ("/var/lib/credprovider", "DirectoryOrCreate"),
     ]  # fmt: skip
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert all(mounts[name] == "/host" + h["path"] for name, h in host.items())
@@ -85,7 +86,9 @@ def test_uninstall_and_paths_of_ones_own(helm: Path) -> None:
         for v in rendered["DaemonSet"]["spec"]["template"]["spec"]["volumes"]
         if "hostPath" in v
     )
-    assert paths == ["/etc/kubelet", "/opt/credential-providers", "/var/lib/credprovider"]
+    assert paths == [
+        "/etc/kubelet", "/opt/credential-providers", "/run/credprovider", "/var/lib/credprovider",
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(

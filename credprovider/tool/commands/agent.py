@@ -14,6 +14,7 @@ from typing import Final
 
 from credprovider import __version__
 from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.change.lock import node_lock
 from credprovider.tool.commands.agent_run import (
     cluster_options,
     cmd_ready,
@@ -141,9 +142,10 @@ def _cmd_apply(args: argparse.Namespace) -> int:
     if systemd_refused(args, "apply"):
         return EXIT_FAILED
     restart, healthy = _service(args)
-    plan = plan_node(args.root, keys, args.version, platform_rules(args), args.settings)
-    try:
-        outcome = apply(args.root, plan, Path(args.bundle), args.version, restart, healthy)
+    try:  # the node read and changed by this run alone (change/lock.py)
+        with node_lock(args.root, "credprovider agent apply"):
+            plan = plan_node(args.root, keys, args.version, platform_rules(args), args.settings)
+            outcome = apply(args.root, plan, Path(args.bundle), args.version, restart, healthy)
     except PermissionError as exc:
         print(
             f"credprovider agent apply: cannot write {exc.filename} as uid {os.geteuid()}: "
@@ -191,11 +193,12 @@ def _cmd_uninstall(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if systemd_refused(args, "uninstall"):
         return EXIT_FAILED
-    platform, _ = recognize(args.root)
     restart, healthy = _service(args)
-    service = "" if args.files_only else installed_unit(args.root, platform.services)
     try:
-        outcome = uninstall(args.root, service, restart, healthy)
+        with node_lock(args.root, "credprovider agent uninstall"):
+            platform, _ = recognize(args.root)
+            service = "" if args.files_only else installed_unit(args.root, platform.services)
+            outcome = uninstall(args.root, service, restart, healthy)
     except PermissionError as exc:
         print(
             f"credprovider agent uninstall: cannot write {exc.filename} as uid {os.geteuid()}: "

@@ -21,6 +21,7 @@ from credprovider.tool.install_config import NodeChangeError
 
 if TYPE_CHECKING:
     from credprovider.tool.agent.apply import Outcome
+    from credprovider.tool.agent.cluster import Cluster
     from credprovider.tool.agent.daemon import Node
     from credprovider.tool.agent.plan import AgentPlan
     from credprovider.tool.agent.platforms import Platform
@@ -167,9 +168,8 @@ def run_with_cluster(args: argparse.Namespace) -> int:
     from credprovider.tool.agent.cluster import Cluster, ClusterError, connect
     from credprovider.tool.agent.daemon import Node
     from credprovider.tool.agent.health import KubeletHealth
-    from credprovider.tool.agent.plan import plan_node
-    from credprovider.tool.agent.platforms import installed_unit, recognize
     from credprovider.tool.agent.termination import Termination
+    from credprovider.tool.change.lock import node_lock
 
     problem = _refused(args)
     if problem:
@@ -204,25 +204,8 @@ def run_with_cluster(args: argparse.Namespace) -> int:
     )
     plan = None
     try:
-        if args.uninstall:
-            platform, _ = recognize(args.root)
-            service = "" if args.files_only else installed_unit(args.root, platform.services)
-            outcome = node.uninstall(service)
-            ok = outcome.result == "uninstalled" and not outcome.kept
-        else:
-            # the config is validated for this node's kubelet: tokenAttributes from 1.34
-            from credprovider.tool.doctor.live import SA_TOKENS_ON_SINCE
-
-            try:
-                version = cluster.kubelet_version()
-            except ClusterError:
-                version = None  # the newest rules; the kubelet's own check stays the last word
-            plan = plan_node(
-                args.root, args.keys, args.version, platform_rules(args), args.settings,
-                sa_tokens_enabled=version is None or version >= SA_TOKENS_ON_SINCE,
-            )  # fmt: skip
-            outcome = node.install(plan, Path(args.bundle))
-            ok = outcome.result in ("installed", "unchanged")
+        with node_lock(args.root, "credprovider agent run"):
+            outcome, ok, plan = _change(args, node, cluster)
         said(outcome, args.json, ok)
     except PermissionError as exc:
         ok = False
@@ -242,6 +225,38 @@ def run_with_cluster(args: argparse.Namespace) -> int:
         Path(args.ready_file).touch()
     while True:
         signal.pause()
+
+
+def _change(
+    args: argparse.Namespace, node: Node, cluster: Cluster
+) -> tuple[Outcome, bool, AgentPlan | None]:
+    """The node installed (or uninstalled) as ``args`` say: what came of it, whether that is a
+    success, and the plan (None: uninstall)."""
+    from credprovider.tool.agent.cluster import ClusterError
+    from credprovider.tool.agent.plan import plan_node
+    from credprovider.tool.agent.platforms import installed_unit, recognize
+
+    plan = None
+    if args.uninstall:
+        platform, _ = recognize(args.root)
+        service = "" if args.files_only else installed_unit(args.root, platform.services)
+        outcome = node.uninstall(service)
+        ok = outcome.result == "uninstalled" and not outcome.kept
+    else:
+        # the config is validated for this node's kubelet: tokenAttributes from 1.34
+        from credprovider.tool.doctor.live import SA_TOKENS_ON_SINCE
+
+        try:
+            version = cluster.kubelet_version()
+        except ClusterError:
+            version = None  # the newest rules; the kubelet's own check stays the last word
+        plan = plan_node(
+            args.root, args.keys, args.version, platform_rules(args), args.settings,
+            sa_tokens_enabled=version is None or version >= SA_TOKENS_ON_SINCE,
+        )  # fmt: skip
+        outcome = node.install(plan, Path(args.bundle))
+        ok = outcome.result in ("installed", "unchanged")
+    return outcome, ok, plan
 
 
 def _await_dry_run(node: Node, plan: AgentPlan, args: argparse.Namespace) -> None:

@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 
 def _cmd_install(args: argparse.Namespace) -> int:
     from credprovider.tool.install_config import NodeChangeError
-    from credprovider.tool.install_plan import apply_install, plan_install
-    from credprovider.tool.nodefiles import FileProblem, UnreadableError
 
     if not (args.bin_dir and args.config_out):
         node = node_paths("install")
@@ -71,6 +69,21 @@ def _cmd_install(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_FAILED
+    from credprovider.tool.change.lock import node_lock
+
+    try:  # the node read and changed by this run alone (change/lock.py)
+        with node_lock("/", "credprovider install"):
+            return _plan_and_apply(args, keys, node_files)
+    except NodeChangeError as exc:
+        print(f"credprovider install: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _plan_and_apply(args: argparse.Namespace, keys: list[str], node_files: dict[str, str]) -> int:
+    from credprovider.tool.install_config import NodeChangeError
+    from credprovider.tool.install_plan import apply_install, plan_install
+    from credprovider.tool.nodefiles import FileProblem, UnreadableError
+
     try:
         plan = plan_install(
             args.bin_dir,

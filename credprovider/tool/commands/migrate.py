@@ -24,10 +24,7 @@ if TYPE_CHECKING:
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
-    from credprovider.tool.config import ConfigError
     from credprovider.tool.install_config import NodeChangeError
-    from credprovider.tool.migration import plan_migration
-    from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_text
 
     if not (args.kubelet_flags or args.kubelet_flags_file or args.kubelet_config):
         print(
@@ -49,6 +46,24 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         if args.providers
         else None
     )
+    if not args.write:
+        return _migrate(args, providers)
+    from credprovider.tool.change.lock import node_lock
+
+    try:  # the node read and changed by this run alone (change/lock.py)
+        with node_lock("/", "credprovider migrate --write"):
+            return _migrate(args, providers)
+    except NodeChangeError as exc:
+        print(f"credprovider migrate: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:
+    from credprovider.tool.config import ConfigError
+    from credprovider.tool.install_config import NodeChangeError
+    from credprovider.tool.migration import plan_migration
+    from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_text
+
     try:
         flag_files = {path: read_text(path) for path in args.kubelet_flags_file or []}
         config_text = read_text(args.kubelet_config) if args.kubelet_config else ""

@@ -20,9 +20,12 @@ A = "/var/lib/credprovider/agent"
 
 def tree(root: str) -> dict[str, tuple[str, str, int]]:
     """Every path under ``root``: its kind, its text (a binary's sha256) or link target, its
-    mode."""
+    mode. ``/run`` is left out: on a node it is a tmpfs, where the node's lock is
+    (change/lock.py), nothing the tool leaves on disk."""
     found = {}
     for directory, dirs, files in os.walk(root):
+        if directory == root and "run" in dirs:
+            dirs.remove("run")
         for name in [*dirs, *files]:
             path = Path(directory) / name
             relative = "/" + str(path.relative_to(root))
