@@ -171,7 +171,7 @@ def test_mode_flags_asks_for_what_restarting_kubelets_needs(helm: Path) -> None:
     mounts = {m["mountPath"]: m.get("readOnly", False) for m in container["volumeMounts"]}
     assert mounts == {
         "/tmp": False, "/host/etc": False, "/host/var/lib": False, "/host/usr/lib/systemd": True,
-        "/host/run/systemd": False,
+        "/host/run/systemd": False, "/host/run/credprovider": False,
     }  # fmt: skip
     [policy] = [doc for doc in docs if doc["kind"] == "ValidatingAdmissionPolicy"]
     assert "system:serviceaccount:credprovider:fleet-agent" in str(policy["spec"])
