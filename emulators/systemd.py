@@ -2,14 +2,18 @@
 (``AUTH EXTERNAL``, ``BEGIN``), then the manager's ``Subscribe`` and ``RestartUnit(unit, mode)``
 answered as systemd answers them (a job path, then a ``JobRemoved`` signal with the job's result).
 ``restart(unit)`` does the restart and returns the job's result (``done``, ``failed``) or raises
-:class:`NoSuchUnit`. Messages are read and written with jeepney, the library the agent uses, so the
+:class:`NoSuchUnit`. ``StartTransientUnit`` of a service runs its ``ExecStart`` as a process (its
+output appended to ``journal``, as the node's journal keeps a unit's) until it ends or
+``StopUnit`` stops it; a unit that has ended is gone (``CollectMode=inactive-or-failed``). Messages are read and written with jeepney, the library the agent uses, so the
 wire format is the D-Bus specification's, not ours.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -26,9 +30,14 @@ class NoSuchUnit(Exception):
 
 
 class StandInSystemd:
-    def __init__(self, path: Path, restart: Callable[[str], str]) -> None:
+    def __init__(
+        self, path: Path, restart: Callable[[str], str], journal: Path | None = None
+    ) -> None:
         self.path = path
         self.restart = restart
+        self.journal = journal
+        self.services: dict[str, subprocess.Popen[bytes]] = {}
+        self.started: list[tuple[str, list[str]]] = []
         self.calls: list[tuple[str, tuple[object, ...]]] = []
         self.jobs = 0
         self.server = socket.socket(socket.AF_UNIX)
@@ -108,6 +117,33 @@ class StandInSystemd:
                                 manager, "JobRemoved", "uoss", (self.jobs, job, unit, result)
                             )
                         )
+                elif member in ("StartTransientUnit", "StopUnit"):
+                    unit = message.body[0]
+                    try:
+                        if member == "StartTransientUnit":
+                            self._start(unit, dict(message.body[2]))
+                        else:
+                            self._stop(unit)
+                    except NoSuchUnit:
+                        outgoing.append(
+                            new_error(message, "org.freedesktop.systemd1.NoSuchUnit", "s",
+                                      (f"Unit {unit} not loaded.",))
+                        )  # fmt: skip
+                    except FileExistsError:
+                        outgoing.append(
+                            new_error(message, "org.freedesktop.systemd1.UnitExists", "s",
+                                      (f"Unit {unit} was already loaded or has a fragment "
+                                       "file.",))
+                        )  # fmt: skip
+                    else:
+                        self.jobs += 1
+                        job = f"/org/freedesktop/systemd1/job/{self.jobs}"
+                        outgoing.append(new_method_return(message, "o", (job,)))
+                        outgoing.append(
+                            new_signal(
+                                manager, "JobRemoved", "uoss", (self.jobs, job, unit, "done")
+                            )
+                        )
                 else:
                     outgoing.append(
                         new_error(message, "org.freedesktop.DBus.Error.UnknownMethod", "s",
@@ -117,14 +153,58 @@ class StandInSystemd:
                     serial += 1
                     peer.sendall(answer.serialise(serial=serial))
 
+    def _live(self, unit: str) -> bool:
+        found = self.services.get(unit)
+        if found is not None and found.poll() is not None:
+            del self.services[unit]  # ended: collected
+            return False
+        return found is not None
+
+    def _start(self, unit: str, properties: dict[str, tuple[str, object]]) -> None:
+        if self._live(unit):
+            raise FileExistsError(unit)
+        signature, value = properties["ExecStart"]
+        assert signature == "a(sasb)", signature
+        [(path, argv, _ignore_failure)] = value  # type: ignore[misc]
+        self.started.append((unit, list(argv)))
+        with (self.journal or Path(os.devnull)).open("ab") as log:
+            try:
+                self.services[unit] = subprocess.Popen(
+                    [path, *argv[1:]], stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                )
+            except OSError as exc:  # as systemd: the start job is done, the unit then fails
+                log.write(f"{unit}: Failed to execute {path}: {exc.strerror}\n".encode())
+
+    def _stop(self, unit: str) -> None:
+        if not self._live(unit):
+            raise NoSuchUnit(unit)
+        process = self.services.pop(unit)
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=30)
+
+    def live(self) -> list[str]:
+        """The transient services still running."""
+        return [unit for unit in list(self.services) if self._live(unit)]
+
+    def wait_services(self, timeout: float) -> None:
+        """Until every transient service has ended."""
+        for process in list(self.services.values()):
+            process.wait(timeout=timeout)
+
     def close(self) -> None:
         self.stopped = True
         self.server.close()
+        for process in self.services.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
 
 
 @contextmanager
-def standin_systemd(path: Path, restart: Callable[[str], str]) -> Iterator[StandInSystemd]:
-    server = StandInSystemd(path, restart)
+def standin_systemd(
+    path: Path, restart: Callable[[str], str], journal: Path | None = None
+) -> Iterator[StandInSystemd]:
+    server = StandInSystemd(path, restart, journal)
     try:
         yield server
     finally:

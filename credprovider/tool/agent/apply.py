@@ -22,12 +22,13 @@ finishes it. A file someone else changed since the agent wrote it is reported an
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from credprovider.tool.agent.plan import AgentPlan
 from credprovider.tool.agent.platforms import AGENT_HOME
@@ -62,6 +63,9 @@ from credprovider.tool.install_config import NodeChangeError
 from credprovider.tool.migration import FlagChanges
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
 
+if TYPE_CHECKING:
+    from credprovider.tool.agent.watchdog import Watchdog
+
 Restart = Callable[[str], None]
 Healthy = Callable[[], str | None]  # None: healthy; else what is wrong
 
@@ -78,6 +82,8 @@ class Outcome:
     restarted: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)  # someone else's change, left as it is
     detail: str = ""
+    healed: str = ""  # what the node's own rollback did since the last run (agent/watchdog.py)
+    notes: list[str] = field(default_factory=list)
 
 
 def _kubelet_inputs(plan: AgentPlan) -> list[tuple[str, bytes]]:
@@ -160,30 +166,69 @@ def _restore(root: str, path: str, kept: dict[str, Any]) -> None:
         remove_file(host(root, path))
 
 
-def _settle(root: str, state: State) -> None:
+def settle(root: str, state: State) -> None:
     """The change is over (confirmed, or rolled back): its rollback copies and debt go."""
     state.pop("before", None)
     state.pop("restart_due", None)
+    state.pop("watchdog", None)
     save(root, state)
     remove_tree(host(root, BEFORE))
 
 
-def _confirm(
-    root: str, state: State, restart: Restart, healthy: Healthy, outcome: Outcome
-) -> Outcome:
-    """The restart owed to the kubelet, made and checked; rolled back if it fails."""
-    service = state["restart_due"]
-    problem = _restarted(service, restart, healthy, outcome)
-    if problem is None:
-        _settle(root, state)
-        return outcome
-    for path, kept in sorted(state.get("before", {}).items()):  # back to how the change found them
+def put_back(root: str, state: State) -> None:
+    """The kubelet's config and flags back as the change under way found them (``before``)."""
+    for path, kept in sorted(state.get("before", {}).items()):
         _restore(root, path, kept)
         if kept.get("written") is None:
             state["written"].pop(path, None)
         else:
             state["written"][path] = kept["written"]
     save(root, state)
+
+
+def _arm(root: str, state: State, watch: Watchdog | None, outcome: Outcome) -> str:
+    """The node's own rollback armed for the restart about to be made ('' if none)."""
+    if watch is None:
+        return ""
+    from credprovider.tool.agent.systemd import SystemdError
+
+    try:
+        return watch.arm(root, state)
+    except SystemdError as exc:  # the restart is still checked by this run
+        state.pop("watchdog", None)
+        save(root, state)
+        outcome.notes.append(f"the node's own rollback could not be armed ({exc})")
+        return ""
+
+
+def _disarm(watch: Watchdog | None, unit: str) -> None:
+    """The armed rollback stopped (it would find its change settled anyway)."""
+    if watch is None or not unit:
+        return
+    from credprovider.tool.agent.systemd import SystemdError
+
+    with contextlib.suppress(SystemdError):  # if it fires, it finds nothing unconfirmed
+        watch.disarm(unit)
+
+
+def _confirm(
+    root: str,
+    state: State,
+    restart: Restart,
+    healthy: Healthy,
+    outcome: Outcome,
+    watch: Watchdog | None,
+) -> Outcome:
+    """The restart owed to the kubelet, made and checked (the node's own rollback armed
+    meanwhile); rolled back if it fails."""
+    service = state["restart_due"]
+    armed = _arm(root, state, watch, outcome)
+    problem = _restarted(service, restart, healthy, outcome)
+    if problem is None:
+        settle(root, state)
+        _disarm(watch, armed)
+        return outcome
+    put_back(root, state)
     detail = _restarted_again(
         service,
         restart,
@@ -191,8 +236,16 @@ def _confirm(
         f"the kubelet was not healthy after the restart ({problem}): its config and flags were "
         "put back",
     )
-    _settle(root, state)
-    return Outcome("rolled back", outcome.changed, outcome.restarted, detail=detail)
+    settle(root, state)
+    _disarm(watch, armed)
+    return Outcome(
+        "rolled back",
+        outcome.changed,
+        outcome.restarted,
+        detail=detail,
+        healed=outcome.healed,
+        notes=outcome.notes,
+    )
 
 
 def _restarted(
@@ -218,17 +271,24 @@ def _restarted_again(service: str, restart: Restart, outcome: Outcome, detail: s
 
 
 def apply(
-    root: str, plan: AgentPlan, bundle: Path, version: str, restart: Restart, healthy: Healthy
+    root: str,
+    plan: AgentPlan,
+    bundle: Path,
+    version: str,
+    restart: Restart,
+    healthy: Healthy,
+    watch: Watchdog | None = None,
 ) -> Outcome:
     """Make the node under ``root`` as ``plan`` says (the bundle copied from ``bundle``), after
-    finishing a change an earlier run left unfinished."""
+    finishing a change an earlier run left unfinished; with ``watch``, a kubelet restart is
+    commit-confirmed (agent/watchdog.py)."""
     if plan.refused:
         return Outcome("refused", detail=plan.refused)
     recover_home(root)
     state = load(root)
     if "before" not in state:  # a change settled, its copies not yet removed when it was killed
         remove_tree(host(root, BEFORE))
-    outcome = Outcome("installed")
+    outcome = Outcome("installed", healed=_healed(root, state))
     _intent(root, plan, state)
     _change(root, plan, bundle, outcome)
     if state.get("version") != version:
@@ -236,13 +296,30 @@ def apply(
         save(root, state)
     _prune_versions(root, state)
     if state.get("restart_due"):
-        return _confirm(root, state, restart, healthy, outcome)
+        return _confirm(root, state, restart, healthy, outcome, watch)
     if state.get("before"):
-        _settle(root, state)  # files only: nothing to confirm
-    return outcome if outcome.changed else Outcome("unchanged")
+        settle(root, state)  # files only: nothing to confirm
+    return outcome if outcome.changed else Outcome("unchanged", healed=outcome.healed)
 
 
-def uninstall(root: str, service: str, restart: Restart, healthy: Healthy | None = None) -> Outcome:
+def _healed(root: str, state: State) -> str:
+    """What the node's own rollback did since the last run, taken from the state (said once)."""
+    from credprovider.tool.agent.watchdog import said_healed
+
+    healed = said_healed(state)
+    if healed:
+        state.pop("healed")
+        save(root, state)
+    return healed
+
+
+def uninstall(
+    root: str,
+    service: str,
+    restart: Restart,
+    healthy: Healthy | None = None,
+    watch: Watchdog | None = None,
+) -> Outcome:
     """Every file and link back to how it was before the first install; what the agent placed
     removed; the kubelet restarted (``service``) when its config or flags changed, and (with
     ``healthy``) confirmed healthy, else the agent's files put back and the kubelet restarted
@@ -252,7 +329,7 @@ def uninstall(root: str, service: str, restart: Restart, healthy: Healthy | None
     if not os.path.lexists(read_host(root, STATE)):
         return Outcome("uninstalled")  # nothing of the agent's is on the node
     state = load(root)
-    outcome = Outcome("uninstalled")
+    outcome = Outcome("uninstalled", healed=_healed(root, state))
     if service and state["written"] and not state.get("restart_due"):
         # what the kubelet runs now, kept for a rollback, and the restart owed from here on
         before = state.setdefault("before", {})
@@ -283,9 +360,14 @@ def uninstall(root: str, service: str, restart: Restart, healthy: Healthy | None
         outcome.changed.append(path)
     due = state.get("restart_due", "")
     if due and service:
+        armed = _arm(root, state, watch, outcome)
         problem = _restarted(due, restart, healthy, outcome)
         if problem is not None:
-            return _undo_uninstall(root, state, restart, outcome, problem)
+            undone = _undo_uninstall(root, state, restart, outcome, problem)
+            _disarm(watch, armed)
+            return undone
+        state.pop("watchdog", None)
+        _disarm(watch, armed)
     state.pop("restart_due", None)
     _remove_own(root, state)
     return outcome
@@ -296,8 +378,7 @@ def _undo_uninstall(
 ) -> Outcome:
     """The kubelet did not come back without the agent's files: they are put back as uninstall
     found them, and it is restarted again; the agent stays installed."""
-    for path, kept in sorted(state.get("before", {}).items()):
-        _restore(root, path, kept)
+    put_back(root, state)
     detail = _restarted_again(
         state["restart_due"],
         restart,
@@ -305,8 +386,15 @@ def _undo_uninstall(
         f"the kubelet was not healthy after the uninstall's restart ({problem}): the agent's "
         "files were put back",
     )
-    _settle(root, state)
-    return Outcome("rolled back", outcome.changed, outcome.restarted, detail=detail)
+    settle(root, state)
+    return Outcome(
+        "rolled back",
+        outcome.changed,
+        outcome.restarted,
+        detail=detail,
+        healed=outcome.healed,
+        notes=outcome.notes,
+    )
 
 
 def _agents_flags_removed(root: str, state: State, path: str, original: dict[str, Any]) -> bool:

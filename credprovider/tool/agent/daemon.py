@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
     from credprovider.tool.agent.health import KubeletHealth
     from credprovider.tool.agent.plan import AgentPlan
+    from credprovider.tool.agent.watchdog import Watchdog
 
 SLOT_POLL_SECONDS: Final = 5.0
 # Events on the node, one reason per kind of change.
@@ -39,6 +40,7 @@ KEPT: Final = "CredentialProviderFileKept"
 RESTARTED: Final = "KubeletRestarted"
 FAILED: Final = "CredentialProviderFailed"
 DRY_RUN_FAILED: Final = "CredentialProviderDryRunFailed"
+HEALED: Final = "CredentialProviderRolledBackByNode"
 
 
 @dataclass
@@ -57,6 +59,8 @@ class Node:
     sleep: Callable[[float], None] = time.sleep
     # a change under way (SIGTERM is held until it ends: agent/termination.py)
     changing: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
+    # the node's own rollback, armed for each kubelet restart (agent/watchdog.py)
+    watch: Watchdog | None = None
 
     # -- reporting (best effort) -------------------------------------------------------------
     def report(self, result: str, detail: str, config_hash: str) -> None:
@@ -127,13 +131,14 @@ class Node:
         restart, healthy = self._restart_and_health(plan.config_path)
 
         def change() -> Outcome:
-            return apply(self.root, plan, bundle, self.version, restart, healthy)
+            return apply(self.root, plan, bundle, self.version, restart, healthy, self.watch)
 
         if plan.restart:
             outcome = self._with_slot(change)
         else:
             with self.changing():
                 outcome = change()
+        self._healed(outcome)
         said = _said(outcome)
         if outcome.result == "rolled back":
             self.event(ROLLED_BACK, said, warning=True)
@@ -148,7 +153,7 @@ class Node:
         restart, healthy = self._restart_and_health("")
 
         def change() -> Outcome:
-            return uninstall(self.root, service, restart, healthy)
+            return uninstall(self.root, service, restart, healthy, self.watch)
 
         needs_restart = bool(service and state["written"])
         if needs_restart:
@@ -156,6 +161,7 @@ class Node:
         else:
             with self.changing():
                 outcome = change()
+        self._healed(outcome)
         if outcome.result == "rolled back":
             self.event(ROLLED_BACK, _said(outcome), warning=True)
         if outcome.kept:
@@ -169,6 +175,14 @@ class Node:
             self.event(UNINSTALLED, _said(outcome))
         self.report(outcome.result, _said(outcome), "")
         return outcome
+
+    def _healed(self, outcome: Outcome) -> None:
+        """What the node's own rollback did since the agent last ran: an Event and a log line."""
+        if outcome.healed:
+            self.event(HEALED, outcome.healed, warning=True)
+            self.log(f"credprovider agent: {outcome.healed}")
+        for note in outcome.notes:
+            self.log(f"credprovider agent: {note}")
 
     def failed(self, problem: str) -> None:
         self.event(FAILED, problem, warning=True)

@@ -12,7 +12,10 @@ touches the node, so that a run killed at any instant is finished or undone by t
 * ``before``: the kubelet's config and flags as the change under way found them (copies in
   ``before/``), for its rollback; ``restart_due``: the kubelet service owed a restart (and a health
   check) by the change under way. Both are cleared once the kubelet is confirmed healthy, or
-  rolled back.
+  rolled back;
+* ``watchdog``: the node's own rollback armed for the restart under way (its transient unit);
+  ``healed``: what it did when it fired, until the agent's next run reports it
+  (:mod:`credprovider.tool.agent.watchdog`).
 
 A state that is not the agent's own (a forged or damaged one) is refused, changing nothing
 (docs/security.md).
@@ -217,6 +220,30 @@ def _is_state(state: dict[str, Any]) -> bool:
         and all(_node_path(path) for path in made)
         and isinstance(flag_files, list)
         and all(_node_path(path) for path in flag_files)
+        and _is_watchdog(state.get("watchdog", {}))
+        and _is_said(state.get("healed", {}))
+    )
+
+
+# The node's own rollback, armed for a restart (agent/watchdog.py): a forged name could otherwise
+# make the agent stop any unit.
+WATCHDOG_UNIT: Final = re.compile(r"credprovider-rollback-[0-9a-f]{12}\.service")
+
+
+def _is_watchdog(value: object) -> bool:
+    return isinstance(value, dict) and (
+        not value
+        or (
+            isinstance(value.get("unit"), str)
+            and WATCHDOG_UNIT.fullmatch(value["unit"]) is not None
+            and isinstance(value.get("armed"), str)
+        )
+    )
+
+
+def _is_said(value: object) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(key, str) and isinstance(text, str) for key, text in value.items()
     )
 
 

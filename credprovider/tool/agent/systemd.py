@@ -12,7 +12,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from credprovider.tool.install_config import NodeChangeError
 
@@ -91,40 +91,43 @@ class _Connection:
             return answer
 
 
-def restart_unit(unit: str, socket_path: str = PRIVATE_SOCKET, timeout: float = 120.0) -> None:
-    """``systemctl restart unit``: returns once the job is done, else :class:`SystemdError`."""
-    from jeepney import DBusAddress, MessageType, new_method_call
+def _manager() -> Any:
+    from jeepney import DBusAddress
+
+    return DBusAddress(
+        "/org/freedesktop/systemd1", bus_name="org.freedesktop.systemd1", interface=MANAGER
+    )
+
+
+def _job(
+    what: str, method: str, signature: str, body: tuple[Any, ...], socket_path: str, timeout: float
+) -> None:
+    """Call the manager's ``method`` (one that queues a job) and wait for that job to end
+    ``done``, as systemctl does; :class:`SystemdError` (``what`` failed) otherwise."""
+    from jeepney import MessageType, new_method_call
     from jeepney.auth import AuthenticationError
     from jeepney.low_level import HeaderFields
 
-    manager = DBusAddress(
-        "/org/freedesktop/systemd1", bus_name="org.freedesktop.systemd1", interface=MANAGER
-    )
     deadline = time.monotonic() + timeout
-    what = f"restarting {unit} through {socket_path}"
     try:
         connection = _Connection(socket_path, deadline)
     except (OSError, AuthenticationError) as exc:
         raise SystemdError(f"{what}: {exc}") from exc
     try:
         signals: list[Message] = []
-        connection.call(new_method_call(manager, "Subscribe"), signals)
-        reply = connection.call(
-            new_method_call(manager, "RestartUnit", "ss", (unit, "replace")), signals
-        )
+        connection.call(new_method_call(_manager(), "Subscribe"), signals)
+        reply = connection.call(new_method_call(_manager(), method, signature, body), signals)
         job = reply.body[0] if reply.body else ""
         while True:
             for signal in signals:
-                body = signal.body
+                found = signal.body
                 if (
                     signal.header.fields.get(HeaderFields.member) == "JobRemoved"
-                    and len(body) == 4
-                    and body[1] == job
+                    and len(found) == 4
+                    and found[1] == job
                 ):
-                    if body[3] != "done":
-                        raise SystemdError(
-                            f"{what}: the job ended {body[3]!r} (journalctl -u {unit} says why)"
-                        )
+                    if found[3] != "done":
+                        raise SystemdError(f"{what}: the job ended {found[3]!r}")
                     return
             signals.clear()
             answer = connection.receive()
@@ -138,6 +141,53 @@ def restart_unit(unit: str, socket_path: str = PRIVATE_SOCKET, timeout: float = 
         raise SystemdError(f"{what}: {exc}") from exc
     finally:
         connection.sock.close()
+
+
+def restart_unit(unit: str, socket_path: str = PRIVATE_SOCKET, timeout: float = 120.0) -> None:
+    """``systemctl restart unit``: returns once the job is done, else :class:`SystemdError`."""
+    try:
+        _job(
+            f"restarting {unit} through {socket_path}",
+            "RestartUnit", "ss", (unit, "replace"), socket_path, timeout,
+        )  # fmt: skip
+    except SystemdError as exc:
+        if "the job ended" not in str(exc):
+            raise
+        raise SystemdError(f"{exc} (journalctl -u {unit} says why)") from None
+
+
+def start_service(
+    unit: str,
+    argv: list[str],
+    description: str,
+    socket_path: str = PRIVATE_SOCKET,
+    timeout: float = 30.0,
+) -> None:
+    """A transient service ``unit`` running ``argv`` (``systemd-run --unit``): started now, gone
+    once it ends; its output goes to the node's journal."""
+    properties = [
+        ("Description", ("s", description)),
+        ("ExecStart", ("a(sasb)", [(argv[0], argv, False)])),
+        # gone once it has ended, even if it failed (its journal stays)
+        ("CollectMode", ("s", "inactive-or-failed")),
+    ]
+    _job(
+        f"starting {unit} through {socket_path}",
+        "StartTransientUnit", "ssa(sv)a(sa(sv))", (unit, "fail", properties, []),
+        socket_path, timeout,
+    )  # fmt: skip
+
+
+def stop_unit(unit: str, socket_path: str = PRIVATE_SOCKET, timeout: float = 30.0) -> None:
+    """``systemctl stop unit``; a unit that is gone already is stopped."""
+    try:
+        _job(
+            f"stopping {unit} through {socket_path}",
+            "StopUnit", "ss", (unit, "replace"), socket_path, timeout,
+        )  # fmt: skip
+    except SystemdError as exc:
+        if "NoSuchUnit" not in str(exc):
+            raise
 
 
 def reachable(socket_path: str) -> bool:

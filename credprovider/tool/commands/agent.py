@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Final
 
 from credprovider import __version__
+from credprovider.tool.agent.systemd import PRIVATE_SOCKET
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.lock import node_lock
 from credprovider.tool.commands.agent_run import (
@@ -22,6 +23,7 @@ from credprovider.tool.commands.agent_run import (
     restarter,
     said,
     systemd_refused,
+    watchdog,
 )
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
@@ -48,7 +50,7 @@ def _paths_refused(args: argparse.Namespace, action: str) -> bool:
         problem = f"--bundle {bundle} is not a credprovider bundle directory"
     if (
         not problem
-        and action != "uninstall"
+        and action not in ("uninstall", "rollback")
         and args.files_only
         and not (args.bin_dir and args.config)
     ):
@@ -129,6 +131,27 @@ def _service(args: argparse.Namespace) -> tuple[Callable[[str], None], Callable[
     return restart, healthy
 
 
+def _cmd_rollback(args: argparse.Namespace) -> int:
+    """The armed service's program (agent/watchdog.py): its lines go to the node's journal."""
+    from credprovider.tool.agent.systemd import restart_unit
+    from credprovider.tool.agent.watchdog import rollback, say
+
+    if _paths_refused(args, "rollback") or systemd_refused(args, "rollback"):
+        return EXIT_USAGE
+    try:
+        done = rollback(
+            args.root,
+            args.armed_as,
+            args.after,
+            lambda unit: restart_unit(unit, args.systemd_socket),
+        )
+    except (OSError, NodeChangeError) as exc:
+        say(f"the kubelet's config and flags could not be put back: {exc}")
+        return EXIT_FAILED
+    say(done)
+    return EXIT_OK
+
+
 def _cmd_apply(args: argparse.Namespace) -> int:
     from credprovider.tool.agent.apply import apply
     from credprovider.tool.agent.plan import plan_node
@@ -145,7 +168,10 @@ def _cmd_apply(args: argparse.Namespace) -> int:
     try:  # the node read and changed by this run alone (change/lock.py)
         with node_lock(args.root, "credprovider agent apply"):
             plan = plan_node(args.root, keys, args.version, platform_rules(args), args.settings)
-            outcome = apply(args.root, plan, Path(args.bundle), args.version, restart, healthy)
+            outcome = apply(
+                args.root, plan, Path(args.bundle), args.version, restart, healthy,
+                watchdog(args),
+            )  # fmt: skip
     except PermissionError as exc:
         print(
             f"credprovider agent apply: cannot write {exc.filename} as uid {os.geteuid()}: "
@@ -198,7 +224,7 @@ def _cmd_uninstall(args: argparse.Namespace) -> int:
         with node_lock(args.root, "credprovider agent uninstall"):
             platform, _ = recognize(args.root)
             service = "" if args.files_only else installed_unit(args.root, platform.services)
-            outcome = uninstall(args.root, service, restart, healthy)
+            outcome = uninstall(args.root, service, restart, healthy, watchdog(args))
     except PermissionError as exc:
         print(
             f"credprovider agent uninstall: cannot write {exc.filename} as uid {os.geteuid()}: "
@@ -332,6 +358,34 @@ def register(sub: Subcommands) -> None:
     _node_options(run, changes=True)
     cluster_options(run)
     run.set_defaults(handler=_cmd_run)
+    back = actions.add_parser(
+        "rollback",
+        help="run by the node's systemd, not by hand: the rollback the agent arms before it "
+        "restarts the kubelet",
+        description="After --after seconds, if the change it was armed for is still unconfirmed "
+        "(the agent died during the kubelet's health wait), put the kubelet's config and flags "
+        "back as that change found them and restart the kubelet; otherwise do nothing. It waits "
+        "for the node's lock, so it never acts while the agent does. Exit 0: done or nothing to "
+        "do; 1: the files could not be put back.",
+    )
+    back.add_argument(
+        "--root", default="/", help="where the node's filesystem is (default: %(default)s)"
+    )
+    back.add_argument(
+        "--armed-as", required=True, help="the transient unit the agent armed (its own name)"
+    )
+    back.add_argument(
+        "--after",
+        type=float,
+        default=0.0,
+        help="seconds to wait first: the health wait and a grace (default: %(default)s)",
+    )
+    back.add_argument(
+        "--systemd-socket",
+        default=PRIVATE_SOCKET,
+        help="systemd's private socket, to restart the kubelet (default: %(default)s)",
+    )
+    back.set_defaults(handler=_cmd_rollback)
     ready = actions.add_parser(
         "ready",
         help="the DaemonSet's readiness probe: exit 0 once 'run' passed its dry run",

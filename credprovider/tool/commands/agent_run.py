@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from credprovider.tool.agent.daemon import Node
     from credprovider.tool.agent.plan import AgentPlan
     from credprovider.tool.agent.platforms import Platform
+    from credprovider.tool.agent.watchdog import Watchdog
 
 SERVICE_ACCOUNT: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
 KUBELET_METRICS: Final = "https://127.0.0.1:10250/metrics"
@@ -49,6 +50,15 @@ def restarter(args: argparse.Namespace) -> Callable[[str], None]:
 
         return lambda unit: over_dbus(unit, args.systemd_socket)
     return lambda unit: restart_unit(args.restart_command, unit)
+
+
+def watchdog(args: argparse.Namespace) -> Watchdog | None:
+    """The node's own rollback for a restart made over systemd's socket (agent/watchdog.py)."""
+    if not args.systemd_socket:
+        return None
+    from credprovider.tool.agent.watchdog import GRACE_SECONDS, Watchdog
+
+    return Watchdog(args.systemd_socket, args.health_timeout + GRACE_SECONDS)
 
 
 def systemd_refused(args: argparse.Namespace, action: str) -> bool:
@@ -83,6 +93,8 @@ def said(outcome: Outcome, as_json: bool, ok: bool) -> int:
         print_json(asdict(outcome))
     else:
         print(outcome.result + (f": {outcome.detail}" if outcome.detail else ""))
+        for note in [outcome.healed, *outcome.notes] if outcome.healed else outcome.notes:
+            print(f"  note: {note}")
         for path in outcome.changed:
             print(f"  changed   {path}")
         for unit in outcome.restarted:
@@ -201,6 +213,7 @@ def run_with_cluster(args: argparse.Namespace) -> int:
         args.slots,
         args.lease_seconds,
         changing=termination.changing,
+        watch=watchdog(args),
     )
     plan = None
     try:

@@ -181,6 +181,15 @@ PATH_OPTIONS: dict[tuple[str, str], tuple[str, Argv]] = {
         )
         for action in ("apply", "uninstall", "run")
     },
+    # the node's own rollback (run by its systemd): refused before the node is read or changed
+    ("agent rollback", "--root"): (
+        DIRECTORY, lambda p, t: ["agent", "rollback", "--root", p, "--armed-as", "x.service"],
+    ),
+    ("agent rollback", "--systemd-socket"): (
+        READ,
+        lambda p, t: ["agent", "rollback", "--root", str(t), "--armed-as", "x.service",
+                      "--systemd-socket", p],
+    ),
 }  # fmt: skip
 # Options that take something other than a path.
 NOT_PATHS = {
@@ -188,7 +197,7 @@ NOT_PATHS = {
     "provider", "providers", "copy", "force", "kubelet_flags", "write", "as_name",
     "version", "files_only", "uninstall", "restart_command", "healthz", "health_timeout",
     "node", "namespace", "slots", "lease_seconds", "metrics", "dry_run_launcher", "width",
-    "provider_settings",
+    "provider_settings", "armed_as", "after",
 }  # fmt: skip
 
 

@@ -1,0 +1,144 @@
+"""Commit-confirmed kubelet restarts: the node rolls a change back by itself unless the agent
+confirms it, as a network device does with a risky configuration.
+
+Before the agent restarts the kubelet onto a changed config or flags, it *arms* a transient
+systemd service (``credprovider-rollback-<token>.service``, started over systemd's private socket
+like the restart itself): the bundle's own ``credprovider agent rollback``, which sleeps through
+the health wait and a grace, then takes the node's lock (change/lock.py) and, if the change it was
+armed for is still unconfirmed (the state still names it, a restart still due), puts the
+kubelet's config and flags back as the change found them, restarts the kubelet, and records what
+it did (``healed``). The agent's confirmation (healthy: the change settled) or its own rollback
+*disarms* it (the unit stopped; a unit that fires anyway finds its change settled and does
+nothing).
+
+So a node whose agent died during the wait (OOM-killed, evicted, its node's kubelet down and with
+it every restart of the pod) is back on its previous config with no agent, no API server and no
+operator. While the agent lives the service waits for the lock, so the two never act at once.
+What it did is in the node's journal (``journalctl -u 'credprovider-rollback-*'``), and the next
+agent run reports it (its output, an Event and the node's annotations).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+from credprovider.tool.agent.platforms import AGENT_HOME
+from credprovider.tool.agent.state import State, load, save
+from credprovider.tool.agent.systemd import (
+    PRIVATE_SOCKET,
+    SystemdError,
+    start_service,
+    stop_unit,
+)
+from credprovider.tool.change.lock import WAIT_SECONDS, node_lock
+from credprovider.tool.install_config import NodeChangeError
+
+# The watchdog waits this much longer than the health wait (the restart itself takes a moment).
+# It cannot act early: while the agent lives it holds the node's lock, which the watchdog waits
+# for, and finds the change settled once it has it.
+GRACE_SECONDS: Final = 5.0
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+# A bundle version as the agent places it (versions/<version>): nothing that could leave it.
+_VERSION: Final = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}")
+
+
+@dataclass(frozen=True)
+class Watchdog:
+    """Arms and disarms the node's rollback through ``socket_path`` (the agent's view of
+    systemd's private socket); ``after``: the seconds it waits (the health wait and a grace)."""
+
+    socket_path: str
+    after: float
+
+    def command(self, unit: str, version: str) -> list[str]:
+        """What the armed service runs, as the host names it (systemd runs it on the host): the
+        bundle ``version`` the agent placed."""
+        return [
+            f"{AGENT_HOME}/versions/{version}/credprovider", "agent", "rollback",
+            "--root", "/", "--armed-as", unit, "--after", f"{self.after:.0f}",
+            "--systemd-socket", PRIVATE_SOCKET,
+        ]  # fmt: skip
+
+    def arm(self, root: str, state: State) -> str:
+        """Journal the unit, then start it; its name."""
+        version = state.get("version", "")
+        if not _VERSION.fullmatch(version) or ".." in version:
+            raise SystemdError(f"the bundle version {version!r} is not one the agent places")
+        unit = f"credprovider-rollback-{secrets.token_hex(6)}.service"
+        state["watchdog"] = {"unit": unit, "armed": _now()}
+        save(root, state)
+        start_service(
+            unit,
+            self.command(unit, version),
+            "credprovider: put the kubelet's config and flags back unless the agent confirms "
+            "its restart",
+            self.socket_path,
+        )
+        return unit
+
+    def disarm(self, unit: str) -> None:
+        stop_unit(unit, self.socket_path)
+
+
+def armed_for(state: State, unit: str) -> bool:
+    """Whether ``unit`` is the rollback armed for a change still unconfirmed."""
+    return state.get("watchdog", {}).get("unit") == unit and bool(state.get("restart_due"))
+
+
+def said_healed(state: State) -> str:
+    """What the node's rollback did since the agent last ran ('' if nothing)."""
+    healed = state.get("healed", {})
+    if not healed:
+        return ""
+    return (
+        f"the node rolled the change back by itself at {healed.get('at', '?')} (no agent "
+        f"confirmed the kubelet's restart within the health wait): {healed.get('detail', '')}"
+    ).rstrip(": ")
+
+
+def say(line: str) -> None:
+    """One line to the node's journal (the armed service's stderr)."""
+    print(f"credprovider agent rollback: {line}", file=sys.stderr, flush=True)
+
+
+def rollback(
+    root: str,
+    unit: str,
+    after: float,
+    restart: Callable[[str], None],
+    sleep: Callable[[float], None] = time.sleep,
+) -> str:
+    """``agent rollback``, run by the armed service: after ``after`` seconds, the change it was
+    armed for put back and the kubelet restarted, unless the change was confirmed (or undone) by
+    then. What it did, for the journal."""
+    from credprovider.tool.agent.apply import put_back, settle
+
+    sleep(after)
+    # the agent holds the lock at most through two restarts (120 s each) and its health wait
+    waited = max(WAIT_SECONDS, 2 * after + 300)
+    with node_lock(root, f"credprovider agent rollback ({unit})", wait=waited, say=say):
+        state = load(root)
+        if not armed_for(state, unit):
+            return "nothing to do: the agent confirmed the kubelet's restart or undid it itself"
+        service = state["restart_due"]
+        put_back(root, state)
+        detail = f"its config and flags were put back as the change found them and {service}"
+        try:
+            restart(service)
+            detail += " restarted"
+        except NodeChangeError as exc:
+            detail += f" was not restarted ({exc})"
+        state["healed"] = {"at": _now(), "detail": detail}
+        settle(root, state)
+    return f"the agent did not confirm the kubelet's restart: {detail}"

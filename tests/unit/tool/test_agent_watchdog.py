@@ -1,0 +1,127 @@
+"""The node's own rollback (``credprovider/tool/agent/watchdog.py``), over the stand-in systemd's
+private socket (D-Bus as systemd speaks it), with the agent's real apply and state. The whole
+path, the bundle's agent killed in its health wait, is tests/reliability/test_commit_confirmed.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from credprovider.tool.agent.apply import apply, load_state
+from credprovider.tool.agent.plan import plan_node
+from credprovider.tool.agent.state import STATE, save
+from credprovider.tool.agent.watchdog import Watchdog, rollback
+from credprovider.tool.install_config import NodeChangeError
+from emulators.systemd import StandInSystemd, standin_systemd
+from tests.unit.tool.test_agent_apply import Service, bundle, kubeadm, tree
+
+FLAGS = "/etc/default/kubelet"
+
+
+@pytest.fixture
+def systemd(tmp_path: Path) -> StandInSystemd:
+    with standin_systemd(tmp_path / "private", lambda unit: "done") as server:
+        yield server  # type: ignore[misc]
+
+
+def test_armed_before_the_restart_and_stopped_once_healthy(
+    tmp_path: Path, systemd: StandInSystemd
+) -> None:
+    root = kubeadm(tmp_path)
+    service = Service()
+    seen: list[object] = []
+
+    def restart(unit: str) -> None:  # what the state says while the kubelet restarts
+        seen.append(load_state(root).get("watchdog"))
+        service.restart(unit)
+
+    watch = Watchdog(str(tmp_path / "private"), 65.0)
+    plan = plan_node(root, ["aws"], "0.1.0")
+    done = apply(root, plan, bundle(tmp_path, "0.1.0"), "0.1.0", restart, service.healthy, watch)
+    assert done.result == "installed" and done.notes == []
+    [(unit, argv)] = systemd.started
+    assert seen == [{"unit": unit, "armed": seen[0]["armed"]}]  # type: ignore[index]
+    assert argv == [
+        "/var/lib/credprovider/agent/versions/0.1.0/credprovider", "agent", "rollback",
+        "--root", "/", "--armed-as", unit, "--after", "65",
+        "--systemd-socket", "/run/systemd/private",
+    ]  # fmt: skip
+    calls = [name for name, _ in systemd.calls if name != "Subscribe"]
+    assert calls == ["StartTransientUnit", "StopUnit"]  # the restart between: seen above
+    assert "watchdog" not in load_state(root)
+
+
+def test_a_rollback_that_fires_for_a_confirmed_change_does_nothing(tmp_path: Path) -> None:
+    root = kubeadm(tmp_path)
+    service = Service()
+    plan = plan_node(root, ["aws"], "0.1.0")
+    apply(root, plan, bundle(tmp_path, "0.1.0"), "0.1.0", service.restart, service.healthy)
+    before = tree(root)
+    said = rollback(root, "credprovider-rollback-0123456789ab.service", 0, service.restart)
+    assert said.startswith("nothing to do")
+    assert tree(root) == before and service.restarts == ["kubelet"]
+
+
+def test_an_unconfirmed_change_is_put_back_and_the_kubelet_restarted(tmp_path: Path) -> None:
+    root = kubeadm(tmp_path)
+    original = (Path(root) / FLAGS.lstrip("/")).read_text()
+    killed = Service()
+
+    def die(unit: str) -> None:  # the agent is killed during the restart
+        raise SystemExit("killed")
+
+    plan = plan_node(root, ["aws"], "0.1.0")
+    with pytest.raises(SystemExit):
+        apply(root, plan, bundle(tmp_path, "0.1.0"), "0.1.0", die, killed.healthy)
+    state = load_state(root)
+    assert (
+        state["restart_due"] == "kubelet"
+        and "--image-credential" in (Path(root) / FLAGS.lstrip("/")).read_text()
+    )
+    unit = "credprovider-rollback-0123456789ab.service"
+    state["watchdog"] = {"unit": unit, "armed": "2026-11-26T12:00:00Z"}
+    save(root, state)
+    # another unit's rollback is not this change's
+    assert rollback(root, unit.replace("0123", "9999"), 0, killed.restart).startswith("nothing")
+    slept: list[float] = []
+    said = rollback(root, unit, 12, killed.restart, sleep=slept.append)
+    assert slept == [12] and killed.restarts == ["kubelet"]
+    assert said == (
+        "the agent did not confirm the kubelet's restart: its config and flags were put back as "
+        "the change found them and kubelet restarted"
+    )
+    assert (Path(root) / FLAGS.lstrip("/")).read_text() == original
+    state = load_state(root)
+    assert {"restart_due", "before", "watchdog"}.isdisjoint(state)
+    assert state["healed"]["detail"].startswith("its config and flags were put back")
+
+
+def test_a_forged_unit_name_is_not_the_agents_state(tmp_path: Path) -> None:
+    """A state naming kubelet.service as the rollback would have the agent stop the kubelet."""
+    root = kubeadm(tmp_path)
+    service = Service()
+    plan = plan_node(root, ["aws"], "0.1.0")
+    apply(root, plan, bundle(tmp_path, "0.1.0"), "0.1.0", service.restart, service.healthy)
+    path = Path(root) / STATE.lstrip("/")
+    state = json.loads(path.read_text())
+    state["watchdog"] = {"unit": "kubelet.service", "armed": "now"}
+    path.write_text(json.dumps(state))
+    with pytest.raises(NodeChangeError, match="is not the agent's state"):
+        load_state(root)
+
+
+def test_a_rollback_that_cannot_be_armed_is_said_and_the_restart_still_checked(
+    tmp_path: Path,
+) -> None:
+    root = kubeadm(tmp_path)
+    service = Service()
+    watch = Watchdog(str(tmp_path / "nothing-here"), 65.0)
+    plan = plan_node(root, ["aws"], "0.1.0")
+    done = apply(root, plan, bundle(tmp_path, "0.1.0"), "0.1.0", service.restart, service.healthy,
+                 watch)  # fmt: skip
+    assert done.result == "installed" and service.restarts == ["kubelet"]
+    [note] = done.notes
+    assert note.startswith("the node's own rollback could not be armed (starting ")
+    assert "watchdog" not in load_state(root)
