@@ -12,7 +12,10 @@ knows too), and nothing else:
 No configuration file, nothing in a kubelet directory, no service restarted: an upgrade replaces the
 versioned directory and re-points the links in one package transaction (the package manager removes
 the old version's files after the new ones are in place), and a removal takes the links with the
-bundle. One maintainer script, run on removal only (not on upgrade): it deletes the links
+bundle. One maintainer script, run on removal only (not on upgrade): it first asks the package's
+own tool whether the node's kubelet runs the package's plugins, and stops the removal if it does
+(``credprovider package-removal-check``; ``CREDPROVIDER_FORCE_REMOVE=1`` removes anyway); then
+it deletes the links
 ``credprovider install`` made in other bin dirs to this package (it lists them in
 PACKAGE_LINKS_FILE), each only while it still points into the package, so that no bin dir is left
 with a dangling link; the operator's config is left alone. Neither package depends on anything: the
@@ -94,9 +97,14 @@ anew on each cache miss, so no restart is needed. Removing the package leaves yo
 
 
 def unlink_script() -> str:
-    """What removal runs (not upgrade): the links install recorded, deleted while they still point
-    into the package; said on stderr, one line each."""
+    """What removal runs (not upgrade): first the package's own check that the kubelet does not run
+    its plugins (``credprovider package-removal-check``: exit 1 stops the removal, changing
+    nothing); then the links install recorded, deleted while they still point into the package;
+    said on stderr, one line each."""
     return f"""\
+if [ -x {PACKAGE_BIN_DIR}/credprovider ]; then
+  {PACKAGE_BIN_DIR}/credprovider package-removal-check || exit 1
+fi
 list={PACKAGE_LINKS_FILE}
 if [ -f "$list" ]; then
   while IFS= read -r link; do

@@ -343,6 +343,15 @@ def _rewritten_files(
         ),
         (places[0][0], places[0][1]) if places else None,
     )
+    lasting = [(path, index) for path, index, _ in places if not _generated(path)]
+    if new_flags and home is not None and _generated(home[0]) and lasting:
+        # kubeadm rewrites its kubeadm-flags.env on upgrade, and its drop-in passes the
+        # distribution's file (KUBELET_EXTRA_ARGS) after it: the new flags last there
+        home = lasting[-1]
+        notes.append(
+            f"The new flags go into {home[0]}: kubeadm rewrites {KUBEADM_GENERATED} on upgrade "
+            "and its drop-in passes this file's flags after it."
+        )
     if new_flags and home is None and flag_files and not flags_text:
         notes.append(
             f"No place in {', '.join(flag_files)} writes kubelet flags: add "
@@ -355,6 +364,14 @@ def _rewritten_files(
         if new != text:
             rewritten[path] = new
     return rewritten
+
+
+KUBEADM_GENERATED: Final = "kubeadm-flags.env"
+
+
+def _generated(path: str) -> bool:
+    """kubeadm's own flags file, which it writes anew at init, join and upgrade."""
+    return path.rsplit("/", 1)[-1] == KUBEADM_GENERATED
 
 
 _GATES_BLOCK: Final = re.compile(r"^featureGates:[ \t]*(?:#.*)?\n((?:[ \t]+.*\n?|[ \t]*\n)*)", re.M)

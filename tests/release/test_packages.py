@@ -10,8 +10,10 @@ arm64 runs under qemu-user.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+import os
 import re
 import subprocess
 import tarfile
@@ -199,6 +201,30 @@ def with_operator_config(node: Node) -> None:
     config.write_text(OPERATOR_TEXT)
 
 
+FORCE = "CREDPROVIDER_FORCE_REMOVE"
+KUBEADM_FLAGS = "/var/lib/kubelet/kubeadm-flags.env"
+REFUSED = (
+    "credprovider: not removed: the kubelet's config /etc/kubernetes/credprovider-ecr.yaml (flag "
+    f"file {KUBEADM_FLAGS}) names plugins this package holds ({KUBELET_BIN_DIR}/"
+    "ecr-credential-provider, in /usr/lib/credprovider): without them the kubelet does not start; "
+)
+
+
+@contextlib.contextmanager
+def kubelet_using_the_package(node: Node) -> Iterator[None]:
+    """kubeadm's flags file naming install's bin dir (links into the package) and its config."""
+    flags = node.path(KUBEADM_FLAGS)
+    flags.parent.mkdir(parents=True, exist_ok=True)
+    flags.write_text(
+        f'KUBELET_KUBEADM_ARGS="--image-credential-provider-bin-dir={KUBELET_BIN_DIR} '
+        '--image-credential-provider-config=/etc/kubernetes/credprovider-ecr.yaml"\n'
+    )
+    try:
+        yield
+    finally:
+        flags.unlink()
+
+
 def test_deb_install_upgrade_and_removal_on_debian_11(
     debian_node: Node, built: dict[str, Path], earlier: dict[str, Path]
 ) -> None:
@@ -217,8 +243,17 @@ def test_deb_install_upgrade_and_removal_on_debian_11(
     every_plugin_answers(node, PACKAGE_BIN_DIR)
     result = node.run(["/bin/sh", "-c", f"{KUBELET_BIN_DIR}/ecr-credential-provider --version"])
     assert result.stdout.decode().startswith(f"ecr-credential-provider version {VERSION} ")
-    result = node.run(["/usr/bin/dpkg", "-r", "credprovider"])
+    # while the kubelet's flags name the plugins: the removal stops, changing nothing
+    with kubelet_using_the_package(node):
+        result = node.run(["/usr/bin/dpkg", "-r", "credprovider"])
+        assert result.returncode != 0
+        assert REFUSED in result.stderr.decode(), result.stderr.decode()
+        assert state(node) == installed(VERSION, linked=True)
+        status = node.run(["/usr/bin/dpkg-query", "-W", "-f", "${Status}", "credprovider"])
+        assert status.stdout.decode() == "install ok installed"
+        result = node.run(["/usr/bin/dpkg", "-r", "credprovider"], env={FORCE: "1"})
     assert result.returncode == 0, result.stderr.decode()
+    assert f"credprovider: removing anyway ({FORCE}=1): " in result.stderr.decode()
     assert (
         f"credprovider: removed {KUBELET_BIN_DIR}/ecr-credential-provider, a link to this package"
         in result.stderr.decode()
@@ -242,7 +277,9 @@ RPM_CHANGE_FLAGS = {
 }
 
 
-def rpm(node: Node, *args: str) -> subprocess.CompletedProcess[str]:
+def rpm(
+    node: Node, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """rpm on this machine, into the node's root: its database inside it; --nodeps, as the root has
     no package providing /bin/sh (busybox's is there, unpackaged); --ignorearch for arm64 on amd64.
 
@@ -258,11 +295,12 @@ def rpm(node: Node, *args: str) -> subprocess.CompletedProcess[str]:
         if args[0] == "-e":
             preun = rpm(node, "-q", "--qf", "%{PREUN}", args[1]).stdout
             assert 'if [ "$1" = 0 ]' in preun, preun
-            ran = node.run(["/bin/sh", "-c", preun, "preun", "0"])
-            assert ran.returncode == 0, ran.stderr.decode()
+            ran = node.run(["/bin/sh", "-c", preun, "preun", "0"], env=env)
+            if ran.returncode != 0:  # as rpm: the erase stops there
+                return subprocess.CompletedProcess(args, ran.returncode, "", ran.stderr.decode())
             scriptlet = ran.stderr.decode()
     argv = ["rpm", "--root", str(node.root), "--dbpath", "/var/lib/rpm", *changes, *args]
-    result = subprocess.run(argv, capture_output=True, text=True)
+    result = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, **(env or {})})
     result.stderr = scriptlet + result.stderr
     return result
 
@@ -284,8 +322,14 @@ def test_rpm_install_upgrade_and_removal_into_a_root_without_libc(
         == f"credprovider-{VERSION}-1.{packages.RPM_ARCH[node.target.arch]}\n"
     )
     every_plugin_answers(node, PACKAGE_BIN_DIR)
-    result = rpm(node, "-e", "credprovider")
+    with kubelet_using_the_package(node):
+        result = rpm(node, "-e", "credprovider")
+        assert result.returncode != 0
+        assert REFUSED in result.stderr, result.stderr
+        assert state(node) == installed(VERSION, linked=True)
+        result = rpm(node, "-e", "credprovider", env={FORCE: "1"})
     assert result.returncode == 0, result.stderr
+    assert f"credprovider: removing anyway ({FORCE}=1): " in result.stderr
     assert (
         f"credprovider: removed {KUBELET_BIN_DIR}/ecr-credential-provider, a link to this "
         "package" in result.stderr

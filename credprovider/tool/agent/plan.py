@@ -35,10 +35,10 @@ from credprovider.tool.install_config import NodeChangeError, kubelet_flags, ren
 from credprovider.tool.install_plan import holds_providers, other_providers
 from credprovider.tool.migration import FlagChanges
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
+from credprovider.tool.node.layouts import KUBEADM_FLAGS_ENV
 from credprovider.tool.node.root import NodeRoot
 from credprovider.tool.nodefiles import FileProblem, read_bytes
 
-KUBEADM_FLAGS_ENV: Final = "/var/lib/kubelet/kubeadm-flags.env"
 EXTRA_ARGS: Final = "KUBELET_EXTRA_ARGS"
 _K0S_EXTRA: Final = re.compile(r"--kubelet-extra-args(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)")
 

@@ -12,7 +12,12 @@ from dataclasses import dataclass
 from typing import Final
 
 from credprovider.tool.catalog import NODE_CONFIG
-from credprovider.tool.node.layouts import LAYOUTS, Layout
+from credprovider.tool.node.layouts import (
+    KUBEADM_EXTRA_ARGS_FILES,
+    KUBEADM_FLAGS_ENV,
+    LAYOUTS,
+    Layout,
+)
 from credprovider.tool.node.root import NodeRoot, RootPathError
 from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_bytes
 
@@ -131,11 +136,11 @@ PLATFORMS: Final[tuple[Platform, ...]] = (
         evidence=(
             "/etc/systemd/system/kubelet.service.d/10-kubeadm.conf",
             "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf",
-            "/var/lib/kubelet/kubeadm-flags.env",
+            KUBEADM_FLAGS_ENV,
         ),
         flags=ENV_FILE,
         # kubeadm's drop-in reads KUBELET_EXTRA_ARGS last, from the distribution's file
-        flag_files=("/etc/default/kubelet", "/etc/sysconfig/kubelet"),
+        flag_files=KUBEADM_EXTRA_ARGS_FILES,
         note="the flags go into KUBELET_EXTRA_ARGS, which kubeadm's drop-in passes last (kubeadm "
         "rewrites kubeadm-flags.env on upgrade)",
     ),

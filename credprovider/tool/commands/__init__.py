@@ -7,4 +7,5 @@ from typing import Final
 
 COMMANDS: Final = (
     "doctor", "validate", "get", "explain", "match", "install", "migrate", "agent", "fleet",
+    "package",
 )  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -65,7 +66,8 @@ def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:
     from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_text
 
     try:
-        flag_files = {path: read_text(path) for path in args.kubelet_flags_file or []}
+        given = _with_kubeadm_extra_args(list(args.kubelet_flags_file or []))
+        flag_files = {path: read_text(path) for path in given}
         config_text = read_text(args.kubelet_config) if args.kubelet_config else ""
         plan = plan_migration(
             args.kubelet_flags,
@@ -83,6 +85,7 @@ def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:
 
             for path in _contents(plan, args.config_out):
                 check_writable(Path(path).parent)
+            refused = _would_not_start(plan, args.config_out)
     except (NodeChangeError, FileProblem, ConfigError) as exc:
         print(f"credprovider migrate: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -117,6 +120,18 @@ def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:
     }
     _print_plan(plan, args.config_out, originals, written)
     return EXIT_OK
+
+
+def _with_kubeadm_extra_args(paths: list[str]) -> list[str]:
+    """``paths``, and with kubeadm's own flags file the distribution's file that kubeadm's
+    drop-in passes after it (KUBELET_EXTRA_ARGS), where the node has one: a cloud flag left there
+    would override the change, and the new flags belong there (kubeadm rewrites its own file)."""
+    from credprovider.tool.node.layouts import KUBEADM_EXTRA_ARGS_FILES, KUBEADM_FLAGS_ENV
+
+    if KUBEADM_FLAGS_ENV not in paths:
+        return paths
+    extra = [p for p in KUBEADM_EXTRA_ARGS_FILES if p not in paths and os.path.isfile(p)]
+    return [*paths, *extra[:1]]
 
 
 def _existing_config(path: str) -> ExistingConfig:
@@ -157,6 +172,37 @@ def _refusal(plan: MigrationPlan, config_out: str) -> str | None:
     return (
         f"{config_out} exists with other content and is not the kubelet's current config: "
         "choose another --config-out, or move it away"
+    )
+
+
+def _would_not_start(plan: MigrationPlan, config_out: str) -> str | None:
+    """Why the kubelet would not start on the node as --write would leave it, checked as the
+    kubelet checks it at start (its config validated, every provider's plugin in its bin dir), if
+    it would not."""
+    import tempfile
+
+    from credprovider.tool.config import ConfigError
+    from credprovider.tool.config_lint import check_binaries
+    from credprovider.tool.config_validate import load_config
+
+    if not plan.providers and not plan.config:
+        return None  # no credential provider flags: the kubelet reads no config
+    try:
+        if plan.config:
+            with tempfile.TemporaryDirectory() as scratch:
+                planned = Path(scratch, Path(config_out).name)
+                planned.write_text(plan.config, encoding="utf-8")
+                loaded = load_config(str(planned))
+        else:
+            loaded = load_config(config_out)
+    except ConfigError as exc:
+        return f"the kubelet would not start with the config it would read: {exc}"
+    fatal = [e for e in check_binaries(loaded, plan.bin_dir).errors if "would NOT start" in e]
+    if not fatal:
+        return None
+    return (
+        f"{fatal[0]}; put the plugins there first (credprovider "
+        f"{' '.join(plan.install_args(config_out))})"
     )
 
 

@@ -6,6 +6,12 @@ its source, and docs/operators.md shows the same table (a test holds them togeth
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
+
+# kubeadm's flags: its own file (written anew at init, join and upgrade), then the distribution's,
+# whose KUBELET_EXTRA_ARGS its drop-in passes last.
+KUBEADM_FLAGS_ENV: Final = "/var/lib/kubelet/kubeadm-flags.env"
+KUBEADM_EXTRA_ARGS_FILES: Final = ("/etc/default/kubelet", "/etc/sysconfig/kubelet")
 
 
 @dataclass(frozen=True)
@@ -77,9 +83,8 @@ LAYOUTS: tuple[Layout, ...] = (
         "kubernetes/kubeadm kubelet drop-in",
         "the flags are in kubeadm-flags.env, /etc/default/kubelet or /etc/sysconfig/kubelet",
         (
-            "/var/lib/kubelet/kubeadm-flags.env",
-            "/etc/default/kubelet",
-            "/etc/sysconfig/kubelet",
+            KUBEADM_FLAGS_ENV,
+            *KUBEADM_EXTRA_ARGS_FILES,
             "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf",
             "/etc/systemd/system/kubelet.service.d/10-kubeadm.conf",
         ),

@@ -144,6 +144,19 @@ def test_a_migration_applied_as_written(tmp_path: Path, node: Node, kubelet_harn
     args += ["--kubelet-config", str(kubelet_config)] if kubelet_config else []
     if not node.kept:
         args += ["--bin-dir", str(tmp_path / "oldbin")]
+    # as docs/operators.md says: the plan first; --write before the plugins are in place refuses
+    # (the kubelet would not start), changing nothing; then install as the plan says, and write
+    shown = run_cli(*args, *node.extra, "--json", use_bundle=True)
+    assert shown.returncode == 0, shown.stderr
+    early = run_cli(*args, *node.extra, "--write", use_bundle=True)
+    assert early.returncode == 1 and early.stdout == "", early
+    assert "the kubelet would NOT start" in early.stderr and early.stderr.endswith(
+        ": nothing was written\n"
+    )
+    assert "put the plugins there first (credprovider install --providers=" in early.stderr
+    assert {path: path.read_text() for path in originals} == originals and not config.exists()
+    first = run_cli(*json.loads(shown.stdout)["install"], use_bundle=True)
+    assert first.returncode == 0, first.stderr
     run = run_cli(*args, *node.extra, "--write", "--json", use_bundle=True)
     assert run.returncode == 0, run.stderr
     plan = json.loads(run.stdout)
@@ -202,3 +215,62 @@ def test_write_never_replaces_someone_elses_config(tmp_path: Path) -> None:
     assert flags_file.read_text() == "--cloud-provider=aws\n"
     assert theirs.read_text().startswith("# hand-written")
     assert sorted(p.name for p in tmp_path.iterdir()) == [theirs.name, flags_file.name]
+
+
+def test_on_a_kubeadm_node_the_later_file_is_read_and_written_too(tmp_path: Path) -> None:
+    """Given kubeadm's /var/lib/kubelet/kubeadm-flags.env only, on a node whose
+    /etc/default/kubelet still says --cloud-provider=aws: that file is read as well (the drop-in
+    passes it last), the cloud flag leaves both, and the new flags go into it. The node is a
+    mount namespace of its own (/var/lib and /etc/default private)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO, private
+    from tests.integration.cli.conftest import fake_bundle
+
+    if os.geteuid() != 0:
+        pytest.skip("a node of its own needs mount namespaces")
+    out = tmp_path / "out"
+    out.mkdir()
+    bundle = tmp_path / "bin"
+    target = fake_bundle(tmp_path / "bundle", "0.2.0")
+    tool = f"{sys.executable} -m credprovider credprovider"
+    script = f"""
+set -e
+mount -t tmpfs tmpfs /var/lib
+mkdir -p /etc/default && mount -t tmpfs tmpfs /etc/default
+mkdir -p /var/lib/kubelet
+printf '%s\\n' 'KUBELET_KUBEADM_ARGS="--node-ip=10.0.0.5 --cloud-provider=aws"' \
+  > /var/lib/kubelet/kubeadm-flags.env
+printf '%s\\n' 'KUBELET_EXTRA_ARGS=--v=2 --cloud-provider=aws' > /etc/default/kubelet
+m="migrate --kubelet-flags-file /var/lib/kubelet/kubeadm-flags.env --bin-dir {bundle} \
+  --config-out {tmp_path}/config.yaml"
+{tool} $m --json > {out}/plan.json
+{tool} install --providers aws --bin-dir {bundle} --config-out {tmp_path}/config.yaml \
+  --target {target} >/dev/null
+{tool} $m --write > {out}/written.txt
+cp /var/lib/kubelet/kubeadm-flags.env {out}/kubeadm-flags.env
+cp /etc/default/kubelet {out}/kubelet.default
+"""
+    done = subprocess.run(
+        private(["sh", "-c", script]),
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    plan = json.loads((out / "plan.json").read_text())
+    assert sorted(plan["files"]) == ["/etc/default/kubelet", "/var/lib/kubelet/kubeadm-flags.env"]
+    kubeadm = flags_from_file((out / "kubeadm-flags.env").read_text()).split()
+    extra = flags_from_file((out / "kubelet.default").read_text()).split()
+    assert kubeadm == ["--node-ip=10.0.0.5"]
+    assert extra == [
+        "--v=2",
+        "--cloud-provider=external",
+        f"--image-credential-provider-config={tmp_path}/config.yaml",
+        f"--image-credential-provider-bin-dir={bundle}",
+    ]
+    assert "edited /etc/default/kubelet" in (out / "written.txt").read_text()

@@ -129,3 +129,30 @@ def test_remove_and_add_are_whole_flags(flags: str, removed: list[str], added: l
     assert plan.remove == removed
     assert plan.add[: len(added)] == added
     assert len([f for f in plan.add if f.startswith("--image-credential-provider-config")]) <= 1
+
+
+def test_on_kubeadm_the_new_flags_go_where_kubeadm_neither_rewrites_nor_overrides_them() -> None:
+    """kubeadm rewrites kubeadm-flags.env on upgrade and its drop-in passes KUBELET_EXTRA_ARGS
+    (/etc/default/kubelet) after it: the old cloud flags go from both, the new flags last."""
+    files = {
+        "/var/lib/kubelet/kubeadm-flags.env": KUBEADM_FLAGS_ENV,
+        "/etc/default/kubelet": "KUBELET_EXTRA_ARGS=--v=2 --cloud-provider=aws\n",
+    }
+    plan = plan_migration(flag_files=files)
+    kubeadm = flags_from_file(plan.files["/var/lib/kubelet/kubeadm-flags.env"])
+    extra = flags_from_file(plan.files["/etc/default/kubelet"])
+    assert "--cloud-provider" not in kubeadm and "image-credential-provider" not in kubeadm
+    assert extra.split() == [
+        "--v=2",
+        "--cloud-provider=external",
+        f"--image-credential-provider-config={NODE_CONFIG}",
+        "--image-credential-provider-bin-dir=/etc/kubernetes/image-credential-provider",
+    ]
+    assert any(
+        note.startswith("The new flags go into /etc/default/kubelet: ") for note in plan.notes
+    )
+    # kubeadm-flags.env alone: the flags stay where they were (nowhere else is given)
+    alone = plan_migration(flag_files={"/var/lib/kubelet/kubeadm-flags.env": KUBEADM_FLAGS_ENV})
+    assert (
+        "--image-credential-provider-config=" in alone.files["/var/lib/kubelet/kubeadm-flags.env"]
+    )
