@@ -203,10 +203,11 @@ def with_operator_config(node: Node) -> None:
 
 FORCE = "CREDPROVIDER_FORCE_REMOVE"
 KUBEADM_FLAGS = "/var/lib/kubelet/kubeadm-flags.env"
+# the kubelet found through kubeadm's layout (its flags files; no kubelet runs here)
 REFUSED = (
-    "credprovider: not removed: the kubelet's config /etc/kubernetes/credprovider-ecr.yaml (flag "
-    f"file {KUBEADM_FLAGS}) names plugins this package holds ({KUBELET_BIN_DIR}/"
-    "ecr-credential-provider, in /usr/lib/credprovider): without them the kubelet does not start; "
+    "credprovider: not removed: the kubelet's config /etc/kubernetes/credprovider-ecr.yaml (layout "
+    f"kubeadm (kubelet flags in its flag files)) names plugins this package holds ({KUBELET_BIN_DIR}"
+    "/ecr-credential-provider, in /usr/lib/credprovider): without them the kubelet does not start; "
 )
 
 
@@ -250,7 +251,8 @@ def test_deb_install_upgrade_and_removal_on_debian_11(
         assert REFUSED in result.stderr.decode(), result.stderr.decode()
         assert state(node) == installed(VERSION, linked=True)
         status = node.run(["/usr/bin/dpkg-query", "-W", "-f", "${Status}", "credprovider"])
-        assert status.stdout.decode() == "install ok installed"
+        # still installed (dpkg marks it wanted for removal: the next apt run says why again)
+        assert status.stdout.decode() == "deinstall ok installed"
         result = node.run(["/usr/bin/dpkg", "-r", "credprovider"], env={FORCE: "1"})
     assert result.returncode == 0, result.stderr.decode()
     assert f"credprovider: removing anyway ({FORCE}=1): " in result.stderr.decode()
@@ -336,8 +338,9 @@ def test_rpm_install_upgrade_and_removal_into_a_root_without_libc(
     )
     assert state(node) == REMOVED
     left = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if not p.is_dir())
-    # besides busybox, rpm's database and the sandbox's mount points (dev/null ...)
-    assert [p for p in left if not p.startswith(("bin/", "var/lib/rpm/", "dev/"))] == [
+    # besides busybox, rpm's database, the sandbox's mount points (dev/null ...) and the node's
+    # lock install took (in /run, a tmpfs on a node; a directory here)
+    assert [p for p in left if not p.startswith(("bin/", "var/lib/rpm/", "dev/", "run/"))] == [
         "etc/kubernetes/credprovider-ecr.yaml",
         OPERATOR_CONFIG.lstrip("/"),
     ]
