@@ -13,6 +13,7 @@ from pathlib import Path
 from credprovider.runtime.goformat import parse_go_duration
 from credprovider.tool.config import CredentialProvider, LoadedConfig
 from credprovider.tool.descriptor import CloudPlugin
+from credprovider.tool.node.root import NodeRoot, RootPathError
 from credprovider.tool.nodefiles import check_access, refused_as_non_root, unreadable
 from credprovider.tool.startcheck import check_start
 
@@ -30,13 +31,17 @@ class BinaryCheck:
 
 
 def check_binaries(
-    loaded: LoadedConfig, bin_dir: str, environment: Mapping[str, str] | None = None
+    loaded: LoadedConfig,
+    bin_dir: str,
+    environment: Mapping[str, str] | None = None,
+    root: NodeRoot | None = None,
 ) -> BinaryCheck:
     """Check every provider's binary in ``bin_dir`` as the kubelet would find and start it (in
     ``environment``, the kubelet's; default: this process's): the
     kubelet refuses to start without the bin dir or a binary; a binary that cannot run fails every
     pull it matches. Raises :class:`~credprovider.tool.nodefiles.UnreadableError` where this (non-root)
-    user may not look."""
+    user may not look. Under ``root`` (a node's filesystem mounted there, ``bin_dir`` under it), a
+    plugin's links are followed inside the root, as the node's kubelet follows them."""
     result = BinaryCheck()
     if not _is_directory(bin_dir):
         first = loaded.providers[0].name or ""
@@ -48,7 +53,7 @@ def check_binaries(
     for provider in loaded.providers:
         name = provider.name or ""
         where = f"provider {name!r}"
-        missing = _missing_binary(Path(bin_dir) / name)
+        missing = _missing_binary(Path(bin_dir) / name, root)
         if missing:
             result.errors.append(f"{where}: {missing}")
             continue
@@ -73,7 +78,7 @@ def _is_directory(path: str) -> bool:
         return False
 
 
-def _missing_binary(binary: Path) -> str | None:
+def _missing_binary(binary: Path, root: NodeRoot | None = None) -> str | None:
     """Why the kubelet would find no binary at ``binary`` (it refuses to start), if so."""
     try:
         os.lstat(binary)
@@ -86,9 +91,13 @@ def _missing_binary(binary: Path) -> str | None:
     except ValueError:  # a NUL in the name
         return f"{str(binary)!r} cannot exist: the kubelet would NOT start"
     try:
-        os.stat(binary)
-    except OSError as exc:
-        check_access(str(binary), exc)
+        if root is not None and not root.is_host:
+            os.stat(root.host(root.node_path(binary)))  # its links followed inside the root
+        else:
+            os.stat(binary)
+    except (OSError, RootPathError) as exc:
+        if isinstance(exc, OSError):
+            check_access(str(binary), exc)
         return (
             f"{binary} is a symlink to {os.readlink(binary)}, which does not exist: the kubelet "
             "would NOT start (plugin binary executable did not exist)"

@@ -284,6 +284,13 @@ def apply(
     commit-confirmed (agent/watchdog.py)."""
     if plan.refused:
         return Outcome("refused", detail=plan.refused)
+    absent = _not_in_bundle(plan, bundle)
+    if absent:  # links the kubelet would find dangling: it would not start
+        return Outcome(
+            "refused",
+            detail=f"the bundle {bundle} has no {', '.join(absent)}: the kubelet would not start "
+            "with its bin dir linking there; nothing is changed",
+        )
     recover_home(root)
     state = load(root)
     if "before" not in state:  # a change settled, its copies not yet removed when it was killed
@@ -300,6 +307,13 @@ def apply(
     if state.get("before"):
         settle(root, state)  # files only: nothing to confirm
     return outcome if outcome.changed else Outcome("unchanged", healed=outcome.healed)
+
+
+def _not_in_bundle(plan: AgentPlan, bundle: Path) -> list[str]:
+    """The plugins the plan links to that the bundle does not hold."""
+    current = f"{AGENT_HOME}/current/"
+    names = [s.target[len(current) :] for s in plan.steps if s.target.startswith(current)]
+    return [name for name in names if not os.path.exists(bundle / name)]
 
 
 def _healed(root: str, state: State) -> str:

@@ -48,6 +48,7 @@ def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
     from credprovider.tool.config_validate import load_config
     from credprovider.tool.doctor import chain, identity, live
     from credprovider.tool.doctor.images import check_image, report_broken, static_pod_images
+    from credprovider.tool.node.root import NodeRoot
     from credprovider.tool.nodefiles import UnreadableError
 
     diagnosis = Diagnosis()
@@ -106,7 +107,7 @@ def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
     not_starting: set[str] = set()
     providers = [p.name or "" for p in loaded.providers]
     try:
-        checked = check_binaries(loaded, bin_dir, environment)
+        checked = check_binaries(loaded, bin_dir, environment, NodeRoot.at(view.root))
     except UnreadableError as exc:
         diagnosis.add("binary", WARN, str(exc), "run credprovider doctor as root")
     else:

@@ -13,7 +13,8 @@ from credprovider.tool.commands import COMMANDS
     ("argv", "said"),
     [
         (["valdiate", "x"], "invalid choice: 'valdiate' (choose from 'doctor', 'validate', 'get', 'explain', "
-                            "'match', 'install', 'migrate', 'agent', 'fleet'); did you mean 'validate'?"),
+                            "'match', 'install', 'migrate', 'agent', 'fleet', 'package-removal-check'); "
+                            "did you mean 'validate'?"),
         (["gte", "img"], "did you mean 'get'?"),
         (["instal"], "did you mean 'install'?"),
         (["validate", "--hlep"], "credprovider validate: error: unrecognized argument --hlep; did you mean --help?"),
@@ -53,5 +54,6 @@ def test_what_is_right_still_parses(argv: list[str]) -> None:
 def test_every_subcommand_has_the_parser() -> None:
     parser = build_parser()
     (action,) = [a for a in parser._actions if a.dest == "command"]
-    assert sorted(action.choices) == sorted(COMMANDS)  # type: ignore[arg-type]
+    # one module each, named as the command ('-' written '_')
+    assert sorted(action.choices) == sorted(c.replace("_", "-") for c in COMMANDS)  # type: ignore[arg-type]
     assert {type(p).__name__ for p in action.choices.values()} == {"ToolParser"}  # type: ignore[union-attr]
