@@ -393,9 +393,15 @@ def _keep(path: Path, backup: str | None) -> None:
     if backup is None:
         return
     if path.is_dir() and not path.is_symlink():
+        if os.path.isdir(backup) and not os.path.islink(backup):
+            shutil.rmtree(backup)  # a copy a killed run began in the same second
         shutil.copytree(path, backup, symlinks=True)
-    else:
-        os.link(path, backup, follow_symlinks=False)
+        sync_tree(Path(backup))
+        return
+    if os.path.lexists(backup) and os.path.samestat(os.lstat(path), os.lstat(backup)):
+        return  # kept already, by a run killed in the same second
+    os.link(path, backup, follow_symlinks=False)
+    sync_directory(path.parent)
 
 
 def _put_link(link: Path, target: Path, backup: str | None) -> None:

@@ -21,6 +21,7 @@ from credprovider.tool.commands.common import (
 )
 
 if TYPE_CHECKING:
+    from credprovider.tool.change.journal import Entry
     from credprovider.tool.migration import ExistingConfig, MigrationPlan
 
 
@@ -53,9 +54,13 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
     try:  # the node read and changed by this run alone (change/lock.py)
         with node_lock("/", "credprovider migrate --write"):
+            _recover(args.config_out)
             return _migrate(args, providers)
     except NodeChangeError as exc:
         print(f"credprovider migrate: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except OSError as exc:  # finishing a killed run's change
+        print(f"credprovider migrate: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
         return EXIT_FAILED
 
 
@@ -212,19 +217,46 @@ def _contents(plan: MigrationPlan, config_out: str) -> dict[str, str]:
 
 
 def _write(plan: MigrationPlan, config_out: str) -> list[dict[str, str]]:
-    """Each flags file and the config, by rename, the old ones kept as backups."""
-    from credprovider.tool.install_plan import BACKUP_SUFFIX, backup_stamp, put_file
+    """Each flags file and the config, by rename, the old ones kept as backups; the whole set
+    journaled first (change/journal.py), so a run killed between two files is finished by the
+    next."""
+    from credprovider.tool.change.journal import Entry, begin, end, journal_for
+    from credprovider.tool.install_plan import BACKUP_SUFFIX, backup_stamp
 
     stamp = backup_stamp()
-    written: list[dict[str, str]] = []
+    entries = []
     for path, text in _contents(plan, config_out).items():
         out = Path(path)
         if out.exists() and out.read_text(encoding="utf-8") == text:
             continue
-        backup = f"{path}{BACKUP_SUFFIX}{stamp}" if out.exists() else None
-        put_file(out, text, backup)
-        written.append({"path": path, **({"backup": backup} if backup else {})})
-    return written
+        entries.append(Entry(path, text, f"{path}{BACKUP_SUFFIX}{stamp}" if out.exists() else None))
+    if not entries:
+        return []
+    journal = journal_for(config_out)
+    begin(journal, entries)
+    for entry in entries:
+        _put(entry)
+    end(journal)
+    return [{"path": e.path, **({"backup": e.backup} if e.backup else {})} for e in entries]
+
+
+def _put(entry: Entry) -> None:
+    from credprovider.tool.install_plan import put_file
+
+    backup = entry.backup if entry.backup and Path(entry.path).exists() else None
+    put_file(Path(entry.path), entry.text, backup)
+
+
+def _recover(config_out: str) -> None:
+    """A --write a kill interrupted, finished before this run reads the node (said on stderr)."""
+    from credprovider.tool.change.journal import finish, journal_for
+
+    done = finish(journal_for(config_out), _put)
+    if done:
+        print(
+            f"credprovider migrate: finished the change a killed run began: wrote {', '.join(done)}",
+            file=sys.stderr,
+        )
 
 
 def _print_plan(
