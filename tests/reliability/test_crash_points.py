@@ -60,7 +60,7 @@ class Node:
     def apply(self, failpoint: int = 0, *more: str) -> int:
         env = {FAILPOINT_ENV: str(failpoint)} if failpoint else {}
         done = run_cli("agent", "apply", "--bundle", self.bundle, "--providers", "aws",
-                       *more, *self.common, env=env)  # fmt: skip
+                       *self.common, *more, env=env)  # fmt: skip
         assert "Traceback" not in done.stderr, done.stderr
         return done.returncode
 
@@ -74,15 +74,18 @@ class Node:
         return comparable(tree(self.root))
 
 
-def points(tmp: Path, healthz: str, prepare: Any, run: Any) -> Iterator[tuple[int, Node]]:
-    """Each kill point of ``run`` on a node ``prepare`` made: (point, the killed node)."""
+def points(
+    tmp: Path, healthz: str, prepare: Any, run: Any, ends: int = 0
+) -> Iterator[tuple[int, Node]]:
+    """Each kill point of ``run`` on a node ``prepare`` made: (point, the killed node); a run
+    not killed exits ``ends``."""
     point = 1
     while True:
         node = Node(tmp / f"p{point}", healthz, "node")
         prepare(node)
         code = run(node, point)
         if code not in KILLED:
-            assert code == 0 and point > 5, f"the run ended ({code}) at point {point}"
+            assert code == ends and point > 5, f"the run ended ({code}) at point {point}"
             return
         yield point, node
         point += 1
@@ -91,22 +94,44 @@ def points(tmp: Path, healthz: str, prepare: Any, run: Any) -> Iterator[tuple[in
 SETTINGS = '{"aws": {"defaultCacheDuration": "2h"}}'
 
 
-@pytest.mark.parametrize("change", ["first install", "config change"])
-def test_apply_killed_at_every_point(tmp_path: Path, healthz: str, change: str) -> None:
+@pytest.fixture(scope="module")
+def unhealthy() -> Iterator[str]:
+    with serve(lambda request: FakeResponse.text("down", status=500)) as kubelet:
+        yield f"{kubelet.url}/healthz"
+
+
+@pytest.mark.parametrize("change", ["first install", "config change", "upgrade", "rollback"])
+def test_apply_killed_at_every_point(
+    tmp_path: Path, healthz: str, unhealthy: str, change: str
+) -> None:
+    """A first install; a config change (a restart); an upgrade to a new bundle (no restart); a
+    config change whose kubelet does not come back (the restart, then the rollback and its
+    restart): each killed at every point."""
+
     def prepare(node: Node) -> None:
-        if change == "config change":
+        if change != "first install":
             assert node.apply() == 0
 
-    more = ("--provider-settings", SETTINGS) if change == "config change" else ()
+    more: tuple[str, ...] = ()
+    if change in ("config change", "rollback"):
+        more = ("--provider-settings", SETTINGS)
+    if change == "rollback":
+        # given after the node's own, so they count; a short wait: it never comes back
+        more += ("--healthz", unhealthy, "--health-timeout", "1")
+    if change == "upgrade":
+        newer = fake_bundle(tmp_path / "bundle-9.9.9", "9.9.9").parent
+        more = ("--bundle", str(newer), "--version", "9.9.9")
+    ends = 1 if change == "rollback" else 0  # rolled back: exit 1, the node as it was
     reference = Node(tmp_path / "reference", healthz, "node")
     original = reference.tree()
     prepare(reference)
     before = reference.tree()
-    assert reference.apply(0, *more) == 0
+    assert reference.apply(0, *more) == ends
     applied = reference.tree()
-    assert applied != before
+    assert (applied == before) == (change == "rollback")
     covered = 0
-    for point, node in points(tmp_path, healthz, prepare, lambda n, p: n.apply(p, *more)):
+    run = lambda n, p: n.apply(p, *more)  # noqa: E731
+    for point, node in points(tmp_path, healthz, prepare, run, ends):
         twin = Node(tmp_path / f"p{point}", healthz, "twin")
         prepare(twin)
         assert twin.apply(point, *more) in KILLED
@@ -114,7 +139,7 @@ def test_apply_killed_at_every_point(tmp_path: Path, healthz: str, change: str) 
         assert twin.uninstall() == 0, f"point {point}"
         assert twin.tree() == original, f"uninstall after a kill at point {point}"
         # (a) the same command again, then (b) uninstall
-        assert node.apply(0, *more) == 0, f"point {point}"
+        assert node.apply(0, *more) == ends, f"point {point}"
         assert _same_but_paths(node.tree(), applied, node, reference), f"rerun after point {point}"
         assert node.uninstall() == 0
         assert node.tree() == original, f"uninstall after a rerun, point {point}"
