@@ -93,8 +93,9 @@ def said(outcome: Outcome, as_json: bool, ok: bool) -> int:
         print_json(asdict(outcome))
     else:
         print(outcome.result + (f": {outcome.detail}" if outcome.detail else ""))
-        for note in [outcome.healed, *outcome.notes] if outcome.healed else outcome.notes:
-            print(f"  note: {note}")
+        for note in [outcome.healed, *outcome.notes]:
+            if note:
+                print(f"  note: {note}")
         for path in outcome.changed:
             print(f"  changed   {path}")
         for unit in outcome.restarted:
