@@ -95,16 +95,25 @@ def test_uninstall_and_paths_of_ones_own(helm: Path) -> None:
     ("values", "said"),
     [
         ((), "image.repository is required: where make release REGISTRY=... pushed the image"),
-        (("image.repository=r/c", "mode=managed"),
-         'mode "managed": files (place binaries and config only) or flags (also set the kubelet '
-         "flags and restart kubelets one node at a time)"),
+        # values.schema.json: every value typed, unknown keys refused
+        (("image.repository=r/c", "mode=managed"), "at '/mode': value must be one of 'files', 'flags'"),
         (("image.repository=r/c", "providerSettings.gcp.args={-v=2}"),
          "providerSettings.gcp: gcp is not in providers"),
         (("image.repository=r/c", "mode=flags", "flags.slots=0"),
-         "flags.slots: at least 1 (how many kubelets may restart at once)"),
-        (("image.repository=r/c", "action=remove"), 'action "remove": install or uninstall'),
+         "at '/flags/slots': minimum: got 0, want 1"),
+        (("image.repository=r/c", "action=remove"),
+         "at '/action': value must be one of 'install', 'uninstall'"),
         (("image.repository=r/c", "providers={aws,ibm}"),
-         'providers: "ibm" is not one of aws, azure, gcp'),
+         "at '/providers/1': value must be one of 'aws', 'azure', 'gcp'"),
+        (("image.repository=r/c", "slots=2"), "at '': additional properties 'slots' not allowed"),
+        (("image.repository=r/c", "flags.slot=3"),
+         "at '/flags': additional properties 'slot' not allowed"),
+        (("image.repository=r/c", "flags.healthTimeout=soon"),
+         "at '/flags/healthTimeout': got string, want integer"),
+        (("image.repository=r/c", "providerSettings.aws.matchimages={x}"),
+         "at '/providerSettings/aws': additional properties 'matchimages' not allowed"),
+        (("image.repository=r/c", "paths.binDir=relative/bin"), "at '/paths/binDir'"),
+        (("image.repository=r/c", "image.digest=sha256:abc"), "at '/image/digest'"),
     ],
 )  # fmt: skip
 def test_values_it_cannot_honour_fail_the_render(
@@ -224,3 +233,33 @@ def test_mode_flags_can_be_told_where_the_api_server_is(helm: Path) -> None:
     assert env["KUBERNETES_SERVICE_HOST"] == "10.0.0.1"
     assert env["KUBERNETES_SERVICE_PORT"] == "443"
     assert env["AWS_REGION"] == "eu-west-1"
+
+
+def test_the_schema_and_the_values_name_the_same_keys() -> None:
+    """values.yaml (the defaults and their comments) and values.schema.json describe one set of
+    values: no key documented in one and missing from the other."""
+    import json
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+
+    def keys(node: dict[str, object], prefix: str = "") -> set[str]:
+        found = set()
+        for key, sub in node.items():
+            found.add(prefix + key)
+            if isinstance(sub, dict) and sub:
+                found |= keys(sub, f"{prefix}{key}.")
+        return found
+
+    def schema_keys(node: dict[str, object], prefix: str = "") -> set[str]:
+        found = set()
+        for key, sub in (node.get("properties") or {}).items():  # type: ignore[attr-defined]
+            found.add(prefix + key)
+            if isinstance(sub, dict) and "properties" in sub and key != "providerSettings":
+                found |= schema_keys(sub, f"{prefix}{key}.")
+        return found
+
+    documented = keys(values) - {"resources.requests.cpu", "resources.requests.memory"}
+    documented -= {"resources.limits.memory", "resources.requests", "resources.limits"}
+    documented -= {"nodeSelector.kubernetes.io/os"}
+    assert schema_keys(schema) - {"global"} == documented
