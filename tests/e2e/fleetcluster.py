@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -88,6 +89,30 @@ class Cluster:
         path = self.run / name / "restarts.json"
         found: list[dict[str, Any]] = json.loads(path.read_text()) if path.exists() else []
         return found
+
+    def kill_agent_in_its_wait(self, name: str, timeout: float = 300) -> dict[str, Any]:
+        """SIGKILL ``name``'s agent once its kubelet was restarted and did not stay up (the
+        agent is then in its health wait), as an OOM kill would: what was killed, and when."""
+        seen = len(self.restarts(name))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            fresh = self.restarts(name)[seen:]
+            if any(r["exited"] is not None for r in fresh):
+                break
+            seen += sum(1 for r in fresh if r["exited"] is None)
+            time.sleep(0.2)
+        else:
+            raise RuntimeError(f"{name}'s kubelet was not restarted onto the breaking config")
+        for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+            try:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"run" in argv and b"agent" in argv and f"NODE_NAME={name}".encode() in environ:
+                os.kill(int(pid), signal.SIGKILL)
+                return {"pid": int(pid), "at": time.time(), "restarts": len(self.restarts(name))}
+        raise RuntimeError(f"{name}'s agent was not found")
 
     def annotations(self, name: str) -> dict[str, str]:
         found = self.plane.get(f"/api/v1/nodes/{name}") or {}
@@ -364,7 +389,11 @@ def _phases(
     }
     cluster.helm("upgrade", chart_as("0.2.0", run), breaking)
     # (the node that refused goes first: if that is node-b, the rollout stops there)
-    cluster.wait("node-b rolled back", lambda: cluster.results()["node-b"] == "rolled back", 300)
+    # node-b's agent is killed in its health wait: with its kubelet down nothing restarts the
+    # pod, and the rollback the agent armed on the node puts the config back and restarts the
+    # kubelet; the agent then comes back, says so, tries again, and rolls back itself
+    result["killed_agent"] = cluster.kill_agent_in_its_wait("node-b")
+    cluster.wait("node-b rolled back", lambda: cluster.results()["node-b"] == "rolled back", 420)
     phase("rolled back")
     # 5. uninstall: every node as before the install
     cluster.helm("upgrade", chart_as("0.2.0", run), values | {"action": "uninstall"})

@@ -140,9 +140,15 @@ def test_a_kubelet_that_does_not_come_back_is_rolled_back(cluster_run: dict[str,
     assert rolled["annotations"]["node-b"]["credprovider.io/result"] == "rolled back"
     assert ("CredentialProviderRolledBack", "Warning") in _events(cluster_run, "node-b")
     restarts = cluster_run["restarts"]["node-b"]
-    # the change (its kubelet exits at once), then the rollback (it starts again)
-    broken, back = restarts[1], restarts[2]
-    assert broken["exited"] is not None and back["exited"] is None
+    # the change (its kubelet exits at once); its agent killed in the health wait; the node's own
+    # rollback (it starts again) with no agent; the agent back: the change again, its rollback
+    killed = cluster_run["killed_agent"]
+    broken, healed = restarts[killed["restarts"] - 1], restarts[killed["restarts"]]
+    assert broken["exited"] is not None and healed["exited"] is None
+    assert healed["start"] > killed["at"]
+    assert ("CredentialProviderRolledBackByNode", "Warning") in _events(cluster_run, "node-b")
+    again, back = restarts[killed["restarts"] + 1], restarts[killed["restarts"] + 2]
+    assert again["exited"] is not None and back["exited"] is None
     config = "/etc/kubernetes/image-credential-provider-config.yaml"
     upgrade = cluster_run["phases"]["upgrade"]["files"]["node-b"]
     assert rolled["files"]["node-b"][config] == upgrade[config]  # the config put back

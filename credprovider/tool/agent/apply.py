@@ -15,20 +15,19 @@
   flags are put back as this change found them, it is restarted again, and the result says so (a
   rollback).
 
-``uninstall`` restores every file and link to its state before the first install, byte for byte,
-and removes what the agent placed; it too records its progress, so a second one after a kill
-finishes it. A file someone else changed since the agent wrote it is reported and left as it is.
+The restart is commit-confirmed when a :class:`Watch` is given: the node's own rollback is armed
+before it and disarmed after (:mod:`credprovider.tool.agent.watchdog`). Taking the agent off the
+node is :mod:`credprovider.tool.agent.uninstall`, built on the same steps.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from credprovider.tool.agent.plan import AgentPlan
 from credprovider.tool.agent.platforms import AGENT_HOME
@@ -42,31 +41,31 @@ from credprovider.tool.agent.state import (
     keep,
     kept_bytes,
     load,
-    matches,
     read_host,
     record_made_dirs,
     recover_home,
-    remove_home,
     save,
 )
 from credprovider.tool.change.durable import (
     place_tree,
-    remove_empty_dir,
     remove_file,
     remove_tree,
     replace_file,
     replace_link,
-    temporary_for,
 )
-from credprovider.tool.flagfiles import flags_from_file, rewrite
 from credprovider.tool.install_config import NodeChangeError
-from credprovider.tool.migration import FlagChanges
-from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
-
-if TYPE_CHECKING:
-    from credprovider.tool.agent.watchdog import Watchdog
 
 Restart = Callable[[str], None]
+
+
+class Watch(Protocol):
+    """The node's own rollback for a kubelet restart (agent/watchdog.py's Watchdog)."""
+
+    def arm(self, root: str, state: State) -> str: ...  # journals and starts it: its unit
+
+    def disarm(self, unit: str) -> None: ...
+
+
 Healthy = Callable[[], str | None]  # None: healthy; else what is wrong
 
 load_state = load  # the name the daemon and the tests know
@@ -156,7 +155,7 @@ def _prune_versions(root: str, state: State) -> None:
             remove_tree(found)
 
 
-def _restore(root: str, path: str, kept: dict[str, Any]) -> None:
+def restore(root: str, path: str, kept: dict[str, Any]) -> None:
     """``path`` back to what ``kept`` records."""
     if "link" in kept:
         replace_link(host(root, path), kept["link"])
@@ -178,7 +177,7 @@ def settle(root: str, state: State) -> None:
 def put_back(root: str, state: State) -> None:
     """The kubelet's config and flags back as the change under way found them (``before``)."""
     for path, kept in sorted(state.get("before", {}).items()):
-        _restore(root, path, kept)
+        restore(root, path, kept)
         if kept.get("written") is None:
             state["written"].pop(path, None)
         else:
@@ -186,7 +185,7 @@ def put_back(root: str, state: State) -> None:
     save(root, state)
 
 
-def _arm(root: str, state: State, watch: Watchdog | None, outcome: Outcome) -> str:
+def arm(root: str, state: State, watch: Watch | None, outcome: Outcome) -> str:
     """The node's own rollback armed for the restart about to be made ('' if none)."""
     if watch is None:
         return ""
@@ -201,7 +200,7 @@ def _arm(root: str, state: State, watch: Watchdog | None, outcome: Outcome) -> s
         return ""
 
 
-def _disarm(watch: Watchdog | None, unit: str) -> None:
+def disarm(watch: Watch | None, unit: str) -> None:
     """The armed rollback stopped (it would find its change settled anyway)."""
     if watch is None or not unit:
         return
@@ -217,19 +216,19 @@ def _confirm(
     restart: Restart,
     healthy: Healthy,
     outcome: Outcome,
-    watch: Watchdog | None,
+    watch: Watch | None,
 ) -> Outcome:
     """The restart owed to the kubelet, made and checked (the node's own rollback armed
     meanwhile); rolled back if it fails."""
     service = state["restart_due"]
-    armed = _arm(root, state, watch, outcome)
-    problem = _restarted(service, restart, healthy, outcome)
+    armed = arm(root, state, watch, outcome)
+    problem = restarted(service, restart, healthy, outcome)
     if problem is None:
         settle(root, state)
-        _disarm(watch, armed)
+        disarm(watch, armed)
         return outcome
     put_back(root, state)
-    detail = _restarted_again(
+    detail = restarted_again(
         service,
         restart,
         outcome,
@@ -237,7 +236,7 @@ def _confirm(
         "put back",
     )
     settle(root, state)
-    _disarm(watch, armed)
+    disarm(watch, armed)
     return Outcome(
         "rolled back",
         outcome.changed,
@@ -248,7 +247,7 @@ def _confirm(
     )
 
 
-def _restarted(
+def restarted(
     service: str, restart: Restart, healthy: Healthy | None, outcome: Outcome
 ) -> str | None:
     """``service`` restarted and, with ``healthy``, checked: what went wrong, or None."""
@@ -260,7 +259,7 @@ def _restarted(
     return healthy() if healthy is not None else None
 
 
-def _restarted_again(service: str, restart: Restart, outcome: Outcome, detail: str) -> str:
+def restarted_again(service: str, restart: Restart, outcome: Outcome, detail: str) -> str:
     """A rollback's restart; ``detail`` with what became of it."""
     try:
         restart(service)
@@ -277,7 +276,7 @@ def apply(
     version: str,
     restart: Restart,
     healthy: Healthy,
-    watch: Watchdog | None = None,
+    watch: Watch | None = None,
 ) -> Outcome:
     """Make the node under ``root`` as ``plan`` says (the bundle copied from ``bundle``), after
     finishing a change an earlier run left unfinished; with ``watch``, a kubelet restart is
@@ -295,7 +294,7 @@ def apply(
     state = load(root)
     if "before" not in state:  # a change settled, its copies not yet removed when it was killed
         remove_tree(host(root, BEFORE))
-    outcome = Outcome("installed", healed=_healed(root, state))
+    outcome = Outcome("installed", healed=healed(root, state))
     _intent(root, plan, state)
     _change(root, plan, bundle, outcome)
     if state.get("version") != version:
@@ -316,138 +315,14 @@ def _not_in_bundle(plan: AgentPlan, bundle: Path) -> list[str]:
     return [name for name in names if not os.path.exists(bundle / name)]
 
 
-def _healed(root: str, state: State) -> str:
+def healed(root: str, state: State) -> str:
     """What the node's own rollback did since the last run, taken from the state (said once)."""
-    from credprovider.tool.agent.watchdog import said_healed
-
-    healed = said_healed(state)
-    if healed:
-        state.pop("healed")
-        save(root, state)
-    return healed
-
-
-def uninstall(
-    root: str,
-    service: str,
-    restart: Restart,
-    healthy: Healthy | None = None,
-    watch: Watchdog | None = None,
-) -> Outcome:
-    """Every file and link back to how it was before the first install; what the agent placed
-    removed; the kubelet restarted (``service``) when its config or flags changed, and (with
-    ``healthy``) confirmed healthy, else the agent's files put back and the kubelet restarted
-    again (a rollback: nothing removed). Its intent is recorded first: after a kill, running it
-    again finishes it."""
-    recover_home(root)
-    if not os.path.lexists(read_host(root, STATE)):
-        return Outcome("uninstalled")  # nothing of the agent's is on the node
-    state = load(root)
-    outcome = Outcome("uninstalled", healed=_healed(root, state))
-    if service and state["written"] and not state.get("restart_due"):
-        # what the kubelet runs now, kept for a rollback, and the restart owed from here on
-        before = state.setdefault("before", {})
-        for path in state["originals"]:
-            if path not in before:
-                before[path] = {**keep(root, BEFORE, path), "written": state["written"].get(path)}
-        state["restart_due"] = service
-        save(root, state)
-    for path, original in sorted(state["originals"].items()):
-        remove_file(temporary_for(host(root, path)))  # a killed write's temporary
-        written = state["written"].get(path)
-        # what the agent wrote there: this change's, or (a change killed before its write) the
-        # one before it
-        ours = {written, state.get("before", {}).get(path, {}).get("written")} - {None}
-        readable = read_host(root, path)
-        if matches(root, path, original):
-            continue  # already as it was (restored before a kill, or never replaced)
-        if ours and (not readable.is_file() or digest(readable.read_bytes()) not in ours):
-            if not _agents_flags_removed(root, state, path, original):
-                outcome.kept.append(path)  # someone else's since: reported, not overwritten
-                continue
-            outcome.detail = (
-                f"{path} was edited since the agent wrote it: only the agent's flags were taken "
-                "out of it, the edit kept"
-            )
-        else:
-            _restore(root, path, original)
-        outcome.changed.append(path)
-    due = state.get("restart_due", "")
-    if due and service:
-        armed = _arm(root, state, watch, outcome)
-        problem = _restarted(due, restart, healthy, outcome)
-        if problem is not None:
-            undone = _undo_uninstall(root, state, restart, outcome, problem)
-            _disarm(watch, armed)
-            return undone
-        state.pop("watchdog", None)
-        _disarm(watch, armed)
-    state.pop("restart_due", None)
-    _remove_own(root, state)
-    return outcome
-
-
-def _undo_uninstall(
-    root: str, state: State, restart: Restart, outcome: Outcome, problem: str
-) -> Outcome:
-    """The kubelet did not come back without the agent's files: they are put back as uninstall
-    found them, and it is restarted again; the agent stays installed."""
-    put_back(root, state)
-    detail = _restarted_again(
-        state["restart_due"],
-        restart,
-        outcome,
-        f"the kubelet was not healthy after the uninstall's restart ({problem}): the agent's "
-        "files were put back",
-    )
-    settle(root, state)
-    return Outcome(
-        "rolled back",
-        outcome.changed,
-        outcome.restarted,
-        detail=detail,
-        healed=outcome.healed,
-        notes=outcome.notes,
-    )
-
-
-def _agents_flags_removed(root: str, state: State, path: str, original: dict[str, Any]) -> bool:
-    """A flags file edited since the agent wrote it (an operator's ``--max-pods``): the agent's two
-    flags taken out of it, everything else kept, when the node's own file had neither of them (so
-    taking them out is all that undoing the agent's edit takes); whether that was done."""
-    found = read_host(root, path)
-    if path not in state.get("flag_files", []) or "link" in original or not found.is_file():
-        return False
-    before = shlex.split(
-        flags_from_file((kept_bytes(root, original) or b"").decode("utf-8", "replace"))
-    )
-    ours = (CONFIG_FLAG, BIN_DIR_FLAG)
-    if any(flag_value(before, flag) for flag in ours):
-        return False  # the node had its own values: only the operator knows which to keep
-    text = found.read_text(encoding="utf-8", errors="replace")
-    if not any(flag_value(shlex.split(flags_from_file(text)), flag) for flag in ours):
-        return True  # the operator took them out already
-    edited = rewrite(text, FlagChanges(frozenset(ours), frozenset()).edit)
-    replace_file(host(root, path), edited.encode(), found.stat().st_mode & 0o7777)
-    return True
-
-
-def _remove_own(root: str, state: State) -> None:
-    """What the agent placed, the directories it made outside its home (deepest first), then its
-    home with its state in one rename: a kill on the way leaves what the next uninstall
-    finishes (the state no longer names the copies about to be removed)."""
-    state["originals"], state["written"] = {}, {}
-    state.pop("before", None)
+    healed = state.get("healed", {})
+    if not healed:
+        return ""
+    state.pop("healed")
     save(root, state)
-    for own in (VERSIONS, f"{AGENT_HOME}/current", BEFORE, ORIGINALS):
-        remove_tree(host(root, own))
-    above = {str(p) for p in Path(AGENT_HOME).parents}
-    made = sorted(state.get("made_dirs", []), key=len, reverse=True)
-    inside = (AGENT_HOME, f"{AGENT_HOME}/")  # removed with the home
-    for directory in made:
-        if directory not in above and not directory.startswith(inside):
-            remove_empty_dir(host(root, directory))
-    remove_home(root, state)
-    for directory in made:  # those above the home (a node without /var/lib, say)
-        if directory in above:
-            remove_empty_dir(host(root, directory))
+    return (
+        f"the node rolled the change back by itself at {healed.get('at', '?')} (no agent "
+        f"confirmed the kubelet's restart within the health wait): {healed.get('detail', '')}"
+    ).rstrip(": ")

@@ -19,16 +19,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from credprovider.errors import CredproviderError
-from credprovider.tool.agent.apply import Outcome, apply, load_state, uninstall
+from credprovider.tool.agent.apply import Outcome, Watch, apply, load_state
 from credprovider.tool.agent.cluster import Cluster, ClusterError, NodeStatus, Renewer, now, stamp
 from credprovider.tool.agent.state import read_host
+from credprovider.tool.agent.uninstall import uninstall
 
 if TYPE_CHECKING:
     import datetime
 
     from credprovider.tool.agent.health import KubeletHealth
     from credprovider.tool.agent.plan import AgentPlan
-    from credprovider.tool.agent.watchdog import Watchdog
 
 SLOT_POLL_SECONDS: Final = 5.0
 # Events on the node, one reason per kind of change.
@@ -60,7 +60,7 @@ class Node:
     # a change under way (SIGTERM is held until it ends: agent/termination.py)
     changing: Callable[[], AbstractContextManager[None]] = contextlib.nullcontext
     # the node's own rollback, armed for each kubelet restart (agent/watchdog.py)
-    watch: Watchdog | None = None
+    watch: Watch | None = None
 
     # -- reporting (best effort) -------------------------------------------------------------
     def report(self, result: str, detail: str, config_hash: str) -> None:

@@ -96,17 +96,6 @@ def armed_for(state: State, unit: str) -> bool:
     return state.get("watchdog", {}).get("unit") == unit and bool(state.get("restart_due"))
 
 
-def said_healed(state: State) -> str:
-    """What the node's rollback did since the agent last ran ('' if nothing)."""
-    healed = state.get("healed", {})
-    if not healed:
-        return ""
-    return (
-        f"the node rolled the change back by itself at {healed.get('at', '?')} (no agent "
-        f"confirmed the kubelet's restart within the health wait): {healed.get('detail', '')}"
-    ).rstrip(": ")
-
-
 def say(line: str) -> None:
     """One line to the node's journal (the armed service's stderr)."""
     print(f"credprovider agent rollback: {line}", file=sys.stderr, flush=True)

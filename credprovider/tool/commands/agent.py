@@ -212,8 +212,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_uninstall(args: argparse.Namespace) -> int:
-    from credprovider.tool.agent.apply import uninstall
     from credprovider.tool.agent.platforms import installed_unit, recognize
+    from credprovider.tool.agent.uninstall import uninstall
 
     if _paths_refused(args, "uninstall"):
         return EXIT_USAGE

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from credprovider.tool.agent.apply import Outcome, apply, load_state, uninstall
+from credprovider.tool.agent.apply import Outcome, apply, load_state
 from credprovider.tool.agent.plan import plan_node
+from credprovider.tool.agent.uninstall import uninstall
 from tests.unit.tool.test_agent_plan import KUBEADM_NODE, node
 
 A = "/var/lib/credprovider/agent"

@@ -1,0 +1,184 @@
+"""The node agent taking itself off the node under ``root`` (``agent uninstall``, ``agent run
+--uninstall``): every file and link back to how it was before the first install, byte for byte;
+what it placed removed; the kubelet restarted when its config or flags changed and confirmed
+healthy (the node's own rollback armed meanwhile), else the agent's files put back (a rollback).
+Its intent is recorded first, so a second run after a kill finishes it. A flags file someone edited
+since keeps the edit: only the agent's two flags are taken out of it. The change primitives are
+:mod:`credprovider.tool.agent.apply`'s.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from pathlib import Path
+from typing import Any
+
+from credprovider.tool.agent.apply import (
+    VERSIONS,
+    Healthy,
+    Outcome,
+    Restart,
+    Watch,
+    arm,
+    disarm,
+    healed,
+    put_back,
+    restarted,
+    restarted_again,
+    restore,
+    settle,
+)
+from credprovider.tool.agent.platforms import AGENT_HOME
+from credprovider.tool.agent.state import (
+    BEFORE,
+    ORIGINALS,
+    STATE,
+    State,
+    digest,
+    host,
+    keep,
+    kept_bytes,
+    load,
+    matches,
+    read_host,
+    recover_home,
+    remove_home,
+    save,
+)
+from credprovider.tool.change.durable import (
+    remove_empty_dir,
+    remove_file,
+    remove_tree,
+    replace_file,
+    temporary_for,
+)
+from credprovider.tool.flagfiles import flags_from_file, rewrite
+from credprovider.tool.migration import FlagChanges
+from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
+
+
+def uninstall(
+    root: str,
+    service: str,
+    restart: Restart,
+    healthy: Healthy | None = None,
+    watch: Watch | None = None,
+) -> Outcome:
+    """Every file and link back to how it was before the first install; what the agent placed
+    removed; the kubelet restarted (``service``) when its config or flags changed, and (with
+    ``healthy``) confirmed healthy, else the agent's files put back and the kubelet restarted
+    again (a rollback: nothing removed). Its intent is recorded first: after a kill, running it
+    again finishes it."""
+    recover_home(root)
+    if not os.path.lexists(read_host(root, STATE)):
+        return Outcome("uninstalled")  # nothing of the agent's is on the node
+    state = load(root)
+    outcome = Outcome("uninstalled", healed=healed(root, state))
+    if service and state["written"] and not state.get("restart_due"):
+        # what the kubelet runs now, kept for a rollback, and the restart owed from here on
+        before = state.setdefault("before", {})
+        for path in state["originals"]:
+            if path not in before:
+                before[path] = {**keep(root, BEFORE, path), "written": state["written"].get(path)}
+        state["restart_due"] = service
+        save(root, state)
+    for path, original in sorted(state["originals"].items()):
+        remove_file(temporary_for(host(root, path)))  # a killed write's temporary
+        written = state["written"].get(path)
+        # what the agent wrote there: this change's, or (a change killed before its write) the
+        # one before it
+        ours = {written, state.get("before", {}).get(path, {}).get("written")} - {None}
+        readable = read_host(root, path)
+        if matches(root, path, original):
+            continue  # already as it was (restored before a kill, or never replaced)
+        if ours and (not readable.is_file() or digest(readable.read_bytes()) not in ours):
+            if not _agents_flags_removed(root, state, path, original):
+                outcome.kept.append(path)  # someone else's since: reported, not overwritten
+                continue
+            outcome.detail = (
+                f"{path} was edited since the agent wrote it: only the agent's flags were taken "
+                "out of it, the edit kept"
+            )
+        else:
+            restore(root, path, original)
+        outcome.changed.append(path)
+    due = state.get("restart_due", "")
+    if due and service:
+        armed = arm(root, state, watch, outcome)
+        problem = restarted(due, restart, healthy, outcome)
+        if problem is not None:
+            undone = _undo_uninstall(root, state, restart, outcome, problem)
+            disarm(watch, armed)
+            return undone
+        state.pop("watchdog", None)
+        disarm(watch, armed)
+    state.pop("restart_due", None)
+    _remove_own(root, state)
+    return outcome
+
+
+def _undo_uninstall(
+    root: str, state: State, restart: Restart, outcome: Outcome, problem: str
+) -> Outcome:
+    """The kubelet did not come back without the agent's files: they are put back as uninstall
+    found them, and it is restarted again; the agent stays installed."""
+    put_back(root, state)
+    detail = restarted_again(
+        state["restart_due"],
+        restart,
+        outcome,
+        f"the kubelet was not healthy after the uninstall's restart ({problem}): the agent's "
+        "files were put back",
+    )
+    settle(root, state)
+    return Outcome(
+        "rolled back",
+        outcome.changed,
+        outcome.restarted,
+        detail=detail,
+        healed=outcome.healed,
+        notes=outcome.notes,
+    )
+
+
+def _agents_flags_removed(root: str, state: State, path: str, original: dict[str, Any]) -> bool:
+    """A flags file edited since the agent wrote it (an operator's ``--max-pods``): the agent's two
+    flags taken out of it, everything else kept, when the node's own file had neither of them (so
+    taking them out is all that undoing the agent's edit takes); whether that was done."""
+    found = read_host(root, path)
+    if path not in state.get("flag_files", []) or "link" in original or not found.is_file():
+        return False
+    before = shlex.split(
+        flags_from_file((kept_bytes(root, original) or b"").decode("utf-8", "replace"))
+    )
+    ours = (CONFIG_FLAG, BIN_DIR_FLAG)
+    if any(flag_value(before, flag) for flag in ours):
+        return False  # the node had its own values: only the operator knows which to keep
+    text = found.read_text(encoding="utf-8", errors="replace")
+    if not any(flag_value(shlex.split(flags_from_file(text)), flag) for flag in ours):
+        return True  # the operator took them out already
+    edited = rewrite(text, FlagChanges(frozenset(ours), frozenset()).edit)
+    replace_file(host(root, path), edited.encode(), found.stat().st_mode & 0o7777)
+    return True
+
+
+def _remove_own(root: str, state: State) -> None:
+    """What the agent placed, the directories it made outside its home (deepest first), then its
+    home with its state in one rename: a kill on the way leaves what the next uninstall
+    finishes (the state no longer names the copies about to be removed)."""
+    state["originals"], state["written"] = {}, {}
+    state.pop("before", None)
+    save(root, state)
+    for own in (VERSIONS, f"{AGENT_HOME}/current", BEFORE, ORIGINALS):
+        remove_tree(host(root, own))
+    above = {str(p) for p in Path(AGENT_HOME).parents}
+    made = sorted(state.get("made_dirs", []), key=len, reverse=True)
+    inside = (AGENT_HOME, f"{AGENT_HOME}/")  # removed with the home
+    for directory in made:
+        if directory not in above and not directory.startswith(inside):
+            remove_empty_dir(host(root, directory))
+    remove_home(root, state)
+    for directory in made:  # those above the home (a node without /var/lib, say)
+        if directory in above:
+            remove_empty_dir(host(root, directory))
