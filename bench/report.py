@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from bench.common import BUDGETS, RUNS
+from bench.common import BUDGET_CHANGES, BUDGETS, RUNS
 
 
 def check_budgets(
@@ -266,6 +266,9 @@ def _budget_table(results: dict[str, Any]) -> list[str]:
             f"| {check['budget']} | {check['value']} {check['unit']} | {check['limit']} {check['unit']} "
             f"| {'yes' if check['ok'] else 'NO' + over} |"
         )
+    if BUDGET_CHANGES:
+        lines += ["", "Budgets changed since they were set, and why:", ""]
+        lines += [f"- `{name}`: {why}" for name, why in BUDGET_CHANGES.items()]
     return lines
 
 
