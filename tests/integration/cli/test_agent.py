@@ -242,7 +242,7 @@ def test_apply_restarts_over_systemds_socket_and_refuses_one_that_does_not_answe
     bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
     socket_path = tmp_path / "private"
     with serve(lambda request: FakeResponse.text("ok")) as kubelet:
-        common = ["--root", root, "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "2"]
+        common = ["--root", root, "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "10"]
         silent = cli(
             "agent", "apply", "--bundle", str(bundle), "--providers", "aws",
             "--systemd-socket", str(socket_path), *common,
@@ -343,7 +343,7 @@ def test_uninstall_over_a_hand_edited_flags_file_takes_out_only_the_agents_flags
     bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
     with serve(lambda request: FakeResponse.text("ok")) as kubelet:
         common = ["--root", root, "--restart-command", restart_command(tmp_path),
-                  "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "2"]  # fmt: skip
+                  "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "10"]  # fmt: skip
         assert cli("agent", "apply", "--bundle", str(bundle), "--providers", "aws",
                    *common).returncode == 0  # fmt: skip
         written = flags.read_text()
