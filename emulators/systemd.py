@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from jeepney import DBusAddress, MessageType, new_error, new_method_return, new_signal
+from jeepney import DBusAddress, Message, MessageType, new_error, new_method_return, new_signal
 from jeepney.low_level import HeaderFields, Parser
 
 MANAGER = "org.freedesktop.systemd1.Manager"
@@ -109,14 +109,7 @@ class StandInSystemd:
                                       (f"Unit {unit} not found.",))
                         )  # fmt: skip
                     else:
-                        self.jobs += 1
-                        job = f"/org/freedesktop/systemd1/job/{self.jobs}"
-                        outgoing.append(new_method_return(message, "o", (job,)))
-                        outgoing.append(
-                            new_signal(
-                                manager, "JobRemoved", "uoss", (self.jobs, job, unit, result)
-                            )
-                        )
+                        outgoing += self._job(message, manager, unit, result)
                 elif member in ("StartTransientUnit", "StopUnit"):
                     unit = message.body[0]
                     try:
@@ -136,14 +129,7 @@ class StandInSystemd:
                                        "file.",))
                         )  # fmt: skip
                     else:
-                        self.jobs += 1
-                        job = f"/org/freedesktop/systemd1/job/{self.jobs}"
-                        outgoing.append(new_method_return(message, "o", (job,)))
-                        outgoing.append(
-                            new_signal(
-                                manager, "JobRemoved", "uoss", (self.jobs, job, unit, "done")
-                            )
-                        )
+                        outgoing += self._job(message, manager, unit, "done")
                 else:
                     outgoing.append(
                         new_error(message, "org.freedesktop.DBus.Error.UnknownMethod", "s",
@@ -152,6 +138,15 @@ class StandInSystemd:
                 for answer in outgoing:
                     serial += 1
                     peer.sendall(answer.serialise(serial=serial))
+
+    def _job(self, call: Message, manager: DBusAddress, unit: str, result: str) -> list[Message]:
+        """A queued job's path as the call's answer, then its JobRemoved signal."""
+        self.jobs += 1
+        job = f"/org/freedesktop/systemd1/job/{self.jobs}"
+        return [
+            new_method_return(call, "o", (job,)),
+            new_signal(manager, "JobRemoved", "uoss", (self.jobs, job, unit, result)),
+        ]
 
     def _live(self, unit: str) -> bool:
         found = self.services.get(unit)

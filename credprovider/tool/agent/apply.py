@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -237,14 +237,12 @@ def _confirm(
     )
     settle(root, state)
     disarm(watch, armed)
-    return Outcome(
-        "rolled back",
-        outcome.changed,
-        outcome.restarted,
-        detail=detail,
-        healed=outcome.healed,
-        notes=outcome.notes,
-    )
+    return rolled_back(outcome, detail)
+
+
+def rolled_back(outcome: Outcome, detail: str) -> Outcome:
+    """``outcome`` as a rollback ended it: what changed and restarted on the way, nothing kept."""
+    return replace(outcome, result="rolled back", detail=detail, kept=[])
 
 
 def restarted(

@@ -27,6 +27,7 @@ from credprovider.tool.agent.apply import (
     restarted,
     restarted_again,
     restore,
+    rolled_back,
     settle,
 )
 from credprovider.tool.agent.platforms import AGENT_HOME
@@ -132,14 +133,7 @@ def _undo_uninstall(
         "files were put back",
     )
     settle(root, state)
-    return Outcome(
-        "rolled back",
-        outcome.changed,
-        outcome.restarted,
-        detail=detail,
-        healed=outcome.healed,
-        notes=outcome.notes,
-    )
+    return rolled_back(outcome, detail)
 
 
 def _agents_flags_removed(root: str, state: State, path: str, original: dict[str, Any]) -> bool:
