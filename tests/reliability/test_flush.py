@@ -20,6 +20,7 @@ import pytest
 from credprovider.tool.change.durable import TEMPORARY_SUFFIX
 from emulators.http import FakeResponse, serve
 from emulators.kubelet_exec import REPO
+from tests.helpers import private
 from tests.integration.cli.conftest import fake_bundle
 from tests.unit.tool.test_agent_apply import kubeadm
 
@@ -34,10 +35,10 @@ def traced(tmp: Path, *args: str) -> list[tuple[str, list[str]]]:
     """``credprovider ARGS`` from source under strace: each successful rename and fsync, in order,
     with the paths they name."""
     log = tmp / "strace.log"
-    done = subprocess.run(
-        ["strace", "-f", "-y", "-qq", "-s", "4096", "-o", str(log),
-         "-e", "trace=fsync,fdatasync,rename,renameat,renameat2",
-         sys.executable, "-m", "credprovider", "credprovider", *args],
+    done = subprocess.run(  # in namespaces of its own: its /run (the node's lock) too
+        private(["strace", "-f", "-y", "-qq", "-s", "4096", "-o", str(log),
+                 "-e", "trace=fsync,fdatasync,rename,renameat,renameat2",
+                 sys.executable, "-m", "credprovider", "credprovider", *args]),
         capture_output=True, text=True, timeout=300, check=False,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip

@@ -22,7 +22,7 @@ import pytest
 
 from credprovider.tool.cli import build_parser
 from emulators.kubelet_exec import BUNDLE_DIR
-from tests.helpers import require_bundle
+from tests.helpers import private, require_bundle
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/app"
 CONFIG = (
@@ -290,7 +290,8 @@ def test_a_special_file_is_one_line_at_once(
     before = sorted(p.name for p in node.iterdir())
     try:
         done = subprocess.run(
-            [*AS_USER[who], str(BUNDLE_DIR / "credprovider"), *argv(path, node)],
+            # in namespaces of its own: its /run (the node's lock) is not the host's
+            private([*AS_USER[who], str(BUNDLE_DIR / "credprovider"), *argv(path, node)]),
             capture_output=True,
             text=True,
             timeout=30,
