@@ -77,6 +77,16 @@ def _clean_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
 
 
 @pytest.fixture(autouse=True)
+def _host_lock_untouched() -> Iterator[None]:
+    """Rule 8: a test that runs install, migrate --write or the agent on the host's /run (not in
+    namespaces of its own, tests/helpers.py private) would leave the host's node lock behind."""
+    lock = "/run/credprovider/node.lock"
+    there = os.path.lexists(lock)
+    yield
+    assert there or not os.path.lexists(lock), f"this test made the host's {lock}: use private()"
+
+
+@pytest.fixture(autouse=True)
 def _forget_secrets() -> Iterator[None]:
     yield
     redact.forget_secrets()
