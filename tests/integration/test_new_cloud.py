@@ -20,6 +20,7 @@ import yaml
 from credprovider.tool.catalog import PLUGINS
 from emulators.kubelet_exec import REPO, request_bytes
 from tests.fakes.examplecloud.descriptor import DESCRIPTOR
+from tests.helpers import private
 from tests.helpers_kubelet import run_harness
 
 # Runs the product as the bundle's executable would (argv[0] names the program), with the example
@@ -48,8 +49,13 @@ def tool(tmp_path: Path) -> Path:
 
 
 def _run(command: list[str], stdin: bytes = b"") -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        command, input=stdin.decode(), capture_output=True, text=True, timeout=120, check=False
+    return subprocess.run(  # in namespaces of its own: install takes its node lock in its /run
+        private(command),
+        input=stdin.decode(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 
