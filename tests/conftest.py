@@ -81,9 +81,19 @@ def _host_lock_untouched() -> Iterator[None]:
     """Rule 8: a test that runs install, migrate --write or the agent on the host's /run (not in
     namespaces of its own, tests/helpers.py private) would leave the host's node lock behind."""
     lock = "/run/credprovider/node.lock"
-    there = os.path.lexists(lock)
+    before = _stamp(lock)
     yield
-    assert there or not os.path.lexists(lock), f"this test made the host's {lock}: use private()"
+    assert _stamp(lock) == before, f"this test took the host's {lock}: use private()"
+
+
+def _stamp(path: str) -> tuple[int, int] | None:
+    """Which file ``path`` is and when it was last written (a run that takes the lock writes who
+    holds it), or None when there is none."""
+    try:
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return found.st_ino, found.st_mtime_ns
 
 
 @pytest.fixture(autouse=True)

@@ -101,14 +101,16 @@ def make_node(home: Path, owner: int = 0, bin_mode: int = 0o755) -> Node:
 
 
 def run_node(tmp: Path, kubelets: list[dict[str, Any]], *args: str) -> dict[str, Any]:
-    """``credprovider ARGS`` in a pid and mount namespace holding ``kubelets``."""
+    """``credprovider ARGS`` in a pid and mount namespace holding ``kubelets``, with a ``/run`` of
+    its own (install's node lock never lands in the host's)."""
     spec = tmp / "spec.json"
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp),
            "PYTHONPATH": str(REPO)}  # fmt: skip
     spec.write_text(json.dumps({"kubelets": kubelets, "command": [*tool(), *args], "env": env}))
     done = subprocess.run(
         ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--propagation", "private",
-         "--mount-proc", sys.executable, "-m", "tests.reliability.redteam.trustnode", str(spec)],
+         "--mount-proc", "sh", "-c", 'mount -t tmpfs -o mode=0755 credprovider-run /run && exec "$@"',
+         "sh", sys.executable, "-m", "tests.reliability.redteam.trustnode", str(spec)],
         capture_output=True, text=True, timeout=200, env=env, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
