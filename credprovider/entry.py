@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 # The one table of clouds: plugin name -> its package. The package's ``main`` module has the
 # plugin's ``SPEC`` (a runtime.provider.PluginSpec, served by SERVE_MODULE); its ``descriptor``
-# module tells the tool about it (credprovider/tool/descriptor.py). Adding a cloud is a folder and
+# module tells the tool about it (credprovider/cloud.py). Adding a cloud is a folder and
 # a line here.
 PLUGIN_PACKAGES: Final = {
     "ecr-credential-provider": "credprovider.aws",

@@ -1,6 +1,6 @@
 """Distribution packages: one ``.deb`` and one ``.rpm`` per target, from the tarball's own staged tree.
 
-Both install the same files (the paths are credprovider.tool.catalog's, which ``credprovider install``
+Both install the same files (the paths are credprovider.paths', which ``credprovider install``
 knows too), and nothing else:
 
     /usr/lib/credprovider/<version>/     the bundle (launcher, plugin-name links, _internal/), LICENSE,
@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from credprovider.tool.catalog import (
+from credprovider.paths import (
     PACKAGE_BIN_DIR,
     PACKAGE_DOC_DIR,
     PACKAGE_LIB_DIR,

@@ -1,4 +1,4 @@
-"""The ECR plugin as the ``credprovider`` tool sees it (credprovider/tool/descriptor.py). Pure."""
+"""The ECR plugin as the ``credprovider`` tool sees it (credprovider/cloud.py). Pure."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from credprovider.aws.registry import (
     SAMPLE_IMAGES,
     classify_host,
 )
-from credprovider.tool.descriptor import (
+from credprovider.cloud import (
     CloudPlugin,
     IdentityProbe,
     both_port_forms,

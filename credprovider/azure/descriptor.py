@@ -1,4 +1,4 @@
-"""The ACR plugin as the ``credprovider`` tool sees it (credprovider/tool/descriptor.py). Pure."""
+"""The ACR plugin as the ``credprovider`` tool sees it (credprovider/cloud.py). Pure."""
 
 from __future__ import annotations
 
@@ -23,14 +23,14 @@ from credprovider.azure.registry import (
     AzureConfigError,
     login_server_suffix,
 )
-from credprovider.errors import CredproviderError
-from credprovider.runtime.args import parse_arguments, split_common_args
-from credprovider.tool.descriptor import (
+from credprovider.cloud import (
     CloudPlugin,
     IdentityProbe,
     both_port_forms,
     samples_with_port,
 )
+from credprovider.errors import CredproviderError
+from credprovider.runtime.args import parse_arguments, split_common_args
 
 DEFAULT_AZURE_CONFIG: Final = "/etc/kubernetes/azure.json"
 _PUBLIC_AZURE = CLOUDS["azurepubliccloud"]

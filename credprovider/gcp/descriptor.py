@@ -1,10 +1,16 @@
-"""The Google plugin as the ``credprovider`` tool sees it (credprovider/tool/descriptor.py). Pure."""
+"""The Google plugin as the ``credprovider`` tool sees it (credprovider/cloud.py). Pure."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
+from credprovider.cloud import (
+    CloudPlugin,
+    IdentityProbe,
+    both_port_forms,
+    samples_with_port,
+)
 from credprovider.errors import UsageError
 from credprovider.gcp import PLUGIN_NAME
 from credprovider.gcp.impersonation import chain_in_args
@@ -19,12 +25,6 @@ from credprovider.gcp.registry import (
     covered_by_fixed_keys,
     is_google_registry_host,
     registry_keys,
-)
-from credprovider.tool.descriptor import (
-    CloudPlugin,
-    IdentityProbe,
-    both_port_forms,
-    samples_with_port,
 )
 
 

@@ -3,7 +3,7 @@ flag file, a token): opened without blocking, refused unless it is a regular fil
 
 A FIFO named by mistake would otherwise hold the reader until a deadline (whose message would blame
 the network), ``/dev/zero`` would be read until memory runs out. The one reader for both sides:
-the plugins call it directly, the ``credprovider`` tool through ``tool/nodefiles`` (which adds who
+the plugins call it directly, the ``credprovider`` tool through ``tool/node/access`` (which adds who
 may read what). Stdlib only.
 """
 

@@ -1,13 +1,17 @@
 """The operator tool, ``credprovider``: never on a plugin's exec path.
 
-``cli`` is the parser and the error edge; ``commands/`` holds one module per subcommand (argument
-parsing and printing only); the modules beside it are the decisions those commands share: the
-kubelet's config and its validation (``config``, ``config_validate``, ``config_lint``,
-``yamldoc``), which providers run for an image (``selection``, ``claims``, ``lookup``), what
-install and migrate write (``install_config``, ``install_plan``, ``migration``, ``flagfiles``),
-and reading what an operator names (``nodefiles``, ``startcheck``, ``childproc``). The clouds are
-known through their ``descriptor`` modules (``catalog``).
+``cli`` is the parser and the error edge, ``terminal`` sanitizes what it prints, ``catalog`` is the
+clouds it knows (each cloud's ``descriptor``, filling in :mod:`credprovider.cloud`). The rest is
+grouped by what it works on:
 
-May import YAML, pydantic, and anything in :mod:`credprovider.runtime`; the runtime never
-imports this package.
+* ``commands/``: one module per subcommand; they parse arguments and print, nothing else;
+* ``node/``: the node as files and processes (the kubelet, its flags, layouts, discovery);
+* ``kubeconfig/``: the CredentialProviderConfig, as the kubelet reads and validates it;
+* ``images/``: which providers run for an image, and running them as the kubelet does;
+* ``change/``: node changes as transactions (install, migrate, durable writes, journal, lock);
+* ``doctor/``: the node's credential chain, checked link by link;
+* ``agent/``: the fleet agent.
+
+May import YAML, pydantic, and anything in :mod:`credprovider.runtime`; the runtime never imports
+this package. Paths on the node are in :mod:`credprovider.paths`.
 """

@@ -1,9 +1,9 @@
 """``credprovider``: the operator tool (run by hand, never by the kubelet).
 
-It answers "why did this pull get no credentials?": ``validate`` a config like the kubelet,
-``get`` credentials the way the kubelet would, ``explain`` an image offline, ``match`` a pattern,
-``install`` the plugins and ``migrate`` a node from the in-tree providers. Each subcommand is a
-module of credprovider/tool/commands/; this one builds the parser and is the edge that catches errors.
+It answers "why did this pull get no credentials?" (``doctor`` first, then ``get`` for one image)
+and changes nodes (``install``, ``migrate``, the fleet ``agent``). Each subcommand is a module of
+credprovider/tool/commands/, listed in ``COMMANDS`` (their order in ``--help``); this one builds the
+parser and is the edge that catches errors.
 """
 
 from __future__ import annotations
@@ -97,8 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
         ),
         description=(
             "Operator tool for the kubelet image credential provider plugins "
-            f"{', '.join(PLUGIN_MODULES)}. Start with 'credprovider get IMAGE --config ... "
-            "--bin-dir ...' to see why a pull got (or did not get) credentials. " + WHAT_CHANGES
+            f"{', '.join(PLUGIN_MODULES)}. Start with 'credprovider doctor' on the node (no flags: "
+            "it finds the kubelet's config and bin dir), then 'credprovider get IMAGE' to see why "
+            "one pull got (or did not get) credentials. " + WHAT_CHANGES
         ),
     )
     parser.add_argument(

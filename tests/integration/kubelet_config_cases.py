@@ -1,4 +1,4 @@
-"""Configs the kubelet must judge exactly as credprovider.tool.config does (name -> file text)."""
+"""Configs the kubelet must judge exactly as credprovider.tool.kubeconfig.model does (name -> file text)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """credprovider's config reading and validation agree with the real kubelet code, message for message.
 
 Every case is decided twice: by the Go harness (``RegisterCredentialProviderPlugins`` in
-k8s.io/kubernetes, the kubelet's start-up path) and by ``credprovider.tool.config_validate.load_config``.
+k8s.io/kubernetes, the kubelet's start-up path) and by ``credprovider.tool.kubeconfig.validate.load_config``.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from credprovider.tool.config import ConfigError
-from credprovider.tool.config_validate import load_config
+from credprovider.tool.kubeconfig.model import ConfigError
+from credprovider.tool.kubeconfig.validate import load_config
 from tests.helpers import CONFIG_DIR, CONFIG_EXAMPLES
 from tests.helpers_kubelet import validate_with_kubelet
 from tests.integration.kubelet_config_cases import CASES, OK, P

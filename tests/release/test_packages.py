@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from credprovider.tool.catalog import (
+from credprovider.paths import (
     PACKAGE_BIN_DIR,
     PACKAGE_DOC_DIR,
     PACKAGE_LIB_DIR,

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from credprovider.tool.change.lock import LOCK_PATH, NodeBusy, node_lock
-from credprovider.tool.install_config import NodeChangeError
+from credprovider.paths import LOCK_PATH
+from credprovider.tool.change.lock import NodeBusy, node_lock
+from credprovider.tool.change.render import NodeChangeError
 from emulators.http import FakeResponse, serve
 from tests.helpers import REPO, private
 from tests.integration.cli.conftest import fake_bundle

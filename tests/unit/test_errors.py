@@ -33,7 +33,7 @@ def test_parser_errors_keep_their_builtin_base() -> None:
     from credprovider.runtime.api import RequestError
     from credprovider.runtime.http import HttpError
     from credprovider.runtime.imageref import ImageError
-    from credprovider.tool.config import ConfigError
+    from credprovider.tool.kubeconfig.model import ConfigError
 
     assert issubclass(RequestError, ValueError)
     assert issubclass(ImageError, ValueError)

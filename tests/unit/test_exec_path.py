@@ -70,7 +70,10 @@ SDKS = {
     "credprovider.gcp": {"google"},
 }
 # Never on the exec path, whatever the module.
-FORBIDDEN = ("credprovider.tool", "pydantic", "yaml")
+# The tool's side: the operator tool, and the cloud interface (credprovider/cloud.py) with each
+# cloud's descriptor that fills it in. The exec path imports none of them.
+TOOL_SIDE = ("credprovider.tool", "credprovider.cloud", "credprovider.paths")
+FORBIDDEN = (*TOOL_SIDE, "pydantic", "yaml")
 # (module, import) pairs allowed lazily only: a YAML azure.json (cloud-provider-azure reads both).
 LAZY_EXCEPTIONS = {("credprovider.azure.cloudconfig", "yaml")}
 # Build-time modules inside a cloud folder (read by build.spec, never by a plugin).
@@ -89,7 +92,7 @@ def exec_path_modules() -> dict[str, Path]:
     modules = {}
     for path in sorted(PACKAGE.rglob("*.py")):
         name = _name(path)
-        if name.startswith("credprovider.tool") or name.endswith(".descriptor"):
+        if _within(name, TOOL_SIDE) or name.endswith(".descriptor"):
             continue
         if name not in BUILD_ONLY:
             modules[name] = path
@@ -125,6 +128,8 @@ def verdict(module: str, imported: str, lazy: bool) -> str | None:
     """Why ``module`` may not import ``imported``, or ``None``."""
     if _within(imported, FORBIDDEN) and not (lazy and (module, imported) in LAZY_EXCEPTIONS):
         return "the operator tool, pydantic and YAML are never on the exec path"
+    if imported.endswith(".descriptor"):
+        return "a cloud's descriptor is the tool's view of it, never on the exec path"
     cloud = next((p for p in SDKS if _within(module, [p])), None)
     if imported.startswith("credprovider"):
         own = [*SHARED[1:], cloud] if cloud else SHARED[1:]
@@ -154,8 +159,10 @@ def test_the_exec_path_imports_only_what_it_is_allowed() -> None:
 @pytest.mark.parametrize(
     ("module", "imported", "lazy", "allowed"),
     [
-        ("credprovider.runtime.serve", "credprovider.tool.config", True, False),
+        ("credprovider.runtime.serve", "credprovider.tool.kubeconfig.model", True, False),
         ("credprovider.runtime.serve", "yaml", True, False),
+        ("credprovider.aws.provider", "credprovider.cloud", True, False),
+        ("credprovider.aws.provider", "credprovider.aws.descriptor", True, False),
         ("credprovider.azure.cloudconfig", "yaml", True, True),
         ("credprovider.azure.cloudconfig", "yaml", False, False),
         ("credprovider.azure.provider", "pydantic", True, False),
@@ -179,10 +186,13 @@ def test_the_tool_package_holds_every_command() -> None:
 
     for command in COMMANDS:
         assert (PACKAGE / "tool" / "commands" / f"{command}.py").is_file(), command
-    # At the top only what both sides share: the dispatcher, the error root, --version.
+    # At the top only what both sides share: the dispatcher, the error root, --version; and what
+    # the tool reads of the clouds and the node's paths (release/ and the chart read those too).
     assert {p.name for p in PACKAGE.glob("*.py")} == {
         "__init__.py",
         "__main__.py",
+        "cloud.py",
+        "paths.py",
         "entry.py",
         "errors.py",
         "version.py",

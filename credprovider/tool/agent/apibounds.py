@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from credprovider.errors import CredproviderError
 from credprovider.runtime.excerpt import byte_size
-from credprovider.tool.structured import JsonTooDeep, bounded_json
+from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 
 if TYPE_CHECKING:
     from lightkube import Client

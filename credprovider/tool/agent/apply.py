@@ -29,8 +29,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Protocol
 
+from credprovider.paths import AGENT_HOME
 from credprovider.tool.agent.plan import AgentPlan
-from credprovider.tool.agent.platforms import AGENT_HOME
 from credprovider.tool.agent.state import (
     BEFORE,
     ORIGINALS,
@@ -53,7 +53,7 @@ from credprovider.tool.change.durable import (
     replace_file,
     replace_link,
 )
-from credprovider.tool.install_config import NodeChangeError
+from credprovider.tool.change.render import NodeChangeError
 
 Restart = Callable[[str], None]
 

@@ -129,8 +129,8 @@ def _read_kubeconfig(path: str) -> dict[str, Any]:
     with the tool's YAML rules."""
     import os
 
-    from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_bytes, read_text
-    from credprovider.tool.yamldoc import YamlError, load_yaml
+    from credprovider.tool.kubeconfig.yamldoc import YamlError, load_yaml
+    from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes, read_text
 
     try:
         found = load_yaml(read_text(path))
@@ -356,7 +356,7 @@ class Cluster:
         """The node's kubelet version as it reports it (``status.nodeInfo``), or None."""
         from lightkube.resources.core_v1 import Node
 
-        from credprovider.tool.doctor.live import parse_version
+        from credprovider.tool.node.kubelet_facts import parse_version
 
         node = api_call(f"reading node {self.node}", self.client.get, Node, self.node)
         info = node.status.nodeInfo if node.status else None

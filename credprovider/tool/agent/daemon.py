@@ -44,7 +44,7 @@ HEALED: Final = "CredentialProviderRolledBackByNode"
 
 
 @dataclass
-class Node:
+class FleetMember:
     """One node's agent: where the node's files are, how to restart and check its kubelet, and
     the API server (``cluster``) with ``slots`` restart slots held for ``lease_seconds``."""
 
@@ -197,7 +197,7 @@ class Node:
     ) -> list[str]:
         """A credential request per provider of the config in force; what failed."""
         from credprovider.tool.agent.health import dry_run
-        from credprovider.tool.config import read_config
+        from credprovider.tool.kubeconfig.model import read_config
 
         try:
             loaded = read_config(str(read_host(self.root, plan.config_path)))
@@ -215,8 +215,8 @@ class Node:
 
 def config_hash(root: str, config_path: str) -> str:
     """The kubelet's hash of the config at ``config_path`` on the node, or "" when unreadable."""
-    from credprovider.tool.config import read_config
-    from credprovider.tool.doctor.live import config_hash as kubelet_hash
+    from credprovider.tool.kubeconfig.model import read_config
+    from credprovider.tool.node.kubelet_facts import config_hash as kubelet_hash
 
     if not config_path:
         return ""

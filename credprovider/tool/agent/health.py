@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import datetime
 
     from credprovider.tool.agent.cluster import Cluster
-    from credprovider.tool.config import LoadedConfig
+    from credprovider.tool.kubeconfig.model import LoadedConfig
 
 # A metrics page is a few hundred KiB; more is not a kubelet's.
 METRICS_CAP: Final = 8 << 20
@@ -30,7 +30,7 @@ METRICS_CAP: Final = 8 << 20
 def reported_hashes(metrics: str) -> list[str] | None:
     """The config hashes a kubelet's metrics page reports, or None: it reports none (a kubelet
     before 1.34 has no such metric)."""
-    from credprovider.tool.doctor.live import CONFIG_INFO_METRIC, reported_config_hashes
+    from credprovider.tool.node.kubelet_facts import CONFIG_INFO_METRIC, reported_config_hashes
 
     if CONFIG_INFO_METRIC not in metrics:
         return None
@@ -147,8 +147,8 @@ def dry_run(
     an empty list when every one answered. A plugin that trades its token at the registry itself
     (ACR) is asked only for an image the operator named: a sample registry is nobody's."""
     from credprovider.tool.catalog import plugin_for_name
-    from credprovider.tool.lookup import run_provider
-    from credprovider.tool.selection import select_providers
+    from credprovider.tool.images.lookup import run_provider
+    from credprovider.tool.images.selection import select_providers
 
     failed: list[tuple[str, str]] = []
     for provider in loaded.providers:

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
+from credprovider.paths import AGENT_HOME
 from credprovider.tool.agent.platforms import (
-    AGENT_HOME,
     ENV_FILE,
     K0S_UNIT,
     UNIT_DIRS,
@@ -30,14 +30,14 @@ from credprovider.tool.agent.platforms import (
 )
 from credprovider.tool.agent.settings import Settings
 from credprovider.tool.catalog import PLUGINS
-from credprovider.tool.flagfiles import flags_from_file, rewrite, units
-from credprovider.tool.install_config import NodeChangeError, kubelet_flags, render_config
-from credprovider.tool.install_plan import holds_providers, other_providers
-from credprovider.tool.migration import FlagChanges
+from credprovider.tool.change.install import holds_providers, other_providers
+from credprovider.tool.change.migrate import FlagChanges
+from credprovider.tool.change.render import NodeChangeError, kubelet_flags, render_config
+from credprovider.tool.node.access import FileProblem, read_bytes
+from credprovider.tool.node.flagfiles import flags_from_file, rewrite, units
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
 from credprovider.tool.node.layouts import KUBEADM_FLAGS_ENV
 from credprovider.tool.node.root import NodeRoot
-from credprovider.tool.nodefiles import FileProblem, read_bytes
 
 EXTRA_ARGS: Final = "KUBELET_EXTRA_ARGS"
 _K0S_EXTRA: Final = re.compile(r"--kubelet-extra-args(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)")
@@ -97,8 +97,8 @@ def _read(root: str, path: str) -> str | None:
 def validated(text: str, sa_tokens_enabled: bool = True) -> None:
     """Refuse (:class:`RefusedConfig`, with the kubelet's message) a config the kubelet would not
     start with (``sa_tokens_enabled``: whether that kubelet takes ``tokenAttributes``, 1.34+)."""
-    from credprovider.tool.config import ConfigError
-    from credprovider.tool.config_validate import load_config
+    from credprovider.tool.kubeconfig.model import ConfigError
+    from credprovider.tool.kubeconfig.validate import load_config
 
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as handle:
         handle.write(text)

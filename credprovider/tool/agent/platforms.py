@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from credprovider.tool.catalog import NODE_CONFIG
+from credprovider.paths import AGENT_BIN_DIR, NODE_CONFIG
+from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
 from credprovider.tool.node.layouts import (
     KUBEADM_EXTRA_ARGS_FILES,
     KUBEADM_FLAGS_ENV,
@@ -19,13 +20,7 @@ from credprovider.tool.node.layouts import (
     Layout,
 )
 from credprovider.tool.node.root import NodeRoot, RootPathError
-from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_bytes
 
-# Where the agent keeps the bundles it places (versions/<version>/, current -> the one in use) and
-# what it must remember across pod restarts (state.json: on the node's disk, not on tmpfs).
-AGENT_HOME: Final = "/var/lib/credprovider/agent"
-# Its own bin dir, where the platform does not fix one (links -> AGENT_HOME/current/<name>).
-AGENT_BIN_DIR: Final = f"{AGENT_HOME}/bin"
 UNIT_DIRS: Final = ("/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system")
 # How the kubelet's flags are set: by the platform itself (nothing to do), in an env file's
 # KUBELET_EXTRA_ARGS (kubeadm), or in the k0s unit's --kubelet-extra-args.

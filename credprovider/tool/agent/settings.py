@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from credprovider.errors import CredproviderError
-from credprovider.tool.structured import JsonTooDeep, bounded_json
+from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 
 Settings = Mapping[str, Mapping[str, Any]]
 # The setting, and the JSON type it takes.

@@ -30,7 +30,7 @@ import re
 from pathlib import Path
 from typing import Any, Final
 
-from credprovider.tool.agent.platforms import AGENT_HOME
+from credprovider.paths import AGENT_HOME
 from credprovider.tool.change.durable import (
     remove_file,
     remove_tree,
@@ -38,10 +38,10 @@ from credprovider.tool.change.durable import (
     replace_file,
     temporary_for,
 )
-from credprovider.tool.install_config import NodeChangeError
+from credprovider.tool.change.render import NodeChangeError
+from credprovider.tool.node.access import FileProblem, read_bytes
 from credprovider.tool.node.root import NodeRoot
-from credprovider.tool.nodefiles import FileProblem, read_bytes
-from credprovider.tool.structured import JsonTooDeep, bounded_json
+from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 
 STATE: Final = f"{AGENT_HOME}/state.json"
 ORIGINALS: Final = f"{AGENT_HOME}/originals"

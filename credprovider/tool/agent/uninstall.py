@@ -14,6 +14,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from credprovider.paths import AGENT_HOME
 from credprovider.tool.agent.apply import (
     VERSIONS,
     Healthy,
@@ -30,7 +31,6 @@ from credprovider.tool.agent.apply import (
     rolled_back,
     settle,
 )
-from credprovider.tool.agent.platforms import AGENT_HOME
 from credprovider.tool.agent.state import (
     BEFORE,
     ORIGINALS,
@@ -54,8 +54,8 @@ from credprovider.tool.change.durable import (
     replace_file,
     temporary_for,
 )
-from credprovider.tool.flagfiles import flags_from_file, rewrite
-from credprovider.tool.migration import FlagChanges
+from credprovider.tool.change.migrate import FlagChanges
+from credprovider.tool.node.flagfiles import flags_from_file, rewrite
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
 
 

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from credprovider.tool.agent.platforms import AGENT_HOME
+from credprovider.paths import AGENT_HOME
 from credprovider.tool.agent.state import State, load, save
 from credprovider.tool.agent.systemd import (
     PRIVATE_SOCKET,
@@ -37,7 +37,7 @@ from credprovider.tool.agent.systemd import (
     stop_unit,
 )
 from credprovider.tool.change.lock import WAIT_SECONDS, node_lock
-from credprovider.tool.install_config import NodeChangeError
+from credprovider.tool.change.render import NodeChangeError
 
 # The watchdog waits this much longer than the health wait (the restart itself takes a moment).
 # It cannot act early: while the agent lives it holds the node's lock, which the watchdog waits

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Final
 
 from credprovider.tool.change.durable import remove_file, replace_file
-from credprovider.tool.install_config import NodeChangeError
+from credprovider.tool.change.render import NodeChangeError
+from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 from credprovider.tool.node.trust import owner_problem
-from credprovider.tool.structured import JsonTooDeep, bounded_json
 
 SUFFIX: Final = ".credprovider-journal"
 

@@ -28,11 +28,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Final
 
-from credprovider.tool.install_config import NodeChangeError
+from credprovider.paths import LOCK_PATH
+from credprovider.tool.change.render import NodeChangeError
 from credprovider.tool.node.root import NodeRoot
 
-LOCK_DIR: Final = "/run/credprovider"
-LOCK_PATH: Final = f"{LOCK_DIR}/node.lock"
 # How long a run waits for another's change (the agent's longest: a restart, its health wait
 # and a rollback's restart) before it gives up with one line.
 WAIT_SECONDS: Final = 900.0

@@ -16,6 +16,7 @@ from credprovider import __version__
 from credprovider.tool.agent.systemd import PRIVATE_SOCKET
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.lock import node_lock
+from credprovider.tool.change.render import NodeChangeError
 from credprovider.tool.commands.agent_run import (
     cluster_options,
     cmd_ready,
@@ -32,7 +33,6 @@ from credprovider.tool.commands.common import (
     Subcommands,
     print_json,
 )
-from credprovider.tool.install_config import NodeChangeError
 
 
 def _paths_refused(args: argparse.Namespace, action: str) -> bool:
@@ -133,7 +133,7 @@ def _service(args: argparse.Namespace) -> tuple[Callable[[str], None], Callable[
 
 def _cmd_rollback(args: argparse.Namespace) -> int:
     """The armed service's program (agent/watchdog.py): its lines go to the node's journal."""
-    from credprovider.tool.agent.systemd import restart_unit
+    from credprovider.tool.agent.restart import restarter
     from credprovider.tool.agent.watchdog import rollback, say
 
     if _paths_refused(args, "rollback") or systemd_refused(args, "rollback"):
@@ -143,7 +143,7 @@ def _cmd_rollback(args: argparse.Namespace) -> int:
             args.root,
             args.armed_as,
             args.after,
-            lambda unit: restart_unit(unit, args.systemd_socket),
+            restarter(args.systemd_socket, ""),
         )
     except (OSError, NodeChangeError) as exc:
         say(f"the kubelet's config and flags could not be put back: {exc}")
@@ -304,11 +304,13 @@ def _node_options(parser: argparse.ArgumentParser, changes: bool) -> None:
 def register(sub: Subcommands) -> None:
     agent = sub.add_parser(
         "agent",
-        help="the node agent of the fleet installer: what it would do on a node (plan)",
+        help="the fleet installer's node agent: plan, apply, uninstall, run (the chart's pod), "
+        "ready, rollback",
         description="The node agent places the bundle in a versioned directory, links the plugins, "
         "writes or merges the kubelet's config (validated as the kubelet validates it first), sets "
         "the two kubelet flags in the platform's own place, and restarts the kubelet only when its "
-        "config or flags changed. 'plan' shows what it would do; nothing is changed.",
+        "config or flags changed. 'plan' shows what it would do and changes nothing; 'apply' and "
+        "'uninstall' change this node; 'run' is what the chart's pod runs.",
     )
     actions = agent.add_subparsers(dest="action", metavar="ACTION", required=True)
     plan = actions.add_parser(

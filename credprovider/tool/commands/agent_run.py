@@ -8,7 +8,6 @@ import argparse
 import os
 import shlex
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -16,13 +15,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from credprovider.tool.change.render import NodeChangeError
 from credprovider.tool.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_json
-from credprovider.tool.install_config import NodeChangeError
 
 if TYPE_CHECKING:
     from credprovider.tool.agent.apply import Outcome
     from credprovider.tool.agent.cluster import Cluster
-    from credprovider.tool.agent.daemon import Node
+    from credprovider.tool.agent.daemon import FleetMember
     from credprovider.tool.agent.plan import AgentPlan
     from credprovider.tool.agent.platforms import Platform
     from credprovider.tool.agent.watchdog import Watchdog
@@ -44,12 +43,10 @@ def platform_rules(args: argparse.Namespace) -> Platform | None:
 
 def restarter(args: argparse.Namespace) -> Callable[[str], None]:
     """How this run restarts a unit: over systemd's private socket (--systemd-socket), else the
-    --restart-command."""
-    if args.systemd_socket:
-        from credprovider.tool.agent.systemd import restart_unit as over_dbus
+    --restart-command (agent/restart.py)."""
+    from credprovider.tool.agent.restart import restarter as made
 
-        return lambda unit: over_dbus(unit, args.systemd_socket)
-    return lambda unit: restart_unit(args.restart_command, unit)
+    return made(args.systemd_socket, args.restart_command)
 
 
 def watchdog(args: argparse.Namespace) -> Watchdog | None:
@@ -74,18 +71,6 @@ def systemd_refused(args: argparse.Namespace, action: str) -> bool:
         file=sys.stderr,
     )
     return True
-
-
-def restart_unit(command_template: str, unit: str) -> None:
-    """Run the restart command for ``unit``; NodeChangeError with its last line if it failed."""
-    command = shlex.split(command_template.format(unit=shlex.quote(unit)))
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise NodeChangeError(f"restarting {unit} failed: {exc}") from exc
-    if done.returncode != 0:
-        said = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise NodeChangeError(f"restarting {unit} failed ({done.returncode}): {said}")
 
 
 def said(outcome: Outcome, as_json: bool, ok: bool) -> int:
@@ -179,7 +164,7 @@ def run_with_cluster(args: argparse.Namespace) -> int:
     once the dry run passed; a failure leaves the pod running and not ready (the DaemonSet's
     rollout stops there) with the reason in its log, the node's annotations and an Event."""
     from credprovider.tool.agent.cluster import Cluster, ClusterError, connect
-    from credprovider.tool.agent.daemon import Node
+    from credprovider.tool.agent.daemon import FleetMember
     from credprovider.tool.agent.health import KubeletHealth
     from credprovider.tool.agent.termination import Termination
     from credprovider.tool.change.lock import node_lock
@@ -196,7 +181,7 @@ def run_with_cluster(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     token = ""
     if not args.kubeconfig:
-        from credprovider.tool.nodefiles import FileProblem, read_text
+        from credprovider.tool.node.access import FileProblem, read_text
 
         try:
             token = read_text(f"{SERVICE_ACCOUNT}/token").strip()
@@ -205,7 +190,7 @@ def run_with_cluster(args: argparse.Namespace) -> int:
     health = KubeletHealth(args.healthz, args.health_timeout, args.metrics, token, cluster)
     if systemd_refused(args, "run"):
         return EXIT_FAILED
-    node = Node(
+    node = FleetMember(
         args.root,
         args.version,
         restarter(args),
@@ -242,7 +227,7 @@ def run_with_cluster(args: argparse.Namespace) -> int:
 
 
 def _change(
-    args: argparse.Namespace, node: Node, cluster: Cluster
+    args: argparse.Namespace, node: FleetMember, cluster: Cluster
 ) -> tuple[Outcome, bool, AgentPlan | None]:
     """The node installed (or uninstalled) as ``args`` say: what came of it, whether that is a
     success, and the plan (None: uninstall)."""
@@ -258,7 +243,7 @@ def _change(
         ok = outcome.result == "uninstalled" and not outcome.kept
     else:
         # the config is validated for this node's kubelet: tokenAttributes from 1.34
-        from credprovider.tool.doctor.live import SA_TOKENS_ON_SINCE
+        from credprovider.tool.node.kubelet_facts import SA_TOKENS_ON_SINCE
 
         try:
             version = cluster.kubelet_version()
@@ -273,7 +258,7 @@ def _change(
     return outcome, ok, plan
 
 
-def _await_dry_run(node: Node, plan: AgentPlan, args: argparse.Namespace) -> None:
+def _await_dry_run(node: FleetMember, plan: AgentPlan, args: argparse.Namespace) -> None:
     """Until every provider answers a dry-run credential request (each new failure an Event and
     a log line), as the kubelet would run it."""
     from credprovider.tool.agent.daemon import DRY_RUN_FAILED

@@ -66,7 +66,7 @@ def node_paths(command: str) -> NodePaths:
     """What ``doctor`` finds (the running kubelet, its flag files, the distribution layouts),
     else the standard paths (``None`` where nothing is there). Each process named kubelet that
     discovery would not trust is said on stderr, one line each."""
-    from credprovider.tool.catalog import NODE_BIN_DIR, NODE_CONFIG
+    from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
     from credprovider.tool.node.discovery import discover
 
     view = discover()
@@ -90,7 +90,7 @@ def node_default(
 ) -> str | None:
     """``given``, else the bin dir (``bin_dir``) or config the node uses, said on stderr with
     where it came from; ``None`` (and one line) if neither."""
-    from credprovider.tool.catalog import NODE_BIN_DIR, NODE_CONFIG
+    from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
 
     if given:
         return given

@@ -15,12 +15,12 @@ from credprovider.tool.commands.common import (
     cannot_check,
     print_json,
 )
-from credprovider.tool.config import ConfigError
-from credprovider.tool.nodefiles import UnreadableError
+from credprovider.tool.kubeconfig.model import ConfigError
+from credprovider.tool.node.access import UnreadableError
 
 
 def _cmd_explain(args: argparse.Namespace) -> int:
-    from credprovider.tool.claims import explain_image
+    from credprovider.tool.images.claims import explain_image
 
     try:
         providers = _config_providers(args.config) if args.config else None
@@ -56,7 +56,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
 
 def _config_providers(path: str) -> list[tuple[str, list[str]]]:
-    from credprovider.tool.config_validate import load_config
+    from credprovider.tool.kubeconfig.validate import load_config
 
     return [(p.name or "", p.matchImages or []) for p in load_config(path).providers]
 

@@ -6,10 +6,10 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
+from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
 from credprovider.runtime.goformat import SECOND, format_go_duration
 from credprovider.runtime.imageref import ImageError, kubelet_image, registry_of
 from credprovider.runtime.redact import printable, safe_line
-from credprovider.tool.catalog import NODE_BIN_DIR, NODE_CONFIG
 from credprovider.tool.commands.common import (
     EXAMPLE_IMAGE,
     EXIT_FAILED,
@@ -24,7 +24,7 @@ from credprovider.tool.commands.common import (
 )
 
 if TYPE_CHECKING:
-    from credprovider.tool.lookup import LookupReport, ProviderReport
+    from credprovider.tool.images.lookup import LookupReport, ProviderReport
 
 
 def _read_annotations(values: list[str]) -> dict[str, str]:
@@ -127,10 +127,10 @@ def _timeout_seconds(text: str) -> float:
 
 
 def _cmd_get(args: argparse.Namespace) -> int:
-    from credprovider.tool.config import ConfigError
-    from credprovider.tool.config_validate import load_config
-    from credprovider.tool.lookup import kubelet_lookup
-    from credprovider.tool.nodefiles import UnreadableError
+    from credprovider.tool.images.lookup import kubelet_lookup
+    from credprovider.tool.kubeconfig.model import ConfigError
+    from credprovider.tool.kubeconfig.validate import load_config
+    from credprovider.tool.node.access import UnreadableError
 
     if not (args.config and args.bin_dir):
         node = node_paths("get")
@@ -174,8 +174,8 @@ def _cmd_get(args: argparse.Namespace) -> int:
 
 def _read_token(path: str | None) -> str | None:
     """The --sa-token-file's token ('' without one); ``None`` (and one line) if it cannot be read
-    (:class:`~credprovider.tool.nodefiles.UnreadableError` if only this user may not)."""
-    from credprovider.tool.nodefiles import FileProblem, read_text
+    (:class:`~credprovider.tool.node.access.UnreadableError` if only this user may not)."""
+    from credprovider.tool.node.access import FileProblem, read_text
 
     if not path:
         return ""

@@ -8,7 +8,8 @@ import sys
 from typing import TYPE_CHECKING, Final
 
 from credprovider.entry import SUFFIXED_FORM
-from credprovider.tool.catalog import NODE_BIN_DIR, NODE_CONFIG, PLUGINS, plugin_for_name
+from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
+from credprovider.tool.catalog import PLUGINS, plugin_for_name
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -22,11 +23,11 @@ from credprovider.tool.commands.common import (
 )
 
 if TYPE_CHECKING:
-    from credprovider.tool.install_plan import Change, InstallPlan
+    from credprovider.tool.change.install import Change, InstallPlan
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
-    from credprovider.tool.install_config import NodeChangeError
+    from credprovider.tool.change.render import NodeChangeError
 
     if not (args.bin_dir and args.config_out):
         node = node_paths("install")
@@ -80,9 +81,9 @@ def _cmd_install(args: argparse.Namespace) -> int:
 
 
 def _plan_and_apply(args: argparse.Namespace, keys: list[str], node_files: dict[str, str]) -> int:
-    from credprovider.tool.install_config import NodeChangeError
-    from credprovider.tool.install_plan import apply_install, plan_install
-    from credprovider.tool.nodefiles import FileProblem, UnreadableError
+    from credprovider.tool.change.install import apply_install, plan_install
+    from credprovider.tool.change.render import NodeChangeError
+    from credprovider.tool.node.access import FileProblem, UnreadableError
 
     try:
         plan = plan_install(
@@ -118,9 +119,9 @@ def _plan_and_apply(args: argparse.Namespace, keys: list[str], node_files: dict[
 
 def _after(plan: InstallPlan, as_json: bool) -> int:
     """Check what was installed as validate --bin-dir does, and report."""
-    from credprovider.tool.config_lint import check_binaries, lint_providers
-    from credprovider.tool.config_validate import load_config
-    from credprovider.tool.install_config import kubelet_flags
+    from credprovider.tool.change.render import kubelet_flags
+    from credprovider.tool.kubeconfig.lint import check_binaries, lint_providers
+    from credprovider.tool.kubeconfig.validate import load_config
 
     loaded = load_config(str(plan.config_out))
     checked = check_binaries(loaded, str(plan.bin_dir))

@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from credprovider.tool.catalog import NODE_BIN_DIR, NODE_CONFIG, PLUGINS
+from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
+from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -22,11 +23,11 @@ from credprovider.tool.commands.common import (
 
 if TYPE_CHECKING:
     from credprovider.tool.change.journal import Entry
-    from credprovider.tool.migration import ExistingConfig, MigrationPlan
+    from credprovider.tool.change.migrate import ExistingConfig, MigrationPlan
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
-    from credprovider.tool.install_config import NodeChangeError
+    from credprovider.tool.change.render import NodeChangeError
 
     if not (args.kubelet_flags or args.kubelet_flags_file or args.kubelet_config):
         print(
@@ -65,10 +66,10 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:
-    from credprovider.tool.config import ConfigError
-    from credprovider.tool.install_config import NodeChangeError
-    from credprovider.tool.migration import plan_migration
-    from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_text
+    from credprovider.tool.change.migrate import plan_migration
+    from credprovider.tool.change.render import NodeChangeError
+    from credprovider.tool.kubeconfig.model import ConfigError
+    from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
 
     try:
         given = _with_kubeadm_extra_args(list(args.kubelet_flags_file or []))
@@ -86,7 +87,7 @@ def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:
         )
         refused = _refusal(plan, args.config_out) if args.write else None
         if args.write and not refused:
-            from credprovider.tool.install_plan import check_writable
+            from credprovider.tool.change.install import check_writable
 
             for path in _contents(plan, args.config_out):
                 check_writable(Path(path).parent)
@@ -141,8 +142,8 @@ def _with_kubeadm_extra_args(paths: list[str]) -> list[str]:
 
 def _existing_config(path: str) -> ExistingConfig:
     """The credential provider config at ``path``, read as the kubelet reads it."""
-    from credprovider.tool.config import ConfigError, read_config
-    from credprovider.tool.migration import ExistingConfig
+    from credprovider.tool.change.migrate import ExistingConfig
+    from credprovider.tool.kubeconfig.model import ConfigError, read_config
 
     try:
         loaded = read_config(path)
@@ -160,8 +161,8 @@ def _existing_config(path: str) -> ExistingConfig:
 
 def _refusal(plan: MigrationPlan, config_out: str) -> str | None:
     """Why --write must not replace ``config_out`` (someone else's file), if it must not."""
-    from credprovider.tool.install_config import WRITTEN_BY
-    from credprovider.tool.nodefiles import FileProblem, read_text
+    from credprovider.tool.change.render import WRITTEN_BY
+    from credprovider.tool.node.access import FileProblem, read_text
 
     out = Path(config_out)
     if not plan.config or not (out.exists() or out.is_symlink()):
@@ -186,9 +187,9 @@ def _would_not_start(plan: MigrationPlan, config_out: str) -> str | None:
     it would not."""
     import tempfile
 
-    from credprovider.tool.config import ConfigError
-    from credprovider.tool.config_lint import check_binaries
-    from credprovider.tool.config_validate import load_config
+    from credprovider.tool.kubeconfig.lint import check_binaries
+    from credprovider.tool.kubeconfig.model import ConfigError
+    from credprovider.tool.kubeconfig.validate import load_config
 
     if not plan.providers and not plan.config:
         return None  # no credential provider flags: the kubelet reads no config
@@ -220,8 +221,8 @@ def _write(plan: MigrationPlan, config_out: str) -> list[dict[str, str]]:
     """Each flags file and the config, by rename, the old ones kept as backups; the whole set
     journaled first (change/journal.py), so a run killed between two files is finished by the
     next."""
+    from credprovider.tool.change.install import BACKUP_SUFFIX, backup_stamp
     from credprovider.tool.change.journal import Entry, begin, end, journal_for
-    from credprovider.tool.install_plan import BACKUP_SUFFIX, backup_stamp
 
     stamp = backup_stamp()
     entries = []
@@ -241,7 +242,7 @@ def _write(plan: MigrationPlan, config_out: str) -> list[dict[str, str]]:
 
 
 def _put(entry: Entry) -> None:
-    from credprovider.tool.install_plan import put_file
+    from credprovider.tool.change.install import put_file
 
     backup = entry.backup if entry.backup and Path(entry.path).exists() else None
     put_file(Path(entry.path), entry.text, backup)

@@ -17,8 +17,8 @@ FORCE_ENV: Final = "CREDPROVIDER_FORCE_REMOVE"
 
 def _cmd_check(args: argparse.Namespace) -> int:
     from credprovider.errors import CredproviderError
-    from credprovider.tool.catalog import PACKAGE_LIB_DIR
-    from credprovider.tool.config import read_config
+    from credprovider.paths import PACKAGE_LIB_DIR
+    from credprovider.tool.kubeconfig.model import read_config
     from credprovider.tool.node.inuse import package_plugins
 
     node = node_paths("package-removal-check")

@@ -23,10 +23,10 @@ SHOWN_NAMES = 20
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from credprovider.tool.config import ConfigError
-    from credprovider.tool.config_lint import BinaryCheck, check_binaries, lint_providers
-    from credprovider.tool.config_validate import load_config
-    from credprovider.tool.nodefiles import UnreadableError
+    from credprovider.tool.kubeconfig.lint import BinaryCheck, check_binaries, lint_providers
+    from credprovider.tool.kubeconfig.model import ConfigError
+    from credprovider.tool.kubeconfig.validate import load_config
+    from credprovider.tool.node.access import UnreadableError
 
     if args.path is None:  # this node's config and, unless given, its bin dir
         node = node_paths("validate")

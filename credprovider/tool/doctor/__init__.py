@@ -29,7 +29,7 @@ __all__ = ["Check", "Diagnosis", "diagnose"]
 
 def _read(view: NodeView) -> Callable[[str], str | None]:
     """A node file's text (under ``--root``), or ``None`` when it cannot be read."""
-    from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_text
+    from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
 
     def read(path: str) -> str | None:
         try:
@@ -43,13 +43,14 @@ def _read(view: NodeView) -> Callable[[str], str | None]:
 def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
     """Every check that applies: live ones (identity endpoints, the kubelet's API and log, the dry
     run) only on this node (root ``/``) and not ``offline``."""
-    from credprovider.tool.config import ConfigError
-    from credprovider.tool.config_lint import check_binaries
-    from credprovider.tool.config_validate import load_config
     from credprovider.tool.doctor import chain, identity, live
     from credprovider.tool.doctor.images import check_image, report_broken, static_pod_images
+    from credprovider.tool.kubeconfig.lint import check_binaries
+    from credprovider.tool.kubeconfig.model import ConfigError
+    from credprovider.tool.kubeconfig.validate import load_config
+    from credprovider.tool.node.access import UnreadableError
+    from credprovider.tool.node.kubelet_facts import sa_tokens_by_default
     from credprovider.tool.node.root import NodeRoot
-    from credprovider.tool.nodefiles import UnreadableError
 
     diagnosis = Diagnosis()
     chain.node(view, diagnosis)
@@ -68,7 +69,7 @@ def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
         live.check_log(kubelet, diagnosis)
     if not settings.provider_config:
         return diagnosis
-    sa_tokens = settings.feature_gates.get(SA_TOKEN_GATE, live.sa_tokens_by_default(version))
+    sa_tokens = settings.feature_gates.get(SA_TOKEN_GATE, sa_tokens_by_default(version))
     try:
         loaded = load_config(view.host_path(settings.provider_config), sa_tokens)
     except ConfigError as exc:

@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from credprovider.cloud import IdentityProbe
 from credprovider.runtime.redact import printable
-from credprovider.tool.descriptor import IdentityProbe
 from credprovider.tool.doctor.model import FAIL, INFO, PASS, WARN, Diagnosis
 
 PROBE_TIMEOUT_SECONDS: Final = 2.0
@@ -118,7 +118,7 @@ def check_identities(
     """Each provider's identity, in the environment the kubelet gives its plugin; an endpoint two
     providers share is probed once."""
     from credprovider.tool.catalog import plugin_for_name
-    from credprovider.tool.startcheck import kubelet_environment
+    from credprovider.tool.images.startcheck import kubelet_environment
 
     answers: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
     for provider in loaded.providers:

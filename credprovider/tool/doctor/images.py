@@ -42,8 +42,8 @@ def images_of(document: Any) -> Iterable[str]:
 
 def static_pod_images(view: NodeView) -> list[str]:
     """The images of the node's static pods (the kubelet's staticPodPath), in file order."""
-    from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_text
-    from credprovider.tool.yamldoc import YamlError, load_yaml
+    from credprovider.tool.kubeconfig.yamldoc import YamlError, load_yaml
+    from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
 
     where = view.settings.static_pod_path
     if not where:
@@ -85,8 +85,8 @@ def check_image(
     whose claiming plugins all fail to start (the keys of ``broken``) is not run but added to
     their lists, for one line per plugin (:func:`report_broken`)."""
     from credprovider.runtime.imageref import registry_of
-    from credprovider.tool.lookup import kubelet_lookup
-    from credprovider.tool.selection import select_providers
+    from credprovider.tool.images.lookup import kubelet_lookup
+    from credprovider.tool.images.selection import select_providers
 
     selections = select_providers(
         image, [(p.name or "", p.matchImages or []) for p in loaded.providers]

@@ -1,5 +1,5 @@
-"""What only the running kubelet can say: its version (its own binary, ``/proc/PID/exe
---version``), the config it loaded (``kubelet_credential_provider_config_info{hash}`` on its
+"""What only the running kubelet can say, as doctor's checks: its version (read in
+:mod:`credprovider.tool.node.kubelet_facts`), the config it loaded (``kubelet_credential_provider_config_info{hash}`` on its
 unauthenticated read-only port, against the files on disk), the pods it runs (``/pods`` there),
 and its recent credential-provider errors (the tail of its log file, or its journal).
 
@@ -8,7 +8,6 @@ Every read is bounded in time and size; what cannot be read is said, never an er
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -20,88 +19,26 @@ from typing import Final
 from credprovider.runtime.redact import printable, scrub
 from credprovider.tool.doctor.model import FAIL, INFO, PASS, WARN, Diagnosis
 from credprovider.tool.node.discovery import NodeView
-from credprovider.tool.node.kubelet_proc import KUBELET_NAME, KubeletProcess
-from credprovider.tool.structured import bounded_json
+from credprovider.tool.node.kubelet_facts import (
+    CONFIG_DIRECTORY_SINCE,
+    CONFIG_INFO_METRIC,
+    SYSTEM_ENV,
+    config_hash,
+    kubelet_version,
+    reported_config_hashes,
+)
+from credprovider.tool.node.kubelet_proc import KubeletProcess
+from credprovider.tool.node.structured import bounded_json
 
-VERSION_TIMEOUT_SECONDS: Final = 5.0
 API_TIMEOUT_SECONDS: Final = 3.0
 API_BODY_CAP: Final = 16 << 20
 LOG_TAIL_BYTES: Final = 2 << 20
 JOURNAL_LINES: Final = "20000"
-CONFIG_INFO_METRIC: Final = "kubelet_credential_provider_config_info"
 # pkg/credentialprovider/plugin/plugin.go: every failed lookup is logged with this message
 # (klog.ErrorS), with the provider's name and the error as key/value pairs.
 LOOKUP_FAILED: Final = "Failed to provide credentials for image"
-CONFIG_DIRECTORY_SINCE: Final = (1, 34)
-SA_TOKENS_ON_SINCE: Final = (1, 34)
 CRICTL_DIRS: Final = "/usr/local/bin:/usr/bin:/opt/bin:/home/kubernetes/bin"
-# The environment of every program doctor runs (the kubelet binary, journalctl, crictl).
-SYSTEM_ENV: Final = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
-_VERSION = re.compile(r"\bv(\d{1,9})\.(\d{1,9})\.(\d{1,9})(?!\d)\S*")
-# A sample line is a few hundred bytes: a longer one is not read (nor can it cost a regex time).
-_MAX_SAMPLE_LINE: Final = 4096
 _KLOG_VALUE = r'="((?:[^"\\]|\\.)*)"'
-
-
-def config_hash(contents: Sequence[bytes]) -> str:
-    """The kubelet's hash of its credential provider config (v1.34+): sha256 over each file, in
-    the order it reads them, as a big-endian 64-bit length then the bytes."""
-    digest = hashlib.sha256()
-    for data in contents:
-        digest.update(len(data).to_bytes(8, "big"))
-        digest.update(data)
-    return f"sha256:{digest.hexdigest()}"
-
-
-def _sample_hash(line: str) -> str | None:
-    """The ``hash`` label of one ``kubelet_credential_provider_config_info{...} 1`` sample line,
-    parsed in one pass (no backtracking, whatever the line holds)."""
-    prefix = CONFIG_INFO_METRIC + "{"
-    if not line.startswith(prefix) or len(line) > _MAX_SAMPLE_LINE:
-        return None
-    labels, closed, value = line[len(prefix) :].partition("}")
-    if not closed or value.strip() not in ("1", "1.0"):
-        return None
-    for label in labels.split(","):
-        name, _, quoted = label.strip().partition("=")
-        if name == "hash" and len(quoted) >= 2 and quoted[0] == quoted[-1] == '"':
-            return quoted[1:-1]
-    return None
-
-
-def reported_config_hashes(metrics: str) -> list[str]:
-    """Every ``hash`` the kubelet's ``kubelet_credential_provider_config_info`` samples name."""
-    found = (_sample_hash(line) for line in metrics.splitlines())
-    return [value for value in found if value is not None]
-
-
-def parse_version(text: str) -> tuple[str, tuple[int, int]] | None:
-    """``Kubernetes v1.36.4`` -> ``("v1.36.4", (1, 36))``."""
-    match = _VERSION.search(text)
-    if match is None:
-        return None
-    return match.group(0), (int(match.group(1)), int(match.group(2)))
-
-
-def kubelet_version(kubelet: KubeletProcess) -> tuple[str, tuple[int, int]] | None:
-    """What the running binary says of itself (as :func:`parse_version`), when it is a kubelet
-    (never another program)."""
-    from credprovider.tool.childproc import run_bounded
-
-    exe = (kubelet.exe or "").removesuffix(" (deleted)")
-    if os.path.basename(exe) != KUBELET_NAME:
-        return None
-    try:  # /proc/PID/exe runs the very binary, even if the file was replaced since
-        done = run_bounded(
-            [f"/proc/{kubelet.pid}/exe", "--version"],
-            SYSTEM_ENV,
-            b"",
-            VERSION_TIMEOUT_SECONDS,
-            cap=4096,
-        )
-    except (OSError, ValueError):
-        return None
-    return parse_version(done.stdout.decode("utf-8", "replace"))
 
 
 def _unquote(value: str) -> str:
@@ -154,7 +91,7 @@ def lookup_failures(lines: Iterable[str]) -> list[LookupFailure]:
 
 def _log_tail(kubelet: KubeletProcess) -> tuple[str, list[str]] | str:
     """The kubelet's recent log: (where, lines), or why it cannot be read."""
-    from credprovider.tool.childproc import run_bounded
+    from credprovider.tool.node.childproc import run_bounded
 
     stream = f"/proc/{kubelet.pid}/fd/2"
     try:
@@ -330,7 +267,7 @@ def runtime_images(view: NodeView) -> tuple[list[str], str]:
     and a sentence saying where they came from or why there are none."""
     import shutil
 
-    from credprovider.tool.childproc import run_bounded
+    from credprovider.tool.node.childproc import run_bounded
 
     crictl = shutil.which("crictl", path=f"{os.environ.get('PATH', '')}:{CRICTL_DIRS}")
     if crictl is None:
@@ -380,9 +317,3 @@ def check_version(
             "give the kubelet one file (merge the directory's files) or upgrade it",
         )
     return release
-
-
-def sa_tokens_by_default(version: tuple[int, int] | None) -> bool:
-    """KubeletServiceAccountTokenForCredentialProviders' default: beta and on from v1.34, alpha
-    and off in v1.33 (unknown version: the current default, on)."""
-    return version is None or version >= SA_TOKENS_ON_SINCE

@@ -1,3 +1,11 @@
-"""The node as it is: the running kubelet (``kubelet_proc``), its flags and configuration
-(``kubelet_flags``), the distributions' layouts (``layouts``), and what they add up to
-(``discovery``). Read-only: nothing here writes to the node."""
+"""The node as it is, read as root reads what it does not trust.
+
+``root`` (a node under ``--root``, paths that never escape it), ``access`` (reading the files an
+operator names: bounded, no FIFOs, "run this as root"), ``trust`` (who may have written a file),
+``kubelet_proc`` (the running kubelet, proven to be the node's), ``kubelet_flags`` (its flags and
+configuration), ``kubelet_facts`` (its version and loaded config hash, read by doctor and the
+agent), ``flagfiles`` (the files flags are kept in: read and edited in place, pure), ``layouts``
+(the distributions' layouts), ``discovery`` (what they add up to), ``inuse`` (the package's plugins
+a kubelet still names), ``childproc`` (running a program bounded in time and output) and
+``structured`` (bounded JSON). Nothing here writes to the node.
+"""

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from credprovider.tool.flagfiles import flags_from_file
+from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
+from credprovider.tool.node.flagfiles import flags_from_file
 from credprovider.tool.node.kubelet_flags import (
     DROP_IN_SUFFIX,
     KUBELET_CONFIG_DIR_FLAG,
@@ -26,7 +27,6 @@ from credprovider.tool.node.kubelet_flags import (
 from credprovider.tool.node.kubelet_proc import KubeletProcess, find_kubelets
 from credprovider.tool.node.layouts import LAYOUTS
 from credprovider.tool.node.root import NodeRoot
-from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_text
 
 # More drop-ins than any node has: a directory of thousands is not read to the end.
 _MAX_DROP_INS = 256
@@ -65,7 +65,7 @@ def _absolute(path: str | None, cwd: str | None) -> str | None:
 
 
 def _load_document(view: NodeView, path: str) -> Mapping[str, Any] | None:
-    from credprovider.tool.yamldoc import YamlError, load_yaml
+    from credprovider.tool.kubeconfig.yamldoc import YamlError, load_yaml
 
     try:
         text = read_text(view.host_path(path))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from credprovider.tool.catalog import PACKAGE_LIB_DIR
+from credprovider.paths import PACKAGE_LIB_DIR
 
 
 @dataclass(frozen=True)

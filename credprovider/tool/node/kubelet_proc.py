@@ -13,7 +13,7 @@ A process is only a *candidate* by its name: anyone can ``exec -a kubelet``. It 
 What fails any of these is never acted on: its flags, files and environment are not read, and
 discovery reports it in one line (``docs/security.md``). A kubelet that systemd (or k3s, RKE2,
 k0s) runs as the node's service (:attr:`KubeletProcess.service`) is preferred over other trusted
-ones. Every read is bounded and none can hang (``nodefiles``); command lines are read whole (the
+ones. Every read is bounded and none can hang (``node/access``); command lines are read whole (the
 kernel caps them) and their bytes kept (``os.fsdecode``: a path with a byte that is not UTF-8 still
 names the same file). What this user may not read (another user's environment, when not root) is
 ``None`` with the reason in ``unreadable``, never an error.
@@ -25,8 +25,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Final
 
+from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
 from credprovider.tool.node.trust import owner_problem
-from credprovider.tool.nodefiles import FileProblem, UnreadableError, read_bytes
 
 KUBELET_NAME: Final = "kubelet"
 # The kernel keeps a command line (or environment) within a quarter of the stack limit and never

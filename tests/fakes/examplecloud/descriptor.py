@@ -1,11 +1,11 @@
-"""The example cloud as the ``credprovider`` tool sees it (credprovider/tool/descriptor.py). Pure."""
+"""The example cloud as the ``credprovider`` tool sees it (credprovider/cloud.py). Pure."""
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from credprovider.tool.descriptor import CloudPlugin, both_port_forms, samples_with_port
+from credprovider.cloud import CloudPlugin, both_port_forms, samples_with_port
 
 NAME = "example-credential-provider"
 HOST_SUFFIX = ".registry.example.test"

@@ -336,7 +336,7 @@ def test_uninstall_over_a_hand_edited_flags_file_takes_out_only_the_agents_flags
     """An operator adds --max-pods=200 to /etc/default/kubelet after the agent wrote it: uninstall
     keeps that edit and takes the agent's two flags out (the config and plugins they name are
     removed, so leaving them would stop the kubelet at its next start)."""
-    from credprovider.tool.flagfiles import flags_from_file
+    from credprovider.tool.node.flagfiles import flags_from_file
 
     root = kubeadm(tmp_path / "node")
     flags = Path(root, "etc/default/kubelet")

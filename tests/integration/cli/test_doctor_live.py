@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from credprovider.tool.doctor.live import config_hash
+from credprovider.tool.node.kubelet_facts import config_hash
 from emulators.aws import ecr_env
 from emulators.gcp import FakeMetadata
 from emulators.http import FakeRequest, FakeResponse, FakeServer, serve

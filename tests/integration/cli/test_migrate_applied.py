@@ -23,9 +23,9 @@ import pytest
 import yaml
 
 from credprovider.tool.catalog import PLUGINS
-from credprovider.tool.flagfiles import flags_from_file
-from credprovider.tool.install_plan import BACKUP_SUFFIX
-from credprovider.tool.migration import REMOVED_GATES, flag_values
+from credprovider.tool.change.install import BACKUP_SUFFIX
+from credprovider.tool.change.migrate import REMOVED_GATES, flag_values
+from credprovider.tool.node.flagfiles import flags_from_file
 from tests.helpers import require_bundle, run_cli
 from tests.helpers_kubelet import validate_with_kubelet
 

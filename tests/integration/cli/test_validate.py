@@ -36,8 +36,8 @@ def test_validate_a_valid_config(tmp_path: Path) -> None:
     ],
 )
 def test_validate_prints_the_kubelets_message(tmp_path: Path, name: str) -> None:
-    from credprovider.tool.config import ConfigError
-    from credprovider.tool.config_validate import load_config
+    from credprovider.tool.kubeconfig.model import ConfigError
+    from credprovider.tool.kubeconfig.validate import load_config
 
     path = write(tmp_path / "c.yaml", CASES[name])
     with pytest.raises(ConfigError) as expected:

@@ -153,7 +153,7 @@ def test_a_dry_run_image_is_the_operators_and_must_be_one_the_provider_takes(
 ) -> None:
     from credprovider.tool.agent.health import dry_run
     from credprovider.tool.agent.settings import dry_run_images, parse
-    from credprovider.tool.config import read_config
+    from credprovider.tool.kubeconfig.model import read_config
 
     settings = parse(
         '{"azure": {"dryRunImage": "docker.io/library/app"}, "aws": {"matchImages": ["x.example"]}}',

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from credprovider.tool.childproc import DRAIN_SECONDS, run_bounded
+from credprovider.tool.node.childproc import DRAIN_SECONDS, run_bounded
 
 TIMEOUT = 1.0
 CAP = 4096

@@ -1,4 +1,4 @@
-"""The lints (credprovider/tool/config_lint.py) in process, case by case: each warning the kubelet does
+"""The lints (credprovider/tool/kubeconfig/lint.py) in process, case by case: each warning the kubelet does
 not give appears for its config. tests/integration/cli/test_validate.py runs a few of them through
 ``credprovider validate --json``."""
 
@@ -11,8 +11,8 @@ import pytest
 
 from credprovider.aws.registry import MATCH_IMAGES as ECR_PATTERNS
 from credprovider.tool.catalog import PLUGINS
-from credprovider.tool.config_lint import lint_providers
-from credprovider.tool.config_validate import load_config
+from credprovider.tool.kubeconfig.lint import lint_providers
+from credprovider.tool.kubeconfig.validate import load_config
 from tests.helpers import config_file, provider_entry
 
 LINTS = [

@@ -14,15 +14,11 @@ from email.utils import formatdate
 
 import pytest
 
+from credprovider.cloud import IdentityProbe
 from credprovider.tool.catalog import PLUGINS
-from credprovider.tool.descriptor import IdentityProbe
 from credprovider.tool.doctor.identity import SKEW_FAIL_SECONDS, clock_skew, probe
-from credprovider.tool.doctor.live import (
-    config_hash,
-    lookup_advice,
-    lookup_failures,
-    parse_version,
-)
+from credprovider.tool.doctor.live import lookup_advice, lookup_failures
+from credprovider.tool.node.kubelet_facts import config_hash, parse_version
 from emulators.http import FakeRequest, FakeResponse, serve
 
 # Lines as the kubelet v1.36 writes them (klog text and --logging-format=json).
@@ -261,7 +257,7 @@ def test_the_service_account_gate_defaults_by_kubelet_version(
     version: tuple[int, int] | None, on: bool
 ) -> None:
     """KEP-4412's gate: alpha (off) in v1.33, beta (on) from v1.34 (kep.yaml)."""
-    from credprovider.tool.doctor.live import sa_tokens_by_default
+    from credprovider.tool.node.kubelet_facts import sa_tokens_by_default
 
     assert sa_tokens_by_default(version) is on
 

@@ -1,4 +1,4 @@
-"""credprovider/tool/flagfiles.py: the kubelet's flags in the files operators keep them in, edited in place.
+"""credprovider/tool/node/flagfiles.py: the kubelet's flags in the files operators keep them in, edited in place.
 
 Each case edits one file the way migrate does (the in-tree cloud flag and the credential flags
 replaced, a removed feature gate taken out) and expects the file byte for byte: every other byte,
@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from credprovider.tool.flagfiles import flags_from_file, rewrite, units
-from credprovider.tool.install_config import NodeChangeError
+from credprovider.tool.change.render import NodeChangeError
+from credprovider.tool.node.flagfiles import flags_from_file, rewrite, units
 
 DROP = {"--cloud-provider=aws", "--image-credential-provider-config=/etc/old.yaml"}
 NEW = ["--cloud-provider=external", "--image-credential-provider-config=/etc/new.yaml"]

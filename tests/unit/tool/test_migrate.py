@@ -1,13 +1,13 @@
-"""credprovider/tool/migration.py: the kubelet flags in the files operators have, and the plan made of them."""
+"""credprovider/tool/change/migrate.py: the kubelet flags in the files operators have, and the plan made of them."""
 
 from __future__ import annotations
 
 import pytest
 import yaml
 
-from credprovider.tool.catalog import NODE_CONFIG
-from credprovider.tool.install_config import NodeChangeError
-from credprovider.tool.migration import ExistingConfig, flags_from_file, plan_migration
+from credprovider.paths import NODE_CONFIG
+from credprovider.tool.change.migrate import ExistingConfig, flags_from_file, plan_migration
+from credprovider.tool.change.render import NodeChangeError
 
 KUBEADM_FLAGS_ENV = (
     'KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock '

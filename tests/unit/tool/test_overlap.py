@@ -1,4 +1,4 @@
-"""Providers whose matchImages overlap (credprovider/tool/overlap.py): every witness it reports is
+"""Providers whose matchImages overlap (credprovider/tool/kubeconfig/overlap.py): every witness it reports is
 matched by both patterns under the kubelet's own rules (urls_match), and disjoint patterns give none."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import time
 import pytest
 
 from credprovider.runtime.matching import urls_match
-from credprovider.tool.overlap import Overlap, overlaps
+from credprovider.tool.kubeconfig.overlap import Overlap, overlaps
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from credprovider.tool.install_config import stable_launcher
-from credprovider.tool.install_plan import record_package_links
-from credprovider.tool.nodefiles import FileProblem
+from credprovider.tool.change.install import record_package_links
+from credprovider.tool.change.render import stable_launcher
+from credprovider.tool.node.access import FileProblem
 
 
 def package_tree(root: Path, version: str) -> tuple[Path, Path]:

@@ -1,4 +1,4 @@
-"""credprovider/tool/startcheck.py: what running a provider's binary proves, over the ways a bin dir goes
+"""credprovider/tool/images/startcheck.py: what running a provider's binary proves, over the ways a bin dir goes
 wrong (the bundle's own cases, a copied launcher among them, are in tests/integration/cli/
 test_operator_path.py). Each case is a real file executed the way the kubelet executes it."""
 
@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from credprovider.entry import UNKNOWN_PROGRAM_MARK
-from credprovider.tool.childproc import DRAIN_SECONDS
-from credprovider.tool.startcheck import (
+from credprovider.tool.images.startcheck import (
     LAUNCHER_FAILURE_MARK,
     VERSION_MARK,
     check_start,
 )
+from credprovider.tool.node.childproc import DRAIN_SECONDS
 from emulators.kubelet_exec import REPO
 
 ECR = "ecr-credential-provider"

@@ -1,6 +1,6 @@
 """What ``credprovider install`` writes: the kubelet config for the chosen plugins, the flags, and
-where the bundle is (the plan and its application are credprovider/tool/install_plan.py; ``migrate`` is
-credprovider/tool/migration.py)."""
+where the bundle is (the plan and its application are credprovider/tool/change/install.py; ``migrate`` is
+credprovider/tool/change/migrate.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,12 @@ from typing import Any, Final
 
 import yaml
 
+from credprovider.cloud import CloudPlugin
 from credprovider.errors import CredproviderError
+from credprovider.paths import PACKAGE_BIN_DIR, PACKAGE_LIB_DIR
 from credprovider.runtime.api import API_V1
-from credprovider.tool.catalog import PACKAGE_BIN_DIR, PACKAGE_LIB_DIR, PLUGINS
-from credprovider.tool.config import CONFIG_KIND
-from credprovider.tool.descriptor import CloudPlugin
+from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.kubeconfig.model import CONFIG_KIND
 
 BUNDLE_COPY_DIR: Final = ".credprovider"
 # The first words of every config install and migrate write: what they may replace without --force.
@@ -103,7 +104,7 @@ def bundle_launcher(interpreter: Path) -> Path | None:
 
 def bundle_executable(target: str | None) -> Path:
     """The credprovider executable the plugin names will link to: ``--target``, else this bundle's
-    launcher (not checked yet: :func:`credprovider.tool.install_plan.plan_install` runs it)."""
+    launcher (not checked yet: :func:`credprovider.tool.change.install.plan_install` runs it)."""
     if target:
         return stable_launcher(Path(target).resolve())
     launcher = bundle_launcher(Path(sys.executable).resolve())

@@ -1,8 +1,8 @@
 """CredentialProviderConfig: pydantic models, and reading and decoding a config file or directory as
 the kubelet does (``readCredentialProviderConfig``), with the kubelet's own error messages.
 
-Validation is in credprovider/tool/config_validate.py (:func:`~credprovider.tool.config_validate.load_config`
-reads and validates, as the kubelet's start-up does), the lints in credprovider/tool/config_lint.py. Used by
+Validation is in credprovider/tool/kubeconfig/validate.py (:func:`~credprovider.tool.kubeconfig.validate.load_config`
+reads and validates, as the kubelet's start-up does), the lints in credprovider/tool/kubeconfig/lint.py. Used by
 the ``credprovider`` tool only (never on a plugin's exec path: pydantic and YAML are slow to import);
 the conformance suite checks the messages against the real kubelet code.
 """
@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from credprovider.errors import CredproviderError
 from credprovider.runtime.cjson import json_type
 from credprovider.runtime.goformat import DurationError, go_quote, parse_go_duration
-from credprovider.tool import nodefiles
-from credprovider.tool.yamldoc import MAX_NESTING, YamlError, load_yaml
+from credprovider.tool.kubeconfig.yamldoc import MAX_NESTING, YamlError, load_yaml
+from credprovider.tool.node import access
 
 CONFIG_GROUP: Final = "kubelet.config.k8s.io"
 CONFIG_VERSIONS: Final = ("v1", "v1beta1", "v1alpha1")
@@ -269,9 +269,9 @@ def decode_config(text: str) -> CredentialProviderConfig:
 def config_files(path: str) -> list[Path]:
     """The files the kubelet reads for ``--image-credential-provider-config`` (file or directory).
 
-    A refusal only this (non-root) user gets raises :class:`~credprovider.tool.nodefiles.UnreadableError`,
+    A refusal only this (non-root) user gets raises :class:`~credprovider.tool.node.access.UnreadableError`,
     never a :class:`ConfigError`: the kubelet runs as root."""
-    from credprovider.tool.nodefiles import check_access, list_directory
+    from credprovider.tool.node.access import check_access, list_directory
 
     if not path:
         raise ConfigError("credential provider config path is empty")
@@ -316,9 +316,9 @@ def read_config(path: str) -> LoadedConfig:
     contents: list[bytes] = []
     for file in files:
         try:
-            contents.append(nodefiles.read_bytes(str(file)))
+            contents.append(access.read_bytes(str(file)))
             text = contents[-1].decode("utf-8")
-        except nodefiles.FileProblem as exc:
+        except access.FileProblem as exc:
             raise ConfigError(
                 f"unable to read config file {go_quote(str(file))}: {exc.reason}"
             ) from None

@@ -10,12 +10,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from credprovider.cloud import CloudPlugin
 from credprovider.runtime.goformat import parse_go_duration
-from credprovider.tool.config import CredentialProvider, LoadedConfig
-from credprovider.tool.descriptor import CloudPlugin
+from credprovider.tool.images.startcheck import check_start
+from credprovider.tool.kubeconfig.model import CredentialProvider, LoadedConfig
+from credprovider.tool.node.access import check_access, refused_as_non_root, unreadable
 from credprovider.tool.node.root import NodeRoot, RootPathError
-from credprovider.tool.nodefiles import check_access, refused_as_non_root, unreadable
-from credprovider.tool.startcheck import check_start
 
 # --- lints: what the kubelet accepts but will not do what the operator meant ------------------------
 
@@ -39,7 +39,7 @@ def check_binaries(
     """Check every provider's binary in ``bin_dir`` as the kubelet would find and start it (in
     ``environment``, the kubelet's; default: this process's): the
     kubelet refuses to start without the bin dir or a binary; a binary that cannot run fails every
-    pull it matches. Raises :class:`~credprovider.tool.nodefiles.UnreadableError` where this (non-root)
+    pull it matches. Raises :class:`~credprovider.tool.node.access.UnreadableError` where this (non-root)
     user may not look. Under ``root`` (a node's filesystem mounted there, ``bin_dir`` under it), a
     plugin's links are followed inside the root, as the node's kubelet follows them."""
     result = BinaryCheck()
@@ -133,7 +133,7 @@ def lint_providers(loaded: LoadedConfig, bin_dir: str | None = None) -> list[str
 
 def overlap_lints(loaded: LoadedConfig) -> list[str]:
     """Providers whose matchImages both match an image: the kubelet runs both plugins for it."""
-    from credprovider.tool.overlap import overlaps
+    from credprovider.tool.kubeconfig.overlap import overlaps
 
     providers = [(p.name or "", list(p.matchImages or [])) for p in loaded.providers]
     return [
@@ -184,8 +184,8 @@ def _pattern_lints(provider: CredentialProvider) -> list[str]:
 
 def _coverage_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[str]:
     """Registry forms of our plugin's cloud that matchImages leave out, with or without :443."""
+    from credprovider.cloud import DEFAULT_HTTPS_PORT
     from credprovider.runtime.matching import parts_match, url_parts
-    from credprovider.tool.descriptor import DEFAULT_HTTPS_PORT
 
     # Each pattern parsed once: a config may hold 100,000 of them.
     globs = [g for g in map(url_parts, provider.matchImages or []) if g is not None]

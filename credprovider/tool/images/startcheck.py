@@ -28,7 +28,7 @@ from typing import Final
 from credprovider.entry import TOOL_NAME, UNKNOWN_PROGRAM_MARK, VERSION_FLAG
 from credprovider.errors import CredproviderError
 from credprovider.tool.catalog import plugin_for_name
-from credprovider.tool.childproc import run_bounded
+from credprovider.tool.node.childproc import run_bounded
 from credprovider.tool.node.trust import UntrustedProgram, check_program, safe_environment
 
 # What our launcher says when it is not in a whole bundle (release/launcher.c, INSTALL_HINT): the

@@ -22,16 +22,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from credprovider.paths import PACKAGE_BIN_DIR, PACKAGE_LINKS_FILE
 from credprovider.runtime.nodefile import special_kind
-from credprovider.tool.catalog import PACKAGE_BIN_DIR, PACKAGE_LINKS_FILE, PLUGINS
+from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.durable import replace_file, replace_link, sync_directory, sync_tree
-from credprovider.tool.install_config import (
+from credprovider.tool.change.render import (
     BUNDLE_COPY_DIR,
     NodeChangeError,
     bundle_executable,
     render_config,
 )
-from credprovider.tool.startcheck import NotCredprovider, credprovider_version
+from credprovider.tool.images.startcheck import NotCredprovider, credprovider_version
 
 MANIFEST: Final = Path("_internal") / "credprovider.files"
 BACKUP_SUFFIX: Final = ".credprovider-backup-"
@@ -122,7 +123,7 @@ def plan_install(
 def _current_config(out: Path) -> tuple[bytes | None, str | None]:
     """What the config file ``out`` holds now (read once, bounded), and why it could not be read;
     ``(None, None)`` when there is nothing there."""
-    from credprovider.tool.nodefiles import FileProblem, read_bytes
+    from credprovider.tool.node.access import FileProblem, read_bytes
 
     if not (out.exists() or out.is_symlink()):
         return None, None
@@ -135,7 +136,7 @@ def _current_config(out: Path) -> tuple[bytes | None, str | None]:
 def other_providers(current: bytes | None, name: str | None) -> list[dict[str, object]]:
     """The providers of the CredentialProviderConfig ``current`` other than ``name``, as they are;
     none when there is no such file, or it is not one (then writing it needs --force)."""
-    from credprovider.tool.config import CONFIG_KIND
+    from credprovider.tool.kubeconfig.model import CONFIG_KIND
 
     document = _decoded(current) if current is not None else None
     providers = document.get("providers") if isinstance(document, dict) else None
@@ -149,7 +150,7 @@ def other_providers(current: bytes | None, name: str | None) -> list[dict[str, o
 def _decoded(config: bytes) -> object:
     """A config's YAML as the kubelet's decoder takes it (yamldoc: no alias bomb); ``None`` when it
     is not YAML (or not UTF-8)."""
-    from credprovider.tool.yamldoc import YamlError, load_yaml
+    from credprovider.tool.kubeconfig.yamldoc import YamlError, load_yaml
 
     try:
         return load_yaml(config.decode("utf-8"))
@@ -159,7 +160,7 @@ def _decoded(config: bytes) -> object:
 
 def check_writable(directory: Path) -> None:
     """Refuse, before anything is changed, a directory this user could not create or write in."""
-    from credprovider.tool.nodefiles import unreadable
+    from credprovider.tool.node.access import unreadable
 
     existing = directory
     while not os.path.exists(existing) and existing != existing.parent:  # False when refused too
@@ -378,7 +379,7 @@ def record_package_links(links: list[Path], links_file: str = PACKAGE_LINKS_FILE
     """Add ``links`` (made to the distribution package's bin dir) to the list the package's removal
     reads: it deletes those still pointing into the package, so that no bin dir keeps a dangling
     link (release/packages.py)."""
-    from credprovider.tool.nodefiles import read_text
+    from credprovider.tool.node.access import read_text
 
     record = Path(links_file)
     # bounded, and no FIFO or device planted there is read

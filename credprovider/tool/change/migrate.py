@@ -1,7 +1,7 @@
 """``credprovider migrate``: from a kubelet's in-tree cloud login to these plugins.
 
 It reads what operators have: the kubelet's flags as a string or in the files they live in
-(:mod:`credprovider.tool.flagfiles`), its KubeletConfiguration, and the credential provider config it may
+(:mod:`credprovider.tool.node.flagfiles`), its KubeletConfiguration, and the credential provider config it may
 already run. It plans the whole change, applicable as written: the flags to remove and add, each flags
 file and the KubeletConfiguration as they will read afterwards (one flag of each kind: the existing
 credential-provider flags are replaced, never doubled), and one CredentialProviderConfig holding the
@@ -17,16 +17,18 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from credprovider.tool.catalog import NODE_BIN_DIR, NODE_CONFIG, PLUGINS
-from credprovider.tool.descriptor import CloudPlugin
-from credprovider.tool.flagfiles import flags_from_file, rewrite, units
-from credprovider.tool.install_config import (
+from credprovider.cloud import CloudPlugin
+from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
+from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.change.render import (
     CCM_REMINDER,
     NodeChangeError,
     kubelet_flags,
     provider_entry,
     render_config,
 )
+from credprovider.tool.kubeconfig.yamldoc import YamlError, load_yaml
+from credprovider.tool.node.flagfiles import flags_from_file, rewrite, units
 from credprovider.tool.node.kubelet_flags import (
     BIN_DIR_FLAG,
     CONFIG_FLAG,
@@ -34,7 +36,6 @@ from credprovider.tool.node.kubelet_flags import (
     flag_values,
     settings_from,
 )
-from credprovider.tool.yamldoc import YamlError, load_yaml
 
 __all__ = ["ExistingConfig", "MigrationPlan", "flags_from_file", "plan_migration"]
 
@@ -111,7 +112,7 @@ class FlagChanges:
         return found
 
     def edit(self, words: Sequence[str]) -> tuple[set[int], dict[int, str]]:
-        """For :func:`credprovider.tool.flagfiles.rewrite`: the words to drop and to replace."""
+        """For :func:`credprovider.tool.node.flagfiles.rewrite`: the words to drop and to replace."""
         drop: set[int] = set()
         replace: dict[int, str] = {}
         for at, new in self.changes(words):

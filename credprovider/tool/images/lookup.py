@@ -30,8 +30,8 @@ from credprovider.runtime.log import decisions
 from credprovider.runtime.matching import explain_key_mismatch, keyring_lookup
 from credprovider.runtime.redact import register_secret, scrub
 from credprovider.tool.catalog import plugin_for_name
-from credprovider.tool.childproc import run_bounded
-from credprovider.tool.config import CredentialProvider, LoadedConfig
+from credprovider.tool.kubeconfig.model import CredentialProvider, LoadedConfig
+from credprovider.tool.node.childproc import run_bounded
 
 KUBELET_EXEC_TIMEOUT_SECONDS: Final = 60.0
 # What is kept of a plugin's stdout and of its stderr (the rest is read and dropped).
@@ -176,8 +176,8 @@ def _exec(
     """Exec the plugin as the kubelet does (its args and env over ``environment``; our plugins
     with their cache read-only); its stdout, or ``None`` with ``report.error`` saying what the
     kubelet would."""
+    from credprovider.tool.images.startcheck import kubelet_environment
     from credprovider.tool.node.trust import UntrustedProgram, check_program
-    from credprovider.tool.startcheck import kubelet_environment
 
     name = provider.name or ""
     env = kubelet_environment(
@@ -264,7 +264,7 @@ def kubelet_lookup(
 ) -> LookupReport:
     """Every provider in config order: matched or not, and what running it gave. The plugins
     inherit ``environment`` (the kubelet's; default: this process's)."""
-    from credprovider.tool.selection import select_providers
+    from credprovider.tool.images.selection import select_providers
 
     selections = select_providers(
         image, [(p.name or "", p.matchImages or []) for p in loaded.providers]

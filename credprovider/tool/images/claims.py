@@ -1,6 +1,6 @@
 """``credprovider explain``: which provider the kubelet would run for an image and what that plugin
 would do. Offline and pure: no network, no SDK import. The selection is the one ``get`` makes
-(credprovider/tool/selection.py), over the shipped matchImages or a config's."""
+(credprovider/tool/images/selection.py), over the shipped matchImages or a config's."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 
 from credprovider.runtime.imageref import kubelet_image, parse_image
 from credprovider.tool.catalog import PLUGINS, plugin_for_name
-from credprovider.tool.selection import select_providers, shipped_providers
+from credprovider.tool.images.selection import select_providers, shipped_providers
 
 
 def explain_image(

@@ -10,7 +10,7 @@ from typing import Final
 from credprovider.runtime.api import API_V1, API_VERSIONS
 from credprovider.runtime.goformat import go_quote, parse_go_duration
 from credprovider.runtime.matching import GoURLError, parse_go_url
-from credprovider.tool.config import (
+from credprovider.tool.kubeconfig.model import (
     CACHE_TYPES,
     ConfigError,
     CredentialProvider,

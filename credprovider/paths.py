@@ -1,0 +1,44 @@
+"""Where credprovider's files live on a node: one definition, read by the tool, by ``release/``
+(the packages) and checked against the chart (tests/chart).
+
+One layout per install form, each for a reason:
+
+* **By hand from the tarball** (``install``, ``migrate``): the plugins in :data:`NODE_BIN_DIR` and
+  the kubelet's config in :data:`NODE_CONFIG`, beside the kubelet's other files under
+  ``/etc/kubernetes`` (what EKS, AKS and kubeadm guides use), unless the node already names others.
+* **The .deb and .rpm**: the bundle in one versioned directory under :data:`PACKAGE_LIB_DIR`, every
+  name linked in :data:`PACKAGE_BIN_DIR` (the kubelet's bin dir: the links follow each upgrade and
+  the package manager owns every file), the tool at :data:`PACKAGE_TOOL_LINK`, examples under
+  :data:`PACKAGE_DOC_DIR`.
+* **The chart's agent**: bundles under :data:`AGENT_HOME` (``versions/<version>``, ``current``),
+  linked in :data:`AGENT_BIN_DIR` where the platform does not fix a bin dir: on the node's disk,
+  beside its state, so a rollback is a link's change.
+
+Not on the exec path: nothing here is imported by a plugin.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# By hand: where install and migrate put things when the node names nothing, and where get looks.
+NODE_BIN_DIR: Final = "/etc/kubernetes/image-credential-provider"
+NODE_CONFIG: Final = "/etc/kubernetes/image-credential-provider-config.yaml"
+
+# The packages (release/packages.py).
+PACKAGE_LIB_DIR: Final = "/usr/lib/credprovider"
+PACKAGE_BIN_DIR: Final = f"{PACKAGE_LIB_DIR}/bin"
+PACKAGE_TOOL_LINK: Final = "/usr/bin/credprovider"
+PACKAGE_DOC_DIR: Final = "/usr/share/doc/credprovider"
+# The links install made to the package's bin dir, one path a line: the package's removal deletes
+# those still pointing into PACKAGE_LIB_DIR, so that no bin dir is left with dangling links.
+PACKAGE_LINKS_FILE: Final = "/var/lib/credprovider/package-links"
+
+# The agent: the bundles it places (versions/<version>/, current -> the one in use) and what it
+# must remember across pod restarts (state.json: on the node's disk, not on tmpfs).
+AGENT_HOME: Final = "/var/lib/credprovider/agent"
+AGENT_BIN_DIR: Final = f"{AGENT_HOME}/bin"
+
+# Every form: the node's one change lock (tmpfs: a reboot ends every change).
+LOCK_DIR: Final = "/run/credprovider"
+LOCK_PATH: Final = f"{LOCK_DIR}/node.lock"

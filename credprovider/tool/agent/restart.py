@@ -1,0 +1,41 @@
+"""How the agent restarts the kubelet's unit: over systemd's private socket (agent/systemd.py, the
+chart's way, which the node's own rollback needs), or by running an operator's command
+(``--restart-command``, for hosts without that socket). Either raises NodeChangeError with one line."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+from collections.abc import Callable
+from typing import Final
+
+from credprovider.tool.change.render import NodeChangeError
+
+Restart = Callable[[str], None]
+"""``unit -> None``: restarts it, or raises NodeChangeError."""
+
+COMMAND_TIMEOUT_SECONDS: Final = 120
+
+
+def by_command(command_template: str, unit: str) -> None:
+    """Run ``command_template`` (``{unit}`` replaced, shell-quoted) for ``unit``; NodeChangeError
+    with its last line if it failed."""
+    command = shlex.split(command_template.format(unit=shlex.quote(unit)))
+    try:
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_SECONDS, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise NodeChangeError(f"restarting {unit} failed: {exc}") from exc
+    if done.returncode != 0:
+        said = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise NodeChangeError(f"restarting {unit} failed ({done.returncode}): {said}")
+
+
+def restarter(systemd_socket: str, command_template: str) -> Restart:
+    """Over ``systemd_socket`` when one is given, else by ``command_template``."""
+    if systemd_socket:
+        from credprovider.tool.agent.systemd import restart_unit
+
+        return lambda unit: restart_unit(unit, systemd_socket)
+    return lambda unit: by_command(command_template, unit)

@@ -1,0 +1,8 @@
+"""The kubelet's CredentialProviderConfig, as the kubelet reads and checks it.
+
+``model`` (the pydantic models; reading a file or directory as ``readCredentialProviderConfig``
+does), ``validate`` (the kubelet's ``validateCredentialProviderConfig`` and :func:`load_config`),
+``lint`` (what the kubelet accepts but will not do what was meant), ``overlap`` (two providers that
+match one image) and ``yamldoc`` (YAML as the kubelet's strict decoder takes it). Pure but for
+reading the files; pydantic and YAML load here, never on a plugin's exec path.
+"""

@@ -1,0 +1,96 @@
+"""Facts about the running kubelet that doctor and the agent both read: its version (its own
+binary, ``/proc/PID/exe --version``), the hash of the credential provider config it loaded
+(``kubelet_credential_provider_config_info{hash}``) and the defaults that depend on its version.
+
+Pure but for :func:`kubelet_version`, which runs the binary bounded in time and output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Sequence
+from typing import Final
+
+from credprovider.tool.node.kubelet_proc import KUBELET_NAME, KubeletProcess
+
+VERSION_TIMEOUT_SECONDS: Final = 5.0
+CONFIG_INFO_METRIC: Final = "kubelet_credential_provider_config_info"
+# A config directory (--image-credential-provider-config naming a directory) and service account
+# tokens for plugins on by default (KubeletServiceAccountTokenForCredentialProviders, beta).
+CONFIG_DIRECTORY_SINCE: Final = (1, 34)
+SA_TOKENS_ON_SINCE: Final = (1, 34)
+# The environment of every program the tool runs of the node's (the kubelet binary, journalctl,
+# crictl).
+SYSTEM_ENV: Final = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
+_VERSION = re.compile(r"\bv(\d{1,9})\.(\d{1,9})\.(\d{1,9})(?!\d)\S*")
+# A sample line is a few hundred bytes: a longer one is not read (nor can it cost a regex time).
+_MAX_SAMPLE_LINE: Final = 4096
+
+
+def config_hash(contents: Sequence[bytes]) -> str:
+    """The kubelet's hash of its credential provider config (v1.34+): sha256 over each file, in
+    the order it reads them, as a big-endian 64-bit length then the bytes."""
+    digest = hashlib.sha256()
+    for data in contents:
+        digest.update(len(data).to_bytes(8, "big"))
+        digest.update(data)
+    return f"sha256:{digest.hexdigest()}"
+
+
+def _sample_hash(line: str) -> str | None:
+    """The ``hash`` label of one ``kubelet_credential_provider_config_info{...} 1`` sample line,
+    parsed in one pass (no backtracking, whatever the line holds)."""
+    prefix = CONFIG_INFO_METRIC + "{"
+    if not line.startswith(prefix) or len(line) > _MAX_SAMPLE_LINE:
+        return None
+    labels, closed, value = line[len(prefix) :].partition("}")
+    if not closed or value.strip() not in ("1", "1.0"):
+        return None
+    for label in labels.split(","):
+        name, _, quoted = label.strip().partition("=")
+        if name == "hash" and len(quoted) >= 2 and quoted[0] == quoted[-1] == '"':
+            return quoted[1:-1]
+    return None
+
+
+def reported_config_hashes(metrics: str) -> list[str]:
+    """Every ``hash`` the kubelet's ``kubelet_credential_provider_config_info`` samples name."""
+    found = (_sample_hash(line) for line in metrics.splitlines())
+    return [value for value in found if value is not None]
+
+
+def parse_version(text: str) -> tuple[str, tuple[int, int]] | None:
+    """``Kubernetes v1.36.4`` -> ``("v1.36.4", (1, 36))``."""
+    match = _VERSION.search(text)
+    if match is None:
+        return None
+    return match.group(0), (int(match.group(1)), int(match.group(2)))
+
+
+def kubelet_version(kubelet: KubeletProcess) -> tuple[str, tuple[int, int]] | None:
+    """What the running binary says of itself (as :func:`parse_version`), when it is a kubelet
+    (never another program)."""
+    from credprovider.tool.node.childproc import run_bounded
+
+    exe = (kubelet.exe or "").removesuffix(" (deleted)")
+    if os.path.basename(exe) != KUBELET_NAME:
+        return None
+    try:  # /proc/PID/exe runs the very binary, even if the file was replaced since
+        done = run_bounded(
+            [f"/proc/{kubelet.pid}/exe", "--version"],
+            SYSTEM_ENV,
+            b"",
+            VERSION_TIMEOUT_SECONDS,
+            cap=4096,
+        )
+    except (OSError, ValueError):
+        return None
+    return parse_version(done.stdout.decode("utf-8", "replace"))
+
+
+def sa_tokens_by_default(version: tuple[int, int] | None) -> bool:
+    """KubeletServiceAccountTokenForCredentialProviders' default: beta and on from v1.34, alpha
+    and off in v1.33 (unknown version: the current default, on)."""
+    return version is None or version >= SA_TOKENS_ON_SINCE
