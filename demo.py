@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from credprovider.entry import PLUGIN_MODULES
 from credprovider.runtime.redact import redact
 from emulators.harness import ACR_REGISTRY, aws_emulator, azure_emulator, gcp_emulator
-from emulators.kubelet_exec import BUNDLE_DIR, request_bytes, run_plugin
+from emulators.kubelet_exec import request_bytes, run_plugin
+from release.bundle import BUNDLE_DIR
 
 SA_TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6YXBwOnB1bGxlciJ9.c2ln"
 

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from emulators.harness import Emulator, aws_emulator, azure_emulator, gcp_emulator
-from emulators.kubelet_exec import REPO
+from release.bundle import REPO
 
 RESULTS_JSON = REPO / "bench" / "results.json"
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from emulators.kubelet_exec import BUNDLE_DIR
+from release.bundle import BUNDLE_DIR
 
 HEAD = "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n"
 

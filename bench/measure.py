@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from bench.common import NOT_COMPARABLE, RUNS, UPSTREAM_DIR, Target, clean_env
-from emulators.kubelet_exec import BUNDLE_DIR, REPO, request_bytes
+from emulators.kubelet_exec import request_bytes
 from release import native
 from release import package as release_package
+from release.bundle import BUNDLE_DIR, REPO
 from release.targets import TARGETS, host_target
 
 # Runs the measured command as its own child and reports its wall time and peak RSS on the last

@@ -31,7 +31,7 @@ from bench.storm import POLICIES, boot_storm, simulated_day
 from bench.tokens import PODS, token_storms
 from bench.upstream import build_upstream
 from emulators.harness import ACR_REGISTRY, GCP_PULLER, Emulator
-from emulators.kubelet_exec import BUNDLE_DIR
+from release.bundle import BUNDLE_DIR
 from release.targets import host_target
 
 

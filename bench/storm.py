@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import clean_env, log
-from emulators import gobuild
 from emulators.harness import Emulator
+from release import gobuild
 
 
 def harness_binary() -> Path:

@@ -25,7 +25,7 @@ from typing import Final
 NODE_BIN_DIR: Final = "/etc/kubernetes/image-credential-provider"
 NODE_CONFIG: Final = "/etc/kubernetes/image-credential-provider-config.yaml"
 
-# The packages (release/packages.py).
+# The packages (release/distpackages.py).
 PACKAGE_LIB_DIR: Final = "/usr/lib/credprovider"
 PACKAGE_BIN_DIR: Final = f"{PACKAGE_LIB_DIR}/bin"
 PACKAGE_TOOL_LINK: Final = "/usr/bin/credprovider"

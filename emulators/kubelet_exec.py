@@ -13,10 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import credprovider
 from credprovider.runtime.api import encode_request
 
-REPO = Path(__file__).resolve().parent.parent
-BUNDLE_DIR = REPO / "dist" / "credprovider"
+# The tree the credprovider under test was imported from (its source runs with it on PYTHONPATH),
+# and the bundle built there (release.bundle.BUNDLE_DIR, which tests/unit/test_architecture.py
+# holds this to: the emulators import nothing from release/).
+_SOURCE = Path(credprovider.__file__).resolve().parent.parent
+_BUNDLE = _SOURCE / "dist" / "credprovider"
 V1 = "credentialprovider.kubelet.k8s.io/v1"
 
 
@@ -55,7 +59,7 @@ class PluginRun:
 
 def plugin_command(name: str, use_bundle: bool = False) -> list[str]:
     if use_bundle:
-        return [str(BUNDLE_DIR / name)]
+        return [str(_BUNDLE / name)]
     return [sys.executable, "-m", "credprovider", name]
 
 
@@ -78,7 +82,7 @@ def run_plugin(
     for a test that points it at a real metadata address, so that even a broken connect guard
     could not reach one."""
     full_env = dict(os.environ)
-    full_env["PYTHONPATH"] = str(REPO)
+    full_env["PYTHONPATH"] = str(_SOURCE)
     full_env.update(env or {})
     start = time.monotonic()
     proc = subprocess.run(

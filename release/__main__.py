@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
     one.add_argument(
         "--out",
         type=Path,
-        default=bundle.REPO / "dist" / "credprovider",
+        default=bundle.BUNDLE_DIR,
         help="bundle directory (default: %(default)s)",
     )
     artifacts = sub.add_parser("artifacts", help="tarballs, SBOMs and SHA256SUMS for every target")

@@ -27,10 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from release import elfcheck, firstbuild, glibc, native, rootfs, sandbox, toolchain, wheels
+from release import chroot, elfcheck, firstbuild, glibc, native, rootfs, toolchain, wheels
 from release.targets import Target
 
 REPO: Final = Path(__file__).resolve().parent.parent
+# Where make build puts this machine's bundle (the tests and the bench run it from there).
+BUNDLE_DIR: Final = REPO / "dist" / "credprovider"
 CONTENTS: Final = "_internal"
 MANIFEST: Final = f"{CONTENTS}/credprovider.files"
 LAUNCHER_SOURCE: Final = Path(__file__).with_name("launcher.c")
@@ -117,7 +119,7 @@ def run_analysis(target: Target, out: Path, info: BuildInfo) -> None:
         '"""This build\'s facts (release/bundle.py)."""\n\n'
         f"BUILD_INFO = {dict(sorted(facts.items()))!r}\n"
     )
-    env = sandbox.env_with_path(
+    env = chroot.env_with_path(
         {
             "HOME": "/tmp",
             "LD_LIBRARY_PATH": "/opt/python/lib",
@@ -133,12 +135,12 @@ def run_analysis(target: Target, out: Path, info: BuildInfo) -> None:
         "--distpath", _inside(out), "--workpath", _inside(work), "/src/build.spec",
     ]  # fmt: skip
     binds = [
-        sandbox.Bind(str(prefix), "/opt/python", read_only=True),
-        sandbox.Bind(str(site), "/opt/site", read_only=True),
-        sandbox.Bind(str(REPO), "/src"),
+        chroot.Bind(str(prefix), "/opt/python", read_only=True),
+        chroot.Bind(str(site), "/opt/site", read_only=True),
+        chroot.Bind(str(REPO), "/src"),
     ]
-    spec = sandbox.spec_for(target, root, argv, env=env, cwd="/src", binds=binds)
-    result = sandbox.run(spec, timeout=3600)
+    spec = chroot.spec_for(target, root, argv, env=env, cwd="/src", binds=binds)
+    result = chroot.run(spec, timeout=3600)
     if result.returncode != 0:
         raise RuntimeError(
             f"PyInstaller failed for {target.arch} ({result.returncode}):\n"

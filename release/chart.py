@@ -8,14 +8,11 @@ yours (``make release REGISTRY=host/repo``) and put that repository in front of 
 
 from __future__ import annotations
 
-import io
 import subprocess
-import tarfile
 from pathlib import Path
 from typing import Final
 
-from release import bundle
-from release.package import tar_filter
+from release import bundle, tarball
 
 CHART: Final = bundle.REPO / "charts" / "credprovider"
 NAMESPACE: Final = "kube-system"
@@ -35,29 +32,19 @@ def manifests_name(version: str, mode: str) -> str:
 
 def package(out: Path, version: str, epoch: int) -> Path:
     """The chart as ``helm package`` lays it out (every file under ``credprovider/``)."""
-    import gzip
-
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for path in sorted(CHART.rglob("*")):
-            if path.is_file():
-                tar.add(
-                    path,
-                    arcname=f"credprovider/{path.relative_to(CHART).as_posix()}",
-                    filter=tar_filter(epoch),
-                )
     target = out / package_name(version)
-    with (
-        target.open("wb") as handle,
-        gzip.GzipFile(filename="", mode="wb", fileobj=handle, mtime=0, compresslevel=9) as gz,
-    ):
-        gz.write(raw.getvalue())
+    files = sorted(path for path in CHART.rglob("*") if path.is_file())
+    tarball.write(
+        target,
+        [(path, f"credprovider/{path.relative_to(CHART).as_posix()}") for path in files],
+        epoch,
+    )
     return target
 
 
 def helm() -> Path:
     """Helm from the Go module proxy (the version the chart's tests use), built once."""
-    from emulators import gobuild
+    from release import gobuild
 
     return gobuild.released(gobuild.HELM)
 

@@ -1,7 +1,7 @@
 """OCI images without a Docker engine: blobs, image manifests and indexes, an OCI layout archive
 (what ``ctr images import``, ``skopeo copy oci-archive:`` and ``crane`` read), and a push over the
 distribution API. Used by the release's image (release/image.py) and by the test images of the
-real-runtime sandbox (emulators/oci.py).
+real-runtime sandbox (tests/e2e/testimages.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Release artifacts: per target a tarball, a .deb and an .rpm (release/packages.py) with an SBOM each,
+"""Release artifacts: per target a tarball, a .deb and an .rpm (release/distpackages.py) with an SBOM each,
 and a SHA256SUMS over them all.
 
     dist/release/credprovider-<version>-linux-<arch>.tar.gz    + .cdx.json
@@ -15,9 +15,7 @@ reproducible: sorted entries, the commit's time on every file, root ownership, n
 
 from __future__ import annotations
 
-import gzip
 import hashlib
-import io
 import json
 import re
 import shutil
@@ -28,13 +26,14 @@ from typing import Final
 
 from release import (
     bundle,
+    distpackages,
     glibc,
     image,
     native,
-    packages,
     rootfs,
     sbom,
     sources,
+    tarball,
     toolchain,
 )
 from release.targets import Target, target
@@ -190,32 +189,9 @@ def notices_text(contents: Path, lock: sources.Lock, extra: list[tuple[str, str]
     return "".join(parts)
 
 
-def tar_filter(epoch: int):  # type: ignore[no-untyped-def]
-    def normalize(info: tarfile.TarInfo) -> tarfile.TarInfo:
-        info.uid = info.gid = 0
-        info.uname = info.gname = "root"
-        info.mtime = epoch
-        return info
-
-    return normalize
-
-
 def write_tarball(stage: Path, top: str, output: Path, epoch: int) -> None:
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        paths = [stage / top, *sorted((stage / top).rglob("*"))]
-        for path in paths:
-            tar.add(
-                path,
-                arcname=path.relative_to(stage).as_posix(),
-                recursive=False,
-                filter=tar_filter(epoch),
-            )
-    with (
-        output.open("wb") as handle,
-        gzip.GzipFile(filename="", mode="wb", fileobj=handle, mtime=0, compresslevel=9) as gz,
-    ):
-        gz.write(raw.getvalue())
+    paths = [stage / top, *sorted((stage / top).rglob("*"))]
+    tarball.write(output, [(path, path.relative_to(stage).as_posix()) for path in paths], epoch)
 
 
 def package(target: Target, out: Path) -> list[Path]:
@@ -266,12 +242,12 @@ def package(target: Target, out: Path) -> list[Path]:
     image_sbom = out / image.sbom_name(info.version, target.arch)
     image_sbom.write_text(described(image.purl(oci_image)))
     built = [tarball, sbom_file, image_sbom]
-    release = packages.Release(
-        info.version, target.arch, info.epoch, packages.readme_text(info.version)
+    release = distpackages.Release(
+        info.version, target.arch, info.epoch, distpackages.readme_text(info.version)
     )
-    for path in packages.build(stage / top, release, out):
+    for path in distpackages.build(stage / top, release, out):
         package_sbom = path.with_name(path.name + ".cdx.json")
-        package_sbom.write_text(described(packages.purl(path, release)))
+        package_sbom.write_text(described(distpackages.purl(path, release)))
         built += [path, package_sbom]
     shutil.rmtree(stage)
     return built

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Final
 
-from release import sandbox
+from release import chroot
 from release.native import cache_root
 from release.targets import DEBIAN_MIRROR, DEBIAN_SUITE, Target
 
@@ -53,14 +53,14 @@ def ensure(target: Target) -> Path:
     )  # fmt: skip
     # container=lxc: debootstrap then neither creates device nodes (the first stage did, and the
     # sandbox binds /dev) nor mounts /proc itself.
-    spec = sandbox.spec_for(
+    spec = chroot.spec_for(
         target,
         partial,
         ["/debootstrap/debootstrap", "--second-stage"],
-        env=sandbox.env_with_path({"container": "lxc"}),
+        env=chroot.env_with_path({"container": "lxc"}),
         overlay=False,
     )
-    result = sandbox.run(spec, timeout=1800)
+    result = chroot.run(spec, timeout=1800)
     if result.returncode != 0:
         log = (partial / "debootstrap" / "debootstrap.log").read_text(errors="replace")[-3000:]
         raise RuntimeError(

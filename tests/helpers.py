@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from credprovider.tool.catalog import PLUGINS
-from emulators.kubelet_exec import BUNDLE_DIR, REPO
+from release.bundle import BUNDLE_DIR, REPO
 
 # The shipped configs: config/ (one file per cloud, usable as a kubelet config directory) and
 # config/examples/ (alternatives: all clouds in one file, service-account mode).

@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from emulators import gobuild
-from emulators.kubelet_exec import REPO
+from release import gobuild
+from release.bundle import REPO
 from tests.helpers import unavailable
 
 CHART = REPO / "charts" / "credprovider"

@@ -1,4 +1,4 @@
-"""The binaries every real-kubelet run needs, built once per session (emulators/gobuild.py)."""
+"""The binaries every real-kubelet run needs, built once per session (release/gobuild.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from emulators import gobuild
-from release import debs
+from release import debs, gobuild
 from release.targets import host_target
 from tests.e2e import runtime
 from tests.helpers import require_bundle, unavailable

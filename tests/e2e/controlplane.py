@@ -1,5 +1,5 @@
 """A real control plane inside the e2e sandbox (tests/e2e/node.py): etcd and kube-apiserver, built from
-the same module as the kubelet (emulators/gobuild.py), on loopback in the sandbox's own network
+the same module as the kubelet (release/gobuild.py), on loopback in the sandbox's own network
 namespace, as a real cluster runs them for what the credential providers touch: client
 certificates from one cluster CA, the Node authorizer and RBAC, NodeRestriction, and service
 account tokens signed by the API server's own key. The kubelet registers as a node with its own

@@ -28,11 +28,10 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from emulators import oci
 from emulators.harness import aws_emulator, azure_emulator, gcp_emulator
 from emulators.registry import RegistryFront
 from emulators.tls import make_test_ca
-from tests.e2e import controlplane, realpulls, registries, runtime
+from tests.e2e import controlplane, realpulls, registries, runtime, testimages
 from tests.e2e.node import AZURE_JSON, NODE_IP, isolate, node_environment, sh
 from tests.e2e.scenario import ACR_LOGIN_SERVER, ACR_REGISTRIES, ACR_TEAM_B, ECR_ACCOUNT
 
@@ -253,8 +252,10 @@ def main(spec_path: str) -> int:
         # the node file the ACR plugin's shipped args name, in every node's /etc
         Path(AZURE_JSON).parent.mkdir(parents=True, exist_ok=True)
         Path(AZURE_JSON).write_text(Path(azure.files["config"]).read_text())
-        layer = oci.busybox_layer(Path(spec["busybox"]))
-        pause = oci.archive(run / "pause.tar", runtime.PAUSE_IMAGE, oci.pause(layer, spec["arch"]))
+        layer = testimages.busybox_layer(Path(spec["busybox"]))
+        pause = testimages.archive(
+            run / "pause.tar", runtime.PAUSE_IMAGE, testimages.pause(layer, spec["arch"])
+        )
         Path(CA_IN_ETC).parent.mkdir(parents=True)
         shutil.copy(env["REQUESTS_CA_BUNDLE"], CA_IN_ETC)  # the agents' dry run reads it there
         plane = controlplane.start(

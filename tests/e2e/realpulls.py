@@ -15,12 +15,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from emulators import oci
 from emulators.aws import FakeEcr
 from emulators.harness import Emulator
 from emulators.registry import RegistryFront, fingerprint
 from emulators.tls import make_test_ca
-from tests.e2e import controlplane, fleet, registries, runtime
+from tests.e2e import controlplane, fleet, registries, runtime, testimages
 from tests.e2e.scenario import SCENARIOS, Pull
 
 NAMESPACE = "default"
@@ -67,8 +66,10 @@ def start(
     )
     busybox = Path(spec["busybox"])
     registries.push_all(front, images, busybox, spec["arch"])
-    layer = oci.busybox_layer(busybox)
-    pause = oci.archive(run / "pause.tar", runtime.PAUSE_IMAGE, oci.pause(layer, spec["arch"]))
+    layer = testimages.busybox_layer(busybox)
+    pause = testimages.archive(
+        run / "pause.tar", runtime.PAUSE_IMAGE, testimages.pause(layer, spec["arch"])
+    )
     runtime.make_subtree(cgroup_root)
     started = runtime.start(
         run / "containerd",

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from emulators import oci
 from emulators.gcp import GoogleRegistries
 from emulators.harness import Emulator
 from emulators.http import serve
 from emulators.registry import Host, RegistryFront, Scheme, Verifier
 from emulators.tls import CertAuthority
+from tests.e2e import testimages
 
 FRONT_PORT = 443
 BACKEND_PORTS = {"aws": 5001, "azure": 5002, "gcp": 5003, "private": 5004}
@@ -169,15 +169,15 @@ def stored_as(image: str) -> str:
 
 def push_all(front: RegistryFront, images: list[str], busybox: Path, arch: str) -> None:
     """Each image, naming where it is stored, to the server behind its host."""
-    layer = oci.busybox_layer(busybox)
+    layer = testimages.busybox_layer(busybox)
     for image in images:
         reference = split(image)
         host = front.hosts[reference.hostname]
-        oci.push(
+        testimages.push(
             host.backend,
             f"{host.prefix}/{reference.repository}",
             reference.tag,
-            oci.naming(layer, arch, stored_as(image)),
+            testimages.naming(layer, arch, stored_as(image)),
         )
 
 

@@ -2,7 +2,7 @@
 runc), its state under the run's directory, a private tmpfs on /run, its own socket, and a cgroup
 sub-tree of its own in every hierarchy, removed when the run ends (cgroups are shared with the host).
 
-Settings this kind of machine needs (../shared/reference/real-runtime.md): ``restrict_oom_score_adj``
+Settings this kind of machine (a VM without a container engine) needs: ``restrict_oom_score_adj``
 (no CAP_SYS_RESOURCE in the bounding set, so runc cannot lower ``oom_score_adj``), a locally imported
 pause image pinned as the sandbox image, overlayfs, and no containerd plugin that writes outside the
 run (``/opt/containerd``, NRI). Pods use the host's network (the sandbox's), so no CNI is needed.

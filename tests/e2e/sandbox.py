@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from emulators.kubelet_exec import BUNDLE_DIR, REPO
+from release.bundle import BUNDLE_DIR, REPO
 from tests.e2e.node import AZURE_JSON, KERNEL_SETTINGS
 from tests.e2e.scenario import AZURE_JSON_TEAM_B, IDENTITIES
 from tests.helpers import config_file, provider_entry

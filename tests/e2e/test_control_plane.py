@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from emulators.aws import NODE_KEY
-from emulators.kubelet_exec import BUNDLE_DIR
+from release.bundle import BUNDLE_DIR
 from tests.e2e import tokens
 from tests.e2e.sandbox import host_state, left_running, linked_bin_dir, run_with_control_plane
 from tests.helpers import config_file

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from emulators.kubelet_exec import BUNDLE_DIR, REPO
+from release.bundle import BUNDLE_DIR, REPO
 from tests.chart.helm import helm_binary, render
 from tests.e2e.sandbox import host_state, left_running, run_sandboxed
 

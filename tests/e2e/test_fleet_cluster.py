@@ -16,10 +16,8 @@ from typing import Any
 
 import pytest
 
-from emulators import gobuild
-from emulators.kubelet_exec import REPO
-from release import image
-from release.bundle import project_version
+from release import gobuild, image
+from release.bundle import REPO, project_version
 from release.package import artifact_name
 from tests.chart.helm import CHART, helm_binary
 from tests.e2e import runtime

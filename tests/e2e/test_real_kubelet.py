@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from emulators import gobuild
-from emulators.kubelet_exec import BUNDLE_DIR, REPO
+from release import gobuild
+from release.bundle import BUNDLE_DIR, REPO
 from tests.e2e.doctor_faults import UNCLAIMED_IMAGE, prepare_node
 from tests.e2e.sandbox import host_state, identities_node, left_running, run_kubelet
 from tests.e2e.scenario import (

@@ -19,9 +19,8 @@ import yaml
 
 from emulators.aws import NODE_KEY
 from emulators.gcp import FakeMetadata
-from emulators.kubelet_exec import BUNDLE_DIR, REPO
 from release import image
-from release.bundle import project_version
+from release.bundle import BUNDLE_DIR, REPO, project_version
 from tests.chart.helm import agent_pod, helm_binary
 from tests.e2e.registries import split, stored_as
 from tests.e2e.runtime import RUNC, remove_subtree, subtree_name

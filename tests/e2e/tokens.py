@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from emulators.kubelet_exec import REPO
+from release.bundle import REPO
 from tests.e2e.scenario import ACR_LOGIN_SERVER, ECR_ACCOUNT
 
 EXAMPLES = REPO / "config" / "examples"

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from emulators import gobuild
 from emulators.aws import FakeEcr
 from emulators.azure import FakeAad, FakeAcr, FakeImds
 from emulators.gcp import FakeMetadata
@@ -19,6 +18,7 @@ from emulators.harness import SAFE_ENV, aws_emulator, azure_emulator, gcp_emulat
 from emulators.http import FakeServer
 from emulators.kubelet_exec import request_bytes, run_plugin
 from emulators.tls import CertAuthority, make_test_ca
+from release import gobuild
 from tests.helpers import unavailable
 
 STACK_AUTHORITY_HOST = "login.stack.local"
@@ -52,7 +52,7 @@ def test_ca(tmp_path_factory: pytest.TempPathFactory) -> CertAuthority:
 
 @pytest.fixture(scope="session")
 def kubelet_harness() -> Path:
-    """The Go harness around the real kubelet code (emulators/gobuild.py: built once per source)."""
+    """The Go harness around the real kubelet code (release/gobuild.py: built once per source)."""
     try:
         return gobuild.binary(gobuild.HARNESS, "kubelet-harness")
     except gobuild.GoBuildError as exc:

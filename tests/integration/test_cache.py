@@ -21,7 +21,8 @@ from emulators.aws import FakeEcr, aws_error, ecr_env
 from emulators.gcp import FakeMetadata
 from emulators.harness import ACR_REGISTRY, Emulator, aws_emulator, azure_emulator, gcp_emulator
 from emulators.http import FakeServer, serve
-from emulators.kubelet_exec import REPO, request_bytes, run_plugin
+from emulators.kubelet_exec import request_bytes, run_plugin
+from release.bundle import REPO
 from tests.helpers import run_listing_imports
 from tests.integration.conftest import Azure
 

@@ -10,7 +10,7 @@ import sys
 
 from emulators.aws import FakeEcr
 from emulators.gcp import FakeMetadata
-from emulators.kubelet_exec import REPO
+from release.bundle import REPO
 
 
 def test_the_demo_answers_every_scenario_with_a_cacheable_redacted_response() -> None:

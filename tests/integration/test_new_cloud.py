@@ -18,7 +18,8 @@ import pytest
 import yaml
 
 from credprovider.tool.catalog import PLUGINS
-from emulators.kubelet_exec import REPO, request_bytes
+from emulators.kubelet_exec import request_bytes
+from release.bundle import REPO
 from tests.fakes.examplecloud.descriptor import DESCRIPTOR
 from tests.helpers import private
 from tests.helpers_kubelet import run_harness

@@ -1,4 +1,4 @@
-"""Nodes for the release tests: a root filesystem in a sandbox (release/sandbox.py: private user and
+"""Nodes for the release tests: a root filesystem in a sandbox (release/chroot.py: private user and
 mount namespaces, arm64 through qemu-user and a private binfmt_misc), and the demo's requests to ask
 an installed plugin. The emulators run in the test process; the chroot shares its loopback network.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from demo import SCENARIO_SOURCES, Scenario
 from emulators.kubelet_exec import request_bytes
-from release import debs, sandbox
+from release import chroot, debs
 from release.targets import Target
 
 TMP = tempfile.gettempdir()
@@ -33,16 +33,16 @@ class Node:
     def run(
         self, argv: list[str], stdin: bytes = b"", env: dict[str, str] | None = None
     ) -> subprocess.CompletedProcess[bytes]:
-        spec = sandbox.spec_for(
+        spec = chroot.spec_for(
             self.target,
             self.root,
             argv,
-            env=sandbox.env_with_path(env),
+            env=chroot.env_with_path(env),
             overlay=self.upper is not None,
             upper=str(self.upper or ""),
-            binds=[sandbox.Bind(TMP, TMP, read_only=True)],
+            binds=[chroot.Bind(TMP, TMP, read_only=True)],
         )
-        return sandbox.run(spec, stdin=stdin, timeout=600)
+        return chroot.run(spec, stdin=stdin, timeout=600)
 
     def path(self, inside: str) -> Path:
         """Where a path inside the node lies on the host (its upper layer, if it has one)."""
@@ -115,7 +115,7 @@ def binfmt_untouched() -> bool:
 def host_unchanged(node: Node) -> Iterator[Node]:
     """``node``, skipped where the sandbox cannot run; after the test, the host's mounts and
     binfmt_misc are as they were."""
-    why = sandbox.supported()
+    why = chroot.supported()
     if why:
         import pytest
 

@@ -22,8 +22,7 @@ from typing import Any
 
 import pytest
 
-from emulators import gobuild
-from release import bundle, image, oci
+from release import bundle, gobuild, image, oci
 from release.targets import Target
 from tests.helpers import unavailable
 

@@ -1,6 +1,6 @@
 """The tarball on an older userland: unpacked into a Debian 11 (glibc 2.31) root filesystem and run there.
 
-Inside a sandbox (release/sandbox.py: private user and mount namespaces, an overlay over the cached
+Inside a sandbox (release/chroot.py: private user and mount namespaces, an overlay over the cached
 root filesystem, arm64 through qemu-user and a private binfmt_misc), the root filesystem's own tar
 unpacks the tarball under /opt, and every plugin answers the demo's requests against the loopback
 emulators, which run in this process (the chroot shares the loopback network).

@@ -3,7 +3,7 @@
 The .deb with dpkg inside the Debian 11 root filesystem; the .rpm with rpm --root into a root that
 holds nothing but Debian's static busybox (its removal script needs a /bin/sh), which the plugin then
 answers in: no libc there either. Each starts from a package of an earlier version, built from the
-same tarball by the same code (release/packages.py), and after each step checks the package's bin
+same tarball by the same code (release/distpackages.py), and after each step checks the package's bin
 dir, the links ``credprovider install`` made in the kubelet's own bin dir, and the operator's config.
 arm64 runs under qemu-user.
 """
@@ -29,7 +29,7 @@ from credprovider.paths import (
     PACKAGE_LINKS_FILE,
     PACKAGE_TOOL_LINK,
 )
-from release import bundle, packages, rootfs
+from release import bundle, distpackages, rootfs
 from release.targets import Target
 from tests.release.conftest import missing
 from tests.release.nodes import Node, busybox_root, every_plugin_answers, host_unchanged, staged
@@ -43,8 +43,8 @@ OPERATOR_CONFIG = "/etc/kubernetes/image-credential-provider-config.yaml"
 OPERATOR_TEXT = "# the operator's own config: no package may touch it\n"
 
 
-def release_of(version: str, arch: str) -> packages.Release:
-    return packages.Release(version, arch, 1700000000, packages.readme_text(version))
+def release_of(version: str, arch: str) -> distpackages.Release:
+    return distpackages.Release(version, arch, 1700000000, distpackages.readme_text(version))
 
 
 @pytest.fixture
@@ -53,8 +53,8 @@ def built(target: Target) -> dict[str, Path]:
     out = bundle.REPO / "dist" / "release"
     release = release_of(VERSION, target.arch)
     found = {
-        "deb": out / packages.deb_name(release),
-        "rpm": out / packages.rpm_name(release),
+        "deb": out / distpackages.deb_name(release),
+        "rpm": out / distpackages.rpm_name(release),
     }
     for path in found.values():
         if not path.exists():
@@ -71,7 +71,7 @@ def earlier(target: Target, tarball: Path, tmp_path: Path) -> dict[str, Path]:
         tar.extractall(tree, filter="tar")
     out = tmp_path / "earlier"
     out.mkdir()
-    made = packages.build(
+    made = distpackages.build(
         tree / f"credprovider-{VERSION}", release_of(EARLIER, target.arch), out, 0
     )
     return {path.suffix.lstrip("."): path for path in made}
@@ -81,16 +81,16 @@ def test_package_metadata(built: dict[str, Path], target: Target) -> None:
     fields = dpkg_fields(built["deb"])
     assert fields["Package"] == "credprovider" and fields["Version"] == VERSION
     assert fields["Architecture"] == target.arch
-    assert fields["License"] == packages.LICENSE and fields["Homepage"] == packages.HOMEPAGE
-    assert fields["Description"].startswith(packages.SUMMARY)
+    assert fields["License"] == distpackages.LICENSE and fields["Homepage"] == distpackages.HOMEPAGE
+    assert fields["Description"].startswith(distpackages.SUMMARY)
     assert "Depends" not in fields and "Pre-Depends" not in fields
     info = subprocess.run(["rpm", "-qip", str(built["rpm"])], capture_output=True, text=True)
     assert info.returncode == 0, info.stderr
     rpm = dict(re.findall(r"^(\w[\w ]*?)\s*: (.*)$", info.stdout, re.M))
     assert (rpm["Name"], rpm["Version"], rpm["Release"]) == ("credprovider", VERSION, "1")
-    assert rpm["Architecture"] == packages.RPM_ARCH[target.arch]
-    assert rpm["License"] == packages.LICENSE and rpm["URL"] == packages.HOMEPAGE
-    assert rpm["Summary"] == packages.SUMMARY
+    assert rpm["Architecture"] == distpackages.RPM_ARCH[target.arch]
+    assert rpm["License"] == distpackages.LICENSE and rpm["URL"] == distpackages.HOMEPAGE
+    assert rpm["Summary"] == distpackages.SUMMARY
     requires = rpm_query(built["rpm"], "-R")
     assert [r for r in requires if not r.startswith("rpmlib(")] == ["/bin/sh"]  # its %preun
 
@@ -117,7 +117,7 @@ def test_each_package_has_an_sbom_and_a_checksum(built: dict[str, Path], target:
     for kind, path in built.items():
         document = json.loads(path.with_name(path.name + ".cdx.json").read_text())
         root = document["metadata"]["component"]
-        assert root["purl"] == packages.purl(path, release_of(VERSION, target.arch)), kind
+        assert root["purl"] == distpackages.purl(path, release_of(VERSION, target.arch)), kind
         assert root["purl"].startswith(f"pkg:{kind}/credprovider@{VERSION}")
         names = {component["name"] for component in document["components"]}
         assert {"glibc", "openssl", "botocore"} <= names, names
@@ -321,7 +321,7 @@ def test_rpm_install_upgrade_and_removal_into_a_root_without_libc(
     assert state(node) == installed(VERSION, linked=True)
     assert (
         rpm(node, "-q", "credprovider").stdout
-        == f"credprovider-{VERSION}-1.{packages.RPM_ARCH[node.target.arch]}\n"
+        == f"credprovider-{VERSION}-1.{distpackages.RPM_ARCH[node.target.arch]}\n"
     )
     every_plugin_answers(node, PACKAGE_BIN_DIR)
     with kubelet_using_the_package(node):

@@ -8,7 +8,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from emulators.kubelet_exec import REPO, PluginRun
+from emulators.kubelet_exec import PluginRun
+from release.bundle import REPO
 
 FIGURES_DIR = REPO / "build" / "reliability"
 # Grace for process start-up and exit on top of the plugin's own deadline (2 noisy cores).

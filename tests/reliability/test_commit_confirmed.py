@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from emulators.kubelet_exec import BUNDLE_DIR
+from release.bundle import BUNDLE_DIR
 from tests.helpers import REPO, private
 
 pytestmark = [

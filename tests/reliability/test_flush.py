@@ -19,7 +19,7 @@ import pytest
 
 from credprovider.tool.change.durable import TEMPORARY_SUFFIX
 from emulators.http import FakeResponse, serve
-from emulators.kubelet_exec import REPO
+from release.bundle import REPO
 from tests.helpers import private
 from tests.integration.cli.conftest import fake_bundle
 from tests.unit.tool.test_agent_apply import kubeadm

@@ -235,7 +235,7 @@ def test_the_hygiene_check_catches_a_leak(tmp_path: Path) -> None:
     import subprocess
     import sys
 
-    from emulators.kubelet_exec import REPO
+    from release.bundle import REPO
     from tests.fakes.fake_plugin import SECRET
 
     leaky = subprocess.run(

@@ -1,6 +1,7 @@
-"""The tree keeps its shape: no import cycle among credprovider's modules. Every edge counts: lazy
-imports inside functions, and imports for type checking only (a type-only circle is still two
-modules that each need the other)."""
+"""The tree keeps its shape: no import cycle among credprovider's modules, nor among the build's
+(release/) and the emulators'; the build and the emulators import nothing of each other. Every edge
+counts: lazy imports inside functions, and imports for type checking only (a type-only circle is
+still two modules that each need the other)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from emulators.kubelet_exec import REPO
+from release.bundle import REPO
 
 PACKAGE = REPO / "credprovider"
 
@@ -31,8 +32,9 @@ def _imports(path: Path, modules: set[str]) -> set[str]:
     return found
 
 
-def test_no_import_cycle() -> None:
-    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+@pytest.mark.parametrize("package", ["credprovider", "release", "emulators"])
+def test_no_import_cycle(package: str) -> None:
+    paths = {_module_name(p): p for p in (REPO / package).rglob("*.py")}
     graph = {name: _imports(path, set(paths)) - {name} for name, path in paths.items()}
     cycles = []
     state: dict[str, int] = {}
@@ -50,6 +52,43 @@ def test_no_import_cycle() -> None:
         if name not in state:
             visit(name, [name])
     assert cycles == []
+
+
+def _imported(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("package", "never"),
+    [("emulators", ("release", "tests")), ("release", ("emulators", "tests"))],
+)
+def test_the_build_and_the_emulators_import_nothing_of_each_other(
+    package: str, never: tuple[str, ...]
+) -> None:
+    """release/ builds (Go tools included: release/gobuild.py); emulators/ stands in for the
+    clouds and the kubelet. Neither needs the other, nor anything of tests/."""
+    found = sorted(
+        f"{path.relative_to(REPO)} imports {name}"
+        for path in (REPO / package).rglob("*.py")
+        for name in _imported(path)
+        if name.split(".")[0] in never
+    )
+    assert found == []
+
+
+def test_the_emulators_run_the_bundle_the_build_makes() -> None:
+    from emulators.kubelet_exec import plugin_command
+    from release.bundle import BUNDLE_DIR
+
+    assert plugin_command("ecr-credential-provider", use_bundle=True) == [
+        str(BUNDLE_DIR / "ecr-credential-provider")
+    ]
 
 
 def test_the_demo_the_bench_and_the_emulators_import_no_test_module() -> None:

@@ -8,7 +8,7 @@ from credprovider.aws.registry import SHIPPED_ANNOTATIONS
 from credprovider.azure.registry import ANNOTATION_KEYS
 from credprovider.gcp.registry import WI_ANNOTATION
 from credprovider.runtime.log import VERBOSITY_SCHEME
-from emulators.kubelet_exec import REPO
+from release.bundle import REPO
 
 OPERATORS = " ".join((REPO / "docs" / "operators.md").read_text().split())
 

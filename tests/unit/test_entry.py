@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from credprovider.entry import PLUGIN_MODULES, plugin_of, program_name, resolve
-from emulators.kubelet_exec import REPO
+from release.bundle import REPO
 from tests.helpers import run_listing_imports
 
 

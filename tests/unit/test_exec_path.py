@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from credprovider.entry import PLUGIN_PACKAGES
-from emulators.kubelet_exec import REPO
+from release.bundle import REPO
 
 PACKAGE = REPO / "credprovider"
 # The stdlib modules the exec path uses (a new one is a decision: add it here with its reason).

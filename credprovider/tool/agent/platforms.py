@@ -2,8 +2,9 @@
 naming how the node is recognised, where the kubelet's config and plugins go, whether the platform
 manages that config (then providers are merged into it, its own entries kept), how the kubelet's two
 flags are set, which service runs the kubelet, or why nothing may be changed there and what to do
-instead. Sources: ../shared/reference/fleet-installers.md and :mod:`credprovider.tool.node.layouts`
-(the paths: one definition, used by the doctor too). Pure data and one reader (``recognize``).
+instead. Sources: each platform's own documentation (docs/fleet.md names them) and
+:mod:`credprovider.tool.node.layouts` (the paths: one definition, used by the doctor too). Pure data
+and one reader (``recognize``).
 """
 
 from __future__ import annotations

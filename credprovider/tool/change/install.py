@@ -378,7 +378,7 @@ def apply_install(plan: InstallPlan) -> None:
 def record_package_links(links: list[Path], links_file: str = PACKAGE_LINKS_FILE) -> None:
     """Add ``links`` (made to the distribution package's bin dir) to the list the package's removal
     reads: it deletes those still pointing into the package, so that no bin dir keeps a dangling
-    link (release/packages.py)."""
+    link (release/distpackages.py)."""
     from credprovider.tool.node.access import read_text
 
     record = Path(links_file)

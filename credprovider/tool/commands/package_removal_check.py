@@ -1,5 +1,5 @@
 """``credprovider package-removal-check``: what the distribution package's removal runs first
-(``.deb`` prerm, ``.rpm`` %preun; release/packages.py). Exit 1, with one line, when the node's
+(``.deb`` prerm, ``.rpm`` %preun; release/distpackages.py). Exit 1, with one line, when the node's
 kubelet (running, or as its flags files set it up) runs plugins from the package: removing them
 would leave a kubelet that does not start. ``CREDPROVIDER_FORCE_REMOVE=1`` removes anyway."""
 

@@ -1,6 +1,6 @@
 """Whether the node's kubelet runs plugins from the distribution package: what the package's
 removal must not take away (its ``prerm`` / ``%preun`` asks ``credprovider package-removal-check``
-before anything is removed; release/packages.py).
+before anything is removed; release/distpackages.py).
 
 A plugin is the package's when the executable the kubelet would run for a provider of its config
 (``bin dir / name``, every link followed) is inside the package's directory: the package's own bin

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from credprovider.tool.catalog import PLUGINS
-from emulators.kubelet_exec import BUNDLE_DIR
+from release.bundle import BUNDLE_DIR
 from tests.helpers import require_bundle, run_cli
 
 ECR_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/team/app"

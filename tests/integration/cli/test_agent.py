@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from emulators.http import FakeResponse, serve
-from emulators.kubelet_exec import REPO
+from release.bundle import REPO
 from tests.helpers import run_cli as cli
 from tests.integration.cli.conftest import fake_bundle
 from tests.unit.tool.test_agent_apply import kubeadm, tree
@@ -168,7 +168,7 @@ def test_an_operator_without_root_is_told_to_run_it_as_root() -> None:
 
     import pytest
 
-    from emulators.kubelet_exec import BUNDLE_DIR
+    from release.bundle import BUNDLE_DIR
     from tests.helpers import require_bundle
 
     if os.geteuid() != 0:
@@ -275,7 +275,7 @@ def test_fleet_status_with_a_kubeconfig_this_user_cannot_read_is_one_line(tmp_pa
 
     import pytest
 
-    from emulators.kubelet_exec import BUNDLE_DIR
+    from release.bundle import BUNDLE_DIR
     from tests.helpers import require_bundle
 
     require_bundle()

@@ -18,7 +18,7 @@ import pytest
 from credprovider.tool.node.layouts import LAYOUTS, Layout
 from emulators.aws import FakeEcr, ecr_env
 from emulators.http import FakeServer
-from emulators.kubelet_exec import BUNDLE_DIR
+from release.bundle import BUNDLE_DIR
 from tests.helpers import (
     config_file,
     fake_kubelet,

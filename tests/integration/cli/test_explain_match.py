@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from emulators.kubelet_exec import REPO
+from release.bundle import REPO
 from tests.helpers import run_cli as cli
 from tests.integration.cli.conftest import ECR_IMAGE
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from credprovider.tool.catalog import PLUGINS
-from emulators.kubelet_exec import BUNDLE_DIR
+from release.bundle import BUNDLE_DIR
 from tests.helpers import run_cli as cli
 from tests.integration.cli.conftest import fake_bundle, write
 

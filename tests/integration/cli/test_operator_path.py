@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from emulators.kubelet_exec import BUNDLE_DIR, REPO
+from release.bundle import BUNDLE_DIR, REPO
 from tests.helpers import CONFIG_DIR, private, require_bundle
 
 NOBODY = 65534

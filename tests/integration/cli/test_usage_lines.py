@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from emulators.kubelet_exec import REPO
+from release.bundle import REPO
 from tests.helpers import private, run_cli
 from tests.integration.cli.conftest import fake_bundle
 

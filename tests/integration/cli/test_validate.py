@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from credprovider.tool.catalog import PLUGINS
-from emulators.kubelet_exec import BUNDLE_DIR
+from release.bundle import BUNDLE_DIR
 from tests.helpers import CONFIG_DIR, CONFIG_EXAMPLES, config_file, provider_entry, require_bundle
 from tests.helpers import run_cli as cli
 from tests.integration.cli.conftest import write

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from emulators.kubelet_exec import BUNDLE_DIR
+from release.bundle import BUNDLE_DIR
 from tests.helpers import require_bundle
 from tests.integration.kubelet_plugins.common import Node
 

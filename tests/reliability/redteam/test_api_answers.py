@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from emulators.kubelet_exec import BUNDLE_DIR, REPO
+from release.bundle import BUNDLE_DIR, REPO
 from tests.helpers import private
 from tests.integration.cli.conftest import fake_bundle
 from tests.reliability.redteam.rawserver import Answer, Send, drip, once, raw_server

@@ -13,7 +13,8 @@ from bench.configs import HEAD, provider_yaml
 from emulators.aws import FakeEcr
 from emulators.harness import SAFE_ENV
 from emulators.http import FakeResponse, FakeServer, serve
-from emulators.kubelet_exec import REPO, request_bytes, run_plugin
+from emulators.kubelet_exec import request_bytes, run_plugin
+from release.bundle import REPO
 from tests.helpers import run_cli
 from tests.reliability.checks import Figures, Outcome
 from tests.reliability.redteam.common import (

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bench.configs import HEAD, provider_yaml
-from emulators.kubelet_exec import BUNDLE_DIR
+from release.bundle import BUNDLE_DIR
 from tests.helpers import require_bundle
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/app"

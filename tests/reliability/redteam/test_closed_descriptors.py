@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from emulators.harness import Emulator
-from emulators.kubelet_exec import BUNDLE_DIR, request_bytes
+from emulators.kubelet_exec import request_bytes
+from release.bundle import BUNDLE_DIR
 from tests.helpers import require_bundle
 
 

@@ -35,7 +35,7 @@ PLANTS: list[tuple[str, Callable[[Path, Path], None]]] = [
 def test_install_copy_replaces_only_what_it_made(
     tmp_path: Path, figures: Figures, scenario: str, plant: Callable[[Path, Path], None]
 ) -> None:
-    from emulators.kubelet_exec import BUNDLE_DIR
+    from release.bundle import BUNDLE_DIR
 
     bundle = BUNDLE_DIR / "credprovider"
     if not bundle.exists():

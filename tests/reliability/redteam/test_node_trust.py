@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from emulators.kubelet_exec import BUNDLE_DIR, REPO
+from release.bundle import BUNDLE_DIR, REPO
 from tests.helpers import bundle_required
 
 pytestmark = pytest.mark.skipif(

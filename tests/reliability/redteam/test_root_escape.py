@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from emulators.http import FakeResponse, serve
-from emulators.kubelet_exec import BUNDLE_DIR
+from release.bundle import BUNDLE_DIR
 from tests.helpers import run_cli
 from tests.integration.cli.conftest import fake_bundle
 from tests.unit.tool.test_agent_apply import kubeadm, tree

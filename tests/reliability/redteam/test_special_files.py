@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from credprovider.tool.cli import build_parser
-from emulators.kubelet_exec import BUNDLE_DIR
+from release.bundle import BUNDLE_DIR
 from tests.helpers import private, require_bundle
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/app"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from emulators.kubelet_exec import BUNDLE_DIR, REPO
+from release.bundle import BUNDLE_DIR, REPO
 from tests.helpers import config_file, fake_kubelet, private
 from tests.integration.cli.conftest import fake_bundle
 from tests.reliability.redteam.rawserver import Answer, drip, endless_continue, once, raw_server

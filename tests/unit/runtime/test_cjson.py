@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from credprovider.runtime import cjson
-from emulators.kubelet_exec import REPO
+from release.bundle import REPO
 
 TEXTS = [
     '{"kind":"CredentialProviderRequest","apiVersion":"v1","image":"a/b"}',

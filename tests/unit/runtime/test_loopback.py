@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 
-from emulators.kubelet_exec import REPO
+from release.bundle import REPO
 
 PROBE = """
 import sys

@@ -16,7 +16,8 @@ from credprovider.runtime.args import split_common_args
 from credprovider.runtime.goformat import SECOND
 from credprovider.runtime.provider import cache_duration_for
 from credprovider.runtime.serve import MAX_REQUEST_BYTES, run
-from emulators.kubelet_exec import REPO, request_bytes
+from emulators.kubelet_exec import request_bytes
+from release.bundle import REPO
 from tests.fakes.fake_plugin import SECRET, SPEC
 from tests.helpers import API_VERSIONS
 

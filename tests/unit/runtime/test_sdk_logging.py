@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from emulators.kubelet_exec import REPO
+from release.bundle import REPO
 
 _PROBE = """
 import io, sys

@@ -10,7 +10,7 @@ import typing
 
 import pytest
 
-from emulators.kubelet_exec import REPO
+from release.bundle import REPO
 
 _SHIM = """
 import sys

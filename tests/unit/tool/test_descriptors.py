@@ -13,7 +13,7 @@ from credprovider.entry import PLUGIN_PACKAGES
 from credprovider.runtime.imageref import parse_image
 from credprovider.runtime.matching import urls_match
 from credprovider.tool.catalog import PLUGINS
-from emulators.kubelet_exec import REPO
+from release.bundle import REPO
 
 SHARED = sorted(
     path

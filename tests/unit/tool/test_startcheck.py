@@ -20,7 +20,7 @@ from credprovider.tool.images.startcheck import (
     check_start,
 )
 from credprovider.tool.node.childproc import DRAIN_SECONDS
-from emulators.kubelet_exec import REPO
+from release.bundle import REPO
 
 ECR = "ecr-credential-provider"
 FOREIGN = "my-registry-plugin"

@@ -10,7 +10,7 @@ The command runs as root in a new user and mount namespace:
 
 util-linux ``unshare`` creates the namespaces; its ``--map-users`` needs newuidmap and an
 ``/etc/subuid`` entry, so this module writes the identity map itself, as the parent of the
-namespace, before letting the inner half (``python -m release.sandbox``) go on.
+namespace, before letting the inner half (``python -m release.chroot``) go on.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def run(
         "--",
         sys.executable,
         "-m",
-        "release.sandbox",
+        "release.chroot",
         str(ready_read),
         json.dumps(asdict(spec)),
     ]
@@ -217,7 +217,7 @@ def _wait_for_map(ready_fd: int, spec_json: str) -> None:
     if os.read(ready_fd, 1) != b"1":
         raise SandboxError("the parent did not map the user namespace")
     os.close(ready_fd)
-    os.execv(sys.executable, [sys.executable, "-m", "release.sandbox", "mapped", spec_json])
+    os.execv(sys.executable, [sys.executable, "-m", "release.chroot", "mapped", spec_json])
 
 
 def _inner(spec: Spec) -> None:

@@ -1,4 +1,4 @@
-"""Builds what emulators/kubelet (one Go module, every staging module pinned) provides: the kubelet
+"""Builds what emulators/kubelet (one Go module, the emulators' Go source, every staging module pinned) provides: the kubelet
 harness around the kubelet's credential-provider code, the real kubelet binary and the fake CRI.
 
 Binaries are kept in the build cache (``~/.cache/credprovider-build/go/<digest>/``), keyed by every
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from release.native import cache_root
 
-MODULE = Path(__file__).resolve().parent / "kubelet"
+MODULE = Path(__file__).resolve().parent.parent / "emulators" / "kubelet"
 HARNESS = "."
 KUBELET = "k8s.io/kubernetes/cmd/kubelet"
 FAKE_CRI = "./fakecri"
