@@ -91,7 +91,7 @@ RETRY_CODES: Final = frozenset(
 _HOST_LABEL: Final = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
 
 
-class Plan(NamedTuple):
+class DirectRoute(NamedTuple):
     """How to call ``service`` in ``region`` without botocore."""
 
     service: str
@@ -118,7 +118,7 @@ def _is_set(environ: Mapping[str, str], name: str) -> bool:
 
 def plan(
     environ: Mapping[str, str], service: str, region: str, exists: Callable[[str], bool]
-) -> Plan | str:
+) -> DirectRoute | str:
     """The stdlib route for this environment, or why botocore must do it (``exists`` checks a path)."""
     for name in BOTOCORE_SETTINGS:
         if _is_set(environ, name):
@@ -151,10 +151,10 @@ def plan(
             return "only one of AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY is set"
         token = environ.get("AWS_SESSION_TOKEN") or environ.get("AWS_SECURITY_TOKEN") or ""
         keys = AccessKeys(access_key, secret_key, token)
-        return Plan(service, region, endpoint, keys, "", ca_bundle)
+        return DirectRoute(service, region, endpoint, keys, "", ca_bundle)
     if environ.get("AWS_EC2_METADATA_DISABLED", "").strip().lower() == "true":
         return "AWS_EC2_METADATA_DISABLED is true"
-    return Plan(service, region, endpoint, None, imds_endpoint(environ), ca_bundle)
+    return DirectRoute(service, region, endpoint, None, imds_endpoint(environ), ca_bundle)
 
 
 def imds_endpoint(environ: Mapping[str, str]) -> str:
@@ -282,7 +282,7 @@ def parse_token_answer(service: str, body: bytes) -> TokenAnswer:
 class StdlibTokenApi:
     """The stdlib adapter: one signed POST with ``keys`` along ``route``."""
 
-    def __init__(self, route: Plan, keys: AccessKeys, ctx: Context, user_agent: str) -> None:
+    def __init__(self, route: DirectRoute, keys: AccessKeys, ctx: Context, user_agent: str) -> None:
         self.route, self.keys, self.ctx, self.user_agent = route, keys, ctx, user_agent
 
     def get_authorization_token(self) -> TokenAnswer:
@@ -290,7 +290,7 @@ class StdlibTokenApi:
 
 
 def get_authorization_token(
-    route: Plan, keys: AccessKeys, ctx: Context, user_agent: str
+    route: DirectRoute, keys: AccessKeys, ctx: Context, user_agent: str
 ) -> TokenAnswer:
     """One signed ``GetAuthorizationToken`` (retried as botocore's standard mode does)."""
     from credprovider.runtime.http import HttpError, exchange, verified_context
@@ -327,7 +327,9 @@ def get_authorization_token(
     return parse_token_answer(route.service, answer.body)
 
 
-def _signing(route: Plan, keys: AccessKeys, ctx: Context, tls: ssl.SSLContext | None) -> Send:
+def _signing(
+    route: DirectRoute, keys: AccessKeys, ctx: Context, tls: ssl.SSLContext | None
+) -> Send:
     """The stdlib client, each attempt signed afresh (SigV4 dates the signature)."""
     from credprovider.runtime.http import request
 

@@ -120,7 +120,9 @@ def _call(registry: EcrRegistry, region: str, api: TokenApi, route: str, ctx: Co
     return EcrToken(username, password, answer.expires_at)
 
 
-def _fetch_direct(registry: EcrRegistry, route: direct.Plan, ctx: Context) -> EcrToken | None:
+def _fetch_direct(
+    registry: EcrRegistry, route: direct.DirectRoute, ctx: Context
+) -> EcrToken | None:
     """The stdlib path; ``None`` when the instance role could not be read (botocore then tries)."""
     from credprovider.aws import direct
     from credprovider.runtime.advice import NOT_THE_SERVICE
@@ -150,7 +152,7 @@ def _fetch_direct(registry: EcrRegistry, route: direct.Plan, ctx: Context) -> Ec
 
 def _direct_route(
     registry: EcrRegistry, role: RoleChoice | None, ctx: Context
-) -> direct.Plan | None:
+) -> direct.DirectRoute | None:
     """The stdlib route when it applies (see :mod:`credprovider.aws.direct`), else ``None``."""
     from credprovider.aws import direct  # a fetch needs it; a cache hit does not
 
@@ -167,7 +169,7 @@ def _direct_route(
             if region
             else "no region in the registry host or the environment"
         )
-        if isinstance(route, direct.Plan):
+        if isinstance(route, direct.DirectRoute):
             return route
         reason = route
     ctx.log.v(1, f"using botocore: {reason}")

@@ -148,7 +148,7 @@ def _deadline_seconds(opts: CommonOptions, environ: Mapping[str, str], log: Logg
     return seconds
 
 
-def answer(
+def respond(
     spec: PluginSpec,
     args: list[str],
     stdin: IO[bytes],
@@ -272,7 +272,7 @@ def run(
     deadline = Deadline(deadline_seconds, already_spent=spent_before_run)
     ctx = Context(deadline=deadline, log=log, environ=environ, now=now)
     restore_environment = environment_restorer(environ)
-    result = within(deadline, lambda: answer(spec, rest, stdin, ctx, cache_dir))
+    result = within(deadline, lambda: respond(spec, rest, stdin, ctx, cache_dir))
     restore_environment()  # in process, a fetch abandoned at the deadline leaves its environment
     if result is None:
         log.error(_deadline_message(deadline_seconds, deadline.phase))

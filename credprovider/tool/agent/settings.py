@@ -29,7 +29,7 @@ NOT_IN_CONFIG: Final = ("dryRunImage",)
 MAX_CHARS: Final = 64 << 10
 
 
-class SettingsError(CredproviderError):
+class AgentSettingsError(CredproviderError):
     """--provider-settings is not what the agent takes."""
 
 
@@ -48,33 +48,35 @@ def _right_type(field: str, value: Any) -> bool:
 
 
 def parse(text: str, keys: list[str]) -> dict[str, dict[str, Any]]:
-    """``text`` (JSON) as settings for the providers ``keys``; :class:`SettingsError` if not."""
+    """``text`` (JSON) as settings for the providers ``keys``; :class:`AgentSettingsError` if not."""
     if not text:
         return {}
     if len(text) > MAX_CHARS:
-        raise SettingsError(f"--provider-settings is longer than {MAX_CHARS} characters")
+        raise AgentSettingsError(f"--provider-settings is longer than {MAX_CHARS} characters")
     try:
         found = bounded_json(text)
     except JsonTooDeep as exc:
-        raise SettingsError(f"--provider-settings {exc}") from None
+        raise AgentSettingsError(f"--provider-settings {exc}") from None
     except ValueError as exc:
-        raise SettingsError(f"--provider-settings is not JSON: {exc}") from None
+        raise AgentSettingsError(f"--provider-settings is not JSON: {exc}") from None
     if not isinstance(found, dict):
-        raise SettingsError("--provider-settings is a JSON object keyed by provider (aws, ...)")
+        raise AgentSettingsError(
+            "--provider-settings is a JSON object keyed by provider (aws, ...)"
+        )
     for key, settings in found.items():
         if key not in keys:
-            raise SettingsError(
+            raise AgentSettingsError(
                 f"--provider-settings names {key!r}, which is not in --providers ({', '.join(keys)})"
             )
         if not isinstance(settings, dict):
-            raise SettingsError(f"--provider-settings: {key} is a JSON object")
+            raise AgentSettingsError(f"--provider-settings: {key} is a JSON object")
         for field, value in settings.items():
             if field not in FIELDS:
-                raise SettingsError(
+                raise AgentSettingsError(
                     f"--provider-settings: {key}.{field} is not one of {', '.join(FIELDS)}"
                 )
             if not _right_type(field, value):
-                raise SettingsError(f"--provider-settings: {key}.{field} is {FIELDS[field]}")
+                raise AgentSettingsError(f"--provider-settings: {key}.{field} is {FIELDS[field]}")
     return found
 
 

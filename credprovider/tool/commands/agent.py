@@ -63,7 +63,7 @@ def _paths_refused(args: argparse.Namespace, action: str) -> bool:
 def _keys(args: argparse.Namespace, action: str) -> list[str] | None:
     """--providers as keys, and --provider-settings parsed into ``args.settings``; None (and one
     line) when either is not what the agent takes."""
-    from credprovider.tool.agent.settings import SettingsError, parse
+    from credprovider.tool.agent.settings import AgentSettingsError, parse
 
     keys = [key.strip() for key in args.providers.split(",") if key.strip()]
     unknown = [key for key in keys if key not in PLUGINS]
@@ -76,7 +76,7 @@ def _keys(args: argparse.Namespace, action: str) -> list[str] | None:
         return None
     try:
         args.settings = parse(args.provider_settings, keys)
-    except SettingsError as exc:
+    except AgentSettingsError as exc:
         print(f"credprovider agent {action}: {exc}", file=sys.stderr)
         return None
     return keys

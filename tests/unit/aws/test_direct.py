@@ -18,7 +18,7 @@ from credprovider.aws.direct import (
     IMDS_DEFAULT,
     PARTITIONS,
     AnswerError,
-    Plan,
+    DirectRoute,
     endpoint_for,
     parse_error,
     parse_role_credentials,
@@ -79,13 +79,13 @@ def test_a_region_of_no_known_partition_has_no_endpoint(region: str) -> None:
     assert endpoint_for("ecr", region) is None
 
 
-def _plan(environ: dict[str, str], files: tuple[str, ...] = ()) -> Plan | str:
+def _plan(environ: dict[str, str], files: tuple[str, ...] = ()) -> DirectRoute | str:
     return plan({**NO_FILES, **environ}, "ecr", "us-east-1", lambda path: path in files)
 
 
 def test_env_keys_are_used_directly() -> None:
     route = _plan({**KEYS, "AWS_SESSION_TOKEN": "tok"})
-    assert route == Plan(
+    assert route == DirectRoute(
         "ecr",
         "us-east-1",
         "https://api.ecr.us-east-1.amazonaws.com/",
@@ -93,16 +93,16 @@ def test_env_keys_are_used_directly() -> None:
         "",
     )
     route = _plan({**KEYS, "AWS_CA_BUNDLE": "/etc/pki/ca.pem"})
-    assert isinstance(route, Plan)
+    assert isinstance(route, DirectRoute)
     assert route.ca_bundle == "/etc/pki/ca.pem"
 
 
 def test_without_keys_the_instance_role_is_read_from_imds() -> None:
-    assert _plan({}) == Plan(
+    assert _plan({}) == DirectRoute(
         "ecr", "us-east-1", "https://api.ecr.us-east-1.amazonaws.com/", None, IMDS_DEFAULT
     )
     route = _plan({"AWS_EC2_METADATA_SERVICE_ENDPOINT": "http://127.0.0.1:9"})
-    assert isinstance(route, Plan)
+    assert isinstance(route, DirectRoute)
     assert route.imds == "http://127.0.0.1:9/"
 
 
@@ -123,7 +123,7 @@ def test_without_keys_the_instance_role_is_read_from_imds() -> None:
 )
 def test_endpoint_overrides_as_botocore_reads_them(environ: dict[str, str], endpoint: str) -> None:
     route = _plan({**KEYS, **environ})
-    assert isinstance(route, Plan)
+    assert isinstance(route, DirectRoute)
     assert route.endpoint == endpoint
 
 

@@ -298,9 +298,9 @@ def test_provider_settings_the_kubelet_would_refuse_change_nothing(tmp_path: Pat
     ],
 )  # fmt: skip
 def test_provider_settings_that_are_not_settings_are_one_line(text: str, said: str) -> None:
-    from credprovider.tool.agent.settings import SettingsError, parse
+    from credprovider.tool.agent.settings import AgentSettingsError, parse
 
-    with pytest.raises(SettingsError) as raised:
+    with pytest.raises(AgentSettingsError) as raised:
         parse(text, ["aws"])
     assert str(raised.value).startswith(said)
 
