@@ -54,6 +54,7 @@ from credprovider.tool.change.durable import (
     replace_link,
 )
 from credprovider.tool.change.render import NodeChangeError
+from credprovider.tool.change.results import Action, Result
 
 Restart = Callable[[str], None]
 
@@ -74,9 +75,9 @@ VERSIONS: Final = f"{AGENT_HOME}/versions"
 
 @dataclass
 class Outcome:
-    """What a run did: ``result`` is installed, unchanged, refused, rolled back or uninstalled."""
+    """What a run did."""
 
-    result: str
+    result: Result
     changed: list[str] = field(default_factory=list)
     restarted: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)  # someone else's change, left as it is
@@ -102,11 +103,11 @@ def _intent(root: str, plan: AgentPlan, state: State) -> None:
         record_made_dirs(root, state, path)
     save(root, state)
     for step in plan.steps:
-        if step.action == "switch":
+        if step.action is Action.SWITCH:
             current = host(root, step.path)
             if current.is_symlink():
                 state["previous"] = os.readlink(current)
-        if step.action in ("switch", "link") and step.path not in state["originals"]:
+        if step.action in (Action.SWITCH, Action.LINK) and step.path not in state["originals"]:
             state["originals"][step.path] = keep(root, ORIGINALS, step.path)
     before = state.setdefault("before", {})
     for path, data in inputs:
@@ -127,9 +128,9 @@ def _intent(root: str, plan: AgentPlan, state: State) -> None:
 def _change(root: str, plan: AgentPlan, bundle: Path, outcome: Outcome) -> None:
     """Each step of ``plan`` (its intent already recorded)."""
     for step in plan.steps:
-        if step.action == "place":
+        if step.action is Action.PLACE:
             place_tree(bundle, host(root, step.path))
-        elif step.action in ("switch", "link"):
+        elif step.action in (Action.SWITCH, Action.LINK):
             replace_link(host(root, step.path), step.target)
         else:
             continue
@@ -242,7 +243,7 @@ def _confirm(
 
 def rolled_back(outcome: Outcome, detail: str) -> Outcome:
     """``outcome`` as a rollback ended it: what changed and restarted on the way, nothing kept."""
-    return replace(outcome, result="rolled back", detail=detail, kept=[])
+    return replace(outcome, result=Result.ROLLED_BACK, detail=detail, kept=[])
 
 
 def restarted(
@@ -280,11 +281,11 @@ def apply(
     finishing a change an earlier run left unfinished; with ``watch``, a kubelet restart is
     commit-confirmed (agent/watchdog.py)."""
     if plan.refused:
-        return Outcome("refused", detail=plan.refused)
+        return Outcome(Result.REFUSED, detail=plan.refused)
     absent = _not_in_bundle(plan, bundle)
     if absent:  # links the kubelet would find dangling: it would not start
         return Outcome(
-            "refused",
+            Result.REFUSED,
             detail=f"the bundle {bundle} has no {', '.join(absent)}: the kubelet would not start "
             "with its bin dir linking there; nothing is changed",
         )
@@ -292,7 +293,7 @@ def apply(
     state = load(root)
     if "before" not in state:  # a change settled, its copies not yet removed when it was killed
         remove_tree(host(root, BEFORE))
-    outcome = Outcome("installed", healed=healed(root, state))
+    outcome = Outcome(Result.INSTALLED, healed=healed(root, state))
     _intent(root, plan, state)
     _change(root, plan, bundle, outcome)
     if state.get("version") != version:
@@ -303,7 +304,7 @@ def apply(
         return _confirm(root, state, restart, healthy, outcome, watch)
     if state.get("before"):
         settle(root, state)  # files only: nothing to confirm
-    return outcome if outcome.changed else Outcome("unchanged", healed=outcome.healed)
+    return outcome if outcome.changed else Outcome(Result.UNCHANGED, healed=outcome.healed)
 
 
 def _not_in_bundle(plan: AgentPlan, bundle: Path) -> list[str]:

@@ -23,6 +23,7 @@ from credprovider.tool.agent.apply import Outcome, Watch, apply, load_state
 from credprovider.tool.agent.cluster import Cluster, ClusterError, NodeStatus, Renewer, now, stamp
 from credprovider.tool.agent.state import read_host
 from credprovider.tool.agent.uninstall import uninstall
+from credprovider.tool.change.results import Result
 
 if TYPE_CHECKING:
     import datetime
@@ -63,7 +64,7 @@ class FleetMember:
     watch: Watch | None = None
 
     # -- reporting (best effort) -------------------------------------------------------------
-    def report(self, result: str, detail: str, config_hash: str) -> None:
+    def report(self, result: Result, detail: str, config_hash: str) -> None:
         try:
             self.cluster.report(NodeStatus(self.version, config_hash, result, detail, stamp(now())))
         except ClusterError as exc:
@@ -90,7 +91,7 @@ class FleetMember:
                 line = f"waiting for the API server to give a restart slot: {exc}"
             if line != said:
                 self.log(f"credprovider agent: {line}")
-                self.report("waiting", line, "")
+                self.report(Result.WAITING, line, "")
                 said = line
             self.sleep(SLOT_POLL_SECONDS)
 
@@ -126,8 +127,8 @@ class FleetMember:
     def install(self, plan: AgentPlan, bundle: Path) -> Outcome:
         if plan.refused:
             self.event(REFUSED, plan.refused, warning=True)
-            self.report("refused", plan.refused, config_hash(self.root, plan.config_path))
-            return Outcome("refused", detail=plan.refused)
+            self.report(Result.REFUSED, plan.refused, config_hash(self.root, plan.config_path))
+            return Outcome(Result.REFUSED, detail=plan.refused)
         restart, healthy = self._restart_and_health(plan.config_path)
 
         def change() -> Outcome:
@@ -140,7 +141,7 @@ class FleetMember:
                 outcome = change()
         self._healed(outcome)
         said = _said(outcome)
-        if outcome.result == "rolled back":
+        if outcome.result is Result.ROLLED_BACK:
             self.event(ROLLED_BACK, said, warning=True)
         elif outcome.changed:
             self.event(INSTALLED, said)
@@ -162,7 +163,7 @@ class FleetMember:
             with self.changing():
                 outcome = change()
         self._healed(outcome)
-        if outcome.result == "rolled back":
+        if outcome.result is Result.ROLLED_BACK:
             self.event(ROLLED_BACK, _said(outcome), warning=True)
         if outcome.kept:
             self.event(
@@ -171,7 +172,7 @@ class FleetMember:
                 + ", ".join(outcome.kept),
                 warning=True,
             )
-        if outcome.result == "uninstalled":
+        if outcome.result is Result.UNINSTALLED:
             self.event(UNINSTALLED, _said(outcome))
         self.report(outcome.result, _said(outcome), "")
         return outcome
@@ -186,7 +187,7 @@ class FleetMember:
 
     def failed(self, problem: str) -> None:
         self.event(FAILED, problem, warning=True)
-        self.report("failed", problem, "")
+        self.report(Result.FAILED, problem, "")
 
     def dry_run(
         self,

@@ -33,6 +33,7 @@ from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.install import holds_providers, other_providers
 from credprovider.tool.change.migrate import FlagChanges
 from credprovider.tool.change.render import NodeChangeError, kubelet_flags, render_config
+from credprovider.tool.change.results import Action
 from credprovider.tool.node.access import FileProblem, read_bytes
 from credprovider.tool.node.flagfiles import flags_from_file, rewrite, units
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
@@ -45,10 +46,10 @@ _K0S_EXTRA: Final = re.compile(r"--kubelet-extra-args(?:=|\s+)(\"[^\"]*\"|'[^']*
 
 @dataclass(frozen=True)
 class Step:
-    """One thing the agent does: ``action`` is place, switch, link, write, merge, flags, restart
-    or unchanged."""
+    """One thing the agent does (place, switch, link, write, merge, flags, restart or
+    unchanged)."""
 
-    action: str
+    action: Action
     path: str
     detail: str
     target: str = ""  # a link's (place, switch and link steps)
@@ -141,7 +142,7 @@ def plan_node(
     if plan.changes_kubelet_input:
         plan.restart = installed_unit(root, platform.services)
         if plan.restart:
-            plan.steps.append(Step("restart", plan.restart, f"restart {plan.restart}"))
+            plan.steps.append(Step(Action.RESTART, plan.restart, f"restart {plan.restart}"))
         elif not platform.services:
             plan.notes.append("the kubelet reads the new config at its next start")
         else:
@@ -215,20 +216,29 @@ def _plan_bundle(
     versions = f"{AGENT_HOME}/versions/{version}"
     there = os.path.isdir(NodeRoot.at(root).host(versions))
     plan.steps.append(
-        Step("unchanged" if there else "place", versions, f"the bundle {version} in {versions}")
+        Step(
+            Action.UNCHANGED if there else Action.PLACE,
+            versions,
+            f"the bundle {version} in {versions}",
+        )
     )
     current = f"{AGENT_HOME}/current"
     now = _link_target(root, current)
     if now != f"versions/{version}":
         was = f" (from {now.rsplit('/', 1)[-1]}, no restart needed)" if now else ""
         plan.steps.append(
-            Step("switch", current, f"{current} -> versions/{version}{was}", f"versions/{version}")
+            Step(
+                Action.SWITCH,
+                current,
+                f"{current} -> versions/{version}{was}",
+                f"versions/{version}",
+            )
         )
     for key in keys:
         name = PLUGINS[key].name
         link = f"{platform.bin_dir}/{name}"
         target = f"{current}/{name}"
-        action = "unchanged" if _link_target(root, link) == target else "link"
+        action = Action.UNCHANGED if _link_target(root, link) == target else Action.LINK
         plan.steps.append(Step(action, link, f"{link} -> {target}", target))
 
 
@@ -257,15 +267,17 @@ def _plan_config(
     )
     desired = render_config(keys, writer="agent", first=kept, settings=settings)
     if current is not None and holds_providers(current.encode(), desired.encode()):
-        plan.steps.append(Step("unchanged", platform.config, f"{platform.config} has them"))
+        plan.steps.append(Step(Action.UNCHANGED, platform.config, f"{platform.config} has them"))
         return
     validated(desired, sa_tokens_enabled)
     plan.config_text = desired
     if kept:
         names = ", ".join(str(p.get("name")) for p in kept)
-        plan.steps.append(Step("merge", platform.config, f"{platform.config}, keeping {names}"))
+        plan.steps.append(
+            Step(Action.MERGE, platform.config, f"{platform.config}, keeping {names}")
+        )
     else:
-        plan.steps.append(Step("write", platform.config, platform.config))
+        plan.steps.append(Step(Action.WRITE, platform.config, platform.config))
 
 
 def _plan_flags(plan: AgentPlan, root: str, platform: Platform) -> None:
@@ -275,7 +287,9 @@ def _plan_flags(plan: AgentPlan, root: str, platform: Platform) -> None:
     elif platform.flags == K0S_UNIT:
         _plan_k0s(plan, root, platform, wanted)
     else:
-        plan.steps.append(Step("unchanged", "", f"the kubelet's flags: set by {platform.name}"))
+        plan.steps.append(
+            Step(Action.UNCHANGED, "", f"the kubelet's flags: set by {platform.name}")
+        )
 
 
 def _plan_env_file(plan: AgentPlan, root: str, platform: Platform, wanted: list[str]) -> None:
@@ -283,7 +297,7 @@ def _plan_env_file(plan: AgentPlan, root: str, platform: Platform, wanted: list[
     last); the two are added to (or corrected in) KUBELET_EXTRA_ARGS when not already right."""
     texts = _env_texts(root, platform)
     if _flags_right(_env_args(texts), platform):
-        plan.steps.append(Step("unchanged", "", "the kubelet's flags are already right"))
+        plan.steps.append(Step(Action.UNCHANGED, "", "the kubelet's flags are already right"))
         return
     home = next((p for p in platform.flag_files if texts[p] is not None), "") or next(
         # none yet: the distribution's directory for it, /etc/default (Debian) or /etc/sysconfig
@@ -300,7 +314,7 @@ def _plan_env_file(plan: AgentPlan, root: str, platform: Platform, wanted: list[
     else:
         new = rewrite(text, changes.edit, wanted, extra)
     plan.flag_file, plan.flag_text = home, new
-    plan.steps.append(Step("flags", home, f"{EXTRA_ARGS} in {home}: {' '.join(wanted)}"))
+    plan.steps.append(Step(Action.FLAGS, home, f"{EXTRA_ARGS} in {home}: {' '.join(wanted)}"))
 
 
 def _extra_args_unit(text: str) -> int | None:
@@ -324,7 +338,7 @@ def _plan_k0s(plan: AgentPlan, root: str, platform: Platform, wanted: list[str])
     found = _K0S_EXTRA.search(text)
     current = _split(found.group(1)) if found else []
     if _flags_right(current, platform):
-        plan.steps.append(Step("unchanged", path, "the kubelet's flags are already right"))
+        plan.steps.append(Step(Action.UNCHANGED, path, "the kubelet's flags are already right"))
         return
     changes = FlagChanges(frozenset({CONFIG_FLAG, BIN_DIR_FLAG}), frozenset())
     drop, _ = changes.edit(current)
@@ -336,4 +350,6 @@ def _plan_k0s(plan: AgentPlan, root: str, platform: Platform, wanted: list[str])
         start = re.compile(r"^(ExecStart=.*\bk0s\b[^\n]*)$", re.M)
         new = start.sub(lambda line: f"{line.group(1)} --kubelet-extra-args={value}", text, 1)
     plan.flag_file, plan.flag_text = path, new
-    plan.steps.append(Step("flags", path, f"--kubelet-extra-args in {path}: {' '.join(wanted)}"))
+    plan.steps.append(
+        Step(Action.FLAGS, path, f"--kubelet-extra-args in {path}: {' '.join(wanted)}")
+    )

@@ -55,6 +55,7 @@ from credprovider.tool.change.durable import (
     temporary_for,
 )
 from credprovider.tool.change.migrate import FlagChanges
+from credprovider.tool.change.results import Result
 from credprovider.tool.node.flagfiles import flags_from_file, rewrite
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
 
@@ -73,9 +74,9 @@ def uninstall(
     again finishes it."""
     recover_home(root)
     if not os.path.lexists(read_host(root, STATE)):
-        return Outcome("uninstalled")  # nothing of the agent's is on the node
+        return Outcome(Result.UNINSTALLED)  # nothing of the agent's is on the node
     state = load(root)
-    outcome = Outcome("uninstalled", healed=healed(root, state))
+    outcome = Outcome(Result.UNINSTALLED, healed=healed(root, state))
     if service and state["written"] and not state.get("restart_due"):
         # what the kubelet runs now, kept for a rollback, and the restart owed from here on
         before = state.setdefault("before", {})

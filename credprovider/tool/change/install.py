@@ -32,6 +32,7 @@ from credprovider.tool.change.render import (
     bundle_executable,
     render_config,
 )
+from credprovider.tool.change.results import Action
 from credprovider.tool.images.startcheck import NotCredprovider, credprovider_version
 
 MANIFEST: Final = Path("_internal") / "credprovider.files"
@@ -45,9 +46,9 @@ def backup_stamp() -> str:
 
 @dataclass
 class Change:
-    """One step of an install. ``action``: link, upgrade, replace, copy, write or unchanged."""
+    """One step of an install: link, upgrade, replace, copy, write or unchanged."""
 
-    action: str
+    action: Action
     path: str
     detail: str
     refused: str | None = None  # why it needs --force
@@ -193,21 +194,23 @@ def _version_of(bundle: Path) -> str:
 
 def _plan_link(link: Path, target: Path, version: str, force: bool, stamp: str) -> Change:
     if link.is_symlink() and Path(os.readlink(link)) == target:
-        return Change("unchanged", str(link), f"unchanged {link} -> {target}")
+        return Change(Action.UNCHANGED, str(link), f"unchanged {link} -> {target}")
     if not (link.exists() or link.is_symlink()):
-        return Change("link", str(link), f"linked {link} -> {target}")
+        return Change(Action.LINK, str(link), f"linked {link} -> {target}")
     old = _bundle_of(link) if link.is_symlink() else None
     if old is not None:
         was = _version_of(old)
         what = f"upgrade from {was} to {version}" if was != version else f"same version {version}"
-        return Change("upgrade", str(link), f"re-pointed {link} -> {target} ({what}; was {old})")
+        return Change(
+            Action.UPGRADE, str(link), f"re-pointed {link} -> {target} ({what}; was {old})"
+        )
     if link.is_symlink() and not link.exists():
         return Change(
-            "replace", str(link), f"replaced the dangling link {link} (to {os.readlink(link)})"
+            Action.REPLACE, str(link), f"replaced the dangling link {link} (to {os.readlink(link)})"
         )
     shown = f"a link to {os.readlink(link)}" if link.is_symlink() else "not credprovider"
     return _overwrite(
-        Change("replace", str(link), f"replaced {link} ({shown}) with a link to {target}"),
+        Change(Action.REPLACE, str(link), f"replaced {link} ({shown}) with a link to {target}"),
         force,
         stamp,
         "it is not a credprovider link: pass --force to replace it (a backup is kept)",
@@ -218,19 +221,19 @@ def _plan_copy(plan: InstallPlan, force: bool, stamp: str) -> Change:
     destination = plan.bin_dir / BUNDLE_COPY_DIR
     source = plan.executable.parent
     if not (destination.exists() or destination.is_symlink()):
-        return Change("copy", str(destination), f"copied the bundle {source} to {destination}")
+        return Change(Action.COPY, str(destination), f"copied the bundle {source} to {destination}")
     if _is_copy(destination, plan.executable.name):
         was = _version_of(destination)
         if was == plan.version and _same_bundle(source, destination):
-            return Change("unchanged", str(destination), f"unchanged {destination} ({was})")
+            return Change(Action.UNCHANGED, str(destination), f"unchanged {destination} ({was})")
         return Change(
-            "upgrade",
+            Action.UPGRADE,
             str(destination),
             f"replaced the bundle copy {destination} from {source} (upgrade from {was} to "
             f"{plan.version})",
         )
     return _overwrite(
-        Change("replace", str(destination), f"replaced {destination} with a bundle copy"),
+        Change(Action.REPLACE, str(destination), f"replaced {destination} with a bundle copy"),
         force,
         stamp,
         "it exists and is not a bundle copy this tool made: inspect it, then pass --force "
@@ -250,22 +253,24 @@ def _plan_config(
     """The config step; ``now``: what :func:`_current_config` read of ``out``."""
     current, problem = now
     if current is None and problem is None:
-        return Change("write", str(out), f"wrote {out}")
+        return Change(Action.WRITE, str(out), f"wrote {out}")
     unreadable = f" ({problem})" if problem else ""
     if current == text.encode():
-        return Change("unchanged", str(out), f"unchanged {out}")
+        return Change(Action.UNCHANGED, str(out), f"unchanged {out}")
     if current is not None and holds_providers(current, text.encode()):
-        return Change("unchanged", str(out), f"unchanged {out} (it already has these providers)")
+        return Change(
+            Action.UNCHANGED, str(out), f"unchanged {out} (it already has these providers)"
+        )
     if adds and current is not None and holds_providers(text.encode(), current):
         # every provider it has is kept as it is: one more is added (install --as)
         return Change(
-            "write",
+            Action.WRITE,
             str(out),
             f"added provider {adds} to {out} (its other providers kept)",
             backup=f"{out}{BACKUP_SUFFIX}{stamp}",
         )
     return _overwrite(
-        Change("write", str(out), f"replaced {out}"),
+        Change(Action.WRITE, str(out), f"replaced {out}"),
         force,
         stamp,
         f"it exists with other content{unreadable}: pass --force to replace it (a backup is kept)",
@@ -358,7 +363,7 @@ def apply_install(plan: InstallPlan) -> None:
         is_copy = path.name == BUNDLE_COPY_DIR and path.parent == plan.bin_dir
         if not is_copy and path != plan.config_out:
             links.append(path)
-        if change.action == "unchanged":
+        if change.action is Action.UNCHANGED:
             continue
         if is_copy:
             _put_copy(plan.executable.parent, path, change.backup)

@@ -17,6 +17,7 @@ from credprovider.tool.agent.systemd import PRIVATE_SOCKET
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.lock import node_lock
 from credprovider.tool.change.render import NodeChangeError
+from credprovider.tool.change.results import Result
 from credprovider.tool.commands.agent_run import (
     cluster_options,
     cmd_ready,
@@ -182,7 +183,7 @@ def _cmd_apply(args: argparse.Namespace) -> int:
     except (OSError, NodeChangeError) as exc:
         print(f"credprovider agent apply: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    return said(outcome, args.json, ok=outcome.result in ("installed", "unchanged"))
+    return said(outcome, args.json, ok=outcome.result in (Result.INSTALLED, Result.UNCHANGED))
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -235,7 +236,7 @@ def _cmd_uninstall(args: argparse.Namespace) -> int:
     except (OSError, NodeChangeError) as exc:
         print(f"credprovider agent uninstall: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    return said(outcome, args.json, ok=outcome.result == "uninstalled" and not outcome.kept)
+    return said(outcome, args.json, ok=outcome.result is Result.UNINSTALLED and not outcome.kept)
 
 
 def _install_options(parser: argparse.ArgumentParser) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from credprovider.tool.change.render import NodeChangeError
+from credprovider.tool.change.results import Result
 from credprovider.tool.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_json
 
 if TYPE_CHECKING:
@@ -240,7 +241,7 @@ def _change(
         platform, _ = recognize(args.root)
         service = "" if args.files_only else installed_unit(args.root, platform.services)
         outcome = node.uninstall(service)
-        ok = outcome.result == "uninstalled" and not outcome.kept
+        ok = outcome.result is Result.UNINSTALLED and not outcome.kept
     else:
         # the config is validated for this node's kubelet: tokenAttributes from 1.34
         from credprovider.tool.node.kubelet_facts import SA_TOKENS_ON_SINCE
@@ -254,7 +255,7 @@ def _change(
             sa_tokens_enabled=version is None or version >= SA_TOKENS_ON_SINCE,
         )  # fmt: skip
         outcome = node.install(plan, Path(args.bundle))
-        ok = outcome.result in ("installed", "unchanged")
+        ok = outcome.result in (Result.INSTALLED, Result.UNCHANGED)
     return outcome, ok, plan
 
 

@@ -8,13 +8,14 @@ import sys
 from typing import TYPE_CHECKING, Final
 
 from credprovider.runtime.redact import printable
+from credprovider.tool.change.results import Result
 from credprovider.tool.commands.common import EXIT_FAILED, EXIT_OK, Subcommands, print_json
 
 if TYPE_CHECKING:
     from credprovider.tool.agent.cluster import NodeStatus
 
 # A node whose last result is one of these is fine; any other needs a look.
-GOOD: Final = ("installed", "unchanged", "uninstalled")
+GOOD: Final = tuple(result.value for result in Result if result.good)
 COLUMNS: Final = ("NODE", "READY", "VERSION", "RESULT", "CONFIG HASH", "TIME", "DETAIL")
 
 
