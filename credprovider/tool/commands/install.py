@@ -125,9 +125,10 @@ def _after(plan: InstallPlan, as_json: bool) -> int:
 
     loaded = load_config(str(plan.config_out))
     checked = check_binaries(loaded, str(plan.bin_dir))
-    warnings = checked.warnings + lint_providers(loaded, str(plan.bin_dir))
+    warnings = checked.lines("warnings") + lint_providers(loaded, str(plan.bin_dir))
     flags = kubelet_flags(str(plan.config_out.resolve()), str(plan.bin_dir.resolve()))
-    _report(plan.changes, as_json, True, checked.errors, warnings, checked.proven, flags)
+    errors, proven = checked.lines("errors"), checked.lines("proven")
+    _report(plan.changes, as_json, True, errors, warnings, proven, flags)
     return EXIT_FAILED if checked.errors else EXIT_OK
 
 

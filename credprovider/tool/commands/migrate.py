@@ -203,7 +203,7 @@ def _would_not_start(plan: MigrationPlan, config_out: str) -> str | None:
             loaded = load_config(config_out)
     except ConfigError as exc:
         return f"the kubelet would not start with the config it would read: {exc}"
-    fatal = [e for e in check_binaries(loaded, plan.bin_dir).errors if "would NOT start" in e]
+    fatal = [str(e) for e in check_binaries(loaded, plan.bin_dir).stops_kubelet]
     if not fatal:
         return None
     return (

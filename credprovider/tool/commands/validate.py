@@ -40,7 +40,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         checked = (
             check_binaries(loaded, args.bin_dir) if args.bin_dir is not None else BinaryCheck()
         )
-        warnings = checked.warnings + lint_providers(loaded, args.bin_dir)
+        warnings = checked.lines("warnings") + lint_providers(loaded, args.bin_dir)
     except ConfigError as exc:
         if args.json:
             print_json(
@@ -57,7 +57,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     except UnreadableError as exc:
         return cannot_check("validate", exc, args.json)
-    errors = checked.errors
+    errors = checked.lines("errors")
     names = [p.name or "" for p in loaded.providers]
     if args.json:
         print_json(
@@ -66,7 +66,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
                 "error": errors[0] if errors else None,
                 "errors": errors,
                 "warnings": warnings,
-                "checked": checked.proven,
+                "checked": checked.lines("proven"),
                 "providers": names,
                 "files": [str(f) for f in loaded.sources],
             }
@@ -84,7 +84,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
                 print(f"error: {printable(error)}")
         else:
             print(f"valid: {len(names)} provider(s) from {len(loaded.sources)} file(s): {shown}")
-        for line in checked.proven:
+        for line in checked.lines("proven"):
             print(f"checked: {printable(line)}")
         for warning in warnings:
             print(f"warning: {printable(warning)}")

@@ -112,19 +112,19 @@ def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
     except UnreadableError as exc:
         diagnosis.add("binary", WARN, str(exc), "run credprovider doctor as root")
     else:
-        for line in checked.errors:
-            not_starting.add(_named(line, providers))
+        for found in checked.errors:
+            not_starting.add(found.provider)
             diagnosis.add(
                 "binary",
                 FAIL,
-                line,
+                found.text,
                 "reinstall the plugins (credprovider install)",
-                _named(line, providers),
+                found.provider,
             )
-        for line in checked.warnings:
-            diagnosis.add("binary", WARN, line, "", _named(line, providers))
-        for line in checked.proven:
-            diagnosis.add("binary", PASS, line, "", _named(line, providers))
+        for found in checked.warnings:
+            diagnosis.add("binary", WARN, found.text, "", found.provider)
+        for found in checked.proven:
+            diagnosis.add("binary", PASS, found.text, "", found.provider)
     not_run = (
         "--offline"
         if offline
@@ -147,8 +147,3 @@ def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
 
 def _is_dir(view: NodeView, path: str) -> bool:
     return os.path.isdir(view.host_path(path))
-
-
-def _named(line: str, names: Sequence[str]) -> str:
-    """The provider a bin dir check's line is about (it starts ``provider 'NAME':``), if any."""
-    return next((name for name in names if line.startswith(f"provider {name!r}:")), "")

@@ -20,14 +20,38 @@ from credprovider.tool.node.root import NodeRoot, RootPathError
 # --- lints: what the kubelet accepts but will not do what the operator meant ------------------------
 
 
+@dataclass(frozen=True)
+class Finding:
+    """One line of a bin dir check, with what it is about as data: ``provider`` ("" for the bin
+    dir itself) and whether the kubelet would not start at all (``stops_kubelet``), rather than
+    one provider failing every pull it matches."""
+
+    provider: str
+    text: str  # the line as every command prints it
+    stops_kubelet: bool = False
+
+    def __str__(self) -> str:
+        return self.text
+
+
 @dataclass
 class BinaryCheck:
     """What the bin dir proved for each provider: ``errors`` (the kubelet would not start, or a
     provider can never run), ``warnings`` (it runs, but not all could be proven), ``proven``."""
 
-    errors: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    proven: list[str] = field(default_factory=list)
+    errors: list[Finding] = field(default_factory=list)
+    warnings: list[Finding] = field(default_factory=list)
+    proven: list[Finding] = field(default_factory=list)
+
+    def lines(self, kind: str) -> list[str]:
+        """``errors``, ``warnings`` or ``proven`` as the lines they print."""
+        found: list[Finding] = getattr(self, kind)
+        return [finding.text for finding in found]
+
+    @property
+    def stops_kubelet(self) -> list[Finding]:
+        """The errors with which the kubelet would not start at all."""
+        return [finding for finding in self.errors if finding.stops_kubelet]
 
 
 def check_binaries(
@@ -46,8 +70,12 @@ def check_binaries(
     if not _is_directory(bin_dir):
         first = loaded.providers[0].name or ""
         result.errors.append(
-            f"the bin dir {bin_dir} does not exist: the kubelet would NOT start (plugin binary "
-            f"executable {Path(bin_dir) / first} did not exist)"
+            Finding(
+                "",
+                f"the bin dir {bin_dir} does not exist: the kubelet would NOT start (plugin binary "
+                f"executable {Path(bin_dir) / first} did not exist)",
+                stops_kubelet=True,
+            )
         )
         return result
     for provider in loaded.providers:
@@ -55,16 +83,18 @@ def check_binaries(
         where = f"provider {name!r}"
         missing = _missing_binary(Path(bin_dir) / name, root)
         if missing:
-            result.errors.append(f"{where}: {missing}")
+            result.errors.append(Finding(name, f"{where}: {missing}", stops_kubelet=True))
             continue
         env = [(var.name or "", var.value or "") for var in provider.env or []]
         started = check_start(name, bin_dir, provider.args or [], env, base=environment)
         if started.error:
-            result.errors.append(f"{where}: {started.error}: every pull it matches fails")
+            result.errors.append(
+                Finding(name, f"{where}: {started.error}: every pull it matches fails")
+            )
         if started.warning:
-            result.warnings.append(f"{where}: {started.warning}")
+            result.warnings.append(Finding(name, f"{where}: {started.warning}"))
         if started.proven:
-            result.proven.append(f"{where}: {started.path}: {started.proven}")
+            result.proven.append(Finding(name, f"{where}: {started.path}: {started.proven}"))
     return result
 
 
