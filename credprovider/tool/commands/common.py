@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from credprovider.tool.catalog import PLUGINS
 
 if TYPE_CHECKING:
     import argparse
+
+    from credprovider.tool.node.discovery import NodePaths
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
@@ -52,37 +53,15 @@ def mask(password: str, show: bool) -> str:
     return password if show else redact(password)
 
 
-@dataclass(frozen=True)
-class NodePaths:
-    """The credential provider config and bin dir this node uses, and where they were found."""
-
-    config: str | None
-    bin_dir: str | None
-    found_by: str
-    ignored: tuple[str, ...] = ()  # processes named kubelet that discovery did not trust
-
-
 def node_paths(command: str) -> NodePaths:
-    """What ``doctor`` finds (the running kubelet, its flag files, the distribution layouts),
-    else the standard paths (``None`` where nothing is there). Each process named kubelet that
-    discovery would not trust is said on stderr, one line each."""
-    from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
-    from credprovider.tool.node.discovery import discover
+    """What this node's kubelet uses (node/discovery.py ``kubelet_paths``). Each process named
+    kubelet that discovery would not trust is said on stderr, one line each."""
+    from credprovider.tool.node.discovery import kubelet_paths
 
-    view = discover()
-    ignored = tuple(view.ignored)
-    for line in ignored:
+    node = kubelet_paths()
+    for line in node.ignored:
         print(f"credprovider {command}: {line}", file=sys.stderr)
-    if view.settings.provider_config or view.settings.bin_dir:
-        return NodePaths(
-            view.settings.provider_config, view.settings.bin_dir, view.found_by, ignored
-        )
-    return NodePaths(
-        NODE_CONFIG if os.path.lexists(NODE_CONFIG) else None,
-        NODE_BIN_DIR if os.path.lexists(NODE_BIN_DIR) else None,
-        "the default path",
-        ignored,
-    )
+    return node
 
 
 def node_default(
@@ -98,6 +77,9 @@ def node_default(
     if found:
         print(f"credprovider {command}: {flag} {found} ({node.found_by})", file=sys.stderr)
         return found
+    if node.unreadable:  # where the kubelet's flags are is hidden from this user: no guess
+        print(f"credprovider {command}: {node.unreadable[0]}", file=sys.stderr)
+        return None
     print(
         f"credprovider {command}: give {flag} (no running kubelet, kubelet flag file or known "
         f"layout names one, and nothing is at the default "

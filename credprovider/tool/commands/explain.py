@@ -13,6 +13,7 @@ from credprovider.tool.commands.common import (
     EXIT_USAGE,
     Subcommands,
     cannot_check,
+    node_paths,
     print_json,
 )
 from credprovider.tool.kubeconfig.model import ConfigError
@@ -22,6 +23,16 @@ from credprovider.tool.node.access import UnreadableError
 def _cmd_explain(args: argparse.Namespace) -> int:
     from credprovider.tool.images.claims import explain_image
 
+    if args.config is None and not args.shipped:  # this node's config, found as get finds it
+        node = node_paths("explain")
+        if node.config:
+            print(
+                f"credprovider explain: --config {node.config} ({node.found_by})", file=sys.stderr
+            )
+            args.config = node.config
+        elif node.unreadable:
+            print(f"credprovider explain: {node.unreadable[0]}", file=sys.stderr)
+            return EXIT_USAGE
     try:
         providers = _config_providers(args.config) if args.config else None
         result = explain_image(args.image, args.provider, providers)
@@ -36,11 +47,13 @@ def _cmd_explain(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
+    result["config"] = args.config  # None: the shipped matchImages
     if args.json:
         print_json(result)
         return EXIT_OK
     print(f"image:    {result['image']} (as the kubelet passes it)")
     print(f"registry: {result['registry']}")
+    print(f"config:   {args.config or 'none on this node: the shipped matchImages'}")
     plugin = result["plugin"]
     if plugin is None:
         print("provider: none: no provider's matchImages match it")
@@ -67,17 +80,24 @@ def register(sub: Subcommands) -> None:
         help="offline: which provider the kubelet would run for an image, and what it would do",
         description=(
             "No network and no cloud SDK. The image is normalized as the kubelet does and matched "
-            "against the shipped matchImages (or --config's) with the kubelet's rules, exactly as "
+            "with the kubelet's rules against this node's config (found as get and doctor find "
+            "it), --config's, or, on a machine with none, the shipped matchImages, exactly as "
             "get selects providers; the first that matches claims it, and its plugin's registry "
             "rules say what it would send. A miss lists the nearest patterns and why. Exit 0 with "
             "an answer, 1 for a config the kubelet refuses, 2 for what is not an image."
         ),
     )
     explain.add_argument("image")
-    explain.add_argument(
+    against = explain.add_mutually_exclusive_group()
+    against.add_argument(
         "--config",
-        help="match against this CredentialProviderConfig (file or directory) instead of the "
-        "shipped matchImages",
+        help="match against this CredentialProviderConfig (file or directory) (default: the one "
+        "this node's kubelet uses, else the shipped matchImages)",
+    )
+    against.add_argument(
+        "--shipped",
+        action="store_true",
+        help="match against the shipped matchImages, whatever this node uses",
     )
     explain.add_argument(
         "--provider",

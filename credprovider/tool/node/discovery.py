@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
 from credprovider.tool.node.flagfiles import flags_from_file
 from credprovider.tool.node.kubelet_flags import (
@@ -46,6 +47,8 @@ class NodeView:
     layout_note: str = ""
     notes: list[str] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
+    # the files that could hold the kubelet's credential provider flags and could not be read
+    unread_sources: list[str] = field(default_factory=list)
 
     def host_path(self, path: str) -> str:
         """``path`` as the node names it, where this tool reads it: under ``root``, every link and
@@ -71,6 +74,7 @@ def _load_document(view: NodeView, path: str) -> Mapping[str, Any] | None:
         text = read_text(view.host_path(path))
     except UnreadableError as exc:
         view.unreadable.append(str(exc))
+        view.unread_sources.append(str(exc))
         return None
     except FileProblem as exc:
         view.notes.append(f"the kubelet's configuration {exc}")
@@ -136,6 +140,7 @@ def _from_flag_files(view: NodeView, files: tuple[str, ...]) -> list[str]:
             argv += flags_from_file(read_text(view.host_path(path))).split()
         except UnreadableError as exc:
             view.unreadable.append(str(exc))
+            view.unread_sources.append(str(exc))
         except FileProblem:
             continue
     return argv
@@ -193,3 +198,40 @@ def discover(root: str = "/", proc: str = "/proc") -> NodeView:
             )
             return view
     return view
+
+
+@dataclass(frozen=True)
+class NodePaths:
+    """The credential provider config and bin dir this node's kubelet uses, and where they were
+    found. ``unreadable``: why this user could not see where they are (no verdict then: a default
+    path would be a guess)."""
+
+    config: str | None
+    bin_dir: str | None
+    found_by: str
+    ignored: tuple[str, ...] = ()  # processes named kubelet that discovery did not trust
+    unreadable: tuple[str, ...] = ()
+
+
+def kubelet_paths(root: str = "/") -> NodePaths:
+    """The one discovery every command uses: what :func:`discover` finds; else, when nothing it
+    needed was unreadable, the standard paths (``None`` where nothing is there)."""
+    view = discover(root)
+    ignored = tuple(view.ignored)
+    if view.settings.provider_config or view.settings.bin_dir:
+        return NodePaths(
+            view.settings.provider_config,
+            view.settings.bin_dir,
+            view.found_by,
+            ignored,
+            tuple(view.unread_sources),
+        )
+    if view.unread_sources:
+        return NodePaths(None, None, view.found_by, ignored, tuple(view.unread_sources))
+    host = NodeRoot.at(root)
+    return NodePaths(
+        NODE_CONFIG if host.lexists(NODE_CONFIG) else None,
+        NODE_BIN_DIR if host.lexists(NODE_BIN_DIR) else None,
+        "the default path",
+        ignored,
+    )

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from release.bundle import REPO
+from tests.helpers import fake_kubelet
 from tests.helpers import run_cli as cli
 from tests.integration.cli.conftest import ECR_IMAGE
 
@@ -134,3 +137,42 @@ def test_explain_asks_for_the_repository_of_a_bare_registry_host() -> None:
         "image, the kubelet would pull docker.io/library/myreg.azurecr.io from Docker Hub): did "
         "you mean myreg.azurecr.io/<repository>?\n"
     )
+
+
+AZURE_IMAGE = "myreg.azurecr.io/team/app:v1"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a fake kubelet needs root (a pid namespace)")
+def test_explain_uses_the_config_this_nodes_kubelet_uses(tmp_path: Path) -> None:
+    """As validate, get and doctor do: on an AWS-only node an ACR image is claimed by no
+    provider; --shipped asks about the shipped matchImages instead."""
+    config = tmp_path / "config.yaml"
+    shutil.copy(REPO / "config" / "aws.yaml", config)
+    kubelet = fake_kubelet(
+        [f"--image-credential-provider-config={config}",
+         f"--image-credential-provider-bin-dir={tmp_path}"],
+        os.environ,
+    )  # fmt: skip
+    try:
+        on_node = cli("explain", AZURE_IMAGE, "--json")
+        shipped = cli("explain", AZURE_IMAGE, "--json", "--shipped")
+        given = cli(
+            "explain", AZURE_IMAGE, "--json", "--config", str(REPO / "config" / "azure.yaml")
+        )
+    finally:
+        kubelet.kill()
+    assert on_node.returncode == 0, on_node.stderr
+    found = json.loads(on_node.stdout)
+    assert (found["plugin"], found["config"]) == (None, str(config))
+    assert f"credprovider explain: --config {config} (running kubelet (pid 1))" in on_node.stderr
+    assert json.loads(shipped.stdout)["plugin"] == "acr-credential-provider"
+    assert json.loads(shipped.stdout)["config"] is None
+    assert json.loads(given.stdout)["plugin"] == "acr-credential-provider"
+    assert given.stderr == ""
+
+
+def test_explain_without_a_node_config_says_it_used_the_shipped_patterns() -> None:
+    result = cli("explain", AZURE_IMAGE)
+    assert result.returncode == 0, result.stderr
+    assert "config:   none on this node: the shipped matchImages\n" in result.stdout
+    assert "provider: acr-credential-provider\n" in result.stdout

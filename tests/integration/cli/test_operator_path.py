@@ -185,6 +185,52 @@ def test_every_subcommand_as_an_unprivileged_user(node: Path) -> None:
     assert "answers 'ecr-credential-provider version" in checked.stdout
 
 
+def on_node(etc_default: Path, *args: str, uid: int = 0) -> subprocess.CompletedProcess[str]:
+    """The bundle's credprovider with no paths given, on a node whose /etc/default is
+    ``etc_default`` (bind-mounted in the run's own mount namespace: the host's is untouched)."""
+    become = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--"] if uid else []
+    command = [
+        "sh", "-c", 'mount --bind "$0" /etc/default && exec "$@"', str(etc_default),
+        *become, str(BUNDLE_DIR / "credprovider"), *args,
+    ]  # fmt: skip
+    return subprocess.run(
+        private(command),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": "/nonexistent"},
+        check=False,
+    )
+
+
+def test_a_flags_file_this_user_cannot_read_is_no_verdict(node: Path) -> None:
+    """A kubeadm node whose /etc/default/kubelet (0600) names a config the kubelet refuses: root
+    finds it and says the kubelet would not start; an unprivileged user gets "cannot read" and
+    exit 2 from every command that looks for the node's config, never a verdict on a default path."""
+    etc_default = node / "default"
+    etc_default.mkdir()
+    broken = node / "broken.yaml"
+    broken.write_text("kind: CredentialProviderConfig\napiVersion: nope/v1\nproviders: []\n")
+    (node / "bin").mkdir()
+    flags = etc_default / "kubelet"
+    flags.write_text(
+        f"KUBELET_EXTRA_ARGS=--image-credential-provider-config={broken} "
+        f"--image-credential-provider-bin-dir={node / 'bin'}\n"
+    )
+    flags.chmod(0o600)
+    as_root = on_node(etc_default, "validate")
+    assert as_root.returncode == 1, as_root
+    assert as_root.stdout.startswith("invalid: "), as_root.stdout
+    assert f"PATH {broken} (layout kubeadm" in as_root.stderr
+    for args in (["validate"], ["get", ECR_IMAGE], ["explain", ECR_IMAGE]):
+        result = on_node(etc_default, *args, uid=NOBODY)
+        assert (result.returncode, result.stdout) == (2, ""), (args, result)
+        assert result.stderr == (
+            f"credprovider {args[0]}: cannot read /etc/default/kubelet as uid {NOBODY} (permission "
+            "denied); the kubelet runs as root and may well do so: run this command as root\n"
+        ), (args, result.stderr)
+
+
 def test_odd_paths_never_hang_or_crash(node: Path) -> None:
     """A FIFO, a device or a directory where a file belongs: one line, at once."""
     fifo = node / "config.fifo"
