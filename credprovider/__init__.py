@@ -1,3 +1,11 @@
-"""credprovider: kubelet image credential provider plugins for AWS ECR, Azure ACR and Google."""
+"""credprovider: kubelet image credential provider plugins for AWS ECR, Azure ACR and Google.
+
+One package, two sides. The exec path (what a plugin imports when the kubelet runs it): ``entry``
+(dispatch by program name; the one table of clouds), ``runtime/`` (stdin -> provider -> stdout,
+written once), one folder per cloud (``aws/``, ``azure/``, ``gcp/``), ``errors`` (the one error
+root) and ``version``. The operator's side, never on the exec path: ``tool/`` (the ``credprovider``
+command), ``cloud`` (what each cloud's ``descriptor`` tells the tool) and ``paths`` (where things
+live on a node). Each package's docstring lists its modules.
+"""
 
 __version__ = "0.1.0"

@@ -24,6 +24,7 @@ import tarfile
 from pathlib import Path
 from typing import Final
 
+from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
 from release import (
     bundle,
     distpackages,
@@ -55,7 +56,7 @@ def install_text(version: str, arch: str) -> str:
 (ecr-credential-provider, acr-credential-provider, auth-provider-gcp) and the credprovider tool.
 
 Runs on any Linux node of this architecture: it carries its own C library and needs none from the
-node (see README: supported node OSes). Keep this whole directory together: the executables need
+node (the project's docs/install.md lists the tested ones). Keep this whole directory together: the executables need
 _internal/ next to them. Distribution packages (.deb, .rpm) of the same bundle do these steps for you.
 
 1. Verify the download (in the directory holding the tarball and SHA256SUMS):
@@ -63,15 +64,15 @@ _internal/ next to them. Distribution packages (.deb, .rpm) of the same bundle d
 2. Unpack under /opt:
      tar -xzf {name}.tar.gz -C /opt
 3. Link the plugin names into the kubelet's --image-credential-provider-bin-dir:
-     BIN_DIR=/usr/local/libexec/kubernetes/credential-providers   # your kubelet's bin dir
+     BIN_DIR={NODE_BIN_DIR}   # or the bin dir your kubelet already has
      mkdir -p "$BIN_DIR"
      for n in ecr-credential-provider acr-credential-provider auth-provider-gcp credprovider; do
        ln -sfn /opt/credprovider-{version}/$n "$BIN_DIR/$n"
      done
 4. Pick a config for --image-credential-provider-config: one file of config/ per cloud, the whole
    config/ directory (kubelet 1.34+), or one of config/examples/ (all clouds in one file,
-   service-account modes); then check it:
-     /opt/credprovider-{version}/credprovider validate CONFIG --bin-dir "$BIN_DIR"
+   service-account modes), copied to {NODE_CONFIG}; then check it:
+     /opt/credprovider-{version}/credprovider validate {NODE_CONFIG} --bin-dir "$BIN_DIR"
 5. Check the install:
      "$BIN_DIR/ecr-credential-provider" --version
 

@@ -91,7 +91,7 @@ TOKEN_KIND: Final = {
     "other": "an ECR token (the host is not an ECR host)",
 }
 # What the shipped service-account config lists: the generic IRSA annotation (the second above) is
-# read when a config lists it, but is opt-in (README: every pod with an IRSA role would pull with it).
+# read when a config lists it, but is opt-in (docs/clouds.md: every pod with an IRSA role would pull with it).
 SHIPPED_ANNOTATIONS: Final = ROLE_ARN_ANNOTATIONS[:1]
 ROLE_ARN_ENV: Final = "AWS_ECR_ROLE_ARN"
 ROLE_SESSION_NAME: Final = PLUGIN_NAME  # the session name upstream gives AssumeRoleWithWebIdentity

@@ -1,7 +1,10 @@
 """``auth-provider-gcp``: the kubelet credential provider plugin for Google Artifact Registry and Container Registry.
 
 The package is the plugin: ``main`` (its arguments and PluginSpec), ``provider`` (where
-credentials come from), ``registry`` (pure facts), ``descriptor`` (what the tool knows of it).
+credentials come from), ``registry`` (pure facts: hosts), ``metadata`` (the GCE metadata server
+client, stdlib), ``googleauth`` (its google-auth route: every call into it, and its errors),
+``impersonation`` (``--impersonate-service-account``: the chain, each refusal's line),
+``dockercfg`` (the legacy .dockercfg flows) and ``descriptor`` (what the tool knows of it).
 """
 
 # The executable's name in the kubelet's bin dir, defined here only.

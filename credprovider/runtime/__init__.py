@@ -7,12 +7,24 @@ stdout or the process exit code. One module per job:
   (keys, identity, its own decisions), the caching decorator looks it up, and on a miss the
   provider fulfils that same plan; Credentials, Context, PluginSpec, and the one cache policy
   (:func:`~credprovider.runtime.provider.cache_duration_for`);
+* ``serve``: read the request, ask the provider, write one response or one error line
+  (``stdio``: standard streams closed at exec);
+* ``api``: the kubelet's wire API, strictly decoded and encoded; ``imageref`` (images as the
+  kubelet normalizes them) and ``matching`` (its matchImages rules and the keyring);
 * ``deadline``: the time left, counted from exec, always shorter than the kubelet's 60 s kill;
-* ``log``: klog-style verbosity on stderr, every line scrubbed; SDK ``logging`` routed into it;
-* ``args``: the runtime's own flags and a plugin's, and ``--help``;
+  ``retry``: bounded retries within it;
+* ``http``: the plugins' own HTTP/1.1 client and the one transport seam; ``answer``: the one
+  bounded reader of what an endpoint answers; ``requests_session``: the same caps for the SDKs
+  over requests;
 * ``caching``: the persistent cache as a decorator around any provider (``cachestore``: its files);
-* ``serve``: read the request, ask the provider, write one response or one error line;
-* ``redact``: every secret seen replaced by its redacted form before text is printed.
+* ``nodefile``: the one reader of node files (regular files only, capped);
+* ``log``: klog-style verbosity on stderr, every line scrubbed; SDK ``logging`` routed into it
+  (``importhook``: code run after a module's first import);
+* ``redact``: every secret seen replaced by its redacted form before text is printed;
+  ``excerpt``: how much of an input a message quotes; ``advice``: what to do, for every cloud;
+* ``args``: the runtime's own flags and a plugin's, and ``--help``; ``goformat``: Go's text forms;
+  ``cjson`` and ``_typing``: json and typing without their import cost;
+* ``loopback``: test mode (loopback-only connects, the resolve map).
 
 Stdlib only: nothing here may import an SDK, pydantic or YAML.
 """

@@ -1,6 +1,7 @@
 """What to do, for the failures every cloud shares: the second half of a plugin's one error line
-(README: "one line saying what failed and what to check"). A cloud's own advice (a metadata server
-that does not resolve off its cloud, an IMDS hop limit) lives with that cloud."""
+(docs/clouds.md, "How a plugin runs": one line saying what failed and what to check). A cloud's
+own advice (a metadata server that does not resolve off its cloud, an IMDS hop limit) lives with
+that cloud."""
 
 from __future__ import annotations
 

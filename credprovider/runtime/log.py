@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 TRACEBACK_VERBOSITY: Final = 4
 
 
-# The one account of the levels: --help prints it and the README quotes it (a test checks both).
+# The one account of the levels: --help prints it and docs/clouds.md quotes it (a test checks both).
 VERBOSITY_SCHEME: Final = (
     "0 quiet, 1 decisions (credential source, route, cacheDuration), 2 retries and SDK warnings, "
     "4 HTTP requests and tracebacks, 6 SDK debug"

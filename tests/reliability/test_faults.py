@@ -20,8 +20,8 @@ from emulators.kubelet_exec import request_bytes, run_plugin
 from tests.reliability.checks import Figures, Outcome, answer_violations
 
 DEADLINE = 6.0
-# README: every failure is "one line saying what failed and what to check". Each failing fault's line
-# must carry a "what to do" part, recognised by one of these phrases.
+# docs/clouds.md ("How a plugin runs"): every failure is one line saying what failed and what to
+# check. Each failing fault's line must carry a "what to do" part, recognised by one of these phrases.
 ADVICE = (
     "check ", "attach ", "give ", "set ", "raise ", "retries on the next pull", "close stdin",
     "grant ", "needs ", "pass ",

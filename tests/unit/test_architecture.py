@@ -157,3 +157,16 @@ def _importers(target: str) -> list[str]:
 )
 def test_one_module_owns_each_dependency(target: str, owners: list[str]) -> None:
     assert _importers(target) == owners
+
+
+@pytest.mark.parametrize(
+    "package", sorted(str(p.parent.relative_to(REPO)) for p in PACKAGE.rglob("__init__.py"))
+)
+def test_each_package_docstring_is_its_table_of_contents(package: str) -> None:
+    """One table of contents: each package's docstring names every module and subpackage in it
+    (README and docs link to them, never list modules themselves)."""
+    directory = REPO / package
+    doc = ast.get_docstring(ast.parse((directory / "__init__.py").read_text())) or ""
+    parts = [p.stem for p in directory.glob("*.py") if p.stem not in ("__init__", "__main__")]
+    parts += [p.name for p in directory.iterdir() if (p / "__init__.py").is_file()]
+    assert [part for part in sorted(parts) if f"``{part}" not in doc] == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from credprovider.aws.registry import SHIPPED_ANNOTATIONS
 from credprovider.azure.registry import ANNOTATION_KEYS
@@ -65,3 +66,61 @@ def test_the_layout_table_in_the_docs_is_the_one_doctor_uses() -> None:
         (row,) = [line for line in text.splitlines() if line.startswith(f"| {layout.name} |")]
         assert layout.source in row and (not layout.config or f"`{layout.config}`" in row)
         assert all(f"`{directory}`" in row for directory in layout.bin_dirs)
+
+
+def _links(path: Path) -> list[str]:
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)  # not inside code blocks
+    return re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+
+
+def test_every_link_between_the_docs_resolves() -> None:
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    broken = [
+        f"{page.relative_to(REPO)} -> {link}"
+        for page in pages
+        for link in _links(page)
+        if "://" not in link and not (page.parent / link).exists()
+    ]
+    assert broken == []
+    linked = {(REPO / link).resolve() for link in _links(REPO / "README.md") if "://" not in link}
+    assert set((REPO / "docs").glob("*.md")) <= linked, "a page the README does not link"
+
+
+def test_the_readme_is_a_front_page() -> None:
+    """What it is, the two commands, installing on a node and on a cluster, a config per cloud and
+    links: no dated figures (they live in bench/results.md and the docs)."""
+    text = (REPO / "README.md").read_text()
+    assert len(text.splitlines()) <= 250
+    assert re.search(r"\b20\d\d-\d\d-\d\d\b", text) is None
+    for heading in ("## The two commands", "## Install on a node", "## Install on a cluster",
+                    "## A config per cloud", "## Where to read more"):  # fmt: skip
+        assert f"\n{heading}\n" in text, heading
+
+
+def test_one_layout_per_install_form_in_readme_install_text_and_help() -> None:
+    """The bin dir and config each install form suggests are credprovider.paths', everywhere."""
+    import contextlib
+    import io
+
+    from credprovider.paths import (
+        AGENT_BIN_DIR,
+        NODE_BIN_DIR,
+        NODE_CONFIG,
+        PACKAGE_BIN_DIR,
+        PACKAGE_DOC_DIR,
+    )
+    from credprovider.tool.cli import build_parser
+    from release.package import install_text
+
+    readme = (REPO / "README.md").read_text()
+    for path in (NODE_BIN_DIR, NODE_CONFIG, PACKAGE_BIN_DIR, PACKAGE_DOC_DIR, AGENT_BIN_DIR):
+        assert f"`{path}" in readme, path
+    shipped = install_text("0.1.0", "amd64")
+    assert f"BIN_DIR={NODE_BIN_DIR} " in shipped and NODE_CONFIG in shipped
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+        build_parser().parse_args(["install", "--help"])
+    shown = re.sub(r"(?<=\w)- (?=\w)", "-", " ".join(out.getvalue().split()))
+    assert NODE_BIN_DIR in shown and NODE_CONFIG in shown
+    install_doc = (REPO / "docs" / "install.md").read_text()
+    assert NODE_BIN_DIR in install_doc and PACKAGE_BIN_DIR in install_doc

@@ -4,7 +4,8 @@ no file written (the plugins run with their cache read-only).
 
 One module per part of the chain: ``chain`` (discovery's findings, files on the node, caches),
 ``identity`` (the endpoints the plugins' identities come from), ``images`` (the node's images and
-the dry run), ``live`` (what only the running kubelet can say); ``model`` holds the result.
+the dry run), ``live`` (what only the running kubelet can say), ``cache_entries`` (what the
+caches hold, never a secret); ``model`` holds the result.
 """
 
 from __future__ import annotations

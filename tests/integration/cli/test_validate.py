@@ -203,7 +203,7 @@ def test_examples_carry_the_complete_match_images(key: str) -> None:
 
 
 def test_no_shipped_config_opts_every_irsa_role_into_image_pulls() -> None:
-    """The generic IRSA annotation is opt-in (README): the shipped service-account configs list
+    """The generic IRSA annotation is opt-in (docs/clouds.md): the shipped service-account configs list
     only eks.amazonaws.com/ecr-role-arn, which the plugin reads first."""
     from credprovider.aws.registry import ROLE_ARN_ANNOTATIONS, SHIPPED_ANNOTATIONS
 

@@ -378,17 +378,17 @@ def test_parse_arguments_errors(args: list[str], message: str) -> None:
         parse_arguments(args, {"--authFlow": "flow"})
 
 
-def test_one_verbosity_scheme_in_help_and_readme() -> None:
-    """The levels are told once (runtime.log.VERBOSITY_SCHEME): every plugin's --help and the README say
-    the same thing."""
+def test_one_verbosity_scheme_in_help_and_docs() -> None:
+    """The levels are told once (runtime.log.VERBOSITY_SCHEME): every plugin's --help and
+    docs/clouds.md say the same thing."""
     import io
 
     from credprovider.entry import PLUGIN_MODULES
     from credprovider.runtime.log import VERBOSITY_SCHEME
     from credprovider.runtime.serve import run
 
-    readme = " ".join((REPO / "README.md").read_text().split())
-    assert VERBOSITY_SCHEME in readme
+    clouds = " ".join((REPO / "docs" / "clouds.md").read_text().split())
+    assert VERBOSITY_SCHEME in clouds
     for module in PLUGIN_MODULES.values():
         spec = __import__(module, fromlist=["SPEC"]).SPEC
         err = io.StringIO()
