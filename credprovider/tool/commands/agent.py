@@ -173,15 +173,10 @@ def _cmd_apply(args: argparse.Namespace) -> int:
                 args.root, plan, Path(args.bundle), args.version, restart, healthy,
                 watchdog(args),
             )  # fmt: skip
-    except PermissionError as exc:
-        print(
-            f"credprovider agent apply: cannot write {exc.filename} as uid {os.geteuid()}: "
-            "run it as root (the chart's pod does)",
-            file=sys.stderr,
-        )
-        return EXIT_FAILED
     except (OSError, NodeChangeError) as exc:
-        print(f"credprovider agent apply: {exc}", file=sys.stderr)
+        from credprovider.tool.agent.run import failed_because
+
+        print(f"credprovider agent apply: {failed_because(exc)}", file=sys.stderr)
         return EXIT_FAILED
     return said(outcome, args.json, ok=outcome.result in (Result.INSTALLED, Result.UNCHANGED))
 
@@ -189,8 +184,6 @@ def _cmd_apply(args: argparse.Namespace) -> int:
 def _cmd_run(args: argparse.Namespace) -> int:
     """The DaemonSet's container: apply (or uninstall), then stay until stopped; a failure exits
     1, so the pod shows it (CrashLoopBackOff) and kubectl logs says why."""
-    import signal
-
     if args.node:
         from credprovider.tool.commands.agent_run import run_with_cluster
 
@@ -199,17 +192,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         args.keys = keys
         return run_with_cluster(args)
+    from credprovider.tool.agent.run import stay_until_stopped
     from credprovider.tool.agent.termination import Termination
 
     termination = Termination().install()
     with termination.changing():  # SIGTERM waits for the change to end (agent/termination.py)
         code = _cmd_uninstall(args) if args.uninstall else _cmd_apply(args)
-    sys.stdout.flush()
     if code != EXIT_OK or termination.requested:
         return code
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(EXIT_OK))
-    while True:
-        signal.pause()
+    stay_until_stopped(code)
 
 
 def _cmd_uninstall(args: argparse.Namespace) -> int:
@@ -226,15 +217,10 @@ def _cmd_uninstall(args: argparse.Namespace) -> int:
             platform, _ = recognize(args.root)
             service = "" if args.files_only else installed_unit(args.root, platform.services)
             outcome = uninstall(args.root, service, restart, healthy, watchdog(args))
-    except PermissionError as exc:
-        print(
-            f"credprovider agent uninstall: cannot write {exc.filename} as uid {os.geteuid()}: "
-            "run it as root (the chart's pod does)",
-            file=sys.stderr,
-        )
-        return EXIT_FAILED
     except (OSError, NodeChangeError) as exc:
-        print(f"credprovider agent uninstall: {exc}", file=sys.stderr)
+        from credprovider.tool.agent.run import failed_because
+
+        print(f"credprovider agent uninstall: {failed_because(exc)}", file=sys.stderr)
         return EXIT_FAILED
     return said(outcome, args.json, ok=outcome.result is Result.UNINSTALLED and not outcome.kept)
 

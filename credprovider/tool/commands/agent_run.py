@@ -6,31 +6,24 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
-import signal
 import sys
-import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from credprovider.tool.change.render import NodeChangeError
-from credprovider.tool.change.results import Result
 from credprovider.tool.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_json
 
 if TYPE_CHECKING:
     from credprovider.tool.agent.apply import Outcome
-    from credprovider.tool.agent.cluster import Cluster
-    from credprovider.tool.agent.daemon import FleetMember
-    from credprovider.tool.agent.plan import AgentPlan
     from credprovider.tool.agent.platforms import Platform
+    from credprovider.tool.agent.run import RunOptions
     from credprovider.tool.agent.watchdog import Watchdog
 
 SERVICE_ACCOUNT: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
 KUBELET_METRICS: Final = "https://127.0.0.1:10250/metrics"
 LEASE_SECONDS: Final = 120
-DRY_RUN_RETRY_SECONDS: Final = 30.0
 
 
 def platform_rules(args: argparse.Namespace) -> Platform | None:
@@ -167,6 +160,12 @@ def run_with_cluster(args: argparse.Namespace) -> int:
     from credprovider.tool.agent.cluster import Cluster, ClusterError, connect
     from credprovider.tool.agent.daemon import FleetMember
     from credprovider.tool.agent.health import KubeletHealth
+    from credprovider.tool.agent.run import (
+        await_dry_run,
+        change,
+        failed_because,
+        stay_until_stopped,
+    )
     from credprovider.tool.agent.termination import Termination
     from credprovider.tool.change.lock import node_lock
 
@@ -202,81 +201,39 @@ def run_with_cluster(args: argparse.Namespace) -> int:
         changing=termination.changing,
         watch=watchdog(args),
     )
+    options = run_options(args)
     plan = None
     try:
         with node_lock(args.root, "credprovider agent run"):
-            outcome, ok, plan = _change(args, node, cluster)
+            outcome, ok, plan = change(options, node, cluster)
         said(outcome, args.json, ok)
-    except PermissionError as exc:
-        ok = False
-        node.failed(f"cannot write {exc.filename} as uid {os.geteuid()}: run it as root")
-        print(f"credprovider agent run: cannot write {exc.filename}", file=sys.stderr)
     except (OSError, NodeChangeError) as exc:
         ok = False
-        node.failed(str(exc))
-        print(f"credprovider agent run: {exc}", file=sys.stderr)
-    sys.stdout.flush()
+        node.failed(failed_because(exc))
+        print(f"credprovider agent run: {failed_because(exc)}", file=sys.stderr)
+    code = EXIT_OK if ok else EXIT_FAILED
     if termination.requested:  # asked to stop during the change, which has ended
-        return EXIT_OK if ok else EXIT_FAILED
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(EXIT_OK if ok else EXIT_FAILED))
+        return code
     if ok and plan is not None and args.ready_file:
-        _await_dry_run(node, plan, args)
+        await_dry_run(
+            options, node, plan, lambda line: print(f"credprovider agent run: {line}", flush=True)
+        )
     if ok and args.ready_file:
         Path(args.ready_file).touch()
-    while True:
-        signal.pause()
+    stay_until_stopped(code)
 
 
-def _change(
-    args: argparse.Namespace, node: FleetMember, cluster: Cluster
-) -> tuple[Outcome, bool, AgentPlan | None]:
-    """The node installed (or uninstalled) as ``args`` say: what came of it, whether that is a
-    success, and the plan (None: uninstall)."""
-    from credprovider.tool.agent.cluster import ClusterError
-    from credprovider.tool.agent.plan import plan_node
-    from credprovider.tool.agent.platforms import installed_unit, recognize
-
-    plan = None
-    if args.uninstall:
-        platform, _ = recognize(args.root)
-        service = "" if args.files_only else installed_unit(args.root, platform.services)
-        outcome = node.uninstall(service)
-        ok = outcome.result is Result.UNINSTALLED and not outcome.kept
-    else:
-        # the config is validated for this node's kubelet: tokenAttributes from 1.34
-        from credprovider.tool.node.kubelet_facts import SA_TOKENS_ON_SINCE
-
-        try:
-            version = cluster.kubelet_version()
-        except ClusterError:
-            version = None  # the newest rules; the kubelet's own check stays the last word
-        plan = plan_node(
-            args.root, args.keys, args.version, platform_rules(args), args.settings,
-            sa_tokens_enabled=version is None or version >= SA_TOKENS_ON_SINCE,
-        )  # fmt: skip
-        outcome = node.install(plan, Path(args.bundle))
-        ok = outcome.result in (Result.INSTALLED, Result.UNCHANGED)
-    return outcome, ok, plan
-
-
-def _await_dry_run(node: FleetMember, plan: AgentPlan, args: argparse.Namespace) -> None:
-    """Until every provider answers a dry-run credential request (each new failure an Event and
-    a log line), as the kubelet would run it."""
-    from credprovider.tool.agent.daemon import DRY_RUN_FAILED
-    from credprovider.tool.agent.settings import dry_run_images
-    from credprovider.tool.catalog import PLUGINS
-
-    launcher = shlex.split(args.dry_run_launcher)
-    bin_dir = plan.bin_dir if launcher else args.bundle
-    images = dry_run_images(args.settings, {key: PLUGINS[key].name for key in args.keys})
-    said_problems: list[str] = []
-    while problems := node.dry_run(plan, bin_dir, launcher, images):
-        if problems != said_problems:
-            node.event(DRY_RUN_FAILED, "; ".join(problems), warning=True)
-            print(f"credprovider agent run: dry run failed: {'; '.join(problems)}", flush=True)
-            said_problems = problems
-        time.sleep(DRY_RUN_RETRY_SECONDS)
-    print("dry run passed: every provider answered", flush=True)
+def run_options(args: argparse.Namespace) -> RunOptions:
+    return RunOptions(
+        root=args.root,
+        keys=args.keys,
+        version=args.version,
+        bundle=args.bundle,
+        settings=args.settings,
+        rules=platform_rules(args),
+        uninstall=args.uninstall,
+        dry_run_launcher=args.dry_run_launcher,
+    )
 
 
 def cmd_ready(args: argparse.Namespace) -> int:

@@ -1,0 +1,115 @@
+"""The agent's run as one of the fleet (the chart's ``flags`` mode, ``credprovider agent run
+--node``): the node installed (or uninstalled) under its lock, the dry run waited for, then the pod
+stays until it is stopped. ``credprovider agent run`` (tool/commands/agent_run.py) parses its flags
+into :class:`RunOptions` and prints what :func:`change` returns."""
+
+from __future__ import annotations
+
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, NoReturn
+
+from credprovider.tool.change.render import NodeChangeError
+from credprovider.tool.change.results import Result
+
+if TYPE_CHECKING:
+    from credprovider.tool.agent.apply import Outcome
+    from credprovider.tool.agent.cluster import Cluster
+    from credprovider.tool.agent.daemon import FleetMember
+    from credprovider.tool.agent.plan import AgentPlan
+    from credprovider.tool.agent.platforms import Platform
+
+DRY_RUN_RETRY_SECONDS: Final = 30.0
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What this run installs, where, and how its dry run runs the plugins."""
+
+    root: str
+    keys: list[str]
+    version: str
+    bundle: str
+    settings: Mapping[str, Mapping[str, Any]]  # per provider key, what replaces its defaults
+    rules: Platform | None  # --files-only's paths, or None: the node's own platform
+    uninstall: bool = False
+    dry_run_launcher: str = ""
+
+
+def failed_because(exc: OSError | NodeChangeError) -> str:
+    """The one sentence for a change that failed on the node (every agent command says it)."""
+    import os
+
+    if isinstance(exc, PermissionError):
+        return (
+            f"cannot write {exc.filename} as uid {os.geteuid()}: run it as root (the chart's pod "
+            "does)"
+        )
+    return str(exc)
+
+
+def change(
+    options: RunOptions, node: FleetMember, cluster: Cluster
+) -> tuple[Outcome, bool, AgentPlan | None]:
+    """The node installed (or uninstalled) as ``options`` say: what came of it, whether that is a
+    success, and the plan (None: uninstall). The caller holds the node's lock."""
+    from credprovider.tool.agent.cluster import ClusterError
+    from credprovider.tool.agent.plan import plan_node
+    from credprovider.tool.agent.platforms import installed_unit, recognize
+
+    if options.uninstall:
+        platform, _ = recognize(options.root)
+        service = (
+            "" if options.rules is not None else installed_unit(options.root, platform.services)
+        )
+        outcome = node.uninstall(service)
+        return outcome, outcome.result is Result.UNINSTALLED and not outcome.kept, None
+    # the config is validated for this node's kubelet: tokenAttributes from 1.34
+    from credprovider.tool.node.kubelet_facts import SA_TOKENS_ON_SINCE
+
+    try:
+        version = cluster.kubelet_version()
+    except ClusterError:
+        version = None  # the newest rules; the kubelet's own check stays the last word
+    plan = plan_node(
+        options.root, options.keys, options.version, options.rules, options.settings,
+        sa_tokens_enabled=version is None or version >= SA_TOKENS_ON_SINCE,
+    )  # fmt: skip
+    outcome = node.install(plan, Path(options.bundle))
+    return outcome, outcome.result in (Result.INSTALLED, Result.UNCHANGED), plan
+
+
+def await_dry_run(
+    options: RunOptions, node: FleetMember, plan: AgentPlan, say: Callable[[str], None]
+) -> None:
+    """Until every provider answers a dry-run credential request (each new failure an Event and
+    a line), as the kubelet would run it."""
+    from credprovider.tool.agent.daemon import DRY_RUN_FAILED
+    from credprovider.tool.agent.settings import dry_run_images
+    from credprovider.tool.catalog import PLUGINS
+
+    launcher = shlex.split(options.dry_run_launcher)
+    bin_dir = plan.bin_dir if launcher else options.bundle
+    images = dry_run_images(options.settings, {key: PLUGINS[key].name for key in options.keys})
+    said_problems: list[str] = []
+    while problems := node.dry_run(plan, bin_dir, launcher, images):
+        if problems != said_problems:
+            node.event(DRY_RUN_FAILED, "; ".join(problems), warning=True)
+            say(f"dry run failed: {'; '.join(problems)}")
+            said_problems = problems
+        time.sleep(DRY_RUN_RETRY_SECONDS)
+    say("dry run passed: every provider answered")
+
+
+def stay_until_stopped(code: int) -> NoReturn:
+    """After the change: the pod stays (a DaemonSet's container must) until SIGTERM, then exits
+    with ``code``, the change's own status. Both run modes end here."""
+    sys.stdout.flush()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(code))
+    while True:
+        signal.pause()
