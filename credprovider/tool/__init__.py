@@ -1,16 +1,16 @@
 """The operator tool, ``credprovider``: never on a plugin's exec path.
 
 ``cli`` is the parser and the error edge, ``terminal`` sanitizes what it prints, ``catalog`` is the
-clouds it knows (each cloud's ``descriptor``, filling in :mod:`credprovider.cloud`). The rest is
-grouped by what it works on:
+clouds it knows (each cloud's ``descriptor``, filling in :mod:`credprovider.cloud`), ``errors`` the
+errors its packages share. The rest is grouped by what it works on, each package using only those
+listed before it:
 
-* ``commands/``: one module per subcommand; they parse arguments and print, nothing else;
 * ``node/``: the node as files and processes (the kubelet, its flags, layouts, discovery);
 * ``kubeconfig/``: the CredentialProviderConfig, as the kubelet reads and validates it;
 * ``images/``: which providers run for an image, and running them as the kubelet does;
 * ``change/``: node changes as transactions (install, migrate, durable writes, journal, lock);
-* ``doctor/``: the node's credential chain, checked link by link;
-* ``agent/``: the fleet agent.
+* ``doctor/`` and ``agent/``: the node's credential chain checked link by link; the fleet agent;
+* ``commands/``: one module per subcommand; they parse arguments and print, nothing else.
 
 May import YAML, pydantic, and anything in :mod:`credprovider.runtime`; the runtime never imports
 this package. Paths on the node are in :mod:`credprovider.paths`.

@@ -23,7 +23,7 @@ UNCLAIMED_IMAGE = "contoso.azurecr.io:443/team/app:v1"
 
 def prepare_node(shipped: Path, bundle: Path, node: Path) -> tuple[Path, Path, Path]:
     """(config dir, bin dir, ECR cache dir) for the kubelet under ``node``."""
-    from credprovider.tool.kubeconfig.yamldoc import load_yaml
+    from credprovider.tool.node.yamldoc import load_yaml
 
     config, bin_dir, cache = node / "config", node / "bin", node / "cache" / "ecr"
     config.mkdir(parents=True)

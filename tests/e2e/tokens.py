@@ -119,7 +119,7 @@ EXPECTED_EXECS = {
 
 def _shipped(example: str, **replace: str) -> dict[str, Any]:
     """The one provider of a shipped example config, its placeholders replaced."""
-    from credprovider.tool.kubeconfig.yamldoc import load_yaml
+    from credprovider.tool.node.yamldoc import load_yaml
 
     text = (EXAMPLES / example).read_text()
     for placeholder, value in replace.items():

@@ -20,7 +20,7 @@ import pytest
 
 from credprovider.paths import LOCK_PATH
 from credprovider.tool.change.lock import NodeBusy, node_lock
-from credprovider.tool.change.render import NodeChangeError
+from credprovider.tool.errors import NodeChangeError
 from emulators.http import FakeResponse, serve
 from tests.helpers import REPO, private
 from tests.integration.cli.conftest import fake_bundle

@@ -170,3 +170,30 @@ def test_each_package_docstring_is_its_table_of_contents(package: str) -> None:
     parts = [p.stem for p in directory.glob("*.py") if p.stem not in ("__init__", "__main__")]
     parts += [p.name for p in directory.iterdir() if (p / "__init__.py").is_file()]
     assert [part for part in sorted(parts) if f"``{part}" not in doc] == []
+
+
+# The tool's packages, each using only those before it (doctor and agent are peers).
+TOOL_LAYERS = {"node": 0, "kubeconfig": 1, "images": 2, "change": 3, "doctor": 4, "agent": 4,
+               "commands": 5}  # fmt: skip
+
+
+def test_the_tools_packages_are_layered() -> None:
+    """node/ knows nothing of configs, kubeconfig/ nothing of images, and so on up to commands/,
+    which nothing but the parser imports (credprovider/tool/__init__.py lists the order)."""
+    tool = PACKAGE / "tool"
+    assert {p.name for p in tool.iterdir() if (p / "__init__.py").is_file()} == set(TOOL_LAYERS)
+    wrong = []
+    for path in tool.rglob("*.py"):
+        parts = path.relative_to(tool).parts
+        mine = TOOL_LAYERS.get(parts[0]) if len(parts) > 1 else None
+        for name in _imported(path):
+            if not name.startswith("credprovider.tool.") or len(name.split(".")) < 4:
+                continue
+            theirs = TOOL_LAYERS.get(name.split(".")[2])
+            if theirs is None or parts[0] == name.split(".")[2]:
+                continue
+            if (mine is None and theirs == TOOL_LAYERS["commands"] and path.name != "cli.py") or (
+                mine is not None and theirs >= mine
+            ):
+                wrong.append(f"{path.relative_to(REPO)} imports {name}")
+    assert wrong == []

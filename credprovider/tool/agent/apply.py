@@ -53,8 +53,8 @@ from credprovider.tool.change.durable import (
     replace_file,
     replace_link,
 )
-from credprovider.tool.change.render import NodeChangeError
 from credprovider.tool.change.results import Action, Result
+from credprovider.tool.errors import NodeChangeError
 
 Restart = Callable[[str], None]
 

@@ -129,8 +129,8 @@ def _read_kubeconfig(path: str) -> dict[str, Any]:
     with the tool's YAML rules."""
     import os
 
-    from credprovider.tool.kubeconfig.yamldoc import YamlError, load_yaml
     from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes, read_text
+    from credprovider.tool.node.yamldoc import YamlError, load_yaml
 
     try:
         found = load_yaml(read_text(path))

@@ -32,8 +32,9 @@ from credprovider.tool.agent.settings import Settings
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.install import holds_providers, other_providers
 from credprovider.tool.change.migrate import FlagChanges
-from credprovider.tool.change.render import NodeChangeError, kubelet_flags, render_config
+from credprovider.tool.change.render import kubelet_flags, render_config
 from credprovider.tool.change.results import Action
+from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, read_bytes
 from credprovider.tool.node.flagfiles import flags_from_file, rewrite, units
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value

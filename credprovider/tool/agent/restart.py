@@ -9,7 +9,7 @@ import subprocess
 from collections.abc import Callable
 from typing import Final
 
-from credprovider.tool.change.render import NodeChangeError
+from credprovider.tool.errors import NodeChangeError
 
 Restart = Callable[[str], None]
 """``unit -> None``: restarts it, or raises NodeChangeError."""

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
-from credprovider.tool.change.render import NodeChangeError
 from credprovider.tool.change.results import Result
+from credprovider.tool.errors import NodeChangeError
 
 if TYPE_CHECKING:
     from credprovider.tool.agent.apply import Outcome

@@ -25,7 +25,6 @@ FIELDS: Final = {
     # not written into the config: the image the agent's dry run asks credentials for
     "dryRunImage": "a string",
 }
-NOT_IN_CONFIG: Final = ("dryRunImage",)
 MAX_CHARS: Final = 64 << 10
 
 
@@ -78,19 +77,6 @@ def parse(text: str, keys: list[str]) -> dict[str, dict[str, Any]]:
             if not _right_type(field, value):
                 raise AgentSettingsError(f"--provider-settings: {key}.{field} is {FIELDS[field]}")
     return found
-
-
-def applied(entry: dict[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
-    """A provider entry with ``settings`` replacing its defaults (env as the kubelet's list)."""
-    changed = dict(entry)
-    for field, value in settings.items():
-        if field in NOT_IN_CONFIG:
-            continue
-        if field == "env":
-            changed["env"] = [{"name": name, "value": text} for name, text in value.items()]
-        else:
-            changed[field] = value
-    return changed
 
 
 def dry_run_images(settings: Settings, names: Mapping[str, str]) -> dict[str, str]:

@@ -38,7 +38,7 @@ from credprovider.tool.change.durable import (
     replace_file,
     temporary_for,
 )
-from credprovider.tool.change.render import NodeChangeError
+from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, read_bytes
 from credprovider.tool.node.root import NodeRoot
 from credprovider.tool.node.structured import JsonTooDeep, bounded_json

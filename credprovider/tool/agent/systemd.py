@@ -14,7 +14,7 @@ import struct
 import time
 from typing import TYPE_CHECKING, Any, Final
 
-from credprovider.tool.change.render import NodeChangeError
+from credprovider.tool.errors import NodeChangeError
 
 if TYPE_CHECKING:
     from jeepney import Message

@@ -37,7 +37,7 @@ from credprovider.tool.agent.systemd import (
     stop_unit,
 )
 from credprovider.tool.change.lock import WAIT_SECONDS, node_lock
-from credprovider.tool.change.render import NodeChangeError
+from credprovider.tool.errors import NodeChangeError
 
 # The watchdog waits this much longer than the health wait (the restart itself takes a moment).
 # It cannot act early: while the agent lives it holds the node's lock, which the watchdog waits

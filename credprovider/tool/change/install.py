@@ -26,13 +26,9 @@ from credprovider.paths import PACKAGE_BIN_DIR, PACKAGE_LINKS_FILE
 from credprovider.runtime.nodefile import special_kind
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.durable import replace_file, replace_link, sync_directory, sync_tree
-from credprovider.tool.change.render import (
-    BUNDLE_COPY_DIR,
-    NodeChangeError,
-    bundle_executable,
-    render_config,
-)
+from credprovider.tool.change.render import BUNDLE_COPY_DIR, bundle_executable, render_config
 from credprovider.tool.change.results import Action
+from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.images.startcheck import NotCredprovider, credprovider_version
 
 MANIFEST: Final = Path("_internal") / "credprovider.files"
@@ -151,7 +147,7 @@ def other_providers(current: bytes | None, name: str | None) -> list[dict[str, o
 def _decoded(config: bytes) -> object:
     """A config's YAML as the kubelet's decoder takes it (yamldoc: no alias bomb); ``None`` when it
     is not YAML (or not UTF-8)."""
-    from credprovider.tool.kubeconfig.yamldoc import YamlError, load_yaml
+    from credprovider.tool.node.yamldoc import YamlError, load_yaml
 
     try:
         return load_yaml(config.decode("utf-8"))

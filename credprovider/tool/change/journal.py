@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Final
 
 from credprovider.tool.change.durable import remove_file, replace_file
-from credprovider.tool.change.render import NodeChangeError
+from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 from credprovider.tool.node.trust import owner_problem
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from typing import Final
 
 from credprovider.paths import LOCK_PATH
-from credprovider.tool.change.render import NodeChangeError
+from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.root import NodeRoot
 
 # How long a run waits for another's change (the agent's longest: a restart, its health wait

@@ -22,12 +22,11 @@ from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.render import (
     CCM_REMINDER,
-    NodeChangeError,
     kubelet_flags,
     provider_entry,
     render_config,
 )
-from credprovider.tool.kubeconfig.yamldoc import YamlError, load_yaml
+from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.flagfiles import flags_from_file, rewrite, units
 from credprovider.tool.node.kubelet_flags import (
     BIN_DIR_FLAG,
@@ -36,6 +35,7 @@ from credprovider.tool.node.kubelet_flags import (
     flag_values,
     settings_from,
 )
+from credprovider.tool.node.yamldoc import YamlError, load_yaml
 
 __all__ = ["ExistingConfig", "MigrationPlan", "flags_from_file", "plan_migration"]
 

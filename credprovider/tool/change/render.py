@@ -12,10 +12,10 @@ from typing import Any, Final
 import yaml
 
 from credprovider.cloud import CloudPlugin
-from credprovider.errors import CredproviderError
 from credprovider.paths import PACKAGE_BIN_DIR, PACKAGE_LIB_DIR
 from credprovider.runtime.api import API_V1
 from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.kubeconfig.model import CONFIG_KIND
 
 BUNDLE_COPY_DIR: Final = ".credprovider"
@@ -26,11 +26,6 @@ CCM_REMINDER: Final = (
     "balancers and volumes need the cloud controller manager (and CSI drivers): run them, with "
     "--cloud-provider=external on the kubelet."
 )
-
-
-class NodeChangeError(CredproviderError):
-    """install or migrate cannot plan its change to the node: it would overwrite something that is
-    not credprovider's, cannot find what to install, or cannot read the kubelet's flags."""
 
 
 def kubelet_flags(config_path: str, bin_dir: str) -> list[str]:
@@ -60,6 +55,23 @@ def provider_entry(
     return entry
 
 
+# Settings fields that shape the agent's run, never a provider entry (agent/settings.py).
+NOT_IN_CONFIG: Final = ("dryRunImage",)
+
+
+def applied(entry: dict[str, Any], settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A provider entry with ``settings`` replacing its defaults (env as the kubelet's list)."""
+    changed = dict(entry)
+    for field, value in settings.items():
+        if field in NOT_IN_CONFIG:
+            continue
+        if field == "env":
+            changed["env"] = [{"name": name, "value": text} for name, text in value.items()]
+        else:
+            changed[field] = value
+    return changed
+
+
 def render_config(
     keys: list[str],
     node_files: Mapping[str, str] | None = None,
@@ -74,8 +86,6 @@ def render_config(
     ``first``: providers kept from a config the node already has, put before ours as they are.
     ``names``: a plugin's provider name where it is not the plugin's own (install --as).
     ``settings``: per key, fields replacing the defaults (the agent's --provider-settings)."""
-    from credprovider.tool.agent.settings import applied
-
     node_files, names, settings = node_files or {}, names or {}, settings or {}
     document = {
         "apiVersion": "kubelet.config.k8s.io/v1",

@@ -16,7 +16,6 @@ from credprovider import __version__
 from credprovider.tool.agent.systemd import PRIVATE_SOCKET
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.lock import node_lock
-from credprovider.tool.change.render import NodeChangeError
 from credprovider.tool.change.results import Result
 from credprovider.tool.commands.agent_run import (
     cluster_options,
@@ -34,6 +33,7 @@ from credprovider.tool.commands.common import (
     Subcommands,
     print_json,
 )
+from credprovider.tool.errors import NodeChangeError
 
 
 def _paths_refused(args: argparse.Namespace, action: str) -> bool:

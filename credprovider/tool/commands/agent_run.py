@@ -12,8 +12,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from credprovider.tool.change.render import NodeChangeError
 from credprovider.tool.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_json
+from credprovider.tool.errors import NodeChangeError
 
 if TYPE_CHECKING:
     from credprovider.tool.agent.apply import Outcome

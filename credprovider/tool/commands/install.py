@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
-    from credprovider.tool.change.render import NodeChangeError
+    from credprovider.tool.errors import NodeChangeError
 
     if not (args.bin_dir and args.config_out):
         node = node_paths("install")
@@ -82,7 +82,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
 
 def _plan_and_apply(args: argparse.Namespace, keys: list[str], node_files: dict[str, str]) -> int:
     from credprovider.tool.change.install import apply_install, plan_install
-    from credprovider.tool.change.render import NodeChangeError
+    from credprovider.tool.errors import NodeChangeError
     from credprovider.tool.node.access import FileProblem, UnreadableError
 
     try:
@@ -120,7 +120,8 @@ def _plan_and_apply(args: argparse.Namespace, keys: list[str], node_files: dict[
 def _after(plan: InstallPlan, as_json: bool) -> int:
     """Check what was installed as validate --bin-dir does, and report."""
     from credprovider.tool.change.render import kubelet_flags
-    from credprovider.tool.kubeconfig.lint import check_binaries, lint_providers
+    from credprovider.tool.images.bindir import check_binaries
+    from credprovider.tool.kubeconfig.lint import lint_providers
     from credprovider.tool.kubeconfig.validate import load_config
 
     loaded = load_config(str(plan.config_out))

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
-    from credprovider.tool.change.render import NodeChangeError
+    from credprovider.tool.errors import NodeChangeError
 
     if not (args.kubelet_flags or args.kubelet_flags_file or args.kubelet_config):
         print(
@@ -67,7 +67,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
 def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:
     from credprovider.tool.change.migrate import plan_migration
-    from credprovider.tool.change.render import NodeChangeError
+    from credprovider.tool.errors import NodeChangeError
     from credprovider.tool.kubeconfig.model import ConfigError
     from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
 
@@ -187,7 +187,7 @@ def _would_not_start(plan: MigrationPlan, config_out: str) -> str | None:
     it would not."""
     import tempfile
 
-    from credprovider.tool.kubeconfig.lint import check_binaries
+    from credprovider.tool.images.bindir import check_binaries
     from credprovider.tool.kubeconfig.model import ConfigError
     from credprovider.tool.kubeconfig.validate import load_config
 

@@ -23,7 +23,8 @@ SHOWN_NAMES = 20
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from credprovider.tool.kubeconfig.lint import BinaryCheck, check_binaries, lint_providers
+    from credprovider.tool.images.bindir import BinaryCheck, check_binaries
+    from credprovider.tool.kubeconfig.lint import lint_providers
     from credprovider.tool.kubeconfig.model import ConfigError
     from credprovider.tool.kubeconfig.validate import load_config
     from credprovider.tool.node.access import UnreadableError

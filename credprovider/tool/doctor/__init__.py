@@ -46,7 +46,7 @@ def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
     run) only on this node (root ``/``) and not ``offline``."""
     from credprovider.tool.doctor import chain, identity, live
     from credprovider.tool.doctor.images import check_image, report_broken, static_pod_images
-    from credprovider.tool.kubeconfig.lint import check_binaries
+    from credprovider.tool.images.bindir import check_binaries
     from credprovider.tool.kubeconfig.model import ConfigError
     from credprovider.tool.kubeconfig.validate import load_config
     from credprovider.tool.node.access import UnreadableError

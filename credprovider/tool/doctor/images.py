@@ -42,8 +42,8 @@ def images_of(document: Any) -> Iterable[str]:
 
 def static_pod_images(view: NodeView) -> list[str]:
     """The images of the node's static pods (the kubelet's staticPodPath), in file order."""
-    from credprovider.tool.kubeconfig.yamldoc import YamlError, load_yaml
     from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
+    from credprovider.tool.node.yamldoc import YamlError, load_yaml
 
     where = view.settings.static_pod_path
     if not where:

@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from credprovider.errors import CredproviderError
 from credprovider.runtime.cjson import json_type
 from credprovider.runtime.goformat import DurationError, go_quote, parse_go_duration
-from credprovider.tool.kubeconfig.yamldoc import MAX_NESTING, YamlError, load_yaml
 from credprovider.tool.node import access
+from credprovider.tool.node.yamldoc import MAX_NESTING, YamlError, load_yaml
 
 CONFIG_GROUP: Final = "kubelet.config.k8s.io"
 CONFIG_VERSIONS: Final = ("v1", "v1beta1", "v1alpha1")

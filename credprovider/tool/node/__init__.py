@@ -7,5 +7,6 @@ configuration), ``kubelet_facts`` (its version and loaded config hash, read by d
 agent), ``flagfiles`` (the files flags are kept in: read and edited in place, pure), ``layouts``
 (the distributions' layouts), ``discovery`` (what they add up to), ``inuse`` (the package's plugins
 a kubelet still names), ``childproc`` (running a program bounded in time and output) and
-``structured`` (bounded JSON). Nothing here writes to the node.
+``structured`` (bounded JSON) and ``yamldoc`` (YAML as the kubelet's strict decoder takes it).
+Nothing here writes to the node.
 """

@@ -68,7 +68,7 @@ def _absolute(path: str | None, cwd: str | None) -> str | None:
 
 
 def _load_document(view: NodeView, path: str) -> Mapping[str, Any] | None:
-    from credprovider.tool.kubeconfig.yamldoc import YamlError, load_yaml
+    from credprovider.tool.node.yamldoc import YamlError, load_yaml
 
     try:
         text = read_text(view.host_path(path))

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from credprovider.tool.change.render import NodeChangeError
+from credprovider.tool.errors import NodeChangeError
 
 # NAME=VALUE with a shell-quoted value, as in an env file.
 _ASSIGNMENT: Final = re.compile(r"^((?:export\s+)?)([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)

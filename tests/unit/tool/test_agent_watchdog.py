@@ -13,7 +13,7 @@ from credprovider.tool.agent.apply import apply, load_state
 from credprovider.tool.agent.plan import plan_node
 from credprovider.tool.agent.state import STATE, save
 from credprovider.tool.agent.watchdog import Watchdog, rollback
-from credprovider.tool.change.render import NodeChangeError
+from credprovider.tool.errors import NodeChangeError
 from emulators.systemd import StandInSystemd, standin_systemd
 from tests.unit.tool.test_agent_apply import Service, bundle, kubeadm, tree
 

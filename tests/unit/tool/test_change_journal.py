@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from credprovider.tool.change.journal import Entry, begin, finish, journal_for, pending
-from credprovider.tool.change.render import NodeChangeError
+from credprovider.tool.errors import NodeChangeError
 
 
 def test_an_interrupted_change_is_finished_and_the_journal_removed(tmp_path: Path) -> None:

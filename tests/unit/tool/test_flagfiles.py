@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from credprovider.tool.change.render import NodeChangeError
+from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.flagfiles import flags_from_file, rewrite, units
 
 DROP = {"--cloud-provider=aws", "--image-credential-provider-config=/etc/old.yaml"}

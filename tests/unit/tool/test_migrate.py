@@ -7,7 +7,7 @@ import yaml
 
 from credprovider.paths import NODE_CONFIG
 from credprovider.tool.change.migrate import ExistingConfig, flags_from_file, plan_migration
-from credprovider.tool.change.render import NodeChangeError
+from credprovider.tool.errors import NodeChangeError
 
 KUBEADM_FLAGS_ENV = (
     'KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock '

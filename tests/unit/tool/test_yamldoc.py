@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from credprovider.tool.kubeconfig.yamldoc import YamlError, allowed_alias_ratio, load_yaml
+from credprovider.tool.node.yamldoc import YamlError, allowed_alias_ratio, load_yaml
 
 
 @pytest.mark.parametrize(
