@@ -124,3 +124,19 @@ def test_one_layout_per_install_form_in_readme_install_text_and_help() -> None:
     assert NODE_BIN_DIR in shown and NODE_CONFIG in shown
     install_doc = (REPO / "docs" / "install.md").read_text()
     assert NODE_BIN_DIR in install_doc and PACKAGE_BIN_DIR in install_doc
+
+
+def test_every_file_of_the_tree_the_docs_name_exists() -> None:
+    """A module moved is a doc changed: README and docs/ name only files that are there."""
+    named = re.compile(
+        r"(?<![\w/.-])((?:credprovider|tests|release|emulators|bench|charts|config)/[\w./-]+"
+        r"\.(?:py|yaml|md|json|c|sh|spec))\b"
+    )
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    missing = [
+        f"{page.relative_to(REPO)}: {path}"
+        for page in pages
+        for path in named.findall(page.read_text())
+        if not (REPO / path).exists()
+    ]
+    assert missing == []
