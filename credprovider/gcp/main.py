@@ -5,13 +5,18 @@ from __future__ import annotations
 from credprovider.errors import UsageError
 from credprovider.gcp import PLUGIN_NAME
 from credprovider.gcp.impersonation import IMPERSONATE_FLAG, parse_chain
-from credprovider.gcp.registry import AUTH_FLOWS, STS_ENDPOINT, parse_cache_overrides
+from credprovider.gcp.registry import (
+    AUTH_FLOWS,
+    STS_ENDPOINT,
+    check_sts_audience,
+    parse_cache_overrides,
+)
 from credprovider.runtime.args import parse_arguments
 from credprovider.runtime.loopback import is_loopback_address
 from credprovider.runtime.provider import Context, PluginSpec, Provider
 
 ARGUMENTS_HELP = """get-credentials [--authFlow gcr|dockercfg|dockercfg-url] [--identity-provider URL --project-id ID]
-                [--impersonate-service-account [DELEGATE,...]EMAIL]
+                [--sts-audience AUDIENCE] [--impersonate-service-account [DELEGATE,...]EMAIL]
 
 Arguments (as upstream):
   get-credentials            the subcommand the kubelet config passes (args: [get-credentials])
@@ -24,6 +29,11 @@ Arguments (as upstream):
   --identity-provider URL    GKE Workload Identity for image pulls: service accounts annotated
   --project-id ID            iam.gke.io/enable-wi-image-pull: "true" get a federated token for the
                              pod's service account token (kubelet tokenAttributes); both required
+  --sts-audience AUDIENCE    Workload Identity Federation off GKE (as upstream's PR #1248): the
+                             same opt-in and exchange, with a workload identity pool provider as
+                             the audience, //iam.googleapis.com/projects/NUMBER/locations/global/
+                             workloadIdentityPools/POOL/providers/PROVIDER (instead of
+                             --identity-provider and --project-id)
   --sts-endpoint URL         token exchange endpoint (default https://sts.googleapis.com/v1/token),
                              e.g. a Private Service Connect endpoint
   --impersonate-service-account [DELEGATE,...]EMAIL
@@ -54,6 +64,7 @@ def build(args: list[str], ctx: Context) -> Provider:
             "-a": "auth_flow",
             "--identity-provider": "identity_provider",
             "--project-id": "project_id",
+            "--sts-audience": "sts_audience",
             "--sts-endpoint": "sts_endpoint",
             IMPERSONATE_FLAG: "impersonate",
         },
@@ -75,13 +86,28 @@ def build(args: list[str], ctx: Context) -> Provider:
             f'invalid value "{auth_flow}" for authFlow '
             '(must be one of "gcr", "dockercfg", or "dockercfg-url")'
         )
+    sts_audience = values.get("sts_audience", "")
+    if sts_audience and identity_provider:
+        raise UsageError(
+            "give --sts-audience (Workload Identity Federation) or --identity-provider with "
+            "--project-id (GKE Workload Identity), not both"
+        )
     if identity_provider and not project_id:
         raise UsageError("--project-id is required when --identity-provider is set")
-    if identity_provider and auth_flow != "gcr":
-        ctx.log.warning(
-            f"--identity-provider was set but --authFlow is {auth_flow!r}. "
-            "This flag only has effect when --authFlow=gcr."
-        )
+    if sts_audience:
+        try:
+            check_sts_audience(sts_audience)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    for flag, given in (
+        ("--identity-provider", identity_provider),
+        ("--sts-audience", sts_audience),
+    ):
+        if given and auth_flow != "gcr":
+            ctx.log.warning(
+                f"{flag} was set but --authFlow is {auth_flow!r}. "
+                "This flag only has effect when --authFlow=gcr."
+            )
     chain = parse_chain(values["impersonate"]) if "impersonate" in values else None
     if chain is not None and auth_flow != "gcr":
         raise UsageError(
@@ -98,6 +124,7 @@ def build(args: list[str], ctx: Context) -> Provider:
             auth_flow=auth_flow,
             identity_provider=identity_provider,
             project_id=project_id,
+            sts_audience=sts_audience,
             sts_endpoint=_check_sts_endpoint(values.get("sts_endpoint", STS_ENDPOINT)),
             impersonate=chain,
         ),

@@ -41,6 +41,7 @@ class GcpOptions(NamedTuple):
     auth_flow: str = "gcr"
     identity_provider: str = ""
     project_id: str = ""
+    sts_audience: str = ""  # Workload Identity Federation's pool provider, instead of the two above
     sts_endpoint: str = STS_ENDPOINT
     impersonate: Chain | None = None
 
@@ -114,6 +115,7 @@ class GcpProvider:
             "flow": self.options.auth_flow,
             "identity_provider": self.options.identity_provider,
             "project": self.options.project_id,
+            "sts_audience": self.options.sts_audience,
             "sts": self.options.sts_endpoint,
             "credentials_file": credentials_file,
             "credentials": fingerprint_file(credentials_file) if credentials_file else "",
@@ -153,7 +155,7 @@ class GcpProvider:
             source = choose_token_source(
                 request.service_account_annotations,
                 bool(request.service_account_token),
-                self.options.identity_provider,
+                self.options.identity_provider or self.options.sts_audience,
                 credentials_file,
             )
         except TokenSourceError as exc:
@@ -161,7 +163,7 @@ class GcpProvider:
         if source.warning:
             ctx.log.warning(source.warning)
         if source.kind == WORKLOAD_IDENTITY:
-            audience = workload_identity_audience(
+            audience = self.options.sts_audience or workload_identity_audience(
                 self.options.project_id, self.options.identity_provider
             )
             token = workload_identity_token(

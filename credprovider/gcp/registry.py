@@ -92,6 +92,32 @@ def workload_identity_audience(project_id: str, identity_provider: str) -> str:
     return f"identitynamespace:{project_id}.svc.id.goog:{identity_provider}"
 
 
+# A workload identity pool provider's full name, the STS audience of Workload Identity Federation
+# (a self-managed cluster's service-account issuer registered as the pool's provider).
+WIF_AUDIENCE_FORM: Final = (
+    "//iam.googleapis.com/projects/<project number>/locations/global/workloadIdentityPools/"
+    "<pool>/providers/<provider>"
+)
+_ID = r"[a-z0-9][a-z0-9-]{2,30}[a-z0-9]"
+
+
+def check_sts_audience(audience: str) -> str:
+    """``--sts-audience``, if it names a pool provider as STS expects it; ValueError saying the
+    form otherwise (a project ID for its number, or an https:// prefix, are common slips)."""
+    import re
+
+    pattern = (
+        r"//iam\.googleapis\.com/projects/[0-9]{1,20}/locations/[a-z0-9-]{1,63}/"
+        rf"workloadIdentityPools/{_ID}/providers/{_ID}"
+    )
+    if re.fullmatch(pattern, audience, re.ASCII):
+        return audience
+    raise ValueError(
+        f"--sts-audience {audience[:200]!r} is not a workload identity pool provider: give "
+        f"{WIF_AUDIENCE_FORM} (the project's number, not its ID; no https:)"
+    )
+
+
 def wants_workload_identity(annotations: Mapping[str, str]) -> bool:
     """The service account opted in with ``iam.gke.io/enable-wi-image-pull: "true"`` (exact)."""
     return annotations.get(WI_ANNOTATION) == "true"
@@ -114,14 +140,15 @@ class TokenSource(NamedTuple):
 def choose_token_source(
     annotations: Mapping[str, str],
     has_service_account_token: bool,
-    identity_provider: str,
+    federation: str,
     credentials_file: str,
 ) -> TokenSource:
     """Where the gcr flow's token comes from: the pod's Workload Identity when its service account
-    opted in and the plugin knows the identity provider (never the node's identity instead),
-    else GOOGLE_APPLICATION_CREDENTIALS, else the metadata server."""
+    opted in and the plugin knows where to exchange it (``federation``: the identity provider or
+    the STS audience; never the node's identity instead), else GOOGLE_APPLICATION_CREDENTIALS,
+    else the metadata server."""
     opted_in = wants_workload_identity(annotations)
-    if opted_in and identity_provider:
+    if opted_in and federation:
         if not has_service_account_token:
             raise TokenSourceError(
                 "the service account opted in to Workload Identity image pulls but the kubelet "
@@ -131,7 +158,7 @@ def choose_token_source(
         return TokenSource(WORKLOAD_IDENTITY)
     warning = (
         "the service account opted in to Workload Identity image pulls, but the plugin has "
-        "no --identity-provider/--project-id: using the node identity"
+        "no --identity-provider/--project-id nor --sts-audience: using the node identity"
         if opted_in
         else ""
     )

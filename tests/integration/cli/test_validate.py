@@ -183,9 +183,16 @@ def test_validate_on_a_node_warns_about_files_the_args_name(tmp_path: Path) -> N
     assert again["warnings"] == []
 
 
+# The examples an operator must fill in, and the placeholders validate names in each.
+WITH_PLACEHOLDERS = {
+    "gcp-workload-identity.yaml": "PROJECT, LOCATION, CLUSTER",
+    "gcp-federation.yaml": "PROJECT_NUMBER, POOL, PROVIDER",
+}
+
+
 @pytest.mark.parametrize(
     "example",
-    [e for e in CONFIG_EXAMPLES if e.name != "gcp-workload-identity.yaml"],
+    [e for e in CONFIG_EXAMPLES if e.name not in WITH_PLACEHOLDERS],
     ids=lambda p: p.name,
 )
 def test_examples_validate_without_warnings(example: Path) -> None:
@@ -252,12 +259,13 @@ def test_validate_adds_a_hint_after_the_kubelets_words(
     assert result.stdout.rstrip().endswith(f"({hint.format(path=path)})"), result.stdout
 
 
-def test_examples_with_placeholders_say_so() -> None:
+@pytest.mark.parametrize("example", sorted(WITH_PLACEHOLDERS))
+def test_examples_with_placeholders_say_so(example: str) -> None:
     """An example copied as it is: its placeholders are named, and only they."""
-    result = cli("validate", str(CONFIG_DIR / "examples" / "gcp-workload-identity.yaml"), "--json")
+    result = cli("validate", str(CONFIG_DIR / "examples" / example), "--json")
     assert json.loads(result.stdout)["warnings"] == [
-        "provider 'auth-provider-gcp': PROJECT, LOCATION, CLUSTER look like placeholders left from "
-        "an example: put your own values there"
+        f"provider 'auth-provider-gcp': {WITH_PLACEHOLDERS[example]} look like placeholders left "
+        "from an example: put your own values there"
     ]
 
 

@@ -9,6 +9,11 @@ from emulators.tls import CertAuthority
 PLUGIN = "auth-provider-gcp"
 KSA_TOKEN = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJzeXN0ZW06c2VydmljZWFjY291bnQ6ZGV2OnB1bGxlciJ9.c2ln"
 IDP = "https://container.googleapis.com/v1/projects/my-project/locations/us-central1/clusters/c1"
+# A self-managed cluster's issuer as a workload identity pool provider (--sts-audience)
+POOL = (
+    "//iam.googleapis.com/projects/123456789012/locations/global/workloadIdentityPools/"
+    "onprem-pool/providers/cluster-a"
+)
 FIXED_KEYS = [
     "container.cloud.google.com",
     "gcr.io",

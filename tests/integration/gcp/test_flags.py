@@ -9,7 +9,7 @@ import pytest
 from emulators.gcp import FakeMetadata
 from emulators.http import FakeServer
 from emulators.kubelet_exec import request_bytes, run_plugin
-from tests.integration.gcp.common import IDP, PLUGIN, gcp_env
+from tests.integration.gcp.common import IDP, PLUGIN, POOL, gcp_env
 
 
 @pytest.mark.parametrize(
@@ -34,6 +34,21 @@ from tests.integration.gcp.common import IDP, PLUGIN, gcp_env
             "must be an https:// URL",
         ),
         (["get-credentials", "--bogus"], "unrecognized arguments: --bogus"),
+        (
+            ["get-credentials", "--sts-audience", POOL, "--identity-provider", IDP],
+            "give --sts-audience (Workload Identity Federation) or --identity-provider with "
+            "--project-id (GKE Workload Identity), not both",
+        ),
+        (
+            ["get-credentials", "--sts-audience", f"https:{POOL}"],
+            "is not a workload identity pool provider: give //iam.googleapis.com/projects/<project "
+            "number>/locations/global/workloadIdentityPools/<pool>/providers/<provider> (the "
+            "project's number, not its ID; no https:)",
+        ),
+        (
+            ["get-credentials", "--sts-audience", POOL.replace("123456789012", "my-project")],
+            "is not a workload identity pool provider",
+        ),
     ],
 )
 def test_flag_validation(args: list[str], message: str) -> None:

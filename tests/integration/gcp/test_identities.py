@@ -12,7 +12,7 @@ from emulators.gcp import FakeMetadata, FakeOAuth, FakeSts, write_service_accoun
 from emulators.http import FakeResponse, FakeServer, serve
 from emulators.kubelet_exec import request_bytes, run_plugin
 from emulators.tls import CertAuthority
-from tests.integration.gcp.common import IDP, KSA_TOKEN, PLUGIN, gcp_env
+from tests.integration.gcp.common import IDP, KSA_TOKEN, PLUGIN, POOL, gcp_env
 
 WI_ARGS = ["get-credentials", "--identity-provider", IDP, "--project-id", "my-project"]
 
@@ -50,6 +50,42 @@ def test_workload_identity_exchanges_the_service_account_token(
         "subject_token": KSA_TOKEN,
         "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
     }
+    assert meta.paths == []
+    assert KSA_TOKEN not in run.stderr
+
+
+@pytest.mark.parametrize("annotated", [True, False])
+def test_federation_off_gke_exchanges_for_the_pool_audience(
+    metadata: tuple[FakeMetadata, FakeServer],
+    sts: tuple[FakeSts, FakeServer],
+    test_ca: CertAuthority,
+    use_bundle: bool,
+    annotated: bool,
+) -> None:
+    """--sts-audience (upstream's PR #1248): the same opt-in and exchange as GKE's, the pool
+    provider as the audience, no --project-id; a pod that did not opt in gets the node's token."""
+    meta, meta_server = metadata
+    fake_sts, sts_server = sts
+    run = run_plugin(
+        PLUGIN,
+        request_bytes(
+            "us-docker.pkg.dev/p/r/i",
+            token=KSA_TOKEN,
+            annotations={"iam.gke.io/enable-wi-image-pull": "true"} if annotated else {},
+        ),
+        ["get-credentials", "--sts-audience", POOL],
+        gcp_env(meta_server, test_ca, sts_server),
+        use_bundle=use_bundle,
+    )
+    assert run.code == 0, run.stderr
+    if not annotated:
+        assert fake_sts.forms == [] and meta.paths != []
+        assert run.response["auth"]["*.pkg.dev"]["password"] == meta.access_token
+        return
+    assert run.response["auth"]["*.pkg.dev"]["password"] == fake_sts.access_token
+    (form,) = fake_sts.forms
+    assert (form["audience"], form["subject_token"]) == (POOL, KSA_TOKEN)
+    assert form["subject_token_type"] == "urn:ietf:params:oauth:token-type:jwt"
     assert meta.paths == []
     assert KSA_TOKEN not in run.stderr
 

@@ -20,7 +20,7 @@ from emulators.gcp import (
 from emulators.harness import GCP_PULLER, Emulator
 from emulators.http import FakeResponse, serve
 from emulators.kubelet_exec import request_bytes, run_plugin
-from tests.integration.gcp.common import IDP, KSA_TOKEN, PLUGIN
+from tests.integration.gcp.common import IDP, KSA_TOKEN, PLUGIN, POOL
 
 FLAG = "--impersonate-service-account"
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
@@ -97,7 +97,16 @@ def test_a_key_file_is_the_source_off_gce(google: Emulator, tmp_path: Path) -> N
     assert google.fakes["metadata"].paths == []  # type: ignore[attr-defined]
 
 
-def test_workload_identity_is_the_source_for_an_opted_in_pod(google: Emulator) -> None:
+@pytest.mark.parametrize(
+    "federation",
+    [["--identity-provider", IDP, "--project-id", "my-project"], ["--sts-audience", POOL]],
+    ids=["gke", "pool"],
+)
+def test_workload_identity_is_the_source_for_an_opted_in_pod(
+    google: Emulator, federation: list[str]
+) -> None:
+    """On GKE, or off it through a workload identity pool: the pod's own identity, federated,
+    then impersonating the service account that may read the registry."""
     iam, sts = _iam(google), google.fakes["sts"]
     iam.callers[sts.access_token] = "principal://iam.googleapis.com/ns/dev/sa/puller"  # type: ignore[attr-defined]
     iam.allow("principal://iam.googleapis.com/ns/dev/sa/puller", GCP_PULLER)
@@ -108,18 +117,15 @@ def test_workload_identity_is_the_source_for_an_opted_in_pod(google: Emulator) -
             token=KSA_TOKEN,
             annotations={"iam.gke.io/enable-wi-image-pull": "true"},
         ),
-        [
-            "get-credentials",
-            "--identity-provider",
-            IDP,
-            "--project-id",
-            "my-project",
-            FLAG,
-            GCP_PULLER,
-        ],
+        ["get-credentials", *federation, FLAG, GCP_PULLER],
         google.env,
     )
     assert run.response["auth"]["gcr.io"]["password"].startswith("ya29.as-puller-")
+    assert sts.forms[-1]["audience"] == (  # type: ignore[attr-defined]
+        POOL
+        if "--sts-audience" in federation
+        else f"identitynamespace:my-project.svc.id.goog:{IDP}"
+    )
     assert [call["bearer"] for call in iam.calls] == [sts.access_token]  # type: ignore[attr-defined]
 
 
