@@ -12,7 +12,9 @@ One layout per install form, each for a reason:
   :data:`PACKAGE_DOC_DIR`.
 * **The chart's agent**: bundles under :data:`AGENT_HOME` (``versions/<version>``, ``current``),
   linked in :data:`AGENT_BIN_DIR` where the platform does not fix a bin dir: on the node's disk,
-  beside its state, so a rollback is a link's change.
+  beside its state, so a rollback is a link's change. In the chart's mode ``files`` the config is
+  :data:`AGENT_CONFIG` too, so that the pod mounts only ``/var/lib/credprovider`` of the host
+  (never ``/etc/kubernetes``, which holds a control plane's keys).
 
 Not on the exec path: nothing here is imported by a plugin.
 """
@@ -38,6 +40,7 @@ PACKAGE_LINKS_FILE: Final = "/var/lib/credprovider/package-links"
 # must remember across pod restarts (state.json: on the node's disk, not on tmpfs).
 AGENT_HOME: Final = "/var/lib/credprovider/agent"
 AGENT_BIN_DIR: Final = f"{AGENT_HOME}/bin"
+AGENT_CONFIG: Final = f"{AGENT_HOME}/config.yaml"  # the chart's mode files (charts/credprovider)
 
 # Every form: the node's one change lock (tmpfs: a reboot ends every change).
 LOCK_DIR: Final = "/run/credprovider"

@@ -1,6 +1,7 @@
 """charts/credprovider: ``helm lint`` is clean, and what ``helm template`` renders is the agent in
 mode files with least privilege (no hostPID, every capability dropped, a read-only root, only the
-directories it writes in mounted, no API token; the node's network, so as not to wait for the CNI),
+directories it writes in mounted (by default its own only), no API token, tainted nodes only when
+tolerated; the node's network, so as not to wait for the CNI),
 by digest when one is given; in mode flags, only what restarting kubelets one node at a time needs
 (the host directories and systemd's socket, still no hostPID and no capability, RBAC for its node,
 Leases and Events, and a policy keeping it to its own node); values the chart cannot honour fail
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from credprovider.paths import AGENT_BIN_DIR, AGENT_CONFIG
 from tests.chart.helm import CHART, documents, helm_binary, render
 
 
@@ -53,13 +55,18 @@ def test_the_agent_runs_with_least_privilege(helm: Path) -> None:
     assert container["args"] == [
         "agent", "run", "--root=/host", "--bundle=/credprovider-0.1.0",
         "--version=0.1.0", "--providers=aws,gcp", "--files-only",
-        "--bin-dir=/etc/kubernetes/image-credential-provider",
-        "--config=/etc/kubernetes/image-credential-provider-config.yaml",
+        f"--bin-dir={AGENT_BIN_DIR}", f"--config={AGENT_CONFIG}",
     ]  # fmt: skip
+    # only the agent's own directory of the host (and the node's lock): never /etc/kubernetes
     host = {v["name"]: v["hostPath"] for v in pod["volumes"] if "hostPath" in v}
     assert sorted((h["path"], h["type"]) for h in host.values()) == [
-        ("/etc/kubernetes", "Directory"), ("/run/credprovider", "DirectoryOrCreate"),
-        ("/var/lib/credprovider", "DirectoryOrCreate"),
+        ("/run/credprovider", "DirectoryOrCreate"), ("/var/lib/credprovider", "DirectoryOrCreate"),
+    ]  # fmt: skip
+    # tainted nodes (control planes) only when tolerated; a node not yet initialized by the
+    # cloud controller manager is not left out
+    assert pod["tolerations"] == [
+        {"key": "node.cloudprovider.kubernetes.io/uninitialized", "operator": "Exists",
+         "effect": "NoSchedule"},
     ]  # fmt: skip
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert all(mounts[name] == "/host" + h["path"] for name, h in host.items())
@@ -86,9 +93,16 @@ def test_uninstall_and_paths_of_ones_own(helm: Path) -> None:
         for v in rendered["DaemonSet"]["spec"]["template"]["spec"]["volumes"]
         if "hostPath" in v
     )
+    # the bin dir itself and the config's directory, not the bin dir's parent
     assert paths == [
-        "/etc/kubelet", "/opt/credential-providers", "/run/credprovider", "/var/lib/credprovider",
+        "/etc/kubelet", "/opt/credential-providers/bin", "/run/credprovider", "/var/lib/credprovider",
     ]  # fmt: skip
+
+
+def test_every_node_when_told(helm: Path) -> None:
+    rendered = documents(helm, "image.repository=r/c", "tolerations[0].operator=Exists")
+    pod = rendered["DaemonSet"]["spec"]["template"]["spec"]
+    assert pod["tolerations"] == [{"operator": "Exists"}]
 
 
 @pytest.mark.parametrize(
@@ -114,6 +128,11 @@ def test_uninstall_and_paths_of_ones_own(helm: Path) -> None:
          "at '/providerSettings/aws': additional properties 'matchimages' not allowed"),
         (("image.repository=r/c", "paths.binDir=relative/bin"), "at '/paths/binDir'"),
         (("image.repository=r/c", "image.digest=sha256:abc"), "at '/image/digest'"),
+        # a config's directory holding the node's credentials is never mounted whole
+        (("image.repository=r/c", "paths.config=/etc/kubernetes/providers.yaml"),
+         "paths.config: its directory /etc/kubernetes would be mounted writable whole"),
+        (("image.repository=r/c", "paths.config=/var/lib/kubelet/providers.yaml"),
+         "paths.config: its directory /var/lib/kubelet would be mounted writable whole"),
     ],
 )  # fmt: skip
 def test_values_it_cannot_honour_fail_the_render(

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from credprovider.paths import AGENT_CONFIG
 from tests.e2e import controlplane, runtime
 
 NAMESPACE = "kube-system"  # where system-node-critical pods may run
@@ -80,7 +81,7 @@ def run(
     before = snapshot()
     installed = _round(plane, "fleet-agent-install", install, wait_for)
     between = snapshot()
-    config = Path("/etc/kubernetes/image-credential-provider-config.yaml")
+    config = Path(AGENT_CONFIG)  # the chart's mode files, by default
     config_text = config.read_text() if config.exists() else ""
     plane.request("DELETE", f"/api/v1/namespaces/{NAMESPACE}/pods/fleet-agent-install")
     wait_for(

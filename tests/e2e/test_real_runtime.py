@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from credprovider.paths import AGENT_BIN_DIR
 from emulators.aws import NODE_KEY
 from emulators.gcp import FakeMetadata
 from release import image
@@ -170,7 +171,7 @@ def test_containerd_pulls_every_registry_form_with_the_plugins_credentials(
     agent = real["agent"]
     assert agent["install"]["printed"][0] == "installed", agent["install"]
     home = "/var/lib/credprovider/agent"
-    bin_dir = "/etc/kubernetes/image-credential-provider"
+    bin_dir = AGENT_BIN_DIR  # the chart's mode files, by default
     between = agent["between"]
     assert between[f"{home}/current"] == f"link:versions/{project_version()}"
     assert between[f"{home}/versions/{project_version()}/credprovider"].startswith("file:")

@@ -13,10 +13,14 @@
 /credprovider-{{ .Chart.AppVersion }}
 {{- end -}}
 
-{{/* The host directories the agent writes in: the config's, the bin dir's parent, its own. */}}
+{{/* The host directories the agent writes in (mode files): its own, the bin dir itself and the
+config's directory, each unless inside its own. */}}
 {{- define "credprovider.hostDirs" -}}
-{{- $dirs := list (dir .Values.paths.config) (dir .Values.paths.binDir) "/var/lib/credprovider" -}}
-{{- range $dirs | uniq }}
+{{- $home := "/var/lib/credprovider" -}}
+- {{ $home }}
+{{- range list (clean .Values.paths.binDir) (dir (clean .Values.paths.config)) | uniq }}
+{{- if not (or (eq . $home) (hasPrefix (printf "%s/" $home) .)) }}
 - {{ . }}
+{{- end -}}
 {{- end -}}
 {{- end -}}

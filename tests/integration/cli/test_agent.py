@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import yaml
+
 from emulators.http import FakeResponse, serve
 from release.bundle import REPO
 from tests.helpers import run_cli as cli
@@ -383,3 +385,38 @@ def test_uninstall_with_a_kubelet_that_does_not_come_back_is_rolled_back(tmp_pat
         done = cli("agent", "uninstall", *common)
     assert done.returncode == 0, done.stderr
     assert tree(root) == before
+
+
+def test_files_only_in_the_charts_default_paths_keeps_to_its_own_directory(
+    tmp_path: Path,
+) -> None:
+    """The chart's mode files by default (credprovider.paths AGENT_BIN_DIR, AGENT_CONFIG): the
+    bin dir and the config in the agent's own directory, the one the pod mounts; uninstall
+    leaves it as the hostPath made it (empty)."""
+    from credprovider.paths import AGENT_BIN_DIR, AGENT_CONFIG, AGENT_HOME
+
+    root = tmp_path / "host"
+    (root / "var/lib/credprovider").mkdir(parents=True)  # the chart's hostPath (DirectoryOrCreate)
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    paths = ["--root", str(root), "--files-only", "--bin-dir", AGENT_BIN_DIR, "--config",
+             AGENT_CONFIG, "--restart-command", restart_command(tmp_path)]  # fmt: skip
+    applied = cli("agent", "apply", "--bundle", str(bundle), "--providers", "aws,gcp", *paths)
+    assert applied.returncode == 0, applied.stderr
+    assert applied.stdout.splitlines()[0] == "installed"
+    written = {p.relative_to(root).as_posix() for p in root.rglob("*")}
+    assert {p for p in written if not p.startswith(("var/lib/credprovider", "run"))} == {
+        "var", "var/lib",
+    }  # fmt: skip
+    link = root / AGENT_BIN_DIR.lstrip("/") / "auth-provider-gcp"
+    assert os.readlink(link) == f"{AGENT_HOME}/current/auth-provider-gcp"
+    config = yaml.safe_load((root / AGENT_CONFIG.lstrip("/")).read_text())
+    assert [p["name"] for p in config["providers"]] == [
+        "ecr-credential-provider", "auth-provider-gcp",
+    ]  # fmt: skip
+    undone = cli("agent", "uninstall", *paths[:2], "--files-only", *paths[7:])
+    assert undone.returncode == 0, undone.stderr
+    left = sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
+    assert [p for p in left if not p.startswith("run")] == [
+        "var", "var/lib", "var/lib/credprovider",
+    ]  # fmt: skip
+    assert restarts(tmp_path) == []
