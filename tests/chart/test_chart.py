@@ -210,17 +210,38 @@ def test_the_own_node_policy_is_rendered_where_tokens_name_their_node(helm: Path
 
     from tests.chart.helm import CHART
 
-    def kinds(version: str) -> set[str]:
-        done = run.run(
+    def rendered(version: str, *more: str) -> run.CompletedProcess[str]:
+        return run.run(
             [str(helm), "template", "fleet", str(CHART), "--kube-version", version,
-             "--set", "image.repository=r/c", "--set", "mode=flags"],
-            capture_output=True, text=True, timeout=120, check=True,
+             "--set", "image.repository=r/c", "--set", "mode=flags", *more],
+            capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
+
+    def kinds(version: str, *more: str) -> set[str]:
+        done = rendered(version, *more)
+        assert done.returncode == 0, done.stderr
         return {doc["kind"] for doc in yaml.safe_load_all(done.stdout) if doc}
 
     assert "ValidatingAdmissionPolicy" in kinds("1.32.0")
-    assert "ValidatingAdmissionPolicy" not in kinds("1.31.9")  # it would refuse every patch there
-    assert "ClusterRole" in kinds("1.31.9")
+    # before 1.32 nothing keeps the token to its node: mode flags is refused, the oldest accepted
+    # version included, unless the operator accepts that any agent may patch any Node
+    for old in ("1.26.0", "1.31.9"):
+        refused = rendered(old)
+        assert refused.returncode != 0
+        assert f"mode flags on Kubernetes v{old}: before 1.32" in refused.stderr
+        assert "use mode files there, or set flags.ownNodeOnly=false" in refused.stderr
+        accepted = kinds(old, "--set", "flags.ownNodeOnly=false")
+        assert "ValidatingAdmissionPolicy" not in accepted and "ClusterRole" in accepted
+    # mode files asks the API server for nothing, on every version
+    files = run.run(
+        [str(helm), "template", "fleet", str(CHART), "--kube-version", "1.26.0",
+         "--set", "image.repository=r/c"],
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert {d["kind"] for d in yaml.safe_load_all(files.stdout) if d} == {
+        "DaemonSet",
+        "ServiceAccount",
+    }
 
 
 def test_provider_settings_reach_the_agent_as_one_json_argument(helm: Path) -> None:
