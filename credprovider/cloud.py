@@ -68,8 +68,10 @@ class CloudPlugin:
     lints: Linter = no_lints
     # The first arg names a file on the node (azure.json): `install --azure-config` replaces it.
     node_file_arg: str | None = None
-    # kubelet --cloud-provider values whose in-tree credentials this plugin replaces (migrate).
+    # kubelet --cloud-provider values whose in-tree credentials this plugin replaces (migrate),
+    # and the kubelet release that removed that built-in login (doctor).
     in_tree_clouds: tuple[str, ...] = ()
+    in_tree_removed_in: tuple[int, int] = (1, 31)
     # kubelet flags naming the node file, in the order migrate prefers them; a flag in
     # `implied_by_flags` also means the node used this cloud's in-tree credentials.
     node_file_flags: tuple[str, ...] = ()

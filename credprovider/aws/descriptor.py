@@ -83,5 +83,6 @@ DESCRIPTOR = CloudPlugin(
     sample_images=samples_with_port(SAMPLE_IMAGES),
     explain=explain,
     in_tree_clouds=("aws",),
+    in_tree_removed_in=(1, 27),  # kubernetes PRs #116329, #122857, #124519
     identity=identity,
 )

@@ -112,6 +112,7 @@ DESCRIPTOR = CloudPlugin(
     lints=lints,
     node_file_arg=DEFAULT_AZURE_CONFIG,
     in_tree_clouds=("azure",),
+    in_tree_removed_in=(1, 30),  # kubernetes PRs #116329, #122857, #124519
     node_file_flags=("azure-container-registry-config", "cloud-config"),
     implied_by_flags=("azure-container-registry-config",),
     identity=identity,

@@ -108,5 +108,6 @@ DESCRIPTOR = CloudPlugin(
     explain=explain,
     lints=lints,
     in_tree_clouds=("gce",),
+    in_tree_removed_in=(1, 31),  # kubernetes PRs #116329, #122857, #124519
     identity=identity,
 )

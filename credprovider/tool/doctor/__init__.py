@@ -3,7 +3,8 @@ passes, warns or fails with the fix in one sentence. Reads only: no cache direct
 no file written (the plugins run with their cache read-only).
 
 One module per part of the chain: ``chain`` (discovery's findings, files on the node, caches),
-``identity`` (the endpoints the plugins' identities come from), ``images`` (the node's images and
+``identity`` (the endpoints the plugins' identities come from), ``ccm`` (the kubelet's pairing
+with a cloud controller manager the in-tree removal requires), ``images`` (the node's images and
 the dry run), ``live`` (what only the running kubelet can say), ``cache_entries`` (what the
 caches hold, never a secret); ``model`` holds the result.
 """
@@ -45,6 +46,7 @@ def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
     """Every check that applies: live ones (identity endpoints, the kubelet's API and log, the dry
     run) only on this node (root ``/``) and not ``offline``."""
     from credprovider.tool.doctor import chain, identity, live
+    from credprovider.tool.doctor.ccm import check_cloud_provider
     from credprovider.tool.doctor.images import check_image, report_broken, static_pod_images
     from credprovider.tool.images.bindir import check_binaries
     from credprovider.tool.kubeconfig.model import ConfigError
@@ -68,6 +70,7 @@ def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
             diagnosis,
         )
         live.check_log(kubelet, diagnosis)
+    check_cloud_provider(settings, version, diagnosis)
     if not settings.provider_config:
         return diagnosis
     sa_tokens = settings.feature_gates.get(SA_TOKEN_GATE, sa_tokens_by_default(version))

@@ -21,6 +21,12 @@ CONFIG_INFO_METRIC: Final = "kubelet_credential_provider_config_info"
 # tokens for plugins on by default (KubeletServiceAccountTokenForCredentialProviders, beta).
 CONFIG_DIRECTORY_SINCE: Final = (1, 34)
 SA_TOKENS_ON_SINCE: Final = (1, 34)
+# KEP-2395: from 1.31 the kubelet has no built-in cloud provider (--cloud-provider takes only
+# "external" or nothing) and the gate that turned off the built-in registry logins is locked on;
+# the gate is gone after 1.32.
+BUILT_IN_CLOUDS_GONE_SINCE: Final = (1, 31)
+CLOUD_LOGIN_GATE: Final = "DisableKubeletCloudCredentialProviders"
+CLOUD_LOGIN_GATE_GONE_AFTER: Final = (1, 32)
 # The environment of every program the tool runs of the node's (the kubelet binary, journalctl,
 # crictl).
 SYSTEM_ENV: Final = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}

@@ -26,6 +26,7 @@ READ_ONLY_PORT_FLAG: Final = "read-only-port"
 ADDRESS_FLAG: Final = "address"
 RUNTIME_ENDPOINT_FLAG: Final = "container-runtime-endpoint"
 IMAGE_ENDPOINT_FLAG: Final = "image-service-endpoint"
+CLOUD_PROVIDER_FLAG: Final = "cloud-provider"
 DEFAULT_ROOT_DIR: Final = "/var/lib/kubelet"
 # cmd/kubelet/app/options applyLegacyDefaults: 10255 without --config; the file's default is 0.
 LEGACY_READ_ONLY_PORT: Final = 10255
@@ -84,6 +85,7 @@ class KubeletSettings:
     address: str = "0.0.0.0"
     runtime_endpoint: str | None = None  # the CRI socket (unset: the runtime's default)
     image_endpoint: str | None = None
+    cloud_provider: str | None = None  # --cloud-provider (a flag only), None when not given
     sources: Mapping[str, str] = field(default_factory=dict)  # setting -> "flag", "config", ...
     notes: tuple[str, ...] = ()
 
@@ -151,6 +153,7 @@ def settings_from(
         address=address,
         runtime_endpoint=runtime,
         image_endpoint=image or runtime,
+        cloud_provider=flag_value(args, CLOUD_PROVIDER_FLAG),
         sources=sources,
         notes=tuple(notes),
     )

@@ -378,3 +378,33 @@ def test_the_checklist_puts_the_node_first_then_each_provider(node: dict[str, Pa
         "  FAIL 123456789012.dkr.ecr.us-west-2.amazonaws.com:443/team/app: no provider claims it, "
         "although ecr-credential-provider serves its host"
     )
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a fake kubelet needs root (a pid namespace)")
+def test_a_kubelet_left_on_a_built_in_cloud_is_said(tmp_path: Path) -> None:
+    """KEP-2395's pairing, read from the running kubelet's flags (its version unknown here: the
+    fake is no kubelet binary): one line with the command that fixes it."""
+    config = config_file(tmp_path, provider_entry())
+    flags = [
+        f"--image-credential-provider-config={config}",
+        f"--image-credential-provider-bin-dir={tmp_path}",
+        "--cloud-provider=aws",
+        "--feature-gates=DisableKubeletCloudCredentialProviders=false",
+    ]
+    kubelet = fake_kubelet(flags, os.environ)
+    try:
+        _, report = doctor("--offline")
+    finally:
+        kubelet.kill()
+        kubelet.wait()
+    said = [(c["status"], c["message"]) for c in report["checks"] if c["area"] == "kubelet"]
+    assert (
+        "warn",
+        "the kubelet runs --cloud-provider=aws: a kubelet 1.31 or newer does not start with it "
+        "(its version is not known here)",
+    ) in said
+    assert (
+        "warn",
+        "--feature-gates sets DisableKubeletCloudCredentialProviders=false, turning the built-in "
+        "registry logins back on where they remain",
+    ) in said
