@@ -224,6 +224,8 @@ def run_with_cluster(args: argparse.Namespace) -> int:
 
 
 def run_options(args: argparse.Namespace) -> RunOptions:
+    from credprovider.tool.agent.run import RunOptions
+
     return RunOptions(
         root=args.root,
         keys=args.keys,
