@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from emulators.http import FakeRequest, FakeResponse
+from emulators.ratelimit import TokenBucket
 from emulators.registry import Refused
 
 # A node's static keys, as every test, the demo and the bench give them to the plugin.
@@ -101,6 +102,8 @@ class FakeEcr:
     rotate: bool = False
     # password -> what it was issued for (the registries of the real-runtime sandbox check it)
     issued: dict[str, EcrIssue] = field(default_factory=dict)
+    # ECR's rate limit: a call the bucket refuses is answered ThrottlingException (HTTP 400)
+    bucket: TokenBucket | None = None
 
     def token(self, access_key: str = "") -> str:
         if self.token_override is not None:
@@ -145,6 +148,8 @@ class FakeEcr:
         )
         if self.fault is not None:
             return self.fault
+        if self.bucket is not None and not self.bucket.take():
+            return aws_error("ThrottlingException", "Rate exceeded")
         if scope is None or not scope.group(2):
             # AWS's answer to a request signed for the region '' (a signer with no region).
             return aws_error(

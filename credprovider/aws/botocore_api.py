@@ -12,6 +12,7 @@ from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
+    ConnectionClosedError,
     ConnectTimeoutError,
     EndpointConnectionError,
     InvalidConfigError,
@@ -33,6 +34,8 @@ from credprovider.aws.tokenapi import (
     TokenAnswer,
     TransportError,
     read_answer,
+    throttle_of,
+    transient,
 )
 from credprovider.errors import ProviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final
@@ -108,14 +111,15 @@ def bad_answer(exc: BaseException) -> BadAnswer | None:
     return inner if isinstance(inner, BadAnswer) else None
 
 
-def client_config(ctx: Context, region: str) -> Config:
-    """Every client's settings; the CA bundle botocore will load is checked first."""
+def client_config(ctx: Context, region: str, attempts: int = MAX_ATTEMPTS) -> Config:
+    """Every client's settings; the CA bundle botocore will load is checked first. ``attempts``
+    1: the caller retries (GetAuthorizationToken, through credprovider/runtime/retry.py)."""
     require_usable_ca_bundle(ctx.environ, BOTOCORE_CA_BUNDLE_ENV)
     return Config(
         region_name=region,
         connect_timeout=ctx.deadline.timeout(3.0),
         read_timeout=ctx.deadline.timeout(10.0),
-        retries={"total_max_attempts": MAX_ATTEMPTS, "mode": "standard"},
+        retries={"total_max_attempts": attempts, "mode": "standard"},
         user_agent_extra=f"credprovider/{__version__}",
     )
 
@@ -130,14 +134,34 @@ class BotocoreTokenApi:
         self.sdk, self.service, self.region, self.ctx, self.keys = sdk, service, region, ctx, keys
 
     def get_authorization_token(self) -> TokenAnswer:
+        """The call, retried as the stdlib route retries it: a failure up to MAX_ATTEMPTS times,
+        throttling over the deadline (botocore itself makes one attempt a call)."""
+        from credprovider.runtime.retry import call_with_retries
+
+        client: list[Any] = []
+        return call_with_retries(
+            lambda: self._once(client),
+            ctx=self.ctx,
+            what=f"{self.service} GetAuthorizationToken",
+            retry_error=transient,
+            throttled_error=throttle_of,
+            attempts=MAX_ATTEMPTS,
+        )
+
+    def _once(self, client: list[Any]) -> TokenAnswer:
         try:
-            # Made here: creating a client without keys resolves the credentials (IMDS,
-            # container credentials), whose failures are this call's.
+            # Made at the first attempt: creating a client without keys resolves the credentials
+            # (IMDS, container credentials), whose failures are this call's.
             with bounded_answers(self.ctx):
-                client = self.sdk.create_client(
-                    self.service, config=client_config(self.ctx, self.region), **self.keys
-                )
-                answer = client.get_authorization_token()
+                if not client:
+                    client.append(
+                        self.sdk.create_client(
+                            self.service,
+                            config=client_config(self.ctx, self.region, attempts=1),
+                            **self.keys,
+                        )
+                    )
+                answer = client[0].get_authorization_token()
         except NoCredentialsError:
             raise NoCredentials("no credentials") from None
         except (ProfileNotFound, PartialCredentialsError, InvalidConfigError) as exc:
@@ -145,7 +169,9 @@ class BotocoreTokenApi:
         except ClientError as exc:
             error = exc.response.get("Error", {})
             raise ApiError(error.get("Code", "error"), error.get("Message", "")) from None
-        except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError) as exc:
+        except (
+            EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError, ConnectionClosedError
+        ) as exc:  # fmt: skip
             raise TransportError(str(exc)) from None
         except BotoCoreError as exc:
             raise bad_answer(exc) or CallFailed(str(exc)) from None

@@ -24,6 +24,8 @@ from credprovider.aws.tokenapi import (
     TokenAnswer,
     TransportError,
     read_answer,
+    throttle_of,
+    transient,
 )
 from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
 from credprovider.runtime.answer import BadAnswer, decode_json
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
 
     from credprovider.runtime.http import HttpResponse, Send
     from credprovider.runtime.provider import Context
+    from credprovider.runtime.retry import Throttle
 
 # botocore's partitions.json: (id, regionRegex, dnsSuffix). A region matching none goes to botocore.
 PARTITIONS: Final = (
@@ -79,15 +82,6 @@ IMDS_FIX: Final = (
     "--http-put-response-hop-limit 2 --http-endpoint enabled)"
 )
 RETRY_STATUSES: Final = frozenset({500, 502, 503, 504})
-RETRY_CODES: Final = frozenset(
-    {
-        "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
-        "TooManyRequestsException", "ProvisionedThroughputExceededException",
-        "TransactionInProgressException", "RequestLimitExceeded", "BandwidthLimitExceeded",
-        "LimitExceededException", "RequestThrottled", "SlowDown", "PriorRequestNotComplete",
-        "EC2ThrottledException", "RequestTimeout", "RequestTimeoutException",
-    }
-)  # fmt: skip
 _HOST_LABEL: Final = r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?"
 
 
@@ -319,6 +313,7 @@ def get_authorization_token(
             send=_signing(route, keys, ctx, tls),
             retry_answer=_worth_another_attempt,
             attempts=MAX_ATTEMPTS,
+            throttled_answer=_throttled,
         )
     except HttpError as exc:
         raise TransportError(f"{route.endpoint}: {exc}") from None
@@ -351,7 +346,16 @@ def _signing(
 
 
 def _worth_another_attempt(answer: HttpResponse) -> bool:
-    """Throttling and server errors are retried, as botocore's standard mode does."""
+    """Server errors are retried, as botocore's standard mode does."""
     return answer.status in RETRY_STATUSES or (
-        answer.status != 200 and parse_error(answer.status, answer.body).code in RETRY_CODES
+        answer.status != 200 and transient(parse_error(answer.status, answer.body))
     )
+
+
+def _throttled(answer: HttpResponse) -> Throttle | None:
+    """The API asking to slow down (HTTP 400 with a throttling code, or a 429)."""
+    from credprovider.runtime.http import throttled
+
+    if answer.status in (200, *RETRY_STATUSES):
+        return throttled(answer)
+    return throttle_of(parse_error(answer.status, answer.body)) or throttled(answer)

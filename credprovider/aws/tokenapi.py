@@ -10,11 +10,30 @@ sentence an operator reads, whichever route was taken. Stdlib only: no SDK here.
 from __future__ import annotations
 
 from credprovider.errors import CredproviderError, ProviderError
-from credprovider.runtime._typing import Final, NamedTuple, Protocol
+from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple, Protocol
 from credprovider.runtime.advice import NOT_THE_SERVICE, RETRIES_NEXT_PULL
 from credprovider.runtime.answer import BadAnswer
 
-MAX_ATTEMPTS: Final = 3  # botocore's "standard" retry mode, on both routes
+if TYPE_CHECKING:
+    from credprovider.runtime.retry import Throttle
+
+MAX_ATTEMPTS: Final = 3  # a failed call, as botocore's "standard" retry mode, on both routes
+# The API asking to slow down (botocore's throttling codes): retried over the deadline on both
+# routes (credprovider/runtime/retry.py), never counted as failures.
+THROTTLE_CODES: Final = frozenset(
+    {
+        "Throttling", "ThrottlingException", "ThrottledException", "RequestThrottledException",
+        "TooManyRequestsException", "ProvisionedThroughputExceededException",
+        "TransactionInProgressException", "RequestLimitExceeded", "BandwidthLimitExceeded",
+        "LimitExceededException", "RequestThrottled", "SlowDown", "PriorRequestNotComplete",
+        "EC2ThrottledException",
+    }
+)  # fmt: skip
+# A failed call worth another of the MAX_ATTEMPTS (botocore's transient codes and 5xx).
+TRANSIENT_CODES: Final = frozenset(
+    {"RequestTimeout", "RequestTimeoutException", "ServerException", "InternalFailure",
+     "InternalServerError", "ServiceUnavailable", "500", "502", "503", "504"}
+)  # fmt: skip
 NO_CREDENTIALS_HINT: Final = (
     "no AWS credentials found (checked env, shared profile, web identity, container credentials, "
     "IMDS): attach an instance profile or set AWS_* in the provider's env (-v=1 says what IMDS "
@@ -44,6 +63,22 @@ class ApiError(CredproviderError):
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+
+
+def throttle_of(exc: Exception) -> Throttle | None:
+    """The API's "slow down", as the retry loop takes it (ECR sends no Retry-After)."""
+    if not (isinstance(exc, ApiError) and exc.code in THROTTLE_CODES):
+        return None
+    from credprovider.runtime.retry import Throttle
+
+    return Throttle()
+
+
+def transient(exc: Exception) -> bool:
+    """A failed call worth another attempt: no answer came, or a transient error answer."""
+    return isinstance(exc, TransportError) or (
+        isinstance(exc, ApiError) and exc.code in TRANSIENT_CODES
+    )
 
 
 class TransportError(CredproviderError):
@@ -141,9 +176,9 @@ def _rejected(service: str, region: str, code: str, message: str) -> ProviderErr
             if service == "ecr-public"
             else "; the identity needs ecr:GetAuthorizationToken"
         )
-    elif "Throttl" in code or code == "TooManyRequestsException":
+    elif code in THROTTLE_CODES or "Throttl" in code:
         hint = (
-            f"; still throttled after {MAX_ATTEMPTS} attempts, the kubelet retries on the next pull"
+            "; still throttled when the plugin's time ran out, the kubelet retries on the next pull"
         )
     elif code == "ServerException" or (code.isdigit() and code.startswith("5")):
         hint = f"; {RETRIES_NEXT_PULL}"

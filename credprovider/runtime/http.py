@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from typing import Any, BinaryIO
 
     from credprovider.runtime.provider import Context
+    from credprovider.runtime.retry import Throttle
 
     # (method, url, headers, body, timeout) -> the whole answer; raises HttpError when none came
     Send = Callable[[str, str, Mapping[str, str], bytes | None, float], "HttpResponse"]
@@ -402,11 +403,14 @@ def exchange(
     retry_statuses: Collection[int] | None = None,
     retry_answer: Callable[[HttpResponse], bool] | None = None,
     attempts: int = 3,
+    throttled_answer: Callable[[HttpResponse], Throttle | None] | None = None,
 ) -> HttpResponse:
     """One call through ``send`` (this client by default), each attempt given at most
     ``timeout_cap`` seconds and never past the deadline; retried (bounded, see
     :func:`credprovider.runtime.retry.call_with_retries`) on a failed exchange or an answer with a
-    status in ``retry_statuses`` (default: 408, 429 and 5xx) or for which ``retry_answer`` is true.
+    status in ``retry_statuses`` (default: 408, 429 and 5xx) or for which ``retry_answer`` is true;
+    an answer ``throttled_answer`` calls throttling (default: :func:`throttled`) is retried over
+    the deadline instead.
 
     Returns the last answer, whatever its status; raises :class:`HttpError` if no answer came and
     :class:`~credprovider.runtime.answer.BadAnswer` (not retried) for one past a cap.
@@ -422,4 +426,15 @@ def exchange(
         retry_result=retry_answer or (lambda answer: answer.status in statuses),
         retry_error=worth_retrying,
         attempts=attempts,
+        throttled_result=throttled_answer or throttled,
     )
+
+
+def throttled(answer: HttpResponse) -> Throttle | None:
+    """The answer of a service asking to slow down: HTTP 429, or a 503 with ``Retry-After``."""
+    from credprovider.runtime.retry import Throttle, retry_after_seconds
+
+    after = answer.header("retry-after")
+    if answer.status == 429 or (answer.status == 503 and after):
+        return Throttle(retry_after_seconds(after) if after else None)
+    return None

@@ -90,7 +90,7 @@ AWS_FAULTS = [
             fault=aws_error("ThrottlingException", "Rate exceeded"),
         ),
         False,
-        "still throttled after 3 attempts",
+        "still throttled when the plugin's time ran out",
     ),
     Fault(
         "HTTP 429",

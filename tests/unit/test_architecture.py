@@ -144,8 +144,12 @@ def _importers(target: str) -> list[str]:
             "credprovider.runtime.cachestore",
             ["credprovider.runtime.caching", "credprovider.tool.doctor.cache_entries"],
         ),
-        # Every plugin-made call is retried by the one transport seam, http.exchange.
-        ("credprovider.runtime.retry.call_with_retries", ["credprovider.runtime.http"]),
+        # Every plugin-made call is retried by the one transport seam, http.exchange; the one SDK
+        # call retried by the same schedule is ECR's through botocore (one attempt a call there).
+        (
+            "credprovider.runtime.retry.call_with_retries",
+            ["credprovider.aws.botocore_api", "credprovider.runtime.http"],
+        ),
         # requests is a Send of that seam (Azure's calls through a proxy), and the bounded
         # session every SDK over requests reads its answers through; nothing else.
         ("requests", ["credprovider.azure.exchange", "credprovider.runtime.requests_session"]),

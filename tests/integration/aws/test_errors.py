@@ -11,6 +11,7 @@ from credprovider.runtime.imageref import bare_host_hint
 from emulators.aws import FakeEcr, aws_error, ecr_env
 from emulators.http import FakeServer
 from emulators.kubelet_exec import request_bytes, run_plugin
+from emulators.ratelimit import TokenBucket
 from tests.integration.aws.common import (
     PLUGIN,
 )
@@ -57,19 +58,48 @@ def test_error_strings(
     assert fake.password not in run.stderr
 
 
-def test_throttling_is_retried_then_reported(
+def test_throttling_is_retried_until_the_deadline_then_reported(
     ecr: tuple[FakeEcr, FakeServer], moto_server: str, route: dict[str, str]
 ) -> None:
+    """A throttle is not a failure: the call is retried for the whole deadline (6 s here), not
+    three times, and the one line says it ran out of time throttled."""
     fake, server = ecr
     fake.fault = aws_error("ThrottlingException", "Rate exceeded")
     run = run_plugin(
         PLUGIN,
         request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"),
+        ["--deadline=6s", "-v=1"],
         env=ecr_env(server.url, moto_server, **route),
     )
     assert run.code == 1
-    assert len(fake.calls) == 3
-    assert "ThrottlingException: Rate exceeded; still throttled after 3 attempts" in run.stderr
+    assert len(fake.calls) > 3  # botocore makes one attempt a call: the retries are ours
+    assert run.error_lines[-1].endswith(
+        "ThrottlingException: Rate exceeded; still throttled when the plugin's time ran out, the "
+        "kubelet retries on the next pull"
+    )
+    assert f"throttled {len(fake.calls)} time(s) over " in run.stderr
+    assert "and no time is left to wait for the service" in run.stderr
+
+
+def test_a_throttled_call_is_answered_once_the_service_has_room(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str, route: dict[str, str]
+) -> None:
+    """ECR's rate limit (a token bucket) with no token for the first second: the plugin waits
+    and gets its credentials, and says at -v=1 how long it waited."""
+    fake, server = ecr
+    fake.bucket = TokenBucket(rate=1.0, burst=1.0)
+    assert fake.bucket.take()  # another node's call took the one token there was
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"),
+        ["--deadline=6s", "-v=1"],
+        env=ecr_env(server.url, moto_server, **route),
+    )
+    assert run.code == 0, run.stderr
+    assert run.response["auth"]["123456789012.dkr.ecr.us-east-1.amazonaws.com"]
+    assert (fake.bucket.served, fake.bucket.throttled) == (2, len(fake.calls) - 1)
+    assert fake.bucket.throttled >= 1
+    assert f"GetAuthorizationToken: throttled {fake.bucket.throttled} time(s), waited " in run.stderr
 
 
 def test_no_credentials_is_explained(ecr: tuple[FakeEcr, FakeServer], moto_server: str) -> None:

@@ -208,6 +208,7 @@ def _scripted(
     [
         ((200,), None, 3, 1, 200),
         ((503, 429, 200), None, 3, 3, 200),  # 408, 429, 5xx are retried by default
+        ((429, 429, 429, 429, 503, 200), None, 3, 6, 200),  # a throttle is no failed attempt
         ((503, 503, 503), None, 3, 3, 503),  # the last answer, whatever its status
         ((404, 200), None, 3, 1, 404),  # a refusal is an answer
         ((HttpError("reset"), 200), None, 3, 2, 200),  # a failed exchange is retried
@@ -224,6 +225,7 @@ def test_exchange_retries_what_it_should_over_any_transport(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr("credprovider.runtime.retry.backoff_delay", lambda attempt: 0.0)
+    monkeypatch.setattr("credprovider.runtime.retry.throttled_delay", lambda *_: 0.0)
     made, send = _scripted(*outcomes)
     answer = http.exchange(
         _ctx(),

@@ -1,0 +1,39 @@
+"""A token bucket, as the clouds' token APIs rate-limit their callers (ECR's
+GetAuthorizationToken: 20 a second with a burst of 200 per account and region): each call takes a
+token, tokens come back at ``rate`` a second up to ``burst``, and a call that finds none is
+throttled. Thread-safe (the emulators' servers answer on threads)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class TokenBucket:
+    rate: float
+    burst: float
+    clock: Callable[[], float] = time.monotonic
+    throttled: int = 0  # calls refused so far
+    served: int = 0
+    _tokens: float = field(init=False)
+    _last: float = field(init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+
+    def __post_init__(self) -> None:
+        self._tokens, self._last = self.burst, self.clock()
+
+    def take(self) -> bool:
+        """One call: True if it may go through."""
+        with self._lock:
+            now = self.clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._last) * self.rate)
+            self._last = now
+            if self._tokens >= 1:
+                self._tokens -= 1
+                self.served += 1
+                return True
+            self.throttled += 1
+            return False
