@@ -13,6 +13,7 @@ def check_budgets(
     sizes: dict[str, dict[str, float]],
     storm: dict[str, Any],
     configs: dict[str, Any] | None = None,
+    throttled: list[dict[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Every budget of the speed issue against one run's figures."""
     bare = execs.get("bare", {}).get("ms", {}).get("median")
@@ -41,6 +42,7 @@ def check_budgets(
             "calls",
         )
     )
+    checks += _throttle_checks(throttled or [])
     for name, entry in (configs or {}).items():
         if name != "one provider":
             checks.append(
@@ -48,6 +50,39 @@ def check_budgets(
                     f"credprovider validate, {name}, x one-provider config",
                     entry["x_one"],
                     BUDGETS["large_config_x_one"],
+                    "x",
+                )
+            )
+    return checks
+
+
+def _throttle_checks(storms: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """#48: every exec answered when the bucket can serve them all within the plugins' 50 s,
+    never fewer than upstream's, and at most 1.5x its calls."""
+    checks = []
+    upstream = {(s["execs"], s["rate"], s["burst"]): s for s in storms if s["side"] == "upstream"}
+    for storm in (s for s in storms if s["side"] == "ours"):
+        shape = (storm["execs"], storm["rate"], storm["burst"])
+        name = f"throttled storm {shape[0]} execs, {shape[1]:g}/s burst {shape[2]:g}"
+        if storm["execs"] <= storm["burst"] + storm["rate"] * 50:
+            checks.append(
+                _check(f"{name}: unanswered", storm["execs"] - storm["answered"], 0, "execs")
+            )
+        theirs = upstream.get(shape)
+        if theirs is not None:
+            checks.append(
+                _check(
+                    f"{name}: fewer answered than upstream",
+                    max(0, theirs["answered"] - storm["answered"]),
+                    0,
+                    "execs",
+                )
+            )
+            checks.append(
+                _check(
+                    f"{name}: calls, x upstream's",
+                    round(storm["calls"] / max(1, theirs["calls"]), 2),
+                    1.5,
                     "x",
                 )
             )
@@ -97,6 +132,7 @@ def render(results: dict[str, Any]) -> str:
         _exec_table,
         _exec_notes,
         _storm_table,
+        _throttle_table,
         _token_table,
         _day_table,
         _config_table,
@@ -223,6 +259,27 @@ def _storm_table(results: dict[str, Any]) -> list[str]:
         lines.append(
             f"| {variant} | {storm['execs']} | {storm['cloud_calls']} | {storm['exec_cpu_s']} "
             f"| {storm['p50_ms']} | {storm['p99_ms']} | {storm['found'] == storm['lookups']} |"
+        )
+    return lines
+
+
+def _throttle_table(results: dict[str, Any]) -> list[str]:
+    lines = [
+        "",
+        "## Scale-out storm against a rate-limited ECR",
+        "",
+        "Execs started within one second, each killed at 60 s as the kubelet would, against an ECR "
+        "stand-in with a token bucket (ThrottlingException beyond it); 200 at 4/s with a burst of "
+        "40 is 1,000 nodes against ECR's 20/s and 200, scaled to this machine.",
+        "",
+        "| storm | side | answered | calls | p50 (s) | p99 (s) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for storm in results.get("throttled_storms", []):
+        lines.append(
+            f"| {storm['execs']} at {storm['rate']:g}/s, burst {storm['burst']:g} | {storm['side']} "
+            f"| {storm['answered']}/{storm['execs']} | {storm['calls']} | {storm['p50_s']} "
+            f"| {storm['p99_s']} |"
         )
     return lines
 

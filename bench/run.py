@@ -28,6 +28,7 @@ from bench.configs import large_configs
 from bench.measure import bundle_sizes, import_profile, measure_targets
 from bench.report import check_budgets, render
 from bench.storm import POLICIES, boot_storm, simulated_day
+from bench.throttle import throttle_storms
 from bench.tokens import PODS, token_storms
 from bench.upstream import build_upstream
 from emulators.harness import ACR_REGISTRY, GCP_PULLER, Emulator
@@ -45,6 +46,11 @@ def main() -> int:
         execs = measure_targets(targets, Path(cache_root))
         log("boot storm through the kubelet harness")
         storm = _boot_storms(emulators["aws"], Path(cache_root) / "storm")
+        throttled = throttle_storms(
+            BUNDLE_DIR / "ecr-credential-provider",
+            UPSTREAM_DIR / "aws-ecr-credential-provider",
+            emulators["aws"],
+        )
         log(f"token mode at boot: {PODS} pods of one service account through the kubelet harness")
         token_mode = token_storms(
             BUNDLE_DIR / "ecr-credential-provider", UPSTREAM_DIR / "aws-ecr-credential-provider"
@@ -65,13 +71,14 @@ def main() -> int:
         "arch": host_target().arch,
         "bundles": sizes,
         "boot_storm": storm,
+        "throttled_storms": throttled,
         "token_mode": token_mode,
         "simulated_day": {
             key: {side: simulated_day(policy) for side, policy in sides.items()}
             for key, sides in POLICIES.items()
         },
         "large_configs": configs,
-        "budgets": check_budgets(execs, sizes, storm, configs),
+        "budgets": check_budgets(execs, sizes, storm, configs, throttled),
         "profiles": profiles,
         "hit_profile": hit_profile,
     }

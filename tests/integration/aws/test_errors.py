@@ -99,7 +99,9 @@ def test_a_throttled_call_is_answered_once_the_service_has_room(
     assert run.response["auth"]["123456789012.dkr.ecr.us-east-1.amazonaws.com"]
     assert (fake.bucket.served, fake.bucket.throttled) == (2, len(fake.calls) - 1)
     assert fake.bucket.throttled >= 1
-    assert f"GetAuthorizationToken: throttled {fake.bucket.throttled} time(s), waited " in run.stderr
+    assert (
+        f"GetAuthorizationToken: throttled {fake.bucket.throttled} time(s), waited " in run.stderr
+    )
 
 
 def test_no_credentials_is_explained(ecr: tuple[FakeEcr, FakeServer], moto_server: str) -> None:
