@@ -62,11 +62,12 @@ def test_the_agent_runs_with_least_privilege(helm: Path) -> None:
     assert sorted((h["path"], h["type"]) for h in host.values()) == [
         ("/run/credprovider", "DirectoryOrCreate"), ("/var/lib/credprovider", "DirectoryOrCreate"),
     ]  # fmt: skip
-    # tainted nodes (control planes) only when tolerated; a node not yet initialized by the
-    # cloud controller manager is not left out
+    # tainted nodes (control planes) only when tolerated; a node still coming up (not yet
+    # initialized by the cloud controller manager, its network not ready) is not left out
     assert pod["tolerations"] == [
-        {"key": "node.cloudprovider.kubernetes.io/uninitialized", "operator": "Exists",
-         "effect": "NoSchedule"},
+        {"key": key, "operator": "Exists", "effect": "NoSchedule"}
+        for key in ("node.cloudprovider.kubernetes.io/uninitialized", "node.kubernetes.io/not-ready",
+                    "node.kubernetes.io/network-unavailable")
     ]  # fmt: skip
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert all(mounts[name] == "/host" + h["path"] for name, h in host.items())

@@ -316,6 +316,13 @@ def main(spec_path: str) -> int:
                     ]
                 ],
                 "annotations": {name: cluster.annotations(name) for name in NODES},
+                # what keeps a DaemonSet's pods off a node
+                "taints": {
+                    name: (plane.get(f"/api/v1/nodes/{name}") or {})
+                    .get("spec", {})
+                    .get("taints", [])
+                    for name in NODES
+                },
             }
         result["events"] = cluster.events()
         result["agent_logs"] = cluster.agent_logs()
