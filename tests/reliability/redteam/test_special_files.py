@@ -197,7 +197,7 @@ NOT_PATHS = {
     "provider", "providers", "copy", "force", "kubelet_flags", "write", "as_name",
     "version", "files_only", "uninstall", "restart_command", "healthz", "health_timeout",
     "node", "namespace", "slots", "lease_seconds", "metrics", "dry_run_launcher", "width",
-    "provider_settings", "armed_as", "after",
+    "provider_settings", "armed_as", "after", "shipped",
 }  # fmt: skip
 
 
