@@ -120,15 +120,15 @@ def _plan_and_apply(args: argparse.Namespace, keys: list[str], node_files: dict[
 def _after(plan: InstallPlan, as_json: bool) -> int:
     """Check what was installed as validate --bin-dir does, and report."""
     from credprovider.tool.change.render import kubelet_flags
-    from credprovider.tool.images.bindir import check_binaries
+    from credprovider.tool.images.bindir import check_binaries, texts
     from credprovider.tool.kubeconfig.lint import lint_providers
     from credprovider.tool.kubeconfig.validate import load_config
 
     loaded = load_config(str(plan.config_out))
     checked = check_binaries(loaded, str(plan.bin_dir))
-    warnings = checked.lines("warnings") + lint_providers(loaded, str(plan.bin_dir))
+    warnings = texts(checked.warnings) + lint_providers(loaded, str(plan.bin_dir))
     flags = kubelet_flags(str(plan.config_out.resolve()), str(plan.bin_dir.resolve()))
-    errors, proven = checked.lines("errors"), checked.lines("proven")
+    errors, proven = texts(checked.errors), texts(checked.proven)
     _report(plan.changes, as_json, True, errors, warnings, proven, flags)
     return EXIT_FAILED if checked.errors else EXIT_OK
 

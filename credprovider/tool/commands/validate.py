@@ -23,7 +23,7 @@ SHOWN_NAMES = 20
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    from credprovider.tool.images.bindir import BinaryCheck, check_binaries
+    from credprovider.tool.images.bindir import BinaryCheck, check_binaries, texts
     from credprovider.tool.kubeconfig.lint import lint_providers
     from credprovider.tool.kubeconfig.model import ConfigError
     from credprovider.tool.kubeconfig.validate import load_config
@@ -41,7 +41,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         checked = (
             check_binaries(loaded, args.bin_dir) if args.bin_dir is not None else BinaryCheck()
         )
-        warnings = checked.lines("warnings") + lint_providers(loaded, args.bin_dir)
+        warnings = texts(checked.warnings) + lint_providers(loaded, args.bin_dir)
     except ConfigError as exc:
         if args.json:
             print_json(
@@ -58,7 +58,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     except UnreadableError as exc:
         return cannot_check("validate", exc, args.json)
-    errors = checked.lines("errors")
+    errors = texts(checked.errors)
     names = [p.name or "" for p in loaded.providers]
     if args.json:
         print_json(
@@ -67,7 +67,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
                 "error": errors[0] if errors else None,
                 "errors": errors,
                 "warnings": warnings,
-                "checked": checked.lines("proven"),
+                "checked": texts(checked.proven),
                 "providers": names,
                 "files": [str(f) for f in loaded.sources],
             }
@@ -85,7 +85,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
                 print(f"error: {printable(error)}")
         else:
             print(f"valid: {len(names)} provider(s) from {len(loaded.sources)} file(s): {shown}")
-        for line in checked.lines("proven"):
+        for line in texts(checked.proven):
             print(f"checked: {printable(line)}")
         for warning in warnings:
             print(f"warning: {printable(warning)}")

@@ -40,15 +40,15 @@ class BinaryCheck:
     warnings: list[Finding] = field(default_factory=list)
     proven: list[Finding] = field(default_factory=list)
 
-    def lines(self, kind: str) -> list[str]:
-        """``errors``, ``warnings`` or ``proven`` as the lines they print."""
-        found: list[Finding] = getattr(self, kind)
-        return [finding.text for finding in found]
-
     @property
     def stops_kubelet(self) -> list[Finding]:
         """The errors with which the kubelet would not start at all."""
         return [finding for finding in self.errors if finding.stops_kubelet]
+
+
+def texts(found: list[Finding]) -> list[str]:
+    """Findings as the lines every command prints."""
+    return [finding.text for finding in found]
 
 
 def check_binaries(
