@@ -9,7 +9,10 @@ The result, in ``out``:
     ecr-credential-provider ...  symlinks to it, one per plugin name
     _internal/                   the interpreter, its libraries, glibc (release/glibc.py), and every
                                  module as bytecode
-    _internal/credprovider.files every file of _internal/ with its size (what the launcher checks)
+    _internal/credprovider.start the files start-up needs, with their sizes (what the launcher
+                                 checks on each exec)
+    _internal/credprovider.files every file of _internal/ with its size (checked after a start
+                                 fails: credprovider/runtime/bundlecheck.py)
 
 Nothing in it loads a library from outside the bundle, or needs a symbol version the bundle's glibc
 does not define: the build fails otherwise (release/elfcheck.py).
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from credprovider.runtime.bundlecheck import FILES_MANIFEST, START_MANIFEST, install_hint
 from release import chroot, elfcheck, firstbuild, glibc, native, rootfs, toolchain, wheels
 from release.targets import Target
 
@@ -34,7 +38,21 @@ REPO: Final = Path(__file__).resolve().parent.parent
 # Where make build puts this machine's bundle (the tests and the bench run it from there).
 BUNDLE_DIR: Final = REPO / "dist" / "credprovider"
 CONTENTS: Final = "_internal"
-MANIFEST: Final = f"{CONTENTS}/credprovider.files"
+MANIFEST: Final = f"{CONTENTS}/{FILES_MANIFEST}"
+START: Final = f"{CONTENTS}/{START_MANIFEST}"
+# What the interpreter reads before credprovider.entry answers (``--version``), besides every file
+# directly in _internal/ (the loader, the interpreter, the libraries, the boot script, the plugins'
+# modules in credprovider-exec.bin, which a failed start needs to say which file is missing): the launcher checks these on each exec, the
+# rest only after a start fails. A release test traces --version and finds nothing else read.
+START_MODULES: Final = (
+    "lib/python3.11/encodings/__init__.pyc",
+    "lib/python3.11/encodings/aliases.pyc",
+    "lib/python3.11/encodings/utf_8.pyc",
+    "lib/python3.11/encodings/ascii.pyc",
+    "lib/python3.11/encodings/latin_1.pyc",
+    "lib/python3.11/os.pyc",
+    "lib/python3.11/__future__.pyc",
+)
 LAUNCHER_SOURCE: Final = Path(__file__).with_name("launcher.c")
 PLUGIN_NAMES_CODE: Final = "from credprovider.entry import PLUGIN_MODULES; print(*PLUGIN_MODULES)"
 
@@ -153,9 +171,9 @@ def add_launcher(target: Target, out: Path, info: BuildInfo) -> None:
         target, native.cache_root() / "launcher-toolchain" / target.arch
     )
     flags = [
-        f'-DCREDPROVIDER_VERSION="{info.version}"',
-        f'-DCREDPROVIDER_ARCH="{target.arch}"',
         f'-DCREDPROVIDER_LOADER="{target.loader}"',
+        f'-DCREDPROVIDER_MANIFEST="{START_MANIFEST}"',
+        f'-DCREDPROVIDER_INSTALL_HINT="{install_hint(info.version, target.arch)}"',
     ]
     toolchain.compile_static(tools, LAUNCHER_SOURCE, out / "credprovider", flags)
     for name in plugin_names():
@@ -163,11 +181,19 @@ def add_launcher(target: Target, out: Path, info: BuildInfo) -> None:
 
 
 def write_manifest(out: Path) -> None:
-    lines = []
+    """Both manifests: every file of _internal/ with its size, and the start-up part of that list."""
     contents = out / CONTENTS
-    for path, relative in sorted(elfcheck.bundle_files(contents), key=lambda item: item[1]):
-        lines.append(f"{path.stat().st_size} {relative}")
-    (out / MANIFEST).write_text("\n".join(lines) + "\n")
+    sizes = {
+        relative: path.stat().st_size
+        for path, relative in elfcheck.bundle_files(contents)
+        if relative not in (FILES_MANIFEST, START_MANIFEST)
+    }
+    missing = [relative for relative in START_MODULES if relative not in sizes]
+    if missing:
+        raise RuntimeError(f"the bundle lacks what start-up reads: {', '.join(missing)}")
+    start = sorted({r for r in sizes if "/" not in r} | set(START_MODULES))
+    for name, listed in ((MANIFEST, sorted(sizes)), (START, start)):
+        (out / name).write_text("".join(f"{sizes[r]} {r}\n" for r in listed))
 
 
 def build(target: Target, out: Path) -> Path:

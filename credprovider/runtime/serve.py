@@ -126,6 +126,10 @@ def _describe_failure(exc: BaseException, log: Logger) -> str:
         for line in traceback.format_exception(exc):
             for part in line.rstrip("\n").split("\n"):
                 log.v(TRACEBACK_VERBOSITY, part)
+    from credprovider.runtime.bundlecheck import damage_line
+
+    if damaged := damage_line():  # a module or data file missing from the bundle
+        return damaged
     detail = str(exc) or "no detail"
     return (
         f"internal error: {type(exc).__name__}: {detail} "

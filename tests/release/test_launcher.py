@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from credprovider.runtime.bundlecheck import FILES_MANIFEST, START_MANIFEST
 from emulators.kubelet_exec import request_bytes
-from release import bundle
+from release import bundle, layout
 from release.targets import Target
 
 VERSION = bundle.project_version()
@@ -156,12 +157,147 @@ def test_a_truncated_file_is_named(launcher: Launcher, tmp_path: Path) -> None:
     )
 
 
-def test_a_missing_manifest_is_a_damaged_bundle(launcher: Launcher, tmp_path: Path) -> None:
+def test_a_missing_start_manifest_is_a_damaged_bundle(launcher: Launcher, tmp_path: Path) -> None:
     copy = copy_bundle(launcher.bundle_dir, tmp_path)
-    (copy / "_internal" / "credprovider.files").unlink()
+    (copy / "_internal" / START_MANIFEST).unlink()
     assert_one_line_failure(
         launcher.run(copy / "credprovider"), "credprovider", "the bundle is damaged: cannot read"
     )
+
+
+@pytest.mark.parametrize(
+    "victim",
+    [
+        "lib/python3.11/json/decoder.pyc",  # the stdlib, imported by every request
+        "botocore/client.pyc",  # the cloud's SDK, imported on a miss
+    ],
+)
+def test_a_file_past_start_up_is_named_when_the_request_fails(
+    native_launcher: Launcher, tmp_path: Path, victim: str
+) -> None:
+    """The launcher checks only what start-up needs (credprovider.start); a file past it that is
+    missing makes the request fail, and that failure is one line naming the file (the whole
+    manifest checked then, credprovider/runtime/bundlecheck.py), never "No module named"."""
+    copy = copy_bundle(native_launcher.bundle_dir, tmp_path)
+    (copy / "_internal" / victim).unlink()
+    line = assert_one_line_failure(
+        native_launcher.run(copy / "ecr-credential-provider"),
+        "ecr-credential-provider",
+        f"the bundle is damaged: {copy}/_internal/{victim} is missing",
+    )
+    assert "No module named" not in line
+
+
+def test_truncated_bytecode_past_start_up_is_named(
+    native_launcher: Launcher, tmp_path: Path
+) -> None:
+    copy = copy_bundle(native_launcher.bundle_dir, tmp_path)
+    module = copy / "_internal" / "botocore" / "credentials.pyc"
+    size = module.stat().st_size
+    with module.open("r+b") as handle:
+        handle.truncate(100)
+    assert_one_line_failure(
+        native_launcher.run(copy / "ecr-credential-provider"),
+        "ecr-credential-provider",
+        f"{module} has 100 bytes, not {size}",
+    )
+
+
+@pytest.mark.parametrize("damage", ["missing", "cut short"])
+def test_the_plugins_module_table_is_checked_on_each_exec(
+    launcher: Launcher, tmp_path: Path, damage: str
+) -> None:
+    """The plugins' own modules are one file (release/layout.py), which start-up reads: the
+    launcher checks it like the interpreter's own files."""
+    copy = copy_bundle(launcher.bundle_dir, tmp_path)
+    table = copy / "_internal" / layout.EXEC_MODULES
+    size = table.stat().st_size
+    if damage == "missing":
+        table.unlink()
+        expected = f"the bundle is damaged: {table} is missing"
+    else:
+        with table.open("r+b") as handle:
+            handle.truncate(size - 1)
+        expected = f"{table} has {size - 1} bytes, not {size}"
+    assert_one_line_failure(
+        launcher.run(copy / "ecr-credential-provider"), "ecr-credential-provider", expected
+    )
+
+
+def test_the_tool_names_a_missing_file_too(native_launcher: Launcher, tmp_path: Path) -> None:
+    copy = copy_bundle(native_launcher.bundle_dir, tmp_path)
+    victim = copy / "_internal" / "credprovider" / "tool" / "cli.pyc"
+    victim.unlink()
+    assert_one_line_failure(
+        native_launcher.run(copy / "credprovider", "validate", "--help"),
+        "credprovider",
+        f"the bundle is damaged: {victim} is missing",
+    )
+
+
+def test_without_the_whole_manifest_a_failed_start_says_so(
+    native_launcher: Launcher, tmp_path: Path
+) -> None:
+    """--version needs nothing past start-up; a start that fails reads the whole manifest."""
+    copy = copy_bundle(native_launcher.bundle_dir, tmp_path)
+    (copy / "_internal" / FILES_MANIFEST).unlink()
+    assert native_launcher.run(copy / "credprovider", "--version").returncode == 0
+    (copy / "_internal" / "botocore" / "client.pyc").unlink()
+    assert_one_line_failure(
+        native_launcher.run(copy / "ecr-credential-provider"),
+        "ecr-credential-provider",
+        "the bundle is damaged: cannot read",
+    )
+
+
+def test_a_whole_bundle_fails_as_itself(native_launcher: Launcher, tmp_path: Path) -> None:
+    """A failure that is not damage keeps its own line: the check finds nothing to blame."""
+    result = native_launcher.run(native_launcher.bundle_dir / "ecr-credential-provider", "--bogus")
+    assert result.returncode == 1
+    assert "damaged" not in result.stderr.decode()
+    assert "unrecognized arguments: --bogus" in result.stderr.decode()
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace not installed")
+def test_start_up_reads_only_what_the_launcher_checked(
+    native_launcher: Launcher, tmp_path: Path
+) -> None:
+    """What the launcher checks on each exec is what start-up reads: ``--version`` traced opens
+    no file of _internal/ that credprovider.start does not list (a new import on that path
+    must join release/bundle.py's START_MODULES)."""
+    contents = native_launcher.bundle_dir.resolve() / "_internal"
+    trace = tmp_path / "trace"
+    subprocess.run(
+        [
+            "strace",
+            "-f",
+            "-qq",
+            "-e",
+            "trace=open,openat",
+            "-e",
+            "status=successful",
+            "-o",
+            str(trace),
+            str(native_launcher.bundle_dir / "ecr-credential-provider"),
+            "--version",
+        ],
+        capture_output=True,
+        check=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    listed = {
+        line.split(" ", 1)[1] for line in (contents / START_MANIFEST).read_text().splitlines()
+    }
+    opened = set()
+    for line in trace.read_text().splitlines():
+        if '"' not in line:
+            continue
+        path = Path(line.split('"')[1])
+        if path.is_relative_to(contents) and path.is_file():
+            opened.add(str(path.relative_to(contents)))
+    assert opened, trace.read_text()
+    assert opened <= listed | {START_MANIFEST}, opened - listed
 
 
 def test_the_launcher_passes_argv_and_stdin_through(native_launcher: Launcher) -> None:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import marshal
 import subprocess
+import types
 from pathlib import Path
 
 import pytest
 
-from release import elfcheck, glibc
+from credprovider.runtime.bundlecheck import FILES_MANIFEST, START_MANIFEST
+from release import elfcheck, glibc, layout
+from release.bundle import REPO
 from release.targets import GLIBC_FLOOR, Target, host_target
 
 
@@ -75,15 +79,22 @@ def test_every_plugin_name_links_to_the_launcher(bundle_dir: Path) -> None:
 
 def test_the_manifest_lists_every_file_of_internal_with_its_size(bundle_dir: Path) -> None:
     listed = {}
-    for line in (bundle_dir / "_internal" / "credprovider.files").read_text().splitlines():
+    for line in (bundle_dir / "_internal" / FILES_MANIFEST).read_text().splitlines():
         size, relative = line.split(" ", 1)
         listed[relative] = int(size)
     actual = {
         relative: path.stat().st_size
         for path, relative in elfcheck.bundle_files(bundle_dir / "_internal")
-        if relative != "credprovider.files"
+        if relative not in (FILES_MANIFEST, START_MANIFEST)
     }
     assert listed == actual
+    start = {}
+    for line in (bundle_dir / "_internal" / START_MANIFEST).read_text().splitlines():
+        size, relative = line.split(" ", 1)
+        start[relative] = int(size)
+    # what the launcher checks on each exec: a few dozen files, each as the whole list has it
+    assert len(start) < 60 and start.items() <= listed.items()
+    assert {r for r in listed if "/" not in r} <= start.keys()
 
 
 def test_scanners_see_every_python_distribution(bundle_dir: Path) -> None:
@@ -115,7 +126,8 @@ def test_modules_are_bytecode_only_compiled_at_build_time(bundle_dir: Path) -> N
         assert int.from_bytes(header[4:8], "little") == 0b01, pyc  # hash-based, not checked
     assert (contents / "lib" / "python3.11" / "os.pyc").is_file()
     assert (contents / "lib" / "python3.11" / "encodings" / "utf_8.pyc").is_file()
-    assert (contents / "credprovider" / "entry.pyc").is_file()
+    assert not (contents / "credprovider" / "entry.pyc").exists()  # in the exec table
+    assert (contents / "credprovider" / "tool" / "cli.pyc").is_file()
     assert not list(contents.rglob("__pycache__"))
     dynload = contents / "lib" / "python3.11" / "lib-dynload"
     assert any(p.name.startswith("_ssl.") for p in dynload.iterdir())
@@ -200,3 +212,25 @@ def test_every_bundled_package_imports_from_its_place(bundle_dir: Path, target: 
         assert path.startswith(str(contents)), (name, path)
     assert "modules.zip" in where["azure.identity"] and "modules.zip" in where["msal"]
     assert where["botocore.session"].endswith("botocore/session.pyc")  # its data beside it
+
+
+def test_the_plugins_modules_are_one_table_of_every_module_but_the_tools(bundle_dir: Path) -> None:
+    """release/layout.py: credprovider/ but its tool/ is in credprovider-exec.bin (what the boot
+    script imports from, release/boot.py), each module once, as bytecode of its source, with the
+    path its file would have had; the tool's modules stay files."""
+    table = marshal.loads((bundle_dir / "_internal" / layout.EXEC_MODULES).read_bytes())
+    expected = {"credprovider._buildinfo"}
+    for source in (REPO / "credprovider").rglob("*.py"):
+        parts = source.relative_to(REPO).with_suffix("").parts
+        if parts[1] == "tool":
+            continue
+        is_package = parts[-1] == "__init__"
+        expected.add(".".join(parts[:-1] if is_package else parts))
+    # what the analysis finds no import of: the build's own helper, and `python -m credprovider`
+    assert expected - set(table) == {"credprovider.aws.bundle", "credprovider.__main__"}
+    assert set(table) <= expected
+    for name, (is_package, path, code) in table.items():
+        assert path == name.replace(".", "/") + ("/__init__.pyc" if is_package else ".pyc")
+        assert not (bundle_dir / "_internal" / path).exists()
+        assert isinstance(marshal.loads(code), types.CodeType)
+    assert (bundle_dir / "_internal" / "credprovider" / "tool" / "cli.pyc").is_file()

@@ -27,13 +27,14 @@ from typing import Final
 
 from credprovider.entry import TOOL_NAME, UNKNOWN_PROGRAM_MARK, VERSION_FLAG
 from credprovider.errors import CredproviderError
+from credprovider.runtime.bundlecheck import INSTALL_HINT_START
 from credprovider.tool.catalog import plugin_for_name
 from credprovider.tool.node.childproc import run_bounded
 from credprovider.tool.node.trust import UntrustedProgram, check_program, safe_environment
 
-# What our launcher says when it is not in a whole bundle (release/launcher.c, INSTALL_HINT): the
-# file is ours, but it cannot start.
-LAUNCHER_FAILURE_MARK: Final = "install the whole credprovider-"
+# What our launcher says when it is not in a whole bundle (release/launcher.c, built with
+# bundlecheck.install_hint's text): the file is ours, but it cannot start.
+LAUNCHER_FAILURE_MARK: Final = INSTALL_HINT_START
 # The end of the first line of our --version (credprovider/version.py).
 VERSION_MARK: Final = " (credprovider)"
 START_TIMEOUT_SECONDS: Final = 20.0

@@ -200,6 +200,11 @@ def _ends(pid: int, within: float = 10.0) -> bool:
 
 
 def test_the_launcher_failure_mark_is_the_launchers_own_words() -> None:
-    """The mark the check looks for is what release/launcher.c prints."""
+    """The mark the check looks for is what release/launcher.c prints: the hint release/bundle.py
+    builds it with, which the boot script's damage line uses too."""
+    from credprovider.runtime.bundlecheck import install_hint
+
     launcher = (REPO / "release" / "launcher.c").read_text()
-    assert f'"{LAUNCHER_FAILURE_MARK}" CREDPROVIDER_VERSION' in launcher
+    assert 'fprintf(stderr, "; %s\\n", CREDPROVIDER_INSTALL_HINT);' in launcher
+    assert "-DCREDPROVIDER_INSTALL_HINT=" in (REPO / "release" / "bundle.py").read_text()
+    assert install_hint("1.2.3", "arm64").startswith(f"{LAUNCHER_FAILURE_MARK}1.2.3/ directory")
