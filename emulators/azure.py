@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from emulators.http import FakeRequest, FakeResponse
+from emulators.ratelimit import TokenBucket
 from emulators.registry import Refused
 
 # The username of every ACR refresh token (the plugins' answers, the token endpoint's basic auth).
@@ -82,6 +83,10 @@ class FakeAad:
     access_token: str = field(default_factory=lambda: make_jwt({"aud": "acr", "src": "aad"}))
     fault: FakeResponse | None = None
     token_requests: list[tuple[str, str, dict[str, str]]] = field(default_factory=list)
+    # Entra ID's throttling: a token request the bucket refuses is answered 429 (AADSTS50196's
+    # family), with Retry-After (seconds) when set.
+    bucket: TokenBucket | None = None
+    retry_after: int | None = None
 
     def __call__(self, request: FakeRequest) -> FakeResponse:
         host = request.host.split(":")[0]
@@ -111,6 +116,13 @@ class FakeAad:
             self.token_requests.append((host, tenant, request.form))
             if self.fault is not None:
                 return self.fault
+            if self.bucket is not None and not self.bucket.take():
+                headers = {} if self.retry_after is None else {"Retry-After": str(self.retry_after)}
+                return FakeResponse.json(
+                    {"error": "temporarily_unavailable", "error_description": "throttled"},
+                    status=429,
+                    headers=headers,
+                )
             return FakeResponse.json(
                 {
                     "access_token": self.access_token,
@@ -139,6 +151,10 @@ class FakeAcr:
     refresh_tokens: list[str] = field(default_factory=list)
     exchanged_for: dict[str, str] = field(default_factory=dict)  # refresh token -> its AAD token
     services: dict[str, str] = field(default_factory=dict)  # refresh token -> the registry asked
+    # A rate limit on the exchange: a call the bucket refuses is answered 429 TOOMANYREQUESTS, with
+    # Retry-After (seconds) when set.
+    bucket: TokenBucket | None = None
+    retry_after: int | None = None
 
     def registry_identity(self, host: str, username: str, password: str) -> str:
         """Who pulls from the ACR registry ``host`` (a login server or one of its geo-replicas)
@@ -174,6 +190,13 @@ class FakeAcr:
                 return self.exchange_faults.pop(0)
             if self.exchange_fault is not None:
                 return self.exchange_fault
+            if self.bucket is not None and not self.bucket.take():
+                headers = {} if self.retry_after is None else {"Retry-After": str(self.retry_after)}
+                return FakeResponse.json(
+                    {"errors": [{"code": "TOOMANYREQUESTS", "message": "too many requests"}]},
+                    status=429,
+                    headers=headers,
+                )
             if not _valid_exchange(request.form):
                 return FakeResponse.json({"errors": [{"code": "INVALID_GRANT"}]}, status=400)
             token = make_jwt(

@@ -71,12 +71,15 @@ class FakeSts:
     access_token: str = "ya29.federated-access-token-abcdef"
     expires_in: int = 3600
     fault: FakeResponse | None = None
+    faults: list[FakeResponse] = field(default_factory=list)  # consumed one per call
     forms: list[dict[str, str]] = field(default_factory=list)
 
     def __call__(self, request: FakeRequest) -> FakeResponse:
         if request.method != "POST" or request.path != "/v1/token":
             return FakeResponse.json({"error": "not_found"}, status=404)
         self.forms.append(request.form)
+        if self.faults:
+            return self.faults.pop(0)
         if self.fault is not None:
             return self.fault
         return FakeResponse.json(
@@ -138,6 +141,7 @@ class FakeIamCredentials:
     disabled_project: str = ""
     lifetime_limit: int = 3600
     fault: FakeResponse | None = None
+    faults: list[FakeResponse] = field(default_factory=list)  # consumed one per call
     calls: list[dict[str, object]] = field(default_factory=list)
     issued: dict[str, str] = field(default_factory=dict)  # token -> account
 
@@ -161,6 +165,8 @@ class FakeIamCredentials:
         self.calls.append(call)
         if request.method != "POST":
             return google_error(405, "METHOD_NOT_ALLOWED", "Method not allowed.")
+        if self.faults:
+            return self.faults.pop(0)
         if self.fault is not None:
             return self.fault
         principal = self.callers.get(bearer)

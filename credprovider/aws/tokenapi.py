@@ -177,9 +177,9 @@ def _rejected(service: str, region: str, code: str, message: str) -> ProviderErr
             else "; the identity needs ecr:GetAuthorizationToken"
         )
     elif code in THROTTLE_CODES or "Throttl" in code:
-        hint = (
-            "; still throttled when the plugin's time ran out, the kubelet retries on the next pull"
-        )
+        from credprovider.runtime.retry import THROTTLED_TO_THE_END
+
+        hint = f"; {THROTTLED_TO_THE_END}"
     elif code == "ServerException" or (code.isdigit() and code.startswith("5")):
         hint = f"; {RETRIES_NEXT_PULL}"
     return ProviderError(

@@ -46,6 +46,9 @@ IDENTITY_ENV: Final = (
     "AZURE_AUTHORITY_HOST",
 )
 SDK_RETRIES: Final = 2
+# (status, Retry-After) of each answer azure-identity's transport got in this exec (one request a
+# process): what a throttled token request said, when the SDK's error does not carry it.
+SDK_ANSWERS: list[tuple[int, str | None]] = []
 
 
 class AzureOptions(NamedTuple):
@@ -151,9 +154,14 @@ def _sdk_options(cloud: Cloud, ctx: Context) -> dict[str, Any]:
         "connection_timeout": ctx.deadline.timeout(5.0),
         "read_timeout": ctx.deadline.timeout(15.0),
     }
-    transport = RequestsTransport(
-        session=bounded_session(ctx.deadline.remaining), session_owner=False, **timeouts
-    )
+    session = bounded_session(ctx.deadline.remaining)
+
+    def note(response: Any, *args: Any, **kwargs: Any) -> Any:
+        SDK_ANSWERS.append((response.status_code, response.headers.get("Retry-After")))
+        return response
+
+    session.hooks["response"].append(note)
+    transport = RequestsTransport(session=session, session_owner=False, **timeouts)
     return {
         "authority": cloud.authority_host,
         # Instance discovery asks the public cloud about unknown authorities; Azure Stack/ADFS
@@ -163,6 +171,8 @@ def _sdk_options(cloud: Cloud, ctx: Context) -> dict[str, Any]:
         **timeouts,
         "retry_total": SDK_RETRIES,
         "retry_backoff_factor": 0.4,
+        # no retry on an answer's status: throttles and 5xx are retried by aad_token's policy
+        "retry_status": 0,
     }
 
 
@@ -305,7 +315,6 @@ def _managed_identity(config: AzureConfig, options: SdkOptions, ctx: Context) ->
     mi_options = {
         k: v for k, v in options().items() if k not in ("authority", "disable_instance_discovery")
     }
-    mi_options["retry_status"] = SDK_RETRIES
     if "msi_res_id" in selector:
         credential = ManagedIdentityCredential(
             identity_config={"resource_id": user_assigned}, **mi_options
@@ -332,7 +341,7 @@ def aad_token(identity: Identity, ctx: Context) -> str:
     ctx.log.v(1, f"getting an AAD token for {ACR_SCOPE} with {identity.description}")
     failed = f"could not get an AAD token with {identity.description}"
     try:
-        token = identity.credential.get_token(ACR_SCOPE)
+        token = _token_within_deadline(identity, ctx)
     except ImdsError as exc:
         raise ProviderError(f"{failed}: {exc}", exc.advice) from None
     except BadAnswer as exc:
@@ -346,6 +355,65 @@ def aad_token(identity: Identity, ctx: Context) -> str:
         raise ProviderError(f"{failed}: {one_line(message)}") from None
     register_secret(token.token)
     return str(token.token)
+
+
+def _token_within_deadline(identity: Identity, ctx: Context) -> Any:
+    """The credential's token. An azure-identity credential's pipeline retries nothing on a status
+    (``retry_status=0``): a throttled answer (429, or 503 with Retry-After) is retried over the
+    deadline and a failing one (5xx) a bounded number of times, by the one policy every route
+    follows (runtime/retry.py). The stdlib IMDS credential retries its own calls the same way."""
+    from credprovider.azure.imds import ImdsCredential
+    from credprovider.runtime.retry import (
+        RETRYABLE_STATUSES,
+        THROTTLED_TO_THE_END,
+        Throttle,
+        call_with_retries,
+        retry_after_seconds,
+    )
+
+    if isinstance(identity.credential, ImdsCredential):  # retries its own calls (imds.py)
+        return identity.credential.get_token(ACR_SCOPE)
+
+    def status_of(exc: Exception) -> tuple[int | None, str | None]:
+        response = getattr(exc, "response", None)
+        status = getattr(response, "status_code", None)
+        if isinstance(status, int):
+            headers = getattr(response, "headers", None) or {}
+            return status, headers.get("Retry-After")
+        # MSAL's errors often carry no response (and MSAL replays a throttled answer itself until
+        # its Retry-After): the last refusal the transport saw in this attempt says what the
+        # service said
+        refusals = [answer for answer in SDK_ANSWERS if answer[0] >= 400]
+        return refusals[-1] if refusals else (None, None)
+
+    def attempt() -> Any:
+        SDK_ANSWERS.clear()
+        return identity.credential.get_token(ACR_SCOPE)
+
+    def throttled(exc: Exception) -> Throttle | None:
+        status, retry_after = status_of(exc)
+        if status == 429 or (status == 503 and retry_after is not None):
+            return Throttle(retry_after_seconds(retry_after) if retry_after else None)
+        return None
+
+    def failing(exc: Exception) -> bool:
+        return status_of(exc)[0] in RETRYABLE_STATUSES
+
+    try:
+        return call_with_retries(
+            attempt,
+            ctx=ctx,
+            what="Entra ID token request",
+            retry_error=failing,
+            throttled_error=throttled,
+        )
+    except Exception as exc:
+        if throttled(exc) is None:
+            raise
+        raise ProviderError(
+            f"could not get an AAD token with {identity.description}: Entra ID answered HTTP "
+            f"{status_of(exc)[0]} (throttled); {THROTTLED_TO_THE_END}"
+        ) from None
 
 
 class AcrProvider:

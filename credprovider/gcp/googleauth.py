@@ -4,7 +4,7 @@ metadata server's common path stays on the stdlib client (:mod:`credprovider.gcp
 
 from __future__ import annotations
 
-from credprovider.errors import ProviderError
+from credprovider.errors import CredproviderError, ProviderError
 from credprovider.gcp.impersonation import (
     DELEGATE_PREFIX,
     IAM_CREDENTIALS_API,
@@ -27,6 +27,11 @@ from credprovider.runtime.redact import register_secret
 
 if TYPE_CHECKING:
     import datetime
+    from collections.abc import Callable
+
+    from credprovider.runtime._typing import TypeVar
+
+    T = TypeVar("T")
 
 # Who a metadata-server token is of, until its email is asked for (only to word a failure).
 NODE_ACCOUNT: Final = "the VM's default service account"
@@ -38,10 +43,39 @@ class Token(NamedTuple):
     who: str = NODE_ACCOUNT  # the identity the token is of, for a line naming it
 
 
+class Throttled(CredproviderError):  # a signal between the transport and the retry loop
+    """A Google endpoint said "slow down" (HTTP 429, or 503 with Retry-After): raised by the
+    transport before google-auth sees the answer, so that google-auth's own retries never
+    multiply a throttled call; :func:`within_throttling` retries it over the deadline."""
+
+    def __init__(self, status: int, retry_after: float | None) -> None:
+        super().__init__(status)
+        self.status = status
+        self.retry_after = retry_after
+
+
+def within_throttling(call: Callable[[], T], what: str, head: str, ctx: Context) -> T:
+    """``call()`` (one google-auth call through :func:`google_auth_request`), retried when
+    throttled as every route is (runtime/retry.py); throttled to the deadline: one line,
+    ``head`` first. Any other failure is ``call``'s own, raised once."""
+    from credprovider.runtime.retry import THROTTLED_TO_THE_END, Throttle, call_with_retries
+
+    def throttled(exc: Exception) -> Throttle | None:
+        return Throttle(exc.retry_after) if isinstance(exc, Throttled) else None
+
+    try:
+        return call_with_retries(call, ctx=ctx, what=what, attempts=1, throttled_error=throttled)
+    except Throttled as exc:
+        raise ProviderError(
+            f"{head}: HTTP {exc.status} (throttled); {THROTTLED_TO_THE_END}"
+        ) from None
+
+
 def google_auth_request(ctx: Context) -> Any:
     """A google-auth requests transport whose per-call timeout never passes the deadline, whose
     answers are read under the caps (:mod:`credprovider.runtime.requests_session`) and whose CA
-    bundle, if one is named, is checked first."""
+    bundle, if one is named, is checked first. A throttled answer raises :class:`Throttled`: every
+    call through it runs inside :func:`within_throttling`."""
     from google.auth.transport.requests import Request
 
     from credprovider.runtime.http import REQUESTS_CA_BUNDLE_ENV, require_usable_ca_bundle
@@ -59,11 +93,17 @@ def google_auth_request(ctx: Context) -> Any:
             timeout: float | None = None,
             **kwargs: Any,
         ) -> Any:
+            from credprovider.runtime.retry import retry_after_seconds
+
             cap = ctx.deadline.timeout(10.0 if timeout is None else float(timeout))
             ctx.log.v(4, f"{method} {url.split('?')[0]}")
-            return super().__call__(
+            response = super().__call__(
                 url, method=method, body=body, headers=headers, timeout=cap, **kwargs
             )
+            asked = response.headers.get("Retry-After")
+            if response.status == 429 or (response.status == 503 and asked is not None):
+                raise Throttled(response.status, retry_after_seconds(asked) if asked else None)
+            return response
 
     return DeadlineRequest(session=bounded_session(ctx.deadline.remaining))
 
@@ -79,12 +119,18 @@ def metadata_get(ctx: Context, path: str, what: str) -> Any:
     from google.auth.compute_engine import _metadata
 
     ctx.deadline.phase = f"reading {what} from the GCE metadata server over mTLS"
+    failed = f"could not read {what} from the GCE metadata server over mTLS"
     try:
-        return _metadata.get(
-            google_auth_request(ctx),
-            path,
-            retry_count=metadata.METADATA_ATTEMPTS,
-            timeout=ctx.deadline.timeout(metadata.PER_CALL_TIMEOUT_SECONDS),
+        return within_throttling(
+            lambda: _metadata.get(
+                google_auth_request(ctx),
+                path,
+                retry_count=metadata.METADATA_ATTEMPTS,
+                timeout=ctx.deadline.timeout(metadata.PER_CALL_TIMEOUT_SECONDS),
+            ),
+            f"metadata {path}",
+            failed,
+            ctx,
         )
     except BadAnswer as exc:
         raise ProviderError(
@@ -161,12 +207,13 @@ def credentials_file_token(path: str, ctx: Context) -> Token:
     except (exceptions.GoogleAuthError, ValueError) as exc:
         raise ProviderError(f"{CREDENTIALS_FILE_ENV}={path}: {one_line(exc)}") from None
     ctx.log.v(1, f"using {type(credentials).__module__} credentials from {path}")
+    failed = f"could not get a token with the credentials in {path}"
     try:
-        credentials.refresh(google_auth_request(ctx))
+        within_throttling(
+            lambda: credentials.refresh(google_auth_request(ctx)), "token request", failed, ctx
+        )
     except BadAnswer as exc:
-        raise ProviderError(
-            f"could not get a token with the credentials in {path}: {exc.detail}", NOT_THE_SERVICE
-        ) from None
+        raise ProviderError(f"{failed}: {exc.detail}", NOT_THE_SERVICE) from None
     except (exceptions.GoogleAuthError, ValueError) as exc:
         raise ProviderError(
             f"could not get a token with the credentials in {path}: {one_line(exc)}"
@@ -189,14 +236,19 @@ def workload_identity_token(
     ctx.deadline.phase = f"exchanging the service account token at {endpoint}"
     ctx.log.v(1, f"Workload Identity: exchanging the service account token for audience {audience}")
     try:
-        answer = sts.Client(endpoint).exchange_token(
-            google_auth_request(ctx),
-            grant_type=STS_GRANT_TYPE,
-            subject_token=subject_token,
-            subject_token_type=STS_SUBJECT_TOKEN_TYPE,
-            audience=audience,
-            scopes=[CLOUD_PLATFORM_SCOPE],
-            requested_token_type=STS_REQUESTED_TOKEN_TYPE,
+        answer = within_throttling(
+            lambda: sts.Client(endpoint).exchange_token(
+                google_auth_request(ctx),
+                grant_type=STS_GRANT_TYPE,
+                subject_token=subject_token,
+                subject_token_type=STS_SUBJECT_TOKEN_TYPE,
+                audience=audience,
+                scopes=[CLOUD_PLATFORM_SCOPE],
+                requested_token_type=STS_REQUESTED_TOKEN_TYPE,
+            ),
+            "STS token exchange",
+            f"Workload Identity token exchange at {endpoint} failed",
+            ctx,
         )
     except BadAnswer as exc:
         raise ProviderError(
@@ -245,7 +297,9 @@ def impersonate(
     )
     head = f"cannot impersonate {chain.target} as {source}"
     try:
-        credentials.refresh(recording)
+        within_throttling(
+            lambda: credentials.refresh(recording), "generateAccessToken", f"{head}", ctx
+        )
     except BadAnswer as exc:
         raise ProviderError(
             f"{head} at the IAM Credentials API: {exc.detail}", NOT_THE_SERVICE
@@ -288,7 +342,12 @@ def download(url: str, what: str, ctx: Context) -> str:
 
     ctx.deadline.phase = f"downloading {what} from {url}"
     try:
-        response = google_auth_request(ctx)(url, method="GET")
+        response = within_throttling(
+            lambda: google_auth_request(ctx)(url, method="GET"),
+            f"download of {what}",
+            f"could not download {what} from {url}",
+            ctx,
+        )
     except BadAnswer as exc:
         raise ProviderError(
             f"could not download {what} from {url}: {exc.detail}", NOT_THE_SERVICE

@@ -39,6 +39,10 @@ THROTTLED_FIRST_SECONDS: Final = 0.4
 THROTTLED_SHARE: Final = (0.2, 0.4)
 # No retry into less than this: the call itself needs time.
 THROTTLED_MIN_WAIT: Final = 0.5
+# What an error line adds when the service still throttled at the deadline.
+THROTTLED_TO_THE_END: Final = (
+    "still throttled when the plugin's time ran out, the kubelet retries on the next pull"
+)
 
 
 class Throttle(NamedTuple):

@@ -144,11 +144,19 @@ def _importers(target: str) -> list[str]:
             "credprovider.runtime.cachestore",
             ["credprovider.runtime.caching", "credprovider.tool.doctor.cache_entries"],
         ),
-        # Every plugin-made call is retried by the one transport seam, http.exchange; the one SDK
-        # call retried by the same schedule is ECR's through botocore (one attempt a call there).
+        # Every plugin-made call is retried by the one transport seam, http.exchange; the SDK
+        # calls retried by the same schedule are each behind their cloud's adapter: ECR's through
+        # botocore (one attempt a call there), Entra ID's through azure-identity (no status
+        # retried by its pipeline), Google's through google-auth (a throttled answer never
+        # reaches it).
         (
             "credprovider.runtime.retry.call_with_retries",
-            ["credprovider.aws.botocore_api", "credprovider.runtime.http"],
+            [
+                "credprovider.aws.botocore_api",
+                "credprovider.azure.provider",
+                "credprovider.gcp.googleauth",
+                "credprovider.runtime.http",
+            ],
         ),
         # requests is a Send of that seam (Azure's calls through a proxy), and the bounded
         # session every SDK over requests reads its answers through; nothing else.

@@ -6,6 +6,7 @@ import pytest
 
 from emulators.http import FakeResponse
 from emulators.kubelet_exec import request_bytes
+from emulators.ratelimit import TokenBucket
 from tests.helpers import run_listing_imports
 from tests.integration.azure.common import (
     PLUGIN,
@@ -137,3 +138,76 @@ def test_with_a_proxy_set_the_exchange_goes_through_requests(azure: Azure) -> No
     assert "requests" in run.roots
     direct = run_listing_imports(PLUGIN, request_bytes("myreg.azurecr.io/b"), [config], azure.env)
     assert direct.code == 0 and "requests" not in direct.roots
+
+
+def test_a_throttled_exchange_waits_as_asked_and_is_answered(azure: Azure) -> None:
+    """ACR's rate limit (a token bucket, 429 with Retry-After beyond it) with no token until
+    a second has passed: the plugin waits at least the Retry-After it was given, not one of its
+    own short retries, then gets its answer and says at -v=1 how long it waited."""
+    azure.acr.bucket = TokenBucket(rate=1.0, burst=1.0)
+    azure.acr.retry_after = 1
+    assert azure.acr.bucket.take()  # another node's exchange took the one token there was
+    run = azure.run("myreg.azurecr.io/app", azure.config(useManagedIdentityExtension=True), "-v=2")
+    assert_refresh_token_answer(azure, run, "myreg.azurecr.io")
+    assert azure.acr.bucket.throttled >= 1
+    assert len(azure.acr.exchanges) == azure.acr.bucket.throttled + 1
+    assert "throttled (Retry-After 1s); retrying in 1.00s" in run.stderr
+    assert f"throttled {azure.acr.bucket.throttled} time(s), waited " in run.stderr
+
+
+def test_an_exchange_throttled_to_the_end_says_so(azure: Azure) -> None:
+    """Throttled for the whole deadline: retried over it (not three times), one line at the end."""
+    azure.acr.bucket = TokenBucket(rate=0.0, burst=0.0)
+    azure.acr.retry_after = 1
+    run = azure.run(
+        "myreg.azurecr.io/app",
+        azure.config(useManagedIdentityExtension=True),
+        "--deadline=6s",
+        "-v=1",
+    )
+    assert (run.code, run.stdout) == (1, b"")
+    assert len(azure.acr.exchanges) > 3
+    assert "and no time is left to wait for the service" in run.stderr
+    assert "429" in run.error_lines[-1]
+
+
+def test_a_throttled_entra_token_request_waits_and_is_answered(azure: Azure) -> None:
+    """azure-identity's route follows the same policy: its pipeline retries no status itself, so
+    a 429 from Entra ID is waited out over the deadline (Retry-After honoured), not given up
+    after the SDK's two retries, and each wait is one call, not three."""
+    azure.aad.bucket = TokenBucket(rate=1.0, burst=1.0)
+    azure.aad.retry_after = 1
+    assert azure.aad.bucket.take()
+    run = azure.run(
+        "myreg.azurecr.io/app",
+        azure.config(tenantId="t", aadClientId="app", aadClientSecret=SECRET),
+        "-v=2",
+    )
+    assert run.code == 0, run.stderr
+    assert run.response["auth"]["myreg.azurecr.io"]["password"] == azure.acr.refresh_tokens[-1]
+    assert azure.aad.bucket.throttled >= 1
+    assert len(azure.aad.token_requests) == azure.aad.bucket.throttled + 1
+    assert "Entra ID token request: throttled (Retry-After 1s); retrying in 1.00s" in run.stderr
+    assert SECRET not in run.stderr
+
+
+def test_an_entra_token_request_throttled_to_the_end_is_one_line(azure: Azure) -> None:
+    """Throttled for the whole deadline: one call per wait (MSAL holds a throttled request back
+    until its Retry-After, and our waits are never shorter), one line at the end."""
+    azure.aad.bucket = TokenBucket(rate=0.0, burst=0.0)
+    azure.aad.retry_after = 1
+    run = azure.run(
+        "myreg.azurecr.io/app",
+        azure.config(tenantId="t", aadClientId="app", aadClientSecret=SECRET),
+        "--deadline=5s",
+        "-v=1",
+    )
+    assert (run.code, run.stdout) == (1, b"")
+    assert len(azure.aad.token_requests) >= 3
+    assert "and no time is left to wait for the service" in run.stderr
+    assert run.error_lines[-1] == (
+        f"{PLUGIN}: error: could not get an AAD token with the service principal app (client "
+        "secret): Entra ID answered HTTP 429 (throttled); still throttled when the plugin's time "
+        "ran out, the kubelet retries on the next pull"
+    )
+    assert SECRET not in run.stderr

@@ -229,3 +229,33 @@ def test_bad_credentials_file_is_an_error(
     )
     assert (run.code, run.stdout) == (1, b"")
     assert message in run.error_lines[0]
+
+
+def test_a_throttled_sts_exchange_waits_and_is_answered(
+    metadata: tuple[FakeMetadata, FakeServer],
+    sts: tuple[FakeSts, FakeServer],
+    test_ca: CertAuthority,
+) -> None:
+    """Google STS said 429 with Retry-After: waited out, then the pod's own token is exchanged."""
+    _, meta_server = metadata
+    fake_sts, sts_server = sts
+    fake_sts.faults = [
+        FakeResponse.json(
+            {"error": "rate_limit_exceeded", "error_description": "Quota exceeded"},
+            status=429,
+            headers={"Retry-After": "1"},
+        )
+    ]
+    run = run_plugin(
+        PLUGIN,
+        request_bytes(
+            "gcr.io/p/a", token=KSA_TOKEN, annotations={"iam.gke.io/enable-wi-image-pull": "true"}
+        ),
+        [*WI_ARGS, "-v=2"],
+        gcp_env(meta_server, test_ca, sts_server),
+    )
+    assert run.code == 0, run.stderr
+    assert run.response["auth"]["*.pkg.dev"]["password"] == fake_sts.access_token
+    assert len(fake_sts.forms) == 2
+    assert "STS token exchange: throttled (Retry-After 1s); retrying in 1.00s" in run.stderr
+    assert KSA_TOKEN not in run.stderr

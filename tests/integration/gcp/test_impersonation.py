@@ -308,3 +308,37 @@ def test_a_mistyped_flag_is_refused_before_any_call(
     assert (run.code, run.stdout) == (1, b"")
     assert run.error_lines == [PREFIX + line]
     assert _iam(google).calls == []
+
+
+def test_a_throttled_impersonation_waits_and_is_answered(
+    google: Emulator, use_bundle: bool
+) -> None:
+    """The IAM Credentials API said 429 with Retry-After: the plugin waits that long (google-auth
+    never sees the answer, so never retries it on its own), then gets its token: two calls."""
+    iam = _iam(google)
+    iam.faults = [google_error(429, "RESOURCE_EXHAUSTED", "Quota exceeded.")]
+    iam.faults[0].headers["Retry-After"] = "1"
+    run = _pull(google, GCP_PULLER, use_bundle)
+    assert run.code == 0, run.stderr
+    ((token, _),) = iam.issued.items()
+    assert run.response["auth"]["*.pkg.dev"]["password"] == token
+    assert len(iam.calls) == 2
+    assert "generateAccessToken: throttled 1 time(s), waited " in run.stderr
+
+
+def test_an_impersonation_throttled_to_the_end_is_one_line(google: Emulator) -> None:
+    iam = _iam(google)
+    iam.fault = google_error(429, "RESOURCE_EXHAUSTED", "Quota exceeded.")
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("europe-docker.pkg.dev/registry-project/repo/app"),
+        ["get-credentials", "--deadline=5s", f"{FLAG}={GCP_PULLER}"],
+        google.env,
+    )
+    assert (run.code, run.stdout) == (1, b"")
+    assert len(iam.calls) >= 3  # retried over the deadline, not given up at the first answer
+    assert run.error_lines == [
+        f"{PREFIX}cannot impersonate {GCP_PULLER} as the VM's default service account: HTTP 429 "
+        "(throttled); still "
+        "throttled when the plugin's time ran out, the kubelet retries on the next pull"
+    ]
