@@ -28,7 +28,7 @@ from bench.configs import large_configs
 from bench.measure import bundle_sizes, import_profile, measure_targets
 from bench.report import check_budgets, render
 from bench.storm import POLICIES, boot_storm, simulated_day
-from bench.throttle import throttle_storms
+from bench.throttle import StormTarget, throttle_storms
 from bench.tokens import PODS, token_storms
 from bench.upstream import build_upstream
 from emulators.harness import ACR_REGISTRY, GCP_PULLER, Emulator
@@ -46,10 +46,12 @@ def main() -> int:
         execs = measure_targets(targets, Path(cache_root))
         log("boot storm through the kubelet harness")
         storm = _boot_storms(emulators["aws"], Path(cache_root) / "storm")
+        azure = targets["azure"]
         throttled = throttle_storms(
             BUNDLE_DIR / "ecr-credential-provider",
             UPSTREAM_DIR / "aws-ecr-credential-provider",
             emulators["aws"],
+            StormTarget("acr", azure.command + azure.args, azure.image, emulators["azure"], "acr"),
         )
         log(f"token mode at boot: {PODS} pods of one service account through the kubelet harness")
         token_mode = token_storms(

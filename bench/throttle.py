@@ -1,7 +1,9 @@
-"""A scale-out storm against a rate-limited ECR: every new node execs its plugin at once, the
+"""A scale-out storm against a rate-limited token API: every new node execs its plugin at once, the
 token API serves a few calls a second (a token bucket, as ECR's 20 a second with a burst of 200
-per account and region, scaled to this machine) and answers ThrottlingException beyond. Ours and
-the upstream Go plugin in the same run, each exec killed at 60 s as the kubelet would."""
+per account and region, scaled to this machine) and throttles beyond. ECR answers
+ThrottlingException: ours and the upstream Go plugin in the same run. ACR's exchange answers 429
+with Retry-After: ours alone (the upstream Azure plugin cannot be built here). Each exec is killed
+at 60 s as the kubelet would."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import json
 import statistics
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,25 +26,41 @@ KUBELET_KILL_SECONDS = 60.0
 STORMS = ((200, 4.0, 40.0), (20, 2.0, 5.0))
 
 
+# ACR's exchange throttled: 429 with Retry-After of a second.
+ACR_RETRY_AFTER = 1
+
+
+@dataclass(frozen=True)
+class StormTarget:
+    """One cloud's plugin in a storm: what it is run as, the image asked for, the emulator and
+    which of its fakes holds the rate-limited token API."""
+
+    cloud: str
+    command: list[str]
+    image: str
+    emulator: Emulator
+    fake: str
+
+
 def throttle_storm(
-    plugin: Path, emulator: Emulator, execs: int, rate: float, burst: float, upstream: bool
+    target: StormTarget, execs: int, rate: float, burst: float, upstream: bool
 ) -> dict[str, Any]:
     """``execs`` plugins started within one second, the bucket fresh: how many answered in
     time, when, and how many calls the token API saw."""
-    fake = emulator.fakes["ecr"]
+    fake = target.emulator.fakes[target.fake]
     bucket = TokenBucket(rate, burst)
     fake.bucket = bucket  # type: ignore[attr-defined]
-    env = clean_env(emulator.env)
+    env = clean_env(target.emulator.env)
     if upstream:
         env = {k: v for k, v in env.items() if not k.startswith("CREDPROVIDER_")}
-    request = request_bytes(ECR_IMAGE)
+    request = request_bytes(target.image)
     processes: list[tuple[float, subprocess.Popen[bytes]]] = []
     start = time.monotonic()
     try:
         for number in range(execs):
             time.sleep(max(0.0, start + number / execs - time.monotonic()))
             process = subprocess.Popen(
-                [str(plugin)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                target.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL, env=env,
             )  # fmt: skip
             assert process.stdin is not None
@@ -69,6 +88,7 @@ def throttle_storm(
                 process.kill()
     answered.sort()
     return {
+        "cloud": target.cloud,
         "execs": execs,
         "rate": rate,
         "burst": burst,
@@ -81,18 +101,29 @@ def throttle_storm(
     }
 
 
-def throttle_storms(ours: Path, upstream: Path, emulator: Emulator) -> list[dict[str, Any]]:
-    """Each storm of :data:`STORMS`, ours then upstream's (when it was built)."""
+def throttle_storms(
+    ours: Path, upstream: Path, ecr: Emulator, acr: StormTarget | None = None
+) -> list[dict[str, Any]]:
+    """Each storm of :data:`STORMS` against ECR, ours then upstream's (when it was built); then
+    the same storms against ACR's exchange (429 with Retry-After), ours alone."""
     results = []
+    sides = [("ours", ours), ("upstream", upstream)]
     for execs, rate, burst in STORMS:
-        for side, plugin in (("ours", ours), ("upstream", upstream)):
+        for side, plugin in sides:
             if not plugin.exists():
                 continue
-            log(f"throttled storm: {execs} execs against {rate:g}/s, burst {burst:g} ({side})")
-            results.append(
-                {
-                    "side": side,
-                    **throttle_storm(plugin, emulator, execs, rate, burst, side == "upstream"),
-                }
+            log(
+                f"throttled storm (ECR): {execs} execs against {rate:g}/s, burst {burst:g} ({side})"
             )
+            target = StormTarget("ecr", [str(plugin)], ECR_IMAGE, ecr, "ecr")
+            storm = throttle_storm(target, execs, rate, burst, side == "upstream")
+            results.append({"side": side, **storm})
+    if acr is not None:
+        acr.emulator.fakes[acr.fake].retry_after = ACR_RETRY_AFTER  # type: ignore[attr-defined]
+        try:
+            for execs, rate, burst in STORMS:
+                log(f"throttled storm (ACR): {execs} execs against {rate:g}/s, burst {burst:g}")
+                results.append({"side": "ours", **throttle_storm(acr, execs, rate, burst, False)})
+        finally:
+            acr.emulator.fakes[acr.fake].retry_after = None  # type: ignore[attr-defined]
     return results
