@@ -72,6 +72,9 @@ class CloudPlugin:
     # and the kubelet release that removed that built-in login (doctor).
     in_tree_clouds: tuple[str, ...] = ()
     in_tree_removed_in: tuple[int, int] = (1, 31)
+    # The cloud controller manager that initializes the node once the kubelet runs
+    # --cloud-provider=external (KEP-2395: migrate and doctor name it).
+    controller_manager: str = ""
     # kubelet flags naming the node file, in the order migrate prefers them; a flag in
     # `implied_by_flags` also means the node used this cloud's in-tree credentials.
     node_file_flags: tuple[str, ...] = ()

@@ -84,5 +84,8 @@ DESCRIPTOR = CloudPlugin(
     explain=explain,
     in_tree_clouds=("aws",),
     in_tree_removed_in=(1, 27),  # kubernetes PRs #116329, #122857, #124519
+    controller_manager=(
+        "the AWS cloud controller manager (aws-cloud-controller-manager, k8s.io/cloud-provider-aws)"
+    ),
     identity=identity,
 )

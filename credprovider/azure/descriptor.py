@@ -113,6 +113,9 @@ DESCRIPTOR = CloudPlugin(
     node_file_arg=DEFAULT_AZURE_CONFIG,
     in_tree_clouds=("azure",),
     in_tree_removed_in=(1, 30),  # kubernetes PRs #116329, #122857, #124519
+    controller_manager=(
+        "the Azure cloud controller manager and cloud node manager (sigs.k8s.io/cloud-provider-azure)"
+    ),
     node_file_flags=("azure-container-registry-config", "cloud-config"),
     implied_by_flags=("azure-container-registry-config",),
     identity=identity,

@@ -109,5 +109,8 @@ DESCRIPTOR = CloudPlugin(
     lints=lints,
     in_tree_clouds=("gce",),
     in_tree_removed_in=(1, 31),  # kubernetes PRs #116329, #122857, #124519
+    controller_manager=(
+        "the GCP cloud controller manager (cloud-controller-manager, k8s.io/cloud-provider-gcp)"
+    ),
     identity=identity,
 )

@@ -268,6 +268,10 @@ def main(spec_path: str) -> int:
                 tokens.prepare(plane)
         else:
             write_wave(run / "manifests", 1, SCENARIOS[spec.get("scenario", "clouds")])
+        if spec.get("refused_flags"):
+            result["refused"] = _refused_starts(spec, run, env)
+            Path(spec["result"]).write_text(json.dumps(result))
+            return 0
         log = stack.enter_context((run / "kubelet.log").open("wb"))
         kubelet = _start_kubelet(spec, run, env, log, plane)
         stack.callback(
@@ -361,15 +365,36 @@ def _token_pulls(
     }
 
 
+def _refused_starts(spec: dict[str, Any], run: Path, env: dict[str, str]) -> dict[str, Any]:
+    """The real kubelet started with each of ``spec["refused_flags"]`` added to a start that
+    works: whether it exits within ``spec["refused_wait"]`` seconds (and its last lines), or is
+    still running then."""
+    said = {}
+    for index, flags in enumerate(spec["refused_flags"]):
+        log_path = run / f"kubelet-refused-{index}.log"
+        with log_path.open("wb") as log:
+            kubelet = _start_kubelet(spec, run, env, log, extra=flags)
+            try:
+                code: int | None = kubelet.wait(timeout=spec.get("refused_wait", 60))
+            except subprocess.TimeoutExpired:
+                kubelet.send_signal(signal.SIGTERM)
+                kubelet.wait(timeout=30)
+                code = None
+        lines = log_path.read_text(errors="replace").splitlines()
+        said[" ".join(flags)] = {"exit": code, "log": lines[-5:]}
+    return said
+
+
 def _start_kubelet(
     spec: dict[str, Any],
     run: Path,
     env: dict[str, str],
     log: IO[bytes],
     plane: controlplane.ControlPlane | None = None,
+    extra: list[str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """The real kubelet, standalone or registered with the sandbox's control plane, with the
-    plugins' config and bin dir under test."""
+    plugins' config and bin dir under test (and ``extra`` flags after them)."""
     joined = [] if plane is None else [f"--kubeconfig={plane.kubelet_kubeconfig}"]
     return subprocess.Popen(
         [
@@ -384,6 +409,7 @@ def _start_kubelet(
             f"--root-dir={run / 'kubelet-root'}",
             f"--cert-dir={run / 'pki'}",
             "--v=2",
+            *(extra or []),
         ],
         env=env,
         stdout=log,

@@ -234,3 +234,56 @@ def test_two_providers_of_each_plugin_pull_as_their_own_identity(
         assert sorted(owners) == sorted(by_name)
     assert after == before
     assert left_running(*binaries) == []
+
+
+# What doctor (tool/doctor/ccm.py) says a kubelet of this version does not start with: each is
+# started for real, added to flags the kubelet starts with, and must not start.
+REFUSED = {
+    "--cloud-provider=aws": "--cloud-provider=aws, which kubelet 1.36 refuses",
+    "--feature-gates=DisableKubeletCloudCredentialProviders=false": (
+        "DisableKubeletCloudCredentialProviders=false, which this kubelet no longer has"
+    ),
+}
+
+
+def test_what_doctor_says_a_kubelet_does_not_start_with_it_does_not_start_with(
+    binaries: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The CCM pairing (KEP-2395) checked the kubelet's way: doctor's verdict on a built-in
+    --cloud-provider and on the removed login gate, from the flags and the real kubelet's version,
+    is "does not start"; the real kubelet v1.36.4, given each on top of flags it starts with (the
+    other tests of this module run them), exits at once with its own error."""
+    from credprovider.tool.doctor.ccm import check_cloud_provider
+    from credprovider.tool.doctor.model import FAIL, Diagnosis
+    from credprovider.tool.node.kubelet_facts import parse_version
+    from credprovider.tool.node.kubelet_flags import settings_from
+
+    version = parse_version("Kubernetes v1.36.4")
+    assert version is not None
+    for flag, verdict in REFUSED.items():
+        diagnosis = Diagnosis()
+        check_cloud_provider(settings_from(flag.split(), []), version[1], diagnosis)
+        said = [(c.status, c.message) for c in diagnosis.checks]
+        assert [status for status, _ in said] == [FAIL], said
+        assert verdict in said[0][1] and "does not start" in said[0][1]
+
+    control = "--cloud-provider=external"  # what migrate writes: the kubelet starts with it
+    result = run_kubelet(
+        binaries,
+        CONFIG_DIR,
+        tmp_path,
+        refused_flags=[flag.split() for flag in (*REFUSED, control)],
+        refused_wait=20,
+    )
+    for flag in REFUSED:
+        started = result["refused"][flag]
+        assert started["exit"] not in (None, 0), (flag, started)
+        assert any('"command failed"' in line for line in started["log"]), started["log"]
+    cloud = result["refused"]["--cloud-provider=aws"]["log"]
+    assert any("built-in cloud providers are disabled" in line for line in cloud), cloud
+    gate = result["refused"][next(f for f in REFUSED if "feature-gates" in f)]["log"]
+    assert any("unrecognized feature gate" in line for line in gate), gate
+    assert result["refused"][control]["exit"] is None, result["refused"][control]
+    diagnosis = Diagnosis()
+    check_cloud_provider(settings_from([control], []), version[1], diagnosis)
+    assert diagnosis.checks == []

@@ -239,8 +239,25 @@ def _chosen_clouds(
     drop: set[str] = set()
     cloud = flag_value(args, "cloud-provider")
     if cloud in IN_TREE_CLOUDS:
-        chosen.append(IN_TREE_CLOUDS[cloud])
+        plugin = PLUGINS[IN_TREE_CLOUDS[cloud]]
+        chosen.append(plugin.key)
         drop.add("cloud-provider")
+        notes.append(
+            f"--cloud-provider={cloud} becomes --cloud-provider=external (KEP-2395: kubelets from "
+            f"1.31 start with no other value). From then on {plugin.controller_manager} "
+            "initializes this node (its addresses and providerID, and the removal of the "
+            "node.cloudprovider.kubernetes.io/uninitialized taint): run it in the cluster before "
+            "this kubelet restarts, or the node keeps that taint and pods that do not tolerate it "
+            "are not scheduled on it."
+        )
+    elif cloud not in (None, "", "external"):
+        known = ", ".join(sorted(IN_TREE_CLOUDS))
+        raise NodeChangeError(
+            f"the kubelet's flags say --cloud-provider={cloud}, a built-in cloud provider whose "
+            f"nodes had no registry login to replace (migrate moves {known}); kubelets from 1.31 "
+            f"start with no built-in provider at all: move it to --cloud-provider=external with "
+            f"that cloud's controller manager first, then run migrate again (nothing was changed)"
+        )
     elif cloud == "external" and providers is None:
         notes.append(
             "--cloud-provider=external: keep it. Which cloud the node is on is not in the "

@@ -14,7 +14,6 @@ from credprovider.tool.node.kubelet_facts import (
 from credprovider.tool.node.kubelet_flags import KubeletSettings
 
 _MIGRATE = "credprovider migrate --kubelet-flags-file FILE"
-_CCM = "and run the cloud's controller manager (it initializes the node and its addresses)"
 
 
 def _release(version: tuple[int, int]) -> str:
@@ -34,7 +33,11 @@ def check_cloud_provider(
         return
     plugin = next((p for p in PLUGINS.values() if cloud in p.in_tree_clouds), None)
     flag = f"--cloud-provider={cloud}"
-    fix = f"move it to --cloud-provider=external ({_MIGRATE} does) {_CCM}"
+    manager = plugin.controller_manager if plugin is not None else "the cloud's controller manager"
+    fix = (
+        f"move it to --cloud-provider=external ({_MIGRATE} does) and run {manager} (it "
+        "initializes the node and its addresses)"
+    )
     if version is None:
         diagnosis.add(
             "kubelet",

@@ -54,6 +54,37 @@ def test_kubeadm_flags_env_migrates() -> None:
     assert plan.config.startswith("# Written by credprovider migrate. ")
 
 
+@pytest.mark.parametrize(
+    ("cloud", "manager"),
+    [
+        ("aws", "aws-cloud-controller-manager, k8s.io/cloud-provider-aws"),
+        ("azure", "cloud node manager (sigs.k8s.io/cloud-provider-azure)"),
+        ("gce", "cloud-controller-manager, k8s.io/cloud-provider-gcp"),
+    ],
+)
+def test_an_in_tree_cloud_becomes_external_and_its_controller_manager_is_named(
+    cloud: str, manager: str
+) -> None:
+    """KEP-2395: migrate never leaves a built-in --cloud-provider; it says which controller
+    manager initializes the node from then on, and what happens without it."""
+    plan = plan_migration(f"--cloud-provider={cloud} --v=2")
+    assert plan.remove == [f"--cloud-provider={cloud}"]
+    assert plan.add[0] == "--cloud-provider=external"
+    (said,) = [note for note in plan.notes if note.startswith(f"--cloud-provider={cloud} becomes")]
+    assert manager in said and "node.cloudprovider.kubernetes.io/uninitialized" in said
+
+
+@pytest.mark.parametrize("cloud", ["vsphere", "openstack", "cloudstack"])
+def test_a_built_in_cloud_without_a_registry_login_is_refused(cloud: str) -> None:
+    """A kubelet on another built-in provider would be left on it (it has no login to replace),
+    and no kubelet from 1.31 starts with one: migrate refuses, naming what to do first."""
+    with pytest.raises(NodeChangeError) as refused:
+        plan_migration(f"--cloud-provider={cloud} --v=2")
+    said = str(refused.value)
+    assert f"--cloud-provider={cloud}" in said and "nothing was changed" in said
+    assert "--cloud-provider=external with that cloud's controller manager first" in said
+
+
 def test_providers_names_the_cloud_for_external() -> None:
     plain = plan_migration("--cloud-provider=external")
     assert plain.providers == [] and "pass --providers" in " ".join(plain.notes)
