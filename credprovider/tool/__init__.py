@@ -9,6 +9,7 @@ listed before it:
 * ``kubeconfig/``: the CredentialProviderConfig, as the kubelet reads and validates it;
 * ``images/``: which providers run for an image, and running them as the kubelet does;
 * ``change/``: node changes as transactions (install, migrate, durable writes, journal, lock);
+* ``cluster/``: the cluster's API server (a bounded client, and what a Node says of its cloud);
 * ``doctor/`` and ``agent/``: the node's credential chain checked link by link; the fleet agent;
 * ``commands/``: one module per subcommand; they parse arguments and print, nothing else.
 

@@ -308,6 +308,20 @@ def main(spec_path: str) -> int:
             # its dry runs call the emulators too)
             said = doctor(Path(spec["bundle"]), spec.get("tools", ""))
             result["real" if real else "tokens"]["doctor"] = said
+            if spec.get("uninitialized_doctor"):
+                # KEP-2395: the taint a kubelet on --cloud-provider=external registers with, as
+                # when no cloud controller manager runs; what doctor reads of the real Node then
+                status, answer = plane.request(
+                    "PATCH",
+                    f"/api/v1/nodes/{NODE_NAME}",
+                    {"spec": {"taints": [{"key": UNINITIALIZED, "effect": "NoSchedule"}]}},
+                    content_type="application/strategic-merge-patch+json",
+                )
+                if status != 200:
+                    raise RuntimeError(f"tainting the node: HTTP {status}: {answer}")
+                result["tokens"]["doctor_uninitialized"] = doctor(
+                    Path(spec["bundle"]), spec.get("tools", "")
+                )
     for name in ("kubelet", "containerd"):
         if (run / f"{name}.log").exists():
             result[f"{name}_log"] = (run / f"{name}.log").read_text(errors="replace")[-20000:]
@@ -365,6 +379,10 @@ def _token_pulls(
     }
 
 
+NODE_NAME = "credprovider-e2e"
+UNINITIALIZED = "node.cloudprovider.kubernetes.io/uninitialized"
+
+
 def _refused_starts(spec: dict[str, Any], run: Path, env: dict[str, str]) -> dict[str, Any]:
     """The real kubelet started with each of ``spec["refused_flags"]`` added to a start that
     works: whether it exits within ``spec["refused_wait"]`` seconds (and its last lines), or is
@@ -404,7 +422,7 @@ def _start_kubelet(
             f"--image-credential-provider-config={spec['config']}",
             f"--image-credential-provider-bin-dir={spec['bin_dir']}",
             f"--node-ip={NODE_IP}",
-            "--hostname-override=credprovider-e2e",
+            f"--hostname-override={NODE_NAME}",
             f"--volume-plugin-dir={run / 'volume-plugins'}",
             f"--root-dir={run / 'kubelet-root'}",
             f"--cert-dir={run / 'pki'}",

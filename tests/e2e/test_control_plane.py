@@ -72,6 +72,7 @@ def test_service_account_tokens_reach_the_clouds_through_a_real_api_server(
         bundle=str(BUNDLE_DIR.resolve()),
         verify=True,
         verification_policy=policy,
+        uninitialized_doctor=True,
     )
     after = host_state()
     log_tail = result["kubelet_log"][-6000:]
@@ -172,6 +173,20 @@ def test_service_account_tokens_reach_the_clouds_through_a_real_api_server(
     warned = [c for c in report["checks"] if c["area"] == "kubelet" and c["status"] == "warn"]
     assert [c["provider"] for c in warned] == ["auth-provider-gcp-ungranted"], report["checks"]
     assert "is not authorized to request tokens for this audience" in warned[0]["message"]
+    # KEP-2395 from the real API server, with the kubelet's own kubeconfig (the Node authorizer
+    # lets it get its own Node): no cloud provider, no providerID; then, tainted as a node no
+    # cloud controller manager initialized: one FAIL naming the taint
+    assert (
+        "info",
+        "Node credprovider-e2e has no providerID and its kubelet runs no cloud provider: a node "
+        "no cloud controller manager serves",
+    ) in [(c["status"], c["message"]) for c in report["checks"] if c["area"] == "kubelet"]
+    tainted = result["tokens"]["doctor_uninitialized"]
+    [failed] = [c for c in tainted["checks"] if c["status"] == "fail"]
+    assert failed["area"] == "kubelet" and failed["message"].startswith(
+        "Node credprovider-e2e keeps the node.cloudprovider.kubernetes.io/uninitialized taint"
+    )
+    assert "cloud controller manager" in failed["fix"]
     assert warned[0]["fix"].startswith(
         "let the nodes request tokens for the audience ungranted-project.svc.id.goog: an RBAC rule "
         "with verb request-serviceaccounts-token-audience"

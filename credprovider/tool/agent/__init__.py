@@ -5,7 +5,8 @@ node should hold), ``apply`` and ``uninstall`` (the change, with its health wait
 ``state`` (what it remembers on the node), ``restart`` and ``systemd`` (restarting the kubelet),
 ``watchdog`` (the node's own rollback when the agent dies mid-change), ``run`` (a run as one of
 the fleet: the change, the dry run, staying until stopped), ``health`` (is the kubelet
-well), ``cluster`` and ``apibounds`` (the API server, bounded), ``daemon`` (the agent as a member of
+well), ``cluster`` (its Leases, annotations and Events on the API server, through
+``tool/cluster``), ``daemon`` (the agent as a member of
 the fleet: restart slots, Events, annotations) and ``termination`` (SIGTERM during a change). The
 ``agent`` commands (credprovider/tool/commands/agent.py, agent_run.py) parse and print.
 """

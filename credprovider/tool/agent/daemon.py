@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Final
 
 from credprovider.errors import CredproviderError
 from credprovider.tool.agent.apply import Outcome, Watch, apply, load_state
-from credprovider.tool.agent.cluster import Cluster, ClusterError, NodeStatus, Renewer, now, stamp
+from credprovider.tool.agent.cluster import Cluster, NodeStatus, Renewer, now, stamp
 from credprovider.tool.agent.state import read_host
 from credprovider.tool.agent.uninstall import uninstall
 from credprovider.tool.change.results import Result
+from credprovider.tool.cluster.connect import ClusterError
 
 if TYPE_CHECKING:
     import datetime

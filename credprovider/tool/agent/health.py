@@ -105,7 +105,7 @@ class KubeletHealth:
         expected_hash: str,
         sleep: Callable[[float], None] = time.sleep,
     ) -> str | None:
-        from credprovider.tool.agent.cluster import ClusterError
+        from credprovider.tool.cluster.connect import ClusterError
 
         deadline = time.monotonic() + self.timeout
         problem: str | None = "no answer"

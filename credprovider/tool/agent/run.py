@@ -58,9 +58,9 @@ def change(
 ) -> tuple[Outcome, bool, AgentPlan | None]:
     """The node installed (or uninstalled) as ``options`` say: what came of it, whether that is a
     success, and the plan (None: uninstall). The caller holds the node's lock."""
-    from credprovider.tool.agent.cluster import ClusterError
     from credprovider.tool.agent.plan import plan_node
     from credprovider.tool.agent.platforms import installed_unit, recognize
+    from credprovider.tool.cluster.connect import ClusterError
 
     if options.uninstall:
         platform, _ = recognize(options.root)

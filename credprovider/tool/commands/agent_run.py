@@ -157,7 +157,7 @@ def run_with_cluster(args: argparse.Namespace) -> int:
     """Install (or uninstall) on this node as one of the fleet, then stay until SIGTERM: ready
     once the dry run passed; a failure leaves the pod running and not ready (the DaemonSet's
     rollout stops there) with the reason in its log, the node's annotations and an Event."""
-    from credprovider.tool.agent.cluster import Cluster, ClusterError, connect
+    from credprovider.tool.agent.cluster import Cluster
     from credprovider.tool.agent.daemon import FleetMember
     from credprovider.tool.agent.health import KubeletHealth
     from credprovider.tool.agent.run import (
@@ -168,6 +168,7 @@ def run_with_cluster(args: argparse.Namespace) -> int:
     )
     from credprovider.tool.agent.termination import Termination
     from credprovider.tool.change.lock import node_lock
+    from credprovider.tool.cluster.connect import ClusterError, connect
 
     problem = _refused(args)
     if problem:

@@ -48,7 +48,7 @@ def _print_checks(checks: list[Check]) -> None:
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from credprovider.tool.doctor import diagnose
+    from credprovider.tool.doctor import ClusterAccess, diagnose
     from credprovider.tool.node.discovery import discover
 
     problem = wrong_kind(args.root, directory=True) if args.root else ""
@@ -64,7 +64,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     if overrides:
         view.settings = replace(view.settings, **overrides)
         view.found_by += " (with --config/--bin-dir given)"
-    diagnosis = diagnose(view, args.image or [], args.offline)
+    access = ClusterAccess(args.kubeconfig, args.node_name)
+    diagnosis = diagnose(view, args.image or [], args.offline, access)
     if args.json:
         print_json(diagnosis.as_json(view))
         return EXIT_FAILED if diagnosis.failed else EXIT_OK
@@ -90,7 +91,10 @@ def register(sub: Subcommands) -> None:
             "the node's static pods, of its running pods and of --image are claimed by a provider "
             "and get credentials (a dry run; secrets redacted; plugin caches read, never written), "
             "the caches are safe, what service-account providers need that the node cannot check, "
-            "and the kubelet's version and recent failed lookups (its log file or journal). "
+            "the kubelet's version and recent failed lookups (its log file or journal), and its "
+            "pairing with a cloud controller manager (KEP-2395): --cloud-provider and the login "
+            "gate from its flags, and from the API server, with the kubelet's own kubeconfig, "
+            "whether the Node still has the uninitialized taint or no providerID. "
             "Changes nothing on the node. Exit status: 0 nothing failed (warnings do not fail), "
             "1 something failed, 2 usage."
         ),
@@ -114,6 +118,15 @@ def register(sub: Subcommands) -> None:
         action="store_true",
         help="run no plugin and send no request (no identity endpoint, not the kubelet's port): "
         "match images against the config only",
+    )
+    doctor.add_argument(
+        "--kubeconfig",
+        help="read the Node object with this kubeconfig (default: the running kubelet's own "
+        "--kubeconfig, which may get its own Node; a standalone kubelet has none)",
+    )
+    doctor.add_argument(
+        "--node-name",
+        help="the Node's name (default: the kubelet's --hostname-override, else the host name)",
     )
     doctor.add_argument("--json", action="store_true", help="one JSON object on stdout")
     doctor.set_defaults(handler=_cmd_doctor)

@@ -38,7 +38,8 @@ def rows(found: list[tuple[str, NodeStatus | None, bool]]) -> list[dict[str, str
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from credprovider.tool.agent.cluster import ClusterError, connect, fleet
+    from credprovider.tool.agent.cluster import fleet
+    from credprovider.tool.cluster.connect import ClusterError, connect
 
     try:
         found = list(fleet(connect(args.kubeconfig, in_cluster=False)))

@@ -4,7 +4,8 @@ no file written (the plugins run with their cache read-only).
 
 One module per part of the chain: ``chain`` (discovery's findings, files on the node, caches),
 ``identity`` (the endpoints the plugins' identities come from), ``ccm`` (the kubelet's pairing
-with a cloud controller manager the in-tree removal requires), ``images`` (the node's images and
+with a cloud controller manager the in-tree removal requires) and ``cloudnode`` (the Node object's
+side of it: the taint and the providerID only that manager sets), ``images`` (the node's images and
 the dry run), ``live`` (what only the running kubelet can say), ``cache_entries`` (what the
 caches hold, never a secret); ``model`` holds the result.
 """
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from credprovider.tool.doctor.model import (
     FAIL,
@@ -24,9 +27,12 @@ from credprovider.tool.doctor.model import (
     Diagnosis,
 )
 from credprovider.tool.node.discovery import NodeView
+
+if TYPE_CHECKING:
+    from credprovider.tool.cluster.nodes import CloudFacts
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG
 
-__all__ = ["Check", "Diagnosis", "diagnose"]
+__all__ = ["Check", "ClusterAccess", "Diagnosis", "diagnose"]
 
 
 def _read(view: NodeView) -> Callable[[str], str | None]:
@@ -42,24 +48,30 @@ def _read(view: NodeView) -> Callable[[str], str | None]:
     return read
 
 
-def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
-    """Every check that applies: live ones (identity endpoints, the kubelet's API and log, the dry
-    run) only on this node (root ``/``) and not ``offline``."""
-    from credprovider.tool.doctor import chain, identity, live
+@dataclass(frozen=True)
+class ClusterAccess:
+    """How doctor reads the Node object: ``kubeconfig`` (default: the kubelet's own) and
+    ``node_name`` (default: the kubelet's --hostname-override, else the host name)."""
+
+    kubeconfig: str | None = None
+    node_name: str | None = None
+
+
+def diagnose(
+    view: NodeView,
+    images: Sequence[str],
+    offline: bool,
+    access: ClusterAccess | None = None,
+) -> Diagnosis:
+    """Every check that applies: live ones (identity endpoints, the kubelet's API and log, the
+    Node object, the dry run) only on this node (root ``/``) and not ``offline``."""
+    from credprovider.tool.doctor import chain, live
     from credprovider.tool.doctor.ccm import check_cloud_provider
-    from credprovider.tool.doctor.images import check_image, report_broken, static_pod_images
-    from credprovider.tool.images.bindir import check_binaries
-    from credprovider.tool.kubeconfig.model import ConfigError
-    from credprovider.tool.kubeconfig.validate import load_config
-    from credprovider.tool.node.access import UnreadableError
-    from credprovider.tool.node.kubelet_facts import sa_tokens_by_default
-    from credprovider.tool.node.root import NodeRoot
 
     diagnosis = Diagnosis()
     chain.node(view, diagnosis)
     settings = view.settings
     here = view.root == "/"
-    environment = view.environment
     kubelet = view.kubelet
     version = None
     if kubelet is not None and here:
@@ -71,8 +83,73 @@ def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
         )
         live.check_log(kubelet, diagnosis)
     check_cloud_provider(settings, version, diagnosis)
+    providers = _credential_chain(view, images, offline, version, diagnosis)
+    if here and not offline and (kubelet is not None or (access and access.kubeconfig)):
+        _node_object(view, access or ClusterAccess(), providers, diagnosis)
+    return diagnosis
+
+
+def _node_object(
+    view: NodeView, access: ClusterAccess, providers: Sequence[str], diagnosis: Diagnosis
+) -> None:
+    """The Node's cloud facts, asked of the API server with the kubelet's own kubeconfig (it
+    may get its own Node) unless another is given; a standalone kubelet has no Node."""
+    from credprovider.tool.catalog import plugin_for_name
+    from credprovider.tool.cluster.connect import ClusterError, connect
+    from credprovider.tool.cluster.nodes import read_cloud_facts
+    from credprovider.tool.doctor.cloudnode import check_node_object
+    from credprovider.tool.node.kubelet_flags import flag_value
+
+    kubelet = view.kubelet
+    args = kubelet.argv if kubelet is not None else ()
+    kubeconfig = access.kubeconfig or flag_value(args, "kubeconfig")
+    if kubeconfig and not os.path.isabs(kubeconfig) and kubelet is not None and kubelet.cwd:
+        kubeconfig = os.path.join(kubelet.cwd, kubeconfig)
+    if not kubeconfig:
+        diagnosis.add(
+            "kubelet",
+            INFO,
+            "the kubelet runs standalone (no --kubeconfig): there is no Node object to check",
+        )
+        return
+    name = access.node_name or flag_value(args, "hostname-override") or os.uname().nodename
+    facts: CloudFacts | str
+    try:
+        facts = read_cloud_facts(connect(kubeconfig, in_cluster=False), name.lower())
+    except ClusterError as exc:
+        facts = str(exc)
+    managers = []
+    for provider in providers:
+        plugin = plugin_for_name(provider)
+        if plugin is not None and plugin.controller_manager:
+            managers.append(plugin.controller_manager)
+    check_node_object(facts, view.settings, managers, diagnosis)
+
+
+def _credential_chain(
+    view: NodeView,
+    images: Sequence[str],
+    offline: bool,
+    version: tuple[int, int] | None,
+    diagnosis: Diagnosis,
+) -> list[str]:
+    """The config, the plugins, the images and the caches: the providers the config names ([]
+    when there is none to read)."""
+    from credprovider.tool.doctor import chain, identity, live
+    from credprovider.tool.doctor.images import check_image, report_broken, static_pod_images
+    from credprovider.tool.images.bindir import check_binaries
+    from credprovider.tool.kubeconfig.model import ConfigError
+    from credprovider.tool.kubeconfig.validate import load_config
+    from credprovider.tool.node.access import UnreadableError
+    from credprovider.tool.node.kubelet_facts import sa_tokens_by_default
+    from credprovider.tool.node.root import NodeRoot
+
+    settings = view.settings
+    here = view.root == "/"
+    environment = view.environment
+    kubelet = view.kubelet
     if not settings.provider_config:
-        return diagnosis
+        return []
     sa_tokens = settings.feature_gates.get(SA_TOKEN_GATE, sa_tokens_by_default(version))
     try:
         loaded = load_config(view.host_path(settings.provider_config), sa_tokens)
@@ -83,10 +160,10 @@ def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
             f"the kubelet would not start: {exc.describe()}",
             "fix it, then credprovider validate",
         )
-        return diagnosis
+        return []
     except UnreadableError as exc:
         diagnosis.add("config", WARN, str(exc), "run credprovider doctor as root")
-        return diagnosis
+        return []
     names = ", ".join(p.name or "" for p in loaded.providers)
     diagnosis.add(
         "config", PASS, f"{settings.provider_config} decodes as the kubelet decodes it: {names}"
@@ -107,7 +184,7 @@ def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
             f"no --{BIN_DIR_FLAG}: the kubelet will not start",
             f"set --{BIN_DIR_FLAG}",
         )
-        return diagnosis
+        return [p.name or "" for p in loaded.providers]
     bin_dir = view.host_path(settings.bin_dir)
     not_starting: set[str] = set()
     providers = [p.name or "" for p in loaded.providers]
@@ -146,7 +223,7 @@ def diagnose(view: NodeView, images: Sequence[str], offline: bool) -> Diagnosis:
     for provider, directory in chain.cache_dirs(loaded, dict(environment or {})):
         chain.cache(view, provider, directory, diagnosis)
     chain.service_accounts(loaded, diagnosis)
-    return diagnosis
+    return providers
 
 
 def _is_dir(view: NodeView, path: str) -> bool:

@@ -8,7 +8,7 @@ most :data:`MAX_PAGES` ``continue`` tokens (a server that never stops paginating
 Redirects are not followed (``httpx``'s default, which lightkube keeps). What is refused is a
 :class:`AnswerRefused`, one line, before lightkube sees the body;
 whatever the library still raises on an answer it cannot use is one line too
-(:func:`~credprovider.tool.agent.cluster.api_call`).
+(:func:`~credprovider.tool.cluster.connect.api_call`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ MAX_PAGES: Final = 1000
 
 
 class AnswerRefused(CredproviderError):
-    """An answer past a bound; :func:`~credprovider.tool.agent.cluster.api_call` says it as a
+    """An answer past a bound; :func:`~credprovider.tool.cluster.connect.api_call` says it as a
     ClusterError naming what was being done."""
 
 

@@ -1,0 +1,8 @@
+"""The cluster's API server, as the tool reads and writes it: below the agent, fleet and doctor.
+
+* ``connect``: a client from a kubeconfig or the pod's service account, and one error line for
+  whatever a call meets (:class:`~credprovider.tool.cluster.connect.ClusterError`);
+* ``bounds``: every answer read under bounds before the client library parses it;
+* ``nodes``: what a Node object says of its cloud (providerID, the taint a cloud controller
+  manager removes), read with the node's own credentials.
+"""

@@ -1,0 +1,135 @@
+"""The API server, for what the tool asks of it (the agent's own Node and Leases, fleet's list of
+nodes, doctor's reading of the Node it runs on): a lightkube client made from a kubeconfig read as a
+node file is (``tool.node.access``), or from the pod's service account, with every answer bounded
+(:mod:`~credprovider.tool.cluster.bounds`); and :func:`api_call`, which makes whatever the API
+server or the library says of a call one :class:`ClusterError` line. lightkube and httpx are
+imported here and in ``bounds`` only, lazily: never on a plugin's exec path.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from credprovider.errors import CredproviderError
+from credprovider.runtime.excerpt import clip
+
+if TYPE_CHECKING:
+    from lightkube import Client
+
+# Who the tool's writes are by (lightkube's field manager) and who its Events are from.
+COMPONENT: Final = "credprovider-agent"
+
+
+class ClusterError(CredproviderError):
+    """The API server could not be reached, or refused what the agent asked of it."""
+
+
+def connect(kubeconfig: str | None, in_cluster: bool = True) -> Client:
+    """A client from ``kubeconfig``; else the pod's service account (``in_cluster``), or else
+    ``$KUBECONFIG`` or ``~/.kube/config`` as kubectl finds them."""
+    import os
+
+    from lightkube import Client, ConfigError
+    from lightkube.config.kubeconfig import KubeConfig
+
+    from credprovider.tool.cluster.bounds import bound
+
+    path = kubeconfig or ("" if in_cluster else os.environ.get("KUBECONFIG", ""))
+    if not path and not in_cluster:
+        path = os.path.expanduser("~/.kube/config")
+    try:
+        if path:
+            config = KubeConfig.from_dict(_read_kubeconfig(path), fname=path)
+        else:
+            config = KubeConfig.from_service_account()
+        return bound(Client(config=config, field_manager=COMPONENT, trust_env=False))
+    except (ConfigError, OSError, KeyError, ValueError, TypeError, AttributeError) as exc:
+        where = path or "the pod's service account"
+        raise ClusterError(f"no API server configuration from {where}: {exc}") from exc
+
+
+def _read_kubeconfig(path: str) -> dict[str, Any]:
+    """The kubeconfig at ``path``, read as a node file is (a regular file, bounded) and parsed
+    with the tool's YAML rules."""
+    import os
+
+    from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes, read_text
+    from credprovider.tool.node.yamldoc import YamlError, load_yaml
+
+    try:
+        found = load_yaml(read_text(path))
+    except FileProblem as exc:
+        raise ClusterError(f"cannot read the kubeconfig {exc}") from exc
+    except UnreadableError:
+        raise ClusterError(
+            f"cannot read the kubeconfig {path} as uid {os.geteuid()} (permission denied): "
+            "name one this user may read with --kubeconfig"
+        ) from None
+    except YamlError as exc:
+        raise ClusterError(f"the kubeconfig {path} is not YAML: {exc}") from exc
+    if not isinstance(found, dict) or not isinstance(found.get("clusters"), list):
+        raise ClusterError(f"{path} is not a kubeconfig (a YAML mapping with clusters)")
+    for named in _named_files(found):
+        where = os.path.join(os.path.dirname(path), named)
+        try:  # lightkube would read it whole, and block on a FIFO
+            read_bytes(where, KUBECONFIG_FILE_CAP)
+        except (FileProblem, UnreadableError) as exc:
+            raise ClusterError(
+                f"the kubeconfig {path} names a file that cannot be used: {exc}"
+            ) from None
+    return found
+
+
+# A token, a certificate or a key is a few KiB.
+KUBECONFIG_FILE_CAP: Final = 1 << 20
+_FILE_KEYS: Final = ("tokenFile", "certificate-authority", "client-certificate", "client-key")
+
+
+def _named_files(kubeconfig: dict[str, Any]) -> list[str]:
+    """The files a kubeconfig's clusters and users name (the client reads them itself)."""
+    found = []
+    for section, key in (("clusters", "cluster"), ("users", "user")):
+        for entry in kubeconfig.get(section) or []:
+            body = entry.get(key) if isinstance(entry, dict) else None
+            if isinstance(body, dict):
+                found += [str(body[name]) for name in _FILE_KEYS if isinstance(body.get(name), str)]
+    return found
+
+
+# What lightkube raises, beyond its own errors, on an answer of the wrong shape: a body that is not
+# JSON, a field of the wrong type, a time that is not one, a document too deep for its decoder.
+LIBRARY_FAULTS: Final = (
+    ValueError,
+    TypeError,
+    KeyError,
+    AttributeError,
+    IndexError,
+    RecursionError,
+    OverflowError,
+)
+
+
+def api_call(what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
+    """``call(*args, **kwargs)``; the API server's refusal or an unreachable one as one
+    :class:`ClusterError` saying ``what`` failed."""
+    import httpx2
+    from lightkube import ApiError
+    from lightkube.core.exceptions import ConfigError
+
+    from credprovider.tool.cluster.bounds import AnswerRefused
+
+    try:
+        return call(*args, **kwargs)
+    except (ClusterError, AnswerRefused) as exc:
+        raise ClusterError(f"{what}: {exc}") from None
+    except ApiError as exc:
+        code = getattr(exc.status, "code", None)
+        message = clip(str(getattr(exc.status, "message", "") or ""), 400)
+        raise ClusterError(f"{what}: the API server answered {code}: {message}") from None
+    except (httpx2.HTTPError, ConfigError, OSError) as exc:
+        raise ClusterError(f"{what}: {clip(str(exc), 400)}") from None
+    except LIBRARY_FAULTS as exc:  # an answer the client library could not use
+        raise ClusterError(
+            f"{what}: the API server's answer is not one the client can use "
+            f"({type(exc).__name__}: {clip(str(exc), 200)})"
+        ) from None
