@@ -11,6 +11,7 @@ import base64
 import json
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from emulators.http import FakeRequest, FakeResponse
 from emulators.ratelimit import TokenBucket
@@ -248,3 +249,56 @@ class _MultiHeaders(dict[str, str]):
 def _with_repeated_header(response: FakeResponse, name: str, values: list[str]) -> FakeResponse:
     response.headers = _MultiHeaders(response.headers, name, values)
     return response
+
+
+IB_SCOPE = "https://containerregistry.azure.net/.default"
+IB_ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+
+
+@dataclass
+class FakeIdentityBindings:
+    """AKS's identity-bindings endpoint (``POST /`` over TLS): a client-credentials request whose
+    assertion is a service account token it was told of (``tokens``: token -> the client IDs it
+    may act as) answers an Entra access token of that client. ``server_names``: the TLS server
+    name each connection asked for (record it with :meth:`watch`)."""
+
+    tokens: dict[str, set[str]] = field(default_factory=dict)
+    requests: list[dict[str, str]] = field(default_factory=list)
+    server_names: list[str | None] = field(default_factory=list)
+    fault: FakeResponse | None = None
+
+    def watch(self, context: Any) -> Any:
+        """``context`` (the server's), recording the server name of each TLS handshake."""
+
+        def seen(_socket: object, name: str | None, _context: object) -> None:
+            self.server_names.append(name)
+
+        context.sni_callback = seen
+        return context
+
+    def __call__(self, request: FakeRequest) -> FakeResponse:
+        if request.method != "POST" or request.path != "/":
+            return FakeResponse.json({"error": "not_found"}, status=404)
+        form = request.form
+        self.requests.append(form)
+        if self.fault is not None:
+            return self.fault
+        if (
+            form.get("grant_type") != "client_credentials"
+            or form.get("client_assertion_type") != IB_ASSERTION_TYPE
+            or form.get("scope") != IB_SCOPE
+        ):
+            return FakeResponse.json({"error": "invalid_request"}, status=400)
+        client = form.get("client_id", "")
+        if client not in self.tokens.get(form.get("client_assertion", ""), set()):
+            return FakeResponse.json(
+                {"error": "invalid_client", "error_description": "assertion not bound"},
+                status=401,
+            )
+        return FakeResponse.json(
+            {
+                "access_token": make_jwt({"aud": "acr", "appid": client, "src": "ib"}),
+                "expires_in": 3599,
+                "token_type": "Bearer",
+            }
+        )

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -57,6 +58,22 @@ class PluginRun:
         return [line for line in self.stderr_lines if "test mode:" not in line]
 
 
+def with_etc_files(command: list[str], files: Mapping[str, bytes], scratch: Path) -> list[str]:
+    """``command`` in a private mount namespace whose ``/etc`` is an overlay of the host's with
+    ``files`` (absolute paths under /etc) written into its upper layer, in ``scratch``."""
+    upper, work = scratch / "upper", scratch / "work"
+    work.mkdir()
+    for path, data in files.items():
+        if not path.startswith("/etc/"):
+            raise ValueError(f"{path}: only files under /etc can be given")
+        target = upper / path.removeprefix("/etc/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+    mount = f"mount -t overlay overlay -o lowerdir=/etc,upperdir={upper},workdir={work} /etc"
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            f'{mount} && exec "$@"', "sh", *command]  # fmt: skip
+
+
 def plugin_command(name: str, use_bundle: bool = False) -> list[str]:
     if use_bundle:
         return [str(_BUNDLE / name)]
@@ -72,8 +89,13 @@ def run_plugin(
     timeout: float = 90,
     own_network: bool = False,
     address_space: int | None = None,
+    node_files: Mapping[str, bytes] | None = None,
 ) -> PluginRun:
     """Run a plugin with ``stdin``; ``env`` is added to the (already sanitized) test environment.
+
+    ``node_files`` (paths under ``/etc`` -> contents) are what the plugin finds at those fixed
+    paths: it runs in a mount namespace of its own where ``/etc`` is an overlay holding them
+    (root only), so the host's ``/etc`` never changes.
 
     ``address_space`` (bytes) runs it under ``prlimit --as``: memory it would grow past that fails
     its allocations, so a test sees an unbounded read instead of assuming there is none.
@@ -85,17 +107,23 @@ def run_plugin(
     full_env["PYTHONPATH"] = str(_SOURCE)
     full_env.update(env or {})
     start = time.monotonic()
-    proc = subprocess.run(
+    command = (
         (["unshare", "--net"] if own_network else [])
         + (["prlimit", f"--as={address_space}", "--"] if address_space else [])
         + plugin_command(name, use_bundle)
-        + list(args or []),
-        input=stdin,
-        capture_output=True,
-        env=full_env,
-        timeout=timeout,
-        check=False,
+        + list(args or [])
     )
+    with tempfile.TemporaryDirectory() as scratch:
+        if node_files:
+            command = with_etc_files(command, node_files, Path(scratch))
+        proc = subprocess.run(
+            command,
+            input=stdin,
+            capture_output=True,
+            env=full_env,
+            timeout=timeout,
+            check=False,
+        )
     return PluginRun(
         proc.returncode,
         proc.stdout,

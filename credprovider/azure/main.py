@@ -18,12 +18,19 @@ Arguments (as upstream):
                              (keys case-insensitive; JSON or YAML)
   --registry-mirror, -r M    src:dst pairs: images whose registry host is src get credentials for
                              the ACR login server dst, returned under both names
-  --ib-sni-name, --ib-apiserver-ip, --ib-default-client-id, --ib-default-tenant-id
-                             AKS identity bindings: validated as upstream, not supported yet
-Credentials: the pod's service account token when it is annotated with
-kubernetes.azure.com/acr-client-id and kubernetes.azure.com/acr-tenant-id; otherwise, from
-azure.json: workload identity, managed identity, client secret or certificate. The AAD token is
-always exchanged at the registry for an ACR refresh token (never handed to the runtime).
+  --ib-sni-name HOST         AKS identity bindings: the endpoint's name (TLS and Host), which
+                             is reached at --ib-apiserver-ip (an IP or a name), trusting only
+                             /etc/kubernetes/certs/ca.crt, never through a proxy
+  --ib-apiserver-ip ADDRESS  (required with --ib-sni-name)
+  --ib-default-client-id ID  the client ID when the service account has no
+                             kubernetes.azure.com/acr-client-id annotation
+  --ib-default-tenant-id ID  accepted as upstream (not sent anywhere)
+Credentials, in upstream's order: an image of a --registry-mirror source, the node's managed
+identity; else with --ib-sni-name, the pod's service account token through identity bindings;
+else the pod's service account token when it is annotated with kubernetes.azure.com/acr-client-id
+and kubernetes.azure.com/acr-tenant-id; otherwise, from azure.json: workload identity, managed
+identity, client secret or certificate. The AAD token is always exchanged at the registry for an
+ACR refresh token (never handed to the runtime).
 """
 
 
@@ -38,38 +45,18 @@ OPTIONS: Final = {
 }
 
 
-def _check_identity_binding_flags(
-    sni: str, apiserver_ip: str, client_id: str, tenant_id: str
-) -> None:
-    """Upstream's validation order and messages; then refuse, as the mode is not implemented."""
-    if sni.startswith(("https://", "http://")):
-        raise UsageError(
-            f"--ib-sni-name must not contain protocol prefix (https:// or http://), got: {sni}"
-        )
-    if sni and not apiserver_ip:
-        raise UsageError("--ib-apiserver-ip must be set when --ib-sni-name is provided")
-    if client_id and not sni:
-        raise UsageError("--ib-sni-name must be set when --ib-default-client-id is provided")
-    if tenant_id and not sni:
-        raise UsageError("--ib-sni-name must be set when --ib-default-tenant-id is provided")
-    if apiserver_ip and not sni:
-        raise UsageError("--ib-sni-name must be set when --ib-apiserver-ip is provided")
-    if sni:
-        raise UsageError(
-            "AKS identity bindings (--ib-sni-name) are not supported by this plugin: use "
-            "service-account tokens with kubernetes.azure.com/acr-client-id and acr-tenant-id "
-            "annotations, or the node's managed identity"
-        )
-
-
 def build(args: list[str], ctx: Context) -> Provider:
     values, config_files = parse_arguments(args, OPTIONS)
-    _check_identity_binding_flags(
-        values.get("ib_sni_name", ""),
-        values.get("ib_apiserver_ip", ""),
-        values.get("ib_default_client_id", ""),
-        values.get("ib_default_tenant_id", ""),
-    )
+    bindings = None
+    if any(name.startswith("ib_") for name in values):
+        from credprovider.azure.bindings import bindings_from_flags
+
+        bindings = bindings_from_flags(
+            values.get("ib_sni_name", ""),
+            values.get("ib_apiserver_ip", ""),
+            values.get("ib_default_client_id", ""),
+            values.get("ib_default_tenant_id", ""),
+        )
     if not config_files:
         raise UsageError(
             "config file is not specified (usage: acr-credential-provider <azure.json>)"
@@ -87,7 +74,9 @@ def build(args: list[str], ctx: Context) -> Provider:
         raise UsageError(str(exc)) from None
     from credprovider.azure.provider import AcrProvider, AzureOptions
 
-    return AcrProvider(AzureOptions(config_path=config_files[0], mirrors=mirrors))
+    return AcrProvider(
+        AzureOptions(config_path=config_files[0], mirrors=mirrors, bindings=bindings)
+    )
 
 
 SPEC = PluginSpec(

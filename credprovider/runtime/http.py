@@ -231,10 +231,13 @@ def request(
     tls: ssl.SSLContext | None = None,
     max_body: int = MAX_BODY_BYTES,
     within: float | None = None,
+    connect_to: str | None = None,
 ) -> HttpResponse:
     """One request on a fresh connection; raises :class:`HttpError` when no full answer arrives.
     ``timeout`` bounds each wait on the network; ``within``, when given, the whole exchange (a
-    server that drip-feeds its answer ends it then).
+    server that drip-feeds its answer ends it then). ``connect_to`` (an address) is dialled
+    instead of the URL's host, which still names the server in ``Host`` and TLS (SNI and the
+    certificate check): AKS identity bindings reach their endpoint through the API server's IP.
 
     ``https://`` URLs need ``tls`` (the caller's verified context); ``http://`` ones never use it.
     HTTP/1.1 is spoken here over ``socket`` (and ``ssl`` only for https): ``http.client`` would
@@ -253,8 +256,9 @@ def request(
     # with the "idna" codec, whose import (with stringprep, unicodedata and re) costs a miss
     # milliseconds.
     address = host.encode("ascii") if host.isascii() else host
+    dialled = address if connect_to is None else connect_to.encode("ascii")
     try:
-        connection = socket.create_connection((address, port), timeout=timeout)  # type: ignore[arg-type]
+        connection = socket.create_connection((dialled, port), timeout=timeout)  # type: ignore[arg-type]
     except (OSError, ValueError) as exc:
         raise HttpError(_describe(exc)) from exc
     try:
@@ -379,13 +383,16 @@ def get(
     return request("GET", url, headers=headers, timeout=timeout, max_body=max_body)
 
 
-def stdlib_send(tls: ssl.SSLContext | None = None) -> Send:
-    """This client as a :data:`Send` (``tls`` for https URLs)."""
+def stdlib_send(tls: ssl.SSLContext | None = None, connect_to: str | None = None) -> Send:
+    """This client as a :data:`Send` (``tls`` for https URLs; ``connect_to``: see
+    :func:`request`)."""
 
     def send(
         method: str, url: str, headers: Mapping[str, str], body: bytes | None, timeout: float
     ) -> HttpResponse:
-        return request(method, url, headers=headers, timeout=timeout, body=body, tls=tls)
+        return request(
+            method, url, headers=headers, timeout=timeout, body=body, tls=tls, connect_to=connect_to
+        )
 
     return send
 

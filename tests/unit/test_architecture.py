@@ -153,7 +153,7 @@ def _importers(target: str) -> list[str]:
             "credprovider.runtime.retry.call_with_retries",
             [
                 "credprovider.aws.botocore_api",
-                "credprovider.azure.provider",
+                "credprovider.azure.identities",
                 "credprovider.gcp.googleauth",
                 "credprovider.runtime.http",
             ],
@@ -164,7 +164,7 @@ def _importers(target: str) -> list[str]:
         # Each SDK behind its cloud's adapter.
         ("botocore", ["credprovider.aws.botocore_api"]),
         ("google", ["credprovider.gcp.googleauth"]),
-        ("azure", ["credprovider.azure.provider"]),
+        ("azure", ["credprovider.azure.identities"]),
     ],
 )
 def test_one_module_owns_each_dependency(target: str, owners: list[str]) -> None:

@@ -88,8 +88,8 @@ def test_yaml_cloud_config_with_any_key_case(azure: Azure) -> None:
             "--ib-sni-name must be set when --ib-apiserver-ip is provided",
         ),
         (
-            ["a.json", "--ib-sni-name", "ib.example", "--ib-apiserver-ip", "10.0.0.1"],
-            "AKS identity bindings (--ib-sni-name) are not supported by this plugin",
+            ["a.json", "--ib-sni-name", "ib.example", "--ib-apiserver-ip", "not an address!"],
+            "--ib-apiserver-ip must be a valid IP address or resolvable FQDN, got: not an address!",
         ),
         (["a.json", "--registry-mirror", "mcr.microsoft.com"], "is not source:target"),
     ],

@@ -1,4 +1,4 @@
-"""Which credential the ACR plugin picks (azure.provider.choose_identity), in process: the pod's
+"""Which credential the ACR plugin picks (azure.identities.choose_identity), in process: the pod's
 service account when its annotations name one, else azure.json's workload identity, managed
 identity, client secret or certificate, in that order. Real azure-identity objects are built (no
 call is made: building one reaches nothing)."""
@@ -11,7 +11,7 @@ import json
 import pytest
 
 from credprovider.azure.cloudconfig import parse_cloud_config
-from credprovider.azure.provider import choose_identity
+from credprovider.azure.identities import choose_identity
 from credprovider.azure.registry import CLOUDS
 from credprovider.errors import ProviderError
 from credprovider.runtime.api import CredentialProviderRequest
