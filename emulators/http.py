@@ -154,7 +154,7 @@ class FakeServer:
                 except OSError:
                     pass  # the client stopped reading: what a bounded reader does
 
-            do_GET = do_POST = do_PUT = do_HEAD = _serve
+            do_GET = do_POST = do_PUT = do_PATCH = do_HEAD = _serve
 
         self._server = ThreadingHTTPServer(("127.0.0.1", port), RequestHandler)
         self._server.daemon_threads = True

@@ -150,7 +150,12 @@ def test_mode_flags_asks_for_what_restarting_kubelets_needs(helm: Path) -> None:
         namespace="credprovider",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    docs = [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    # what helm uninstall's pre-delete hook adds is test_helm_uninstall_restores_the_nodes_first's
+    docs = [
+        doc
+        for doc in yaml.safe_load_all(done.stdout)
+        if doc and "helm.sh/hook" not in (doc["metadata"].get("annotations") or {})
+    ]
     kinds = sorted((doc["kind"], doc["metadata"].get("namespace", "")) for doc in docs)
     assert kinds == [
         ("ClusterRole", ""), ("ClusterRoleBinding", ""), ("DaemonSet", "credprovider"),
@@ -204,6 +209,64 @@ def test_mode_flags_asks_for_what_restarting_kubelets_needs(helm: Path) -> None:
     }  # fmt: skip
     [policy] = [doc for doc in docs if doc["kind"] == "ValidatingAdmissionPolicy"]
     assert "system:serviceaccount:credprovider:fleet-agent" in str(policy["spec"])
+
+
+def _hooks(done: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
+    assert done.returncode == 0, done.stderr
+    return [
+        doc
+        for doc in yaml.safe_load_all(done.stdout)
+        if doc and "helm.sh/hook" in (doc["metadata"].get("annotations") or {})
+    ]
+
+
+def test_helm_uninstall_restores_the_nodes_first(helm: Path) -> None:
+    """Mode flags: a pre-delete hook (a Job, with its own account) runs credprovider fleet
+    uninstall before helm deletes anything. It may read nodes and patch this release's DaemonSet
+    only, runs as nobody with nothing, and is gone once it succeeded (kept when it fails, for its
+    log). Mode files sets no flag, so helm uninstall has nothing to put back; false turns it off."""
+    hooks = _hooks(render(helm, "image.repository=r/c", "mode=flags", namespace="credprovider"))
+    assert {doc["metadata"]["annotations"]["helm.sh/hook"] for doc in hooks} == {"pre-delete"}  # type: ignore[index]
+    assert {doc["metadata"]["annotations"]["helm.sh/hook-delete-policy"] for doc in hooks} == {  # type: ignore[index]
+        "before-hook-creation,hook-succeeded"
+    }
+    by_kind = {str(doc["kind"]): doc for doc in hooks}
+    assert sorted(by_kind) == [
+        "ClusterRole", "ClusterRoleBinding", "Job", "Role", "RoleBinding", "ServiceAccount",
+    ]  # fmt: skip
+    assert by_kind["ClusterRole"]["rules"] == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}
+    ]
+    assert by_kind["Role"]["rules"] == [
+        {"apiGroups": ["apps"], "resources": ["daemonsets"], "resourceNames": ["fleet-agent"],
+         "verbs": ["get", "patch"]},
+    ]  # fmt: skip
+    job = by_kind["Job"]
+    assert job["metadata"]["annotations"]["helm.sh/hook-weight"] == "0"  # type: ignore[index]
+    assert all(
+        doc["metadata"]["annotations"]["helm.sh/hook-weight"] == "-10"  # type: ignore[index]
+        for doc in hooks
+        if doc["kind"] != "Job"
+    )
+    spec = job["spec"]  # type: ignore[index]
+    assert spec["backoffLimit"] == 0 and spec["activeDeadlineSeconds"] == 900 + 120
+    pod = spec["template"]["spec"]
+    assert pod["serviceAccountName"] == "fleet-uninstall" and "volumes" not in pod
+    [container] = pod["containers"]
+    assert container["args"] == [
+        "fleet", "uninstall", "--namespace=credprovider", "--daemonset=fleet-agent",
+        "--timeout=900",
+    ]  # fmt: skip
+    assert container["securityContext"] == {
+        "runAsUser": 65534, "runAsNonRoot": True, "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }  # fmt: skip
+    assert _hooks(render(helm, "image.repository=r/c")) == []
+    assert _hooks(render(helm, "image.repository=r/c", "mode=flags",
+                         "flags.uninstallOnDelete=false")) == []  # fmt: skip
+    short = render(helm, "image.repository=r/c", "mode=flags", "flags.uninstallTimeout=30")
+    assert short.returncode != 0 and "uninstallTimeout" in short.stderr  # below a minute
 
 
 def test_the_own_node_policy_is_rendered_where_tokens_name_their_node(helm: Path) -> None:

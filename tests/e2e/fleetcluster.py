@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import tarfile
+import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -156,17 +157,35 @@ class Cluster:
         return {name: self.annotations(name).get("credprovider.io/version", "") for name in NODES}
 
     # -- helm -------------------------------------------------------------------------------------
-    def helm(self, verb: str, chart: Path, values: dict[str, Any]) -> None:
-        values_file = self.run / f"values-{time.monotonic_ns()}.json"
-        values_file.write_text(json.dumps(values))
+    def helm(self, verb: str, chart: Path | None, values: dict[str, Any] | None = None,
+             timeout: float = 120) -> str:  # fmt: skip
+        """``helm VERB RELEASE [CHART -f VALUES]``: its output (a failure raises)."""
+        more: list[str] = []
+        if chart is not None:
+            values_file = self.run / f"values-{time.monotonic_ns()}.json"
+            values_file.write_text(json.dumps(values or {}))
+            more = [str(chart), "-f", str(values_file)]
         done = subprocess.run(
-            [self.spec["helm"], verb, RELEASE, str(chart), "--namespace", NAMESPACE,
-             "--kubeconfig", str(self.plane.admin_kubeconfig), "-f", str(values_file)],
-            capture_output=True, text=True, timeout=120, check=False,
+            [self.spec["helm"], verb, RELEASE, *more, "--namespace", NAMESPACE,
+             "--kubeconfig", str(self.plane.admin_kubeconfig), "--timeout", f"{int(timeout)}s"],
+            capture_output=True, text=True, timeout=timeout + 60, check=False,
             env={"PATH": "/usr/bin:/bin", "HOME": str(self.run), "HELM_CACHE_HOME": str(self.run / "helm")},
         )  # fmt: skip
         if done.returncode != 0:
             raise RuntimeError(f"helm {verb}: {done.stderr.strip()[-2000:]}")
+        return done.stdout
+
+    def hook_log(self) -> str:
+        """The pre-delete hook Job's log (helm deletes it when it succeeds: read while it runs)."""
+        pods = (self.plane.get(f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector="
+                               "app.kubernetes.io/name%3Dcredprovider-uninstall") or {})  # fmt: skip
+        logs = []
+        for pod in pods.get("items", []):
+            status, text = self.plane.request(
+                "GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}/log"
+            )
+            logs.append(text if status == 200 and isinstance(text, str) else "")
+        return "\n".join(logs)
 
     def pull(self, name: str, pod: str, image: str) -> dict[str, Any]:
         """A pod on ``name`` whose ``image`` is in an emulated cloud registry: how it ended."""
@@ -403,17 +422,44 @@ def _phases(
     result["killed_agent"] = cluster.kill_agent_in_its_wait("node-b")
     cluster.wait("node-b rolled back", lambda: cluster.results()["node-b"] == "rolled back", 420)
     phase("rolled back")
-    # 5. uninstall: every node as before the install
-    cluster.helm("upgrade", chart_as("0.2.0", run), values | {"action": "uninstall"})
-    cluster.wait(
-        "both nodes uninstalled", lambda: set(cluster.results().values()) == {"uninstalled"}, 300
-    )
+    # 5. helm uninstall alone: its pre-delete hook tells the agents to uninstall and waits for
+    # both nodes before helm deletes anything (the hook Job's log, read while it runs)
+    logs: list[str] = []
+    done = threading.Event()
+    watcher = threading.Thread(target=lambda: _follow(cluster, logs, done), daemon=True)
+    watcher.start()
+    try:
+        result["helm_uninstall"] = cluster.helm("uninstall", None, timeout=600)
+    finally:
+        done.set()
+        watcher.join(timeout=30)
+    result["hook_log"] = max(logs, key=len, default="")
     phase("uninstalled")
+    result["release_left"] = {
+        "daemonset": cluster.plane.get(
+            f"/apis/apps/v1/namespaces/{NAMESPACE}/daemonsets/{RELEASE}-agent"
+        ),
+        "hook_job": cluster.plane.get(
+            f"/apis/batch/v1/namespaces/{NAMESPACE}/jobs/{RELEASE}-uninstall"
+        ),
+    }
     cluster.wait("both kubelets Ready again", lambda: all(
         any(c["type"] == "Ready" and c["status"] == "True"
             for c in (plane.get(f"/api/v1/nodes/{n}") or {}).get("status", {}).get("conditions", []))
         for n in NODES), 120)  # fmt: skip
     result["after"] = {name: cluster.snapshot(name) for name in NODES}
+
+
+def _follow(cluster: Cluster, logs: list[str], done: threading.Event) -> None:
+    """The hook Job's log, read every few seconds until helm uninstall returns (helm deletes the
+    Job once it succeeded)."""
+    while not done.wait(3):
+        try:
+            found = cluster.hook_log()
+        except (OSError, controlplane.ApiError):
+            continue
+        if found:
+            logs.append(found)
 
 
 def _terminate(process: subprocess.Popen[bytes]) -> None:

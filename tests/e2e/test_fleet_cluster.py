@@ -152,8 +152,16 @@ def test_a_kubelet_that_does_not_come_back_is_rolled_back(cluster_run: dict[str,
     assert rolled["files"]["node-b"][config] == upgrade[config]  # the config put back
 
 
-def test_uninstall_puts_every_node_back(cluster_run: dict[str, Any]) -> None:
+def test_helm_uninstall_alone_puts_every_node_back(cluster_run: dict[str, Any]) -> None:
+    """helm uninstall, with no action=uninstall first: the chart's pre-delete hook told the
+    agents to uninstall and waited for both nodes (each one's outcome in its log) before helm
+    deleted the DaemonSet; the hook's Job is gone with it."""
     assert "after" in cluster_run, _said(cluster_run)
+    log = cluster_run["hook_log"]
+    assert "told the agents of kube-system/credprovider-agent to uninstall" in log, log
+    assert "node-a: uninstalled" in log and "node-b: uninstalled" in log, log
+    assert "every node restored (2)" in log, log
+    assert cluster_run["release_left"] == {"daemonset": None, "hook_job": None}
     for node in ("node-a", "node-b"):
         assert (
             cluster_run["phases"]["uninstalled"]["annotations"][node]["credprovider.io/result"]

@@ -6,7 +6,8 @@ node should hold), ``apply`` and ``uninstall`` (the change, with its health wait
 ``watchdog`` (the node's own rollback when the agent dies mid-change), ``run`` (a run as one of
 the fleet: the change, the dry run, staying until stopped), ``health`` (is the kubelet
 well), ``cluster`` (its Leases, annotations and Events on the API server, through
-``tool/cluster``), ``daemon`` (the agent as a member of
+``tool/cluster``), ``removal`` (helm uninstall's pre-delete step: every node told to uninstall,
+and waited for), ``daemon`` (the agent as a member of
 the fleet: restart slots, Events, annotations) and ``termination`` (SIGTERM during a change). The
 ``agent`` commands (credprovider/tool/commands/agent.py, agent_run.py) parse and print.
 """

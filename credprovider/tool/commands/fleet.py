@@ -1,5 +1,6 @@
 """``credprovider fleet status``: what the node agents did on every node, read from the API server
-(the ``credprovider.io/`` annotations each agent writes on its node)."""
+(the ``credprovider.io/`` annotations each agent writes on its node); ``fleet uninstall``: every
+node restored before the chart is deleted (agent/removal.py)."""
 
 from __future__ import annotations
 
@@ -72,6 +73,33 @@ def _cmd_status(args: argparse.Namespace) -> int:
     return EXIT_OK if healthy else EXIT_FAILED
 
 
+def _cmd_uninstall(args: argparse.Namespace) -> int:
+    from credprovider.tool.agent.removal import remove_fleet
+    from credprovider.tool.cluster.connect import ClusterError, connect
+
+    def say(line: str) -> None:
+        print(printable(line), flush=True)
+
+    try:
+        client = connect(args.kubeconfig, in_cluster=args.kubeconfig is None)
+        found = remove_fleet(client, args.namespace, args.daemonset, args.timeout, say)
+    except ClusterError as exc:
+        print(f"credprovider fleet uninstall: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    left = [outcome for outcome in found if not outcome.done]
+    if left:
+        print(
+            f"credprovider fleet uninstall: {len(left)} of {len(found)} node(s) not restored "
+            f"within {args.timeout:g}s: {'; '.join(o.line() for o in left)}. Nothing was deleted: "
+            "fix those nodes (credprovider doctor there), then helm uninstall again; helm "
+            "uninstall --no-hooks deletes the release and leaves them as they are",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    say(f"every node restored ({len(found)})")
+    return EXIT_OK
+
+
 def register(sub: Subcommands) -> None:
     fleet = sub.add_parser(
         "fleet",
@@ -97,3 +125,24 @@ def register(sub: Subcommands) -> None:
     )
     status.add_argument("--json", action="store_true", help="one JSON object on stdout")
     status.set_defaults(handler=_cmd_status)
+    uninstall = actions.add_parser(
+        "uninstall",
+        help="tell every node's agent to uninstall and wait for each node to be restored (the "
+        "chart's pre-delete hook runs it on helm uninstall)",
+        description="Adds --uninstall to the agent DaemonSet's arguments (what action=uninstall "
+        "renders), then waits until every node an agent reported on says uninstalled, printing "
+        "each node's outcome as it changes. Exit 0: every node restored; 1: a node was not "
+        "within --timeout (its outcome is printed), or the API server could not be used.",
+    )
+    uninstall.add_argument("--namespace", required=True, help="the DaemonSet's namespace")
+    uninstall.add_argument("--daemonset", required=True, help="the agent DaemonSet's name")
+    uninstall.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        help="seconds to wait for every node (default: %(default)g)",
+    )
+    uninstall.add_argument(
+        "--kubeconfig", help="the kubeconfig to use (default: the pod's service account)"
+    )
+    uninstall.set_defaults(handler=_cmd_uninstall)
