@@ -8,7 +8,6 @@ is imported. ``credprovider <name> ...`` and ``python -m credprovider <name> ...
 
 from __future__ import annotations
 
-import os
 import sys
 
 # typing costs more to import than the rest of --version: annotations only (see credprovider/runtime/_typing.py)
@@ -52,7 +51,7 @@ def register_cloud(name: str, package: str) -> None:
 
 def program_name(argv0: str) -> str:
     """The program name for ``argv[0]``: its basename without a Windows ``.exe`` suffix."""
-    return without_exe(os.path.basename(argv0))
+    return without_exe(argv0.rpartition("/")[2])
 
 
 def without_exe(name: str) -> str:

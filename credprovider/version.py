@@ -7,10 +7,11 @@ the first two are unknown and say so, and the OpenSSL version is asked of ``_ssl
 which would import socket, enum and selectors too).
 
 ``--version`` is the cheapest exec there is (``credprovider.entry`` answers it before importing a
-program): this module imports nothing but ``os`` and ``sys``, which the interpreter already holds.
+program): this module imports nothing but ``posix`` and ``sys``, which the interpreter already holds
+(``os`` would cost the exec more than the rest of it: credprovider/runtime/_os.py).
 """
 
-import os
+import posix
 import sys
 
 from credprovider import __version__
@@ -24,7 +25,7 @@ def build_info() -> dict[str, str]:
     except ImportError:
         raw = {}
     info = raw if isinstance(raw, dict) else {}
-    machine = os.uname().machine
+    machine = posix.uname().machine
     return {
         "version": __version__,
         "commit": str(info.get("commit") or "unknown (not a release build)"),

@@ -3,8 +3,6 @@ both behind :mod:`credprovider.aws.tokenapi`), the region fallback, and the toke
 
 from __future__ import annotations
 
-import os
-
 from credprovider import __version__
 from credprovider.aws.registry import (
     IDENTITY_ENV,
@@ -17,6 +15,7 @@ from credprovider.aws.registry import (
     role_for_service_account,
 )
 from credprovider.errors import CredproviderError, ProviderError
+from credprovider.runtime import _os
 from credprovider.runtime._typing import TYPE_CHECKING, NamedTuple
 from credprovider.runtime.api import AuthConfig, CredentialProviderRequest
 from credprovider.runtime.provider import Context, Credentials, Plan, fingerprint_file
@@ -165,7 +164,7 @@ def _direct_route(
             or ctx.environ.get("AWS_DEFAULT_REGION")
         )
         route = (
-            direct.plan(ctx.environ, _service(registry), region, os.path.exists)
+            direct.plan(ctx.environ, _service(registry), region, _os.exists)
             if region
             else "no region in the registry host or the environment"
         )

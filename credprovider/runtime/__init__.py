@@ -24,7 +24,8 @@ stdout or the process exit code. One module per job:
   ``excerpt``: how much of an input a message quotes; ``advice``: what to do, for every cloud;
 * ``args``: the runtime's own flags and a plugin's, and ``--help``; ``goformat``: Go's text forms;
   ``cjson`` and ``_typing``: json and typing without their import cost;
-* ``loopback``: test mode (loopback-only connects, the resolve map);
+* ``loopback``: test mode (loopback-only connects, the resolve map); ``_os``: os without its
+  import cost;
 * ``bundlecheck``: whether the bundle this process runs from is whole, asked after a failed start.
 
 Stdlib only: nothing here may import an SDK, pydantic or YAML.

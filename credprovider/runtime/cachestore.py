@@ -29,12 +29,11 @@ Nothing here imports a cloud SDK: a cache hit answers without loading one.
 from __future__ import annotations
 
 import errno
-import os
 import stat
 import time
 
 from credprovider.errors import CredproviderError
-from credprovider.runtime import cjson
+from credprovider.runtime import _os, cjson
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final
 from credprovider.runtime.api import CACHE_KEY_TYPES, AuthConfig
 from credprovider.runtime.provider import (
@@ -55,8 +54,8 @@ MAX_SYMLINK_HOPS: Final = 40
 LOCK_POLL_SECONDS: Final = 0.05
 # Keep this much of the deadline to fetch uncached if another exec holds the lock too long.
 LOCK_RESERVE_SECONDS: Final = 10.0
-_DIRECTORY_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS: Final = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+_DIRECTORY_FLAGS: Final = _os.O_RDONLY | _os.O_DIRECTORY | _os.O_NOFOLLOW | _os.O_CLOEXEC
+_FILE_FLAGS: Final = _os.O_NOFOLLOW | _os.O_CLOEXEC | _os.O_NONBLOCK
 
 
 class CacheUnavailable(CredproviderError):
@@ -72,10 +71,10 @@ def scope_key(scope: CacheScope) -> str:
 
 
 def _trusted_owner(uid: int) -> bool:
-    return uid in (0, os.geteuid())
+    return uid in (0, _os.geteuid())
 
 
-def _check_parent(info: os.stat_result, where: str) -> None:
+def _check_parent(info: _os.stat_result, where: str) -> None:
     """A directory on the path: trusted owner, and nobody else can swap what is in it."""
     if not _trusted_owner(info.st_uid):
         raise CacheUnavailable(f"{where} on the cache path is owned by uid {info.st_uid}")
@@ -89,58 +88,58 @@ def _check_parent(info: os.stat_result, where: str) -> None:
 def _open_directory(path: str, create: bool = True) -> int:
     """Walk ``path`` from ``/`` without following untrusted links; create missing parts (0700)
     when ``create``."""
-    if not os.path.isabs(path):
+    if not _os.isabs(path):
         try:
-            path = os.path.join(os.getcwd(), path)
+            path = _os.join(_os.getcwd(), path)
         except OSError as exc:  # the working directory was deleted (or is unreadable)
             raise CacheUnavailable(
                 f"the cache directory {path} is relative and the working directory cannot be "
                 f"found ({exc.strerror or exc}): give an absolute --cache-dir"
             ) from None
     pending = [part for part in path.split("/") if part not in ("", ".")]
-    descriptor = os.open("/", _DIRECTORY_FLAGS)
+    descriptor = _os.open("/", _DIRECTORY_FLAGS)
     where, hops = "/", 0
     try:
         while pending:
-            _check_parent(os.fstat(descriptor), where)
+            _check_parent(_os.fstat(descriptor), where)
             name = pending.pop(0)
             if name == "..":
                 raise CacheUnavailable("the cache path must not contain '..'")
             try:
-                entry = os.stat(name, dir_fd=descriptor, follow_symlinks=False)
+                entry = _os.stat(name, dir_fd=descriptor, follow_symlinks=False)
             except FileNotFoundError:
                 if not create:
                     raise CacheUnavailable(
                         f"the cache directory {path} does not exist (read-only: not created)"
                     ) from None
                 try:  # noqa: SIM105 - contextlib is not on the exec path
-                    os.mkdir(name, 0o700, dir_fd=descriptor)
+                    _os.mkdir(name, 0o700, dir_fd=descriptor)
                 except FileExistsError:  # a concurrent exec made it first
                     pass
-                entry = os.stat(name, dir_fd=descriptor, follow_symlinks=False)
-            where = os.path.join(where, name)
+                entry = _os.stat(name, dir_fd=descriptor, follow_symlinks=False)
+            where = _os.join(where, name)
             if not _trusted_owner(entry.st_uid):
                 raise CacheUnavailable(f"{where} is owned by uid {entry.st_uid}")
             if stat.S_ISLNK(entry.st_mode):
                 hops += 1
                 if hops > MAX_SYMLINK_HOPS:
                     raise CacheUnavailable(f"too many symlinks on the cache path at {where}")
-                target = os.readlink(name, dir_fd=descriptor)
+                target = _os.readlink(name, dir_fd=descriptor)
                 pending = [p for p in target.split("/") if p not in ("", ".")] + pending
                 if target.startswith("/"):
-                    os.close(descriptor)
-                    descriptor, where = os.open("/", _DIRECTORY_FLAGS), "/"
+                    _os.close(descriptor)
+                    descriptor, where = _os.open("/", _DIRECTORY_FLAGS), "/"
                 continue
-            child = os.open(name, _DIRECTORY_FLAGS, dir_fd=descriptor)
-            os.close(descriptor)
+            child = _os.open(name, _DIRECTORY_FLAGS, dir_fd=descriptor)
+            _os.close(descriptor)
             descriptor = child
     except OSError as exc:
-        os.close(descriptor)
+        _os.close(descriptor)
         raise CacheUnavailable(
             f"cannot open the cache directory {path}: {exc.strerror or exc}"
         ) from None
     except CacheUnavailable:
-        os.close(descriptor)
+        _os.close(descriptor)
         raise
     return descriptor
 
@@ -151,12 +150,12 @@ class CacheDir:
     def __init__(self, path: str, create: bool = True) -> None:
         self.path = path
         self.fd = _open_directory(path, create)
-        info = os.fstat(self.fd)
-        if info.st_uid != os.geteuid():
+        info = _os.fstat(self.fd)
+        if info.st_uid != _os.geteuid():
             self.close()
             raise CacheUnavailable(
                 f"the cache directory {path} is not owned by this user (uid "
-                f"{os.geteuid()}): refusing to use it"
+                f"{_os.geteuid()}): refusing to use it"
             )
         if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
             self.close()
@@ -167,16 +166,16 @@ class CacheDir:
 
     def open_file(self, name: str, flags: int, mode: int = 0o600) -> int:
         """``name`` in this directory, never through a link; a regular file of this user only."""
-        descriptor = os.open(name, flags | _FILE_FLAGS, mode, dir_fd=self.fd)
-        info = os.fstat(descriptor)
-        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
-            os.close(descriptor)
+        descriptor = _os.open(name, flags | _FILE_FLAGS, mode, dir_fd=self.fd)
+        info = _os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != _os.geteuid():
+            _os.close(descriptor)
             raise OSError(errno.EPERM, f"{name} is not a regular file of this user")
         return descriptor
 
     def close(self) -> None:
         if self.fd >= 0:
-            os.close(self.fd)
+            _os.close(self.fd)
             self.fd = -1
 
 
@@ -244,26 +243,26 @@ class CacheEntry:
         self.directory = directory
         self.scope = scope
         self.name = f"{scope_key(scope)}.json"
-        self.path = os.path.join(directory.path, self.name)
+        self.path = _os.join(directory.path, self.name)
         self.problem = ""  # why the last load served nothing, if there was a file
 
     def load(self, now: float) -> Credentials | None:
         """Fresh, valid credentials, or ``None`` (:attr:`problem` then says why, if not missing)."""
         self.problem = ""
         try:
-            descriptor = self.directory.open_file(self.name, os.O_RDONLY)
+            descriptor = self.directory.open_file(self.name, _os.O_RDONLY)
         except FileNotFoundError:
             return None
         except OSError as exc:
             self.problem = f"cannot be read ({exc.strerror or exc})"
             return None
         try:
-            data = os.read(descriptor, MAX_ENTRY_BYTES + 1)
+            data = _os.read(descriptor, MAX_ENTRY_BYTES + 1)
         except OSError as exc:
             self.problem = f"cannot be read ({exc.strerror or exc})"
             return None
         finally:
-            os.close(descriptor)
+            _os.close(descriptor)
         if len(data) > MAX_ENTRY_BYTES:
             self.problem = f"larger than {MAX_ENTRY_BYTES} bytes"
             return None
@@ -280,22 +279,22 @@ class CacheEntry:
         data = _encode(self.scope, creds, now)
         if isinstance(decode_entry(data, self.scope, now), str):
             return False  # expiring soon, or not valid for its scope: not worth keeping
-        temp = f".tmp-{os.getpid()}-{os.urandom(6).hex()}"
-        descriptor = self.directory.open_file(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        temp = f".tmp-{_os.getpid()}-{_os.urandom(6).hex()}"
+        descriptor = self.directory.open_file(temp, _os.O_WRONLY | _os.O_CREAT | _os.O_EXCL)
         try:
-            with os.fdopen(descriptor, "wb") as handle:
+            with open(descriptor, "wb") as handle:
                 handle.write(data)
                 handle.flush()
-                os.fsync(handle.fileno())
+                _os.fsync(handle.fileno())
             dfd = self.directory.fd
             try:
-                os.replace(temp, self.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+                _os.replace(temp, self.name, src_dir_fd=dfd, dst_dir_fd=dfd)
             except IsADirectoryError:  # something made a directory of that name: only if empty
-                os.rmdir(self.name, dir_fd=dfd)
-                os.replace(temp, self.name, src_dir_fd=dfd, dst_dir_fd=dfd)
+                _os.rmdir(self.name, dir_fd=dfd)
+                _os.replace(temp, self.name, src_dir_fd=dfd, dst_dir_fd=dfd)
         except BaseException:
             try:  # noqa: SIM105 - contextlib is not on the exec path
-                os.unlink(temp, dir_fd=self.directory.fd)
+                _os.unlink(temp, dir_fd=self.directory.fd)
             except OSError:
                 pass
             raise
@@ -315,7 +314,7 @@ class KeyLock:
         import fcntl  # a cache hit reads without the lock
 
         descriptor = self.directory.open_file(
-            f"{scope_key(self.scope)}.lock", os.O_RDWR | os.O_CREAT
+            f"{scope_key(self.scope)}.lock", _os.O_RDWR | _os.O_CREAT
         )
         self._descriptor = descriptor
         started = time.monotonic()
@@ -341,5 +340,5 @@ class KeyLock:
 
     def release(self) -> None:
         if self._descriptor is not None:
-            os.close(self._descriptor)  # closing releases the flock
+            _os.close(self._descriptor)  # closing releases the flock
             self._descriptor = None

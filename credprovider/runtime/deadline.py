@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 from credprovider.errors import UsageError
+from credprovider.runtime import _os
 from credprovider.runtime._typing import TYPE_CHECKING, Final
 from credprovider.runtime.excerpt import clip
 from credprovider.runtime.goformat import DurationError, parse_seconds
@@ -36,7 +36,7 @@ def seconds_since_exec() -> float:
             fields = handle.read().rsplit(b")", 1)[1].split()
         with open("/proc/uptime", "rb") as handle:
             uptime = float(handle.read().split()[0])
-        started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime, in clock ticks
+        started = int(fields[19]) / _os.sysconf("SC_CLK_TCK")  # field 22: starttime, in clock ticks
         return max(0.0, min(uptime - started, 5.0))
     except (OSError, ValueError, IndexError):
         return 0.0

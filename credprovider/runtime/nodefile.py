@@ -10,10 +10,10 @@ may read what). Stdlib only.
 from __future__ import annotations
 
 import errno
-import os
 import stat
 
 from credprovider.errors import CredproviderError
+from credprovider.runtime import _os
 from credprovider.runtime._typing import Final
 from credprovider.runtime.excerpt import byte_size
 
@@ -37,23 +37,23 @@ def read_node_file(path: str, cap: int = MAX_NODE_FILE_BYTES) -> bytes:
     """The whole file; :class:`OSError` if it cannot be opened (``ValueError`` for a NUL in the
     path), :class:`NodeFileError` if it is not a regular file or is larger than ``cap``."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+        descriptor = _os.open(path, _os.O_RDONLY | _os.O_NONBLOCK | _os.O_CLOEXEC | _os.O_NOCTTY)
     except OSError as exc:
         if exc.errno == errno.ENXIO:  # a socket (or a device without a driver): say which
-            _refuse_special(os.stat(path).st_mode, path)
+            _refuse_special(_os.stat(path).st_mode, path)
         raise
     try:
-        mode = os.fstat(descriptor).st_mode
+        mode = _os.fstat(descriptor).st_mode
         _refuse_special(mode, path)
         chunks, size = [], 0
-        while chunk := os.read(descriptor, min(1 << 20, cap + 1 - size)):
+        while chunk := _os.read(descriptor, min(1 << 20, cap + 1 - size)):
             chunks.append(chunk)
             size += len(chunk)
             if size > cap:
                 raise NodeFileError(errno.EFBIG, f"is larger than {byte_size(cap)}", path)
         return b"".join(chunks)
     finally:
-        os.close(descriptor)
+        _os.close(descriptor)
 
 
 def special_kind(mode: int) -> str:

@@ -4,9 +4,9 @@ credential's expiry into ``cacheDuration``."""
 
 from __future__ import annotations
 
-import os
 import time
 
+from credprovider.runtime._os import is_process_environ
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 from credprovider.runtime.api import CACHE_KEY_REGISTRY
 from credprovider.runtime.excerpt import clip
@@ -91,7 +91,8 @@ class Context:
 
 class SdkEnvironment:
     """``os.environ`` (and the C environment a child process inherits) replaced by ``environ``
-    for the ``with`` block, then put back as it was. A no-op when ``environ`` is ``os.environ``.
+    for the ``with`` block, then put back as it was. A no-op when ``environ`` is the process's own
+    (``runtime._os.is_process_environ``).
     Process-wide: only one provider fetches at a time in a process (the runtime's worker thread)."""
 
     def __init__(self, environ: Mapping[str, str]) -> None:
@@ -100,7 +101,7 @@ class SdkEnvironment:
         self._restores_seen = 0
 
     def __enter__(self) -> None:
-        if self._environ is os.environ:
+        if is_process_environ(self._environ):
             return
         self._restore = environment_restorer(self._environ)
         self._restores_seen = _RESTORES[0]
@@ -119,9 +120,11 @@ _RESTORES: Final = [0]  # how many times a replaced process environment was put 
 
 def environment_restorer(environ: Mapping[str, str]) -> Callable[[], None]:
     """For a context's ``environ``: a function putting ``os.environ`` back as it is now; a no-op
-    when ``environ`` is ``os.environ`` itself (a plugin's exec, where nothing is ever replaced)."""
-    if environ is os.environ:
+    when ``environ`` is the process's own (a plugin's exec, where nothing is ever replaced)."""
+    if is_process_environ(environ):
         return _nothing
+    import os  # only where a context's environment is not the process's (the tool's dry runs)
+
     saved = dict(os.environ)
 
     def restore() -> None:
@@ -136,6 +139,8 @@ def _nothing() -> None:
 
 
 def _replace_environ(wanted: Mapping[str, str]) -> None:
+    import os
+
     for name in [name for name in os.environ if name not in wanted]:
         del os.environ[name]
     for name, value in wanted.items():

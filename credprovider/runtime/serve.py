@@ -4,11 +4,10 @@ stdout and exit 0, or nothing on stdout, one line on stderr and exit 1, before t
 from __future__ import annotations
 
 import _thread
-import os
 import time
 
 from credprovider.errors import ProviderError, UsageError
-from credprovider.runtime import loopback
+from credprovider.runtime import _os, loopback
 from credprovider.runtime._typing import IO, TYPE_CHECKING, Final, NoReturn
 from credprovider.runtime.api import (
     CredentialProviderResponse,
@@ -218,7 +217,7 @@ class SdkSeam:
 
 def within(deadline: Deadline, work: Callable[[], bytes]) -> bytes | BaseException | None:
     """``work()`` on a worker thread: its result, what it raised, or ``None`` when the deadline
-    passed first (the worker is then left behind: the process exits with os._exit)."""
+    passed first (the worker is then left behind: the process exits with _exit)."""
     outcome: list[bytes | BaseException] = []
     # A bare thread and a lock, not the threading module (its import is paid by every cache hit).
     done = _thread.allocate_lock()
@@ -329,8 +328,8 @@ def main(spec: PluginSpec, argv: list[str]) -> NoReturn:
         stdin=stdin,
         stdout=stdout,
         stderr=stderr,
-        environ=os.environ,
+        environ=_os.process_environ(),
         spent_before_run=seconds_since_exec(),
     )
     flush_quietly()
-    os._exit(code)
+    _os._exit(code)

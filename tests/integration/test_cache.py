@@ -128,9 +128,12 @@ def test_a_fresh_entry_is_served_while_another_exec_holds_the_lock(
 
 # Standard-library modules whose import alone is a sizeable share of a cache hit (measured on the
 # bundle): the exec path reaches for none of them on a hit (credprovider/runtime/_typing.py, _thread).
+# os too: its import (with posixpath and _collections_abc's ABCs) is a fifth of the interpreter's
+# start; a hit takes what it needs from posix (credprovider/runtime/_os.py)
 COSTLY_STDLIB = {"typing", "threading", "contextlib", "dataclasses", "inspect", "socket", "ssl", "email",
                  "http", "urllib", "logging", "argparse", "datetime", "subprocess", "re", "json",
-                 "enum", "functools", "base64", "collections", "operator", "types", "fcntl"}  # fmt: skip
+                 "enum", "functools", "base64", "collections", "operator", "types", "fcntl",
+                 "os", "posixpath", "_collections_abc"}  # fmt: skip
 
 
 _RUN_PROBE = """
@@ -143,12 +146,12 @@ def counted(reference, parse=imageref.parse_image):
     parses.append(reference)
     return parse(reference)
 imageref.parse_image = counted  # before anything binds the name
-from credprovider.runtime import serve
+from credprovider.runtime import _os, serve
 from credprovider.entry import PLUGIN_MODULES
 __import__(PLUGIN_MODULES[sys.argv[2]])
 spec = sys.modules[PLUGIN_MODULES[sys.argv[2]]].SPEC
 code = serve.run(spec, sys.argv[3:], stdin=sys.stdin.buffer, stdout=sys.stdout.buffer,
-                 stderr=sys.stderr, environ=dict(__import__("os").environ))
+                 stderr=sys.stderr, environ=_os.process_environ())
 sys.stderr.write("\\nPARSES " + str(len(parses)))
 sys.stderr.write("\\nIMPORTED " + " ".join(sorted(set(sys.modules) - before)) + "\\n")
 """

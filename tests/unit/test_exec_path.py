@@ -40,7 +40,8 @@ STDLIB = frozenset(
         "ipaddress",
         "json",
         "logging",
-        "os",
+        "os",  # on a miss only: a hit takes what it needs from posix (runtime/_os.py)
+        "posix",
         "random",
         "re",
         "socket",
