@@ -24,11 +24,7 @@ RUNS = int(os.environ.get("BENCH_RUNS", "25"))
 
 
 BUDGETS = {
-    "hit_ms": 60.0,
     "hit_rss_mb": 40.0,
-    # gcp-impersonated (#33): the same 220 ms as any Google miss, although it loads google-auth,
-    # requests and cryptography and makes one more call over TLS (the plain miss does neither).
-    "miss_ms": {"aws": 220.0, "gcp": 220.0, "gcp-impersonated": 220.0, "azure": 300.0},
     # why: BUDGET_CHANGES (printed in results.md)
     "bundle_mib": 48.0,
     # Multiples of the bare start of the bundle's own interpreter, measured in the same run (#17).
@@ -107,6 +103,13 @@ BUDGET_CHANGES = {
     ),
     "hit_x_bare": (
         "2.0 until #48; 1.5 since the plugins' own modules load from one table "
-        "(_internal/credprovider-exec.bin) instead of two dozen files through the path finder."
+        "(_internal/credprovider-exec.bin) instead of two dozen files through the path finder, "
+        "and a hit imports no os (credprovider/runtime/_os.py)."
+    ),
+    "hit_ms, miss_ms": (
+        "absolute milliseconds (a hit under 60 ms, a miss under 220-300 ms) until #48, when they "
+        "were dropped: this VM's times move by up to 40% between runs (a Google miss went from "
+        "199 to 295 ms with no change), and budgets are ratios to the bare interpreter measured "
+        "in the same run, which every exec row still has (miss_x_bare, hit_x_bare)."
     ),
 }
