@@ -34,10 +34,13 @@ def fleet_run(
     tmp_path = tmp_path_factory.mktemp("fleet")
     rendered = render(helm_binary(), "image.repository=r/c", "mode=flags", namespace="credprovider")
     assert rendered.returncode == 0, rendered.stderr
+    # what helm install applies (a pre-delete hook is helm uninstall's: test_fleet_cluster.py)
     chart = [
         doc
         for doc in yaml.safe_load_all(rendered.stdout)
-        if doc and doc["kind"] not in ("DaemonSet",)
+        if doc
+        and doc["kind"] not in ("DaemonSet",)
+        and "helm.sh/hook" not in (doc["metadata"].get("annotations") or {})
     ]
     run_dir = tmp_path / "run"
     run_dir.mkdir()
