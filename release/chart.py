@@ -55,8 +55,9 @@ def manifests(out: Path, version: str, index_digest: str, providers: str = "aws"
     for mode in MODES:
         done = subprocess.run(
             [
+                # no hooks: kubectl apply would run helm uninstall's pre-delete Job at once
                 str(helm()), "template", "credprovider", str(CHART), "--namespace", NAMESPACE,
-                "--kube-version", KUBE_VERSION,
+                "--kube-version", KUBE_VERSION, "--no-hooks",
                 "--set", "image.repository=credprovider", "--set", f"image.digest={index_digest}",
                 "--set", f"mode={mode}", "--set", f"providers={{{providers}}}",
             ],
@@ -68,6 +69,8 @@ def manifests(out: Path, version: str, index_digest: str, providers: str = "aws"
             f"{KUBE_VERSION}+: kubectl apply -f this file.\n# First push credprovider-"
             f"{version}-oci.tar to your registry (make release REGISTRY=host/repo) and write that "
             "repository\n# in front of '@' in the image below (the digest stays). docs/fleet.md.\n"
+            "# To remove it, apply it again with args --uninstall first (helm uninstall's hook does\n"
+            "# that with the chart; this file has no hook), then kubectl delete -f this file.\n"
             + done.stdout
         )
         written.append(target)

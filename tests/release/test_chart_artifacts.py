@@ -67,6 +67,8 @@ def test_the_manifests_pin_the_release_image_by_digest(version: str, mode: str) 
     assert f"--version={version}" in container["args"]
     kinds = {doc["kind"] for doc in docs}
     assert ("ClusterRole" in kinds) is (mode == "flags")  # mode files asks the API server nothing
+    # no helm hook: kubectl apply would run helm uninstall's pre-delete Job at once
+    assert "Job" not in kinds and "helm.sh/hook" not in text
 
 
 def test_the_chart_artifacts_are_in_the_checksums(version: str) -> None:
