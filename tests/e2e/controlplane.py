@@ -302,10 +302,13 @@ def start_controller_manager(
     plane: ControlPlane, binary: str, stack: ExitStack, log: IO[bytes]
 ) -> subprocess.Popen[bytes]:
     """kube-controller-manager with the controllers a DaemonSet's pods need: the DaemonSet
-    controller, and the root CA config map their service-account token volumes read."""
+    controller, and the root CA config map their service-account token volumes read; and what
+    helm uninstall's pre-delete hook needs: the Job controller, and the garbage collector that
+    deletes a deleted owner's pods."""
     return _component(
         plane, binary, stack, log,
-        "--controllers=daemonset,root-ca-cert-publisher", f"--root-ca-file={plane.ca.bundle}",
+        "--controllers=daemonset,job,garbagecollector,root-ca-cert-publisher",
+        f"--root-ca-file={plane.ca.bundle}",
         "--use-service-account-credentials=false",
     )  # fmt: skip
 
