@@ -22,7 +22,6 @@ import signal
 import subprocess
 import sys
 import tarfile
-import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -174,18 +173,6 @@ class Cluster:
         if done.returncode != 0:
             raise RuntimeError(f"helm {verb}: {done.stderr.strip()[-2000:]}")
         return done.stdout
-
-    def hook_log(self) -> str:
-        """The pre-delete hook Job's log (helm deletes it when it succeeds: read while it runs)."""
-        pods = (self.plane.get(f"/api/v1/namespaces/{NAMESPACE}/pods?labelSelector="
-                               "app.kubernetes.io/name%3Dcredprovider-uninstall") or {})  # fmt: skip
-        logs = []
-        for pod in pods.get("items", []):
-            status, text = self.plane.request(
-                "GET", f"/api/v1/namespaces/{NAMESPACE}/pods/{pod['metadata']['name']}/log"
-            )
-            logs.append(text if status == 200 and isinstance(text, str) else "")
-        return "\n".join(logs)
 
     def pull(self, name: str, pod: str, image: str) -> dict[str, Any]:
         """A pod on ``name`` whose ``image`` is in an emulated cloud registry: how it ended."""
@@ -423,17 +410,14 @@ def _phases(
     cluster.wait("node-b rolled back", lambda: cluster.results()["node-b"] == "rolled back", 420)
     phase("rolled back")
     # 5. helm uninstall alone: its pre-delete hook tells the agents to uninstall and waits for
-    # both nodes before helm deletes anything (the hook Job's log, read while it runs)
-    logs: list[str] = []
-    done = threading.Event()
-    watcher = threading.Thread(target=lambda: _follow(cluster, logs, done), daemon=True)
-    watcher.start()
-    try:
-        result["helm_uninstall"] = cluster.helm("uninstall", None, timeout=600)
-    finally:
-        done.set()
-        watcher.join(timeout=30)
-    result["hook_log"] = max(logs, key=len, default="")
+    # both nodes before helm deletes anything
+    result["helm_uninstall"] = cluster.helm("uninstall", None, timeout=600)
+    result["hook_ran_on"] = [
+        name
+        for name in NODES
+        if f"{NAMESPACE}/{RELEASE}-uninstall-"
+        in (run / name / "kubelet.log").read_text(errors="replace")
+    ]
     phase("uninstalled")
     result["release_left"] = {
         "daemonset": cluster.plane.get(
@@ -448,18 +432,6 @@ def _phases(
             for c in (plane.get(f"/api/v1/nodes/{n}") or {}).get("status", {}).get("conditions", []))
         for n in NODES), 120)  # fmt: skip
     result["after"] = {name: cluster.snapshot(name) for name in NODES}
-
-
-def _follow(cluster: Cluster, logs: list[str], done: threading.Event) -> None:
-    """The hook Job's log, read every few seconds until helm uninstall returns (helm deletes the
-    Job once it succeeded)."""
-    while not done.wait(3):
-        try:
-            found = cluster.hook_log()
-        except (OSError, controlplane.ApiError):
-            continue
-        if found:
-            logs.append(found)
 
 
 def _terminate(process: subprocess.Popen[bytes]) -> None:
