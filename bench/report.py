@@ -206,7 +206,14 @@ def _exec_notes(results: dict[str, Any]) -> list[str]:
         (
             "Wall time and peak RSS are the plugin process's own: each exec is the child of a small "
             "launcher that times it and reads its ru_maxrss (the benchmark's own process would pass "
-            f"its RSS on to the child); the bare start's peak RSS is {floor['rss_mb']} MB."
+            f"its RSS on to the child); the bare start's peak RSS is {floor['rss_mb']} MB. "
+            + (
+                "A cache hit runs as on a node: without the tests' loopback guard (arming it "
+                "costs a hit about 1 ms), in a network namespace of its own where a miss could "
+                "reach nothing."
+                if results.get("hits_as_on_a_node")
+                else "A cache hit runs in test mode (not root: no network namespace of its own)."
+            )
         ),
         "",
         "Upstream: " + "; ".join(f"{k}: {v}" for k, v in results["upstream"].items()),

@@ -25,7 +25,7 @@ from bench.common import (
     log,
 )
 from bench.configs import large_configs
-from bench.measure import bundle_sizes, import_profile, measure_targets
+from bench.measure import HIT_AS_ON_A_NODE, bundle_sizes, import_profile, measure_targets
 from bench.report import check_budgets, render
 from bench.storm import POLICIES, boot_storm, simulated_day
 from bench.throttle import StormTarget, throttle_storms
@@ -72,6 +72,7 @@ def main() -> int:
         "upstream": upstream_notes,
         "arch": host_target().arch,
         "bundles": sizes,
+        "hits_as_on_a_node": HIT_AS_ON_A_NODE,
         "boot_storm": storm,
         "throttled_storms": throttled,
         "token_mode": token_mode,
