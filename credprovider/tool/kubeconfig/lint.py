@@ -167,10 +167,15 @@ def _annotation_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list
 
 
 def _placeholders(value: str) -> list[str]:
-    """ALL-CAPS words standing for a value to fill in (``PROJECT``, ``ACCOUNT_ID``), as the examples
-    and the clouds' docs write them."""
+    """ALL-CAPS words standing for a value to fill in (``PROJECT``, ``ACCOUNT_ID``,
+    ``API-SERVER-IP`` where an underscore is no valid host name), as the examples and the clouds'
+    docs write them."""
     words = value.replace("/", " ").replace("=", " ").replace(".", " ").replace(":", " ").split()
-    return [w for w in words if len(w) >= 3 and w.isupper() and w.replace("_", "").isalpha()]
+    return [
+        w
+        for w in words
+        if len(w) >= 3 and w.isupper() and w.replace("_", "").replace("-", "").isalpha()
+    ]
 
 
 def _placeholder_lints(provider: CredentialProvider) -> list[str]:

@@ -185,8 +185,12 @@ def test_validate_on_a_node_warns_about_files_the_args_name(tmp_path: Path) -> N
 
 # The examples an operator must fill in, and the placeholders validate names in each.
 WITH_PLACEHOLDERS = {
-    "gcp-workload-identity.yaml": "PROJECT, LOCATION, CLUSTER",
-    "gcp-federation.yaml": "PROJECT_NUMBER, POOL, PROVIDER",
+    "gcp-workload-identity.yaml": ("auth-provider-gcp", "PROJECT, LOCATION, CLUSTER"),
+    "gcp-federation.yaml": ("auth-provider-gcp", "PROJECT_NUMBER, POOL, PROVIDER"),
+    "azure-identity-bindings.yaml": (
+        "acr-credential-provider",
+        "IB_SNI_NAME, API-SERVER-IP, DEFAULT_CLIENT_ID",
+    ),
 }
 
 
@@ -263,9 +267,10 @@ def test_validate_adds_a_hint_after_the_kubelets_words(
 def test_examples_with_placeholders_say_so(example: str) -> None:
     """An example copied as it is: its placeholders are named, and only they."""
     result = cli("validate", str(CONFIG_DIR / "examples" / example), "--json")
+    provider, placeholders = WITH_PLACEHOLDERS[example]
     assert json.loads(result.stdout)["warnings"] == [
-        f"provider 'auth-provider-gcp': {WITH_PLACEHOLDERS[example]} look like placeholders left "
-        "from an example: put your own values there"
+        f"provider '{provider}': {placeholders} look like placeholders left from an example: put "
+        "your own values there"
     ]
 
 
