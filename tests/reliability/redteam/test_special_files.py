@@ -159,6 +159,13 @@ PATH_OPTIONS: dict[tuple[str, str], tuple[str, Argv]] = {
     ("doctor", "--root"): (DIRECTORY, lambda p, t: ["doctor", "--offline", "--root", p]),
     **_agent_rows(),
     ("fleet status", "--kubeconfig"): (READ, lambda p, t: ["fleet", "status", "--kubeconfig", p]),
+    ("fleet uninstall", "--kubeconfig"): (
+        READ,
+        lambda p, t: ["fleet", "uninstall", "--namespace=ns", "--daemonset=d", "--kubeconfig", p],
+    ),
+    # doctor with a kubeconfig that cannot be read: the Node is not checked (a warning naming
+    # it), and nothing else is found on this node: exit 1
+    ("doctor", "--kubeconfig"): (READ, lambda p, t: ["doctor", "--kubeconfig", p]),
     ("agent run", "--kubeconfig"): (
         READ,
         lambda p, t: ["agent", "run", "--node", "n", "--root", str(t), "--bundle", str(BUNDLE_DIR),
@@ -197,7 +204,7 @@ NOT_PATHS = {
     "provider", "providers", "copy", "force", "kubelet_flags", "write", "as_name",
     "version", "files_only", "uninstall", "restart_command", "healthz", "health_timeout",
     "node", "namespace", "slots", "lease_seconds", "metrics", "dry_run_launcher", "width",
-    "provider_settings", "armed_as", "after", "shipped",
+    "provider_settings", "armed_as", "after", "shipped", "node_name", "daemonset",
 }  # fmt: skip
 
 
