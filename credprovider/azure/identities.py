@@ -297,7 +297,7 @@ def _token_within_deadline(identity: Identity, ctx: Context) -> Any:
         THROTTLED_TO_THE_END,
         Throttle,
         call_with_retries,
-        retry_after_seconds,
+        throttle_of,
     )
 
     if isinstance(identity.credential, ImdsCredential):  # retries its own calls (imds.py)
@@ -320,10 +320,7 @@ def _token_within_deadline(identity: Identity, ctx: Context) -> Any:
         return identity.credential.get_token(ACR_SCOPE)
 
     def throttled(exc: Exception) -> Throttle | None:
-        status, retry_after = status_of(exc)
-        if status == 429 or (status == 503 and retry_after is not None):
-            return Throttle(retry_after_seconds(retry_after) if retry_after else None)
-        return None
+        return throttle_of(*status_of(exc))
 
     def failing(exc: Exception) -> bool:
         return status_of(exc)[0] in RETRYABLE_STATUSES

@@ -93,16 +93,16 @@ def google_auth_request(ctx: Context) -> Any:
             timeout: float | None = None,
             **kwargs: Any,
         ) -> Any:
-            from credprovider.runtime.retry import retry_after_seconds
+            from credprovider.runtime.retry import throttle_of
 
             cap = ctx.deadline.timeout(10.0 if timeout is None else float(timeout))
             ctx.log.v(4, f"{method} {url.split('?')[0]}")
             response = super().__call__(
                 url, method=method, body=body, headers=headers, timeout=cap, **kwargs
             )
-            asked = response.headers.get("Retry-After")
-            if response.status == 429 or (response.status == 503 and asked is not None):
-                raise Throttled(response.status, retry_after_seconds(asked) if asked else None)
+            throttle = throttle_of(response.status, response.headers.get("Retry-After"))
+            if throttle is not None:
+                raise Throttled(response.status, throttle.retry_after)
             return response
 
     return DeadlineRequest(session=bounded_session(ctx.deadline.remaining))

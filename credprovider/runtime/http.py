@@ -439,9 +439,6 @@ def exchange(
 
 def throttled(answer: HttpResponse) -> Throttle | None:
     """The answer of a service asking to slow down: HTTP 429, or a 503 with ``Retry-After``."""
-    from credprovider.runtime.retry import Throttle, retry_after_seconds
+    from credprovider.runtime.retry import throttle_of
 
-    after = answer.header("retry-after")
-    if answer.status == 429 or (answer.status == 503 and after):
-        return Throttle(retry_after_seconds(after) if after else None)
-    return None
+    return throttle_of(answer.status, answer.header("retry-after"))

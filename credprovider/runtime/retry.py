@@ -63,6 +63,14 @@ def retry_after_seconds(value: str) -> float | None:
     return seconds if seconds >= 0 and seconds == seconds else None
 
 
+def throttle_of(status: int | None, retry_after: str | None) -> Throttle | None:
+    """How a service says "slow down" over HTTP: a 429, or a 503 with ``Retry-After`` (its value,
+    the header's text or ``None``); ``None`` for any other answer."""
+    if status == 429 or (status == 503 and retry_after):
+        return Throttle(retry_after_seconds(retry_after) if retry_after else None)
+    return None
+
+
 def throttled_delay(
     retry: int, remaining: float, rng: Callable[[], float], retry_after: float | None = None
 ) -> float | None:

@@ -16,6 +16,7 @@ from credprovider.runtime.retry import (
     backoff_delay,
     call_with_retries,
     retry_after_seconds,
+    throttle_of,
     throttled_delay,
 )
 
@@ -206,3 +207,23 @@ def test_call_with_retries_waits_as_the_schedule_says_and_throttles_are_not_fail
     assert result == 503  # the third 503 is the last of its attempts
     assert sleeps[:2] == [7.0, pytest.approx((50.0 - 7.0 - 1.0) * 0.3)]
     assert len(sleeps) == 4
+
+
+@pytest.mark.parametrize(
+    ("status", "retry_after", "expected"),
+    [
+        (429, None, Throttle(None)),
+        (429, "7", Throttle(7.0)),
+        (429, "Wed, 21 Oct 2026 07:28:00 GMT", Throttle(None)),  # a date: the schedule decides
+        (503, "2", Throttle(2.0)),
+        (503, None, None),  # a 503 without Retry-After is a failure, retried a bounded number
+        (503, "", None),
+        (500, "2", None),
+        (None, "2", None),  # no status at all (an SDK error without its answer)
+    ],
+)
+def test_what_counts_as_throttled_on_every_route(
+    status: int | None, retry_after: str | None, expected: Throttle | None
+) -> None:
+    """One rule for the stdlib client, azure-identity's and google-auth's routes."""
+    assert throttle_of(status, retry_after) == expected
