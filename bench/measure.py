@@ -140,8 +140,8 @@ def _warm_up(targets: dict[str, Target], variants: list[Variant]) -> None:
             if variant.key != key or variant.kind in ("floor", "bare"):
                 continue
             if variant.own_network:  # the hit's entry is written by a miss in test mode first
-                filled = {**clean_env(target.env), **{
-                    k: v for k, v in variant.env.items() if k == "CREDPROVIDER_CACHE_DIR"}}  # fmt: skip
+                cache = variant.env["CREDPROVIDER_CACHE_DIR"]
+                filled = {**clean_env(target.env), "CREDPROVIDER_CACHE_DIR": cache}
                 run_once(variant.command, request_bytes(target.image), filled)
             for _ in range(2):
                 _, _, code = run_once(

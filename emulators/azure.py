@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emulators.http import FakeRequest, FakeResponse
-from emulators.ratelimit import TokenBucket
+from emulators.ratelimit import TokenBucket, too_many_requests
 from emulators.registry import Refused
 
 # The username of every ACR refresh token (the plugins' answers, the token endpoint's basic auth).
@@ -118,11 +118,9 @@ class FakeAad:
             if self.fault is not None:
                 return self.fault
             if self.bucket is not None and not self.bucket.take():
-                headers = {} if self.retry_after is None else {"Retry-After": str(self.retry_after)}
-                return FakeResponse.json(
+                return too_many_requests(
                     {"error": "temporarily_unavailable", "error_description": "throttled"},
-                    status=429,
-                    headers=headers,
+                    self.retry_after,
                 )
             return FakeResponse.json(
                 {
@@ -192,11 +190,9 @@ class FakeAcr:
             if self.exchange_fault is not None:
                 return self.exchange_fault
             if self.bucket is not None and not self.bucket.take():
-                headers = {} if self.retry_after is None else {"Retry-After": str(self.retry_after)}
-                return FakeResponse.json(
+                return too_many_requests(
                     {"errors": [{"code": "TOOMANYREQUESTS", "message": "too many requests"}]},
-                    status=429,
-                    headers=headers,
+                    self.retry_after,
                 )
             if not _valid_exchange(request.form):
                 return FakeResponse.json({"errors": [{"code": "INVALID_GRANT"}]}, status=400)

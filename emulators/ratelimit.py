@@ -9,6 +9,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
+
+from emulators.http import FakeResponse
 
 
 @dataclass
@@ -37,3 +40,10 @@ class TokenBucket:
                 return True
             self.throttled += 1
             return False
+
+
+def too_many_requests(body: Any, retry_after: int | None) -> FakeResponse:
+    """A token endpoint's refusal when its bucket is empty: HTTP 429 with ``body``, and
+    ``Retry-After`` (seconds) when it says one."""
+    headers = {} if retry_after is None else {"Retry-After": str(retry_after)}
+    return FakeResponse.json(body, status=429, headers=headers)

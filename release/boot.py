@@ -11,9 +11,8 @@ becomes the launcher's own (argv[0] names the plugin), and the dispatcher runs. 
 modules come from one table, ``_internal/credprovider-exec.bin`` (release/layout.py), read once: a
 finder ahead of the path finder serves them, each with the ``__file__`` and ``__path__`` its file
 would have had (the tool's modules, files under ``credprovider/tool/``, are found by that path). A
-failure no program
-expected is first checked against the bundle's whole manifest (the launcher checks only the files
-start-up needs): a damaged bundle is one line naming the file.
+failure no program expected is first checked against the bundle's whole manifest (the launcher
+checks only the files start-up needs): a damaged bundle is one line naming the file.
 """
 
 import marshal

@@ -42,8 +42,9 @@ MANIFEST: Final = f"{CONTENTS}/{FILES_MANIFEST}"
 START: Final = f"{CONTENTS}/{START_MANIFEST}"
 # What the interpreter reads before credprovider.entry answers (``--version``), besides every file
 # directly in _internal/ (the loader, the interpreter, the libraries, the boot script, the plugins'
-# modules in credprovider-exec.bin, which a failed start needs to say which file is missing): the launcher checks these on each exec, the
-# rest only after a start fails. A release test traces --version and finds nothing else read.
+# modules in credprovider-exec.bin, which a failed start needs to say which file is missing): the
+# launcher checks these on each exec, the rest only after a start fails. A release test traces
+# --version and finds nothing else read.
 START_MODULES: Final = (
     "lib/python3.11/encodings/__init__.pyc",
     "lib/python3.11/encodings/aliases.pyc",

@@ -43,17 +43,16 @@ from posix import (
     stat,
     stat_result,
     sysconf,
-    uname,
     unlink,
     urandom,
 )
 
 __all__ = [
     "O_CLOEXEC", "O_CREAT", "O_DIRECTORY", "O_EXCL", "O_NOCTTY", "O_NOFOLLOW", "O_NONBLOCK",
-    "O_RDONLY", "O_RDWR", "O_WRONLY", "ProcessEnviron", "_exit", "basename", "close", "exists",
+    "O_RDONLY", "O_RDWR", "O_WRONLY", "ProcessEnviron", "_exit", "close", "exists",
     "fstat", "fsync", "getcwd", "geteuid", "getpid", "is_process_environ", "isabs", "join",
     "mkdir", "open", "process_environ", "read", "readlink", "replace", "rmdir", "stat",
-    "stat_result", "sysconf", "uname", "unlink", "urandom",
+    "stat_result", "sysconf", "unlink", "urandom",
 ]  # fmt: skip
 
 
@@ -97,10 +96,6 @@ def join(first: str, *more: str) -> str:
         else:
             path += "/" + part
     return path
-
-
-def basename(path: str) -> str:
-    return path.rpartition("/")[2]
 
 
 def isabs(path: str) -> bool:

@@ -10,7 +10,7 @@ import pytest
 
 from emulators.gcp import FakeMetadata, FakeOAuth, FakeSts, write_service_account_key
 from emulators.http import FakeResponse, FakeServer, serve
-from emulators.kubelet_exec import request_bytes, run_plugin
+from emulators.kubelet_exec import PluginRun, request_bytes, run_plugin
 from emulators.tls import CertAuthority
 from tests.integration.gcp.common import IDP, KSA_TOKEN, PLUGIN, POOL, gcp_env
 
@@ -90,6 +90,20 @@ def test_federation_off_gke_exchanges_for_the_pool_audience(
     assert KSA_TOKEN not in run.stderr
 
 
+def _opted_in_pull(
+    meta_server: FakeServer, test_ca: CertAuthority, sts_server: FakeServer, *more: str
+) -> PluginRun:
+    """A pull by a pod whose service account opted in to Workload Identity (its token sent)."""
+    return run_plugin(
+        PLUGIN,
+        request_bytes(
+            "gcr.io/p/a", token=KSA_TOKEN, annotations={"iam.gke.io/enable-wi-image-pull": "true"}
+        ),
+        [*WI_ARGS, *more],
+        gcp_env(meta_server, test_ca, sts_server),
+    )
+
+
 def test_workload_identity_failure_does_not_fall_back(
     metadata: tuple[FakeMetadata, FakeServer],
     sts: tuple[FakeSts, FakeServer],
@@ -101,14 +115,7 @@ def test_workload_identity_failure_does_not_fall_back(
         {"error": "invalid_grant", "error_description": "The audience in ID Token does not match"},
         status=400,
     )
-    run = run_plugin(
-        PLUGIN,
-        request_bytes(
-            "gcr.io/p/a", token=KSA_TOKEN, annotations={"iam.gke.io/enable-wi-image-pull": "true"}
-        ),
-        WI_ARGS,
-        gcp_env(meta_server, test_ca, sts_server),
-    )
+    run = _opted_in_pull(meta_server, test_ca, sts_server)
     assert (run.code, run.stdout) == (1, b"")
     assert "no fallback to the node identity" in run.error_lines[0]
     assert "invalid_grant" in run.error_lines[0]
@@ -246,14 +253,7 @@ def test_a_throttled_sts_exchange_waits_and_is_answered(
             headers={"Retry-After": "1"},
         )
     ]
-    run = run_plugin(
-        PLUGIN,
-        request_bytes(
-            "gcr.io/p/a", token=KSA_TOKEN, annotations={"iam.gke.io/enable-wi-image-pull": "true"}
-        ),
-        [*WI_ARGS, "-v=2"],
-        gcp_env(meta_server, test_ca, sts_server),
-    )
+    run = _opted_in_pull(meta_server, test_ca, sts_server, "-v=2")
     assert run.code == 0, run.stderr
     assert run.response["auth"]["*.pkg.dev"]["password"] == fake_sts.access_token
     assert len(fake_sts.forms) == 2
