@@ -114,7 +114,7 @@ def run_listing_imports(
 
 
 def run_cli(
-    *args: str, env: dict[str, str] | None = None, use_bundle: bool = False
+    *args: str, env: dict[str, str] | None = None, use_bundle: bool = False, cwd: Path | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run the ``credprovider`` tool (from source, or the bundle's) with ``args``: as root, in a
     pid and mount namespace of its own (:func:`private`), where the only kubelet it can find is
@@ -124,6 +124,8 @@ def run_cli(
         if use_bundle
         else [sys.executable, "-m", "credprovider", "credprovider"]
     )
+    if cwd is not None:  # entering a mount namespace moves to its root: go there inside it
+        command = ["sh", "-c", 'cd "$0" && exec "$@"', str(cwd), *command]
     return subprocess.run(
         private([*command, *args]),
         capture_output=True,

@@ -98,13 +98,15 @@ def _node_object(
     from credprovider.tool.cluster.connect import ClusterError, connect
     from credprovider.tool.cluster.nodes import read_cloud_facts
     from credprovider.tool.doctor.cloudnode import check_node_object
+    from credprovider.tool.node.discovery import absolute_in
     from credprovider.tool.node.kubelet_flags import flag_value
 
     kubelet = view.kubelet
     args = kubelet.argv if kubelet is not None else ()
-    kubeconfig = access.kubeconfig or flag_value(args, "kubeconfig")
-    if kubeconfig and not os.path.isabs(kubeconfig) and kubelet is not None and kubelet.cwd:
-        kubeconfig = os.path.join(kubelet.cwd, kubeconfig)
+    # the operator's --kubeconfig as given; the kubelet's own as the kubelet reads it
+    kubeconfig = access.kubeconfig or absolute_in(
+        flag_value(args, "kubeconfig"), kubelet.cwd if kubelet is not None else None
+    )
     if not kubeconfig:
         diagnosis.add(
             "kubelet",

@@ -61,7 +61,9 @@ class NodeView:
         return self.kubelet.environ if self.kubelet is not None else None
 
 
-def _absolute(path: str | None, cwd: str | None) -> str | None:
+def absolute_in(path: str | None, cwd: str | None) -> str | None:
+    """A path the kubelet was given, as it reads it: a relative one against its working
+    directory (``cwd``, when known)."""
     if path is None or os.path.isabs(path) or cwd is None:
         return path
     return os.path.normpath(os.path.join(cwd, path))
@@ -111,12 +113,12 @@ def _drop_ins(view: NodeView, directory: str) -> list[str]:
 
 def _settings(view: NodeView, argv: list[str], cwd: str | None) -> KubeletSettings:
     documents: list[tuple[str, Mapping[str, Any]]] = []
-    config = _absolute(flag_value(argv, KUBELET_CONFIG_FLAG), cwd)
+    config = absolute_in(flag_value(argv, KUBELET_CONFIG_FLAG), cwd)
     if config:
         document = _load_document(view, config)
         if document is not None:
             documents.append((config, document))
-    config_dir = _absolute(flag_value(argv, KUBELET_CONFIG_DIR_FLAG), cwd)
+    config_dir = absolute_in(flag_value(argv, KUBELET_CONFIG_DIR_FLAG), cwd)
     if config_dir:
         for path in _drop_ins(view, config_dir):
             document = _load_document(view, path)
@@ -125,11 +127,11 @@ def _settings(view: NodeView, argv: list[str], cwd: str | None) -> KubeletSettin
     settings = settings_from(argv, documents)
     return replace(
         settings,
-        provider_config=_absolute(settings.provider_config, cwd),
-        bin_dir=_absolute(settings.bin_dir, cwd),
+        provider_config=absolute_in(settings.provider_config, cwd),
+        bin_dir=absolute_in(settings.bin_dir, cwd),
         kubelet_config=config,
         config_dir=config_dir,
-        static_pod_path=_absolute(settings.static_pod_path, cwd),
+        static_pod_path=absolute_in(settings.static_pod_path, cwd),
     )
 
 

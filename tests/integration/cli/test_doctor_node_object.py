@@ -17,8 +17,7 @@ import pytest
 
 from credprovider.tool.cluster.nodes import UNINITIALIZED_TAINT
 from emulators.http import FakeRequest, FakeResponse, serve
-from tests.helpers import config_file, fake_kubelet, provider_entry
-from tests.integration.cli.conftest import doctor
+from tests.helpers import config_file, fake_kubelet, provider_entry, run_cli
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a fake kubelet needs root")
 
@@ -61,8 +60,11 @@ class Cluster:
     config: Path
     directory: Path
 
-    def doctor(self, *flags: str, args: tuple[str, ...] = ()) -> list[tuple[str, str, str]]:
-        """doctor on a node whose kubelet runs ``flags`` (and the credential flags)."""
+    def doctor(
+        self, *flags: str, args: tuple[str, ...] = (), cwd: Path | None = None
+    ) -> list[tuple[str, str, str]]:
+        """doctor on a node whose kubelet runs ``flags`` (and the credential flags), doctor in
+        ``cwd`` (the kubelet's is this test's)."""
         kubelet = fake_kubelet(
             [
                 f"--image-credential-provider-config={self.config}",
@@ -72,7 +74,10 @@ class Cluster:
             os.environ,
         )
         try:
-            _, report = doctor("--offline" if "--offline" in args else "--image=none", *args)
+            first = "--offline" if "--offline" in args else "--image=none"
+            found = run_cli("doctor", "--json", first, *args, cwd=cwd)
+            assert "Traceback" not in found.stderr, found.stderr
+            report = json.loads(found.stdout)
         finally:
             kubelet.kill()
             kubelet.wait()
@@ -165,3 +170,21 @@ def test_a_standalone_kubelet_has_no_node_and_offline_asks_nothing(cluster: Clus
     cluster.api.nodes["n1"] = node("n1", tainted=True)
     assert cluster.doctor(f"--kubeconfig={cluster.kubeconfig}", args=("--offline",)) == []
     assert cluster.api.asked == []
+
+
+def test_a_relative_kubeconfig_is_read_where_it_was_given(cluster: Cluster, tmp_path: Path) -> None:
+    """The kubelet's own --kubeconfig, relative, against the kubelet's working directory (as the
+    kubelet reads it); the operator's --kubeconfig, relative, against the operator's."""
+    cluster.api.nodes["n1"] = node("n1", provider_id="aws:///us-east-1a/i-0abc")
+    from_the_kubelet = os.path.relpath(cluster.kubeconfig, Path.cwd())
+    [(status, _, _)] = cluster.doctor(
+        f"--kubeconfig={from_the_kubelet}", args=("--node-name", "n1")
+    )
+    assert status == "pass"
+    elsewhere = tmp_path / "operator"
+    elsewhere.mkdir()
+    (elsewhere / "mine.conf").write_bytes(cluster.kubeconfig.read_bytes())
+    [(status, said, _)] = cluster.doctor(
+        args=("--kubeconfig", "mine.conf", "--node-name", "n1"), cwd=elsewhere
+    )
+    assert status == "pass", said
