@@ -1,6 +1,7 @@
 """The fleet agent: what it does on each kind of node, as one of a cluster.
 
-``platforms`` (each distribution's rules), ``settings`` (the chart's settings), ``plan`` (what the
+``platforms`` (each distribution's rules), ``mounts`` (what of the host the chart's pod mounts
+for each platform: platforms.yaml), ``settings`` (the chart's settings), ``plan`` (what the
 node should hold), ``apply`` and ``uninstall`` (the change, with its health wait and rollback),
 ``state`` (what it remembers on the node), ``restart`` and ``systemd`` (restarting the kubelet),
 ``watchdog`` (the node's own rollback when the agent dies mid-change), ``run`` (a run as one of

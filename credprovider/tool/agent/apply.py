@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -289,6 +290,11 @@ def apply(
             detail=f"the bundle {bundle} has no {', '.join(absent)}: the kubelet would not start "
             "with its bin dir linking there; nothing is changed",
         )
+    unwritable = not_writable(
+        root, [AGENT_HOME, *(s.path for s in plan.steps if s.action in WRITES)]
+    )
+    if unwritable:
+        return Outcome(Result.REFUSED, detail=f"{unwritable}; nothing is changed")
     recover_home(root)
     state = load(root)
     if "before" not in state:  # a change settled, its copies not yet removed when it was killed
@@ -305,6 +311,30 @@ def apply(
     if state.get("before"):
         settle(root, state)  # files only: nothing to confirm
     return outcome if outcome.changed else Outcome(Result.UNCHANGED, healed=outcome.healed)
+
+
+# the steps that write at their path (the bundle's place, links, the config, the flags file)
+WRITES: Final = frozenset(
+    {Action.PLACE, Action.SWITCH, Action.LINK, Action.WRITE, Action.MERGE, Action.FLAGS}
+)
+
+
+def not_writable(root: str, paths: list[str]) -> str:
+    """Why one of the node ``paths`` cannot be written here ("": none is on a read-only
+    filesystem): its directory, or the nearest one that exists, is on a read-only mount, or not
+    mounted at all in the chart's pod (whose root is read-only): a place its ``flags.platform``
+    does not mount writable. Checked before a change begins, so that none stops part way (a
+    user's permissions are the change's own errors)."""
+    for path in paths:
+        place = posixpath.dirname(path.rstrip("/")) or "/"
+        while place != "/" and not os.path.lexists(host(root, place)):
+            place = posixpath.dirname(place)
+        if os.statvfs(host(root, place)).f_flag & os.ST_RDONLY:
+            return (
+                f"cannot write {path}: {place} is read-only here (in the chart's pod: not "
+                "mounted writable for its flags.platform)"
+            )
+    return ""
 
 
 def _not_in_bundle(plan: AgentPlan, bundle: Path) -> list[str]:

@@ -25,6 +25,7 @@ from credprovider.tool.agent.platforms import (
     K0S_UNIT,
     UNIT_DIRS,
     Platform,
+    confirmed,
     installed_unit,
     recognize,
 )
@@ -121,9 +122,16 @@ def plan_node(
 ) -> AgentPlan:
     """The plan for the node under ``root``, installing the plugins ``keys`` (of the catalog) at
     ``version``; ``platform``: the rules to follow (default: the node's, :func:`recognize`)."""
-    platform, evidence = (platform, "the command line") if platform else recognize(root)
+    platform, evidence = (platform, confirmed(root, platform)) if platform else recognize(root)
     plan = AgentPlan(platform.name, evidence, refused=platform.refusal)
-    if platform.refusal:
+    if not evidence:
+        plan.refused = (
+            f"this node shows nothing of {platform.name} (none of "
+            f"{', '.join(platform.evidence + tuple(f'{s}.service' for s in platform.services))}): "
+            "nothing is changed; name the node's own platform (the chart's flags.platform), or "
+            "auto to let the agent find it"
+        )
+    if plan.refused:
         return plan
     if platform.note:
         plan.notes.append(platform.note)

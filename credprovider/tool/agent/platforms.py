@@ -189,6 +189,23 @@ def recognize(root: str) -> tuple[Platform, str]:
     return UNKNOWN, "nothing the agent knows"
 
 
+def confirmed(root: str, platform: Platform) -> str:
+    """What on the node under ``root`` shows it is ``platform``, a platform the operator named:
+    one of its files, its OS ID, or a unit of a service of its own ("" when nothing does;
+    "the command line" for rules that need nothing of the node, files only's)."""
+    if not (platform.evidence or platform.os_ids):
+        return "the command line"
+    for evidence in platform.evidence:
+        if NodeRoot.at(root).lexists(evidence):
+            return evidence
+    os_id = os_release_id(root) if platform.os_ids else ""
+    if os_id in platform.os_ids:
+        return f"/etc/os-release ID={os_id}"
+    own = tuple(service for service in platform.services if service != "kubelet")
+    unit = installed_unit(root, own) if own else ""
+    return f"its unit {unit}.service" if unit else ""
+
+
 def installed_unit(root: str, services: tuple[str, ...]) -> str:
     """The first of ``services`` the node has a systemd unit for ("" for none)."""
     for service in services:

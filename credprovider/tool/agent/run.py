@@ -36,7 +36,7 @@ class RunOptions:
     version: str
     bundle: str
     settings: Mapping[str, Mapping[str, Any]]  # per provider key, what replaces its defaults
-    rules: Platform | None  # --files-only's paths, or None: the node's own platform
+    rules: Platform | None  # --files-only's paths, --platform's, or None: the node's own
     uninstall: bool = False
     dry_run_launcher: str = ""
 
@@ -63,10 +63,8 @@ def change(
     from credprovider.tool.cluster.connect import ClusterError
 
     if options.uninstall:
-        platform, _ = recognize(options.root)
-        service = (
-            "" if options.rules is not None else installed_unit(options.root, platform.services)
-        )
+        platform = options.rules or recognize(options.root)[0]
+        service = installed_unit(options.root, platform.services)
         outcome = node.uninstall(service)
         return outcome, outcome.result is Result.UNINSTALLED and not outcome.kept, None
     # the config is validated for this node's kubelet: tokenAttributes from 1.34

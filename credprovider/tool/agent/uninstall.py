@@ -24,6 +24,7 @@ from credprovider.tool.agent.apply import (
     arm,
     disarm,
     healed,
+    not_writable,
     put_back,
     restarted,
     restarted_again,
@@ -76,6 +77,9 @@ def uninstall(
     if not os.path.lexists(read_host(root, STATE)):
         return Outcome(Result.UNINSTALLED)  # nothing of the agent's is on the node
     state = load(root)
+    unwritable = not_writable(root, [AGENT_HOME, *state["originals"]])
+    if unwritable:
+        return Outcome(Result.REFUSED, detail=f"{unwritable}; nothing is changed")
     outcome = Outcome(Result.UNINSTALLED, healed=healed(root, state))
     if service and state["written"] and not state.get("restart_due"):
         # what the kubelet runs now, kept for a rollback, and the restart owed from here on

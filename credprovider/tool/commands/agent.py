@@ -20,6 +20,8 @@ from credprovider.tool.change.results import Result
 from credprovider.tool.commands.agent_run import (
     cluster_options,
     cmd_ready,
+    platform_option,
+    platform_refused,
     platform_rules,
     restarter,
     said,
@@ -56,6 +58,7 @@ def _paths_refused(args: argparse.Namespace, action: str) -> bool:
         and not (args.bin_dir and args.config)
     ):
         problem = "--files-only needs --bin-dir and --config"
+    problem = problem or platform_refused(args)
     if problem:
         print(f"credprovider agent {action}: {problem}", file=sys.stderr)
     return bool(problem)
@@ -214,8 +217,8 @@ def _cmd_uninstall(args: argparse.Namespace) -> int:
     restart, healthy = _service(args)
     try:
         with node_lock(args.root, "credprovider agent uninstall"):
-            platform, _ = recognize(args.root)
-            service = "" if args.files_only else installed_unit(args.root, platform.services)
+            platform = platform_rules(args) or recognize(args.root)[0]
+            service = installed_unit(args.root, platform.services)
             outcome = uninstall(args.root, service, restart, healthy, watchdog(args))
     except (OSError, NodeChangeError) as exc:
         from credprovider.tool.agent.run import failed_because
@@ -252,6 +255,7 @@ def _install_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--bin-dir", help="with --files-only: the kubelet's bin dir")
     parser.add_argument("--config", help="with --files-only: the kubelet's config file")
+    platform_option(parser)
 
 
 def _node_options(parser: argparse.ArgumentParser, changes: bool) -> None:
@@ -330,6 +334,7 @@ def register(sub: Subcommands) -> None:
     undo.add_argument(
         "--files-only", action="store_true", help="restart nothing (as apply --files-only)"
     )
+    platform_option(undo)
     _node_options(undo, changes=True)
     undo.set_defaults(handler=_cmd_uninstall)
     run = actions.add_parser(

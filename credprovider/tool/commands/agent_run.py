@@ -26,13 +26,39 @@ KUBELET_METRICS: Final = "https://127.0.0.1:10250/metrics"
 LEASE_SECONDS: Final = 120
 
 
+def platform_option(parser: argparse.ArgumentParser) -> None:
+    from credprovider.tool.agent.mounts import AUTO, CHOICES
+
+    parser.add_argument(
+        "--platform",
+        default=AUTO,
+        help=f"the node's platform, one of {', '.join(c.value for c in CHOICES)}: its rules are "
+        "followed, once the node shows it is that platform (the chart's flags.platform, which "
+        f"mounts only what that platform needs); {AUTO}: the agent recognizes the node "
+        "(default: %(default)s)",
+    )
+
+
+def platform_refused(args: argparse.Namespace) -> str:
+    """Why --platform cannot be followed ("": it can)."""
+    from credprovider.tool.agent.mounts import AUTO, CHOICES
+
+    names, platform = [c.value for c in CHOICES], getattr(args, "platform", AUTO)
+    if platform not in (AUTO, *names):
+        return f"--platform {platform} is not one of {', '.join(names)} or {AUTO}"
+    if platform != AUTO and getattr(args, "files_only", False):
+        return "--files-only follows no platform: leave --platform out"
+    return ""
+
+
 def platform_rules(args: argparse.Namespace) -> Platform | None:
-    """--files-only's rules (paths given), or None: the node's own."""
+    """--files-only's rules (paths given), --platform's, or None: the node's own."""
+    from credprovider.tool.agent.mounts import AUTO, choice
     from credprovider.tool.agent.platforms import files_only
 
-    if not args.files_only:
-        return None
-    return files_only(args.config, args.bin_dir)
+    if args.files_only:
+        return files_only(getattr(args, "config", ""), getattr(args, "bin_dir", ""))
+    return None if args.platform == AUTO else choice(args.platform).platform
 
 
 def restarter(args: argparse.Namespace) -> Callable[[str], None]:

@@ -1,0 +1,215 @@
+"""``credprovider agent`` seeing the node only as the chart's pod does in mode flags: for each value
+of ``flags.platform``, a node of that platform (with the node's secrets beside what the agent
+needs) is mounted into a read-only root exactly as platforms.yaml says (each path read-only or
+writable, a file alone where it is one), in a mount namespace of the test's own; the agent
+installs, then uninstalls, through that view. The host paths' types are checked as the kubelet
+checks a hostPath's (a pod whose path is missing would not start).
+
+What must hold: every platform installs and uninstalls through its narrowed mounts, the node ends
+as it was, nothing else of the node (its keys, its kubelet's credentials, a platform's tokens) is
+visible in the pod, and a wrong platform or a path outside the mounts changes nothing, in one line.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from credprovider.paths import LOCK_DIR
+from credprovider.tool.agent.mounts import CHOICES, HostMount, choice
+from emulators.http import FakeResponse, serve
+from release.bundle import REPO
+from tests.helpers import private
+from tests.integration.cli.conftest import fake_bundle
+from tests.integration.cli.test_agent import restart_command, restarts
+from tests.unit.tool.test_agent_apply import tree
+from tests.unit.tool.test_agent_plan import KUBEADM_NODE, UPSTREAM_ECR, node
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounts need root")
+
+K0S_UNIT = "[Service]\nExecStart=/usr/local/bin/k0s worker --token-file=/etc/k0s/k0stoken\n"
+# What every node holds that the agent must never see: a control plane's keys, the kubelet's
+# client certificate, a platform's join token.
+SECRETS = {
+    "/etc/kubernetes/admin.conf": "cluster admin\n",
+    "/etc/kubernetes/pki/ca.key": "the cluster's CA key\n",
+    "/var/lib/kubelet/pki/kubelet-client-current.pem": "the kubelet's credentials\n",
+    "/etc/rancher/k3s/k3s.yaml": "k3s admin kubeconfig\n",
+    "/etc/k0s/k0stoken": "k0s join token\n",
+}
+# AKS' config is directly in /var/lib/kubelet, so that directory is mounted writable, and with it
+# the kubelet's own credentials (docs/security.md says so).
+EXPOSED = {"aks": {"/var/lib/kubelet/pki/kubelet-client-current.pem"}}
+# Every systemd host has these (the unit directories' mounts need them).
+SYSTEMD = {"/etc/systemd/system/": "", "/usr/lib/systemd/": "", "/lib/systemd/": ""}
+KUBELET_UNIT = {"/usr/lib/systemd/system/kubelet.service": "[Service]\n"}
+NODES: dict[str, tuple[dict[str, str], str, str]] = {
+    # flags.platform: (the node's own files, the provider installed, the unit restarted)
+    "kubeadm": (
+        {**KUBEADM_NODE, "/etc/default/kubelet": "KUBELET_EXTRA_ARGS=--v=2\n"}, "aws", "kubelet"
+    ),
+    "kubeadm-rpm": (
+        {**KUBEADM_NODE, "/etc/sysconfig/kubelet": "KUBELET_EXTRA_ARGS=--v=2\n"}, "aws", "kubelet"
+    ),
+    "k3s": ({"/etc/systemd/system/k3s-agent.service": "[Service]\n"}, "aws", "k3s-agent"),
+    "rke2": ({"/usr/lib/systemd/system/rke2-agent.service": "[Service]\n"}, "aws", "rke2-agent"),
+    "k0s": ({"/etc/systemd/system/k0sworker.service": K0S_UNIT}, "aws", "k0sworker"),
+    "eks": (
+        {"/etc/eks/image-credential-provider/config.json": UPSTREAM_ECR, **KUBELET_UNIT},
+        "gcp", "kubelet",
+    ),
+    "aks": (
+        {
+            "/var/lib/kubelet/credential-provider-config.yaml": UPSTREAM_ECR,
+            "/etc/kubernetes/azure.json": "{}\n",
+            **KUBELET_UNIT,
+        },
+        "gcp", "kubelet",
+    ),
+    "gke": ({"/home/kubernetes/cri-auth-config.yaml": UPSTREAM_ECR, **KUBELET_UNIT}, "gcp", "kubelet"),
+}  # fmt: skip
+
+
+def test_every_platform_the_chart_offers_has_a_node_here() -> None:
+    assert sorted(NODES) == sorted(c.value for c in CHOICES)
+
+
+def start_pod(root: Path, mounts: tuple[HostMount, ...]) -> None:
+    """What the kubelet does with the pod's hostPath volumes before it starts: a Directory or a
+    File must be one (else the pod does not start), a DirectoryOrCreate is made."""
+    for mount in mounts:
+        path = root / mount.path.lstrip("/")
+        if mount.create:
+            path.mkdir(parents=True, exist_ok=True)
+        else:
+            kind = path.is_file() if mount.file else path.is_dir()
+            assert kind, f"the pod would not start: hostPath {mount.path} is missing"
+    (root / LOCK_DIR.lstrip("/")).mkdir(parents=True, exist_ok=True)
+
+
+def view_script(root: Path, view: Path, mounts: tuple[HostMount, ...], seen: Path) -> str:
+    """Shell run in the test's mount namespace: a read-only root holding only the pod's mounts
+    of ``root`` at ``view`` (and the node's lock directory), then the command in "$@". What the
+    pod can see is listed in ``seen`` first."""
+    every = [*mounts, HostMount(LOCK_DIR, True, "the node's lock")]
+    lines = ["set -e", f"mount -t tmpfs -o mode=0755 pod-root {shlex.quote(str(view))}"]
+    for mount in every:
+        at = shlex.quote(str(view / mount.path.lstrip("/")))
+        if mount.file:
+            lines.append(f"mkdir -p $(dirname {at}) && touch {at}")
+        else:
+            lines.append(f"mkdir -p {at}")
+    for mount in every:
+        source = shlex.quote(str(root / mount.path.lstrip("/")))
+        at = shlex.quote(str(view / mount.path.lstrip("/")))
+        lines.append(f"mount --bind {source} {at}")
+        if not mount.writable:
+            lines.append(f"mount -o remount,bind,ro {at}")
+    lines.append(f"mount -o remount,ro {shlex.quote(str(view))}")
+    lines.append(f"find {shlex.quote(str(view))} -type f > {shlex.quote(str(seen))}")
+    lines.append('exec "$@"')
+    return "\n".join(lines)
+
+
+def in_pod(
+    tmp_path: Path, root: Path, value: str, *args: str
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """``credprovider agent ARGS --root VIEW`` run where only the pod's view of ``root`` is
+    mounted: its result and the files it could see (as node paths)."""
+    view, seen = tmp_path / "view", tmp_path / "seen"
+    view.mkdir(exist_ok=True)
+    mounts = choice(value).mounts
+    script = view_script(root, view, mounts, seen)
+    command = [sys.executable, "-m", "credprovider", "credprovider", "agent", *args,
+               "--root", str(view)]  # fmt: skip
+    done = subprocess.run(
+        private(["sh", "-c", script, "sh", *command]),
+        capture_output=True, text=True, timeout=180, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    visible = [
+        "/" + str(Path(line).relative_to(view))
+        for line in (seen.read_text().splitlines() if seen.exists() else [])
+    ]
+    return done, visible
+
+
+@pytest.mark.parametrize("value", sorted(NODES))
+def test_each_platform_installs_and_uninstalls_through_its_narrowed_mounts(
+    tmp_path: Path, value: str
+) -> None:
+    files, provider, unit = NODES[value]
+    root = Path(node(tmp_path / "node", {**SYSTEMD, **SECRETS, **files}))
+    start_pod(root, choice(value).mounts)
+    before = tree(str(root))
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
+        common = [
+            "--platform", value, "--restart-command", restart_command(tmp_path),
+            "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "2",
+        ]  # fmt: skip
+        applied, visible = in_pod(
+            tmp_path, root, value, "apply", "--bundle", str(bundle), "--providers", provider,
+            *common,
+        )  # fmt: skip
+        assert applied.returncode == 0, applied.stderr + applied.stdout
+        assert applied.stdout.splitlines()[0] == "installed"
+        assert restarts(tmp_path) == [unit]
+        # the pod saw none of the node's secrets but those its platform's mounts must expose
+        assert set(visible) & set(SECRETS) == EXPOSED.get(value, set()), visible
+        assert tree(str(root)) != before
+
+        undone, _ = in_pod(tmp_path, root, value, "uninstall", *common)
+        assert undone.returncode == 0, undone.stderr + undone.stdout
+        assert undone.stdout.splitlines()[0] == "uninstalled"
+        assert tree(str(root)) == before
+        assert restarts(tmp_path) == [unit, unit]
+
+
+def test_a_node_of_another_platform_changes_nothing_and_says_why(tmp_path: Path) -> None:
+    files, _, _ = NODES["kubeadm"]
+    root = Path(node(tmp_path / "node", {**SYSTEMD, **SECRETS, **files}))
+    start_pod(root, choice("k3s").mounts)
+    before = tree(str(root))
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    done, _ = in_pod(
+        tmp_path, root, "k3s", "apply", "--platform", "k3s", "--bundle", str(bundle),
+        "--providers", "aws", "--restart-command", restart_command(tmp_path),
+    )  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    said = done.stdout.splitlines()[0]
+    assert said.startswith("refused: this node shows nothing of k3s (none of /etc/rancher/k3s")
+    assert "name the node's own platform (the chart's flags.platform)" in said
+    assert tree(str(root)) == before and restarts(tmp_path) == []
+
+
+def test_a_config_outside_the_mounts_is_refused_before_anything_changes(tmp_path: Path) -> None:
+    """A kubeadm node whose kubelet already names a config in /etc/kubernetes (set when it was
+    provisioned, or by an agent of mode auto): the agent would keep that path, which the pod of
+    flags.platform=kubeadm cannot write."""
+    files, _, _ = NODES["kubeadm"]
+    given = (
+        "KUBELET_EXTRA_ARGS=--image-credential-provider-config=/etc/kubernetes/cp.yaml "
+        "--image-credential-provider-bin-dir=/etc/kubernetes/cp-bin\n"
+    )
+    root = Path(node(tmp_path / "node", {
+        **SYSTEMD, **SECRETS, **files, "/etc/default/kubelet": given,
+    }))  # fmt: skip
+    start_pod(root, choice("kubeadm").mounts)
+    before = tree(str(root))
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    done, _ = in_pod(
+        tmp_path, root, "kubeadm", "apply", "--platform", "kubeadm", "--bundle", str(bundle),
+        "--providers", "aws", "--restart-command", restart_command(tmp_path),
+    )  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    said = done.stdout.splitlines()[0]
+    assert said.startswith("refused: cannot write /etc/kubernetes/"), said
+    assert "/etc is read-only here (in the chart's pod: not mounted writable for its " in said
+    assert said.endswith("nothing is changed")
+    assert tree(str(root)) == before and restarts(tmp_path) == []
