@@ -20,6 +20,9 @@ MODES: Final = ("files", "flags")
 # The Kubernetes the plain manifests are rendered for: the oldest whose service-account tokens name
 # their pod's node, which the own-node admission policy of mode flags reads.
 KUBE_VERSION: Final = "1.32.0"
+# The platform the plain manifest of mode flags is rendered for (the chart's flags.platform): the
+# most common layout of nodes whose kubelet flags are the operator's to set.
+FLAGS_PLATFORM: Final = "kubeadm"
 
 
 def package_name(version: str) -> str:
@@ -60,13 +63,21 @@ def manifests(out: Path, version: str, index_digest: str, providers: str = "aws"
                 "--kube-version", KUBE_VERSION, "--no-hooks",
                 "--set", "image.repository=credprovider", "--set", f"image.digest={index_digest}",
                 "--set", f"mode={mode}", "--set", f"providers={{{providers}}}",
+                *(["--set", f"flags.platform={FLAGS_PLATFORM}"] if mode == "flags" else []),
             ],
             capture_output=True, text=True, timeout=300, check=True,
         )  # fmt: skip
         target = out / manifests_name(version, mode)
         target.write_text(
             f"# credprovider {version}, chart mode {mode}, providers {providers}, Kubernetes "
-            f"{KUBE_VERSION}+: kubectl apply -f this file.\n# First push credprovider-"
+            f"{KUBE_VERSION}+: kubectl apply -f this file.\n"
+            + (
+                f"# Mode flags for {FLAGS_PLATFORM} nodes (flags.platform): for another platform, "
+                "render the chart with\n# helm template --set flags.platform=... (docs/fleet.md).\n"
+                if mode == "flags"
+                else ""
+            )
+            + f"# First push credprovider-"
             f"{version}-oci.tar to your registry (make release REGISTRY=host/repo) and write that "
             "repository\n# in front of '@' in the image below (the digest stays). docs/fleet.md.\n"
             "# To remove it, apply it again with args --uninstall first (helm uninstall's hook does\n"

@@ -114,7 +114,13 @@ def test_every_node_when_told(helm: Path) -> None:
         (("image.repository=r/c", "mode=managed"), "at '/mode': value must be one of 'files', 'flags'"),
         (("image.repository=r/c", "providerSettings.gcp.args={-v=2}"),
          "providerSettings.gcp: gcp is not in providers"),
-        (("image.repository=r/c", "mode=flags", "flags.slots=0"),
+        (("image.repository=r/c", "mode=flags"),
+         "mode flags needs flags.platform, the nodes' platform: one of aks, auto, eks, gke, k0s, "
+         "k3s, kubeadm, kubeadm-rpm, rke2 (auto: the agent finds the layout itself"),
+        (("image.repository=r/c", "mode=flags", "flags.platform=ubuntu"), "at '/flags/platform'"),
+        (("image.repository=r/c", "mode=flags", "flags.platform=kubeadm",
+          "flags.extraHostPaths[0].path=relative"), "at '/flags/extraHostPaths/0/path'"),
+        (("image.repository=r/c", "mode=flags", "flags.platform=kubeadm", "flags.slots=0"),
          "at '/flags/slots': minimum: got 0, want 1"),
         (("image.repository=r/c", "action=remove"),
          "at '/action': value must be one of 'install', 'uninstall'"),
@@ -146,7 +152,7 @@ def test_values_it_cannot_honour_fail_the_render(
 
 def test_mode_flags_asks_for_what_restarting_kubelets_needs(helm: Path) -> None:
     done = render(
-        helm, "image.repository=r/c", "mode=flags", "flags.slots=2", "providers={aws,azure}",
+        helm, "image.repository=r/c", "mode=flags", "flags.platform=kubeadm", "flags.slots=2", "providers={aws,azure}",
         namespace="credprovider",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -202,9 +208,12 @@ def test_mode_flags_asks_for_what_restarting_kubelets_needs(helm: Path) -> None:
         "POD_NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}},
         "HOST_IP": {"fieldRef": {"fieldPath": "status.hostIP"}},
     }
+    assert "--platform=kubeadm" in args
     mounts = {m["mountPath"]: m.get("readOnly", False) for m in container["volumeMounts"]}
     assert mounts == {
-        "/tmp": False, "/host/etc": False, "/host/var/lib": False, "/host/usr/lib/systemd": True,
+        "/tmp": False, "/host/var/lib/credprovider": False, "/host/etc/default": False,
+        "/host/var/lib/kubelet/kubeadm-flags.env": True, "/host/etc/systemd/system": True,
+        "/host/usr/lib/systemd": True, "/host/lib/systemd": True,
         "/host/run/systemd": False, "/host/run/credprovider": False,
     }  # fmt: skip
     [policy] = [doc for doc in docs if doc["kind"] == "ValidatingAdmissionPolicy"]
@@ -225,7 +234,15 @@ def test_helm_uninstall_restores_the_nodes_first(helm: Path) -> None:
     uninstall before helm deletes anything. It may read nodes and patch this release's DaemonSet
     only, runs as nobody with nothing, and is gone once it succeeded (kept when it fails, for its
     log). Mode files sets no flag, so helm uninstall has nothing to put back; false turns it off."""
-    hooks = _hooks(render(helm, "image.repository=r/c", "mode=flags", namespace="credprovider"))
+    hooks = _hooks(
+        render(
+            helm,
+            "image.repository=r/c",
+            "mode=flags",
+            "flags.platform=kubeadm",
+            namespace="credprovider",
+        )
+    )
     assert {doc["metadata"]["annotations"]["helm.sh/hook"] for doc in hooks} == {"pre-delete"}  # type: ignore[index]
     assert {doc["metadata"]["annotations"]["helm.sh/hook-delete-policy"] for doc in hooks} == {  # type: ignore[index]
         "before-hook-creation,hook-succeeded"
@@ -263,9 +280,15 @@ def test_helm_uninstall_restores_the_nodes_first(helm: Path) -> None:
         "seccompProfile": {"type": "RuntimeDefault"},
     }  # fmt: skip
     assert _hooks(render(helm, "image.repository=r/c")) == []
-    assert _hooks(render(helm, "image.repository=r/c", "mode=flags",
+    assert _hooks(render(helm, "image.repository=r/c", "mode=flags", "flags.platform=kubeadm",
                          "flags.uninstallOnDelete=false")) == []  # fmt: skip
-    short = render(helm, "image.repository=r/c", "mode=flags", "flags.uninstallTimeout=30")
+    short = render(
+        helm,
+        "image.repository=r/c",
+        "mode=flags",
+        "flags.platform=kubeadm",
+        "flags.uninstallTimeout=30",
+    )
     assert short.returncode != 0 and "uninstallTimeout" in short.stderr  # below a minute
 
 
@@ -277,7 +300,7 @@ def test_the_own_node_policy_is_rendered_where_tokens_name_their_node(helm: Path
     def rendered(version: str, *more: str) -> run.CompletedProcess[str]:
         return run.run(
             [str(helm), "template", "fleet", str(CHART), "--kube-version", version,
-             "--set", "image.repository=r/c", "--set", "mode=flags", *more],
+             "--set", "image.repository=r/c", "--set", "mode=flags", "--set", "flags.platform=kubeadm", *more],
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
 
@@ -328,7 +351,7 @@ def test_provider_settings_reach_the_agent_as_one_json_argument(helm: Path) -> N
 
 def test_mode_flags_can_be_told_where_the_api_server_is(helm: Path) -> None:
     rendered = documents(
-        helm, "image.repository=r/c", "mode=flags", "flags.apiServer.host=10.0.0.1",
+        helm, "image.repository=r/c", "mode=flags", "flags.platform=kubeadm", "flags.apiServer.host=10.0.0.1",
         "flags.ownNodeOnly=false", "flags.env.AWS_REGION=eu-west-1",
     )  # fmt: skip
     assert "ValidatingAdmissionPolicy" not in rendered
@@ -367,3 +390,69 @@ def test_the_schema_and_the_values_name_the_same_keys() -> None:
     documented -= {"resources.limits.memory", "resources.requests", "resources.limits"}
     documented -= {"nodeSelector.kubernetes.io/os"}
     assert schema_keys(schema) - {"global"} == documented
+
+
+# What mode flags mounts of the host on each platform, by hand from each platform's own docs (the
+# agent's rows, credprovider/tool/agent/platforms.py): (path, read-only, hostPath type). Every
+# platform also mounts the agent's home and the unit directories, read-only.
+HOME = ("/var/lib/credprovider", False, "DirectoryOrCreate")
+UNITS = [("/etc/systemd/system", True, "Directory"), ("/usr/lib/systemd", True, "Directory"),
+         ("/lib/systemd", True, "Directory")]  # fmt: skip
+KUBEADM_ENV = ("/var/lib/kubelet/kubeadm-flags.env", True, "File")
+RANCHER = ("/var/lib/rancher/credentialprovider", False, "DirectoryOrCreate")
+MOUNTS = {
+    "kubeadm": [HOME, ("/etc/default", False, "Directory"), KUBEADM_ENV, *UNITS],
+    "kubeadm-rpm": [HOME, ("/etc/sysconfig", False, "Directory"), KUBEADM_ENV, *UNITS],
+    "k3s": [HOME, RANCHER, *UNITS],
+    "rke2": [HOME, RANCHER, *UNITS],
+    "k0s": [HOME, ("/etc/systemd/system", False, "Directory"), *UNITS[1:]],
+    "eks": [HOME, ("/etc/eks/image-credential-provider", False, "Directory"), *UNITS],
+    "aks": [HOME, ("/var/lib/kubelet", False, "Directory"), *UNITS,
+            ("/etc/kubernetes/azure.json", True, "File")],
+    "gke": [HOME, ("/home/kubernetes", False, "Directory"), *UNITS],
+    "auto": [("/etc", False, "Directory"), ("/var/lib", False, "Directory"),
+             ("/usr/lib/systemd", True, "Directory")],
+}  # fmt: skip
+# Always, beside the platform's: the node's lock and systemd's socket.
+FIXED = [("/run/credprovider", False, "DirectoryOrCreate"), ("/run/systemd", False, "Directory")]
+
+
+@pytest.mark.parametrize("platform", sorted(MOUNTS))
+def test_mode_flags_mounts_only_what_its_platform_needs(helm: Path, platform: str) -> None:
+    rendered = documents(
+        helm, "image.repository=r/c", "mode=flags", f"flags.platform={platform}",
+        "flags.extraHostPaths[0].path=/etc/pki/ca.pem", "flags.extraHostPaths[0].type=File",
+    )  # fmt: skip
+    pod = rendered["DaemonSet"]["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert f"--platform={platform}" in container["args"]
+    mounted = {m["name"]: m for m in container["volumeMounts"]}
+    found = []
+    for volume in pod["volumes"]:
+        if "hostPath" in volume:
+            mount = mounted[volume["name"]]
+            assert mount["mountPath"] == "/host" + volume["hostPath"]["path"]
+            found.append(
+                (
+                    volume["hostPath"]["path"],
+                    mount.get("readOnly", False),
+                    volume["hostPath"]["type"],
+                )
+            )
+    extra = ("/etc/pki/ca.pem", True, "File")  # the operator's, read-only
+    assert sorted(found) == sorted([*MOUNTS[platform], *FIXED, extra])
+    # never a control plane's keys, on any platform: /etc/kubernetes is not mounted whole
+    assert not any(path in ("/", "/etc/kubernetes") for path, _, _ in found)
+
+
+def test_the_charts_platform_table_is_the_agents() -> None:
+    """platforms.yaml is what release/chartplatforms.py writes from the agent's own table, and the
+    schema offers exactly its values."""
+    import json
+
+    from release.chartplatforms import TABLE, text
+
+    assert TABLE.read_text() == text(), "run: python -m release.chartplatforms"
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    offered = schema["properties"]["flags"]["properties"]["platform"]["enum"]
+    assert sorted(offered) == sorted(["", *yaml.safe_load(text())])

@@ -356,7 +356,11 @@ def _phases(
         "mode": "flags", "providers": ["aws", "azure", "gcp"],
         # ACR's dry run needs a registry of ours: a sample registry is nobody's
         "providerSettings": {"azure": {"dryRunImage": IMAGES["acr"]}},
-        "flags": {"healthz": "http://$(HOST_IP):10248/healthz",
+        # the sandbox's nodes are kubeadm's on Debian: the narrowed mounts, and the CA the dry run
+        # reads (as an operator adds a file a provider needs)
+        "flags": {"platform": "kubeadm",
+                  "extraHostPaths": [{"path": str(Path(CA_IN_ETC).parent)}],
+                  "healthz": "http://$(HOST_IP):10248/healthz",
                   "metrics": "http://$(HOST_IP):10255/metrics", "healthTimeout": 60,
                   "leaseSeconds": 30, "apiServer": {"host": "127.0.0.1", "port": "6443"},
                   "env": agent_env},

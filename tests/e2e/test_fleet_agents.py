@@ -32,7 +32,13 @@ def fleet_run(
     control_plane_binaries: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, Any]:
     tmp_path = tmp_path_factory.mktemp("fleet")
-    rendered = render(helm_binary(), "image.repository=r/c", "mode=flags", namespace="credprovider")
+    rendered = render(
+        helm_binary(),
+        "image.repository=r/c",
+        "mode=flags",
+        "flags.platform=kubeadm",
+        namespace="credprovider",
+    )
     assert rendered.returncode == 0, rendered.stderr
     # what helm install applies (a pre-delete hook is helm uninstall's: test_fleet_cluster.py)
     chart = [

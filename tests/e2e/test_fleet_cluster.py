@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from credprovider.paths import AGENT_CONFIG
 from release import gobuild, image
 from release.bundle import REPO, project_version
 from release.package import artifact_name
@@ -84,7 +85,8 @@ def test_helm_install_puts_the_plugins_on_every_node_one_restart_at_a_time(
         assert install["annotations"][node]["credprovider.io/result"] == "installed"
         assert install["restarts"][node] == 1  # the flags were set: one restart
         assert ("CredentialProviderInstalled", "Normal") in _events(result, node)
-        assert "/etc/kubernetes/image-credential-provider-config.yaml" in install["files"][node]
+        # flags.platform=kubeadm: the config in the agent's own directory, never /etc/kubernetes
+        assert AGENT_CONFIG in install["files"][node]
     assert install["daemonset"]["numberReady"] == 2  # both passed their dry run
     spans = sorted(
         (restart["start"], restart["end"], node)
@@ -95,10 +97,7 @@ def test_helm_install_puts_the_plugins_on_every_node_one_restart_at_a_time(
         assert end <= start, f"{first} and {second} restarted their kubelets at once"
     # the kubelet runs with the flags the agent wrote, and pulls with the plugin's credentials
     first = result["restarts"]["node-a"][0]["argv"]
-    assert (
-        "--image-credential-provider-config=/etc/kubernetes/image-credential-provider-config.yaml"
-        in first
-    )
+    assert f"--image-credential-provider-config={AGENT_CONFIG}" in first
     assert sorted(result["pulls"]) == [
         f"{node}/{cloud}" for node in ("node-a", "node-b") for cloud in ("acr", "ecr", "gcr")
     ]
@@ -147,7 +146,7 @@ def test_a_kubelet_that_does_not_come_back_is_rolled_back(cluster_run: dict[str,
     assert ("CredentialProviderRolledBackByNode", "Warning") in _events(cluster_run, "node-b")
     again, back = restarts[killed["restarts"] + 1], restarts[killed["restarts"] + 2]
     assert again["exited"] is not None and back["exited"] is None
-    config = "/etc/kubernetes/image-credential-provider-config.yaml"
+    config = AGENT_CONFIG
     upgrade = cluster_run["phases"]["upgrade"]["files"]["node-b"]
     assert rolled["files"]["node-b"][config] == upgrade[config]  # the config put back
 
