@@ -204,7 +204,7 @@ NOT_PATHS = {
     "provider", "providers", "copy", "force", "kubelet_flags", "write", "as_name",
     "version", "files_only", "uninstall", "restart_command", "healthz", "health_timeout",
     "node", "namespace", "slots", "lease_seconds", "metrics", "dry_run_launcher", "width",
-    "provider_settings", "armed_as", "after", "shipped", "node_name", "daemonset",
+    "provider_settings", "armed_as", "after", "shipped", "node_name", "daemonset", "platform",
 }  # fmt: skip
 
 
