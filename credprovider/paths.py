@@ -39,6 +39,9 @@ PACKAGE_LINKS_FILE: Final = "/var/lib/credprovider/package-links"
 # The agent: the bundles it places (versions/<version>/, current -> the one in use) and what it
 # must remember across pod restarts (state.json: on the node's disk, not on tmpfs).
 AGENT_HOME: Final = "/var/lib/credprovider/agent"
+# The directory the chart mounts for it (the home is made and removed whole by a rename in it);
+# the kubelet makes it for the pod, and the agent's uninstall has the host remove it when empty.
+AGENT_HOME_PARENT: Final = "/var/lib/credprovider"
 AGENT_BIN_DIR: Final = f"{AGENT_HOME}/bin"
 AGENT_CONFIG: Final = f"{AGENT_HOME}/config.yaml"  # the chart's mode files (charts/credprovider)
 

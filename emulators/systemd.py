@@ -2,9 +2,9 @@
 (``AUTH EXTERNAL``, ``BEGIN``), then the manager's ``Subscribe`` and ``RestartUnit(unit, mode)``
 answered as systemd answers them (a job path, then a ``JobRemoved`` signal with the job's result).
 ``restart(unit)`` does the restart and returns the job's result (``done``, ``failed``) or raises
-:class:`NoSuchUnit`. ``StartTransientUnit`` of a service runs its ``ExecStart`` as a process (its
-output appended to ``journal``, as the node's journal keeps a unit's) until it ends or
-``StopUnit`` stops it; a unit that has ended is gone (``CollectMode=inactive-or-failed``). Messages are read and written with jeepney, the library the agent uses, so the
+:class:`NoSuchUnit`. ``StartTransientUnit`` of a service records it, and with ``run_services`` (a
+test whose "/" is its node's) runs its ``ExecStart`` as a process (its output appended to
+``journal``, as the node's journal keeps a unit's) until it ends or ``StopUnit`` stops it; a unit that has ended is gone (``CollectMode=inactive-or-failed``). Messages are read and written with jeepney, the library the agent uses, so the
 wire format is the D-Bus specification's, not ours.
 """
 
@@ -29,14 +29,33 @@ class NoSuchUnit(Exception):
     """The unit does not exist (systemd's org.freedesktop.systemd1.NoSuchUnit)."""
 
 
+class _Recorded:
+    """A transient service started but not run (``run_services`` off): live until stopped."""
+
+    pid = 0
+
+    def poll(self) -> int | None:
+        return None
+
+    def wait(self, timeout: float | None = None) -> int:
+        return 0
+
+
 class StandInSystemd:
     def __init__(
-        self, path: Path, restart: Callable[[str], str], journal: Path | None = None
+        self,
+        path: Path,
+        restart: Callable[[str], str],
+        journal: Path | None = None,
+        run_services: bool = False,
     ) -> None:
         self.path = path
         self.restart = restart
         self.journal = journal
-        self.services: dict[str, subprocess.Popen[bytes]] = {}
+        # a service's command names the host's paths (/bin/rmdir /var/lib/credprovider): run only
+        # where "/" is the test's node (a mount namespace whose /var/lib and /etc are its own)
+        self.run_services = run_services
+        self.services: dict[str, subprocess.Popen[bytes] | _Recorded] = {}
         self.started: list[tuple[str, list[str]]] = []
         self.calls: list[tuple[str, tuple[object, ...]]] = []
         self.jobs = 0
@@ -162,6 +181,9 @@ class StandInSystemd:
         assert signature == "a(sasb)", signature
         [(path, argv, _ignore_failure)] = value  # type: ignore[misc]
         self.started.append((unit, list(argv)))
+        if not self.run_services:
+            self.services[unit] = _Recorded()
+            return
         with (self.journal or Path(os.devnull)).open("ab") as log:
             try:
                 self.services[unit] = subprocess.Popen(
@@ -174,6 +196,8 @@ class StandInSystemd:
         if not self._live(unit):
             raise NoSuchUnit(unit)
         process = self.services.pop(unit)
+        if isinstance(process, _Recorded):
+            return
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(timeout=30)
 
@@ -190,16 +214,19 @@ class StandInSystemd:
         self.stopped = True
         self.server.close()
         for process in self.services.values():
-            if process.poll() is None:
+            if not isinstance(process, _Recorded) and process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
 
 
 @contextmanager
 def standin_systemd(
-    path: Path, restart: Callable[[str], str], journal: Path | None = None
+    path: Path,
+    restart: Callable[[str], str],
+    journal: Path | None = None,
+    run_services: bool = False,
 ) -> Iterator[StandInSystemd]:
-    server = StandInSystemd(path, restart, journal)
+    server = StandInSystemd(path, restart, journal, run_services)
     try:
         yield server
     finally:

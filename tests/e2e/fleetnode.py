@@ -184,7 +184,10 @@ def main(spec_path: str) -> int:
         kubelet = Kubelet(spec, run, spec["env"])
         kubelet.start()
         stack.callback(kubelet.stop)
-        stack.enter_context(standin_systemd(Path("/run/systemd/private"), kubelet.restart_unit))
+        # the node is this namespace's "/" (its own /etc and /var/lib): the services run here
+        stack.enter_context(
+            standin_systemd(Path("/run/systemd/private"), kubelet.restart_unit, run_services=True)
+        )
         (run / "ready").write_text(str(Path("/proc/self").resolve().name))
         while not stop.wait(0.5):
             pass

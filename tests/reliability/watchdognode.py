@@ -106,7 +106,9 @@ def main(spec_path: str) -> int:
     journal = run / "journal.log"
     with (
         serve(kubelet.healthz) as health,
-        standin_systemd(Path("/run/systemd/private"), kubelet.start, journal) as systemd,
+        standin_systemd(
+            Path("/run/systemd/private"), kubelet.start, journal, run_services=True
+        ) as systemd,
     ):
         agent = [
             spec["tool"], "agent", "apply", "--root", "/", "--bundle", spec["bundle"],

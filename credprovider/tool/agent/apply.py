@@ -61,11 +61,16 @@ Restart = Callable[[str], None]
 
 
 class Watch(Protocol):
-    """The node's own rollback for a kubelet restart (agent/watchdog.py's Watchdog)."""
+    """The node's own rollback for a kubelet restart (agent/watchdog.py's Watchdog), and what
+    the host itself does after an uninstall."""
 
     def arm(self, root: str, state: State) -> str: ...  # journals and starts it: its unit
 
     def disarm(self, unit: str) -> None: ...
+
+    def tidy(
+        self, directories: tuple[str, ...]
+    ) -> None: ...  # removes those left empty, on the host
 
 
 Healthy = Callable[[], str | None]  # None: healthy; else what is wrong

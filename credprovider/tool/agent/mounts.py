@@ -26,7 +26,7 @@ import posixpath
 from dataclasses import dataclass, replace
 from typing import Final
 
-from credprovider.paths import AGENT_CONFIG, AGENT_HOME
+from credprovider.paths import AGENT_CONFIG, AGENT_HOME_PARENT
 from credprovider.tool.agent.platforms import ENV_FILE, K0S_UNIT, PLATFORMS, UNIT_DIRS, Platform
 from credprovider.tool.node.layouts import KUBEADM_FLAGS_ENV
 
@@ -78,7 +78,7 @@ def mounts_for(platform: Platform, reads: tuple[str, ...] = ()) -> tuple[HostMou
     wanted: list[HostMount] = [
         # the directory above the agent's home: the home is made whole beside its place and
         # renamed in, and removed the same way
-        HostMount(posixpath.dirname(AGENT_HOME), True, "the agent's home", create=True),
+        HostMount(AGENT_HOME_PARENT, True, "the agent's home", create=True),
         HostMount(
             posixpath.dirname(platform.config),
             True,

@@ -14,7 +14,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from credprovider.paths import AGENT_HOME
+from credprovider.paths import AGENT_HOME, AGENT_HOME_PARENT
 from credprovider.tool.agent.apply import (
     VERSIONS,
     Healthy,
@@ -48,6 +48,7 @@ from credprovider.tool.agent.state import (
     remove_home,
     save,
 )
+from credprovider.tool.agent.systemd import SystemdError
 from credprovider.tool.change.durable import (
     remove_empty_dir,
     remove_file,
@@ -75,7 +76,7 @@ def uninstall(
     again finishes it."""
     recover_home(root)
     if not os.path.lexists(read_host(root, STATE)):
-        return Outcome(Result.UNINSTALLED)  # nothing of the agent's is on the node
+        return _tidied(Outcome(Result.UNINSTALLED), watch)  # nothing of the agent's is on the node
     state = load(root)
     unwritable = not_writable(root, [AGENT_HOME, *state["originals"]])
     if unwritable:
@@ -121,6 +122,17 @@ def uninstall(
         disarm(watch, armed)
     state.pop("restart_due", None)
     _remove_own(root, state)
+    return _tidied(outcome, watch)
+
+
+def _tidied(outcome: Outcome, watch: Watch | None) -> Outcome:
+    """With systemd at hand (the chart's pod in mode flags), the directory the kubelet made for
+    the pod's mount of the agent's home, removed on the host if empty."""
+    if watch is not None:
+        try:
+            watch.tidy((AGENT_HOME_PARENT,))
+        except SystemdError as exc:
+            outcome.notes.append(f"{AGENT_HOME_PARENT} was left on the node: {exc}")
     return outcome
 
 

@@ -90,6 +90,17 @@ class Watchdog:
     def disarm(self, unit: str) -> None:
         stop_unit(unit, self.socket_path)
 
+    def tidy(self, directories: tuple[str, ...]) -> None:
+        """After an uninstall: ``directories`` removed on the host if empty, by a transient
+        service (``rmdir``, which never removes one that holds anything). They are those the
+        kubelet made for the pod's mounts, which the pod cannot remove: it has them mounted."""
+        start_service(
+            f"credprovider-tidy-{secrets.token_hex(6)}.service",
+            ["/bin/rmdir", *directories],
+            "credprovider: remove the empty directories the kubelet made for the agent's pod",
+            self.socket_path,
+        )
+
 
 def armed_for(state: State, unit: str) -> bool:
     """Whether ``unit`` is the rollback armed for a change still unconfirmed."""

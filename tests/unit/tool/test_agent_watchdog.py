@@ -125,3 +125,33 @@ def test_a_rollback_that_cannot_be_armed_is_said_and_the_restart_still_checked(
     [note] = done.notes
     assert note.startswith("the node's own rollback could not be armed (starting ")
     assert "watchdog" not in load_state(root)
+
+
+def test_an_uninstall_has_the_host_remove_the_directory_the_pods_mount_made(
+    tmp_path: Path, systemd: StandInSystemd
+) -> None:
+    """The pod has /var/lib/credprovider mounted (the kubelet made it for the hostPath), so it
+    cannot remove it: once the agent's home is gone, a transient service does, with rmdir,
+    which leaves it if it holds anything (the packages' links file, say)."""
+    from credprovider.tool.agent.uninstall import uninstall
+
+    root = kubeadm(tmp_path)
+    service = Service()
+    watch = Watchdog(str(tmp_path / "private"), 65.0)
+    plan = plan_node(root, ["aws"], "0.1.0")
+    apply(root, plan, bundle(tmp_path, "0.1.0"), "0.1.0", service.restart, service.healthy, watch)
+    done = uninstall(root, "kubelet", service.restart, service.healthy, watch)
+    assert done.result == "uninstalled" and done.notes == []
+    tidy = [(unit, argv) for unit, argv in systemd.started if unit.startswith("credprovider-tidy-")]
+    assert [argv for _, argv in tidy] == [["/bin/rmdir", "/var/lib/credprovider"]]
+    # with nothing of the agent's on the node (a pod of action=uninstall restarted), again
+    again = uninstall(root, "kubelet", service.restart, service.healthy, watch)
+    assert again.result == "uninstalled"
+    assert sum(unit.startswith("credprovider-tidy-") for unit, _ in systemd.started) == 2
+    # no systemd to ask: said, and the uninstall still done
+    gone = Watchdog(str(tmp_path / "nothing-here"), 65.0)
+    said = uninstall(root, "kubelet", service.restart, service.healthy, gone)
+    assert said.result == "uninstalled"
+    assert [note.split(":")[0] for note in said.notes] == [
+        "/var/lib/credprovider was left on the node"
+    ]
