@@ -185,6 +185,8 @@ class StandInSystemd:
             self.services[unit] = _Recorded()
             return
         with (self.journal or Path(os.devnull)).open("ab") as log:
+            log.write(f"{unit}: started {' '.join(argv)}\n".encode())
+            log.flush()
             try:
                 self.services[unit] = subprocess.Popen(
                     [path, *argv[1:]], stdout=log, stderr=subprocess.STDOUT, start_new_session=True

@@ -435,7 +435,17 @@ def _phases(
         any(c["type"] == "Ready" and c["status"] == "True"
             for c in (plane.get(f"/api/v1/nodes/{n}") or {}).get("status", {}).get("conditions", []))
         for n in NODES), 120)  # fmt: skip
+    # the empty directory the kubelet made for the agents' mount, removed by each node's systemd
+    # (the agent's tidy) once the pod no longer needs it made again
+    cluster.wait("the nodes' tidy", lambda: not any(
+        (cluster.root(n) / "var/lib/credprovider").exists() for n in NODES), 60)  # fmt: skip
     result["after"] = {name: cluster.snapshot(name) for name in NODES}
+    # each node's journal: the transient services the agents started (rollbacks, the tidy)
+    result["journals"] = {
+        name: (run / name / "journal.log").read_text(errors="replace")
+        for name in NODES
+        if (run / name / "journal.log").exists()
+    }
 
 
 def _terminate(process: subprocess.Popen[bytes]) -> None:

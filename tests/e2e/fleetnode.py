@@ -185,9 +185,8 @@ def main(spec_path: str) -> int:
         kubelet.start()
         stack.callback(kubelet.stop)
         # the node is this namespace's "/" (its own /etc and /var/lib): the services run here
-        stack.enter_context(
-            standin_systemd(Path("/run/systemd/private"), kubelet.restart_unit, run_services=True)
-        )
+        private, journal = Path("/run/systemd/private"), run / "journal.log"
+        stack.enter_context(standin_systemd(private, kubelet.restart_unit, journal, True))
         (run / "ready").write_text(str(Path("/proc/self").resolve().name))
         while not stop.wait(0.5):
             pass

@@ -166,7 +166,9 @@ def test_helm_uninstall_alone_puts_every_node_back(cluster_run: dict[str, Any]) 
             cluster_run["phases"]["uninstalled"]["annotations"][node]["credprovider.io/result"]
             == "uninstalled"
         )
-        assert cluster_run["after"][node] == cluster_run["before"][node], node
+        assert cluster_run["after"][node] == cluster_run["before"][node], (
+            node, cluster_run.get("journals", {}).get(node, "")[-2000:],
+        )  # fmt: skip
         assert ("CredentialProviderUninstalled", "Normal") in _events(cluster_run, node)
     assert cluster_run["cgroups_left"] == []
     assert cluster_run["host_changed"] is False

@@ -92,7 +92,15 @@ def test_uninstall_after_it_all_restores_the_node(node: dict[str, Any]) -> None:
     assert node["uninstall"]["rc"] == 0, node["uninstall"]
     assert node["uninstalled"] == node["before"]
     assert node["home_left"] is False
-    # every armed rollback was a unit of its own, each stopped or ended
+    # every armed rollback was a unit of its own, each stopped or ended; after the uninstall,
+    # one that removes the agent's empty directory (here the agent had made it and removed it)
     names = [unit for unit, _ in node["units"]]
-    assert len(names) == len(set(names)) >= 3
-    assert all(argv[1:3] == ["agent", "rollback"] for _, argv in node["units"])
+    assert len(names) == len(set(names)) >= 4
+    tidy = [argv for unit, argv in node["units"] if unit.startswith("credprovider-tidy-")]
+    assert [argv[3:] for argv in tidy] == [["credprovider-tidy", "/var/lib/credprovider"]]
+    assert all(
+        argv[1:3] == ["agent", "rollback"]
+        for unit, argv in node["units"]
+        if unit.startswith("credprovider-rollback-")
+    )
+    assert len(names) == len(tidy) + sum(n.startswith("credprovider-rollback-") for n in names)

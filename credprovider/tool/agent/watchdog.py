@@ -45,6 +45,21 @@ from credprovider.tool.errors import NodeChangeError
 GRACE_SECONDS: Final = 5.0
 
 
+# The tidy after an uninstall (Watchdog.tidy): every 3 s, rmdir each directory; done once every
+# one is gone (or holds something) for TIDY_SETTLED seconds, or after TIDY_GIVE_UP.
+TIDY_SETTLED: Final = 30
+TIDY_GIVE_UP: Final = 900
+TIDY_SCRIPT: Final = (
+    f"gone=0; tries=$(({TIDY_GIVE_UP} / 3)); "
+    "while [ $tries -gt 0 ]; do tries=$((tries - 1)); left=0; "
+    # one that holds something is not removed, nor waited for
+    'for d in "$@"; do rmdir "$d" 2>/dev/null; '
+    '[ -e "$d" ] && [ -z "$(ls -A "$d" 2>/dev/null)" ] && left=1; done; '
+    "if [ $left = 0 ]; then gone=$((gone + 3)); else gone=0; fi; "
+    f"[ $gone -ge {TIDY_SETTLED} ] && exit 0; sleep 3; done"
+)
+
+
 def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
@@ -91,12 +106,15 @@ class Watchdog:
         stop_unit(unit, self.socket_path)
 
     def tidy(self, directories: tuple[str, ...]) -> None:
-        """After an uninstall: ``directories`` removed on the host if empty, by a transient
+        """After an uninstall: ``directories`` removed on the host once empty, by a transient
         service (``rmdir``, which never removes one that holds anything). They are those the
-        kubelet made for the pod's mounts, which the pod cannot remove: it has them mounted."""
+        kubelet made for the pod's mounts, which the pod cannot remove (it has them mounted), and
+        which the kubelet makes again for a pod still running when it restarts (as the
+        uninstall's own restart does): the service keeps at it until they have stayed gone for
+        :data:`TIDY_SETTLED` seconds, for at most :data:`TIDY_GIVE_UP` seconds."""
         start_service(
             f"credprovider-tidy-{secrets.token_hex(6)}.service",
-            ["/bin/rmdir", *directories],
+            ["/bin/sh", "-c", TIDY_SCRIPT, "credprovider-tidy", *directories],
             "credprovider: remove the empty directories the kubelet made for the agent's pod",
             self.socket_path,
         )

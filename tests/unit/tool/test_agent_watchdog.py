@@ -143,7 +143,11 @@ def test_an_uninstall_has_the_host_remove_the_directory_the_pods_mount_made(
     done = uninstall(root, "kubelet", service.restart, service.healthy, watch)
     assert done.result == "uninstalled" and done.notes == []
     tidy = [(unit, argv) for unit, argv in systemd.started if unit.startswith("credprovider-tidy-")]
-    assert [argv for _, argv in tidy] == [["/bin/rmdir", "/var/lib/credprovider"]]
+    [(_, argv)] = tidy
+    assert argv[:2] == ["/bin/sh", "-c"] and argv[3:] == [
+        "credprovider-tidy",
+        "/var/lib/credprovider",
+    ]
     # with nothing of the agent's on the node (a pod of action=uninstall restarted), again
     again = uninstall(root, "kubelet", service.restart, service.healthy, watch)
     assert again.result == "uninstalled"
@@ -155,3 +159,31 @@ def test_an_uninstall_has_the_host_remove_the_directory_the_pods_mount_made(
     assert [note.split(":")[0] for note in said.notes] == [
         "/var/lib/credprovider was left on the node"
     ]
+
+
+def test_the_tidy_removes_what_is_empty_again_and_keeps_what_holds_anything(tmp_path: Path) -> None:
+    """The tidy's own script, run as the host runs it: an empty directory made again (as a
+    kubelet restart makes it for a pod still running) is removed again; one holding a file is
+    kept and not waited for."""
+    import subprocess
+    import threading
+    import time
+
+    from credprovider.tool.agent.watchdog import TIDY_SCRIPT
+
+    empty, kept = tmp_path / "empty", tmp_path / "kept"
+    empty.mkdir()
+    kept.mkdir()
+    (kept / "package-links").write_text("")
+
+    def make_again() -> None:  # the restarted kubelet's SetUp of the pod's hostPath
+        time.sleep(4)
+        empty.mkdir()
+
+    again = threading.Thread(target=make_again)
+    again.start()
+    started = time.monotonic()
+    subprocess.run(["sh", "-c", TIDY_SCRIPT, "tidy", str(empty), str(kept)], timeout=90, check=True)
+    again.join()
+    assert not empty.exists() and (kept / "package-links").exists()
+    assert 27 <= time.monotonic() - started < 60  # it settled: gone (or kept) for 30 s
