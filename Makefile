@@ -13,7 +13,7 @@ SOURCES := $(shell find credprovider -name '*.py') build.spec $(wildcard release
 # Root filesystems, built interpreters and wheels are cached here between runs (keyed by recipe).
 export CREDPROVIDER_BUILD_CACHE ?= $(HOME)/.cache/credprovider-build
 
-.PHONY: host-tools venv lint format typecheck build release release-check test test-fast demo bench \
+.PHONY: host-tools venv lint format typecheck build release reproduce release-check test test-fast demo bench \
 	reliability-report clean
 
 $(STAMP):
@@ -64,10 +64,18 @@ $(RELEASE)/SHA256SUMS: $(foreach arch,$(ARCHES),dist/bundles/$(arch)/credprovide
 	$(PY) -m release artifacts --out $(RELEASE)
 
 # make release REGISTRY=host/repository also pushes the OCI image (basic auth from
-# CREDPROVIDER_REGISTRY_AUTH=user:password when set).
+# CREDPROVIDER_REGISTRY_AUTH=user:password when set); SIGNING_KEY=key.asc (an armored OpenPGP
+# secret key without a passphrase) signs the .rpm files, the repositories, the provenance and
+# SHA256SUMS (docs/release.md: how to verify each).
 release: $(RELEASE)/SHA256SUMS
+	$(if $(SIGNING_KEY),$(PY) -m release sign --out $(RELEASE) --signing-key $(SIGNING_KEY))
 	@ls -l $(RELEASE)
 	$(if $(REGISTRY),$(PY) -m release push --registry $(REGISTRY))
+
+# The release built again from the same commit (dist/reproduce) and compared byte for byte with
+# dist/release: which file, which byte and which member differ, if any.
+reproduce: release
+	$(PY) -m release reproduce
 
 # Only the release checks, for every tarball: the ELF rules, the launcher, and each tarball on an
 # older userland (Debian 11 root filesystems; arm64 under qemu-user). make test runs them too.

@@ -3,6 +3,8 @@
     python -m release bundle [--arch ARCH] [--out DIR]   one bundle (default: this machine's arch,
                                                         into dist/credprovider)
     python -m release artifacts [--arch ARCH ...]         tarballs, SBOMs and SHA256SUMS in dist/release
+    python -m release sign --signing-key KEY              signatures over dist/release
+    python -m release reproduce [--arch ARCH ...]         build it again, compare byte for byte
     python -m release check-elf DIR ARCH                 the portability rules on a bundle
     python -m release fetch-debs [--arch ARCH ...]        the pinned Debian packages the tests use
                                                         (busybox-static), into the cache
@@ -58,6 +60,35 @@ def main(argv: list[str]) -> int:
         default=bundle.REPO / "dist" / "release",
         help="output directory (default: %(default)s)",
     )
+    sign = sub.add_parser(
+        "sign",
+        help="sign a built release with an OpenPGP key: its .rpm files, repositories, "
+        "provenance and SHA256SUMS (make release SIGNING_KEY=key.asc)",
+    )
+    sign.add_argument(
+        "--signing-key",
+        type=Path,
+        required=True,
+        help="an ASCII-armored OpenPGP secret key without a passphrase (gpg --export-secret-keys "
+        "--armor KEYID)",
+    )
+    sign.add_argument(
+        "--out",
+        type=Path,
+        default=bundle.REPO / "dist" / "release",
+        help="the release directory (default: %(default)s)",
+    )
+    again = sub.add_parser(
+        "reproduce",
+        help="build the release again into dist/reproduce and compare it with dist/release byte "
+        "for byte (make reproduce)",
+    )
+    again.add_argument(
+        "--arch",
+        action="append",
+        choices=sorted(TARGETS),
+        help="only these targets (repeatable; default: all)",
+    )
     push = sub.add_parser(
         "push",
         help="push the release's OCI image (every architecture and their index)",
@@ -93,6 +124,19 @@ def main(argv: list[str]) -> int:
         from release import package
 
         package.release(args.arch or sorted(TARGETS), args.out)
+    elif args.command == "sign":
+        from release import publish
+        from release.signing import SigningError
+
+        try:
+            publish.publish(args.out, publish.listed(args.out), args.signing_key)
+        except (OSError, SigningError) as exc:
+            sys.stderr.write(f"release sign: {exc}\n")
+            return 1
+    elif args.command == "reproduce":
+        from release import reproduce
+
+        return reproduce.main(args.arch)
     elif args.command == "fetch-debs":
         from release import debs
 

@@ -14,9 +14,10 @@ me=release/host-tools.sh
 # build: debootstrap and its keyring (the Debian 11 root filesystems the analysis runs in), cmake
 # (expat), binutils (strip, readelf), patch (Debian's source patches), python3-venv (make's .venv).
 build=(debootstrap debian-archive-keyring cmake binutils patch python3-venv)
-# release: qemu-user-static (the other architecture's bundle), rpm (rpmbuild), gpgv (the signed
-# Debian indexes when a lock is refreshed).
-release=(qemu-user-static rpm gpgv)
+# release: qemu-user-static (the other architecture's bundle), rpm (rpmbuild, rpmsign), gpgv (the signed
+# Debian indexes when a lock is refreshed), gnupg (make release SIGNING_KEY=: the signatures, and
+# the tests' throwaway key), createrepo-c (the release's RPM repository).
+release=(qemu-user-static rpm gpgv gnupg createrepo-c)
 # test: iproute2 (the real-kubelet run's node address, in its own network namespace), runc (the
 # real-runtime run: containerd's runtime; Kubernetes 1.36 needs containerd 2.x, built from the Go
 # module proxy, but Debian's runc serves), strace (the flush test traces every write of a node change).

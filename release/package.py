@@ -15,7 +15,6 @@ reproducible: sorted entries, the commit's time on every file, root ownership, n
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shutil
@@ -119,7 +118,7 @@ def extra_components(
     target: Target, contents: Path
 ) -> tuple[list[sbom.Component], list[tuple[str, str]]]:
     """Components and licence texts that are neither wheels nor built here: libgcc_s (Debian 11's),
-    glibc (Debian 12's) and the musl libc of the static launcher."""
+    glibc (Debian 12's), the static launcher and the musl libc in it."""
     components, notices = [], []
     root = rootfs.ensure(target)
     if (contents / "libgcc_s.so.1").exists():
@@ -160,6 +159,18 @@ def extra_components(
             "statically linked into the launcher",
         )
     )
+    version = bundle.project_version()
+    components.append(
+        sbom.Component(
+            "credprovider-launcher",
+            version,
+            f"pkg:generic/credprovider-launcher@{version}",
+            "Apache-2.0",
+            ("../credprovider",),
+            f"this project's launcher (release/launcher.c), built with zig {toolchain.ZIG_VERSION} "
+            "and statically linked with musl",
+        )
+    )
     copyright_file = toolchain.zig_binary().parent / "lib" / "libc" / "musl" / "COPYRIGHT"
     notices.append((f"musl {musl} (the launcher)", copyright_file.read_text(errors="replace")))
     return components, notices
@@ -195,9 +206,9 @@ def write_tarball(stage: Path, top: str, output: Path, epoch: int) -> None:
     tarball.write(output, [(path, path.relative_to(stage).as_posix()) for path in paths], epoch)
 
 
-def package(target: Target, out: Path) -> list[Path]:
+def package(target: Target, out: Path, bundles: Path | None = None) -> list[Path]:
     """The tarball and the SBOM of ``target``'s bundle (built first if missing)."""
-    source = bundle_dir(target.arch)
+    source = (bundles / target.arch) if bundles is not None else bundle_dir(target.arch)
     if not (source / "credprovider").exists():
         bundle.build(target, source)
     info = bundle.build_info(target)
@@ -254,21 +265,13 @@ def package(target: Target, out: Path) -> list[Path]:
     return built
 
 
-def write_checksums(out: Path, artifacts: list[Path]) -> Path:
-    lines = []
-    for path in sorted(artifacts):
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        lines.append(f"{digest}  {path.name}")
-    sums = out / "SHA256SUMS"
-    sums.write_text("\n".join(lines) + "\n")
-    return sums
-
-
-def release(arches: list[str], out: Path) -> None:
+def release(arches: list[str], out: Path, bundles: Path | None = None) -> None:
+    """Every artifact of ``arches`` into ``out``, from the bundles in ``dist/bundles/<arch>`` (or
+    ``bundles/<arch>``)."""
     artifacts = []
     images = []
     for arch in arches:
-        for path in package(target(arch), out):
+        for path in package(target(arch), out, bundles):
             sys.stderr.write(f"[release] {path} ({path.stat().st_size / 1048576:.1f} MiB)\n")
             artifacts.append(path)
         info = bundle.build_info(target(arch))
@@ -284,4 +287,7 @@ def release(arches: list[str], out: Path) -> None:
     epoch = bundle.build_info(target(arches[0])).epoch
     artifacts.append(chart.package(out, version, epoch))
     artifacts += chart.manifests(out, version, oci.index(images).digest)
-    sys.stderr.write(f"[release] {write_checksums(out, artifacts)}\n")
+    # the repositories, the provenance and SHA256SUMS (signed afterwards by release sign)
+    from release import publish
+
+    publish.publish(out, artifacts)
