@@ -115,7 +115,9 @@ def test_the_demo_needs_no_qemu_and_no_rpm(fake_bin: Path) -> None:
     result, apt = run(fake_bin, profile("build"), "build")
     assert (result.returncode, apt) == (0, [])
     result, apt = run(fake_bin, profile("build"), "release")
-    assert apt[-1] == "apt-get install -y -qq --no-install-recommends qemu-user-static rpm gpgv"
+    assert apt[-1] == (
+        "apt-get install -y -qq --no-install-recommends qemu-user-static rpm gpgv gnupg createrepo-c"
+    )
 
 
 def test_not_root_is_one_line_and_nothing_installed(fake_bin: Path) -> None:
