@@ -426,6 +426,25 @@ def test_mode_flags_mounts_only_what_its_platform_needs(helm: Path, platform: st
     pod = rendered["DaemonSet"]["spec"]["template"]["spec"]
     [container] = pod["containers"]
     assert f"--platform={platform}" in container["args"]
+    # the same hardening and the same API access on every platform
+    assert container["securityContext"] == {
+        "runAsUser": 0, "runAsNonRoot": False, "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True, "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }  # fmt: skip
+    assert not pod.get("hostPID") and not pod.get("hostIPC")
+    everything = render(helm, "image.repository=r/c", "mode=flags", f"flags.platform={platform}")
+    roles = [
+        doc["rules"]
+        for doc in yaml.safe_load_all(everything.stdout)
+        if doc and doc["kind"] == "ClusterRole"
+        and "helm.sh/hook" not in (doc["metadata"].get("annotations") or {})
+    ]  # fmt: skip
+    assert roles == [[
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
+        {"apiGroups": [""], "resources": ["nodes/metrics"], "verbs": ["get"]},
+    ]]  # fmt: skip
+    assert "ValidatingAdmissionPolicy" in rendered
     mounted = {m["name"]: m for m in container["volumeMounts"]}
     found = []
     for volume in pod["volumes"]:
