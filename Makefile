@@ -43,7 +43,13 @@ typecheck: $(STAMP)
 # One portable bundle per architecture (its own glibc, built in a Debian 11 chroot; the other
 # architecture under qemu-user): see docs/release.md. Needs root; release/host-tools.sh installs the
 # Debian tools it needs (this machine's bundle: debootstrap, cmake ...; the other's: qemu-user-static).
-dist/bundles/%/credprovider: $(SOURCES) $(STAMP)
+# A bundle names the commit it was built from (--version, the release's provenance): a new commit
+# builds it again, even one that changed no source.
+HEAD_STAMP := dist/.head-$(shell git rev-parse --short=12 HEAD 2>/dev/null || echo none)
+$(HEAD_STAMP):
+	@mkdir -p dist && rm -f dist/.head-* && touch $@
+
+dist/bundles/%/credprovider: $(SOURCES) $(STAMP) $(HEAD_STAMP)
 	@release/host-tools.sh $(if $(filter $*,$(HOST_ARCH)),build,release)
 	$(PY) -m release bundle --arch $* --out dist/bundles/$*
 	@touch $@

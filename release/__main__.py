@@ -129,8 +129,10 @@ def main(argv: list[str]) -> int:
         from release.signing import SigningError
 
         try:
-            publish.publish(args.out, publish.listed(args.out), args.signing_key)
-        except (OSError, SigningError) as exc:
+            publish.publish(
+                args.out, publish.listed(args.out), publish.recorded(args.out), args.signing_key
+            )
+        except (OSError, ValueError, KeyError, SigningError) as exc:
             sys.stderr.write(f"release sign: {exc}\n")
             return 1
     elif args.command == "reproduce":

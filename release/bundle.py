@@ -67,6 +67,19 @@ class BuildInfo:
     arch: str
 
 
+def info_file(bundle_dir: Path) -> Path:
+    """Where a bundle's build info is kept, beside it (not in it: the tarball packs the bundle)."""
+    return bundle_dir.with_name(f"{bundle_dir.name}.buildinfo.json")
+
+
+def recorded_info(bundle_dir: Path) -> BuildInfo:
+    """The build info the bundle in ``bundle_dir`` was built with: the release's artifacts name
+    the commit their bundles hold, never a later one (a commit made after the bundle was built)."""
+    import json
+
+    return BuildInfo(**json.loads(info_file(bundle_dir).read_text()))
+
+
 def project_version() -> str:
     namespace: dict[str, str] = {}
     exec((REPO / "credprovider" / "__init__.py").read_text(), namespace)  # noqa: S102
@@ -210,6 +223,10 @@ def build(target: Target, out: Path) -> Path:
     glibc.add_to(target, out / CONTENTS)
     add_launcher(target, out, info)
     write_manifest(out)
+    import dataclasses
+    import json
+
+    info_file(out).write_text(json.dumps(dataclasses.asdict(info), sort_keys=True) + "\n")
     problems = elfcheck.check_bundle(out, target)
     if problems:
         raise RuntimeError("the bundle is not portable:\n" + "\n".join(map(str, problems)))

@@ -209,9 +209,9 @@ def write_tarball(stage: Path, top: str, output: Path, epoch: int) -> None:
 def package(target: Target, out: Path, bundles: Path | None = None) -> list[Path]:
     """The tarball and the SBOM of ``target``'s bundle (built first if missing)."""
     source = (bundles / target.arch) if bundles is not None else bundle_dir(target.arch)
-    if not (source / "credprovider").exists():
+    if not (source / "credprovider").exists() or not bundle.info_file(source).exists():
         bundle.build(target, source)
-    info = bundle.build_info(target)
+    info = bundle.recorded_info(source)
     name = artifact_name(info.version, target.arch)
     top = f"credprovider-{info.version}"
     stage = bundle.REPO / "build" / "stage" / target.arch
@@ -270,11 +270,13 @@ def release(arches: list[str], out: Path, bundles: Path | None = None) -> None:
     ``bundles/<arch>``)."""
     artifacts = []
     images = []
+    infos = []
     for arch in arches:
         for path in package(target(arch), out, bundles):
             sys.stderr.write(f"[release] {path} ({path.stat().st_size / 1048576:.1f} MiB)\n")
             artifacts.append(path)
-        info = bundle.build_info(target(arch))
+        info = bundle.recorded_info((bundles / arch) if bundles is not None else bundle_dir(arch))
+        infos.append(info)
         tarball = out / f"{artifact_name(info.version, arch)}.tar.gz"
         images.append(image.arch_image(tarball, arch, info.version, info.commit))
     version = bundle.project_version()
@@ -284,10 +286,16 @@ def release(arches: list[str], out: Path, bundles: Path | None = None) -> None:
     # the fleet chart, packaged, and its manifests with the image pinned by the index's digest
     from release import chart, oci
 
-    epoch = bundle.build_info(target(arches[0])).epoch
+    commits = {(info.commit, info.epoch) for info in infos}
+    if len(commits) != 1:
+        raise RuntimeError(
+            f"the bundles were built from different commits ({', '.join(sorted(c for c, _ in commits))}): "
+            "build them again (make release)"
+        )
+    epoch = infos[0].epoch
     artifacts.append(chart.package(out, version, epoch))
     artifacts += chart.manifests(out, version, oci.index(images).digest)
     # the repositories, the provenance and SHA256SUMS (signed afterwards by release sign)
     from release import publish
 
-    publish.publish(out, artifacts)
+    publish.publish(out, artifacts, infos[0])

@@ -18,7 +18,6 @@ from typing import Final
 
 from release import bundle, provenance, repo
 from release.signing import KEYRING, PUBLIC_KEY, Signer, signer
-from release.targets import TARGETS, target
 
 SUMS: Final = "SHA256SUMS"
 REPO: Final = "repo"
@@ -41,9 +40,31 @@ def listed(out: Path) -> list[Path]:
     return [out / n for n in names if n not in ours and not n.endswith(".intoto.json")]
 
 
-def publish(out: Path, artifacts: list[Path], key: Path | None = None) -> Path:
-    """Repositories, provenance, ``SHA256SUMS`` and, with ``key``, every signature."""
-    info = bundle.build_info(target(sorted(TARGETS)[0]))  # the commit and its time: any target
+def recorded(out: Path) -> bundle.BuildInfo:
+    """The commit, time and version a release was built with, from its provenance."""
+    import json
+
+    found = sorted(out.glob("*.intoto.json"))
+    if len(found) != 1:
+        raise ValueError(
+            f"{out} holds no one provenance statement: run python -m release artifacts"
+        )
+    statement = found[0]
+    build = json.loads(statement.read_text())["predicate"]["buildDefinition"]
+    return bundle.BuildInfo(
+        version=build["externalParameters"]["version"],
+        commit=build["externalParameters"]["source"]["digest"]["gitCommit"],
+        built=json.loads(statement.read_text())["predicate"]["runDetails"]["metadata"]["startedOn"],
+        epoch=build["internalParameters"]["SOURCE_DATE_EPOCH"],
+        arch="",
+    )
+
+
+def publish(
+    out: Path, artifacts: list[Path], info: bundle.BuildInfo, key: Path | None = None
+) -> Path:
+    """Repositories, provenance, ``SHA256SUMS`` and, with ``key``, every signature; ``info``:
+    the commit and time the artifacts' bundles were built from."""
     for stale in (out / f"{SUMS}.asc", out / PUBLIC_KEY, out / KEYRING):
         stale.unlink(missing_ok=True)
     shutil.rmtree(out / REPO, ignore_errors=True)
