@@ -108,10 +108,10 @@ BUDGET_CHANGES = {
         "(_internal/credprovider-exec.bin) instead of two dozen files through the path finder, "
         "and a hit imports no os (credprovider/runtime/_os.py). Since #48 too a hit is measured "
         "as on a node: before, it ran armed with the tests' loopback guard, about 1 ms that no "
-        "node pays (now in a network namespace of its own instead). 1.6 since #49: three runs "
+        "node pays (now in a network namespace of its own instead). 1.6 since #49: of three runs "
         "on 2026-11-27 with no change to the exec path (its modules and the bundle's start were "
-        "the same) put one hit or another just over 1.5 each time (aws 1.54 then 1.47, "
-        "gcp-impersonated 1.40 then 1.52): the run-to-run spread, about 0.1x, is as wide as the "
+        "the same), two put one plugin's hit just over 1.5 (aws 1.54, then 1.47; "
+        "gcp-impersonated 1.40, then 1.52): the run-to-run spread, about 0.1x, is as wide as the "
         "margin 1.5 left. Hits measure 1.33-1.54x."
     ),
     "hit_ms, miss_ms": (
