@@ -22,9 +22,21 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import Final
 
 from release import bundle, elfcheck, image, oci
 from release.targets import TARGETS, host_target, target
+
+RELEASE_DIR: Final = bundle.REPO / "dist" / "release"
+
+
+def _arch_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--arch",
+        action="append",
+        choices=sorted(TARGETS),
+        help="only these targets (repeatable; default: all)",
+    )
 
 
 def main(argv: list[str]) -> int:
@@ -48,16 +60,11 @@ def main(argv: list[str]) -> int:
         help="bundle directory (default: %(default)s)",
     )
     artifacts = sub.add_parser("artifacts", help="tarballs, SBOMs and SHA256SUMS for every target")
-    artifacts.add_argument(
-        "--arch",
-        action="append",
-        choices=sorted(TARGETS),
-        help="only these targets (repeatable; default: all)",
-    )
+    _arch_option(artifacts)
     artifacts.add_argument(
         "--out",
         type=Path,
-        default=bundle.REPO / "dist" / "release",
+        default=RELEASE_DIR,
         help="output directory (default: %(default)s)",
     )
     sign = sub.add_parser(
@@ -75,7 +82,7 @@ def main(argv: list[str]) -> int:
     sign.add_argument(
         "--out",
         type=Path,
-        default=bundle.REPO / "dist" / "release",
+        default=RELEASE_DIR,
         help="the release directory (default: %(default)s)",
     )
     again = sub.add_parser(
@@ -83,12 +90,7 @@ def main(argv: list[str]) -> int:
         help="build the release again into dist/reproduce and compare it with dist/release byte "
         "for byte (make reproduce)",
     )
-    again.add_argument(
-        "--arch",
-        action="append",
-        choices=sorted(TARGETS),
-        help="only these targets (repeatable; default: all)",
-    )
+    _arch_option(again)
     push = sub.add_parser(
         "push",
         help="push the release's OCI image (every architecture and their index)",
@@ -99,7 +101,7 @@ def main(argv: list[str]) -> int:
     push.add_argument(
         "--archive",
         type=Path,
-        default=bundle.REPO / "dist" / "release" / image.archive_name(bundle.project_version()),
+        default=RELEASE_DIR / image.archive_name(bundle.project_version()),
         help="OCI layout archive (default: %(default)s)",
     )
     push.add_argument("--tag", default=bundle.project_version(), help="tag (default: %(default)s)")
@@ -111,12 +113,7 @@ def main(argv: list[str]) -> int:
     fetch = sub.add_parser(
         "fetch-debs", help="the pinned Debian packages (release/debs.lock.json), into the cache"
     )
-    fetch.add_argument(
-        "--arch",
-        action="append",
-        choices=sorted(TARGETS),
-        help="only these targets (repeatable; default: all)",
-    )
+    _arch_option(fetch)
     args = parser.parse_args(argv)
     if args.command == "bundle":
         bundle.build(target(args.arch), args.out)

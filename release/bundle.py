@@ -21,12 +21,13 @@ does not define: the build fails otherwise (release/elfcheck.py).
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Final
 
@@ -75,8 +76,6 @@ def info_file(bundle_dir: Path) -> Path:
 def recorded_info(bundle_dir: Path) -> BuildInfo:
     """The build info the bundle in ``bundle_dir`` was built with: the release's artifacts name
     the commit their bundles hold, never a later one (a commit made after the bundle was built)."""
-    import json
-
     return BuildInfo(**json.loads(info_file(bundle_dir).read_text()))
 
 
@@ -223,10 +222,7 @@ def build(target: Target, out: Path) -> Path:
     glibc.add_to(target, out / CONTENTS)
     add_launcher(target, out, info)
     write_manifest(out)
-    import dataclasses
-    import json
-
-    info_file(out).write_text(json.dumps(dataclasses.asdict(info), sort_keys=True) + "\n")
+    info_file(out).write_text(json.dumps(asdict(info), sort_keys=True) + "\n")
     problems = elfcheck.check_bundle(out, target)
     if problems:
         raise RuntimeError("the bundle is not portable:\n" + "\n".join(map(str, problems)))

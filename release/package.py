@@ -41,8 +41,9 @@ from release.targets import Target, target
 LICENSE_FILE_NAMES: Final = re.compile(r"^(LICEN[CS]E|COPYING|NOTICE|AUTHORS)", re.I)
 
 
-def bundle_dir(arch: str) -> Path:
-    return bundle.REPO / "dist" / "bundles" / arch
+def bundle_dir(arch: str, bundles: Path | None = None) -> Path:
+    """Where ``arch``'s bundle is: under ``bundles`` when given, else ``dist/bundles``."""
+    return (bundles or bundle.REPO / "dist" / "bundles") / arch
 
 
 def artifact_name(version: str, arch: str) -> str:
@@ -208,7 +209,7 @@ def write_tarball(stage: Path, top: str, output: Path, epoch: int) -> None:
 
 def package(target: Target, out: Path, bundles: Path | None = None) -> list[Path]:
     """The tarball and the SBOM of ``target``'s bundle (built first if missing)."""
-    source = (bundles / target.arch) if bundles is not None else bundle_dir(target.arch)
+    source = bundle_dir(target.arch, bundles)
     if not (source / "credprovider").exists() or not bundle.info_file(source).exists():
         bundle.build(target, source)
     info = bundle.recorded_info(source)
@@ -275,7 +276,7 @@ def release(arches: list[str], out: Path, bundles: Path | None = None) -> None:
         for path in package(target(arch), out, bundles):
             sys.stderr.write(f"[release] {path} ({path.stat().st_size / 1048576:.1f} MiB)\n")
             artifacts.append(path)
-        info = bundle.recorded_info((bundles / arch) if bundles is not None else bundle_dir(arch))
+        info = bundle.recorded_info(bundle_dir(arch, bundles))
         infos.append(info)
         tarball = out / f"{artifact_name(info.version, arch)}.tar.gz"
         images.append(image.arch_image(tarball, arch, info.version, info.commit))

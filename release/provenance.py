@@ -10,7 +10,6 @@ commit's is in it, so a rebuild writes the same bytes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import subprocess
@@ -31,10 +30,6 @@ LOCKS: Final = bundle.REPO / "release"
 
 def name(version: str) -> str:
     return f"credprovider-{version}.intoto.json"
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def wheels(lock: Path = LOCKS / "requirements.lock") -> list[dict[str, Any]]:
@@ -84,14 +79,14 @@ def go_version() -> str:
     return done.stdout.strip() or "unknown"
 
 
-def statement(artifacts: list[Path], info: bundle.BuildInfo) -> dict[str, Any]:
-    """The Statement over ``artifacts`` (each by name and sha256)."""
+def statement(artifacts: dict[str, str], info: bundle.BuildInfo) -> dict[str, Any]:
+    """The Statement over ``artifacts`` (each name and its sha256)."""
     helm_packages, helm_version = gobuild.HELM
     return {
         "_type": STATEMENT,
         "subject": [
-            {"name": path.name, "digest": {"sha256": _sha256(path)}}
-            for path in sorted(artifacts, key=lambda p: p.name)
+            {"name": name, "digest": {"sha256": digest}}
+            for name, digest in sorted(artifacts.items())
         ],
         "predicateType": PREDICATE,
         "predicate": {
@@ -123,7 +118,7 @@ def statement(artifacts: list[Path], info: bundle.BuildInfo) -> dict[str, Any]:
     }
 
 
-def write(out: Path, artifacts: list[Path], info: bundle.BuildInfo) -> Path:
+def write(out: Path, artifacts: dict[str, str], info: bundle.BuildInfo) -> Path:
     target = out / name(info.version)
     target.write_text(json.dumps(statement(artifacts, info), indent=2, sort_keys=True) + "\n")
     return target

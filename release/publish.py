@@ -9,7 +9,7 @@ the signatures: each ``.rpm``'s own, the repositories', ``SHA256SUMS.asc`` and t
 
 from __future__ import annotations
 
-import hashlib
+import json
 import shutil
 import sys
 from contextlib import nullcontext
@@ -17,44 +17,57 @@ from pathlib import Path
 from typing import Final
 
 from release import bundle, provenance, repo
-from release.signing import KEYRING, PUBLIC_KEY, Signer, signer
+from release.signing import KEYRING, PUBLIC_KEY, signer
+from release.sources import sha256_file
 
 SUMS: Final = "SHA256SUMS"
 REPO: Final = "repo"
 
 
-def write_checksums(out: Path, files: list[Path]) -> Path:
-    lines = [
-        f"{hashlib.sha256(path.read_bytes()).hexdigest()}  {path.name}"
-        for path in sorted(files, key=lambda p: p.name)
-    ]
+def digests(files: list[Path]) -> dict[str, str]:
+    """Each file's name and sha256, in name order."""
+    return {path.name: sha256_file(path) for path in sorted(files, key=lambda p: p.name)}
+
+
+def write_checksums(out: Path, named: dict[str, str]) -> Path:
     sums = out / SUMS
-    sums.write_text("\n".join(lines) + "\n")
+    sums.write_text("".join(f"{digest}  {name}\n" for name, digest in sorted(named.items())))
     return sums
+
+
+def read_checksums(release: Path) -> dict[str, str]:
+    """A release's ``SHA256SUMS``: each name and its sha256."""
+    found = {}
+    for line in (release / SUMS).read_text().splitlines():
+        digest, _, name = line.partition("  ")
+        if name:
+            found[name] = digest
+    return found
 
 
 def listed(out: Path) -> list[Path]:
     """The artifacts an earlier run listed in ``SHA256SUMS`` (not what this step writes)."""
-    names = [line.split("  ", 1)[1] for line in (out / SUMS).read_text().splitlines() if line]
     ours = {PUBLIC_KEY, KEYRING}
-    return [out / n for n in names if n not in ours and not n.endswith(".intoto.json")]
+    return [
+        out / name
+        for name in read_checksums(out)
+        if name not in ours and not name.endswith(".intoto.json")
+    ]
 
 
 def recorded(out: Path) -> bundle.BuildInfo:
     """The commit, time and version a release was built with, from its provenance."""
-    import json
-
     found = sorted(out.glob("*.intoto.json"))
     if len(found) != 1:
         raise ValueError(
             f"{out} holds no one provenance statement: run python -m release artifacts"
         )
-    statement = found[0]
-    build = json.loads(statement.read_text())["predicate"]["buildDefinition"]
+    predicate = json.loads(found[0].read_text())["predicate"]
+    build = predicate["buildDefinition"]
     return bundle.BuildInfo(
         version=build["externalParameters"]["version"],
         commit=build["externalParameters"]["source"]["digest"]["gitCommit"],
-        built=json.loads(statement.read_text())["predicate"]["runDetails"]["metadata"]["startedOn"],
+        built=predicate["runDetails"]["metadata"]["startedOn"],
         epoch=build["internalParameters"]["SOURCE_DATE_EPOCH"],
         arch="",
     )
@@ -69,7 +82,7 @@ def publish(
         stale.unlink(missing_ok=True)
     shutil.rmtree(out / REPO, ignore_errors=True)
     with signer(key) if key is not None else nullcontext() as sign:
-        keys = _keys(out, sign)
+        keys = sign.export(out) if sign is not None else []
         debs = [path for path in artifacts if path.suffix == ".deb"]
         rpms = [path for path in artifacts if path.suffix == ".rpm"]
         if sign is not None:
@@ -79,8 +92,9 @@ def publish(
         rpm_repo = repo.rpm_repository(out / REPO / "rpm", rpms, info.epoch, sign)
         for path in keys:  # beside each repository, as its users fetch it
             shutil.copyfile(path, out / REPO / path.name)
-        statement = provenance.write(out, artifacts, info)
-        sums = write_checksums(out, [*artifacts, statement, *keys])
+        named = digests(artifacts)  # after the .rpm files' signatures
+        statement = provenance.write(out, named, info)
+        sums = write_checksums(out, named | digests([statement, *keys]))
         if sign is not None:
             sign.detach(statement)
             sign.detach(sums)
@@ -88,7 +102,3 @@ def publish(
         sys.stderr.write(f"[release] {path.relative_to(out)}\n")
     sys.stderr.write(f"[release] {sums}{' (signed)' if key is not None else ''}\n")
     return sums
-
-
-def _keys(out: Path, sign: Signer | None) -> list[Path]:
-    return sign.export(out) if sign is not None else []

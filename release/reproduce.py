@@ -18,17 +18,10 @@ from pathlib import Path
 from typing import Final
 
 from release import bundle
+from release.publish import read_checksums
 from release.targets import TARGETS, target
 
 AGAIN: Final = bundle.REPO / "dist" / "reproduce"
-
-
-def _sums(release: Path) -> dict[str, str]:
-    found = {}
-    for line in (release / "SHA256SUMS").read_text().splitlines():
-        digest, _, name = line.partition("  ")
-        found[name] = digest
-    return found
 
 
 def first_byte(a: bytes, b: bytes) -> str:
@@ -88,7 +81,7 @@ def first_member(name: str, a: Path, b: Path) -> str:
 
 def compare(release: Path, again: Path) -> list[str]:
     """One line per file that is not the same in both releases."""
-    first, second = _sums(release), _sums(again)
+    first, second = read_checksums(release), read_checksums(again)
     lines = []
     for name in sorted(set(first) | set(second)):
         if name not in second or name not in first:

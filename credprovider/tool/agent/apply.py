@@ -68,9 +68,8 @@ class Watch(Protocol):
 
     def disarm(self, unit: str) -> None: ...
 
-    def tidy(
-        self, directories: tuple[str, ...]
-    ) -> None: ...  # removes those left empty, on the host
+    # removes, on the host, those of ``directories`` left empty
+    def tidy(self, directories: tuple[str, ...]) -> None: ...
 
 
 Healthy = Callable[[], str | None]  # None: healthy; else what is wrong

@@ -206,6 +206,13 @@ def confirmed(root: str, platform: Platform) -> str:
     return f"its unit {unit}.service" if unit else ""
 
 
+def service_to_restart(root: str, rules: Platform | None) -> str:
+    """The unit an uninstall restarts: of ``rules`` (files only's: none), else of the platform
+    the node is recognised as."""
+    platform = rules or recognize(root)[0]
+    return installed_unit(root, platform.services)
+
+
 def installed_unit(root: str, services: tuple[str, ...]) -> str:
     """The first of ``services`` the node has a systemd unit for ("" for none)."""
     for service in services:

@@ -59,13 +59,11 @@ def change(
     """The node installed (or uninstalled) as ``options`` say: what came of it, whether that is a
     success, and the plan (None: uninstall). The caller holds the node's lock."""
     from credprovider.tool.agent.plan import plan_node
-    from credprovider.tool.agent.platforms import installed_unit, recognize
+    from credprovider.tool.agent.platforms import service_to_restart
     from credprovider.tool.cluster.connect import ClusterError
 
     if options.uninstall:
-        platform = options.rules or recognize(options.root)[0]
-        service = installed_unit(options.root, platform.services)
-        outcome = node.uninstall(service)
+        outcome = node.uninstall(service_to_restart(options.root, options.rules))
         return outcome, outcome.result is Result.UNINSTALLED and not outcome.kept, None
     # the config is validated for this node's kubelet: tokenAttributes from 1.34
     from credprovider.tool.node.kubelet_facts import SA_TOKENS_ON_SINCE

@@ -207,7 +207,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_uninstall(args: argparse.Namespace) -> int:
-    from credprovider.tool.agent.platforms import installed_unit, recognize
+    from credprovider.tool.agent.platforms import service_to_restart
     from credprovider.tool.agent.uninstall import uninstall
 
     if _paths_refused(args, "uninstall"):
@@ -217,8 +217,7 @@ def _cmd_uninstall(args: argparse.Namespace) -> int:
     restart, healthy = _service(args)
     try:
         with node_lock(args.root, "credprovider agent uninstall"):
-            platform = platform_rules(args) or recognize(args.root)[0]
-            service = installed_unit(args.root, platform.services)
+            service = service_to_restart(args.root, platform_rules(args))
             outcome = uninstall(args.root, service, restart, healthy, watchdog(args))
     except (OSError, NodeChangeError) as exc:
         from credprovider.tool.agent.run import failed_because

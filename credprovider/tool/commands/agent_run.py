@@ -32,6 +32,7 @@ def platform_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--platform",
         default=AUTO,
+        choices=[c.value for c in CHOICES] + [AUTO],
         help=f"the node's platform, one of {', '.join(c.value for c in CHOICES)}: its rules are "
         "followed, once the node shows it is that platform (the chart's flags.platform, which "
         f"mounts only what that platform needs); {AUTO}: the agent recognizes the node "
@@ -40,13 +41,11 @@ def platform_option(parser: argparse.ArgumentParser) -> None:
 
 
 def platform_refused(args: argparse.Namespace) -> str:
-    """Why --platform cannot be followed ("": it can)."""
-    from credprovider.tool.agent.mounts import AUTO, CHOICES
+    """Why --platform cannot be followed ("": it can; argparse refuses a name it does not
+    know)."""
+    from credprovider.tool.agent.mounts import AUTO
 
-    names, platform = [c.value for c in CHOICES], getattr(args, "platform", AUTO)
-    if platform not in (AUTO, *names):
-        return f"--platform {platform} is not one of {', '.join(names)} or {AUTO}"
-    if platform != AUTO and getattr(args, "files_only", False):
+    if getattr(args, "platform", AUTO) != AUTO and getattr(args, "files_only", False):
         return "--files-only follows no platform: leave --platform out"
     return ""
 

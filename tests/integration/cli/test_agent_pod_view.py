@@ -171,21 +171,27 @@ def test_each_platform_installs_and_uninstalls_through_its_narrowed_mounts(
         assert restarts(tmp_path) == [unit, unit]
 
 
-def test_a_node_of_another_platform_changes_nothing_and_says_why(tmp_path: Path) -> None:
-    files, _, _ = NODES["kubeadm"]
+def refused_apply(tmp_path: Path, files: dict[str, str], value: str) -> str:
+    """``agent apply --platform value`` in that platform's pod, on a node of ``files``: the line
+    that refuses it, once it exited 1 with the node and its kubelet untouched."""
     root = Path(node(tmp_path / "node", {**SYSTEMD, **SECRETS, **files}))
-    start_pod(root, choice("k3s").mounts)
+    start_pod(root, choice(value).mounts)
     before = tree(str(root))
     bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
     done, _ = in_pod(
-        tmp_path, root, "k3s", "apply", "--platform", "k3s", "--bundle", str(bundle),
+        tmp_path, root, value, "apply", "--platform", value, "--bundle", str(bundle),
         "--providers", "aws", "--restart-command", restart_command(tmp_path),
     )  # fmt: skip
     assert done.returncode == 1 and "Traceback" not in done.stderr
-    said = done.stdout.splitlines()[0]
+    assert tree(str(root)) == before and restarts(tmp_path) == []
+    return done.stdout.splitlines()[0]
+
+
+def test_a_node_of_another_platform_changes_nothing_and_says_why(tmp_path: Path) -> None:
+    files, _, _ = NODES["kubeadm"]
+    said = refused_apply(tmp_path, files, "k3s")
     assert said.startswith("refused: this node shows nothing of k3s (none of /etc/rancher/k3s")
     assert "name the node's own platform (the chart's flags.platform)" in said
-    assert tree(str(root)) == before and restarts(tmp_path) == []
 
 
 def test_a_config_outside_the_mounts_is_refused_before_anything_changes(tmp_path: Path) -> None:
@@ -197,19 +203,7 @@ def test_a_config_outside_the_mounts_is_refused_before_anything_changes(tmp_path
         "KUBELET_EXTRA_ARGS=--image-credential-provider-config=/etc/kubernetes/cp.yaml "
         "--image-credential-provider-bin-dir=/etc/kubernetes/cp-bin\n"
     )
-    root = Path(node(tmp_path / "node", {
-        **SYSTEMD, **SECRETS, **files, "/etc/default/kubelet": given,
-    }))  # fmt: skip
-    start_pod(root, choice("kubeadm").mounts)
-    before = tree(str(root))
-    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
-    done, _ = in_pod(
-        tmp_path, root, "kubeadm", "apply", "--platform", "kubeadm", "--bundle", str(bundle),
-        "--providers", "aws", "--restart-command", restart_command(tmp_path),
-    )  # fmt: skip
-    assert done.returncode == 1 and "Traceback" not in done.stderr
-    said = done.stdout.splitlines()[0]
+    said = refused_apply(tmp_path, {**files, "/etc/default/kubelet": given}, "kubeadm")
     assert said.startswith("refused: cannot write /etc/kubernetes/"), said
     assert "/etc is read-only here (in the chart's pod: not mounted writable for its " in said
     assert said.endswith("nothing is changed")
-    assert tree(str(root)) == before and restarts(tmp_path) == []

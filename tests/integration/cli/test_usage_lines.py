@@ -47,3 +47,19 @@ def test_install_into_roots_private_directory_as_nobody_is_one_line(tmp_path: Pa
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
     assert f"cannot write in {private_dir} as uid 65534" in done.stderr
+
+
+def test_a_mistyped_platform_is_refused_with_the_closest_name(tmp_path: Path) -> None:
+    done = run_cli("agent", "plan", "--root", str(tmp_path), "--platform", "kubeadmm")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.splitlines()[-1] == (
+        "credprovider agent plan: error: argument --platform: invalid choice: 'kubeadmm' (choose "
+        "from 'kubeadm', 'kubeadm-rpm', 'k3s', 'rke2', 'k0s', 'eks', 'aks', 'gke', 'auto'); did "
+        "you mean 'kubeadm'?"
+    )
+    # a platform and --files-only, which follows none
+    both = run_cli("agent", "plan", "--root", str(tmp_path), "--platform", "k3s", "--files-only",
+                   "--bin-dir", "/x", "--config", "/y")  # fmt: skip
+    assert (both.returncode, both.stderr) == (
+        2, "credprovider agent plan: --files-only follows no platform: leave --platform out\n",
+    )  # fmt: skip
