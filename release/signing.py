@@ -83,6 +83,10 @@ def signer(key_file: Path) -> Iterator[Signer]:
     """A :class:`Signer` for the secret key in ``key_file``, in a keyring removed afterwards."""
     if shutil.which("gpg") is None:
         raise SigningError("gpg is missing: apt-get install gnupg")
+    if not key_file.is_file():  # absent, or a FIFO or device gpg would wait on for ever
+        raise SigningError(
+            f"SIGNING_KEY {key_file} holds no OpenPGP secret key (it is not a regular file)"
+        )
     home = Path(tempfile.mkdtemp(prefix="credprovider-signing-"))
     try:
         home.chmod(0o700)

@@ -242,10 +242,13 @@ def test_a_key_that_cannot_sign_is_one_line(tmp_path: Path) -> None:
     protected = throwaway_key(tmp_path / "protected", passphrase="secret")
     public = tmp_path / "public.asc"
     public.write_bytes(gpg(tmp_path / "protected" / "keygen", "--armor", "--export").stdout)
+    fifo = tmp_path / "key.fifo"  # gpg would wait on it for ever
+    os.mkfifo(fifo)
     for key, said in (
         (protected, "cannot sign without a passphrase"),
         (public, "holds no OpenPGP secret key"),
-        (tmp_path / "absent.asc", "holds no OpenPGP secret key"),
+        (tmp_path / "absent.asc", "holds no OpenPGP secret key (it is not a regular file)"),
+        (fifo, "holds no OpenPGP secret key (it is not a regular file)"),
     ):
         done = subprocess.run(
             [sys.executable, "-m", "release", "sign", "--out", str(copy), "--signing-key",
