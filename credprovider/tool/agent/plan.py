@@ -28,6 +28,7 @@ from credprovider.tool.agent.platforms import (
     confirmed,
     installed_unit,
     recognize,
+    signs_of,
 )
 from credprovider.tool.agent.settings import Settings
 from credprovider.tool.catalog import PLUGINS
@@ -125,11 +126,11 @@ def plan_node(
     platform, evidence = (platform, confirmed(root, platform)) if platform else recognize(root)
     plan = AgentPlan(platform.name, evidence, refused=platform.refusal)
     if not evidence:
+        plan.evidence = "nothing on this node"
         plan.refused = (
             f"this node shows nothing of {platform.name} (none of "
-            f"{', '.join(platform.evidence + tuple(f'{s}.service' for s in platform.services))}): "
-            "nothing is changed; name the node's own platform (the chart's flags.platform), or "
-            "auto to let the agent find it"
+            f"{', '.join(signs_of(platform))}): nothing is changed; name the node's own platform "
+            "(the chart's flags.platform), or auto to let the agent find it"
         )
     if plan.refused:
         return plan

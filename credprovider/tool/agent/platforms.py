@@ -201,9 +201,23 @@ def confirmed(root: str, platform: Platform) -> str:
     os_id = os_release_id(root) if platform.os_ids else ""
     if os_id in platform.os_ids:
         return f"/etc/os-release ID={os_id}"
-    own = tuple(service for service in platform.services if service != "kubelet")
+    own = _own_services(platform)
     unit = installed_unit(root, own) if own else ""
     return f"its unit {unit}.service" if unit else ""
+
+
+def _own_services(platform: Platform) -> tuple[str, ...]:
+    """The platform's services a node of another would not run (every one runs a kubelet)."""
+    return tuple(service for service in platform.services if service != "kubelet")
+
+
+def signs_of(platform: Platform) -> tuple[str, ...]:
+    """What :func:`confirmed` looks for on a node, as an operator reads it."""
+    return (
+        *platform.evidence,
+        *(f"/etc/os-release ID={os_id}" for os_id in platform.os_ids),
+        *(f"{service}.service" for service in _own_services(platform)),
+    )
 
 
 def service_to_restart(root: str, rules: Platform | None) -> str:

@@ -94,6 +94,19 @@ def test_a_named_platform_is_confirmed_by_the_node(
     else:
         assert plan.refused.startswith(f"this node shows nothing of {platform.name} (none of ")
         assert plan.steps == [] and plan.config_text is None and plan.flag_text is None
+        assert plan.evidence == "nothing on this node"
+
+
+def test_a_refusal_names_only_what_would_have_shown_the_platform(tmp_path: Path) -> None:
+    """A kubelet unit is on every node: not a sign of EKS, so not named as one."""
+    eks, k3s = choice("eks").platform, choice("k3s").platform
+    assert eks is not None and k3s is not None
+    root = node(tmp_path, {"/etc/systemd/system/kubelet.service": ""})
+    refused = plan_node(root, ["aws"], "0.1.0", eks).refused
+    assert "(none of /etc/eks/image-credential-provider/config.json, /etc/eks/nodeadm):" in refused
+    assert "(none of /etc/rancher/k3s, k3s.service, k3s-agent.service):" in (
+        plan_node(root, ["aws"], "0.1.0", k3s).refused
+    )
 
 
 def test_kubeadm_named_writes_its_config_in_the_agents_directory(tmp_path: Path) -> None:
