@@ -8,7 +8,8 @@ listed before it:
 * ``node/``: the node as files and processes (the kubelet, its flags, layouts, discovery);
 * ``kubeconfig/``: the CredentialProviderConfig, as the kubelet reads and validates it;
 * ``images/``: which providers run for an image, and running them as the kubelet does;
-* ``change/``: node changes as transactions (install, migrate, durable writes, journal, lock);
+* ``change/``: node changes as transactions (the engine, its journal and durable writes; install,
+  migrate; the node's lock);
 * ``cluster/``: the cluster's API server (a bounded client, and what a Node says of its cloud);
 * ``doctor/`` and ``agent/``: the node's credential chain checked link by link; the fleet agent;
 * ``commands/``: one module per subcommand; they parse arguments and print, nothing else.

@@ -6,15 +6,23 @@ exits 0 and leaves the node as an uninterrupted run does: the same files, links,
 contents, no temporary left (a backup a killed run made is kept, as the docs say: the old file's
 text, whole).
 
-These commands keep backups instead of a journal, so "as an uninterrupted run" is checked with the
-backups' names (they carry the time) set aside and their contents compared."""
+Both journal their change (the node-change engine, change/engine.py) and finish a killed one
+first; the backups they keep carry the time in their names, so "as an uninterrupted run" is
+checked with those names set aside and their contents compared. The last test has a killed
+install finished by the next, and by the fleet agent."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from credprovider.tool.change.failpoint import FAILPOINT_ENV, KILLED_STATUS
 from tests.helpers import run_cli
@@ -84,6 +92,24 @@ def test_install_killed_at_every_point(tmp_path: Path) -> None:
     assert covered >= 5
 
 
+def test_an_install_with_copy_and_its_upgrade_killed_at_every_point(tmp_path: Path) -> None:
+    """--copy puts the bundle in the bin dir (a tree op of the engine) before the links into it;
+    an upgrade replaces the copy."""
+    old = fake_bundle(tmp_path / "old", "0.1.0")
+    new = fake_bundle(tmp_path / "new", "0.2.0")
+    first = killed_everywhere(tmp_path / "first", fresh, [*INSTALL, "--copy", "--target", str(old)])
+
+    def installed(node: Path) -> None:
+        fresh(node)
+        assert run(node, [*INSTALL, "--copy", "--target", str(old)]) == 0
+
+    upgrade = killed_everywhere(
+        tmp_path / "upgrade", installed, [*INSTALL, "--copy", "--target", str(new)]
+    )
+    print(f"install --copy: {first} kill points, its upgrade {upgrade}")
+    assert first >= 5 and upgrade >= 3
+
+
 def test_an_upgrade_with_force_killed_at_every_point(tmp_path: Path) -> None:
     old = fake_bundle(tmp_path / "old", "0.1.0")
     new = fake_bundle(tmp_path / "new", "0.2.0")
@@ -119,3 +145,83 @@ def test_migrate_write_killed_at_every_point(tmp_path: Path) -> None:
     covered = killed_everywhere(tmp_path, kubeadm_node, migrate)
     print(f"migrate --write: {covered} kill points")
     assert covered >= 5
+
+
+def as_the_host(root: Path, argv: list[str], point: int = 0) -> subprocess.CompletedProcess[str]:
+    """``credprovider ARGV`` run as on the node itself: in a mount namespace of its own where the
+    node's ``/etc`` is ``root``'s, so that its journal names the node's paths, as a host's
+    install writes them for the agent (which reaches them under ``--root``)."""
+    from tests.helpers import REPO, private
+
+    done = subprocess.run(
+        private(["sh", "-c", 'mount --bind "$0" /etc && exec "$@"', str(root / "etc"),
+                 sys.executable, "-m", "credprovider", "credprovider", *argv]),
+        capture_output=True, text=True, timeout=180, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO), **({FAILPOINT_ENV: str(point)} if point else {})},
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def killed_after_its_journal(root: Path, install: list[str], journal: Path) -> int:
+    """``install`` killed at the first point after its journal is in place: the point."""
+    point = 1
+    while not journal.exists():
+        assert as_the_host(root, install, point).returncode in KILLED, f"ended at {point}"
+        point += 1
+    return point
+
+
+def test_a_killed_install_is_finished_by_the_next_install_or_by_the_agent(tmp_path: Path) -> None:
+    """One journal for the changes made by hand, and one engine: an install killed after its
+    journal is written leaves it beside the kubelet's config. The next install finishes it first
+    (said on stderr); so does the fleet agent's apply, reaching the host's paths under its
+    ``--root`` (said in its notes), before its own change."""
+    from emulators.http import FakeResponse, serve
+    from tests.integration.cli.test_agent import restart_command
+    from tests.unit.tool.test_agent_apply import kubeadm
+
+    if os.geteuid() != 0:
+        pytest.skip("the node's /etc mounted over this one's needs root")
+    target = fake_bundle(tmp_path / "target", "0.2.0")
+    nodes = []
+    for name in ("by-hand", "agent"):
+        root = Path(kubeadm(tmp_path / name))
+        planned = run_cli("agent", "plan", "--root", str(root), "--providers", "aws", "--json")
+        config = json.loads(planned.stdout)["config_path"]
+        install = [
+            "install", "--providers", "aws", "--bin-dir", "/etc/kubernetes/bin",
+            "--config-out", config, "--target", str(target),
+        ]  # fmt: skip
+        journal = root / config.lstrip("/")
+        journal = journal.with_name(f".{journal.name}.credprovider-journal")
+        killed_after_its_journal(root, install, journal)
+        nodes.append((root, install, journal))
+
+    root, install, journal = nodes[0]
+    again = as_the_host(root, install)
+    assert again.returncode == 0, again.stderr
+    assert "credprovider install: finished the change a killed run began: " in again.stderr
+    assert not journal.exists()
+    assert os.readlink(root / "etc/kubernetes/bin/ecr-credential-provider") == str(target)
+
+    root, install, journal = nodes[1]
+    planned = run_cli("agent", "plan", "--root", str(root), "--providers", "aws", "--json")
+    plan = json.loads(planned.stdout)
+    assert plan["refused"] == "" and "agent apply finishes it first" in " ".join(plan["notes"])
+    assert journal.exists()  # plan changes nothing
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+
+    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
+        applied = run_cli(
+            "agent", "apply", "--root", str(root), "--bundle", str(bundle), "--providers", "aws",
+            "--restart-command", restart_command(tmp_path), "--healthz", f"{kubelet.url}/healthz",
+        )  # fmt: skip
+    assert applied.returncode == 0, applied.stderr
+    assert (
+        "  note: finished the change a killed credprovider install or migrate --write began: "
+        in applied.stdout
+    ), applied.stdout
+    assert not journal.exists()
+    # the install's link, finished by the agent, next to the agent's own
+    assert os.readlink(root / "etc/kubernetes/bin/ecr-credential-provider") == str(target)

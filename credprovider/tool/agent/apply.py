@@ -5,8 +5,8 @@
 * **Intent first.** Before the first change, everything the run will do is recorded and flushed:
   each path's original (before the first install), each directory it will make, the digest of each
   kubelet input it writes, the kubelet inputs as this change found them (``before``) and the
-  restart it owes the kubelet (``restart_due``). Every change is then a durable write
-  (:mod:`credprovider.tool.change.durable`).
+  restart it owes the kubelet (``restart_due``). Every change is then an op of the node-change
+  engine (:mod:`credprovider.tool.change.engine`), carried out by its one executor.
 * **Recovery first.** A run killed at any instant is finished by the next ``apply`` (the files as
   the plan says, the restart that was due made and checked) or undone by ``uninstall``; neither
   takes the agent's own files for the node's originals.
@@ -47,15 +47,11 @@ from credprovider.tool.agent.state import (
     recover_home,
     save,
 )
-from credprovider.tool.change.durable import (
-    place_tree,
-    remove_file,
-    remove_tree,
-    replace_file,
-    replace_link,
-)
+from credprovider.tool.change.durable import remove_tree
+from credprovider.tool.change.engine import Kind, Op, perform, recover
 from credprovider.tool.change.results import Action, Result
 from credprovider.tool.errors import NodeChangeError
+from credprovider.tool.node.root import NodeRoot
 
 Restart = Callable[[str], None]
 
@@ -130,18 +126,24 @@ def _intent(root: str, plan: AgentPlan, state: State) -> None:
     save(root, state)
 
 
-def _change(root: str, plan: AgentPlan, bundle: Path, outcome: Outcome) -> None:
-    """Each step of ``plan`` (its intent already recorded)."""
+def _ops(root: str, plan: AgentPlan, bundle: Path) -> list[tuple[str, Op]]:
+    """The engine's op for each step of ``plan`` that changes the node, with its node path."""
+    ops = []
     for step in plan.steps:
+        where = host(root, step.path)
         if step.action is Action.PLACE:
-            place_tree(bundle, host(root, step.path))
+            ops.append((step.path, Op(Kind.TREE, where, source=bundle)))
         elif step.action in (Action.SWITCH, Action.LINK):
-            replace_link(host(root, step.path), step.target)
-        else:
-            continue
-        outcome.changed.append(step.path)
+            ops.append((step.path, Op(Kind.LINK, where, target=step.target)))
     for path, data in _kubelet_inputs(plan):
-        replace_file(host(root, path), data)
+        ops.append((path, Op(Kind.FILE, host(root, path), data)))
+    return ops
+
+
+def _change(root: str, plan: AgentPlan, bundle: Path, outcome: Outcome) -> None:
+    """Each step of ``plan`` (its intent already recorded in the state)."""
+    for path, op in _ops(root, plan, bundle):
+        perform(op)
         outcome.changed.append(path)
 
 
@@ -158,17 +160,18 @@ def _prune_versions(root: str, state: State) -> None:
     }
     for found in sorted(versions.iterdir()):
         if found.name not in keep_names and not found.name.startswith("."):
-            remove_tree(found)
+            perform(Op(Kind.ABSENT, found))
 
 
 def restore(root: str, path: str, kept: dict[str, Any]) -> None:
     """``path`` back to what ``kept`` records."""
+    where = host(root, path)
     if "link" in kept:
-        replace_link(host(root, path), kept["link"])
+        perform(Op(Kind.LINK, where, target=kept["link"]))
     elif "file" in kept:
-        replace_file(host(root, path), kept_bytes(root, kept) or b"", kept["mode"] & 0o7777)
+        perform(Op(Kind.FILE, where, kept_bytes(root, kept) or b"", kept["mode"] & 0o7777))
     else:
-        remove_file(host(root, path))
+        perform(Op(Kind.ABSENT, where))
 
 
 def settle(root: str, state: State) -> None:
@@ -285,6 +288,21 @@ def apply(
     """Make the node under ``root`` as ``plan`` says (the bundle copied from ``bundle``), after
     finishing a change an earlier run left unfinished; with ``watch``, a kubelet restart is
     commit-confirmed (agent/watchdog.py)."""
+    outcome = _apply(root, plan, bundle, version, restart, healthy, watch)
+    if plan.finished:
+        outcome.notes.insert(0, plan.finished)
+    return outcome
+
+
+def _apply(
+    root: str,
+    plan: AgentPlan,
+    bundle: Path,
+    version: str,
+    restart: Restart,
+    healthy: Healthy,
+    watch: Watch | None,
+) -> Outcome:
     if plan.refused:
         return Outcome(Result.REFUSED, detail=plan.refused)
     absent = _not_in_bundle(plan, bundle)
@@ -315,6 +333,33 @@ def apply(
     if state.get("before"):
         settle(root, state)  # files only: nothing to confirm
     return outcome if outcome.changed else Outcome(Result.UNCHANGED, healed=outcome.healed)
+
+
+def plan_finished(root: str, plan: Callable[[], AgentPlan]) -> AgentPlan:
+    """``plan()``, once the change by hand (``credprovider install``, ``migrate --write``) that a
+    kill left half made on the node is finished from its journal, as the next such run would
+    finish it: one node-change engine, one journal for changes made by hand. Said in the
+    outcome's notes."""
+    first = plan()
+    if not first.unfinished or first.refused:
+        return first
+    node = NodeRoot.at(root)
+
+    def rebase(op: Op) -> Op:  # the journal names host paths; this run reaches them under root
+        return replace(
+            op,
+            path=node.host(str(op.path), follow=False),
+            backup=node.host(str(op.backup), follow=False) if op.backup else None,
+            source=node.host(str(op.source)) if op.source else None,
+        )
+
+    done = recover(node.host(first.unfinished, follow=False), rebase)
+    again = plan()
+    finished = ", ".join(node.node_path(op.path) for op in done) or "nothing was left to do"
+    again.finished = (
+        f"finished the change a killed credprovider install or migrate --write began: {finished}"
+    )
+    return again
 
 
 # the steps that write at their path (the bundle's place, links, the config, the flags file)

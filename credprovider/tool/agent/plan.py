@@ -70,6 +70,8 @@ class AgentPlan:
     flag_file: str = ""
     flag_text: str | None = None  # the flags file as it will read (None: left as it is)
     restart: str = ""  # the service restarted ("": none)
+    unfinished: str = ""  # the journal of a change by hand a kill left (agent/apply.py finishes it)
+    finished: str = ""  # what finishing it did, said in the outcome
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -138,6 +140,12 @@ def plan_node(
         plan.notes.append(platform.note)
     try:
         platform = _adopt_flags_in_force(plan, root, platform)
+        plan.unfinished = _change_by_hand_left(root, platform.config)
+        if plan.unfinished:
+            plan.notes.append(
+                f"a credprovider install or migrate --write was killed part way (its journal "
+                f"{plan.unfinished} is left): agent apply finishes it first"
+            )
         plan.bin_dir = platform.bin_dir
         _plan_bundle(plan, root, platform, keys, version)
         _plan_config(plan, root, platform, keys, settings, sa_tokens_enabled)
@@ -160,6 +168,15 @@ def plan_node(
                 f"no unit of {', '.join(platform.services)} was found: restart the kubelet yourself"
             )
     return plan
+
+
+def _change_by_hand_left(root: str, config: str) -> str:
+    """The journal a ``credprovider install`` or ``migrate --write`` killed part way left beside
+    the kubelet's config ("" for none): the node is half changed by hand (change/journal.py)."""
+    from credprovider.tool.change.journal import journal_for
+
+    journal = str(journal_for(config))
+    return journal if os.path.lexists(NodeRoot.at(root).host(journal, follow=False)) else ""
 
 
 def _flags_in_force(root: str, platform: Platform) -> list[str]:

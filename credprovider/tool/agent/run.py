@@ -72,9 +72,14 @@ def change(
         version = cluster.kubelet_version()
     except ClusterError:
         version = None  # the newest rules; the kubelet's own check stays the last word
-    plan = plan_node(
-        options.root, options.keys, options.version, options.rules, options.settings,
-        sa_tokens_enabled=version is None or version >= SA_TOKENS_ON_SINCE,
+    from credprovider.tool.agent.apply import plan_finished
+
+    plan = plan_finished(
+        options.root,
+        lambda: plan_node(
+            options.root, options.keys, options.version, options.rules, options.settings,
+            sa_tokens_enabled=version is None or version >= SA_TOKENS_ON_SINCE,
+        ),
     )  # fmt: skip
     outcome = node.install(plan, Path(options.bundle))
     return outcome, outcome.result in (Result.INSTALLED, Result.UNCHANGED), plan

@@ -49,13 +49,8 @@ from credprovider.tool.agent.state import (
     save,
 )
 from credprovider.tool.agent.systemd import SystemdError
-from credprovider.tool.change.durable import (
-    remove_empty_dir,
-    remove_file,
-    remove_tree,
-    replace_file,
-    temporary_for,
-)
+from credprovider.tool.change.durable import remove_empty_dir, remove_file, temporary_for
+from credprovider.tool.change.engine import Kind, Op, perform
 from credprovider.tool.change.migrate import FlagChanges
 from credprovider.tool.change.results import Result
 from credprovider.tool.node.flagfiles import flags_from_file, rewrite
@@ -170,7 +165,7 @@ def _agents_flags_removed(root: str, state: State, path: str, original: dict[str
     if not any(flag_value(shlex.split(flags_from_file(text)), flag) for flag in ours):
         return True  # the operator took them out already
     edited = rewrite(text, FlagChanges(frozenset(ours), frozenset()).edit)
-    replace_file(host(root, path), edited.encode(), found.stat().st_mode & 0o7777)
+    perform(Op(Kind.FILE, host(root, path), edited.encode()))
     return True
 
 
@@ -182,7 +177,7 @@ def _remove_own(root: str, state: State) -> None:
     state.pop("before", None)
     save(root, state)
     for own in (VERSIONS, f"{AGENT_HOME}/current", BEFORE, ORIGINALS):
-        remove_tree(host(root, own))
+        perform(Op(Kind.ABSENT, host(root, own)))
     above = {str(p) for p in Path(AGENT_HOME).parents}
     made = sorted(state.get("made_dirs", []), key=len, reverse=True)
     inside = (AGENT_HOME, f"{AGENT_HOME}/")  # removed with the home

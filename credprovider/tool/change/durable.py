@@ -6,7 +6,8 @@ it, and after a power cut each name holds one of the two: never an empty file (X
 RHEL and Amazon Linux, may otherwise leave a renamed file empty when its data was not flushed
 first). Every call that changes the node passes a kill point (``failpoint``) first.
 
-One writer for the agent (``agent/apply.py``) and for install and migrate (``install_plan.py``).
+The primitives of the node-change engine (``engine``), which install, migrate and the agent go
+through.
 """
 
 from __future__ import annotations
@@ -91,18 +92,28 @@ def replace_link(path: Path, target: str) -> None:
     rename_into_place(partial, path)
 
 
-def place_tree(source: Path, target: Path) -> None:
-    """``target`` is a copy of ``source`` (links kept as links), flushed, then renamed into
-    place (whatever was at ``target`` is replaced)."""
+def place_tree(source: Path, target: Path, links: bool = True) -> None:
+    """``target`` is a copy of ``source`` (links kept as links; without ``links``, the source's
+    own top-level links left out), flushed, then renamed into place (whatever was at ``target``
+    is replaced)."""
     make_dirs(target.parent)
     partial = temporary_for(target)
     remove_tree(partial)
     reached(f"copy {source} {partial}")
-    shutil.copytree(source, partial, symlinks=True)
+    shutil.copytree(
+        source,
+        partial,
+        symlinks=True,
+        ignore=None if links else lambda at, names: _top_links(source, at, names),
+    )
     sync_tree(partial)
     if os.path.lexists(target):
         remove_tree(target)
     rename_into_place(partial, target)
+
+
+def _top_links(source: Path, at: str, names: list[str]) -> list[str]:
+    return [n for n in names if Path(at) == source and (source / n).is_symlink()]
 
 
 def remove_file(path: Path) -> None:

@@ -14,7 +14,6 @@ upgrade ("from 0.1.0 to 0.2.0") and needs no ``--force``.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import time
 from collections.abc import Mapping
@@ -25,7 +24,8 @@ from typing import Final
 from credprovider.paths import PACKAGE_BIN_DIR, PACKAGE_LINKS_FILE
 from credprovider.runtime.nodefile import special_kind
 from credprovider.tool.catalog import PLUGINS
-from credprovider.tool.change.durable import replace_file, replace_link, sync_directory, sync_tree
+from credprovider.tool.change.engine import Kind, Op, run
+from credprovider.tool.change.journal import journal_for
 from credprovider.tool.change.render import BUNDLE_COPY_DIR, bundle_executable, render_config
 from credprovider.tool.change.results import Action
 from credprovider.tool.errors import NodeChangeError
@@ -349,99 +349,51 @@ def _same_bundle(source: Path, copy: Path) -> bool:
 # --- applying -----------------------------------------------------------------------------------------
 
 
-def apply_install(plan: InstallPlan) -> None:
-    """Make the planned changes (the plan must have none refused)."""
+def install_ops(plan: InstallPlan) -> list[Op]:
+    """The engine's ops for the planned changes (none refused): the bundle copy before the links
+    into it, the links, the config, and the package's list of links into it."""
     assert not plan.refused
-    plan.bin_dir.mkdir(parents=True, exist_ok=True)
+    ops: list[Op] = []
     links = []
     for change in plan.changes:
         path = Path(change.path)
+        backup = Path(change.backup) if change.backup else None
         is_copy = path.name == BUNDLE_COPY_DIR and path.parent == plan.bin_dir
         if not is_copy and path != plan.config_out:
             links.append(path)
         if change.action is Action.UNCHANGED:
             continue
         if is_copy:
-            _put_copy(plan.executable.parent, path, change.backup)
+            source = plan.executable.parent
+            ops.append(Op(Kind.TREE, path, source=source, links=False, backup=backup))
         elif path == plan.config_out:
-            put_file(path, plan.config_text, change.backup)
+            ops.append(Op(Kind.FILE, path, plan.config_text.encode(), backup=backup))
         else:
             target = (
                 plan.bin_dir / BUNDLE_COPY_DIR / plan.executable.name
                 if plan.copy
                 else plan.executable
             )
-            _put_link(path, target, change.backup)
+            ops.append(Op(Kind.LINK, path, target=str(target), backup=backup))
     if not plan.copy and plan.executable.parent == Path(PACKAGE_BIN_DIR):
-        record_package_links(links)
+        ops.append(package_links_op(links))
+    return ops
 
 
-def record_package_links(links: list[Path], links_file: str = PACKAGE_LINKS_FILE) -> None:
-    """Add ``links`` (made to the distribution package's bin dir) to the list the package's removal
-    reads: it deletes those still pointing into the package, so that no bin dir keeps a dangling
-    link (release/distpackages.py)."""
+def apply_install(plan: InstallPlan) -> list[Op]:
+    """Make the planned changes as one journaled transaction (the journal beside the config:
+    a killed run is finished by the next install or migrate --write). The ops carried out."""
+    return run(journal_for(plan.config_out), install_ops(plan))
+
+
+def package_links_op(links: list[Path], links_file: str = PACKAGE_LINKS_FILE) -> Op:
+    """``links`` (made to the distribution package's bin dir) added to the list the package's
+    removal reads: it deletes those still pointing into the package, so that no bin dir keeps a
+    dangling link (release/distpackages.py)."""
     from credprovider.tool.node.access import read_text
 
     record = Path(links_file)
     # bounded, and no FIFO or device planted there is read
     known = set(read_text(links_file).split("\n")) if record.exists() else set()
     lines = sorted((known | {str(link) for link in links}) - {""})
-    record.parent.mkdir(parents=True, exist_ok=True)
-    put_file(record, "".join(f"{line}\n" for line in lines), None)
-
-
-def _keep(path: Path, backup: str | None) -> None:
-    """Keep what ``path`` is under ``backup`` (a second name: ``path`` itself stays until replaced)."""
-    if backup is None:
-        return
-    if path.is_dir() and not path.is_symlink():
-        if os.path.isdir(backup) and not os.path.islink(backup):
-            shutil.rmtree(backup)  # a copy a killed run began in the same second
-        shutil.copytree(path, backup, symlinks=True)
-        sync_tree(Path(backup))
-        return
-    if os.path.lexists(backup) and os.path.samestat(os.lstat(path), os.lstat(backup)):
-        return  # kept already, by a run killed in the same second
-    os.link(path, backup, follow_symlinks=False)
-    sync_directory(path.parent)
-
-
-def _put_link(link: Path, target: Path, backup: str | None) -> None:
-    _keep(link, backup)
-    replace_link(link, str(target))
-
-
-def put_file(out: Path, text: str, backup: str | None) -> None:
-    """Write ``out`` by rename (readers see the old or the new text, never part), keeping what it
-    was under ``backup``. A file that exists keeps its mode; a new one is 0644."""
-    _keep(out, backup)
-    try:
-        mode = stat.S_IMODE(out.stat().st_mode)
-    except FileNotFoundError:
-        mode = 0o644
-    replace_file(out, text.encode("utf-8"), mode)
-
-
-def _put_copy(source: Path, destination: Path, backup: str | None) -> None:
-    """The bundle copied beside the old one, then renamed over it: the links into it dangle only
-    between two renames."""
-    fresh = destination.with_name(f"{destination.name}.new-{os.getpid()}")
-    shutil.rmtree(fresh, ignore_errors=True)
-    shutil.copytree(
-        source,
-        fresh,
-        symlinks=True,
-        ignore=lambda _, names: [n for n in names if (source / n).is_symlink()],
-    )
-    sync_tree(fresh)
-    if destination.exists() or destination.is_symlink():
-        old = Path(backup) if backup else destination.with_name(f"{destination.name}.old")
-        if old.exists() and not backup:
-            shutil.rmtree(old)
-        os.rename(destination, old)
-        os.rename(fresh, destination)
-        if not backup:
-            shutil.rmtree(old)
-    else:
-        os.rename(fresh, destination)
-    sync_directory(destination.parent)
+    return Op(Kind.FILE, record, "".join(f"{line}\n" for line in lines).encode())

@@ -1,25 +1,28 @@
-"""The intent journal of a change run by hand (``migrate --write``): the files it will write and
-their whole new text, recorded and flushed before the first of them is replaced, removed once
-the last is in place. A run killed between two files (an OOM kill, a power cut) leaves the
-journal; the next run finishes it first, so the node never keeps half a migration (a cloud flag
-gone from one file, the credential flags not yet in the other).
+"""The intent journal of a change run by hand (``credprovider install``, ``migrate --write``): the
+engine's ops (:mod:`credprovider.tool.change.engine`), each with its new content and its backup's
+name, recorded and flushed before the first of them changes the node, removed once the last is
+done. A run killed between two ops (an OOM kill, a power cut) leaves the journal; the next run of
+either command finishes it first, so the node never keeps half a change (a cloud flag gone from
+one file, the credential flags not yet in the other; a link re-pointed, its config not written).
 
-The journal lives beside the file the change is anchored to (``.NAME.credprovider-journal``, 0600,
-in a directory only root writes); it is used only if it is a regular file of this user's that no
-one else may write, holding absolute paths and text (anything else: one line, nothing done).
+The journal lives beside the config the change writes (``.NAME.credprovider-journal``, 0600, in a
+directory only root writes); it is used only if it is a regular file of this user's that no one
+else may write, holding absolute paths (anything else: one line, nothing done). A journal of an
+earlier version (``path``, ``text``, ``backup``: a file's whole new text) is read as file ops.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
 import stat
-from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from credprovider.tool.change.durable import remove_file, replace_file
+from credprovider.tool.change.engine import Kind, Op
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 from credprovider.tool.node.trust import owner_problem
@@ -27,29 +30,68 @@ from credprovider.tool.node.trust import owner_problem
 SUFFIX: Final = ".credprovider-journal"
 
 
-@dataclass(frozen=True)
-class Entry:
-    path: str
-    text: str
-    backup: str | None  # where the old file is kept, if there was one
-
-
-def journal_for(anchor: str) -> Path:
+def journal_for(anchor: str | Path) -> Path:
+    """The journal of changes anchored to the file ``anchor`` (the config they write)."""
     where = Path(anchor)
     return where.with_name(f".{where.name}{SUFFIX}")
 
 
-def begin(journal: Path, entries: list[Entry]) -> None:
-    """The intent, flushed, before any of ``entries`` is written."""
-    replace_file(journal, json.dumps([asdict(e) for e in entries]).encode(), 0o600)
+def _entry(op: Op) -> dict[str, Any]:
+    entry: dict[str, Any] = {"kind": str(op.kind), "path": str(op.path)}
+    if op.kind is Kind.FILE:
+        entry |= {"data": base64.b64encode(op.data).decode(), "mode": op.mode}
+    elif op.kind is Kind.LINK:
+        entry["target"] = op.target
+    elif op.kind is Kind.TREE:
+        entry |= {"source": str(op.source), "links": op.links}
+    entry["backup"] = str(op.backup) if op.backup is not None else None
+    return entry
+
+
+def begin(journal: Path, ops: list[Op]) -> None:
+    """The intent, flushed, before any of ``ops`` is carried out."""
+    replace_file(journal, json.dumps([_entry(op) for op in ops]).encode(), 0o600)
 
 
 def end(journal: Path) -> None:
     remove_file(journal)
 
 
-def pending(journal: Path) -> list[Entry]:
-    """What an interrupted run meant to write ([] when there is no journal)."""
+def _absolute(value: object) -> bool:
+    return isinstance(value, str) and os.path.isabs(value) and "\0" not in value
+
+
+def _op(item: object) -> Op | None:
+    """The op a journal entry records, or None for one that is not an op."""
+    if not isinstance(item, dict) or not _absolute(item.get("path")):
+        return None
+    backup = item.get("backup")
+    if not (backup is None or _absolute(backup)):
+        return None
+    path, kept = Path(item["path"]), Path(backup) if backup else None
+    if "kind" not in item and isinstance(item.get("text"), str):  # an earlier version's
+        return Op(Kind.FILE, path, item["text"].encode("utf-8"), backup=kept)
+    kind = item.get("kind")
+    if kind == Kind.FILE and isinstance(item.get("data"), str):
+        mode = item.get("mode")
+        if not (mode is None or (type(mode) is int and 0 <= mode <= 0o7777)):
+            return None
+        try:
+            data = base64.b64decode(item["data"], validate=True)
+        except (binascii.Error, ValueError):
+            return None
+        return Op(Kind.FILE, path, data, mode, backup=kept)
+    if kind == Kind.LINK and isinstance(item.get("target"), str) and "\0" not in item["target"]:
+        return Op(Kind.LINK, path, target=item["target"], backup=kept)
+    if kind == Kind.TREE and _absolute(item.get("source")) and type(item.get("links")) is bool:
+        return Op(Kind.TREE, path, source=Path(item["source"]), links=item["links"], backup=kept)
+    if kind == Kind.ABSENT:
+        return Op(Kind.ABSENT, path, backup=kept)
+    return None
+
+
+def pending(journal: Path) -> list[Op]:
+    """What an interrupted run meant to do ([] when there is no journal)."""
     try:
         found = os.lstat(journal)
     except FileNotFoundError:
@@ -64,35 +106,19 @@ def pending(journal: Path) -> list[Entry]:
         data = bounded_json(journal.read_bytes())
     except (ValueError, JsonTooDeep, OSError):
         data = None
-    entries = []
-    for item in data if isinstance(data, list) else [None]:
-        if not (
-            isinstance(item, dict)
-            and isinstance(item.get("path"), str)
-            and os.path.isabs(item["path"])
-            and isinstance(item.get("text"), str)
-            and (item.get("backup") is None or isinstance(item.get("backup"), str))
-        ):
-            raise NodeChangeError(
-                f"{journal} is damaged: nothing was changed; check the files a killed run was "
-                "writing (their backups are beside them), then remove it"
-            )
-        entries.append(Entry(item["path"], item["text"], item.get("backup")))
-    return entries
+    ops = [_op(item) for item in data] if isinstance(data, list) else [None]
+    if any(op is None for op in ops):
+        raise NodeChangeError(
+            f"{journal} is damaged: nothing was changed; check the files a killed run was "
+            "writing (their backups are beside them), then remove it"
+        )
+    return [op for op in ops if op is not None]
 
 
-def finish(journal: Path, write: Callable[[Entry], None]) -> list[str]:
-    """An interrupted run's change completed: each file not yet as it meant, written; then the
-    journal removed. The paths written."""
-    done = []
-    for entry in pending(journal):
-        out = Path(entry.path)
-        try:
-            current = out.read_text(encoding="utf-8") if out.is_file() else None
-        except (OSError, UnicodeDecodeError):
-            current = None
-        if current != entry.text:
-            write(entry)
-            done.append(entry.path)
-    end(journal)
-    return done
+def check_source(journal: Path, op: Op) -> None:
+    """Refuse to finish a copy whose source is gone (the bundle a killed install copied)."""
+    if op.kind is Kind.TREE and not (op.source is not None and op.source.is_dir()):
+        raise NodeChangeError(
+            f"{journal} would finish copying {op.source} to {op.path}, and {op.source} is gone: "
+            "nothing was changed; remove the journal, then run the install again"
+        )

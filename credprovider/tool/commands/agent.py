@@ -157,7 +157,7 @@ def _cmd_rollback(args: argparse.Namespace) -> int:
 
 
 def _cmd_apply(args: argparse.Namespace) -> int:
-    from credprovider.tool.agent.apply import apply
+    from credprovider.tool.agent.apply import apply, plan_finished
     from credprovider.tool.agent.plan import plan_node
 
     keys = _keys(args, "apply")
@@ -171,7 +171,12 @@ def _cmd_apply(args: argparse.Namespace) -> int:
     restart, healthy = _service(args)
     try:  # the node read and changed by this run alone (change/lock.py)
         with node_lock(args.root, "credprovider agent apply"):
-            plan = plan_node(args.root, keys, args.version, platform_rules(args), args.settings)
+            plan = plan_finished(
+                args.root,
+                lambda: plan_node(
+                    args.root, keys, args.version, platform_rules(args), args.settings
+                ),
+            )
             outcome = apply(
                 args.root, plan, Path(args.bundle), args.version, restart, healthy,
                 watchdog(args),

@@ -120,3 +120,18 @@ def cannot_check(command: str, exc: Exception, as_json: bool = False) -> int:
         print_json({"verdict": None, "error": str(exc)})
     print(f"credprovider {command}: {exc}", file=sys.stderr)
     return EXIT_USAGE
+
+
+def finish_interrupted(config_out: str, command: str) -> None:
+    """A change a killed install or migrate --write left (its journal beside ``config_out``),
+    finished before this run reads the node (said on stderr)."""
+    from credprovider.tool.change.engine import recover
+    from credprovider.tool.change.journal import journal_for
+
+    done = recover(journal_for(config_out))
+    if done:
+        print(
+            f"credprovider {command}: finished the change a killed run began: "
+            f"{', '.join(str(op.path) for op in done)}",
+            file=sys.stderr,
+        )

@@ -16,6 +16,7 @@ from credprovider.tool.commands.common import (
     EXIT_USAGE,
     Subcommands,
     cannot_check,
+    finish_interrupted,
     node_default,
     node_paths,
     print_json,
@@ -74,9 +75,13 @@ def _cmd_install(args: argparse.Namespace) -> int:
 
     try:  # the node read and changed by this run alone (change/lock.py)
         with node_lock("/", "credprovider install"):
+            finish_interrupted(args.config_out, "install")
             return _plan_and_apply(args, keys, node_files)
     except NodeChangeError as exc:
         print(f"credprovider install: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except OSError as exc:  # finishing a killed run's change
+        print(f"credprovider install: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
         return EXIT_FAILED
 
 
@@ -112,7 +117,11 @@ def _plan_and_apply(args: argparse.Namespace, keys: list[str], node_files: dict[
     try:
         apply_install(plan)
     except (OSError, FileProblem) as exc:
-        print(f"credprovider install: {exc}: the install stopped part way", file=sys.stderr)
+        print(
+            f"credprovider install: {exc}: the install stopped part way; run it again to finish "
+            "it (its journal beside the config says what is left)",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
     return _after(plan, args.json)
 

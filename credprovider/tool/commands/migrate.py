@@ -17,12 +17,12 @@ from credprovider.tool.commands.common import (
     EXIT_USAGE,
     Subcommands,
     cannot_check,
+    finish_interrupted,
     print_json,
     wrong_kind,
 )
 
 if TYPE_CHECKING:
-    from credprovider.tool.change.journal import Entry
     from credprovider.tool.change.migrate import ExistingConfig, MigrationPlan
 
 
@@ -55,7 +55,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
     try:  # the node read and changed by this run alone (change/lock.py)
         with node_lock("/", "credprovider migrate --write"):
-            _recover(args.config_out)
+            finish_interrupted(args.config_out, "migrate")
             return _migrate(args, providers)
     except NodeChangeError as exc:
         print(f"credprovider migrate: {exc}", file=sys.stderr)
@@ -218,46 +218,27 @@ def _contents(plan: MigrationPlan, config_out: str) -> dict[str, str]:
 
 
 def _write(plan: MigrationPlan, config_out: str) -> list[dict[str, str]]:
-    """Each flags file and the config, by rename, the old ones kept as backups; the whole set
-    journaled first (change/journal.py), so a run killed between two files is finished by the
-    next."""
+    """Each flags file and the config, by rename, the old ones kept as backups: one journaled
+    transaction of the node-change engine (change/engine.py), so a run killed between two files
+    is finished by the next migrate --write or install."""
+    from credprovider.tool.change.engine import Kind, Op, run
     from credprovider.tool.change.install import BACKUP_SUFFIX, backup_stamp
-    from credprovider.tool.change.journal import Entry, begin, end, journal_for
+    from credprovider.tool.change.journal import journal_for
 
     stamp = backup_stamp()
-    entries = []
-    for path, text in _contents(plan, config_out).items():
-        out = Path(path)
-        if out.exists() and out.read_text(encoding="utf-8") == text:
-            continue
-        entries.append(Entry(path, text, f"{path}{BACKUP_SUFFIX}{stamp}" if out.exists() else None))
-    if not entries:
-        return []
-    journal = journal_for(config_out)
-    begin(journal, entries)
-    for entry in entries:
-        _put(entry)
-    end(journal)
-    return [{"path": e.path, **({"backup": e.backup} if e.backup else {})} for e in entries]
-
-
-def _put(entry: Entry) -> None:
-    from credprovider.tool.change.install import put_file
-
-    backup = entry.backup if entry.backup and Path(entry.path).exists() else None
-    put_file(Path(entry.path), entry.text, backup)
-
-
-def _recover(config_out: str) -> None:
-    """A --write a kill interrupted, finished before this run reads the node (said on stderr)."""
-    from credprovider.tool.change.journal import finish, journal_for
-
-    done = finish(journal_for(config_out), _put)
-    if done:
-        print(
-            f"credprovider migrate: finished the change a killed run began: wrote {', '.join(done)}",
-            file=sys.stderr,
+    ops = [
+        Op(
+            Kind.FILE,
+            Path(path),
+            text.encode("utf-8"),
+            backup=Path(f"{path}{BACKUP_SUFFIX}{stamp}") if os.path.lexists(path) else None,
         )
+        for path, text in _contents(plan, config_out).items()
+    ]
+    done = run(journal_for(config_out), ops)
+    return [
+        {"path": str(op.path), **({"backup": str(op.backup)} if op.backup else {})} for op in done
+    ]
 
 
 def _print_plan(

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from credprovider.tool.change.install import record_package_links
+from credprovider.tool.change.engine import perform
+from credprovider.tool.change.install import package_links_op
 from credprovider.tool.change.render import stable_launcher
 from credprovider.tool.node.access import FileProblem
 
@@ -42,6 +43,10 @@ def test_any_other_launcher_is_linked_as_it_is(tmp_path: Path) -> None:
     old = lib / "0.0.9" / "credprovider"
     old.write_text("launcher")
     assert stable_launcher(old, str(lib), str(bin_dir)) == old
+
+
+def record_package_links(links: list[Path], record: str) -> None:
+    perform(package_links_op(links, record))
 
 
 def test_the_record_keeps_every_link_once_sorted(tmp_path: Path) -> None:

@@ -1,0 +1,197 @@
+"""The node-change engine: every change credprovider makes to a node's files is a list of
+:class:`Op` (a file holds these bytes, a link points there, a directory is a copy of that one,
+nothing is there), and :func:`perform` is the one place an op is carried out: what it replaces
+kept first under its backup name (made whole, flushed, before the path changes), then the change
+as a durable write (:mod:`credprovider.tool.change.durable`: temporary, ``fsync``, rename,
+``fsync`` of the directory).
+
+``credprovider install`` and ``migrate --write`` run their ops as one transaction (:func:`run`):
+the intent (every op, with its new content and its backup's name) journaled and flushed before the
+first change, removed after the last. Every such run first finishes the change a killed run left
+(:func:`recover`): an op already done is skipped, a backup already kept is not taken again (it
+holds the original). The agent's ops go through :func:`perform` too; its journal is its state
+(:mod:`credprovider.tool.agent.state`), which also outlives the change (the originals uninstall
+puts back) and is finished by planning again, since a newer agent's plan supersedes an older one's
+(its bundle may be gone with its image).
+"""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import shutil
+import stat
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from credprovider.tool.change.durable import (
+    place_tree,
+    remove_tree,
+    rename_into_place,
+    replace_file,
+    replace_link,
+    sync_directory,
+    sync_tree,
+    temporary_for,
+)
+from credprovider.tool.change.failpoint import reached
+
+NEW_FILE_MODE = 0o644
+
+
+class Kind(StrEnum):
+    """What an op makes of its path."""
+
+    FILE = "file"  # a regular file holding ``data``
+    LINK = "link"  # a symbolic link to ``target``
+    TREE = "tree"  # a copy of the directory ``source``
+    ABSENT = "absent"  # nothing (a file, link or tree removed)
+
+
+@dataclass(frozen=True)
+class Op:
+    """One change to one node path (a host path: under ``--root`` already resolved)."""
+
+    kind: Kind
+    path: Path
+    data: bytes = b""  # FILE
+    mode: int | None = None  # FILE: None keeps the mode of the file there (a new one: 0644)
+    target: str = ""  # LINK
+    source: Path | None = None  # TREE
+    links: bool = True  # TREE: the source's own top-level links copied too
+    backup: Path | None = None  # where what ``path`` was is kept, made before it changes
+
+    def done(self) -> bool:
+        """Whether ``path`` already is as this op makes it (a killed run got this far)."""
+        try:
+            found = os.lstat(self.path)
+        except FileNotFoundError:
+            return self.kind is Kind.ABSENT
+        except OSError:
+            return False
+        if self.kind is Kind.FILE:
+            return stat.S_ISREG(found.st_mode) and _holds(self.path, self.data, found, self.mode)
+        if self.kind is Kind.LINK:
+            return stat.S_ISLNK(found.st_mode) and os.readlink(self.path) == self.target
+        if self.kind is Kind.TREE:
+            assert self.source is not None
+            return stat.S_ISDIR(found.st_mode) and _same_tree(self.source, self.path, self.links)
+        return False
+
+
+def _holds(path: Path, data: bytes, found: os.stat_result, mode: int | None) -> bool:
+    if mode is not None and stat.S_IMODE(found.st_mode) != mode:
+        return False
+    if found.st_size != len(data):
+        return False
+    try:
+        return path.read_bytes() == data
+    except OSError:
+        return False
+
+
+def _listing(top: Path, links: bool) -> list[tuple[str, str, int]]:
+    """A tree's names, each with a link's target or a file's size (the top's links left out
+    unless ``links``): what a copy must match."""
+    found = []
+    for directory, dirs, files in os.walk(top):
+        for name in sorted([*dirs, *files]):
+            place = Path(directory, name)
+            relative = str(place.relative_to(top))
+            if place.is_symlink():
+                if links or place.parent != top:
+                    found.append((relative, os.readlink(place), -1))
+            elif place.is_file():
+                found.append((relative, "", place.stat().st_size))
+            else:
+                found.append((relative, "/", 0))
+    return sorted(found)
+
+
+def _same_tree(source: Path, copy: Path, links: bool) -> bool:
+    """``copy`` is ``source`` copied: the same names, links and file bytes."""
+    listing = _listing(source, links)
+    if listing != _listing(copy, True):
+        return False
+    return all(
+        size < 0 or target == "/" or filecmp.cmp(source / name, copy / name, shallow=False)
+        for name, target, size in listing
+    )
+
+
+def keep(path: Path, backup: Path) -> None:
+    """What ``path`` is now, kept as ``backup``: a second name for a file or link, a flushed copy
+    renamed into place for a directory, so that ``backup`` existing means it is whole. One that
+    exists is kept as it is: a killed run of this change made it from the original."""
+    if os.path.lexists(backup) or not os.path.lexists(path):
+        return
+    if path.is_dir() and not path.is_symlink():
+        partial = temporary_for(backup)
+        remove_tree(partial)
+        reached(f"copy {path} {partial}")
+        shutil.copytree(path, partial, symlinks=True)
+        sync_tree(partial)
+        rename_into_place(partial, backup)
+        return
+    reached(f"link {path} {backup}")
+    os.link(path, backup, follow_symlinks=False)
+    sync_directory(backup.parent)
+
+
+def perform(op: Op) -> None:
+    """Carry ``op`` out: its backup kept first, then the change, durably."""
+    if op.backup is not None:
+        keep(op.path, op.backup)
+    if op.kind is Kind.FILE:
+        replace_file(op.path, op.data, _mode_for(op))
+    elif op.kind is Kind.LINK:
+        replace_link(op.path, op.target)
+    elif op.kind is Kind.TREE:
+        assert op.source is not None
+        place_tree(op.source, op.path, links=op.links)
+    else:
+        remove_tree(op.path)
+
+
+def _mode_for(op: Op) -> int:
+    if op.mode is not None:
+        return op.mode
+    try:
+        found = os.lstat(op.path)
+    except OSError:
+        return NEW_FILE_MODE
+    return stat.S_IMODE(found.st_mode) if stat.S_ISREG(found.st_mode) else NEW_FILE_MODE
+
+
+def run(journal: Path, ops: Sequence[Op]) -> list[Op]:
+    """``ops`` as one transaction: those not already done journaled (flushed) first, carried out
+    in order, the journal removed after the last. The ops carried out."""
+    from credprovider.tool.change import journal as intent
+
+    todo = [op for op in ops if not op.done()]
+    if not todo:
+        return []
+    intent.begin(journal, todo)
+    for op in todo:
+        perform(op)
+    intent.end(journal)
+    return todo
+
+
+def recover(journal: Path, rebase: Callable[[Op], Op] | None = None) -> list[Op]:
+    """The change a killed run journaled, finished (each op not yet done, carried out; its
+    backup taken only if the killed run had not); the journal then removed. ``rebase``: each op
+    as this run reaches its paths (the agent's, under ``--root``). The ops finished."""
+    from credprovider.tool.change import journal as intent
+
+    finished = []
+    for journaled in intent.pending(journal):
+        op = rebase(journaled) if rebase is not None else journaled
+        if not op.done():
+            intent.check_source(journal, op)
+            perform(op)
+            finished.append(op)
+    intent.end(journal)
+    return finished
