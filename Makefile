@@ -72,11 +72,17 @@ $(RELEASE)/SHA256SUMS: $(foreach arch,$(ARCHES),dist/bundles/$(arch)/credprovide
 # make release REGISTRY=host/repository also pushes the OCI image (basic auth from
 # CREDPROVIDER_REGISTRY_AUTH=user:password when set); SIGNING_KEY=key.asc (an armored OpenPGP
 # secret key without a passphrase) signs the .rpm files, the repositories, the provenance and
-# SHA256SUMS (docs/release.md: how to verify each).
+# SHA256SUMS; COSIGN_KEY=cosign.key (its password in COSIGN_PASSWORD) signs the pushed image with
+# cosign, the signature stored beside it (docs/release.md: how to verify each).
+ifneq ($(COSIGN_KEY),)
+ifeq ($(REGISTRY),)
+$(error COSIGN_KEY signs the image pushed to REGISTRY: give REGISTRY=host/repository too)
+endif
+endif
 release: $(RELEASE)/SHA256SUMS
 	$(if $(SIGNING_KEY),$(PY) -m release sign --out $(RELEASE) --signing-key $(SIGNING_KEY))
 	@ls -l $(RELEASE)
-	$(if $(REGISTRY),$(PY) -m release push --registry $(REGISTRY))
+	$(if $(REGISTRY),$(PY) -m release push --registry $(REGISTRY) $(if $(COSIGN_KEY),--cosign-key $(COSIGN_KEY)))
 
 # The release built again from the same commit (dist/reproduce) and compared byte for byte with
 # dist/release: which file, which byte and which member differ, if any.

@@ -9,7 +9,8 @@
     python -m release fetch-debs [--arch ARCH ...]        the pinned Debian packages the tests use
                                                         (busybox-static), into the cache
     python -m release push --registry HOST/REPO           the OCI image archive of dist/release,
-                                                        pushed as :<version> (make release REGISTRY=)
+        [--cosign-key KEY]                              pushed as :<version> (make release REGISTRY=),
+                                                        signed with cosign (COSIGN_KEY=)
 
 Built interpreters, root filesystems and wheels are cached in $CREDPROVIDER_BUILD_CACHE
 (default ~/.cache/credprovider-build), keyed by their recipe. Needs root (chroot, namespaces),
@@ -105,6 +106,13 @@ def main(argv: list[str]) -> int:
         help="OCI layout archive (default: %(default)s)",
     )
     push.add_argument("--tag", default=bundle.project_version(), help="tag (default: %(default)s)")
+    push.add_argument(
+        "--cosign-key",
+        type=Path,
+        help="sign the pushed image (and each architecture's) with this cosign private key, its "
+        "password in COSIGN_PASSWORD; the signature is stored beside the image (make release "
+        "COSIGN_KEY=cosign.key; default: not signed)",
+    )
     check = sub.add_parser(
         "check-elf", help="check a bundle's ELF files against the portability rules"
     )
@@ -142,12 +150,19 @@ def main(argv: list[str]) -> int:
         debs.fetch_all(args.arch or sorted(TARGETS))
     elif args.command == "push":
         auth = os.environ.get("CREDPROVIDER_REGISTRY_AUTH", "")
+        from release import cosign
+
         try:
+            if args.cosign_key is not None:
+                cosign.ready(args.cosign_key)  # before anything is pushed
             digest = image.push(args.archive, args.registry, args.tag, auth)
-        except (OSError, oci.PushError) as exc:
+            sys.stderr.write(f"[release] pushed {args.registry}:{args.tag} ({digest})\n")
+            if args.cosign_key is not None:
+                cosign.sign(args.cosign_key, args.registry, digest)
+                sys.stderr.write(f"[release] signed {args.registry}@{digest} with cosign\n")
+        except (OSError, oci.PushError, cosign.CosignError) as exc:
             sys.stderr.write(f"release push: {exc}\n")
             return 1
-        sys.stderr.write(f"[release] pushed {args.registry}:{args.tag} ({digest})\n")
     else:
         return elfcheck.main([str(args.dir), args.arch])
     return 0

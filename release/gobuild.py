@@ -123,6 +123,8 @@ CONTAINERD = (
 REGISTRY = (("github.com/distribution/distribution/v3/cmd/registry",), "v3.1.2")
 # The fleet chart's linting and rendering (charts/credprovider).
 HELM = (("helm.sh/helm/v3/cmd/helm",), "v3.22.0")
+# The OCI image's signature (make release COSIGN_KEY=...), and its verification in the tests.
+COSIGN = (("github.com/sigstore/cosign/v2/cmd/cosign",), "v2.6.5")
 
 
 def released(tool: tuple[tuple[str, ...], str], timeout: float = 1800) -> Path:
