@@ -48,7 +48,8 @@ from credprovider.tool.agent.state import (
     save,
 )
 from credprovider.tool.change.durable import remove_tree
-from credprovider.tool.change.engine import Kind, Op, perform, recover
+from credprovider.tool.change.engine import Kind, Op, perform
+from credprovider.tool.change.journal import recover
 from credprovider.tool.change.results import Action, Result
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.root import NodeRoot

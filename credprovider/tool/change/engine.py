@@ -5,11 +5,13 @@ kept first under its backup name (made whole, flushed, before the path changes),
 as a durable write (:mod:`credprovider.tool.change.durable`: temporary, ``fsync``, rename,
 ``fsync`` of the directory).
 
-``credprovider install`` and ``migrate --write`` run their ops as one transaction (:func:`run`):
+``credprovider install`` and ``migrate --write`` run their ops as one transaction
+(:func:`credprovider.tool.change.journal.run`):
 the intent (every op, with its new content and its backup's name) journaled and flushed before the
-first change, removed after the last. Every such run first finishes the change a killed run left
-(:func:`recover`): an op already done is skipped, a backup already kept is not taken again (it
-holds the original). The agent's ops go through :func:`perform` too; its journal is its state
+first change, removed after the last. Every such run, and the agent's apply (reaching the host's
+paths under its ``--root``), first finishes the change a killed run left (``journal.recover``): an op
+already done is skipped, a backup already kept is not taken again (it holds the original). The
+agent's own ops go through :func:`perform` too; its journal is its state
 (:mod:`credprovider.tool.agent.state`), which also outlives the change (the originals uninstall
 puts back) and is finished by planning again, since a newer agent's plan supersedes an older one's
 (its bundle may be gone with its image).
@@ -21,7 +23,6 @@ import filecmp
 import os
 import shutil
 import stat
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -163,35 +164,3 @@ def _mode_for(op: Op) -> int:
     except OSError:
         return NEW_FILE_MODE
     return stat.S_IMODE(found.st_mode) if stat.S_ISREG(found.st_mode) else NEW_FILE_MODE
-
-
-def run(journal: Path, ops: Sequence[Op]) -> list[Op]:
-    """``ops`` as one transaction: those not already done journaled (flushed) first, carried out
-    in order, the journal removed after the last. The ops carried out."""
-    from credprovider.tool.change import journal as intent
-
-    todo = [op for op in ops if not op.done()]
-    if not todo:
-        return []
-    intent.begin(journal, todo)
-    for op in todo:
-        perform(op)
-    intent.end(journal)
-    return todo
-
-
-def recover(journal: Path, rebase: Callable[[Op], Op] | None = None) -> list[Op]:
-    """The change a killed run journaled, finished (each op not yet done, carried out; its
-    backup taken only if the killed run had not); the journal then removed. ``rebase``: each op
-    as this run reaches its paths (the agent's, under ``--root``). The ops finished."""
-    from credprovider.tool.change import journal as intent
-
-    finished = []
-    for journaled in intent.pending(journal):
-        op = rebase(journaled) if rebase is not None else journaled
-        if not op.done():
-            intent.check_source(journal, op)
-            perform(op)
-            finished.append(op)
-    intent.end(journal)
-    return finished

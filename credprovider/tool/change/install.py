@@ -24,8 +24,8 @@ from typing import Final
 from credprovider.paths import PACKAGE_BIN_DIR, PACKAGE_LINKS_FILE
 from credprovider.runtime.nodefile import special_kind
 from credprovider.tool.catalog import PLUGINS
-from credprovider.tool.change.engine import Kind, Op, run
-from credprovider.tool.change.journal import journal_for
+from credprovider.tool.change.engine import Kind, Op
+from credprovider.tool.change.journal import journal_for, run
 from credprovider.tool.change.render import BUNDLE_COPY_DIR, bundle_executable, render_config
 from credprovider.tool.change.results import Action
 from credprovider.tool.errors import NodeChangeError

@@ -1,7 +1,7 @@
-"""The intent journal of a change run by hand (``credprovider install``, ``migrate --write``): the
-engine's ops (:mod:`credprovider.tool.change.engine`), each with its new content and its backup's
-name, recorded and flushed before the first of them changes the node, removed once the last is
-done. A run killed between two ops (an OOM kill, a power cut) leaves the journal; the next run of
+"""The journaled transaction of a change run by hand (``credprovider install``, ``migrate
+--write``; :func:`run`, and :func:`recover` after a kill): the engine's ops
+(:mod:`credprovider.tool.change.engine`), each with its new content and its backup's name,
+recorded and flushed before the first of them changes the node, removed once the last is done. A run killed between two ops (an OOM kill, a power cut) leaves the journal; the next run of
 either command finishes it first, so the node never keeps half a change (a cloud flag gone from
 one file, the credential flags not yet in the other; a link re-pointed, its config not written).
 
@@ -18,11 +18,12 @@ import binascii
 import json
 import os
 import stat
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from credprovider.tool.change.durable import remove_file, replace_file
-from credprovider.tool.change.engine import Kind, Op
+from credprovider.tool.change.engine import Kind, Op, perform
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 from credprovider.tool.node.trust import owner_problem
@@ -96,6 +97,8 @@ def pending(journal: Path) -> list[Op]:
         found = os.lstat(journal)
     except FileNotFoundError:
         return []
+    except PermissionError:  # a directory this user cannot search: no change of theirs is there
+        return []
     problem = owner_problem(str(journal), found, os.geteuid())
     if not stat.S_ISREG(found.st_mode) or problem:
         raise NodeChangeError(
@@ -122,3 +125,31 @@ def check_source(journal: Path, op: Op) -> None:
             f"{journal} would finish copying {op.source} to {op.path}, and {op.source} is gone: "
             "nothing was changed; remove the journal, then run the install again"
         )
+
+
+def run(journal: Path, ops: Sequence[Op]) -> list[Op]:
+    """``ops`` as one transaction: those not already done journaled (flushed) first, carried out
+    in order, the journal removed after the last. The ops carried out."""
+    todo = [op for op in ops if not op.done()]
+    if not todo:
+        return []
+    begin(journal, todo)
+    for op in todo:
+        perform(op)
+    end(journal)
+    return todo
+
+
+def recover(journal: Path, rebase: Callable[[Op], Op] | None = None) -> list[Op]:
+    """The change a killed run journaled, finished (each op not yet done, carried out; its
+    backup taken only if the killed run had not); the journal then removed. ``rebase``: each op
+    as this run reaches its paths (the agent's, under ``--root``). The ops finished."""
+    finished = []
+    for journaled in pending(journal):
+        op = rebase(journaled) if rebase is not None else journaled
+        if not op.done():
+            check_source(journal, op)
+            perform(op)
+            finished.append(op)
+    end(journal)
+    return finished

@@ -125,8 +125,7 @@ def cannot_check(command: str, exc: Exception, as_json: bool = False) -> int:
 def finish_interrupted(config_out: str, command: str) -> None:
     """A change a killed install or migrate --write left (its journal beside ``config_out``),
     finished before this run reads the node (said on stderr)."""
-    from credprovider.tool.change.engine import recover
-    from credprovider.tool.change.journal import journal_for
+    from credprovider.tool.change.journal import journal_for, recover
 
     done = recover(journal_for(config_out))
     if done:

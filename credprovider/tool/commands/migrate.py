@@ -221,9 +221,9 @@ def _write(plan: MigrationPlan, config_out: str) -> list[dict[str, str]]:
     """Each flags file and the config, by rename, the old ones kept as backups: one journaled
     transaction of the node-change engine (change/engine.py), so a run killed between two files
     is finished by the next migrate --write or install."""
-    from credprovider.tool.change.engine import Kind, Op, run
+    from credprovider.tool.change.engine import Kind, Op
     from credprovider.tool.change.install import BACKUP_SUFFIX, backup_stamp
-    from credprovider.tool.change.journal import journal_for
+    from credprovider.tool.change.journal import journal_for, run
 
     stamp = backup_stamp()
     ops = [

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from credprovider.tool.change.engine import Kind, Op, perform, recover, run
-from credprovider.tool.change.journal import begin, journal_for, pending
+from credprovider.tool.change.engine import Kind, Op, perform
+from credprovider.tool.change.journal import begin, journal_for, pending, recover, run
 from credprovider.tool.errors import NodeChangeError
 
 
