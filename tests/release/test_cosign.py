@@ -13,7 +13,6 @@ import hashlib
 import io
 import json
 import os
-import socket
 import subprocess
 import sys
 import tarfile
@@ -26,6 +25,7 @@ import pytest
 
 from release import bundle, gobuild, image
 from tests.helpers import unavailable
+from tests.release.test_image import registry_server
 
 RELEASE = bundle.REPO / "dist" / "release"
 PASSWORD = "release-test-password"
@@ -60,20 +60,7 @@ def cosign() -> Path:
 
 @pytest.fixture
 def registry(tmp_path: Path, cosign: Path) -> Iterator[Registry]:
-    try:
-        server = gobuild.released(gobuild.REGISTRY)
-    except gobuild.GoBuildError as exc:
-        unavailable(str(exc))
-    with socket.socket() as probe:  # any free number: the namespace has no other listener
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    config = {
-        "version": 0.1,
-        "log": {"level": "warn", "accesslog": {"disabled": True}},
-        "storage": {"filesystem": {"rootdirectory": str(tmp_path / "storage")}},
-        "http": {"addr": f"127.0.0.1:{port}"},
-    }
-    (tmp_path / "registry.json").write_text(json.dumps(config))
+    server, port = registry_server(tmp_path)  # the namespace has no other listener on it
     process = subprocess.Popen(
         ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$0" serve "$1"',
          str(server), str(tmp_path / "registry.json")],

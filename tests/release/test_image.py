@@ -117,17 +117,9 @@ def _free_port() -> int:
         return port
 
 
-def _push(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "release", "push", *args],
-        cwd=bundle.REPO, capture_output=True, text=True, timeout=300, check=False,
-        env={**os.environ, "CREDPROVIDER_REGISTRY_AUTH": ""},
-    )  # fmt: skip
-
-
-def test_push_puts_the_index_and_every_image_in_a_registry(archive: Path, tmp_path: Path) -> None:
-    """A registry server (distribution, as the sandbox's) on loopback receives the index as
-    ``:<version>`` and each image by digest, with every blob."""
+def registry_server(tmp_path: Path) -> tuple[Path, int]:
+    """The registry server (distribution), its config written to ``tmp_path/registry.json`` (its
+    storage beside it), and the loopback port it will listen on."""
     try:
         server = gobuild.released(gobuild.REGISTRY)
     except gobuild.GoBuildError as exc:
@@ -140,6 +132,21 @@ def test_push_puts_the_index_and_every_image_in_a_registry(archive: Path, tmp_pa
         "http": {"addr": f"127.0.0.1:{port}"},
     }
     (tmp_path / "registry.json").write_text(json.dumps(config))
+    return server, port
+
+
+def _push(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "release", "push", *args],
+        cwd=bundle.REPO, capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "CREDPROVIDER_REGISTRY_AUTH": ""},
+    )  # fmt: skip
+
+
+def test_push_puts_the_index_and_every_image_in_a_registry(archive: Path, tmp_path: Path) -> None:
+    """A registry server (distribution, as the sandbox's) on loopback receives the index as
+    ``:<version>`` and each image by digest, with every blob."""
+    server, port = registry_server(tmp_path)
     process = subprocess.Popen(
         [str(server), "serve", str(tmp_path / "registry.json")],
         env={"PATH": "/usr/bin:/bin", "OTEL_TRACES_EXPORTER": "none"},
