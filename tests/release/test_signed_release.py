@@ -2,9 +2,9 @@
 ``make release SIGNING_KEY=`` runs), with a throwaway key, on a copy of ``dist/release``; then
 every verification docs/release.md shows, run with the standard tool it names: ``gpg --verify``
 and ``sha256sum -c`` for SHA256SUMS, ``rpm -K`` for the .rpm files, gpg for the provenance and
-the RPM repository's ``repomd.xml``, and apt on Debian 11 following the apt repository from
-``file://``, installing, then upgrading to a newer build. Each passes on the release and fails
-on a changed byte."""
+the RPM repository's ``repomd.xml``, apt on Debian 11 following the apt repository from
+``file://``, installing, then upgrading to a newer build, and dnf doing the same from the RPM
+repository with both of its checks. Each passes on the release and fails on a changed byte."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from credprovider.paths import PACKAGE_BIN_DIR
 from release import bundle, distpackages, provenance, repo
 from release.signing import KEYRING, PUBLIC_KEY, signer
 from release.targets import Target
@@ -388,3 +389,107 @@ def test_apt_adds_the_repository_installs_and_upgrades_on_debian_11(
 
 def _machine() -> str:
     return {"x86_64": "amd64", "aarch64": "arm64"}[os.uname().machine]
+
+
+def shell_package(directory: Path) -> Path:
+    """A package providing ``/bin/sh`` (the root's busybox, which no package installed), for
+    dnf's dependency check; recorded in the root's database only."""
+    spec = directory / "node-shell.spec"
+    spec.write_text(
+        "Name: node-shell\nVersion: 1\nRelease: 1\nSummary: the node's /bin/sh\nLicense: none\n"
+        "BuildArch: noarch\nProvides: /bin/sh\n%description\nbusybox's /bin/sh\n%files\n"
+    )
+    built = subprocess.run(
+        ["rpmbuild", "-bb", "--define", f"_topdir {directory / 'rpmbuild'}", str(spec)],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    [package] = (directory / "rpmbuild" / "RPMS" / "noarch").glob("*.rpm")
+    return package
+
+
+def test_dnf_adds_the_repository_installs_and_upgrades_with_both_checks(
+    target: Target, tmp_path: Path
+) -> None:
+    """docs/release.md's .repo file (gpgcheck and repo_gpgcheck, the key from the release) read by
+    dnf into a root holding only busybox, with no network at all: an earlier build installed from
+    the repository, then the release's taken by dnf upgrade; a changed byte in repomd.xml (its
+    signature) or in a package (its digest) makes dnf refuse it."""
+    from release.targets import target as target_of
+    from tests.release.nodes import busybox_root
+
+    if target.arch != _machine():
+        pytest.skip("dnf installs this machine's architecture")
+    if shutil.which("dnf") is None:
+        missing("dnf (apt-get install dnf)", target.arch)
+    copy = release_copy(tmp_path)
+    key = throwaway_key(tmp_path)
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    tarball = RELEASE / f"credprovider-{VERSION}-linux-{target.arch}.tar.gz"
+    subprocess.run(["tar", "-xzf", str(tarball), "-C", str(tree)], check=True, timeout=300)
+    older = tmp_path / "older"
+    older.mkdir()
+    [earlier] = [
+        p
+        for p in distpackages.build(
+            tree / f"credprovider-{VERSION}", release_of(EARLIER, target.arch), older, 0
+        )
+        if p.suffix == ".rpm"
+    ]
+    current = copy / distpackages.rpm_name(release_of(VERSION, target.arch))
+    served = tmp_path / "served"
+    root = busybox_root(target_of(target.arch), tmp_path / "root")
+    for args in (["--initdb"], ["-i", "--justdb", "--nodeps", str(shell_package(tmp_path))]):
+        made = subprocess.run(["rpm", "--root", str(root), *args], capture_output=True, timeout=60)
+        assert made.returncode == 0, made.stderr
+    (tmp_path / "dnf.conf").write_text("[main]\n")
+    (tmp_path / "repos").mkdir()
+    (tmp_path / "repos" / "credprovider.repo").write_text(
+        f"[credprovider]\nname=credprovider\nbaseurl=file://{served}\ngpgcheck=1\n"
+        f"repo_gpgcheck=1\ngpgkey=file://{tmp_path / PUBLIC_KEY}\n"
+    )  # docs/release.md's, with file:// for https://
+
+    def dnf(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["unshare", "--net", "dnf", "-y", "--installroot", str(root), "--releasever", "1",
+             "--config", str(tmp_path / "dnf.conf"), "--setopt", f"reposdir={tmp_path / 'repos'}",
+             *args],
+            capture_output=True, text=True, timeout=600, check=False,
+        )  # fmt: skip
+
+    def installed() -> str:
+        query = ["rpm", "--root", str(root), "-q", "--qf", "%{VERSION}", "credprovider"]
+        done = subprocess.run(query, capture_output=True, text=True, timeout=60)
+        return done.stdout if done.returncode == 0 else ""
+
+    with signer(key) as sign:
+        sign.export(tmp_path)
+        for package in (earlier, current):
+            sign.sign_rpm(package)
+        repo.rpm_repository(served, [earlier], 1700000000, sign)
+        first = dnf("install", "credprovider")
+        assert first.returncode == 0, first.stderr
+        assert installed() == EARLIER
+        assert (root / PACKAGE_BIN_DIR.lstrip("/") / "ecr-credential-provider").is_symlink()
+        shutil.rmtree(served)  # the next release in the repository: dnf upgrade takes it
+        repo.rpm_repository(served, [earlier, current], 1700000100, sign)
+        upgraded = dnf("--refresh", "upgrade", "credprovider")
+        assert upgraded.returncode == 0, upgraded.stderr
+        assert installed() == VERSION
+        # a changed byte in repomd.xml: its signature fails, nothing is read from the repository
+        repomd = served / "repodata" / "repomd.xml"
+        good = repomd.read_bytes()
+        repomd.write_bytes(good.replace(b"<revision>", b"<revisioN>", 1))
+        refused = dnf("--refresh", "makecache")
+        said = refused.stdout + refused.stderr
+        assert refused.returncode != 0 and "GPG signature verification error" in said, said
+        # a changed byte in a package the signed metadata lists: its digest fails
+        repomd.write_bytes(good)
+        assert dnf("remove", "credprovider").returncode == 0
+        changed_package = served / current.name
+        shutil.copyfile(changed(current, at=-4096), changed_package)
+        bad = dnf("--refresh", "install", "credprovider")
+        said = bad.stdout + bad.stderr
+        assert bad.returncode != 0 and installed() == "", said
+        assert "has incorrect checksum" in said, said
