@@ -158,7 +158,7 @@ def main(argv: list[str]) -> int:
             digest = image.push(args.archive, args.registry, args.tag, auth)
             sys.stderr.write(f"[release] pushed {args.registry}:{args.tag} ({digest})\n")
             if args.cosign_key is not None:
-                cosign.sign(args.cosign_key, args.registry, digest)
+                cosign.sign(args.cosign_key, args.registry, digest, auth)
                 sys.stderr.write(f"[release] signed {args.registry}@{digest} with cosign\n")
         except (OSError, oci.PushError, cosign.CosignError) as exc:
             sys.stderr.write(f"release push: {exc}\n")

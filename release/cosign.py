@@ -12,8 +12,11 @@ a key pair needs none, and a private registry's name is not published), so a ver
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
 from release import gobuild
@@ -44,17 +47,28 @@ def ready(key: Path) -> Path:
         raise CosignError(f"cosign could not be built: {exc}") from None
 
 
-def sign(key: Path, registry: str, digest: str, timeout: float = 300) -> None:
+def sign(key: Path, registry: str, digest: str, auth: str = "", timeout: float = 300) -> None:
     """The pushed image ``digest`` in ``registry`` (and each image of its index) signed with
-    ``key``, the signature pushed beside it."""
+    ``key``, the signature pushed beside it; ``auth`` (``user:password``, the push's) given to
+    cosign in a Docker config of this run's own (0600, removed after), never on its command
+    line, where any user of the machine could read it."""
     cosign = ready(key)
     signed, http = reference(registry, digest)
-    done = subprocess.run(
-        [str(cosign), "sign", "--key", str(key), "--tlog-upload=false", "--recursive", "--yes",
-         *(["--allow-http-registry"] if http else []), signed],
-        capture_output=True, text=True, timeout=timeout, check=False,
-        stdin=subprocess.DEVNULL,
-    )  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="credprovider-cosign-") as config:
+        env = dict(os.environ)
+        if auth:
+            host = signed.split("/", 1)[0]
+            login = {"auths": {host: {"auth": base64.b64encode(auth.encode()).decode()}}}
+            descriptor = os.open(f"{config}/config.json", os.O_WRONLY | os.O_CREAT, 0o600)
+            with os.fdopen(descriptor, "w") as handle:
+                json.dump(login, handle)
+            env["DOCKER_CONFIG"] = config
+        done = subprocess.run(
+            [str(cosign), "sign", "--key", str(key), "--tlog-upload=false", "--recursive",
+             "--yes", *(["--allow-http-registry"] if http else []), signed],
+            capture_output=True, text=True, timeout=timeout, check=False,
+            stdin=subprocess.DEVNULL, env=env,
+        )  # fmt: skip
     if done.returncode != 0:
         said = [line for line in done.stderr.splitlines() if line.strip()]
         raise CosignError(

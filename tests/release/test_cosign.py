@@ -9,6 +9,8 @@ no way to reach Rekor, Fulcio or TUF, and signs and verifies without them (no tr
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import hashlib
 import io
 import json
@@ -17,6 +19,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,12 +42,14 @@ class Registry:
     port: int
     home: Path  # cosign's own files (its TUF cache, never used here): not the user's
 
-    def run(self, *argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *argv: str, cwd: Path | None = None, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             ["nsenter", f"--net=/proc/{self.pid}/ns/net", "--", *argv],
             cwd=cwd, capture_output=True, text=True, timeout=600, check=False,
             env={**os.environ, "COSIGN_PASSWORD": PASSWORD, "CREDPROVIDER_REGISTRY_AUTH": "",
-                 "TUF_ROOT": str(self.home / "tuf")},
+                 "TUF_ROOT": str(self.home / "tuf"), **(env or {})},
         )  # fmt: skip
 
 
@@ -58,9 +63,22 @@ def cosign() -> Path:
         unavailable(str(exc))
 
 
-@pytest.fixture
-def registry(tmp_path: Path, cosign: Path) -> Iterator[Registry]:
+@contextlib.contextmanager
+def serving(tmp_path: Path, login: str = "") -> Iterator[Registry]:
+    """The registry, in a network namespace of its own; with ``login`` (``user:password``), one
+    that answers only that user (basic auth, its htpasswd bcrypt as distribution reads it)."""
     server, port = registry_server(tmp_path)  # the namespace has no other listener on it
+    if login:
+        user, password = login.split(":", 1)
+        with warnings.catch_warnings():  # crypt: the standard library's bcrypt, until 3.13
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import crypt
+
+            hashed = crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH))
+        (tmp_path / "htpasswd").write_text(f"{user}:{hashed}\n")
+        config = json.loads((tmp_path / "registry.json").read_text())
+        config["auth"] = {"htpasswd": {"realm": "test", "path": str(tmp_path / "htpasswd")}}
+        (tmp_path / "registry.json").write_text(json.dumps(config))
     process = subprocess.Popen(
         ["unshare", "--net", "sh", "-c", 'ip link set lo up && exec "$0" serve "$1"',
          str(server), str(tmp_path / "registry.json")],
@@ -68,16 +86,26 @@ def registry(tmp_path: Path, cosign: Path) -> Iterator[Registry]:
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     found = Registry(process.pid, port, tmp_path)
+    up = (  # any answer, a 401 too
+        "import urllib.request as u, urllib.error as e\n"
+        f"try: u.urlopen('http://127.0.0.1:{port}/v2/', timeout=2)\n"
+        "except e.HTTPError: pass"
+    )
     try:
-        probe_up = [sys.executable, "-c", f"import urllib.request as u; u.urlopen('http://127.0.0.1:{port}/v2/', timeout=2)"]  # fmt: skip
         for _ in range(100):
-            if found.run(*probe_up).returncode == 0:
+            if found.run(sys.executable, "-c", up).returncode == 0:
                 break
             time.sleep(0.1)
         yield found
     finally:
         process.kill()
         process.wait()
+
+
+@pytest.fixture
+def registry(tmp_path: Path, cosign: Path) -> Iterator[Registry]:
+    with serving(tmp_path) as found:
+        yield found
 
 
 @pytest.fixture
@@ -196,3 +224,34 @@ def test_a_key_that_is_not_a_file_or_no_password_pushes_nothing(
     )  # fmt: skip
     assert wrong_password.returncode == 1 and "Traceback" not in wrong_password.stderr
     assert "release push: cosign could not sign" in wrong_password.stderr
+
+
+def test_a_registry_that_needs_a_login_gets_the_pushs_login(
+    cosign: Path, archive: Path, tmp_path: Path
+) -> None:
+    """The push's CREDPROVIDER_REGISTRY_AUTH reaches cosign too (in a Docker config of the run's
+    own, never on a command line); a verifier logged in verifies, one that is not cannot read."""
+    login = "ci:a-registry-password"
+    with serving(tmp_path, login) as registry:
+        keys = key_pair(registry, cosign, tmp_path / "keys")
+        repository = f"127.0.0.1:{registry.port}/team/credprovider"
+        pushed = registry.run(
+            sys.executable, "-m", "release", "push", "--archive", str(archive),
+            "--registry", f"http://{repository}", "--cosign-key", str(keys / "cosign.key"),
+            cwd=bundle.REPO, env={"CREDPROVIDER_REGISTRY_AUTH": login},
+        )  # fmt: skip
+        assert pushed.returncode == 0, pushed.stderr
+        assert "signed" in pushed.stderr and "a-registry-password" not in pushed.stderr
+        docker = tmp_path / "docker"  # what docker login (or cosign login) leaves
+        docker.mkdir()
+        auth = base64.b64encode(login.encode()).decode()
+        (docker / "config.json").write_text(
+            json.dumps({"auths": {repository.split("/")[0]: {"auth": auth}}})
+        )
+        verify = [str(cosign), "verify", "--key", str(keys / "cosign.pub"),
+                  "--insecure-ignore-tlog=true", "--allow-http-registry",
+                  f"{repository}:{bundle.project_version()}"]  # fmt: skip
+        checked = registry.run(*verify, cwd=tmp_path, env={"DOCKER_CONFIG": str(docker)})
+        assert checked.returncode == 0, checked.stderr
+        anonymous = registry.run(*verify, cwd=tmp_path, env={"DOCKER_CONFIG": str(tmp_path)})
+        assert anonymous.returncode != 0 and "UNAUTHORIZED" in anonymous.stderr, anonymous.stderr
