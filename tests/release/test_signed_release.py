@@ -289,6 +289,23 @@ def _listed(release: Path) -> list[str]:
 
 # ---- apt on Debian 11, from file:// ----
 
+
+def earlier_package(target: Target, tmp_path: Path, suffix: str) -> Path:
+    """The release's bundle packaged again as an earlier version (``.deb`` or ``.rpm``): what a
+    node has installed before the release reaches its repository."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    tarball = RELEASE / f"credprovider-{VERSION}-linux-{target.arch}.tar.gz"
+    subprocess.run(["tar", "-xzf", str(tarball), "-C", str(tree)], check=True, timeout=300)
+    older = tmp_path / "older"
+    older.mkdir()
+    built = distpackages.build(
+        tree / f"credprovider-{VERSION}", release_of(EARLIER, target.arch), older, 0
+    )
+    [package] = [p for p in built if p.suffix == suffix]
+    return package
+
+
 APT = [
     "/usr/bin/apt-get", "-q", "-y",
     "-o", "Dir::Etc::SourceList=/etc/apt/sources.list.d/credprovider.list",
@@ -309,19 +326,7 @@ def test_apt_adds_the_repository_installs_and_upgrades_on_debian_11(
 
     copy = release_copy(tmp_path)
     key = throwaway_key(tmp_path)
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    tarball = RELEASE / f"credprovider-{VERSION}-linux-{target.arch}.tar.gz"
-    subprocess.run(["tar", "-xzf", str(tarball), "-C", str(tree)], check=True, timeout=300)
-    older = tmp_path / "older"
-    older.mkdir()
-    [earlier_deb] = [
-        p
-        for p in distpackages.build(
-            tree / f"credprovider-{VERSION}", release_of(EARLIER, target.arch), older, 0
-        )
-        if p.suffix == ".deb"
-    ]
+    earlier_deb = earlier_package(target, tmp_path, ".deb")
     current_deb = copy / distpackages.deb_name(release_of(VERSION, target.arch))
     served = tmp_path / "served"  # what the node's sources.list names
     with signer(key) as sign:
@@ -424,19 +429,7 @@ def test_dnf_adds_the_repository_installs_and_upgrades_with_both_checks(
         missing("dnf (apt-get install dnf)", target.arch)
     copy = release_copy(tmp_path)
     key = throwaway_key(tmp_path)
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    tarball = RELEASE / f"credprovider-{VERSION}-linux-{target.arch}.tar.gz"
-    subprocess.run(["tar", "-xzf", str(tarball), "-C", str(tree)], check=True, timeout=300)
-    older = tmp_path / "older"
-    older.mkdir()
-    [earlier] = [
-        p
-        for p in distpackages.build(
-            tree / f"credprovider-{VERSION}", release_of(EARLIER, target.arch), older, 0
-        )
-        if p.suffix == ".rpm"
-    ]
+    earlier = earlier_package(target, tmp_path, ".rpm")
     current = copy / distpackages.rpm_name(release_of(VERSION, target.arch))
     served = tmp_path / "served"
     root = busybox_root(target_of(target.arch), tmp_path / "root")
