@@ -119,4 +119,15 @@ def signer(key_file: Path) -> Iterator[Signer]:
             ) from None
         yield found
     finally:
+        stop_agent(home)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def stop_agent(home: Path) -> None:
+    """The gpg-agent gpg started for the keyring ``home``, stopped (it outlives gpg, and would
+    outlive the run)."""
+    if shutil.which("gpgconf") is not None:
+        subprocess.run(
+            ["gpgconf", "--homedir", str(home), "--kill", "all"],
+            capture_output=True, timeout=30, check=False,
+        )  # fmt: skip

@@ -23,7 +23,7 @@ import pytest
 
 from credprovider.paths import PACKAGE_BIN_DIR
 from release import bundle, distpackages, provenance, repo
-from release.signing import KEYRING, PUBLIC_KEY, signer
+from release.signing import KEYRING, PUBLIC_KEY, signer, stop_agent
 from release.targets import Target
 from tests.release.conftest import missing
 from tests.release.test_packages import EARLIER, release_of
@@ -87,6 +87,21 @@ def changed(path: Path, at: int = -100) -> Path:
     return target
 
 
+def stop_agents(directory: Path) -> None:
+    """Every gpg-agent a keyring under ``directory`` started (the tests' keys, dnf's), stopped."""
+    homes = {
+        found.parent for name in ("pubring.kbx", "trustdb.gpg") for found in directory.rglob(name)
+    }
+    for home in homes:
+        stop_agent(home)
+
+
+@pytest.fixture(autouse=True)
+def no_agent_left(tmp_path: Path) -> Iterator[None]:
+    yield
+    stop_agents(tmp_path)
+
+
 @pytest.fixture(scope="module")
 def signed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     tmp = tmp_path_factory.mktemp("signed")
@@ -98,6 +113,7 @@ def signed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     yield copy
+    stop_agents(tmp)
 
 
 def verifier(directory: Path, release: Path) -> Path:
