@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import filecmp
 import os
-import shutil
 import stat
 from dataclasses import dataclass
 from enum import StrEnum
@@ -30,12 +29,9 @@ from pathlib import Path
 from credprovider.tool.change.durable import (
     place_tree,
     remove_tree,
-    rename_into_place,
     replace_file,
     replace_link,
     sync_directory,
-    sync_tree,
-    temporary_for,
 )
 from credprovider.tool.change.failpoint import reached
 
@@ -129,12 +125,7 @@ def keep(path: Path, backup: Path) -> None:
     if os.path.lexists(backup) or not os.path.lexists(path):
         return
     if path.is_dir() and not path.is_symlink():
-        partial = temporary_for(backup)
-        remove_tree(partial)
-        reached(f"copy {path} {partial}")
-        shutil.copytree(path, partial, symlinks=True)
-        sync_tree(partial)
-        rename_into_place(partial, backup)
+        place_tree(path, backup)
         return
     reached(f"link {path} {backup}")
     os.link(path, backup, follow_symlinks=False)
