@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from release import gobuild
+from release import gobuild, oci
 
 
 class CosignError(Exception):
@@ -28,9 +28,11 @@ class CosignError(Exception):
 
 def reference(registry: str, digest: str) -> tuple[str, bool]:
     """``host[:port]/repository`` (or ``http://127.0.0.1:port/repository``) and a digest -> the
-    reference cosign signs, and whether it is over HTTP (loopback only, checked by the push)."""
-    scheme, _, rest = registry.rpartition("://")
-    return f"{rest}@{digest}", scheme == "http"
+    reference cosign signs, and whether it is over HTTP (loopback only: read as the push reads
+    it, :func:`release.oci.registry`)."""
+    base, repository = oci.registry(registry)
+    scheme, _, host = base.partition("://")
+    return f"{host}/{repository}@{digest}", scheme == "http"
 
 
 def ready(key: Path) -> Path:
