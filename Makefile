@@ -2,7 +2,9 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell sha256sum pyproject.toml | cut -c1-12)
+# pip is pinned: it installs the wheels a bundle carries, and writes their metadata (release/wheels.py).
+PIP := pip==26.3
+STAMP := $(VENV)/.installed-$(shell (cat pyproject.toml; echo '$(PIP)') | sha256sum | cut -c1-12)
 HOST_ARCH := $(shell uname -m | sed 's/x86_64/amd64/;s/aarch64/arm64/')
 ARCHES := amd64 arm64
 VERSION := $(shell sed -n 's/^__version__ = "\(.*\)"/\1/p' credprovider/__init__.py)
@@ -19,7 +21,7 @@ export CREDPROVIDER_BUILD_CACHE ?= $(HOME)/.cache/credprovider-build
 $(STAMP):
 	@release/host-tools.sh build
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q '$(PIP)'
 	$(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 

@@ -45,7 +45,7 @@ class Bind:
 
 @dataclass(frozen=True)
 class Spec:
-    root: str  # the root filesystem to chroot into
+    root: str  # the root filesystem to chroot into ("/" with overlay=False: none, only the binds)
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     cwd: str = "/"
@@ -144,6 +144,11 @@ def _check_runnable(spec: Spec) -> None:
         for path in [spec.root, *(b.source for b in spec.binds)]
     ):
         raise SandboxError("the sandbox mounts its scratch space on /mnt: use paths outside it")
+    if spec.root == "/" and (
+        spec.overlay or not all(Path(b.target).is_relative_to("/mnt") for b in spec.binds)
+    ):
+        # Without a chroot, only the namespace's own tmpfs on /mnt may take new mount points.
+        raise SandboxError("a sandbox without a chroot binds only under /mnt, with no overlay")
 
 
 def _map_identity(pid: int) -> None:
@@ -196,7 +201,7 @@ def _prepare_root(spec: Spec, scratch: Path) -> Path:
             str(merged),
         )
         root = merged
-    for name in ("proc", "dev"):
+    for name in ("proc", "dev") if root != Path("/") else ():
         (root / name).mkdir(exist_ok=True)
         _mount("--rbind", f"/{name}", str(root / name))
     for bind in spec.binds:

@@ -11,6 +11,11 @@ recipe (the lock, this file, the toolchain and the floor), so a warm machine nev
 - CPython with a shared libpython (PyInstaller needs one) and only the modules a bundle can use.
 
 Another architecture is cross-compiled; its CPython build runs the host's build of the same recipe.
+
+The build runs in a private mount namespace (release/chroot.py, without a chroot) that shows the
+cache at one fixed path, ``FIXED_CACHE``: configure bakes the prefix into libpython, OpenSSL its
+module directory and compiler line, the compilers the source paths of asserts, _sysconfigdata all
+of them. So every machine, whatever its cache directory or user, builds the same bytes.
 """
 
 from __future__ import annotations
@@ -23,11 +28,11 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-from release import sources, toolchain
+from release import chroot, sources, targets, toolchain
 from release.targets import GLIBC_FLOOR, Target, host_target
 
 # Where the bundle's OpenSSL looks for openssl.cnf and default CA paths. Deliberately not the node's
@@ -61,6 +66,9 @@ SOURCE_DATE_EPOCH: Final = "1700000000"
 # instructions off both (callgrind, this recipe with and without it). PGO would give more, but zig
 # ships no profile runtime for -fprofile-instr-generate.
 CPYTHON_NODIST_FLAGS: Final = {"CFLAGS_NODIST": "-flto=thin", "LDFLAGS_NODIST": "-flto=thin"}
+# Where the build sees the cache (a bind mount on the namespace's own tmpfs over /mnt): the one path
+# every interpreter's files name, on any machine.
+FIXED_CACHE: Final = "/mnt/credprovider-build"
 
 
 def cache_root() -> Path:
@@ -290,10 +298,45 @@ def build_python(target: Target, jobs: int | None = None) -> Path:
     prefix = python_prefix(target)
     if (prefix / "BUILT.json").exists():
         return prefix
+    if not target.is_native():
+        build_python(host_target(), jobs)  # its CPython build runs the host's interpreter
+    if cache_root() == Path(FIXED_CACHE):
+        _build_here(target, jobs)  # already at the fixed path (the namespace's own run)
+    else:
+        _build_at_fixed_path(target, jobs)
+    if not (prefix / "BUILT.json").exists():
+        raise RuntimeError(f"the {target.arch} interpreter build left no {prefix}/BUILT.json")
+    return prefix
+
+
+def _build_at_fixed_path(target: Target, jobs: int | None) -> None:
+    """Run this module's build of ``target`` in a mount namespace that shows the cache at FIXED_CACHE."""
+    cache = cache_root()
+    cache.mkdir(parents=True, exist_ok=True)
+    repo = Path(__file__).resolve().parent.parent
+    argv = [sys.executable, "-m", "release.native", target.arch, str(jobs or 0)]
+    env = {**os.environ, "PYTHONPATH": str(repo), "CREDPROVIDER_BUILD_CACHE": FIXED_CACHE}
+    binds = [chroot.Bind(str(cache.resolve()), FIXED_CACHE)]
+    spec = chroot.Spec("/", argv, env=env, cwd=str(repo), binds=binds, overlay=False)
+    why = chroot.supported()
+    if why:
+        raise chroot.SandboxError(f"building the {target.arch} interpreter at a fixed path {why}")
+    for needed in (repo, Path(sys.executable)):
+        if needed.resolve().is_relative_to("/mnt") or needed.is_relative_to("/mnt"):
+            raise chroot.SandboxError(f"the interpreter build hides /mnt: move {needed} outside it")
+    result = chroot.run(spec, capture=False)
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"the {target.arch} interpreter build failed (exit {result.returncode}): see the lines above"
+        )
+
+
+def _build_here(target: Target, jobs: int | None) -> None:
+    """Build ``target``'s interpreter into this cache (at FIXED_CACHE, in the namespace)."""
+    prefix = python_prefix(target)
     build_python_path: Path | None = None
     if not target.is_native():
-        host = build_python(host_target(), jobs)
-        build_python_path = host / "bin" / "python3.11"
+        build_python_path = python_prefix(host_target()) / "bin" / "python3.11"
     jobs = jobs or os.cpu_count() or 2
     _prune(target, keep=prefix.name)
     work = cache_root() / "work" / prefix.name
@@ -329,4 +372,18 @@ def build_python(target: Target, jobs: int | None = None) -> Path:
     (prefix / "BUILT.json").write_text(json.dumps(record, indent=2) + "\n")
     shutil.rmtree(work, ignore_errors=True)
     _log(f"{target.arch}: interpreter ready in {prefix} ({record['seconds']} s)")
-    return prefix
+
+
+def main(argv: Sequence[str]) -> int:
+    """``python -m release.native ARCH JOBS``: the namespace's half of build_python."""
+    arch, jobs = argv[0], int(argv[1])
+    try:
+        build_python(targets.target(arch), jobs or None)
+    except (RuntimeError, OSError, ValueError) as exc:
+        _log(f"{arch}: {exc}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -8,13 +8,17 @@ never by this machine's glibc. ``python -m release.wheels --lock`` re-resolves t
 
 from __future__ import annotations
 
+import base64
+import csv
 import hashlib
+import importlib.metadata
+import io
 import json
 import shutil
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Final
 
 from release.native import cache_root
@@ -36,8 +40,10 @@ def _platform_args(target: Target) -> list[str]:
 
 
 def site_dir(target: Target) -> Path:
-    digest = hashlib.sha256(LOCK.read_bytes() + target.arch.encode()).hexdigest()[:16]
-    return cache_root() / "site" / f"{target.arch}-{digest}"
+    """Keyed by the lock, this file and pip (how the site is made): a change to any remakes it."""
+    pip = importlib.metadata.version("pip")
+    recipe = LOCK.read_bytes() + Path(__file__).read_bytes() + f"{target.arch} {pip}".encode()
+    return cache_root() / "site" / f"{target.arch}-{hashlib.sha256(recipe).hexdigest()[:16]}"
 
 
 def install(target: Target) -> Path:
@@ -53,8 +59,47 @@ def install(target: Target) -> Path:
         ],
         check=True,
     )  # fmt: skip
+    _unbind_scripts(site)
     (site / ".complete").touch()
     return site
+
+
+def _record_hash(data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"sha256={digest}"
+
+
+def _unbind_scripts(site: Path) -> None:
+    """Give the console scripts pip wrote the ``#!python`` of their wheels again.
+
+    pip writes the interpreter that ran it (this checkout's venv) into each script's first line,
+    and the script's hash into its distribution's RECORD, which a bundle carries: the bundle would
+    name the machine's checkout path. The scripts are never run from a bundle.
+    """
+    bin_dir = site / "bin"
+    rewritten: dict[str, bytes] = {}
+    for script in sorted(bin_dir.iterdir()) if bin_dir.is_dir() else []:
+        data = script.read_bytes()
+        if data.startswith(b"#!") and script.name:
+            _, _, rest = data.partition(b"\n")
+            data = b"#!python\n" + rest
+            script.write_bytes(data)
+            rewritten[script.name] = data
+    for record in sorted(site.glob("*.dist-info/RECORD")):
+        rows = list(csv.reader(io.StringIO(record.read_text(), newline="")))
+        scripts = [row for row in rows if row and _script_name(row[0]) in rewritten]
+        for row in scripts:
+            data = rewritten[_script_name(row[0])]
+            row[1:3] = [_record_hash(data), str(len(data))]
+        if scripts:
+            out = io.StringIO(newline="")
+            csv.writer(out).writerows(rows)  # as pip writes it: "\r\n" after each row
+            record.write_bytes(out.getvalue().encode())
+
+
+def _script_name(record_path: str) -> str:
+    path = PurePosixPath(record_path)
+    return path.name if path.parent.name == "bin" else ""
 
 
 def _resolve(target: Target, work: Path) -> dict[str, dict[str, str]]:
