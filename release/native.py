@@ -69,6 +69,7 @@ CPYTHON_NODIST_FLAGS: Final = {"CFLAGS_NODIST": "-flto=thin", "LDFLAGS_NODIST": 
 # Where the build sees the cache (a bind mount on the namespace's own tmpfs over /mnt): the one path
 # every interpreter's files name, on any machine.
 FIXED_CACHE: Final = "/mnt/credprovider-build"
+HOST_CACHE_VARIABLE: Final = "CREDPROVIDER_BUILD_CACHE_ON_HOST"
 
 
 def cache_root() -> Path:
@@ -97,6 +98,8 @@ def python_prefix(target: Target) -> Path:
 
 
 def _log(message: str) -> None:
+    # In the namespace, the paths said are the ones the host shows (where the logs can be read).
+    message = message.replace(FIXED_CACHE, os.environ.get(HOST_CACHE_VARIABLE, FIXED_CACHE))
     sys.stderr.write(f"[native] {message}\n")
     sys.stderr.flush()
 
@@ -315,7 +318,12 @@ def _build_at_fixed_path(target: Target, jobs: int | None) -> None:
     cache.mkdir(parents=True, exist_ok=True)
     repo = Path(__file__).resolve().parent.parent
     argv = [sys.executable, "-m", "release.native", target.arch, str(jobs or 0)]
-    env = {**os.environ, "PYTHONPATH": str(repo), "CREDPROVIDER_BUILD_CACHE": FIXED_CACHE}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(repo),
+        "CREDPROVIDER_BUILD_CACHE": FIXED_CACHE,
+        HOST_CACHE_VARIABLE: str(cache),
+    }
     binds = [chroot.Bind(str(cache.resolve()), FIXED_CACHE)]
     spec = chroot.Spec("/", argv, env=env, cwd=str(repo), binds=binds, overlay=False)
     why = chroot.supported()
