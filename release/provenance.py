@@ -3,20 +3,22 @@ predicate is SLSA Provenance v1, naming every artifact of the release by its sha
 subjects), the commit it was built from, the build's entry point and time, and every input locked
 by hash or version: the wheels (release/requirements.lock), the Debian binary packages carried into
 the bundle (release/debs.lock.json), the Debian sources the interpreter and its libraries are built
-from (release/sources.lock.json), the Debian suite of the build roots and the Go toolchain and Helm
-that render the chart. Signed like the rest (``.asc``, gpg). No time or machine name but the
+from (release/sources.lock.json), the Debian suite of the build roots, the compiler that builds the
+interpreter (zig), the pip that installs the wheels, and the Go toolchain and Helm that render the
+chart. Signed like the rest (``.asc``, gpg). No time or machine name but the
 commit's is in it, so a rebuild writes the same bytes.
 """
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import re
 import subprocess
 from pathlib import Path
 from typing import Any, Final
 
-from release import bundle, debs, gobuild, sources
+from release import bundle, debs, gobuild, sources, toolchain
 from release.targets import DEBIAN_SUITE
 
 STATEMENT: Final = "https://in-toto.io/Statement/v1"
@@ -106,6 +108,8 @@ def statement(artifacts: dict[str, str], info: bundle.BuildInfo) -> dict[str, An
                     *debian_binaries(),
                     *debian_sources(),
                     {"uri": f"pkg:deb/debian?distro={DEBIAN_SUITE}", "name": "the build roots"},
+                    {"uri": f"pkg:pypi/ziglang@{toolchain.ZIG_VERSION}", "name": "the C compiler"},
+                    {"uri": f"pkg:pypi/pip@{importlib.metadata.version('pip')}", "name": "pip"},
                     {"uri": f"pkg:golang/go@{go_version()}", "name": "the Go toolchain"},
                     {"uri": f"pkg:golang/{helm_packages[0]}@{helm_version}", "name": "helm"},
                 ],

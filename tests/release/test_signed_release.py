@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from credprovider.paths import PACKAGE_BIN_DIR
-from release import bundle, distpackages, provenance, repo
+from release import bundle, distpackages, provenance, repo, toolchain
 from release.signing import KEYRING, PUBLIC_KEY, signer, stop_agent
 from release.targets import Target
 from tests.release.conftest import missing
@@ -224,6 +224,10 @@ def test_the_provenance_names_the_commit_the_inputs_and_every_artifact(
     assert any(u.startswith("pkg:deb/debian/libc6@") for u in uris)
     assert any(u.startswith("pkg:deb/debian/openssl@") and "arch=source" in u for u in uris)
     assert any(u.startswith("pkg:golang/go@go") for u in uris)
+    # the compiler of the interpreter and the pip that installed the wheels, as pinned
+    assert f"pkg:pypi/ziglang@{toolchain.ZIG_VERSION}" in uris
+    makefile_pip = re.search(r"^PIP := pip==(\S+)$", (bundle.REPO / "Makefile").read_text(), re.M)
+    assert makefile_pip is not None and f"pkg:pypi/pip@{makefile_pip.group(1)}" in uris
 
 
 def _targets() -> list[Target]:
