@@ -80,16 +80,17 @@ def _unbind_scripts(site: Path) -> None:
     rewritten: dict[str, bytes] = {}
     for script in sorted(bin_dir.iterdir()) if bin_dir.is_dir() else []:
         data = script.read_bytes()
-        if data.startswith(b"#!") and script.name:
+        if data.startswith(b"#!"):
             _, _, rest = data.partition(b"\n")
             data = b"#!python\n" + rest
             script.write_bytes(data)
             rewritten[script.name] = data
     for record in sorted(site.glob("*.dist-info/RECORD")):
         rows = list(csv.reader(io.StringIO(record.read_text(), newline="")))
-        scripts = [row for row in rows if row and _script_name(row[0]) in rewritten]
-        for row in scripts:
-            data = rewritten[_script_name(row[0])]
+        scripts = [
+            (row, rewritten[name]) for row in rows if (name := _script_name(row)) in rewritten
+        ]
+        for row, data in scripts:
             row[1:3] = [_record_hash(data), str(len(data))]
         if scripts:
             out = io.StringIO(newline="")
@@ -97,9 +98,10 @@ def _unbind_scripts(site: Path) -> None:
             record.write_bytes(out.getvalue().encode())
 
 
-def _script_name(record_path: str) -> str:
-    path = PurePosixPath(record_path)
-    return path.name if path.parent.name == "bin" else ""
+def _script_name(row: list[str]) -> str:
+    """The name of the script a RECORD row lists (``../../bin/<name>``), or ""."""
+    path = PurePosixPath(row[0]) if row else None
+    return path.name if path is not None and path.parent.name == "bin" else ""
 
 
 def _resolve(target: Target, work: Path) -> dict[str, dict[str, str]]:
