@@ -138,10 +138,15 @@ def run(
 def _check_runnable(spec: Spec) -> None:
     why = supported()
     if why:
-        raise SandboxError(f"cannot run {spec.argv[0]} in {spec.root}: {why}")
+        where = "a private mount namespace" if spec.root == "/" else spec.root
+        raise SandboxError(f"cannot run {spec.argv[0]} in {where}: {why}")
+    hidden = [spec.root, *(b.source for b in spec.binds)]
+    if spec.root == "/":
+        # No chroot: the program and its directory are the host's, less what the tmpfs on /mnt hides.
+        hidden += [spec.argv[0], spec.cwd]
     if any(
-        Path(path).resolve().is_relative_to("/mnt")
-        for path in [spec.root, *(b.source for b in spec.binds)]
+        Path(path).is_relative_to("/mnt") or Path(path).resolve().is_relative_to("/mnt")
+        for path in hidden
     ):
         raise SandboxError("the sandbox mounts its scratch space on /mnt: use paths outside it")
     if spec.root == "/" and (

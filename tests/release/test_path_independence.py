@@ -150,6 +150,11 @@ def test_a_sandbox_without_a_chroot_mounts_nothing_outside_its_own_tmpfs(tmp_pat
             pytest.skip(chroot.supported())
         with pytest.raises(chroot.SandboxError, match="without a chroot binds only under /mnt"):
             chroot.run(spec, timeout=60)
+    # Its program and working directory are the host's: the tmpfs on /mnt would hide them there.
+    for argv, cwd in ((["/mnt/bin/python"], str(tmp_path)), (["/bin/true"], "/mnt/checkout")):
+        hidden = chroot.Spec("/", argv, cwd=cwd, overlay=False)
+        with pytest.raises(chroot.SandboxError, match="scratch space on /mnt"):
+            chroot.run(hidden, timeout=60)
 
 
 def machine_paths() -> dict[str, bytes]:
