@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from credprovider.tool.doctor.ccm import MIGRATE_COMMAND
 from credprovider.tool.doctor.model import (
     FAIL,
     INFO,
@@ -26,7 +27,7 @@ from credprovider.tool.doctor.model import (
     Check,
     Diagnosis,
 )
-from credprovider.tool.node.discovery import NodeView
+from credprovider.tool.node.discovery import NodeView, in_tree
 
 if TYPE_CHECKING:
     from credprovider.tool.cluster.nodes import CloudFacts
@@ -69,7 +70,8 @@ def diagnose(
     from credprovider.tool.doctor.ccm import check_cloud_provider
 
     diagnosis = Diagnosis()
-    chain.node(view, diagnosis)
+    migrate = _migrate_command(view)
+    chain.node(view, diagnosis, migrate)
     settings = view.settings
     here = view.root == "/"
     kubelet = view.kubelet
@@ -82,7 +84,9 @@ def diagnose(
             diagnosis,
         )
         live.check_log(kubelet, diagnosis)
-    check_cloud_provider(settings, version, diagnosis)
+    elif here:
+        version = live.installed_version(diagnosis)
+    check_cloud_provider(settings, version, diagnosis, migrate)
     providers = _credential_chain(view, images, offline, version, diagnosis)
     if here and not offline and (kubelet is not None or (access and access.kubeconfig)):
         _node_object(view, access or ClusterAccess(), providers, diagnosis)
@@ -226,6 +230,18 @@ def _credential_chain(
         chain.cache(view, provider, directory, diagnosis)
     chain.service_accounts(loaded, diagnosis)
     return providers
+
+
+def _migrate_command(view: NodeView) -> str:
+    """``credprovider migrate`` for this node: naming the flags file that gives the in-tree cloud
+    (or, failing that, the feature gates), when one of the node's flag files does."""
+    from credprovider.tool.node.discovery import flags_file_of
+    from credprovider.tool.node.kubelet_flags import CLOUD_PROVIDER_FLAG, FEATURE_GATES_FLAG
+
+    if not in_tree(view.settings):
+        return MIGRATE_COMMAND
+    found = flags_file_of(view, CLOUD_PROVIDER_FLAG) or flags_file_of(view, FEATURE_GATES_FLAG)
+    return MIGRATE_COMMAND.replace("FILE", found) if found else MIGRATE_COMMAND
 
 
 def _is_dir(view: NodeView, path: str) -> bool:

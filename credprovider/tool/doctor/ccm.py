@@ -13,7 +13,7 @@ from credprovider.tool.node.kubelet_facts import (
 )
 from credprovider.tool.node.kubelet_flags import KubeletSettings
 
-_MIGRATE = "credprovider migrate --kubelet-flags-file FILE"
+MIGRATE_COMMAND = "credprovider migrate --kubelet-flags-file FILE"
 
 
 def _release(version: tuple[int, int]) -> str:
@@ -21,13 +21,16 @@ def _release(version: tuple[int, int]) -> str:
 
 
 def check_cloud_provider(
-    settings: KubeletSettings, version: tuple[int, int] | None, diagnosis: Diagnosis
+    settings: KubeletSettings,
+    version: tuple[int, int] | None,
+    diagnosis: Diagnosis,
+    migrate: str = MIGRATE_COMMAND,
 ) -> None:
     """One line for each thing wrong with the kubelet's cloud pairing (nothing when it is
-    right: ``external``, or no cloud at all)."""
+    right: ``external``, or no cloud at all); ``migrate`` is the command that moves this node."""
     from credprovider.tool.catalog import PLUGINS
 
-    _check_gate(settings, version, diagnosis)
+    _check_gate(settings, version, diagnosis, migrate)
     cloud = settings.cloud_provider
     if cloud is None or cloud in ("", "external"):
         return
@@ -35,7 +38,7 @@ def check_cloud_provider(
     flag = f"--cloud-provider={cloud}"
     manager = plugin.controller_manager if plugin is not None else "the cloud's controller manager"
     fix = (
-        f"move it to --cloud-provider=external ({_MIGRATE} does) and run {manager} (it "
+        f"move it to --cloud-provider=external ({migrate} does) and run {manager} (it "
         "initializes the node and its addresses)"
     )
     if version is None:
@@ -75,7 +78,7 @@ def check_cloud_provider(
 
 
 def _check_gate(
-    settings: KubeletSettings, version: tuple[int, int] | None, diagnosis: Diagnosis
+    settings: KubeletSettings, version: tuple[int, int] | None, diagnosis: Diagnosis, migrate: str
 ) -> None:
     if settings.feature_gates.get(CLOUD_LOGIN_GATE) is not False:
         return
@@ -90,5 +93,5 @@ def _check_gate(
         "kubelet",
         status,
         f"{where} sets {CLOUD_LOGIN_GATE}=false, {said}",
-        f"remove {CLOUD_LOGIN_GATE} from the kubelet's feature gates ({_MIGRATE} does)",
+        f"remove {CLOUD_LOGIN_GATE} from the kubelet's feature gates ({migrate} does)",
     )

@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from credprovider.tool.doctor.model import FAIL, INFO, PASS, WARN, Diagnosis
-from credprovider.tool.node.discovery import NodeView
-from credprovider.tool.node.kubelet_flags import CONFIG_FLAG
+from credprovider.tool.node.discovery import NodeView, in_tree
+from credprovider.tool.node.kubelet_facts import CLOUD_LOGIN_GATE
+from credprovider.tool.node.kubelet_flags import CLOUD_PROVIDER_FLAG, CONFIG_FLAG, KubeletSettings
 
 
-def node(view: NodeView, diagnosis: Diagnosis) -> None:
+def node(view: NodeView, diagnosis: Diagnosis, migrate: str) -> None:
+    """Discovery's findings; ``migrate``: the command that moves this node off the in-tree cloud."""
     settings = view.settings
     for note in view.notes:
         diagnosis.add("node", INFO, note)
@@ -30,12 +32,21 @@ def node(view: NodeView, diagnosis: Diagnosis) -> None:
         )
     if view.layout_note:
         diagnosis.add("node", INFO, view.layout_note)
-    if view.kubelet is not None and not settings.provider_config:
+    where = f"the kubelet (pid {view.kubelet.pid})" if view.kubelet else view.found_by
+    if not settings.provider_config and in_tree(settings):
         diagnosis.add(
             "node",
             FAIL,
-            f"the kubelet (pid {view.kubelet.pid}) runs without --{CONFIG_FLAG}: no plugin is ever "
-            "asked for credentials",
+            f"{where} still has the in-tree cloud login ({_in_tree_words(settings)}) and no "
+            f"--{CONFIG_FLAG}: no plugin is asked for credentials, and a kubelet 1.31 or newer "
+            "does not start",
+            f"{migrate} (to --cloud-provider=external and the plugins), then restart the kubelet",
+        )
+    elif view.kubelet is not None and not settings.provider_config:
+        diagnosis.add(
+            "node",
+            FAIL,
+            f"{where} runs without --{CONFIG_FLAG}: no plugin is ever asked for credentials",
             "install a config and bin dir (credprovider install) and restart the kubelet",
         )
     elif not settings.provider_config:
@@ -54,6 +65,17 @@ def node(view: NodeView, diagnosis: Diagnosis) -> None:
             PASS,
             f"{view.found_by}: config {settings.provider_config}, bin dir {settings.bin_dir}",
         )
+
+
+def _in_tree_words(settings: KubeletSettings) -> str:
+    """What of the in-tree login the kubelet's flags still give, as the operator wrote it."""
+    said = []
+    if settings.cloud_provider not in (None, "", "external"):
+        said.append(f"--{CLOUD_PROVIDER_FLAG}={settings.cloud_provider}")
+    if CLOUD_LOGIN_GATE in settings.feature_gates:
+        enabled = str(settings.feature_gates[CLOUD_LOGIN_GATE]).lower()
+        said.append(f"{CLOUD_LOGIN_GATE}={enabled}")
+    return ", ".join(said)
 
 
 def changed_since_start(view: NodeView, files: Sequence[Path], diagnosis: Diagnosis) -> None:

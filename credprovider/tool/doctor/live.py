@@ -293,6 +293,32 @@ def runtime_images(view: NodeView) -> tuple[list[str], str]:
     )
 
 
+def installed_version(diagnosis: Diagnosis) -> tuple[int, int] | None:
+    """With no kubelet running (stopped, or crash-looping between restarts): the version of the
+    kubelet binary the node's unit runs (``layouts.KUBELET_BINARIES``), said; ``None`` when none is
+    there, trusted and answering."""
+    from credprovider.tool.node.kubelet_facts import installed_kubelet_version
+    from credprovider.tool.node.layouts import KUBELET_BINARIES
+
+    for path in KUBELET_BINARIES:
+        found = installed_kubelet_version(path)
+        if found is not None:
+            return _said(found, f"installed at {path}, not running", diagnosis)
+    return None
+
+
+def _said(
+    found: tuple[str, tuple[int, int]], where: str, diagnosis: Diagnosis
+) -> tuple[int, int] | None:
+    version, release = found
+    if release[0] == 0:  # v0.0.0-master: built without a version stamp
+        diagnosis.add("kubelet", INFO, f"the kubelet ({where}) has no version stamp: {version}")
+        return None
+    diagnosis.facts["kubeletVersion"] = version
+    diagnosis.add("kubelet", INFO, f"kubelet {version} ({where})")
+    return release
+
+
 def check_version(
     view: NodeView, kubelet: KubeletProcess, config_is_dir: bool, diagnosis: Diagnosis
 ) -> tuple[int, int] | None:
@@ -301,14 +327,10 @@ def check_version(
     if found is None:
         diagnosis.add("kubelet", INFO, f"the kubelet's version is not known ({kubelet.exe})")
         return None
-    version, release = found
-    if release[0] == 0:  # v0.0.0-master: built without a version stamp
-        diagnosis.add(
-            "kubelet", INFO, f"the kubelet ({kubelet.exe}) has no version stamp: {version}"
-        )
+    release = _said(found, f"pid {kubelet.pid}, {kubelet.exe}", diagnosis)
+    if release is None:
         return None
-    diagnosis.facts["kubeletVersion"] = version
-    diagnosis.add("kubelet", INFO, f"kubelet {version} (pid {kubelet.pid}, {kubelet.exe})")
+    version = found[0]
     if config_is_dir and release < CONFIG_DIRECTORY_SINCE:
         diagnosis.add(
             "config",

@@ -17,12 +17,14 @@ from typing import Any
 from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
 from credprovider.tool.node.flagfiles import flags_from_file
+from credprovider.tool.node.kubelet_facts import CLOUD_LOGIN_GATE
 from credprovider.tool.node.kubelet_flags import (
     DROP_IN_SUFFIX,
     KUBELET_CONFIG_DIR_FLAG,
     KUBELET_CONFIG_FLAG,
     KubeletSettings,
     flag_value,
+    flag_values,
     settings_from,
 )
 from credprovider.tool.node.kubelet_proc import KubeletProcess, find_kubelets
@@ -49,6 +51,8 @@ class NodeView:
     unreadable: list[str] = field(default_factory=list)
     # the files that could hold the kubelet's credential provider flags and could not be read
     unread_sources: list[str] = field(default_factory=list)
+    # the flag files read (a layout's, with no kubelet running) and the kubelet flags each holds
+    flag_words: dict[str, list[str]] = field(default_factory=dict)
 
     def host_path(self, path: str) -> str:
         """``path`` as the node names it, where this tool reads it: under ``root``, every link and
@@ -139,13 +143,35 @@ def _from_flag_files(view: NodeView, files: tuple[str, ...]) -> list[str]:
     argv: list[str] = []
     for path in files:
         try:
-            argv += flags_from_file(read_text(view.host_path(path))).split()
+            words = flags_from_file(read_text(view.host_path(path))).split()
         except UnreadableError as exc:
             view.unreadable.append(str(exc))
             view.unread_sources.append(str(exc))
         except FileProblem:
             continue
+        if words:
+            view.flag_words[path] = words
+        argv += words
     return argv
+
+
+def in_tree(settings: KubeletSettings) -> bool:
+    """The kubelet still names a built-in cloud provider, or the gate that turned the built-in
+    registry logins off: what KEP-2395 removed, and ``credprovider migrate`` moves it from."""
+    return (
+        settings.cloud_provider not in (None, "", "external")
+        or CLOUD_LOGIN_GATE in settings.feature_gates
+    )
+
+
+def flags_file_of(view: NodeView, name: str) -> str | None:
+    """The first of the node's kubelet flag files (its layout's) that gives ``--name``: read now
+    when discovery did not (a running kubelet's flags are its command line)."""
+    if not view.flag_words:
+        for layout in LAYOUTS:
+            if layout.flag_files:
+                _from_flag_files(view, layout.flag_files)
+    return next((p for p, words in view.flag_words.items() if flag_values(words, name)), None)
 
 
 def discover(root: str = "/", proc: str = "/proc") -> NodeView:
@@ -180,7 +206,7 @@ def discover(root: str = "/", proc: str = "/proc") -> NodeView:
         if layout.flag_files:
             argv = _from_flag_files(view, layout.flag_files)
             settings = _settings(view, argv, None)
-            if settings.provider_config or settings.bin_dir:
+            if settings.provider_config or settings.bin_dir or in_tree(settings):
                 view.found_by = f"layout {layout.name} (kubelet flags in its flag files)"
                 view.settings = settings
                 view.layout_note = layout.note

@@ -78,18 +78,30 @@ def parse_version(text: str) -> tuple[str, tuple[int, int]] | None:
 def kubelet_version(kubelet: KubeletProcess) -> tuple[str, tuple[int, int]] | None:
     """What the running binary says of itself (as :func:`parse_version`), when it is a kubelet
     (never another program)."""
-    from credprovider.tool.node.childproc import run_bounded
-
     exe = (kubelet.exe or "").removesuffix(" (deleted)")
     if os.path.basename(exe) != KUBELET_NAME:
         return None
-    try:  # /proc/PID/exe runs the very binary, even if the file was replaced since
+    # /proc/PID/exe runs the very binary, even if the file was replaced since
+    return _ask_version(f"/proc/{kubelet.pid}/exe")
+
+
+def installed_kubelet_version(path: str) -> tuple[str, tuple[int, int]] | None:
+    """What the kubelet binary at ``path`` says of itself, for a node whose kubelet is not
+    running (stopped, or crash-looping): ``None`` unless it is named kubelet and only root could
+    have put it there (``node.trust``), when it does not answer, or when it is not there."""
+    from credprovider.tool.node.trust import untrusted
+
+    if os.path.basename(path) != KUBELET_NAME or not os.path.isfile(path) or untrusted(path):
+        return None
+    return _ask_version(path)
+
+
+def _ask_version(program: str) -> tuple[str, tuple[int, int]] | None:
+    from credprovider.tool.node.childproc import run_bounded
+
+    try:
         done = run_bounded(
-            [f"/proc/{kubelet.pid}/exe", "--version"],
-            SYSTEM_ENV,
-            b"",
-            VERSION_TIMEOUT_SECONDS,
-            cap=4096,
+            [program, "--version"], SYSTEM_ENV, b"", VERSION_TIMEOUT_SECONDS, cap=4096
         )
     except (OSError, ValueError):
         return None

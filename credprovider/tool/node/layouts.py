@@ -12,6 +12,14 @@ from typing import Final
 # whose KUBELET_EXTRA_ARGS its drop-in passes last.
 KUBEADM_FLAGS_ENV: Final = "/var/lib/kubelet/kubeadm-flags.env"
 KUBEADM_EXTRA_ARGS_FILES: Final = ("/etc/default/kubelet", "/etc/sysconfig/kubelet")
+# Where a node keeps the kubelet binary its unit's ExecStart runs, for a kubelet that is not running
+# (its version decides whether its flags start it), first match wins:
+KUBELET_BINARIES: Final = (
+    "/usr/bin/kubelet",  # kubernetes/release debs and rpms (kubelet.service); EKS AL2023 (nodeadm)
+    "/usr/local/bin/kubelet",  # kOps nodeup (kubelet.service ExecStart)
+    "/opt/bin/kubelet",  # AKS AgentBaker and Gardener (kubelet.service ExecStart)
+    "/home/kubernetes/bin/kubelet",  # GKE and GCE kube-up (kubelet.service ExecStart)
+)
 
 
 @dataclass(frozen=True)
