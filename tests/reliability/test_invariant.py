@@ -102,7 +102,7 @@ def config_out_is_a_directory(case: Case) -> tuple[int, str]:
 
 
 def migrate_without_plugins(case: Case) -> tuple[int, str]:
-    flags = Path(case.node, "var/lib/kubelet/kubeadm-flags.env")
+    flags = Path(case.node, IN_TREE_FLAGS)
     done = run_cli(
         "migrate", "--kubelet-flags-file", str(flags), "--bin-dir", f"{case.node}/opt/empty",
         "--config-out", f"{case.node}/etc/kubernetes/config.yaml", "--write",
@@ -110,12 +110,16 @@ def migrate_without_plugins(case: Case) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
+# The in-tree cloud flag migrate is given, in a flags file of its own: on the kubelet's own flags
+# the agent would refuse the node (agent/plan.py), and its rows would prove nothing.
+IN_TREE_FLAGS = "etc/kubernetes/old-kubelet-flags.env"
+
+
 def prepare(node: str) -> None:
     """What the rows find there besides kubeadm's files: a directory where one names a config,
-    an in-tree cloud flag, an empty bin dir."""
+    a flags file with an in-tree cloud flag, an empty bin dir."""
     Path(node, "etc/kubernetes/cpd").mkdir(parents=True)
-    Path(node, "var/lib/kubelet").mkdir(parents=True, exist_ok=True)
-    Path(node, "var/lib/kubelet/kubeadm-flags.env").write_text(
+    Path(node, IN_TREE_FLAGS).write_text(
         'KUBELET_KUBEADM_ARGS="--node-ip=10.0.0.5 --cloud-provider=aws"\n'
     )
     Path(node, "opt/empty").mkdir(parents=True)

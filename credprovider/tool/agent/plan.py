@@ -139,6 +139,9 @@ def plan_node(
     if platform.note:
         plan.notes.append(platform.note)
     try:
+        plan.refused = _in_tree_refusal(root, platform)
+        if plan.refused:
+            return plan
         platform = _adopt_flags_in_force(plan, root, platform)
         plan.unfinished = _change_by_hand_left(root, platform.config)
         if plan.unfinished:
@@ -168,6 +171,33 @@ def plan_node(
                 f"no unit of {', '.join(platform.services)} was found: restart the kubelet yourself"
             )
     return plan
+
+
+def _in_tree_refusal(root: str, platform: Platform) -> str:
+    """Why the agent leaves a node whose kubelet flags still give the in-tree cloud login
+    (``--cloud-provider=<cloud>``, or the removed gate) alone ("" when they do not): the plugin
+    flags beside them would be "installed" on a kubelet that its next upgrade past 1.31 does not
+    start; ``credprovider migrate`` moves such a node, and says what kubeadm needs for nodes
+    joined later."""
+    from credprovider.tool.node.discovery import in_tree
+    from credprovider.tool.node.kubelet_flags import CLOUD_PROVIDER_FLAG, settings_from
+
+    args = _flags_in_force(root, platform)
+    if not in_tree(settings_from(args)):
+        return ""
+    cloud = flag_value(args, CLOUD_PROVIDER_FLAG)
+    said = f"--{CLOUD_PROVIDER_FLAG}={cloud}" if cloud else "DisableKubeletCloudCredentialProviders"
+    texts = _env_texts(root, platform) if platform.flags == ENV_FILE else {}
+    holder = next(
+        (p for p, t in texts.items() if t and in_tree(settings_from(_env_args({p: t})))), ""
+    )
+    command = f"credprovider migrate --kubelet-flags-file {holder or 'FILE'} --write"
+    return (
+        f"the kubelet's flags still give the in-tree cloud login ({said}): the plugins' flags "
+        "beside it would leave a kubelet that does not start once it is 1.31 or newer; nothing is "
+        f"changed: move the node first ({command} on it; docs/operators.md), and the agent "
+        "installs at its next start"
+    )
 
 
 def _change_by_hand_left(root: str, config: str) -> str:

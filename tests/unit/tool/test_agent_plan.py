@@ -321,3 +321,35 @@ def test_token_attributes_are_refused_for_a_kubelet_before_1_34(tmp_path: Path) 
         "providers.tokenAttributes: Forbidden: tokenAttributes is not supported when "
         "KubeletServiceAccountTokenForCredentialProviders feature gate is disabled; nothing is changed"
     )
+
+
+@pytest.mark.parametrize(
+    ("where", "flags", "said"),
+    [
+        ("/var/lib/kubelet/kubeadm-flags.env", "--cloud-provider=aws", "--cloud-provider=aws"),
+        ("/etc/default/kubelet", "--cloud-provider gce", "--cloud-provider=gce"),
+        (
+            "/var/lib/kubelet/kubeadm-flags.env",
+            "--feature-gates=DisableKubeletCloudCredentialProviders=false",
+            "DisableKubeletCloudCredentialProviders",
+        ),
+    ],
+)
+def test_an_in_tree_kubeadm_node_is_refused_with_the_way_to_migrate_it(
+    tmp_path: Path, where: str, flags: str, said: str
+) -> None:
+    """Before, the agent set the two plugin flags beside --cloud-provider=aws and reported
+    "installed": the node's next kubelet upgrade past 1.31 does not start."""
+    variable = "KUBELET_KUBEADM_ARGS" if where.endswith(".env") else "KUBELET_EXTRA_ARGS"
+    root = node(tmp_path, {**KUBEADM_NODE, where: f'{variable}="--node-ip=10.0.0.5 {flags}"\n'})
+    plan = plan_node(root, ["aws"], "0.1.0")
+    assert said in plan.refused and "nothing is changed" in plan.refused
+    assert f"credprovider migrate --kubelet-flags-file {where} --write" in plan.refused
+    assert (plan.steps, plan.config_text, plan.flag_text) == ([], None, None)
+
+
+def test_a_kubeadm_node_on_the_external_cloud_provider_is_planned(tmp_path: Path) -> None:
+    env = 'KUBELET_KUBEADM_ARGS="--cloud-provider=external"\n'
+    root = node(tmp_path, {**KUBEADM_NODE, "/var/lib/kubelet/kubeadm-flags.env": env})
+    plan = plan_node(root, ["aws"], "0.1.0")
+    assert plan.refused == "" and plan.flag_file == "/etc/default/kubelet"
