@@ -227,6 +227,8 @@ def plan_migration(
     plan.files = _rewritten_files(flag_files, changes, new_flags, kubelet_flags_text, notes)
     if kubelet_config_path and gates:
         _rewrite_kubelet_config(plan, kubelet_config_path, kubelet_config_text, gates, config)
+    if remove and any(_generated(path) for path in flag_files):
+        notes.append(KUBEADM_LATER_NODES)
     notes.append(CCM_REMINDER)
     return plan
 
@@ -385,6 +387,19 @@ def _rewritten_files(
 
 
 KUBEADM_GENERATED: Final = "kubeadm-flags.env"
+# kubeadm writes kubeadm-flags.env from its configuration at init and join (kubeadm's
+# nodeRegistration.kubeletExtraArgs; the v1beta4 API takes a list of name/value pairs, v1beta3 a
+# map), and the control plane's components get --cloud-provider from ClusterConfiguration's
+# extraArgs: both must change, or every node joined later has the old flags again.
+KUBEADM_LATER_NODES: Final = (
+    "kubeadm: nodes joined later get their flags from kubeadm's configuration, not from this "
+    "node: set cloud-provider to external (and drop DisableKubeletCloudCredentialProviders) in "
+    "nodeRegistration.kubeletExtraArgs of your JoinConfiguration and InitConfiguration (v1beta4: "
+    "a name/value list), and "
+    "remove --cloud-provider from the control plane (ClusterConfiguration apiServer.extraArgs and "
+    "controllerManager.extraArgs: kubectl -n kube-system edit cm kubeadm-config) before the next "
+    "kubeadm join or upgrade."
+)
 
 
 def _generated(path: str) -> bool:

@@ -187,3 +187,20 @@ def test_on_kubeadm_the_new_flags_go_where_kubeadm_neither_rewrites_nor_override
     assert (
         "--image-credential-provider-config=" in alone.files["/var/lib/kubelet/kubeadm-flags.env"]
     )
+
+
+def test_a_kubeadm_node_is_told_what_makes_nodes_joined_later_right() -> None:
+    """kubeadm writes kubeadm-flags.env again at join from nodeRegistration.kubeletExtraArgs: the
+    migrated node alone is not the cluster's next node."""
+    kubeadm = plan_migration(flag_files={"/var/lib/kubelet/kubeadm-flags.env": KUBEADM_FLAGS_ENV})
+    said = [note for note in kubeadm.notes if note.startswith("kubeadm: nodes joined later")]
+    assert len(said) == 1 and "nodeRegistration.kubeletExtraArgs" in said[0]
+    assert "controllerManager.extraArgs" in said[0]
+    # not for a kubelet kubeadm does not configure, nor where nothing is removed
+    plain = plan_migration(flag_files={"/etc/sysconfig/kubelet": KUBEADM_FLAGS_ENV})
+    external = plan_migration(
+        flag_files={"/var/lib/kubelet/kubeadm-flags.env": 'A="--cloud-provider=external"\n'},
+        providers=["aws"],
+    )
+    for plan in (plain, external):
+        assert not any(n.startswith("kubeadm: nodes joined later") for n in plan.notes)
