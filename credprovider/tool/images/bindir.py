@@ -83,7 +83,14 @@ def check_binaries(
             result.errors.append(Finding(name, f"{where}: {missing}", stops_kubelet=True))
             continue
         env = [(var.name or "", var.value or "") for var in provider.env or []]
-        started = check_start(name, bin_dir, provider.args or [], env, base=environment)
+        started = check_start(
+            name,
+            bin_dir,
+            provider.args or [],
+            env,
+            base=environment,
+            executable=_inside(root, Path(bin_dir) / name),
+        )
         if started.error:
             result.errors.append(
                 Finding(name, f"{where}: {started.error}: every pull it matches fails")
@@ -93,6 +100,17 @@ def check_binaries(
         if started.proven:
             result.proven.append(Finding(name, f"{where}: {started.path}: {started.proven}"))
     return result
+
+
+def _inside(root: NodeRoot | None, binary: Path) -> str | None:
+    """Under a node's root: the file ``binary`` is on that node, its links (an install's absolute
+    ones too) followed inside the root, as the node's kubelet follows them."""
+    if root is None or root.is_host:
+        return None
+    try:
+        return str(root.host(root.node_path(binary)))
+    except RootPathError:
+        return None  # a loop of links: exec reports it
 
 
 def _is_directory(path: str) -> bool:

@@ -73,18 +73,21 @@ def check_start(
     env: Sequence[tuple[str, str]],
     timeout: float = START_TIMEOUT_SECONDS,
     base: Mapping[str, str] | None = None,
+    executable: str | None = None,
 ) -> StartResult:
     """Run ``<bin_dir>/<provider>`` as the kubelet would (see the module doc), in ``base`` (the
-    kubelet's environment; default: this process's), and say what it proved."""
+    kubelet's environment; default: this process's), and say what it proved. ``executable``: the
+    file that path is on the node, when the tool sees the node elsewhere (``--root``: its links
+    resolved inside the root); the program still gets the node's path as its argv[0]."""
     path = str(Path(bin_dir) / provider)
     environment = kubelet_environment(env, base)
     named_ours = plugin_for_name(provider) is not None
     try:
-        check_program(path)
+        check_program(executable or path)
     except UntrustedProgram as exc:
         return StartResult(provider, path, named_ours, warning=str(exc))
     if named_ours:
-        run = _run([path, *args, VERSION_FLAG], environment, timeout)
+        run = _run([path, *args, VERSION_FLAG], environment, timeout, executable)
         if isinstance(run, str):
             return StartResult(provider, path, True, error=f"{path} cannot be started: {run}")
         code, stdout, stderr = run
@@ -104,7 +107,7 @@ def check_start(
                 error=f"{path} refuses its args: {refused[0][:600]}",
             )
         # Another program under our name (the upstream plugin, /bin/true): checked as foreign.
-    run = _run([path, *args], environment, timeout)
+    run = _run([path, *args], environment, timeout, executable)
     if isinstance(run, str):
         return StartResult(provider, path, False, error=f"{path} cannot be started: {run}")
     code, stdout, stderr = run
@@ -164,12 +167,12 @@ def _foreign(
 
 
 def _run(
-    command: list[str], env: dict[str, str], timeout: float
+    command: list[str], env: dict[str, str], timeout: float, executable: str | None = None
 ) -> tuple[int | None, str, str] | str:
     """(exit status or ``None`` on time-out, stdout, stderr), or why exec failed. The request is
     empty: stdin is closed at once."""
     try:
-        run = run_bounded(command, env, b"", timeout, cap=_OUTPUT_CAP)
+        run = run_bounded(command, env, b"", timeout, cap=_OUTPUT_CAP, executable=executable)
     except OSError as exc:
         return _exec_failure(command[0], exc)
     except ValueError as exc:  # a NUL in the path or an argument

@@ -51,11 +51,15 @@ def run_bounded(
     request: bytes,
     timeout: float,
     cap: int,
+    executable: str | None = None,
 ) -> Finished:
-    """Run ``command`` with ``request`` on its stdin (then closed). Raises what ``Popen`` raises
-    when the program cannot be started (``OSError``; ``ValueError`` for a NUL in an argument)."""
+    """Run ``command`` with ``request`` on its stdin (then closed); ``executable``: the file to
+    run, when it is not ``command[0]`` (which is then only its argv[0]). Raises what ``Popen``
+    raises when the program cannot be started (``OSError``; ``ValueError`` for a NUL in an
+    argument)."""
     proc = subprocess.Popen(
         list(command),
+        executable=executable,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
