@@ -12,7 +12,7 @@ from credprovider.tool.catalog import PLUGINS
 if TYPE_CHECKING:
     import argparse
 
-    from credprovider.tool.node.discovery import NodePaths
+    from credprovider.tool.node.discovery import NodePaths, NodeView
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
@@ -53,12 +53,13 @@ def mask(password: str, show: bool) -> str:
     return password if show else redact(password)
 
 
-def node_paths(command: str) -> NodePaths:
-    """What this node's kubelet uses (node/discovery.py ``kubelet_paths``). Each process named
-    kubelet that discovery would not trust is said on stderr, one line each."""
+def node_paths(command: str, view: NodeView | None = None) -> NodePaths:
+    """What this node's kubelet uses (node/discovery.py ``kubelet_paths``; ``view``: what
+    discovery already found). Each process named kubelet that discovery would not trust is said
+    on stderr, one line each."""
     from credprovider.tool.node.discovery import kubelet_paths
 
-    node = kubelet_paths()
+    node = kubelet_paths(view=view)
     for line in node.ignored:
         print(f"credprovider {command}: {line}", file=sys.stderr)
     return node

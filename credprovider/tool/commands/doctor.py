@@ -66,15 +66,17 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         view.found_by += " (with --config/--bin-dir given)"
     access = ClusterAccess(args.kubeconfig, args.node_name)
     diagnosis = diagnose(view, args.image or [], args.offline, access)
+    status = EXIT_FAILED if diagnosis.failed else EXIT_USAGE if diagnosis.undecided else EXIT_OK
     if args.json:
         print_json(diagnosis.as_json(view))
-        return EXIT_FAILED if diagnosis.failed else EXIT_OK
+        return status
     checks = diagnosis.checks
     _print_checks(checks)
     failed = sum(c.status == "fail" for c in checks)
     warned = sum(c.status == "warn" for c in checks)
-    print(f"{'FAILED' if failed else 'healthy'}: {failed} failed, {warned} warning(s)")
-    return EXIT_FAILED if failed else EXIT_OK
+    verdict = "FAILED" if failed else "no verdict" if diagnosis.undecided else "healthy"
+    print(f"{verdict}: {failed} failed, {warned} warning(s)")
+    return status
 
 
 def register(sub: Subcommands) -> None:
@@ -96,7 +98,8 @@ def register(sub: Subcommands) -> None:
             "gate from its flags, and from the API server, with the kubelet's own kubeconfig, "
             "whether the Node still has the uninitialized taint or no providerID. "
             "Changes nothing on the node. Exit status: 0 nothing failed (warnings do not fail), "
-            "1 something failed, 2 usage."
+            "1 something failed, 2 usage, or no verdict: where the kubelet's config is could not "
+            "be read as this user (run it as root)."
         ),
     )
     doctor.add_argument(

@@ -24,7 +24,10 @@ from credprovider.tool.commands.common import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from credprovider.tool.images.lookup import LookupReport, ProviderReport
+    from credprovider.tool.node.discovery import NodeView
 
 
 def _read_annotations(values: list[str]) -> dict[str, str]:
@@ -131,9 +134,11 @@ def _cmd_get(args: argparse.Namespace) -> int:
     from credprovider.tool.kubeconfig.model import ConfigError
     from credprovider.tool.kubeconfig.validate import load_config
     from credprovider.tool.node.access import UnreadableError
+    from credprovider.tool.node.discovery import discover
 
+    view = discover()
     if not (args.config and args.bin_dir):
-        node = node_paths("get")
+        node = node_paths("get", view)
         args.config = node_default("get", args.config, "--config", node, bin_dir=False)
         args.bin_dir = args.config and node_default(
             "get", args.bin_dir, "--bin-dir", node, bin_dir=True
@@ -159,6 +164,9 @@ def _cmd_get(args: argparse.Namespace) -> int:
         return cannot_check("get", exc, args.json)
     if token is None:
         return EXIT_FAILED
+    environment = _environment(view, args.environment)
+    if isinstance(environment, str):
+        return cannot_check("get", UnreadableError(environment), args.json)
     report = kubelet_lookup(
         loaded,
         args.bin_dir,
@@ -166,10 +174,37 @@ def _cmd_get(args: argparse.Namespace) -> int:
         token,
         _read_annotations(args.sa_annotation),
         timeout=args.timeout,
+        environment=environment,
     )
     found = report.credentials
     _show(report, image, args.json, args.show_password)
     return EXIT_OK if found else EXIT_FAILED
+
+
+def _environment(view: NodeView, chosen: str) -> Mapping[str, str] | str | None:
+    """What the plugins inherit: the running kubelet's environment, as under the kubelet
+    (``None``: this process's, with ``--environment this`` or no kubelet running, said on stderr);
+    why there is no answer (a str) when the kubelet's cannot be read as this user."""
+    kubelet = view.kubelet
+    if chosen == "this" or kubelet is None:
+        if chosen != "this":
+            print(
+                "credprovider get: no kubelet is running: the plugins inherit this environment",
+                file=sys.stderr,
+            )
+        return None
+    if kubelet.environ is None:
+        return (
+            f"the environment of the running kubelet (pid {kubelet.pid}), which its plugins "
+            "inherit, cannot be read as this user: run as root, or give --environment this to "
+            "run them in this one"
+        )
+    print(
+        f"credprovider get: the plugins inherit the environment of the running kubelet "
+        f"(pid {kubelet.pid}), as under it",
+        file=sys.stderr,
+    )
+    return kubelet.environ
 
 
 def _read_token(path: str | None) -> str | None:
@@ -216,7 +251,8 @@ def register(sub: Subcommands) -> None:
         description=(
             "Normalize IMAGE as the kubelet does (nginx -> docker.io/library/nginx, tag and digest "
             "dropped), select providers by matchImages in config order, run each matching plugin with "
-            "its args and env (inheriting this environment) and a 60s timeout, decode its answer "
+            "its args and env (inheriting the running kubelet's environment, as under it) and a "
+            "60s timeout, decode its answer "
             "strictly, and report which returned key the kubelet would use for IMAGE and why the "
             "others would not apply. Passwords are masked unless --show-password. Exit 0 when the "
             "kubelet would end up with credentials, 1 when not."
@@ -242,6 +278,15 @@ def register(sub: Subcommands) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="service account annotation (repeatable)",
+    )
+    get.add_argument(
+        "--environment",
+        choices=("kubelet", "this"),
+        default="kubelet",
+        help="what the plugins inherit: kubelet, the running kubelet's environment (its proxy, "
+        "region or credentials settings), as under it, or this command's when no kubelet runs; "
+        "this, this command's own (default: %(default)s; the loader's and interpreters' "
+        "variables are dropped either way)",
     )
     get.add_argument("--show-password", action="store_true", help="print passwords in clear")
     get.add_argument(

@@ -49,6 +49,15 @@ def node(view: NodeView, diagnosis: Diagnosis, migrate: str) -> None:
             f"{where} runs without --{CONFIG_FLAG}: no plugin is ever asked for credentials",
             "install a config and bin dir (credprovider install) and restart the kubelet",
         )
+    elif not settings.provider_config and view.unread_sources:
+        diagnosis.undecided = view.unread_sources[0]
+        diagnosis.add(
+            "node",
+            WARN,
+            "where this node's kubelet gets its credential provider config cannot be told as this "
+            f"user: {view.unread_sources[0]}",
+            "run credprovider doctor as root",
+        )
     elif not settings.provider_config:
         found = view.found_by.startswith("layout")
         diagnosis.add(

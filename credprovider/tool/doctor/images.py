@@ -97,12 +97,23 @@ def check_image(
         if owner is None:
             diagnosis.add("image", INFO, f"{image}: no provider claims it (pulled anonymously)")
             return
-        diagnosis.add(
+        if any(p.name == owner for p in loaded.providers):
+            diagnosis.add(
+                "image",
+                FAIL,
+                f"{image}: no provider claims it, although {owner} serves its host",
+                f"add a matchImages pattern for its host to the {owner} provider "
+                "(credprovider match shows the nearest miss)",
+            )
+            return
+        diagnosis.add(  # anonymous pulls, pull secrets and the node's docker config are legal
             "image",
-            FAIL,
-            f"{image}: no provider claims it, although {owner} serves its host",
-            f"add a matchImages pattern for its host to the {owner} provider "
-            "(credprovider match shows the nearest miss)",
+            WARN,
+            f"{image}: its host is a {owner} registry, and no configured provider is {owner}: "
+            "pulled without a plugin's credentials (a pull secret or the node's docker config "
+            "may give some)",
+            f"if it needs the node's identity, add the {owner} provider (credprovider install "
+            "--providers ...)",
         )
         return
     if broken is not None and all(name in broken for name in claimed):

@@ -38,6 +38,9 @@ class Check:
 class Diagnosis:
     checks: list[Check] = field(default_factory=list)
     facts: dict[str, Any] = field(default_factory=dict)  # more for --json: kubeletVersion
+    # why the chain could not be checked as this user (what the kubelet, root, would read is
+    # hidden): no verdict, exit 2
+    undecided: str = ""
 
     def add(self, *args: Any, **kwargs: Any) -> None:
         self.checks.append(Check(*args, **kwargs))
@@ -49,7 +52,8 @@ class Diagnosis:
     def as_json(self, view: NodeView) -> dict[str, Any]:
         settings = view.settings
         return {
-            "ok": not self.failed,
+            "ok": not self.failed and not self.undecided,
+            "undecided": self.undecided or None,
             "foundBy": view.found_by,
             "root": view.root,
             "kubeletPid": view.kubelet.pid if view.kubelet else None,

@@ -59,6 +59,19 @@ def check_access(path: str, exc: OSError) -> None:
         raise unreadable(path, exc) from None
 
 
+def lexists(path: str) -> bool:
+    """Is anything at ``path`` (a dangling link too)? :class:`UnreadableError` where this user
+    may not look and root might find something: never "nothing there" for what is only hidden."""
+    try:
+        os.lstat(path)
+    except OSError as exc:
+        check_access(path, exc)
+        return False
+    except ValueError:  # a NUL in the path
+        return False
+    return True
+
+
 def read_bytes(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
     """A regular file's bytes, at most ``limit`` of them; never opens a FIFO or device (the
     plugins' own reader, :func:`~credprovider.runtime.nodefile.read_node_file`).

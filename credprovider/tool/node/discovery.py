@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
-from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
+from credprovider.tool.node.access import FileProblem, UnreadableError, lexists, read_text
 from credprovider.tool.node.flagfiles import flags_from_file
 from credprovider.tool.node.kubelet_facts import CLOUD_LOGIN_GATE
 from credprovider.tool.node.kubelet_flags import (
@@ -212,10 +212,14 @@ def discover(root: str = "/", proc: str = "/proc") -> NodeView:
                 view.layout_note = layout.note
                 return view
             continue
-        config_there = bool(layout.config) and os.path.exists(view.host_path(layout.config))
-        bin_dir = next(
-            (d for d in layout.bin_dirs if os.path.isdir(view.host_path(d))), layout.bin_dirs[0]
-        )
+        try:
+            config_there = bool(layout.config) and lexists(view.host_path(layout.config))
+            dirs = [d for d in layout.bin_dirs if lexists(view.host_path(d))]
+        except UnreadableError as exc:  # hidden from this user: root may find the layout there
+            view.unreadable.append(str(exc))
+            view.unread_sources.append(str(exc))
+            continue
+        bin_dir = next((d for d in dirs if os.path.isdir(view.host_path(d))), layout.bin_dirs[0])
         if config_there or (not layout.config and os.path.isdir(view.host_path(bin_dir))):
             view.found_by = f"layout {layout.name} ({layout.source})"
             view.layout_note = layout.note
@@ -241,10 +245,13 @@ class NodePaths:
     unreadable: tuple[str, ...] = ()
 
 
-def kubelet_paths(root: str = "/") -> NodePaths:
-    """The one discovery every command uses: what :func:`discover` finds; else, when nothing it
-    needed was unreadable, the standard paths (``None`` where nothing is there)."""
-    view = discover(root)
+def kubelet_paths(root: str = "/", view: NodeView | None = None) -> NodePaths:
+    """The one discovery every command uses: what :func:`discover` finds (``view``: what it
+    found already, under its root); else, when nothing it needed was unreadable, the standard
+    paths (``None`` where nothing is there)."""
+    if view is None:
+        view = discover(root)
+    root = view.root
     ignored = tuple(view.ignored)
     if view.settings.provider_config or view.settings.bin_dir:
         return NodePaths(
@@ -257,9 +264,9 @@ def kubelet_paths(root: str = "/") -> NodePaths:
     if view.unread_sources:
         return NodePaths(None, None, view.found_by, ignored, tuple(view.unread_sources))
     host = NodeRoot.at(root)
-    return NodePaths(
-        NODE_CONFIG if host.lexists(NODE_CONFIG) else None,
-        NODE_BIN_DIR if host.lexists(NODE_BIN_DIR) else None,
-        "the default path",
-        ignored,
-    )
+    try:
+        config = NODE_CONFIG if lexists(str(host.host(NODE_CONFIG, follow=False))) else None
+        bin_dir = NODE_BIN_DIR if lexists(str(host.host(NODE_BIN_DIR, follow=False))) else None
+    except UnreadableError as exc:  # the default path is hidden from this user: no guess
+        return NodePaths(None, None, view.found_by, ignored, (str(exc),))
+    return NodePaths(config, bin_dir, "the default path", ignored)

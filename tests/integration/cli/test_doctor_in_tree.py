@@ -85,8 +85,11 @@ def test_an_in_tree_node_with_a_config_gets_the_same_fix(tmp_path: Path) -> None
 def test_a_running_in_tree_kubelet_without_a_config_is_sent_to_migrate(tmp_path: Path) -> None:
     """Before: "install a config and bin dir (credprovider install)", which leaves the in-tree
     flag that stops the next kubelet."""
-    fake_kubelet(["--cloud-provider=gce", "--kubeconfig=/nonexistent"], dict(os.environ))
-    _, report = doctor("--offline")
+    kubelet = fake_kubelet(["--cloud-provider=gce", "--kubeconfig=/nonexistent"], dict(os.environ))
+    try:
+        _, report = doctor("--offline")
+    finally:
+        kubelet.kill()
     node = [c for c in _checks(report, "fail") if c["area"] == "node"]
     assert len(node) == 1 and "--cloud-provider=gce" in node[0]["message"], report
     assert node[0]["fix"].startswith("credprovider migrate")
