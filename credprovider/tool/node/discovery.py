@@ -147,6 +147,7 @@ def _from_flag_files(view: NodeView, files: tuple[str, ...]) -> list[str]:
         except UnreadableError as exc:
             view.unreadable.append(str(exc))
             view.unread_sources.append(str(exc))
+            continue
         except FileProblem:
             continue
         if words:
