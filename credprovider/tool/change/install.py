@@ -26,7 +26,12 @@ from credprovider.runtime.nodefile import special_kind
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.engine import Kind, Op
 from credprovider.tool.change.journal import journal_for, run
-from credprovider.tool.change.render import BUNDLE_COPY_DIR, bundle_executable, render_config
+from credprovider.tool.change.render import (
+    BUNDLE_COPY_DIR,
+    bundle_executable,
+    render_config,
+    written_as_json,
+)
 from credprovider.tool.change.results import Action
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.images.startcheck import NotCredprovider, credprovider_version
@@ -50,10 +55,13 @@ class Change:
     refused: str | None = None  # why it needs --force
     backup: str | None = None  # where what it replaces is kept
 
-    def describe(self) -> str:
+    def describe(self, applied: bool = True) -> str:
+        """The step as it was done; not ``applied``: as it was planned, and not done."""
         if self.refused:
             return f"refused: {self.detail}: {self.refused}"
         kept = f" (the old one kept as {self.backup})" if self.backup else ""
+        if not applied and self.action is not Action.UNCHANGED:
+            return f"not done (a step was refused): {self.detail}{kept}"
         return f"{self.detail}{kept}"
 
 
@@ -101,8 +109,11 @@ def plan_install(
     stamp = backup_stamp()
     names = {key: as_name for key in keys} if as_name else {}
     current = _current_config(Path(config_out))
-    kept = other_providers(current[0], as_name) if as_name else []
-    text = render_config(keys, node_files, first=kept, names=names)
+    # a config the node has keeps its other providers, first and as they are, in its own format
+    ours = {names.get(key) or PLUGINS[key].name for key in keys}
+    kept = [p for p in other_providers(current[0], None) if p.get("name") not in ours]
+    as_json = written_as_json(current[0])
+    text = render_config(keys, node_files, first=kept, names=names, as_json=as_json)
     plan = InstallPlan(directory, Path(config_out), text, executable, version, copy)
     link_target = executable
     if copy:
@@ -111,9 +122,17 @@ def plan_install(
     for key in keys:
         link = directory / (names.get(key) or PLUGINS[key].name)
         plan.changes.append(_plan_link(link, link_target, version, force, stamp))
-    plan.changes.append(
-        _plan_config(plan.config_out, current, plan.config_text, force, stamp, adds=as_name)
-    )
+    config = _plan_config(plan.config_out, current, plan.config_text, force, stamp, adds=as_name)
+    missing = [
+        str(p.get("name")) for p in kept if not os.path.lexists(directory / str(p.get("name")))
+    ]
+    if missing and config.action is not Action.UNCHANGED:
+        # kept providers whose plugins are not in this bin dir: the kubelet would not start
+        config.refused = (
+            f"it keeps the provider(s) {', '.join(missing)} of {config_out}, whose plugin is not "
+            f"in {bin_dir}: the kubelet would not start; put it there, or give another --config-out"
+        )
+    plan.changes.append(config)
     return plan
 
 
@@ -257,12 +276,15 @@ def _plan_config(
         return Change(
             Action.UNCHANGED, str(out), f"unchanged {out} (it already has these providers)"
         )
-    if adds and current is not None and holds_providers(text.encode(), current):
-        # every provider it has is kept as it is: one more is added (install --as)
+    if current is not None and holds_providers(text.encode(), current):
+        # every provider it has is kept as it is: ours are added (install --as: one more)
+        added = adds or "ours"
         return Change(
             Action.WRITE,
             str(out),
-            f"added provider {adds} to {out} (its other providers kept)",
+            f"added provider {added} to {out} (its other providers kept)"
+            if adds
+            else f"added our providers to {out} (its other providers kept)",
             backup=f"{out}{BACKUP_SUFFIX}{stamp}",
         )
     return _overwrite(

@@ -57,6 +57,7 @@ class ExistingConfig:
     path: str
     providers: list[dict[str, Any]]
     sources: list[str]  # each provider's file (a directory config has several)
+    as_json: bool = False  # a file in JSON (EKS's nodeadm writes one): the merge stays JSON
 
 
 @dataclass
@@ -327,7 +328,9 @@ def _merged_config(
         f"The providers of {existing.path} ({', '.join(sorted(kept_names))}) are kept in the new "
         "config, first and with their names."
     )
-    return render_config(ours, node_files, writer="migrate", first=existing.providers)
+    return render_config(
+        ours, node_files, writer="migrate", first=existing.providers, as_json=existing.as_json
+    )
 
 
 def _bin_dir_notes(

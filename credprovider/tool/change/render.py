@@ -4,6 +4,7 @@ credprovider/tool/change/migrate.py)."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -79,13 +80,16 @@ def render_config(
     first: Sequence[Mapping[str, Any]] = (),
     names: Mapping[str, str] | None = None,
     settings: Mapping[str, Mapping[str, Any]] | None = None,
+    as_json: bool = False,
 ) -> str:
     """The CredentialProviderConfig YAML for the chosen plugins (keys of ``catalog.PLUGINS``),
     headed by the command that wrote it. ``node_files`` maps a plugin's key to the node file it is
     given instead of its default (each plugin its own: azure.json is not another cloud's file).
     ``first``: providers kept from a config the node already has, put before ours as they are.
     ``names``: a plugin's provider name where it is not the plugin's own (install --as).
-    ``settings``: per key, fields replacing the defaults (the agent's --provider-settings)."""
+    ``settings``: per key, fields replacing the defaults (the agent's --provider-settings).
+    ``as_json``: JSON (no header: JSON has no comments), for a node whose config is JSON (EKS's
+    nodeadm writes one): a merge keeps the file's format."""
     node_files, names, settings = node_files or {}, names or {}, settings or {}
     document = {
         "apiVersion": "kubelet.config.k8s.io/v1",
@@ -99,8 +103,23 @@ def render_config(
             for key in keys
         ],
     }
+    if as_json:
+        return json.dumps(document, indent=2) + "\n"
     header = f"{WRITTEN_BY}{writer}. Validate with: credprovider validate <this file>\n"
     return header + yaml.safe_dump(document, sort_keys=False, default_flow_style=False)
+
+
+def written_as_json(data: bytes | str | None) -> bool:
+    """Is this config file JSON (one object), rather than YAML?"""
+    if data is None:
+        return False
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    if not text.lstrip().startswith("{"):
+        return False
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
 
 
 def bundle_launcher(interpreter: Path) -> Path | None:

@@ -138,7 +138,7 @@ def _after(plan: InstallPlan, as_json: bool) -> int:
     warnings = texts(checked.warnings) + lint_providers(loaded, str(plan.bin_dir))
     flags = kubelet_flags(str(plan.config_out.resolve()), str(plan.bin_dir.resolve()))
     errors, proven = texts(checked.errors), texts(checked.proven)
-    _report(plan.changes, as_json, True, errors, warnings, proven, flags)
+    _report(plan.changes, as_json, True, errors, warnings, proven, flags, _flags_in_place(plan))
     return EXIT_FAILED if checked.errors else EXIT_OK
 
 
@@ -150,7 +150,10 @@ def _report(
     warnings: list[str] | None = None,
     checked: list[str] | None = None,
     flags: list[str] | None = None,
+    in_place: str = "",
 ) -> None:
+    """Each step, then what was checked; ``flags``: the kubelet flags that name the install,
+    ``in_place``: where the node's kubelet is already given them ("": it is not)."""
     if as_json:
         print_json(
             {
@@ -169,21 +172,38 @@ def _report(
                 "warnings": warnings or [],
                 "checked": checked or [],
                 "kubeletFlags": flags or [],
+                "kubeletFlagsSetBy": in_place or None,
             }
         )
         return
     for change in changes:
-        print(change.describe())
+        print(change.describe(applied))
     for line in checked or []:
         print(f"checked: {line}")
     for error in errors or []:
         print(f"error: {error}")
     for warning in warnings or []:
         print(f"warning: {warning}")
-    if flags:
+    if flags and in_place:
+        print(f"the kubelet's flags already name this config and bin dir ({in_place})")
+    elif flags:
         print("add to the kubelet's flags:")
         for flag in flags:
             print(f"  {flag}")
+
+
+def _flags_in_place(plan: InstallPlan) -> str:
+    """Where this node's kubelet is already given the installed config and bin dir (discovery's
+    source: its running command line, a flags file, a layout), or "" when it is not."""
+    from credprovider.tool.node.discovery import kubelet_paths
+
+    node = kubelet_paths()
+    if node.config is None or node.bin_dir is None or node.found_by == "the default path":
+        return ""
+    same = os.path.realpath(node.config) == os.path.realpath(plan.config_out) and (
+        os.path.realpath(node.bin_dir) == os.path.realpath(plan.bin_dir)
+    )
+    return node.found_by if same else ""
 
 
 # The plugins whose first argument names a node file (azure.json): each gets --<key>-config.

@@ -152,10 +152,18 @@ def _existing_config(path: str) -> ExistingConfig:
             f"the kubelet's current credential provider config cannot be merged: {exc}; fix it "
             "(credprovider validate shows what the kubelet says) and run migrate again"
         ) from None
+    from credprovider.tool.change.render import written_as_json
+    from credprovider.tool.node.access import FileProblem, read_text
+
+    try:
+        as_json = os.path.isfile(path) and written_as_json(read_text(path))
+    except FileProblem:
+        as_json = False
     return ExistingConfig(
         path,
         [provider.model_dump(exclude_none=True) for provider in loaded.providers],
         [str(source) for source in loaded.provider_sources],
+        as_json,
     )
 
 
@@ -173,12 +181,32 @@ def _refusal(plan: MigrationPlan, config_out: str) -> str | None:
         text = read_text(config_out)
     except FileProblem as exc:
         return f"{config_out} exists and cannot be read ({exc.reason}): choose another --config-out"
-    if ours or text == plan.config or text.startswith(WRITTEN_BY):
+    if ours or text.startswith(WRITTEN_BY) or _holds(text, plan.config):
         return None
     return (
         f"{config_out} exists with other content and is not the kubelet's current config: "
         "choose another --config-out, or move it away"
     )
+
+
+def _holds(text: str, config: str) -> bool:
+    """``text`` already has every provider of ``config`` as it is: nothing to write (install
+    decides the same, change/install.py)."""
+    from credprovider.tool.change.install import holds_providers
+
+    return holds_providers(text.encode(), config.encode())
+
+
+def _config_unchanged(plan: MigrationPlan, config_out: str) -> bool:
+    """The file at ``config_out`` already holds the planned config's providers."""
+    from credprovider.tool.node.access import FileProblem, read_text
+
+    if not plan.config or not os.path.isfile(config_out):
+        return False
+    try:
+        return _holds(read_text(config_out), plan.config)
+    except FileProblem:
+        return False
 
 
 def _would_not_start(plan: MigrationPlan, config_out: str) -> str | None:
@@ -213,8 +241,10 @@ def _would_not_start(plan: MigrationPlan, config_out: str) -> str | None:
 
 
 def _contents(plan: MigrationPlan, config_out: str) -> dict[str, str]:
-    """Every file --write writes: the flags files, the KubeletConfiguration and the config."""
-    return {**plan.files, **({config_out: plan.config} if plan.config else {})}
+    """Every file --write writes: the flags files, the KubeletConfiguration and the config (not
+    when it already holds the providers)."""
+    config = plan.config and not _config_unchanged(plan, config_out)
+    return {**plan.files, **({config_out: plan.config} if config else {})}
 
 
 def _write(plan: MigrationPlan, config_out: str) -> list[dict[str, str]]:
@@ -263,8 +293,13 @@ def _print_plan(
         before = originals.get(path, "").splitlines(keepends=True)
         for line in difflib.unified_diff(before, text.splitlines(keepends=True), path, path):
             print(f"  {line.rstrip(chr(10))}")
-    if plan.config:
-        install = shlex.join(["credprovider", *plan.install_args(config_out)])
+    install = shlex.join(["credprovider", *plan.install_args(config_out)])
+    if plan.config and _config_unchanged(plan, config_out):
+        print(
+            f"unchanged {config_out}: it already has these providers (put the plugins in "
+            f"{plan.bin_dir}: {install})"
+        )
+    elif plan.config:
         print(
             f"{'wrote' if config_out in done else 'write'} {config_out} (and put the plugins in "
             f"{plan.bin_dir}: {install}):"
