@@ -273,7 +273,7 @@ def main(spec_path: str) -> int:
             Path(spec["result"]).write_text(json.dumps(result))
             return 0
         log = stack.enter_context((run / "kubelet.log").open("wb"))
-        kubelet = _start_kubelet(spec, run, env, log, plane)
+        kubelet = start_kubelet(spec, run, env, log, plane)
         stack.callback(
             lambda: kubelet.send_signal(signal.SIGTERM) if kubelet.poll() is None else None
         )
@@ -391,7 +391,7 @@ def _refused_starts(spec: dict[str, Any], run: Path, env: dict[str, str]) -> dic
     for index, flags in enumerate(spec["refused_flags"]):
         log_path = run / f"kubelet-refused-{index}.log"
         with log_path.open("wb") as log:
-            kubelet = _start_kubelet(spec, run, env, log, extra=flags)
+            kubelet = start_kubelet(spec, run, env, log, extra=flags)
             try:
                 code: int | None = kubelet.wait(timeout=spec.get("refused_wait", 60))
             except subprocess.TimeoutExpired:
@@ -403,24 +403,27 @@ def _refused_starts(spec: dict[str, Any], run: Path, env: dict[str, str]) -> dic
     return said
 
 
-def _start_kubelet(
+def start_kubelet(
     spec: dict[str, Any],
     run: Path,
     env: dict[str, str],
     log: IO[bytes],
     plane: controlplane.ControlPlane | None = None,
     extra: list[str] | None = None,
+    credential_flags: tuple[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """The real kubelet, standalone or registered with the sandbox's control plane, with the
-    plugins' config and bin dir under test (and ``extra`` flags after them)."""
+    plugins' config and bin dir under test (``credential_flags``: another config and bin dir) and
+    ``extra`` flags after them."""
     joined = [] if plane is None else [f"--kubeconfig={plane.kubelet_kubeconfig}"]
+    config, bin_dir = credential_flags or (spec["config"], spec["bin_dir"])
     return subprocess.Popen(
         [
             spec["kubelet"],
             *joined,
             f"--config={run / 'kubelet.yaml'}",
-            f"--image-credential-provider-config={spec['config']}",
-            f"--image-credential-provider-bin-dir={spec['bin_dir']}",
+            f"--image-credential-provider-config={config}",
+            f"--image-credential-provider-bin-dir={bin_dir}",
             f"--node-ip={NODE_IP}",
             f"--hostname-override={NODE_NAME}",
             f"--volume-plugin-dir={run / 'volume-plugins'}",

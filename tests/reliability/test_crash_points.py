@@ -164,3 +164,42 @@ def _same_but_paths(found: dict[str, Any], expected: dict[str, Any], a: Node, b:
     """Two nodes' trees are the same (the config and state name their own root nowhere, so the
     trees compare as they are)."""
     return found == expected and a.root != b.root and shutil.which("true") is not None
+
+
+def test_mode_files_uninstall_killed_at_every_point_leaves_a_kubelet_that_starts(
+    tmp_path: Path, healthz: str
+) -> None:
+    """The chart's mode files on a node provisioned with the flags alone (no config before the
+    agent's): uninstall killed at every point. At each kill the config the flags name, with its
+    bin dir, is one the kubelet starts with (doctor --root, the kubelet's own checks: our config
+    with every plugin, or the bootstrap with its own); the uninstall run again ends as an
+    uninterrupted one (the bootstrap left, nothing of the agent's)."""
+    from credprovider.paths import AGENT_BIN_DIR, AGENT_CONFIG
+
+    files = ["--files-only", "--config", AGENT_CONFIG, "--bin-dir", AGENT_BIN_DIR]
+
+    def prepare(node: Node) -> None:
+        shutil.rmtree(Path(node.root))
+        Path(node.root, "var/lib/credprovider").mkdir(parents=True)  # the pod's hostPath
+        node.common += files
+        assert node.apply() == 0
+
+    def starts(node: Node) -> list[str]:
+        done = run_cli("doctor", "--root", node.root, "--offline", "--json",
+                       "--config", AGENT_CONFIG, "--bin-dir", AGENT_BIN_DIR)  # fmt: skip
+        found = json.loads(done.stdout)
+        return [c["message"] for c in found["checks"] if "would NOT start" in c["message"]]
+
+    reference = Node(tmp_path / "reference", healthz, "node")
+    prepare(reference)
+    assert reference.uninstall() == 0
+    uninstalled = reference.tree()
+    assert AGENT_CONFIG in uninstalled and starts(reference) == []
+    covered = 0
+    for point, node in points(tmp_path, healthz, prepare, lambda n, p: n.uninstall(p)):
+        assert starts(node) == [], f"the kubelet would not start after a kill at point {point}"
+        assert node.uninstall() == 0, f"a second uninstall after a kill at point {point}"
+        assert node.tree() == uninstalled, f"point {point}"
+        covered += 1
+    print(f"mode files uninstall: {covered} kill points")
+    assert covered >= 8

@@ -140,3 +140,18 @@ def test_every_file_of_the_tree_the_docs_name_exists() -> None:
         if not (REPO / path).exists()
     ]
     assert missing == []
+
+
+def bootstrap_script_in_the_docs() -> str:
+    """The provisioning commands docs/fleet.md gives for mode files (the first sh block after
+    'Provisioning lays a bootstrap'), as an operator copies them."""
+    text = (REPO / "docs/fleet.md").read_text()
+    after = text[text.index("**Provisioning lays a bootstrap with the flags.**") :]
+    start = after.index("```sh\n") + len("```sh\n")
+    return after[start : after.index("```", start)]
+
+
+def test_the_bootstrap_in_the_docs_is_the_one_the_agent_knows() -> None:
+    from credprovider.tool.agent.bootstrap import provisioning_script
+
+    assert bootstrap_script_in_the_docs() == provisioning_script()

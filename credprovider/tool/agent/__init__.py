@@ -3,6 +3,7 @@
 ``platforms`` (each distribution's rules), ``mounts`` (what of the host the chart's pod mounts
 for each platform: platforms.yaml), ``settings`` (the chart's settings), ``plan`` (what the
 node should hold), ``apply`` and ``uninstall`` (the change, with its health wait and rollback),
+``bootstrap`` (what provisioning lays for mode files, and uninstall leaves, so the kubelet starts),
 ``state`` (what it remembers on the node), ``restart`` and ``systemd`` (restarting the kubelet),
 ``watchdog`` (the node's own rollback when the agent dies mid-change), ``run`` (a run as one of
 the fleet: the change, the dry run, staying until stopped), ``health`` (is the kubelet

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from credprovider.tool.agent.health import KubeletHealth
     from credprovider.tool.agent.plan import AgentPlan
+    from credprovider.tool.agent.platforms import Platform
 
 SLOT_POLL_SECONDS: Final = 5.0
 # Events on the node, one reason per kind of change.
@@ -149,13 +150,14 @@ class FleetMember:
         self.report(outcome.result, said, config_hash(self.root, plan.config_path))
         return outcome
 
-    def uninstall(self, service: str) -> Outcome:
+    def uninstall(self, service: str, rules: Platform | None = None) -> Outcome:
+        """``rules``: the run's (mode files': uninstall leaves the bootstrap)."""
         state = load_state(self.root)
 
         restart, healthy = self._restart_and_health("")
 
         def change() -> Outcome:
-            return uninstall(self.root, service, restart, healthy, self.watch)
+            return uninstall(self.root, service, restart, healthy, self.watch, rules)
 
         needs_restart = bool(service and state["written"])
         if needs_restart:

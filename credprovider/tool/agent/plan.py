@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Final
 
 from credprovider.paths import AGENT_HOME
+from credprovider.tool.agent.bootstrap import BOOTSTRAP_PROVIDER
 from credprovider.tool.agent.platforms import (
     ENV_FILE,
     K0S_UNIT,
@@ -316,7 +317,8 @@ def _plan_config(
 ) -> None:
     plan.config_path = platform.config
     current = _read(root, platform.config)
-    ours = {PLUGINS[key].name for key in keys}
+    # the bootstrap provisioning laid (agent/bootstrap.py) is replaced by ours, never kept
+    ours = {PLUGINS[key].name for key in keys} | {BOOTSTRAP_PROVIDER}
     kept = (
         [p for p in other_providers(current.encode(), None) if p.get("name") not in ours]
         if current is not None

@@ -48,6 +48,9 @@ class Platform:
     services: tuple[str, ...] = ("kubelet",)  # the first one the node has is restarted
     refusal: str = ""  # nothing is changed on this platform: why, and what to do instead
     note: str = ""
+    # provisioning names its config and bin dir in the kubelet's flags (mode files): uninstall
+    # leaves the bootstrap there (agent/bootstrap.py), never a missing file
+    bootstrap: bool = False
 
 
 _EKS, _AKS, _GKE = _layout("EKS AL2023 (nodeadm)"), _layout("AKS"), _layout("GCE / COS (kube-up)")
@@ -159,6 +162,7 @@ def files_only(config: str, bin_dir: str) -> Platform:
         managed=True,
         services=(),
         note="files only: the kubelet's flags are set at provisioning and it is not restarted",
+        bootstrap=True,
     )
 
 

@@ -63,7 +63,7 @@ def change(
     from credprovider.tool.cluster.connect import ClusterError
 
     if options.uninstall:
-        outcome = node.uninstall(service_to_restart(options.root, options.rules))
+        outcome = node.uninstall(service_to_restart(options.root, options.rules), options.rules)
         return outcome, outcome.result is Result.UNINSTALLED and not outcome.kept, None
     # the config is validated for this node's kubelet: tokenAttributes from 1.34
     from credprovider.tool.node.kubelet_facts import SA_TOKENS_ON_SINCE

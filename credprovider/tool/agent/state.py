@@ -27,6 +27,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 from pathlib import Path
 from typing import Any, Final
 
@@ -143,6 +144,14 @@ def keep(root: str, where: str, path: str) -> dict[str, Any]:
         replace_file(host(root, name), found.read_bytes(), found.stat().st_mode & 0o7777)
         return {"file": name, "mode": found.stat().st_mode}
     return {"absent": True}
+
+
+def keep_data(root: str, where: str, path: str, data: bytes, mode: int) -> dict[str, Any]:
+    """A kept entry (as :func:`keep` makes) recording ``data`` with ``mode`` for ``path``, as
+    though the node had held it."""
+    name = f"{where}/{hashlib.sha256(path.encode()).hexdigest()[:16]}"
+    replace_file(host(root, name), data, mode)
+    return {"file": name, "mode": stat.S_IFREG | mode}
 
 
 def kept_bytes(root: str, kept: dict[str, Any]) -> bytes | None:

@@ -32,6 +32,7 @@ from credprovider.tool.agent.apply import (
     rolled_back,
     settle,
 )
+from credprovider.tool.agent.platforms import Platform
 from credprovider.tool.agent.state import (
     BEFORE,
     ORIGINALS,
@@ -40,6 +41,7 @@ from credprovider.tool.agent.state import (
     digest,
     host,
     keep,
+    keep_data,
     kept_bytes,
     load,
     matches,
@@ -63,20 +65,25 @@ def uninstall(
     restart: Restart,
     healthy: Healthy | None = None,
     watch: Watch | None = None,
+    bootstrap: Platform | None = None,
 ) -> Outcome:
     """Every file and link back to how it was before the first install; what the agent placed
     removed; the kubelet restarted (``service``) when its config or flags changed, and (with
     ``healthy``) confirmed healthy, else the agent's files put back and the kubelet restarted
     again (a rollback: nothing removed). Its intent is recorded first: after a kill, running it
-    again finishes it."""
+    again finishes it. ``bootstrap`` (mode files: the kubelet's flags, set at provisioning, name
+    its config and bin dir): where the node had no config, the bootstrap is left in its place
+    (agent/bootstrap.py), laid before anything is removed."""
     recover_home(root)
     if not os.path.lexists(read_host(root, STATE)):
         return _tidied(Outcome(Result.UNINSTALLED), watch)  # nothing of the agent's is on the node
     state = load(root)
+    laid = _lay_bootstrap(root, state, bootstrap) if bootstrap and bootstrap.bootstrap else ""
     unwritable = not_writable(root, [AGENT_HOME, *state["originals"]])
     if unwritable:
         return Outcome(Result.REFUSED, detail=f"{unwritable}; nothing is changed")
     outcome = Outcome(Result.UNINSTALLED, healed=healed(root, state))
+    outcome.notes += [laid] if laid else []
     if service and state["written"] and not state.get("restart_due"):
         # what the kubelet runs now, kept for a rollback, and the restart owed from here on
         before = state.setdefault("before", {})
@@ -85,7 +92,11 @@ def uninstall(
                 before[path] = {**keep(root, BEFORE, path), "written": state["written"].get(path)}
         state["restart_due"] = service
         save(root, state)
-    for path, original in sorted(state["originals"].items()):
+    # the kubelet's config and flags first, then the links: at no instant does a config it
+    # would read name a plugin already gone
+    for path, original in sorted(
+        state["originals"].items(), key=lambda item: (item[0] not in state["written"], item[0])
+    ):
         remove_file(temporary_for(host(root, path)))  # a killed write's temporary
         written = state["written"].get(path)
         # what the agent wrote there: this change's, or (a change killed before its write) the
@@ -118,6 +129,43 @@ def uninstall(
     state.pop("restart_due", None)
     _remove_own(root, state)
     return _tidied(outcome, watch)
+
+
+def _lay_bootstrap(root: str, state: State, rules: Platform) -> str:
+    """Where the node had no config before the agent's, the bootstrap (agent/bootstrap.py)
+    becomes its original: its plugin written into the bin dir first, then the state saying the
+    config comes back as the bootstrap and that the directories holding them stay. The restore
+    and the removal that follow then leave the files the kubelet's flags name. What was done, said
+    in one line ("" for nothing). A run after a kill does what is left (the plugin's op checks
+    itself; a saved state already names the bootstrap)."""
+    from credprovider.tool.agent.bootstrap import (
+        BOOTSTRAP_PROVIDER,
+        CONFIG_MODE,
+        CONFIG_TEXT,
+        PLUGIN_MODE,
+        PLUGIN_TEXT,
+    )
+
+    original = state["originals"].get(rules.config)
+    if original is None or "absent" not in original:
+        return ""  # never written by the agent, or the node's own config (a bootstrap too) returns
+    plugin = host(root, f"{rules.bin_dir}/{BOOTSTRAP_PROVIDER}")
+    op = Op(Kind.FILE, plugin, PLUGIN_TEXT.encode(), mode=PLUGIN_MODE)
+    if not op.done():
+        plugin.parent.mkdir(parents=True, exist_ok=True)
+        perform(op)
+    state["originals"][rules.config] = keep_data(
+        root, ORIGINALS, rules.config, CONFIG_TEXT.encode(), CONFIG_MODE
+    )
+    needed = (f"{rules.config}", f"{rules.bin_dir}/{BOOTSTRAP_PROVIDER}")
+    state["made_dirs"] = [
+        d for d in state.get("made_dirs", []) if not any(p.startswith(f"{d}/") for p in needed)
+    ]
+    save(root, state)
+    return (
+        f"{rules.config} is left as the bootstrap ({BOOTSTRAP_PROVIDER}), since the kubelet's "
+        "flags, set at provisioning, name it and its bin dir: remove those flags, then these files"
+    )
 
 
 def _tidied(outcome: Outcome, watch: Watch | None) -> Outcome:

@@ -53,7 +53,7 @@ def _paths_refused(args: argparse.Namespace, action: str) -> bool:
         problem = f"--bundle {bundle} is not a credprovider bundle directory"
     if (
         not problem
-        and action not in ("uninstall", "rollback")
+        and action != "rollback"
         and args.files_only
         and not (args.bin_dir and args.config)
     ):
@@ -222,8 +222,9 @@ def _cmd_uninstall(args: argparse.Namespace) -> int:
     restart, healthy = _service(args)
     try:
         with node_lock(args.root, "credprovider agent uninstall"):
-            service = service_to_restart(args.root, platform_rules(args))
-            outcome = uninstall(args.root, service, restart, healthy, watchdog(args))
+            rules = platform_rules(args)
+            service = service_to_restart(args.root, rules)
+            outcome = uninstall(args.root, service, restart, healthy, watchdog(args), rules)
     except (OSError, NodeChangeError) as exc:
         from credprovider.tool.agent.run import failed_because
 
@@ -336,8 +337,14 @@ def register(sub: Subcommands) -> None:
         "kept. Exit 0: the node is as it was; 1: a file was kept, or a step failed; 2: usage.",
     )
     undo.add_argument(
-        "--files-only", action="store_true", help="restart nothing (as apply --files-only)"
+        "--files-only",
+        action="store_true",
+        help="restart nothing (as apply --files-only); where the node had no config before, the "
+        "bootstrap is left at --config and its plugin in --bin-dir, since the kubelet's flags, "
+        "set at provisioning, name them (docs/fleet.md)",
     )
+    undo.add_argument("--bin-dir", help="with --files-only: the kubelet's bin dir")
+    undo.add_argument("--config", help="with --files-only: the kubelet's config file")
     platform_option(undo)
     _node_options(undo, changes=True)
     undo.set_defaults(handler=_cmd_uninstall)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from credprovider.tool.agent.bootstrap import CONFIG_TEXT
 from emulators.http import FakeResponse, serve
 from release.bundle import REPO
 from tests.helpers import run_cli as cli
@@ -150,13 +151,15 @@ def test_files_only_places_and_restarts_nothing_then_run_stays_until_stopped(
     assert (runner.returncode, out.splitlines()[0], err) == (0, "installed", "")
     link = root / "etc/kubernetes/credential-providers/ecr-credential-provider"
     assert link.is_symlink() and restarts(tmp_path) == []
-    undone = cli("agent", "uninstall", *paths[:2], "--files-only", *paths[7:])
+    undone = cli("agent", "uninstall", *paths)
     assert undone.returncode == 0, undone.stderr
-    # the node as it was (/run: a node's tmpfs, where its lock is)
+    # the node as it was, but for the bootstrap where the config and the plugins were: the
+    # kubelet's flags, set at provisioning, name them (/run: a node's tmpfs, where its lock is)
     assert sorted(p.name for p in root.rglob("*") if p.parts[len(root.parts)] != "run") == [
-        "etc",
+        "credential-providers", "credential-providers.yaml", "credprovider-bootstrap", "etc",
         "kubernetes",
-    ]
+    ]  # fmt: skip
+    assert config.read_text() == CONFIG_TEXT
     assert restarts(tmp_path) == []
 
 
@@ -413,10 +416,14 @@ def test_files_only_in_the_charts_default_paths_keeps_to_its_own_directory(
     assert [p["name"] for p in config["providers"]] == [
         "ecr-credential-provider", "auth-provider-gcp",
     ]  # fmt: skip
-    undone = cli("agent", "uninstall", *paths[:2], "--files-only", *paths[7:])
+    undone = cli("agent", "uninstall", *paths)
     assert undone.returncode == 0, undone.stderr
     left = sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
+    # the bootstrap, where the kubelet's flags (set at provisioning) look: it still starts
     assert [p for p in left if not p.startswith("run")] == [
-        "var", "var/lib", "var/lib/credprovider",
+        "var", "var/lib", "var/lib/credprovider", "var/lib/credprovider/agent",
+        "var/lib/credprovider/agent/bin", "var/lib/credprovider/agent/bin/credprovider-bootstrap",
+        "var/lib/credprovider/agent/config.yaml",
     ]  # fmt: skip
+    assert "is left as the bootstrap (credprovider-bootstrap)" in undone.stdout
     assert restarts(tmp_path) == []

@@ -16,10 +16,11 @@ from tests.integration.cli.conftest import fake_bundle
 
 
 def test_files_only_without_its_paths_is_one_line(tmp_path: Path) -> None:
-    for action in ("plan", "apply"):
+    for action in ("plan", "apply", "uninstall"):
         extra = ["--bundle", str(fake_bundle(tmp_path / action, "0.1.0").parent)]
-        done = run_cli("agent", action, "--root", str(tmp_path), "--providers", "aws",
-                       "--files-only", *(extra if action == "apply" else []))  # fmt: skip
+        given = {"apply": [*extra, "--providers", "aws"], "plan": ["--providers", "aws"]}
+        done = run_cli("agent", action, "--root", str(tmp_path), "--files-only",
+                       *given.get(action, []))  # fmt: skip
         assert (done.returncode, done.stdout) == (2, "")
         assert done.stderr == (
             f"credprovider agent {action}: --files-only needs --bin-dir and --config\n"

@@ -174,3 +174,79 @@ def test_a_step_that_fails_partway_is_still_undone_by_uninstall(tmp_path: Path) 
     assert tree(root) != before and service.restarts == []
     assert uninstall(root, "kubelet", service.restart).kept == []
     assert tree(root) == before
+
+
+def _files_mode(root: str, tmp_path: Path, version: str) -> Outcome:
+    from credprovider.paths import AGENT_BIN_DIR, AGENT_CONFIG
+    from credprovider.tool.agent.platforms import files_only
+
+    rules = files_only(AGENT_CONFIG, AGENT_BIN_DIR)
+    plan = plan_node(root, ["aws"], version, platform=rules)
+    service = Service()
+    return apply(root, plan, bundle(tmp_path, version), version, service.restart, service.healthy)
+
+
+def test_mode_files_replaces_the_provisioned_bootstrap_and_uninstall_puts_it_back(
+    tmp_path: Path,
+) -> None:
+    """docs/fleet.md's provisioning (the bootstrap script, run as it is printed there, under the
+    node's root), then the agent, then uninstall: the node's files as provisioning left them, byte
+    for byte, and the agent's config never kept the bootstrap's provider beside ours."""
+    import subprocess
+
+    import yaml
+
+    from credprovider.paths import AGENT_BIN_DIR, AGENT_CONFIG
+    from credprovider.tool.agent.bootstrap import BOOTSTRAP_PROVIDER, provisioning_script
+    from credprovider.tool.agent.platforms import files_only
+
+    root = tmp_path / "node"
+    script = provisioning_script(f"{root}{AGENT_CONFIG}", f"{root}{AGENT_BIN_DIR}")
+    subprocess.run(["sh", "-e"], input=script, text=True, check=True)
+    provisioned = tree(str(root))
+    assert _files_mode(str(root), tmp_path, "0.1.0").result == "installed"
+    config = yaml.safe_load((root / AGENT_CONFIG.lstrip("/")).read_text())
+    assert [p["name"] for p in config["providers"]] == ["ecr-credential-provider"]
+    assert (root / AGENT_BIN_DIR.lstrip("/") / BOOTSTRAP_PROVIDER).is_file()
+    outcome = uninstall(
+        str(root), "", Service().restart, bootstrap=files_only(AGENT_CONFIG, AGENT_BIN_DIR)
+    )
+    assert outcome.result == "uninstalled" and outcome.kept == []
+    assert tree(str(root)) == provisioned
+
+
+def test_mode_files_uninstall_leaves_the_bootstrap_where_there_was_no_config(
+    tmp_path: Path,
+) -> None:
+    """A node provisioned without the bootstrap (the flags alone): uninstall does not delete the
+    config and bin dir the flags name, it leaves the bootstrap there, a config the kubelet starts
+    with (its check, as validate makes it, passes)."""
+    from credprovider.paths import AGENT_BIN_DIR, AGENT_CONFIG
+    from credprovider.tool.agent.bootstrap import BOOTSTRAP_PROVIDER, CONFIG_TEXT, PLUGIN_TEXT
+    from credprovider.tool.agent.platforms import files_only
+    from credprovider.tool.images.bindir import check_binaries
+    from credprovider.tool.kubeconfig.validate import load_config
+
+    root = tmp_path / "node"
+    (root / "var/lib/credprovider").mkdir(parents=True)
+    assert _files_mode(str(root), tmp_path, "0.1.0").result == "installed"
+    outcome = uninstall(
+        str(root), "", Service().restart, bootstrap=files_only(AGENT_CONFIG, AGENT_BIN_DIR)
+    )
+    assert outcome.result == "uninstalled"
+    assert any("left as the bootstrap" in note for note in outcome.notes)
+    config = root / AGENT_CONFIG.lstrip("/")
+    plugin = root / AGENT_BIN_DIR.lstrip("/") / BOOTSTRAP_PROVIDER
+    assert config.read_text() == CONFIG_TEXT and plugin.read_text() == PLUGIN_TEXT
+    assert plugin.stat().st_mode & 0o777 == 0o755
+    assert sorted(p.name for p in (root / "var/lib/credprovider/agent").iterdir()) == [
+        "bin",
+        "config.yaml",
+    ]  # the agent's own files and state gone
+    checked = check_binaries(load_config(str(config)), str(plugin.parent))
+    assert checked.stops_kubelet == []
+    # and again (a second uninstall, or one after a kill): nothing more, nothing less
+    again = uninstall(
+        str(root), "", Service().restart, bootstrap=files_only(AGENT_CONFIG, AGENT_BIN_DIR)
+    )
+    assert again.result == "uninstalled" and config.read_text() == CONFIG_TEXT
