@@ -15,8 +15,8 @@ SOURCES := $(shell find credprovider -name '*.py') build.spec $(wildcard release
 # Root filesystems, built interpreters and wheels are cached here between runs (keyed by recipe).
 export CREDPROVIDER_BUILD_CACHE ?= $(HOME)/.cache/credprovider-build
 
-.PHONY: host-tools venv lint format typecheck build release reproduce release-check test test-fast demo bench \
-	reliability-report clean
+.PHONY: host-tools venv lint format typecheck build release release-here reproduce release-check test \
+	test-fast demo bench reliability-report clean
 
 $(STAMP):
 	@release/host-tools.sh build
@@ -70,6 +70,13 @@ RELEASE_INPUTS := LICENSE $(wildcard config/*.yaml config/examples/*.yaml) \
 $(RELEASE)/SHA256SUMS: $(foreach arch,$(ARCHES),dist/bundles/$(arch)/credprovider) $(RELEASE_INPUTS)
 	@release/host-tools.sh release
 	$(PY) -m release artifacts --out $(RELEASE)
+
+# A first build's release: this machine's architecture only (no other interpreter, no qemu-user):
+# its tarball, .deb, .rpm, SBOMs, OCI image and chart, in dist/release-<arch>, minutes after make build.
+release-here: $(BUNDLE)/credprovider $(RELEASE_INPUTS)
+	@release/host-tools.sh release
+	$(PY) -m release artifacts --arch $(HOST_ARCH) --out dist/release-$(HOST_ARCH)
+	@ls -l dist/release-$(HOST_ARCH)
 
 # make release REGISTRY=host/repository also pushes the OCI image (basic auth from
 # CREDPROVIDER_REGISTRY_AUTH=user:password when set); SIGNING_KEY=key.asc (an armored OpenPGP

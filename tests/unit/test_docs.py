@@ -155,3 +155,21 @@ def test_the_bootstrap_in_the_docs_is_the_one_the_agent_knows() -> None:
     from credprovider.tool.agent.bootstrap import provisioning_script
 
     assert bootstrap_script_in_the_docs() == provisioning_script()
+
+
+def test_a_newcomers_first_release_is_this_machines_architecture_only() -> None:
+    """make release-here: this machine's artifacts only (no other interpreter, no qemu-user), and
+    the README starts a newcomer there."""
+    import subprocess
+
+    from release.targets import host_target
+
+    planned = subprocess.run(
+        ["make", "-n", "--always-make", "release-here"], cwd=REPO, capture_output=True,
+        text=True, check=True,
+    ).stdout  # fmt: skip
+    arch = host_target().arch
+    other = {"amd64": "arm64", "arm64": "amd64"}[arch]
+    assert f"-m release artifacts --arch {arch} --out dist/release-{arch}" in planned
+    assert f"--arch {other}" not in planned and f"bundles/{other}" not in planned
+    assert "make release-here" in " ".join((REPO / "README.md").read_text().split())
