@@ -16,7 +16,7 @@ SOURCES := $(shell find credprovider -name '*.py') build.spec $(wildcard release
 export CREDPROVIDER_BUILD_CACHE ?= $(HOME)/.cache/credprovider-build
 
 .PHONY: host-tools venv lint format typecheck build release release-here reproduce release-check test \
-	test-fast demo bench reliability-report clean
+	test-fast demo bench reliability-report clean fetch-debs
 
 $(STAMP):
 	@release/host-tools.sh build
@@ -100,15 +100,30 @@ reproduce: release
 
 # Only the release checks, for every tarball: the ELF rules, the launcher, and each tarball on an
 # older userland (Debian 11 root filesystems; arm64 under qemu-user). make test runs them too.
-release-check: release
-	$(PY) -m release fetch-debs
+release-check: release fetch-debs
 	CREDPROVIDER_REQUIRE_ARCHES="$(ARCHES)" $(PY) -m pytest -q tests/release
+
+fetch-debs: $(STAMP)
+	$(PY) -m release fetch-debs
 
 # The full suite: lint, types, the bundles and tarballs of both architectures, and every test
 # (unit, integration, through this machine's bundle, and both tarballs in Debian 11 root filesystems).
-test: host-tools lint typecheck build release
-	$(PY) -m release fetch-debs
-	CREDPROVIDER_REQUIRE_BUNDLE=1 CREDPROVIDER_REQUIRE_ARCHES="$(ARCHES)" $(PY) -m pytest -q
+# Each phase is timed (dist/test-phases.tsv); the suite's summary says where the time went and
+# keeps it in dist/test-times.json (tests/timing.py; docs/development.md reads its figures there).
+PHASES := dist/test-phases.tsv
+timed = @start=$$(date +%s%N); $(MAKE) --no-print-directory $(1) && \
+	echo "$(1)	$$(( ($$(date +%s%N) - start) / 1000000 ))" >> $(PHASES)
+test:
+	@mkdir -p dist && : > $(PHASES)
+	$(call timed,host-tools)
+	$(call timed,venv)
+	$(call timed,lint)
+	$(call timed,typecheck)
+	$(call timed,build)
+	$(call timed,release)
+	$(call timed,fetch-debs)
+	CREDPROVIDER_TEST_TIMES=dist/test-times.json CREDPROVIDER_TEST_PHASES=$(PHASES) \
+		CREDPROVIDER_REQUIRE_BUNDLE=1 CREDPROVIDER_REQUIRE_ARCHES="$(ARCHES)" $(PY) -m pytest -q
 
 # Quick loop while developing: no lint, no bundle (bundle tests skip).
 test-fast: $(STAMP)
