@@ -55,6 +55,7 @@ from credprovider.tool.change.durable import remove_empty_dir, remove_file, temp
 from credprovider.tool.change.engine import Kind, Op, perform
 from credprovider.tool.change.migrate import FlagChanges
 from credprovider.tool.change.results import Result
+from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.flagfiles import flags_from_file, rewrite
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
 
@@ -149,6 +150,11 @@ def _lay_bootstrap(root: str, state: State, rules: Platform) -> str:
     original = state["originals"].get(rules.config)
     if original is None or "absent" not in original:
         return ""  # never written by the agent, or the node's own config (a bootstrap too) returns
+    if not any(os.path.dirname(path) == rules.bin_dir for path in state["originals"]):
+        raise NodeChangeError(
+            f"--bin-dir {rules.bin_dir} is not where the agent linked its plugins: nothing is "
+            "changed; give the --bin-dir it was installed with (the kubelet's)"
+        )
     plugin = host(root, f"{rules.bin_dir}/{BOOTSTRAP_PROVIDER}")
     op = Op(Kind.FILE, plugin, PLUGIN_TEXT.encode(), mode=PLUGIN_MODE)
     if not op.done():

@@ -134,6 +134,11 @@ NODE_PATHS_THROUGH_PLAN = {
     (f"agent {action}", option)
     for action in ("apply", "run")
     for option in ("--bin-dir", "--config")
+} | {
+    # uninstall's: where the bootstrap goes, used only where the agent's state records its own
+    # config at --config and its links in --bin-dir (test_agent_apply's mode-files rows)
+    ("agent uninstall", option)
+    for option in ("--bin-dir", "--config")
 }
 
 PATH_OPTIONS: dict[tuple[str, str], tuple[str, Argv]] = {
@@ -205,6 +210,7 @@ NOT_PATHS = {
     "version", "files_only", "uninstall", "restart_command", "healthz", "health_timeout",
     "node", "namespace", "slots", "lease_seconds", "metrics", "dry_run_launcher", "width",
     "provider_settings", "armed_as", "after", "shipped", "node_name", "daemonset", "platform",
+    "environment",
 }  # fmt: skip
 
 

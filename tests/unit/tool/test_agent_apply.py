@@ -250,3 +250,19 @@ def test_mode_files_uninstall_leaves_the_bootstrap_where_there_was_no_config(
         str(root), "", Service().restart, bootstrap=files_only(AGENT_CONFIG, AGENT_BIN_DIR)
     )
     assert again.result == "uninstalled" and config.read_text() == CONFIG_TEXT
+
+
+def test_mode_files_uninstall_with_another_bin_dir_changes_nothing(tmp_path: Path) -> None:
+    """The bootstrap goes only where the agent linked its plugins: a wrong --bin-dir is refused
+    before anything changes (the kubelet's flags name the right one)."""
+    from credprovider.paths import AGENT_CONFIG
+    from credprovider.tool.agent.platforms import files_only
+    from credprovider.tool.errors import NodeChangeError
+
+    root = tmp_path / "node"
+    (root / "var/lib/credprovider").mkdir(parents=True)
+    assert _files_mode(str(root), tmp_path, "0.1.0").result == "installed"
+    before = tree(str(root))
+    with pytest.raises(NodeChangeError, match="is not where the agent linked its plugins"):
+        uninstall(str(root), "", Service().restart, bootstrap=files_only(AGENT_CONFIG, "/opt/x"))
+    assert tree(str(root)) == before
