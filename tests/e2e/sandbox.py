@@ -68,8 +68,13 @@ def _cmdline(pid: str) -> str:
 
 
 def run_kubelet(
-    binaries: tuple[Path, Path], config: Path, tmp_path: Path, **more: Any
+    binaries: tuple[Path, Path],
+    config: Path,
+    tmp_path: Path,
+    module: str = "tests.e2e.node",
+    **more: Any,
 ) -> dict[str, Any]:
+    """``module``'s run (the real kubelet on the fake CRI, the bundle its bin dir) sandboxed."""
     kubelet, fakecri = binaries
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -83,7 +88,7 @@ def run_kubelet(
         "timeout": 120,
         **more,
     }
-    return run_sandboxed("tests.e2e.node", spec, tmp_path, 600)
+    return run_sandboxed(module, spec, tmp_path, 600)
 
 
 def run_sandboxed(

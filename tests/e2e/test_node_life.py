@@ -9,8 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from credprovider.paths import AGENT_CONFIG
 from release.bundle import BUNDLE_DIR
-from tests.e2e.sandbox import run_sandboxed
+from tests.e2e.sandbox import run_kubelet
 from tests.unit.test_docs import bootstrap_script_in_the_docs
 
 
@@ -22,18 +23,14 @@ def _started(step: dict[str, Any]) -> bool:
 def test_a_documented_node_starts_before_the_agent_and_after_its_uninstall(
     binaries: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    kubelet, fakecri = binaries
-    run_dir = tmp_path / "run"
-    run_dir.mkdir()
-    spec = {
-        "run_dir": str(run_dir),
-        "kubelet": str(kubelet),
-        "fakecri": str(fakecri),
-        "bundle": str(BUNDLE_DIR.resolve()),
-        "bootstrap": bootstrap_script_in_the_docs(),
-        "result": str(tmp_path / "result.json"),
-    }
-    life = run_sandboxed("tests.e2e.lifecycle", spec, tmp_path, 900)
+    life = run_kubelet(
+        binaries,
+        Path(AGENT_CONFIG),  # the lifecycle's stages give the kubelet the documented paths
+        tmp_path,
+        module="tests.e2e.lifecycle",
+        bundle=str(BUNDLE_DIR.resolve()),
+        bootstrap=bootstrap_script_in_the_docs(),
+    )
 
     control = life["flags alone"]["kubelet"]
     assert control["exit"] not in (None, 0), control  # the docs before the bootstrap: no start

@@ -258,9 +258,13 @@ def _install_options(parser: argparse.ArgumentParser) -> None:
         "flag is set and nothing is restarted (the flags were set at provisioning; a changed "
         "config takes effect at the kubelet's next start)",
     )
+    _files_only_paths(parser)
+    platform_option(parser)
+
+
+def _files_only_paths(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bin-dir", help="with --files-only: the kubelet's bin dir")
     parser.add_argument("--config", help="with --files-only: the kubelet's config file")
-    platform_option(parser)
 
 
 def _node_options(parser: argparse.ArgumentParser, changes: bool) -> None:
@@ -343,8 +347,7 @@ def register(sub: Subcommands) -> None:
         "bootstrap is left at --config and its plugin in --bin-dir, since the kubelet's flags, "
         "set at provisioning, name them (docs/fleet.md)",
     )
-    undo.add_argument("--bin-dir", help="with --files-only: the kubelet's bin dir")
-    undo.add_argument("--config", help="with --files-only: the kubelet's config file")
+    _files_only_paths(undo)
     platform_option(undo)
     _node_options(undo, changes=True)
     undo.set_defaults(handler=_cmd_uninstall)

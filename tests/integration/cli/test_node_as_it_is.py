@@ -95,22 +95,19 @@ def test_an_image_of_a_cloud_no_configured_provider_is_is_a_warning(tmp_path: Pa
     host missed by a configured provider's matchImages stays a FAIL."""
     (tmp_path / "bin").mkdir()
     ecr_only = config_file(tmp_path, provider_entry())
-    other = "us-docker.pkg.dev/project/repo/app:v1"
-    _, report = doctor(
-        "--offline", "--config", str(ecr_only), "--bin-dir", str(tmp_path / "bin"),
-        "--image", other,
-    )  # fmt: skip
-    [said] = [c for c in report["checks"] if c["area"] == "image"]
-    assert (
-        said["status"] == "warn"
-        and "no configured provider is auth-provider-gcp" in said["message"]
-    )
-    missed = "123456789012.dkr.ecr.us-east-1.amazonaws.com:8443/team/app"
-    _, report = doctor(
-        "--offline", "--config", str(ecr_only), "--bin-dir", str(tmp_path / "bin"),
-        "--image", missed,
-    )  # fmt: skip
-    [said] = [c for c in report["checks"] if c["area"] == "image"]
+
+    def image_check(image: str) -> dict[str, str]:
+        _, report = doctor(
+            "--offline", "--config", str(ecr_only), "--bin-dir", str(tmp_path / "bin"),
+            "--image", image,
+        )  # fmt: skip
+        [said] = [c for c in report["checks"] if c["area"] == "image"]
+        return dict(said)
+
+    said = image_check("us-docker.pkg.dev/project/repo/app:v1")
+    assert said["status"] == "warn"
+    assert "no configured provider is auth-provider-gcp" in said["message"]
+    said = image_check("123456789012.dkr.ecr.us-east-1.amazonaws.com:8443/team/app")
     assert said["status"] == "fail" and "although ecr-credential-provider serves" in said["message"]
 
 
