@@ -1,6 +1,7 @@
 """The fleet agent: what it does on each kind of node, as one of a cluster.
 
-``platforms`` (each distribution's rules), ``mounts`` (what of the host the chart's pod mounts
+``platforms`` (each distribution's rules), ``envfile`` (kubeadm's flag files: the flags in force,
+an edit of KUBELET_EXTRA_ARGS, the in-tree cloud refused or migrated), ``mounts`` (what of the host the chart's pod mounts
 for each platform: platforms.yaml), ``settings`` (the chart's settings), ``plan`` (what the
 node should hold), ``apply`` and ``uninstall`` (the change, with its health wait and rollback),
 ``bootstrap`` (what provisioning lays for mode files, and uninstall leaves, so the kubelet starts),

@@ -40,6 +40,7 @@ from credprovider.tool.agent.state import (
     digest,
     host,
     keep,
+    keep_data,
     kept_bytes,
     load,
     read_host,
@@ -48,7 +49,7 @@ from credprovider.tool.agent.state import (
     save,
 )
 from credprovider.tool.change.durable import remove_tree
-from credprovider.tool.change.engine import Kind, Op, perform
+from credprovider.tool.change.engine import NEW_FILE_MODE, Kind, Op, perform
 from credprovider.tool.change.journal import recover
 from credprovider.tool.change.results import Action, Result
 from credprovider.tool.errors import NodeChangeError
@@ -114,7 +115,7 @@ def _intent(root: str, plan: AgentPlan, state: State) -> None:
     before = state.setdefault("before", {})
     for path, data in inputs:
         if path not in state["originals"]:
-            state["originals"][path] = keep(root, ORIGINALS, path)
+            state["originals"][path] = _original(root, plan, path)
         if path not in before:  # an unfinished change keeps the before it recorded
             before[path] = {**keep(root, BEFORE, path), "written": state["written"].get(path)}
         state["written"][path] = digest(data)
@@ -125,6 +126,17 @@ def _intent(root: str, plan: AgentPlan, state: State) -> None:
     if plan.flag_text is not None and plan.flag_file not in state.setdefault("flag_files", []):
         state["flag_files"].append(plan.flag_file)
     save(root, state)
+
+
+def _original(root: str, plan: AgentPlan, path: str) -> dict[str, Any]:
+    """What uninstall puts back at ``path``: the file as it is, or (a migrated node's flags) the
+    text the plan says, with the file's mode."""
+    restored = plan.flags_restored.get(path)
+    if restored is None:
+        return keep(root, ORIGINALS, path)
+    found = host(root, path)
+    mode = found.stat().st_mode & 0o7777 if found.is_file() else NEW_FILE_MODE
+    return keep_data(root, ORIGINALS, path, restored.encode(), mode)
 
 
 def _ops(root: str, plan: AgentPlan, bundle: Path) -> list[tuple[str, Op]]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Final
 
 from credprovider.paths import AGENT_HOME
+from credprovider.tool.agent import envfile
 from credprovider.tool.agent.bootstrap import BOOTSTRAP_PROVIDER
 from credprovider.tool.agent.platforms import (
     ENV_FILE,
@@ -39,12 +40,9 @@ from credprovider.tool.change.render import kubelet_flags, render_config
 from credprovider.tool.change.results import Action
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, read_bytes
-from credprovider.tool.node.flagfiles import flags_from_file, rewrite, units
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
-from credprovider.tool.node.layouts import KUBEADM_FLAGS_ENV
 from credprovider.tool.node.root import NodeRoot
 
-EXTRA_ARGS: Final = "KUBELET_EXTRA_ARGS"
 _K0S_EXTRA: Final = re.compile(r"--kubelet-extra-args(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)")
 
 
@@ -71,6 +69,11 @@ class AgentPlan:
     flag_file: str = ""
     flag_text: str | None = None  # the flags file as it will read (None: left as it is)
     restart: str = ""  # the service restarted ("": none)
+    # the in-tree cloud the flags change moves to --cloud-provider=external ("": none)
+    migrating: str = ""
+    # what uninstall restores each flags file to, where it is not the file as it was (a migrated
+    # node keeps --cloud-provider=external: the in-tree flag would stop a kubelet 1.31 or newer)
+    flags_restored: dict[str, str] = field(default_factory=dict)
     unfinished: str = ""  # the journal of a change by hand a kill left (agent/apply.py finishes it)
     finished: str = ""  # what finishing it did, said in the outcome
     notes: list[str] = field(default_factory=list)
@@ -123,9 +126,12 @@ def plan_node(
     platform: Platform | None = None,
     settings: Settings | None = None,
     sa_tokens_enabled: bool = True,
+    migrate_in_tree: bool = False,
 ) -> AgentPlan:
     """The plan for the node under ``root``, installing the plugins ``keys`` (of the catalog) at
-    ``version``; ``platform``: the rules to follow (default: the node's, :func:`recognize`)."""
+    ``version``; ``platform``: the rules to follow (default: the node's, :func:`recognize`).
+    ``migrate_in_tree``: a kubeadm node whose flags still give an in-tree ``--cloud-provider`` is
+    moved to ``--cloud-provider=external`` (else it is refused)."""
     platform, evidence = (platform, confirmed(root, platform)) if platform else recognize(root)
     plan = AgentPlan(platform.name, evidence, refused=platform.refusal)
     if not evidence:
@@ -140,9 +146,24 @@ def plan_node(
     if platform.note:
         plan.notes.append(platform.note)
     try:
-        plan.refused = _in_tree_refusal(root, platform)
+        found = envfile.texts(lambda p: _read(root, p), platform.flag_files)
+        decided = envfile.in_tree_decision(
+            _flags_in_force(root, platform),
+            found if platform.flags == ENV_FILE else {},
+            migrate_in_tree,
+            platform.flags == ENV_FILE,
+        )
+        plan.refused, plan.migrating = decided.refused, decided.migrating
         if plan.refused:
             return plan
+        if plan.migrating:
+            plan.notes.append(
+                f"the kubelet's in-tree --cloud-provider={plan.migrating} becomes "
+                "--cloud-provider=external in KUBELET_EXTRA_ARGS (last, so it wins): the cloud's "
+                "controller manager must run in the cluster; uninstall keeps it external. kubeadm's "
+                "own file keeps the old flag: set nodeRegistration.kubeletExtraArgs for nodes "
+                "joined later (credprovider migrate says how)"
+            )
         platform = _adopt_flags_in_force(plan, root, platform)
         plan.unfinished = _change_by_hand_left(root, platform.config)
         if plan.unfinished:
@@ -174,33 +195,6 @@ def plan_node(
     return plan
 
 
-def _in_tree_refusal(root: str, platform: Platform) -> str:
-    """Why the agent leaves a node whose kubelet flags still give the in-tree cloud login
-    (``--cloud-provider=<cloud>``, or the removed gate) alone ("" when they do not): the plugin
-    flags beside them would be "installed" on a kubelet that its next upgrade past 1.31 does not
-    start; ``credprovider migrate`` moves such a node, and says what kubeadm needs for nodes
-    joined later."""
-    from credprovider.tool.node.discovery import in_tree
-    from credprovider.tool.node.kubelet_flags import CLOUD_PROVIDER_FLAG, settings_from
-
-    args = _flags_in_force(root, platform)
-    if not in_tree(settings_from(args)):
-        return ""
-    cloud = flag_value(args, CLOUD_PROVIDER_FLAG)
-    said = f"--{CLOUD_PROVIDER_FLAG}={cloud}" if cloud else "DisableKubeletCloudCredentialProviders"
-    texts = _env_texts(root, platform) if platform.flags == ENV_FILE else {}
-    holder = next(
-        (p for p, t in texts.items() if t and in_tree(settings_from(_env_args({p: t})))), ""
-    )
-    command = f"credprovider migrate --kubelet-flags-file {holder or 'FILE'} --write"
-    return (
-        f"the kubelet's flags still give the in-tree cloud login ({said}): the plugins' flags "
-        "beside it would leave a kubelet that does not start once it is 1.31 or newer; nothing is "
-        f"changed: move the node first ({command} on it; docs/operators.md), and the agent "
-        "installs at its next start"
-    )
-
-
 def _change_by_hand_left(root: str, config: str) -> str:
     """The journal a ``credprovider install`` or ``migrate --write`` killed part way left beside
     the kubelet's config ("" for none): the node is half changed by hand (change/journal.py)."""
@@ -213,21 +207,12 @@ def _change_by_hand_left(root: str, config: str) -> str:
 def _flags_in_force(root: str, platform: Platform) -> list[str]:
     """The kubelet flags the node's own files give (ENV_FILE, K0S_UNIT platforms; none for others)."""
     if platform.flags == ENV_FILE:
-        return _env_args(_env_texts(root, platform))
+        return envfile.args(envfile.texts(lambda p: _read(root, p), platform.flag_files))
     if platform.flags == K0S_UNIT:
         path = _k0s_unit(root, platform)
         found = _K0S_EXTRA.search(_read(root, path) or "") if path else None
         return _split(found.group(1)) if found else []
     return []
-
-
-def _env_texts(root: str, platform: Platform) -> dict[str, str | None]:
-    """Each file the kubelet's env flags come from (kubeadm-flags.env, then the platform's)."""
-    return {path: _read(root, path) for path in (KUBEADM_FLAGS_ENV, *platform.flag_files)}
-
-
-def _env_args(texts: dict[str, str | None]) -> list[str]:
-    return shlex.split(" ".join(flags_from_file(text) for text in texts.values() if text))
 
 
 def _split(text: str) -> list[str]:
@@ -354,8 +339,8 @@ def _plan_flags(plan: AgentPlan, root: str, platform: Platform) -> None:
 def _plan_env_file(plan: AgentPlan, root: str, platform: Platform, wanted: list[str]) -> None:
     """kubeadm: the flags the kubelet gets from every file its drop-in reads (KUBELET_EXTRA_ARGS
     last); the two are added to (or corrected in) KUBELET_EXTRA_ARGS when not already right."""
-    texts = _env_texts(root, platform)
-    if _flags_right(_env_args(texts), platform):
+    texts = envfile.texts(lambda p: _read(root, p), platform.flag_files)
+    if _flags_right(envfile.args(texts), platform) and not plan.migrating:
         plan.steps.append(Step(Action.UNCHANGED, "", "the kubelet's flags are already right"))
         return
     home = next((p for p in platform.flag_files if texts[p] is not None), "") or next(
@@ -365,24 +350,18 @@ def _plan_env_file(plan: AgentPlan, root: str, platform: Platform, wanted: list[
     )
     text = texts[home] or ""
     changes = FlagChanges(frozenset({CONFIG_FLAG, BIN_DIR_FLAG}), frozenset())
-    extra = _extra_args_unit(text)
-    if extra is None:
-        new = rewrite(text, changes.edit)
-        new = new if not new or new.endswith("\n") else new + "\n"
-        new += f"{EXTRA_ARGS}={shlex.quote(' '.join(wanted))}\n"
-    else:
-        new = rewrite(text, changes.edit, wanted, extra)
+    if plan.migrating:  # the in-tree cloud moved to external, passed last so that it wins
+        migration = envfile.InTree(migrating=plan.migrating)
+        changes = FlagChanges(
+            changes.drop | migration.changes.drop, changes.gates | migration.changes.gates
+        )
+        wanted = [envfile.EXTERNAL, *wanted]
+        plan.flags_restored[home] = migration.restored(text)
+    new = envfile.with_extra_args(text, changes, wanted)
     plan.flag_file, plan.flag_text = home, new
-    plan.steps.append(Step(Action.FLAGS, home, f"{EXTRA_ARGS} in {home}: {' '.join(wanted)}"))
-
-
-def _extra_args_unit(text: str) -> int | None:
-    """The index (in :func:`units`) of the env file's KUBELET_EXTRA_ARGS assignment, if any."""
-    for index, unit in enumerate(units(text)):
-        line = text[text.rfind("\n", 0, unit.start) + 1 : unit.start].strip()
-        if line.removeprefix("export").strip().startswith(f"{EXTRA_ARGS}="):
-            return index
-    return None
+    plan.steps.append(
+        Step(Action.FLAGS, home, f"{envfile.EXTRA_ARGS} in {home}: {' '.join(wanted)}")
+    )
 
 
 def _plan_k0s(plan: AgentPlan, root: str, platform: Platform, wanted: list[str]) -> None:

@@ -39,6 +39,7 @@ class RunOptions:
     rules: Platform | None  # --files-only's paths, --platform's, or None: the node's own
     uninstall: bool = False
     dry_run_launcher: str = ""
+    migrate_in_tree: bool = False  # an in-tree kubeadm node moved to external, not refused
 
 
 def failed_because(exc: OSError | NodeChangeError) -> str:
@@ -79,6 +80,7 @@ def change(
         lambda: plan_node(
             options.root, options.keys, options.version, options.rules, options.settings,
             sa_tokens_enabled=version is None or version >= SA_TOKENS_ON_SINCE,
+            migrate_in_tree=options.migrate_in_tree,
         ),
     )  # fmt: skip
     outcome = node.install(plan, Path(options.bundle))

@@ -92,7 +92,10 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     keys = _keys(args, "plan")
     if keys is None or _paths_refused(args, "plan"):
         return EXIT_USAGE
-    plan = plan_node(args.root, keys, args.version, platform_rules(args), args.settings)
+    plan = plan_node(
+        args.root, keys, args.version, platform_rules(args), args.settings,
+        migrate_in_tree=args.migrate_in_tree,
+    )  # fmt: skip
     if args.json:
         print_json(asdict(plan) | {"changesKubeletInput": plan.changes_kubelet_input})
         return EXIT_FAILED if plan.refused else EXIT_OK
@@ -174,7 +177,12 @@ def _cmd_apply(args: argparse.Namespace) -> int:
             plan = plan_finished(
                 args.root,
                 lambda: plan_node(
-                    args.root, keys, args.version, platform_rules(args), args.settings
+                    args.root,
+                    keys,
+                    args.version,
+                    platform_rules(args),
+                    args.settings,
+                    migrate_in_tree=args.migrate_in_tree,
                 ),
             )
             outcome = apply(
@@ -260,6 +268,13 @@ def _install_options(parser: argparse.ArgumentParser) -> None:
     )
     _files_only_paths(parser)
     platform_option(parser)
+    parser.add_argument(
+        "--migrate-in-tree",
+        action="store_true",
+        help="on a kubeadm node whose flags still give an in-tree --cloud-provider, move it to "
+        "--cloud-provider=external in KUBELET_EXTRA_ARGS (the cloud's controller manager must "
+        "run; uninstall keeps it external) instead of refusing the node (default: refuse)",
+    )
 
 
 def _files_only_paths(parser: argparse.ArgumentParser) -> None:

@@ -261,6 +261,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         rules=platform_rules(args),
         uninstall=args.uninstall,
         dry_run_launcher=args.dry_run_launcher,
+        migrate_in_tree=args.migrate_in_tree,
     )
 
 

@@ -266,3 +266,33 @@ def test_mode_files_uninstall_with_another_bin_dir_changes_nothing(tmp_path: Pat
     with pytest.raises(NodeChangeError, match="is not where the agent linked its plugins"):
         uninstall(str(root), "", Service().restart, bootstrap=files_only(AGENT_CONFIG, "/opt/x"))
     assert tree(str(root)) == before
+
+
+def test_a_migrated_node_keeps_the_external_cloud_provider_after_uninstall(tmp_path: Path) -> None:
+    """The agent asked to migrate an in-tree kubeadm node: installed, then unchanged on the next
+    run (no longer in-tree), then uninstalled: the node as it was but external, since the in-tree
+    flag would stop a kubelet 1.31 or newer; kubeadm's own file is never touched."""
+    from credprovider.tool.agent import envfile
+    from credprovider.tool.node.kubelet_flags import flag_value
+
+    root = kubeadm(tmp_path)
+    generated = Path(root) / "var/lib/kubelet/kubeadm-flags.env"
+    generated.write_text('KUBELET_KUBEADM_ARGS="--node-ip=10.0.0.5 --cloud-provider=aws"\n')
+    service = Service()
+
+    def migrate(version: str, where: Path) -> Outcome:
+        plan = plan_node(root, ["aws"], version, migrate_in_tree=True)
+        return apply(root, plan, bundle(where, version), version, service.restart, service.healthy)
+
+    assert migrate("0.1.0", tmp_path).result == "installed"
+    texts = envfile.texts(
+        lambda p: (Path(root) / p.lstrip("/")).read_text(), ("/etc/default/kubelet",)
+    )
+    assert flag_value(envfile.args(texts), "cloud-provider") == "external"
+    assert migrate("0.1.0", tmp_path / "again").result == "unchanged"
+    outcome = uninstall(root, "kubelet", service.restart)
+    assert outcome.result == "uninstalled" and outcome.kept == []
+    assert (Path(root) / "etc/default/kubelet").read_text() == (
+        'KUBELET_EXTRA_ARGS="--v=2 --cloud-provider=external"\n'
+    )
+    assert "--cloud-provider=aws" in generated.read_text()

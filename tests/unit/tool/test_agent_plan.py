@@ -353,3 +353,33 @@ def test_a_kubeadm_node_on_the_external_cloud_provider_is_planned(tmp_path: Path
     root = node(tmp_path, {**KUBEADM_NODE, "/var/lib/kubelet/kubeadm-flags.env": env})
     plan = plan_node(root, ["aws"], "0.1.0")
     assert plan.refused == "" and plan.flag_file == "/etc/default/kubelet"
+
+
+def test_asked_to_migrate_an_in_tree_kubeadm_node_the_agent_moves_it_to_external(
+    tmp_path: Path,
+) -> None:
+    """flags.migrateInTree: --cloud-provider=aws in kubeadm's own file is overridden by
+    --cloud-provider=external in KUBELET_EXTRA_ARGS (passed last); what uninstall puts back keeps
+    it external. The gate, in kubeadm's own file (not the agent's to edit), is still refused."""
+    env = 'KUBELET_KUBEADM_ARGS="--node-ip=10.0.0.5 --cloud-provider=aws"\n'
+    root = node(
+        tmp_path,
+        {
+            **KUBEADM_NODE,
+            "/var/lib/kubelet/kubeadm-flags.env": env,
+            "/etc/default/kubelet": "KUBELET_EXTRA_ARGS=--v=2\n",
+        },
+    )
+    plan = plan_node(root, ["aws"], "0.1.0", migrate_in_tree=True)
+    assert (plan.refused, plan.migrating) == ("", "aws")
+    assert plan.flag_text == f'KUBELET_EXTRA_ARGS="--v=2 --cloud-provider=external {FLAGS}"\n'
+    assert plan.flags_restored == {
+        "/etc/default/kubelet": 'KUBELET_EXTRA_ARGS="--v=2 --cloud-provider=external"\n'
+    }
+    assert any("controller manager must run" in note for note in plan.notes)
+    gate = "--feature-gates=DisableKubeletCloudCredentialProviders=false"
+    (Path(root) / "var/lib/kubelet/kubeadm-flags.env").write_text(
+        f'KUBELET_KUBEADM_ARGS="{gate}"\n'
+    )
+    refused = plan_node(root, ["aws"], "0.1.0", migrate_in_tree=True)
+    assert "DisableKubeletCloudCredentialProviders" in refused.refused and refused.steps == []
