@@ -203,3 +203,35 @@ def test_mode_files_uninstall_killed_at_every_point_leaves_a_kubelet_that_starts
         covered += 1
     print(f"mode files uninstall: {covered} kill points")
     assert covered >= 8
+
+
+def test_migrating_apply_killed_at_every_point(tmp_path: Path, healthz: str) -> None:
+    """flags.migrateInTree on a kubeadm node on --cloud-provider=aws: the apply killed at every
+    point; uninstall right after the kill leaves what an uninterrupted apply's uninstall leaves
+    (the node as it was, but external), or, killed before the flags file changed, the node exactly
+    as it was. (The same apply run again after a kill is the first install's path, above: the
+    migration changes the flags text and the original kept, not the steps.)"""
+
+    def prepare(node: Node) -> None:
+        Path(node.root, "var/lib/kubelet/kubeadm-flags.env").write_text(
+            'KUBELET_KUBEADM_ARGS="--node-ip=10.0.0.5 --cloud-provider=aws"\n'
+        )
+
+    migrating = "--migrate-in-tree"
+    reference = Node(tmp_path / "reference", healthz, "node")
+    prepare(reference)
+    original = reference.tree()
+    assert reference.apply(0, migrating) == 0
+    applied = reference.tree()
+    assert reference.uninstall() == 0
+    left = reference.tree()
+    assert "--cloud-provider=external" in left["/etc/default/kubelet"][1]
+    assert applied not in (left, original)
+    covered = 0
+    run = lambda n, p: n.apply(p, migrating)  # noqa: E731
+    for point, node in points(tmp_path, healthz, prepare, run):
+        assert node.uninstall() == 0, f"point {point}"
+        assert node.tree() in (left, original), f"uninstall after a kill at point {point}"
+        covered += 1
+    print(f"migrating apply: {covered} kill points")
+    assert covered >= 20
