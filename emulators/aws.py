@@ -45,6 +45,7 @@ class EcrCall:
     session_token: str
     signature_valid: bool | None = None  # None: the access key's secret is not known here
     user_agent: str = ""
+    at: float = field(default_factory=time.monotonic)  # when it arrived
 
 
 def signature_valid(request: FakeRequest, secret_key: str) -> bool:

@@ -168,7 +168,10 @@ class BotocoreTokenApi:
             raise SettingsError(str(exc)) from None
         except ClientError as exc:
             error = exc.response.get("Error", {})
-            raise ApiError(error.get("Code", "error"), error.get("Message", "")) from None
+            headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+            raise ApiError(
+                error.get("Code", "error"), error.get("Message", ""), headers.get("retry-after")
+            ) from None
         except (
             EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError, ConnectionClosedError
         ) as exc:  # fmt: skip

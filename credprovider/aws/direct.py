@@ -242,8 +242,9 @@ def instance_role_keys(imds: str, ctx: Context) -> AccessKeys | None:
 # --- the call --------------------------------------------------------------------------------------
 
 
-def parse_error(status: int, body: bytes) -> ApiError:
-    """An error answer as botocore reads it: ``__type`` after its ``#``, else the HTTP status."""
+def parse_error(status: int, body: bytes, retry_after: str | None = None) -> ApiError:
+    """An error answer as botocore reads it: ``__type`` after its ``#``, else the HTTP status;
+    ``retry_after``: the answer's Retry-After header, kept with it."""
     try:
         answer = decode_json(body)
     except ValueError:  # not JSON, or past a cap: the status says what there is to say
@@ -251,14 +252,14 @@ def parse_error(status: int, body: bytes) -> ApiError:
     if isinstance(answer, dict) and isinstance(answer.get("__type"), str):
         code = answer["__type"].rsplit("#", 1)[-1]
         message = answer.get("message", answer.get("Message", ""))
-        return ApiError(code, message if isinstance(message, str) else "")
+        return ApiError(code, message if isinstance(message, str) else "", retry_after)
     from http import HTTPStatus  # the phrases http.client.responses has, without http.client
 
     try:
         phrase = HTTPStatus(status).phrase
     except ValueError:
         phrase = ""
-    return ApiError(str(status), phrase)
+    return ApiError(str(status), phrase, retry_after)
 
 
 def parse_token_answer(service: str, body: bytes) -> TokenAnswer:
@@ -358,4 +359,5 @@ def _throttled(answer: HttpResponse) -> Throttle | None:
 
     if answer.status in (200, *RETRY_STATUSES):
         return throttled(answer)
-    return throttle_of(parse_error(answer.status, answer.body)) or throttled(answer)
+    error = parse_error(answer.status, answer.body, answer.header("retry-after"))
+    return throttle_of(error) or throttled(answer)

@@ -59,19 +59,21 @@ class TokenApi(Protocol):
 class ApiError(CredproviderError):
     """The API answered with an error: ``code`` and ``message`` as botocore's ClientError has them."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: str, message: str, retry_after: str | None = None) -> None:
         super().__init__(f"{code}: {message}")
         self.code = code
         self.message = message
+        self.retry_after = retry_after  # the answer's Retry-After header, when it had one
 
 
 def throttle_of(exc: Exception) -> Throttle | None:
-    """The API's "slow down", as the retry loop takes it (ECR sends no Retry-After)."""
+    """The API's "slow down", as the retry loop takes it: never retried before the answer's
+    Retry-After, whatever its body says (ECR itself sends none; a proxy or a stand-in may)."""
     if not (isinstance(exc, ApiError) and exc.code in THROTTLE_CODES):
         return None
-    from credprovider.runtime.retry import Throttle
+    from credprovider.runtime.retry import Throttle, retry_after_seconds
 
-    return Throttle()
+    return Throttle(retry_after_seconds(exc.retry_after) if exc.retry_after else None)
 
 
 def transient(exc: Exception) -> bool:

@@ -3,6 +3,7 @@ code and message, and what to do."""
 
 from __future__ import annotations
 
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -188,3 +189,44 @@ def test_unusable_aws_settings_say_to_fix_them_not_to_retry(
         "files)"
     )
     assert "failing or throttling" not in line
+
+
+@pytest.mark.parametrize("status", [400, 429])
+def test_throttling_waits_for_retry_after_whatever_the_body_says(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str, route: dict[str, str], status: int
+) -> None:
+    """ThrottlingException with Retry-After: 3 (a proxy's or a stand-in's; ECR sends none): the
+    next call comes no sooner than 3 s later (before: after a fraction of a second, the body's
+    code taking the place of the header); within a 6 s deadline that leaves room for one more."""
+    fake, server = ecr
+    fake.fault = aws_error("ThrottlingException", "Rate exceeded", status)
+    fake.fault.headers["Retry-After"] = "3"
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"),
+        ["--deadline=6s", "-v=2"],
+        env=ecr_env(server.url, moto_server, **route),
+    )
+    assert run.code == 1
+    gaps = [later.at - earlier.at for earlier, later in pairwise(fake.calls)]
+    assert len(fake.calls) == 2 and gaps[0] >= 3.0, (gaps, run.stderr)
+    assert "(Retry-After 3s)" in run.stderr
+
+
+def test_a_retry_after_past_the_deadline_stops_at_once(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str, route: dict[str, str]
+) -> None:
+    """Retry-After: 3600 with a minute's deadline: no retry can honour it, so none is made and
+    the one line comes at once (before: 8 or 9 calls in 4.5 s)."""
+    fake, server = ecr
+    fake.fault = aws_error("ThrottlingException", "Rate exceeded", 429)
+    fake.fault.headers["Retry-After"] = "3600"
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"),
+        ["-v=1"],
+        env=ecr_env(server.url, moto_server, **route),
+    )
+    assert (run.code, len(fake.calls)) == (1, 1), run.stderr
+    assert "no time is left to wait for the service" in run.stderr
+    assert run.error_lines[-1].endswith("kubelet retries on the next pull")
