@@ -34,6 +34,7 @@ from credprovider.tool.commands.common import (
     EXIT_USAGE,
     Subcommands,
     print_json,
+    seconds,
 )
 from credprovider.tool.errors import NodeChangeError
 
@@ -309,7 +310,7 @@ def _node_options(parser: argparse.ArgumentParser, changes: bool) -> None:
         )
         parser.add_argument(
             "--health-timeout",
-            type=float,
+            type=seconds,
             default=HEALTH_TIMEOUT,
             help="seconds the kubelet has to be healthy again (default: %(default)s)",
         )
@@ -399,7 +400,7 @@ def register(sub: Subcommands) -> None:
     )
     back.add_argument(
         "--after",
-        type=float,
+        type=seconds,
         default=0.0,
         help="seconds to wait first: the health wait and a grace (default: %(default)s)",
     )

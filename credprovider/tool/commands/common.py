@@ -43,6 +43,27 @@ EXAMPLE_IMAGE: Final = next(iter(EXAMPLE.sample_images.values()))
 EXAMPLE_PATTERN: Final = EXAMPLE.match_images[0]
 
 
+# The longest wait any command's seconds option takes: a day.
+MAX_SECONDS: Final = 86_400.0
+
+
+def seconds(text: str) -> float:
+    """A seconds option (argparse ``type``): a finite number from 0 to a day; ``nan``, ``inf``
+    and negative ones are usage errors (a wait that never ends, or a loop that never waits)."""
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or not 0 <= value <= MAX_SECONDS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give seconds from 0 to {MAX_SECONDS:g} (a day)"
+        )
+    return value
+
+
 def print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, sort_keys=False))
 

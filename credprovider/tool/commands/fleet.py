@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Final
 
 from credprovider.runtime.redact import printable
 from credprovider.tool.change.results import Result
-from credprovider.tool.commands.common import EXIT_FAILED, EXIT_OK, Subcommands, print_json
+from credprovider.tool.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    Subcommands,
+    print_json,
+    seconds,
+)
 
 if TYPE_CHECKING:
     from credprovider.tool.agent.cluster import NodeStatus
@@ -138,7 +144,7 @@ def register(sub: Subcommands) -> None:
     uninstall.add_argument("--daemonset", required=True, help="the agent DaemonSet's name")
     uninstall.add_argument(
         "--timeout",
-        type=float,
+        type=seconds,
         default=600.0,
         help="seconds to wait for every node (default: %(default)g)",
     )

@@ -64,3 +64,22 @@ def test_a_mistyped_platform_is_refused_with_the_closest_name(tmp_path: Path) ->
     assert (both.returncode, both.stderr) == (
         2, "credprovider agent plan: --files-only follows no platform: leave --platform out\n",
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "1e9"])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["fleet", "uninstall", "--namespace", "ns", "--daemonset", "ds", "--timeout"],
+        ["agent", "uninstall", "--root", "/nonexistent", "--health-timeout"],
+    ],
+    ids=["fleet uninstall --timeout", "agent uninstall --health-timeout"],
+)
+def test_a_wait_that_never_ends_or_never_waits_is_a_usage_error(
+    command: list[str], value: str
+) -> None:
+    """Before: fleet uninstall --timeout nan never ended, listing nodes in a hot loop."""
+    done = run_cli(*command, value)
+    assert (done.returncode, done.stdout) == (2, ""), done
+    assert "give seconds from 0 to 86400 (a day)" in done.stderr
+    assert "Traceback" not in done.stderr
