@@ -10,6 +10,7 @@ only it shows: the exact AuthConfig the kubelet hands over with each PullImage, 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from credprovider.paths import AGENT_BIN_DIR
+from credprovider.paths import AGENT_BIN_DIR, AGENT_CONFIG
+from credprovider.tool.agent.bootstrap import BOOTSTRAP_PROVIDER, CONFIG_TEXT, PLUGIN_TEXT
 from emulators.aws import NODE_KEY
 from emulators.gcp import FakeMetadata
 from release import image
@@ -181,7 +183,17 @@ def test_containerd_pulls_every_registry_form_with_the_plugins_credentials(
     assert [p["name"] for p in written["providers"]] == list(PROVIDERS)
     assert agent["uninstall"]["printed"][0] == "uninstalled", agent["uninstall"]
     # byte for byte, but for the directory the kubelet made for the hostPath (DirectoryOrCreate)
-    assert agent["after"] == {**agent["before"], "/var/lib/credprovider": "dir"}
+    # and the bootstrap, where the kubelet's flags (set at provisioning) name the config and the
+    # plugins (agent/bootstrap.py: the node had no config before)
+    digest = lambda text: "file:" + hashlib.sha256(text.encode()).hexdigest()[:16]  # noqa: E731
+    assert agent["after"] == {
+        **agent["before"],
+        "/var/lib/credprovider": "dir",
+        home: "dir",
+        bin_dir: "dir",
+        f"{bin_dir}/{BOOTSTRAP_PROVIDER}": digest(PLUGIN_TEXT),
+        AGENT_CONFIG: digest(CONFIG_TEXT),
+    }
 
     # the release's OCI image runs under containerd as its non-root user (runAsNonRoot), its
     # plugins on PATH

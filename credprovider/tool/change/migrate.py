@@ -71,6 +71,8 @@ class MigrationPlan:
     bin_dir: str = NODE_BIN_DIR
     node_files: dict[str, str] = field(default_factory=dict)  # plugin key -> its node file
     existing: ExistingConfig | None = None  # the config merged in, as read_existing read it
+    # the file at --config-out already holds these providers: it is left as it is
+    config_unchanged: bool = False
 
     def install_args(self, config_path: str) -> list[str]:
         """The ``credprovider install`` arguments that put these plugins in place for this config

@@ -85,6 +85,7 @@ def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:
             kubelet_config_path=args.kubelet_config,
             read_existing=_existing_config,
         )
+        plan.config_unchanged = _config_unchanged(plan, args.config_out)  # decided before writing
         refused = _refusal(plan, args.config_out) if args.write else None
         if args.write and not refused:
             from credprovider.tool.change.install import check_writable
@@ -243,7 +244,7 @@ def _would_not_start(plan: MigrationPlan, config_out: str) -> str | None:
 def _contents(plan: MigrationPlan, config_out: str) -> dict[str, str]:
     """Every file --write writes: the flags files, the KubeletConfiguration and the config (not
     when it already holds the providers)."""
-    config = plan.config and not _config_unchanged(plan, config_out)
+    config = plan.config and not plan.config_unchanged
     return {**plan.files, **({config_out: plan.config} if config else {})}
 
 
@@ -294,7 +295,7 @@ def _print_plan(
         for line in difflib.unified_diff(before, text.splitlines(keepends=True), path, path):
             print(f"  {line.rstrip(chr(10))}")
     install = shlex.join(["credprovider", *plan.install_args(config_out)])
-    if plan.config and _config_unchanged(plan, config_out):
+    if plan.config and plan.config_unchanged:
         print(
             f"unchanged {config_out}: it already has these providers (put the plugins in "
             f"{plan.bin_dir}: {install})"
