@@ -16,7 +16,7 @@ SOURCES := $(shell find credprovider -name '*.py') build.spec $(wildcard release
 export CREDPROVIDER_BUILD_CACHE ?= $(HOME)/.cache/credprovider-build
 
 .PHONY: host-tools venv lint format typecheck build release release-here reproduce release-check test \
-	test-fast demo bench reliability-report clean fetch-debs
+	test-fast demo bench reliability-report clean fetch-debs go-tools
 
 $(STAMP):
 	@release/host-tools.sh build
@@ -106,12 +106,22 @@ release-check: release fetch-debs
 fetch-debs: $(STAMP)
 	$(PY) -m release fetch-debs
 
+# Every Go binary the tests run (the kubelet and its control plane, containerd, the registry, crictl,
+# Helm, cosign: release/gobuild.py), built into the cache where missing (minutes cold, nothing warm).
+go-tools: $(STAMP)
+	$(PY) -m release go-tools
+
 # The full suite: lint, types, the bundles and tarballs of both architectures, and every test
 # (unit, integration, through this machine's bundle, and both tarballs in Debian 11 root filesystems).
 # Each phase is timed (dist/test-phases.tsv); the suite's summary says where the time went and
 # keeps it in dist/test-times.json (tests/timing.py; docs/development.md reads its figures there).
+# The Go tools are built beside the bundles (make -j2: two jobs, each phase itself one job at a
+# time), and the tests run on TEST_WORKERS pytest-xdist workers: much of the suite waits (a kubelet,
+# a cluster, a kill point) rather than computes. Each test module runs on one worker (its module
+# fixtures: one fleet cluster, one control plane), the slowest modules first (tests/schedule.py).
+TEST_WORKERS ?= 4
 PHASES := dist/test-phases.tsv
-timed = @start=$$(date +%s%N); $(MAKE) --no-print-directory $(1) && \
+timed = @start=$$(date +%s%N); $(MAKE) --no-print-directory -j1 $(1) && \
 	echo "$(1)	$$(( ($$(date +%s%N) - start) / 1000000 ))" >> $(PHASES)
 test:
 	@mkdir -p dist && : > $(PHASES)
@@ -119,11 +129,18 @@ test:
 	$(call timed,venv)
 	$(call timed,lint)
 	$(call timed,typecheck)
-	$(call timed,build)
-	$(call timed,release)
+	@$(MAKE) --no-print-directory -j2 timed-go-tools timed-release
 	$(call timed,fetch-debs)
 	CREDPROVIDER_TEST_TIMES=dist/test-times.json CREDPROVIDER_TEST_PHASES=$(PHASES) \
-		CREDPROVIDER_REQUIRE_BUNDLE=1 CREDPROVIDER_REQUIRE_ARCHES="$(ARCHES)" $(PY) -m pytest -q
+		CREDPROVIDER_REQUIRE_BUNDLE=1 CREDPROVIDER_REQUIRE_ARCHES="$(ARCHES)" \
+		$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
+
+.PHONY: timed-go-tools timed-release
+timed-go-tools:
+	$(call timed,go-tools)
+timed-release:
+	$(call timed,build)
+	$(call timed,release)
 
 # Quick loop while developing: no lint, no bundle (bundle tests skip).
 test-fast: $(STAMP)

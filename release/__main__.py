@@ -122,6 +122,11 @@ def main(argv: list[str]) -> int:
         "fetch-debs", help="the pinned Debian packages (release/debs.lock.json), into the cache"
     )
     _arch_option(fetch)
+    sub.add_parser(
+        "go-tools",
+        help="every Go binary the tests run (the kubelet, the control plane, containerd, the "
+        "registry, crictl, Helm, cosign), built into the cache where missing",
+    )
     args = parser.parse_args(argv)
     if args.command == "bundle":
         bundle.build(target(args.arch), args.out)
@@ -148,6 +153,15 @@ def main(argv: list[str]) -> int:
         from release import debs
 
         debs.fetch_all(args.arch or sorted(TARGETS))
+    elif args.command == "go-tools":
+        from release import gobuild
+
+        try:
+            built = gobuild.build_all()
+        except gobuild.GoBuildError as exc:
+            sys.stderr.write(f"release go-tools: {exc}\n")
+            return 1
+        sys.stderr.write(f"[release] {len(built)} Go binaries in {built[0].parent.parent}\n")
     elif args.command == "push":
         auth = os.environ.get("CREDPROVIDER_REGISTRY_AUTH", "")
         from release import cosign

@@ -9,10 +9,13 @@ a cold kubelet build takes on 2 cores. Used by the test fixtures and by ``make b
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from release.native import cache_root
@@ -90,20 +93,35 @@ def _go(args: list[str], env: dict[str, str], timeout: float, cwd: Path | None =
         raise GoBuildError(f"go {' '.join(args)} failed:\n{proc.stderr[-3000:]}")
 
 
+@contextmanager
+def _one_builder(target: Path) -> Iterator[bool]:
+    """Held while ``target`` is built: the test workers (pytest-xdist) and ``make go-tools`` that
+    need the same binary build it once, the others waiting on its lock file, then finding it
+    built. Yields whether it still has to be built."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.with_name(target.name + ".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield not target.exists()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def binary(package: str, name: str, timeout: float = 1800) -> Path:
     """``go build`` ``package`` of the module (once per module digest); the binary's path."""
     target = cache_root() / "go" / module_digest() / name
     if target.exists():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(".partial")
-    _go(
-        ["build", *ldflags(package), "-o", str(partial), package],
-        {"GOFLAGS": "-mod=mod"},
-        timeout,
-        cwd=MODULE,
-    )
-    partial.replace(target)
+    with _one_builder(target) as needed:
+        if needed:
+            partial = target.with_suffix(".partial")
+            _go(
+                ["build", *ldflags(package), "-o", str(partial), package],
+                {"GOFLAGS": "-mod=mod"},
+                timeout,
+                cwd=MODULE,
+            )
+            partial.replace(target)
     return target
 
 
@@ -136,15 +154,37 @@ def released(tool: tuple[tuple[str, ...], str], timeout: float = 1800) -> Path:
     target = directory / name
     if target.exists():
         return target
-    partial = directory / "partial"
-    partial.mkdir(parents=True, exist_ok=True)
-    _go(
-        ["install", *(f"{package}@{version}" for package in packages)],
-        {"GOFLAGS": "", "GOBIN": str(partial)},
-        timeout,
-    )
-    for package in packages[1:]:
-        other = package.rsplit("/", 1)[1]
-        (partial / other).replace(directory / other)
-    (partial / name).replace(target)
+    with _one_builder(target) as needed:
+        if needed:
+            partial = directory / "partial"
+            partial.mkdir(parents=True, exist_ok=True)
+            _go(
+                ["install", *(f"{package}@{version}" for package in packages)],
+                {"GOFLAGS": "", "GOBIN": str(partial)},
+                timeout,
+            )
+            for package in packages[1:]:
+                other = package.rsplit("/", 1)[1]
+                (partial / other).replace(directory / other)
+            (partial / name).replace(target)
     return target
+
+
+# Everything the suite builds with Go: the module's binaries (package, name) and the released tools.
+MODULE_BINARIES = (
+    (HARNESS, "kubelet-harness"),
+    (KUBELET, "kubelet"),
+    (FAKE_CRI, "fakecri"),
+    (ETCD, "etcd"),
+    (KUBE_APISERVER, "kube-apiserver"),
+    (KUBE_CONTROLLER_MANAGER, "kube-controller-manager"),
+    (KUBE_SCHEDULER, "kube-scheduler"),
+)
+RELEASED_TOOLS = (CRICTL, CONTAINERD, REGISTRY, HELM, COSIGN)
+
+
+def build_all() -> list[Path]:
+    """Every Go binary the suite needs, built where missing (``make go-tools``: make test builds
+    them beside the bundles, not one by one in the tests that first need them)."""
+    built = [binary(package, name) for package, name in MODULE_BINARIES]
+    return built + [released(tool) for tool in RELEASED_TOOLS]

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from emulators.kubelet_exec import PluginRun
 from release.bundle import REPO
@@ -36,9 +37,32 @@ class Figures:
         with self.lock:
             self.outcomes.append(outcome)
 
-    def write(self, path: Path) -> None:
+    def write(self, path: Path, run: str) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps([asdict(o) for o in self.outcomes], indent=1))
+        outcomes = [asdict(o) for o in self.outcomes]
+        path.write_text(json.dumps({"run": run, "outcomes": outcomes}, indent=1))
+
+
+def figures_file(worker: str) -> Path:
+    """Where one pytest process keeps its outcomes: ``figures.json``, or one file per
+    pytest-xdist worker (``figures-gw0.json``), the report adding up one run's."""
+    return FIGURES_DIR / (f"figures-{worker}.json" if worker else "figures.json")
+
+
+def recorded_outcomes() -> list[dict[str, Any]] | None:
+    """Every outcome of the last run: the newest file's, and those of the files its workers
+    wrote (the same run id; a file an earlier run's worker left is not added). None: no run."""
+    found = []
+    for path in FIGURES_DIR.glob("figures*.json"):
+        try:
+            found.append((path.stat().st_mtime, json.loads(path.read_text())))
+        except (OSError, ValueError):
+            continue
+    found = [(when, kept) for when, kept in found if isinstance(kept, dict) and "run" in kept]
+    if not found:
+        return None
+    run = max(found, key=lambda item: item[0])[1]["run"]
+    return [o for _, kept in found if kept["run"] == run for o in kept["outcomes"]]
 
 
 def answer_violations(run: PluginRun, deadline: float | None) -> list[str]:

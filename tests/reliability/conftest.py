@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 
 from emulators.harness import Emulator, aws_emulator, azure_emulator, gcp_emulator
-from tests.reliability.checks import FIGURES_DIR, Figures
+from tests.reliability.checks import Figures, figures_file
 
 
 @pytest.fixture(scope="session")
 def figures() -> Iterator[Figures]:
     collected = Figures()
     yield collected
-    collected.write(FIGURES_DIR / "figures.json")
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")  # the same for every worker of a run
+    collected.write(figures_file(os.environ.get("PYTEST_XDIST_WORKER", "")), run or "serial")
 
 
 @pytest.fixture(scope="session")

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import Counter
 from typing import Any
 
-from tests.reliability.checks import FIGURES_DIR
+from tests.reliability.checks import FIGURES_DIR, recorded_outcomes
 
 
 def summarize(outcomes: list[dict[str, Any]]) -> list[str]:
@@ -38,11 +37,10 @@ def summarize(outcomes: list[dict[str, Any]]) -> list[str]:
 
 
 def main() -> int:
-    path = FIGURES_DIR / "figures.json"
-    if not path.exists():
-        print(f"no figures at {path}: run pytest tests/reliability first", file=sys.stderr)
+    outcomes: Any = recorded_outcomes()
+    if outcomes is None:
+        print(f"no figures in {FIGURES_DIR}: run pytest tests/reliability first", file=sys.stderr)
         return 1
-    outcomes = json.loads(path.read_text())
     print("\n".join(summarize(outcomes)))
     return 0 if all(o["ok"] for o in outcomes) else 1
 

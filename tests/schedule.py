@@ -1,0 +1,63 @@
+"""The slowest test modules first, when pytest-xdist's workers share the suite (issue #60).
+
+``make test`` runs the suite with ``--dist loadscope --no-loadscope-reorder``: each module runs on
+one worker (its module fixtures, one fleet cluster or control plane, built once), handed out in
+collection order. Handing out the longest modules first (the longest-processing-time rule) keeps a
+3-minute module from starting last on a worker while the others are idle. A module's time is read
+from the last run's figures (``dist/test-times.json``, tests/timing.py), else from the copy kept in
+the tree (``tests/module-times.json``, for a fresh clone); a module neither names runs first, as
+if it were the slowest, since nothing says it is quick.
+
+Only the workers reorder (they collect; the controller hands out what they collected, in their
+order, which must be the same on every worker: the same file, the same sort). A run without
+workers keeps pytest's own order.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Final
+
+import pytest
+
+from tests.timing import module_of
+
+TESTS: Final = Path(__file__).resolve().parent
+LAST_RUN: Final = TESTS.parent / "dist" / "test-times.json"
+KEPT: Final = TESTS / "module-times.json"
+
+
+def module_times(*sources: Path) -> dict[str, float]:
+    """Each module's seconds from the first source that has a ``modules`` table; none: empty."""
+    for source in sources:
+        try:
+            modules = json.loads(source.read_text()).get("modules")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(modules, dict) and modules:
+            return {str(k): float(v) for k, v in modules.items() if isinstance(v, int | float)}
+    return {}
+
+
+def slowest_first(nodeids: list[str], times: dict[str, float]) -> list[int]:
+    """The order (indexes into ``nodeids``) that runs the slowest modules first, each module's
+    tests together in their own order; a module without a time counts as the slowest."""
+    unknown = max(times.values(), default=0.0) + 1.0
+    first_seen: dict[str, int] = {}
+    for index, nodeid in enumerate(nodeids):
+        first_seen.setdefault(module_of(nodeid), index)
+
+    def key(index: int) -> tuple[float, int, int]:
+        module = module_of(nodeids[index])
+        return (-times.get(module, unknown), first_seen[module], index)
+
+    return sorted(range(len(nodeids)), key=key)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not hasattr(config, "workerinput"):
+        return
+    order = slowest_first([item.nodeid for item in items], module_times(LAST_RUN, KEPT))
+    items[:] = [items[index] for index in order]
