@@ -327,7 +327,7 @@ def _apply(
         )
     unwritable = not_writable(
         root, [AGENT_HOME, *(s.path for s in plan.steps if s.action in WRITES)]
-    )
+    ) or not_executable(root, AGENT_HOME)
     if unwritable:
         return Outcome(Result.REFUSED, detail=f"{unwritable}; nothing is changed")
     recover_home(root)
@@ -396,6 +396,23 @@ def not_writable(root: str, paths: list[str]) -> str:
                 f"cannot write {path}: {place} is read-only here (in the chart's pod: not "
                 "mounted writable for its flags.platform)"
             )
+    return ""
+
+
+def not_executable(root: str, place: str) -> str:
+    """Why the kubelet could not execute what the agent places at ``place`` ("": it could): the
+    mount it lands on is ``noexec`` (COS mounts /var and /home so, only /home/kubernetes/bin is
+    remounted exec: platforms.md, GKE row; a plugin linked from the bin dir into it fails with
+    EACCES at every pull)."""
+    existing = place
+    while existing != "/" and not os.path.lexists(host(root, existing)):
+        existing = posixpath.dirname(existing)
+    if os.statvfs(host(root, existing)).f_flag & os.ST_NOEXEC:
+        return (
+            f"cannot place the plugins in {place}: {existing} is on a noexec mount, so the kubelet "
+            "could not run them (as /var is on COS); install them where the node mounts exec "
+            "(on COS, /home/kubernetes/bin) with credprovider install --copy"
+        )
     return ""
 
 

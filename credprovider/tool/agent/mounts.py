@@ -152,7 +152,7 @@ CHOICES: Final[tuple[Choice, ...]] = (
         reads=(AKS_CLOUD_CONFIG,),
         note="its config is directly in /var/lib/kubelet, so that directory is writable",
     ),
-    _choice("gke", _platform("GKE / COS")),
+    _choice("gke", _platform("GKE (COS)")),
 )
 AUTO_CHOICE: Final = Choice(
     AUTO,

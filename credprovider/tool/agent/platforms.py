@@ -53,7 +53,8 @@ class Platform:
     bootstrap: bool = False
 
 
-_EKS, _AKS, _GKE = _layout("EKS AL2023 (nodeadm)"), _layout("AKS"), _layout("GCE / COS (kube-up)")
+_EKS, _AKS, _GKE = _layout("EKS AL2023 (nodeadm)"), _layout("AKS"), _layout("GKE")
+_KUBE_UP = _layout("GCE kube-up")
 _RANCHER, _KOPS = _layout("k3s / RKE2"), _layout("kOps")
 
 PLATFORMS: Final[tuple[Platform, ...]] = (
@@ -122,13 +123,23 @@ PLATFORMS: Final[tuple[Platform, ...]] = (
         managed=True,
         note=_AKS.note,
     ),
+    # kube-up's own file first: both run COS, and a COS node without it is GKE's
     Platform(
-        "GKE / COS",
+        "GCE kube-up",
+        evidence=(_KUBE_UP.config,),
+        config=_KUBE_UP.config,
+        bin_dir=_KUBE_UP.bin_dirs[0],
+        managed=True,
+        note=_KUBE_UP.note,
+    ),
+    Platform(
+        "GKE (COS)",
         evidence=(_GKE.config,),
         os_ids=("cos",),
         config=_GKE.config,
         bin_dir=_GKE.bin_dirs[0],
         managed=True,
+        note=_GKE.note + ": the agent merges its providers again when its pod starts",
     ),
     Platform(
         "kubeadm",

@@ -1,6 +1,8 @@
 """What this node's kubelet uses for credentials, found without flags: from the running kubelet
 (its command line, ``--config`` file and ``--config-dir`` drop-ins, environment, binary), else from
-the kubelet flag files a node keeps, else from the distribution layouts (``layouts``).
+the kubelet's systemd unit as systemd would start it (``units``: inline flags, drop-ins and
+environment files, wherever the platform keeps them), else from the kubelet flag files and the
+distribution layouts (``layouts``).
 
 ``root`` is where the node's filesystem is (``/``, or a mounted image with ``--root``): every path
 the node names is read under it, and reported as the node names it. A running kubelet is looked
@@ -30,6 +32,7 @@ from credprovider.tool.node.kubelet_flags import (
 from credprovider.tool.node.kubelet_proc import KubeletProcess, find_kubelets
 from credprovider.tool.node.layouts import LAYOUTS
 from credprovider.tool.node.root import NodeRoot
+from credprovider.tool.node.units import on_node, read_kubelet_unit
 
 # More drop-ins than any node has: a directory of thousands is not read to the end.
 _MAX_DROP_INS = 256
@@ -156,6 +159,28 @@ def _from_flag_files(view: NodeView, files: tuple[str, ...]) -> list[str]:
     return argv
 
 
+def _from_unit(view: NodeView) -> bool:
+    """The kubelet's flags from its systemd unit (``units``), taken when they name a provider
+    config, a bin dir or the in-tree login; each flag word kept under the file that holds it."""
+    try:
+        unit = read_kubelet_unit(*on_node(view.host_path))
+    except UnreadableError as exc:
+        view.unreadable.append(str(exc))
+        view.unread_sources.append(str(exc))
+        return False
+    if unit is None:
+        return False
+    view.notes += list(unit.problems)  # what would stop systemd starting the kubelet at all
+    settings = _settings(view, list(unit.argv), None)
+    if not (settings.provider_config or settings.bin_dir or in_tree(settings)):
+        return False
+    view.found_by = f"the kubelet's unit {unit.unit} (as systemd starts it)"
+    view.settings = settings
+    for word, path in unit.word_files:
+        view.flag_words.setdefault(path, []).append(word)
+    return True
+
+
 def in_tree(settings: KubeletSettings) -> bool:
     """The kubelet still names a built-in cloud provider, or the gate that turned the built-in
     registry logins off: what KEP-2395 removed, and ``credprovider migrate`` moves it from."""
@@ -203,6 +228,8 @@ def discover(root: str = "/", proc: str = "/proc") -> NodeView:
         return view
     if root == "/":
         view.notes.append("no kubelet is running: the node's files are read instead")
+    if _from_unit(view):
+        return view
     for layout in LAYOUTS:
         if layout.flag_files:
             argv = _from_flag_files(view, layout.flag_files)

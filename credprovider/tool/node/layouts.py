@@ -48,10 +48,20 @@ LAYOUTS: tuple[Layout, ...] = (
         "its args name /etc/kubernetes/azure.json",
     ),
     Layout(
-        "GCE / COS (kube-up)",
+        "GKE",
+        "/etc/srv/kubernetes/cri_auth_config.yaml",
+        ("/home/kubernetes/bin",),
+        "GKE's node configure helper, configure-auth-provider-gcp; KUBELET_OPTS in "
+        "/etc/default/kubelet",
+        "GKE writes the config at every boot (cloud-init runs its configure scripts): a hand "
+        "edit lasts until the next reboot",
+    ),
+    Layout(
+        "GCE kube-up",
         "/home/kubernetes/cri-auth-config.yaml",
         ("/home/kubernetes/bin",),
-        "kubernetes/kubernetes #111495 (cluster/gce)",
+        "kubernetes/cloud-provider-gcp cluster/gce/gci/configure-helper.sh",
+        "kube-up's config, not GKE's (/etc/srv/kubernetes/cri_auth_config.yaml)",
     ),
     Layout(
         "k3s / RKE2",
@@ -77,9 +87,9 @@ LAYOUTS: tuple[Layout, ...] = (
     ),
     Layout(
         "Talos",
-        "",
+        "/etc/kubernetes/kubelet-credentialproviderconfig.yaml",
         ("/usr/local/lib/kubelet/credentialproviders",),
-        "siderolabs/talos (machine.kubelet.credentialProviderConfig)",
+        "siderolabs/talos pkg/machinery/constants (KubeletCredentialProviderConfig)",
         "Talos writes the config from machine.kubelet.credentialProviderConfig; only system "
         "extensions can place binaries (the node has no glibc; the bundle needs none: "
         "docs/release.md says what the extension holds)",

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from credprovider.paths import LOCK_DIR
+from credprovider.paths import AGENT_HOME, LOCK_DIR
 from credprovider.tool.agent.mounts import CHOICES, HostMount, choice
 from emulators.http import FakeResponse, serve
 from release.bundle import REPO
@@ -71,7 +71,11 @@ NODES: dict[str, tuple[dict[str, str], str, str]] = {
         },
         "gcp", "kubelet",
     ),
-    "gke": ({"/home/kubernetes/cri-auth-config.yaml": UPSTREAM_ECR, **KUBELET_UNIT}, "gcp", "kubelet"),
+    "gke": (
+        {"/etc/srv/kubernetes/cri_auth_config.yaml": UPSTREAM_ECR,
+         "/home/kubernetes/bin/kubelet": "", **KUBELET_UNIT},
+        "gcp", "kubelet",
+    ),
 }  # fmt: skip
 
 
@@ -92,10 +96,13 @@ def start_pod(root: Path, mounts: tuple[HostMount, ...]) -> None:
     (root / LOCK_DIR.lstrip("/")).mkdir(parents=True, exist_ok=True)
 
 
-def view_script(root: Path, view: Path, mounts: tuple[HostMount, ...], seen: Path) -> str:
+def view_script(
+    root: Path, view: Path, mounts: tuple[HostMount, ...], seen: Path, noexec: tuple[str, ...] = ()
+) -> str:
     """Shell run in the test's mount namespace: a read-only root holding only the pod's mounts
     of ``root`` at ``view`` (and the node's lock directory), then the command in "$@". What the
-    pod can see is listed in ``seen`` first."""
+    pod can see is listed in ``seen`` first. The mounts at ``noexec`` are made so (as COS mounts
+    /var and /home: a hostPath bound from them keeps the flag)."""
     every = [*mounts, HostMount(LOCK_DIR, True, "the node's lock")]
     lines = ["set -e", f"mount -t tmpfs -o mode=0755 pod-root {shlex.quote(str(view))}"]
     for mount in every:
@@ -110,6 +117,8 @@ def view_script(root: Path, view: Path, mounts: tuple[HostMount, ...], seen: Pat
         lines.append(f"mount --bind {source} {at}")
         if not mount.writable:
             lines.append(f"mount -o remount,bind,ro {at}")
+        elif mount.path in noexec:
+            lines.append(f"mount -o remount,bind,noexec {at}")
     lines.append(f"mount -o remount,ro {shlex.quote(str(view))}")
     lines.append(f"find {shlex.quote(str(view))} -type f > {shlex.quote(str(seen))}")
     lines.append('exec "$@"')
@@ -117,14 +126,14 @@ def view_script(root: Path, view: Path, mounts: tuple[HostMount, ...], seen: Pat
 
 
 def in_pod(
-    tmp_path: Path, root: Path, value: str, *args: str
+    tmp_path: Path, root: Path, value: str, *args: str, noexec: tuple[str, ...] = ()
 ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     """``credprovider agent ARGS --root VIEW`` run where only the pod's view of ``root`` is
     mounted: its result and the files it could see (as node paths)."""
     view, seen = tmp_path / "view", tmp_path / "seen"
     view.mkdir(exist_ok=True)
     mounts = choice(value).mounts
-    script = view_script(root, view, mounts, seen)
+    script = view_script(root, view, mounts, seen, noexec)
     command = [sys.executable, "-m", "credprovider", "credprovider", "agent", *args,
                "--root", str(view)]  # fmt: skip
     done = subprocess.run(
@@ -171,7 +180,9 @@ def test_each_platform_installs_and_uninstalls_through_its_narrowed_mounts(
         assert restarts(tmp_path) == [unit, unit]
 
 
-def refused_apply(tmp_path: Path, files: dict[str, str], value: str) -> str:
+def refused_apply(
+    tmp_path: Path, files: dict[str, str], value: str, noexec: tuple[str, ...] = ()
+) -> str:
     """``agent apply --platform value`` in that platform's pod, on a node of ``files``: the line
     that refuses it, once it exited 1 with the node and its kubelet untouched."""
     root = Path(node(tmp_path / "node", {**SYSTEMD, **SECRETS, **files}))
@@ -180,7 +191,7 @@ def refused_apply(tmp_path: Path, files: dict[str, str], value: str) -> str:
     bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
     done, _ = in_pod(
         tmp_path, root, value, "apply", "--platform", value, "--bundle", str(bundle),
-        "--providers", "aws", "--restart-command", restart_command(tmp_path),
+        "--providers", "aws", "--restart-command", restart_command(tmp_path), noexec=noexec,
     )  # fmt: skip
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert tree(str(root)) == before and restarts(tmp_path) == []
@@ -207,3 +218,17 @@ def test_a_config_outside_the_mounts_is_refused_before_anything_changes(tmp_path
     assert said.startswith("refused: cannot write /etc/kubernetes/"), said
     assert "/etc is read-only here (in the chart's pod: not mounted writable for its " in said
     assert said.endswith("nothing is changed")
+
+
+def test_a_noexec_mount_under_the_bundle_is_refused_before_anything_changes(
+    tmp_path: Path,
+) -> None:
+    """COS mounts /var noexec (platforms.md, GKE row): a bundle placed in the agent's home there,
+    linked from /home/kubernetes/bin, could never be executed by the kubelet. The agent says so
+    and changes nothing (the pod's hostPath keeps the host mount's noexec)."""
+    files, _, _ = NODES["gke"]
+    home = next(m.path for m in choice("gke").mounts if AGENT_HOME.startswith(m.path))
+    said = refused_apply(tmp_path, files, "gke", noexec=(home,))
+    assert said.startswith(f"refused: cannot place the plugins in {AGENT_HOME}: "), said
+    assert "is on a noexec mount, so the kubelet could not run them" in said
+    assert "/home/kubernetes/bin" in said and said.endswith("nothing is changed")

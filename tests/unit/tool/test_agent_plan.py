@@ -168,8 +168,10 @@ providers:
          "/etc/eks/image-credential-provider/config.json"),
         ({"/var/lib/kubelet/credential-provider-config.yaml": UPSTREAM_ECR}, "AKS",
          "/var/lib/kubelet/credential-provider-config.yaml"),
+        ({"/etc/srv/kubernetes/cri_auth_config.yaml": UPSTREAM_ECR, "/etc/os-release": "ID=cos\n"},
+         "GKE (COS)", "/etc/srv/kubernetes/cri_auth_config.yaml"),
         ({"/home/kubernetes/cri-auth-config.yaml": UPSTREAM_ECR, "/etc/os-release": "ID=cos\n"},
-         "GKE / COS", "/home/kubernetes/cri-auth-config.yaml"),
+         "GCE kube-up", "/home/kubernetes/cri-auth-config.yaml"),
     ],
 )  # fmt: skip
 def test_a_platform_managed_config_is_merged_keeping_its_providers(

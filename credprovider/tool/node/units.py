@@ -1,0 +1,332 @@
+"""The kubelet's command line as systemd would start it, read from the node's unit files: for a node
+whose kubelet is not running (an image, ``doctor --root``, a kubelet that will not start), wherever
+its platform keeps the flags (inline in ``ExecStart=`` on OpenShift, ``$KUBELET_OPTS`` from
+``/etc/default/kubelet`` on GKE, ``$NODEADM_KUBELET_ARGS`` on EKS, ``"$DAEMON_ARGS"`` on kOps,
+kubeadm's drop-in: docs/platforms.md names each platform's file).
+
+systemd's own rules, from its manuals:
+
+* **Where** (systemd.unit(5), "Unit File Load Path"; "Description" on drop-ins): the unit is the
+  first ``kubelet.service`` found in the load path, ``/etc`` before ``/run`` before ``/usr/local/lib``
+  before ``/usr/lib`` (and Debian's ``/lib``); a link to ``/dev/null`` masks it. Drop-ins are every
+  ``kubelet.service.d/*.conf`` of every directory of the path, a name in an earlier directory
+  hiding the same name in a later one, all applied after the unit in the order of their names.
+* **Command lines** (systemd.service(5), "Command lines"; systemd.syntax(7), "Quoting"): the line is
+  split into words, double and single quotes and C-style backslash escapes removed; prefixes
+  ``@ - : + !`` before the executable; an empty ``ExecStart=`` resets the list. A word that is
+  exactly ``$NAME`` becomes the variable's value split at white space (quotes respected, then
+  removed): zero or more words. ``${NAME}`` anywhere in a word is replaced by the exact value, the
+  word staying one word. ``$$`` is a dollar sign. An unset variable is empty.
+* **Environment** (systemd.exec(5), ``Environment=``, ``EnvironmentFile=``): ``Environment=`` takes
+  quoted ``NAME=VALUE`` words; ``EnvironmentFile=`` names a file of ``NAME=VALUE`` lines (``#`` and
+  ``;`` comments, quotes, backslash continuation), ``-`` before it making a missing file no error
+  (without it the unit fails to start). Values from files override ``Environment=``, a later file
+  a former; an empty assignment resets either list.
+
+Pure functions over the texts, and one reader (:func:`read_kubelet_unit`) under a node root.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+# systemd.unit(5)'s system unit load path, highest priority first (Debian keeps units in /lib too).
+UNIT_LOAD_PATH: Final = (
+    "/etc/systemd/system",
+    "/run/systemd/system",
+    "/usr/local/lib/systemd/system",
+    "/usr/lib/systemd/system",
+    "/lib/systemd/system",
+)
+KUBELET_UNIT: Final = "kubelet.service"
+_MAX_DROP_INS: Final = 256
+_ESCAPES: Final = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
+                   "s": " ", "\\": "\\", '"': '"', "'": "'"}  # fmt: skip
+_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_BRACED: Final = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$\$")
+
+
+class UnitSyntaxError(ValueError):
+    """A line systemd would not parse (an unclosed quote): the unit would not load."""
+
+
+def split_words(text: str) -> list[str]:
+    """``text`` split as systemd splits a command line or an ``Environment=`` value: white space
+    between words, quotes and backslash escapes removed."""
+    words: list[str] = []
+    current: list[str] = []
+    in_word = False
+    quote = ""
+    index = 0
+    while index < len(text):
+        char = text[index]
+        if char == "\\" and index + 1 < len(text):
+            following = text[index + 1]
+            if following == "\n":  # a continued line
+                index += 2
+                continue
+            current.append(_ESCAPES.get(following, following))
+            in_word = True
+            index += 2
+            continue
+        if quote:
+            if char == quote:
+                quote = ""
+            else:
+                current.append(char)
+        elif char in "\"'":
+            quote = char
+            in_word = True
+        elif char.isspace():
+            if in_word:
+                words.append("".join(current))
+                current, in_word = [], False
+        else:
+            current.append(char)
+            in_word = True
+        index += 1
+    if quote:
+        raise UnitSyntaxError(f"unclosed {quote} in {text[:80]!r}")
+    if in_word:
+        words.append("".join(current))
+    return words
+
+
+def expand(words: list[str], environment: Mapping[str, str]) -> list[str]:
+    """A command line's words after systemd's variable substitution (see the module)."""
+    expanded: list[str] = []
+    for word in words:
+        if word.startswith("$") and _NAME.fullmatch(word[1:]):
+            expanded += split_words(environment.get(word[1:], ""))
+            continue
+
+        def braced(match: re.Match[str]) -> str:
+            return "$" if match.group(0) == "$$" else environment.get(match.group(1), "")
+
+        expanded.append(_BRACED.sub(braced, word))
+    return expanded
+
+
+def parse_environment_file(text: str) -> dict[str, str]:
+    """``NAME=VALUE`` lines as systemd reads an ``EnvironmentFile=`` (see the module): the value
+    as written, quotes removed (a backslash keeps the next character), outer white space dropped;
+    a line that is not an assignment is skipped, as systemd skips it."""
+    found: dict[str, str] = {}
+    for line in _logical_lines(text):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#;":
+            continue
+        name, equals, value = stripped.partition("=")
+        name = name.strip()
+        if equals and _NAME.fullmatch(name):
+            found[name] = _unquoted(value.strip())
+    return found
+
+
+def _unquoted(raw: str) -> str:
+    out: list[str] = []
+    quote = ""
+    index = 0
+    while index < len(raw):
+        char = raw[index]
+        if char == "\\" and quote != "'" and index + 1 < len(raw):
+            out.append(raw[index + 1])
+            index += 2
+            continue
+        if quote:
+            if char == quote:
+                quote = ""
+            else:
+                out.append(char)
+        elif char in "\"'":
+            quote = char
+        else:
+            out.append(char)
+        index += 1
+    return "".join(out)
+
+
+def _logical_lines(text: str) -> list[str]:
+    """Lines, one ending in a backslash joined to the next."""
+    lines: list[str] = []
+    pending = ""
+    for line in text.splitlines():
+        if line.endswith("\\"):
+            pending += line[:-1] + " "
+            continue
+        lines.append(pending + line)
+        pending = ""
+    if pending:
+        lines.append(pending)
+    return lines
+
+
+@dataclass
+class ServiceSettings:
+    """What a unit and its drop-ins say about how the service starts (``[Service]`` only)."""
+
+    environment: dict[str, str] = field(default_factory=dict)
+    origin: dict[str, str] = field(default_factory=dict)  # the file that set each variable
+    environment_files: list[tuple[str, bool]] = field(default_factory=list)  # (path, optional)
+    exec_start: list[list[str]] = field(default_factory=list)  # each line's words, unexpanded
+    sources: list[str] = field(default_factory=list)  # the unit files read, in order
+
+
+def apply_unit_text(settings: ServiceSettings, text: str, path: str = "") -> None:
+    """The ``[Service]`` settings of one unit file or drop-in (``path``), applied over
+    ``settings``."""
+    section = ""
+    for line in _logical_lines(text):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#;":
+            continue
+        if stripped.startswith("[") and stripped.endswith("]"):
+            section = stripped[1:-1]
+            continue
+        if section != "Service":
+            continue
+        key, equals, value = stripped.partition("=")
+        key, value = key.strip(), value.strip()
+        if not equals:
+            continue
+        if key == "Environment":
+            if not value:
+                settings.environment.clear()
+            for item in split_words(value):
+                name, has, item_value = item.partition("=")
+                if has and _NAME.fullmatch(name):
+                    settings.environment[name] = item_value
+                    settings.origin[name] = path
+        elif key == "EnvironmentFile":
+            if not value:
+                settings.environment_files.clear()
+            else:
+                optional = value.startswith("-")
+                settings.environment_files.append((value.lstrip("-"), optional))
+        elif key == "ExecStart":
+            if not value:
+                settings.exec_start.clear()
+            else:
+                settings.exec_start.append(split_words(value))
+
+
+def kubelet_argv(words: list[str]) -> list[str] | None:
+    """The kubelet's own arguments in an ``ExecStart=`` line: those after the first word naming a
+    kubelet (``/usr/bin/kubelet``; behind a wrapper, ``kubenswrapper /usr/bin/kubelet``, or
+    ``hyperkube kubelet``), None when no word does."""
+    for index, word in enumerate(words):
+        if word.lstrip("@-:+!").rsplit("/", 1)[-1] == "kubelet":
+            return words[index + 1 :]
+    return None
+
+
+@dataclass(frozen=True)
+class KubeletUnit:
+    """The kubelet's arguments as systemd would pass them, and where each came from."""
+
+    unit: str  # the unit file that was read (the node's path)
+    argv: tuple[str, ...]
+    sources: tuple[str, ...]  # the unit, its drop-ins and the environment files read, in order
+    # the environment file each flag word came from (a word of ExecStart itself: the unit file)
+    word_files: tuple[tuple[str, str], ...] = ()
+    problems: tuple[str, ...] = ()  # what would stop systemd starting it, as systemd says it
+
+
+# Reads a node path's text; raises OSError when it is missing or unreadable (the caller's rules).
+Reader = Callable[[str], str]
+Lister = Callable[[str], list[str]]
+
+
+def read_kubelet_unit(
+    read: Reader, listdir: Lister, exists: Callable[[str], bool]
+) -> KubeletUnit | None:
+    """The kubelet's unit on a node (``read``, ``listdir`` and ``exists`` take the node's paths),
+    None when it has none or ``ExecStart=`` runs no kubelet."""
+    unit = next(
+        (f"{d}/{KUBELET_UNIT}" for d in UNIT_LOAD_PATH if exists(f"{d}/{KUBELET_UNIT}")), None
+    )
+    if unit is None:
+        return None
+    settings = ServiceSettings()
+    problems: list[str] = []
+    for path in (unit, *_drop_ins(listdir)):
+        try:
+            apply_unit_text(settings, read(path), path)
+        except OSError as exc:  # a unit masked (a link to /dev/null), or a drop-in gone
+            problems.append(f"{path}: {exc}")
+            continue
+        except UnitSyntaxError as exc:
+            problems.append(f"{path}: {exc}")
+            continue
+        settings.sources.append(path)
+    if not settings.exec_start:
+        return None
+    environment = dict(settings.environment)
+    origin = dict(settings.origin)
+    for path, optional in settings.environment_files:
+        try:
+            found = parse_environment_file(read(path))
+        except OSError:
+            if not optional:
+                problems.append(
+                    f"EnvironmentFile={path} is missing: systemd will not start the unit"
+                )
+            continue
+        settings.sources.append(path)
+        environment.update(found)
+        origin.update({name: path for name in found})
+    words = settings.exec_start[-1]
+    argv = kubelet_argv(words)
+    if argv is None:
+        return None
+    expanded: list[str] = []
+    word_files: list[tuple[str, str]] = []
+    for word in argv:
+        these = expand([word], environment)
+        name = word[1:] if word.startswith("$") and _NAME.fullmatch(word[1:]) else ""
+        from_file = origin.get(name, unit) if name else unit
+        expanded += these
+        word_files += [(value, from_file) for value in these]
+    return KubeletUnit(
+        unit, tuple(expanded), tuple(settings.sources), tuple(word_files), tuple(problems)
+    )
+
+
+def _drop_ins(listdir: Lister) -> list[str]:
+    """``kubelet.service.d/*.conf`` over the load path: by name, the first directory's winning."""
+    chosen: dict[str, str] = {}
+    for directory in UNIT_LOAD_PATH:
+        folder = f"{directory}/{KUBELET_UNIT}.d"
+        try:
+            names = listdir(folder)
+        except OSError:
+            continue
+        for name in names[:_MAX_DROP_INS]:
+            if name.endswith(".conf"):
+                chosen.setdefault(name, f"{folder}/{name}")
+    return [chosen[name] for name in sorted(chosen)][:_MAX_DROP_INS]
+
+
+def on_node(root_host: Callable[[str], str]) -> tuple[Reader, Lister, Callable[[str], bool]]:
+    """The three readers for a node whose paths ``root_host`` maps to this tool's (bounded reads,
+    never a FIFO or device: ``access``). A file this user may not read raises
+    :class:`~credprovider.tool.node.access.UnreadableError`: no guess is made from the rest."""
+    from credprovider.tool.node.access import FileProblem, read_text
+
+    def read(path: str) -> str:
+        try:
+            return read_text(root_host(path))
+        except FileProblem as exc:
+            raise OSError(str(exc)) from None
+
+    def listdir(path: str) -> list[str]:
+        return sorted(os.listdir(root_host(path)))
+
+    def exists(path: str) -> bool:
+        return os.path.lexists(root_host(path))
+
+    return read, listdir, exists

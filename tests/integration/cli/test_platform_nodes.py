@@ -1,0 +1,55 @@
+"""Each platform's node as its vendor provisions it (tests/platformnodes.py, issue #61): discovery
+and ``doctor --root`` name the config and bin dir that platform's kubelet is started with, read
+wherever the vendor keeps its flags (inline in the unit, an environment file's variable, a drop-in
+that resets ExecStart=, a quoted "$DAEMON_ARGS", a fixed path)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from credprovider.tool.node.discovery import discover
+from tests.integration.cli.conftest import doctor
+from tests.platformnodes import NODES, PlatformNode
+
+
+@pytest.mark.parametrize("make", NODES, ids=lambda make: make.__name__)
+def test_doctor_names_what_each_platforms_kubelet_is_started_with(
+    tmp_path: Path, make: Callable[[], PlatformNode]
+) -> None:
+    platform = make()
+    root = platform.build(tmp_path / "node")
+    view = discover(str(root))
+    assert (view.settings.provider_config, view.settings.bin_dir) == (
+        platform.config,
+        platform.bin_dir,
+    ), f"{platform.name} ({platform.source}): found by {view.found_by}"
+    _, report = doctor("--root", str(root))
+    assert (report["config"], report["binDir"]) == (platform.config, platform.bin_dir), report
+    assert "no running kubelet and no known layout" not in str(report)
+
+
+def test_a_unit_without_its_environment_file_says_systemd_would_not_start_it(
+    tmp_path: Path,
+) -> None:
+    """GKE's unit names /etc/default/kubelet without ``-``: gone, the kubelet never starts (said),
+    and nothing of KUBELET_OPTS is taken for its flags (the GKE layout's paths are the guess)."""
+    platform = NODES[0]()
+    root = platform.build(tmp_path / "node")
+    (root / "etc/default/kubelet").unlink()
+    view = discover(str(root))
+    assert view.found_by.startswith("layout GKE"), view.found_by
+    assert any("EnvironmentFile=/etc/default/kubelet is missing" in n for n in view.notes)
+    (root / "etc/default/kubelet").write_text(
+        'KUBELET_OPTS="--image-credential-provider-config=/x.yaml '
+        '--image-credential-provider-bin-dir=/y"\n'
+    )
+    (root / "etc/systemd/system/kubelet.service.d").mkdir(parents=True)
+    (root / "etc/systemd/system/kubelet.service.d/20-gone.conf").write_text(
+        "[Service]\nEnvironmentFile=/etc/gone\n"
+    )
+    view = discover(str(root))
+    assert (view.settings.provider_config, view.settings.bin_dir) == ("/x.yaml", "/y")
+    assert any("EnvironmentFile=/etc/gone is missing" in note for note in view.notes), view.notes

@@ -1,0 +1,413 @@
+"""Fixture nodes, one per platform, built from what each vendor's own provisioning writes (issue #61;
+``../shared/reference/platforms.md`` has each fact, and each node below names the vendor file it
+comes from). Each is the node's files as provisioning leaves them: its kubelet unit and drop-ins as
+the vendor writes them (the variable it uses, its quoting), the file holding the flags, os-release,
+the shipped provider config and a stand-in for the platform's own plugin. ``expected`` is the
+config and bin dir that platform's kubelet is started with: what ``doctor --root`` must name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class PlatformNode:
+    name: str
+    source: str  # the vendor files the node is built from
+    config: str  # the --image-credential-provider-config its kubelet is started with
+    bin_dir: str
+    files: dict[str, str]  # node path -> content
+    executables: tuple[str, ...] = ()  # node paths made executable (binaries' stand-ins)
+
+    def build(self, root: Path) -> Path:
+        for path, text in self.files.items():
+            target = root / path.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+            if path in self.executables:
+                target.chmod(0o755)
+        return root
+
+
+BINARY = "#!/bin/sh\necho 'the platform's own binary' >&2\nexit 1\n"
+PROVIDER = (
+    "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n"
+    "  - name: {name}\n    apiVersion: credentialprovider.kubelet.k8s.io/v1\n"
+    "    matchImages:\n{patterns}    defaultCacheDuration: {cache}\n{args}"
+)
+
+
+def _provider(name: str, patterns: tuple[str, ...], cache: str, args: tuple[str, ...] = ()) -> str:
+    listed = "".join(f'    - "{p}"\n' for p in patterns)
+    given = ("    args:\n" + "".join(f"    - {a}\n" for a in args)) if args else ""
+    return PROVIDER.format(name=name, patterns=listed, cache=cache, args=given)
+
+
+def _os_release(os_id: str, name: str) -> str:
+    return f'NAME="{name}"\nID={os_id}\nPRETTY_NAME="{name}"\n'
+
+
+GKE_CONFIG = "/etc/srv/kubernetes/cri_auth_config.yaml"
+GCP_PATTERNS = ("container.cloud.google.com", "gcr.io", "*.gcr.io", "*.pkg.dev")
+
+
+def gke() -> PlatformNode:
+    """GKE on COS: the kubelet unit reads ``KUBELET_OPTS`` from /etc/default/kubelet; the config
+    is ``/etc/srv/kubernetes/cri_auth_config.yaml`` (underscores), not kube-up's."""
+    opts = (
+        "--v=2 --cloud-provider=external --cert-dir=/var/lib/kubelet/pki/ "
+        "--kubeconfig=/var/lib/kubelet/kubeconfig "
+        f"--image-credential-provider-config={GKE_CONFIG} "
+        "--image-credential-provider-bin-dir=/home/kubernetes/bin --max-pods=110 "
+        "--node-labels=cloud.google.com/gke-boot-disk=pd-balanced,"
+        "cloud.google.com/gke-container-runtime=containerd"
+    )
+    return PlatformNode(
+        "GKE (COS)",
+        "GKE's node configure helper, configure-auth-provider-gcp (the config it writes, 'Keep in "
+        "sync with --image-credential-provider-config in .../kube_env.go'); a GKE node's "
+        "/etc/default/kubelet KUBELET_OPTS and kubelet.service (platforms.md, GKE row)",
+        GKE_CONFIG,
+        "/home/kubernetes/bin",
+        {
+            "/etc/os-release": _os_release("cos", "Container-Optimized OS"),
+            "/etc/systemd/system/kubelet.service": (
+                "[Unit]\nDescription=Kubernetes kubelet\n\n[Service]\nRestart=always\n"
+                "EnvironmentFile=/etc/default/kubelet\n"
+                "ExecStart=/home/kubernetes/bin/kubelet $KUBELET_OPTS\n\n"
+                "[Install]\nWantedBy=multi-user.target\n"
+            ),
+            "/etc/default/kubelet": f'KUBELET_OPTS="{opts}"\nKUBE_COVERAGE_FILE=/var/log/kubelet.cov\n',
+            GKE_CONFIG: _provider(
+                "auth-provider-gcp", GCP_PATTERNS, "1m", ("get-credentials", "--v=3")
+            ),
+            "/home/kubernetes/bin/auth-provider-gcp": BINARY,
+            "/home/kubernetes/bin/kubelet": BINARY,
+        },
+        ("/home/kubernetes/bin/auth-provider-gcp", "/home/kubernetes/bin/kubelet"),
+    )
+
+
+def gce_kube_up() -> PlatformNode:
+    """GCE kube-up (not GKE): the same unit and variable; the config is
+    ``/home/kubernetes/cri-auth-config.yaml`` (hyphens)."""
+    config = "/home/kubernetes/cri-auth-config.yaml"
+    return PlatformNode(
+        "GCE kube-up",
+        "kubernetes/cloud-provider-gcp cluster/gce/gci/configure-helper.sh (the auth provider "
+        "config) and cluster/gce/gci/configure-kubeapiserver / util.sh KUBELET_OPTS "
+        "(platforms.md, GCE kube-up row)",
+        config,
+        "/home/kubernetes/bin",
+        {
+            "/etc/os-release": _os_release("cos", "Container-Optimized OS"),
+            "/etc/systemd/system/kubelet.service": (
+                "[Service]\nEnvironmentFile=/etc/default/kubelet\n"
+                "ExecStart=/home/kubernetes/bin/kubelet $KUBELET_OPTS\n"
+            ),
+            "/etc/default/kubelet": (
+                'KUBELET_OPTS="--v=2 --cloud-provider=external '
+                f"--image-credential-provider-config={config} "
+                '--image-credential-provider-bin-dir=/home/kubernetes/bin"\n'
+            ),
+            config: _provider("auth-provider-gcp", GCP_PATTERNS, "1m", ("get-credentials",)),
+            "/home/kubernetes/bin/auth-provider-gcp": BINARY,
+        },
+        ("/home/kubernetes/bin/auth-provider-gcp",),
+    )
+
+
+EKS_DIR = "/etc/eks/image-credential-provider"
+
+
+def eks_al2023() -> PlatformNode:
+    """EKS AL2023: nodeadm writes every flag into ``NODEADM_KUBELET_ARGS`` (no fixed order, the
+    user's NodeConfig flags last), which the unit expands unquoted."""
+    args = (
+        "--node-ip=10.0.1.5 --cloud-provider=external "
+        f"--image-credential-provider-config={EKS_DIR}/config.json "
+        f"--image-credential-provider-bin-dir={EKS_DIR} "
+        "--config=/etc/kubernetes/kubelet/config.json --hostname-override=ip-10-0-1-5 "
+        "--kubeconfig=/var/lib/kubelet/kubeconfig --runtime-cgroups=/runtime.slice/containerd.service"
+    )
+    config = (
+        '{"apiVersion":"kubelet.config.k8s.io/v1","kind":"CredentialProviderConfig","providers":'
+        '[{"name":"ecr-credential-provider","matchImages":["*.dkr.ecr.*.amazonaws.com"],'
+        '"defaultCacheDuration":"12h0m0s","apiVersion":"credentialprovider.kubelet.k8s.io/v1"}]}\n'
+    )
+    return PlatformNode(
+        "EKS AL2023 (nodeadm)",
+        "awslabs/amazon-eks-ami templates/al2023/runtime/rootfs/etc/systemd/system/kubelet.service "
+        "(EnvironmentFile=/etc/eks/kubelet/environment, ExecStart=/usr/bin/kubelet "
+        "$NODEADM_KUBELET_ARGS) and nodeadm's kubelet daemon (the environment file, config.json)",
+        f"{EKS_DIR}/config.json",
+        EKS_DIR,
+        {
+            "/etc/os-release": _os_release("amzn", "Amazon Linux"),
+            "/etc/systemd/system/kubelet.service": (
+                "[Unit]\nDescription=Kubernetes Kubelet\nAfter=containerd.service\n\n[Service]\n"
+                "Slice=runtime.slice\nEnvironmentFile=/etc/eks/kubelet/environment\n"
+                "ExecStartPre=/sbin/iptables -P FORWARD ACCEPT -w 5\n"
+                "ExecStart=/usr/bin/kubelet $NODEADM_KUBELET_ARGS\n\nRestart=on-failure\n"
+            ),
+            "/etc/eks/kubelet/environment": f"NODEADM_KUBELET_ARGS={args}\n",
+            f"{EKS_DIR}/config.json": config,
+            f"{EKS_DIR}/ecr-credential-provider": BINARY,
+        },
+        (f"{EKS_DIR}/ecr-credential-provider",),
+    )
+
+
+def eks_al2023_node_config_flags() -> PlatformNode:
+    """EKS AL2023 whose NodeConfig ``spec.kubelet.flags`` names another config: nodeadm puts the
+    user's flags last, and the kubelet takes the last value (not the layout's config.json)."""
+    base = eks_al2023()
+    custom = f"{EKS_DIR}/team.json"
+    environment = base.files["/etc/eks/kubelet/environment"].rstrip("\n")
+    files = {
+        **base.files,
+        "/etc/eks/kubelet/environment": f"{environment} --image-credential-provider-config={custom}\n",
+        custom: base.files[f"{EKS_DIR}/config.json"],
+    }
+    return PlatformNode(
+        "EKS AL2023, NodeConfig flags",
+        base.source + "; nodeadm's NodeConfig spec.kubelet.flags, appended last",
+        custom,
+        EKS_DIR,
+        files,
+        base.executables,
+    )
+
+
+def aks() -> PlatformNode:
+    """AKS (AgentBaker): ``KUBELET_FLAGS`` in /etc/default/kubelet, expanded by the unit."""
+    config = "/var/lib/kubelet/credential-provider-config.yaml"
+    flags = (
+        "--address=0.0.0.0 --cloud-provider=external "
+        f"--image-credential-provider-config={config} "
+        "--image-credential-provider-bin-dir=/var/lib/kubelet/credential-provider "
+        "--kubeconfig=/var/lib/kubelet/kubeconfig"
+    )
+    azure = ("*.azurecr.io", "*.azurecr.cn", "*.azurecr.de", "*.azurecr.us")
+    return PlatformNode(
+        "AKS",
+        "Azure/AgentBaker parts/linux/cloud-init/artifacts/kubelet.service (EnvironmentFile="
+        "/etc/default/kubelet, ExecStart=/opt/bin/kubelet ... $KUBELET_FLAGS) and its "
+        "credential provider config (platforms.md, AKS row)",
+        config,
+        "/var/lib/kubelet/credential-provider",
+        {
+            "/etc/os-release": _os_release("ubuntu", "Ubuntu"),
+            "/etc/systemd/system/kubelet.service": (
+                "[Service]\nRestart=always\nEnvironmentFile=/etc/default/kubelet\n"
+                "SuccessExitStatus=143\nExecStartPre=/bin/bash /opt/azure/containers/kubelet.sh\n"
+                "ExecStart=/opt/bin/kubelet \\\n        --enable-server \\\n"
+                '        --node-labels="${KUBELET_NODE_LABELS}" \\\n'
+                "        --v=2 \\\n        --volume-plugin-dir=/etc/kubernetes/volumeplugins \\\n"
+                "        $KUBELET_TLS_BOOTSTRAP_FLAGS \\\n        $KUBELET_CONFIG_FILE_FLAGS \\\n"
+                "        $KUBELET_FLAGS\n"
+            ),
+            "/etc/default/kubelet": (
+                f"KUBELET_FLAGS={flags}\nKUBELET_REGISTER_SCHEDULABLE=true\n"
+                "KUBELET_NODE_LABELS=kubernetes.azure.com/role=agent,agentpool=nodepool1\n"
+            ),
+            config: _provider(
+                "acr-credential-provider", azure, "10m", ("/etc/kubernetes/azure.json",)
+            ),
+            "/var/lib/kubelet/credential-provider/acr-credential-provider": BINARY,
+        },
+        ("/var/lib/kubelet/credential-provider/acr-credential-provider",),
+    )
+
+
+def kops() -> PlatformNode:
+    """kOps: nodeup's unit quotes ``"$DAEMON_ARGS"``: systemd still splits it (a word that is
+    exactly ``$NAME`` after unquoting)."""
+    config = "/var/lib/kubelet/credential-provider.conf"
+    return PlatformNode(
+        "kOps",
+        "kubernetes/kops nodeup/pkg/model/kubelet.go (the unit: EnvironmentFile=/etc/sysconfig/"
+        'kubelet, ExecStart=/usr/local/bin/kubelet "$DAEMON_ARGS"; the credential provider '
+        "config and its flags)",
+        config,
+        "/usr/local/bin",
+        {
+            "/etc/os-release": _os_release("ubuntu", "Ubuntu"),
+            "/lib/systemd/system/kubelet.service": (
+                "[Unit]\nDescription=Kubernetes Kubelet Server\n"
+                "Documentation=https://github.com/kubernetes/kubernetes\n"
+                "After=containerd.service\n\n[Service]\nEnvironmentFile=/etc/sysconfig/kubelet\n"
+                'ExecStart=/usr/local/bin/kubelet "$DAEMON_ARGS"\nRestart=always\n'
+                "RestartSec=2s\nStartLimitInterval=0\nKillMode=process\nUser=root\n"
+            ),
+            "/etc/sysconfig/kubelet": (
+                'DAEMON_ARGS="--cloud-provider=external --v=2 '
+                f"--image-credential-provider-config={config} "
+                '--image-credential-provider-bin-dir=/usr/local/bin"\nHOME="/root"\n'
+            ),
+            config: _provider(
+                "ecr-credential-provider",
+                ("*.dkr.ecr.*.amazonaws.com",),
+                "12h",
+                ("get-credentials",),
+            ),
+            "/usr/local/bin/ecr-credential-provider": BINARY,
+        },
+        ("/usr/local/bin/ecr-credential-provider",),
+    )
+
+
+OPENSHIFT_BIN = "/usr/libexec/kubelet-image-credential-provider-plugins"
+
+
+def openshift() -> PlatformNode:
+    """OpenShift (RHCOS): the MCO renders both flags inline in kubelet.service's ExecStart, the
+    kubelet behind a wrapper, ``${NAME}`` words from /etc/os-release and Environment=."""
+    config = "/etc/kubernetes/credential-providers/ecr-credential-provider.yaml"
+    return PlatformNode(
+        "OpenShift (RHCOS)",
+        "openshift/machine-config-operator templates/worker/01-worker-kubelet/_base/units/"
+        "kubelet.service.yaml (the ExecStart, its EnvironmentFile=/etc/os-release and "
+        "Environment=KUBELET_LOG_LEVEL) and pkg/controller/template/render.go "
+        "credentialProviderConfigFlag (the two flags, per cloud)",
+        config,
+        OPENSHIFT_BIN,
+        {
+            "/etc/os-release": _os_release("rhcos", "Red Hat Enterprise Linux CoreOS"),
+            "/etc/systemd/system/kubelet.service": (
+                "[Unit]\nDescription=Kubernetes Kubelet\nWants=rpc-statd.service crio.service\n\n"
+                "[Service]\nType=notify\n"
+                "ExecStartPre=/bin/mkdir --parents /etc/kubernetes/manifests\n"
+                'Environment="KUBELET_LOG_LEVEL=2"\nEnvironmentFile=/etc/os-release\n'
+                "EnvironmentFile=-/etc/kubernetes/kubelet-workaround\n"
+                "EnvironmentFile=-/etc/kubernetes/kubelet-env\n\n"
+                "ExecStart=/usr/local/bin/kubenswrapper \\\n    /usr/bin/kubelet \\\n"
+                "      --config=/etc/kubernetes/kubelet.conf \\\n"
+                "      --kubeconfig=/var/lib/kubelet/kubeconfig \\\n"
+                "      --node-labels=node-role.kubernetes.io/worker,node.openshift.io/os_id=${ID} \\\n"
+                "      --cloud-provider=external \\\n"
+                f"      --image-credential-provider-bin-dir={OPENSHIFT_BIN} "
+                f"--image-credential-provider-config={config} \\\n"
+                "      --v=${KUBELET_LOG_LEVEL}\n\nRestart=always\nRestartSec=10\n"
+            ),
+            config: _provider("ecr-credential-provider", ("*.dkr.ecr.*.amazonaws.com",), "12h"),
+            f"{OPENSHIFT_BIN}/ecr-credential-provider": BINARY,
+        },
+        (f"{OPENSHIFT_BIN}/ecr-credential-provider",),
+    )
+
+
+def bottlerocket() -> PlatformNode:
+    """Bottlerocket: the rendered drop-in exec-start.conf resets and sets ExecStart."""
+    config = "/etc/kubernetes/kubelet/credential-provider-config.yaml"
+    plugins = "/usr/libexec/kubernetes/kubelet/plugins"
+    return PlatformNode(
+        "Bottlerocket",
+        "bottlerocket-os/bottlerocket packages/kubernetes-*/kubelet-exec-start-conf and "
+        "credential-provider-config-yaml templates (platforms.md, Bottlerocket row)",
+        config,
+        plugins,
+        {
+            "/etc/os-release": _os_release("bottlerocket", "Bottlerocket"),
+            "/usr/lib/systemd/system/kubelet.service": (
+                "[Service]\nExecStart=/usr/bin/kubelet --config /etc/kubernetes/kubelet/config\n"
+            ),
+            "/etc/systemd/system/kubelet.service.d/exec-start.conf": (
+                "[Service]\nExecStart=\nExecStart=/usr/bin/kubelet \\\n"
+                "    --cloud-provider external \\\n"
+                "    --kubeconfig /etc/kubernetes/kubelet/kubeconfig \\\n"
+                "    --config /etc/kubernetes/kubelet/config \\\n"
+                f"    --image-credential-provider-config {config} \\\n"
+                f"    --image-credential-provider-bin-dir {plugins} \\\n"
+                "    $KUBELET_EXTRA_ARGS\n"
+            ),
+            config: _provider("ecr-credential-provider", ("*.dkr.ecr.*.amazonaws.com",), "12h"),
+            f"{plugins}/ecr-credential-provider": BINARY,
+        },
+        (f"{plugins}/ecr-credential-provider",),
+    )
+
+
+def kubeadm_deb() -> PlatformNode:
+    """kubeadm from the project's debs: kubelet.service plus kubeadm's drop-in, which passes
+    kubeadm-flags.env's KUBELET_KUBEADM_ARGS then /etc/default/kubelet's KUBELET_EXTRA_ARGS."""
+    config = "/etc/kubernetes/credential-provider.yaml"
+    bin_dir = "/usr/local/lib/credprovider/bin"
+    return PlatformNode(
+        "kubeadm (deb)",
+        "kubernetes/release cmd/krel/templates/latest/kubelet/kubelet.service and "
+        "kubeadm/10-kubeadm.conf (the drop-in's EnvironmentFile= lines and ExecStart)",
+        config,
+        bin_dir,
+        {
+            "/etc/os-release": _os_release("debian", "Debian GNU/Linux"),
+            "/usr/lib/systemd/system/kubelet.service": (
+                "[Unit]\nDescription=kubelet: The Kubernetes Node Agent\n\n[Service]\n"
+                "ExecStart=/usr/bin/kubelet\nRestart=always\nStartLimitInterval=0\nRestartSec=10\n"
+            ),
+            "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf": (
+                "[Service]\n"
+                'Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/'
+                'bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf"\n'
+                'Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"\n'
+                "EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env\n"
+                "EnvironmentFile=-/etc/default/kubelet\n"
+                "ExecStart=\n"
+                "ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS "
+                "$KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS\n"
+            ),
+            "/var/lib/kubelet/kubeadm-flags.env": (
+                'KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///run/containerd/'
+                'containerd.sock --pod-infra-container-image=registry.k8s.io/pause:3.10"\n'
+            ),
+            "/etc/default/kubelet": (
+                f"KUBELET_EXTRA_ARGS=--image-credential-provider-config={config} "
+                f"--image-credential-provider-bin-dir={bin_dir}\n"
+            ),
+            config: _provider("ecr-credential-provider", ("*.dkr.ecr.*.amazonaws.com",), "12h"),
+        },
+    )
+
+
+def talos() -> PlatformNode:
+    """Talos: no systemd; machined starts the kubelet with the config at a fixed path."""
+    config = "/etc/kubernetes/kubelet-credentialproviderconfig.yaml"
+    return PlatformNode(
+        "Talos",
+        "siderolabs/talos internal/app/machined/pkg/system/services/kubelet.go and the "
+        "KubeletSpec controller (the fixed config path, the bin dir mounted read-only)",
+        config,
+        "/usr/local/lib/kubelet/credentialproviders",
+        {
+            "/etc/os-release": _os_release("talos", "Talos"),
+            config: _provider("ecr-credential-provider", ("*.dkr.ecr.*.amazonaws.com",), "12h"),
+            "/usr/local/lib/kubelet/credentialproviders/ecr-credential-provider": BINARY,
+        },
+        ("/usr/local/lib/kubelet/credentialproviders/ecr-credential-provider",),
+    )
+
+
+def k3s() -> PlatformNode:
+    """k3s: it adds the two flags itself when both the config and the bin dir exist at start."""
+    config = "/var/lib/rancher/credentialprovider/config.yaml"
+    return PlatformNode(
+        "k3s",
+        "k3s-io/k3s pkg/agent/config (the credential provider paths it passes when both exist)",
+        config,
+        "/var/lib/rancher/credentialprovider/bin",
+        {
+            "/etc/os-release": _os_release("ubuntu", "Ubuntu"),
+            "/etc/rancher/k3s/config.yaml": "node-label: [role=worker]\n",
+            config: _provider("ecr-credential-provider", ("*.dkr.ecr.*.amazonaws.com",), "12h"),
+            "/var/lib/rancher/credentialprovider/bin/ecr-credential-provider": BINARY,
+        },
+        ("/var/lib/rancher/credentialprovider/bin/ecr-credential-provider",),
+    )
+
+
+NODES: tuple[Callable[[], PlatformNode], ...] = (
+    gke, gce_kube_up, eks_al2023, eks_al2023_node_config_flags, aks, kops, openshift, bottlerocket, kubeadm_deb, talos, k3s,
+)  # fmt: skip
