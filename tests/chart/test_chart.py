@@ -409,7 +409,8 @@ MOUNTS = {
     "eks": [HOME, ("/etc/eks/image-credential-provider", False, "Directory"), *UNITS],
     "aks": [HOME, ("/var/lib/kubelet", False, "Directory"), *UNITS,
             ("/etc/kubernetes/azure.json", True, "File")],
-    "gke": [HOME, ("/home/kubernetes", False, "Directory"), *UNITS],
+    "gke": [HOME, ("/etc/srv/kubernetes", False, "Directory"),
+            ("/home/kubernetes/bin", False, "Directory"), *UNITS],
     "auto": [("/etc", False, "Directory"), ("/var/lib", False, "Directory"),
              ("/usr/lib/systemd", True, "Directory")],
 }  # fmt: skip

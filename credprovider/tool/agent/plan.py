@@ -23,6 +23,7 @@ from credprovider.paths import AGENT_HOME
 from credprovider.tool.agent import envfile
 from credprovider.tool.agent.bootstrap import BOOTSTRAP_PROVIDER
 from credprovider.tool.agent.platforms import (
+    BY_PLATFORM,
     ENV_FILE,
     K0S_UNIT,
     UNIT_DIRS,
@@ -39,9 +40,10 @@ from credprovider.tool.change.migrate import FlagChanges
 from credprovider.tool.change.render import kubelet_flags, render_config
 from credprovider.tool.change.results import Action
 from credprovider.tool.errors import NodeChangeError
-from credprovider.tool.node.access import FileProblem, read_bytes
+from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
 from credprovider.tool.node.root import NodeRoot
+from credprovider.tool.node.units import on_node, read_kubelet_unit
 
 _K0S_EXTRA: Final = re.compile(r"--kubelet-extra-args(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)")
 
@@ -205,7 +207,15 @@ def _change_by_hand_left(root: str, config: str) -> str:
 
 
 def _flags_in_force(root: str, platform: Platform) -> list[str]:
-    """The kubelet flags the node's own files give (ENV_FILE, K0S_UNIT platforms; none for others)."""
+    """The kubelet flags the node's own files give: ENV_FILE's and K0S_UNIT's where they keep
+    them; a platform that sets them itself, its kubelet unit's, as systemd starts it (GKE's
+    KUBELET_OPTS, an EKS NodeConfig's flags: the config the kubelet really reads)."""
+    if platform.flags == BY_PLATFORM:
+        try:
+            unit = read_kubelet_unit(*on_node(lambda p: str(NodeRoot.at(root).host(p))))
+        except UnreadableError:
+            return []
+        return list(unit.argv) if unit else []
     if platform.flags == ENV_FILE:
         return envfile.args(envfile.texts(lambda p: _read(root, p), platform.flag_files))
     if platform.flags == K0S_UNIT:
@@ -283,6 +293,13 @@ def _plan_bundle(
         target = f"{current}/{name}"
         action = Action.UNCHANGED if _link_target(root, link) == target else Action.LINK
         plan.steps.append(Step(action, link, f"{link} -> {target}", target))
+        own = NodeRoot.at(root).host(link, follow=False)
+        if action is Action.LINK and os.path.lexists(own) and not os.path.islink(own):
+            plan.notes.append(
+                f"{link} is the platform's own {name}: the agent's link takes its place (the "
+                "drop-in purpose); the platform's file is kept and put back byte for byte by "
+                "agent uninstall"
+            )
 
 
 def _link_target(root: str, path: str) -> str:

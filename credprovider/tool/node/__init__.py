@@ -5,7 +5,8 @@ operator names: bounded, no FIFOs, "run this as root"), ``trust`` (who may have 
 ``kubelet_proc`` (the running kubelet, proven to be the node's), ``kubelet_flags`` (its flags and
 configuration), ``kubelet_facts`` (its version and loaded config hash, read by doctor and the
 agent), ``flagfiles`` (the files flags are kept in: read and edited in place, pure), ``layouts``
-(the distributions' layouts), ``discovery`` (what they add up to), ``inuse`` (the package's plugins
+(the distributions' layouts), ``units`` (the kubelet's systemd unit as systemd starts it),
+``discovery`` (what they add up to), ``inuse`` (the package's plugins
 a kubelet still names), ``childproc`` (running a program bounded in time and output) and
 ``structured`` (bounded JSON) and ``yamldoc`` (YAML as the kubelet's strict decoder takes it).
 Nothing here writes to the node.

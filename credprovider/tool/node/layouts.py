@@ -51,8 +51,8 @@ LAYOUTS: tuple[Layout, ...] = (
         "GKE",
         "/etc/srv/kubernetes/cri_auth_config.yaml",
         ("/home/kubernetes/bin",),
-        "GKE's node configure helper, configure-auth-provider-gcp; KUBELET_OPTS in "
-        "/etc/default/kubelet",
+        "GKE's node configure helper (the function writing its auth provider config); "
+        "KUBELET_OPTS in /etc/default/kubelet",
         "GKE writes the config at every boot (cloud-init runs its configure scripts): a hand "
         "edit lasts until the next reboot",
     ),

@@ -34,6 +34,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from credprovider.errors import CredproviderError
+
 # systemd.unit(5)'s system unit load path, highest priority first (Debian keeps units in /lib too).
 UNIT_LOAD_PATH: Final = (
     "/etc/systemd/system",
@@ -50,7 +52,7 @@ _NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BRACED: Final = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$\$")
 
 
-class UnitSyntaxError(ValueError):
+class UnitSyntaxError(CredproviderError):
     """A line systemd would not parse (an unclosed quote): the unit would not load."""
 
 

@@ -73,7 +73,8 @@ NODES: dict[str, tuple[dict[str, str], str, str]] = {
     ),
     "gke": (
         {"/etc/srv/kubernetes/cri_auth_config.yaml": UPSTREAM_ECR,
-         "/home/kubernetes/bin/kubelet": "", **KUBELET_UNIT},
+         "/home/kubernetes/bin/kubelet": "",
+         "/home/kubernetes/bin/auth-provider-gcp": "GKE's own plugin\n", **KUBELET_UNIT},
         "gcp", "kubelet",
     ),
 }  # fmt: skip

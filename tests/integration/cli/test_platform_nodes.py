@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from credprovider.tool.agent.plan import plan_node
 from credprovider.tool.node.discovery import discover
 from tests.integration.cli.conftest import doctor
 from tests.platformnodes import NODES, PlatformNode
@@ -53,3 +54,21 @@ def test_a_unit_without_its_environment_file_says_systemd_would_not_start_it(
     view = discover(str(root))
     assert (view.settings.provider_config, view.settings.bin_dir) == ("/x.yaml", "/y")
     assert any("EnvironmentFile=/etc/gone is missing" in note for note in view.notes), view.notes
+
+
+@pytest.mark.parametrize("make", NODES, ids=lambda make: make.__name__)
+def test_the_agent_writes_the_file_that_platforms_kubelet_reads_or_says_why_not(
+    tmp_path: Path, make: Callable[[], PlatformNode]
+) -> None:
+    """``agent plan`` (what ``agent apply`` does): on a platform it changes, the config it
+    writes is the one the kubelet is started with and the plugins go in its bin dir; on one it
+    does not (an image-based or self-managing platform), one line says why and what to do."""
+    platform = make()
+    root = platform.build(tmp_path / "node")
+    plan = plan_node(str(root), ["aws", "gcp"], "0.1.0")
+    if plan.refused:
+        assert platform.name in {"OpenShift (RHCOS)", "Talos", "Bottlerocket", "kOps"}, plan.refused
+        assert "nothing" in plan.refused or ":" in plan.refused
+        return
+    assert plan.config_path == platform.config, (platform.name, plan.platform, plan.notes)
+    assert plan.bin_dir == platform.bin_dir, (platform.name, plan.platform)
