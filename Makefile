@@ -118,7 +118,10 @@ go-tools: $(STAMP)
 # The Go tools are built beside the bundles (make -j2: two jobs, each phase itself one job at a
 # time), and the tests run on TEST_WORKERS pytest-xdist workers: much of the suite waits (a kubelet,
 # a cluster, a kill point) rather than computes. Each test module runs on one worker (its module
-# fixtures: one fleet cluster, one control plane), the slowest modules first (tests/schedule.py).
+# fixtures: one fleet cluster, one control plane), the slowest modules first, and every end-to-end
+# test on the same one (tests/schedule.py). The workers' temporary directories are under a short
+# /tmp/cpt.* (a kubelet's unix sockets lie under them, and a socket's path has at most 107 bytes):
+# removed when the suite passes, kept to look at when it fails.
 TEST_WORKERS ?= 4
 PHASES := dist/test-phases.tsv
 timed = @start=$$(date +%s%N); $(MAKE) --no-print-directory -j1 $(1) && \
@@ -131,9 +134,11 @@ test:
 	$(call timed,typecheck)
 	@$(MAKE) --no-print-directory -j2 timed-go-tools timed-release
 	$(call timed,fetch-debs)
+	@tmp=$$(mktemp -d /tmp/cpt.XXXXXX) && echo "pytest on $(TEST_WORKERS) workers, in $$tmp" && \
 	CREDPROVIDER_TEST_TIMES=dist/test-times.json CREDPROVIDER_TEST_PHASES=$(PHASES) \
 		CREDPROVIDER_REQUIRE_BUNDLE=1 CREDPROVIDER_REQUIRE_ARCHES="$(ARCHES)" \
-		$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder
+		$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder \
+		--basetemp=$$tmp; status=$$?; [ $$status -ne 0 ] || rm -rf $$tmp; exit $$status
 
 .PHONY: timed-go-tools timed-release
 timed-go-tools:

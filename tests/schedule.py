@@ -11,13 +11,18 @@ if it were the slowest, since nothing says it is quick.
 Only the workers reorder (they collect; the controller hands out what they collected, in their
 order, which must be the same on every worker: the same file, the same sort). A run without
 workers keeps pytest's own order.
+
+One unit is wider than a module: every test under ``tests/e2e`` runs on one worker, one after the
+other. Their kubelets, containerd and control planes are each in namespaces of their own, but what
+they check of the host (``tests/e2e/sandbox.py``: its mounts, network devices and cgroups before and
+after a run) is the host's, and another run beside it would show there.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import pytest
 
@@ -26,6 +31,8 @@ from tests.timing import module_of
 TESTS: Final = Path(__file__).resolve().parent
 LAST_RUN: Final = TESTS.parent / "dist" / "test-times.json"
 KEPT: Final = TESTS / "module-times.json"
+# Tests under these directories share one worker, in order (see the module).
+ONE_WORKER: Final = ("tests/e2e/",)
 
 
 def module_times(*sources: Path) -> dict[str, float]:
@@ -41,18 +48,43 @@ def module_times(*sources: Path) -> dict[str, float]:
 
 
 def slowest_first(nodeids: list[str], times: dict[str, float]) -> list[int]:
-    """The order (indexes into ``nodeids``) that runs the slowest modules first, each module's
-    tests together in their own order; a module without a time counts as the slowest."""
+    """The order (indexes into ``nodeids``) that runs the slowest units (:func:`scope_of`: a
+    module, or a directory of ``ONE_WORKER``) first, each unit's tests together in their own
+    order; a unit's time is its modules', and a module without a time counts as the slowest."""
     unknown = max(times.values(), default=0.0) + 1.0
     first_seen: dict[str, int] = {}
+    modules: dict[str, set[str]] = {}
     for index, nodeid in enumerate(nodeids):
-        first_seen.setdefault(module_of(nodeid), index)
+        scope = scope_of(nodeid)
+        first_seen.setdefault(scope, index)
+        modules.setdefault(scope, set()).add(module_of(nodeid))
+    seconds = {scope: sum(times.get(m, unknown) for m in found) for scope, found in modules.items()}
 
     def key(index: int) -> tuple[float, int, int]:
-        module = module_of(nodeids[index])
-        return (-times.get(module, unknown), first_seen[module], index)
+        scope = scope_of(nodeids[index])
+        return (-seconds[scope], first_seen[scope], index)
 
     return sorted(range(len(nodeids)), key=key)
+
+
+def scope_of(nodeid: str) -> str:
+    """The unit a worker is handed: a test's module, or its directory for ``ONE_WORKER``."""
+    for directory in ONE_WORKER:
+        if nodeid.startswith(directory):
+            return directory
+    return module_of(nodeid)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """xdist's load-by-scope scheduling, the scope being :func:`scope_of`'s."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    return ByModule(config, log)
 
 
 @pytest.hookimpl(trylast=True)

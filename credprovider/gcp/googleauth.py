@@ -190,9 +190,59 @@ def load_credentials_file(path: str) -> Any:
             return pluggable.Credentials.from_info(info, scopes=[CLOUD_PLATFORM_SCOPE])
         from google.auth import identity_pool
 
+        if isinstance(source, dict) and "file" in source:  # read by us, bounded (below)
+            rest = {key: value for key, value in info.items() if key != "credential_source"}
+            return identity_pool.Credentials.from_info(
+                rest,
+                scopes=[CLOUD_PLATFORM_SCOPE],
+                subject_token_supplier=_bounded_file_supplier(source),
+            )
         return identity_pool.Credentials.from_info(info, scopes=[CLOUD_PLATFORM_SCOPE])
     credentials, _ = google.auth.load_credentials_from_file(path, scopes=[CLOUD_PLATFORM_SCOPE])
     return credentials
+
+
+def _bounded_file_supplier(source: dict[str, Any]) -> Any:
+    """The subject token of a Workload Identity Federation ``credential_source.file``, read as
+    every node file on the exec path is (runtime/nodefile.py: a regular file, at most its cap;
+    never a FIFO, a device or ``/dev/zero`` read into memory), its ``format`` as google-auth
+    takes it (``text``, or ``json`` and ``subject_token_field_name``)."""
+    from google.auth import exceptions, identity_pool
+
+    from credprovider.runtime.answer import BadAnswer, decode_json
+    from credprovider.runtime.nodefile import NodeFileError, read_node_text
+
+    path = str(source["file"])
+    form = source.get("format") or {}
+    kind = str(form.get("type", "text")) if isinstance(form, dict) else "text"
+    field = form.get("subject_token_field_name") if isinstance(form, dict) else None
+    if kind == "json" and not field:
+        raise ValueError("credential_source.format json names no subject_token_field_name")
+
+    class Supplier(identity_pool.SubjectTokenSupplier):
+        def get_subject_token(self, context: Any, request: Any) -> str:
+            try:
+                text = read_node_text(path)
+            except NodeFileError as exc:
+                raise exceptions.RefreshError(
+                    f"the subject token file {path} {exc.strerror}"
+                ) from None
+            except (OSError, UnicodeDecodeError) as exc:
+                why = getattr(exc, "strerror", None) or "is not UTF-8 text"
+                raise exceptions.RefreshError(f"the subject token file {path}: {why}") from None
+            if kind != "json":
+                return text
+            try:
+                token = decode_json(text).get(field) if text.strip() else None
+            except (BadAnswer, ValueError, AttributeError):
+                token = None
+            if not isinstance(token, str) or not token:
+                raise exceptions.RefreshError(
+                    f"the subject token file {path} is not JSON with a string {field!r}"
+                )
+            return token
+
+    return Supplier()
 
 
 def credentials_file_token(path: str, ctx: Context) -> Token:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from release.bundle import REPO
-from tests.schedule import module_times, slowest_first
+from tests.schedule import module_times, scope_of, slowest_first
 from tests.timing import directory_of, lines, read_phases, summary
 
 
@@ -56,6 +56,11 @@ def test_the_slowest_modules_go_first_and_a_module_stays_together(tmp_path: Path
         "tests/unit/test_a.py::two",
         "tests/unit/test_d.py::one",
     ]
+    # the end-to-end tests are one unit (they look at the host's own mounts and cgroups)
+    e2e = ["tests/e2e/test_x.py::a", "tests/unit/test_a.py::one", "tests/e2e/test_y.py::b"]
+    assert {scope_of(n) for n in e2e} == {"tests/e2e/", "tests/unit/test_a.py"}
+    times_e2e = {"tests/e2e/test_x.py": 3.0, "tests/e2e/test_y.py": 3.0, "tests/unit/test_a.py": 5}
+    assert slowest_first(e2e, times_e2e) == [0, 2, 1]  # 3 + 3 s together outweigh 5 s
     # nothing known: modules in the order they were first collected, each one's tests together
     assert slowest_first(nodeids, {}) == [0, 2, 1, 4, 3, 5]
     # the last run's figures first, the kept copy when there are none
