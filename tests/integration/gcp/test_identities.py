@@ -4,6 +4,7 @@ GOOGLE_APPLICATION_CREDENTIALS (service account key, external account) off GCE."
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -177,29 +178,27 @@ def test_service_account_key_file_off_gce(tmp_path: Path, use_bundle: bool) -> N
     assert form["assertion"].count(".") == 2  # a signed JWT, made by google-auth with our key
 
 
-def test_external_account_config_off_gce(
-    tmp_path: Path, sts: tuple[FakeSts, FakeServer], test_ca: CertAuthority
-) -> None:
-    fake_sts, sts_server = sts
-    subject = tmp_path / "oidc-token"
-    subject.write_text(KSA_TOKEN)
+WIF_AUDIENCE = "//iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/nodes/providers/onprem"
+
+
+def run_with_wif_file(
+    tmp_path: Path, sts_server: FakeServer, test_ca: CertAuthority, source: dict[str, object]
+) -> PluginRun:
+    """auth-provider-gcp with GOOGLE_APPLICATION_CREDENTIALS naming a Workload Identity
+    Federation config whose subject token comes from ``source`` (its credential_source)."""
     config = tmp_path / "wif.json"
-    audience = (
-        "//iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/"
-        "nodes/providers/onprem"
-    )
     config.write_text(
         json.dumps(
             {
                 "type": "external_account",
-                "audience": audience,
+                "audience": WIF_AUDIENCE,
                 "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
                 "token_url": "https://sts.googleapis.com/v1/token",
-                "credential_source": {"file": str(subject)},
+                "credential_source": source,
             }
         )
     )
-    run = run_plugin(
+    return run_plugin(
         PLUGIN,
         request_bytes("gcr.io/p/a"),
         ["get-credentials"],
@@ -209,9 +208,50 @@ def test_external_account_config_off_gce(
             "CREDPROVIDER_TEST_RESOLVE": f"sts.googleapis.com={sts_server.address}",
         },
     )
+
+
+def test_external_account_config_off_gce(
+    tmp_path: Path, sts: tuple[FakeSts, FakeServer], test_ca: CertAuthority
+) -> None:
+    fake_sts, sts_server = sts
+    subject = tmp_path / "oidc-token"
+    subject.write_text(KSA_TOKEN)
+    run = run_with_wif_file(tmp_path, sts_server, test_ca, {"file": str(subject)})
     assert run.response["auth"]["gcr.io"]["password"] == fake_sts.access_token
     (form,) = fake_sts.forms
-    assert (form["audience"], form["subject_token"]) == (audience, KSA_TOKEN)
+    assert (form["audience"], form["subject_token"]) == (WIF_AUDIENCE, KSA_TOKEN)
+    # google-auth's json format: the token is a field of the file
+    subject.write_text(json.dumps({"id_token": KSA_TOKEN, "other": 1}))
+    json_source = {
+        "file": str(subject),
+        "format": {"type": "json", "subject_token_field_name": "id_token"},
+    }
+    run = run_with_wif_file(tmp_path, sts_server, test_ca, json_source)
+    assert run.response["auth"]["gcr.io"]["password"] == fake_sts.access_token
+    assert fake_sts.forms[-1]["subject_token"] == KSA_TOKEN
+
+
+def test_a_subject_token_file_that_never_ends_or_never_answers_is_refused(
+    tmp_path: Path, sts: tuple[FakeSts, FakeServer], test_ca: CertAuthority
+) -> None:
+    """#62: /dev/zero as the subject token file grew the plugin past 7 GiB on the kubelet's
+    exec path; a FIFO would block it until the kubelet's kill. Both are refused in one line,
+    nothing read into memory and nothing asked of STS (runtime/nodefile.py's rules)."""
+    fake_sts, sts_server = sts
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    large = tmp_path / "large"
+    with large.open("wb") as handle:  # sparse: past the cap without using the disk
+        handle.truncate(64 * 1024 * 1024)
+    for path, says in (("/dev/zero", "character device"), (str(fifo), "FIFO"),
+                       (str(large), "larger than"), (str(tmp_path), "directory")):  # fmt: skip
+        run = run_with_wif_file(tmp_path, sts_server, test_ca, {"file": path})
+        assert (run.code, run.stdout) == (1, b""), (path, run.stderr)
+        assert len(run.error_lines) == 1 and "Traceback" not in run.stderr, run.stderr
+        assert f"the subject token file {path}" in run.error_lines[0], run.error_lines
+        assert says in run.error_lines[0], run.error_lines
+        assert run.seconds < 30, path
+    assert fake_sts.forms == []
 
 
 @pytest.mark.parametrize(
