@@ -41,7 +41,8 @@ def connect(kubeconfig: str | None, in_cluster: bool = True) -> Client:
         if path:
             config = KubeConfig.from_dict(_read_kubeconfig(path), fname=path)
         else:
-            config = KubeConfig.from_service_account()
+            _check_service_account(SERVICE_ACCOUNT_DIR)
+            config = KubeConfig.from_service_account(SERVICE_ACCOUNT_DIR)
         return bound(Client(config=config, field_manager=COMPONENT, trust_env=False))
     except (ConfigError, OSError, KeyError, ValueError, TypeError, AttributeError) as exc:
         where = path or "the pod's service account"
@@ -82,6 +83,21 @@ def _read_kubeconfig(path: str) -> dict[str, Any]:
 
 # A token, a certificate or a key is a few KiB.
 KUBECONFIG_FILE_CAP: Final = 1 << 20
+# The pod's service account, as the kubelet mounts it.
+SERVICE_ACCOUNT_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
+def _check_service_account(directory: str) -> None:
+    """The pod's token, namespace and CA bundle, each a regular file of at most a MiB, read as a
+    node file is before the client reads them whole (a FIFO would block it, ``/dev/zero`` fill
+    its memory): one line naming the file that is not."""
+    from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
+
+    for name in ("token", "namespace", "ca.crt"):
+        try:
+            read_bytes(f"{directory}/{name}", KUBECONFIG_FILE_CAP)
+        except (FileProblem, UnreadableError) as exc:
+            raise ClusterError(f"the pod's service account cannot be used: {exc}") from None
 _FILE_KEYS: Final = ("tokenFile", "certificate-authority", "client-certificate", "client-key")
 
 

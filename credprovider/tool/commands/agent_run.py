@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from credprovider.tool.agent.run import RunOptions
     from credprovider.tool.agent.watchdog import Watchdog
 
-SERVICE_ACCOUNT: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
 KUBELET_METRICS: Final = "https://127.0.0.1:10250/metrics"
 LEASE_SECONDS: Final = 120
 
@@ -207,10 +206,11 @@ def run_with_cluster(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     token = ""
     if not args.kubeconfig:
+        from credprovider.tool.cluster.connect import SERVICE_ACCOUNT_DIR
         from credprovider.tool.node.access import FileProblem, read_text
 
         try:
-            token = read_text(f"{SERVICE_ACCOUNT}/token").strip()
+            token = read_text(f"{SERVICE_ACCOUNT_DIR}/token").strip()
         except FileProblem:
             token = ""
     health = KubeletHealth(args.healthz, args.health_timeout, args.metrics, token, cluster)

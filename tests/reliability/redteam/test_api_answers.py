@@ -132,6 +132,41 @@ def test_a_kubeconfig_naming_a_device_or_fifo(tmp_path: Path, kind: str, key: st
     assert "names a file that cannot be used" in done.stderr and len(done.stderr.splitlines()) == 1
 
 
+@pytest.mark.parametrize("kind", ["/dev/zero", "a FIFO", "64 MiB"])
+@pytest.mark.parametrize("name", ["token", "ca.crt"])
+def test_the_pods_service_account_files_are_read_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, name: str
+) -> None:
+    """#62: the uninstall hook and the agent connect with the pod's service account; lightkube
+    reads its files whole (``/dev/zero``: MemoryError) and blocks on a FIFO. Each is refused in
+    one line, at once, naming the file."""
+    from credprovider.tool.cluster import connect
+
+    account = tmp_path / "serviceaccount"
+    account.mkdir()
+    for each in ("token", "namespace", "ca.crt"):
+        (account / each).write_text("x")
+    special = account / name
+    special.unlink()
+    if kind == "a FIFO":
+        os.mkfifo(special)
+    elif kind == "64 MiB":
+        with special.open("wb") as handle:
+            handle.truncate(64 << 20)
+    else:
+        os.mknod(special, 0o644 | stat.S_IFCHR, os.makedev(1, 5))
+    monkeypatch.setattr(connect, "SERVICE_ACCOUNT_DIR", str(account))
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "9")
+    started = time.monotonic()
+    with pytest.raises(connect.ClusterError) as refused:
+        connect.connect(None, in_cluster=True)
+    assert time.monotonic() - started < 5
+    said = str(refused.value)
+    assert said.startswith("the pod's service account cannot be used: ") and "\n" not in said
+    assert f"{account}/{name}" in said, said
+
+
 # -- agent run --node: the node's version and the restart slot's Lease --------------------------------
 def agent_api(head: bytes, send: Send) -> None:
     """A node whose kubeletVersion is 5,000 digits long, a Lease renewed in the year 9999 (month
