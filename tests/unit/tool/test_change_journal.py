@@ -11,21 +11,29 @@ from pathlib import Path
 import pytest
 
 from credprovider.tool.change.engine import Kind, Op, perform
-from credprovider.tool.change.journal import begin, journal_for, pending, recover, run
+from credprovider.tool.change.journal import (
+    MAX_JOURNAL_BYTES,
+    begin,
+    journal_for,
+    pending,
+    recover,
+    run,
+)
 from credprovider.tool.errors import NodeChangeError
 
 
 def test_an_interrupted_change_is_finished_and_the_journal_removed(tmp_path: Path) -> None:
     done, left = tmp_path / "done.env", tmp_path / "left.env"
-    done.write_text("new\n")  # written before the kill
-    left.write_text("old\n")  # not yet
+    new = b"KUBELET_EXTRA_ARGS=--v=2\n"
+    done.write_bytes(new)  # written before the kill
+    left.write_text("KUBELET_EXTRA_ARGS=\n")  # not yet
     journal = journal_for(str(tmp_path / "config.yaml"))
-    begin(journal, [Op(Kind.FILE, done, b"new\n"), Op(Kind.FILE, left, b"new\n")])
+    begin(journal, [Op(Kind.FILE, done, new), Op(Kind.FILE, left, new)])
     assert journal.name == ".config.yaml.credprovider-journal"
     assert journal.stat().st_mode & 0o777 == 0o600
     before = done.stat().st_ino
     assert [op.path for op in recover(journal)] == [left]
-    assert left.read_text() == "new\n" and not journal.exists()
+    assert left.read_bytes() == new and not journal.exists()
     assert done.stat().st_ino == before  # done already: not written again
     assert recover(journal) == []  # nothing pending
 
@@ -103,11 +111,74 @@ def test_every_kind_of_op_survives_the_journal(tmp_path: Path) -> None:
         Op(Kind.FILE, tmp_path / "g", b"text"),
         Op(Kind.LINK, tmp_path / "l", target="../x"),
         Op(Kind.TREE, tmp_path / "t", source=tmp_path / "s", links=False),
-        Op(Kind.ABSENT, tmp_path / "a"),
     ]
     journal = journal_for(tmp_path / "c.yaml")
     begin(journal, ops)
     assert pending(journal) == ops
+
+
+def forged(tmp_path: Path, entries: list[dict[str, object]]) -> Path:
+    journal = journal_for(tmp_path / "c.yaml")
+    journal.write_text(json.dumps(entries))
+    journal.chmod(0o600)
+    return journal
+
+
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        ({"kind": "absent", "path": "/"}, "is damaged"),
+        ({"kind": "absent", "path": "{tmp}/x"}, "is damaged"),  # never journaled: a removal
+        ({"kind": "link", "path": "/", "target": "x", "backup": None}, "is damaged"),
+        ({"kind": "link", "path": "/etc", "target": "x", "backup": None}, "is damaged"),
+        ({"kind": "link", "path": "{tmp}/../x", "target": "x", "backup": None}, "is damaged"),
+        ({"kind": "file", "path": "{tmp}/f", "data": "", "mode": 0o6755, "backup": None},
+         "is damaged"),  # set-uid
+        ({"kind": "file", "path": "{tmp}/f", "data": "", "mode": 0o666, "backup": None},
+         "is damaged"),  # written by anyone
+        ({"kind": "file", "path": "{tmp}/kubelet", "data": "", "backup": "/etc/shadow"},
+         "is damaged"),  # a backup away from its file
+        ({"kind": "file", "path": "{tmp}/shadow", "data": "", "backup": None},
+         "holds no kubelet flags"),
+        ({"kind": "file", "path": "{tmp}/cron", "data": "eA==", "backup": None},
+         "neither its config nor a kubelet flag file"),
+        ({"kind": "link", "path": "{tmp}/dir", "target": "x", "backup": None},
+         "would replace the directory"),
+        ({"kind": "tree", "path": "{tmp}/dir", "source": "{tmp}/s", "links": False,
+          "backup": None}, "which is not a bundle"),
+    ],
+)  # fmt: skip
+def test_a_forged_journal_changes_nothing(
+    tmp_path: Path, entry: dict[str, object], says: str
+) -> None:
+    """#62: a journal is hostile input. Each entry here once acted on the node (a removal of
+    ``/``, a set-uid file, /etc/shadow overwritten); now the run refuses, in one line, before any
+    op of the journal is carried out."""
+    (tmp_path / "shadow").write_text("root:x:0:\n")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dir" / "keep").write_text("mine\n")
+    (tmp_path / "s").mkdir()
+    flags = tmp_path / "kubelet"
+    flags.write_text("KUBELET_EXTRA_ARGS=\n")
+    good = {"kind": "file", "path": str(flags), "data": "S1VCRUxFVF9FWFRSQV9BUkdTPS0tdj0yCg==",
+            "backup": None}  # fmt: skip
+    filled = json.loads(json.dumps(entry).replace("{tmp}", str(tmp_path)))
+    journal = forged(tmp_path, [good, filled])
+    before = sorted((str(p), p.read_bytes() if p.is_file() else b"") for p in tmp_path.rglob("*"))
+    with pytest.raises(NodeChangeError) as refused:
+        recover(journal)
+    assert says in str(refused.value) and "nothing was changed" in str(refused.value)
+    after = sorted((str(p), p.read_bytes() if p.is_file() else b"") for p in tmp_path.rglob("*"))
+    assert after == before  # not even the good op ran
+
+
+def test_a_journal_too_large_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    journal = journal_for(tmp_path / "c.yaml")
+    with journal.open("wb") as handle:
+        handle.truncate(MAX_JOURNAL_BYTES + 1)  # sparse
+    journal.chmod(0o600)
+    with pytest.raises(NodeChangeError, match="more than a journal credprovider writes"):
+        pending(journal)
 
 
 def test_an_earlier_versions_journal_is_finished(tmp_path: Path) -> None:
