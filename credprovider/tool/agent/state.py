@@ -41,7 +41,7 @@ from credprovider.tool.change.durable import (
 )
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, read_bytes
-from credprovider.tool.node.root import NodeRoot
+from credprovider.tool.node.root import NodeRoot, RootPathError
 from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 
 STATE: Final = f"{AGENT_HOME}/state.json"
@@ -83,8 +83,28 @@ def load(root: str) -> State:
             f"{STATE} is not the agent's state (edited or truncated): nothing is changed; "
             "restore it, or remove it to make the agent start afresh"
         )
+    directory = _a_directory(root, state)
+    if directory:  # the agent replaces files and links only: forged, or changed under it
+        raise NodeChangeError(
+            f"{STATE} is not the agent's state (it records {directory}, a directory, as a file "
+            "the agent replaced): nothing is changed; restore it, or remove it to make the agent "
+            "start afresh"
+        )
     state.setdefault("made_dirs", [])
     return state
+
+
+def _a_directory(root: str, state: State) -> str:
+    """The first path the state records as a replaced file that is a directory on the node."""
+    recorded = [*state["originals"], *state.get("before", {}), *state["written"]]
+    for path in recorded:
+        try:
+            where = host(root, path)
+        except (OSError, ValueError, RootPathError):
+            continue
+        if where.is_dir() and not where.is_symlink():
+            return str(path)
+    return ""
 
 
 # The agent's own directories above its state: only the agent makes them.
@@ -176,13 +196,16 @@ def matches(root: str, path: str, kept: dict[str, Any]) -> bool:
 
 
 def _node_path(value: object) -> bool:
-    """An absolute, normalized node path (no ``..``, no empty or ``.`` part, no NUL)."""
+    """An absolute, normalized node path (no ``..``, no empty or ``.`` part, no NUL), at least
+    two levels deep: never ``/``, ``/etc`` or ``/var``, which hold everything else."""
     return (
         isinstance(value, str)
         and value.startswith("/")
+        and not value.startswith("//")
         and "\0" not in value
         and os.path.normpath(value) == value
         and "/../" not in f"{value}/"
+        and value.count("/") >= 2
     )
 
 
@@ -200,6 +223,7 @@ def _is_kept(value: object) -> bool:
             and _COPY.fullmatch("/" + kept.lstrip("/")) is not None
             and isinstance(value.get("mode"), int)
             and not isinstance(value.get("mode"), bool)
+            and value["mode"] & 0o7000 == 0  # never set-uid, set-gid or sticky
         )
     return value.get("absent") is True
 

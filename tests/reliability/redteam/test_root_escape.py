@@ -170,6 +170,19 @@ FORGED = {
     "a made directory climbing out": lambda o: {
         "originals": {}, "made_dirs": [f"/../../../..{o}"]
     },
+    # #62: each of these passed validation, and uninstall deleted or overwrote it (exit 0)
+    "the whole root, to delete": lambda o: {"originals": {"/": {"absent": True}}},
+    "the node's /etc, to delete": lambda o: {"originals": {"/etc": {"absent": True}}},
+    "a directory of the node, to delete": lambda o: {
+        "originals": {"/etc/kubernetes": {"absent": True}}
+    },
+    "a set-uid copy": lambda o: {
+        "originals": {"/etc/default/kubelet": {"file": "originals/etc/default/kubelet",
+                                               "mode": 0o104755}}
+    },
+    "a rollback copy over /etc": lambda o: {
+        "originals": {}, "before": {"/etc": {"absent": True, "written": None}}
+    },
 }  # fmt: skip
 
 
