@@ -196,8 +196,7 @@ def matches(root: str, path: str, kept: dict[str, Any]) -> bool:
 
 
 def _node_path(value: object) -> bool:
-    """An absolute, normalized node path (no ``..``, no empty or ``.`` part, no NUL), at least
-    two levels deep: never ``/``, ``/etc`` or ``/var``, which hold everything else."""
+    """An absolute, normalized node path (no ``..``, no empty or ``.`` part, no NUL)."""
     return (
         isinstance(value, str)
         and value.startswith("/")
@@ -205,8 +204,14 @@ def _node_path(value: object) -> bool:
         and "\0" not in value
         and os.path.normpath(value) == value
         and "/../" not in f"{value}/"
-        and value.count("/") >= 2
     )
+
+
+def _file_path(value: object) -> bool:
+    """A node path the agent replaces (a file or a link): at least two levels deep, never ``/``,
+    ``/etc`` or ``/var``, which hold everything else (a directory it made, emptied and removed
+    when it goes, may be one level deep)."""
+    return _node_path(value) and str(value).count("/") >= 2
 
 
 def _is_kept(value: object) -> bool:
@@ -244,15 +249,15 @@ def _is_state(state: dict[str, Any]) -> bool:
         and isinstance(state.get("version", ""), str)
         and isinstance(state.get("previous", ""), str)
         and isinstance(state.get("restart_due", ""), str)
-        and all(_node_path(path) and _is_kept(kept) for path, kept in originals.items())
+        and all(_file_path(path) and _is_kept(kept) for path, kept in originals.items())
         and all(
-            _node_path(path) and _is_kept(kept) and isinstance(kept.get("written", ""), str | None)
+            _file_path(path) and _is_kept(kept) and isinstance(kept.get("written", ""), str | None)
             for path, kept in before.items()
         )
-        and all(_node_path(path) and isinstance(sha, str) for path, sha in written.items())
+        and all(_file_path(path) and isinstance(sha, str) for path, sha in written.items())
         and all(_node_path(path) for path in made)
         and isinstance(flag_files, list)
-        and all(_node_path(path) for path in flag_files)
+        and all(_file_path(path) for path in flag_files)
         and _is_watchdog(state.get("watchdog", {}))
         and _is_said(state.get("healed", {}))
     )
