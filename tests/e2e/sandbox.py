@@ -49,13 +49,46 @@ def host_state() -> dict[str, Any]:
 def left_running(*programs: Path) -> list[str]:
     """Processes of this run still alive: one of ``programs`` (the kubelet, the fake CRI, the
     control plane, containerd and its shims, runc, the registry server), or a plugin of the
-    bundle."""
+    bundle. Under pytest-xdist, what another worker runs (a doctor of the bundle, the kubelet
+    harness) is its own, not this run's: a process descending from another worker is left out
+    (an orphan of this run, re-parented to init, is still counted)."""
     markers = [str(program) for program in programs] + [str(BUNDLE_DIR.resolve())]
+    others = _other_workers()
     return sorted(
         cmdline
-        for cmdline in (_cmdline(pid) for pid in os.listdir("/proc") if pid.isdigit())
-        if any(marker in cmdline for marker in markers)
+        for pid, cmdline in ((pid, _cmdline(pid)) for pid in os.listdir("/proc") if pid.isdigit())
+        if any(marker in cmdline for marker in markers) and not _descends(int(pid), others)
     )
+
+
+def _other_workers() -> set[int]:
+    """The other pytest-xdist workers: this worker's siblings (the controller starts each)."""
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        return set()
+    me, controller = os.getpid(), os.getppid()
+    return {
+        int(pid)
+        for pid in os.listdir("/proc")
+        if pid.isdigit() and int(pid) != me and _parent(int(pid)) == controller
+    }
+
+
+def _parent(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def _descends(pid: int, ancestors: set[int]) -> bool:
+    for _ in range(64):
+        if pid in ancestors:
+            return True
+        if pid <= 1:
+            return False
+        pid = _parent(pid)
+    return False
 
 
 def _cmdline(pid: str) -> str:
