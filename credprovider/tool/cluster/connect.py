@@ -98,6 +98,8 @@ def _check_service_account(directory: str) -> None:
             read_bytes(f"{directory}/{name}", KUBECONFIG_FILE_CAP)
         except (FileProblem, UnreadableError) as exc:
             raise ClusterError(f"the pod's service account cannot be used: {exc}") from None
+
+
 _FILE_KEYS: Final = ("tokenFile", "certificate-authority", "client-certificate", "client-key")
 
 
