@@ -2,7 +2,8 @@
 
 ``make test`` runs the suite with ``--dist loadscope --no-loadscope-reorder``: each module runs on
 one worker (its module fixtures, one fleet cluster or control plane, built once), handed out in
-collection order. Handing out the longest modules first (the longest-processing-time rule) keeps a
+collection order (the scheduler below: the ``tests/e2e`` directory one unit, the crash points
+test by test). Handing out the longest modules first (the longest-processing-time rule) keeps a
 3-minute module from starting last on a worker while the others are idle. A module's time is read
 from the last run's figures (``dist/test-times.json``, tests/timing.py), else from the copy kept in
 the tree (``tests/module-times.json``, for a fresh clone); a module neither names runs first, as
@@ -33,6 +34,9 @@ LAST_RUN: Final = TESTS.parent / "dist" / "test-times.json"
 KEPT: Final = TESTS / "module-times.json"
 # Tests under these directories share one worker, in order (see the module).
 ONE_WORKER: Final = ("tests/e2e/",)
+# Modules whose tests go to any worker one by one: long, and their module fixtures cheap (the
+# crash points' fake kubelet health endpoints), so the longest module is not one worker's alone.
+EACH_TEST: Final = ("tests/reliability/test_crash_points.py",)
 
 
 def module_times(*sources: Path) -> dict[str, float]:
@@ -53,12 +57,18 @@ def slowest_first(nodeids: list[str], times: dict[str, float]) -> list[int]:
     order; a unit's time is its modules', and a module without a time counts as the slowest."""
     unknown = max(times.values(), default=0.0) + 1.0
     first_seen: dict[str, int] = {}
-    modules: dict[str, set[str]] = {}
+    per_module: dict[str, int] = {}
+    shares: dict[str, dict[str, int]] = {}  # scope -> module -> its tests in the scope
     for index, nodeid in enumerate(nodeids):
-        scope = scope_of(nodeid)
+        scope, module = scope_of(nodeid), module_of(nodeid)
         first_seen.setdefault(scope, index)
-        modules.setdefault(scope, set()).add(module_of(nodeid))
-    seconds = {scope: sum(times.get(m, unknown) for m in found) for scope, found in modules.items()}
+        per_module[module] = per_module.get(module, 0) + 1
+        held = shares.setdefault(scope, {})
+        held[module] = held.get(module, 0) + 1
+    seconds = {
+        scope: sum(times.get(m, unknown) * n / per_module[m] for m, n in held.items())
+        for scope, held in shares.items()
+    }
 
     def key(index: int) -> tuple[float, int, int]:
         scope = scope_of(nodeids[index])
@@ -68,11 +78,13 @@ def slowest_first(nodeids: list[str], times: dict[str, float]) -> list[int]:
 
 
 def scope_of(nodeid: str) -> str:
-    """The unit a worker is handed: a test's module, or its directory for ``ONE_WORKER``."""
+    """The unit a worker is handed: a test's module, its directory for ``ONE_WORKER``, the test
+    itself for ``EACH_TEST``."""
     for directory in ONE_WORKER:
         if nodeid.startswith(directory):
             return directory
-    return module_of(nodeid)
+    module = module_of(nodeid)
+    return nodeid if module in EACH_TEST else module
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -61,6 +61,14 @@ def test_the_slowest_modules_go_first_and_a_module_stays_together(tmp_path: Path
     assert {scope_of(n) for n in e2e} == {"tests/e2e/", "tests/unit/test_a.py"}
     times_e2e = {"tests/e2e/test_x.py": 3.0, "tests/e2e/test_y.py": 3.0, "tests/unit/test_a.py": 5}
     assert slowest_first(e2e, times_e2e) == [0, 2, 1]  # 3 + 3 s together outweigh 5 s
+    # the crash points go out test by test, each weighed as its share of the module
+    crash = ["tests/reliability/test_crash_points.py::a", "tests/unit/test_a.py::one",
+             "tests/reliability/test_crash_points.py::b"]  # fmt: skip
+    assert scope_of(crash[0]) == crash[0] and scope_of(crash[2]) == crash[2]
+    times_crash = {"tests/reliability/test_crash_points.py": 12.0, "tests/unit/test_a.py": 5.0}
+    assert slowest_first(crash, times_crash) == [0, 2, 1]  # 6 s each before 5 s
+    times_crash["tests/unit/test_a.py"] = 7.0
+    assert slowest_first(crash, times_crash) == [1, 0, 2]
     # nothing known: modules in the order they were first collected, each one's tests together
     assert slowest_first(nodeids, {}) == [0, 2, 1, 4, 3, 5]
     # the last run's figures first, the kept copy when there are none
