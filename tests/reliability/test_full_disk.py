@@ -84,3 +84,52 @@ python3 {tmp_path}/snapshot.py {node} > {out}/after.json
     assert said["again.rc"] == "0\n" and said["again.out"].startswith("installed"), said
     assert said["undo.rc"] == "0\n", said
     assert json.loads(said["after.json"]) == json.loads(said["before.json"])
+
+
+def test_install_copy_on_a_full_disk_leaves_no_partial_copy(tmp_path: Path) -> None:
+    """#62: ``credprovider install --copy`` on a full disk left its partial copy, and the disk
+    full. It fails in one line, and what it had copied is gone: the space is back."""
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    (bundle / "_internal" / "payload").write_bytes(os.urandom(96 * 1024))  # does not fit
+    out = tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "snapshot.py").write_text(SNAPSHOT)
+    node = tmp_path / "node"
+    node.mkdir()
+    install = (
+        f"{TOOL} install --copy --target {bundle}/credprovider --providers aws "
+        f"--bin-dir {node}/opt/credprovider/bin --config-out {node}/etc/credprovider.yaml"
+    )
+    script = f"""
+mount -t tmpfs -o size=256k,mode=0755 tmpfs {node}
+mkdir -p {node}/opt {node}/etc
+python3 {tmp_path}/snapshot.py {node} > {out}/before.json
+avail=$(df -k --output=avail {node} | tail -1)
+dd if=/dev/zero of={node}/filler bs=1k count=$((avail - 32)) 2>/dev/null
+df -k --output=avail {node} | tail -1 > {out}/avail.before
+{install} > {out}/full.out 2> {out}/full.err; echo $? > {out}/full.rc
+df -k --output=avail {node} | tail -1 > {out}/avail.after
+python3 {tmp_path}/snapshot.py {node} > {out}/after.json
+"""
+    done = subprocess.run(
+        private(["sh", "-c", script]),
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    said = {p.name: p.read_text() for p in out.iterdir()}
+    assert said["full.rc"] != "0\n", said
+    assert "Traceback" not in said["full.err"], said["full.err"]
+    [line] = said["full.err"].splitlines()
+    assert "No space left on device" in line, line
+    # nothing of the copy holds space: what is left is the directories made and the change's
+    # journal (a page), which the next run finishes once there is room
+    assert int(said["avail.after"]) >= int(said["avail.before"]) - 4, said
+    left = set(json.loads(said["after.json"])) - set(json.loads(said["before.json"]))
+    assert left <= {
+        "/filler", "/opt/credprovider", "/opt/credprovider/bin",
+        "/etc/.credprovider.yaml.credprovider-journal",
+    }, left  # fmt: skip

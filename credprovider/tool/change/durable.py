@@ -95,18 +95,26 @@ def replace_link(path: Path, target: str) -> None:
 def place_tree(source: Path, target: Path, links: bool = True) -> None:
     """``target`` is a copy of ``source`` (links kept as links; without ``links``, the source's
     own top-level links left out), flushed, then renamed into place (whatever was at ``target``
-    is replaced)."""
+    is replaced). A copy that fails part way (a full disk) is removed before the error goes on:
+    it would only hold the space (a kill leaves it, and the next copy removes it first)."""
     make_dirs(target.parent)
     partial = temporary_for(target)
     remove_tree(partial)
     reached(f"copy {source} {partial}")
-    shutil.copytree(
-        source,
-        partial,
-        symlinks=True,
-        ignore=None if links else lambda at, names: _top_links(source, at, names),
-    )
-    sync_tree(partial)
+    try:
+        shutil.copytree(
+            source,
+            partial,
+            symlinks=True,
+            ignore=None if links else lambda at, names: _top_links(source, at, names),
+        )
+        sync_tree(partial)
+    except (OSError, shutil.Error) as exc:
+        remove_tree(partial)
+        if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list):
+            first = exc.args[0][0] if exc.args[0] else None  # (source, destination, why)
+            raise OSError(f"copying {source} to {target}: {first[2] if first else exc}") from None
+        raise
     if os.path.lexists(target):
         remove_tree(target)
     rename_into_place(partial, target)
