@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from credprovider.errors import ProviderError, UsageError
 from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
+from credprovider.runtime.excerpt import quoted
 
 if TYPE_CHECKING:
     import ssl
@@ -76,7 +77,18 @@ def bindings_from_flags(
         )
     if apiserver and not sni:
         raise UsageError("--ib-sni-name must be set when --ib-apiserver-ip is provided")
+    if sni and not _host_and_port(sni):  # a name TLS can carry: not in upstream, which fails later
+        raise UsageError(f"--ib-sni-name must be a host name or host:port, got: {quoted(sni)}")
     return Bindings(sni, apiserver, client_id, tenant_id) if sni else None
+
+
+def _host_and_port(value: str) -> bool:
+    name, colon, port = value.partition(":")
+    return (
+        _ip_or_name(name)
+        and not is_ip(name)
+        and (not colon or (port.isascii() and port.isdigit() and 0 < int(port) < 65536))
+    )
 
 
 def _ip_or_name(value: str) -> bool:

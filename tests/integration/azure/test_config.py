@@ -92,8 +92,15 @@ def test_yaml_cloud_config_with_any_key_case(azure: Azure) -> None:
             "--ib-apiserver-ip must be a valid IP address or resolvable FQDN, got: not an address!",
         ),
         (["a.json", "--registry-mirror", "mcr.microsoft.com"], "is not source:target"),
+        # #62: a traceback (UnicodeEncodeError) once, then an escape byte on the terminal
+        (["a.json", "--ib-sni-name", "ib.exämple", "--ib-apiserver-ip", "10.0.0.1"],
+         "--ib-sni-name must be a host name or host:port, got: 'ib.exämple'"),
+        (["a.json", "--ib-sni-name", "ib\x1b[2J.example", "--ib-apiserver-ip", "10.0.0.1"],
+         "--ib-sni-name must be a host name or host:port, got: 'ib\\x1b[2J.example'"),
+        (["a.json", "--ib-sni-name", "ib.example:99999", "--ib-apiserver-ip", "10.0.0.1"],
+         "--ib-sni-name must be a host name or host:port, got: 'ib.example:99999'"),
     ],
-)
+)  # fmt: skip
 def test_command_line_errors(args: list[str], message: str) -> None:
     run = run_plugin(PLUGIN, request_bytes("myreg.azurecr.io/app"), args)
     assert (run.code, run.stdout) == (1, b"")
