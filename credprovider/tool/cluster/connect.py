@@ -29,6 +29,7 @@ def connect(kubeconfig: str | None, in_cluster: bool = True) -> Client:
     ``$KUBECONFIG`` or ``~/.kube/config`` as kubectl finds them."""
     import os
 
+    import httpx2
     from lightkube import Client, ConfigError
     from lightkube.config.kubeconfig import KubeConfig
 
@@ -44,9 +45,13 @@ def connect(kubeconfig: str | None, in_cluster: bool = True) -> Client:
             _check_service_account(SERVICE_ACCOUNT_DIR)
             config = KubeConfig.from_service_account(SERVICE_ACCOUNT_DIR)
         return bound(Client(config=config, field_manager=COMPONENT, trust_env=False))
-    except (ConfigError, OSError, KeyError, ValueError, TypeError, AttributeError) as exc:
+    except (
+        ConfigError, OSError, KeyError, ValueError, TypeError, AttributeError, httpx2.InvalidURL
+    ) as exc:  # InvalidURL: a server with a control byte or a space  # fmt: skip
         where = path or "the pod's service account"
-        raise ClusterError(f"no API server configuration from {where}: {exc}") from exc
+        raise ClusterError(
+            f"no API server configuration from {where}: {clip(str(exc), 400)}"
+        ) from exc
 
 
 def _read_kubeconfig(path: str) -> dict[str, Any]:
@@ -144,7 +149,8 @@ def api_call(what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
         code = getattr(exc.status, "code", None)
         message = clip(str(getattr(exc.status, "message", "") or ""), 400)
         raise ClusterError(f"{what}: the API server answered {code}: {message}") from None
-    except (httpx2.HTTPError, ConfigError, OSError) as exc:
+    except (httpx2.HTTPError, httpx2.InvalidURL, ConfigError, OSError) as exc:
+        # InvalidURL: a name with a control byte or a space (a --hostname-override, a Node)
         raise ClusterError(f"{what}: {clip(str(exc), 400)}") from None
     except LIBRARY_FAULTS as exc:  # an answer the client library could not use
         raise ClusterError(

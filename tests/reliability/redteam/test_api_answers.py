@@ -208,3 +208,27 @@ def test_agent_run_against_impossible_numbers_and_times(tmp_path: Path) -> None:
     assert "Traceback" not in err, err[-3000:]
     waiting = [line for line in err.splitlines() if "restart slot" in line]
     assert waiting and "renewTime" in waiting[0], err[-2000:]
+
+
+def test_a_control_byte_in_a_server_or_a_node_name_is_one_error(tmp_path: Path) -> None:
+    """#62: a kubeconfig server or a --hostname-override holding an escape byte made httpx
+    raise InvalidURL, which nothing caught (a traceback). Each is one ClusterError line."""
+    from lightkube.resources.core_v1 import Node
+
+    from credprovider.tool.cluster.connect import ClusterError, api_call, connect
+
+    def kubeconfig(server: str) -> str:
+        path = tmp_path / "kubeconfig"
+        path.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "x",
+            "clusters": [{"name": "c", "cluster": {"server": server}}],
+            "users": [{"name": "u", "user": {"token": "t"}}],
+            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        }))  # fmt: skip
+        return str(path)
+
+    with pytest.raises(ClusterError, match=r"no API server configuration from .*non-printable"):
+        connect(kubeconfig("https://127.0.0.1:9/\x1b[2J"), in_cluster=False)
+    client = connect(kubeconfig("https://127.0.0.1:9"), in_cluster=False)
+    with pytest.raises(ClusterError, match=r"^reading the Node: .*non-printable"):
+        api_call("reading the Node", client.get, Node, "node\x1b[2J")
