@@ -119,9 +119,12 @@ def main(argv: list[str] | None = None) -> None:
     from credprovider.tool.terminal import sanitizing
 
     code: int | str | None
+    args = sys.argv[1:] if argv is None else argv
     try:
-        with sanitizing():  # nothing printed can drive the terminal (tool/terminal.py)
-            code = _run(sys.argv[1:] if argv is None else argv)
+        # nothing printed can drive the terminal; what a person reads is capped per line, what
+        # a script reads (--json on stdout) is whole (tool/terminal.py)
+        with sanitizing(cap_stdout="--json" not in args):
+            code = _run(args)
     except SystemExit as done:  # argparse's --help and usage errors
         code = done.code
     except BrokenPipeError:

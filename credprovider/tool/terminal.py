@@ -8,7 +8,11 @@ is shown (``\\x1b]0;...\\x07``, ``\\x1b[2J``, a right-to-left override).
 UTF-8 (kept by ``os.fsdecode`` as a lone surrogate) is shown as ``\\xff``. :func:`sanitizing`
 puts that filter in front of ``sys.stdout`` and ``sys.stderr`` for the whole command
 (``cli.main``), so no print anywhere can forget it. JSON output is unaffected: ``json.dumps``
-already escapes such characters. Not on the exec path.
+already escapes such characters. Where what is said is for a person (stderr, and stdout but with
+``--json``), a line longer than :data:`STDERR_LINE_LIMIT` is cut there, saying how long it was
+(5,000 node names in one line, a config path of 120 KB echoed); ``--json``'s stdout, which
+scripts read, is never cut.
+Not on the exec path.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from credprovider.runtime.excerpt import clip
 from credprovider.runtime.redact import printable
 
 _KEPT = "\n\t"
+STDERR_LINE_LIMIT = 4096
 
 
 def sanitized(text: str) -> str:
@@ -37,14 +43,24 @@ def _escaped(ch: str) -> str:
     return printable(ch)
 
 
-class _Sanitizing:
-    """A text stream that writes :func:`sanitized` text to ``stream``."""
+def capped(text: str, limit: int = STDERR_LINE_LIMIT) -> str:
+    """``text`` with each line longer than ``limit`` characters cut there (``clip``)."""
+    if len(text) <= limit:
+        return text
+    return "\n".join(clip(line, limit) for line in text.split("\n"))
 
-    def __init__(self, stream: TextIO) -> None:
+
+class _Sanitizing:
+    """A text stream that writes :func:`sanitized` text to ``stream`` (each line capped at
+    ``limit`` characters, when given)."""
+
+    def __init__(self, stream: TextIO, limit: int | None = None) -> None:
         self._stream = stream
+        self._limit = limit
 
     def write(self, text: str) -> int:
-        self._stream.write(sanitized(text))
+        shown = capped(text, self._limit) if self._limit else text
+        self._stream.write(sanitized(shown))
         return len(text)
 
     def __getattr__(self, name: str) -> Any:
@@ -52,11 +68,12 @@ class _Sanitizing:
 
 
 @contextlib.contextmanager
-def sanitizing() -> Iterator[None]:
-    """Every write to ``sys.stdout`` and ``sys.stderr`` sanitized while this lasts."""
+def sanitizing(cap_stdout: bool = True) -> Iterator[None]:
+    """Every write to ``sys.stdout`` and ``sys.stderr`` sanitized while this lasts, each line of
+    stderr capped (and of stdout, with ``cap_stdout``: not for ``--json``)."""
     out, err = sys.stdout, sys.stderr
-    sys.stdout = _Sanitizing(out)
-    sys.stderr = _Sanitizing(err)
+    sys.stdout = _Sanitizing(out, STDERR_LINE_LIMIT if cap_stdout else None)
+    sys.stderr = _Sanitizing(err, STDERR_LINE_LIMIT)
     try:
         yield
     finally:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from credprovider.runtime.excerpt import clip
 from credprovider.tool.cluster.connect import api_call
 
 if TYPE_CHECKING:
@@ -40,9 +41,8 @@ def cloud_facts(name: str, node: Mapping[str, Any]) -> CloudFacts:
         for taint in (taints if isinstance(taints, list) else [])
         if isinstance(taint, Mapping)
     }
-    return CloudFacts(
-        name, provider_id if isinstance(provider_id, str) else "", UNINITIALIZED_TAINT in keys
-    )
+    shown = clip(provider_id) if isinstance(provider_id, str) else ""  # an 8 MiB one: an excerpt
+    return CloudFacts(clip(name), shown, UNINITIALIZED_TAINT in keys)
 
 
 def read_cloud_facts(client: Client, name: str) -> CloudFacts:
