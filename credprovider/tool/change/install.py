@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Final
 
 from credprovider.paths import PACKAGE_BIN_DIR, PACKAGE_LINKS_FILE
+from credprovider.runtime.bundlecheck import FILES_MANIFEST
 from credprovider.runtime.nodefile import special_kind
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.engine import Kind, Op
@@ -36,7 +37,7 @@ from credprovider.tool.change.results import Action
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.images.startcheck import NotCredprovider, credprovider_version
 
-MANIFEST: Final = Path("_internal") / "credprovider.files"
+MANIFEST: Final = Path("_internal") / FILES_MANIFEST
 BACKUP_SUFFIX: Final = ".credprovider-backup-"
 
 

@@ -145,10 +145,10 @@ def unfit(op: Op, anchor: Path) -> str:
 
 
 def _bundle_or_empty(path: Path) -> bool:
-    from credprovider.tool.change.install import MANIFEST
+    from credprovider.runtime.bundlecheck import FILES_MANIFEST
 
     try:
-        return (path / MANIFEST).is_file() or not any(path.iterdir())
+        return (path / "_internal" / FILES_MANIFEST).is_file() or not any(path.iterdir())
     except OSError:
         return False
 
