@@ -6,7 +6,8 @@ An ``httpx`` response hook on lightkube's client reads each body itself, in bloc
 then), JSON no deeper than the plugins' cap (``tool.structured``). A list is followed through at
 most :data:`MAX_PAGES` ``continue`` tokens (a server that never stops paginating ends there).
 Redirects are not followed (``httpx``'s default, which lightkube keeps). What is refused is a
-:class:`AnswerRefused`, one line, before lightkube sees the body;
+:class:`AnswerRefused`, one line, before lightkube sees the body; every call as a whole (connect,
+headers and body) ends within :data:`CALL_SECONDS` (:func:`within`);
 whatever the library still raises on an answer it cannot use is one line too
 (:func:`~credprovider.tool.cluster.connect.api_call`).
 """
@@ -28,6 +29,35 @@ if TYPE_CHECKING:
 MAX_BODY_BYTES: Final = 64 * 1024 * 1024
 BODY_SECONDS: Final = 30.0
 MAX_PAGES: Final = 1000
+# A whole call (connect, headers, body; a list's pages), from the start: headers drip-fed a byte
+# at a time hold the client before any body bound can start (#62).
+CALL_SECONDS: Final = BODY_SECONDS + 5
+
+
+def within(seconds: float, call: Any, *args: Any, **kwargs: Any) -> Any:
+    """``call(*args, **kwargs)``, or :class:`AnswerRefused` once ``seconds`` have passed without
+    its end. The call runs in a daemon thread, left behind when it overruns (holding only its
+    connection); its result or error is this function's."""
+    import threading
+
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = call(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 (handed to the caller, raised there)
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, name="credprovider-api-call", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise AnswerRefused(
+            f"no complete answer within {seconds:g}s (the API server answers too slowly)"
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
 
 
 class AnswerRefused(CredproviderError):

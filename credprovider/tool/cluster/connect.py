@@ -139,10 +139,10 @@ def api_call(what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
     from lightkube import ApiError
     from lightkube.core.exceptions import ConfigError
 
-    from credprovider.tool.cluster.bounds import AnswerRefused
+    from credprovider.tool.cluster.bounds import CALL_SECONDS, AnswerRefused, within
 
     try:
-        return call(*args, **kwargs)
+        return within(CALL_SECONDS, call, *args, **kwargs)
     except (ClusterError, AnswerRefused) as exc:
         raise ClusterError(f"{what}: {exc}") from None
     except ApiError as exc:

@@ -74,6 +74,22 @@ def drip(body: bytes, every: float = 0.2) -> Answer:
     return answer
 
 
+def drip_headers(every: float = 0.5) -> Answer:
+    """A status line, then header lines one byte per ``every`` seconds, never their end: the
+    client waits for the headers before any body bound can start."""
+
+    def answer(_: bytes, send: Send) -> None:
+        if not send(b"HTTP/1.1 200 OK\r\n"):
+            return
+        while True:
+            for byte in b"X-Slow: a\r\n":
+                if not send(bytes([byte])):
+                    return
+                time.sleep(every)
+
+    return answer
+
+
 def endless_continue(_: bytes, send: Send) -> None:
     """``100 Continue`` answers, one after another, without end."""
     while send(b"HTTP/1.1 100 Continue\r\n\r\n"):

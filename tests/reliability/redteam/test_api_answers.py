@@ -23,7 +23,14 @@ import pytest
 from release.bundle import BUNDLE_DIR, REPO
 from tests.helpers import private
 from tests.integration.cli.conftest import fake_bundle
-from tests.reliability.redteam.rawserver import Answer, Send, drip, once, raw_server
+from tests.reliability.redteam.rawserver import (
+    Answer,
+    Send,
+    drip,
+    drip_headers,
+    once,
+    raw_server,
+)
 from tests.unit.tool.test_agent_apply import kubeadm
 
 ADDRESS_SPACE = 1 << 30
@@ -93,6 +100,8 @@ LIST_ROWS: dict[str, tuple[Answer, str, float]] = {
     "a list that never ends": (endless_continue, "past 1000 pages", 60),
     "a body that never ends": (endless_body, "larger than 64 MiB", 60),
     "a drip-fed body": (drip(b" ", 0.5), "took longer than 30s", 45),
+    # #62: the body's bound started after the headers, which never ended (103 s and more)
+    "drip-fed headers": (drip_headers(0.5), "no complete answer within 35s", 50),
 }  # fmt: skip
 
 
