@@ -9,7 +9,6 @@ a cold kubelet build takes on 2 cores. Used by the test fixtures and by ``make b
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shutil
@@ -18,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from release.buildlock import one_builder
 from release.native import cache_root
 
 MODULE = Path(__file__).resolve().parent.parent / "emulators" / "kubelet"
@@ -95,16 +95,10 @@ def _go(args: list[str], env: dict[str, str], timeout: float, cwd: Path | None =
 
 @contextmanager
 def _one_builder(target: Path) -> Iterator[bool]:
-    """Held while ``target`` is built: the test workers (pytest-xdist) and ``make go-tools`` that
-    need the same binary build it once, the others waiting on its lock file, then finding it
-    built. Yields whether it still has to be built."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.with_name(target.name + ".lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield not target.exists()
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    """Held while ``target`` is built (release/buildlock.py); yields whether it still has to
+    be."""
+    with one_builder(target.with_name(target.name + ".lock")):
+        yield not target.exists()
 
 
 def binary(package: str, name: str, timeout: float = 1800) -> Path:
