@@ -9,8 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from release.bundle import REPO
 from release.buildlock import one_builder
+from release.bundle import REPO
 
 HOLD = """
 import sys, time
