@@ -72,3 +72,33 @@ def test_the_agent_writes_the_file_that_platforms_kubelet_reads_or_says_why_not(
         return
     assert plan.config_path == platform.config, (platform.name, plan.platform, plan.notes)
     assert plan.bin_dir == platform.bin_dir, (platform.name, plan.platform)
+
+
+def test_doctor_says_when_the_platform_wrote_again_what_the_agent_wrote(tmp_path: Path) -> None:
+    """GKE writes its config again at every boot (cloud-init runs its configure scripts): the
+    agent's providers are gone until its pod merges them again. doctor --root says so, from the
+    digests the agent kept, and passes while the files are as the agent wrote them."""
+    from emulators.http import FakeResponse, serve
+    from tests.integration.cli.conftest import fake_bundle
+    from tests.integration.cli.test_agent import cli, restart_command
+
+    platform = NODES[0]()  # GKE
+    root = platform.build(tmp_path / "node")
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
+        applied = cli(
+            "agent", "apply", "--root", str(root), "--bundle", str(bundle), "--providers", "aws",
+            "--restart-command", restart_command(tmp_path), "--healthz",
+            f"{kubelet.url}/healthz", "--health-timeout", "2",
+        )  # fmt: skip
+    assert applied.returncode == 0, applied.stderr + applied.stdout
+    _, report = doctor("--root", str(root), "--offline")
+    said = [c for c in report["checks"] if "credprovider agent wrote" in c["message"]]
+    assert [c["status"] for c in said] == ["pass"], said
+    # the next boot: GKE's configure script writes its own config again
+    (root / platform.config.lstrip("/")).write_text(platform.files[platform.config])
+    _, report = doctor("--root", str(root), "--offline")
+    said = [c for c in report["checks"] if "credprovider agent wrote" in c["message"]]
+    assert [c["status"] for c in said] == ["warn"], said
+    assert said[0]["message"].startswith(f"{platform.config} no longer holds what")
+    assert "docs/platforms.md" in said[0]["fix"]
