@@ -182,6 +182,99 @@ def eks_al2023_node_config_flags() -> PlatformNode:
     )
 
 
+def eks_al2() -> PlatformNode:
+    """EKS AL2 (bootstrap.sh): the two flags written into the unit itself, space-separated, then
+    ``$KUBELET_ARGS $KUBELET_EXTRA_ARGS`` from bootstrap.sh's drop-ins."""
+    return PlatformNode(
+        "EKS AL2",
+        "awslabs/amazon-eks-ami templates/al2/runtime/kubelet.service (the flags in ExecStart) "
+        "and bootstrap.sh's drop-ins 10-kubelet-args.conf, 30-kubelet-extra-args.conf",
+        f"{EKS_DIR}/config.json",
+        EKS_DIR,
+        {
+            "/etc/os-release": _os_release("amzn", "Amazon Linux"),
+            "/etc/systemd/system/kubelet.service": (
+                "[Unit]\nDescription=Kubernetes Kubelet\n\n[Service]\nExecStart=/usr/bin/kubelet \\\n"
+                "    --config /etc/kubernetes/kubelet/kubelet-config.json \\\n"
+                "    --kubeconfig /var/lib/kubelet/kubeconfig \\\n"
+                f"    --image-credential-provider-config {EKS_DIR}/config.json \\\n"
+                f"    --image-credential-provider-bin-dir {EKS_DIR} \\\n"
+                "    $KUBELET_ARGS \\\n    $KUBELET_EXTRA_ARGS\n\nRestart=always\n"
+            ),
+            "/etc/systemd/system/kubelet.service.d/10-kubelet-args.conf": (
+                "[Service]\nEnvironment='KUBELET_ARGS=--node-ip=10.0.1.5 "
+                "--pod-infra-container-image=602401143452.dkr.ecr.us-east-1.amazonaws.com/"
+                "eks/pause:3.5 --v=2'\n"
+            ),
+            "/etc/systemd/system/kubelet.service.d/30-kubelet-extra-args.conf": (
+                "[Service]\nEnvironment='KUBELET_EXTRA_ARGS=--node-labels=team=a'\n"
+            ),
+            f"{EKS_DIR}/config.json": eks_al2023().files[f"{EKS_DIR}/config.json"],
+            f"{EKS_DIR}/ecr-credential-provider": BINARY,
+        },
+        (f"{EKS_DIR}/ecr-credential-provider",),
+    )
+
+
+def flatcar_kubeadm() -> PlatformNode:
+    """Flatcar with the kubernetes sysext: kubeadm's drop-in under /usr (read-only), the user's
+    flags in /etc/sysconfig/kubelet."""
+    config, bin_dir = "/etc/kubernetes/credential-provider.yaml", "/opt/bin/credential-providers"
+    return PlatformNode(
+        "Flatcar (kubernetes sysext)",
+        "flatcar/sysext-bakery kubernetes: /usr/lib/systemd/system/kubelet.service and its "
+        "kubelet.service.d/10-kubeadm.conf, reading /etc/sysconfig/kubelet (platforms.md, Flatcar row)",
+        config,
+        bin_dir,
+        {
+            "/etc/os-release": _os_release("flatcar", "Flatcar Container Linux by Kinvolk"),
+            "/usr/lib/systemd/system/kubelet.service": "[Service]\nExecStart=/usr/bin/kubelet\n",
+            "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf": (
+                "[Service]\n"
+                'Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"\n'
+                "EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env\n"
+                "EnvironmentFile=-/etc/sysconfig/kubelet\nExecStart=\n"
+                "ExecStart=/usr/bin/kubelet $KUBELET_CONFIG_ARGS $KUBELET_KUBEADM_ARGS "
+                "$KUBELET_EXTRA_ARGS\n"
+            ),
+            "/etc/sysconfig/kubelet": (
+                f'KUBELET_EXTRA_ARGS="--image-credential-provider-config={config} '
+                f'--image-credential-provider-bin-dir={bin_dir}"\n'
+            ),
+            config: _provider("ecr-credential-provider", ("*.dkr.ecr.*.amazonaws.com",), "12h"),
+        },
+    )
+
+
+def cluster_api_ecr() -> PlatformNode:
+    """A Cluster API image-builder image with the ECR role: the flags in KUBELET_EXTRA_ARGS of
+    /etc/default/kubelet (kubeadm's drop-in passes it last)."""
+    config = "/var/usr/ecr-credential-provider/ecr-credential-provider-config"
+    return PlatformNode(
+        "Cluster API image-builder (ECR)",
+        "kubernetes-sigs/image-builder ansible roles (the ECR credential provider's config and "
+        "bin dir, KUBELET_EXTRA_ARGS; platforms.md, Cluster API row)",
+        config,
+        "/opt/bin",
+        {
+            "/etc/os-release": _os_release("ubuntu", "Ubuntu"),
+            "/usr/lib/systemd/system/kubelet.service": "[Service]\nExecStart=/usr/bin/kubelet\n",
+            "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf": (
+                "[Service]\nEnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env\n"
+                "EnvironmentFile=-/etc/default/kubelet\nExecStart=\n"
+                "ExecStart=/usr/bin/kubelet $KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS\n"
+            ),
+            "/etc/default/kubelet": (
+                f"KUBELET_EXTRA_ARGS=--image-credential-provider-config={config} "
+                "--image-credential-provider-bin-dir=/opt/bin\n"
+            ),
+            config: _provider("ecr-credential-provider", ("*.dkr.ecr.*.amazonaws.com",), "12h"),
+            "/opt/bin/ecr-credential-provider": BINARY,
+        },
+        ("/opt/bin/ecr-credential-provider",),
+    )
+
+
 def aks() -> PlatformNode:
     """AKS (AgentBaker): ``KUBELET_FLAGS`` in /etc/default/kubelet, expanded by the unit."""
     config = "/var/lib/kubelet/credential-provider-config.yaml"
@@ -390,6 +483,21 @@ def talos() -> PlatformNode:
     )
 
 
+def rke2() -> PlatformNode:
+    """RKE2: as k3s, recognised by /etc/rancher/rke2."""
+    base = k3s()
+    files = {k: v for k, v in base.files.items() if not k.startswith("/etc/rancher/k3s")}
+    files["/etc/rancher/rke2/config.yaml"] = "node-label: [role=worker]\n"
+    return PlatformNode(
+        "RKE2",
+        "rancher/rke2 (the k3s agent's credential provider paths, shared); platforms.md, RKE2 row",
+        base.config,
+        base.bin_dir,
+        files,
+        base.executables,
+    )
+
+
 def k3s() -> PlatformNode:
     """k3s: it adds the two flags itself when both the config and the bin dir exist at start."""
     config = "/var/lib/rancher/credentialprovider/config.yaml"
@@ -409,5 +517,6 @@ def k3s() -> PlatformNode:
 
 
 NODES: tuple[Callable[[], PlatformNode], ...] = (
-    gke, gce_kube_up, eks_al2023, eks_al2023_node_config_flags, aks, kops, openshift, bottlerocket, kubeadm_deb, talos, k3s,
+    gke, gce_kube_up, eks_al2023, eks_al2023_node_config_flags, eks_al2, aks, kops,
+    flatcar_kubeadm, cluster_api_ecr, rke2, openshift, bottlerocket, kubeadm_deb, talos, k3s,
 )  # fmt: skip
