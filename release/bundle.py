@@ -33,6 +33,7 @@ from typing import Final
 
 from credprovider.runtime.bundlecheck import FILES_MANIFEST, START_MANIFEST, install_hint
 from release import chroot, elfcheck, firstbuild, glibc, native, rootfs, toolchain, wheels
+from release.buildlock import one_builder
 from release.targets import Target
 
 REPO: Final = Path(__file__).resolve().parent.parent
@@ -132,9 +133,13 @@ def openssl_version_text(prefix: Path) -> str:
 
 def run_analysis(target: Target, out: Path, info: BuildInfo) -> None:
     """build.spec: PyInstaller's analysis, then release/layout.py writes ``out/_internal``."""
-    prefix = native.build_python(target)
-    root = rootfs.ensure(target)
-    site = wheels.install(target)
+    # what the cache holds (the interpreters, the root filesystems, the wheels) is made by one
+    # build at a time on this machine: two (a clone's make test, another's make build) would share
+    # their work directories (release/buildlock.py)
+    with one_builder(native.cache_root() / "builds.lock"):
+        prefix = native.build_python(target)
+        root = rootfs.ensure(target)
+        site = wheels.install(target)
     work = REPO / "build" / f"pyinstaller-{target.arch}"
     work.mkdir(parents=True, exist_ok=True)
     facts = {

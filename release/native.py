@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Final
 
 from release import chroot, sources, targets, toolchain
-from release.buildlock import one_builder
 from release.targets import GLIBC_FLOOR, Target, host_target
 
 # Where the bundle's OpenSSL looks for openssl.cnf and default CA paths. Deliberately not the node's
@@ -307,11 +306,7 @@ def build_python(target: Target, jobs: int | None = None) -> Path:
     if cache_root() == Path(FIXED_CACHE):
         _build_here(target, jobs)  # already at the fixed path (the namespace's own run)
     else:
-        # one build per architecture at a time on this machine: two would share its work
-        # directory and the fixed path (release/buildlock.py)
-        with one_builder(cache_root() / "python" / f"{target.arch}.lock"):
-            if not (prefix / "BUILT.json").exists():
-                _build_at_fixed_path(target, jobs)
+        _build_at_fixed_path(target, jobs)
     if not (prefix / "BUILT.json").exists():
         raise RuntimeError(f"the {target.arch} interpreter build left no {prefix}/BUILT.json")
     return prefix
