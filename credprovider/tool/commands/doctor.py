@@ -17,7 +17,7 @@ from credprovider.tool.commands.common import (
 )
 
 if TYPE_CHECKING:
-    from credprovider.tool.doctor.model import Check
+    from credprovider.tool.doctor.model import Check, Diagnosis
 
 _MARK = {"pass": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "info"}
 
@@ -66,6 +66,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         view.found_by += " (with --config/--bin-dir given)"
     access = ClusterAccess(args.kubeconfig, args.node_name)
     diagnosis = diagnose(view, args.image or [], args.offline, access)
+    _agent_files(view.root, diagnosis)
     status = EXIT_FAILED if diagnosis.failed else EXIT_USAGE if diagnosis.undecided else EXIT_OK
     if args.json:
         print_json(diagnosis.as_json(view))
@@ -133,3 +134,32 @@ def register(sub: Subcommands) -> None:
     )
     doctor.add_argument("--json", action="store_true", help="one JSON object on stdout")
     doctor.set_defaults(handler=_cmd_doctor)
+
+
+def _agent_files(root: str, diagnosis: Diagnosis) -> None:
+    """What the chart's agent wrote on this node, still as it wrote it (agent/rewritten.py): a
+    warning naming each file a platform (or a hand) wrote again, the way back in its fix."""
+    from credprovider.tool.agent.rewritten import agent_files
+    from credprovider.tool.doctor.model import INFO, PASS, WARN
+
+    found = agent_files(root)
+    if found is None:
+        return
+    if found.problem:
+        diagnosis.add("config", INFO if found.written else WARN, found.problem)
+    elif found.changed:
+        diagnosis.add(
+            "config",
+            WARN,
+            f"{', '.join(found.changed)} no longer holds what the credprovider agent wrote: the "
+            "platform (or a hand) wrote it again, at boot on GKE, EKS, kOps, Bottlerocket, Talos "
+            "and OpenShift, and the kubelet pulls without the agent's providers until they are back",
+            "the agent's pod merges them again when it starts (delete the agent's pod on this node "
+            "to restart it); for a change that lasts, the platform's own way (docs/platforms.md)",
+        )
+    elif found.written:
+        diagnosis.add(
+            "config",
+            PASS,
+            f"what the credprovider agent wrote is as it wrote it ({found.written} files)",
+        )

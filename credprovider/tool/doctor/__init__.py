@@ -7,8 +7,8 @@ One module per part of the chain: ``chain`` (discovery's findings, files on the 
 with a cloud controller manager the in-tree removal requires) and ``cloudnode`` (the Node object's
 side of it: the taint and the providerID only that manager sets), ``images`` (the node's images and
 the dry run), ``live`` (what only the running kubelet can say), ``cache_entries`` (what the
-caches hold, never a secret), ``rewritten`` (what the chart's agent wrote, still as it wrote it:
-a platform rewrites it at boot); ``model`` holds the result.
+caches hold, never a secret); ``model`` holds the result (the command adds what the chart's agent
+wrote, compared by ``agent.rewritten``).
 """
 
 from __future__ import annotations
@@ -89,9 +89,6 @@ def diagnose(
         version = live.installed_version(diagnosis)
     check_cloud_provider(settings, version, diagnosis, migrate)
     providers = _credential_chain(view, images, offline, version, diagnosis)
-    from credprovider.tool.doctor.rewritten import check_agent_files
-
-    check_agent_files(view, diagnosis)
     if here and not offline and (kubelet is not None or (access and access.kubeconfig)):
         _node_object(view, access or ClusterAccess(), providers, diagnosis)
     return diagnosis

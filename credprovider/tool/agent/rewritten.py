@@ -1,0 +1,52 @@
+"""What the chart's agent wrote on a node, still as it wrote it: a platform that writes the
+kubelet's config or flags again at every boot (GKE, EKS nodeadm, kOps, Bottlerocket, Talos, the
+Machine Config Operator: docs/platforms.md) replaces the agent's providers with its own, and the
+kubelet pulls without them until the agent's pod merges them again. Compared by the digests the
+agent keeps in its state (``state``), read as the agent reads it (a forged one is said to be, and
+nothing of it is used). ``credprovider doctor`` says what this finds.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from credprovider.paths import AGENT_HOME
+from credprovider.tool.agent.state import STATE, digest, host, load
+from credprovider.tool.errors import NodeChangeError
+from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
+
+
+@dataclass(frozen=True)
+class AgentFiles:
+    """``written``: how many files the agent wrote; ``changed``: those that hold something else
+    now; ``problem``: why they could not be compared ("": they were)."""
+
+    written: int = 0
+    changed: tuple[str, ...] = field(default_factory=tuple)
+    problem: str = ""
+
+
+def agent_files(root: str) -> AgentFiles | None:
+    """The files the agent wrote under ``root``, compared with what it wrote (None: no agent ever
+    changed this node)."""
+    if not os.path.lexists(host(root, STATE)):
+        return None
+    try:
+        state = load(root)
+    except (NodeChangeError, FileProblem, UnreadableError) as exc:
+        return AgentFiles(problem=f"the agent's state ({AGENT_HOME}) cannot be used: {exc}")
+    written: dict[str, str] = state.get("written", {})
+    changed = []
+    for path, sha in sorted(written.items()):
+        try:
+            now = digest(read_bytes(str(host(root, path))))
+        except FileProblem:
+            now = ""
+        except UnreadableError as exc:
+            return AgentFiles(
+                len(written), problem=f"what the agent wrote cannot be compared: {exc}"
+            )
+        if now != sha:
+            changed.append(path)
+    return AgentFiles(len(written), tuple(changed))
