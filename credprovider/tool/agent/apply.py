@@ -388,10 +388,8 @@ def not_writable(root: str, paths: list[str]) -> str:
     does not mount writable. Checked before a change begins, so that none stops part way (a
     user's permissions are the change's own errors)."""
     for path in paths:
-        place = posixpath.dirname(path.rstrip("/")) or "/"
-        while place != "/" and not os.path.lexists(host(root, place)):
-            place = posixpath.dirname(place)
-        if os.statvfs(host(root, place)).f_flag & os.ST_RDONLY:
+        place, flags = _mount_of(root, posixpath.dirname(path.rstrip("/")) or "/")
+        if flags & os.ST_RDONLY:
             return (
                 f"cannot write {path}: {place} is read-only here (in the chart's pod: not "
                 "mounted writable for its flags.platform)"
@@ -404,16 +402,22 @@ def not_executable(root: str, place: str) -> str:
     mount it lands on is ``noexec`` (COS mounts /var and /home so, only /home/kubernetes/bin is
     remounted exec: platforms.md, GKE row; a plugin linked from the bin dir into it fails with
     EACCES at every pull)."""
-    existing = place
-    while existing != "/" and not os.path.lexists(host(root, existing)):
-        existing = posixpath.dirname(existing)
-    if os.statvfs(host(root, existing)).f_flag & os.ST_NOEXEC:
+    existing, flags = _mount_of(root, place)
+    if flags & os.ST_NOEXEC:
         return (
             f"cannot place the plugins in {place}: {existing} is on a noexec mount, so the kubelet "
             "could not run them (as /var is on COS); install them where the node mounts exec "
             "(on COS, /home/kubernetes/bin) with credprovider install --copy"
         )
     return ""
+
+
+def _mount_of(root: str, place: str) -> tuple[str, int]:
+    """``place``, or the nearest directory above it that exists (what it will be made in), and
+    the flags of the mount that holds it (``statvfs``: read-only, noexec)."""
+    while place != "/" and not os.path.lexists(host(root, place)):
+        place = posixpath.dirname(place)
+    return place, os.statvfs(host(root, place)).f_flag
 
 
 def _not_in_bundle(plan: AgentPlan, bundle: Path) -> list[str]:

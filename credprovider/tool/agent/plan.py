@@ -149,8 +149,9 @@ def plan_node(
         plan.notes.append(platform.note)
     try:
         found = envfile.texts(lambda p: _read(root, p), platform.flag_files)
+        in_force = _flags_in_force(root, platform)
         decided = envfile.in_tree_decision(
-            _flags_in_force(root, platform),
+            in_force,
             found if platform.flags == ENV_FILE else {},
             migrate_in_tree,
             platform.flags == ENV_FILE,
@@ -166,7 +167,7 @@ def plan_node(
                 "own file keeps the old flag: set nodeRegistration.kubeletExtraArgs for nodes "
                 "joined later (credprovider migrate says how)"
             )
-        platform = _adopt_flags_in_force(plan, root, platform)
+        platform = _adopt_flags_in_force(plan, in_force, platform)
         plan.unfinished = _change_by_hand_left(root, platform.config)
         if plan.unfinished:
             plan.notes.append(
@@ -240,10 +241,10 @@ def _flags_right(args: list[str], platform: Platform) -> bool:
     )
 
 
-def _adopt_flags_in_force(plan: AgentPlan, root: str, platform: Platform) -> Platform:
-    """Where the kubelet is already given a config and a bin dir, those are the ones: the config's
-    providers are kept and ours merged in, the plugins linked where it looks, its flags left."""
-    args = _flags_in_force(root, platform)
+def _adopt_flags_in_force(plan: AgentPlan, args: list[str], platform: Platform) -> Platform:
+    """Where the kubelet is already given (``args``: the flags in force) a config and a bin dir,
+    those are the ones: the config's providers are kept and ours merged in, the plugins linked
+    where it looks, its flags left."""
     config, bin_dir = flag_value(args, CONFIG_FLAG), flag_value(args, BIN_DIR_FLAG)
     if not (config and bin_dir) or _flags_right(args, platform):
         return platform
