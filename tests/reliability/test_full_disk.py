@@ -34,6 +34,21 @@ SNAPSHOT = (
 )
 
 
+def in_its_own_tmpfs(script: str, out: Path) -> dict[str, str]:
+    """``script`` run by sh in a mount namespace of the test's (its tmpfs gone with it), the
+    tool from source: what it left in ``out``, by file name."""
+    done = subprocess.run(
+        private(["sh", "-c", script]),
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return {p.name: p.read_text() for p in out.iterdir()}
+
+
 def test_a_full_disk_fails_in_one_line_and_the_next_run_finishes(tmp_path: Path) -> None:
     bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
     out = tmp_path / "out"
@@ -67,16 +82,7 @@ rm {node}/filler
   --healthz {kubelet.url}/healthz > {out}/undo.out 2> {out}/undo.err; echo $? > {out}/undo.rc
 python3 {tmp_path}/snapshot.py {node} > {out}/after.json
 """
-        done = subprocess.run(
-            private(["sh", "-c", script]),
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-    assert done.returncode == 0, done.stderr
-    said = {p.name: p.read_text() for p in out.iterdir()}
+        said = in_its_own_tmpfs(script, out)
     assert said["full.rc"] == "1\n", said
     [line] = said["full.err"].splitlines()
     assert line.startswith("credprovider agent apply: ") and "No space left on device" in line
@@ -111,16 +117,7 @@ df -k --output=avail {node} | tail -1 > {out}/avail.before
 df -k --output=avail {node} | tail -1 > {out}/avail.after
 python3 {tmp_path}/snapshot.py {node} > {out}/after.json
 """
-    done = subprocess.run(
-        private(["sh", "-c", script]),
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    said = {p.name: p.read_text() for p in out.iterdir()}
+    said = in_its_own_tmpfs(script, out)
     assert said["full.rc"] != "0\n", said
     assert "Traceback" not in said["full.err"], said["full.err"]
     [line] = said["full.err"].splitlines()
