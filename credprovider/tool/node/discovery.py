@@ -228,7 +228,7 @@ def discover(root: str = "/", proc: str = "/proc") -> NodeView:
         return view
     if root == "/":
         view.notes.append("no kubelet is running: the node's files are read instead")
-    if _from_unit(view):
+    if _from_unit(view) or view.unread_sources:  # the unit hidden from this user: no guess
         return view
     for layout in LAYOUTS:
         if layout.flag_files:

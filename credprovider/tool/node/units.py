@@ -317,7 +317,7 @@ def on_node(root_host: Callable[[str], str]) -> tuple[Reader, Lister, Callable[[
     """The three readers for a node whose paths ``root_host`` maps to this tool's (bounded reads,
     never a FIFO or device: ``access``). A file this user may not read raises
     :class:`~credprovider.tool.node.access.UnreadableError`: no guess is made from the rest."""
-    from credprovider.tool.node.access import FileProblem, read_text
+    from credprovider.tool.node.access import FileProblem, check_access, lexists, read_text
 
     def read(path: str) -> str:
         try:
@@ -326,9 +326,14 @@ def on_node(root_host: Callable[[str], str]) -> tuple[Reader, Lister, Callable[[
             raise OSError(str(exc)) from None
 
     def listdir(path: str) -> list[str]:
-        return sorted(os.listdir(root_host(path)))
+        where = root_host(path)
+        try:
+            return sorted(os.listdir(where))
+        except OSError as exc:  # hidden from this user, not absent: no guess from the rest
+            check_access(where, exc)
+            raise
 
     def exists(path: str) -> bool:
-        return os.path.lexists(root_host(path))
+        return lexists(root_host(path))
 
     return read, listdir, exists

@@ -5,6 +5,7 @@ that resets ExecStart=, a quoted "$DAEMON_ARGS", a fixed path)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 from credprovider.tool.agent.plan import plan_node
 from credprovider.tool.node.discovery import discover
 from tests.integration.cli.conftest import doctor
-from tests.platformnodes import NODES, PlatformNode
+from tests.platformnodes import NODES, PlatformNode, kops
 
 
 @pytest.mark.parametrize("make", NODES, ids=lambda make: make.__name__)
@@ -102,3 +103,38 @@ def test_doctor_says_when_the_platform_wrote_again_what_the_agent_wrote(tmp_path
     assert [c["status"] for c in said] == ["warn"], said
     assert said[0]["message"].startswith(f"{platform.config} no longer holds what")
     assert "docs/platforms.md" in said[0]["fix"]
+
+
+def test_a_unit_hidden_from_this_user_gives_no_verdict(tmp_path: Path) -> None:
+    """Through the bundle as nobody, on a kOps node whose unit directory only root may read: the
+    kubelet's flags are there, hidden, so doctor names what it could not read and gives no
+    verdict (exit 2), never a layout's guess for what only root can see."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    from release.bundle import BUNDLE_DIR
+    from tests.helpers import require_bundle
+
+    if os.geteuid() != 0:
+        pytest.skip("switching to nobody needs root")
+    require_bundle()
+    place = Path(tempfile.mkdtemp(prefix="platform-", dir="/tmp"))  # pytest's tmp is root's only
+    try:
+        root = NODES[NODES.index(kops)]().build(place / "node")
+        for path in [place, *place.rglob("*")]:
+            path.chmod(0o755)
+        (root / "lib/systemd/system").chmod(0o700)
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+             str(BUNDLE_DIR / "credprovider"), "doctor", "--root", str(root), "--json"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert done.returncode == 2, done.stdout + done.stderr
+        report = json.loads(done.stdout)
+        said = " ".join(c["message"] for c in report["checks"])
+        assert f"cannot read {root}/lib/systemd/system" in said and "as uid 65534" in said, said
+        assert report["config"] is None, report
+    finally:
+        shutil.rmtree(place)
