@@ -32,7 +32,7 @@ class PlatformNode:
         return root
 
 
-BINARY = "#!/bin/sh\necho 'the platform's own binary' >&2\nexit 1\n"
+BINARY = '#!/bin/sh\necho "the platform\'s own binary" >&2\nexit 1\n'
 PROVIDER = (
     "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n"
     "  - name: {name}\n    apiVersion: credentialprovider.kubelet.k8s.io/v1\n"
