@@ -44,6 +44,14 @@ AGENT_HOME: Final = "/var/lib/credprovider/agent"
 AGENT_HOME_PARENT: Final = "/var/lib/credprovider"
 AGENT_BIN_DIR: Final = f"{AGENT_HOME}/bin"
 AGENT_CONFIG: Final = f"{AGENT_HOME}/config.yaml"  # the chart's mode files (charts/credprovider)
+# Where the agent places the bundles on a node whose /var is mounted noexec: COS mounts /var and
+# /home noexec, and remounts only /home/kubernetes/bin exec, at every boot (kubernetes/kubernetes
+# cluster/gce/gci/node.yaml: kube-node-installation.service's ExecStartPre "mount --bind
+# /home/kubernetes/bin /home/kubernetes/bin" then "mount -o remount,exec /home/kubernetes/bin").
+# The agent's state stays in AGENT_HOME; only versions/ and current/ move.
+AGENT_EXEC_HOME: Final = "/home/kubernetes/bin/credprovider"
+# The only places the agent puts bundles in (its state names one: a forged one is refused).
+AGENT_BUNDLE_HOMES: Final = (AGENT_HOME, AGENT_EXEC_HOME)
 
 # Every form: the node's one change lock (tmpfs: a reboot ends every change).
 LOCK_DIR: Final = "/run/credprovider"

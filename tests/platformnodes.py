@@ -21,6 +21,17 @@ class PlatformNode:
     bin_dir: str
     files: dict[str, str]  # node path -> content
     executables: tuple[str, ...] = ()  # node paths made executable (binaries' stand-ins)
+    # the vendor's mounts the kubelet cannot execute from, and those inside them it remounts exec
+    noexec: tuple[str, ...] = ()
+    exec_mounts: tuple[str, ...] = ()
+
+    def executable(self, path: str) -> bool:
+        """Could the kubelet execute a file at the node's ``path``, by this vendor's mounts?"""
+
+        def under(top: str) -> bool:
+            return path == top or path.startswith(top.rstrip("/") + "/")
+
+        return any(under(top) for top in self.exec_mounts) or not any(map(under, self.noexec))
 
     def build(self, root: Path) -> Path:
         for path, text in self.files.items():
@@ -32,6 +43,19 @@ class PlatformNode:
         return root
 
 
+# COS: /var and /home are noexec; cloud-init's kube-node-installation.service bind-mounts
+# /home/kubernetes/bin over itself and remounts it exec before every boot's configure
+# (kubernetes/kubernetes cluster/gce/gci/node.yaml; platforms.md, GKE row).
+COS_NOEXEC = ("/var", "/home")
+COS_EXEC = ("/home/kubernetes/bin",)
+COS_INSTALLATION_UNIT = (
+    "[Unit]\nDescription=Download and install k8s binaries and configurations\n"
+    "After=network-online.target\n\n[Service]\nType=oneshot\nRemainAfterExit=yes\n"
+    "ExecStartPre=/bin/mkdir -p /home/kubernetes/bin\n"
+    "ExecStartPre=/bin/mount --bind /home/kubernetes/bin /home/kubernetes/bin\n"
+    "ExecStartPre=/bin/mount -o remount,exec /home/kubernetes/bin\n"
+    "ExecStart=/home/kubernetes/bin/configure.sh\n\n[Install]\nWantedBy=kubernetes.target\n"
+)
 BINARY = '#!/bin/sh\necho "the platform\'s own binary" >&2\nexit 1\n'
 PROVIDER = (
     "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n"
@@ -86,8 +110,11 @@ def gke() -> PlatformNode:
             ),
             "/home/kubernetes/bin/auth-provider-gcp": BINARY,
             "/home/kubernetes/bin/kubelet": BINARY,
+            "/etc/systemd/system/kube-node-installation.service": COS_INSTALLATION_UNIT,
         },
         ("/home/kubernetes/bin/auth-provider-gcp", "/home/kubernetes/bin/kubelet"),
+        COS_NOEXEC,
+        COS_EXEC,
     )
 
 
@@ -115,8 +142,11 @@ def gce_kube_up() -> PlatformNode:
             ),
             config: _provider("auth-provider-gcp", GCP_PATTERNS, "1m", ("get-credentials",)),
             "/home/kubernetes/bin/auth-provider-gcp": BINARY,
+            "/etc/systemd/system/kube-node-installation.service": COS_INSTALLATION_UNIT,
         },
         ("/home/kubernetes/bin/auth-provider-gcp",),
+        COS_NOEXEC,
+        COS_EXEC,
     )
 
 

@@ -73,7 +73,13 @@ class Watch(Protocol):
 Healthy = Callable[[], str | None]  # None: healthy; else what is wrong
 
 load_state = load  # the name the daemon and the tests know
-VERSIONS: Final = f"{AGENT_HOME}/versions"
+
+
+def bundle_homes(state: State) -> tuple[str, ...]:
+    """Where the agent's bundles are on the node (versions/, current): the home the state names
+    (validated: one of AGENT_BUNDLE_HOMES), then one it moved away from, not yet emptied."""
+    homes = (state.get("bundles", AGENT_HOME), state.get("retired", ""))
+    return tuple(home for home in homes if home)
 
 
 @dataclass
@@ -160,11 +166,34 @@ def _change(root: str, plan: AgentPlan, bundle: Path, outcome: Outcome) -> None:
         outcome.changed.append(path)
 
 
+def _move_home(root: str, state: State, bundles: str) -> None:
+    """Record where this run places the bundles (before it does). A home left behind (an agent
+    of an earlier release placed them in AGENT_HOME on COS) is retired: its bundles go at the
+    next run that finds them unused, since a plugin may still be running from them."""
+    was = state.get("bundles", AGENT_HOME)
+    if was == bundles:
+        return
+    if os.path.lexists(host(root, f"{was}/current")):
+        state["retired"] = was
+    state["bundles"] = bundles
+    save(root, state)
+
+
 def _prune_versions(root: str, state: State) -> None:
     """Keep the bundle ``current`` points to and the one before it (a plugin may still be running
-    from it); remove older ones."""
-    versions = read_host(root, VERSIONS)
-    current = host(root, f"{AGENT_HOME}/current")
+    from it); remove older ones, and a retired home's when the run before this one retired it."""
+    retired = state.get("retired", "")
+    if retired and state.get("retiring") == retired:
+        for own in (f"{retired}/current", f"{retired}/versions"):
+            perform(Op(Kind.ABSENT, host(root, own)))
+        state.pop("retired"), state.pop("retiring")
+        save(root, state)
+    elif retired:
+        state["retiring"] = retired
+        save(root, state)
+    home = state.get("bundles", AGENT_HOME)
+    versions = read_host(root, f"{home}/versions")
+    current = host(root, f"{home}/current")
     if not versions.is_dir() or not current.is_symlink():
         return
     keep_names = {
@@ -326,8 +355,8 @@ def _apply(
             "with its bin dir linking there; nothing is changed",
         )
     unwritable = not_writable(
-        root, [AGENT_HOME, *(s.path for s in plan.steps if s.action in WRITES)]
-    ) or not_executable(root, AGENT_HOME)
+        root, [AGENT_HOME, plan.bundles, *(s.path for s in plan.steps if s.action in WRITES)]
+    ) or not_executable(root, plan.bundles)
     if unwritable:
         return Outcome(Result.REFUSED, detail=f"{unwritable}; nothing is changed")
     recover_home(root)
@@ -336,6 +365,7 @@ def _apply(
         remove_tree(host(root, BEFORE))
     outcome = Outcome(Result.INSTALLED, healed=healed(root, state))
     _intent(root, plan, state)
+    _move_home(root, state, plan.bundles)
     _change(root, plan, bundle, outcome)
     if state.get("version") != version:
         state["version"] = version
@@ -399,15 +429,16 @@ def not_writable(root: str, paths: list[str]) -> str:
 
 def not_executable(root: str, place: str) -> str:
     """Why the kubelet could not execute what the agent places at ``place`` ("": it could): the
-    mount it lands on is ``noexec`` (COS mounts /var and /home so, only /home/kubernetes/bin is
-    remounted exec: platforms.md, GKE row; a plugin linked from the bin dir into it fails with
-    EACCES at every pull)."""
+    mount it lands on is ``noexec`` (COS mounts /var and /home so, and remounts only
+    /home/kubernetes/bin exec: paths.AGENT_EXEC_HOME; a plugin linked from the bin dir into a
+    noexec mount fails with EACCES at every pull)."""
     existing, flags = _mount_of(root, place)
     if flags & os.ST_NOEXEC:
         return (
             f"cannot place the plugins in {place}: {existing} is on a noexec mount, so the kubelet "
-            "could not run them (as /var is on COS); install them where the node mounts exec "
-            "(on COS, /home/kubernetes/bin) with credprovider install --copy"
+            "could not run them; mount it exec (on COS, kube-node-installation.service remounts "
+            "/home/kubernetes/bin so at every boot, and flags.platform=gke places them there), "
+            "or install them on an exec mount with credprovider install --copy --bin-dir DIR"
         )
     return ""
 
@@ -422,7 +453,7 @@ def _mount_of(root: str, place: str) -> tuple[str, int]:
 
 def _not_in_bundle(plan: AgentPlan, bundle: Path) -> list[str]:
     """The plugins the plan links to that the bundle does not hold."""
-    current = f"{AGENT_HOME}/current/"
+    current = f"{plan.bundles}/current/"
     names = [s.target[len(current) :] for s in plan.steps if s.target.startswith(current)]
     return [name for name in names if not os.path.exists(bundle / name)]
 

@@ -67,6 +67,7 @@ class AgentPlan:
     steps: list[Step] = field(default_factory=list)
     config_path: str = ""
     bin_dir: str = ""  # where the kubelet finds the plugins
+    bundles: str = AGENT_HOME  # where the bundles are placed (versions/, current)
     config_text: str | None = None  # the config as it will read (None: left as it is)
     flag_file: str = ""
     flag_text: str | None = None  # the flags file as it will read (None: left as it is)
@@ -174,7 +175,7 @@ def plan_node(
                 f"a credprovider install or migrate --write was killed part way (its journal "
                 f"{plan.unfinished} is left): agent apply finishes it first"
             )
-        plan.bin_dir = platform.bin_dir
+        plan.bin_dir, plan.bundles = platform.bin_dir, platform.bundles
         _plan_bundle(plan, root, platform, keys, version)
         _plan_config(plan, root, platform, keys, settings, sa_tokens_enabled)
         _plan_flags(plan, root, platform)
@@ -267,7 +268,12 @@ def _plan_bundle(
     bin_dir = NodeRoot.at(root).host(platform.bin_dir)
     if os.path.lexists(bin_dir) and not bin_dir.is_dir():
         raise UnreadableNodeFile(f"{platform.bin_dir} is not a directory (the kubelet's bin dir)")
-    versions = f"{AGENT_HOME}/versions/{version}"
+    if plan.bundles != AGENT_HOME:
+        plan.notes.append(
+            f"the bundles go to {plan.bundles}, not {AGENT_HOME}: {platform.name} mounts /var "
+            "noexec, and the kubelet runs plugins only from an exec mount"
+        )
+    versions = f"{plan.bundles}/versions/{version}"
     there = os.path.isdir(NodeRoot.at(root).host(versions))
     plan.steps.append(
         Step(
@@ -276,7 +282,7 @@ def _plan_bundle(
             f"the bundle {version} in {versions}",
         )
     )
-    current = f"{AGENT_HOME}/current"
+    current = f"{plan.bundles}/current"
     now = _link_target(root, current)
     if now != f"versions/{version}":
         was = f" (from {now.rsplit('/', 1)[-1]}, no restart needed)" if now else ""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
-from credprovider.paths import AGENT_BIN_DIR, NODE_CONFIG
+from credprovider.paths import AGENT_BIN_DIR, AGENT_EXEC_HOME, AGENT_HOME, NODE_CONFIG
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
 from credprovider.tool.node.layouts import (
     KUBEADM_EXTRA_ARGS_FILES,
@@ -42,6 +42,8 @@ class Platform:
     os_ids: tuple[str, ...] = ()
     config: str = NODE_CONFIG
     bin_dir: str = AGENT_BIN_DIR
+    # where the bundles go (versions/, current): on a mount the kubelet may execute from
+    bundles: str = AGENT_HOME
     managed: bool = False  # the platform writes the config: merge, keep its providers
     flags: str = BY_PLATFORM
     flag_files: tuple[str, ...] = ()  # ENV_FILE: where KUBELET_EXTRA_ARGS lives (first present)
@@ -130,6 +132,7 @@ PLATFORMS: Final[tuple[Platform, ...]] = (
         config=_KUBE_UP.config,
         bin_dir=_KUBE_UP.bin_dirs[0],
         managed=True,
+        bundles=AGENT_EXEC_HOME,  # COS mounts /var noexec (paths.py)
         note=_KUBE_UP.note,
     ),
     Platform(
@@ -139,6 +142,7 @@ PLATFORMS: Final[tuple[Platform, ...]] = (
         config=_GKE.config,
         bin_dir=_GKE.bin_dirs[0],
         managed=True,
+        bundles=AGENT_EXEC_HOME,  # COS mounts /var noexec (paths.py)
         note=_GKE.note + ": the agent merges its providers again when its pod starts",
     ),
     Platform(

@@ -31,7 +31,7 @@ import stat
 from pathlib import Path
 from typing import Any, Final
 
-from credprovider.paths import AGENT_HOME
+from credprovider.paths import AGENT_BUNDLE_HOMES, AGENT_HOME
 from credprovider.tool.change.durable import (
     remove_file,
     remove_tree,
@@ -258,9 +258,15 @@ def _is_state(state: dict[str, Any]) -> bool:
         and all(_node_path(path) for path in made)
         and isinstance(flag_files, list)
         and all(_file_path(path) for path in flag_files)
+        and all(state.get(key, AGENT_HOME) in AGENT_BUNDLE_HOMES for key in _HOMES)
         and _is_watchdog(state.get("watchdog", {}))
         and _is_said(state.get("healed", {}))
     )
+
+
+# The homes of its bundles a state names (agent/apply.py): uninstall removes what is in them, so
+# only the agent's own places are taken.
+_HOMES: Final = ("bundles", "retired", "retiring")
 
 
 # The node's own rollback, armed for a restart (agent/watchdog.py): a forged name could otherwise

@@ -16,12 +16,12 @@ from typing import Any
 
 from credprovider.paths import AGENT_HOME, AGENT_HOME_PARENT
 from credprovider.tool.agent.apply import (
-    VERSIONS,
     Healthy,
     Outcome,
     Restart,
     Watch,
     arm,
+    bundle_homes,
     disarm,
     healed,
     not_writable,
@@ -80,7 +80,7 @@ def uninstall(
         return _tidied(Outcome(Result.UNINSTALLED), watch)  # nothing of the agent's is on the node
     state = load(root)
     laid = _lay_bootstrap(root, state, bootstrap) if bootstrap and bootstrap.bootstrap else ""
-    unwritable = not_writable(root, [AGENT_HOME, *state["originals"]])
+    unwritable = not_writable(root, [AGENT_HOME, *bundle_homes(state), *state["originals"]])
     if unwritable:
         return Outcome(Result.REFUSED, detail=f"{unwritable}; nothing is changed")
     outcome = Outcome(Result.UNINSTALLED, healed=healed(root, state))
@@ -230,7 +230,9 @@ def _remove_own(root: str, state: State) -> None:
     state["originals"], state["written"] = {}, {}
     state.pop("before", None)
     save(root, state)
-    for own in (VERSIONS, f"{AGENT_HOME}/current", BEFORE, ORIGINALS):
+    homes = dict.fromkeys((*bundle_homes(state), AGENT_HOME))
+    bundles = [f"{home}/{own}" for home in homes for own in ("current", "versions")]
+    for own in (*bundles, BEFORE, ORIGINALS):
         perform(Op(Kind.ABSENT, host(root, own)))
     above = {str(p) for p in Path(AGENT_HOME).parents}
     made = sorted(state.get("made_dirs", []), key=len, reverse=True)

@@ -76,11 +76,11 @@ class Watchdog:
     socket_path: str
     after: float
 
-    def command(self, unit: str, version: str) -> list[str]:
+    def command(self, unit: str, version: str, home: str = AGENT_HOME) -> list[str]:
         """What the armed service runs, as the host names it (systemd runs it on the host): the
-        bundle ``version`` the agent placed."""
+        bundle ``version`` the agent placed in ``home`` (on an exec mount: agent/platforms.py)."""
         return [
-            f"{AGENT_HOME}/versions/{version}/credprovider", "agent", "rollback",
+            f"{home}/versions/{version}/credprovider", "agent", "rollback",
             "--root", "/", "--armed-as", unit, "--after", f"{self.after:.0f}",
             "--systemd-socket", PRIVATE_SOCKET,
         ]  # fmt: skip
@@ -95,7 +95,7 @@ class Watchdog:
         save(root, state)
         start_service(
             unit,
-            self.command(unit, version),
+            self.command(unit, version, state.get("bundles", AGENT_HOME)),
             "credprovider: put the kubelet's config and flags back unless the agent confirms "
             "its restart",
             self.socket_path,

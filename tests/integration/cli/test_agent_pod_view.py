@@ -17,10 +17,11 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Final
 
 import pytest
 
-from credprovider.paths import AGENT_HOME, LOCK_DIR
+from credprovider.paths import AGENT_EXEC_HOME, AGENT_HOME, AGENT_HOME_PARENT, LOCK_DIR
 from credprovider.tool.agent.mounts import CHOICES, HostMount, choice
 from emulators.http import FakeResponse, serve
 from release.bundle import REPO
@@ -98,12 +99,18 @@ def start_pod(root: Path, mounts: tuple[HostMount, ...]) -> None:
 
 
 def view_script(
-    root: Path, view: Path, mounts: tuple[HostMount, ...], seen: Path, noexec: tuple[str, ...] = ()
+    root: Path,
+    view: Path,
+    mounts: tuple[HostMount, ...],
+    seen: Path,
+    noexec: tuple[str, ...] = (),
+    then: str = "",
 ) -> str:
     """Shell run in the test's mount namespace: a read-only root holding only the pod's mounts
     of ``root`` at ``view`` (and the node's lock directory), then the command in "$@". What the
     pod can see is listed in ``seen`` first. The mounts at ``noexec`` are made so (as COS mounts
-    /var and /home: a hostPath bound from them keeps the flag)."""
+    /var and /home: a hostPath bound from them keeps the flag). ``then``: shell run after the
+    command succeeded, in the same view (``$VIEW`` names it)."""
     every = [*mounts, HostMount(LOCK_DIR, True, "the node's lock")]
     lines = ["set -e", f"mount -t tmpfs -o mode=0755 pod-root {shlex.quote(str(view))}"]
     for mount in every:
@@ -122,19 +129,27 @@ def view_script(
             lines.append(f"mount -o remount,bind,noexec {at}")
     lines.append(f"mount -o remount,ro {shlex.quote(str(view))}")
     lines.append(f"find {shlex.quote(str(view))} -type f > {shlex.quote(str(seen))}")
-    lines.append('exec "$@"')
+    if then:
+        lines += [f"VIEW={shlex.quote(str(view))}", '"$@"', then]
+    else:
+        lines.append('exec "$@"')
     return "\n".join(lines)
 
 
 def in_pod(
-    tmp_path: Path, root: Path, value: str, *args: str, noexec: tuple[str, ...] = ()
+    tmp_path: Path,
+    root: Path,
+    value: str,
+    *args: str,
+    noexec: tuple[str, ...] = (),
+    then: str = "",
 ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     """``credprovider agent ARGS --root VIEW`` run where only the pod's view of ``root`` is
     mounted: its result and the files it could see (as node paths)."""
     view, seen = tmp_path / "view", tmp_path / "seen"
     view.mkdir(exist_ok=True)
     mounts = choice(value).mounts
-    script = view_script(root, view, mounts, seen, noexec)
+    script = view_script(root, view, mounts, seen, noexec, then)
     command = [sys.executable, "-m", "credprovider", "credprovider", "agent", *args,
                "--root", str(view)]  # fmt: skip
     done = subprocess.run(
@@ -221,15 +236,63 @@ def test_a_config_outside_the_mounts_is_refused_before_anything_changes(tmp_path
     assert said.endswith("nothing is changed")
 
 
-def test_a_noexec_mount_under_the_bundle_is_refused_before_anything_changes(
+# COS mounts /var and /home noexec and remounts only /home/kubernetes/bin exec at every boot
+# (paths.AGENT_EXEC_HOME names the vendor file); a pod's hostPath keeps the host mount's flags.
+COS_NOEXEC: Final = tuple(
+    m.path
+    for m in choice("gke").mounts
+    if m.path.startswith(("/var/", "/home/"))
+    and m.writable
+    and not m.path.startswith("/home/kubernetes/bin")
+)
+
+
+def test_on_cos_the_bundles_go_where_the_kubelet_can_execute_them(tmp_path: Path) -> None:
+    """The agent's home is on COS's noexec /var: the bundles go to /home/kubernetes/bin's exec
+    mount instead, the plugin runs through the kubelet's bin dir from the pod's own view of the
+    node, and uninstall leaves the node as it was."""
+    assert COS_NOEXEC == (AGENT_HOME_PARENT,)
+    files, _, _ = NODES["gke"]
+    root = Path(node(tmp_path / "node", {**SYSTEMD, **SECRETS, **files}))
+    start_pod(root, choice("gke").mounts)
+    before = tree(str(root))
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    plugin = "/home/kubernetes/bin/auth-provider-gcp"
+    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
+        common = [
+            "--platform", "gke", "--restart-command", restart_command(tmp_path),
+            "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "2",
+        ]  # fmt: skip
+        # the agent, then the plugin as the kubelet runs it: through the bin dir's link, which
+        # names a host path (followed here inside the pod's view)
+        then = f'"$VIEW{AGENT_EXEC_HOME}/current/auth-provider-gcp" --version'
+        applied, _ = in_pod(
+            tmp_path, root, "gke", "apply", "--bundle", str(bundle), "--providers", "gcp",
+            *common, noexec=COS_NOEXEC, then=then,
+        )  # fmt: skip
+        assert applied.returncode == 0, applied.stderr + applied.stdout
+        assert applied.stdout.splitlines()[0] == "installed"
+        assert f"  changed   {AGENT_EXEC_HOME}/versions/0.1.0" in applied.stdout.splitlines()
+        assert applied.stdout.splitlines()[-1] == "auth-provider-gcp version 0.1.0 (credprovider)"
+        link = root / plugin.lstrip("/")
+        assert os.readlink(link) == f"{AGENT_EXEC_HOME}/current/auth-provider-gcp"
+        assert not (root / AGENT_HOME.lstrip("/") / "versions").exists()
+        # GKE's own plugin is kept for uninstall, on the agent's (noexec) home: data, not run
+        undone, _ = in_pod(tmp_path, root, "gke", "uninstall", *common, noexec=COS_NOEXEC)
+        assert undone.returncode == 0, undone.stderr + undone.stdout
+    assert tree(str(root)) == before
+    assert (root / plugin.lstrip("/")).read_text() == "GKE's own plugin\n"
+
+
+def test_a_noexec_mount_under_the_bundles_is_refused_before_anything_changes(
     tmp_path: Path,
 ) -> None:
-    """COS mounts /var noexec (platforms.md, GKE row): a bundle placed in the agent's home there,
-    linked from /home/kubernetes/bin, could never be executed by the kubelet. The agent says so
-    and changes nothing (the pod's hostPath keeps the host mount's noexec)."""
+    """A COS node whose /home/kubernetes/bin was not remounted exec (its installation unit did
+    not run): no place the pod can write is executable, and the agent says so, changing
+    nothing."""
     files, _, _ = NODES["gke"]
-    home = next(m.path for m in choice("gke").mounts if AGENT_HOME.startswith(m.path))
-    said = refused_apply(tmp_path, files, "gke", noexec=(home,))
-    assert said.startswith(f"refused: cannot place the plugins in {AGENT_HOME}: "), said
+    said = refused_apply(tmp_path, files, "gke", noexec=(*COS_NOEXEC, "/home/kubernetes/bin"))
+    assert said.startswith(f"refused: cannot place the plugins in {AGENT_EXEC_HOME}: "), said
     assert "is on a noexec mount, so the kubelet could not run them" in said
-    assert "/home/kubernetes/bin" in said and said.endswith("nothing is changed")
+    assert "kube-node-installation.service remounts /home/kubernetes/bin" in said
+    assert said.endswith("nothing is changed")

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from credprovider.tool.agent.plan import plan_node
+from credprovider.tool.change.results import Action
 from credprovider.tool.node.discovery import discover
 from tests.integration.cli.conftest import doctor
 from tests.platformnodes import NODES, PlatformNode, kops
@@ -73,6 +74,11 @@ def test_the_agent_writes_the_file_that_platforms_kubelet_reads_or_says_why_not(
         return
     assert plan.config_path == platform.config, (platform.name, plan.platform, plan.notes)
     assert plan.bin_dir == platform.bin_dir, (platform.name, plan.platform)
+    # every file the kubelet will execute is where the vendor's mounts allow execution
+    placed = [step.path for step in plan.steps if step.action is Action.PLACE]
+    assert placed and all(platform.executable(path) for path in placed), (platform.name, placed)
+    if platform.noexec:
+        assert any(note.startswith(f"the bundles go to {plan.bundles}") for note in plan.notes)
 
 
 def test_doctor_says_when_the_platform_wrote_again_what_the_agent_wrote(tmp_path: Path) -> None:

@@ -6,14 +6,20 @@ a pod restart or an upgrade restarts nothing, and uninstall leaves the node byte
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from credprovider.paths import AGENT_EXEC_HOME
 from credprovider.tool.agent.apply import Outcome, apply, load_state
 from credprovider.tool.agent.plan import plan_node
+from credprovider.tool.agent.platforms import recognize
 from credprovider.tool.agent.uninstall import uninstall
+from credprovider.tool.errors import NodeChangeError
+from tests.platformnodes import gke
 from tests.unit.tool.test_agent_plan import KUBEADM_NODE, node
 
 A = "/var/lib/credprovider/agent"
@@ -296,3 +302,54 @@ def test_a_migrated_node_keeps_the_external_cloud_provider_after_uninstall(tmp_p
         'KUBELET_EXTRA_ARGS="--v=2 --cloud-provider=external"\n'
     )
     assert "--cloud-provider=aws" in generated.read_text()
+
+
+def test_bundles_an_earlier_agent_left_on_a_noexec_home_move_to_the_exec_mount(
+    tmp_path: Path,
+) -> None:
+    """A GKE node where an agent placed its bundles in its home (on COS, a noexec /var): the next
+    apply places them on /home/kubernetes/bin's exec mount and re-links the plugins there; the
+    old home's bundles are removed one run later (a plugin may still be running from them);
+    uninstall leaves the node as it was."""
+    root = str(gke().build(tmp_path / "node"))
+    before = tree(root)
+    service = Service()
+    gke_rules, _ = recognize(root)
+    assert gke_rules.bundles == AGENT_EXEC_HOME
+    earlier = plan_node(root, ["aws"], "0.1.0", replace(gke_rules, bundles=A))
+    apply(root, earlier, bundle(tmp_path, "0.1.0"), "0.1.0", service.restart, service.healthy)
+    link = Path(root) / "home/kubernetes/bin/ecr-credential-provider"
+    assert os.readlink(link) == f"{A}/current/ecr-credential-provider"
+
+    moved = run(root, tmp_path / "moved", "0.2.0", service)
+    assert moved.result == "installed", moved.detail
+    assert os.readlink(link) == f"{AGENT_EXEC_HOME}/current/ecr-credential-provider"
+    state = load_state(root)
+    assert (state["bundles"], state["retired"]) == (AGENT_EXEC_HOME, A)
+    assert (Path(root) / A.lstrip("/") / "versions/0.1.0").is_dir()  # one run more
+
+    run(root, tmp_path / "later", "0.2.0", service)
+    assert not (Path(root) / A.lstrip("/") / "versions").exists()
+    assert not (Path(root) / A.lstrip("/") / "current").exists()
+    assert "retired" not in load_state(root)
+
+    outcome = uninstall(root, "kubelet", service.restart)
+    assert outcome.result == "uninstalled", outcome.detail
+    assert tree(root) == before
+
+
+@pytest.mark.parametrize("home", ["/etc", "/", "/home/kubernetes/bin", "/var/lib/other"])
+def test_a_state_naming_another_home_for_its_bundles_is_refused(tmp_path: Path, home: str) -> None:
+    """Uninstall removes versions/ and current in the homes the state names: a forged one (the
+    node's /etc, say) is refused before anything is read from it."""
+    root = kubeadm(tmp_path)
+    service = Service()
+    run(root, tmp_path, "0.1.0", service)
+    state_file = Path(root) / A.lstrip("/") / "state.json"
+    state = json.loads(state_file.read_text())
+    state["retired"] = home
+    state_file.write_text(json.dumps(state))
+    (Path(root) / "etc/versions").mkdir()
+    with pytest.raises(NodeChangeError, match="is not the agent's state"):
+        uninstall(root, "kubelet", service.restart)
+    assert (Path(root) / "etc/versions").is_dir()

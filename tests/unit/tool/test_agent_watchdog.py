@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from credprovider.paths import AGENT_EXEC_HOME
 from credprovider.tool.agent.apply import apply, load_state
 from credprovider.tool.agent.plan import plan_node
 from credprovider.tool.agent.state import STATE, save
 from credprovider.tool.agent.watchdog import Watchdog, rollback
 from credprovider.tool.errors import NodeChangeError
 from emulators.systemd import StandInSystemd, standin_systemd
+from tests.platformnodes import gke
 from tests.unit.tool.test_agent_apply import Service, bundle, kubeadm, tree
 
 FLAGS = "/etc/default/kubelet"
@@ -51,6 +53,22 @@ def test_armed_before_the_restart_and_stopped_once_healthy(
     calls = [name for name, _ in systemd.calls if name != "Subscribe"]
     assert calls == ["StartTransientUnit", "StopUnit"]  # the restart between: seen above
     assert "watchdog" not in load_state(root)
+
+
+def test_on_cos_the_armed_rollback_runs_the_bundle_from_the_exec_mount(
+    tmp_path: Path, systemd: StandInSystemd
+) -> None:
+    """systemd runs the rollback on the host: from where the bundle is, on COS the exec mount
+    (its /var is noexec: from the agent's home the unit would fail with EACCES)."""
+    root = str(gke().build(tmp_path / "node"))
+    service = Service()
+    watch = Watchdog(str(tmp_path / "private"), 65.0)
+    plan = plan_node(root, ["aws"], "0.1.0")
+    done = apply(root, plan, bundle(tmp_path, "0.1.0"), "0.1.0", service.restart, service.healthy,
+                 watch)  # fmt: skip
+    assert done.result == "installed", done.detail
+    [(_, argv)] = systemd.started
+    assert argv[0] == f"{AGENT_EXEC_HOME}/versions/0.1.0/credprovider"
 
 
 def test_a_rollback_that_fires_for_a_confirmed_change_does_nothing(tmp_path: Path) -> None:
