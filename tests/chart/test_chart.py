@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from credprovider.paths import AGENT_BIN_DIR, AGENT_CONFIG
-from tests.chart.helm import CHART, documents, helm_binary, render
+from tests.chart.helm import CHART, agent_pod, documents, helm_binary, render
 
 
 @pytest.fixture(scope="module")
@@ -218,6 +218,15 @@ def test_mode_flags_asks_for_what_restarting_kubelets_needs(helm: Path) -> None:
     }  # fmt: skip
     [policy] = [doc for doc in docs if doc["kind"] == "ValidatingAdmissionPolicy"]
     assert "system:serviceaccount:credprovider:fleet-agent" in str(policy["spec"])
+
+
+def test_flags_beside_reaches_the_agent_only_when_set(helm: Path) -> None:
+    """flags.beside: ours beside the platform's own plugin, not in its place (agent --beside)."""
+    values = ("image.repository=r/c", "mode=flags", "flags.platform=gke")
+    [default] = agent_pod(helm, *values)["containers"]
+    [beside] = agent_pod(helm, *values, "flags.beside=true")["containers"]
+    assert "--beside" not in default["args"]
+    assert "--beside" in beside["args"] and "--platform=gke" in beside["args"]
 
 
 def _hooks(done: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:

@@ -176,6 +176,8 @@ def dry_run(
         if image is None:
             continue  # matchImages only for hosts of no sample: nothing to ask
         on_node = provider.model_copy(update={"args": node_args(provider.args or [], root)})
+        if plugin is not None and not launcher:  # the bundle holds each plugin by its own name
+            on_node = on_node.model_copy(update={"name": plugin.name})
         report = run_provider(on_node, bin_dir, image, "", {}, launcher=launcher)
         if report.error is not None:
             failed.append((name, report.error))

@@ -68,6 +68,7 @@ class AgentPlan:
     config_path: str = ""
     bin_dir: str = ""  # where the kubelet finds the plugins
     bundles: str = AGENT_HOME  # where the bundles are placed (versions/, current)
+    providers: dict[str, str] = field(default_factory=dict)  # key -> its provider's name
     config_text: str | None = None  # the config as it will read (None: left as it is)
     flag_file: str = ""
     flag_text: str | None = None  # the flags file as it will read (None: left as it is)
@@ -130,11 +131,14 @@ def plan_node(
     settings: Settings | None = None,
     sa_tokens_enabled: bool = True,
     migrate_in_tree: bool = False,
+    beside: bool = False,
 ) -> AgentPlan:
     """The plan for the node under ``root``, installing the plugins ``keys`` (of the catalog) at
     ``version``; ``platform``: the rules to follow (default: the node's, :func:`recognize`).
     ``migrate_in_tree``: a kubeadm node whose flags still give an in-tree ``--cloud-provider`` is
-    moved to ``--cloud-provider=external`` (else it is refused)."""
+    moved to ``--cloud-provider=external`` (else it is refused). ``beside``: our providers are
+    added under names of their own (:func:`provider_names`), the platform's plugin and entry of
+    the same name left as they are (else ours take their place, the drop-in purpose)."""
     platform, evidence = (platform, confirmed(root, platform)) if platform else recognize(root)
     plan = AgentPlan(platform.name, evidence, refused=platform.refusal)
     if not evidence:
@@ -176,6 +180,7 @@ def plan_node(
                 f"{plan.unfinished} is left): agent apply finishes it first"
             )
         plan.bin_dir, plan.bundles = platform.bin_dir, platform.bundles
+        plan.providers = provider_names(keys, beside)
         _plan_bundle(plan, root, platform, keys, version)
         _plan_config(plan, root, platform, keys, settings, sa_tokens_enabled)
         _plan_flags(plan, root, platform)
@@ -197,6 +202,19 @@ def plan_node(
                 f"no unit of {', '.join(platform.services)} was found: restart the kubelet yourself"
             )
     return plan
+
+
+# The suffix of our providers' names beside a platform's own (entry.plugin_of runs them).
+BESIDE_SUFFIX: Final = "credprovider"
+
+
+def provider_names(keys: list[str], beside: bool = False) -> dict[str, str]:
+    """Each plugin's provider name in the config and its link in the bin dir: the plugin's own
+    name, or beside a platform's, ``<plugin name>-credprovider`` (a name the bundle runs as that
+    plugin)."""
+    return {
+        key: f"{PLUGINS[key].name}-{BESIDE_SUFFIX}" if beside else PLUGINS[key].name for key in keys
+    }
 
 
 def _change_by_hand_left(root: str, config: str) -> str:
@@ -296,7 +314,7 @@ def _plan_bundle(
         )
     for key in keys:
         name = PLUGINS[key].name
-        link = f"{platform.bin_dir}/{name}"
+        link = f"{platform.bin_dir}/{plan.providers[key]}"
         target = f"{current}/{name}"
         action = Action.UNCHANGED if _link_target(root, link) == target else Action.LINK
         plan.steps.append(Step(action, link, f"{link} -> {target}", target))
@@ -305,7 +323,15 @@ def _plan_bundle(
             plan.notes.append(
                 f"{link} is the platform's own {name}: the agent's link takes its place (the "
                 "drop-in purpose); the platform's file is kept and put back byte for byte by "
-                "agent uninstall"
+                "agent uninstall; to leave it and its entry as they are, add ours beside them "
+                "(agent --beside, the chart's flags.beside)"
+            )
+        platform_own = NodeRoot.at(root).host(f"{platform.bin_dir}/{name}", follow=False)
+        if link.rsplit("/", 1)[1] != name and os.path.lexists(platform_own):
+            plan.notes.append(
+                f"beside: {platform.bin_dir}/{name} and its entry are left as they are; ours is "
+                f"{plan.providers[key]}. For an image both match, the kubelet asks both (in the "
+                "config's order, the platform's first) and the pull tries each credential in turn"
             )
 
 
@@ -327,13 +353,15 @@ def _plan_config(
     plan.config_path = platform.config
     current = _read(root, platform.config)
     # the bootstrap provisioning laid (agent/bootstrap.py) is replaced by ours, never kept
-    ours = {PLUGINS[key].name for key in keys} | {BOOTSTRAP_PROVIDER}
+    ours = set(plan.providers.values()) | {BOOTSTRAP_PROVIDER}
     kept = (
         [p for p in other_providers(current.encode(), None) if p.get("name") not in ours]
         if current is not None
         else []
     )
-    desired = render_config(keys, writer="agent", first=kept, settings=settings)
+    desired = render_config(
+        keys, writer="agent", first=kept, names=plan.providers, settings=settings
+    )
     if current is not None and holds_providers(current.encode(), desired.encode()):
         plan.steps.append(Step(Action.UNCHANGED, platform.config, f"{platform.config} has them"))
         return

@@ -40,6 +40,7 @@ class RunOptions:
     uninstall: bool = False
     dry_run_launcher: str = ""
     migrate_in_tree: bool = False  # an in-tree kubeadm node moved to external, not refused
+    beside: bool = False  # ours under names of their own, the platform's plugins left as they are
 
 
 def failed_because(exc: OSError | NodeChangeError) -> str:
@@ -80,7 +81,7 @@ def change(
         lambda: plan_node(
             options.root, options.keys, options.version, options.rules, options.settings,
             sa_tokens_enabled=version is None or version >= SA_TOKENS_ON_SINCE,
-            migrate_in_tree=options.migrate_in_tree,
+            migrate_in_tree=options.migrate_in_tree, beside=options.beside,
         ),
     )  # fmt: skip
     outcome = node.install(plan, Path(options.bundle))
@@ -94,11 +95,10 @@ def await_dry_run(
     a line), as the kubelet would run it."""
     from credprovider.tool.agent.daemon import DRY_RUN_FAILED
     from credprovider.tool.agent.settings import dry_run_images
-    from credprovider.tool.catalog import PLUGINS
 
     launcher = shlex.split(options.dry_run_launcher)
     bin_dir = plan.bin_dir if launcher else options.bundle
-    images = dry_run_images(options.settings, {key: PLUGINS[key].name for key in options.keys})
+    images = dry_run_images(options.settings, plan.providers)
     said_problems: list[str] = []
     while problems := node.dry_run(plan, bin_dir, launcher, images):
         if problems != said_problems:

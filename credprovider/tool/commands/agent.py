@@ -95,7 +95,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     plan = plan_node(
         args.root, keys, args.version, platform_rules(args), args.settings,
-        migrate_in_tree=args.migrate_in_tree,
+        migrate_in_tree=args.migrate_in_tree, beside=args.beside,
     )  # fmt: skip
     if args.json:
         print_json(asdict(plan) | {"changesKubeletInput": plan.changes_kubelet_input})
@@ -184,6 +184,7 @@ def _cmd_apply(args: argparse.Namespace) -> int:
                     platform_rules(args),
                     args.settings,
                     migrate_in_tree=args.migrate_in_tree,
+                    beside=args.beside,
                 ),
             )
             outcome = apply(
@@ -275,6 +276,14 @@ def _install_options(parser: argparse.ArgumentParser) -> None:
         help="on a kubeadm node whose flags still give an in-tree --cloud-provider, move it to "
         "--cloud-provider=external in KUBELET_EXTRA_ARGS (the cloud's controller manager must "
         "run; uninstall keeps it external) instead of refusing the node (default: refuse)",
+    )
+    parser.add_argument(
+        "--beside",
+        action="store_true",
+        help="where the platform ships its own plugin of the same name (GKE, EKS, AKS), add "
+        "ours beside it as <plugin>-credprovider, the platform's binary and entry left as they "
+        "are; the kubelet then asks both for an image both match (default: ours take their "
+        "place, the platform's kept for uninstall)",
     )
 
 

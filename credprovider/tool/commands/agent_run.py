@@ -262,6 +262,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         uninstall=args.uninstall,
         dry_run_launcher=args.dry_run_launcher,
         migrate_in_tree=args.migrate_in_tree,
+        beside=args.beside,
     )
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Final
 
 import pytest
+import yaml
 
 from credprovider.paths import AGENT_EXEC_HOME, AGENT_HOME, AGENT_HOME_PARENT, LOCK_DIR
 from credprovider.tool.agent.mounts import CHOICES, HostMount, choice
@@ -28,6 +29,7 @@ from release.bundle import REPO
 from tests.helpers import private
 from tests.integration.cli.conftest import fake_bundle
 from tests.integration.cli.test_agent import restart_command, restarts
+from tests.platformnodes import BINARY, gke
 from tests.unit.tool.test_agent_apply import tree
 from tests.unit.tool.test_agent_plan import KUBEADM_NODE, UPSTREAM_ECR, node
 
@@ -296,3 +298,35 @@ def test_a_noexec_mount_under_the_bundles_is_refused_before_anything_changes(
     assert "is on a noexec mount, so the kubelet could not run them" in said
     assert "kube-node-installation.service remounts /home/kubernetes/bin" in said
     assert said.endswith("nothing is changed")
+
+
+def test_beside_leaves_the_platforms_own_plugin_and_entry_as_they_are(tmp_path: Path) -> None:
+    """flags.beside on GKE: ours are added as auth-provider-gcp-credprovider, after GKE's own
+    entry in its config (the kubelet asks both, GKE's first); GKE's binary is not touched (the
+    same file, the same bytes), and uninstall leaves the node as it was."""
+    root = Path(node(tmp_path / "node", {**SYSTEMD, **SECRETS, **gke().files}))
+    start_pod(root, choice("gke").mounts)
+    before = tree(str(root))
+    own = root / "home/kubernetes/bin/auth-provider-gcp"
+    inode = own.stat().st_ino
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
+        common = [
+            "--platform", "gke", "--restart-command", restart_command(tmp_path),
+            "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "2",
+        ]  # fmt: skip
+        then = f'"$VIEW{AGENT_EXEC_HOME}/current/auth-provider-gcp" --version'
+        applied, _ = in_pod(
+            tmp_path, root, "gke", "apply", "--bundle", str(bundle), "--providers", "gcp",
+            "--beside", *common, noexec=COS_NOEXEC, then=then,
+        )  # fmt: skip
+        assert applied.returncode == 0, applied.stderr + applied.stdout
+        assert own.stat().st_ino == inode and own.read_text() == BINARY
+        ours = root / "home/kubernetes/bin/auth-provider-gcp-credprovider"
+        assert os.readlink(ours) == f"{AGENT_EXEC_HOME}/current/auth-provider-gcp"
+        config = yaml.safe_load((root / "etc/srv/kubernetes/cri_auth_config.yaml").read_text())
+        names = [provider["name"] for provider in config["providers"]]
+        assert names == ["auth-provider-gcp", "auth-provider-gcp-credprovider"], names
+        undone, _ = in_pod(tmp_path, root, "gke", "uninstall", *common, noexec=COS_NOEXEC)
+        assert undone.returncode == 0, undone.stderr + undone.stdout
+    assert tree(str(root)) == before

@@ -176,3 +176,30 @@ def test_a_dry_run_image_is_the_operators_and_must_be_one_the_provider_takes(
         ("acr-credential-provider",
          "its dry-run image docker.io/library/app is not one its matchImages take"),
     ]  # fmt: skip
+
+
+def test_the_dry_run_of_a_provider_beside_the_platforms_runs_the_bundles_plugin(
+    tmp_path: Path,
+) -> None:
+    """flags.beside names ours <plugin>-credprovider; the bundle holds each plugin by its own
+    name: the dry run (no launcher) runs that plugin, and says the provider's name."""
+    from credprovider.tool.agent.health import dry_run
+    from credprovider.tool.kubeconfig.model import read_config
+
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    ran = tmp_path / "ran"
+    plugin = bundle / "ecr-credential-provider"
+    plugin.write_text(f'#!/bin/sh\necho "$0" > {ran}\nexit 3\n')
+    plugin.chmod(0o755)
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n"
+        "- name: ecr-credential-provider-credprovider\n"
+        "  matchImages: ['*.dkr.ecr.*.amazonaws.com']\n"
+        "  defaultCacheDuration: 12h\n  apiVersion: credentialprovider.kubelet.k8s.io/v1\n"
+    )
+    [(name, problem)] = dry_run(read_config(str(config)), str(bundle))
+    assert name == "ecr-credential-provider-credprovider"
+    assert "exit status 3" in problem, problem
+    assert ran.read_text().strip() == str(plugin)
