@@ -277,6 +277,23 @@ def main(spec_path: str) -> int:
                 tree(str(agents["node-b"]["root"])) == result["nodes"]["node-b"]["during"]
             )
             stop(upgraded)
+            result["nodes"]["node-a"]["restarts_upgraded"] = len(kubelets["node-a"].restarts)
+            # 3b. node-a reboots and its platform writes the kubelet's config again (as GKE,
+            # nodeadm and the MCO do at boot); the agent's pod, started again, says so and writes
+            # its providers again
+            result["rewrite"] = _rewrite_config(agents["node-a"]["root"])
+            again = {"node-a": start("node-a", version="0.2.0")}
+            _settle_rewritten(plane, "node-a")
+            result["nodes"]["node-a"]["rewritten"] = _annotations(plane, "node-a")
+            result["fleet_rewritten"] = subprocess.run(
+                [spec["credprovider"], "fleet", "status", "--kubeconfig",
+                 str(plane.admin_kubeconfig), "--json"],
+                capture_output=True, text=True, timeout=60, check=False,
+            ).__dict__  # fmt: skip
+            result["rewrite"]["again"] = (
+                agents["node-a"]["root"] / result["rewrite"]["path"].lstrip("/")
+            ).read_text()
+            stop(again)
             # 4. every node put back, one restart at a time
             kubelets["node-c"].up = True  # its kubelet was rolled back and is up again
             undo = {name: start(name, "--uninstall") for name in NODES}
@@ -315,6 +332,25 @@ def _settle_version(plane: controlplane.ControlPlane, name: str, version: str) -
             return
         time.sleep(0.5)
     raise RuntimeError(f"{name} did not report version {version}")
+
+
+def _rewrite_config(root: Path) -> dict[str, str]:
+    """The kubelet's config on the node under ``root`` written again as a platform writes its
+    own at boot (its own ECR provider alone): the path the agent's state names."""
+    state = json.loads((root / "var/lib/credprovider/agent/state.json").read_text())
+    [path] = [p for p in state["written"] if p.endswith(".yaml")]
+    (root / path.lstrip("/")).write_text(UPSTREAM_ECR)
+    return {"path": path}
+
+
+def _settle_rewritten(plane: controlplane.ControlPlane, name: str) -> None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        found = _annotations(plane, name)
+        if "credprovider.io/rewritten" in found and found.get("credprovider.io/result") in FINAL:
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"{name} did not report the platform's rewrite")
 
 
 def _patch_as(token: str, plane: controlplane.ControlPlane, name: str) -> dict[str, Any]:

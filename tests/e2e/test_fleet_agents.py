@@ -163,8 +163,30 @@ def test_an_upgrade_with_the_same_config_restarts_nothing(fleet_run: dict[str, A
     assert (
         upgraded["credprovider.io/config-hash"] == node["installed"]["credprovider.io/config-hash"]
     )
-    # one restart at install, one at uninstall: none for the upgrade
-    assert len(node["restarts"]) == 2
+    # one restart at install: none for the upgrade
+    assert node["restarts_upgraded"] == 1
+
+
+def test_a_config_the_platform_wrote_again_at_boot_is_said_and_written_again(
+    fleet_run: dict[str, Any],
+) -> None:
+    """node-a "reboots" and its platform writes its own config over the agent's (GKE, nodeadm
+    and the MCO do so at every boot): the agent's pod, started again, records when and which
+    file on the Node, warns in an Event, and merges its providers again; fleet status says so."""
+    node = fleet_run["nodes"]["node-a"]
+    path = fleet_run["rewrite"]["path"]
+    said = node["rewritten"]
+    assert said["credprovider.io/result"] == "installed", _said(fleet_run)
+    at, _, paths = said["credprovider.io/rewritten"].partition(" ")
+    assert paths == path and at.endswith("Z") and at >= node["installed"]["credprovider.io/time"]
+    assert ("CredentialProviderRewrittenByPlatform", "Warning") in _events(fleet_run, "node-a")
+    assert "name: ecr-credential-provider" in fleet_run["rewrite"]["again"]
+    assert fleet_run["rewrite"]["again"].startswith("# Written by credprovider agent")
+    # its kubelet restarted with our config again: one more restart than the upgrade left
+    assert len(node["restarts"]) == node["restarts_upgraded"] + 2  # and the uninstall's
+    done = fleet_run["fleet_rewritten"]
+    rows = {row["node"]: row for row in json.loads(done["stdout"])["nodes"]}
+    assert rows["node-a"]["rewritten"] == said["credprovider.io/rewritten"], done
 
 
 def test_uninstall_puts_every_node_back(fleet_run: dict[str, Any]) -> None:

@@ -27,6 +27,9 @@ HASH_KEY: Final = PREFIX + "config-hash"
 RESULT_KEY: Final = PREFIX + "result"
 DETAIL_KEY: Final = PREFIX + "detail"
 TIME_KEY: Final = PREFIX + "time"
+# When the platform last wrote again what the agent wrote (GKE, nodeadm, MCO at boot), and which
+# files: set only then, so that it stays on the node until the next such finding.
+REWRITTEN_KEY: Final = PREFIX + "rewritten"
 SLOT_PREFIX: Final = "credprovider-restart-"
 EVENTS_NAMESPACE: Final = "default"
 
@@ -40,15 +43,19 @@ class NodeStatus:
     result: str  # installed, unchanged, refused, rolled back, failed, uninstalled, waiting
     detail: str
     time: str  # RFC 3339, UTC
+    # "<time> <path>, ...": the platform wrote those again since the agent wrote them ("": not
+    # found by this run, the node's earlier finding left as it is)
+    rewritten: str = ""
 
     def annotations(self) -> dict[str, str]:
-        return {
+        found = {
             VERSION_KEY: self.version,
             HASH_KEY: self.config_hash,
             RESULT_KEY: self.result,
             DETAIL_KEY: self.detail[:1000],
             TIME_KEY: self.time,
         }
+        return found | ({REWRITTEN_KEY: self.rewritten[:1000]} if self.rewritten else {})
 
     @classmethod
     def from_annotations(cls, annotations: dict[str, str] | None) -> NodeStatus | None:
@@ -62,6 +69,7 @@ class NodeStatus:
             found[RESULT_KEY],
             found.get(DETAIL_KEY, ""),
             found.get(TIME_KEY, ""),
+            found.get(REWRITTEN_KEY, ""),
         )
 
 

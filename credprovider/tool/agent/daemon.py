@@ -44,6 +44,7 @@ RESTARTED: Final = "KubeletRestarted"
 FAILED: Final = "CredentialProviderFailed"
 DRY_RUN_FAILED: Final = "CredentialProviderDryRunFailed"
 HEALED: Final = "CredentialProviderRolledBackByNode"
+REWRITTEN: Final = "CredentialProviderRewrittenByPlatform"
 
 
 @dataclass
@@ -66,9 +67,11 @@ class FleetMember:
     watch: Watch | None = None
 
     # -- reporting (best effort) -------------------------------------------------------------
-    def report(self, result: Result, detail: str, config_hash: str) -> None:
+    def report(self, result: Result, detail: str, config_hash: str, rewritten: str = "") -> None:
         try:
-            self.cluster.report(NodeStatus(self.version, config_hash, result, detail, stamp(now())))
+            self.cluster.report(
+                NodeStatus(self.version, config_hash, result, detail, stamp(now()), rewritten)
+            )
         except ClusterError as exc:
             self.log(f"credprovider agent: the node's status was not recorded: {exc}")
 
@@ -132,6 +135,7 @@ class FleetMember:
             self.report(Result.REFUSED, plan.refused, config_hash(self.root, plan.config_path))
             return Outcome(Result.REFUSED, detail=plan.refused)
         restart, healthy = self._restart_and_health(plan.config_path)
+        rewritten = self._rewritten()
 
         def change() -> Outcome:
             return apply(self.root, plan, bundle, self.version, restart, healthy, self.watch)
@@ -147,8 +151,25 @@ class FleetMember:
             self.event(ROLLED_BACK, said, warning=True)
         elif outcome.changed:
             self.event(INSTALLED, said)
-        self.report(outcome.result, said, config_hash(self.root, plan.config_path))
+        self.report(outcome.result, said, config_hash(self.root, plan.config_path), rewritten)
         return outcome
+
+    def _rewritten(self) -> str:
+        """What the platform wrote again since the agent wrote it (at boot: GKE, nodeadm, the
+        MCO), found before this run writes it anew: an Event and "<time> <paths>" ("": none)."""
+        from credprovider.tool.agent.rewritten import agent_files
+
+        found = agent_files(self.root)
+        if found is None or not found.changed:
+            return ""
+        paths = ", ".join(found.changed)
+        self.event(
+            REWRITTEN,
+            f"the platform wrote {paths} again since the agent wrote it (at boot, most likely): "
+            "the kubelet pulled without our providers until now; the agent writes them again",
+            warning=True,
+        )
+        return f"{stamp(now())} {paths}"
 
     def uninstall(self, service: str, rules: Platform | None = None) -> Outcome:
         """``rules``: the run's (mode files': uninstall leaves the bootstrap)."""

@@ -39,9 +39,19 @@ def rows(found: list[tuple[str, NodeStatus | None, bool]]) -> list[dict[str, str
                 "configHash": known.config_hash if known else "",
                 "time": known.time if known else "",
                 "detail": known.detail if known else "no agent has reported on this node",
+                "rewritten": known.rewritten if known else "",
             }
         )
     return table
+
+
+def detail_of(row: dict[str, str | bool]) -> str:
+    """The row's detail, and when the platform last wrote again what the agent wrote."""
+    rewritten = str(row["rewritten"])
+    if not rewritten:
+        return str(row["detail"])
+    at, _, paths = rewritten.partition(" ")
+    return f"{row['detail']} (the platform rewrote {paths} at {at})"
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -69,7 +79,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
                 str(row["result"]) or "-",
                 (digest[:19] + "…") if len(digest) > 20 else (digest or "-"),
                 str(row["time"]) or "-",
-                printable(str(row["detail"]))[: args.width],
+                printable(detail_of(row))[: args.width],
             ]
         )
     widths = [max(len(line[column]) for line in lines) for column in range(len(COLUMNS) - 1)]

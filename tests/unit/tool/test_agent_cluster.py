@@ -13,7 +13,7 @@ import pytest
 from credprovider.tool.agent.cluster import NodeStatus, slot_free, slot_names
 from credprovider.tool.agent.daemon import config_hash
 from credprovider.tool.agent.health import KubeletHealth, reported_hashes
-from credprovider.tool.commands.fleet import rows
+from credprovider.tool.commands.fleet import detail_of, rows
 from emulators.http import FakeRequest, FakeResponse, serve
 
 T0 = datetime.datetime(2026, 11, 26, 12, 0, 0, tzinfo=datetime.UTC)
@@ -63,12 +63,25 @@ def test_the_node_status_reads_back_from_its_annotations() -> None:
     assert NodeStatus.from_annotations(None) is None
 
 
+def test_the_platforms_rewrite_is_an_annotation_only_when_found() -> None:
+    """Set only when a run found the platform wrote again what the agent wrote: a merge patch
+    without it leaves the node's earlier finding; fleet status says it beside the detail."""
+    plain = NodeStatus("0.2.0", "", "installed", "d", "t")
+    assert "credprovider.io/rewritten" not in plain.annotations()
+    found = NodeStatus("0.2.0", "", "installed", "d", "t", "2026-11-28T03:00:00Z /etc/x.yaml")
+    back = NodeStatus.from_annotations(found.annotations())
+    assert back is not None and back.rewritten == "2026-11-28T03:00:00Z /etc/x.yaml"
+    [row] = rows([("a", back, True)])
+    assert detail_of(row) == "d (the platform rewrote /etc/x.yaml at 2026-11-28T03:00:00Z)"
+
+
 def test_fleet_rows_say_which_nodes_never_reported() -> None:
     status = NodeStatus("0.2.0", "sha256:1", "rolled back", "the kubelet was not healthy", "t")
     table = rows([("a", status, True), ("b", None, False)])
     assert table[0] == {
         "node": "a", "ready": True, "version": "0.2.0", "result": "rolled back",
         "configHash": "sha256:1", "time": "t", "detail": "the kubelet was not healthy",
+        "rewritten": "",
     }  # fmt: skip
     assert (table[1]["result"], table[1]["detail"]) == ("", "no agent has reported on this node")
 
