@@ -84,6 +84,13 @@ class CloudPlugin:
     # Whether a credential request needs a registry of the operator's own (the plugin exchanges a
     # token at the registry itself), so that a sample image cannot stand in for a dry run.
     dry_run_needs_own_registry: bool = False
+    # OpenShift: the cluster platform whose kubelet the MCO gives this plugin's config, that
+    # config's file name under /etc/kubernetes/credential-providers, and the node file OpenShift's
+    # entry gives it instead of node_file_arg (openshift/machine-config-operator
+    # pkg/controller/template/render.go, credentialProviderConfigFlag; platforms.md)
+    openshift_platform: str = ""
+    openshift_config: str = ""
+    openshift_node_file: str = ""
 
 
 def with_https_port(reference: str) -> str:

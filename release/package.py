@@ -6,6 +6,8 @@ and a SHA256SUMS over them all.
     dist/release/credprovider-<version>-1.<rpm arch>.rpm       + .cdx.json
     dist/release/credprovider-<version>-image-linux-<arch>.cdx.json   (the OCI image's SBOM)
     dist/release/credprovider-<version>-oci.tar                 (every arch's image and their index)
+    dist/release/credprovider-<version>-talos-extension-oci.tar (the bundle as a Talos system
+                                                                 extension: release/talos.py)
     dist/release/SHA256SUMS
 
 Each tarball unpacks to ``credprovider-<version>/``: the bundle (launcher, plugin-name symlinks,
@@ -33,6 +35,7 @@ from release import (
     rootfs,
     sbom,
     sources,
+    talos,
     tarball,
     toolchain,
 )
@@ -271,6 +274,7 @@ def release(arches: list[str], out: Path, bundles: Path | None = None) -> None:
     ``bundles/<arch>``)."""
     artifacts = []
     images = []
+    extensions = []
     infos = []
     for arch in arches:
         for path in package(target(arch), out, bundles):
@@ -280,10 +284,11 @@ def release(arches: list[str], out: Path, bundles: Path | None = None) -> None:
         infos.append(info)
         tarball = out / f"{artifact_name(info.version, arch)}.tar.gz"
         images.append(image.arch_image(tarball, arch, info.version, info.commit))
+        extensions.append(talos.extension_image(tarball, arch, info.version))
     version = bundle.project_version()
-    archive = image.write(out, version, images)
-    sys.stderr.write(f"[release] {archive} ({archive.stat().st_size / 1048576:.1f} MiB)\n")
-    artifacts.append(archive)
+    for archive in (image.write(out, version, images), talos.write(out, version, extensions)):
+        sys.stderr.write(f"[release] {archive} ({archive.stat().st_size / 1048576:.1f} MiB)\n")
+        artifacts.append(archive)
     # the fleet chart, packaged, and its manifests with the image pinned by the index's digest
     from release import chart, oci
 

@@ -83,6 +83,8 @@ DESCRIPTOR = CloudPlugin(
     sample_images=samples_with_port(SAMPLE_IMAGES),
     explain=explain,
     in_tree_clouds=("aws",),
+    openshift_platform="aws",
+    openshift_config="ecr-credential-provider.yaml",
     in_tree_removed_in=(1, 27),  # kubernetes PRs #116329, #122857, #124519
     controller_manager=(
         "the AWS cloud controller manager (aws-cloud-controller-manager, k8s.io/cloud-provider-aws)"

@@ -112,6 +112,9 @@ DESCRIPTOR = CloudPlugin(
     lints=lints,
     node_file_arg=DEFAULT_AZURE_CONFIG,
     in_tree_clouds=("azure",),
+    openshift_platform="azure",
+    openshift_config="acr-credential-provider.yaml",
+    openshift_node_file="/etc/kubernetes/cloud.conf",
     in_tree_removed_in=(1, 30),  # kubernetes PRs #116329, #122857, #124519
     controller_manager=(
         "the Azure cloud controller manager and cloud node manager (sigs.k8s.io/cloud-provider-azure)"

@@ -108,6 +108,8 @@ DESCRIPTOR = CloudPlugin(
     explain=explain,
     lints=lints,
     in_tree_clouds=("gce",),
+    openshift_platform="gcp",
+    openshift_config="gcr-credential-provider.yaml",
     in_tree_removed_in=(1, 31),  # kubernetes PRs #116329, #122857, #124519
     controller_manager=(
         "the GCP cloud controller manager (cloud-controller-manager, k8s.io/cloud-provider-gcp)"

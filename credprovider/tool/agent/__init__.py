@@ -5,6 +5,8 @@ an edit of KUBELET_EXTRA_ARGS, the in-tree cloud refused or migrated), ``mounts`
 for each platform: platforms.yaml), ``settings`` (the chart's settings), ``plan`` (what the
 node should hold), ``apply`` and ``uninstall`` (the change, with its health wait and rollback),
 ``bootstrap`` (what provisioning lays for mode files, and uninstall leaves, so the kubelet starts),
+``lasting`` (the platform's own lasting way where the agent may not change the node: Talos,
+OpenShift; ``credprovider render`` prints it),
 ``state`` (what it remembers on the node), ``rewritten`` (what it wrote, still as it wrote it:
 doctor says), ``restart`` and ``systemd`` (restarting the kubelet),
 ``watchdog`` (the node's own rollback when the agent dies mid-change), ``run`` (a run as one of

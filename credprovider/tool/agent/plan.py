@@ -267,6 +267,13 @@ def _adopt_flags_in_force(plan: AgentPlan, args: list[str], platform: Platform) 
     config, bin_dir = flag_value(args, CONFIG_FLAG), flag_value(args, BIN_DIR_FLAG)
     if not (config and bin_dir) or _flags_right(args, platform):
         return platform
+    if platform.bootstrap:  # files only: the paths given are the ones (the chart's paths.*)
+        plan.notes.append(
+            f"the kubelet's flags name {config} and {bin_dir}, not the paths given: it does not "
+            "read what this places, unless something else brings it there (on OpenShift, the "
+            "MachineConfig of credprovider render openshift)"
+        )
+        return platform
     plan.notes.append(
         f"the kubelet is already given {config} and {bin_dir}: they are used, its providers kept"
     )

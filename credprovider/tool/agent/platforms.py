@@ -70,15 +70,16 @@ PLATFORMS: Final[tuple[Platform, ...]] = (
     Platform(
         "Talos",
         os_ids=("talos",),
-        refusal="Talos is configured by its machine config: set "
-        "machine.kubelet.credentialProviderConfig and install the bundle as a system extension "
-        "(docs/release.md)",
+        refusal="Talos is configured by its machine config: apply credprovider render talos "
+        "(machine.kubelet.credentialProviderConfig) and install the release's Talos system "
+        "extension (docs/platforms.md)",
     ),
     Platform(
         "OpenShift (RHCOS)",
         os_ids=("rhcos", "scos"),
         refusal="the Machine Config Operator owns the kubelet's files and /usr is read-only: "
-        "deliver the config and the plugins with a MachineConfig",
+        "apply the MachineConfig of credprovider render openshift, and the chart in mode files "
+        "(docs/platforms.md)",
     ),
     Platform(
         "kOps",

@@ -30,7 +30,7 @@ VALIDATE_EXIT_STATUS: Final = (
 WHAT_CHANGES: Final = (
     "Only install, migrate --write, agent apply and agent uninstall change anything on the node; "
     "doctor, validate, get, explain, "
-    "match, migrate without --write and agent plan only read (doctor and get run the plugins "
+    "match, migrate without --write and agent plan only read, render only prints (doctor and get run the plugins "
     "with their cache read-only)."
 )
 

@@ -1,0 +1,115 @@
+"""``credprovider render``: a platform's own lasting way, printed for the operator to apply
+(agent/lasting.py): a Talos machine config patch, an OpenShift MachineConfig. Nothing on the node
+is read or changed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from credprovider.tool.commands.common import EXIT_OK, EXIT_USAGE, Subcommands
+
+
+def _keys(args: argparse.Namespace) -> list[str] | None:
+    """--providers as keys, --provider-settings parsed into ``args.settings``; None (and one
+    line) when either is wrong."""
+    from credprovider.tool.agent.settings import AgentSettingsError, parse
+    from credprovider.tool.catalog import PLUGINS
+
+    keys = [key.strip() for key in args.providers.split(",") if key.strip()]
+    unknown = [key for key in keys if key not in PLUGINS]
+    if unknown or not keys:
+        print(
+            f"credprovider render {args.platform}: --providers takes a comma list of "
+            f"{', '.join(PLUGINS)}" + (f" (not {', '.join(unknown)})" if unknown else ""),
+            file=sys.stderr,
+        )
+        return None
+    try:
+        args.settings = parse(args.provider_settings, keys)
+    except AgentSettingsError as exc:
+        print(f"credprovider render {args.platform}: {exc}", file=sys.stderr)
+        return None
+    return keys
+
+
+def _cmd_talos(args: argparse.Namespace) -> int:
+    from credprovider.tool.agent.lasting import talos_patch
+
+    keys = _keys(args)
+    if keys is None:
+        return EXIT_USAGE
+    sys.stdout.write(talos_patch(keys, args.settings))
+    return EXIT_OK
+
+
+def _cmd_openshift(args: argparse.Namespace) -> int:
+    from credprovider.tool.agent.lasting import OPENSHIFT_CONFIGS, openshift_machineconfig
+
+    keys = _keys(args)
+    if keys is None:
+        return EXIT_USAGE
+    if args.cloud not in OPENSHIFT_CONFIGS:
+        print(
+            f"credprovider render openshift: --cloud takes {', '.join(OPENSHIFT_CONFIGS)} "
+            f"(not {args.cloud})",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    sys.stdout.write(openshift_machineconfig(keys, args.cloud, args.role, args.settings))
+    return EXIT_OK
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--providers",
+        required=True,
+        help="comma list of the plugins to give the kubelet: aws, azure, gcp",
+    )
+    parser.add_argument(
+        "--provider-settings",
+        default="",
+        help="JSON, per provider key, of matchImages, args, env, defaultCacheDuration or "
+        "tokenAttributes replacing the defaults (as the chart's providerSettings; default: none)",
+    )
+
+
+def register(sub: Subcommands) -> None:
+    render = sub.add_parser(
+        "render",
+        help="print a read-only platform's own lasting way (Talos, OpenShift) to apply",
+        description="Talos and OpenShift (RHCOS) nodes are changed only through the platform "
+        "itself (agent apply refuses them): this prints what the platform applies at every boot. "
+        "Nothing on this machine is read or changed. docs/platforms.md says how to apply each.",
+    )
+    platforms = render.add_subparsers(dest="platform", metavar="PLATFORM", required=True)
+    talos = platforms.add_parser(
+        "talos",
+        help="a machine config patch: machine.kubelet.credentialProviderConfig",
+        description="Apply with talosctl patch mc --patch @FILE (or gen config --config-patch). "
+        "The plugins come from the Talos system extension make release builds "
+        "(credprovider-<version>-talos-extension-oci.tar), named in the installer image.",
+    )
+    _common(talos)
+    talos.set_defaults(handler=_cmd_talos)
+    openshift = platforms.add_parser(
+        "openshift",
+        help="a MachineConfig: the config the MCO's kubelet reads, and the plugins over its "
+        "read-only plugin dir",
+        description="Apply with oc apply -f FILE (the MCO reboots each node of the role). The "
+        "bundle itself is placed by the chart in mode files; until it is, OpenShift's own "
+        "plugin of the same name serves (our config is the upstream plugins').",
+    )
+    _common(openshift)
+    openshift.add_argument(
+        "--cloud",
+        required=True,
+        help="the cluster's platform (AWS, GCP, Azure, or none: as OpenShift names it, "
+        "lowercase): it decides which config file the MCO's kubelet reads",
+    )
+    openshift.add_argument(
+        "--role",
+        default="worker",
+        help="the machine config pool's role (default: %(default)s)",
+    )
+    openshift.set_defaults(handler=_cmd_openshift)

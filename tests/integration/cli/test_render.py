@@ -1,0 +1,174 @@
+"""``credprovider render``: the lasting way of a platform whose node the agent may not change
+(issue #61), rendered and then tested as that platform would apply it.
+
+* Talos: the patch's ``machine.kubelet.credentialProviderConfig`` is a config the kubelet starts
+  with (``credprovider validate``, the kubelet's own rules).
+* OpenShift: the MachineConfig's files decoded onto the OpenShift fixture node (tests/platformnodes:
+  the MCO's unit, its config path, OpenShift's own ECR plugin); its boot script run there as systemd
+  would before the kubelet, in a mount namespace of the test's own (a real overlay mount): at the
+  first boot OpenShift's own plugin shows through and a plugin it lacks is a placeholder, so the
+  kubelet's every provider has its binary; once the chart's agent (mode files) placed the bundle,
+  the next boot runs ours from the kubelet's read-only plugin dir.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from credprovider.tool.agent.lasting import (
+    OPENSHIFT_CONFIGS,
+    OPENSHIFT_PLUGIN_DIR,
+    OPENSHIFT_SCRIPT,
+    OPENSHIFT_UNIT,
+)
+from release.bundle import REPO
+from tests.helpers import private, run_cli
+from tests.integration.cli.conftest import fake_bundle
+from tests.platformnodes import openshift
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounts and chroot need root")
+
+
+def test_the_talos_patch_holds_a_config_the_kubelet_starts_with(tmp_path: Path) -> None:
+    done = run_cli("render", "talos", "--providers", "aws,gcp")
+    assert done.returncode == 0, done.stderr
+    patch = yaml.safe_load(done.stdout)
+    config = patch["machine"]["kubelet"]["credentialProviderConfig"]
+    assert [p["name"] for p in config["providers"]] == [
+        "ecr-credential-provider",
+        "auth-provider-gcp",
+    ]
+    written = tmp_path / "kubelet-credentialproviderconfig.yaml"
+    written.write_text(yaml.safe_dump(config))
+    checked = run_cli("validate", str(written))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def test_render_refuses_what_it_cannot_render_in_one_line() -> None:
+    done = run_cli("render", "openshift", "--providers", "aws,quay", "--cloud", "aws")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "credprovider render openshift: --providers takes a comma list of aws, azure, gcp "
+        "(not quay)"
+    ]
+    done = run_cli("render", "openshift", "--providers", "aws", "--cloud", "vsphere")
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [
+        "credprovider render openshift: --cloud takes aws, gcp, azure, none (not vsphere)"
+    ]
+
+
+def machineconfig(providers: str, cloud: str) -> dict[str, Any]:
+    done = run_cli("render", "openshift", "--providers", providers, "--cloud", cloud)
+    assert done.returncode == 0, done.stderr
+    found: dict[str, Any] = yaml.safe_load(done.stdout)
+    return found
+
+
+def files_of(document: dict[str, Any]) -> dict[str, tuple[str, int]]:
+    """The MachineConfig's files: path -> (text, mode), decoded as Ignition does."""
+    found = {}
+    for entry in document["spec"]["config"]["storage"]["files"]:
+        source = entry["contents"]["source"]
+        head, _, data = source.partition(",")
+        assert head == "data:text/plain;charset=utf-8;base64", head
+        found[entry["path"]] = (base64.b64decode(data).decode(), entry["mode"])
+    return found
+
+
+def boot(root: Path, then: str = "") -> subprocess.CompletedProcess[str]:
+    """One boot of the node under ``root``, in a mount namespace of its own: its /proc and the
+    host's programs bound in (the fixture has none), the unit's script run chrooted as systemd
+    runs it before the kubelet; then ``then``, also chrooted."""
+    binds = [d for d in ("/bin", "/sbin", "/lib", "/lib64", "/usr/bin", "/usr/sbin", "/usr/lib",
+                         "/usr/lib64")
+             if os.path.isdir(d) and not os.path.islink(d)]  # fmt: skip
+    lines = ["set -e"]
+    for directory in binds:
+        inside = shlex.quote(str(root / directory.lstrip("/")))
+        lines += [f"mkdir -p {inside}", f"mount --bind {directory} {inside}"]
+    for link in ("/bin", "/sbin", "/lib", "/lib64"):
+        if os.path.islink(link) and not os.path.lexists(root / link.lstrip("/")):
+            os.symlink(os.readlink(link), root / link.lstrip("/"))
+    lines += [
+        f"mkdir -p {shlex.quote(str(root / 'proc'))}",
+        f"mount -t proc proc {shlex.quote(str(root / 'proc'))}",
+        f"chroot {shlex.quote(str(root))} {OPENSHIFT_SCRIPT}",
+        then,
+    ]
+    return subprocess.run(
+        private(["sh", "-c", "\n".join(lines)]),
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+
+
+def test_the_openshift_machineconfig_puts_ours_over_openshifts_plugins(tmp_path: Path) -> None:
+    document = machineconfig("aws,azure", "aws")
+    assert document["kind"] == "MachineConfig"
+    assert document["metadata"]["name"] == "99-worker-credprovider"  # after the MCO's 01-…
+    assert document["spec"]["config"]["ignition"]["version"] == "3.2.0"
+    [unit] = document["spec"]["config"]["systemd"]["units"]
+    assert unit["name"] == OPENSHIFT_UNIT and unit["enabled"] is True
+    assert "Before=kubelet.service" in unit["contents"].splitlines()
+    assert f"ExecStart={OPENSHIFT_SCRIPT}" in unit["contents"].splitlines()
+    files = files_of(document)
+    assert set(files) == {OPENSHIFT_CONFIGS["aws"], OPENSHIFT_SCRIPT}
+    config, mode = files[OPENSHIFT_CONFIGS["aws"]]
+    assert mode == 0o644 and "/etc/kubernetes/cloud.conf" in config  # OpenShift's ACR file
+
+    node = openshift()
+    root = node.build(tmp_path / "node")
+    assert node.config == OPENSHIFT_CONFIGS["aws"]  # the file the MCO's kubelet flags name
+    for path, (text, mode) in files.items():
+        target = root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        target.chmod(mode)
+    checked = run_cli("validate", str(root / node.config.lstrip("/")))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+    plugins = root / OPENSHIFT_PLUGIN_DIR.lstrip("/")
+    report = (
+        f"{shlex.quote(sys.executable)} -m credprovider credprovider doctor --json --root "
+        f"{shlex.quote(str(root))} > {shlex.quote(str(tmp_path / 'doctor.json'))} || true"
+    )
+    # the first boot: no bundle yet; OpenShift's own ECR plugin shows through, ACR a placeholder
+    first = boot(root, f"ls -l {shlex.quote(str(plugins))}; PYTHONPATH={REPO} {report}")
+    assert first.returncode == 0, first.stderr
+    listed = first.stdout
+    assert (
+        "ecr-credential-provider" in listed
+        and "-> /var/lib/credprovider/openshift/placeholder" in listed
+    )
+    said = yaml.safe_load((tmp_path / "doctor.json").read_text())
+    assert (said["config"], said["binDir"]) == (node.config, node.bin_dir), said
+    missing = [c for c in said["checks"] if "not found" in str(c.get("message", ""))]
+    assert missing == [], missing
+    assert not (plugins / "placeholder").exists()  # the overlay was this boot's alone
+
+    # the chart's agent (mode files) places the bundle; the next boot runs ours
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    placed = run_cli(
+        "agent", "apply", "--files-only", "--bin-dir", "/var/lib/credprovider/agent/bin",
+        "--config", "/var/lib/credprovider/agent/config.yaml", "--bundle", str(bundle),
+        "--providers", "aws,azure", "--root", str(root),
+    )  # fmt: skip
+    assert placed.returncode == 0, placed.stdout + placed.stderr
+    second = boot(
+        root,
+        f"chroot {shlex.quote(str(root))} {OPENSHIFT_PLUGIN_DIR}/ecr-credential-provider --version",
+    )
+    assert second.returncode == 0, second.stderr
+    assert second.stdout.strip() == "ecr-credential-provider version 0.1.0 (credprovider)"
+    # nothing of OpenShift's own is changed on disk: its plugin is where it was, as it was
+    assert (plugins / "ecr-credential-provider").read_text() == node.files[
+        f"{OPENSHIFT_PLUGIN_DIR}/ecr-credential-provider"
+    ]
