@@ -62,7 +62,7 @@ def test_render_refuses_what_it_cannot_render_in_one_line() -> None:
     ]
     done = run_cli("render", "openshift", "--providers", "aws", "--cloud", "vsphere")
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
-        "credprovider render openshift: --cloud takes aws, gcp, azure, none (not vsphere)"
+        "credprovider render openshift: --cloud takes aws, azure, gcp, none (not vsphere)"
     ]
 
 
