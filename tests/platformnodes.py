@@ -546,7 +546,93 @@ def k3s() -> PlatformNode:
     )
 
 
+GARDENER_CONFIG = "/opt/gardener/ecr-credential-provider-config.json"
+
+
+def gardener() -> PlatformNode:
+    """Gardener on AWS: gardener-node-agent writes kubelet.service with ``$KUBELET_EXTRA_ARGS``
+    from /var/lib/kubelet/extra_args; the AWS provider extension's webhook adds both flags inline
+    to its ExecStart (serialized with backslash continuations), and writes its JSON config (1h)
+    and the plugin in /opt/bin."""
+    providers = (
+        '{"kind":"CredentialProviderConfig","apiVersion":"kubelet.config.k8s.io/v1",'
+        '"providers":[{"name":"ecr-credential-provider","matchImages":["*.dkr.ecr.*.amazonaws.com",'
+        '"*.dkr.ecr.*.amazonaws.com.cn","*.dkr.ecr-fips.*.amazonaws.com",'
+        '"*.dkr.ecr.us-iso-east-1.c2s.ic.gov","*.dkr.ecr.us-isob-east-1.sc2s.sgov.gov"],'
+        '"defaultCacheDuration":"1h0m0s","apiVersion":"credentialprovider.kubelet.k8s.io/v1"}]}'
+    )
+    return PlatformNode(
+        "Gardener",
+        "gardener/gardener-extension-provider-aws pkg/webhook/controlplane/ensurer.go "
+        "(EnsureKubeletServiceUnitOptions: --image-credential-provider-config="
+        "/opt/gardener/ecr-credential-provider-config.json and -bin-dir=/opt/bin/ into the "
+        "ExecStart; credentialProviderConfigFile: its JSON, 0755, 1h; the plugin in /opt/bin) "
+        "and gardener's kubelet unit (EnvironmentFile=-/var/lib/kubelet/extra_args, "
+        "$KUBELET_EXTRA_ARGS: platforms.md, Gardener row)",
+        GARDENER_CONFIG,
+        "/opt/bin/",
+        {
+            "/etc/os-release": _os_release("gardenlinux", "Garden Linux"),
+            "/etc/systemd/system/kubelet.service": (
+                "[Unit]\nDescription=kubelet daemon\nAfter=containerd.service\n\n"
+                "[Install]\nWantedBy=multi-user.target\n\n[Service]\nRestart=always\n"
+                "RestartSec=5\nEnvironmentFile=/etc/environment\n"
+                "EnvironmentFile=-/var/lib/kubelet/extra_args\n"
+                "ExecStart=/opt/bin/kubelet \\\n"
+                "    --bootstrap-kubeconfig=/var/lib/kubelet/kubeconfig-bootstrap \\\n"
+                "    --config=/var/lib/kubelet/config/kubelet \\\n"
+                "    --kubeconfig=/var/lib/kubelet/kubeconfig-real \\\n"
+                "    --node-labels=worker.gardener.cloud/kubernetes-version=1.33.4 \\\n"
+                "    --v=2 \\\n    $KUBELET_EXTRA_ARGS \\\n"
+                "    --cloud-provider=external \\\n"
+                f"    --image-credential-provider-config={GARDENER_CONFIG} \\\n"
+                "    --image-credential-provider-bin-dir=/opt/bin/\n"
+            ),
+            "/etc/environment": "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin\n",
+            GARDENER_CONFIG: providers,
+            "/opt/bin/ecr-credential-provider": BINARY,
+            "/opt/bin/kubelet": BINARY,
+        },
+        ("/opt/bin/ecr-credential-provider", "/opt/bin/kubelet"),
+    )
+
+
+def k0s() -> PlatformNode:
+    """k0s: no provider config of its own; ``k0s install worker --kubelet-extra-args`` saves the
+    kubelet's flags in the k0sworker unit's ExecStart, and k0s passes them to the kubelet it runs
+    (platforms.md, k0s row). Here they name the agent's own files, as agent apply writes them."""
+    config = "/etc/kubernetes/image-credential-provider-config.yaml"
+    bin_dir = "/var/lib/credprovider/agent/bin"
+    extra = (
+        f"--image-credential-provider-config={config} --image-credential-provider-bin-dir={bin_dir}"
+    )
+    return PlatformNode(
+        "k0s",
+        "k0sproject/k0s pkg/install (the k0sworker unit; --kubelet-extra-args kept in its "
+        "ExecStart: platforms.md, k0s row)",
+        config,
+        bin_dir,
+        {
+            "/etc/os-release": _os_release("ubuntu", "Ubuntu"),
+            "/etc/systemd/system/k0sworker.service": (
+                "[Unit]\nDescription=k0s - Zero Friction Kubernetes\n"
+                "After=network-online.target\nWants=network-online.target\n\n[Service]\n"
+                "StartLimitInterval=5\nStartLimitBurst=10\n"
+                "ExecStart=/usr/local/bin/k0s worker --token-file=/etc/k0s/k0stoken "
+                f"--kubelet-extra-args='{extra}'\n\nRestartSec=10\nRestart=always\n\n"
+                "[Install]\nWantedBy=multi-user.target\n"
+            ),
+            "/etc/k0s/k0stoken": "a join token\n",
+            config: _provider("ecr-credential-provider", ("*.dkr.ecr.*.amazonaws.com",), "12h"),
+            f"{bin_dir}/ecr-credential-provider": BINARY,
+            "/usr/local/bin/k0s": BINARY,
+        },
+        (f"{bin_dir}/ecr-credential-provider", "/usr/local/bin/k0s"),
+    )
+
+
 NODES: tuple[Callable[[], PlatformNode], ...] = (
     gke, gce_kube_up, eks_al2023, eks_al2023_node_config_flags, eks_al2, aks, kops,
     flatcar_kubeadm, cluster_api_ecr, rke2, openshift, bottlerocket, kubeadm_deb, talos, k3s,
+    gardener, k0s,
 )  # fmt: skip

@@ -230,7 +230,7 @@ def _flags_in_force(root: str, platform: Platform) -> list[str]:
     """The kubelet flags the node's own files give: ENV_FILE's and K0S_UNIT's where they keep
     them; a platform that sets them itself, its kubelet unit's, as systemd starts it (GKE's
     KUBELET_OPTS, an EKS NodeConfig's flags: the config the kubelet really reads)."""
-    if platform.flags == BY_PLATFORM:
+    if platform.flags in (BY_PLATFORM, K0S_UNIT):  # k0s: its unit's --kubelet-extra-args
         try:
             unit = read_kubelet_unit(*on_node(lambda p: str(NodeRoot.at(root).host(p))))
         except UnreadableError:
@@ -238,10 +238,6 @@ def _flags_in_force(root: str, platform: Platform) -> list[str]:
         return list(unit.argv) if unit else []
     if platform.flags == ENV_FILE:
         return envfile.args(envfile.texts(lambda p: _read(root, p), platform.flag_files))
-    if platform.flags == K0S_UNIT:
-        path = _k0s_unit(root, platform)
-        found = _K0S_EXTRA.search(_read(root, path) or "") if path else None
-        return _split(found.group(1)) if found else []
     return []
 
 

@@ -88,6 +88,14 @@ PLATFORMS: Final[tuple[Platform, ...]] = (
         "providers to the cluster spec instead",
     ),
     Platform(
+        "Gardener",
+        evidence=("/opt/gardener", "/var/lib/gardener-node-agent"),
+        refusal="gardener-node-agent writes the kubelet's unit and files again from the shoot's "
+        "operating system config: a change here is undone; Gardener's AWS extension gives the "
+        "kubelet its ECR provider (enableECRAccess), and an operating system config extension "
+        "is the lasting way for another",
+    ),
+    Platform(
         "RKE2",
         evidence=("/etc/rancher/rke2",),
         config=_RANCHER.config,

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -45,6 +46,10 @@ UNIT_LOAD_PATH: Final = (
     "/lib/systemd/system",
 )
 KUBELET_UNIT: Final = "kubelet.service"
+# k0s runs the kubelet itself: `k0s install worker` (or controller --enable-worker) writes these
+# units, the kubelet's own flags kept in --kubelet-extra-args (platforms.md, k0s row).
+K0S_UNITS: Final = ("k0sworker.service", "k0scontroller.service")
+K0S_EXTRA_ARGS: Final = "--kubelet-extra-args"
 _MAX_DROP_INS: Final = 256
 _ESCAPES: Final = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
                    "s": " ", "\\": "\\", '"': '"', "'": "'"}  # fmt: skip
@@ -226,6 +231,29 @@ def kubelet_argv(words: list[str]) -> list[str] | None:
     return None
 
 
+def k0s_kubelet_argv(words: list[str], environment: Mapping[str, str]) -> list[str] | None:
+    """The kubelet's flags a k0s unit's ``ExecStart=`` passes (``k0s worker ...
+    --kubelet-extra-args='--a=b --c=d'``: the value split as a shell splits it, as ``k0s
+    install`` wrote it), None when no word runs k0s. Without the option: no flags of ours."""
+    expanded = expand(words, environment)
+    for index, word in enumerate(expanded):
+        if word.lstrip("@-:+!").rsplit("/", 1)[-1] == "k0s":
+            rest = expanded[index + 1 :]
+            break
+    else:
+        return None
+    value = ""
+    for index, word in enumerate(rest):
+        if word.startswith(f"{K0S_EXTRA_ARGS}="):
+            value = word.split("=", 1)[1]
+        elif word == K0S_EXTRA_ARGS and index + 1 < len(rest):
+            value = rest[index + 1]
+    try:
+        return shlex.split(value)
+    except ValueError:  # an unclosed quote: k0s would not start the kubelet with it either
+        return []
+
+
 @dataclass(frozen=True)
 class KubeletUnit:
     """The kubelet's arguments as systemd would pass them, and where each came from."""
@@ -249,13 +277,20 @@ def read_kubelet_unit(
     """The kubelet's unit on a node (``read``, ``listdir`` and ``exists`` take the node's paths),
     None when it has none or ``ExecStart=`` runs no kubelet."""
     unit = next(
-        (f"{d}/{KUBELET_UNIT}" for d in UNIT_LOAD_PATH if exists(f"{d}/{KUBELET_UNIT}")), None
+        (
+            f"{d}/{name}"
+            for name in (KUBELET_UNIT, *K0S_UNITS)
+            for d in UNIT_LOAD_PATH
+            if exists(f"{d}/{name}")
+        ),
+        None,
     )
     if unit is None:
         return None
+    name = unit.rsplit("/", 1)[1]
     settings = ServiceSettings()
     problems: list[str] = []
-    for path in (unit, *_drop_ins(listdir)):
+    for path in (unit, *_drop_ins(listdir, name)):
         try:
             apply_unit_text(settings, read(path), path)
         except OSError as exc:  # a unit masked (a link to /dev/null), or a drop-in gone
@@ -280,8 +315,16 @@ def read_kubelet_unit(
             continue
         settings.sources.append(path)
         environment.update(found)
-        origin.update({name: path for name in found})
+        origin.update(dict.fromkeys(found, path))
     words = settings.exec_start[-1]
+    if name != KUBELET_UNIT:  # k0s: its option's value, expanded by systemd, split by k0s
+        given = k0s_kubelet_argv(words, environment)
+        if given is None:
+            return None
+        return KubeletUnit(
+            unit, tuple(given), tuple(settings.sources), tuple((w, unit) for w in given),
+            tuple(problems),
+        )  # fmt: skip
     argv = kubelet_argv(words)
     if argv is None:
         return None
@@ -289,8 +332,8 @@ def read_kubelet_unit(
     word_files: list[tuple[str, str]] = []
     for word in argv:
         these = expand([word], environment)
-        name = word[1:] if word.startswith("$") and _NAME.fullmatch(word[1:]) else ""
-        from_file = origin.get(name, unit) if name else unit
+        variable = word[1:] if word.startswith("$") and _NAME.fullmatch(word[1:]) else ""
+        from_file = origin.get(variable, unit) if variable else unit
         expanded += these
         word_files += [(value, from_file) for value in these]
     return KubeletUnit(
@@ -298,11 +341,11 @@ def read_kubelet_unit(
     )
 
 
-def _drop_ins(listdir: Lister) -> list[str]:
-    """``kubelet.service.d/*.conf`` over the load path: by name, the first directory's winning."""
+def _drop_ins(listdir: Lister, unit: str = KUBELET_UNIT) -> list[str]:
+    """``<unit>.d/*.conf`` over the load path: by name, the first directory's winning."""
     chosen: dict[str, str] = {}
     for directory in UNIT_LOAD_PATH:
-        folder = f"{directory}/{KUBELET_UNIT}.d"
+        folder = f"{directory}/{unit}.d"
         try:
             names = listdir(folder)
         except OSError:

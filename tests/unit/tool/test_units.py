@@ -11,6 +11,7 @@ import pytest
 from credprovider.tool.node.units import (
     UnitSyntaxError,
     expand,
+    k0s_kubelet_argv,
     kubelet_argv,
     on_node,
     parse_environment_file,
@@ -115,3 +116,32 @@ def test_no_unit_or_no_kubelet_in_it(tmp_path: Path) -> None:
     assert read(tmp_path) is None
     write(tmp_path, {"/etc/systemd/system/kubelet.service": "[Service]\nExecStart=/bin/true\n"})
     assert read(tmp_path) is None
+
+
+def test_k0s_passes_the_kubelet_its_extra_args_split_as_a_shell_splits_them() -> None:
+    flags = "--image-credential-provider-config=/c.yaml --image-credential-provider-bin-dir=/b"
+    assert k0s_kubelet_argv(split_words(f"/usr/local/bin/k0s worker --kubelet-extra-args='{flags}'"), {}) == [
+        "--image-credential-provider-config=/c.yaml", "--image-credential-provider-bin-dir=/b",
+    ]  # fmt: skip
+    # the value as its own word, from the environment, quoted inside
+    words = split_words('k0s worker --token-file=/t --kubelet-extra-args "${EXTRA}"')
+    env = {"EXTRA": "--v=2 '--node-labels=a=1 b'"}
+    assert k0s_kubelet_argv(words, env) == ["--v=2", "--node-labels=a=1 b"]
+    assert k0s_kubelet_argv(split_words("k0s worker --token-file=/t"), {}) == []
+    assert k0s_kubelet_argv(split_words("/usr/bin/kubelet --v=2"), {}) is None
+
+
+def test_a_k0s_node_without_a_kubelet_unit_is_read_through_its_own(tmp_path: Path) -> None:
+    root = write(
+        tmp_path,
+        {
+            "/etc/systemd/system/k0sworker.service": "[Service]\nExecStart=/usr/local/bin/k0s "
+            "worker --kubelet-extra-args='--image-credential-provider-bin-dir=/b'\n",
+            "/etc/systemd/system/k0sworker.service.d/10-more.conf": "[Service]\nExecStart=\n"
+            "ExecStart=/usr/local/bin/k0s worker --kubelet-extra-args=--v=4\n",
+        },
+    )
+    unit = read(root)
+    assert unit is not None and unit.unit == "/etc/systemd/system/k0sworker.service"
+    assert unit.argv == ("--v=4",)  # its drop-in reset ExecStart=
+    assert unit.sources[-1].endswith("10-more.conf")
