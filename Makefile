@@ -121,7 +121,8 @@ go-tools: $(STAMP)
 # fixtures: one fleet cluster, one control plane), the slowest modules first, and every end-to-end
 # test on the same one (tests/schedule.py). The workers' temporary directories are under a short
 # /tmp/cpt.* (a kubelet's unix sockets lie under them, and a socket's path has at most 107 bytes):
-# removed when the suite passes, kept to look at when it fails.
+# removed when the suite passes, kept to look at when it fails. Where /tmp is a tmpfs, /var/tmp:
+# the agent refuses to place plugins on a filesystem lost at reboot, and the tests' nodes are there.
 TEST_WORKERS ?= 4
 PHASES := dist/test-phases.tsv
 timed = @start=$$(date +%s%N); $(MAKE) --no-print-directory -j1 $(1) && \
@@ -134,7 +135,8 @@ test:
 	$(call timed,typecheck)
 	@$(MAKE) --no-print-directory -j2 timed-go-tools timed-release
 	$(call timed,fetch-debs)
-	@tmp=$$(mktemp -d /tmp/cpt.XXXXXX) && echo "pytest on $(TEST_WORKERS) workers, in $$tmp" && \
+	@base=/tmp; [ "$$(findmnt -n -o FSTYPE -T /tmp 2>/dev/null)" != tmpfs ] || base=/var/tmp; \
+	tmp=$$(mktemp -d $$base/cpt.XXXXXX) && echo "pytest on $(TEST_WORKERS) workers, in $$tmp" && \
 	CREDPROVIDER_TEST_TIMES=dist/test-times.json CREDPROVIDER_TEST_PHASES=$(PHASES) \
 		CREDPROVIDER_REQUIRE_BUNDLE=1 CREDPROVIDER_REQUIRE_ARCHES="$(ARCHES)" \
 		$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder \

@@ -354,9 +354,13 @@ def _apply(
             detail=f"the bundle {bundle} has no {', '.join(absent)}: the kubelet would not start "
             "with its bin dir linking there; nothing is changed",
         )
-    unwritable = not_writable(
-        root, [AGENT_HOME, plan.bundles, *(s.path for s in plan.steps if s.action in WRITES)]
-    ) or not_executable(root, plan.bundles)
+    unwritable = (
+        not_writable(
+            root, [AGENT_HOME, plan.bundles, *(s.path for s in plan.steps if s.action in WRITES)]
+        )
+        or not_executable(root, plan.bundles)
+        or not_lasting(root, plan.bundles)
+    )
     if unwritable:
         return Outcome(Result.REFUSED, detail=f"{unwritable}; nothing is changed")
     recover_home(root)
@@ -441,6 +445,48 @@ def not_executable(root: str, place: str) -> str:
             "or install them on an exec mount with credprovider install --copy --bin-dir DIR"
         )
     return ""
+
+
+def not_lasting(root: str, place: str) -> str:
+    """Why what the agent places at ``place`` would not outlive a reboot ("": it would): the
+    mount it lands on is a tmpfs. The links in the kubelet's bin dir would then name files gone
+    at the next boot, and a kubelet whose config names a provider without its binary does not
+    start."""
+    existing, _ = _mount_of(root, place)
+    kind = filesystem_type(host(root, existing))
+    if kind in VOLATILE:
+        return (
+            f"cannot place the plugins in {place}: {existing} is on a {kind}, lost at the next "
+            "boot, and the kubelet would not start with links to plugins gone; place them on "
+            "the node's disk (the chart mounts the agent's home from the host's "
+            "/var/lib/credprovider)"
+        )
+    return ""
+
+
+# Filesystems whose files do not outlive a reboot.
+VOLATILE: Final = frozenset({"tmpfs", "ramfs"})
+
+
+def filesystem_type(path: Path) -> str:
+    """The type of the filesystem mounted where ``path`` is, as this process's mount table says
+    (the mount point that holds it, the longest that does); "" when the table cannot be read."""
+    try:
+        table = Path("/proc/self/mountinfo").read_text()
+    except OSError:
+        return ""
+    target = os.path.realpath(path)
+    best, kind = "", ""
+    for line in table.splitlines():
+        fields, _, rest = line.partition(" - ")
+        parts = fields.split()
+        if len(parts) < 5 or not rest:
+            continue
+        point = parts[4].replace("\\040", " ").replace("\\011", "\t").replace("\\134", "\\")
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, rest.split()[0]
+    return kind
 
 
 def _mount_of(root: str, place: str) -> tuple[str, int]:

@@ -107,14 +107,17 @@ def view_script(
     seen: Path,
     noexec: tuple[str, ...] = (),
     then: str = "",
+    tmpfs: tuple[str, ...] = (),
 ) -> str:
     """Shell run in the test's mount namespace: a read-only root holding only the pod's mounts
     of ``root`` at ``view`` (and the node's lock directory), then the command in "$@". What the
     pod can see is listed in ``seen`` first. The mounts at ``noexec`` are made so (as COS mounts
     /var and /home: a hostPath bound from them keeps the flag). ``then``: shell run after the
-    command succeeded, in the same view (``$VIEW`` names it)."""
+    command succeeded, in the same view (``$VIEW`` names it). The node's paths at ``tmpfs`` are
+    a tmpfs of their own first (a node's /run, or a host directory an operator mounted so)."""
     every = [*mounts, HostMount(LOCK_DIR, True, "the node's lock")]
     lines = ["set -e", f"mount -t tmpfs -o mode=0755 pod-root {shlex.quote(str(view))}"]
+    lines += [f"mount -t tmpfs volatile {shlex.quote(str(root / p.lstrip('/')))}" for p in tmpfs]
     for mount in every:
         at = shlex.quote(str(view / mount.path.lstrip("/")))
         if mount.file:
@@ -145,13 +148,14 @@ def in_pod(
     *args: str,
     noexec: tuple[str, ...] = (),
     then: str = "",
+    tmpfs: tuple[str, ...] = (),
 ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     """``credprovider agent ARGS --root VIEW`` run where only the pod's view of ``root`` is
     mounted: its result and the files it could see (as node paths)."""
     view, seen = tmp_path / "view", tmp_path / "seen"
     view.mkdir(exist_ok=True)
     mounts = choice(value).mounts
-    script = view_script(root, view, mounts, seen, noexec, then)
+    script = view_script(root, view, mounts, seen, noexec, then, tmpfs)
     command = [sys.executable, "-m", "credprovider", "credprovider", "agent", *args,
                "--root", str(view)]  # fmt: skip
     done = subprocess.run(
@@ -199,7 +203,11 @@ def test_each_platform_installs_and_uninstalls_through_its_narrowed_mounts(
 
 
 def refused_apply(
-    tmp_path: Path, files: dict[str, str], value: str, noexec: tuple[str, ...] = ()
+    tmp_path: Path,
+    files: dict[str, str],
+    value: str,
+    noexec: tuple[str, ...] = (),
+    tmpfs: tuple[str, ...] = (),
 ) -> str:
     """``agent apply --platform value`` in that platform's pod, on a node of ``files``: the line
     that refuses it, once it exited 1 with the node and its kubelet untouched."""
@@ -210,6 +218,7 @@ def refused_apply(
     done, _ = in_pod(
         tmp_path, root, value, "apply", "--platform", value, "--bundle", str(bundle),
         "--providers", "aws", "--restart-command", restart_command(tmp_path), noexec=noexec,
+        tmpfs=tmpfs,
     )  # fmt: skip
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert tree(str(root)) == before and restarts(tmp_path) == []
@@ -330,3 +339,13 @@ def test_beside_leaves_the_platforms_own_plugin_and_entry_as_they_are(tmp_path: 
         undone, _ = in_pod(tmp_path, root, "gke", "uninstall", *common, noexec=COS_NOEXEC)
         assert undone.returncode == 0, undone.stderr + undone.stdout
     assert tree(str(root)) == before
+
+
+def test_a_home_on_a_tmpfs_is_refused_before_anything_changes(tmp_path: Path) -> None:
+    """The host's /var/lib/credprovider on a tmpfs (an operator's mount, a node booted from RAM):
+    the bundle would be gone at the next boot, its links in the bin dir dangling, and the
+    kubelet would not start. One line, nothing changed."""
+    files, _, _ = NODES["kubeadm"]
+    said = refused_apply(tmp_path, files, "kubeadm", tmpfs=(AGENT_HOME_PARENT,))
+    assert said.startswith(f"refused: cannot place the plugins in {AGENT_HOME}: "), said
+    assert "is on a tmpfs, lost at the next boot" in said and said.endswith("nothing is changed")
