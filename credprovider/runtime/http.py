@@ -234,8 +234,9 @@ def request(
     connect_to: str | None = None,
 ) -> HttpResponse:
     """One request on a fresh connection; raises :class:`HttpError` when no full answer arrives.
-    ``timeout`` bounds each wait on the network; ``within``, when given, the whole exchange (a
-    server that drip-feeds its answer ends it then). ``connect_to`` (an address) is dialled
+    ``timeout`` bounds each wait on the network and, unless ``within`` gives another bound, the
+    whole exchange from the connect on: a server that drip-feeds its headers or body, each byte
+    within the wait, ends it then. ``connect_to`` (an address) is dialled
     instead of the URL's host, which still names the server in ``Host`` and TLS (SNI and the
     certificate check): AKS identity bindings reach their endpoint through the API server's IP.
 
@@ -244,6 +245,7 @@ def request(
     import ``email`` and ``ssl`` on every cache miss, plain-HTTP metadata calls included.
     """
     import socket
+    import time
 
     scheme, authority, target = split_http_url(url, allow_https=tls is not None)
     host, port = split_authority(authority, scheme)
@@ -257,8 +259,10 @@ def request(
     # milliseconds.
     address = host.encode("ascii") if host.isascii() else host
     dialled = address if connect_to is None else connect_to.encode("ascii")
+    bound = timeout if within is None else within
+    started = time.monotonic()
     try:
-        connection = socket.create_connection((dialled, port), timeout=timeout)  # type: ignore[arg-type]
+        connection = socket.create_connection((dialled, port), timeout=min(timeout, bound))  # type: ignore[arg-type]
     except (OSError, ValueError) as exc:
         raise HttpError(_describe(exc)) from exc
     try:
@@ -266,7 +270,8 @@ def request(
             # bytes for the same reason: ssl encodes a str server name with "idna" too
             connection = tls.wrap_socket(connection, server_hostname=address)
         connection.sendall(head + (body or b""))
-        with _reader(connection, timeout, within) as reader:
+        left = bound - (time.monotonic() - started)
+        with _reader(connection, timeout, left, bound) as reader:
             status, fields = read_head(reader)
             data = read_body(reader, status, fields, method, max_body)
         headers = {name.lower(): value for name, value in fields}
@@ -282,10 +287,9 @@ def request(
         connection.close()
 
 
-def _reader(connection: socket.socket, timeout: float, within: float | None) -> BinaryIO:
-    """The answer's bytes; read by :class:`_Bounded` when the exchange has a time bound."""
-    if within is None:
-        return connection.makefile("rb")
+def _reader(connection: socket.socket, timeout: float, within: float, bound: float) -> BinaryIO:
+    """The answer's bytes, each wait at most ``timeout`` and all of them within ``within``
+    seconds from now (what is left of the exchange's ``bound``, said when it passes)."""
     import io
     import time
 
@@ -298,9 +302,14 @@ def _reader(connection: socket.socket, timeout: float, within: float | None) -> 
         def readinto(self, buffer: Any) -> int:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise TimeoutError(f"no whole answer within {within:g}s")
+                raise TimeoutError(f"no whole answer within {bound:g}s")
             connection.settimeout(min(timeout, left))
-            return connection.recv_into(buffer)
+            try:
+                return connection.recv_into(buffer)
+            except TimeoutError:
+                if deadline - time.monotonic() <= 0:
+                    raise TimeoutError(f"no whole answer within {bound:g}s") from None
+                raise
 
     return io.BufferedReader(_Bounded())
 

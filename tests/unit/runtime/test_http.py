@@ -17,6 +17,7 @@ from credprovider.runtime.deadline import Deadline
 from credprovider.runtime.http import HttpError
 from credprovider.runtime.log import Logger
 from credprovider.runtime.provider import Context
+from tests.reliability.redteam.rawserver import Answer, drip, drip_headers, raw_server
 
 
 @pytest.mark.parametrize(
@@ -268,3 +269,14 @@ def test_exchange_cuts_each_attempt_to_the_deadline_and_raises_when_no_answer_ca
 )
 def test_the_one_proxy_rule(environ: dict[str, str], chosen: str | None) -> None:
     assert http.proxy_setting(environ) == chosen
+
+
+@pytest.mark.parametrize("answer", [drip_headers(0.1), drip(b"x", 0.1)], ids=["headers", "body"])
+def test_a_drip_fed_answer_ends_with_the_exchanges_bound(answer: Answer) -> None:
+    """Each byte within the wait, never the whole answer: the exchange as a whole is bounded by
+    its timeout from the connect on (a plugin's metadata or registry call), not only each wait."""
+    with raw_server(answer) as url:
+        started = time.monotonic()
+        with pytest.raises(HttpError, match="no whole answer within 1s"):
+            http.request("GET", f"{url}/", headers={}, timeout=1.0)
+        assert time.monotonic() - started < 2.5
