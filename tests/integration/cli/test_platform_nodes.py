@@ -14,6 +14,7 @@ import pytest
 from credprovider.tool.agent.plan import plan_node
 from credprovider.tool.change.results import Action
 from credprovider.tool.node.discovery import discover
+from release.bundle import REPO
 from tests.integration.cli.conftest import doctor
 from tests.platformnodes import NODES, PlatformNode, kops
 
@@ -145,3 +146,34 @@ def test_a_unit_hidden_from_this_user_gives_no_verdict(tmp_path: Path) -> None:
         assert report["config"] is None, report
     finally:
         shutil.rmtree(place)
+
+
+def _doc_rows() -> dict[str, str]:
+    """docs/platforms.md's per-platform table: the first cell of each row, and the row."""
+    text = (REPO / "docs" / "platforms.md").read_text()
+    table = text.split("## Per platform", 1)[1].split("\n\n", 2)[1]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    return {row.split(" | ")[0].lstrip("| ").strip(): row for row in rows[1:]}
+
+
+@pytest.mark.parametrize("make", NODES, ids=lambda make: make.__name__)
+def test_the_docs_table_has_each_platform_as_its_fixture_is(
+    make: Callable[[], PlatformNode],
+) -> None:
+    """Each fixture node has its row in docs/platforms.md, naming the config the platform's
+    kubelet is started with (where a row gives a pattern, the fixture's instance of it)."""
+    platform = make()
+    rows = _doc_rows()
+    key = next(
+        (
+            name
+            for name in rows
+            if any(platform.name.startswith(part) for part in name.split(" (")[0].split(" / "))
+        ),
+        None,
+    )
+    assert key is not None, (platform.name, sorted(rows))
+    row = rows[key]
+    patterned = {"OpenShift (RHCOS)": "{ecr,gcr,acr}-credential-provider.yaml"}
+    assert platform.config in row or patterned.get(key, "\0") in row, (platform.name, row)
+    assert platform.bin_dir.rstrip("/") in row or "the agent's own" in row, (platform.name, row)
