@@ -89,6 +89,10 @@ class CloudPlugin:
     # entry gives it instead of node_file_arg (openshift/machine-config-operator
     # pkg/controller/template/render.go, credentialProviderConfigFlag; platforms.md)
     openshift_platform: str = ""
+    # A mode the provider's env turns on that needs the kubelet's service-account token with a
+    # given audience: env name -> (that audience, what the mode is). validate says when the
+    # entry's tokenAttributes would not give it.
+    token_audiences: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     openshift_config: str = ""
     openshift_node_file: str = ""
 

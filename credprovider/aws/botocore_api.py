@@ -48,6 +48,8 @@ from credprovider.runtime.redact import register_secret
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from credprovider.aws import podidentity
+
 # botocore loggers that print raw request/response bodies at DEBUG: the token and the assumed role's
 # keys would be printed before the plugin can register them for redaction, so they stay at INFO.
 BODY_LOGGERS: Final = ("botocore.parsers", "botocore.endpoint", "botocore.auth")
@@ -231,3 +233,37 @@ def assume_role(
         "aws_secret_access_key": creds["SecretAccessKey"],
         "aws_session_token": creds["SessionToken"],
     }
+
+
+def assume_pod_role(
+    sdk: Any, cluster: str, token: str, region: str, ctx: Context
+) -> podidentity.PodRole | None:
+    """The pod's role through EKS Auth's botocore client (the node's credentials from its
+    chain); None where the service account has no association (credprovider/aws/podidentity.py)."""
+    import json
+
+    from credprovider.aws import podidentity
+
+    ctx.deadline.phase = f"calling EKS Auth AssumeRoleForPodIdentity for cluster {cluster}"
+    client = sdk.create_client(podidentity.SERVICE, config=client_config(ctx, region))
+    try:
+        with bounded_answers(ctx):
+            answer = client.assume_role_for_pod_identity(clusterName=cluster, token=token)
+    except ClientError as exc:
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code", "error"))
+        if code == podidentity.NO_ASSOCIATION:
+            return None
+        raise podidentity.failure(cluster, code, str(error.get("Message", ""))) from None
+    except NoCredentialsError:
+        raise ProviderError(
+            f"EKS Auth AssumeRoleForPodIdentity for cluster {cluster}: the node has no AWS "
+            "credentials to sign it with"
+        ) from None
+    except BotoCoreError as exc:
+        bad = bad_answer(exc)
+        raise ProviderError(
+            f"EKS Auth AssumeRoleForPodIdentity for cluster {cluster} failed: "
+            f"{bad.detail if bad else exc}"
+        ) from None
+    return podidentity.read_answer(cluster, json.dumps(answer, default=str).encode())

@@ -10,9 +10,9 @@ import copy
 from typing import Any, Final
 
 # Service model directories under botocore/data.
-BOTOCORE_SERVICES: Final = ("ecr", "ecr-public", "sts")
+BOTOCORE_SERVICES: Final = ("ecr", "ecr-public", "sts", "eks-auth")
 # Their endpointPrefix: the keys botocore looks up in endpoints.json.
-ENDPOINT_PREFIXES: Final = ("api.ecr", "api.ecr-public", "sts")
+ENDPOINT_PREFIXES: Final = ("api.ecr", "api.ecr-public", "sts", "eks-auth")
 
 
 def trim_endpoints(endpoints: dict[str, Any]) -> dict[str, Any]:

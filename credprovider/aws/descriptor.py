@@ -12,6 +12,7 @@ from credprovider.aws.direct import (
     IMDS_TTL_HEADER,
     imds_endpoint,
 )
+from credprovider.aws.podidentity import AUDIENCE, CLUSTER_ENV
 from credprovider.aws.registry import (
     MATCH_IMAGES,
     ROLE_ARN_ANNOTATIONS,
@@ -90,4 +91,7 @@ DESCRIPTOR = CloudPlugin(
         "the AWS cloud controller manager (aws-cloud-controller-manager, k8s.io/cloud-provider-aws)"
     ),
     identity=identity,
+    token_audiences={
+        CLUSTER_ENV: (AUDIENCE, "EKS Pod Identity (EKS Auth AssumeRoleForPodIdentity)")
+    },
 )

@@ -24,7 +24,8 @@ from credprovider.runtime.redact import register_secret
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from credprovider.aws import direct
+    from credprovider.aws import direct, podidentity
+    from credprovider.aws.sigv4 import AccessKeys
     from credprovider.aws.tokenapi import TokenApi
     from credprovider.runtime.imageref import ImageRef
 
@@ -63,11 +64,23 @@ class EcrProvider:
                     f"cannot assume a role for the service account: {exc}"
                 ) from None
             if role is None:
+                from credprovider.aws import podidentity
+
+                cluster = podidentity.cluster_of(ctx.environ)
+                if cluster is not None:
+                    token = fetch_with_pod_identity(
+                        registry, cluster, request.service_account_token, ctx
+                    )
+                    entry = AuthConfig(token.username, token.password)
+                    return Credentials(
+                        auth={key: entry for key in plan.keys}, expires_at=token.expires_at
+                    )
                 ctx.log.v(
                     1,
                     "service account token given but no role ARN (annotations "
                     "eks.amazonaws.com/ecr-role-arn, eks.amazonaws.com/role-arn, env "
-                    "AWS_ECR_ROLE_ARN): using the node's credentials",
+                    "AWS_ECR_ROLE_ARN) and no AWS_EKS_POD_IDENTITY_CLUSTER: using the node's "
+                    "credentials",
                 )
         token = fetch_token(registry, role, request.service_account_token, ctx)
         entry = AuthConfig(token.username, token.password)
@@ -201,3 +214,71 @@ def _fetch_botocore(
         keys = botocore_api.assume_role(sdk, role, web_identity_token, region, ctx)
     api = botocore_api.BotocoreTokenApi(sdk, _service(registry), region, ctx, keys)
     return _call(registry, region, api, "", ctx)
+
+
+def fetch_with_pod_identity(
+    registry: EcrRegistry, cluster: str, pod_token: str, ctx: Context
+) -> EcrToken:
+    """ECR with the role the pod's service account is associated with through EKS Pod Identity
+    (:mod:`credprovider.aws.podidentity`), EKS Auth called in the node's region (AWS_REGION,
+    else the registry's); the node's credentials where the service account has no association."""
+    from credprovider.aws import direct, podidentity
+
+    route = _direct_route(registry, None, ctx)
+    if route is not None:
+        node = route.keys or direct.instance_role_keys(route.imds, ctx)
+        if node is not None:
+            region = ctx.environ.get("AWS_REGION") or route.region
+            pod = podidentity.assume_direct(cluster, pod_token, node, region, route.ca_bundle, ctx)
+            keys = _pod_or_node(pod, node, cluster, ctx)
+            api = direct.StdlibTokenApi(route, keys, ctx, f"credprovider/{__version__}")
+            return _call(registry, route.region, api, " (stdlib)", ctx)
+        ctx.log.v(1, "using botocore: the instance role could not be read directly")
+    return _fetch_pod_identity_botocore(registry, cluster, pod_token, ctx)
+
+
+def _fetch_pod_identity_botocore(
+    registry: EcrRegistry, cluster: str, pod_token: str, ctx: Context
+) -> EcrToken:
+    """:func:`fetch_with_pod_identity` through botocore: its credential chain signs EKS Auth, and
+    ECR where the service account has no association."""
+    from credprovider.aws import botocore_api
+
+    sdk = botocore_api.session()
+    region = _region_for(registry, ctx, lambda: sdk.get_config_variable("region"))
+    found = botocore_api.assume_pod_role(
+        sdk, cluster, pod_token, ctx.environ.get("AWS_REGION") or region, ctx
+    )
+    pod = _pod_or_node(found, None, cluster, ctx)
+    given = {
+        "aws_access_key_id": pod.access_key,
+        "aws_secret_access_key": pod.secret_key,
+        "aws_session_token": pod.session_token,
+    }
+    api = botocore_api.BotocoreTokenApi(
+        sdk, _service(registry), region, ctx, given if found is not None else {}
+    )
+    return _call(registry, region, api, "", ctx)
+
+
+def _pod_or_node(
+    pod: podidentity.PodRole | None, node: AccessKeys | None, cluster: str, ctx: Context
+) -> AccessKeys:
+    """The keys ECR is called with, said at -v=1: the pod's role, else the node's own."""
+    if pod is None:
+        ctx.log.v(
+            1,
+            f"EKS Pod Identity: the service account has no association in cluster {cluster}: "
+            "using the node's credentials",
+        )
+        if node is None:  # botocore's route: its own chain signs ECR
+            from credprovider.aws.sigv4 import AccessKeys as Keys
+
+            return Keys("", "")
+        return node
+    ctx.log.v(
+        1,
+        f"EKS Pod Identity: the role {pod.role or '(unnamed)'} of association "
+        f"{pod.association or '(unnamed)'} in cluster {cluster}",
+    )
+    return pod.keys

@@ -1,7 +1,8 @@
 """AWS Signature Version 4 for one JSON-protocol POST: pure functions, stdlib only.
 
-Just what ``GetAuthorizationToken`` needs: path ``/``, no query string, a JSON body, header values
-without runs of spaces. ``tests/unit/aws/test_sigv4.py`` checks every signature against botocore's
+Just what ``GetAuthorizationToken`` and EKS Auth's ``AssumeRoleForPodIdentity`` need: a path of
+unreserved characters (``/``, ``/clusters/NAME/assume-role-for-pod-identity``), no query string, a
+JSON body, header values without runs of spaces. ``tests/unit/aws/test_sigv4.py`` checks every signature against botocore's
 ``SigV4Auth`` for the same request, clock and credentials.
 """
 
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
 ALGORITHM: Final = "AWS4-HMAC-SHA256"
 # Not signed (as botocore): a proxy or the HTTP stack may change them on the way.
 UNSIGNED_HEADERS: Final = frozenset({"authorization", "user-agent", "expect", "x-amzn-trace-id"})
+_PLAIN: Final = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.~/"
 
 
 class AccessKeys(NamedTuple):
@@ -55,9 +57,11 @@ def sign_post(
     region: str,
     service: str,
     now: float,
+    path: str = "/",
 ) -> dict[str, str]:
     """``headers`` plus ``Host``, ``X-Amz-Date``, the session token and ``Authorization``, for a
-    POST of ``body`` to ``/`` on ``host``."""
+    POST of ``body`` to ``path`` on ``host`` (letters, digits and ``-_./~`` only: they need no
+    encoding, so the path is its own canonical form)."""
     import hashlib
     import hmac
 
@@ -71,10 +75,12 @@ def sign_post(
         if name.lower() not in UNSIGNED_HEADERS
     }
     names = ";".join(sorted(canonical))
+    if not path.startswith("/") or path.strip(_PLAIN):
+        raise ValueError("a SigV4 path of unreserved characters only")
     canonical_request = "\n".join(
         [
             "POST",
-            "/",
+            path,
             "",
             "".join(f"{name}:{canonical[name]}\n" for name in sorted(canonical)),
             names,

@@ -26,7 +26,8 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any
 
-from emulators.aws import StsRecorder
+from emulators.aws import NODE_KEY, NODE_SECRET, StsRecorder
+from emulators.eksauth import FakeEksAuth
 from emulators.harness import (
     SAFE_ENV,
     Emulator,
@@ -266,6 +267,23 @@ def main(spec_path: str) -> int:
             )
             if not real:
                 tokens.prepare(plane)
+            # EKS Auth, checking each pod's token with this API server's key; each key it issues
+            # gets ECR tokens naming its role, and is recorded as the STS ones are
+            ecr_fake.secret_keys[NODE_KEY] = NODE_SECRET
+
+            def pod_role_issued(key: str, secret: str, role: str) -> None:
+                ecr_fake.secret_keys[key] = secret
+                ecr_fake.passwords[key] = f"ecr-password-as-{role}"
+                sts_recorder.roles[key] = role  # type: ignore[union-attr]
+
+            eks_auth = FakeEksAuth(
+                tokens.POD_IDENTITY_CLUSTER,
+                (plane.directory / "sa.pub").read_text(),
+                {NODE_KEY: NODE_SECRET},
+                dict(tokens.POD_IDENTITY_ASSOCIATIONS),
+                on_issued=pod_role_issued,
+            )
+            env["AWS_ENDPOINT_URL_EKS_AUTH"] = stack.enter_context(serve(eks_auth)).url
         else:
             write_wave(run / "manifests", 1, SCENARIOS[spec.get("scenario", "clouds")])
         if spec.get("refused_flags"):

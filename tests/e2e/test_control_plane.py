@@ -224,3 +224,26 @@ def test_two_aws_accounts_each_pull_with_their_own_role(
         {str(pull.credential) for pull in tokens.ACCOUNT_PULLS}
     )
     assert left_running(*binaries, *control_plane_binaries) == []
+
+
+def test_eks_pod_identity_pulls_with_the_associations_role(
+    binaries: tuple[Path, Path], control_plane_binaries: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """config/examples/aws-pod-identity.yaml as shipped (#64): the kubelet's token for the pod's
+    service account (audience pods.eks.amazonaws.com, from the real API server) is traded at EKS
+    Auth, whose stand-in checks it with the API server's signing key, for the role of the
+    service account's association; ECR is called with that role. A service account without an
+    association pulls with the node's keys."""
+    config = tokens.EXAMPLES / tokens.POD_IDENTITY_EXAMPLE
+    bin_dir = linked_bin_dir(tmp_path, {str(p.provider) for p in tokens.POD_IDENTITY_PULLS})
+    result = run_with_control_plane(
+        binaries, control_plane_binaries, config, tmp_path, bin_dir=str(bin_dir),
+        token_scenario="pod-identity",
+    )  # fmt: skip
+    assert "error" not in result, f"{result.get('error')}\n{result['kubelet_log'][-6000:]}"
+    by_image = {pull.image: pull for pull in tokens.POD_IDENTITY_PULLS}
+    assert sorted(p["image"] for p in result["pulls"]) == sorted(by_image)
+    password = {by_image[p["image"]].pod: p["password"] for p in result["pulls"]}
+    assert assumed_role(result, password["associated"]) == tokens.POD_ROLE
+    assert password["unassociated"] == result["issued"]["ecr"][0]  # the node keys' tokens
+    assert left_running(*binaries, *control_plane_binaries) == []

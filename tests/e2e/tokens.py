@@ -34,7 +34,8 @@ ACR_AUDIENCE = "api://AzureADTokenExchange"
 UNGRANTED_AUDIENCE = "ungranted-project.svc.id.goog"
 # a host only the ungranted provider claims (the shipped Google provider claims every Google one)
 UNGRANTED_HOST = "registry.ungranted.example"
-GRANTED = (GCP_AUDIENCE, ECR_AUDIENCE, ACR_AUDIENCE)
+POD_IDENTITY_AUDIENCE = "pods.eks.amazonaws.com"
+GRANTED = (GCP_AUDIENCE, ECR_AUDIENCE, ACR_AUDIENCE, POD_IDENTITY_AUDIENCE)
 ECR_ROLE = f"arn:aws:iam::{ECR_ACCOUNT}:role/puller"
 ACR_CLIENT_ID = "workload-client-id"
 ECR_HOST = f"{ECR_ACCOUNT}.dkr.ecr.us-west-2.amazonaws.com"
@@ -48,6 +49,7 @@ SERVICE_ACCOUNTS = {
         "kubernetes.azure.com/acr-client-id": ACR_CLIENT_ID,
         "kubernetes.azure.com/acr-tenant-id": "demo-tenant",
     },
+    "pod-identity": {},  # EKS Pod Identity: the association is EKS', no annotation
 }
 
 
@@ -178,7 +180,18 @@ ACCOUNT_PULLS = (
     TokenPull("account-a-annotated", "ecr-role", "111111111111.dkr.ecr.us-west-2.amazonaws.com/other:1",
               "ecr-credential-provider-account-a", ECR_ROLE),
 )  # fmt: skip
-SCENARIOS = {"clouds": PULLS, "accounts": ACCOUNT_PULLS}
+# config/examples/aws-pod-identity.yaml as shipped (#64): the EKS Auth stand-in checks each pod's
+# token against the API server's signing key and answers with the role of its service account's
+# association; a service account without one pulls with the node's keys.
+POD_IDENTITY_EXAMPLE = "aws-pod-identity.yaml"
+POD_IDENTITY_CLUSTER = "my-cluster"  # as the example names it
+POD_ROLE = f"arn:aws:iam::{ECR_ACCOUNT}:role/pod-identity-puller"
+POD_IDENTITY_ASSOCIATIONS = {(NAMESPACE, "pod-identity"): POD_ROLE}
+POD_IDENTITY_PULLS = (
+    TokenPull("associated", "pod-identity", f"{ECR_HOST}/team/pi:1", "ecr-credential-provider", POD_ROLE),
+    TokenPull("unassociated", "plain", f"{ECR_HOST}/team/node:1", "ecr-credential-provider", "node"),
+)  # fmt: skip
+SCENARIOS = {"clouds": PULLS, "accounts": ACCOUNT_PULLS, "pod-identity": POD_IDENTITY_PULLS}
 
 
 def start_pods(plane: Any, wave: int, pulls: tuple[TokenPull, ...] = PULLS) -> int:

@@ -36,6 +36,7 @@ def lint_providers(loaded: LoadedConfig, bin_dir: str | None = None) -> list[str
             if bin_dir is not None:
                 found += _node_file_lints(provider, plugin)
             found += _annotation_lints(provider, plugin)
+            found += _audience_lints(provider, plugin, env_names)
         warnings += [f"provider {name!r}: {warning}" for warning in found]
     return warnings + overlap_lints(loaded)
 
@@ -164,6 +165,31 @@ def _annotation_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list
         for key in keys
         if key not in plugin.annotation_keys
     ]
+
+
+def _audience_lints(
+    provider: CredentialProvider, plugin: CloudPlugin, env_names: set[str]
+) -> list[str]:
+    """A mode the env turns on (plugin.token_audiences) whose token the kubelet would not send:
+    no tokenAttributes (no token at all), or another audience (the service refuses it)."""
+    attributes = provider.tokenAttributes
+    found = []
+    for env, (audience, mode) in plugin.token_audiences.items():
+        if env not in env_names:
+            continue
+        if attributes is None:
+            found.append(
+                f"env {env} turns on {mode}, but without tokenAttributes the kubelet sends no "
+                f"service account token and every pull uses the node's own credentials: set "
+                f"tokenAttributes.serviceAccountTokenAudience: {audience}"
+            )
+        elif attributes.serviceAccountTokenAudience != audience:
+            found.append(
+                f"env {env} turns on {mode}, which refuses a token of audience "
+                f"{attributes.serviceAccountTokenAudience!r}: set "
+                f"tokenAttributes.serviceAccountTokenAudience: {audience}"
+            )
+    return found
 
 
 def _placeholders(value: str) -> list[str]:

@@ -43,9 +43,15 @@ ENDPOINTS = [
 
 
 def botocore_authorization(
-    host: str, headers: dict[str, str], body: bytes, keys: AccessKeys, region: str, service: str
+    host: str,
+    headers: dict[str, str],
+    body: bytes,
+    keys: AccessKeys,
+    region: str,
+    service: str,
+    path: str = "/",
 ) -> str:
-    request = AWSRequest(method="POST", url=f"https://{host}/", data=body, headers=headers)
+    request = AWSRequest(method="POST", url=f"https://{host}{path}", data=body, headers=headers)
     credentials = Credentials(keys.access_key, keys.secret_key, keys.session_token or None)
     pinned = datetime.datetime.fromtimestamp(NOW, datetime.UTC).replace(tzinfo=None)
     with pytest.MonkeyPatch.context() as patch:
@@ -71,6 +77,24 @@ def test_signature_is_botocores(service: str, region: str, host: str, keys: Acce
     )
     assert ("X-Amz-Security-Token" in ours) == bool(keys.session_token)
     assert "user-agent" not in ours["Authorization"]
+
+
+@pytest.mark.parametrize("keys", KEYS, ids=["long-term keys", "session token"])
+def test_a_path_is_signed_as_botocore_signs_it(keys: AccessKeys) -> None:
+    """EKS Auth's AssumeRoleForPodIdentity: a REST path, service eks-auth."""
+    host, path = "eks-auth.us-west-2.api.aws", "/clusters/my-cluster_1/assume-role-for-pod-identity"
+    headers = {"Content-Type": "application/json"}
+    body = b'{"token": "x.y.z"}'
+    ours = sign_post(
+        host=host, headers=headers, body=body, keys=keys, region="us-west-2", service="eks-auth",
+        now=NOW, path=path,
+    )  # fmt: skip
+    assert ours["Authorization"] == botocore_authorization(
+        host, headers, body, keys, "us-west-2", "eks-auth", path
+    )
+    with pytest.raises(ValueError, match="unreserved"):
+        sign_post(host=host, headers={}, body=b"", keys=keys, region="r", service="s", now=NOW,
+                  path="/clusters/a b")  # fmt: skip
 
 
 def test_a_changed_byte_changes_the_signature() -> None:

@@ -138,6 +138,28 @@ LINTS = [
         ],
         "annotation 'eks.amazonaws.com/ecr-role' is not read by ecr-credential-provider",
     ),
+    (
+        "pod identity without a token",
+        [provider_entry(env=[{"name": "AWS_EKS_POD_IDENTITY_CLUSTER", "value": "demo"}])],
+        "env AWS_EKS_POD_IDENTITY_CLUSTER turns on EKS Pod Identity (EKS Auth "
+        "AssumeRoleForPodIdentity), but without tokenAttributes the kubelet sends no service "
+        "account token",
+    ),
+    (
+        "pod identity with another audience",
+        [
+            provider_entry(
+                env=[{"name": "AWS_EKS_POD_IDENTITY_CLUSTER", "value": "demo"}],
+                tokenAttributes={
+                    "serviceAccountTokenAudience": "sts.amazonaws.com",
+                    "cacheType": "ServiceAccount",
+                    "requireServiceAccount": False,
+                },
+            )
+        ],
+        "which refuses a token of audience 'sts.amazonaws.com': set "
+        "tokenAttributes.serviceAccountTokenAudience: pods.eks.amazonaws.com",
+    ),
 ]
 
 
