@@ -28,6 +28,7 @@ from credprovider.runtime.redact import register_secret
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from credprovider.runtime.http import HttpResponse
     from credprovider.runtime.provider import Context
 
 CLUSTER_ENV: Final = "AWS_EKS_POD_IDENTITY_CLUSTER"
@@ -149,7 +150,9 @@ def assume_direct(
     except OSError as exc:
         raise ProviderError(f"cannot read the CA bundle {ca_bundle}: {exc}") from None
 
-    def send(method, url, headers, body, timeout):  # type: ignore[no-untyped-def]
+    def send(
+        method: str, url: str, headers: Mapping[str, str], body: bytes | None, timeout: float
+    ) -> HttpResponse:
         signed = sign_post(
             host=url.split("://", 1)[1].split("/", 1)[0], headers=dict(headers),
             body=body or b"", keys=node, region=region, service=SERVICE, now=ctx.now(),
