@@ -140,9 +140,13 @@ def layout(spec: dict[str, Any], run: Path) -> None:
 
 
 def isolate(run: Path) -> None:
-    """This node's own /etc (an overlay on the sandbox's), /var/lib, /var/log and /run."""
+    """This node's own /etc (an overlay on the sandbox's), /var/lib (on the run's disk, as a
+    node's: the agent refuses to place plugins on a tmpfs while the kubelet's files last),
+    /var/log and /run."""
     sh("mount", "--make-rprivate", "/")
-    for directory in ("/var/lib", "/var/log", "/run"):
+    (run / "var-lib").mkdir(parents=True, exist_ok=True)
+    sh("mount", "--bind", str(run / "var-lib"), "/var/lib")
+    for directory in ("/var/log", "/run"):
         sh("mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", directory)
     upper, work = run / "etc-upper", run / "etc-work"
     upper.mkdir(parents=True)

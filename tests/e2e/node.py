@@ -2,7 +2,7 @@
 
 Started by tests/e2e/test_real_kubelet.py as ``unshare --net --mount --pid --fork --mount-proc``, so
 everything it does stays inside: the network is loopback (plus a private node address on ``lo``),
-the mounts it makes (tmpfs over /var/lib and /var/log, the kernel settings the kubelet insists on,
+the mounts it makes (/var/lib from the run's directory, a tmpfs over /var/log, the kernel settings the kubelet insists on,
 an /etc overlay holding the node's azure.json) vanish with the mount namespace, and every process
 it starts dies with its PID namespace. Nothing on the host is touched.
 
@@ -70,7 +70,11 @@ def isolate(run: Path, real_runtime: bool = False) -> None:
     """The mounts and the network this run needs, in its own namespaces (a real runtime keeps its
     shims' and runc's state in /run)."""
     sh("mount", "--make-rprivate", "/")
-    for directory in ("/var/lib", "/var/log", *(("/run",) if real_runtime else ())):
+    # /var/lib on the run's disk, as a node's (the agent refuses a tmpfs home while the
+    # kubelet's files last)
+    (run / "var-lib").mkdir(parents=True, exist_ok=True)
+    sh("mount", "--bind", str(run / "var-lib"), "/var/lib")
+    for directory in ("/var/log", *(("/run",) if real_runtime else ())):
         sh("mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", directory)
     for name, value in KERNEL_SETTINGS.items():
         shown = run / f"sysctl-{name.replace('/', '-')}"

@@ -2,8 +2,8 @@
 (``python -m tests.reliability.watchdognode SPEC.json``, run by test_commit_confirmed.py in a
 mount and pid namespace of its own, ``/run`` a fresh tmpfs).
 
-The node is this namespace's own ``/``: ``/etc`` an overlay, ``/var/lib`` a tmpfs, laid out as
-kubeadm leaves a node. Its systemd is the stand-in private socket (emulators/systemd.py): its
+The node is this namespace's own ``/``: ``/etc`` an overlay, ``/var/lib`` on the run's disk, laid
+out as kubeadm leaves a node. Its systemd is the stand-in private socket (emulators/systemd.py): its
 ``RestartUnit("kubelet")`` "starts" a kubelet with the flags the node's files give it, healthy
 (``/healthz`` 200) unless its credential provider config holds ``BROKEN``; its
 ``StartTransientUnit`` runs a service's command for real. The agent is the built bundle's
@@ -45,7 +45,9 @@ def sh(*argv: str) -> None:
 
 def isolate(run: Path) -> None:
     sh("mount", "--make-rprivate", "/")
-    sh("mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", "/var/lib")
+    # on the run's disk, as a node's /var/lib (the agent refuses a tmpfs home while /etc lasts)
+    (run / "var-lib").mkdir(parents=True, exist_ok=True)
+    sh("mount", "--bind", str(run / "var-lib"), "/var/lib")
     upper, work = run / "etc-upper", run / "etc-work"
     upper.mkdir()
     work.mkdir()

@@ -359,7 +359,7 @@ def _apply(
             root, [AGENT_HOME, plan.bundles, *(s.path for s in plan.steps if s.action in WRITES)]
         )
         or not_executable(root, plan.bundles)
-        or not_lasting(root, plan.bundles)
+        or not_lasting(root, plan.bundles, _kubelet_reads(plan))
     )
     if unwritable:
         return Outcome(Result.REFUSED, detail=f"{unwritable}; nothing is changed")
@@ -447,21 +447,35 @@ def not_executable(root: str, place: str) -> str:
     return ""
 
 
-def not_lasting(root: str, place: str) -> str:
-    """Why what the agent places at ``place`` would not outlive a reboot ("": it would): the
+def not_lasting(root: str, place: str, kept: list[str]) -> str:
+    """Why what the agent places at ``place`` would not outlive a reboot while what the kubelet
+    reads at its start (``kept``: the bin dir, the config, the flags file) would ("": it would,
+    or they go together, as on a node booted from RAM that provisioning lays out anew): the
     mount it lands on is a tmpfs. The links in the kubelet's bin dir would then name files gone
     at the next boot, and a kubelet whose config names a provider without its binary does not
     start."""
     existing, _ = _mount_of(root, place)
     kind = filesystem_type(host(root, existing))
-    if kind in VOLATILE:
-        return (
-            f"cannot place the plugins in {place}: {existing} is on a {kind}, lost at the next "
-            "boot, and the kubelet would not start with links to plugins gone; place them on "
-            "the node's disk (the chart mounts the agent's home from the host's "
-            "/var/lib/credprovider)"
-        )
-    return ""
+    if kind not in VOLATILE:
+        return ""
+    lasting = [
+        path
+        for path in kept
+        if filesystem_type(host(root, _mount_of(root, path)[0])) not in VOLATILE
+    ]
+    if not lasting:
+        return ""
+    return (
+        f"cannot place the plugins in {place}: {existing} is on a {kind}, lost at the next boot, "
+        f"while {lasting[0]} lasts, and the kubelet would not start with links to plugins gone; "
+        "place them on the node's disk (the chart mounts the agent's home from the host's "
+        "/var/lib/credprovider)"
+    )
+
+
+def _kubelet_reads(plan: AgentPlan) -> list[str]:
+    """What the kubelet reads at its start that this plan writes or links in."""
+    return [path for path in (plan.bin_dir, plan.config_path, plan.flag_file) if path]
 
 
 # Filesystems whose files do not outlive a reboot.
