@@ -280,3 +280,33 @@ def test_a_drip_fed_answer_ends_with_the_exchanges_bound(answer: Answer) -> None
         with pytest.raises(HttpError, match="no whole answer within 1s"):
             http.request("GET", f"{url}/", headers={}, timeout=1.0)
         assert time.monotonic() - started < 2.5
+
+
+def test_a_drip_fed_tls_handshake_ends_with_the_exchanges_bound() -> None:
+    """A server that drips a TLS record a byte at a time, never finishing the handshake: the
+    handshake as a whole ends with the timeout (CPython bounds the whole do_handshake by the
+    socket's timeout, as a deadline), not after every byte's wait."""
+    import ssl
+
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def drip() -> None:
+        connection, _ = listener.accept()
+        with connection:
+            connection.recv(4096)  # the ClientHello
+            for byte in b"\x16\x03\x03\x40\x00" + b"\x02" * 200:
+                try:
+                    connection.send(bytes([byte]))
+                except OSError:
+                    return
+                time.sleep(0.1)
+
+    threading.Thread(target=drip, daemon=True).start()
+    started = time.monotonic()
+    with pytest.raises(HttpError, match="timed out"):
+        http.request(
+            "GET", f"https://127.0.0.1:{listener.getsockname()[1]}/", headers={}, timeout=1.0,
+            tls=ssl.create_default_context(),
+        )  # fmt: skip
+    assert time.monotonic() - started < 2.5
+    listener.close()
