@@ -9,7 +9,6 @@ so the kubelet runs *this* config and not an older one.
 
 from __future__ import annotations
 
-import ssl
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,31 +37,12 @@ def reported_hashes(metrics: str) -> list[str] | None:
 
 
 def _get(url: str, token: str, timeout: float) -> tuple[int, str]:
-    """``url``'s status and body, the whole exchange within ``timeout`` seconds (a drip-fed
-    answer ends then); :class:`OSError` when there is no whole answer."""
-    from credprovider.runtime.http import HttpError, request
+    """``url``'s status and body (the body only when 200), the whole exchange within
+    ``timeout`` seconds (node/kubelet_http.py); :class:`OSError` when there is no whole answer."""
+    from credprovider.tool.node.kubelet_http import kubelet_get
 
-    context = None
-    if url.startswith("https://"):
-        # The kubelet's serving certificate is usually self-signed: this is the node's own
-        # kubelet on loopback (hostNetwork), which only the node's root could stand in for.
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-    try:
-        answer = request(
-            "GET",
-            url,
-            headers=headers,
-            timeout=timeout,
-            tls=context,
-            max_body=METRICS_CAP,
-            within=timeout,
-        )
-    except (HttpError, ValueError) as exc:
-        raise OSError(str(exc)) from None
-    return answer.status, answer.body.decode("utf-8", "replace") if answer.status == 200 else ""
+    status, body = kubelet_get(url, timeout, METRICS_CAP, token)
+    return status, body.decode("utf-8", "replace") if status == 200 else ""
 
 
 @dataclass

@@ -179,8 +179,7 @@ def check_log(kubelet: KubeletProcess, diagnosis: Diagnosis) -> None:
 
 def _api(view: NodeView, path: str) -> bytes | str:
     """``path`` from the kubelet's read-only port: the body, or why there is none."""
-    from credprovider.runtime.answer import BadAnswer
-    from credprovider.runtime.http import HttpError, request
+    from credprovider.tool.node.kubelet_http import KubeletUnanswered, kubelet_get
 
     settings = view.settings
     if settings.read_only_port <= 0:
@@ -189,19 +188,12 @@ def _api(view: NodeView, path: str) -> bytes | str:
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{settings.read_only_port}{path}"
     try:
-        answer = request(
-            "GET",
-            url,
-            headers={},
-            timeout=API_TIMEOUT_SECONDS,
-            max_body=API_BODY_CAP,
-            within=API_TIMEOUT_SECONDS,
-        )
-    except (HttpError, BadAnswer) as exc:
-        return f"{url}: {getattr(exc, 'detail', None) or exc}"
-    if answer.status != 200:
-        return f"{url} answered HTTP {answer.status}"
-    return answer.body
+        status, body = kubelet_get(url, API_TIMEOUT_SECONDS, API_BODY_CAP)
+    except KubeletUnanswered as exc:
+        return str(exc)
+    if status != 200:
+        return f"{url} answered HTTP {status}"
+    return body
 
 
 def check_loaded_config(view: NodeView, contents: Sequence[bytes], diagnosis: Diagnosis) -> None:

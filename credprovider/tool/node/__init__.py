@@ -4,7 +4,8 @@
 operator names: bounded, no FIFOs, "run this as root"), ``trust`` (who may have written a file),
 ``kubelet_proc`` (the running kubelet, proven to be the node's), ``kubelet_flags`` (its flags and
 configuration), ``kubelet_facts`` (its version and loaded config hash, read by doctor and the
-agent), ``flagfiles`` (the files flags are kept in: read and edited in place, pure), ``layouts``
+agent), ``kubelet_http`` (asking the node's own kubelet over HTTP: one getter, bounded, for
+doctor and the agent), ``flagfiles`` (the files flags are kept in: read and edited in place, pure), ``layouts``
 (the distributions' layouts), ``units`` (the kubelet's systemd unit as systemd starts it),
 ``discovery`` (what they add up to), ``inuse`` (the package's plugins
 a kubelet still names), ``childproc`` (running a program bounded in time and output) and
