@@ -33,6 +33,7 @@ from credprovider.tool.commands.common import (
     EXIT_OK,
     EXIT_USAGE,
     Subcommands,
+    chosen_providers,
     print_json,
     seconds,
 )
@@ -65,32 +66,10 @@ def _paths_refused(args: argparse.Namespace, action: str) -> bool:
     return bool(problem)
 
 
-def _keys(args: argparse.Namespace, action: str) -> list[str] | None:
-    """--providers as keys, and --provider-settings parsed into ``args.settings``; None (and one
-    line) when either is not what the agent takes."""
-    from credprovider.tool.agent.settings import AgentSettingsError, parse
-
-    keys = [key.strip() for key in args.providers.split(",") if key.strip()]
-    unknown = [key for key in keys if key not in PLUGINS]
-    if unknown or not keys:
-        print(
-            f"credprovider agent {action}: --providers takes a comma list of {', '.join(PLUGINS)}"
-            + (f" (not {', '.join(unknown)})" if unknown else ""),
-            file=sys.stderr,
-        )
-        return None
-    try:
-        args.settings = parse(args.provider_settings, keys)
-    except AgentSettingsError as exc:
-        print(f"credprovider agent {action}: {exc}", file=sys.stderr)
-        return None
-    return keys
-
-
 def _cmd_plan(args: argparse.Namespace) -> int:
     from credprovider.tool.agent.plan import plan_node
 
-    keys = _keys(args, "plan")
+    keys = chosen_providers(args, "agent plan")
     if keys is None or _paths_refused(args, "plan"):
         return EXIT_USAGE
     plan = plan_node(
@@ -164,7 +143,7 @@ def _cmd_apply(args: argparse.Namespace) -> int:
     from credprovider.tool.agent.apply import apply, plan_finished
     from credprovider.tool.agent.plan import plan_node
 
-    keys = _keys(args, "apply")
+    keys = chosen_providers(args, "agent apply")
     if keys is None or _paths_refused(args, "apply"):
         return EXIT_USAGE
     if not args.healthz.startswith("http://127.0.0.1:"):
@@ -205,7 +184,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.node:
         from credprovider.tool.commands.agent_run import run_with_cluster
 
-        keys = _keys(args, "run")
+        keys = chosen_providers(args, "agent run")
         if keys is None or _paths_refused(args, "run"):
             return EXIT_USAGE
         args.keys = keys

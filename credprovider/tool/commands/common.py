@@ -156,3 +156,26 @@ def finish_interrupted(config_out: str, command: str) -> None:
             f"{', '.join(str(op.path) for op in done)}",
             file=sys.stderr,
         )
+
+
+def chosen_providers(args: Any, command: str) -> list[str] | None:
+    """--providers as catalog keys, and --provider-settings parsed into ``args.settings``; None
+    (and one line, headed ``credprovider COMMAND:``) when either is not what they take (agent
+    and render share these two options)."""
+    from credprovider.tool.agent.settings import AgentSettingsError, parse
+
+    keys = [key.strip() for key in args.providers.split(",") if key.strip()]
+    unknown = [key for key in keys if key not in PLUGINS]
+    if unknown or not keys:
+        print(
+            f"credprovider {command}: --providers takes a comma list of {', '.join(PLUGINS)}"
+            + (f" (not {', '.join(unknown)})" if unknown else ""),
+            file=sys.stderr,
+        )
+        return None
+    try:
+        args.settings = parse(args.provider_settings, keys)
+    except AgentSettingsError as exc:
+        print(f"credprovider {command}: {exc}", file=sys.stderr)
+        return None
+    return keys

@@ -7,36 +7,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from credprovider.tool.commands.common import EXIT_OK, EXIT_USAGE, Subcommands
-
-
-def _keys(args: argparse.Namespace) -> list[str] | None:
-    """--providers as keys, --provider-settings parsed into ``args.settings``; None (and one
-    line) when either is wrong."""
-    from credprovider.tool.agent.settings import AgentSettingsError, parse
-    from credprovider.tool.catalog import PLUGINS
-
-    keys = [key.strip() for key in args.providers.split(",") if key.strip()]
-    unknown = [key for key in keys if key not in PLUGINS]
-    if unknown or not keys:
-        print(
-            f"credprovider render {args.platform}: --providers takes a comma list of "
-            f"{', '.join(PLUGINS)}" + (f" (not {', '.join(unknown)})" if unknown else ""),
-            file=sys.stderr,
-        )
-        return None
-    try:
-        args.settings = parse(args.provider_settings, keys)
-    except AgentSettingsError as exc:
-        print(f"credprovider render {args.platform}: {exc}", file=sys.stderr)
-        return None
-    return keys
+from credprovider.tool.commands.common import EXIT_OK, EXIT_USAGE, Subcommands, chosen_providers
 
 
 def _cmd_talos(args: argparse.Namespace) -> int:
     from credprovider.tool.agent.lasting import talos_patch
 
-    keys = _keys(args)
+    keys = chosen_providers(args, f"render {args.platform}")
     if keys is None:
         return EXIT_USAGE
     sys.stdout.write(talos_patch(keys, args.settings))
@@ -46,7 +23,7 @@ def _cmd_talos(args: argparse.Namespace) -> int:
 def _cmd_openshift(args: argparse.Namespace) -> int:
     from credprovider.tool.agent.lasting import OPENSHIFT_CONFIGS, openshift_machineconfig
 
-    keys = _keys(args)
+    keys = chosen_providers(args, f"render {args.platform}")
     if keys is None:
         return EXIT_USAGE
     if args.cloud not in OPENSHIFT_CONFIGS:
