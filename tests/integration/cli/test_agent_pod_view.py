@@ -16,6 +16,7 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
@@ -258,41 +259,58 @@ COS_NOEXEC: Final = tuple(
 )
 
 
+def gke_node(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A GKE node of ``files``, its pod's hostPaths in place."""
+    root = Path(node(tmp_path / "node", {**SYSTEMD, **SECRETS, **files}))
+    start_pod(root, choice("gke").mounts)
+    return root
+
+
+def cos_round_trip(
+    tmp_path: Path, root: Path, extra: tuple[str, ...], check: Callable[[str], None]
+) -> None:
+    """The GKE node under ``root`` seen through COS's mounts (/var noexec) in the pod's view:
+    ``agent apply`` with ``extra`` installs, the plugin runs as the kubelet runs it (through the
+    bin dir's link, which names a host path: followed here inside the pod's view),
+    ``check(its output)`` holds, and uninstall leaves the node as it was."""
+    before = tree(str(root))
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
+        common = [
+            "--platform", "gke", "--restart-command", restart_command(tmp_path),
+            "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "2",
+        ]  # fmt: skip
+        then = f'"$VIEW{AGENT_EXEC_HOME}/current/auth-provider-gcp" --version'
+        applied, _ = in_pod(
+            tmp_path, root, "gke", "apply", "--bundle", str(bundle), "--providers", "gcp",
+            *extra, *common, noexec=COS_NOEXEC, then=then,
+        )  # fmt: skip
+        assert applied.returncode == 0, applied.stderr + applied.stdout
+        assert applied.stdout.splitlines()[0] == "installed"
+        assert applied.stdout.splitlines()[-1] == "auth-provider-gcp version 0.1.0 (credprovider)"
+        check(applied.stdout)
+        undone, _ = in_pod(tmp_path, root, "gke", "uninstall", *common, noexec=COS_NOEXEC)
+        assert undone.returncode == 0, undone.stderr + undone.stdout
+    assert tree(str(root)) == before
+
+
 def test_on_cos_the_bundles_go_where_the_kubelet_can_execute_them(tmp_path: Path) -> None:
     """The agent's home is on COS's noexec /var: the bundles go to /home/kubernetes/bin's exec
     mount instead, the plugin runs through the kubelet's bin dir from the pod's own view of the
     node, and uninstall leaves the node as it was."""
     assert COS_NOEXEC == (AGENT_HOME_PARENT,)
     files, _, _ = NODES["gke"]
-    root = Path(node(tmp_path / "node", {**SYSTEMD, **SECRETS, **files}))
-    start_pod(root, choice("gke").mounts)
-    before = tree(str(root))
-    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
-    plugin = "/home/kubernetes/bin/auth-provider-gcp"
-    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
-        common = [
-            "--platform", "gke", "--restart-command", restart_command(tmp_path),
-            "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "2",
-        ]  # fmt: skip
-        # the agent, then the plugin as the kubelet runs it: through the bin dir's link, which
-        # names a host path (followed here inside the pod's view)
-        then = f'"$VIEW{AGENT_EXEC_HOME}/current/auth-provider-gcp" --version'
-        applied, _ = in_pod(
-            tmp_path, root, "gke", "apply", "--bundle", str(bundle), "--providers", "gcp",
-            *common, noexec=COS_NOEXEC, then=then,
-        )  # fmt: skip
-        assert applied.returncode == 0, applied.stderr + applied.stdout
-        assert applied.stdout.splitlines()[0] == "installed"
-        assert f"  changed   {AGENT_EXEC_HOME}/versions/0.1.0" in applied.stdout.splitlines()
-        assert applied.stdout.splitlines()[-1] == "auth-provider-gcp version 0.1.0 (credprovider)"
-        link = root / plugin.lstrip("/")
-        assert os.readlink(link) == f"{AGENT_EXEC_HOME}/current/auth-provider-gcp"
+    root = gke_node(tmp_path, files)
+    plugin = root / "home/kubernetes/bin/auth-provider-gcp"
+
+    def check(said: str) -> None:
+        assert f"  changed   {AGENT_EXEC_HOME}/versions/0.1.0" in said.splitlines()
+        assert os.readlink(plugin) == f"{AGENT_EXEC_HOME}/current/auth-provider-gcp"
         assert not (root / AGENT_HOME.lstrip("/") / "versions").exists()
-        # GKE's own plugin is kept for uninstall, on the agent's (noexec) home: data, not run
-        undone, _ = in_pod(tmp_path, root, "gke", "uninstall", *common, noexec=COS_NOEXEC)
-        assert undone.returncode == 0, undone.stderr + undone.stdout
-    assert tree(str(root)) == before
-    assert (root / plugin.lstrip("/")).read_text() == "GKE's own plugin\n"
+
+    cos_round_trip(tmp_path, root, (), check)
+    # GKE's own plugin was kept for uninstall, on the agent's (noexec) home: data, not run
+    assert plugin.read_text() == "GKE's own plugin\n"
 
 
 def test_a_noexec_mount_under_the_bundles_is_refused_before_anything_changes(
@@ -313,32 +331,19 @@ def test_beside_leaves_the_platforms_own_plugin_and_entry_as_they_are(tmp_path: 
     """flags.beside on GKE: ours are added as auth-provider-gcp-credprovider, after GKE's own
     entry in its config (the kubelet asks both, GKE's first); GKE's binary is not touched (the
     same file, the same bytes), and uninstall leaves the node as it was."""
-    root = Path(node(tmp_path / "node", {**SYSTEMD, **SECRETS, **gke().files}))
-    start_pod(root, choice("gke").mounts)
-    before = tree(str(root))
+    root = gke_node(tmp_path, gke().files)
     own = root / "home/kubernetes/bin/auth-provider-gcp"
     inode = own.stat().st_ino
-    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
-    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
-        common = [
-            "--platform", "gke", "--restart-command", restart_command(tmp_path),
-            "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "2",
-        ]  # fmt: skip
-        then = f'"$VIEW{AGENT_EXEC_HOME}/current/auth-provider-gcp" --version'
-        applied, _ = in_pod(
-            tmp_path, root, "gke", "apply", "--bundle", str(bundle), "--providers", "gcp",
-            "--beside", *common, noexec=COS_NOEXEC, then=then,
-        )  # fmt: skip
-        assert applied.returncode == 0, applied.stderr + applied.stdout
+
+    def check(said: str) -> None:
         assert own.stat().st_ino == inode and own.read_text() == BINARY
         ours = root / "home/kubernetes/bin/auth-provider-gcp-credprovider"
         assert os.readlink(ours) == f"{AGENT_EXEC_HOME}/current/auth-provider-gcp"
         config = yaml.safe_load((root / "etc/srv/kubernetes/cri_auth_config.yaml").read_text())
         names = [provider["name"] for provider in config["providers"]]
         assert names == ["auth-provider-gcp", "auth-provider-gcp-credprovider"], names
-        undone, _ = in_pod(tmp_path, root, "gke", "uninstall", *common, noexec=COS_NOEXEC)
-        assert undone.returncode == 0, undone.stderr + undone.stdout
-    assert tree(str(root)) == before
+
+    cos_round_trip(tmp_path, root, ("--beside",), check)
 
 
 def test_a_home_on_a_tmpfs_is_refused_before_anything_changes(tmp_path: Path) -> None:
