@@ -240,7 +240,6 @@ def assume_pod_role(
 ) -> podidentity.PodRole | None:
     """The pod's role through EKS Auth's botocore client (the node's credentials from its
     chain); None where the service account has no association (credprovider/aws/podidentity.py)."""
-    import json
 
     from credprovider.aws import podidentity
 
@@ -266,4 +265,4 @@ def assume_pod_role(
             f"EKS Auth AssumeRoleForPodIdentity for cluster {cluster} failed: "
             f"{bad.detail if bad else exc}"
         ) from None
-    return podidentity.read_answer(cluster, json.dumps(answer, default=str).encode())
+    return podidentity.read_answer(cluster, answer)

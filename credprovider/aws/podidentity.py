@@ -88,17 +88,24 @@ def failure(cluster: str, code: str, message: str) -> ProviderError:
     )
 
 
-def read_answer(cluster: str, body: bytes) -> PodRole:
-    """A 200 answer's pod role (ProviderError for one without usable credentials)."""
+def decoded(cluster: str, body: bytes) -> object:
+    """A 200 answer's body, decoded under the plugins' caps (the stdlib route's)."""
     try:
-        answer = decode_json(body)
+        return decode_json(body)
     except BadAnswer:
         raise
     except ValueError:
         raise ProviderError(
             f"EKS Auth AssumeRoleForPodIdentity for cluster {cluster} answered something not JSON"
         ) from None
-    creds = answer.get("credentials") if isinstance(answer, dict) else None
+
+
+def read_answer(cluster: str, answer: object) -> PodRole:
+    """A 200 answer's pod role, either route's (ProviderError for one without usable
+    credentials)."""
+    if not isinstance(answer, dict):
+        answer = {}
+    creds = answer.get("credentials")
     fields = ("accessKeyId", "secretAccessKey", "sessionToken")
     if not isinstance(creds, dict) or not all(
         isinstance(creds.get(f), str) and creds.get(f) for f in fields
@@ -172,7 +179,7 @@ def assume_direct(
     except BadAnswer as exc:
         raise ProviderError(f"EKS Auth answered badly: {exc.detail}") from None
     if answer.status == 200:
-        return read_answer(cluster, answer.body)
+        return read_answer(cluster, decoded(cluster, answer.body))
     code, message = error_code(answer.headers, answer.body)
     if code == NO_ASSOCIATION:
         return None

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from credprovider.aws import direct, podidentity
-    from credprovider.aws.sigv4 import AccessKeys
     from credprovider.aws.tokenapi import TokenApi
     from credprovider.runtime.imageref import ImageRef
 
@@ -226,11 +225,15 @@ def fetch_with_pod_identity(
 
     route = _direct_route(registry, None, ctx)
     if route is not None:
+        if route.keys is not None:  # the environment's: secrets, as on the plain route
+            register_secret(route.keys.secret_key)
+            register_secret(route.keys.session_token)
         node = route.keys or direct.instance_role_keys(route.imds, ctx)
         if node is not None:
             region = ctx.environ.get("AWS_REGION") or route.region
             pod = podidentity.assume_direct(cluster, pod_token, node, region, route.ca_bundle, ctx)
-            keys = _pod_or_node(pod, node, cluster, ctx)
+            _say_pod_role(pod, cluster, ctx)
+            keys = node if pod is None else pod.keys
             api = direct.StdlibTokenApi(route, keys, ctx, f"credprovider/{__version__}")
             return _call(registry, route.region, api, " (stdlib)", ctx)
         ctx.log.v(1, "using botocore: the instance role could not be read directly")
@@ -249,36 +252,29 @@ def _fetch_pod_identity_botocore(
     found = botocore_api.assume_pod_role(
         sdk, cluster, pod_token, ctx.environ.get("AWS_REGION") or region, ctx
     )
-    pod = _pod_or_node(found, None, cluster, ctx)
-    given = {
-        "aws_access_key_id": pod.access_key,
-        "aws_secret_access_key": pod.secret_key,
-        "aws_session_token": pod.session_token,
-    }
-    api = botocore_api.BotocoreTokenApi(
-        sdk, _service(registry), region, ctx, given if found is not None else {}
-    )
+    _say_pod_role(found, cluster, ctx)
+    keys: dict[str, str] = {}  # none: botocore's own chain, the node's
+    if found is not None:
+        keys = {
+            "aws_access_key_id": found.keys.access_key,
+            "aws_secret_access_key": found.keys.secret_key,
+            "aws_session_token": found.keys.session_token,
+        }
+    api = botocore_api.BotocoreTokenApi(sdk, _service(registry), region, ctx, keys)
     return _call(registry, region, api, "", ctx)
 
 
-def _pod_or_node(
-    pod: podidentity.PodRole | None, node: AccessKeys | None, cluster: str, ctx: Context
-) -> AccessKeys:
-    """The keys ECR is called with, said at -v=1: the pod's role, else the node's own."""
+def _say_pod_role(pod: podidentity.PodRole | None, cluster: str, ctx: Context) -> None:
+    """Whose keys ECR is called with, said at -v=1: the pod's role, else the node's own."""
     if pod is None:
         ctx.log.v(
             1,
             f"EKS Pod Identity: the service account has no association in cluster {cluster}: "
             "using the node's credentials",
         )
-        if node is None:  # botocore's route: its own chain signs ECR
-            from credprovider.aws.sigv4 import AccessKeys as Keys
-
-            return Keys("", "")
-        return node
-    ctx.log.v(
-        1,
-        f"EKS Pod Identity: the role {pod.role or '(unnamed)'} of association "
-        f"{pod.association or '(unnamed)'} in cluster {cluster}",
-    )
-    return pod.keys
+    else:
+        ctx.log.v(
+            1,
+            f"EKS Pod Identity: the role {pod.role or '(unnamed)'} of association "
+            f"{pod.association or '(unnamed)'} in cluster {cluster}",
+        )
