@@ -4,6 +4,8 @@
 an edit of KUBELET_EXTRA_ARGS, the in-tree cloud refused or migrated), ``mounts`` (what of the host the chart's pod mounts
 for each platform: platforms.yaml), ``settings`` (the chart's settings), ``plan`` (what the
 node should hold), ``apply`` and ``uninstall`` (the change, with its health wait and rollback),
+``placement`` (whether the node's mounts let it place what the kubelet runs: writable, exec,
+lasting),
 ``bootstrap`` (what provisioning lays for mode files, and uninstall leaves, so the kubelet starts),
 ``lasting`` (the platform's own lasting way where the agent may not change the node: Talos,
 OpenShift; ``credprovider render`` prints it),

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import posixpath
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Protocol
 
 from credprovider.paths import AGENT_HOME
+from credprovider.tool.agent.placement import not_executable, not_lasting, not_writable
 from credprovider.tool.agent.plan import AgentPlan
 from credprovider.tool.agent.state import (
     BEFORE,
@@ -415,100 +415,9 @@ WRITES: Final = frozenset(
 )
 
 
-def not_writable(root: str, paths: list[str]) -> str:
-    """Why one of the node ``paths`` cannot be written here ("": none is on a read-only
-    filesystem): its directory, or the nearest one that exists, is on a read-only mount, or not
-    mounted at all in the chart's pod (whose root is read-only): a place its ``flags.platform``
-    does not mount writable. Checked before a change begins, so that none stops part way (a
-    user's permissions are the change's own errors)."""
-    for path in paths:
-        place, flags = _mount_of(root, posixpath.dirname(path.rstrip("/")) or "/")
-        if flags & os.ST_RDONLY:
-            return (
-                f"cannot write {path}: {place} is read-only here (in the chart's pod: not "
-                "mounted writable for its flags.platform)"
-            )
-    return ""
-
-
-def not_executable(root: str, place: str) -> str:
-    """Why the kubelet could not execute what the agent places at ``place`` ("": it could): the
-    mount it lands on is ``noexec`` (COS mounts /var and /home so, and remounts only
-    /home/kubernetes/bin exec: paths.AGENT_EXEC_HOME; a plugin linked from the bin dir into a
-    noexec mount fails with EACCES at every pull)."""
-    existing, flags = _mount_of(root, place)
-    if flags & os.ST_NOEXEC:
-        return (
-            f"cannot place the plugins in {place}: {existing} is on a noexec mount, so the kubelet "
-            "could not run them; mount it exec (on COS, kube-node-installation.service remounts "
-            "/home/kubernetes/bin so at every boot, and flags.platform=gke places them there), "
-            "or install them on an exec mount with credprovider install --copy --bin-dir DIR"
-        )
-    return ""
-
-
-def not_lasting(root: str, place: str, kept: list[str]) -> str:
-    """Why what the agent places at ``place`` would not outlive a reboot while what the kubelet
-    reads at its start (``kept``: the bin dir, the config, the flags file) would ("": it would,
-    or they go together, as on a node booted from RAM that provisioning lays out anew): the
-    mount it lands on is a tmpfs. The links in the kubelet's bin dir would then name files gone
-    at the next boot, and a kubelet whose config names a provider without its binary does not
-    start."""
-    existing, _ = _mount_of(root, place)
-    kind = filesystem_type(host(root, existing))
-    if kind not in VOLATILE:
-        return ""
-    lasting = [
-        path
-        for path in kept
-        if filesystem_type(host(root, _mount_of(root, path)[0])) not in VOLATILE
-    ]
-    if not lasting:
-        return ""
-    return (
-        f"cannot place the plugins in {place}: {existing} is on a {kind}, lost at the next boot, "
-        f"while {lasting[0]} lasts, and the kubelet would not start with links to plugins gone; "
-        "place them on the node's disk (the chart mounts the agent's home from the host's "
-        "/var/lib/credprovider)"
-    )
-
-
 def _kubelet_reads(plan: AgentPlan) -> list[str]:
     """What the kubelet reads at its start that this plan writes or links in."""
     return [path for path in (plan.bin_dir, plan.config_path, plan.flag_file) if path]
-
-
-# Filesystems whose files do not outlive a reboot.
-VOLATILE: Final = frozenset({"tmpfs", "ramfs"})
-
-
-def filesystem_type(path: Path) -> str:
-    """The type of the filesystem mounted where ``path`` is, as this process's mount table says
-    (the mount point that holds it, the longest that does); "" when the table cannot be read."""
-    try:
-        table = Path("/proc/self/mountinfo").read_text()
-    except OSError:
-        return ""
-    target = os.path.realpath(path)
-    best, kind = "", ""
-    for line in table.splitlines():
-        fields, _, rest = line.partition(" - ")
-        parts = fields.split()
-        if len(parts) < 5 or not rest:
-            continue
-        point = parts[4].replace("\\040", " ").replace("\\011", "\t").replace("\\134", "\\")
-        inside = target == point or target.startswith(point.rstrip("/") + "/")
-        if inside and len(point) >= len(best):
-            best, kind = point, rest.split()[0]
-    return kind
-
-
-def _mount_of(root: str, place: str) -> tuple[str, int]:
-    """``place``, or the nearest directory above it that exists (what it will be made in), and
-    the flags of the mount that holds it (``statvfs``: read-only, noexec)."""
-    while place != "/" and not os.path.lexists(host(root, place)):
-        place = posixpath.dirname(place)
-    return place, os.statvfs(host(root, place)).f_flag
 
 
 def _not_in_bundle(plan: AgentPlan, bundle: Path) -> list[str]:

@@ -24,7 +24,6 @@ from credprovider.tool.agent.apply import (
     bundle_homes,
     disarm,
     healed,
-    not_writable,
     put_back,
     restarted,
     restarted_again,
@@ -32,6 +31,7 @@ from credprovider.tool.agent.apply import (
     rolled_back,
     settle,
 )
+from credprovider.tool.agent.placement import not_writable
 from credprovider.tool.agent.platforms import Platform
 from credprovider.tool.agent.state import (
     BEFORE,
