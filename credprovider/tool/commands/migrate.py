@@ -214,8 +214,6 @@ def _would_not_start(plan: MigrationPlan, config_out: str) -> str | None:
     """Why the kubelet would not start on the node as --write would leave it, checked as the
     kubelet checks it at start (its config validated, every provider's plugin in its bin dir), if
     it would not."""
-    import tempfile
-
     from credprovider.tool.images.bindir import check_binaries
     from credprovider.tool.kubeconfig.model import ConfigError
     from credprovider.tool.kubeconfig.validate import load_config
@@ -223,13 +221,7 @@ def _would_not_start(plan: MigrationPlan, config_out: str) -> str | None:
     if not plan.providers and not plan.config:
         return None  # no credential provider flags: the kubelet reads no config
     try:
-        if plan.config:
-            with tempfile.TemporaryDirectory() as scratch:
-                planned = Path(scratch, Path(config_out).name)
-                planned.write_text(plan.config, encoding="utf-8")
-                loaded = load_config(str(planned))
-        else:
-            loaded = load_config(config_out)
+        loaded = load_config(config_out, text=plan.config or None)
     except ConfigError as exc:
         return f"the kubelet would not start with the config it would read: {exc}"
     fatal = [str(e) for e in check_binaries(loaded, plan.bin_dir).stops_kubelet]
@@ -252,8 +244,7 @@ def _write(plan: MigrationPlan, config_out: str) -> list[dict[str, str]]:
     """Each flags file and the config, by rename, the old ones kept as backups: one journaled
     transaction of the node-change engine (change/engine.py), so a run killed between two files
     is finished by the next migrate --write or install."""
-    from credprovider.tool.change.engine import Kind, Op
-    from credprovider.tool.change.install import BACKUP_SUFFIX, backup_stamp
+    from credprovider.tool.change.engine import BACKUP_SUFFIX, ChangeKind, Kind, Op, backup_stamp
     from credprovider.tool.change.journal import journal_for, run
 
     stamp = backup_stamp()
@@ -266,7 +257,7 @@ def _write(plan: MigrationPlan, config_out: str) -> list[dict[str, str]]:
         )
         for path, text in _contents(plan, config_out).items()
     ]
-    done = run(journal_for(config_out), ops)
+    done = run(journal_for(config_out), ops, ChangeKind.MIGRATE)
     return [
         {"path": str(op.path), **({"backup": str(op.backup)} if op.backup else {})} for op in done
     ]

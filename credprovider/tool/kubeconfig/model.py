@@ -307,17 +307,18 @@ def _go_errno(exc: OSError) -> str:
     return (exc.strerror or str(exc)).lower()
 
 
-def read_config(path: str) -> LoadedConfig:
-    """``readCredentialProviderConfig``: decode every file, concatenate providers in file order."""
-    files = config_files(path)
+def read_config(path: str, text: str | None = None) -> LoadedConfig:
+    """``readCredentialProviderConfig``: decode every file, concatenate providers in file order.
+    ``text``: the one file ``path`` as it is to be written (validated as text, never read)."""
+    files = config_files(path) if text is None else [Path(path)]
     providers: list[CredentialProvider] = []
     provider_sources: list[Path] = []
     seen: set[str] = set()
     contents: list[bytes] = []
     for file in files:
         try:
-            contents.append(access.read_bytes(str(file)))
-            text = contents[-1].decode("utf-8")
+            contents.append(access.read_bytes(str(file)) if text is None else text.encode())
+            decoded = contents[-1].decode("utf-8")
         except access.FileProblem as exc:
             raise ConfigError(
                 f"unable to read config file {go_quote(str(file))}: {exc.reason}"
@@ -327,7 +328,7 @@ def read_config(path: str) -> LoadedConfig:
                 f"error decoding config {go_quote(str(file))}: not UTF-8 text (byte {exc.start})"
             ) from None
         try:
-            config = decode_config(text)
+            config = decode_config(decoded)
         except ConfigError as exc:
             raise ConfigError(
                 f"error decoding config {go_quote(str(file))}: {exc}", exc.hint

@@ -1,0 +1,49 @@
+"""Would the kubelet start with a credential provider config as a change leaves it? Its own checks
+at start: the config decoded and validated (as text, when it is yet to be written), and every
+provider's plugin in the bin dir (a link the change re-points or removes taken as it will be)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Mapping
+from pathlib import Path
+
+from credprovider.tool.kubeconfig.model import ConfigError
+
+
+def config_problem(path: Path, text: str | None) -> str:
+    """Why the kubelet would refuse the config at ``path`` (``text``: the file as it will be;
+    ``None``: as it is), or ""."""
+    from credprovider.tool.kubeconfig.validate import load_config
+
+    try:
+        load_config(str(path), text=text)
+    except ConfigError as exc:
+        return f"the kubelet would not start with the config {path}: {exc}"
+    return ""
+
+
+def plugins_missing(
+    path: Path,
+    text: str | None,
+    bin_dir: Path,
+    removed: Collection[str],
+    relinked: Mapping[str, str],
+) -> list[str]:
+    """The providers of the config at ``path`` (as :func:`config_problem` reads it, which must
+    pass) whose plugin would not be in ``bin_dir`` after a change that removes the paths
+    ``removed`` and points each link of ``relinked`` at its target."""
+    from credprovider.tool.kubeconfig.validate import load_config
+
+    loaded = load_config(str(path), text=text)
+    missing = []
+    for provider in loaded.providers:
+        plugin = bin_dir / str(provider.name)
+        if str(plugin) in removed:
+            missing.append(str(provider.name))
+        elif str(plugin) in relinked:
+            if not os.path.exists(bin_dir / relinked[str(plugin)]):
+                missing.append(str(provider.name))
+        elif not os.path.exists(plugin):
+            missing.append(str(provider.name))
+    return missing
