@@ -13,6 +13,7 @@ install finished by the next, and by the fleet agent."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -30,19 +31,32 @@ from tests.integration.cli.conftest import fake_bundle
 from tests.unit.tool.test_agent_apply import tree
 
 KILLED = (-9, KILLED_STATUS)
-BACKUP = re.compile(r"\.credprovider-backup-[0-9TZ.-]+$")
+BACKUP = re.compile(r"\.credprovider-backup-[0-9TZ.-]+(?:/|$)")
+# The time in a backup's name, as the record of the last change names it (undo reads it).
+STAMP = re.compile(r"(?<=\.credprovider-backup-)[0-9]{14}(?:\.[0-9]+)?")
 
 
 def comparable(root: Path) -> tuple[dict[str, Any], list[Any]]:
     """The tree without its backups, and the backups' contents (sorted); the node's own
     directory, which its files name, written ``{node}``."""
     found = {
-        path: (kind, text.replace(str(root), "{node}"), mode)
+        path: (kind, STAMP.sub("{time}", _decoded(path, text).replace(str(root), "{node}")), mode)
         for path, (kind, text, mode) in tree(str(root)).items()
     }
     backups = sorted(value for path, value in found.items() if BACKUP.search(path))
     rest = {path: value for path, value in found.items() if not BACKUP.search(path)}
     return rest, backups
+
+
+def _decoded(path: str, text: str) -> str:
+    """The record of the last change with each file's new bytes decoded (they name the node)."""
+    if not path.endswith(".credprovider-undo"):
+        return text
+    record = json.loads(text)
+    for op in record["ops"]:
+        if "data" in op:
+            op["data"] = base64.b64decode(op["data"]).decode()
+    return json.dumps(record)
 
 
 def run(node: Path, argv: list[str], point: int = 0) -> int:
@@ -123,28 +137,78 @@ def test_an_upgrade_with_force_killed_at_every_point(tmp_path: Path) -> None:
     assert covered >= 3
 
 
+def _kubeadm_node(node: Path, target: Path) -> None:
+    fresh(node)
+    (node / "var/lib/kubelet").mkdir(parents=True)
+    (node / "var/lib/kubelet/kubeadm-flags.env").write_text(
+        'KUBELET_KUBEADM_ARGS="--node-ip=10.0.0.5 --cloud-provider=aws"\n'
+    )
+    (node / "etc/default").mkdir(parents=True)
+    (node / "etc/default/kubelet").write_text("KUBELET_EXTRA_ARGS=--v=2\n")
+    assert run(node, [*INSTALL, "--target", str(target)]) == 0  # the plugins first
+
+
+MIGRATE = [
+    "migrate", "--kubelet-flags-file", "{node}/var/lib/kubelet/kubeadm-flags.env",
+    "--kubelet-flags-file", "{node}/etc/default/kubelet",
+    "--bin-dir", "{node}/etc/kubernetes/bin",
+    "--config-out", "{node}/etc/kubernetes/credential-providers.yaml", "--write",
+]  # fmt: skip
+
+
 def test_migrate_write_killed_at_every_point(tmp_path: Path) -> None:
     target = fake_bundle(tmp_path / "target", "0.2.0")
-
-    def kubeadm_node(node: Path) -> None:
-        fresh(node)
-        (node / "var/lib/kubelet").mkdir(parents=True)
-        (node / "var/lib/kubelet/kubeadm-flags.env").write_text(
-            'KUBELET_KUBEADM_ARGS="--node-ip=10.0.0.5 --cloud-provider=aws"\n'
-        )
-        (node / "etc/default").mkdir(parents=True)
-        (node / "etc/default/kubelet").write_text("KUBELET_EXTRA_ARGS=--v=2\n")
-        assert run(node, [*INSTALL, "--target", str(target)]) == 0  # the plugins first
-
-    migrate = [
-        "migrate", "--kubelet-flags-file", "{node}/var/lib/kubelet/kubeadm-flags.env",
-        "--kubelet-flags-file", "{node}/etc/default/kubelet",
-        "--bin-dir", "{node}/etc/kubernetes/bin",
-        "--config-out", "{node}/etc/kubernetes/credential-providers.yaml", "--write",
-    ]  # fmt: skip
-    covered = killed_everywhere(tmp_path, kubeadm_node, migrate)
+    covered = killed_everywhere(tmp_path, lambda node: _kubeadm_node(node, target), MIGRATE)
     print(f"migrate --write: {covered} kill points")
     assert covered >= 5
+
+
+UNDO = ["undo", "--config", "{node}/etc/kubernetes/credential-providers.yaml", "--force"]
+
+
+def test_undo_killed_at_every_point(tmp_path: Path) -> None:
+    """``credprovider undo`` (#63) of an upgrade of a --copy install that --force made over
+    someone else's plugin and config, and of a migrate --write: killed at every point, the undo
+    run again exits 0 and leaves the node as an uninterrupted undo does, byte for byte (the
+    backups it put back removed, the record gone)."""
+    old = fake_bundle(tmp_path / "old", "0.1.0")
+    new = fake_bundle(tmp_path / "new", "0.2.0")
+
+    def upgraded(node: Path) -> None:
+        fresh(node)
+        (node / "etc/kubernetes/bin").mkdir()
+        (node / "etc/kubernetes/bin/auth-provider-gcp").write_text("#!/bin/sh\ntheirs\n")
+        (node / "etc/kubernetes/credential-providers.yaml").write_text("theirs: true\n")
+        assert run(node, [*INSTALL, "--copy", "--force", "--target", str(old)]) == 0
+        assert run(node, [*INSTALL, "--copy", "--target", str(new)]) == 0
+
+    def migrated(node: Path) -> None:
+        _kubeadm_node(node, old)
+        assert run(node, MIGRATE) == 0
+
+    covered = {}
+    for name, prepare in (("upgrade", upgraded), ("migrate", migrated)):
+        reference = tmp_path / name / "reference"
+        prepare(reference)
+        assert run(reference, UNDO) == 0
+        expected = comparable(reference)
+        assert not [p for p in expected[0] if p.endswith("credprovider-undo")]
+        point = 1
+        while True:
+            node = tmp_path / name / f"p{point}"
+            prepare(node)
+            code = run(node, UNDO, point)
+            if code not in KILLED:
+                assert code == 0 and point > 3, f"the undo ended ({code}) at point {point}"
+                break
+            # killed once all was done (its last flush): the undo again finds nothing to undo
+            done = comparable(node) == expected
+            assert run(node, UNDO) == (1 if done else 0), f"{name}: again after point {point}"
+            assert comparable(node) == expected, f"{name}: a kill at point {point}"
+            point += 1
+        covered[name] = point - 1
+    print(f"undo: {covered} kill points")
+    assert min(covered.values()) >= 5
 
 
 def as_the_host(root: Path, argv: list[str], point: int = 0) -> subprocess.CompletedProcess[str]:

@@ -1,11 +1,14 @@
 """Changes to a node's files, made as transactions.
 
 ``engine`` (every change as ops, carried out by one executor; by hand, one journaled transaction,
-finished by the next run after a kill), ``journal`` (its intent journal beside the config),
+finished by the next run after a kill), ``journal`` (its intent journal beside the config, then
+the record of the last change), ``confine`` (what a journal or record may make the node do),
 ``durable`` (atomic, flushed writes), ``render`` (what is written: the config for the chosen
 plugins, the flags, the bundle's place), ``install`` (``credprovider install``: planned, then applied
 all or nothing), ``migrate`` (from the in-tree cloud login: the plan and the merged config),
-``results`` (what a change did and what each step does), ``lock`` (the node's one change lock) and
+``undo`` (``credprovider undo``: the last change reversed from its record), ``startcheck``
+(would the kubelet start with the config as a change leaves it), ``results`` (what a change did
+and what each step does), ``lock`` (the node's one change lock) and
 ``failpoint`` (the crash tests' kill points). The agent's changes (``credprovider.tool.agent``) go
 through the same engine, lock and checks. Not on the exec path.
 """

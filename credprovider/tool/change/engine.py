@@ -22,6 +22,7 @@ from __future__ import annotations
 import filecmp
 import os
 import stat
+import time
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -36,6 +37,21 @@ from credprovider.tool.change.durable import (
 from credprovider.tool.change.failpoint import reached
 
 NEW_FILE_MODE = 0o644
+# What a file, link or tree a change replaces is kept as, beside it: NAME.credprovider-backup-TIME.
+BACKUP_SUFFIX = ".credprovider-backup-"
+
+
+def backup_stamp() -> str:
+    """The TIME of ``NAME.credprovider-backup-TIME``, for every path one run replaces."""
+    return time.strftime("%Y%m%d%H%M%S")
+
+
+class ChangeKind(StrEnum):
+    """Which command's change a journal records."""
+
+    INSTALL = "install"
+    MIGRATE = "migrate"
+    UNDO = "undo"
 
 
 class Kind(StrEnum):

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import stat
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +24,7 @@ from credprovider.paths import PACKAGE_BIN_DIR, PACKAGE_LINKS_FILE
 from credprovider.runtime.bundlecheck import FILES_MANIFEST
 from credprovider.runtime.nodefile import special_kind
 from credprovider.tool.catalog import PLUGINS
-from credprovider.tool.change.engine import Kind, Op
+from credprovider.tool.change.engine import BACKUP_SUFFIX, ChangeKind, Kind, Op, backup_stamp
 from credprovider.tool.change.journal import journal_for, run
 from credprovider.tool.change.render import (
     BUNDLE_COPY_DIR,
@@ -38,12 +37,6 @@ from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.images.startcheck import NotCredprovider, credprovider_version
 
 MANIFEST: Final = Path("_internal") / FILES_MANIFEST
-BACKUP_SUFFIX: Final = ".credprovider-backup-"
-
-
-def backup_stamp() -> str:
-    """The TIMESTAMP of ``NAME.credprovider-backup-TIMESTAMP``, for every file one run replaces."""
-    return time.strftime("%Y%m%d%H%M%S")
 
 
 @dataclass
@@ -406,7 +399,12 @@ def install_ops(plan: InstallPlan) -> list[Op]:
 def apply_install(plan: InstallPlan) -> list[Op]:
     """Make the planned changes as one journaled transaction (the journal beside the config:
     a killed run is finished by the next install or migrate --write). The ops carried out."""
-    return run(journal_for(plan.config_out), install_ops(plan))
+    done = run(journal_for(plan.config_out), install_ops(plan), ChangeKind.INSTALL)
+    kept = {str(op.path): str(op.backup) for op in done if op.backup is not None}
+    for change in plan.changes:  # the name each was kept under (one taken this second: another)
+        if change.backup is not None:
+            change.backup = kept.get(change.path, change.backup)
+    return done
 
 
 def package_links_op(links: list[Path], links_file: str = PACKAGE_LINKS_FILE) -> Op:

@@ -1,22 +1,27 @@
 """The journaled transaction of a change run by hand (``credprovider install``, ``migrate
---write``; :func:`run`, and :func:`recover` after a kill): the engine's ops
-(:mod:`credprovider.tool.change.engine`), each with its new content and its backup's name,
-recorded and flushed before the first of them changes the node, removed once the last is done. A run killed between two ops (an OOM kill, a power cut) leaves the journal; the next run of
-either command finishes it first, so the node never keeps half a change (a cloud flag gone from
+--write``, ``undo``; :func:`run`, and :func:`recover` after a kill): the engine's ops
+(:mod:`credprovider.tool.change.engine`), each with its new content, its backup's name and what its
+path was before (:class:`Was`), recorded and flushed before the first of them changes the node. A
+run killed between two ops (an OOM kill, a power cut) leaves the journal; the next run of any of
+these commands finishes it first, so the node never keeps half a change (a cloud flag gone from
 one file, the credential flags not yet in the other; a link re-pointed, its config not written).
 
-The journal lives beside the config the change writes (``.NAME.credprovider-journal``, 0600, in a
-directory only root writes); it is used only if it is a regular file of this user's that no one
-else may write, at most :data:`MAX_JOURNAL_BYTES` (checked before it is read), holding absolute
-paths (anything else: one line, nothing done). A journal of an earlier version (``path``, ``text``,
-``backup``: a file's whole new text) is read as file ops.
+Once the last op is done the journal becomes the record of the last change (:func:`commit`: one
+rename to ``.NAME.credprovider-undo``), which ``credprovider undo`` reverses
+(:mod:`credprovider.tool.change.undo`); an undo's own journal, committed, removes the record. So
+that every op can be reversed, whatever a path held is kept first: a link's target in the journal,
+a file or tree under its backup name (one taken for the undo alone, ``for_undo``, is removed when a
+later change's record replaces this one).
+
+The journal and the record live beside the config the change writes (``.NAME.credprovider-*``,
+0600, in a directory only root writes); each is used only if it is a regular file of this user's
+that no one else may write, at most :data:`MAX_JOURNAL_BYTES` (checked before it is read), holding
+absolute paths (anything else: one line, nothing done). A journal of an earlier version (a list of
+ops, or of ``path``, ``text``, ``backup``: a file's whole new text) is read as file ops.
 
 A journal is read as hostile input (a forged or damaged one must not act on the node): it may hold
-only what install and migrate write, and every op must fit before any is carried out
-(:func:`unfit`): files, links and bundle copies (never a removal), at normalized paths at least two
-levels deep, their backups beside them, file modes from :data:`FILE_MODES` (never set-uid); a file
-replaced is the config the journal belongs to, or one holding kubelet flags (or a flag file's name,
-when it is new); nothing replaces a directory but a bundle copy, over a bundle.
+only what install, migrate and undo write (a removal only in an undo's), and every op must fit
+before any is carried out (:mod:`credprovider.tool.change.confine`).
 """
 
 from __future__ import annotations
@@ -27,23 +32,77 @@ import json
 import os
 import stat
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final
 
-from credprovider.tool.change.durable import remove_file, replace_file
-from credprovider.tool.change.engine import Kind, Op, perform
+from credprovider.tool.change.confine import (
+    above,
+    absolute,
+    allowed_mode,
+    backup_of,
+    beside,
+    bundle_or_empty,
+    unfit,
+)
+from credprovider.tool.change.durable import (
+    remove_file,
+    remove_tree,
+    rename_into_place,
+    replace_file,
+)
+from credprovider.tool.change.engine import (
+    BACKUP_SUFFIX,
+    ChangeKind,
+    Kind,
+    Op,
+    backup_stamp,
+    perform,
+)
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 from credprovider.tool.node.trust import owner_problem
 
 SUFFIX: Final = ".credprovider-journal"
+RECORD_SUFFIX: Final = ".credprovider-undo"
 # A few configs and flag files, base64: far below this.
 MAX_JOURNAL_BYTES: Final = 32 * 1024 * 1024
-# The modes install and migrate give what they write.
-FILE_MODES: Final = frozenset({0o600, 0o640, 0o644, 0o700, 0o750, 0o755})
-# Names a new kubelet flag file has (/etc/default/kubelet, a drop-in, kubeadm's own).
-_FLAG_FILE_NAMES: Final = ("kubelet", "kubeadm-flags.env", "environment")
-_FLAG_FILE_SUFFIXES: Final = (".conf", ".env", ".service")
+
+
+class Prior(StrEnum):
+    """What an op's path was before the change."""
+
+    ABSENT = "absent"  # nothing there
+    LINK = "link"  # a link to ``Was.target``
+    KEPT = "kept"  # a file or tree, kept under the op's backup name
+
+
+@dataclass(frozen=True)
+class Was:
+    prior: Prior
+    target: str = ""  # LINK
+    for_undo: bool = False  # KEPT: a backup taken for the undo alone (not one the command said)
+    made: tuple[str, ...] = ()  # ABSENT: the directories above it that were not there either
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One op of a change and what its path was before it (``None``: a journal of an earlier
+    version, which did not say)."""
+
+    op: Op
+    was: Was | None = None
+
+
+@dataclass(frozen=True)
+class Transaction:
+    change: ChangeKind
+    entries: tuple[Entry, ...]
+
+    @property
+    def ops(self) -> list[Op]:
+        return [entry.op for entry in self.entries]
 
 
 def journal_for(anchor: str | Path) -> Path:
@@ -52,46 +111,127 @@ def journal_for(anchor: str | Path) -> Path:
     return where.with_name(f".{where.name}{SUFFIX}")
 
 
-def _entry(op: Op) -> dict[str, Any]:
-    entry: dict[str, Any] = {"kind": str(op.kind), "path": str(op.path)}
+def record_for(anchor: str | Path) -> Path:
+    """The record of the last change anchored to ``anchor``, which ``credprovider undo`` reads."""
+    where = Path(anchor)
+    return where.with_name(f".{where.name}{RECORD_SUFFIX}")
+
+
+def _anchor_of(journal: Path) -> Path:
+    suffix = SUFFIX if journal.name.endswith(SUFFIX) else RECORD_SUFFIX
+    return journal.with_name(journal.name[1 : -len(suffix)])
+
+
+def _entry(entry: Entry) -> dict[str, Any]:
+    op = entry.op
+    found: dict[str, Any] = {"kind": str(op.kind), "path": str(op.path)}
     if op.kind is Kind.FILE:
-        entry |= {"data": base64.b64encode(op.data).decode(), "mode": op.mode}
+        found |= {"data": base64.b64encode(op.data).decode(), "mode": op.mode}
     elif op.kind is Kind.LINK:
-        entry["target"] = op.target
+        found["target"] = op.target
     elif op.kind is Kind.TREE:
-        entry |= {"source": str(op.source), "links": op.links}
-    entry["backup"] = str(op.backup) if op.backup is not None else None
-    return entry
+        found |= {"source": str(op.source), "links": op.links}
+    found["backup"] = str(op.backup) if op.backup is not None else None
+    if entry.was is not None:
+        was = entry.was
+        found["was"] = (
+            {"prior": str(was.prior)}
+            | ({"target": was.target} if was.prior is Prior.LINK else {})
+            | ({"for_undo": True} if was.for_undo else {})
+            | ({"made": list(was.made)} if was.made else {})
+        )
+    return found
 
 
-def begin(journal: Path, ops: list[Op]) -> None:
-    """The intent, flushed, before any of ``ops`` is carried out."""
-    replace_file(journal, json.dumps([_entry(op) for op in ops]).encode(), 0o600)
+def _with_prior(op: Op, stamp: str) -> Entry:
+    """``op`` and what its path is now; a file or tree with no backup given one (for undo)."""
+    try:
+        found = os.lstat(op.path)
+    except FileNotFoundError:
+        return Entry(op, Was(Prior.ABSENT, made=_missingabove(op.path)))
+    if stat.S_ISLNK(found.st_mode):
+        return Entry(op, Was(Prior.LINK, os.readlink(op.path)))
+    if op.backup is not None:
+        return Entry(replace(op, backup=_unused(op.backup)), Was(Prior.KEPT))
+    kept = _unused(Path(f"{op.path}{BACKUP_SUFFIX}{stamp}"))
+    return Entry(replace(op, backup=kept), Was(Prior.KEPT, for_undo=True))
+
+
+def _unused(backup: Path) -> Path:
+    """``backup``, or, when an earlier change took that name this second, the first
+    ``backup.N`` free: a backup that exists is never taken for this change's."""
+    found, number = backup, 0
+    while os.path.lexists(found) and number < 999:
+        number += 1
+        found = backup.with_name(f"{backup.name}.{number}")
+    return found
+
+
+def _missingabove(path: Path) -> tuple[str, ...]:
+    """The directories above ``path`` that do not exist (the nearest first): the change makes
+    them, the undo removes them."""
+    missing = []
+    parent = path.parent
+    while parent != parent.parent and not os.path.lexists(parent):
+        missing.append(str(parent))
+        parent = parent.parent
+    return tuple(missing)
+
+
+def begin(journal: Path, ops: Sequence[Op], change: ChangeKind = ChangeKind.INSTALL) -> list[Op]:
+    """The intent, flushed, before any of ``ops`` is carried out; each op as it is journaled
+    (with the backup that keeps what it replaces)."""
+    stamp = backup_stamp()
+    # an undo's ops need no undo of their own: what they replace is what the record's change made
+    entries = [Entry(op) if change is ChangeKind.UNDO else _with_prior(op, stamp) for op in ops]
+    document = {"change": str(change), "ops": [_entry(entry) for entry in entries]}
+    replace_file(journal, json.dumps(document).encode(), 0o600)
+    return [entry.op for entry in entries]
+
+
+def commit(journal: Path, change: ChangeKind, rebase: Callable[[Op], Op] | None = None) -> None:
+    """The change journaled in ``journal`` is done: it becomes the record of the last change (the
+    record it replaces losing the backups taken for its undo alone), or, an undo's, the record
+    it reversed goes with it."""
+    record = record_for(_anchor_of(journal))
+    if change is ChangeKind.UNDO:
+        remove_file(record)
+        remove_file(journal)
+        return
+    for kept in _undo_only_backups(record):
+        where = rebase(Op(Kind.ABSENT, kept)).path if rebase is not None else kept
+        remove_tree(where)
+    rename_into_place(journal, record)
+
+
+def _undo_only_backups(record: Path) -> list[Path]:
+    """The backups an earlier record took for its undo alone (none if it is not one of ours):
+    only names beside their path that a backup has."""
+    try:
+        earlier = read(record)
+    except NodeChangeError:
+        return []
+    return [
+        entry.op.backup
+        for entry in (earlier.entries if earlier is not None else ())
+        if entry.was is not None
+        and entry.was.for_undo
+        and entry.op.backup is not None
+        and backup_of(entry.op.backup, entry.op.path)
+    ]
 
 
 def end(journal: Path) -> None:
     remove_file(journal)
 
 
-def _absolute(value: object) -> bool:
-    """A normalized absolute path at least two levels deep (never ``/`` or ``/etc``)."""
-    return (
-        isinstance(value, str)
-        and "\0" not in value
-        and os.path.isabs(value)
-        and os.path.normpath(value) == value
-        and not value.startswith("//")
-        and value.count("/") >= 2
-    )
-
-
-def _op(item: object) -> Op | None:
-    """The op a journal entry records, or None for one that is not an op install or migrate
-    writes (see the module)."""
-    if not isinstance(item, dict) or not _absolute(item.get("path")):
+def _op(item: object, removal: bool) -> Op | None:
+    """The op a journal entry records, or None for one that is not an op install, migrate or (a
+    removal, when ``removal``) undo writes (see the module)."""
+    if not isinstance(item, dict) or not absolute(item.get("path")):
         return None
     backup = item.get("backup")
-    if not (backup is None or (_absolute(backup) and _beside(backup, item["path"]))):
+    if not (backup is None or (absolute(backup) and beside(backup, item["path"]))):
         return None
     path, kept = Path(item["path"]), Path(backup) if backup else None
     if "kind" not in item and isinstance(item.get("text"), str):  # an earlier version's
@@ -99,7 +239,7 @@ def _op(item: object) -> Op | None:
     kind = item.get("kind")
     if kind == Kind.FILE and isinstance(item.get("data"), str):
         mode = item.get("mode")
-        if not (mode is None or (type(mode) is int and mode in FILE_MODES)):
+        if not (mode is None or allowed_mode(mode)):
             return None
         try:
             data = base64.b64decode(item["data"], validate=True)
@@ -108,91 +248,102 @@ def _op(item: object) -> Op | None:
         return Op(Kind.FILE, path, data, mode, backup=kept)
     if kind == Kind.LINK and isinstance(item.get("target"), str) and "\0" not in item["target"]:
         return Op(Kind.LINK, path, target=item["target"], backup=kept)
-    if kind == Kind.TREE and _absolute(item.get("source")) and type(item.get("links")) is bool:
+    if kind == Kind.TREE and absolute(item.get("source")) and type(item.get("links")) is bool:
         return Op(Kind.TREE, path, source=Path(item["source"]), links=item["links"], backup=kept)
-    return None  # a removal, or anything else: install and migrate never journal it
+    if kind == Kind.ABSENT and removal and kept is None:
+        return Op(Kind.ABSENT, path)
+    return None  # anything else: install, migrate and undo never journal it
 
 
-def _beside(backup: str, path: str) -> bool:
-    return os.path.dirname(backup) == os.path.dirname(path) and backup != path
-
-
-def unfit(op: Op, anchor: Path) -> str:
-    """Why ``op`` (its paths as this run reaches them) is not one install or migrate could have
-    journaled for the config ``anchor`` ("": it is): see the module."""
-    try:
-        found: os.stat_result | None = os.lstat(op.path)
-    except FileNotFoundError:
-        found = None
-    except OSError as exc:
-        return f"{op.path}: {exc.strerror}"
-    if op.kind is Kind.TREE:
-        if found is None or (stat.S_ISDIR(found.st_mode) and _bundle_or_empty(op.path)):
-            return ""
-        return f"it would replace {op.path}, which is not a bundle"
-    if found is not None and stat.S_ISDIR(found.st_mode):
-        return f"it would replace the directory {op.path}"
-    if op.kind is Kind.LINK or op.path == anchor:
-        return ""
-    if found is None:
-        name = op.path.name
-        if name in _FLAG_FILE_NAMES or name.endswith(_FLAG_FILE_SUFFIXES):
-            return ""
-        return f"it would create {op.path}, which is neither its config nor a kubelet flag file"
-    if stat.S_ISLNK(found.st_mode) or not _holds_flags(op.path):
-        return f"it would replace {op.path}, which holds no kubelet flags"
-    return ""
-
-
-def _bundle_or_empty(path: Path) -> bool:
-    from credprovider.runtime.bundlecheck import FILES_MANIFEST
-
-    try:
-        return (path / "_internal" / FILES_MANIFEST).is_file() or not any(path.iterdir())
-    except OSError:
+def _was(item: dict[str, Any], op: Op) -> Was | bool | None:
+    """What an entry says its path was (``None``: it does not say; ``False``: damaged)."""
+    if "was" not in item:
+        return None
+    found = item["was"]
+    if not isinstance(found, dict):
         return False
+    prior = found.get("prior")
+    made = found.get("made", [])
+    if prior == Prior.ABSENT and set(found) <= {"prior", "made"} and above(made, op.path):
+        return Was(Prior.ABSENT, made=tuple(made))
+    target = found.get("target")
+    if prior == Prior.LINK and isinstance(target, str) and "\0" not in target and target:
+        return Was(Prior.LINK, target)
+    for_undo = found.get("for_undo", False)
+    if prior == Prior.KEPT and op.backup is not None and type(for_undo) is bool:
+        return Was(Prior.KEPT, for_undo=for_undo)
+    return False
 
 
-def _holds_flags(path: Path) -> bool:
-    from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
-    from credprovider.tool.node.flagfiles import units
-
-    try:
-        return bool(units(read_text(str(path))))
-    except (FileProblem, UnreadableError, NodeChangeError):
-        return False
-
-
-def pending(journal: Path) -> list[Op]:
-    """What an interrupted run meant to do ([] when there is no journal)."""
+def read(journal: Path, what: str = "journal") -> Transaction | None:
+    """The change a journal (or record: ``what``) holds; ``None`` when there is none. Read as
+    hostile input (see the module): anything else is refused, in one line."""
     try:
         found = os.lstat(journal)
     except FileNotFoundError:
-        return []
+        return None
     except PermissionError:  # a directory this user cannot search: no change of theirs is there
-        return []
+        return None
     problem = owner_problem(str(journal), found, os.geteuid())
     if not stat.S_ISREG(found.st_mode) or problem:
         raise NodeChangeError(
-            f"{journal} is not a journal credprovider wrote ({problem or 'not a regular file'}): "
+            f"{journal} is not a {what} credprovider wrote ({problem or 'not a regular file'}): "
             "nothing was changed; remove it once you have checked the files it would name"
         )
     if found.st_size > MAX_JOURNAL_BYTES:
         raise NodeChangeError(
-            f"{journal} is {found.st_size} bytes, more than a journal credprovider writes: "
+            f"{journal} is {found.st_size} bytes, more than a {what} credprovider writes: "
             "nothing was changed; check the files a killed run was writing, then remove it"
         )
     try:
         data = bounded_json(journal.read_bytes())
     except (ValueError, JsonTooDeep, OSError):
         data = None
-    ops = [_op(item) for item in data] if isinstance(data, list) else [None]
-    if any(op is None for op in ops):
+    transaction = _transaction(data)
+    if transaction is None:
         raise NodeChangeError(
             f"{journal} is damaged: nothing was changed; check the files a killed run was "
             "writing (their backups are beside them), then remove it"
         )
-    return [op for op in ops if op is not None]
+    return transaction
+
+
+def _transaction(data: object) -> Transaction | None:
+    if isinstance(data, list):  # an earlier version's: install or migrate, priors not said
+        change, items = ChangeKind.INSTALL, data
+    elif isinstance(data, dict) and isinstance(data.get("ops"), list) and len(data) == 2:
+        try:
+            change, items = ChangeKind(str(data.get("change"))), data["ops"]
+        except ValueError:
+            return None
+    else:
+        return None
+    entries = []
+    for item in items:
+        op = _op(item, removal=change is ChangeKind.UNDO)
+        was = _was(item, op) if op is not None and isinstance(item, dict) else False
+        if op is None or was is False:
+            return None
+        entries.append(Entry(op, was if isinstance(was, Was) else None))
+    return Transaction(change, tuple(entries))
+
+
+def pending(journal: Path) -> list[Op]:
+    """What an interrupted run meant to do ([] when there is no journal)."""
+    transaction = read(journal)
+    return transaction.ops if transaction is not None else []
+
+
+def _put_back(op: Op, change: ChangeKind) -> bool:
+    """An undo's bundle copy put back from its backup, whose backup the undo then removed: done."""
+    return (
+        change is ChangeKind.UNDO
+        and op.kind is Kind.TREE
+        and op.source is not None
+        and not os.path.lexists(op.source)
+        and os.path.isdir(op.path)
+        and bundle_or_empty(op.path)
+    )
 
 
 def check_source(journal: Path, op: Op) -> None:
@@ -204,28 +355,34 @@ def check_source(journal: Path, op: Op) -> None:
         )
 
 
-def run(journal: Path, ops: Sequence[Op]) -> list[Op]:
+def run(journal: Path, ops: Sequence[Op], change: ChangeKind = ChangeKind.INSTALL) -> list[Op]:
     """``ops`` as one transaction: those not already done journaled (flushed) first, carried out
-    in order, the journal removed after the last. The ops carried out."""
+    in order, the journal then committed (:func:`commit`). The ops carried out."""
     todo = [op for op in ops if not op.done()]
     if not todo:
         return []
-    begin(journal, todo)
-    for op in todo:
+    journaled = begin(journal, todo, change)
+    for op in journaled:
         perform(op)
-    end(journal)
-    return todo
+    commit(journal, change)
+    return journaled
 
 
 def recover(journal: Path, rebase: Callable[[Op], Op] | None = None) -> list[Op]:
     """The change a killed run journaled, finished (each op not yet done, carried out; its
-    backup taken only if the killed run had not); the journal then removed. ``rebase``: each op
-    as this run reaches its paths (the agent's, under ``--root``). The ops finished."""
-    ops = [rebase(op) if rebase is not None else op for op in pending(journal)]
-    todo = [op for op in ops if not op.done()]
-    anchor = journal.with_name(journal.name[1 : -len(SUFFIX)])
+    backup taken only if the killed run had not), then committed. ``rebase``: each op as this
+    run reaches its paths (the agent's, under ``--root``). The ops finished."""
+    transaction = read(journal)
+    if transaction is None:
+        return []
+    ops = [rebase(op) if rebase is not None else op for op in transaction.ops]
+    todo = [op for op in ops if not (op.done() or _put_back(op, transaction.change))]
+    anchor = _anchor_of(journal)
+    going: set[str] = set()
     for op in todo:
-        problem = unfit(op, anchor)
+        problem = unfit(op, anchor, transaction.change, going)
+        if op.kind is Kind.ABSENT:
+            going.add(str(op.path))
         if problem:
             raise NodeChangeError(
                 f"{journal} is not a change credprovider journals ({problem}): nothing was "
@@ -236,5 +393,5 @@ def recover(journal: Path, rebase: Callable[[Op], Op] | None = None) -> list[Op]
     for op in todo:
         perform(op)
         finished.append(op)
-    end(journal)
+    commit(journal, transaction.change, rebase)
     return finished

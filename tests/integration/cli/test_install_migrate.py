@@ -230,11 +230,16 @@ def test_install_copy_compares_version_and_content(tmp_path: Path) -> None:
         check=False,
     )
     assert linked.stdout == "ecr-credential-provider version 0.2.0 (credprovider)\n"
-    assert sorted(p.name for p in (tmp_path / "plugins").iterdir()) == [
-        ".credprovider",
+    found = sorted(p.name for p in (tmp_path / "plugins").iterdir())
+    # the copy it replaced is kept for credprovider undo (only the last change's: the next
+    # change's record replaces it)
+    assert found[0] == ".credprovider" and found[2:] == [
         "auth-provider-gcp",
         "ecr-credential-provider",
     ]
+    kept = tmp_path / "plugins" / found[1]
+    assert found[1].startswith(".credprovider.credprovider-backup-")
+    assert "0.1.0" in (kept / "credprovider").read_text()
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from credprovider.tool.catalog import PLUGINS
-from credprovider.tool.change.install import BACKUP_SUFFIX
+from credprovider.tool.change.engine import BACKUP_SUFFIX
 from credprovider.tool.change.migrate import REMOVED_GATES, flag_values
 from credprovider.tool.node.flagfiles import flags_from_file
 from tests.helpers import require_bundle, run_cli

@@ -45,9 +45,9 @@ def test_a_backup_a_killed_run_made_is_the_original_and_is_not_taken_again(
     (it holds the original) and replaces the file."""
     config, backup = tmp_path / "c.yaml", tmp_path / "c.yaml.credprovider-backup-1"
     config.write_text("theirs\n")
-    backup.write_text("the original\n")  # kept by the killed run (here: other bytes, to tell)
     journal = journal_for(config)
     begin(journal, [Op(Kind.FILE, config, b"ours\n", backup=backup)])
+    backup.write_text("the original\n")  # kept by the killed run (here: other bytes, to tell)
     recover(journal)
     assert (config.read_text(), backup.read_text()) == ("ours\n", "the original\n")
     journal_for(config).unlink(missing_ok=True)
@@ -228,3 +228,102 @@ def test_a_journal_someone_else_could_write_is_refused(tmp_path: Path) -> None:
         os.chown(journal, 65534, 65534)
         with pytest.raises(NodeChangeError, match="owned by uid 65534"):
             pending(journal)
+
+
+def _undo_journal(tmp_path: Path, ops: list[dict[str, object]]) -> Path:
+    journal = journal_for(tmp_path / "c.yaml")
+    journal.write_text(json.dumps({"change": "undo", "ops": ops}))
+    journal.chmod(0o600)
+    return journal
+
+
+@pytest.mark.parametrize(
+    ("entry", "says"),
+    [
+        ({"kind": "absent", "path": "{tmp}/shadow", "backup": None}, "holds no kubelet flags"),
+        ({"kind": "absent", "path": "{tmp}/dir", "backup": None}, "which is not a bundle"),
+        ({"kind": "absent", "path": "{tmp}/shadow.credprovider-backup-1", "backup": None},
+         "holds no kubelet flags"),  # not named as a backup is
+        ({"kind": "absent", "path": "{tmp}/f", "backup": "{tmp}/f.bak"}, "is damaged"),
+    ],
+)  # fmt: skip
+def test_a_forged_undo_journal_removes_nothing_it_may_not(
+    tmp_path: Path, entry: dict[str, object], says: str
+) -> None:
+    """An undo's journal may remove, but only links, bundles, the config, flag files, backups and
+    directories it empties: a removal of anything else refuses the whole journal."""
+    (tmp_path / "shadow").write_text("root:x:0:\n")
+    (tmp_path / "shadow.credprovider-backup-1").write_text("root:x:0:\n")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "dir" / "keep").write_text("mine\n")
+    (tmp_path / "link").symlink_to("/etc/hostname")
+    good = {"kind": "absent", "path": str(tmp_path / "link"), "backup": None}
+    filled = json.loads(json.dumps(entry).replace("{tmp}", str(tmp_path)))
+    journal = _undo_journal(tmp_path, [good, filled])
+    with pytest.raises(NodeChangeError) as refused:
+        recover(journal)
+    assert says in str(refused.value) and "nothing was changed" in str(refused.value)
+    assert (tmp_path / "link").is_symlink() and (tmp_path / "dir" / "keep").exists()
+
+
+def test_an_undo_journal_removes_a_directory_only_once_emptied(tmp_path: Path) -> None:
+    """The directories a change made go last, once what the undo removes from them is gone."""
+    made = tmp_path / "made" / "bin"
+    made.mkdir(parents=True)
+    (made / "plugin").symlink_to("/opt/credprovider/credprovider")
+    journal = _undo_journal(
+        tmp_path,
+        [{"kind": "absent", "path": str(made / "plugin"), "backup": None},
+         {"kind": "absent", "path": str(made), "backup": None},
+         {"kind": "absent", "path": str(made.parent), "backup": None}],
+    )  # fmt: skip
+    recover(journal)
+    assert not made.parent.exists() and not journal.exists()
+
+
+def test_a_record_s_undo_only_backups_are_dropped_under_their_names_alone(tmp_path: Path) -> None:
+    """A later change's commit removes the backups the record it replaces took for its undo; a
+    forged record naming anything else as one removes nothing."""
+    from credprovider.tool.change.journal import record_for
+
+    config = tmp_path / "c.yaml"
+    victim = tmp_path / "pki"
+    victim.mkdir()
+    kept = tmp_path / "c.yaml.credprovider-backup-20260101000000"
+    kept.write_text("old\n")
+    record = record_for(config)
+    entries = [
+        {"kind": "file", "path": str(config), "data": "", "mode": None, "backup": str(kept),
+         "was": {"prior": "kept", "for_undo": True}},
+        {"kind": "file", "path": str(tmp_path / "x.conf"), "data": "", "mode": None,
+         "backup": str(victim), "was": {"prior": "kept", "for_undo": True}},
+    ]  # fmt: skip
+    record.write_text(json.dumps({"change": "install", "ops": entries}))
+    record.chmod(0o600)
+    run(journal_for(config), [Op(Kind.FILE, tmp_path / "kubelet", b"KUBELET_EXTRA_ARGS=\n")])
+    assert not kept.exists() and victim.is_dir()
+    assert json.loads(record.read_text())["ops"][0]["path"] == str(tmp_path / "kubelet")
+
+
+@pytest.mark.parametrize(
+    "was",
+    [
+        {"prior": "absent", "made": ["/"]},
+        {"prior": "absent", "made": ["{tmp}/elsewhere"]},
+        {"prior": "kept"},  # with no backup
+        {"prior": "link", "target": ""},
+        {"prior": "gone"},
+    ],
+)
+def test_a_record_whose_priors_are_forged_is_damaged(
+    tmp_path: Path, was: dict[str, object]
+) -> None:
+    from credprovider.tool.change.journal import read
+
+    journal = journal_for(tmp_path / "c.yaml")
+    entry = {"kind": "link", "path": str(tmp_path / "bin" / "p"), "target": "x", "backup": None,
+             "was": json.loads(json.dumps(was).replace("{tmp}", str(tmp_path)))}  # fmt: skip
+    journal.write_text(json.dumps({"change": "install", "ops": [entry]}))
+    journal.chmod(0o600)
+    with pytest.raises(NodeChangeError, match="is damaged"):
+        read(journal)

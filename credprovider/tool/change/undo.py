@@ -1,0 +1,289 @@
+"""``credprovider undo``: the last change ``install`` or ``migrate --write`` made beside a config,
+reversed from its record (:mod:`credprovider.tool.change.journal`), byte for byte.
+
+:func:`plan_undo` turns the record into the engine's ops that put each path back as the record says
+it was (a link's target, the file or bundle kept under its backup name, or nothing), last op first,
+and decides, purely, what stands in the way: a path changed since the change (a hand edit, or a
+later change: ``force`` puts the old one back anyway), a backup gone or unfit (never, even with
+``force``), and a node whose kubelet would not start as the undo leaves it (``force`` again): its
+flags giving back an in-tree ``--cloud-provider`` that its version refuses, or naming a config the
+undo removes or a plugin it takes away. :func:`apply_undo` runs the ops as one journaled
+transaction (a killed undo is finished by the next run of install, migrate or undo) whose commit
+removes the record; the backups it put back are then removed.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from credprovider.runtime.bundlecheck import FILES_MANIFEST
+from credprovider.tool.change.confine import allowed_mode, backup_of, unfit
+from credprovider.tool.change.durable import remove_file
+from credprovider.tool.change.engine import ChangeKind, Kind, Op
+from credprovider.tool.change.journal import (
+    MAX_JOURNAL_BYTES,
+    Entry,
+    Prior,
+    Transaction,
+    journal_for,
+    read,
+    record_for,
+    run,
+)
+from credprovider.tool.errors import NodeChangeError
+from credprovider.tool.node.kubelet_facts import BUILT_IN_CLOUDS_GONE_SINCE
+from credprovider.tool.node.kubelet_flags import (
+    BIN_DIR_FLAG,
+    CONFIG_FLAG,
+    KubeletSettings,
+    settings_from,
+)
+
+MAX_KEPT_FILE: Final = MAX_JOURNAL_BYTES // 4  # a config or a flags file, kept: far below this
+MANIFEST: Final = Path("_internal") / FILES_MANIFEST
+
+
+@dataclass(frozen=True)
+class Step:
+    """One path put back: the op, and the backup it comes from (removed after the undo)."""
+
+    op: Op
+    said: str
+    kept: Path | None = None
+
+
+@dataclass
+class UndoPlan:
+    change: ChangeKind
+    steps: list[Step] = field(default_factory=list)
+    changed_since: list[str] = field(default_factory=list)  # --force puts the old ones back
+    would_not_start: list[str] = field(default_factory=list)  # --force: undone all the same
+    blocked: list[str] = field(default_factory=list)  # never undone
+
+    def refusal(self, force: bool) -> str:
+        """Why this undo must not run ("" when it may)."""
+        if self.blocked:
+            return self.blocked[0]
+        if force:
+            return ""
+        if self.changed_since:
+            return f"{self.changed_since[0]}: pass --force to put back what was there before"
+        if self.would_not_start:
+            return f"{self.would_not_start[0]}: pass --force to undo it all the same"
+        return ""
+
+
+def last_change(anchor: Path) -> Transaction | None:
+    """The change the record beside the config ``anchor`` holds (``None``: none is recorded)."""
+    return read(record_for(anchor), "record")
+
+
+def _reverse(entry: Entry) -> Step | str:
+    """The step that puts ``entry``'s path back, or why it cannot be."""
+    op, was = entry.op, entry.was
+    if was is None:
+        return f"{op.path} was changed by an earlier credprovider, which did not record what it was"
+    if was.prior is Prior.ABSENT:
+        what = {Kind.TREE: "the bundle copy ", Kind.LINK: "the link "}.get(op.kind, "")
+        return Step(Op(Kind.ABSENT, op.path), f"removed {what}{op.path}")
+    if was.prior is Prior.LINK:
+        return Step(Op(Kind.LINK, op.path, target=was.target), f"{op.path} -> {was.target} again")
+    kept = op.backup
+    assert kept is not None  # journal: a kept prior has a backup
+    if not backup_of(kept, op.path):
+        return f"{kept} is not named as a backup of {op.path}"
+    try:
+        found = os.lstat(kept)
+    except OSError:
+        return f"the backup {kept} of {op.path} is gone"
+    if stat.S_ISDIR(found.st_mode):
+        if not (kept / MANIFEST).is_file():
+            return f"the backup {kept} of {op.path} is not a bundle"
+        return Step(
+            Op(Kind.TREE, op.path, source=kept, links=True),
+            f"put back {op.path} from {kept}",
+            kept,
+        )
+    mode = stat.S_IMODE(found.st_mode)
+    if not stat.S_ISREG(found.st_mode) or found.st_size > MAX_KEPT_FILE:
+        return f"the backup {kept} of {op.path} is not a file credprovider kept"
+    if not allowed_mode(mode):
+        return f"the backup {kept} of {op.path} has mode {mode:o}, which undo never writes"
+    from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
+
+    try:
+        data = read_bytes(str(kept), limit=MAX_KEPT_FILE)
+    except (FileProblem, UnreadableError) as exc:
+        return f"the backup {kept} of {op.path} cannot be read ({exc})"
+    return Step(Op(Kind.FILE, op.path, data, mode), f"put back {op.path} from {kept}", kept)
+
+
+def _made_dirs(transaction: Transaction, steps: Sequence[Step]) -> list[Step]:
+    """The directories the change made, removed (the deepest first) where nothing but what the
+    undo removes is in them."""
+    made = sorted(
+        {d for e in transaction.entries if e.was is not None for d in e.was.made},
+        key=lambda d: -d.count("/"),
+    )
+    going = {str(step.op.path) for step in steps if step.op.kind is Kind.ABSENT}
+    found = []
+    for directory in made:
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            continue
+        if all(os.path.join(directory, name) in going for name in names):
+            going.add(directory)
+            found.append(
+                Step(Op(Kind.ABSENT, Path(directory)), f"removed the directory {directory}")
+            )
+    return found
+
+
+def _still_made(op: Op) -> bool:
+    """``op``'s path still holds what the change made (a bundle copy: still a bundle there; its
+    source may be gone)."""
+    if op.kind is Kind.TREE:
+        return (op.path / "_internal").is_dir() and not op.path.is_symlink()
+    return op.done()
+
+
+def plan_undo(
+    anchor: Path,
+    transaction: Transaction,
+    flags: Mapping[str, Sequence[str]],
+    version: tuple[int, int] | None,
+) -> UndoPlan:
+    """What undoing ``transaction`` (the record beside the config ``anchor``) does, and what stands
+    in its way. ``flags``: the kubelet's flags each of its flag files gives now (a file the undo
+    puts back is read as it will be); ``version``: the kubelet's (``None``: not known)."""
+    plan = UndoPlan(transaction.change)
+    for entry in reversed(transaction.entries):
+        step = _reverse(entry)
+        if isinstance(step, str):
+            plan.blocked.append(step)
+            continue
+        plan.steps.append(step)
+        if not _still_made(entry.op):
+            plan.changed_since.append(f"{entry.op.path} was changed since the {transaction.change}")
+    plan.steps += [
+        Step(Op(Kind.ABSENT, step.kept), f"removed the backup {step.kept}")
+        for step in list(plan.steps)
+        if step.kept is not None
+    ]
+    plan.steps += _made_dirs(transaction, plan.steps)
+    going: set[str] = set()
+    for step in plan.steps:
+        problem = unfit(step.op, anchor, ChangeKind.UNDO, going)
+        if step.op.kind is Kind.ABSENT:
+            going.add(str(step.op.path))
+        if problem:
+            plan.blocked.append(f"the record is not a change credprovider made ({problem})")
+    after = _flags_after(plan.steps, flags)
+    plan.would_not_start = _start_problems(plan.steps, after, anchor, version)
+    return plan
+
+
+def _flags_after(steps: Sequence[Step], flags: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    """Each flag file's flags as the undo leaves them."""
+    from credprovider.tool.node.flagfiles import flags_from_file
+
+    after = {path: list(words) for path, words in flags.items()}
+    for step in steps:
+        if step.op.kind is Kind.FILE and (str(step.op.path) in after or _flag_file(step.op)):
+            text = step.op.data.decode("utf-8", "replace")
+            after[str(step.op.path)] = flags_from_file(text).split()
+        elif step.op.kind is Kind.ABSENT:
+            after.pop(str(step.op.path), None)
+    return after
+
+
+def _flag_file(op: Op) -> bool:
+    from credprovider.tool.node.flagfiles import units
+
+    try:
+        return bool(units(op.data.decode("utf-8", "replace")))
+    except NodeChangeError:
+        return False
+
+
+def _start_problems(
+    steps: Sequence[Step],
+    after: Mapping[str, Sequence[str]],
+    anchor: Path,
+    version: tuple[int, int] | None,
+) -> list[str]:
+    """Why the kubelet would not start on the node as the undo leaves it (KEP-2395; the kubelet's
+    own checks of its credential provider config at start)."""
+    from credprovider.tool.node.discovery import in_tree
+
+    problems = []
+    put_back = {str(step.op.path) for step in steps}
+    for path, words in after.items():
+        settings = settings_from(words)
+        if path in put_back and in_tree(settings) and not _starts_in_tree(version):
+            known = (
+                f"this node's kubelet is {version[0]}.{version[1]}"
+                if version
+                else ("this node's kubelet version is not known")
+            )
+            problems.append(
+                f"the undo puts back {path} with the in-tree cloud login "
+                f"(--cloud-provider={settings.cloud_provider or ''}), which a kubelet "
+                f"{BUILT_IN_CLOUDS_GONE_SINCE[0]}.{BUILT_IN_CLOUDS_GONE_SINCE[1]} or newer "
+                f"refuses, and {known}: the kubelet would not start"
+            )
+    merged = _merged(after)
+    if merged.provider_config and Path(merged.provider_config) == anchor:
+        problems += _config_problems(steps, anchor, merged)
+    return problems
+
+
+def _starts_in_tree(version: tuple[int, int] | None) -> bool:
+    return version is not None and version < BUILT_IN_CLOUDS_GONE_SINCE
+
+
+def _merged(after: Mapping[str, Sequence[str]]) -> KubeletSettings:
+    """The credential flags all the files give together (the last one given wins, as on the
+    kubelet's command line)."""
+    words = [word for found in after.values() for word in found]
+    return settings_from(words)
+
+
+def _config_problems(steps: Sequence[Step], anchor: Path, flags: KubeletSettings) -> list[str]:
+    """The config the kubelet's flags name (``anchor``), as the undo leaves it: there, valid, and
+    every provider's plugin in the bin dir they name."""
+    named = f"--{CONFIG_FLAG}={anchor}"
+    restored = next((s.op for s in steps if s.op.path == anchor), None)
+    if restored is not None and restored.kind is Kind.ABSENT:
+        return [f"the kubelet's flags give {named}, which the undo removes: it would not start"]
+    if restored is None and not anchor.is_file():
+        return []
+    from credprovider.tool.change.startcheck import config_problem, plugins_missing
+
+    text = restored.data.decode("utf-8", "replace") if restored is not None else None
+    problem = config_problem(anchor, text)
+    if problem or not flags.bin_dir:
+        return [problem] if problem else []
+    gone = {str(s.op.path) for s in steps if s.op.kind is Kind.ABSENT}
+    targets = {str(s.op.path): s.op.target for s in steps if s.op.kind is Kind.LINK}
+    missing = plugins_missing(anchor, text, Path(flags.bin_dir), gone, targets)
+    return [
+        f"the kubelet's --{BIN_DIR_FLAG}={flags.bin_dir} would not hold the plugin "
+        f"{name} that its config names: it would not start"
+        for name in missing
+    ]
+
+
+def apply_undo(anchor: Path, plan: UndoPlan) -> list[Op]:
+    """The plan's ops (each path put back, then the backups it came from removed) as one
+    journaled transaction, whose commit removes the record. The ops carried out."""
+    done = run(journal_for(anchor), [step.op for step in plan.steps], ChangeKind.UNDO)
+    if not done:  # every path was already as before: the record alone goes
+        remove_file(record_for(anchor))
+    return done
