@@ -28,7 +28,7 @@ VALIDATE_EXIT_STATUS: Final = (
 )
 # What each command changes on the node: one text for credprovider --help, README and the docs.
 WHAT_CHANGES: Final = (
-    "Only install, migrate --write, agent apply and agent uninstall change anything on the node; "
+    "Only install, migrate --write, undo, agent apply and agent uninstall change anything on the node; "
     "doctor, validate, get, explain, "
     "match, migrate without --write and agent plan only read, render only prints (doctor and get run the plugins "
     "with their cache read-only)."

@@ -159,6 +159,11 @@ PATH_OPTIONS: dict[tuple[str, str], tuple[str, Argv]] = {
     ("migrate", "--kubelet-config"): (READ, _migrate("--kubelet-config")),
     ("migrate", "--bin-dir"): (DIRECTORY, _migrate("--bin-dir")),
     ("migrate", "--config-out"): (WRITE, _migrate("--config-out")),
+    # nothing recorded beside a special file: nothing to undo, naming it
+    ("undo", "--config"): (READ, lambda p, t: ["undo", "--config", p]),
+    ("undo", "--kubelet-flags-file"): (
+        READ, lambda p, t: ["undo", "--config", str(t / "c.yaml"), "--kubelet-flags-file", p],
+    ),
     ("doctor", "--config"): (READ, lambda p, t: ["doctor", "--offline", "--config", p, "--bin-dir", str(t)]),
     ("doctor", "--bin-dir"): (DIRECTORY, lambda p, t: ["doctor", "--offline", "--config", str(t / "c.yaml"), "--bin-dir", p]),
     ("doctor", "--root"): (DIRECTORY, lambda p, t: ["doctor", "--offline", "--root", p]),
@@ -210,7 +215,7 @@ NOT_PATHS = {
     "version", "files_only", "uninstall", "restart_command", "healthz", "health_timeout",
     "node", "namespace", "slots", "lease_seconds", "metrics", "dry_run_launcher", "width",
     "provider_settings", "armed_as", "after", "shipped", "node_name", "daemonset", "platform",
-    "environment", "migrate_in_tree", "beside", "cloud", "role",
+    "environment", "migrate_in_tree", "beside", "cloud", "role", "dry_run",
 }  # fmt: skip
 
 
@@ -320,5 +325,5 @@ def test_a_special_file_is_one_line_at_once(
     named = path in output or (kind == WRITE and f"in {os.path.dirname(path)} as uid" in output)
     assert named, output[-600:]
     assert max(map(len, output.splitlines() or [""])) <= 1200, "a line longer than 1,200"
-    if kind == WRITE or command in ("install", "migrate"):
+    if kind == WRITE or command in ("install", "migrate", "undo"):
         assert sorted(p.name for p in node.iterdir()) == before, "the node was changed"

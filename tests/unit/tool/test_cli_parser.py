@@ -13,7 +13,7 @@ from credprovider.tool.commands import COMMANDS
     ("argv", "said"),
     [
         (["valdiate", "x"], "invalid choice: 'valdiate' (choose from 'doctor', 'validate', 'get', 'explain', "
-                            "'match', 'install', 'migrate', 'agent', 'fleet', 'render', 'package-removal-check'); "
+                            "'match', 'install', 'migrate', 'undo', 'agent', 'fleet', 'render', 'package-removal-check'); "
                             "did you mean 'validate'?"),
         (["gte", "img"], "did you mean 'get'?"),
         (["instal"], "did you mean 'install'?"),

@@ -1,0 +1,183 @@
+"""``credprovider undo``: the last change install or migrate --write made, reversed from its record
+(change/undo.py)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from credprovider.tool.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Subcommands,
+    cannot_check,
+    finish_interrupted,
+    node_default,
+    node_paths,
+    print_json,
+)
+
+
+def _cmd_undo(args: argparse.Namespace) -> int:
+    from credprovider.tool.change.lock import node_lock
+    from credprovider.tool.errors import NodeChangeError
+    from credprovider.tool.node.access import FileProblem, UnreadableError
+
+    if not args.config:
+        args.config = node_default("undo", None, "--config", node_paths("undo"), bin_dir=False)
+        if not args.config:
+            return EXIT_USAGE
+    managed = _agent_manages()
+    if managed:
+        print(f"credprovider undo: {managed}", file=sys.stderr)
+        return EXIT_FAILED
+    try:
+        with node_lock("/", "credprovider undo"):
+            if _killed_undo(args.config):
+                finish_interrupted(args.config, "undo")
+                print(f"undid the change recorded beside {args.config} (a killed undo, finished)")
+                return EXIT_OK
+            finish_interrupted(args.config, "undo")
+            return _undo(args)
+    except (NodeChangeError, FileProblem) as exc:
+        print(f"credprovider undo: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except UnreadableError as exc:
+        return cannot_check("undo", exc, args.json)
+    except OSError as exc:
+        print(f"credprovider undo: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _killed_undo(config: str) -> bool:
+    """A killed undo's journal is beside ``config``: finishing it is this run's undo."""
+    from credprovider.tool.change.engine import ChangeKind
+    from credprovider.tool.change.journal import journal_for, read
+
+    left = read(journal_for(config))
+    return left is not None and left.change is ChangeKind.UNDO
+
+
+def _agent_manages() -> str:
+    """Why undo leaves this node to the fleet agent ("" when no agent manages it)."""
+    from credprovider.tool.agent.state import STATE
+
+    if not os.path.lexists(STATE):
+        return ""
+    return (
+        f"the fleet agent manages this node ({STATE}): its next start would make its change "
+        "again; nothing was changed: uninstall the chart (its hook puts every node back), or "
+        "take the node out of the agent's nodeSelector and run credprovider agent uninstall"
+    )
+
+
+def _undo(args: argparse.Namespace) -> int:
+    from credprovider.tool.change.undo import apply_undo, last_change, plan_undo
+
+    anchor = Path(args.config)
+    flags, version = _kubelet(args.kubelet_flags_file)  # a file given is read (and checked) first
+    transaction = last_change(anchor)
+    if transaction is None:
+        print(
+            f"credprovider undo: nothing to undo: no change by install or migrate --write is "
+            f"recorded beside {anchor} (an undone change is not kept)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    plan = plan_undo(anchor, transaction, flags, version)
+    refused = plan.refusal(args.force)
+    if args.json:
+        print_json(
+            {
+                "change": str(plan.change),
+                "steps": [step.said for step in plan.steps],
+                "changedSince": plan.changed_since,
+                "wouldNotStart": plan.would_not_start,
+                "refused": refused or None,
+                "done": not (refused or args.dry_run),
+            }
+        )
+    if refused:
+        print(f"credprovider undo: {refused}; nothing was changed", file=sys.stderr)
+        return EXIT_FAILED
+    if args.dry_run:
+        if not args.json:
+            print(f"would undo the {plan.change} recorded beside {anchor}:")
+            for step in plan.steps:
+                print(f"  {step.said}")
+        return EXIT_OK
+    apply_undo(anchor, plan)
+    if not args.json:
+        print(f"undid the {plan.change} recorded beside {anchor}:")
+        for step in plan.steps:
+            print(f"  {step.said}")
+        print("restart the kubelet (systemctl restart kubelet) for it to read its files again")
+    return EXIT_OK
+
+
+def _kubelet(given: Sequence[str] | None) -> tuple[dict[str, list[str]], tuple[int, int] | None]:
+    """The kubelet's flags by file (``given``: those files, else the ones discovery reads) and
+    its version (``None``: no kubelet runs, or it did not say)."""
+    from credprovider.tool.node.access import read_text
+    from credprovider.tool.node.discovery import discover, flags_file_of
+    from credprovider.tool.node.flagfiles import flags_from_file
+    from credprovider.tool.node.kubelet_facts import kubelet_version
+    from credprovider.tool.node.kubelet_flags import CONFIG_FLAG
+
+    view = discover("/")
+    found = kubelet_version(view.kubelet) if view.kubelet is not None else None
+    version = found[1] if found else None
+    if given:
+        return {path: flags_from_file(read_text(path)).split() for path in given}, version
+    flags_file_of(view, CONFIG_FLAG)  # the flag files read, when a running kubelet's were not
+    return {path: list(words) for path, words in view.flag_words.items()}, version
+
+
+def register(sub: Subcommands) -> None:
+    from credprovider.paths import NODE_CONFIG
+
+    undo = sub.add_parser(
+        "undo",
+        help="reverse the last change install or migrate --write made on this node",
+        description=(
+            "Put back, byte for byte, every file, link and bundle copy the last install or "
+            "migrate --write changed beside --config, from the record that change left "
+            "(.NAME.credprovider-undo beside the config): links re-pointed, files restored from "
+            "their backups, what it created removed; one journaled transaction, like theirs (a "
+            "killed undo is finished by the next install, migrate --write or undo). Only the last "
+            "change is kept, and an undone change is not redone. Refused, with nothing changed, "
+            "where a path was changed since (a hand edit, a later change), or where the kubelet "
+            "would not start as the undo leaves it (an in-tree --cloud-provider its version "
+            "refuses, flags naming a config the undo removes, a plugin taken away): --force undoes "
+            "it all the same. A node the fleet agent manages is left to it. Exit 0: undone (or, "
+            "with --dry-run, it would be); 1: refused or nothing to undo; 2: usage."
+        ),
+    )
+    undo.add_argument(
+        "--config",
+        help="the credential provider config the change wrote (default: the kubelet's "
+        f"--image-credential-provider-config on this node, found as doctor finds it, else "
+        f"{NODE_CONFIG} if it exists)",
+    )
+    undo.add_argument(
+        "--kubelet-flags-file",
+        action="append",
+        metavar="FILE",
+        help="a file holding the kubelet's flags, to check that it starts as the undo leaves it "
+        "(default: the files this node's kubelet takes its flags from, found as doctor finds "
+        "them); repeatable",
+    )
+    undo.add_argument(
+        "--dry-run", action="store_true", help="say what would be put back; change nothing"
+    )
+    undo.add_argument(
+        "--force",
+        action="store_true",
+        help="undo even where a path was changed since, or where the kubelet would not start",
+    )
+    undo.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    undo.set_defaults(handler=_cmd_undo)

@@ -1,0 +1,262 @@
+"""``credprovider undo`` (issue #63): the last change install or migrate --write made, reversed from
+its record byte for byte, as an operator runs it: install, an upgrade (with --copy and with
+--force over someone else's files), migrate --write; refused where a path changed since or the
+kubelet would not start as the undo leaves it (--force: undone all the same); a forged record
+acts on nothing. Killed at every point: tests/reliability/test_crash_points_by_hand.py."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import run_cli
+from tests.integration.cli.conftest import fake_bundle
+from tests.unit.tool.test_agent_apply import tree
+
+CONFIG = "etc/kubernetes/credential-providers.yaml"
+RECORD = "etc/kubernetes/.credential-providers.yaml.credprovider-undo"
+
+
+def install(node: Path, target: Path, *more: str) -> None:
+    done = run_cli("install", "--providers", "aws,gcp", "--bin-dir", f"{node}/etc/kubernetes/bin",
+                   "--config-out", f"{node}/{CONFIG}", "--target", str(target), *more)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
+def undo(node: Path, *more: str) -> Any:
+    return run_cli("undo", "--config", f"{node}/{CONFIG}", *more)
+
+
+def without_record(node: Path) -> dict[str, Any]:
+    return {path: value for path, value in tree(str(node)).items() if path != f"/{RECORD}"}
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Path:
+    (tmp_path / "node/etc/kubernetes").mkdir(parents=True)
+    return tmp_path / "node"
+
+
+def test_an_install_is_undone_byte_for_byte_and_only_once(node: Path, tmp_path: Path) -> None:
+    before = tree(str(node))
+    install(node, fake_bundle(tmp_path / "b1", "0.1.0"), "--bin-dir", f"{node}/opt/cp/bin")
+    assert (node / RECORD).stat().st_mode & 0o777 == 0o600
+    dry = undo(node, "--dry-run")
+    assert dry.returncode == 0 and "removed the link" in dry.stdout
+    assert (node / CONFIG).exists()  # a dry run changes nothing
+    done = undo(node)
+    assert done.returncode == 0, done.stderr
+    assert f"removed the directory {node}/opt" in done.stdout
+    assert tree(str(node)) == before  # links, config, the bin dir it made, the record: gone
+    again = undo(node)
+    assert again.returncode == 1 and "nothing to undo" in again.stderr
+    assert len(again.stderr.splitlines()) == 1
+
+
+def test_an_upgrade_of_a_copy_is_undone_to_the_copy_before(node: Path, tmp_path: Path) -> None:
+    """--copy then an upgrade: the earlier bundle copy comes back byte for byte, and the copy kept
+    for the undo goes with it; a later change's record drops an earlier one's kept copy."""
+    old, new = fake_bundle(tmp_path / "b1", "0.1.0"), fake_bundle(tmp_path / "b2", "0.2.0")
+    install(node, old, "--copy")
+    installed = without_record(node)
+    install(node, new, "--copy")
+    kept = [p for p in (node / "etc/kubernetes/bin").iterdir() if "backup" in p.name]
+    assert len(kept) == 1 and "0.1.0" in (kept[0] / "credprovider").read_text()
+    done = undo(node, "--json")
+    assert done.returncode == 0, done.stderr
+    said = json.loads(done.stdout)
+    assert said["change"] == "install" and said["done"] and said["refused"] is None
+    assert without_record(node) == installed and not (node / RECORD).exists()
+    # an upgrade, and another: only the last change's kept copy stays
+    install(node, new, "--copy")
+    install(node, old, "--copy")
+    kept = [p for p in (node / "etc/kubernetes/bin").iterdir() if "backup" in p.name]
+    assert len(kept) == 1 and "0.2.0" in (kept[0] / "credprovider").read_text()
+
+
+def test_files_force_replaced_come_back(node: Path, tmp_path: Path) -> None:
+    """install --force over someone else's plugin binary and config: undo puts both back, each
+    with its bytes and mode, where install left links and its config."""
+    bin_dir = node / "etc/kubernetes/bin"
+    bin_dir.mkdir()
+    (bin_dir / "ecr-credential-provider").write_bytes(b"\x7fELF theirs")
+    (bin_dir / "ecr-credential-provider").chmod(0o750)
+    (node / CONFIG).write_text("theirs: true\n")
+    before = tree(str(node))
+    install(node, fake_bundle(tmp_path / "b1", "0.1.0"), "--force")
+    assert (bin_dir / "ecr-credential-provider").is_symlink()
+    done = undo(node)
+    assert done.returncode == 0, done.stderr
+    assert tree(str(node)) == before  # the backups it put back are gone too
+
+
+def _kubeadm(node: Path) -> dict[str, Path]:
+    files = {
+        "kubeadm": node / "var/lib/kubelet/kubeadm-flags.env",
+        "extra": node / "etc/default/kubelet",
+    }
+    for path in files.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    files["kubeadm"].write_text('KUBELET_KUBEADM_ARGS="--node-ip=10.0.0.5 --cloud-provider=aws"\n')
+    files["extra"].write_text("KUBELET_EXTRA_ARGS=--v=2\n")
+    files["extra"].chmod(0o640)
+    return files
+
+
+def test_a_migration_is_undone_only_with_force_where_the_kubelet_would_refuse_it(
+    node: Path, tmp_path: Path
+) -> None:
+    """migrate --write moved the node off --cloud-provider=aws: putting that back would stop a
+    kubelet 1.31 or newer, and this node's version is not known, so undo refuses (nothing
+    changed); --force puts both flags files back byte for byte."""
+    files = _kubeadm(node)
+    install(node, fake_bundle(tmp_path / "b1", "0.1.0"))
+    before = without_record(node)
+    migrate = run_cli("migrate", "--kubelet-flags-file", str(files["kubeadm"]),
+                      "--kubelet-flags-file", str(files["extra"]),
+                      "--bin-dir", f"{node}/etc/kubernetes/bin",
+                      "--config-out", f"{node}/{CONFIG}", "--write")  # fmt: skip
+    assert migrate.returncode == 0, migrate.stderr
+    migrated = tree(str(node))
+    refused = undo(node, "--kubelet-flags-file", str(files["kubeadm"]))
+    assert refused.returncode == 1
+    assert "--cloud-provider=aws" in refused.stderr and "would not start" in refused.stderr
+    assert "--force" in refused.stderr and len(refused.stderr.splitlines()) == 1
+    assert tree(str(node)) == migrated
+    done = undo(node, "--force")
+    assert done.returncode == 0, done.stderr
+    assert without_record(node) == before
+    assert "restart the kubelet" in done.stdout
+
+
+def test_a_path_changed_since_is_refused_and_force_puts_it_back(node: Path, tmp_path: Path) -> None:
+    before = tree(str(node))
+    install(node, fake_bundle(tmp_path / "b1", "0.1.0"))
+    (node / CONFIG).write_text((node / CONFIG).read_text() + "# edited by hand\n")
+    edited = tree(str(node))
+    refused = undo(node)
+    assert refused.returncode == 1 and "was changed since the install" in refused.stderr
+    assert tree(str(node)) == edited
+    assert undo(node, "--force").returncode == 0
+    assert tree(str(node)) == before
+
+
+def test_flags_naming_the_config_keep_it(node: Path, tmp_path: Path) -> None:
+    """The kubelet's flags name the config an undo of the first install would remove: the
+    kubelet would not start, so it is refused."""
+    flags = node / "etc/default/kubelet"
+    flags.parent.mkdir(parents=True)
+    flags.write_text(
+        f'KUBELET_EXTRA_ARGS="--image-credential-provider-config={node}/{CONFIG} '
+        f'--image-credential-provider-bin-dir={node}/etc/kubernetes/bin"\n'
+    )
+    install(node, fake_bundle(tmp_path / "b1", "0.1.0"))
+    refused = undo(node, "--kubelet-flags-file", str(flags))
+    assert refused.returncode == 1, refused.stdout
+    assert f"{node}/{CONFIG}, which the undo removes" in refused.stderr
+    assert (node / CONFIG).exists()
+
+
+def test_an_upgrade_whose_earlier_bundle_is_gone_is_refused(node: Path, tmp_path: Path) -> None:
+    """An upgrade re-pointed the links; the bundle they pointed at before is gone: putting them
+    back would leave the kubelet's plugins dangling."""
+    flags = node / "etc/default/kubelet"
+    flags.parent.mkdir(parents=True)
+    flags.write_text(
+        f'KUBELET_EXTRA_ARGS="--image-credential-provider-config={node}/{CONFIG} '
+        f'--image-credential-provider-bin-dir={node}/etc/kubernetes/bin"\n'
+    )
+    old = fake_bundle(tmp_path / "b1", "0.1.0")
+    install(node, old)
+    install(node, fake_bundle(tmp_path / "b2", "0.2.0"))
+    for path in sorted(old.parent.rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() and not path.is_symlink() else path.unlink()
+    refused = undo(node, "--kubelet-flags-file", str(flags))
+    assert refused.returncode == 1
+    assert "would not hold the plugin ecr-credential-provider" in refused.stderr
+
+
+def _record(node: Path) -> dict[str, Any]:
+    found: dict[str, Any] = json.loads((node / RECORD).read_text())
+    return found
+
+
+def _forge(node: Path, record: dict[str, Any]) -> None:
+    (node / RECORD).write_text(json.dumps(record))
+    (node / RECORD).chmod(0o600)
+
+
+@pytest.mark.parametrize(
+    "forgery",
+    ["a directory removed", "a backup away from its file", "a set-uid backup", "not a backup"],
+)
+def test_a_forged_record_acts_on_nothing(node: Path, tmp_path: Path, forgery: str) -> None:
+    """#62 for the record: the undo refuses, even with --force, and nothing is changed."""
+    install(node, fake_bundle(tmp_path / "b1", "0.1.0"))
+    record = _record(node)
+    victim = node / "etc/ssl"
+    victim.mkdir(parents=True)
+    (victim / "cert.pem").write_text("theirs\n")
+    config = record["ops"][-1]
+    if forgery == "a directory removed":
+        record["ops"].append({"kind": "file", "path": str(victim), "data": "", "mode": None,
+                              "backup": None, "was": {"prior": "absent"}})  # fmt: skip
+    elif forgery == "a backup away from its file":
+        config["backup"], config["was"] = str(victim / "cert.pem"), {"prior": "kept"}
+    else:
+        kept = node / f"{CONFIG}.credprovider-backup-20260101000000"
+        kept.write_text("x\n")
+        kept.chmod(0o4755 if forgery == "a set-uid backup" else 0o644)
+        name = kept if forgery == "a set-uid backup" else node / f"{CONFIG}.orig"
+        (node / f"{CONFIG}.orig").write_text("x\n")
+        config["backup"], config["was"] = str(name), {"prior": "kept"}
+    _forge(node, record)
+    before = tree(str(node))
+    refused = undo(node, "--force")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert len(refused.stderr.splitlines()) == 1 and "nothing was changed" in refused.stderr
+    assert tree(str(node)) == before
+
+
+def test_a_record_someone_else_could_write_is_refused(node: Path, tmp_path: Path) -> None:
+    install(node, fake_bundle(tmp_path / "b1", "0.1.0"))
+    (node / RECORD).chmod(0o666)
+    refused = undo(node)
+    assert refused.returncode == 1 and "is not a record credprovider wrote" in refused.stderr
+
+
+def test_a_node_the_agent_manages_is_left_to_it() -> None:
+    """The agent's next start would make its change again: undo says what to do instead."""
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO, private
+
+    script = (
+        "mkdir -p /var/lib/credprovider/agent && echo {} > /var/lib/credprovider/agent/state.json"
+        ' && exec "$@"'
+    )
+    done = subprocess.run(
+        private(["sh", "-c", f"mount -t tmpfs none /var/lib && {script}", "sh", sys.executable,
+                 "-m", "credprovider", "credprovider", "undo", "--config", "/tmp/x.yaml"]),
+        capture_output=True, text=True, timeout=60, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "the fleet agent manages this node" in done.stderr
+    assert "agent uninstall" in done.stderr
+
+
+def test_the_record_names_what_each_path_was(node: Path, tmp_path: Path) -> None:
+    """The record is the journal committed: every op with what its path was before."""
+    install(node, fake_bundle(tmp_path / "b1", "0.1.0"))
+    record = _record(node)
+    assert record["change"] == "install"
+    assert {op["was"]["prior"] for op in record["ops"]} == {"absent"}
+    data = base64.b64decode(record["ops"][-1]["data"])
+    assert data == (node / CONFIG).read_bytes()
