@@ -260,3 +260,40 @@ def test_the_record_names_what_each_path_was(node: Path, tmp_path: Path) -> None
     assert {op["was"]["prior"] for op in record["ops"]} == {"absent"}
     data = base64.b64decode(record["ops"][-1]["data"])
     assert data == (node / CONFIG).read_bytes()
+
+
+def test_through_the_bundle_as_an_unprivileged_operator(request: pytest.FixtureRequest) -> None:
+    """The operator's path: the built bundle, run as nobody on a node directory of nobody's (an
+    install into a user's own bin dir), install then undo, byte for byte."""
+    import subprocess
+
+    from release.bundle import BUNDLE_DIR
+    from tests.helpers import private, require_bundle
+
+    require_bundle()
+    if os.geteuid() != 0:
+        pytest.skip("switching to nobody needs root")
+    import shutil
+    import tempfile
+
+    place = Path(tempfile.mkdtemp(prefix="undo-", dir="/tmp"))  # a place nobody reaches
+    request.addfinalizer(lambda: shutil.rmtree(place, ignore_errors=True))
+    (place / "etc/kubernetes").mkdir(parents=True)
+    for path in [place, *place.rglob("*")]:
+        os.chown(path, 65534, 65534)
+    before = tree(str(place))
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    tool = [*as_nobody, str(BUNDLE_DIR / "credprovider")]
+    config = f"{place}/{CONFIG}"
+
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(private([*tool, *argv]), capture_output=True, text=True,
+                              timeout=120, check=False)  # fmt: skip
+
+    installed = run("install", "--providers", "aws", "--bin-dir", f"{place}/bin",
+                    "--config-out", config, "--target", str(BUNDLE_DIR / "credprovider"))  # fmt: skip
+    assert installed.returncode == 0, installed.stderr
+    assert (place / RECORD).stat().st_uid == 65534
+    done = run("undo", "--config", config)
+    assert done.returncode == 0, done.stderr
+    assert tree(str(place)) == before
