@@ -1,28 +1,26 @@
 """The API server is an answer like any other (``docs/security.md``): what the agent and
 ``credprovider fleet`` read from it is held to bounds before the client library parses it.
 
-An ``httpx`` response hook on lightkube's client reads each body itself, in blocks: at most
-:data:`MAX_BODY_BYTES`, the whole body within :data:`BODY_SECONDS` (a drip-fed answer ends
-then), JSON no deeper than the plugins' cap (``tool.structured``). A list is followed through at
-most :data:`MAX_PAGES` ``continue`` tokens (a server that never stops paginating ends there).
-Redirects are not followed (``httpx``'s default, which lightkube keeps). What is refused is a
-:class:`AnswerRefused`, one line, before lightkube sees the body; every call as a whole (connect,
-headers and body) ends within :data:`CALL_SECONDS` (:func:`within`);
-whatever the library still raises on an answer it cannot use is one line too
-(:func:`~credprovider.tool.cluster.connect.api_call`).
+lightkube's client is given an ``httpx`` transport of ours (its public ``transport`` argument,
+:func:`bounded_transport`) that reads each body itself, through the plugins' one bounded reader: at
+most :data:`MAX_BODY_BYTES`, the whole body within :data:`BODY_SECONDS` (a drip-fed answer ends
+then), asked for unencoded (gzip or deflate undone under the same cap), JSON no deeper than the
+plugins' cap (``tool.structured``). A list is followed through at most :data:`MAX_PAGES`
+``continue`` tokens (a server that never stops paginating ends there). Redirects are not followed
+(``httpx``'s default, which lightkube keeps). What is refused is an :class:`AnswerRefused`, one
+line, before lightkube sees the body; every call as a whole (connect, headers and body) ends within
+:data:`CALL_SECONDS` (:func:`within`); whatever the library still raises on an answer it cannot use
+is one line too (:func:`~credprovider.tool.cluster.connect.api_call`).
 """
 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from credprovider.errors import CredproviderError
 from credprovider.runtime.excerpt import byte_size
 from credprovider.tool.node.structured import JsonTooDeep, bounded_json
-
-if TYPE_CHECKING:
-    from lightkube import Client
 
 # A list of 5,000 nodes (Kubernetes' largest tested cluster) in one page is about 100 MiB; the
 # agent reads one node at a time and fleet lists in pages.
@@ -66,44 +64,79 @@ class AnswerRefused(CredproviderError):
 
 
 def read_bounded(
-    response: Any, max_bytes: int = MAX_BODY_BYTES, seconds: float = BODY_SECONDS
+    blocks: Any, where: str, max_bytes: int = MAX_BODY_BYTES, seconds: float = BODY_SECONDS
 ) -> bytes:
-    """The body of ``response`` (an ``httpx`` response whose body is unread), bounded."""
-    where = str(response.request.url).split("?")[0]
+    """A body from ``blocks`` (as they arrive), through the plugins' one bounded reader
+    (``runtime.answer.read_bounded``): at most ``max_bytes``, the whole of it within ``seconds``."""
+    from credprovider.runtime.answer import BadAnswer
+    from credprovider.runtime.answer import read_bounded as read
+
     deadline = time.monotonic() + seconds
-    chunks, size = [], 0
-    for chunk in response.iter_bytes():  # as they arrive (a block size would wait to fill it)
-        size += len(chunk)
-        if size > max_bytes:
-            raise AnswerRefused(f"the answer from {where} is larger than {byte_size(max_bytes)}")
-        if time.monotonic() > deadline:
-            raise AnswerRefused(f"the answer from {where} took longer than {seconds:g}s")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    try:
+        return read(
+            iter(blocks),
+            declared=None,
+            remaining=lambda: deadline - time.monotonic(),
+            cap=max_bytes,
+        )
+    except BadAnswer as exc:
+        refused = "took longer than" if "deadline" in exc.predicate else "is larger than"
+        limit = f"{seconds:g}s" if refused == "took longer than" else byte_size(max_bytes)
+        raise AnswerRefused(f"the answer from {where} {refused} {limit}") from None
 
 
-def bound(client: Client) -> Client:
-    """``client`` with every answer held to the bounds above."""
-    pages = 0
+def bounded_transport(verify: Any) -> Any:
+    """An ``httpx`` transport (its public ``BaseTransport``) that holds every answer to the
+    bounds above before the client library sees it: asks for it unencoded (a gzip or deflate one
+    is undone under the same cap), reads it through :func:`read_bounded`, checks a JSON body's
+    depth, and counts a list's pages. ``verify``: the TLS context the client would have used."""
+    import httpx2
 
-    def hook(response: Any) -> None:
-        nonlocal pages
-        if "continue=" in str(response.request.url.query or b""):
-            pages += 1
-            if pages > MAX_PAGES:
-                raise AnswerRefused(
-                    f"the API server's list went on past {MAX_PAGES} pages: not read further"
-                )
-        data = read_bounded(response)
-        response._content = data  # what response.read() and lightkube then use
-        if data[:1] in (b"{", b"["):
+    from credprovider.runtime.answer import BadAnswer, decoded
+
+    class Bounded(httpx2.BaseTransport):
+        def __init__(self) -> None:
+            self.inner = httpx2.HTTPTransport(verify=verify, trust_env=False)
+            self.pages = 0
+
+        def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+            where = str(request.url).split("?")[0]
+            if "continue=" in str(request.url.query or b""):
+                self.pages += 1
+                if self.pages > MAX_PAGES:
+                    raise AnswerRefused(
+                        f"the API server's list went on past {MAX_PAGES} pages: not read further"
+                    )
+            request.headers["Accept-Encoding"] = "identity"
+            response = self.inner.handle_request(request)
             try:
-                bounded_json(data, MAX_BODY_BYTES)
-            except JsonTooDeep as exc:
-                where = str(response.request.url).split("?")[0]
-                raise AnswerRefused(f"the answer from {where} {exc}") from None
-            except ValueError:
-                pass  # not JSON after all: lightkube says so, in one line (api_call)
+                data = read_bounded(response.stream, where)
+            finally:
+                response.close()
+            headers = httpx2.Headers(response.headers)
+            try:
+                data = decoded(data, headers.pop("Content-Encoding", ""), MAX_BODY_BYTES)
+            except BadAnswer as exc:
+                raise AnswerRefused(f"the answer from {where} {exc.predicate}") from None
+            headers.pop("Content-Length", None)
+            _check_json(data, where)
+            return httpx2.Response(
+                response.status_code, headers=headers, content=data, request=request,
+                extensions=response.extensions,
+            )  # fmt: skip
 
-    client._client._client.event_hooks["response"].append(hook)
-    return client
+        def close(self) -> None:
+            self.inner.close()
+
+    return Bounded()
+
+
+def _check_json(data: bytes, where: str) -> None:
+    if data[:1] not in (b"{", b"["):
+        return
+    try:
+        bounded_json(data, MAX_BODY_BYTES)
+    except JsonTooDeep as exc:
+        raise AnswerRefused(f"the answer from {where} {exc}") from None
+    except ValueError:
+        pass  # not JSON after all: lightkube says so, in one line (api_call)

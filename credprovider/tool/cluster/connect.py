@@ -31,9 +31,10 @@ def connect(kubeconfig: str | None, in_cluster: bool = True) -> Client:
 
     import httpx2
     from lightkube import Client, ConfigError
+    from lightkube.config.client_adapter import verify_cluster
     from lightkube.config.kubeconfig import KubeConfig
 
-    from credprovider.tool.cluster.bounds import bound
+    from credprovider.tool.cluster.bounds import bounded_transport
 
     path = kubeconfig or ("" if in_cluster else os.environ.get("KUBECONFIG", ""))
     if not path and not in_cluster:
@@ -44,7 +45,19 @@ def connect(kubeconfig: str | None, in_cluster: bool = True) -> Client:
         else:
             _check_service_account(SERVICE_ACCOUNT_DIR)
             config = KubeConfig.from_service_account(SERVICE_ACCOUNT_DIR)
-        return bound(Client(config=config, field_manager=COMPONENT, trust_env=False))
+        chosen = config.get()
+        if chosen is None:  # get() raises instead, with no default given
+            raise ConfigError("no current context")
+        # the TLS the client would make for itself (its CA, the user's client certificate): a
+        # transport of ours is given it, since httpx makes none beside a transport it is given
+        user: Any = chosen.user
+        verify = verify_cluster(chosen.cluster, user, chosen.abs_file, trust_env=False)
+        return Client(
+            config=chosen,
+            field_manager=COMPONENT,
+            trust_env=False,
+            transport=bounded_transport(verify),
+        )
     except (
         ConfigError, OSError, KeyError, ValueError, TypeError, AttributeError, httpx2.InvalidURL
     ) as exc:  # InvalidURL: a server with a control byte or a space  # fmt: skip

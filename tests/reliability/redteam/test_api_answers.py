@@ -81,6 +81,22 @@ def endless_body(_: bytes, send: Send) -> None:
             pass
 
 
+def encoded(encoding: str) -> Answer:
+    """A list in a Content-Encoding the client did not ask for (it asks for identity): gzip that
+    inflates past the cap (80 MiB of JSON whitespace in 80 KiB), or brotli."""
+
+    def answer(request: bytes, send: Send) -> None:
+        import gzip
+
+        assert b"accept-encoding: identity" in request.lower(), request
+        body = gzip.compress(b" " * (80 << 20)) if encoding == "gzip" else b"\x0b\x02\x80{}\x03"
+        send(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: %s\r\n"
+             b"Content-Length: %d\r\nConnection: close\r\n\r\n%s"
+             % (encoding.encode(), len(body), body))  # fmt: skip
+
+    return answer
+
+
 DEEP = b'{"kind":"NodeList","items":' + b"[" * NESTING + b"]" * NESTING + b"}"
 DEEP_STATUS = (b'{"kind":"Status","apiVersion":"v1","status":"Failure","code":403,"details":'
                + b"[" * 50_000 + b"]" * 50_000 + b"}")  # fmt: skip
@@ -100,6 +116,9 @@ LIST_ROWS: dict[str, tuple[Answer, str, float]] = {
     "a list that never ends": (endless_continue, "past 1000 pages", 60),
     "a body that never ends": (endless_body, "larger than 64 MiB", 60),
     "a drip-fed body": (drip(b" ", 0.5), "took longer than 30s", 45),
+    # #63: read through the plugins' one bounded reader, decoded under the same cap
+    "a gzip bomb": (encoded("gzip"), "larger than 64 MiB", 30),
+    "a brotli body": (encoded("br"), "which is not supported", 20),
     # #62: the body's bound started after the headers, which never ended (103 s and more)
     "drip-fed headers": (drip_headers(0.5), "no complete answer within 35s", 50),
 }  # fmt: skip
