@@ -10,3 +10,18 @@ class NodeChangeError(CredproviderError):
     """install, migrate or the agent cannot plan or make its change to the node: it would
     overwrite something that is not credprovider's, cannot find what to install, or cannot read
     the kubelet's flags."""
+
+
+def node_failure(exc: OSError | CredproviderError, root_hint: str = "") -> str:
+    """The one sentence for a change that failed on the node, whichever command made it: this
+    user may not write there (run it as root; ``root_hint`` says who does), the node refused a
+    write (its path and the system's reason), or the change's own sentence."""
+    import os
+
+    if isinstance(exc, PermissionError):
+        said = f" ({root_hint})" if root_hint else ""
+        return f"cannot write {exc.filename} as uid {os.geteuid()}: run it as root{said}"
+    if isinstance(exc, OSError):
+        where = f" {exc.filename}" if exc.filename else ""
+        return f"cannot write{where}: {exc.strerror or exc}"
+    return str(exc)

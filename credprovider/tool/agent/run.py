@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from credprovider.tool.change.results import Result
-from credprovider.tool.errors import NodeChangeError
+from credprovider.tool.errors import NodeChangeError, node_failure
 
 if TYPE_CHECKING:
     from credprovider.tool.agent.apply import Outcome
@@ -44,15 +44,8 @@ class RunOptions:
 
 
 def failed_because(exc: OSError | NodeChangeError) -> str:
-    """The one sentence for a change that failed on the node (every agent command says it)."""
-    import os
-
-    if isinstance(exc, PermissionError):
-        return (
-            f"cannot write {exc.filename} as uid {os.geteuid()}: run it as root (the chart's pod "
-            "does)"
-        )
-    return str(exc)
+    """The one sentence for a change that failed on the node (``tool.errors.node_failure``)."""
+    return node_failure(exc, "the chart's pod does")
 
 
 def change(

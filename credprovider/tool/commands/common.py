@@ -7,6 +7,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from credprovider.errors import CredproviderError
 from credprovider.tool.catalog import PLUGINS
 
 if TYPE_CHECKING:
@@ -156,6 +157,16 @@ def finish_interrupted(config_out: str, command: str) -> None:
             f"{', '.join(str(op.path) for op in done)}",
             file=sys.stderr,
         )
+
+
+def node_failed(command: str, exc: Exception) -> int:
+    """The one line for a change by hand that failed on the node (``tool.errors.node_failure``),
+    headed ``credprovider COMMAND:``; exit status 1."""
+    from credprovider.tool.errors import node_failure
+
+    assert isinstance(exc, OSError | CredproviderError)
+    print(f"credprovider {command}: {node_failure(exc)}", file=sys.stderr)
+    return EXIT_FAILED
 
 
 def chosen_providers(args: Any, command: str) -> list[str] | None:

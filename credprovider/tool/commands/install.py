@@ -18,6 +18,7 @@ from credprovider.tool.commands.common import (
     cannot_check,
     finish_interrupted,
     node_default,
+    node_failed,
     node_paths,
     print_json,
     wrong_kind,
@@ -77,12 +78,8 @@ def _cmd_install(args: argparse.Namespace) -> int:
         with node_lock("/", "credprovider install"):
             finish_interrupted(args.config_out, "install")
             return _plan_and_apply(args, keys, node_files)
-    except NodeChangeError as exc:
-        print(f"credprovider install: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except OSError as exc:  # finishing a killed run's change
-        print(f"credprovider install: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
-        return EXIT_FAILED
+    except (NodeChangeError, OSError) as exc:  # OSError: finishing a killed run's change
+        return node_failed("install", exc)
 
 
 def _plan_and_apply(args: argparse.Namespace, keys: list[str], node_files: dict[str, str]) -> int:

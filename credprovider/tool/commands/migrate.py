@@ -18,6 +18,7 @@ from credprovider.tool.commands.common import (
     Subcommands,
     cannot_check,
     finish_interrupted,
+    node_failed,
     print_json,
     wrong_kind,
 )
@@ -57,12 +58,8 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         with node_lock("/", "credprovider migrate --write"):
             finish_interrupted(args.config_out, "migrate")
             return _migrate(args, providers)
-    except NodeChangeError as exc:
-        print(f"credprovider migrate: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except OSError as exc:  # finishing a killed run's change
-        print(f"credprovider migrate: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
-        return EXIT_FAILED
+    except (NodeChangeError, OSError) as exc:  # OSError: finishing a killed run's change
+        return node_failed("migrate", exc)
 
 
 def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:
@@ -104,8 +101,7 @@ def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:
     try:
         written = _write(plan, args.config_out) if args.write else []
     except OSError as exc:
-        print(f"credprovider migrate: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
-        return EXIT_FAILED
+        return node_failed("migrate", exc)
     if args.json:
         print_json(
             {

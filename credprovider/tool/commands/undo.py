@@ -17,6 +17,7 @@ from credprovider.tool.commands.common import (
     cannot_check,
     finish_interrupted,
     node_default,
+    node_failed,
     node_paths,
     print_json,
 )
@@ -49,8 +50,7 @@ def _cmd_undo(args: argparse.Namespace) -> int:
     except UnreadableError as exc:
         return cannot_check("undo", exc, args.json)
     except OSError as exc:
-        print(f"credprovider undo: cannot write {exc.filename}: {exc.strerror}", file=sys.stderr)
-        return EXIT_FAILED
+        return node_failed("undo", exc)
 
 
 def _killed_undo(config: str) -> bool:
