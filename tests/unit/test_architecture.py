@@ -210,3 +210,28 @@ def test_the_tools_packages_are_layered() -> None:
             ):
                 wrong.append(f"{path.relative_to(REPO)} imports {name}")
     assert wrong == []
+
+
+# What only the packages beside commands/ may do (#63: commands parse arguments and print): run
+# programs, handle signals, start threads, wait.
+_RUN_MODES = {"signal", "subprocess", "threading", "multiprocessing", "asyncio", "time", "select"}
+
+
+def test_commands_parse_and_print_only() -> None:
+    """No command module imports what runs programs, handles signals, starts threads or waits,
+    nor has a ``while`` loop (a wait or a retry): run modes, locks, signals and transactions live
+    in their packages (agent/, change/, cluster/), and a command calls them."""
+    found = []
+    for path in sorted((PACKAGE / "tool" / "commands").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module.split(".")[0]]
+            found += [f"{path.name}:{node.lineno} imports {n}" for n in names if n in _RUN_MODES]
+            if isinstance(node, ast.While):
+                found.append(f"{path.name}:{node.lineno} loops (while)")
+            if isinstance(node, ast.Attribute) and node.attr in ("kill", "system", "fork"):
+                found.append(f"{path.name}:{node.lineno} calls os.{node.attr}")
+    assert found == []

@@ -17,5 +17,5 @@ well), ``cluster`` (its Leases, annotations and Events on the API server, throug
 ``tool/cluster``), ``removal`` (helm uninstall's pre-delete step: every node told to uninstall,
 and waited for), ``daemon`` (the agent as a member of
 the fleet: restart slots, Events, annotations) and ``termination`` (SIGTERM during a change). The
-``agent`` commands (credprovider/tool/commands/agent.py, agent_run.py) parse and print.
+``agent`` commands (credprovider/tool/commands/agent.py, agent_pod.py) parse and print.
 """

@@ -1,6 +1,6 @@
 """The agent's run as one of the fleet (the chart's ``flags`` mode, ``credprovider agent run
 --node``): the node installed (or uninstalled) under its lock, the dry run waited for, then the pod
-stays until it is stopped. ``credprovider agent run`` (tool/commands/agent_run.py) parses its flags
+stays until it is stopped. ``credprovider agent run`` (tool/commands/agent_pod.py) parses its flags
 into :class:`RunOptions` and prints what :func:`change` returns."""
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from credprovider.tool.agent.systemd import PRIVATE_SOCKET
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.lock import node_lock
 from credprovider.tool.change.results import Result
-from credprovider.tool.commands.agent_run import (
+from credprovider.tool.commands.agent_pod import (
     cluster_options,
     cmd_ready,
     platform_option,
@@ -182,7 +182,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     """The DaemonSet's container: apply (or uninstall), then stay until stopped; a failure exits
     1, so the pod shows it (CrashLoopBackOff) and kubectl logs says why."""
     if args.node:
-        from credprovider.tool.commands.agent_run import run_with_cluster
+        from credprovider.tool.commands.agent_pod import run_with_cluster
 
         keys = chosen_providers(args, "agent run")
         if keys is None or _paths_refused(args, "run"):
