@@ -340,7 +340,9 @@ def test_rpm_install_upgrade_and_removal_into_a_root_without_libc(
     left = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if not p.is_dir())
     # besides busybox, rpm's database, the sandbox's mount points (dev/null ...) and the node's
     # lock install took (in /run, a tmpfs on a node; a directory here)
+    # the operator's config stays, with the record of the install that wrote it (for undo)
     assert [p for p in left if not p.startswith(("bin/", "var/lib/rpm/", "dev/", "run/"))] == [
+        "etc/kubernetes/.credprovider-ecr.yaml.credprovider-undo",
         "etc/kubernetes/credprovider-ecr.yaml",
         OPERATOR_CONFIG.lstrip("/"),
     ]

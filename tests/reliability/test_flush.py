@@ -107,3 +107,10 @@ def test_install_and_migrate_flush_every_rename(tmp_path: Path) -> None:
                       str(node / "migrated.yaml"), "--bin-dir", str(node / "bin"), "--write")  # fmt: skip
     assert any(n == "rename" and p[1] == str(flags) for n, p in migrated if len(p) > 1), migrated
     assert violations(migrated, node) == []
+    # the record of the last change (#63), and its undo: flushed the same way
+    assert any(
+        n == "rename" and p[1].endswith("credprovider-undo") for n, p in migrated if len(p) > 1
+    )
+    undone = traced(tmp_path, "undo", "--config", str(node / "migrated.yaml"), "--force")
+    assert any(n == "rename" and p[1] == str(flags) for n, p in undone if len(p) > 1), undone
+    assert violations(undone, node) == []

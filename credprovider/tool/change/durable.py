@@ -38,6 +38,16 @@ def sync_directory(directory: Path) -> None:
         os.close(descriptor)
 
 
+def sync_file(path: Path) -> None:
+    """Flush ``path``'s data (before it is renamed to another name)."""
+    reached(f"fsync {path}")
+    descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
 def make_dirs(directory: Path) -> None:
     """``directory`` and those above it, each new one flushed into its parent."""
     missing = []

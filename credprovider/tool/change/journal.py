@@ -51,6 +51,7 @@ from credprovider.tool.change.durable import (
     remove_tree,
     rename_into_place,
     replace_file,
+    sync_file,
 )
 from credprovider.tool.change.engine import (
     BACKUP_SUFFIX,
@@ -201,6 +202,7 @@ def commit(journal: Path, change: ChangeKind, rebase: Callable[[Op], Op] | None 
     for kept in _undo_only_backups(record):
         where = rebase(Op(Kind.ABSENT, kept)).path if rebase is not None else kept
         remove_tree(where)
+    sync_file(journal)  # flushed when it was written; said again where the rename is
     rename_into_place(journal, record)
 
 
