@@ -25,7 +25,7 @@ _MARK = {"pass": "ok  ", "warn": "WARN", "fail": "FAIL", "info": "info"}
 def _print_checks(checks: list[Check]) -> None:
     """What concerns the node first, by area; then each provider's checks, in config order,
     by area (most important first: what stops every pull, then what stops some)."""
-    from credprovider.tool.doctor.model import AREAS
+    from credprovider.tool.doctor.model import AREAS, Status
 
     providers = list(dict.fromkeys(c.provider for c in checks if c.provider))
     for provider in ["", *providers]:
@@ -41,7 +41,7 @@ def _print_checks(checks: list[Check]) -> None:
                 print(f"{current}:")
             area = f"{check.area:<9}" if provider else ""
             print(f"  {area}{_MARK[check.status]} {printable(check.message)}")
-            if check.fix and check.status in ("fail", "warn"):
+            if check.fix and check.status in (Status.FAIL, Status.WARN):
                 print(f"       fix: {printable(check.fix)}")
 
 
@@ -49,6 +49,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from credprovider.tool.doctor import ClusterAccess, diagnose
+    from credprovider.tool.doctor.model import Status
     from credprovider.tool.node.discovery import discover
 
     problem = wrong_kind(args.root, directory=True) if args.root else ""
@@ -73,8 +74,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         return status
     checks = diagnosis.checks
     _print_checks(checks)
-    failed = sum(c.status == "fail" for c in checks)
-    warned = sum(c.status == "warn" for c in checks)
+    failed = sum(c.status is Status.FAIL for c in checks)
+    warned = sum(c.status is Status.WARN for c in checks)
     verdict = "FAILED" if failed else "no verdict" if diagnosis.undecided else "healthy"
     print(f"{verdict}: {failed} failed, {warned} warning(s)")
     return status

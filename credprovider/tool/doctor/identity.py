@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from credprovider.cloud import IdentityProbe
 from credprovider.runtime.redact import printable
-from credprovider.tool.doctor.model import FAIL, INFO, PASS, WARN, Diagnosis
+from credprovider.tool.doctor.model import FAIL, INFO, PASS, WARN, Diagnosis, Status
 
 PROBE_TIMEOUT_SECONDS: Final = 2.0
 PROBE_BODY_CAP: Final = 4096
@@ -50,7 +50,7 @@ def clock_skew(date_header: str, now: float) -> float | None:
         return None
 
 
-def probe(found: IdentityProbe, environ: Mapping[str, str]) -> list[tuple[str, str, str]]:
+def probe(found: IdentityProbe, environ: Mapping[str, str]) -> list[tuple[Status, str, str]]:
     """``found`` sent once: ``(status, message, fix)`` for reachability, then for the clock."""
     from credprovider.runtime.answer import BadAnswer
     from credprovider.runtime.http import HttpError, request
@@ -120,7 +120,7 @@ def check_identities(
     from credprovider.tool.catalog import plugin_for_name
     from credprovider.tool.images.startcheck import kubelet_environment
 
-    answers: dict[tuple[str, str], list[tuple[str, str, str]]] = {}
+    answers: dict[tuple[str, str], list[tuple[Status, str, str]]] = {}
     for provider in loaded.providers:
         name = provider.name or ""
         plugin = plugin_for_name(name)

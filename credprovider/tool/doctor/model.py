@@ -4,34 +4,53 @@ sentence, and the facts a script reads (``--json``)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from typing import Any, Final
 
 from credprovider.tool.node.discovery import NodeView
 
-PASS, WARN, FAIL, INFO = "pass", "warn", "fail", "info"
 SA_TOKEN_GATE: Final = "KubeletServiceAccountTokenForCredentialProviders"
 
 
-# Most important first: what stops every pull, then what stops some, then what explains the past.
-AREAS: Final = (
-    "node",
-    "config",
-    "binary",
-    "identity",
-    "image",
-    "cache",
-    "service-account",
-    "kubelet",
-)
+class Status(StrEnum):
+    """A check's verdict (``--json``: its value)."""
+
+    PASS = "pass"
+    WARN = "warn"
+    FAIL = "fail"
+    INFO = "info"
+
+
+PASS, WARN, FAIL, INFO = Status.PASS, Status.WARN, Status.FAIL, Status.INFO
+
+
+class Area(StrEnum):
+    """What a check is about, most important first: what stops every pull, then what stops some,
+    then what explains the past (the order doctor prints them in)."""
+
+    NODE = "node"
+    CONFIG = "config"
+    BINARY = "binary"
+    IDENTITY = "identity"
+    IMAGE = "image"
+    CACHE = "cache"
+    SERVICE_ACCOUNT = "service-account"
+    KUBELET = "kubelet"
+
+
+AREAS: Final = tuple(Area)
 
 
 @dataclass
 class Check:
-    area: str  # one of AREAS
-    status: str
+    area: Area
+    status: Status
     message: str
     fix: str = ""
     provider: str = ""
+
+    def __post_init__(self) -> None:  # a name given as text: one of the enums' (else ValueError)
+        self.area, self.status = Area(self.area), Status(self.status)
 
 
 @dataclass
@@ -42,8 +61,10 @@ class Diagnosis:
     # hidden): no verdict, exit 2
     undecided: str = ""
 
-    def add(self, *args: Any, **kwargs: Any) -> None:
-        self.checks.append(Check(*args, **kwargs))
+    def add(
+        self, area: Area | str, status: Status, message: str, fix: str = "", provider: str = ""
+    ) -> None:
+        self.checks.append(Check(Area(area), status, message, fix, provider))
 
     @property
     def failed(self) -> bool:
