@@ -18,9 +18,23 @@ from typing import Any, Final
 # pattern `install` writes has both forms, and validate warns about a config without them.
 DEFAULT_HTTPS_PORT: Final = "443"
 
-Explainer = Callable[[str, str], dict[str, Any]]
-"""``(host, registry) -> {"recognized": bool, "action": str, ...}``: what the plugin would do for
-an image on that registry."""
+
+@dataclass(frozen=True)
+class Explanation:
+    """What a plugin would do for an image on a registry: whether the host is one of its cloud's
+    (``recognized``), the action in one sentence, and the cloud's own facts for ``--json``
+    (``region``, ``loginServer``, ...)."""
+
+    recognized: bool
+    action: str
+    facts: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"recognized": self.recognized, **self.facts, "action": self.action}
+
+
+Explainer = Callable[[str, str], Explanation]
+"""``(host, registry) -> Explanation``: what the plugin would do for an image on that registry."""
 
 Linter = Callable[[Sequence[str], Sequence[str], Collection[str]], list[str]]
 """``(matchImages, args, env names) -> warnings``: the cloud's own checks of a provider entry."""

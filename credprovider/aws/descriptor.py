@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from credprovider.aws import PLUGIN_NAME
 from credprovider.aws.direct import (
@@ -21,13 +20,14 @@ from credprovider.aws.registry import (
 )
 from credprovider.cloud import (
     CloudPlugin,
+    Explanation,
     IdentityProbe,
     both_port_forms,
     samples_with_port,
 )
 
 
-def explain(host: str, registry: str) -> dict[str, Any]:
+def explain(host: str, registry: str) -> Explanation:
     ecr = classify_host(host)
     recognized = ecr.kind != "other"
     if ecr.kind == "public":
@@ -45,12 +45,8 @@ def explain(host: str, registry: str) -> dict[str, Any]:
             f"{host} is not an ECR host: only if matchImages sends it there (pull-through cache, "
             f"mirror), return a token for the default region (AWS_REGION) under {registry}"
         )
-    return {
-        "recognized": recognized,
-        "region": ecr.region if recognized else None,
-        "public": ecr.kind == "public",
-        "action": action,
-    }
+    facts = {"region": ecr.region if recognized else None, "public": ecr.kind == "public"}
+    return Explanation(recognized, action, facts)
 
 
 def identity(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 from credprovider.azure import PLUGIN_NAME
 from credprovider.azure.cloudconfig import parse_cloud_config
@@ -25,6 +25,7 @@ from credprovider.azure.registry import (
 )
 from credprovider.cloud import (
     CloudPlugin,
+    Explanation,
     IdentityProbe,
     both_port_forms,
     samples_with_port,
@@ -36,7 +37,7 @@ DEFAULT_AZURE_CONFIG: Final = "/etc/kubernetes/azure.json"
 _PUBLIC_AZURE = CLOUDS["azurepubliccloud"]
 
 
-def explain(host: str, registry: str) -> dict[str, Any]:
+def explain(host: str, registry: str) -> Explanation:
     recognized = login_server_suffix(host, _PUBLIC_AZURE) is not None
     action = (
         f"get an AAD token for https://containerregistry.azure.net/.default, exchange it at "
@@ -46,11 +47,9 @@ def explain(host: str, registry: str) -> dict[str, Any]:
         else f"{host} is not an ACR login server: answer with no credentials and cacheDuration 0s "
         "(or use --registry-mirror to map it to one)"
     )
-    return {
-        "recognized": recognized,
-        "loginServer": registry.lower() if recognized else None,
-        "action": action,
-    }
+    return Explanation(
+        recognized, action, {"loginServer": registry.lower() if recognized else None}
+    )
 
 
 def lints(match_images: Sequence[str], args: Sequence[str], env: Collection[str]) -> list[str]:

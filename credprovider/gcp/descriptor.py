@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any
 
 from credprovider.cloud import (
     CloudPlugin,
+    Explanation,
     IdentityProbe,
     both_port_forms,
     samples_with_port,
@@ -28,7 +28,7 @@ from credprovider.gcp.registry import (
 )
 
 
-def explain(host: str, registry: str) -> dict[str, Any]:
+def explain(host: str, registry: str) -> Explanation:
     recognized = is_google_registry_host(host)
     keys = registry_keys(registry, host) if recognized else []
     action = (
@@ -37,7 +37,7 @@ def explain(host: str, registry: str) -> dict[str, Any]:
         if recognized
         else f"{host} is not a Google registry: no token is sent to it"
     )
-    return {"recognized": recognized, "action": action}
+    return Explanation(recognized, action)
 
 
 def lints(match_images: Sequence[str], args: Sequence[str], env: Collection[str]) -> list[str]:

@@ -25,7 +25,7 @@ def private_host_owner(image: str) -> str | None:
     except ImageError:
         return None
     for plugin in PLUGINS.values():
-        if plugin.explain(host, host).get("recognized"):
+        if plugin.explain(host, host).recognized:
             return plugin.name
     return None
 

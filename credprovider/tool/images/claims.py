@@ -61,4 +61,4 @@ def explain_image(
             "recognized": False,
             "action": f"run {chosen} (not a credprovider plugin)",
         }
-    return {**result, **behind.explain(ref.host, ref.registry)}
+    return {**result, **behind.explain(ref.host, ref.registry).as_json()}

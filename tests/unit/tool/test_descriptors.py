@@ -34,11 +34,11 @@ def test_a_descriptor_covers_its_own_samples_and_only_it_claims_them(key: str) -
     for form, image in plugin.sample_images.items():
         assert any(urls_match(pattern, image) for pattern in plugin.match_images), form
         ref = parse_image(image)
-        assert plugin.explain(ref.host, ref.registry)["recognized"], form
+        assert plugin.explain(ref.host, ref.registry).recognized, form
         others = [
             k
             for k, other in PLUGINS.items()
-            if k != key and other.explain(ref.host, ref.registry)["recognized"]
+            if k != key and other.explain(ref.host, ref.registry).recognized
         ]
         assert others == [], form
 
