@@ -25,8 +25,22 @@ MANAGER: Final = "org.freedesktop.systemd1.Manager"
 MAX_BYTES: Final = 1 << 20
 
 
+NO_SUCH_UNIT: Final = "org.freedesktop.systemd1.NoSuchUnit"
+
+
 class SystemdError(NodeChangeError):
-    """systemd could not be reached, refused the restart, or the restart failed."""
+    """systemd could not be reached, refused the restart, or the restart failed. What a caller
+    decides on is data, never the text: ``refused_as`` (the D-Bus error systemd answered with)
+    and ``job_result`` (how the job ended, when it ended otherwise than ``done``)."""
+
+    def __init__(self, message: str, refused_as: str = "", job_result: str = "") -> None:
+        super().__init__(message)
+        self.refused_as, self.job_result = refused_as, job_result
+
+    def said(self, what: str) -> SystemdError:
+        """The same error, its sentence headed by ``what`` was being done."""
+        text = str(self) if str(self).startswith(what) else f"{what}: {self}"
+        return SystemdError(text, self.refused_as, self.job_result)
 
 
 class _Connection:
@@ -87,7 +101,7 @@ class _Connection:
             if kind == MessageType.error:
                 name = answer.header.fields.get(HeaderFields.error_name, "an error")
                 said = answer.body[0] if answer.body and isinstance(answer.body[0], str) else ""
-                raise SystemdError(f"{name}: {said}".rstrip(": "))
+                raise SystemdError(f"{name}: {said}".rstrip(": "), refused_as=str(name))
             return answer
 
 
@@ -127,14 +141,16 @@ def _job(
                     and found[1] == job
                 ):
                     if found[3] != "done":
-                        raise SystemdError(f"{what}: the job ended {found[3]!r}")
+                        raise SystemdError(
+                            f"{what}: the job ended {found[3]!r}", job_result=str(found[3])
+                        )
                     return
             signals.clear()
             answer = connection.receive()
             if answer.header.message_type == MessageType.signal:
                 signals.append(answer)
     except SystemdError as exc:
-        raise SystemdError(f"{what}: {exc}" if what not in str(exc) else str(exc)) from None
+        raise exc.said(what) from None
     except TimeoutError:
         raise SystemdError(f"{what}: no answer within {timeout:.0f}s") from None
     except (OSError, ValueError) as exc:  # ValueError: jeepney's parser on a malformed message
@@ -151,9 +167,11 @@ def restart_unit(unit: str, socket_path: str = PRIVATE_SOCKET, timeout: float = 
             "RestartUnit", "ss", (unit, "replace"), socket_path, timeout,
         )  # fmt: skip
     except SystemdError as exc:
-        if "the job ended" not in str(exc):
+        if not exc.job_result:
             raise
-        raise SystemdError(f"{exc} (journalctl -u {unit} says why)") from None
+        raise SystemdError(
+            f"{exc} (journalctl -u {unit} says why)", job_result=exc.job_result
+        ) from None
 
 
 def start_service(
@@ -186,7 +204,7 @@ def stop_unit(unit: str, socket_path: str = PRIVATE_SOCKET, timeout: float = 30.
             "StopUnit", "ss", (unit, "replace"), socket_path, timeout,
         )  # fmt: skip
     except SystemdError as exc:
-        if "NoSuchUnit" not in str(exc):
+        if exc.refused_as != NO_SUCH_UNIT:
             raise
 
 

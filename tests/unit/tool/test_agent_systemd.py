@@ -51,6 +51,26 @@ def test_a_restart_that_did_not_happen_says_why(
     with standin_systemd(path, restart), pytest.raises(SystemdError) as raised:
         restart_unit("k3s-agent", str(path), timeout=5)
     assert str(raised.value) == f"restarting k3s-agent through {path}: {said}"
+    # what a caller decides on is data, not the text (#63)
+    assert raised.value.job_result == (outcome or "")
+    assert raised.value.refused_as == ("" if outcome else "org.freedesktop.systemd1.NoSuchUnit")
+
+
+def test_stopping_a_unit_that_is_gone_is_stopped_by_its_error_name(tmp_path: Path) -> None:
+    """stop_unit takes systemd's NoSuchUnit, by its D-Bus error name, as stopped; any other
+    refusal is raised, its data kept through the sentence it is given."""
+    from credprovider.tool.agent.systemd import start_service, stop_unit
+
+    path = tmp_path / "private"
+    unit = "credprovider-rollback-0123456789ab.service"
+    with standin_systemd(path, lambda unit: "done"):
+        stop_unit(unit, str(path), timeout=5)  # never started: gone already
+        start_service(unit, ["/bin/sleep", "30"], "a rollback", str(path), timeout=5)
+        with pytest.raises(SystemdError) as raised:  # started twice: UnitExists
+            start_service(unit, ["/bin/sleep", "30"], "a rollback", str(path), timeout=5)
+        stop_unit(unit, str(path), timeout=5)
+    assert raised.value.refused_as == "org.freedesktop.systemd1.UnitExists"
+    assert str(raised.value).startswith(f"starting {unit} through {path}: ")
 
 
 @pytest.fixture
