@@ -27,7 +27,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
 from credprovider.paths import AGENT_HOME
 from credprovider.tool.agent.placement import not_executable, not_lasting, not_writable
@@ -36,12 +36,12 @@ from credprovider.tool.agent.state import (
     BEFORE,
     ORIGINALS,
     STATE,
-    State,
+    AgentState,
+    Kept,
     digest,
     host,
     keep,
     keep_data,
-    kept_bytes,
     load,
     read_host,
     record_made_dirs,
@@ -62,7 +62,7 @@ class Watch(Protocol):
     """The node's own rollback for a kubelet restart (agent/watchdog.py's Watchdog), and what
     the host itself does after an uninstall."""
 
-    def arm(self, root: str, state: State) -> str: ...  # journals and starts it: its unit
+    def arm(self, root: str, state: AgentState) -> str: ...  # journals and starts it: its unit
 
     def disarm(self, unit: str) -> None: ...
 
@@ -75,11 +75,10 @@ Healthy = Callable[[], str | None]  # None: healthy; else what is wrong
 load_state = load  # the name the daemon and the tests know
 
 
-def bundle_homes(state: State) -> tuple[str, ...]:
+def bundle_homes(state: AgentState) -> tuple[str, ...]:
     """Where the agent's bundles are on the node (versions/, current): the home the state names
     (validated: one of AGENT_BUNDLE_HOMES), then one it moved away from, not yet emptied."""
-    homes = (state.get("bundles", AGENT_HOME), state.get("retired", ""))
-    return tuple(home for home in homes if home)
+    return tuple(home for home in (state.bundle_home, state.retired) if home)
 
 
 @dataclass
@@ -103,7 +102,7 @@ def _kubelet_inputs(plan: AgentPlan) -> list[tuple[str, bytes]]:
     ]
 
 
-def _intent(root: str, plan: AgentPlan, state: State) -> None:
+def _intent(root: str, plan: AgentPlan, state: AgentState) -> None:
     """Record, before any change, what this run will change (see the module): first the
     directories it will make (the state's own among them), then each original and ``before``
     (copies flushed before the state names them), each digest and the restart owed."""
@@ -115,26 +114,25 @@ def _intent(root: str, plan: AgentPlan, state: State) -> None:
         if step.action is Action.SWITCH:
             current = host(root, step.path)
             if current.is_symlink():
-                state["previous"] = os.readlink(current)
-        if step.action in (Action.SWITCH, Action.LINK) and step.path not in state["originals"]:
-            state["originals"][step.path] = keep(root, ORIGINALS, step.path)
-    before = state.setdefault("before", {})
+                state.previous = os.readlink(current)
+        if step.action in (Action.SWITCH, Action.LINK) and step.path not in state.originals:
+            state.originals[step.path] = keep(root, ORIGINALS, step.path)
+    before = state.before if state.before is not None else {}
     for path, data in inputs:
-        if path not in state["originals"]:
-            state["originals"][path] = _original(root, plan, path)
+        if path not in state.originals:
+            state.originals[path] = _original(root, plan, path)
         if path not in before:  # an unfinished change keeps the before it recorded
-            before[path] = {**keep(root, BEFORE, path), "written": state["written"].get(path)}
-        state["written"][path] = digest(data)
-    if not before:
-        state.pop("before")
+            before[path] = keep(root, BEFORE, path, state.written.get(path))
+        state.written[path] = digest(data)
+    state.before = before or None
     if inputs and plan.restart:
-        state["restart_due"] = plan.restart
-    if plan.flag_text is not None and plan.flag_file not in state.setdefault("flag_files", []):
-        state["flag_files"].append(plan.flag_file)
+        state.restart_due = plan.restart
+    if plan.flag_text is not None and plan.flag_file not in state.flag_files:
+        state.flag_files.append(plan.flag_file)
     save(root, state)
 
 
-def _original(root: str, plan: AgentPlan, path: str) -> dict[str, Any]:
+def _original(root: str, plan: AgentPlan, path: str) -> Kept:
     """What uninstall puts back at ``path``: the file as it is, or (a migrated node's flags) the
     text the plan says, with the file's mode."""
     restored = plan.flags_restored.get(path)
@@ -166,77 +164,64 @@ def _change(root: str, plan: AgentPlan, bundle: Path, outcome: Outcome) -> None:
         outcome.changed.append(path)
 
 
-def _move_home(root: str, state: State, bundles: str) -> None:
+def _move_home(root: str, state: AgentState, bundles: str) -> None:
     """Record where this run places the bundles (before it does). A home left behind (an agent
     of an earlier release placed them in AGENT_HOME on COS) is retired: its bundles go at the
     next run that finds them unused, since a plugin may still be running from them."""
-    was = state.get("bundles", AGENT_HOME)
+    was = state.bundle_home
     if was == bundles:
         return
     if os.path.lexists(host(root, f"{was}/current")):
-        state["retired"] = was
-    state["bundles"] = bundles
+        state.retired = was
+    state.bundles = bundles
     save(root, state)
 
 
-def _prune_versions(root: str, state: State) -> None:
+def _prune_versions(root: str, state: AgentState) -> None:
     """Keep the bundle ``current`` points to and the one before it (a plugin may still be running
     from it); remove older ones, and a retired home's when the run before this one retired it."""
-    retired = state.get("retired", "")
-    if retired and state.get("retiring") == retired:
+    retired = state.retired
+    if retired and state.retiring == retired:
         for own in (f"{retired}/current", f"{retired}/versions"):
             perform(Op(Kind.ABSENT, host(root, own)))
-        state.pop("retired"), state.pop("retiring")
+        state.retired = state.retiring = ""
         save(root, state)
     elif retired:
-        state["retiring"] = retired
+        state.retiring = retired
         save(root, state)
-    home = state.get("bundles", AGENT_HOME)
+    home = state.bundle_home
     versions = read_host(root, f"{home}/versions")
     current = host(root, f"{home}/current")
     if not versions.is_dir() or not current.is_symlink():
         return
     keep_names = {
         os.path.basename(os.readlink(current)),
-        os.path.basename(state.get("previous", "")),
+        os.path.basename(state.previous),
     }
     for found in sorted(versions.iterdir()):
         if found.name not in keep_names and not found.name.startswith("."):
             perform(Op(Kind.ABSENT, found))
 
 
-def restore(root: str, path: str, kept: dict[str, Any]) -> None:
-    """``path`` back to what ``kept`` records."""
-    where = host(root, path)
-    if "link" in kept:
-        perform(Op(Kind.LINK, where, target=kept["link"]))
-    elif "file" in kept:
-        perform(Op(Kind.FILE, where, kept_bytes(root, kept) or b"", kept["mode"] & 0o7777))
-    else:
-        perform(Op(Kind.ABSENT, where))
-
-
-def settle(root: str, state: State) -> None:
+def settle(root: str, state: AgentState) -> None:
     """The change is over (confirmed, or rolled back): its rollback copies and debt go."""
-    state.pop("before", None)
-    state.pop("restart_due", None)
-    state.pop("watchdog", None)
+    state.before, state.restart_due, state.watchdog = None, "", {}
     save(root, state)
     remove_tree(host(root, BEFORE))
 
 
-def put_back(root: str, state: State) -> None:
+def put_back(root: str, state: AgentState) -> None:
     """The kubelet's config and flags back as the change under way found them (``before``)."""
-    for path, kept in sorted(state.get("before", {}).items()):
-        restore(root, path, kept)
-        if kept.get("written") is None:
-            state["written"].pop(path, None)
+    for path, kept in sorted((state.before or {}).items()):
+        perform(kept.op(root, path))
+        if kept.written is None:
+            state.written.pop(path, None)
         else:
-            state["written"][path] = kept["written"]
+            state.written[path] = kept.written
     save(root, state)
 
 
-def arm(root: str, state: State, watch: Watch | None, outcome: Outcome) -> str:
+def arm(root: str, state: AgentState, watch: Watch | None, outcome: Outcome) -> str:
     """The node's own rollback armed for the restart about to be made ('' if none)."""
     if watch is None:
         return ""
@@ -245,7 +230,7 @@ def arm(root: str, state: State, watch: Watch | None, outcome: Outcome) -> str:
     try:
         return watch.arm(root, state)
     except SystemdError as exc:  # the restart is still checked by this run
-        state.pop("watchdog", None)
+        state.watchdog = {}
         save(root, state)
         outcome.notes.append(f"the node's own rollback could not be armed ({exc})")
         return ""
@@ -263,7 +248,7 @@ def disarm(watch: Watch | None, unit: str) -> None:
 
 def _confirm(
     root: str,
-    state: State,
+    state: AgentState,
     restart: Restart,
     healthy: Healthy,
     outcome: Outcome,
@@ -271,7 +256,7 @@ def _confirm(
 ) -> Outcome:
     """The restart owed to the kubelet, made and checked (the node's own rollback armed
     meanwhile); rolled back if it fails."""
-    service = state["restart_due"]
+    service = state.restart_due
     armed = arm(root, state, watch, outcome)
     problem = restarted(service, restart, healthy, outcome)
     if problem is None:
@@ -365,19 +350,19 @@ def _apply(
         return Outcome(Result.REFUSED, detail=f"{unwritable}; nothing is changed")
     recover_home(root)
     state = load(root)
-    if "before" not in state:  # a change settled, its copies not yet removed when it was killed
+    if state.before is None:  # a change settled, its copies not yet removed when it was killed
         remove_tree(host(root, BEFORE))
     outcome = Outcome(Result.INSTALLED, healed=healed(root, state))
     _intent(root, plan, state)
     _move_home(root, state, plan.bundles)
     _change(root, plan, bundle, outcome)
-    if state.get("version") != version:
-        state["version"] = version
+    if state.version != version:
+        state.version = version
         save(root, state)
     _prune_versions(root, state)
-    if state.get("restart_due"):
+    if state.restart_due:
         return _confirm(root, state, restart, healthy, outcome, watch)
-    if state.get("before"):
+    if state.before:
         settle(root, state)  # files only: nothing to confirm
     return outcome if outcome.changed else Outcome(Result.UNCHANGED, healed=outcome.healed)
 
@@ -427,12 +412,12 @@ def _not_in_bundle(plan: AgentPlan, bundle: Path) -> list[str]:
     return [name for name in names if not os.path.exists(bundle / name)]
 
 
-def healed(root: str, state: State) -> str:
+def healed(root: str, state: AgentState) -> str:
     """What the node's own rollback did since the last run, taken from the state (said once)."""
-    healed = state.get("healed", {})
+    healed = state.healed
     if not healed:
         return ""
-    state.pop("healed")
+    state.healed = {}
     save(root, state)
     return (
         f"the node rolled the change back by itself at {healed.get('at', '?')} (no agent "

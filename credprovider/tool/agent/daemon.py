@@ -180,7 +180,7 @@ class FleetMember:
         def change() -> Outcome:
             return uninstall(self.root, service, restart, healthy, self.watch, rules)
 
-        needs_restart = bool(service and state["written"])
+        needs_restart = bool(service and state.written)
         if needs_restart:
             outcome = self._with_slot(change)
         else:

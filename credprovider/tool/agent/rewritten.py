@@ -36,7 +36,7 @@ def agent_files(root: str) -> AgentFiles | None:
         state = load(root)
     except (NodeChangeError, FileProblem, UnreadableError) as exc:
         return AgentFiles(problem=f"the agent's state ({AGENT_HOME}) cannot be used: {exc}")
-    written: dict[str, str] = state.get("written", {})
+    written = state.written
     changed = []
     for path, sha in sorted(written.items()):
         try:

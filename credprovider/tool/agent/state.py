@@ -17,7 +17,10 @@ touches the node, so that a run killed at any instant is finished or undone by t
   ``healed``: what it did when it fired, until the agent's next run reports it
   (:mod:`credprovider.tool.agent.watchdog`).
 
-A state that is not the agent's own (a forged or damaged one) is refused, changing nothing
+It is typed (:class:`AgentState`; its JSON on the disk is the same as the earlier versions'), and
+each path it kept is a :class:`Kept` whose :meth:`Kept.op` is the node-change engine's op that puts
+the path back: restoring is ``perform(kept.op(...))``, checking is ``kept.op(...).done()``. A state
+that is not the agent's own (a forged or damaged one) is refused, changing nothing
 (docs/security.md).
 """
 
@@ -28,6 +31,7 @@ import json
 import os
 import re
 import stat
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -39,6 +43,7 @@ from credprovider.tool.change.durable import (
     replace_file,
     temporary_for,
 )
+from credprovider.tool.change.engine import Kind, Op
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, read_bytes
 from credprovider.tool.node.root import NodeRoot, RootPathError
@@ -49,7 +54,157 @@ ORIGINALS: Final = f"{AGENT_HOME}/originals"
 BEFORE: Final = f"{AGENT_HOME}/before"
 _COPY: Final = re.compile(f"(?:{re.escape(ORIGINALS)}|{re.escape(BEFORE)})/[0-9a-f]{{16}}")
 
-State = dict[str, Any]
+
+@dataclass(frozen=True)
+class Kept:
+    """A node path as the agent found it: a link's target, a copy kept (flushed) in the agent's
+    own directories with its mode, or nothing there. A ``before`` entry also says what the agent
+    had written there (``written``: its digest; ``None``: nothing of the agent's)."""
+
+    link: str | None = None
+    copy: str | None = None  # the kept copy's node path (JSON ``file``)
+    mode: int = 0  # the copy's st_mode
+    written: str | None = None
+
+    @property
+    def absent(self) -> bool:
+        return self.link is None and self.copy is None
+
+    def op(self, root: str, path: str) -> Op:
+        """The engine's op that puts ``path`` back as this records it: restoring is
+        ``perform(op)``, checking is ``op.done()``."""
+        where = host(root, path)
+        if self.link is not None:
+            return Op(Kind.LINK, where, target=self.link)
+        if self.copy is not None:
+            return Op(Kind.FILE, where, self.data(root) or b"", self.mode & 0o7777)
+        return Op(Kind.ABSENT, where)
+
+    def data(self, root: str) -> bytes | None:
+        """The content a kept copy holds (``None``: a link, or nothing)."""
+        if self.copy is None:
+            return None
+        return read_host(root, "/" + self.copy.lstrip("/")).read_bytes()
+
+    def as_json(self, before: bool = False) -> dict[str, Any]:
+        found: dict[str, Any] = (
+            {"link": self.link}
+            if self.link is not None
+            else {"file": self.copy, "mode": self.mode}
+            if self.copy is not None
+            else {"absent": True}
+        )
+        return found | ({"written": self.written} if before else {})
+
+    @staticmethod
+    def parse(value: object, before: bool = False) -> Kept | None:
+        """A kept entry as the agent writes it, or ``None`` (a forged one: see :func:`load`)."""
+        if not isinstance(value, dict):
+            return None
+        written = value.get("written") if before else None
+        if before and not isinstance(written, str | None):
+            return None
+        if "link" in value:
+            link = value["link"]
+            ok = isinstance(link, str) and "\0" not in link
+            return Kept(link=link, written=written) if ok else None
+        if "file" in value:
+            copy, mode = value["file"], value.get("mode")
+            if not (
+                isinstance(copy, str)
+                and _COPY.fullmatch("/" + copy.lstrip("/")) is not None
+                and type(mode) is int
+                and mode & 0o7000 == 0  # never set-uid, set-gid or sticky
+            ):
+                return None
+            return Kept(copy=copy, mode=mode, written=written)
+        return Kept(written=written) if value.get("absent") is True else None
+
+
+@dataclass
+class AgentState:
+    """The agent's memory of a node (see the module), as it is on the node's disk."""
+
+    version: str = ""
+    previous: str = ""
+    originals: dict[str, Kept] = field(default_factory=dict)
+    written: dict[str, str] = field(default_factory=dict)
+    made_dirs: list[str] = field(default_factory=list)
+    flag_files: list[str] = field(default_factory=list)
+    before: dict[str, Kept] | None = None  # None: no change under way
+    restart_due: str = ""
+    watchdog: dict[str, str] = field(default_factory=dict)  # {"unit", "armed"} while armed
+    healed: dict[str, str] = field(default_factory=dict)  # {"at", "detail"} until said
+    bundles: str = ""  # "": AGENT_HOME
+    retired: str = ""
+    retiring: str = ""
+
+    @property
+    def bundle_home(self) -> str:
+        return self.bundles or AGENT_HOME
+
+    def as_json(self) -> dict[str, Any]:
+        found: dict[str, Any] = {
+            "version": self.version,
+            "originals": {path: kept.as_json() for path, kept in self.originals.items()},
+            "written": dict(self.written),
+            "made_dirs": list(self.made_dirs),
+        }
+        if self.before is not None:
+            found["before"] = {path: kept.as_json(True) for path, kept in self.before.items()}
+        optional = {
+            "previous": self.previous, "flag_files": self.flag_files,
+            "restart_due": self.restart_due, "watchdog": self.watchdog, "healed": self.healed,
+            "bundles": self.bundles, "retired": self.retired, "retiring": self.retiring,
+        }  # fmt: skip
+        return found | {key: value for key, value in optional.items() if value}
+
+    @staticmethod
+    def parse(data: object) -> AgentState | None:
+        """The agent's own state, or ``None``: every path a normalized node path, every kept copy
+        in its own directory (a forged state could otherwise name a file to copy over a node file,
+        or one to delete)."""
+        if not isinstance(data, dict):
+            return None
+        originals, written = data.get("originals"), data.get("written")
+        before, made = data.get("before"), data.get("made_dirs", [])
+        flag_files = data.get("flag_files", [])
+        strings = ("version", "previous", "restart_due")
+        if not (
+            isinstance(originals, dict)
+            and isinstance(written, dict)
+            and isinstance(before, dict | None)
+            and isinstance(made, list)
+            and isinstance(flag_files, list)
+            and all(isinstance(data.get(key, ""), str) for key in strings)
+            and all(_file_path(path) and isinstance(sha, str) for path, sha in written.items())
+            and all(_node_path(path) for path in made)
+            and all(_file_path(path) for path in flag_files)
+            and all(data.get(key, AGENT_HOME) in AGENT_BUNDLE_HOMES for key in _HOMES)
+            and _is_watchdog(data.get("watchdog", {}))
+            and _is_said(data.get("healed", {}))
+        ):
+            return None
+        kept = {path: Kept.parse(value) for path, value in originals.items()}
+        kept_before = {path: Kept.parse(value, True) for path, value in (before or {}).items()}
+        every = [*kept.items(), *kept_before.items()]
+        if not all(_file_path(path) and entry is not None for path, entry in every):
+            return None
+        return AgentState(
+            version=data.get("version", ""),
+            previous=data.get("previous", ""),
+            originals={path: entry for path, entry in kept.items() if entry is not None},
+            written=dict(written),
+            made_dirs=list(made),
+            flag_files=list(flag_files),
+            before=None
+            if before is None
+            else {path: entry for path, entry in kept_before.items() if entry is not None},
+            restart_due=data.get("restart_due", ""),
+            watchdog=dict(data.get("watchdog", {})),
+            healed=dict(data.get("healed", {})),
+            **{key: data.get(key, "") for key in _HOMES},
+        )
 
 
 def host(root: str, path: str) -> Path:
@@ -66,37 +221,32 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def empty() -> State:
-    return {"version": "", "originals": {}, "written": {}, "made_dirs": []}
-
-
-def load(root: str) -> State:
+def load(root: str) -> AgentState:
     path = read_host(root, STATE)
     if not os.path.lexists(path):
-        return empty()
+        return AgentState()
     try:
-        state = bounded_json(read_bytes(str(path)))
+        found = AgentState.parse(bounded_json(read_bytes(str(path))))
     except (ValueError, FileProblem, JsonTooDeep):
-        state = None
-    if not isinstance(state, dict) or not _is_state(state):
+        found = None
+    if found is None:
         raise NodeChangeError(
             f"{STATE} is not the agent's state (edited or truncated): nothing is changed; "
             "restore it, or remove it to make the agent start afresh"
         )
-    directory = _a_directory(root, state)
+    directory = _a_directory(root, found)
     if directory:  # the agent replaces files and links only: forged, or changed under it
         raise NodeChangeError(
             f"{STATE} is not the agent's state (it records {directory}, a directory, as a file "
             "the agent replaced): nothing is changed; restore it, or remove it to make the agent "
             "start afresh"
         )
-    state.setdefault("made_dirs", [])
-    return state
+    return found
 
 
-def _a_directory(root: str, state: State) -> str:
+def _a_directory(root: str, state: AgentState) -> str:
     """The first path the state records as a replaced file that is a directory on the node."""
-    recorded = [*state["originals"], *state.get("before", {}), *state["written"]]
+    recorded = [*state.originals, *(state.before or {}), *state.written]
     for path in recorded:
         try:
             where = host(root, path)
@@ -111,11 +261,11 @@ def _a_directory(root: str, state: State) -> str:
 HOME_CHAIN: Final = (AGENT_HOME, str(Path(AGENT_HOME).parent))
 
 
-def save(root: str, state: State) -> None:
+def save(root: str, state: AgentState) -> None:
     """The state, flushed: what it records is on the disk before anything it describes is done.
     The first save makes the agent's home whole beside its place and renames it in: a kill leaves
     the home with its state, or only a temporary that :func:`recover_home` removes."""
-    data = json.dumps(state, indent=2, sort_keys=True).encode()
+    data = json.dumps(state.as_json(), indent=2, sort_keys=True).encode()
     path = host(root, STATE)
     if os.path.isdir(path.parent):
         replace_file(path, data)
@@ -134,13 +284,13 @@ def recover_home(root: str) -> None:
         remove_tree(temporary_for(host(root, directory)))
 
 
-def home_top(state: State) -> str:
+def home_top(state: AgentState) -> str:
     """The highest of the agent's home directories that the agent made ('' if none)."""
-    made = set(state.get("made_dirs", []))
+    made = set(state.made_dirs)
     return next((d for d in reversed(HOME_CHAIN) if d in made), "")
 
 
-def remove_home(root: str, state: State) -> None:
+def remove_home(root: str, state: AgentState) -> None:
     """The state and the home the agent made, in one rename (then removed at leisure); a home
     it did not make keeps its directories, its state removed."""
     top = home_top(state)
@@ -153,46 +303,25 @@ def remove_home(root: str, state: State) -> None:
     remove_tree(partial)
 
 
-def keep(root: str, where: str, path: str) -> dict[str, Any]:
+def keep(root: str, where: str, path: str, written: str | None = None) -> Kept:
     """``path`` as it is now: a link's target, a copy kept (flushed) under ``where``, or
-    absent."""
+    absent (``written``: for a ``before`` entry, what the agent had written there)."""
     found = host(root, path)
     if found.is_symlink():
-        return {"link": os.readlink(found)}
+        return Kept(link=os.readlink(found), written=written)
     if found.is_file():
         name = f"{where}/{hashlib.sha256(path.encode()).hexdigest()[:16]}"
         replace_file(host(root, name), found.read_bytes(), found.stat().st_mode & 0o7777)
-        return {"file": name, "mode": found.stat().st_mode}
-    return {"absent": True}
+        return Kept(copy=name, mode=found.stat().st_mode, written=written)
+    return Kept(written=written)
 
 
-def keep_data(root: str, where: str, path: str, data: bytes, mode: int) -> dict[str, Any]:
+def keep_data(root: str, where: str, path: str, data: bytes, mode: int) -> Kept:
     """A kept entry (as :func:`keep` makes) recording ``data`` with ``mode`` for ``path``, as
     though the node had held it."""
     name = f"{where}/{hashlib.sha256(path.encode()).hexdigest()[:16]}"
     replace_file(host(root, name), data, mode)
-    return {"file": name, "mode": stat.S_IFREG | mode}
-
-
-def kept_bytes(root: str, kept: dict[str, Any]) -> bytes | None:
-    """The content a kept entry records (``None``: a link, or nothing)."""
-    if "file" not in kept:
-        return None
-    return read_host(root, "/" + str(kept["file"]).lstrip("/")).read_bytes()
-
-
-def matches(root: str, path: str, kept: dict[str, Any]) -> bool:
-    """Is ``path`` now exactly as ``kept`` records it?"""
-    found = host(root, path)
-    if "link" in kept:
-        return found.is_symlink() and os.readlink(found) == kept["link"]
-    if "file" in kept:
-        return (
-            not found.is_symlink()
-            and found.is_file()
-            and found.read_bytes() == kept_bytes(root, kept)
-        )
-    return not os.path.lexists(found)
+    return Kept(copy=name, mode=stat.S_IFREG | mode)
 
 
 def _node_path(value: object) -> bool:
@@ -212,56 +341,6 @@ def _file_path(value: object) -> bool:
     ``/etc`` or ``/var``, which hold everything else (a directory it made, emptied and removed
     when it goes, may be one level deep)."""
     return _node_path(value) and str(value).count("/") >= 2
-
-
-def _is_kept(value: object) -> bool:
-    """A kept entry: a link's target, a copy in the agent's own directories (with its mode), or
-    nothing there."""
-    if not isinstance(value, dict):
-        return False
-    if "link" in value:
-        return isinstance(value["link"], str) and "\0" not in value["link"]
-    if "file" in value:
-        kept = value["file"]
-        return (
-            isinstance(kept, str)
-            and _COPY.fullmatch("/" + kept.lstrip("/")) is not None
-            and isinstance(value.get("mode"), int)
-            and not isinstance(value.get("mode"), bool)
-            and value["mode"] & 0o7000 == 0  # never set-uid, set-gid or sticky
-        )
-    return value.get("absent") is True
-
-
-def _is_state(state: dict[str, Any]) -> bool:
-    """The agent's own state: every path a normalized node path, every kept copy in its own
-    directory (a forged state could otherwise name a file to copy over a node file, or one to
-    delete)."""
-    originals, written = state.get("originals"), state.get("written")
-    before = state.get("before", {})
-    made = state.get("made_dirs", [])
-    flag_files = state.get("flag_files", [])
-    return (
-        isinstance(originals, dict)
-        and isinstance(written, dict)
-        and isinstance(before, dict)
-        and isinstance(made, list)
-        and isinstance(state.get("version", ""), str)
-        and isinstance(state.get("previous", ""), str)
-        and isinstance(state.get("restart_due", ""), str)
-        and all(_file_path(path) and _is_kept(kept) for path, kept in originals.items())
-        and all(
-            _file_path(path) and _is_kept(kept) and isinstance(kept.get("written", ""), str | None)
-            for path, kept in before.items()
-        )
-        and all(_file_path(path) and isinstance(sha, str) for path, sha in written.items())
-        and all(_node_path(path) for path in made)
-        and isinstance(flag_files, list)
-        and all(_file_path(path) for path in flag_files)
-        and all(state.get(key, AGENT_HOME) in AGENT_BUNDLE_HOMES for key in _HOMES)
-        and _is_watchdog(state.get("watchdog", {}))
-        and _is_said(state.get("healed", {}))
-    )
 
 
 # The homes of its bundles a state names (agent/apply.py): uninstall removes what is in them, so
@@ -291,7 +370,7 @@ def _is_said(value: object) -> bool:
     )
 
 
-def record_made_dirs(root: str, state: State, path: str) -> None:
+def record_made_dirs(root: str, state: AgentState, path: str) -> None:
     """Record the directories above ``path`` that do not exist yet (uninstall removes them), as
     the node names them once its links are resolved inside the root."""
     node = NodeRoot.at(root)
@@ -301,5 +380,4 @@ def record_made_dirs(root: str, state: State, path: str) -> None:
     while parent != top and not os.path.lexists(parent):
         missing.append(node.node_path(parent))
         parent = parent.parent
-    made: list[str] = state.setdefault("made_dirs", [])
-    made += [directory for directory in missing if directory not in made]
+    state.made_dirs += [directory for directory in missing if directory not in state.made_dirs]

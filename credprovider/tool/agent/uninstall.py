@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shlex
 from pathlib import Path
-from typing import Any
 
 from credprovider.paths import AGENT_HOME, AGENT_HOME_PARENT
 from credprovider.tool.agent.apply import (
@@ -27,7 +26,6 @@ from credprovider.tool.agent.apply import (
     put_back,
     restarted,
     restarted_again,
-    restore,
     rolled_back,
     settle,
 )
@@ -37,14 +35,13 @@ from credprovider.tool.agent.state import (
     BEFORE,
     ORIGINALS,
     STATE,
-    State,
+    AgentState,
+    Kept,
     digest,
     host,
     keep,
     keep_data,
-    kept_bytes,
     load,
-    matches,
     read_host,
     recover_home,
     remove_home,
@@ -80,31 +77,34 @@ def uninstall(
         return _tidied(Outcome(Result.UNINSTALLED), watch)  # nothing of the agent's is on the node
     state = load(root)
     laid = _lay_bootstrap(root, state, bootstrap) if bootstrap and bootstrap.bootstrap else ""
-    unwritable = not_writable(root, [AGENT_HOME, *bundle_homes(state), *state["originals"]])
+    unwritable = not_writable(root, [AGENT_HOME, *bundle_homes(state), *state.originals])
     if unwritable:
         return Outcome(Result.REFUSED, detail=f"{unwritable}; nothing is changed")
     outcome = Outcome(Result.UNINSTALLED, healed=healed(root, state))
     outcome.notes += [laid] if laid else []
-    if service and state["written"] and not state.get("restart_due"):
+    if service and state.written and not state.restart_due:
         # what the kubelet runs now, kept for a rollback, and the restart owed from here on
-        before = state.setdefault("before", {})
-        for path in state["originals"]:
+        before = state.before if state.before is not None else {}
+        for path in state.originals:
             if path not in before:
-                before[path] = {**keep(root, BEFORE, path), "written": state["written"].get(path)}
-        state["restart_due"] = service
+                before[path] = keep(root, BEFORE, path, state.written.get(path))
+        state.before = before
+        state.restart_due = service
         save(root, state)
     # the kubelet's config and flags first, then the links: at no instant does a config it
     # would read name a plugin already gone
     for path, original in sorted(
-        state["originals"].items(), key=lambda item: (item[0] not in state["written"], item[0])
+        state.originals.items(), key=lambda item: (item[0] not in state.written, item[0])
     ):
         remove_file(temporary_for(host(root, path)))  # a killed write's temporary
-        written = state["written"].get(path)
+        written = state.written.get(path)
         # what the agent wrote there: this change's, or (a change killed before its write) the
         # one before it
-        ours = {written, state.get("before", {}).get(path, {}).get("written")} - {None}
+        was = (state.before or {}).get(path)
+        ours = {written, was.written if was is not None else None} - {None}
         readable = read_host(root, path)
-        if matches(root, path, original):
+        restoring = original.op(root, path)
+        if restoring.done():
             continue  # already as it was (restored before a kill, or never replaced)
         if ours and (not readable.is_file() or digest(readable.read_bytes()) not in ours):
             if not _agents_flags_removed(root, state, path, original):
@@ -115,9 +115,9 @@ def uninstall(
                 "out of it, the edit kept"
             )
         else:
-            restore(root, path, original)
+            perform(restoring)
         outcome.changed.append(path)
-    due = state.get("restart_due", "")
+    due = state.restart_due
     if due and service:
         armed = arm(root, state, watch, outcome)
         problem = restarted(due, restart, healthy, outcome)
@@ -125,14 +125,14 @@ def uninstall(
             undone = _undo_uninstall(root, state, restart, outcome, problem)
             disarm(watch, armed)
             return undone
-        state.pop("watchdog", None)
+        state.watchdog = {}
         disarm(watch, armed)
-    state.pop("restart_due", None)
+    state.restart_due = ""
     _remove_own(root, state)
     return _tidied(outcome, watch)
 
 
-def _lay_bootstrap(root: str, state: State, rules: Platform) -> str:
+def _lay_bootstrap(root: str, state: AgentState, rules: Platform) -> str:
     """Where the node had no config before the agent's, the bootstrap (agent/bootstrap.py)
     becomes its original: its plugin written into the bin dir first, then the state saying the
     config comes back as the bootstrap and that the directories holding them stay. The restore
@@ -147,10 +147,10 @@ def _lay_bootstrap(root: str, state: State, rules: Platform) -> str:
         PLUGIN_TEXT,
     )
 
-    original = state["originals"].get(rules.config)
-    if original is None or "absent" not in original:
+    original = state.originals.get(rules.config)
+    if original is None or not original.absent:
         return ""  # never written by the agent, or the node's own config (a bootstrap too) returns
-    if not any(os.path.dirname(path) == rules.bin_dir for path in state["originals"]):
+    if not any(os.path.dirname(path) == rules.bin_dir for path in state.originals):
         raise NodeChangeError(
             f"--bin-dir {rules.bin_dir} is not where the agent linked its plugins: nothing is "
             "changed; give the --bin-dir it was installed with (the kubelet's)"
@@ -160,13 +160,11 @@ def _lay_bootstrap(root: str, state: State, rules: Platform) -> str:
     if not op.done():
         plugin.parent.mkdir(parents=True, exist_ok=True)
         perform(op)
-    state["originals"][rules.config] = keep_data(
+    state.originals[rules.config] = keep_data(
         root, ORIGINALS, rules.config, CONFIG_TEXT.encode(), CONFIG_MODE
     )
     needed = (f"{rules.config}", f"{rules.bin_dir}/{BOOTSTRAP_PROVIDER}")
-    state["made_dirs"] = [
-        d for d in state.get("made_dirs", []) if not any(p.startswith(f"{d}/") for p in needed)
-    ]
+    state.made_dirs = [d for d in state.made_dirs if not any(p.startswith(f"{d}/") for p in needed)]
     save(root, state)
     return (
         f"{rules.config} is left as the bootstrap ({BOOTSTRAP_PROVIDER}), since the kubelet's "
@@ -186,13 +184,13 @@ def _tidied(outcome: Outcome, watch: Watch | None) -> Outcome:
 
 
 def _undo_uninstall(
-    root: str, state: State, restart: Restart, outcome: Outcome, problem: str
+    root: str, state: AgentState, restart: Restart, outcome: Outcome, problem: str
 ) -> Outcome:
     """The kubelet did not come back without the agent's files: they are put back as uninstall
     found them, and it is restarted again; the agent stays installed."""
     put_back(root, state)
     detail = restarted_again(
-        state["restart_due"],
+        state.restart_due,
         restart,
         outcome,
         f"the kubelet was not healthy after the uninstall's restart ({problem}): the agent's "
@@ -202,16 +200,14 @@ def _undo_uninstall(
     return rolled_back(outcome, detail)
 
 
-def _agents_flags_removed(root: str, state: State, path: str, original: dict[str, Any]) -> bool:
+def _agents_flags_removed(root: str, state: AgentState, path: str, original: Kept) -> bool:
     """A flags file edited since the agent wrote it (an operator's ``--max-pods``): the agent's two
     flags taken out of it, everything else kept, when the node's own file had neither of them (so
     taking them out is all that undoing the agent's edit takes); whether that was done."""
     found = read_host(root, path)
-    if path not in state.get("flag_files", []) or "link" in original or not found.is_file():
+    if path not in state.flag_files or original.link is not None or not found.is_file():
         return False
-    before = shlex.split(
-        flags_from_file((kept_bytes(root, original) or b"").decode("utf-8", "replace"))
-    )
+    before = shlex.split(flags_from_file((original.data(root) or b"").decode("utf-8", "replace")))
     ours = (CONFIG_FLAG, BIN_DIR_FLAG)
     if any(flag_value(before, flag) for flag in ours):
         return False  # the node had its own values: only the operator knows which to keep
@@ -223,19 +219,18 @@ def _agents_flags_removed(root: str, state: State, path: str, original: dict[str
     return True
 
 
-def _remove_own(root: str, state: State) -> None:
+def _remove_own(root: str, state: AgentState) -> None:
     """What the agent placed, the directories it made outside its home (deepest first), then its
     home with its state in one rename: a kill on the way leaves what the next uninstall
     finishes (the state no longer names the copies about to be removed)."""
-    state["originals"], state["written"] = {}, {}
-    state.pop("before", None)
+    state.originals, state.written, state.before = {}, {}, None
     save(root, state)
     homes = dict.fromkeys((*bundle_homes(state), AGENT_HOME))
     bundles = [f"{home}/{own}" for home in homes for own in ("current", "versions")]
     for own in (*bundles, BEFORE, ORIGINALS):
         perform(Op(Kind.ABSENT, host(root, own)))
     above = {str(p) for p in Path(AGENT_HOME).parents}
-    made = sorted(state.get("made_dirs", []), key=len, reverse=True)
+    made = sorted(state.made_dirs, key=len, reverse=True)
     inside = (AGENT_HOME, f"{AGENT_HOME}/")  # removed with the home
     for directory in made:
         if directory not in above and not directory.startswith(inside):

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from credprovider.paths import AGENT_HOME
-from credprovider.tool.agent.state import State, load, save
+from credprovider.tool.agent.state import AgentState, load, save
 from credprovider.tool.agent.systemd import (
     PRIVATE_SOCKET,
     SystemdError,
@@ -85,17 +85,17 @@ class Watchdog:
             "--systemd-socket", PRIVATE_SOCKET,
         ]  # fmt: skip
 
-    def arm(self, root: str, state: State) -> str:
+    def arm(self, root: str, state: AgentState) -> str:
         """Journal the unit, then start it; its name."""
-        version = state.get("version", "")
+        version = state.version
         if not _VERSION.fullmatch(version) or ".." in version:
             raise SystemdError(f"the bundle version {version!r} is not one the agent places")
         unit = f"credprovider-rollback-{secrets.token_hex(6)}.service"
-        state["watchdog"] = {"unit": unit, "armed": _now()}
+        state.watchdog = {"unit": unit, "armed": _now()}
         save(root, state)
         start_service(
             unit,
-            self.command(unit, version, state.get("bundles", AGENT_HOME)),
+            self.command(unit, version, state.bundle_home),
             "credprovider: put the kubelet's config and flags back unless the agent confirms "
             "its restart",
             self.socket_path,
@@ -120,9 +120,9 @@ class Watchdog:
         )
 
 
-def armed_for(state: State, unit: str) -> bool:
+def armed_for(state: AgentState, unit: str) -> bool:
     """Whether ``unit`` is the rollback armed for a change still unconfirmed."""
-    return state.get("watchdog", {}).get("unit") == unit and bool(state.get("restart_due"))
+    return state.watchdog.get("unit") == unit and bool(state.restart_due)
 
 
 def say(line: str) -> None:
@@ -149,7 +149,7 @@ def rollback(
         state = load(root)
         if not armed_for(state, unit):
             return "nothing to do: the agent confirmed the kubelet's restart or undid it itself"
-        service = state["restart_due"]
+        service = state.restart_due
         put_back(root, state)
         detail = f"its config and flags were put back as the change found them and {service}"
         try:
@@ -157,6 +157,6 @@ def rollback(
             detail += " restarted"
         except NodeChangeError as exc:
             detail += f" was not restarted ({exc})"
-        state["healed"] = {"at": _now(), "detail": detail}
+        state.healed = {"at": _now(), "detail": detail}
         settle(root, state)
     return f"the agent did not confirm the kubelet's restart: {detail}"

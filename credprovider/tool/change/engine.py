@@ -80,7 +80,7 @@ class Op:
         """Whether ``path`` already is as this op makes it (a killed run got this far)."""
         try:
             found = os.lstat(self.path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # a file above it: nothing is there
             return self.kind is Kind.ABSENT
         except OSError:
             return False

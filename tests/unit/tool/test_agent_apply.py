@@ -102,7 +102,7 @@ def test_install_then_a_pod_restart_then_an_upgrade(tmp_path: Path) -> None:
     upgraded = run(root, tmp_path / "upgrade", "0.2.0", service)
     assert upgraded.result == "installed" and upgraded.restarted == []
     assert os.readlink(Path(root) / A.lstrip("/") / "current") == "versions/0.2.0"
-    assert load_state(root)["version"] == "0.2.0"
+    assert load_state(root).version == "0.2.0"
 
     # two upgrades on: the current bundle and the one before it stay, older ones go
     run(root, tmp_path / "third", "0.3.0", service)
@@ -325,13 +325,13 @@ def test_bundles_an_earlier_agent_left_on_a_noexec_home_move_to_the_exec_mount(
     assert moved.result == "installed", moved.detail
     assert os.readlink(link) == f"{AGENT_EXEC_HOME}/current/ecr-credential-provider"
     state = load_state(root)
-    assert (state["bundles"], state["retired"]) == (AGENT_EXEC_HOME, A)
+    assert (state.bundles, state.retired) == (AGENT_EXEC_HOME, A)
     assert (Path(root) / A.lstrip("/") / "versions/0.1.0").is_dir()  # one run more
 
     run(root, tmp_path / "later", "0.2.0", service)
     assert not (Path(root) / A.lstrip("/") / "versions").exists()
     assert not (Path(root) / A.lstrip("/") / "current").exists()
-    assert "retired" not in load_state(root)
+    assert load_state(root).retired == ""
 
     outcome = uninstall(root, "kubelet", service.restart)
     assert outcome.result == "uninstalled", outcome.detail

@@ -36,7 +36,7 @@ def test_armed_before_the_restart_and_stopped_once_healthy(
     seen: list[object] = []
 
     def restart(unit: str) -> None:  # what the state says while the kubelet restarts
-        seen.append(load_state(root).get("watchdog"))
+        seen.append(load_state(root).watchdog)
         service.restart(unit)
 
     watch = Watchdog(str(tmp_path / "private"), 65.0)
@@ -52,7 +52,7 @@ def test_armed_before_the_restart_and_stopped_once_healthy(
     ]  # fmt: skip
     calls = [name for name, _ in systemd.calls if name != "Subscribe"]
     assert calls == ["StartTransientUnit", "StopUnit"]  # the restart between: seen above
-    assert "watchdog" not in load_state(root)
+    assert load_state(root).watchdog == {}
 
 
 def test_on_cos_the_armed_rollback_runs_the_bundle_from_the_exec_mount(
@@ -95,11 +95,11 @@ def test_an_unconfirmed_change_is_put_back_and_the_kubelet_restarted(tmp_path: P
         apply(root, plan, bundle(tmp_path, "0.1.0"), "0.1.0", die, killed.healthy)
     state = load_state(root)
     assert (
-        state["restart_due"] == "kubelet"
+        state.restart_due == "kubelet"
         and "--image-credential" in (Path(root) / FLAGS.lstrip("/")).read_text()
     )
     unit = "credprovider-rollback-0123456789ab.service"
-    state["watchdog"] = {"unit": unit, "armed": "2026-11-26T12:00:00Z"}
+    state.watchdog = {"unit": unit, "armed": "2026-11-26T12:00:00Z"}
     save(root, state)
     # another unit's rollback is not this change's
     assert rollback(root, unit.replace("0123", "9999"), 0, killed.restart).startswith("nothing")
@@ -112,8 +112,8 @@ def test_an_unconfirmed_change_is_put_back_and_the_kubelet_restarted(tmp_path: P
     )
     assert (Path(root) / FLAGS.lstrip("/")).read_text() == original
     state = load_state(root)
-    assert {"restart_due", "before", "watchdog"}.isdisjoint(state)
-    assert state["healed"]["detail"].startswith("its config and flags were put back")
+    assert (state.restart_due, state.before, state.watchdog) == ("", None, {})
+    assert state.healed["detail"].startswith("its config and flags were put back")
 
 
 def test_a_forged_unit_name_is_not_the_agents_state(tmp_path: Path) -> None:
@@ -142,7 +142,7 @@ def test_a_rollback_that_cannot_be_armed_is_said_and_the_restart_still_checked(
     assert done.result == "installed" and service.restarts == ["kubelet"]
     [note] = done.notes
     assert note.startswith("the node's own rollback could not be armed (starting ")
-    assert "watchdog" not in load_state(root)
+    assert load_state(root).watchdog == {}
 
 
 def test_an_uninstall_has_the_host_remove_the_directory_the_pods_mount_made(
