@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from credprovider.paths import AGENT_EXEC_HOME
 from credprovider.tool.change.failpoint import FAILPOINT_ENV, KILLED_STATUS
 from emulators.http import FakeResponse, serve
 from tests.helpers import run_cli
@@ -235,3 +236,60 @@ def test_migrating_apply_killed_at_every_point(tmp_path: Path, healthz: str) -> 
         covered += 1
     print(f"migrating apply: {covered} kill points")
     assert covered >= 20
+
+
+def test_a_cos_apply_and_uninstall_killed_at_every_point(tmp_path: Path, healthz: str) -> None:
+    """GKE on COS (#61): the bundles go to /home/kubernetes/bin (paths.AGENT_EXEC_HOME), the state
+    stays in the agent's home. The first apply, then uninstall, each killed at every point: the
+    same command again (or uninstall right after the kill) ends as an uninterrupted run does, and
+    uninstall leaves the node byte for byte as it was."""
+    from tests.integration.cli.test_agent_pod_view import NODES, SYSTEMD
+
+    files, _, _ = NODES["gke"]
+
+    def gke(node: Node) -> None:
+        shutil.rmtree(node.root)
+        # the kubelet's own /var/lib/kubelet is on every node (the fixture's files leave it out)
+        for path, text in {**SYSTEMD, **files, "/var/lib/kubelet/": ""}.items():
+            place = Path(node.root, path.lstrip("/"))
+            if path.endswith("/"):
+                place.mkdir(parents=True, exist_ok=True)
+                continue
+            place.parent.mkdir(parents=True, exist_ok=True)
+            place.write_text(text)
+        node.common += ["--platform", "gke"]
+
+    def cos_apply(node: Node, point: int) -> int:
+        env = {FAILPOINT_ENV: str(point)} if point else {}
+        done = run_cli("agent", "apply", "--bundle", node.bundle, "--providers", "gcp",
+                       *node.common, env=env)  # fmt: skip
+        assert "Traceback" not in done.stderr, done.stderr
+        return done.returncode
+
+    reference = Node(tmp_path / "reference", healthz, "node")
+    gke(reference)
+    original = reference.tree()
+    assert cos_apply(reference, 0) == 0
+    applied = reference.tree()
+    assert any(p.startswith(f"{AGENT_EXEC_HOME}/versions/") for p in applied), sorted(applied)
+    covered = {"apply": 0, "uninstall": 0}
+    for point, node in points(tmp_path / "apply", healthz, gke, cos_apply):
+        twin = Node(tmp_path / "apply" / f"p{point}", healthz, "twin")
+        gke(twin)
+        assert cos_apply(twin, point) in KILLED
+        assert twin.uninstall() == 0 and twin.tree() == original, f"uninstall after {point}"
+        assert cos_apply(node, 0) == 0 and node.tree() == applied, f"apply again after {point}"
+        assert node.uninstall() == 0 and node.tree() == original, f"point {point}"
+        covered["apply"] += 1
+
+    def installed(node: Node) -> None:
+        gke(node)
+        assert cos_apply(node, 0) == 0
+
+    for point, node in points(
+        tmp_path / "uninstall", healthz, installed, lambda n, p: n.uninstall(p)
+    ):
+        assert node.uninstall() == 0 and node.tree() == original, f"uninstall again after {point}"
+        covered["uninstall"] += 1
+    print(f"COS: {covered} kill points")
+    assert covered["apply"] >= 20 and covered["uninstall"] >= 10
