@@ -397,3 +397,9 @@ def recover(journal: Path, rebase: Callable[[Op], Op] | None = None) -> list[Op]
         finished.append(op)
     commit(journal, transaction.change, rebase)
     return finished
+
+
+def finish_left(anchor: str | Path) -> list[Op]:
+    """The change a killed install, migrate --write or undo left beside the config ``anchor``
+    (its journal), finished: what every such run does first. The ops finished."""
+    return recover(journal_for(anchor))

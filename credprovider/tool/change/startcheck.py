@@ -7,8 +7,12 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from credprovider.tool.kubeconfig.model import ConfigError
+
+if TYPE_CHECKING:
+    from credprovider.tool.change.migrate import MigrationPlan
 
 
 def config_problem(path: Path, text: str | None) -> str:
@@ -47,3 +51,25 @@ def plugins_missing(
         elif not os.path.exists(plugin):
             missing.append(str(provider.name))
     return missing
+
+
+def migration_would_not_start(plan: MigrationPlan, config_out: str) -> str | None:
+    """Why the kubelet would not start on the node as --write would leave it, checked as the
+    kubelet checks it at start (its config validated, every provider's plugin in its bin dir), if
+    it would not."""
+    from credprovider.tool.images.bindir import check_binaries
+    from credprovider.tool.kubeconfig.validate import load_config
+
+    if not plan.providers and not plan.config:
+        return None  # no credential provider flags: the kubelet reads no config
+    try:
+        loaded = load_config(config_out, text=plan.config or None)
+    except ConfigError as exc:
+        return f"the kubelet would not start with the config it would read: {exc}"
+    fatal = [str(e) for e in check_binaries(loaded, plan.bin_dir).stops_kubelet]
+    if not fatal:
+        return None
+    return (
+        f"{fatal[0]}; put the plugins there first (credprovider "
+        f"{' '.join(plan.install_args(config_out))})"
+    )

@@ -146,11 +146,12 @@ def cannot_check(command: str, exc: Exception, as_json: bool = False) -> int:
 
 
 def finish_interrupted(config_out: str, command: str) -> None:
-    """A change a killed install or migrate --write left (its journal beside ``config_out``),
-    finished before this run reads the node (said on stderr)."""
-    from credprovider.tool.change.journal import journal_for, recover
+    """A change a killed install, migrate --write or undo left (its journal beside
+    ``config_out``), finished before this run reads the node (``change.journal``; said on
+    stderr)."""
+    from credprovider.tool.change.journal import finish_left
 
-    done = recover(journal_for(config_out))
+    done = finish_left(config_out)
     if done:
         print(
             f"credprovider {command}: finished the change a killed run began: "

@@ -89,7 +89,9 @@ def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:
 
             for path in _contents(plan, args.config_out):
                 check_writable(Path(path).parent)
-            refused = _would_not_start(plan, args.config_out)
+            from credprovider.tool.change.startcheck import migration_would_not_start
+
+            refused = migration_would_not_start(plan, args.config_out)
     except (NodeChangeError, FileProblem, ConfigError) as exc:
         print(f"credprovider migrate: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -204,29 +206,6 @@ def _config_unchanged(plan: MigrationPlan, config_out: str) -> bool:
         return _holds(read_text(config_out), plan.config)
     except FileProblem:
         return False
-
-
-def _would_not_start(plan: MigrationPlan, config_out: str) -> str | None:
-    """Why the kubelet would not start on the node as --write would leave it, checked as the
-    kubelet checks it at start (its config validated, every provider's plugin in its bin dir), if
-    it would not."""
-    from credprovider.tool.images.bindir import check_binaries
-    from credprovider.tool.kubeconfig.model import ConfigError
-    from credprovider.tool.kubeconfig.validate import load_config
-
-    if not plan.providers and not plan.config:
-        return None  # no credential provider flags: the kubelet reads no config
-    try:
-        loaded = load_config(config_out, text=plan.config or None)
-    except ConfigError as exc:
-        return f"the kubelet would not start with the config it would read: {exc}"
-    fatal = [str(e) for e in check_binaries(loaded, plan.bin_dir).stops_kubelet]
-    if not fatal:
-        return None
-    return (
-        f"{fatal[0]}; put the plugins there first (credprovider "
-        f"{' '.join(plan.install_args(config_out))})"
-    )
 
 
 def _contents(plan: MigrationPlan, config_out: str) -> dict[str, str]:
