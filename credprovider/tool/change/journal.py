@@ -62,6 +62,7 @@ from credprovider.tool.change.engine import (
     perform,
 )
 from credprovider.tool.errors import NodeChangeError
+from credprovider.tool.node.access import unreadable
 from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 from credprovider.tool.node.trust import owner_problem
 
@@ -299,6 +300,8 @@ def read(journal: Path, what: str = "journal") -> Transaction | None:
         )
     try:
         data = bounded_json(journal.read_bytes())
+    except PermissionError as exc:  # root's change, read by another user: no verdict
+        raise unreadable(str(journal), exc) from None
     except (ValueError, JsonTooDeep, OSError):
         data = None
     transaction = _transaction(data)

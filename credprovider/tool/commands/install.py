@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 def _cmd_install(args: argparse.Namespace) -> int:
     from credprovider.tool.errors import NodeChangeError
+    from credprovider.tool.node.access import UnreadableError
 
     if not (args.bin_dir and args.config_out):
         node = node_paths("install")
@@ -80,6 +81,8 @@ def _cmd_install(args: argparse.Namespace) -> int:
             return _plan_and_apply(args, keys, node_files)
     except (NodeChangeError, OSError) as exc:  # OSError: finishing a killed run's change
         return node_failed("install", exc)
+    except UnreadableError as exc:  # a killed change of root's, read by another user
+        return cannot_check("install", exc)
 
 
 def _plan_and_apply(args: argparse.Namespace, keys: list[str], node_files: dict[str, str]) -> int:

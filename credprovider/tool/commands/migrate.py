@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
     from credprovider.tool.errors import NodeChangeError
+    from credprovider.tool.node.access import UnreadableError
 
     if not (args.kubelet_flags or args.kubelet_flags_file or args.kubelet_config):
         print(
@@ -60,6 +61,8 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
             return _migrate(args, providers)
     except (NodeChangeError, OSError) as exc:  # OSError: finishing a killed run's change
         return node_failed("migrate", exc)
+    except UnreadableError as exc:  # a killed change of root's, read by another user
+        return cannot_check("migrate", exc)
 
 
 def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:

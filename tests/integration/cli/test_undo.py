@@ -297,3 +297,34 @@ def test_through_the_bundle_as_an_unprivileged_operator(request: pytest.FixtureR
     done = run("undo", "--config", config)
     assert done.returncode == 0, done.stderr
     assert tree(str(place)) == before
+
+
+def test_roots_change_undone_by_another_user_is_no_verdict(request: pytest.FixtureRequest) -> None:
+    """A record of root's (0600), read by an operator without root: one line saying to run it as
+    root, exit 2, nothing changed; not "damaged"."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    from release.bundle import BUNDLE_DIR
+    from tests.helpers import private, require_bundle
+
+    require_bundle()
+    if os.geteuid() != 0:
+        pytest.skip("switching to nobody needs root")
+    place = Path(tempfile.mkdtemp(prefix="undo-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(place, ignore_errors=True))
+    place.chmod(0o755)
+    (place / "etc/kubernetes").mkdir(parents=True)
+    install(place, fake_bundle(place / "b1", "0.1.0"))
+    before = tree(str(place))
+    as_nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    done = subprocess.run(
+        private([*as_nobody, str(BUNDLE_DIR / "credprovider"), "undo", "--config",
+                 f"{place}/{CONFIG}"]),
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f"cannot read {place}/{RECORD} as uid 65534" in done.stderr
+    assert "run this command as root" in done.stderr and len(done.stderr.splitlines()) == 1
+    assert tree(str(place)) == before
