@@ -38,7 +38,7 @@ from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.install import holds_providers, other_providers
 from credprovider.tool.change.migrate import FlagChanges
 from credprovider.tool.change.render import kubelet_flags, render_config
-from credprovider.tool.change.results import Action
+from credprovider.tool.change.results import Action, Step
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
@@ -46,17 +46,6 @@ from credprovider.tool.node.root import NodeRoot
 from credprovider.tool.node.units import on_node, read_kubelet_unit
 
 _K0S_EXTRA: Final = re.compile(r"--kubelet-extra-args(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)")
-
-
-@dataclass(frozen=True)
-class Step:
-    """One thing the agent does (place, switch, link, write, merge, flags, restart or
-    unchanged)."""
-
-    action: Action
-    path: str
-    detail: str
-    target: str = ""  # a link's (place, switch and link steps)
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """``credprovider install`` as a plan, then its application: all or nothing.
 
 :func:`plan_install` looks at the bin dir and the config and runs the executable to be linked (it
-must answer as credprovider), and changes nothing. Each step is a :class:`Change`: to make, already
+must answer as credprovider), and changes nothing. Each step is a :class:`Step`: to make, already
 so, or refused (something of someone else's would be replaced: ``--force`` replaces it, keeping a
 backup beside it). When any step is refused, nothing is applied. :func:`apply_install` then makes the
 changes so that the kubelet never finds a plugin name missing or dangling: links and the config are
@@ -32,31 +32,11 @@ from credprovider.tool.change.render import (
     render_config,
     written_as_json,
 )
-from credprovider.tool.change.results import Action
+from credprovider.tool.change.results import Action, Step
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.images.startcheck import NotCredprovider, credprovider_version
 
 MANIFEST: Final = Path("_internal") / FILES_MANIFEST
-
-
-@dataclass
-class Change:
-    """One step of an install: link, upgrade, replace, copy, write or unchanged."""
-
-    action: Action
-    path: str
-    detail: str
-    refused: str | None = None  # why it needs --force
-    backup: str | None = None  # where what it replaces is kept
-
-    def describe(self, applied: bool = True) -> str:
-        """The step as it was done; not ``applied``: as it was planned, and not done."""
-        if self.refused:
-            return f"refused: {self.detail}: {self.refused}"
-        kept = f" (the old one kept as {self.backup})" if self.backup else ""
-        if not applied and self.action is not Action.UNCHANGED:
-            return f"not done (a step was refused): {self.detail}{kept}"
-        return f"{self.detail}{kept}"
 
 
 @dataclass
@@ -67,10 +47,10 @@ class InstallPlan:
     executable: Path
     version: str
     copy: bool
-    changes: list[Change] = field(default_factory=list)
+    changes: list[Step] = field(default_factory=list)
 
     @property
-    def refused(self) -> list[Change]:
+    def refused(self) -> list[Step]:
         return [change for change in self.changes if change.refused]
 
 
@@ -201,48 +181,46 @@ def _version_of(bundle: Path) -> str:
         return "an unknown version"
 
 
-def _plan_link(link: Path, target: Path, version: str, force: bool, stamp: str) -> Change:
+def _plan_link(link: Path, target: Path, version: str, force: bool, stamp: str) -> Step:
     if link.is_symlink() and Path(os.readlink(link)) == target:
-        return Change(Action.UNCHANGED, str(link), f"unchanged {link} -> {target}")
+        return Step(Action.UNCHANGED, str(link), f"unchanged {link} -> {target}")
     if not (link.exists() or link.is_symlink()):
-        return Change(Action.LINK, str(link), f"linked {link} -> {target}")
+        return Step(Action.LINK, str(link), f"linked {link} -> {target}")
     old = _bundle_of(link) if link.is_symlink() else None
     if old is not None:
         was = _version_of(old)
         what = f"upgrade from {was} to {version}" if was != version else f"same version {version}"
-        return Change(
-            Action.UPGRADE, str(link), f"re-pointed {link} -> {target} ({what}; was {old})"
-        )
+        return Step(Action.UPGRADE, str(link), f"re-pointed {link} -> {target} ({what}; was {old})")
     if link.is_symlink() and not link.exists():
-        return Change(
+        return Step(
             Action.REPLACE, str(link), f"replaced the dangling link {link} (to {os.readlink(link)})"
         )
     shown = f"a link to {os.readlink(link)}" if link.is_symlink() else "not credprovider"
     return _overwrite(
-        Change(Action.REPLACE, str(link), f"replaced {link} ({shown}) with a link to {target}"),
+        Step(Action.REPLACE, str(link), f"replaced {link} ({shown}) with a link to {target}"),
         force,
         stamp,
         "it is not a credprovider link: pass --force to replace it (a backup is kept)",
     )
 
 
-def _plan_copy(plan: InstallPlan, force: bool, stamp: str) -> Change:
+def _plan_copy(plan: InstallPlan, force: bool, stamp: str) -> Step:
     destination = plan.bin_dir / BUNDLE_COPY_DIR
     source = plan.executable.parent
     if not (destination.exists() or destination.is_symlink()):
-        return Change(Action.COPY, str(destination), f"copied the bundle {source} to {destination}")
+        return Step(Action.COPY, str(destination), f"copied the bundle {source} to {destination}")
     if _is_copy(destination, plan.executable.name):
         was = _version_of(destination)
         if was == plan.version and _same_bundle(source, destination):
-            return Change(Action.UNCHANGED, str(destination), f"unchanged {destination} ({was})")
-        return Change(
+            return Step(Action.UNCHANGED, str(destination), f"unchanged {destination} ({was})")
+        return Step(
             Action.UPGRADE,
             str(destination),
             f"replaced the bundle copy {destination} from {source} (upgrade from {was} to "
             f"{plan.version})",
         )
     return _overwrite(
-        Change(Action.REPLACE, str(destination), f"replaced {destination} with a bundle copy"),
+        Step(Action.REPLACE, str(destination), f"replaced {destination} with a bundle copy"),
         force,
         stamp,
         "it exists and is not a bundle copy this tool made: inspect it, then pass --force "
@@ -258,22 +236,20 @@ def _plan_config(
     force: bool,
     stamp: str,
     adds: str | None = None,
-) -> Change:
+) -> Step:
     """The config step; ``now``: what :func:`_current_config` read of ``out``."""
     current, problem = now
     if current is None and problem is None:
-        return Change(Action.WRITE, str(out), f"wrote {out}")
+        return Step(Action.WRITE, str(out), f"wrote {out}")
     unreadable = f" ({problem})" if problem else ""
     if current == text.encode():
-        return Change(Action.UNCHANGED, str(out), f"unchanged {out}")
+        return Step(Action.UNCHANGED, str(out), f"unchanged {out}")
     if current is not None and holds_providers(current, text.encode()):
-        return Change(
-            Action.UNCHANGED, str(out), f"unchanged {out} (it already has these providers)"
-        )
+        return Step(Action.UNCHANGED, str(out), f"unchanged {out} (it already has these providers)")
     if current is not None and holds_providers(text.encode(), current):
         # every provider it has is kept as it is: ours are added (install --as: one more)
         added = adds or "ours"
-        return Change(
+        return Step(
             Action.WRITE,
             str(out),
             f"added provider {added} to {out} (its other providers kept)"
@@ -282,7 +258,7 @@ def _plan_config(
             backup=f"{out}{BACKUP_SUFFIX}{stamp}",
         )
     return _overwrite(
-        Change(Action.WRITE, str(out), f"replaced {out}"),
+        Step(Action.WRITE, str(out), f"replaced {out}"),
         force,
         stamp,
         f"it exists with other content{unreadable}: pass --force to replace it (a backup is kept)",
@@ -302,8 +278,8 @@ def _never_replaced(path: str, directory_expected: bool) -> str:
 
 
 def _overwrite(
-    change: Change, force: bool, stamp: str, refusal: str, *, directory_expected: bool = False
-) -> Change:
+    change: Step, force: bool, stamp: str, refusal: str, *, directory_expected: bool = False
+) -> Step:
     """A step that replaces something not credprovider's: with --force it keeps a backup beside
     it (``NAME.credprovider-backup-TIMESTAMP``), without it is refused for ``refusal``. A device,
     FIFO, socket or unexpected directory is refused even with --force."""

@@ -1,8 +1,10 @@
 """What a node change did, and what each of its steps does: one definition each, printed as their
-values (``installed``, ``rolled back``; ``link``, ``unchanged``) by every command and annotation."""
+values (``installed``, ``rolled back``; ``link``, ``unchanged``) by every command and annotation;
+and :class:`Step`, the one vocabulary of install's and the agent's plans."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
 
@@ -37,3 +39,26 @@ class Action(StrEnum):
     FLAGS = "flags"  # the kubelet's two flags set
     RESTART = "restart"  # the kubelet's unit restarted
     UNCHANGED = "unchanged"
+
+
+@dataclass
+class Step:
+    """One step of a planned change (install's, the agent's): what it does at ``path``, in one
+    sentence (``detail``); a link's ``target``; why it needs ``--force`` (``refused``); where what
+    it replaces is kept (``backup``)."""
+
+    action: Action
+    path: str
+    detail: str
+    target: str = ""  # a link's (place, switch and link steps)
+    refused: str | None = None
+    backup: str | None = None
+
+    def describe(self, applied: bool = True) -> str:
+        """The step as it was done; not ``applied``: as it was planned, and not done."""
+        if self.refused:
+            return f"refused: {self.detail}: {self.refused}"
+        kept = f" (the old one kept as {self.backup})" if self.backup else ""
+        if not applied and self.action is not Action.UNCHANGED:
+            return f"not done (a step was refused): {self.detail}{kept}"
+        return f"{self.detail}{kept}"

@@ -25,7 +25,8 @@ from credprovider.tool.commands.common import (
 )
 
 if TYPE_CHECKING:
-    from credprovider.tool.change.install import Change, InstallPlan
+    from credprovider.tool.change.install import InstallPlan
+    from credprovider.tool.change.results import Step
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
@@ -143,7 +144,7 @@ def _after(plan: InstallPlan, as_json: bool) -> int:
 
 
 def _report(
-    changes: list[Change],
+    changes: list[Step],
     as_json: bool,
     applied: bool,
     errors: list[str] | None = None,
