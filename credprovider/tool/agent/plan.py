@@ -389,7 +389,7 @@ def _plan_env_file(plan: AgentPlan, root: str, platform: Platform, wanted: list[
         return
     home = next((p for p in platform.flag_files if texts[p] is not None), "") or next(
         # none yet: the distribution's directory for it, /etc/default (Debian) or /etc/sysconfig
-        (p for p in platform.flag_files if (Path(root) / Path(p).parent.relative_to("/")).is_dir()),
+        (p for p in platform.flag_files if NodeRoot.at(root).host(str(Path(p).parent)).is_dir()),
         platform.flag_files[0],
     )
     text = texts[home] or ""

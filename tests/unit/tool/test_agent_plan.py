@@ -385,3 +385,14 @@ def test_asked_to_migrate_an_in_tree_kubeadm_node_the_agent_moves_it_to_external
     )
     refused = plan_node(root, ["aws"], "0.1.0", migrate_in_tree=True)
     assert "DisableKubeletCloudCredentialProviders" in refused.refused and refused.steps == []
+
+
+def test_where_the_flags_file_goes_is_judged_inside_the_root(tmp_path: Path) -> None:
+    """#63: the distribution's directory for the flags file is looked for inside the node's
+    root. The node's /etc/default is a link to /tmp, which on the node does not exist (the host's
+    /tmp does): the plan takes /etc/sysconfig, the node's own directory, and never writes
+    through the link into the host."""
+    root = node(tmp_path, {**KUBEADM_NODE, "/etc/sysconfig/": ""}, {"/etc/default": "/tmp"})
+    assert Path("/tmp").is_dir() and not (Path(root) / "tmp").exists()
+    plan = plan_node(root, ["aws"], "0.1.0")
+    assert plan.flag_file == "/etc/sysconfig/kubelet", plan.flag_file
