@@ -110,6 +110,33 @@ def migrate_without_plugins(case: Case) -> tuple[int, str]:
     return done.returncode, done.stdout + done.stderr
 
 
+def undo_of_the_config_the_flags_name(case: Case) -> tuple[int, str]:
+    """#63: an operator's first install (a copy, in the kubelet's own bin dir) whose config the
+    kubelet's flags already name; undoing it would remove that config: refused, nothing changed
+    (run as on the node itself, so that the paths it writes and reads are the node's)."""
+    import os
+
+    from tests.reliability.test_crash_points_by_hand import as_the_host
+
+    if os.geteuid() != 0:
+        pytest.skip("the node's /etc mounted over this one's needs root")
+    root = Path(case.node)
+    config, bin_dir = "/etc/kubernetes/by-hand.yaml", "/etc/kubernetes/by-hand-bin"
+    Path(root, FLAGS).write_text(
+        f'KUBELET_EXTRA_ARGS="--v=2 --image-credential-provider-config={config} '
+        f'--image-credential-provider-bin-dir={bin_dir}"\n'
+    )
+    target = fake_bundle(case.tmp / "by-hand", "0.2.0")
+    installed = as_the_host(root, ["install", "--providers", "aws", "--copy", "--bin-dir",
+                                   bin_dir, "--config-out", config, "--target", str(target)])  # fmt: skip
+    assert installed.returncode == 0, installed.stderr
+    after_install = tree(case.node)
+    done = as_the_host(root, ["undo", "--config", config])
+    assert tree(case.node) == after_install  # refused: nothing changed
+    assert f"--image-credential-provider-config={config}, which the undo removes" in done.stderr
+    return done.returncode, done.stdout + done.stderr
+
+
 # The in-tree cloud flag migrate is given, in a flags file of its own: on the kubelet's own flags
 # the agent would refuse the node (agent/plan.py), and its rows would prove nothing.
 IN_TREE_FLAGS = "etc/kubernetes/old-kubelet-flags.env"
@@ -135,6 +162,10 @@ ROWS: dict[str, tuple[Callable[[Case], tuple[int, str]], int]] = {
     ),
     "install --force with a directory as --config-out": (config_out_is_a_directory, 1),
     "migrate --write on a node without the plugins": (migrate_without_plugins, 1),
+    "undo of an install whose config the kubelet's flags name": (
+        undo_of_the_config_the_flags_name,
+        1,
+    ),
 }
 
 
