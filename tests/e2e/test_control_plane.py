@@ -173,6 +173,21 @@ def test_service_account_tokens_reach_the_clouds_through_a_real_api_server(
     warned = [c for c in report["checks"] if c["area"] == "kubelet" and c["status"] == "warn"]
     assert [c["provider"] for c in warned] == ["auth-provider-gcp-ungranted"], report["checks"]
     assert "is not authorized to request tokens for this audience" in warned[0]["message"]
+    # #64: asked of the real API server as the kubelet (a SelfSubjectAccessReview, through the
+    # Node and RBAC authorizers), before any pull: the granted audiences pass, the ungranted warns
+    asked = {
+        c["provider"]: (c["status"], c["message"])
+        for c in report["checks"]
+        if c["area"] == "service-account" and "(asked as the kubelet)" in c["message"]
+    }
+    assert asked["auth-provider-gcp-ungranted"][0] == "warn", asked
+    assert (
+        "does not let this node request service account tokens for the audience "
+        in (asked["auth-provider-gcp-ungranted"][1])
+    )
+    granted = {name: status for name, (status, _) in asked.items() if "ungranted" not in name}
+    assert granted and set(granted.values()) == {"pass"}, asked
+    assert not [c for c in report["checks"] if "not asked of the API server" in c["message"]]
     # KEP-2395 from the real API server, with the kubelet's own kubeconfig (the Node authorizer
     # lets it get its own Node): no cloud provider, no providerID; then, tainted as a node no
     # cloud controller manager initialized: one FAIL naming the taint

@@ -4,5 +4,7 @@
   whatever a call meets (:class:`~credprovider.tool.cluster.connect.ClusterError`);
 * ``bounds``: every answer read under bounds before the client library parses it;
 * ``nodes``: what a Node object says of its cloud (providerID, the taint a cloud controller
-  manager removes), read with the node's own credentials.
+  manager removes), read with the node's own credentials;
+* ``reviews``: what the API server lets the client do (may a node request service account tokens
+  for an audience).
 """

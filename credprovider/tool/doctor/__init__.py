@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from credprovider.tool.doctor.ccm import MIGRATE_COMMAND
 from credprovider.tool.doctor.model import (
@@ -121,16 +121,68 @@ def _node_object(
         return
     name = access.node_name or flag_value(args, "hostname-override") or os.uname().nodename
     facts: CloudFacts | str
+    client = None
     try:
-        facts = read_cloud_facts(connect(kubeconfig, in_cluster=False), name.lower())
+        client = connect(kubeconfig, in_cluster=False)
+        facts = read_cloud_facts(client, name.lower())
     except ClusterError as exc:
         facts = str(exc)
+    if client is not None:
+        _token_audiences(client, diagnosis)
     managers = []
     for provider in providers:
         plugin = plugin_for_name(provider)
         if plugin is not None and plugin.controller_manager:
             managers.append(plugin.controller_manager)
     check_node_object(facts, view.settings, managers, diagnosis)
+
+
+def _token_audiences(client: Any, diagnosis: Diagnosis) -> None:
+    """Each provider's token audience asked of the API server as the kubelet (KEP-4412): may this
+    node request service account tokens for it? The answer replaces the line that said it was not
+    asked (kind #4185: without the permission the kubelet only logs, and pulls anonymously)."""
+    from credprovider.tool.cluster.connect import ClusterError
+    from credprovider.tool.cluster.reviews import AUDIENCE_VERB, may_request_tokens
+    from credprovider.tool.doctor.chain import NOT_ASKED
+    from credprovider.tool.doctor.model import Area
+
+    grant = (
+        'an RBAC rule with verb {verb} on resource {audience} (apiGroups [""]), bound to the group '
+        "system:nodes (docs/operators.md)"
+    )
+    for provider, audience in diagnosis.audiences.items():
+        try:
+            review = may_request_tokens(client, audience)
+        except ClusterError as exc:
+            diagnosis.add(Area.SERVICE_ACCOUNT, INFO, str(exc), "", provider)
+            continue
+        diagnosis.checks = [
+            c
+            for c in diagnosis.checks
+            if not (c.area is Area.SERVICE_ACCOUNT and c.provider == provider
+                    and c.message.startswith(NOT_ASKED))
+        ]  # fmt: skip
+        if review.allowed:
+            diagnosis.add(
+                Area.SERVICE_ACCOUNT,
+                PASS,
+                f"the API server lets this node request service account tokens for the audience "
+                f"{audience!r} (asked as the kubelet)",
+                "",
+                provider,
+            )
+            continue
+        why = f" ({review.reason})" if review.reason else ""
+        diagnosis.add(
+            Area.SERVICE_ACCOUNT,
+            WARN,
+            f"the API server does not let this node request service account tokens for the "
+            f"audience {audience!r} for every service account (asked as the kubelet){why}: pods "
+            "whose service account no rule names get no token, and the kubelet pulls their images "
+            "anonymously",
+            "grant it: " + grant.format(verb=AUDIENCE_VERB, audience=audience),
+            provider,
+        )
 
 
 def _credential_chain(

@@ -7,7 +7,7 @@ import os
 import stat
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from credprovider.tool.doctor.model import FAIL, INFO, PASS, WARN, Diagnosis
 from credprovider.tool.node.discovery import NodeView, in_tree
@@ -185,6 +185,11 @@ def cache(view: NodeView, provider: str, directory: str, diagnosis: Diagnosis) -
     )
 
 
+# What doctor says of a provider's token audience until it has asked the API server (offline, or
+# with no kubeconfig): the answer, when it gets one, takes its place.
+NOT_ASKED: Final = "not asked of the API server"
+
+
 def service_accounts(loaded: Any, diagnosis: Diagnosis) -> None:
     """With the feature gate off, tokenAttributes already failed the config (load_config)."""
     for provider in loaded.providers:
@@ -192,10 +197,11 @@ def service_accounts(loaded: Any, diagnosis: Diagnosis) -> None:
         if attributes is None:
             continue
         required = list(attributes.requiredServiceAccountAnnotationKeys or [])
+        diagnosis.audiences[provider.name or ""] = str(attributes.serviceAccountTokenAudience)
         diagnosis.add(
             "service-account",
             INFO,
-            "not checkable from the node: the node needs permission to request service account "
+            f"{NOT_ASKED}: the node needs permission to request service account "
             f"tokens for the audience {attributes.serviceAccountTokenAudience!r} (without it the "
             "kubelet only logs and pulls anonymously)"
             + (

@@ -60,6 +60,9 @@ class Diagnosis:
     # why the chain could not be checked as this user (what the kubelet, root, would read is
     # hidden): no verdict, exit 2
     undecided: str = ""
+    # each provider's service account token audience (tokenAttributes): asked of the API server
+    # when doctor may (doctor/__init__.py)
+    audiences: dict[str, str] = field(default_factory=dict)
 
     def add(
         self, area: Area | str, status: Status, message: str, fix: str = "", provider: str = ""
