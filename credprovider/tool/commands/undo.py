@@ -133,8 +133,27 @@ def _kubelet(given: Sequence[str] | None) -> tuple[dict[str, list[str]], tuple[i
     version = found[1] if found else None
     if given:
         return {path: flags_from_file(read_text(path)).split() for path in given}, version
-    flags_file_of(view, CONFIG_FLAG)  # the flag files read, when a running kubelet's were not
+    unit = _kubelet_unit()
+    if unit:  # as systemd starts it after the undo: each word with the file it comes from
+        return unit, version
+    flags_file_of(view, CONFIG_FLAG)  # the distribution's flag files, read
     return {path: list(words) for path, words in view.flag_words.items()}, version
+
+
+def _kubelet_unit() -> dict[str, list[str]]:
+    """The kubelet's flags as its systemd unit starts it, by the file each comes from (the unit,
+    a drop-in, an environment file); {} when the node has no such unit, or it cannot be read."""
+    from credprovider.tool.node.access import UnreadableError
+    from credprovider.tool.node.units import on_node, read_kubelet_unit
+
+    try:
+        unit = read_kubelet_unit(*on_node(lambda path: path))
+    except UnreadableError:
+        return {}
+    found: dict[str, list[str]] = {}
+    for word, path in unit.word_files if unit is not None else ():
+        found.setdefault(path, []).append(word)
+    return found
 
 
 def register(sub: Subcommands) -> None:

@@ -328,3 +328,42 @@ def test_roots_change_undone_by_another_user_is_no_verdict(request: pytest.Fixtu
     assert f"cannot read {place}/{RECORD} as uid 65534" in done.stderr
     assert "run this command as root" in done.stderr and len(done.stderr.splitlines()) == 1
     assert tree(str(place)) == before
+
+
+@pytest.mark.parametrize("running", [False, True])
+def test_flags_in_the_kubelets_unit_keep_its_config(tmp_path: Path, running: bool) -> None:
+    """The kubelet's flags only in its systemd unit's ExecStart (no flags file): undo reads them
+    as systemd starts the kubelet (its next start is what the undo must not break, whether or not
+    a kubelet runs now), and refuses to remove the config they name (run as on the node itself,
+    its /etc over this one's)."""
+    from tests.helpers import fake_kubelet
+    from tests.reliability.test_crash_points_by_hand import as_the_host
+
+    if os.geteuid() != 0:
+        pytest.skip("the node's /etc mounted over this one's needs root")
+    if running:  # a kubelet runs, with other flags than its unit's (an edit not yet restarted)
+        kubelet = fake_kubelet(["--v=2"], {})
+        request_kill = kubelet.kill
+    else:
+        request_kill = None
+    root = tmp_path / "node"
+    config, bin_dir = "/etc/kubernetes/by-hand.yaml", "/etc/kubernetes/by-hand-bin"
+    unit = root / "etc/systemd/system/kubelet.service"
+    unit.parent.mkdir(parents=True)
+    unit.write_text(
+        f"[Service]\nExecStart=/usr/bin/kubelet --image-credential-provider-config={config} "
+        f"--image-credential-provider-bin-dir={bin_dir}\n"
+    )
+    target = fake_bundle(tmp_path / "b1", "0.1.0")
+    installed = as_the_host(root, ["install", "--providers", "aws", "--copy", "--bin-dir",
+                                   bin_dir, "--config-out", config, "--target", str(target)])  # fmt: skip
+    assert installed.returncode == 0, installed.stderr
+    before = tree(str(root))
+    try:
+        refused = as_the_host(root, ["undo", "--config", config])
+    finally:
+        if request_kill is not None:
+            request_kill()
+    assert refused.returncode == 1, refused.stdout
+    assert f"--image-credential-provider-config={config}, which the undo removes" in refused.stderr
+    assert tree(str(root)) == before
