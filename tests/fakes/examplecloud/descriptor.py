@@ -3,25 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
 
-from credprovider.cloud import CloudPlugin, both_port_forms, samples_with_port
+from credprovider.cloud import CloudPlugin, Explanation, both_port_forms, samples_with_port
 
 NAME = "example-credential-provider"
 HOST_SUFFIX = ".registry.example.test"
 DEFAULT_TOKEN_FILE = "/etc/kubernetes/example-token"
 
 
-def explain(host: str, registry: str) -> dict[str, Any]:
+def explain(host: str, registry: str) -> Explanation:
     recognized = host.endswith(HOST_SUFFIX)
-    return {
-        "recognized": recognized,
-        "action": (
-            f"read the node's token file and return it under {registry}"
-            if recognized
-            else f"{host} is not an example registry"
-        ),
-    }
+    return Explanation(
+        recognized,
+        f"read the node's token file and return it under {registry}"
+        if recognized
+        else f"{host} is not an example registry",
+    )
 
 
 def lints(match_images: Sequence[str], args: Sequence[str], env: Collection[str]) -> list[str]:
