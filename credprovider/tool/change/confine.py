@@ -11,16 +11,19 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Final
 
+from credprovider.runtime.bundlecheck import FILES_MANIFEST
 from credprovider.tool.change.engine import BACKUP_SUFFIX, ChangeKind, Kind, Op
 from credprovider.tool.errors import NodeChangeError
 
 # Names a new kubelet flag file has (/etc/default/kubelet, a drop-in, kubeadm's own).
 _FLAG_FILE_NAMES: Final = ("kubelet", "kubeadm-flags.env", "environment")
 _FLAG_FILE_SUFFIXES: Final = (".conf", ".env", ".service")
+# What marks a bundle, or a copy of one (install --copy): its manifest.
+BUNDLE_MANIFEST: Final = Path("_internal") / FILES_MANIFEST
 _BACKUP_NAME: Final = re.compile(re.escape(BACKUP_SUFFIX) + r"[0-9]{14}(?:\.[0-9]{1,3})?")
 
 
@@ -116,16 +119,31 @@ def _is_package_links(path: Path) -> bool:
     return path.name == Path(PACKAGE_LINKS_FILE).name
 
 
+def is_bundle(path: Path) -> bool:
+    """A credprovider bundle (or a copy of one) is at ``path``: its manifest is there."""
+    return (path / BUNDLE_MANIFEST).is_file()
+
+
 def bundle_or_empty(path: Path, going: Collection[str] = ()) -> bool:
     """A bundle, or a directory holding nothing but what is ``going``."""
-    from credprovider.runtime.bundlecheck import FILES_MANIFEST
-
     try:
-        if (path / "_internal" / FILES_MANIFEST).is_file():
-            return True
-        return all(str(entry) in going for entry in path.iterdir())
+        return is_bundle(path) or all(str(entry) in going for entry in path.iterdir())
     except OSError:
         return False
+
+
+def unfit_ops(ops: Sequence[Op], anchor: Path, change: ChangeKind) -> list[str]:
+    """Why each of ``ops``, in order, is not one ``change`` could have journaled (:func:`unfit`,
+    each judged with the removals before it done); [] when they all fit."""
+    going: set[str] = set()
+    problems = []
+    for op in ops:
+        problem = unfit(op, anchor, change, going)
+        if op.kind is Kind.ABSENT:
+            going.add(str(op.path))
+        if problem:
+            problems.append(problem)
+    return problems
 
 
 def _holds_flags(path: Path) -> bool:

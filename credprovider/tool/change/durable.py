@@ -28,34 +28,39 @@ def temporary_for(path: Path) -> Path:
     return path.with_name(f".{path.name}{TEMPORARY_SUFFIX}")
 
 
-def sync_directory(directory: Path) -> None:
-    """Flush ``directory``'s entries (a rename in it, a new name) to disk."""
-    reached(f"fsync {directory}")
-    descriptor = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+def _flush(path: Path, flags: int) -> None:
+    reached(f"fsync {path}")
+    descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC | flags)
     try:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
+
+
+def sync_directory(directory: Path) -> None:
+    """Flush ``directory``'s entries (a rename in it, a new name) to disk."""
+    _flush(directory, os.O_DIRECTORY)
 
 
 def sync_file(path: Path) -> None:
     """Flush ``path``'s data (before it is renamed to another name)."""
-    reached(f"fsync {path}")
-    descriptor = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
+    _flush(path, os.O_NOFOLLOW)
 
 
-def make_dirs(directory: Path) -> None:
-    """``directory`` and those above it, each new one flushed into its parent."""
+def missing_dirs(directory: Path) -> list[Path]:
+    """``directory`` and those above it that do not exist, the deepest first: what
+    :func:`make_dirs` makes."""
     missing = []
     here = directory
     while not os.path.lexists(here) and here != here.parent:
         missing.append(here)
         here = here.parent
-    for made in reversed(missing):
+    return missing
+
+
+def make_dirs(directory: Path) -> None:
+    """``directory`` and those above it, each new one flushed into its parent."""
+    for made in reversed(missing_dirs(directory)):
         reached(f"mkdir {made}")
         with contextlib.suppress(FileExistsError):
             made.mkdir()

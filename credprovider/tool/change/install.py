@@ -18,12 +18,11 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
 
 from credprovider.paths import PACKAGE_BIN_DIR, PACKAGE_LINKS_FILE
-from credprovider.runtime.bundlecheck import FILES_MANIFEST
 from credprovider.runtime.nodefile import special_kind
 from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.change.confine import BUNDLE_MANIFEST as MANIFEST
 from credprovider.tool.change.engine import BACKUP_SUFFIX, ChangeKind, Kind, Op, backup_stamp
 from credprovider.tool.change.journal import journal_for, run
 from credprovider.tool.change.render import (
@@ -35,8 +34,6 @@ from credprovider.tool.change.render import (
 from credprovider.tool.change.results import Action, Step
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.images.startcheck import NotCredprovider, credprovider_version
-
-MANIFEST: Final = Path("_internal") / FILES_MANIFEST
 
 
 @dataclass

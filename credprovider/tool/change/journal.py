@@ -44,9 +44,10 @@ from credprovider.tool.change.confine import (
     backup_of,
     beside,
     bundle_or_empty,
-    unfit,
+    unfit_ops,
 )
 from credprovider.tool.change.durable import (
+    missing_dirs,
     remove_file,
     remove_tree,
     rename_into_place,
@@ -150,7 +151,7 @@ def _with_prior(op: Op, stamp: str) -> Entry:
     try:
         found = os.lstat(op.path)
     except FileNotFoundError:
-        return Entry(op, Was(Prior.ABSENT, made=_missingabove(op.path)))
+        return Entry(op, Was(Prior.ABSENT, made=tuple(map(str, missing_dirs(op.path.parent)))))
     if stat.S_ISLNK(found.st_mode):
         return Entry(op, Was(Prior.LINK, os.readlink(op.path)))
     if op.backup is not None:
@@ -167,17 +168,6 @@ def _unused(backup: Path) -> Path:
         number += 1
         found = backup.with_name(f"{backup.name}.{number}")
     return found
-
-
-def _missingabove(path: Path) -> tuple[str, ...]:
-    """The directories above ``path`` that do not exist (the nearest first): the change makes
-    them, the undo removes them."""
-    missing = []
-    parent = path.parent
-    while parent != parent.parent and not os.path.lexists(parent):
-        missing.append(str(parent))
-        parent = parent.parent
-    return tuple(missing)
 
 
 def begin(journal: Path, ops: Sequence[Op], change: ChangeKind = ChangeKind.INSTALL) -> list[Op]:
@@ -222,10 +212,6 @@ def _undo_only_backups(record: Path) -> list[Path]:
         and entry.op.backup is not None
         and backup_of(entry.op.backup, entry.op.path)
     ]
-
-
-def end(journal: Path) -> None:
-    remove_file(journal)
 
 
 def _op(item: object, removal: bool) -> Op | None:
@@ -382,17 +368,13 @@ def recover(journal: Path, rebase: Callable[[Op], Op] | None = None) -> list[Op]
         return []
     ops = [rebase(op) if rebase is not None else op for op in transaction.ops]
     todo = [op for op in ops if not (op.done() or _put_back(op, transaction.change))]
-    anchor = _anchor_of(journal)
-    going: set[str] = set()
+    problems = unfit_ops(todo, _anchor_of(journal), transaction.change)
+    if problems:
+        raise NodeChangeError(
+            f"{journal} is not a change credprovider journals ({problems[0]}): nothing was "
+            "changed; check the files it names, then remove it"
+        )
     for op in todo:
-        problem = unfit(op, anchor, transaction.change, going)
-        if op.kind is Kind.ABSENT:
-            going.add(str(op.path))
-        if problem:
-            raise NodeChangeError(
-                f"{journal} is not a change credprovider journals ({problem}): nothing was "
-                "changed; check the files it names, then remove it"
-            )
         check_source(journal, op)
     finished = []
     for op in todo:

@@ -9,37 +9,31 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from credprovider.tool.kubeconfig.model import ConfigError
+from credprovider.tool.kubeconfig.model import ConfigError, LoadedConfig
 
 if TYPE_CHECKING:
     from credprovider.tool.change.migrate import MigrationPlan
 
 
-def config_problem(path: Path, text: str | None) -> str:
-    """Why the kubelet would refuse the config at ``path`` (``text``: the file as it will be;
-    ``None``: as it is), or ""."""
+def loaded_as_left(path: Path, text: str | None) -> LoadedConfig | str:
+    """The config at ``path`` (``text``: the file as it will be; ``None``: as it is) as the
+    kubelet loads it at start, or why the kubelet would refuse it."""
     from credprovider.tool.kubeconfig.validate import load_config
 
     try:
-        load_config(str(path), text=text)
+        return load_config(str(path), text=text)
     except ConfigError as exc:
         return f"the kubelet would not start with the config {path}: {exc}"
-    return ""
 
 
 def plugins_missing(
-    path: Path,
-    text: str | None,
+    loaded: LoadedConfig,
     bin_dir: Path,
     removed: Collection[str],
     relinked: Mapping[str, str],
 ) -> list[str]:
-    """The providers of the config at ``path`` (as :func:`config_problem` reads it, which must
-    pass) whose plugin would not be in ``bin_dir`` after a change that removes the paths
-    ``removed`` and points each link of ``relinked`` at its target."""
-    from credprovider.tool.kubeconfig.validate import load_config
-
-    loaded = load_config(str(path), text=text)
+    """The providers of ``loaded`` whose plugin would not be in ``bin_dir`` after a change that
+    removes the paths ``removed`` and points each link of ``relinked`` at its target."""
     missing = []
     for provider in loaded.providers:
         plugin = bin_dir / str(provider.name)

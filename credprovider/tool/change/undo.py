@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from credprovider.runtime.bundlecheck import FILES_MANIFEST
-from credprovider.tool.change.confine import allowed_mode, backup_of, unfit
+from credprovider.tool.change.confine import allowed_mode, backup_of, is_bundle, unfit_ops
 from credprovider.tool.change.durable import remove_file
 from credprovider.tool.change.engine import ChangeKind, Kind, Op
 from credprovider.tool.change.journal import (
@@ -45,7 +44,6 @@ from credprovider.tool.node.kubelet_flags import (
 )
 
 MAX_KEPT_FILE: Final = MAX_JOURNAL_BYTES // 4  # a config or a flags file, kept: far below this
-MANIFEST: Final = Path("_internal") / FILES_MANIFEST
 
 
 @dataclass(frozen=True)
@@ -102,7 +100,7 @@ def _reverse(entry: Entry) -> Step | str:
     except OSError:
         return f"the backup {kept} of {op.path} is gone"
     if stat.S_ISDIR(found.st_mode):
-        if not (kept / MANIFEST).is_file():
+        if not is_bundle(kept):
             return f"the backup {kept} of {op.path} is not a bundle"
         return Step(
             Op(Kind.TREE, op.path, source=kept, links=True),
@@ -177,13 +175,10 @@ def plan_undo(
         if step.kept is not None
     ]
     plan.steps += _made_dirs(transaction, plan.steps)
-    going: set[str] = set()
-    for step in plan.steps:
-        problem = unfit(step.op, anchor, ChangeKind.UNDO, going)
-        if step.op.kind is Kind.ABSENT:
-            going.add(str(step.op.path))
-        if problem:
-            plan.blocked.append(f"the record is not a change credprovider made ({problem})")
+    plan.blocked += [
+        f"the record is not a change credprovider made ({problem})"
+        for problem in unfit_ops([step.op for step in plan.steps], anchor, ChangeKind.UNDO)
+    ]
     after = _flags_after(plan.steps, flags)
     plan.would_not_start = _start_problems(plan.steps, after, anchor, version)
     return plan
@@ -264,15 +259,15 @@ def _config_problems(steps: Sequence[Step], anchor: Path, flags: KubeletSettings
         return [f"the kubelet's flags give {named}, which the undo removes: it would not start"]
     if restored is None and not anchor.is_file():
         return []
-    from credprovider.tool.change.startcheck import config_problem, plugins_missing
+    from credprovider.tool.change.startcheck import loaded_as_left, plugins_missing
 
     text = restored.data.decode("utf-8", "replace") if restored is not None else None
-    problem = config_problem(anchor, text)
-    if problem or not flags.bin_dir:
-        return [problem] if problem else []
+    loaded = loaded_as_left(anchor, text)
+    if isinstance(loaded, str) or not flags.bin_dir:
+        return [loaded] if isinstance(loaded, str) else []
     gone = {str(s.op.path) for s in steps if s.op.kind is Kind.ABSENT}
     targets = {str(s.op.path): s.op.target for s in steps if s.op.kind is Kind.LINK}
-    missing = plugins_missing(anchor, text, Path(flags.bin_dir), gone, targets)
+    missing = plugins_missing(loaded, Path(flags.bin_dir), gone, targets)
     return [
         f"the kubelet's --{BIN_DIR_FLAG}={flags.bin_dir} would not hold the plugin "
         f"{name} that its config names: it would not start"

@@ -133,10 +133,12 @@ def _kubelet(given: Sequence[str] | None) -> tuple[dict[str, list[str]], tuple[i
     version = found[1] if found else None
     if given:
         return {path: flags_from_file(read_text(path)).split() for path in given}, version
-    unit = _kubelet_unit()
-    if unit:  # as systemd starts it after the undo: each word with the file it comes from
+    # the files it starts with after the undo: with no kubelet running, discovery read them from
+    # its unit already; a running one's discovery took its command line instead
+    unit = _kubelet_unit() if view.kubelet is not None else {}
+    if unit:  # each word with the file it comes from, as systemd starts it
         return unit, version
-    flags_file_of(view, CONFIG_FLAG)  # the distribution's flag files, read
+    flags_file_of(view, CONFIG_FLAG)  # else the distribution's flag files, read
     return {path: list(words) for path, words in view.flag_words.items()}, version
 
 
