@@ -68,7 +68,7 @@ def read_bounded(
 ) -> bytes:
     """A body from ``blocks`` (as they arrive), through the plugins' one bounded reader
     (``runtime.answer.read_bounded``): at most ``max_bytes``, the whole of it within ``seconds``."""
-    from credprovider.runtime.answer import BadAnswer
+    from credprovider.runtime.answer import BadAnswer, too_large
     from credprovider.runtime.answer import read_bounded as read
 
     deadline = time.monotonic() + seconds
@@ -79,9 +79,10 @@ def read_bounded(
             remaining=lambda: deadline - time.monotonic(),
             cap=max_bytes,
         )
-    except BadAnswer as exc:
-        refused = "took longer than" if "deadline" in exc.predicate else "is larger than"
-        limit = f"{seconds:g}s" if refused == "took longer than" else byte_size(max_bytes)
+    except BadAnswer as exc:  # past the size cap (its one sentence, too_large), else the deadline
+        larger = exc.predicate == too_large(max_bytes)
+        refused = "is larger than" if larger else "took longer than"
+        limit = byte_size(max_bytes) if larger else f"{seconds:g}s"
         raise AnswerRefused(f"the answer from {where} {refused} {limit}") from None
 
 
