@@ -39,7 +39,7 @@ def _print_checks(checks: list[Check]) -> None:
             if not provider and check.area != current:
                 current = check.area
                 print(f"{current}:")
-            area = f"{check.area:<9}" if provider else ""
+            area = f"{check.area:<8} " if provider else ""  # a long area still gets its space
             print(f"  {area}{_MARK[check.status]} {printable(check.message)}")
             if check.fix and check.status in (Status.FAIL, Status.WARN):
                 print(f"       fix: {printable(check.fix)}")

@@ -89,16 +89,19 @@ def diagnose(
         version = live.installed_version(diagnosis)
     check_cloud_provider(settings, version, diagnosis, migrate)
     providers = _credential_chain(view, images, offline, version, diagnosis)
+    asked: set[str] = set()
     if here and not offline and (kubelet is not None or (access and access.kubeconfig)):
-        _node_object(view, access or ClusterAccess(), providers, diagnosis)
+        asked = _node_object(view, access or ClusterAccess(), providers, diagnosis)
+    chain.unasked_audiences(diagnosis, asked)
     return diagnosis
 
 
 def _node_object(
     view: NodeView, access: ClusterAccess, providers: Sequence[str], diagnosis: Diagnosis
-) -> None:
+) -> set[str]:
     """The Node's cloud facts, asked of the API server with the kubelet's own kubeconfig (it
-    may get its own Node) unless another is given; a standalone kubelet has no Node."""
+    may get its own Node) unless another is given; a standalone kubelet has no Node. Then each
+    provider's token audience asked of it: the providers asked about."""
     from credprovider.tool.catalog import plugin_for_name
     from credprovider.tool.cluster.connect import ClusterError, connect
     from credprovider.tool.cluster.nodes import read_cloud_facts
@@ -118,7 +121,7 @@ def _node_object(
             INFO,
             "the kubelet runs standalone (no --kubeconfig): there is no Node object to check",
         )
-        return
+        return set()
     name = access.node_name or flag_value(args, "hostname-override") or os.uname().nodename
     facts: CloudFacts | str
     client = None
@@ -127,41 +130,31 @@ def _node_object(
         facts = read_cloud_facts(client, name.lower())
     except ClusterError as exc:
         facts = str(exc)
-    if client is not None:
-        _token_audiences(client, diagnosis)
+    asked = _token_audiences(client, diagnosis) if client is not None else set()
     managers = []
     for provider in providers:
         plugin = plugin_for_name(provider)
         if plugin is not None and plugin.controller_manager:
             managers.append(plugin.controller_manager)
     check_node_object(facts, view.settings, managers, diagnosis)
+    return asked
 
 
-def _token_audiences(client: Any, diagnosis: Diagnosis) -> None:
+def _token_audiences(client: Any, diagnosis: Diagnosis) -> set[str]:
     """Each provider's token audience asked of the API server as the kubelet (KEP-4412): may this
-    node request service account tokens for it? The answer replaces the line that said it was not
-    asked (kind #4185: without the permission the kubelet only logs, and pulls anonymously)."""
+    node request service account tokens for it? (kind #4185: without the permission the kubelet
+    only logs, and pulls anonymously.) The providers asked about."""
     from credprovider.tool.cluster.connect import ClusterError
-    from credprovider.tool.cluster.reviews import AUDIENCE_VERB, may_request_tokens
-    from credprovider.tool.doctor.chain import NOT_ASKED
+    from credprovider.tool.cluster.reviews import may_request_tokens
+    from credprovider.tool.doctor.chain import AUDIENCE_GRANT
     from credprovider.tool.doctor.model import Area
 
-    grant = (
-        'an RBAC rule with verb {verb} on resource {audience} (apiGroups [""]), bound to the group '
-        "system:nodes (docs/operators.md)"
-    )
     for provider, audience in diagnosis.audiences.items():
         try:
             review = may_request_tokens(client, audience)
         except ClusterError as exc:
             diagnosis.add(Area.SERVICE_ACCOUNT, INFO, str(exc), "", provider)
             continue
-        diagnosis.checks = [
-            c
-            for c in diagnosis.checks
-            if not (c.area is Area.SERVICE_ACCOUNT and c.provider == provider
-                    and c.message.startswith(NOT_ASKED))
-        ]  # fmt: skip
         if review.allowed:
             diagnosis.add(
                 Area.SERVICE_ACCOUNT,
@@ -180,9 +173,10 @@ def _token_audiences(client: Any, diagnosis: Diagnosis) -> None:
             f"audience {audience!r} for every service account (asked as the kubelet){why}: pods "
             "whose service account no rule names get no token, and the kubelet pulls their images "
             "anonymously",
-            "grant it: " + grant.format(verb=AUDIENCE_VERB, audience=audience),
+            "grant it: " + AUDIENCE_GRANT.format(audience=audience),
             provider,
         )
+    return set(diagnosis.audiences)
 
 
 def _credential_chain(

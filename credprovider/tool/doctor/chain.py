@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -185,30 +185,46 @@ def cache(view: NodeView, provider: str, directory: str, diagnosis: Diagnosis) -
     )
 
 
-# What doctor says of a provider's token audience until it has asked the API server (offline, or
-# with no kubeconfig): the answer, when it gets one, takes its place.
-NOT_ASKED: Final = "not asked of the API server"
+# The grant a provider's token audience needs (KEP-4412, ServiceAccountNodeAudienceRestriction).
+AUDIENCE_GRANT: Final = (
+    "an RBAC rule with verb request-serviceaccounts-token-audience on resource {audience} "
+    '(apiGroups [""]), bound to the group system:nodes (docs/operators.md)'
+)
 
 
 def service_accounts(loaded: Any, diagnosis: Diagnosis) -> None:
-    """With the feature gate off, tokenAttributes already failed the config (load_config)."""
+    """Each provider's token audience, recorded for doctor to ask the API server about
+    (:func:`unasked_audiences` says those it could not ask); the annotations pods' service
+    accounts need. With the feature gate off, tokenAttributes already failed the config."""
     for provider in loaded.providers:
         attributes = provider.tokenAttributes
         if attributes is None:
             continue
-        required = list(attributes.requiredServiceAccountAnnotationKeys or [])
         diagnosis.audiences[provider.name or ""] = str(attributes.serviceAccountTokenAudience)
+        required = list(attributes.requiredServiceAccountAnnotationKeys or [])
+        if required:
+            diagnosis.add(
+                "service-account",
+                INFO,
+                f"pods' service accounts need the annotations {', '.join(required)} (a missing "
+                "one skips the plugin with only a V(5) log line)",
+                "",
+                provider.name or "",
+            )
+
+
+def unasked_audiences(diagnosis: Diagnosis, asked: Collection[str]) -> None:
+    """A line for each provider's token audience doctor did not ask the API server about
+    (offline, or no kubeconfig): the node needs the permission, and doctor cannot say it has."""
+    for provider, audience in diagnosis.audiences.items():
+        if provider in asked:
+            continue
         diagnosis.add(
             "service-account",
             INFO,
-            f"{NOT_ASKED}: the node needs permission to request service account "
-            f"tokens for the audience {attributes.serviceAccountTokenAudience!r} (without it the "
-            "kubelet only logs and pulls anonymously)"
-            + (
-                f"; pods' service accounts need the annotations {', '.join(required)} (a missing one skips the plugin with only a V(5) log line)"
-                if required
-                else ""
-            ),
-            "grant the node the request-serviceaccounts-token-audience permission for that audience",
-            provider.name or "",
+            f"not asked of the API server: the node needs permission to request service account "
+            f"tokens for the audience {audience!r} (without it the kubelet only logs and pulls "
+            "anonymously)",
+            "grant it: " + AUDIENCE_GRANT.format(audience=audience),
+            provider,
         )

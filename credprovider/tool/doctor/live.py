@@ -140,10 +140,12 @@ def lookup_advice(error: str) -> str:
     service account token (the API server refused the node that audience: an RBAC grant)."""
     refused = _AUDIENCE_REFUSED.search(error)
     if refused:
+        from credprovider.tool.doctor.chain import AUDIENCE_GRANT
+
+        audience = refused.group(1)
         return (
-            f"let the nodes request tokens for the audience {refused.group(1)}: an RBAC rule with "
-            f"verb request-serviceaccounts-token-audience on resource {refused.group(1)} "
-            '(apiGroups [""]), bound to the group system:nodes (docs/operators.md)'
+            f"let the nodes request tokens for the audience {audience}: "
+            + AUDIENCE_GRANT.format(audience=audience)
         )
     return "credprovider get IMAGE replays the lookup and says why"
 

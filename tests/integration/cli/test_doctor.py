@@ -408,3 +408,21 @@ def test_a_kubelet_left_on_a_built_in_cloud_is_said(tmp_path: Path) -> None:
         "--feature-gates sets DisableKubeletCloudCredentialProviders=false, turning the built-in "
         "registry logins back on where they remain",
     ) in said
+
+
+def test_a_token_audience_not_asked_is_said_on_a_line_of_its_own() -> None:
+    """Offline, doctor asks the API server nothing: each provider's token audience is one line
+    saying so (its area, longer than the others, still set off by a space), with the grant as
+    its fix in --json."""
+    from release.bundle import REPO
+
+    config = str(REPO / "config/examples/aws-two-accounts.yaml")
+    done = run_cli("doctor", "--offline", "--config", config, "--bin-dir", "/nonexistent")
+    lines = [line for line in done.stdout.splitlines() if "not asked of the API server" in line]
+    assert len(lines) == 2 and all(
+        line.startswith("  service-account info not asked of the API server: ") for line in lines
+    ), done.stdout
+    found = json.loads(run_cli("doctor", "--offline", "--json", "--config", config,
+                               "--bin-dir", "/nonexistent").stdout)  # fmt: skip
+    [fix, _] = [c["fix"] for c in found["checks"] if c["message"].startswith("not asked")]
+    assert fix.startswith("grant it: an RBAC rule with verb request-serviceaccounts-token-audience")
