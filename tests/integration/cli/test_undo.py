@@ -146,15 +146,21 @@ def test_a_path_changed_since_is_refused_and_force_puts_it_back(node: Path, tmp_
     assert tree(str(node)) == before
 
 
-def test_flags_naming_the_config_keep_it(node: Path, tmp_path: Path) -> None:
-    """The kubelet's flags name the config an undo of the first install would remove: the
-    kubelet would not start, so it is refused."""
+def flags_naming_the_config(node: Path) -> Path:
+    """A flags file giving the kubelet the config and bin dir install writes."""
     flags = node / "etc/default/kubelet"
     flags.parent.mkdir(parents=True)
     flags.write_text(
         f'KUBELET_EXTRA_ARGS="--image-credential-provider-config={node}/{CONFIG} '
         f'--image-credential-provider-bin-dir={node}/etc/kubernetes/bin"\n'
     )
+    return flags
+
+
+def test_flags_naming_the_config_keep_it(node: Path, tmp_path: Path) -> None:
+    """The kubelet's flags name the config an undo of the first install would remove: the
+    kubelet would not start, so it is refused."""
+    flags = flags_naming_the_config(node)
     install(node, fake_bundle(tmp_path / "b1", "0.1.0"))
     refused = undo(node, "--kubelet-flags-file", str(flags))
     assert refused.returncode == 1, refused.stdout
@@ -165,12 +171,7 @@ def test_flags_naming_the_config_keep_it(node: Path, tmp_path: Path) -> None:
 def test_an_upgrade_whose_earlier_bundle_is_gone_is_refused(node: Path, tmp_path: Path) -> None:
     """An upgrade re-pointed the links; the bundle they pointed at before is gone: putting them
     back would leave the kubelet's plugins dangling."""
-    flags = node / "etc/default/kubelet"
-    flags.parent.mkdir(parents=True)
-    flags.write_text(
-        f'KUBELET_EXTRA_ARGS="--image-credential-provider-config={node}/{CONFIG} '
-        f'--image-credential-provider-bin-dir={node}/etc/kubernetes/bin"\n'
-    )
+    flags = flags_naming_the_config(node)
     old = fake_bundle(tmp_path / "b1", "0.1.0")
     install(node, old)
     install(node, fake_bundle(tmp_path / "b2", "0.2.0"))
@@ -341,11 +342,8 @@ def test_flags_in_the_kubelets_unit_keep_its_config(tmp_path: Path, running: boo
 
     if os.geteuid() != 0:
         pytest.skip("the node's /etc mounted over this one's needs root")
-    if running:  # a kubelet runs, with other flags than its unit's (an edit not yet restarted)
-        kubelet = fake_kubelet(["--v=2"], {})
-        request_kill = kubelet.kill
-    else:
-        request_kill = None
+    # a kubelet runs, with other flags than its unit's (an edit not yet restarted)
+    kubelet = fake_kubelet(["--v=2"], {}) if running else None
     root = tmp_path / "node"
     config, bin_dir = "/etc/kubernetes/by-hand.yaml", "/etc/kubernetes/by-hand-bin"
     unit = root / "etc/systemd/system/kubelet.service"
@@ -362,8 +360,8 @@ def test_flags_in_the_kubelets_unit_keep_its_config(tmp_path: Path, running: boo
     try:
         refused = as_the_host(root, ["undo", "--config", config])
     finally:
-        if request_kill is not None:
-            request_kill()
+        if kubelet is not None:
+            kubelet.kill()
     assert refused.returncode == 1, refused.stdout
     assert f"--image-credential-provider-config={config}, which the undo removes" in refused.stderr
     assert tree(str(root)) == before
