@@ -109,6 +109,11 @@ class CloudPlugin:
     token_audiences: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     openshift_config: str = ""
     openshift_node_file: str = ""
+    # Installed only when --providers names it (its registries and backend are the operator's:
+    # no shipped matchImages or args), and answering only with the kubelet's service-account
+    # token (validate says so of an entry without tokenAttributes).
+    opt_in: bool = False
+    needs_token: bool = False
 
 
 def with_https_port(reference: str) -> str:

@@ -1,7 +1,7 @@
 """Multi-call entry point: one executable, dispatched on the name it was started as.
 
-The bundle installs ``ecr-credential-provider``, ``acr-credential-provider``, ``auth-provider-gcp``
-and ``credprovider`` as symlinks to one executable; the kubelet runs ``<bin-dir>/<name>`` so
+The bundle installs ``ecr-credential-provider``, ``acr-credential-provider``, ``auth-provider-gcp``,
+``registry-credential-provider`` and ``credprovider`` as symlinks to one executable; the kubelet runs ``<bin-dir>/<name>`` so
 ``basename(argv[0])`` says which plugin to run. Only that plugin's module (and so only its cloud SDK)
 is imported. ``credprovider <name> ...`` and ``python -m credprovider <name> ...`` work too.
 """
@@ -23,6 +23,7 @@ PLUGIN_PACKAGES: Final = {
     "ecr-credential-provider": "credprovider.aws",
     "acr-credential-provider": "credprovider.azure",
     "auth-provider-gcp": "credprovider.gcp",
+    "registry-credential-provider": "credprovider.registries",
 }
 PLUGIN_MODULES: Final = {name: f"{package}.main" for name, package in PLUGIN_PACKAGES.items()}
 TOOL_NAME: Final = "credprovider"

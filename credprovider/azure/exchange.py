@@ -50,39 +50,14 @@ def stdlib_transport(environ: Mapping[str, str]) -> Send:
     return stdlib_send(verified_context(ca_bundle, variable))
 
 
-def requests_transport(ctx: Context) -> Send:
-    """requests, which honours the proxy settings (and NO_PROXY); answers read under the caps."""
-    import requests
-
-    from credprovider.runtime.requests_session import bounded_session
-
-    session = bounded_session(ctx.deadline.remaining)
-
-    def send(
-        method: str, url: str, headers: Mapping[str, str], body: bytes | None, timeout: float
-    ) -> HttpResponse:
-        try:
-            answer = session.request(
-                method, url, data=body, headers=headers, timeout=timeout, allow_redirects=False
-            )
-            content = answer.content
-        except requests.RequestException as exc:
-            raise HttpError(one_line(exc)) from None
-        raw = answer.raw.headers
-        fields = tuple((name, value) for name in raw for value in raw.getlist(name))
-        return HttpResponse(
-            answer.status_code, {name.lower(): value for name, value in fields}, content, fields
-        )
-
-    return send
-
-
 def transport_for(ctx: Context) -> Send:
     """The stdlib client, or requests when a proxy is set (the one proxy rule)."""
     proxy = proxy_setting(ctx.environ)
     if proxy:
         ctx.log.v(1, f"Azure calls through requests: {proxy} is set")
-        return requests_transport(ctx)
+        from credprovider.runtime.requests_session import requests_send
+
+        return requests_send(ctx)
     return stdlib_transport(ctx.environ)
 
 

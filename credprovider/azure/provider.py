@@ -14,13 +14,12 @@ from credprovider.azure.registry import (
     Cloud,
     cloud_from_metadata,
     cloud_from_name,
-    jwt_expiry,
     login_server_suffix,
 )
 from credprovider.errors import ProviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
 from credprovider.runtime.advice import NOT_THE_SERVICE
-from credprovider.runtime.answer import BadAnswer
+from credprovider.runtime.answer import BadAnswer, jwt_expiry
 from credprovider.runtime.api import AuthConfig, CredentialProviderRequest
 from credprovider.runtime.provider import Context, Credentials, Plan, fingerprint_file, one_line
 

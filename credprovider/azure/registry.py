@@ -231,29 +231,6 @@ def exchange_url(realm: str, login_server: str) -> str:
     return f"https://{login_server}/oauth2/exchange"
 
 
-def jwt_expiry(token: str) -> float | None:
-    """The ``exp`` claim of a JWT (unverified: only used to size the cache), or ``None``;
-    :class:`~credprovider.runtime.answer.BadAnswer` for claims past the caps (nested too deep,
-    a number out of range): no registry sends those."""
-    import base64
-    import binascii
-
-    from credprovider.runtime.answer import BadAnswer, decode_json
-
-    parts = token.split(".")
-    if len(parts) != 3:
-        return None
-    payload = parts[1] + "=" * (-len(parts[1]) % 4)
-    try:
-        claims = decode_json(base64.urlsafe_b64decode(payload.encode("ascii")))
-    except BadAnswer:
-        raise
-    except (binascii.Error, ValueError, UnicodeError):
-        return None
-    exp = claims.get("exp") if isinstance(claims, dict) else None
-    return float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None
-
-
 class ServiceAccountIdentity(NamedTuple):
     client_id: str
     tenant_id: str

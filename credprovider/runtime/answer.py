@@ -238,3 +238,30 @@ def sdk_body(
     except BadAnswer as exc:
         raise exc.at(where) from None
     return data
+
+
+def jwt_claims(token: str) -> dict[str, Any] | None:
+    """A JWT's claims, unverified (for sizing a cache or naming a namespace, never for trust), or
+    ``None`` when ``token`` is not a JWT with an object for claims; :class:`BadAnswer` for claims
+    past the caps (nested too deep, a number out of range): no issuer sends those."""
+    import base64
+    import binascii
+
+    parts = token.split(".")
+    if len(parts) != 3:
+        return None
+    payload = parts[1] + "=" * (-len(parts[1]) % 4)
+    try:
+        claims = decode_json(base64.urlsafe_b64decode(payload.encode("ascii")))
+    except BadAnswer:
+        raise
+    except (binascii.Error, ValueError, UnicodeError):
+        return None
+    return claims if isinstance(claims, dict) else None
+
+
+def jwt_expiry(token: str) -> float | None:
+    """The ``exp`` claim of a JWT (unverified: see :func:`jwt_claims`), or ``None``."""
+    claims = jwt_claims(token)
+    exp = claims.get("exp") if claims is not None else None
+    return float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None

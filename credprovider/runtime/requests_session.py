@@ -19,9 +19,12 @@ from credprovider.runtime._typing import TYPE_CHECKING, Any
 from credprovider.runtime.answer import READ_BLOCK_BYTES, BadAnswer, sdk_body
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     import requests
+
+    from credprovider.runtime.http import HttpResponse, Send
+    from credprovider.runtime.provider import Context
 
 
 class _Read(io.BytesIO):
@@ -66,3 +69,34 @@ def bounded_session(remaining: Callable[[], float]) -> requests.Session:
     session.headers["Accept-Encoding"] = "identity"
     session.hooks["response"].append(read_under_caps)
     return session
+
+
+def requests_send(ctx: Context) -> Send:
+    """requests as the transport seam's :data:`~credprovider.runtime.http.Send`: it honours the
+    proxy settings (and NO_PROXY), which the stdlib client never uses; answers read under the caps
+    through :func:`bounded_session`, a failed exchange raised as
+    :class:`~credprovider.runtime.http.HttpError`."""
+    import requests
+
+    from credprovider.runtime.http import HttpError, HttpResponse
+    from credprovider.runtime.provider import one_line
+
+    session = bounded_session(ctx.deadline.remaining)
+
+    def send(
+        method: str, url: str, headers: Mapping[str, str], body: bytes | None, timeout: float
+    ) -> HttpResponse:
+        try:
+            answer = session.request(
+                method, url, data=body, headers=headers, timeout=timeout, allow_redirects=False
+            )
+            content = answer.content
+        except requests.RequestException as exc:
+            raise HttpError(one_line(exc)) from None
+        raw = answer.raw.headers
+        fields = tuple((name, value) for name in raw for value in raw.getlist(name))
+        return HttpResponse(
+            answer.status_code, {name.lower(): value for name, value in fields}, content, fields
+        )
+
+    return send

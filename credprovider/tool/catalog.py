@@ -20,6 +20,9 @@ PLUGINS: Final = {
     plugin.key: plugin for plugin in (_descriptor(p) for p in PLUGIN_PACKAGES.values())
 }
 BY_NAME: Final = {plugin.name: plugin for plugin in PLUGINS.values()}
+# What install and the agent set up when --providers is not given: every plugin but an opt-in one
+# (whose backend and registries only the operator can name).
+DEFAULT_KEYS: Final = tuple(key for key, plugin in PLUGINS.items() if not plugin.opt_in)
 
 
 def plugin_for_name(provider_name: str) -> CloudPlugin | None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from credprovider.errors import CredproviderError
-from credprovider.runtime.api import API_VERSIONS, CACHE_KEY_TYPES, parse_request
+from credprovider.runtime.api import API_V1, API_VERSIONS, CACHE_KEY_TYPES, parse_request
 from credprovider.runtime.caching import with_cache
 from credprovider.runtime.imageref import parse_image
 from credprovider.runtime.provider import Credentials, Provider
@@ -38,6 +38,11 @@ class Cloud:
     calls: Callable[[], int]  # how many credential calls the emulators have answered
     refuse: Callable[[], None]  # from now on, the emulators refuse with an error
     args: list[str] = field(default_factory=list)
+    # A plugin answering only with the pod's identity: the kubelet's service-account token (and
+    # the annotations its tokenAttributes pass) in every request. The plugin's own cache is not
+    # used for such requests (the kubelet caches them): each exec asks the backend.
+    token: str = ""
+    annotations: dict[str, str] = field(default_factory=dict)
 
 
 class ProviderContract:
@@ -47,9 +52,17 @@ class ProviderContract:
     def run(self, cloud: Cloud, stdin: bytes, *extra: str, **env: str) -> PluginRun:
         return run_plugin(self.plugin, stdin, [*cloud.args, *extra], {**cloud.env, **env})
 
+    def request(self, cloud: Cloud, api_version: str = API_V1) -> bytes:
+        """The kubelet's request for this contract's image (with the cloud's token, if any)."""
+        return request_bytes(self.image, api_version, cloud.token or None, cloud.annotations)
+
     @pytest.mark.parametrize("api_version", API_VERSIONS)
     def test_one_response_in_the_requests_api_version(self, cloud: Cloud, api_version: str) -> None:
-        run = self.run(cloud, request_bytes(self.image, api_version))
+        run = self.run(cloud, self.request(cloud, api_version))
+        if cloud.token and api_version != API_V1:  # no token fields before v1: one line, no answer
+            assert (run.code, run.stdout, len(run.error_lines)) == (1, b"", 1), run.stderr
+            assert "no service account token" in run.stderr
+            return
         response = run.response
         assert run.stdout.count(b"\n") == 1 and run.stdout.endswith(b"\n")
         assert response["kind"] == "CredentialProviderResponse"
@@ -62,7 +75,7 @@ class ProviderContract:
 
     def test_a_refusal_is_one_line_and_nothing_on_stdout(self, cloud: Cloud) -> None:
         cloud.refuse()
-        run = self.run(cloud, request_bytes(self.image))
+        run = self.run(cloud, self.request(cloud))
         assert (run.code, run.stdout) == (1, b"")
         lines = run.error_lines
         assert len(lines) == 1 and lines[0].startswith(f"{self.plugin}: error: "), run.stderr
@@ -76,17 +89,20 @@ class ProviderContract:
         assert cloud.calls() == 0
 
     def test_no_secret_reaches_stderr_at_any_verbosity(self, cloud: Cloud) -> None:
-        run = self.run(cloud, request_bytes(self.image), "-v=10")
+        run = self.run(cloud, self.request(cloud), "-v=10")
         assert run.code == 0, run.stderr
         issued = cloud.password()
         assert issued and not any(secret in run.stderr for secret in issued)
 
     def test_the_cache_serves_the_second_exec(self, cloud: Cloud, tmp_path: Path) -> None:
         cache = str(tmp_path / "cache")
-        first = self.run(cloud, request_bytes(self.image), CREDPROVIDER_CACHE_DIR=cache)
+        first = self.run(cloud, self.request(cloud), CREDPROVIDER_CACHE_DIR=cache)
         calls = cloud.calls()
-        second = self.run(cloud, request_bytes(self.image), CREDPROVIDER_CACHE_DIR=cache)
+        second = self.run(cloud, self.request(cloud), CREDPROVIDER_CACHE_DIR=cache)
         assert first.code == second.code == 0, second.stderr
+        if cloud.token:  # the kubelet caches token requests, keyed by the token: never this cache
+            assert cloud.calls() > calls >= 1
+            return
         assert cloud.calls() == calls >= 1
         assert json.loads(second.stdout)["auth"] == json.loads(first.stdout)["auth"]
 
@@ -107,9 +123,11 @@ class ProviderContract:
         with in_process(self.plugin, cloud.env, cloud.args) as node:
             yield node
 
-    def answer(self, node: InProcess, provider: Provider | None = None) -> Credentials:
+    def answer(
+        self, node: InProcess, cloud: Cloud, provider: Provider | None = None
+    ) -> Credentials:
         """The provider's answer to this contract's image, planned then fulfilled as serve does."""
-        request = parse_request(request_bytes(self.image))
+        request = parse_request(self.request(cloud))
         chosen = provider or node.provider
         return chosen.fulfil(
             chosen.plan(parse_image(self.image), request, node.ctx), request, node.ctx
@@ -118,7 +136,7 @@ class ProviderContract:
     def test_in_process_the_provider_returns_what_the_emulators_issued(
         self, cloud: Cloud, node: InProcess
     ) -> None:
-        creds = self.answer(node)
+        creds = self.answer(node, cloud)
         assert cloud.calls() >= 1
         assert creds.auth and creds.cache_key_type in CACHE_KEY_TYPES
         for entry in creds.auth.values():
@@ -131,7 +149,7 @@ class ProviderContract:
         self, cloud: Cloud, node: InProcess
     ) -> None:
         """The plan fetches nothing, its keys are the answer's, and its scope holds no secret."""
-        request = parse_request(request_bytes(self.image))
+        request = parse_request(self.request(cloud))
         plan = node.provider.plan(parse_image(self.image), request, node.ctx)
         assert cloud.calls() == 0  # planning fetches nothing
         creds = node.provider.fulfil(plan, request, node.ctx)
@@ -147,7 +165,7 @@ class ProviderContract:
     ) -> None:
         cloud.refuse()
         with pytest.raises(CredproviderError) as raised:
-            self.answer(node)
+            self.answer(node, cloud)
         message = str(raised.value)
         assert message.strip() and "\n" not in message
         assert cloud.calls() >= 1  # the emulators were reached, and refused
@@ -155,7 +173,7 @@ class ProviderContract:
     def test_in_process_no_secret_is_logged_at_any_verbosity(
         self, cloud: Cloud, node: InProcess
     ) -> None:
-        self.answer(node)
+        self.answer(node, cloud)
         issued, logged = cloud.password(), node.log.getvalue()
         assert logged and issued and not any(secret in logged for secret in issued)
 
@@ -164,8 +182,11 @@ class ProviderContract:
     ) -> None:
         assert with_cache(node.provider, self.plugin, None) is node.provider  # off: no wrapper
         cached = with_cache(node.provider, self.plugin, str(tmp_path / "cache"))
-        first = self.answer(node, cached)
+        first = self.answer(node, cloud, cached)
         calls = cloud.calls()
-        second = self.answer(node, cached)
+        second = self.answer(node, cloud, cached)
+        if cloud.token:  # token requests always reach the provider (runtime/caching.py)
+            assert cloud.calls() > calls >= 1
+            return
         assert cloud.calls() == calls >= 1
         assert second.auth == first.auth

@@ -16,7 +16,6 @@ from credprovider.azure.registry import (
     CLOUDS,
     AzureConfigError,
     cloud_from_metadata,
-    jwt_expiry,
     login_server_suffix,
     parse_registry_mirrors,
 )
@@ -26,6 +25,7 @@ from credprovider.gcp.registry import (
     parse_dockercfg,
     registry_keys,
 )
+from credprovider.runtime.answer import jwt_expiry
 from credprovider.runtime.api import ResponseError, parse_response
 from credprovider.runtime.goformat import DurationError, parse_go_duration
 from credprovider.runtime.imageref import parse_image

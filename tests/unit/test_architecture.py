@@ -158,9 +158,9 @@ def _importers(target: str) -> list[str]:
                 "credprovider.runtime.http",
             ],
         ),
-        # requests is a Send of that seam (Azure's calls through a proxy), and the bounded
-        # session every SDK over requests reads its answers through; nothing else.
-        ("requests", ["credprovider.azure.exchange", "credprovider.runtime.requests_session"]),
+        # requests is a Send of that seam (Azure's and the registry plugin's calls through a
+        # proxy), and the bounded session every SDK over requests reads its answers through.
+        ("requests", ["credprovider.runtime.requests_session"]),
         # Each SDK behind its cloud's adapter.
         ("botocore", ["credprovider.aws.botocore_api"]),
         ("google", ["credprovider.gcp.googleauth"]),

@@ -81,7 +81,7 @@ def test_unknown_name_is_a_clear_error() -> None:
     assert proc.returncode == 1 and proc.stdout == b""
     assert proc.stderr.decode() == (
         "nope: unknown program name; run as one of ecr-credential-provider, "
-        "acr-credential-provider, auth-provider-gcp, credprovider (a symlink to this executable), "
+        "acr-credential-provider, auth-provider-gcp, registry-credential-provider, credprovider (a symlink to this executable), "
         "or as <plugin name>-<suffix> for a second provider of a plugin (e.g. "
         "ecr-credential-provider-prod), or pass the name as the first argument\n"
     )

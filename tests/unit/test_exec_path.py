@@ -31,6 +31,7 @@ STDLIB = frozenset(
         "binascii",
         "collections",
         "datetime",
+        "enum",  # loaded at start-up by re (and by the runtime): a Backend enum costs nothing
         "errno",
         "fcntl",
         "hashlib",
@@ -69,6 +70,9 @@ SDKS = {
     "credprovider.aws": {"botocore", "certifi"},
     "credprovider.azure": {"azure", "requests", "certifi"},
     "credprovider.gcp": {"google"},
+    "credprovider.registries": {
+        "certifi"
+    },  # no SDK: the runtime's client (requests via the runtime)
 }
 # Never on the exec path, whatever the module.
 # The tool's side: the operator tool, and the cloud interface (credprovider/cloud.py) with each

@@ -14,7 +14,7 @@ from typing import Final
 
 from credprovider import __version__
 from credprovider.tool.agent.systemd import PRIVATE_SOCKET
-from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.catalog import DEFAULT_KEYS, PLUGINS
 from credprovider.tool.change.lock import node_lock
 from credprovider.tool.change.results import Result
 from credprovider.tool.commands.agent_pod import (
@@ -225,7 +225,7 @@ def _cmd_uninstall(args: argparse.Namespace) -> int:
 def _install_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--providers",
-        default=",".join(PLUGINS),
+        default=",".join(DEFAULT_KEYS),
         help=f"comma list of {', '.join(PLUGINS)} (default: %(default)s)",
     )
     parser.add_argument(

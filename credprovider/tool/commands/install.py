@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Final
 
 from credprovider.entry import SUFFIXED_FORM
 from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
-from credprovider.tool.catalog import PLUGINS, plugin_for_name
+from credprovider.tool.catalog import DEFAULT_KEYS, PLUGINS, plugin_for_name
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -244,7 +244,7 @@ def register(sub: Subcommands) -> None:
     )
     inst.add_argument(
         "--providers",
-        default=",".join(PLUGINS),
+        default=",".join(DEFAULT_KEYS),
         help=f"comma list of {', '.join(PLUGINS)} (default: %(default)s)",
     )
     for plugin in _TAKING_A_NODE_FILE:

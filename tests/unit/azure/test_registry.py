@@ -15,12 +15,12 @@ from credprovider.azure.registry import (
     cloud_from_metadata,
     cloud_from_name,
     exchange_url,
-    jwt_expiry,
     login_server_suffix,
     parse_challenge,
     parse_registry_mirrors,
     service_account_identity,
 )
+from credprovider.runtime.answer import jwt_expiry
 from emulators.azure import make_jwt
 
 PUBLIC = CLOUDS["azurepubliccloud"]

@@ -1,0 +1,75 @@
+"""The registry plugin as the ``credprovider`` tool sees it (credprovider/cloud.py). Pure.
+
+Unlike a cloud's, its registries are the operator's: it ships no matchImages, no args and no
+sample images, is installed only when ``--providers`` names it, and always needs the kubelet's
+service-account token."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+from credprovider.cloud import CloudPlugin, Explanation
+from credprovider.registries import PLUGIN_NAME
+from credprovider.registries.backends import (
+    FLAGS,
+    SECRET_ANNOTATION,
+    Backend,
+    parse_settings,
+    serves,
+)
+from credprovider.runtime.args import parse_arguments
+
+
+def explain(host: str, registry: str) -> Explanation:
+    """Not ``recognized``: no host is this plugin's own; the provider's --registry says which are."""
+    return Explanation(
+        False,
+        f"trade the pod's service account token at the backend the provider's --backend names "
+        f"({', '.join(b.value for b in Backend)}) for a credential of its own, returned under "
+        f"{registry} only if it is one of that backend's registries (--registry)",
+    )
+
+
+def lints(match_images: Sequence[str], args: Sequence[str], env: Collection[str]) -> list[str]:
+    """The args as the plugin reads them, and matchImages its credential is not for."""
+    try:
+        values, positionals = parse_arguments(list(args), FLAGS)
+        if positionals:
+            raise ValueError(f"unrecognized arguments: {' '.join(positionals)}")
+        settings = parse_settings(values)
+    except ValueError as exc:  # UsageError is one
+        return [f"every pull through it fails: the plugin refuses these args: {exc}"]
+    if not match_images:
+        return ["matchImages is empty: the kubelet sends this provider no image"]
+    if settings.backend is Backend.SECRET:
+        return []
+    foreign = [
+        pattern
+        for pattern in match_images
+        if "*" not in (host := pattern.split("/")[0]) and not serves(settings, host.lower())
+    ]
+    return (
+        [
+            f"matchImages {', '.join(foreign)} name hosts the {settings.backend.title} "
+            f"credential is not for ({', '.join(settings.registries)}): pulls from them fail; "
+            "add them to --registry if the credential is theirs"
+        ]
+        if foreign
+        else []
+    )
+
+
+DESCRIPTOR = CloudPlugin(
+    key="registries",
+    name=PLUGIN_NAME,
+    match_images=(),
+    default_cache_duration="1m",
+    args=(),
+    annotation_keys=(SECRET_ANNOTATION,),
+    sample_images={},
+    explain=explain,
+    lints=lints,
+    dry_run_needs_own_registry=True,
+    opt_in=True,
+    needs_token=True,
+)
