@@ -65,6 +65,11 @@ comes from with this environment and these args (``read(path)`` is a node file's
 or one sentence saying why there is no endpoint to reach (static keys, a key file)."""
 
 
+AnnotationLinter = Callable[[Sequence[str], Sequence[str]], list[str]]
+"""``(args, annotation keys tokenAttributes passes) -> warnings``: for a plugin whose annotations
+depend on its args (in place of the check against ``annotation_keys``)."""
+
+
 def no_lints(match_images: Sequence[str], args: Sequence[str], env: Collection[str]) -> list[str]:
     return []
 
@@ -114,6 +119,7 @@ class CloudPlugin:
     # token (validate says so of an entry without tokenAttributes).
     opt_in: bool = False
     needs_token: bool = False
+    annotation_lints: AnnotationLinter | None = None
 
 
 def with_https_port(reference: str) -> str:

@@ -14,6 +14,7 @@ from credprovider.registries.backends import (
     FLAGS,
     SECRET_ANNOTATION,
     Backend,
+    Settings,
     parse_settings,
     serves,
 )
@@ -59,6 +60,43 @@ def lints(match_images: Sequence[str], args: Sequence[str], env: Collection[str]
     )
 
 
+def annotation_lints(args: Sequence[str], passed: Sequence[str]) -> list[str]:
+    """The secret backend reads one annotation, which the kubelet passes only if tokenAttributes
+    lists it; no other backend reads any."""
+    settings = _settings(args)
+    if settings is None:
+        return []  # said by lints
+    if settings.backend is not Backend.SECRET:
+        return [
+            f"tokenAttributes annotation {key!r} is not read by the {settings.backend.value} backend"
+            for key in passed
+        ]
+    missing = (
+        [
+            f"the secret backend reads annotation {settings.annotation!r}, which the kubelet passes "
+            "only when tokenAttributes lists it: add it to optionalServiceAccountAnnotationKeys "
+            "(a service account without it then gets one clear line; in "
+            "requiredServiceAccountAnnotationKeys the kubelet skips the plugin silently)"
+        ]
+        if settings.annotation not in passed
+        else []
+    )
+    return missing + [
+        f"tokenAttributes annotation {key!r} is not read by the secret backend (it reads "
+        f"{settings.annotation})"
+        for key in passed
+        if key != settings.annotation
+    ]
+
+
+def _settings(args: Sequence[str]) -> Settings | None:
+    try:
+        values, positionals = parse_arguments(list(args), FLAGS)
+        return None if positionals else parse_settings(values)
+    except ValueError:
+        return None
+
+
 DESCRIPTOR = CloudPlugin(
     key="registries",
     name=PLUGIN_NAME,
@@ -72,4 +110,5 @@ DESCRIPTOR = CloudPlugin(
     dry_run_needs_own_registry=True,
     opt_in=True,
     needs_token=True,
+    annotation_lints=annotation_lints,
 )

@@ -33,12 +33,12 @@ from credprovider.tool.agent.platforms import (
     recognize,
     signs_of,
 )
-from credprovider.tool.agent.settings import Settings
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.install import holds_providers, other_providers
 from credprovider.tool.change.migrate import FlagChanges
 from credprovider.tool.change.render import kubelet_flags, render_config
 from credprovider.tool.change.results import Action, Step
+from credprovider.tool.change.settings import Settings
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value

@@ -87,7 +87,7 @@ def await_dry_run(
     """Until every provider answers a dry-run credential request (each new failure an Event and
     a line), as the kubelet would run it."""
     from credprovider.tool.agent.daemon import DRY_RUN_FAILED
-    from credprovider.tool.agent.settings import dry_run_images
+    from credprovider.tool.change.settings import dry_run_images
 
     launcher = shlex.split(options.dry_run_launcher)
     bin_dir = plan.bin_dir if launcher else options.bundle

@@ -4,7 +4,8 @@
 finished by the next run after a kill), ``journal`` (its intent journal beside the config, then
 the record of the last change), ``confine`` (what a journal or record may make the node do),
 ``durable`` (atomic, flushed writes), ``render`` (what is written: the config for the chosen
-plugins, the flags, the bundle's place), ``install`` (``credprovider install``: planned, then applied
+plugins, the flags, the bundle's place), ``settings`` (what the operator gives a provider in
+place of its defaults: ``--provider-settings``, the chart's ``providerSettings``), ``install`` (``credprovider install``: planned, then applied
 all or nothing), ``migrate`` (from the in-tree cloud login: the plan and the merged config),
 ``undo`` (``credprovider undo``: the last change reversed from its record), ``startcheck``
 (would the kubelet start with the config as a change leaves it), ``results`` (what a change did

@@ -32,6 +32,7 @@ from credprovider.tool.change.render import (
     written_as_json,
 )
 from credprovider.tool.change.results import Action, Step
+from credprovider.tool.change.settings import Settings
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.images.startcheck import NotCredprovider, credprovider_version
 
@@ -60,10 +61,12 @@ def plan_install(
     force: bool = False,
     target: str | None = None,
     as_name: str | None = None,
+    settings: Settings | None = None,
 ) -> InstallPlan:
     """Every change install would make, each checked; nothing is changed. ``as_name``: one more
     provider of the one plugin in ``keys``, under that name (install --as): its link, and its entry
-    added to the config's providers, which are kept."""
+    added to the config's providers, which are kept. ``settings``: per key, fields replacing the
+    shipped defaults (``--provider-settings``, change/settings.py)."""
     unknown = [key for key in keys if key not in PLUGINS]
     if unknown:
         raise NodeChangeError(
@@ -84,7 +87,9 @@ def plan_install(
     ours = {names.get(key) or PLUGINS[key].name for key in keys}
     kept = [p for p in other_providers(current[0], None) if p.get("name") not in ours]
     as_json = written_as_json(current[0])
-    text = render_config(keys, node_files, first=kept, names=names, as_json=as_json)
+    text = render_config(
+        keys, node_files, first=kept, names=names, settings=settings, as_json=as_json
+    )
     plan = InstallPlan(directory, Path(config_out), text, executable, version, copy)
     link_target = executable
     if copy:

@@ -56,7 +56,7 @@ def provider_entry(
     return entry
 
 
-# Settings fields that shape the agent's run, never a provider entry (agent/settings.py).
+# Settings fields that shape the agent's run, never a provider entry (change/settings.py).
 NOT_IN_CONFIG: Final = ("dryRunImage",)
 
 

@@ -174,7 +174,7 @@ def chosen_providers(args: Any, command: str) -> list[str] | None:
     """--providers as catalog keys, and --provider-settings parsed into ``args.settings``; None
     (and one line, headed ``credprovider COMMAND:``) when either is not what they take (agent
     and render share these two options)."""
-    from credprovider.tool.agent.settings import AgentSettingsError, parse
+    from credprovider.tool.change.settings import SettingsError, parse
 
     keys = [key.strip() for key in args.providers.split(",") if key.strip()]
     unknown = [key for key in keys if key not in PLUGINS]
@@ -187,7 +187,7 @@ def chosen_providers(args: Any, command: str) -> list[str] | None:
         return None
     try:
         args.settings = parse(args.provider_settings, keys)
-    except AgentSettingsError as exc:
+    except SettingsError as exc:
         print(f"credprovider {command}: {exc}", file=sys.stderr)
         return None
     return keys

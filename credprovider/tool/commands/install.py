@@ -59,6 +59,13 @@ def _cmd_install(args: argparse.Namespace) -> int:
             )
             return EXIT_USAGE
         keys = [plugin.key]
+    from credprovider.tool.change.settings import SettingsError, parse
+
+    try:
+        args.settings = parse(args.provider_settings, keys)
+    except SettingsError as exc:
+        print(f"credprovider install: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     node_files = {
         plugin.key: path
         for plugin in _TAKING_A_NODE_FILE
@@ -101,6 +108,7 @@ def _plan_and_apply(args: argparse.Namespace, keys: list[str], node_files: dict[
             args.force,
             args.target,
             as_name=args.as_name,
+            settings=args.settings,
         )
     except UnreadableError as exc:
         return cannot_check("install", exc, args.json)
@@ -253,6 +261,14 @@ def register(sub: Subcommands) -> None:
             dest=_node_file_dest(plugin.key),
             help=f"the node file passed to {plugin.name} (default: {plugin.node_file_arg})",
         )
+    inst.add_argument(
+        "--provider-settings",
+        default="",
+        help="JSON, per provider key, of matchImages, args, env, defaultCacheDuration or "
+        "tokenAttributes replacing the defaults, as the chart's providerSettings; the registries "
+        "plugin needs its own matchImages, args and tokenAttributes here (docs/registries.md) "
+        "(default: none)",
+    )
     inst.add_argument(
         "--as",
         dest="as_name",

@@ -152,13 +152,25 @@ def _node_file_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[
 
 
 def _annotation_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[str]:
-    """tokenAttributes annotation keys the plugin does not read."""
+    """tokenAttributes annotation keys the plugin does not read (or, for a plugin that needs the
+    token, no tokenAttributes at all)."""
     attributes = provider.tokenAttributes
     if attributes is None:
-        return []
+        return (
+            [
+                f"{plugin.name} answers only with the pod's service account token: without "
+                "tokenAttributes the kubelet sends none and every pull through it fails; set "
+                "serviceAccountTokenAudience (the audience its backend trusts), cacheType: Token "
+                "and requireServiceAccount: true"
+            ]
+            if plugin.needs_token
+            else []
+        )
     keys = (attributes.requiredServiceAccountAnnotationKeys or []) + (
         attributes.optionalServiceAccountAnnotationKeys or []
     )
+    if plugin.annotation_lints is not None:
+        return plugin.annotation_lints(provider.args or [], keys)
     return [
         f"tokenAttributes annotation {key!r} is not read by {plugin.name} "
         f"(it reads {', '.join(plugin.annotation_keys)})"

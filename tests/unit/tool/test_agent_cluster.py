@@ -165,7 +165,7 @@ def test_a_dry_run_image_is_the_operators_and_must_be_one_the_provider_takes(
     tmp_path: Path,
 ) -> None:
     from credprovider.tool.agent.health import dry_run
-    from credprovider.tool.agent.settings import dry_run_images, parse
+    from credprovider.tool.change.settings import dry_run_images, parse
     from credprovider.tool.kubeconfig.model import read_config
 
     settings = parse(

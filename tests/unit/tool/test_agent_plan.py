@@ -252,7 +252,7 @@ def test_a_kubelet_already_given_a_config_keeps_it_and_its_providers(tmp_path: P
 
 
 def test_provider_settings_replace_the_shipped_defaults(tmp_path: Path) -> None:
-    from credprovider.tool.agent.settings import parse
+    from credprovider.tool.change.settings import parse
 
     settings = parse(
         '{"aws": {"matchImages": ["registry.internal.example"], "args": ["-v=2"],'
@@ -270,7 +270,7 @@ def test_provider_settings_replace_the_shipped_defaults(tmp_path: Path) -> None:
 
 
 def test_provider_settings_the_kubelet_would_refuse_change_nothing(tmp_path: Path) -> None:
-    from credprovider.tool.agent.settings import parse
+    from credprovider.tool.change.settings import parse
 
     # service-account tokens without the fields the kubelet requires with them
     settings = parse(
@@ -300,15 +300,15 @@ def test_provider_settings_the_kubelet_would_refuse_change_nothing(tmp_path: Pat
     ],
 )  # fmt: skip
 def test_provider_settings_that_are_not_settings_are_one_line(text: str, said: str) -> None:
-    from credprovider.tool.agent.settings import AgentSettingsError, parse
+    from credprovider.tool.change.settings import SettingsError, parse
 
-    with pytest.raises(AgentSettingsError) as raised:
+    with pytest.raises(SettingsError) as raised:
         parse(text, ["aws"])
     assert str(raised.value).startswith(said)
 
 
 def test_token_attributes_are_refused_for_a_kubelet_before_1_34(tmp_path: Path) -> None:
-    from credprovider.tool.agent.settings import parse
+    from credprovider.tool.change.settings import parse
 
     attributes = (
         '{"aws": {"tokenAttributes": {"serviceAccountTokenAudience": "sts.amazonaws.com",'

@@ -1,5 +1,5 @@
-"""What an operator changes in the providers the agent writes (the chart's ``providerSettings``,
-the agent's ``--provider-settings``): per provider key (aws, azure, gcp), its ``matchImages``,
+"""What an operator changes in the providers install and the agent write (``--provider-settings``,
+the chart's ``providerSettings``): per provider key (aws, azure, gcp, registries), its ``matchImages``,
 ``args``, ``env`` (a name-to-value mapping), ``defaultCacheDuration`` and ``tokenAttributes``,
 each replacing the shipped default; and ``dryRunImage``, the image the agent's dry run asks
 credentials for (needed where the plugin trades its token at the registry itself: ACR). Parsed here (shape and types, one line naming what is wrong);
@@ -28,8 +28,8 @@ FIELDS: Final = {
 MAX_CHARS: Final = 64 << 10
 
 
-class AgentSettingsError(CredproviderError):
-    """--provider-settings is not what the agent takes."""
+class SettingsError(CredproviderError):
+    """--provider-settings is not what install and the agent take."""
 
 
 def _strings(value: Any) -> bool:
@@ -46,36 +46,64 @@ def _right_type(field: str, value: Any) -> bool:
     return isinstance(value, dict)
 
 
+# What an opt-in plugin (catalog: its registries and backend are the operator's) must be given.
+OPT_IN_FIELDS: Final = ("matchImages", "args")
+
+
 def parse(text: str, keys: list[str]) -> dict[str, dict[str, Any]]:
-    """``text`` (JSON) as settings for the providers ``keys``; :class:`AgentSettingsError` if not."""
+    """``text`` (JSON) as settings for the providers ``keys``; :class:`SettingsError` if not,
+    or if an opt-in plugin among ``keys`` is not given what only the operator can name."""
+    found = _parsed(text, keys)
+    _check_opt_in(found, keys)
+    return found
+
+
+def _check_opt_in(found: Settings, keys: list[str]) -> None:
+    from credprovider.tool.catalog import PLUGINS
+
+    for key in keys:
+        plugin = PLUGINS[key]
+        wanted = [*OPT_IN_FIELDS, *(("tokenAttributes",) if plugin.needs_token else ())]
+        missing = (
+            [field for field in wanted if not found.get(key, {}).get(field)]
+            if plugin.opt_in
+            else []
+        )
+        if missing:
+            raise SettingsError(
+                f"{key} ({plugin.name}) ships no {', '.join(missing)}: give them in "
+                f"--provider-settings (the chart's providerSettings.{key}): its registries and "
+                "backend are yours to name (docs/registries.md)"
+            )
+
+
+def _parsed(text: str, keys: list[str]) -> dict[str, dict[str, Any]]:
     if not text:
         return {}
     if len(text) > MAX_CHARS:
-        raise AgentSettingsError(f"--provider-settings is longer than {MAX_CHARS} characters")
+        raise SettingsError(f"--provider-settings is longer than {MAX_CHARS} characters")
     try:
         found = bounded_json(text)
     except JsonTooDeep as exc:
-        raise AgentSettingsError(f"--provider-settings {exc}") from None
+        raise SettingsError(f"--provider-settings {exc}") from None
     except ValueError as exc:
-        raise AgentSettingsError(f"--provider-settings is not JSON: {exc}") from None
+        raise SettingsError(f"--provider-settings is not JSON: {exc}") from None
     if not isinstance(found, dict):
-        raise AgentSettingsError(
-            "--provider-settings is a JSON object keyed by provider (aws, ...)"
-        )
+        raise SettingsError("--provider-settings is a JSON object keyed by provider (aws, ...)")
     for key, settings in found.items():
         if key not in keys:
-            raise AgentSettingsError(
+            raise SettingsError(
                 f"--provider-settings names {key!r}, which is not in --providers ({', '.join(keys)})"
             )
         if not isinstance(settings, dict):
-            raise AgentSettingsError(f"--provider-settings: {key} is a JSON object")
+            raise SettingsError(f"--provider-settings: {key} is a JSON object")
         for field, value in settings.items():
             if field not in FIELDS:
-                raise AgentSettingsError(
+                raise SettingsError(
                     f"--provider-settings: {key}.{field} is not one of {', '.join(FIELDS)}"
                 )
             if not _right_type(field, value):
-                raise AgentSettingsError(f"--provider-settings: {key}.{field} is {FIELDS[field]}")
+                raise SettingsError(f"--provider-settings: {key}.{field} is {FIELDS[field]}")
     return found
 
 
