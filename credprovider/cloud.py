@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 # The kubelet matches ports exactly: a pattern without a port never matches an image that names one,
 # and `host:443/...` is common (copied registry URLs, some mirrors). Every shipped pattern and every
@@ -33,8 +33,13 @@ class Explanation:
         return {"recognized": self.recognized, **self.facts, "action": self.action}
 
 
-Explainer = Callable[[str, str], Explanation]
-"""``(host, registry) -> Explanation``: what the plugin would do for an image on that registry."""
+class Explainer(Protocol):
+    """``(host, registry, args) -> Explanation``: what the plugin would do for an image on that
+    registry, given the provider entry's args when they are known (a config's) and ``()`` when not
+    (the shipped entries)."""
+
+    def __call__(self, host: str, registry: str, args: Sequence[str] = ()) -> Explanation: ...
+
 
 Linter = Callable[[Sequence[str], Sequence[str], Collection[str]], list[str]]
 """``(matchImages, args, env names) -> warnings``: the cloud's own checks of a provider entry."""
@@ -55,6 +60,9 @@ class IdentityProbe:
     silence: str = ""  # what no answer at all most likely means here, and the fix
     # What the plugin turns that identity into before it pulls (impersonated accounts), if anything.
     then: str = ""
+    # For an https:// URL: the CA bundle its certificate is checked against, as the plugin checks
+    # it ("": certifi's bundle, the plugins' default).
+    ca_file: str = ""
 
 
 IdentityFinder = Callable[

@@ -27,7 +27,7 @@ from credprovider.cloud import (
 )
 
 
-def explain(host: str, registry: str) -> Explanation:
+def explain(host: str, registry: str, args: Sequence[str] = ()) -> Explanation:
     ecr = classify_host(host)
     recognized = ecr.kind != "other"
     if ecr.kind == "public":

@@ -37,7 +37,7 @@ DEFAULT_AZURE_CONFIG: Final = "/etc/kubernetes/azure.json"
 _PUBLIC_AZURE = CLOUDS["azurepubliccloud"]
 
 
-def explain(host: str, registry: str) -> Explanation:
+def explain(host: str, registry: str, args: Sequence[str] = ()) -> Explanation:
     recognized = login_server_suffix(host, _PUBLIC_AZURE) is not None
     action = (
         f"get an AAD token for https://containerregistry.azure.net/.default, exchange it at "

@@ -28,7 +28,7 @@ from credprovider.gcp.registry import (
 )
 
 
-def explain(host: str, registry: str) -> Explanation:
+def explain(host: str, registry: str, args: Sequence[str] = ()) -> Explanation:
     recognized = is_google_registry_host(host)
     keys = registry_keys(registry, host) if recognized else []
     action = (

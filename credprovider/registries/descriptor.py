@@ -6,9 +6,10 @@ service-account token."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Final
 
-from credprovider.cloud import CloudPlugin, Explanation
+from credprovider.cloud import CloudPlugin, Explanation, IdentityProbe
 from credprovider.registries import PLUGIN_NAME
 from credprovider.registries.backends import (
     FLAGS,
@@ -21,13 +22,38 @@ from credprovider.registries.backends import (
 from credprovider.runtime.args import parse_arguments
 
 
-def explain(host: str, registry: str) -> Explanation:
-    """Not ``recognized``: no host is this plugin's own; the provider's --registry says which are."""
+def explain(host: str, registry: str, args: Sequence[str] = ()) -> Explanation:
+    """With the entry's args: the backend that answers, and whether the image's registry is one
+    its credential is for (``recognized``); without them, what any entry would do."""
+    settings = _settings(args) if args else None
+    if settings is None:
+        return Explanation(
+            False,
+            "trade the pod's service account token at the backend the provider's --backend names "
+            f"({', '.join(b.value for b in Backend)}) for a credential of its own, returned under "
+            f"{registry} only if it is one of that backend's registries (--registry)",
+        )
+    facts = {"backend": settings.backend.value, "url": settings.url}
+    if not serves(settings, registry):
+        return Explanation(
+            False,
+            f"nothing: {registry} is not one of the registries the {settings.backend.title} "
+            f"credential is for ({', '.join(settings.registries)}), so the pull fails",
+            facts,
+        )
+    if settings.backend is Backend.SECRET:
+        return Explanation(
+            True,
+            f"read, as the pod, the Secret its service account's annotation {settings.annotation} "
+            f"names in its own namespace from the API server at {settings.url}, and return that "
+            f"Secret's auths entry for {registry}, if it has one (cacheKeyType Image)",
+            facts,
+        )
     return Explanation(
-        False,
-        f"trade the pod's service account token at the backend the provider's --backend names "
-        f"({', '.join(b.value for b in Backend)}) for a credential of its own, returned under "
-        f"{registry} only if it is one of that backend's registries (--registry)",
+        True,
+        f"trade the pod's service account token at {settings.backend.title} ({settings.url}) for "
+        f"a credential of its own, returned under {registry} (cacheKeyType Registry)",
+        facts,
     )
 
 
@@ -89,6 +115,39 @@ def annotation_lints(args: Sequence[str], passed: Sequence[str]) -> list[str]:
     ]
 
 
+# Each backend's unauthenticated health endpoint: what doctor asks to show it is reachable. Quay's
+# /health/instance (quay/quay endpoints/web.py), JFrog Access's system ping (JFrog REST API
+# "Access: Ping"), Vault's /v1/sys/health (200 when initialized, unsealed and active), the API
+# server's /readyz (system:public-info-viewer lets anyone read it), Cloudsmith's basic status
+# check (its API reference, "status": GET /v1/status/check/basic/).
+HEALTH: Final = {
+    Backend.QUAY: "/health/instance",
+    Backend.QUAY_STS: "/health/instance",
+    Backend.ARTIFACTORY: "/access/api/v1/system/ping",
+    Backend.CLOUDSMITH: "/v1/status/check/basic/",
+    Backend.VAULT: "/v1/sys/health",
+    Backend.SECRET: "/readyz",
+}
+
+
+def identity(
+    environ: Mapping[str, str], args: Sequence[str], read: Callable[[str], str | None]
+) -> IdentityProbe | str:
+    """The backend's health endpoint, over the TLS the plugin uses (--ca-file)."""
+    settings = _settings(args)
+    if settings is None:
+        return "the backend: not probed (the args are refused: see validate)"
+    return IdentityProbe(
+        what=f"{settings.backend.title} ({settings.url})",
+        method="GET",
+        url=f"{settings.url}{HEALTH[settings.backend]}",
+        silence=f"check that {settings.url} is reachable from this node and --url names the "
+        "backend (a firewall, a proxy: HTTPS_PROXY and NO_PROXY in the provider's env)",
+        ca_file=settings.ca_file,
+        then="the pod's own credential (exchanged at each pull)",
+    )
+
+
 def _settings(args: Sequence[str]) -> Settings | None:
     try:
         values, positionals = parse_arguments(list(args), FLAGS)
@@ -111,4 +170,5 @@ DESCRIPTOR = CloudPlugin(
     opt_in=True,
     needs_token=True,
     annotation_lints=annotation_lints,
+    identity=identity,
 )

@@ -205,3 +205,23 @@ def test_the_secret_backend_reads_only_the_tokens_namespace(tmp_path: Path) -> N
     assert json.dumps(response["auth"][HOST]) == json.dumps(
         {"username": "secret-user", "password": "secret-password-0123456789"}
     )
+
+
+def test_doctor_reaches_each_backend_as_the_plugin_does(cloud: BackendCloud) -> None:
+    """doctor's reachability probe: the backend's health endpoint over the plugin's TLS (its
+    --ca-file); without that CA the certificate is refused, as the plugin would refuse it."""
+    from credprovider.registries.descriptor import identity
+    from credprovider.tool.doctor.identity import probe
+    from credprovider.tool.doctor.model import FAIL, PASS
+
+    found = identity({}, cloud.args, lambda path: None)
+    assert not isinstance(found, str)
+    [(status, message, _)] = probe(found, {})
+    assert status == PASS and message.startswith(found.what), message
+    assert cloud.fake.calls == []  # a health check is no credential call
+    at = cloud.args.index("--ca-file")
+    untrusted = identity({}, cloud.args[:at] + cloud.args[at + 2 :], lambda path: None)
+    assert not isinstance(untrusted, str)
+    [(status, message, fix)] = probe(untrusted, {})
+    assert status == FAIL and "CERTIFICATE_VERIFY_FAILED" in message.upper().replace(" ", "_")
+    assert "reachable" in fix

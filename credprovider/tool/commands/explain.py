@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 
 from credprovider.runtime.imageref import ImageError
 from credprovider.tool.catalog import PLUGINS
@@ -34,8 +35,8 @@ def _cmd_explain(args: argparse.Namespace) -> int:
             print(f"credprovider explain: {node.unreadable[0]}", file=sys.stderr)
             return EXIT_USAGE
     try:
-        providers = _config_providers(args.config) if args.config else None
-        result = explain_image(args.image, args.provider, providers)
+        providers, args_of = _config_providers(args.config) if args.config else (None, None)
+        result = explain_image(args.image, args.provider, providers, args_of)
     except ImageError as exc:
         print(f"credprovider explain: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -68,10 +69,16 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _config_providers(path: str) -> list[tuple[str, list[str]]]:
+def _config_providers(
+    path: str,
+) -> tuple[list[tuple[str, Sequence[str]]], dict[str, Sequence[str]]]:
+    """The config's (name, matchImages) in order, and each provider's args."""
     from credprovider.tool.kubeconfig.validate import load_config
 
-    return [(p.name or "", p.matchImages or []) for p in load_config(path).providers]
+    loaded = load_config(path).providers
+    return [(p.name or "", p.matchImages or []) for p in loaded], {
+        p.name or "": p.args or [] for p in loaded
+    }
 
 
 def register(sub: Subcommands) -> None:

@@ -53,11 +53,15 @@ def clock_skew(date_header: str, now: float) -> float | None:
 def probe(found: IdentityProbe, environ: Mapping[str, str]) -> list[tuple[Status, str, str]]:
     """``found`` sent once: ``(status, message, fix)`` for reachability, then for the clock."""
     from credprovider.runtime.answer import BadAnswer
-    from credprovider.runtime.http import HttpError, request
+    from credprovider.runtime.http import CaBundleError, HttpError, request, verified_context
 
     refused = _refused_by_test_mode(found.url, environ)
     if refused is not None:
         return [(INFO, f"{found.what}: not probed: {refused}", "")]
+    try:
+        tls = verified_context(found.ca_file) if found.url.startswith("https://") else None
+    except CaBundleError as exc:
+        return [(FAIL, f"{found.what}: {exc}", "")]
     try:
         answer = request(
             found.method,
@@ -66,6 +70,7 @@ def probe(found: IdentityProbe, environ: Mapping[str, str]) -> list[tuple[Status
             timeout=PROBE_TIMEOUT_SECONDS,
             max_body=PROBE_BODY_CAP,
             within=PROBE_TIMEOUT_SECONDS,
+            tls=tls,
         )
     except HttpError as exc:
         return [(FAIL, f"{found.what} is unreachable: {exc}", found.silence)]

@@ -4,7 +4,7 @@ would do. Offline and pure: no network, no SDK import. The selection is the one 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from credprovider.runtime.imageref import kubelet_image, parse_image
@@ -16,6 +16,7 @@ def explain_image(
     image: str,
     provider: str | None = None,
     providers: Sequence[tuple[str, Sequence[str]]] | None = None,
+    args_of: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """The explanation as a JSON-ready dict (raises ``imageref.ImageError`` for what is not an
     image, with the hint every command gives).
@@ -61,4 +62,5 @@ def explain_image(
             "recognized": False,
             "action": f"run {chosen} (not a credprovider plugin)",
         }
-    return {**result, **behind.explain(ref.host, ref.registry).as_json()}
+    args = (args_of or {}).get(chosen, ())
+    return {**result, **behind.explain(ref.host, ref.registry, args).as_json()}

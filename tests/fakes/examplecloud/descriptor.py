@@ -11,7 +11,7 @@ HOST_SUFFIX = ".registry.example.test"
 DEFAULT_TOKEN_FILE = "/etc/kubernetes/example-token"
 
 
-def explain(host: str, registry: str) -> Explanation:
+def explain(host: str, registry: str, args: Sequence[str] = ()) -> Explanation:
     recognized = host.endswith(HOST_SUFFIX)
     return Explanation(
         recognized,

@@ -8,6 +8,7 @@ service account, while a pod of another namespace gets none."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -22,12 +23,13 @@ from tests.helpers_kubelet import run_harness
 PLUGIN = "registry-credential-provider"
 
 
-def tool(*args: str) -> subprocess.CompletedProcess[str]:
+def tool(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         private([str(BUNDLE_DIR / "credprovider"), *args]),
         capture_output=True,
         text=True,
         timeout=120,
+        env={**os.environ, **(env or {})},
         check=False,
     )
 
@@ -72,6 +74,30 @@ def test_installed_it_serves_the_kubelet_through_each_backend(
         assert (entry["name"], entry["args"]) == (PLUGIN, cloud.args)
         valid = tool("validate", str(config), "--bin-dir", str(bin_dir))
         assert valid.returncode == 0 and "warning" not in valid.stdout + valid.stderr, valid.stdout
+
+        explained = tool("explain", f"{HOST}/team/app", "--config", str(config), "--json")
+        said = json.loads(explained.stdout)
+        assert (said["plugin"], said["backend"], said["recognized"]) == (PLUGIN, backend, True)
+        elsewhere = json.loads(tool("explain", "elsewhere.example.test/x", "--config",
+                                    str(config), "--provider", "registries", "--json").stdout)  # fmt: skip
+        if backend == "secret":  # the Secret names its hosts: the pod's Secret decides
+            assert elsewhere["recognized"] and "if it has one" in elsewhere["action"]
+        else:
+            assert not elsewhere["recognized"] and "the pull fails" in elsewhere["action"]
+
+        # get, as an operator debugs a pull: the backend that answered is said
+        token_file = tmp_path / "token"
+        token_file.write_text(cloud.token)
+        annotations = [f"--sa-annotation={k}={v}" for k, v in cloud.annotations.items()]
+        got = tool("get", f"{HOST}/team/app", "--config", str(config), "--bin-dir", str(bin_dir),
+                   "--sa-token-file", str(token_file), *annotations, "--environment", "this",
+                   env=cloud.env)  # fmt: skip
+        assert got.returncode == 0, got.stderr
+        title = {"quay": "Quay robot federation", "quay-sts": "Quay token exchange",
+                 "artifactory": "Artifactory OIDC", "cloudsmith": "Cloudsmith OIDC",
+                 "vault": "Vault", "secret": "pull Secret"}[backend]  # fmt: skip
+        assert f"said: {title}" in got.stdout or title in got.stdout, got.stdout
+        assert not any(secret in got.stdout + got.stderr for secret in cloud.password())
 
         other = cloud.issuer.token(namespace="other", name="intruder", audience=AUDIENCE)
         lookups = [
