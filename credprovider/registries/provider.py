@@ -32,6 +32,8 @@ from credprovider.runtime.redact import register_secret
 from credprovider.runtime.retry import RETRYABLE_STATUSES
 
 if TYPE_CHECKING:
+    import ssl
+
     from credprovider.registries.wire import Call
     from credprovider.runtime.api import CredentialProviderRequest
     from credprovider.runtime.http import Send
@@ -143,7 +145,26 @@ def _transport(settings: Settings, ctx: Context) -> Send:
         return requests_send(ctx)
     from credprovider.runtime.http import stdlib_send, verified_context
 
-    return stdlib_send(verified_context(settings.ca_file, "--ca-file"))
+    if not settings.ca_file:
+        return stdlib_send(verified_context())
+    return stdlib_send(_trusting(settings.ca_file))
+
+
+def _trusting(path: str) -> ssl.SSLContext:
+    """A verified TLS context trusting the PEM bundle at ``path``, read as every node file is (a
+    regular file, capped: a FIFO or /dev/zero is refused, never waited on)."""
+    import ssl
+
+    from credprovider.runtime.nodefile import read_node_file
+
+    try:
+        pem = read_node_file(path).decode("ascii", "replace")
+        return ssl.create_default_context(cadata=pem)
+    except OSError as exc:
+        reason = (exc.strerror or str(exc)).lower()
+    except (ssl.SSLError, ValueError):
+        reason = "it holds no PEM certificate"
+    raise ProviderError(f"--ca-file {path} cannot be used: {reason}", "fix the provider's args")
 
 
 def _ask(call: Call, settings: Settings, ctx: Context, send: Send, token: str) -> Any:

@@ -225,3 +225,28 @@ def test_doctor_reaches_each_backend_as_the_plugin_does(cloud: BackendCloud) -> 
     [(status, message, fix)] = probe(untrusted, {})
     assert status == FAIL and "CERTIFICATE_VERIFY_FAILED" in message.upper().replace(" ", "_")
     assert "reachable" in fix
+
+
+@pytest.mark.parametrize("kind", ["fifo", "/dev/zero", "directory", "absent", "not PEM"])
+def test_a_ca_file_that_is_no_bundle_is_one_line_at_once(
+    quay: BackendCloud, tmp_path: Path, kind: str
+) -> None:
+    """--ca-file is read as every node file is: a FIFO is never waited on, /dev/zero never read."""
+    import os
+
+    path = {
+        "/dev/zero": "/dev/zero",
+        "directory": str(tmp_path),
+        "absent": str(tmp_path / "no"),
+    }.get(kind, str(tmp_path / "ca"))
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "not PEM":
+        Path(path).write_text("not a certificate\n")
+    at = quay.args.index("--ca-file")
+    args = [*quay.args[:at], "--ca-file", path, *quay.args[at + 2 :]]
+    started = time.monotonic()
+    run_ = run_plugin(PLUGIN, request_bytes(IMAGE, token=quay.token), args, quay.env)
+    line = one_line(run_)
+    assert time.monotonic() - started < 5 and f"--ca-file {path} cannot be used" in line
+    assert quay.fake.calls == []
