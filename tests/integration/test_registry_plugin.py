@@ -238,7 +238,7 @@ def test_a_ca_file_that_is_no_bundle_is_one_line_at_once(
         "/dev/zero": "/dev/zero",
         "directory": str(tmp_path),
         "absent": str(tmp_path / "no"),
-    }.get(kind, str(tmp_path / "ca"))
+    }.get(kind, str(tmp_path / "bundle.pem"))
     if kind == "fifo":
         os.mkfifo(path)
     elif kind == "not PEM":
