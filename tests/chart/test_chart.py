@@ -9,6 +9,7 @@ the render with one line."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -100,6 +101,19 @@ def test_uninstall_and_paths_of_ones_own(helm: Path) -> None:
     ]  # fmt: skip
 
 
+def test_the_registries_plugin_with_its_settings_reaches_the_agent(helm: Path) -> None:
+    settings = ["providerSettings.registries.matchImages={quay.example.com}",
+                "providerSettings.registries.args={--backend,quay,--url,https://quay.example.com,"
+                "--robot,team+puller}",
+                "providerSettings.registries.tokenAttributes.serviceAccountTokenAudience=q",
+                "providerSettings.registries.tokenAttributes.cacheType=Token"]  # fmt: skip
+    pod = agent_pod(helm, "image.repository=r/c", "providers={registries}", *settings)
+    (agent,) = [c for c in pod["containers"] if "--providers=registries" in c["args"]]
+    (given,) = [a for a in agent["args"] if a.startswith("--provider-settings=")]
+    parsed = json.loads(given.partition("=")[2])
+    assert parsed["registries"]["args"][:2] == ["--backend", "quay"]
+
+
 def test_every_node_when_told(helm: Path) -> None:
     rendered = documents(helm, "image.repository=r/c", "tolerations[0].operator=Exists")
     pod = rendered["DaemonSet"]["spec"]["template"]["spec"]
@@ -125,7 +139,14 @@ def test_every_node_when_told(helm: Path) -> None:
         (("image.repository=r/c", "action=remove"),
          "at '/action': value must be one of 'install', 'uninstall'"),
         (("image.repository=r/c", "providers={aws,ibm}"),
-         "at '/providers/1': value must be one of 'aws', 'azure', 'gcp'"),
+         "at '/providers/1': value must be one of 'aws', 'azure', 'gcp', 'registries'"),
+        # the opt-in plugin names nothing itself: each of its three settings is required
+        (("image.repository=r/c", "providers={aws,registries}"),
+         "providerSettings.registries.matchImages is required: the registries plugin"),
+        (("image.repository=r/c", "providers={registries}",
+          "providerSettings.registries.matchImages={quay.example.com}",
+          "providerSettings.registries.args={--backend,quay}"),
+         "providerSettings.registries.tokenAttributes is required"),
         (("image.repository=r/c", "slots=2"), "at '': additional properties 'slots' not allowed"),
         (("image.repository=r/c", "flags.slot=3"),
          "at '/flags': additional properties 'slot' not allowed"),
