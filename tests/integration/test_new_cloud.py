@@ -86,7 +86,7 @@ def installed(tool: Path, tmp_path: Path) -> tuple[Path, Path, Path]:
 
 def test_the_tool_offers_the_new_cloud(tool: Path) -> None:
     shown = _run([str(tool), "credprovider", "install", "--help"])
-    assert "comma list of aws, azure, gcp, example" in shown.stdout  # last in the table
+    assert "comma list of aws, azure, gcp, registries, example" in shown.stdout  # last in the table
     assert "--example-config" in shown.stdout and "--azure-config" in shown.stdout
     explained = _run([str(tool), "credprovider", "explain", IMAGE, "--json"])
     assert explained.returncode == 0, explained.stderr

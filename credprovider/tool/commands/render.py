@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.commands.common import EXIT_OK, EXIT_USAGE, Subcommands, chosen_providers
 
 
@@ -41,7 +42,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--providers",
         required=True,
-        help="comma list of the plugins to give the kubelet: aws, azure, gcp",
+        help=f"comma list of the plugins to give the kubelet: {', '.join(PLUGINS)}",
     )
     parser.add_argument(
         "--provider-settings",

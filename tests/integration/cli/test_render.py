@@ -57,7 +57,7 @@ def test_render_refuses_what_it_cannot_render_in_one_line() -> None:
     done = run_cli("render", "openshift", "--providers", "aws,quay", "--cloud", "aws")
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
-        "credprovider render openshift: --providers takes a comma list of aws, azure, gcp "
+        "credprovider render openshift: --providers takes a comma list of aws, azure, gcp, registries "
         "(not quay)"
     ]
     done = run_cli("render", "openshift", "--providers", "aws", "--cloud", "vsphere")
