@@ -18,7 +18,13 @@ from dataclasses import dataclass, field
 
 from credprovider.entry import PLUGIN_MODULES
 from credprovider.runtime.redact import redact
-from emulators.harness import ACR_REGISTRY, aws_emulator, azure_emulator, gcp_emulator
+from emulators.harness import (
+    ACR_REGISTRY,
+    aws_emulator,
+    azure_emulator,
+    gcp_emulator,
+    registries_emulator,
+)
 from emulators.kubelet_exec import request_bytes, run_plugin
 from release.bundle import BUNDLE_DIR
 
@@ -128,10 +134,56 @@ def gcp_scenarios() -> Iterator[list[Scenario]]:
         ]
 
 
+@contextmanager
+def registries_scenarios() -> Iterator[list[Scenario]]:
+    with registries_emulator() as emulator:
+        token = emulator.fakes["issuer"].token(audience="registry.example.test")  # type: ignore[attr-defined]
+        ca = ["--ca-file", emulator.files["ca"], "--registry", "registry.example.test"]
+        url = {name: server.url.rstrip("/") for name, server in emulator.servers.items()}
+        yield [
+            Scenario(
+                "Quay robot federation: the pod's token for the robot's (any registry: issue #64)",
+                "registry-credential-provider",
+                "registry.example.test/team/app",
+                ["--backend", "quay", "--url", url["quay"], "--robot", "team+puller", *ca],
+                emulator.env,
+                token=token,
+            ),
+            Scenario(
+                "Vault: a kubernetes login with the pod's token, then a KV v2 username/password",
+                "registry-credential-provider",
+                "registry.example.test/team/app",
+                [
+                    "--backend",
+                    "vault",
+                    "--url",
+                    url["vault"],
+                    "--role",
+                    "pull",
+                    "--secret-path",
+                    "registry/team",
+                    *ca,
+                ],
+                emulator.env,
+                token=token,
+            ),
+            Scenario(
+                "The namespace's pull Secret, read as the pod through the API server",
+                "registry-credential-provider",
+                "registry.example.test/team/app",
+                ["--backend", "secret", "--url", url["secrets"], *ca],
+                emulator.env,
+                token=token,
+                annotations={"registry.credprovider.io/pull-secret": "pull"},
+            ),
+        ]
+
+
 SCENARIO_SOURCES: dict[str, Callable[[], AbstractContextManager[list[Scenario]]]] = {
     "ecr-credential-provider": aws_scenarios,
     "acr-credential-provider": azure_scenarios,
     "auth-provider-gcp": gcp_scenarios,
+    "registry-credential-provider": registries_scenarios,
 }
 
 

@@ -98,9 +98,12 @@ class Issuer:
 @dataclass
 class Verifier:
     """A relying party's check of a token: discovery at the token's issuer (only ``trusted``
-    ones), its JWKS, the key named by ``kid``, RS256, then ``exp`` and the audience."""
+    ones), its JWKS, the key named by ``kid``, RS256, then ``exp`` and the audience. With
+    ``public_key`` (PEM) the issuer's key is configured instead of discovered (Vault's
+    ``jwt_validation_pubkeys``, Harbor Next's offline keys): an issuer no backend can reach."""
 
     trusted: str  # the issuer URL this service is configured to trust
+    public_key: str = ""
 
     def claims(self, token: str, audience: str | None = None) -> dict[str, Any] | None:
         try:
@@ -110,6 +113,12 @@ class Verifier:
             return None
         if head.get("alg") != "RS256" or claims.get("iss") != self.trusted:
             return None
+        if self.public_key:
+            from cryptography.hazmat.primitives.serialization import load_pem_public_key
+
+            configured = load_pem_public_key(self.public_key.encode())
+            assert isinstance(configured, rsa.RSAPublicKey)
+            return self._checked(configured, header, payload, signature, claims, audience)
         with urllib.request.urlopen(f"{self.trusted}/.well-known/openid-configuration") as got:
             discovery = json.load(got)
         with urllib.request.urlopen(discovery["jwks_uri"]) as got:
@@ -120,6 +129,17 @@ class Verifier:
         public = rsa.RSAPublicNumbers(
             int.from_bytes(_unb64url(jwk["e"]), "big"), int.from_bytes(_unb64url(jwk["n"]), "big")
         ).public_key()
+        return self._checked(public, header, payload, signature, claims, audience)
+
+    @staticmethod
+    def _checked(
+        public: rsa.RSAPublicKey,
+        header: str,
+        payload: str,
+        signature: str,
+        claims: dict[str, Any],
+        audience: str | None,
+    ) -> dict[str, Any] | None:
         try:
             public.verify(_unb64url(signature), f"{header}.{payload}".encode(),
                           padding.PKCS1v15(), hashes.SHA256())  # fmt: skip

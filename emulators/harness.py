@@ -137,3 +137,42 @@ def azure_emulator(
                 {"config": str(config)},
                 {"imds": imds_server, "aad": aad_server, "acr": acr_server},
             )
+
+
+@contextmanager
+def registries_emulator() -> Iterator[Emulator]:
+    """A cluster's service-account issuer (discovery and JWKS over loopback HTTP) and the registry
+    plugin's backends over TLS (test CA in ``files['ca']``), each trusting the issuer's tokens for
+    service account ``team/puller``: Quay (robot ``team+puller``), Vault (role ``pull``, secret
+    ``registry/team``) and the API server's Secret reads (``team/pull``, for
+    ``registry.example.test``). ``fakes['issuer'].token()`` signs a pod's token."""
+    from emulators.federation import (
+        FakeQuay,
+        FakeSecrets,
+        FakeVault,
+        Issuer,
+        Verifier,
+        dockerconfigjson,
+    )
+
+    issuer = Issuer()
+    with tempfile.TemporaryDirectory() as directory, serve(issuer) as issuer_server:
+        issuer.url = issuer_server.url.rstrip("/")
+        verifier = Verifier(issuer.url)
+        subject = "system:serviceaccount:team:puller"
+        quay = FakeQuay(verifier, robots={"team+puller": (issuer.url, subject)})
+        vault = FakeVault(verifier, roles={("kubernetes", "pull"): ("registry.example.test", "team", "puller")},
+                          kv={("secret", "registry/team"): {"username": "vault-user",
+                                                              "password": "vault-password"}})  # fmt: skip
+        secret = dockerconfigjson({"registry.example.test": ("secret-user", "secret-password")})
+        secrets = FakeSecrets(verifier, secrets={("team", "pull"): secret},
+                              readers={("team", "puller")}, audiences=("registry.example.test",))  # fmt: skip
+        ca = make_test_ca(Path(directory))
+        tls = ca.server_context("127.0.0.1")
+        with serve(quay, tls) as q, serve(vault, tls) as v, serve(secrets, tls) as s:
+            yield Emulator(
+                dict(SAFE_ENV),
+                {"issuer": issuer, "quay": quay, "vault": vault, "secrets": secrets},
+                {"ca": str(ca.bundle)},
+                {"quay": q, "vault": v, "secrets": s},
+            )

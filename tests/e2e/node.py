@@ -36,7 +36,7 @@ from emulators.harness import (
     gcp_emulator,
 )
 from emulators.http import serve
-from tests.e2e import controlplane, realpulls, runtime, tokens
+from tests.e2e import controlplane, federated, realpulls, runtime, tokens
 from tests.e2e.doctor_faults import doctor, seed_faults
 from tests.e2e.issued import exchanges, give_identities, issued_identities
 from tests.e2e.scenario import (
@@ -252,6 +252,7 @@ def main(spec_path: str) -> int:
         )
         plane = None
         sts_recorder = None
+        backends: dict[str, Any] = {}  # the registry plugin's stand-ins (federated.py)
         if spec.get("control_plane"):
             # STS in front of moto, recording which role each session key was issued for; each
             # such key's ECR tokens carry a password naming that role
@@ -269,7 +270,11 @@ def main(spec_path: str) -> int:
                 stack,
                 stack.enter_context((run / "control-plane.log").open("wb")),
             )
-            if not real:
+            registries = spec.get("token_scenario") == "registries"
+            if registries:
+                federated.prepare(plane)
+                backends = federated.start_backends(stack, (plane.directory / "sa.pub").read_text())
+            elif not real:
                 tokens.prepare(plane)
             # EKS Auth, checking each pod's token with this API server's key; each key it issues
             # gets ECR tokens naming its role, and is recorded as the STS ones are
@@ -317,6 +322,8 @@ def main(spec_path: str) -> int:
         except (RuntimeError, OSError) as exc:
             result["error"] = str(exc)
         result["pulls"] = pulls_seen(run / "pulls.jsonl")
+        if backends:
+            result["federated"] = federated.issued(backends)
         result["issued"] = {
             "ecr": [aws.fakes["ecr"].password],  # type: ignore[attr-defined]
             "acr": list(azure.fakes["acr"].refresh_tokens),  # type: ignore[attr-defined]
@@ -366,7 +373,8 @@ def _token_pulls(
         60,
         kubelet,
     )
-    pulls = tokens.SCENARIOS[spec.get("token_scenario", "clouds")]
+    scenario = spec.get("token_scenario", "clouds")
+    pulls = federated.PULLS if scenario == "registries" else tokens.SCENARIOS[scenario]
     for wave in (1, 2):
         wanted = tokens.start_pods(plane, wave, pulls)
         wait_for(

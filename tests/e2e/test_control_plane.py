@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from emulators.aws import NODE_KEY
 from release.bundle import BUNDLE_DIR
-from tests.e2e import tokens
+from tests.e2e import federated, tokens
 from tests.e2e.sandbox import host_state, left_running, linked_bin_dir, run_with_control_plane
 from tests.helpers import config_file
 
@@ -261,4 +261,35 @@ def test_eks_pod_identity_pulls_with_the_associations_role(
     password = {by_image[p["image"]].pod: p["password"] for p in result["pulls"]}
     assert assumed_role(result, password["associated"]) == tokens.POD_ROLE
     assert password["unassociated"] == result["issued"]["ecr"][0]  # the node keys' tokens
+    assert left_running(*binaries, *control_plane_binaries) == []
+
+
+def test_the_registry_plugin_pulls_with_each_pods_own_identity(
+    binaries: tuple[Path, Path], control_plane_binaries: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """registry-credential-provider (#64) under the real kubelet and API server: each pod's
+    token, signed by the API server for its service account, traded at Quay's and Vault's
+    stand-ins (which check it with the API server's key) or used against the API server itself
+    for the pull Secret a Role lets the service account get; a service account the backend does
+    not trust, or may not get the Secret, pulls with no credential."""
+    config = federated.write_config(tmp_path / "run", tmp_path / "registries.json")
+    bin_dir = linked_bin_dir(tmp_path, federated.NAMES)
+    result = run_with_control_plane(
+        binaries, control_plane_binaries, config, tmp_path, bin_dir=str(bin_dir),
+        token_scenario="registries",
+    )  # fmt: skip
+    assert "error" not in result, f"{result.get('error')}\n{result['kubelet_log'][-6000:]}"
+    by_image = {pull.image: pull for pull in federated.PULLS}
+    assert sorted(p["image"] for p in result["pulls"]) == sorted(by_image)
+    got = {by_image[p["image"]].pod: (p["username"], p["password"]) for p in result["pulls"]}
+    quay_user, quay_password = got["quay"]
+    assert quay_user == federated.ROBOT
+    assert quay_password in result["federated"]["quay"]["issued"]
+    assert got["vault"] == (federated.VAULT_USER, federated.VAULT_PASSWORD)
+    assert got["secret"] == (federated.SECRET_USER, federated.SECRET_PASSWORD)
+    for refused in ("quay-untrusted", "vault-untrusted", "secret-forbidden"):
+        assert got[refused] == ("", ""), refused
+    log = result["kubelet_log"]
+    assert "Invalid robot" in log and "permission denied" in log
+    assert 'cannot get resource \\"secrets\\"' in log or 'cannot get resource "secrets"' in log
     assert left_running(*binaries, *control_plane_binaries) == []

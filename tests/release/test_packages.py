@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from credprovider.entry import PLUGIN_MODULES, TOOL_NAME
 from credprovider.paths import (
     PACKAGE_BIN_DIR,
     PACKAGE_DOC_DIR,
@@ -37,7 +38,7 @@ from tests.release.nodes import Node, busybox_root, every_plugin_answers, host_u
 pytestmark = pytest.mark.slow
 VERSION = bundle.project_version()
 EARLIER = "0.0.1"
-NAMES = ("credprovider", "ecr-credential-provider", "acr-credential-provider", "auth-provider-gcp")
+NAMES = (TOOL_NAME, *PLUGIN_MODULES)  # every program name the bundle answers to
 KUBELET_BIN_DIR = "/etc/kubernetes/image-credential-provider"
 OPERATOR_CONFIG = "/etc/kubernetes/image-credential-provider-config.yaml"
 OPERATOR_TEXT = "# the operator's own config: no package may touch it\n"

@@ -38,7 +38,8 @@ def select_providers(image: str, providers: Sequence[tuple[str, Sequence[str]]])
 
 
 def shipped_providers() -> list[tuple[str, Sequence[str]]]:
-    """Our plugins with the matchImages they ship with (config/), in the catalog's order."""
+    """Our plugins with the matchImages they ship with (config/), in the catalog's order: an
+    opt-in plugin ships none (its registries are the operator's), so it is not among them."""
     from credprovider.tool.catalog import PLUGINS
 
-    return [(plugin.name, plugin.match_images) for plugin in PLUGINS.values()]
+    return [(p.name, p.match_images) for p in PLUGINS.values() if not p.opt_in]

@@ -43,10 +43,12 @@ def test_install_links_writes_a_valid_config_and_is_idempotent(
     ]
     first = cli(*args)
     assert first.returncode == 0, first.stderr
-    for plugin in PLUGINS.values():
+    defaults = [plugin for plugin in PLUGINS.values() if not plugin.opt_in]
+    for plugin in defaults:
         assert os.readlink(bin_dir / plugin.name) == str(target)
+    assert not (bin_dir / PLUGINS["registries"].name).exists()  # opt-in: only when named
     loaded = yaml.safe_load(config.read_text())
-    assert [p["name"] for p in loaded["providers"]] == [p.name for p in PLUGINS.values()]
+    assert [p["name"] for p in loaded["providers"]] == [p.name for p in defaults]
     assert loaded["providers"][1]["args"] == [str(azure_json)]
     assert f"--image-credential-provider-config={config}" in first.stdout
     assert f"--image-credential-provider-bin-dir={bin_dir}" in first.stdout

@@ -1,0 +1,137 @@
+"""The registry plugin's run through the real control plane (issue #64): pure data, and the steps
+tests/e2e/node.py takes inside the sandbox for it.
+
+Three providers of ``registry-credential-provider``, each on a registry host of its own, each pod's
+credential traded with the token the real API server signed for the pod's service account:
+
+* ``quay``: Quay robot federation; the stand-in checks the token with the API server's key and
+  trusts one service account (``quay-puller``) as the robot;
+* ``vault``: a Vault role bound to ``vault-puller``; the KV secret's username and password;
+* ``secret``: the real API server itself, read as the pod: the Secret ``secret-puller``'s
+  annotation names, which a Role lets it get (audience: the API server's own).
+
+A pod whose service account the backend does not trust pulls with no credential at all.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from emulators.federation import FakeQuay, FakeVault, Verifier, dockerconfigjson
+from emulators.http import serve
+from tests.e2e import controlplane
+from tests.e2e.tokens import NAMESPACE, TokenPull
+
+PLUGIN = "registry-credential-provider"
+AUDIENCE = "registry.e2e.example"  # what Quay's and Vault's entries trust
+SECRET_AUDIENCE = controlplane.ISSUER  # the API server accepts its own issuer (no --api-audiences)
+QUAY_HOST, VAULT_HOST, SECRET_HOST = "quay.e2e.example", "harbor.e2e.example", "private.e2e.example"
+QUAY_PORT, VAULT_PORT = 18441, 18442  # inside the sandbox's own network namespace
+ROBOT = "team+puller"
+ANNOTATION = "registry.credprovider.io/pull-secret"
+VAULT_USER, VAULT_PASSWORD = "harbor-robot", "harbor-password-from-vault"
+SECRET_USER, SECRET_PASSWORD = "private-user", "private-password-from-the-secret"
+
+SERVICE_ACCOUNTS = {
+    "quay-puller": {},
+    "vault-puller": {},
+    "secret-puller": {ANNOTATION: "pull-creds"},
+    "secret-stranger": {ANNOTATION: "pull-creds"},  # names the Secret, may not get it
+    "nobody-trusts": {},
+}
+PULLS = (
+    TokenPull("quay", "quay-puller", f"{QUAY_HOST}/team/app:1", PLUGIN, "quay"),
+    TokenPull("quay-untrusted", "nobody-trusts", f"{QUAY_HOST}/team/other:1", None, None),
+    TokenPull("vault", "vault-puller", f"{VAULT_HOST}/team/app:1", f"{PLUGIN}-vault", "vault"),
+    TokenPull("vault-untrusted", "nobody-trusts", f"{VAULT_HOST}/team/other:1", None, None),
+    TokenPull("secret", "secret-puller", f"{SECRET_HOST}/team/app:1", f"{PLUGIN}-secret", "secret"),
+    TokenPull("secret-forbidden", "secret-stranger", f"{SECRET_HOST}/team/other:1", None, None),
+)  # fmt: skip
+NAMES = (PLUGIN, f"{PLUGIN}-vault", f"{PLUGIN}-secret")
+
+
+def _entry(name: str, host: str, args: list[str], audience: str, **more: Any) -> dict[str, Any]:
+    return {"name": name, "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
+            "matchImages": [host], "defaultCacheDuration": "1m", "args": args,
+            "tokenAttributes": {"serviceAccountTokenAudience": audience, "cacheType": "Token",
+                                "requireServiceAccount": True, **more}}  # fmt: skip
+
+
+def config(run_dir: Path) -> dict[str, Any]:
+    """The kubelet's config: the three providers, pointing at the stand-ins' fixed loopback ports
+    and at the API server (its CA is made at ``run_dir``/control-plane/pki when the plane
+    starts)."""
+    ca = run_dir / "control-plane" / "pki" / "ca.pem"
+    quay = ["--backend", "quay", "--url", f"http://127.0.0.1:{QUAY_PORT}", "--robot", ROBOT,
+            "--registry", QUAY_HOST]  # fmt: skip
+    vault = ["--backend", "vault", "--url", f"http://127.0.0.1:{VAULT_PORT}", "--role", "pull",
+             "--secret-path", "registry/harbor", "--registry", VAULT_HOST]  # fmt: skip
+    secret = ["--backend", "secret", "--url", f"https://127.0.0.1:{controlplane.API_PORT}",
+              "--ca-file", str(ca)]  # fmt: skip
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1",
+        "kind": "CredentialProviderConfig",
+        "providers": [
+            _entry(PLUGIN, QUAY_HOST, quay, AUDIENCE),
+            _entry(f"{PLUGIN}-vault", VAULT_HOST, vault, AUDIENCE),
+            _entry(
+                f"{PLUGIN}-secret",
+                SECRET_HOST,
+                secret,
+                SECRET_AUDIENCE,
+                optionalServiceAccountAnnotationKeys=[ANNOTATION],
+            ),
+        ],
+    }
+
+
+def prepare(plane: controlplane.ControlPlane) -> None:
+    """What an admin does: the audiences, the service accounts, the pull Secret and the Role that
+    lets ``secret-puller`` (only) get it."""
+    for audience in (AUDIENCE, SECRET_AUDIENCE):
+        plane.grant_audience(audience)
+    for name, keys in SERVICE_ACCOUNTS.items():
+        plane.service_account(NAMESPACE, name, keys)
+    secret = dockerconfigjson({SECRET_HOST: (SECRET_USER, SECRET_PASSWORD)})
+    plane.create(f"/api/v1/namespaces/{NAMESPACE}/secrets",
+                 {**secret, "metadata": {"name": "pull-creds"}})  # fmt: skip
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    plane.create(f"{rbac}/namespaces/{NAMESPACE}/roles", {
+        "metadata": {"name": "read-pull-creds"},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["pull-creds"],
+                   "verbs": ["get"]}],
+    })  # fmt: skip
+    plane.create(f"{rbac}/namespaces/{NAMESPACE}/rolebindings", {
+        "metadata": {"name": "read-pull-creds"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                    "name": "read-pull-creds"},
+        "subjects": [{"kind": "ServiceAccount", "name": "secret-puller", "namespace": NAMESPACE}],
+    })  # fmt: skip
+
+
+def start_backends(stack: ExitStack, signing_key: str) -> dict[str, Any]:
+    """Quay and Vault on their loopback ports, each checking tokens with the API server's key."""
+    verifier = Verifier(controlplane.ISSUER, public_key=signing_key)
+    subject = f"system:serviceaccount:{NAMESPACE}:quay-puller"
+    quay = FakeQuay(verifier, robots={ROBOT: (controlplane.ISSUER, subject)})
+    vault = FakeVault(verifier, roles={("kubernetes", "pull"): (AUDIENCE, NAMESPACE, "vault-puller")},
+                      kv={("secret", "registry/harbor"): {"username": VAULT_USER,
+                                                          "password": VAULT_PASSWORD}})  # fmt: skip
+    stack.enter_context(serve(quay, port=QUAY_PORT))
+    stack.enter_context(serve(vault, port=VAULT_PORT))
+    return {"quay": quay, "vault": vault}
+
+
+def issued(backends: dict[str, Any]) -> dict[str, Any]:
+    """What each stand-in issued and was asked, for the test to check the pulls against."""
+    return {name: {"issued": sorted(fake.issued), "calls": fake.calls}
+            for name, fake in backends.items()}  # fmt: skip
+
+
+def write_config(run_dir: Path, path: Path) -> Path:
+    """:func:`config` as a file, for the kubelet's --image-credential-provider-config."""
+    path.write_text(json.dumps(config(run_dir)))
+    return path
