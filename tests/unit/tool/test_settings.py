@@ -1,0 +1,35 @@
+"""--provider-settings (install, render and the agent; the chart's providerSettings): an opt-in
+plugin is refused in one line until the operator names what only they can."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from credprovider.tool.change.settings import SettingsError, parse
+
+QUAY = {
+    "matchImages": ["quay.example.com"],
+    "args": ["--backend", "quay", "--url", "https://quay.example.com", "--robot", "a+b"],
+    "tokenAttributes": {"serviceAccountTokenAudience": "quay.example.com", "cacheType": "Token"},
+}
+
+
+def test_the_clouds_need_no_settings() -> None:
+    assert parse("", ["aws", "azure", "gcp"]) == {}
+
+
+@pytest.mark.parametrize("missing", ["matchImages", "args", "tokenAttributes", None])
+def test_the_registries_plugin_needs_its_three_settings(missing: str | None) -> None:
+    given = {k: v for k, v in QUAY.items() if k != missing}
+    text = json.dumps({"registries": given}) if missing else ""
+    with pytest.raises(SettingsError) as raised:
+        parse(text, ["aws", "registries"])
+    said = str(raised.value)
+    assert said.startswith("registries (registry-credential-provider) ships no ")
+    assert (missing or "matchImages") in said and "docs/registries.md" in said
+
+
+def test_with_them_it_is_taken_as_given() -> None:
+    assert parse(json.dumps({"registries": QUAY}), ["registries"]) == {"registries": QUAY}
