@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from bench.common import NOT_COMPARABLE, RUNS, UPSTREAM_DIR, Target, clean_env
-from emulators.kubelet_exec import request_bytes
 from release import native
 from release import package as release_package
 from release.bundle import BUNDLE_DIR, REPO
@@ -121,6 +120,8 @@ def _variants(targets: dict[str, Target], cache_dir: Path) -> list[Variant]:
         env = clean_env(target.env)
         command = target.command + target.args
         variants.append(Variant(key, "miss", command, env))
+        if target.token:  # no cache-hit exec (common.Target)
+            continue
         hit_env = {**env, "CREDPROVIDER_CACHE_DIR": str(cache_dir / key)}
         if HIT_AS_ON_A_NODE:
             variants.append(Variant(key, "hit", command, on_a_node(hit_env), True))
@@ -142,10 +143,10 @@ def _warm_up(targets: dict[str, Target], variants: list[Variant]) -> None:
             if variant.own_network:  # the hit's entry is written by a miss in test mode first
                 cache = variant.env["CREDPROVIDER_CACHE_DIR"]
                 filled = {**clean_env(target.env), "CREDPROVIDER_CACHE_DIR": cache}
-                run_once(variant.command, request_bytes(target.image), filled)
+                run_once(variant.command, target.request(), filled)
             for _ in range(2):
                 _, _, code = run_once(
-                    variant.command, request_bytes(target.image), variant.env, variant.own_network
+                    variant.command, target.request(), variant.env, variant.own_network
                 )
                 if code != 0:
                     raise SystemExit(f"{key} {variant.kind} failed during warm-up (exit {code})")
@@ -158,7 +159,7 @@ def _sample(targets: dict[str, Target], variants: list[Variant]) -> Samples:
         order = variants[:]
         random.Random(round_index).shuffle(order)
         for key, kind, command, env, own_network in order:
-            wall, rss, code = run_once(command, request_bytes(targets[key].image), env, own_network)
+            wall, rss, code = run_once(command, targets[key].request(), env, own_network)
             if code != 0:
                 raise SystemExit(f"{key} {kind} failed (exit {code})")
             samples[(key, kind)].append((wall, rss))
@@ -170,7 +171,10 @@ def _stats(runs: list[tuple[float, float]]) -> dict[str, Any]:
 
 
 def _provider_entry(key: str, samples: Samples) -> dict[str, Any]:
-    entry: dict[str, Any] = {kind: _stats(samples[(key, kind)]) for kind in ("miss", "hit")}
+    entry: dict[str, Any] = {
+        kind: _stats(samples[(key, kind)]) if (key, kind) in samples else None
+        for kind in ("miss", "hit")
+    }
     if (key, "upstream") not in samples:
         entry["upstream"] = None
         entry["upstream_note"] = NOT_COMPARABLE.get(key, "not built")
@@ -215,15 +219,13 @@ def import_profile(
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     command = [sys.executable, "-m", "credprovider", target.name, *target.args]
     # The first run writes the bytecode cache (and, with a cache directory, warms the credential cache).
-    subprocess.run(
-        command, input=request_bytes(target.image), env=env, capture_output=True, check=False
-    )
+    subprocess.run(command, input=target.request(), env=env, capture_output=True, check=False)
     if extra_env:
         # A cache hit makes no connection: profile it without the test-mode loopback guard,
         # as it runs on a node.
         env = {k: v for k, v in env.items() if not k.startswith("CREDPROVIDER_TEST_")}
     startup = {module for module, _ in _importtime([command[0], "-c", "pass"], b"", env)}
-    rows = _importtime(command, request_bytes(target.image), env)
+    rows = _importtime(command, target.request(), env)
     top: dict[str, float] = {}
     for module, ms in rows:
         if module in startup:  # the interpreter's own start (site, encodings): not ours to trim

@@ -113,14 +113,17 @@ def _exec_checks(key: str, entry: dict[str, Any], bare: float | None) -> list[di
     """One plugin's budgets, in the order the report lists them."""
     hit, miss = entry["hit"], entry["miss"]
     checks = []
-    if bare:
-        checks += [
+    if bare and hit is not None:
+        checks.append(
             _check(
                 f"{key} cache-hit exec median, x bare interpreter start",
                 round(hit["ms"]["median"] / bare, 2),
                 BUDGETS["hit_x_bare"],
                 "x",
-            ),
+            )
+        )
+    if bare:
+        checks += [
             _check(
                 f"{key} cache-miss exec median, x bare interpreter start",
                 round(miss["ms"]["median"] / bare, 2),
@@ -128,7 +131,10 @@ def _exec_checks(key: str, entry: dict[str, Any], bare: float | None) -> list[di
                 "x",
             ),
         ]
-    checks.append(_check(f"{key} cache-hit peak RSS", hit["rss_mb"], BUDGETS["hit_rss_mb"], "MB"))
+    if hit is not None:
+        checks.append(
+            _check(f"{key} cache-hit peak RSS", hit["rss_mb"], BUDGETS["hit_rss_mb"], "MB")
+        )
     return checks
 
 
@@ -169,13 +175,17 @@ def _exec_table(results: dict[str, Any]) -> list[str]:
     for key, entry in results["execs"].items():
         if key in ("floor", "bare"):
             continue
-        up = entry["upstream"]
+        up, hit = entry["upstream"], entry["hit"]
+        hit_ms = (
+            f"{hit['ms']['median']}{times_bare(hit['ms']['median'])} / {hit['ms']['p90']}"
+            if hit
+            else "none: token requests are the kubelet's to cache"
+        )
         lines.append(
             f"| {key} | {entry['miss']['ms']['median']}{times_bare(entry['miss']['ms']['median'])} "
             f"/ {entry['miss']['ms']['p90']} "
-            f"| {entry['hit']['ms']['median']}{times_bare(entry['hit']['ms']['median'])} "
-            f"/ {entry['hit']['ms']['p90']} "
-            f"| {entry['miss']['rss_mb']} / {entry['hit']['rss_mb']} "
+            f"| {hit_ms} "
+            f"| {entry['miss']['rss_mb']} / {hit['rss_mb'] if hit else '-'} "
             f"| {up['ms']['median'] if up else 'n/a'} "
             f"| {str(entry['ratio_miss']) + 'x, ' + str(entry['ratio_hit']) + 'x' if up else 'n/a'} |"
         )

@@ -97,6 +97,7 @@ def main() -> int:
 
 def _targets(emulators: dict[str, Emulator]) -> dict[str, Target]:
     """One measured exec per plugin, each against its cloud's emulator."""
+    registries = emulators["registries"]
     return {
         "aws": Target(
             "aws",
@@ -131,6 +132,29 @@ def _targets(emulators: dict[str, Emulator]) -> dict[str, Target]:
             [emulators["azure"].files["config"]],
             emulators["azure"].env,
             [str(BUNDLE_DIR / "acr-credential-provider")],
+        ),
+        # The fourth plugin: the pod's token traded at Quay's robot federation over TLS.
+        "registries": Target(
+            "registries",
+            "registry-credential-provider",
+            "registry.example.test/team/app",
+            [
+                "--backend",
+                "quay",
+                "--url",
+                registries.servers["quay"].url.rstrip("/"),
+                "--robot",
+                "team+puller",
+                "--registry",
+                "registry.example.test",
+                "--ca-file",
+                registries.files["ca"],
+            ],
+            registries.env,
+            [str(BUNDLE_DIR / "registry-credential-provider")],
+            token=registries.fakes["issuer"].token(  # type: ignore[attr-defined]
+                audience="registry.example.test", expires_in=24 * 3600
+            ),
         ),
     }
 
