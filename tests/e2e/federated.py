@@ -1,11 +1,14 @@
 """The registry plugin's run through the real control plane (issue #64): pure data, and the steps
 tests/e2e/node.py takes inside the sandbox for it.
 
-Three providers of ``registry-credential-provider``, each on a registry host of its own, each pod's
+Six providers of ``registry-credential-provider``, each on a registry host of its own, each pod's
 credential traded with the token the real API server signed for the pod's service account:
 
-* ``quay``: Quay robot federation; the stand-in checks the token with the API server's key and
-  trusts one service account (``quay-puller``) as the robot;
+* ``quay`` and ``quay-sts``: Quay robot federation (the shipped endpoint, and the RFC 8693 one);
+  the stand-in checks the token with the API server's key and trusts one service account
+  (``quay-puller``) as the robot;
+* ``artifactory`` and ``cloudsmith``: JFrog's OIDC exchange (an identity mapping of
+  ``jfrog-puller``) and Cloudsmith's (a service trusting ``cloudsmith-puller``);
 * ``vault``: a Vault role bound to ``vault-puller``; the KV secret's username and password;
 * ``secret``: the real API server itself, read as the pod: the Secret ``secret-puller``'s
   annotation names, which a Role lets it get (audience: the API server's own).
@@ -20,7 +23,14 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from emulators.federation import FakeQuay, FakeVault, Verifier, dockerconfigjson
+from emulators.federation import (
+    FakeArtifactory,
+    FakeCloudsmith,
+    FakeQuay,
+    FakeVault,
+    Verifier,
+    dockerconfigjson,
+)
 from emulators.http import serve
 from tests.e2e import controlplane
 from tests.e2e.tokens import NAMESPACE, TokenPull
@@ -29,7 +39,13 @@ PLUGIN = "registry-credential-provider"
 AUDIENCE = "registry.e2e.example"  # what Quay's and Vault's entries trust
 SECRET_AUDIENCE = controlplane.ISSUER  # the API server accepts its own issuer (no --api-audiences)
 QUAY_HOST, VAULT_HOST, SECRET_HOST = "quay.e2e.example", "harbor.e2e.example", "private.e2e.example"
-QUAY_PORT, VAULT_PORT = 18441, 18442  # inside the sandbox's own network namespace
+STS_HOST, JFROG_HOST, CLOUDSMITH_HOST = (
+    "sts.e2e.example",
+    "jfrog.e2e.example",
+    "docker.cloudsmith.io",
+)
+# inside the sandbox's own network namespace
+QUAY_PORT, VAULT_PORT, JFROG_PORT, CLOUDSMITH_PORT = 18441, 18442, 18443, 18444
 ROBOT = "team+puller"
 ANNOTATION = "registry.credprovider.io/pull-secret"
 VAULT_USER, VAULT_PASSWORD = "harbor-robot", "harbor-password-from-vault"
@@ -41,7 +57,10 @@ SERVICE_ACCOUNTS = {
     "secret-puller": {ANNOTATION: "pull-creds"},
     "secret-stranger": {ANNOTATION: "pull-creds"},  # names the Secret, may not get it
     "nobody-trusts": {},
+    "jfrog-puller": {},
+    "cloudsmith-puller": {},
 }
+JFROG_USER = "k8s-puller"
 PULLS = (
     TokenPull("quay", "quay-puller", f"{QUAY_HOST}/team/app:1", PLUGIN, "quay"),
     TokenPull("quay-untrusted", "nobody-trusts", f"{QUAY_HOST}/team/other:1", None, None),
@@ -49,8 +68,16 @@ PULLS = (
     TokenPull("vault-untrusted", "nobody-trusts", f"{VAULT_HOST}/team/other:1", None, None),
     TokenPull("secret", "secret-puller", f"{SECRET_HOST}/team/app:1", f"{PLUGIN}-secret", "secret"),
     TokenPull("secret-forbidden", "secret-stranger", f"{SECRET_HOST}/team/other:1", None, None),
+    TokenPull("quay-sts", "quay-puller", f"{STS_HOST}/team/app:1", f"{PLUGIN}-sts", "quay-sts"),
+    TokenPull("jfrog", "jfrog-puller", f"{JFROG_HOST}/team/app:1", f"{PLUGIN}-jfrog", "artifactory"),
+    TokenPull("jfrog-untrusted", "nobody-trusts", f"{JFROG_HOST}/team/other:1", None, None),
+    TokenPull("cloudsmith", "cloudsmith-puller", f"{CLOUDSMITH_HOST}/acme/app:1",
+              f"{PLUGIN}-cloudsmith", "cloudsmith"),
+    TokenPull("cloudsmith-untrusted", "nobody-trusts", f"{CLOUDSMITH_HOST}/acme/other:1", None,
+              None),
 )  # fmt: skip
-NAMES = (PLUGIN, f"{PLUGIN}-vault", f"{PLUGIN}-secret")
+NAMES = (PLUGIN, f"{PLUGIN}-vault", f"{PLUGIN}-secret", f"{PLUGIN}-sts", f"{PLUGIN}-jfrog",
+         f"{PLUGIN}-cloudsmith")  # fmt: skip
 
 
 def _entry(name: str, host: str, args: list[str], audience: str, **more: Any) -> dict[str, Any]:
@@ -71,12 +98,21 @@ def config(run_dir: Path) -> dict[str, Any]:
              "--secret-path", "registry/harbor", "--registry", VAULT_HOST]  # fmt: skip
     secret = ["--backend", "secret", "--url", f"https://127.0.0.1:{controlplane.API_PORT}",
               "--ca-file", str(ca)]  # fmt: skip
+    sts = ["--backend", "quay-sts", "--url", f"http://127.0.0.1:{QUAY_PORT}", "--robot", ROBOT,
+           "--registry", STS_HOST]  # fmt: skip
+    jfrog = ["--backend", "artifactory", "--url", f"http://127.0.0.1:{JFROG_PORT}",
+             "--provider-name", "k8s", "--audience", AUDIENCE, "--registry", JFROG_HOST]  # fmt: skip
+    cloudsmith = ["--backend", "cloudsmith", "--url", f"http://127.0.0.1:{CLOUDSMITH_PORT}",
+                  "--org", "acme", "--service-slug", "pullers"]  # fmt: skip
     return {
         "apiVersion": "kubelet.config.k8s.io/v1",
         "kind": "CredentialProviderConfig",
         "providers": [
             _entry(PLUGIN, QUAY_HOST, quay, AUDIENCE),
             _entry(f"{PLUGIN}-vault", VAULT_HOST, vault, AUDIENCE),
+            _entry(f"{PLUGIN}-sts", STS_HOST, sts, AUDIENCE),
+            _entry(f"{PLUGIN}-jfrog", JFROG_HOST, jfrog, AUDIENCE),
+            _entry(f"{PLUGIN}-cloudsmith", CLOUDSMITH_HOST, cloudsmith, AUDIENCE),
             _entry(
                 f"{PLUGIN}-secret",
                 SECRET_HOST,
@@ -113,16 +149,29 @@ def prepare(plane: controlplane.ControlPlane) -> None:
 
 
 def start_backends(stack: ExitStack, signing_key: str) -> dict[str, Any]:
-    """Quay and Vault on their loopback ports, each checking tokens with the API server's key."""
+    """Quay (both endpoints), Vault, Artifactory and Cloudsmith on their loopback ports, each
+    checking tokens with the API server's key."""
     verifier = Verifier(controlplane.ISSUER, public_key=signing_key)
-    subject = f"system:serviceaccount:{NAMESPACE}:quay-puller"
-    quay = FakeQuay(verifier, robots={ROBOT: (controlplane.ISSUER, subject)})
+
+    def subject(name: str) -> str:
+        return f"system:serviceaccount:{NAMESPACE}:{name}"
+
+    quay = FakeQuay(verifier, robots={ROBOT: (controlplane.ISSUER, subject("quay-puller"))},
+                    audience=AUDIENCE)  # fmt: skip
+    jfrog = FakeArtifactory(
+        verifier, providers={"k8s": (AUDIENCE, {subject("jfrog-puller"): JFROG_USER})}
+    )
+    cloudsmith = FakeCloudsmith(
+        verifier, services={"pullers": (AUDIENCE, subject("cloudsmith-puller"))}
+    )
     vault = FakeVault(verifier, roles={("kubernetes", "pull"): (AUDIENCE, NAMESPACE, "vault-puller")},
                       kv={("secret", "registry/harbor"): {"username": VAULT_USER,
                                                           "password": VAULT_PASSWORD}})  # fmt: skip
     stack.enter_context(serve(quay, port=QUAY_PORT))
     stack.enter_context(serve(vault, port=VAULT_PORT))
-    return {"quay": quay, "vault": vault}
+    stack.enter_context(serve(jfrog, port=JFROG_PORT))
+    stack.enter_context(serve(cloudsmith, port=CLOUDSMITH_PORT))
+    return {"quay": quay, "vault": vault, "artifactory": jfrog, "cloudsmith": cloudsmith}
 
 
 def issued(backends: dict[str, Any]) -> dict[str, Any]:

@@ -287,7 +287,14 @@ def test_the_registry_plugin_pulls_with_each_pods_own_identity(
     assert quay_password in result["federated"]["quay"]["issued"]
     assert got["vault"] == (federated.VAULT_USER, federated.VAULT_PASSWORD)
     assert got["secret"] == (federated.SECRET_USER, federated.SECRET_PASSWORD)
-    for refused in ("quay-untrusted", "vault-untrusted", "secret-forbidden"):
+    issued = result["federated"]
+    assert got["quay-sts"][0] == federated.ROBOT and got["quay-sts"][1] in issued["quay"]["issued"]
+    assert got["jfrog"][0] == federated.JFROG_USER
+    assert got["jfrog"][1] in issued["artifactory"]["issued"]
+    assert got["cloudsmith"][0] == "token"
+    assert got["cloudsmith"][1] in issued["cloudsmith"]["issued"]
+    for refused in ("quay-untrusted", "vault-untrusted", "secret-forbidden", "jfrog-untrusted",
+                    "cloudsmith-untrusted"):  # fmt: skip
         assert got[refused] == ("", ""), refused
     log = result["kubelet_log"]
     assert "Invalid robot" in log and "permission denied" in log
