@@ -36,8 +36,9 @@ if TYPE_CHECKING:
 
     from credprovider.registries.wire import Call
     from credprovider.runtime.api import CredentialProviderRequest
-    from credprovider.runtime.http import Send
+    from credprovider.runtime.http import HttpResponse, Send
     from credprovider.runtime.imageref import ImageRef
+    from credprovider.runtime.retry import Throttle
 
 PER_CALL_TIMEOUT_SECONDS: Final = 10.0
 NO_TOKEN: Final = (
@@ -167,6 +168,22 @@ def _trusting(path: str) -> ssl.SSLContext:
     raise ProviderError(f"--ca-file {path} cannot be used: {reason}", "fix the provider's args")
 
 
+def throttled(answer: HttpResponse, now: float) -> Throttle | None:
+    """A backend asking to slow down: the runtime's rule (429, or 503 with ``Retry-After``), with
+    Cloudsmith's ``X-RateLimit-Reset`` (the Unix second its window resets) standing in for a
+    ``Retry-After`` it did not send; a reset in the past, or absurd, is no wait at all."""
+    from credprovider.runtime.http import throttled as runtime_throttled
+    from credprovider.runtime.retry import Throttle, retry_after_seconds
+
+    found = runtime_throttled(answer)
+    if found is None or found.retry_after is not None:
+        return found
+    reset = retry_after_seconds(answer.header("x-ratelimit-reset"))
+    if reset is None or not now <= reset <= now + 24 * 3600:
+        return found
+    return Throttle(reset - now)
+
+
 def _ask(call: Call, settings: Settings, ctx: Context, send: Send, token: str) -> Any:
     """One call, retried as the transport seam does; its decoded JSON answer, or one line."""
     from credprovider.registries.wire import token_namespace
@@ -177,7 +194,8 @@ def _ask(call: Call, settings: Settings, ctx: Context, send: Send, token: str) -
     ctx.log.v(2, f"{call.method} {url} ({title})")
     try:
         answer = exchange(ctx, call.method, url, what=f"{title} at {url}", headers=call.headers,
-                          body=call.body, send=send, timeout_cap=PER_CALL_TIMEOUT_SECONDS)  # fmt: skip
+                          body=call.body, send=send, timeout_cap=PER_CALL_TIMEOUT_SECONDS,
+                          throttled_answer=lambda got: throttled(got, ctx.now()))  # fmt: skip
     except BadAnswer as exc:
         raise ProviderError(f"{title}: {exc.at(url).detail}", NOT_THE_SERVICE) from None
     except HttpError as exc:

@@ -250,3 +250,37 @@ def test_a_ca_file_that_is_no_bundle_is_one_line_at_once(
     line = one_line(run_)
     assert time.monotonic() - started < 5 and f"--ca-file {path} cannot be used" in line
     assert quay.fake.calls == []
+
+
+def _throttled_once(cloud: BackendCloud, headers: dict[str, str]) -> list[float]:
+    """The backend answers its first credential call 429 with ``headers``; when each call came."""
+    seen: list[float] = []
+    answer = cloud.fake.answer
+
+    def once(request):  # type: ignore[no-untyped-def]
+        seen.append(time.monotonic())
+        if len(seen) == 1:
+            return FakeResponse.json({"detail": "Request was throttled."}, 429, headers=headers)
+        return answer(request)
+
+    cloud.fake.answer = once  # type: ignore[method-assign]
+    return seen
+
+
+def test_cloudsmiths_rate_limit_reset_is_honoured_without_retry_after(tmp_path: Path) -> None:
+    """Cloudsmith says when its window resets (X-RateLimit-Reset, Unix seconds), not Retry-After:
+    the retry waits for it."""
+    with backend_cloud("cloudsmith", tmp_path) as cloud:
+        reset = int(time.time()) + 3
+        seen = _throttled_once(
+            cloud, {"X-RateLimit-Reset": str(reset), "X-RateLimit-Remaining": "0"}
+        )
+        assert run(cloud).code == 0
+    assert len(seen) == 2 and seen[1] - seen[0] >= 1.5
+
+
+def test_a_rate_limit_reset_past_the_deadline_stops_at_once(tmp_path: Path) -> None:
+    with backend_cloud("cloudsmith", tmp_path) as cloud:
+        seen = _throttled_once(cloud, {"X-RateLimit-Reset": str(int(time.time()) + 3600)})
+        line = one_line(run(cloud))
+    assert len(seen) == 1 and "HTTP 429" in line and "throttling" in line
