@@ -6,7 +6,8 @@ the record of the last change), ``confine`` (what a journal or record may make t
 ``durable`` (atomic, flushed writes), ``render`` (what is written: the config for the chosen
 plugins, the flags, the bundle's place), ``settings`` (what the operator gives a provider in
 place of its defaults: ``--provider-settings``, the chart's ``providerSettings``), ``install`` (``credprovider install``: planned, then applied
-all or nothing), ``migrate`` (from the in-tree cloud login: the plan and the merged config),
+all or nothing), ``migrate`` (from the in-tree cloud login: the plan and the merged config), ``migrate_write``
+(what ``migrate --write`` may replace, writes, and its journaled transaction),
 ``undo`` (``credprovider undo``: the last change reversed from its record), ``startcheck``
 (would the kubelet start with the config as a change leaves it), ``results`` (what a change did
 and what each step does), ``lock`` (the node's one change lock) and

@@ -6,7 +6,6 @@ import argparse
 import os
 import shlex
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
@@ -67,6 +66,12 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
 def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:
     from credprovider.tool.change.migrate import plan_migration
+    from credprovider.tool.change.migrate_write import (
+        check_places,
+        config_unchanged,
+        refusal,
+        write,
+    )
     from credprovider.tool.errors import NodeChangeError
     from credprovider.tool.kubeconfig.model import ConfigError
     from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
@@ -85,13 +90,10 @@ def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:
             kubelet_config_path=args.kubelet_config,
             read_existing=_existing_config,
         )
-        plan.config_unchanged = _config_unchanged(plan, args.config_out)  # decided before writing
-        refused = _refusal(plan, args.config_out) if args.write else None
+        plan.config_unchanged = config_unchanged(plan, args.config_out)  # decided before writing
+        refused = refusal(plan, args.config_out) if args.write else None
         if args.write and not refused:
-            from credprovider.tool.change.install import check_writable
-
-            for path in _contents(plan, args.config_out):
-                check_writable(Path(path).parent)
+            check_places(plan, args.config_out)
             from credprovider.tool.change.startcheck import migration_would_not_start
 
             refused = migration_would_not_start(plan, args.config_out)
@@ -104,7 +106,7 @@ def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:
         print(f"credprovider migrate: {refused}: nothing was written", file=sys.stderr)
         return EXIT_FAILED
     try:
-        written = _write(plan, args.config_out) if args.write else []
+        written = write(plan, args.config_out) if args.write else []
     except OSError as exc:
         return node_failed("migrate", exc)
     if args.json:
@@ -167,78 +169,6 @@ def _existing_config(path: str) -> ExistingConfig:
         [str(source) for source in loaded.provider_sources],
         as_json,
     )
-
-
-def _refusal(plan: MigrationPlan, config_out: str) -> str | None:
-    """Why --write must not replace ``config_out`` (someone else's file), if it must not."""
-    from credprovider.tool.change.render import WRITTEN_BY
-    from credprovider.tool.node.access import FileProblem, read_text
-
-    out = Path(config_out)
-    if not plan.config or not (out.exists() or out.is_symlink()):
-        return None
-    existing = plan.existing
-    ours = existing is not None and (config_out == existing.path or config_out in existing.sources)
-    try:
-        text = read_text(config_out)
-    except FileProblem as exc:
-        return f"{config_out} exists and cannot be read ({exc.reason}): choose another --config-out"
-    if ours or text.startswith(WRITTEN_BY) or _holds(text, plan.config):
-        return None
-    return (
-        f"{config_out} exists with other content and is not the kubelet's current config: "
-        "choose another --config-out, or move it away"
-    )
-
-
-def _holds(text: str, config: str) -> bool:
-    """``text`` already has every provider of ``config`` as it is: nothing to write (install
-    decides the same, change/install.py)."""
-    from credprovider.tool.change.install import holds_providers
-
-    return holds_providers(text.encode(), config.encode())
-
-
-def _config_unchanged(plan: MigrationPlan, config_out: str) -> bool:
-    """The file at ``config_out`` already holds the planned config's providers."""
-    from credprovider.tool.node.access import FileProblem, read_text
-
-    if not plan.config or not os.path.isfile(config_out):
-        return False
-    try:
-        return _holds(read_text(config_out), plan.config)
-    except FileProblem:
-        return False
-
-
-def _contents(plan: MigrationPlan, config_out: str) -> dict[str, str]:
-    """Every file --write writes: the flags files, the KubeletConfiguration and the config (not
-    when it already holds the providers)."""
-    config = plan.config and not plan.config_unchanged
-    return {**plan.files, **({config_out: plan.config} if config else {})}
-
-
-def _write(plan: MigrationPlan, config_out: str) -> list[dict[str, str]]:
-    """Each flags file and the config, by rename, the old ones kept as backups: one journaled
-    transaction of the node-change engine (change/engine.py), so a run killed between two files
-    is finished by the next migrate --write or install."""
-    from credprovider.tool.change.engine import BACKUP_SUFFIX, ChangeKind, Kind, Op, backup_stamp
-    from credprovider.tool.change.journal import journal_for, run
-
-    stamp = backup_stamp()
-    ops = [
-        Op(
-            Kind.FILE,
-            Path(path),
-            text.encode("utf-8"),
-            backup=Path(f"{path}{BACKUP_SUFFIX}{stamp}") if os.path.lexists(path) else None,
-        )
-        for path, text in _contents(plan, config_out).items()
-    ]
-    done = run(journal_for(config_out), ops, ChangeKind.MIGRATE)
-    return [
-        {"path": str(op.path), **({"backup": str(op.backup)} if op.backup else {})} for op in done
-    ]
 
 
 def _print_plan(

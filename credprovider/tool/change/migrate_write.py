@@ -1,0 +1,83 @@
+"""What ``migrate --write`` does with a plan (change/migrate.py): whether it may replace the file
+at ``--config-out``, what it writes, and the writing itself, as one journaled transaction of the
+node-change engine, so that a run killed between two files is finished by the next migrate
+--write or install. ``commands/migrate.py`` parses and prints."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from credprovider.tool.change.engine import BACKUP_SUFFIX, ChangeKind, Kind, Op, backup_stamp
+from credprovider.tool.change.install import check_writable, holds_providers
+from credprovider.tool.change.journal import journal_for, run
+from credprovider.tool.change.migrate import MigrationPlan
+from credprovider.tool.change.render import WRITTEN_BY
+from credprovider.tool.node.access import FileProblem, read_text
+
+
+def refusal(plan: MigrationPlan, config_out: str) -> str | None:
+    """Why --write must not replace ``config_out`` (someone else's file), if it must not."""
+    out = Path(config_out)
+    if not plan.config or not (out.exists() or out.is_symlink()):
+        return None
+    existing = plan.existing
+    ours = existing is not None and (config_out == existing.path or config_out in existing.sources)
+    try:
+        text = read_text(config_out)
+    except FileProblem as exc:
+        return f"{config_out} exists and cannot be read ({exc.reason}): choose another --config-out"
+    if ours or text.startswith(WRITTEN_BY) or _holds(text, plan.config):
+        return None
+    return (
+        f"{config_out} exists with other content and is not the kubelet's current config: "
+        "choose another --config-out, or move it away"
+    )
+
+
+def _holds(text: str, config: str) -> bool:
+    """``text`` already has every provider of ``config`` as it is: nothing to write (install
+    decides the same, change/install.py)."""
+    return holds_providers(text.encode(), config.encode())
+
+
+def config_unchanged(plan: MigrationPlan, config_out: str) -> bool:
+    """The file at ``config_out`` already holds the planned config's providers."""
+    if not plan.config or not os.path.isfile(config_out):
+        return False
+    try:
+        return _holds(read_text(config_out), plan.config)
+    except FileProblem:
+        return False
+
+
+def contents(plan: MigrationPlan, config_out: str) -> dict[str, str]:
+    """Every file --write writes: the flags files, the KubeletConfiguration and the config (not
+    when it already holds the providers)."""
+    config = plan.config and not plan.config_unchanged
+    return {**plan.files, **({config_out: plan.config} if config else {})}
+
+
+def check_places(plan: MigrationPlan, config_out: str) -> None:
+    """Each directory --write writes into is one this user may write (NodeChangeError if not)."""
+    for path in contents(plan, config_out):
+        check_writable(Path(path).parent)
+
+
+def write(plan: MigrationPlan, config_out: str) -> list[dict[str, str]]:
+    """Each flags file and the config, by rename, the old ones kept as backups: one journaled
+    transaction; what was written, and where each old file is kept."""
+    stamp = backup_stamp()
+    ops = [
+        Op(
+            Kind.FILE,
+            Path(path),
+            text.encode("utf-8"),
+            backup=Path(f"{path}{BACKUP_SUFFIX}{stamp}") if os.path.lexists(path) else None,
+        )
+        for path, text in contents(plan, config_out).items()
+    ]
+    done = run(journal_for(config_out), ops, ChangeKind.MIGRATE)
+    return [
+        {"path": str(op.path), **({"backup": str(op.backup)} if op.backup else {})} for op in done
+    ]
