@@ -12,11 +12,13 @@ from __future__ import annotations
 import re
 from enum import Enum
 
+from credprovider.errors import UsageError
 from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
+from credprovider.runtime.args import parse_arguments
 from credprovider.runtime.loopback import is_loopback_address
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
 
 class Backend(Enum):
@@ -134,6 +136,19 @@ _HOST: Final = re.compile(r"[A-Za-z0-9.-]+(:[0-9]{1,5})?|\[[0-9A-Fa-f:.]+\](:[0-
 
 def flag_of(field: str) -> str:
     return _FLAG_OF[field]
+
+
+def settings_from_args(args: Sequence[str]) -> Settings:
+    """A provider entry's args as the plugin reads them (every flag takes a value); one
+    :class:`UsageError` naming the flag for anything it refuses. The one reading of the args: the
+    plugin's ``build``, and the tool's validate, explain and doctor (descriptor.py)."""
+    values, positionals = parse_arguments(list(args), FLAGS)
+    if positionals:
+        raise UsageError(f"unrecognized arguments: {' '.join(positionals)} (see --help)")
+    try:
+        return parse_settings(values)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def parse_settings(values: Mapping[str, str]) -> Settings:

@@ -10,16 +10,15 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Final
 
 from credprovider.cloud import CloudPlugin, Explanation, IdentityProbe
+from credprovider.errors import UsageError
 from credprovider.registries import PLUGIN_NAME
 from credprovider.registries.backends import (
-    FLAGS,
     SECRET_ANNOTATION,
     Backend,
     Settings,
-    parse_settings,
     serves,
+    settings_from_args,
 )
-from credprovider.runtime.args import parse_arguments
 
 
 def explain(host: str, registry: str, args: Sequence[str] = ()) -> Explanation:
@@ -60,11 +59,8 @@ def explain(host: str, registry: str, args: Sequence[str] = ()) -> Explanation:
 def lints(match_images: Sequence[str], args: Sequence[str], env: Collection[str]) -> list[str]:
     """The args as the plugin reads them, and matchImages its credential is not for."""
     try:
-        values, positionals = parse_arguments(list(args), FLAGS)
-        if positionals:
-            raise ValueError(f"unrecognized arguments: {' '.join(positionals)}")
-        settings = parse_settings(values)
-    except ValueError as exc:  # UsageError is one
+        settings = settings_from_args(args)
+    except UsageError as exc:
         return [f"every pull through it fails: the plugin refuses these args: {exc}"]
     if not match_images:
         return ["matchImages is empty: the kubelet sends this provider no image"]
@@ -149,10 +145,10 @@ def identity(
 
 
 def _settings(args: Sequence[str]) -> Settings | None:
+    """The entry's settings, or ``None`` for args the plugin refuses (lints says why)."""
     try:
-        values, positionals = parse_arguments(list(args), FLAGS)
-        return None if positionals else parse_settings(values)
-    except ValueError:
+        return settings_from_args(args)
+    except UsageError:
         return None
 
 

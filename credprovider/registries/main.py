@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-from credprovider.errors import UsageError
 from credprovider.registries import PLUGIN_NAME
-from credprovider.registries.backends import FLAGS, parse_settings
-from credprovider.runtime.args import parse_arguments
+from credprovider.registries.backends import settings_from_args
 from credprovider.runtime.provider import Context, PluginSpec, Provider
 
 ARGUMENTS_HELP = """--backend BACKEND [its options]
@@ -43,13 +41,7 @@ cacheDuration: half the time left of the shorter of the credential's expiry and 
 
 
 def build(args: list[str], ctx: Context) -> Provider:
-    values, positionals = parse_arguments(args, FLAGS)
-    if positionals:
-        raise UsageError(f"unrecognized arguments: {' '.join(positionals)} (see --help)")
-    try:
-        settings = parse_settings(values)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
+    settings = settings_from_args(args)
     from credprovider.registries.provider import RegistryProvider
 
     return RegistryProvider(settings)

@@ -167,3 +167,17 @@ def test_validate_names_what_the_kubelet_would_silently_skip() -> None:
 
 def test_backend_titles_name_each_backend() -> None:
     assert {b.title for b in Backend} and len({b.title for b in Backend}) == len(Backend)
+
+
+@pytest.mark.parametrize(
+    "args", [["--backend", "quay", "--bogus", "x"], ["--backend", "quay", "stray"], ["--url"]]
+)
+def test_args_the_plugin_refuses_are_a_warning_never_an_escaping_error(args: list[str]) -> None:
+    """validate, explain and doctor read the args as the plugin does, and say what it refuses."""
+    from credprovider.registries.descriptor import explain, identity
+
+    (said,) = lints(["quay.example.test"], args, [])
+    assert said.startswith("every pull through it fails: the plugin refuses these args: ")
+    assert annotation_lints(args, ["x/y"]) == []  # said once, by lints
+    assert not explain("quay.example.test", "quay.example.test", args).recognized
+    assert "not probed" in str(identity({}, args, lambda path: None))
