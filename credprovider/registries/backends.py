@@ -181,15 +181,23 @@ def parse_settings(values: Mapping[str, str]) -> Settings:
 
 
 def _base_url(url: str) -> str:
-    scheme, sep, rest = url.partition("://")
-    authority = rest.split("/", 1)[0]
-    host = authority.rsplit("@", 1)[-1]
-    bare = host[1:].split("]")[0] if host.startswith("[") else host.rsplit(":", 1)[0]
-    if not sep or not authority or "@" in authority or "?" in rest or "#" in rest:
+    """``url`` read by the runtime's HTTP client's own parser, without a trailing slash; the pod's
+    token goes to it, so only https://, or http:// to a loopback address."""
+    from credprovider.runtime.http import HttpError, split_authority, split_http_url
+
+    scheme, _, rest = url.partition("://")
+    if scheme.lower() not in ("http", "https"):
+        raise ValueError(f"--url {url!r} must be an https:// URL: the pod's token is sent to it")
+    try:
+        scheme, authority, target = split_http_url(url, allow_https=True)
+        host, _ = split_authority(authority, scheme)
+    except HttpError:
+        host, target = "", "?"
+    if not host or "?" in rest or "#" in rest:
         raise ValueError(f"--url {url!r} is not a URL like https://host[:port][/path]")
-    if scheme.lower() == "https" or (scheme.lower() == "http" and is_loopback_address(bare)):
-        return f"{scheme.lower()}://{rest.rstrip('/')}"
-    raise ValueError(f"--url {url!r} must be an https:// URL: the pod's token is sent to it")
+    if scheme == "http" and not is_loopback_address(host):
+        raise ValueError(f"--url {url!r} must be an https:// URL: the pod's token is sent to it")
+    return f"{scheme}://{authority}{target.rstrip('/')}"
 
 
 def _check_values(given: Mapping[str, str]) -> None:

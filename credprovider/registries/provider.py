@@ -19,6 +19,7 @@ from credprovider.registries.wire import (
     read_pull_secret,
     read_vault_secret,
     token_call,
+    token_namespace,
     vault_client_token,
     vault_read_call,
 )
@@ -125,9 +126,7 @@ class RegistryProvider:
         if settings.backend is Backend.SECRET:
             return read_pull_secret(answer, plan.image.registry)
         if settings.backend is not Backend.VAULT:
-            issued = read_issued(settings, answer, ctx.now())
-            register_secret(issued.password)
-            return issued
+            return read_issued(settings, answer, ctx.now())
         client_token = vault_client_token(answer)
         register_secret(client_token)
         return read_vault_secret(
@@ -186,8 +185,6 @@ def throttled(answer: HttpResponse, now: float) -> Throttle | None:
 
 def _ask(call: Call, settings: Settings, ctx: Context, send: Send, token: str) -> Any:
     """One call, retried as the transport seam does; its decoded JSON answer, or one line."""
-    from credprovider.registries.wire import token_namespace
-
     title = settings.backend.title
     url = call.url
     ctx.deadline.phase = f"asking {title} at {url}"

@@ -9,7 +9,7 @@ import json
 
 from credprovider.registries.backends import Backend, Settings
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
-from credprovider.runtime.answer import jwt_claims, jwt_expiry
+from credprovider.runtime.answer import decode_json, jwt_claims, jwt_expiry
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -186,8 +186,6 @@ def read_pull_secret(answer: Any, registry: str) -> Issued:
     (host[:port]): its ``auths`` entry for that host (``https://`` and a path tolerated;
     ``index.docker.io`` stands for ``docker.io``)."""
     from base64 import b64decode
-
-    from credprovider.runtime.answer import decode_json
 
     if not isinstance(answer, dict) or answer.get("type") != DOCKERCONFIGJSON:
         raise ValueError(f"the Secret is not of type {DOCKERCONFIGJSON}")

@@ -49,6 +49,9 @@ def test_the_secret_backend_serves_any_host_its_secret_names() -> None:
     [
         ({**QUAY, "url": "https://user@quay.example.test"}, "is not a URL"),
         ({**QUAY, "url": "https://quay.example.test/?x=1"}, "is not a URL"),
+        ({**QUAY, "url": "https://quay.example.test#x"}, "is not a URL"),
+        ({**QUAY, "url": "https://quay.example.test:https"}, "is not a URL"),
+        ({**QUAY, "url": "ftp://quay.example.test"}, "must be an https:// URL"),
         ({**QUAY, "url": "http://127.0.0.1:8080"}, ""),  # loopback http is allowed
         ({**QUAY, "robot": "puller"}, "is not a robot account"),
         ({**QUAY, "registries": "a b"}, "is not a registry host"),
