@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Collection, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -139,14 +139,27 @@ def azure_emulator(
             )
 
 
+# The registry plugin's stand-ins (registries_emulator): the registry, the audience their trust
+# entries name, and the one service account they trust.
+REGISTRY_HOST = "registry.example.test"
+REGISTRY_AUDIENCE = "registry.example.test"
+REGISTRY_SUBJECT = "system:serviceaccount:team:puller"
+REGISTRY_ROBOT = "team+puller"
+
+
 @contextmanager
-def registries_emulator() -> Iterator[Emulator]:
-    """A cluster's service-account issuer (discovery and JWKS over loopback HTTP) and the registry
-    plugin's backends over TLS (test CA in ``files['ca']``), each trusting the issuer's tokens for
-    service account ``team/puller``: Quay (robot ``team+puller``), Vault (role ``pull``, secret
-    ``registry/team``) and the API server's Secret reads (``team/pull``, for
-    ``registry.example.test``). ``fakes['issuer'].token()`` signs a pod's token."""
+def registries_emulator(serving: Collection[str] | None = None) -> Iterator[Emulator]:
+    """A cluster's service-account issuer (discovery and JWKS over loopback HTTP) and a stand-in
+    for each of the registry plugin's backends over TLS (test CA in ``files['ca']``), each
+    trusting the issuer's tokens of audience :data:`REGISTRY_AUDIENCE` for service account
+    ``team/puller`` only: Quay (robot ``team+puller``, both endpoints), Artifactory (integration
+    ``k8s``, user ``puller``), Cloudsmith (organization ``acme``, service ``pullers``), Vault
+    (role ``pull``, secret ``registry/team``) and the API server's Secret reads (``team/pull``,
+    for :data:`REGISTRY_HOST`). ``fakes['issuer'].token()`` signs a pod's token. ``serving``:
+    the stand-ins to serve (default: all; each server's stop costs its poll interval)."""
     from emulators.federation import (
+        FakeArtifactory,
+        FakeCloudsmith,
         FakeQuay,
         FakeSecrets,
         FakeVault,
@@ -156,23 +169,31 @@ def registries_emulator() -> Iterator[Emulator]:
     )
 
     issuer = Issuer()
-    with tempfile.TemporaryDirectory() as directory, serve(issuer) as issuer_server:
+    with (
+        tempfile.TemporaryDirectory() as directory,
+        serve(issuer) as issuer_server,
+        ExitStack() as stack,
+    ):
         issuer.url = issuer_server.url.rstrip("/")
         verifier = Verifier(issuer.url)
-        subject = "system:serviceaccount:team:puller"
-        quay = FakeQuay(verifier, robots={"team+puller": (issuer.url, subject)})
-        vault = FakeVault(verifier, roles={("kubernetes", "pull"): ("registry.example.test", "team", "puller")},
-                          kv={("secret", "registry/team"): {"username": "vault-user",
-                                                              "password": "vault-password"}})  # fmt: skip
-        secret = dockerconfigjson({"registry.example.test": ("secret-user", "secret-password")})
-        secrets = FakeSecrets(verifier, secrets={("team", "pull"): secret},
-                              readers={("team", "puller")}, audiences=("registry.example.test",))  # fmt: skip
+        audience, subject = REGISTRY_AUDIENCE, REGISTRY_SUBJECT
+        secret = dockerconfigjson({REGISTRY_HOST: ("secret-user", "secret-password-0123456789")})
+        fakes = {
+            "quay": FakeQuay(verifier, robots={REGISTRY_ROBOT: (issuer.url, subject)},
+                             audience=audience),
+            "artifactory": FakeArtifactory(verifier, providers={"k8s": (audience, {subject: "puller"})}),
+            "cloudsmith": FakeCloudsmith(verifier, services={"pullers": (audience, subject)}),
+            "vault": FakeVault(verifier, roles={("kubernetes", "pull"): (audience, "team", "puller")},
+                               kv={("secret", "registry/team"): {
+                                   "username": "vault-user", "password": "vault-password-0123456789"}}),
+            "secrets": FakeSecrets(verifier, secrets={("team", "pull"): secret},
+                                   readers={("team", "puller")}, audiences=(audience,)),
+        }  # fmt: skip
         ca = make_test_ca(Path(directory))
         tls = ca.server_context("127.0.0.1")
-        with serve(quay, tls) as q, serve(vault, tls) as v, serve(secrets, tls) as s:
-            yield Emulator(
-                dict(SAFE_ENV),
-                {"issuer": issuer, "quay": quay, "vault": vault, "secrets": secrets},
-                {"ca": str(ca.bundle)},
-                {"quay": q, "vault": v, "secrets": s},
-            )
+        servers = {
+            name: stack.enter_context(serve(fake, tls))
+            for name, fake in fakes.items()
+            if serving is None or name in serving
+        }
+        yield Emulator(dict(SAFE_ENV), {"issuer": issuer, **fakes}, {"ca": str(ca.bundle)}, servers)

@@ -1,79 +1,42 @@
 """The runtime contract, kept by registry-credential-provider for each of its backends, against
-the stand-ins of emulators/federation.py over TLS (the plugin trusts the test CA through
+the stand-ins of emulators/federation.py over TLS (as emulators.harness.registries_emulator
+serves them for the demo and the bench too) (the plugin trusts the test CA through
 ``--ca-file`` only): each checks the pod's token against the keys its issuer publishes, and the
 credentials it issued are the only ones the answer may carry."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
-from emulators.federation import (
-    Backend,
-    FakeArtifactory,
-    FakeCloudsmith,
-    FakeQuay,
-    FakeSecrets,
-    FakeVault,
-    Issuer,
-    Verifier,
-    dockerconfigjson,
+from emulators.federation import Backend, Issuer, Verifier
+from emulators.harness import (
+    REGISTRY_AUDIENCE,
+    REGISTRY_HOST,
+    REGISTRY_ROBOT,
+    registries_emulator,
 )
-from emulators.harness import SAFE_ENV
-from emulators.http import FakeResponse, serve
-from emulators.tls import make_test_ca
+from emulators.http import FakeResponse
 from tests.contract.provider import Cloud, ProviderContract
 
-HOST = "registry.example.test"
-AUDIENCE = "registry.example.test"
-SUBJECT = "system:serviceaccount:team:puller"
-ROBOT = "team+puller"
+HOST = REGISTRY_HOST
+AUDIENCE = REGISTRY_AUDIENCE
+ROBOT = REGISTRY_ROBOT
 ANNOTATION = "registry.credprovider.io/pull-secret"
 
-
-def _quay(verifier: Verifier, issuer: Issuer) -> tuple[FakeQuay, list[str]]:
-    fake = FakeQuay(verifier, robots={ROBOT: (issuer.url, SUBJECT)}, audience=AUDIENCE)
-    return fake, ["--robot", ROBOT]
-
-
-def _artifactory(verifier: Verifier, issuer: Issuer) -> tuple[FakeArtifactory, list[str]]:
-    fake = FakeArtifactory(verifier, providers={"k8s": (AUDIENCE, {SUBJECT: "puller"})})
-    return fake, ["--provider-name", "k8s"]
-
-
-def _cloudsmith(verifier: Verifier, issuer: Issuer) -> tuple[FakeCloudsmith, list[str]]:
-    fake = FakeCloudsmith(verifier, services={"pullers": (AUDIENCE, SUBJECT)})
-    return fake, ["--org", "acme", "--service-slug", "pullers"]
-
-
-def _vault(verifier: Verifier, issuer: Issuer) -> tuple[FakeVault, list[str]]:
-    fake = FakeVault(verifier, roles={("kubernetes", "pull"): (AUDIENCE, "team", "puller")},
-                     kv={("secret", "registry/team"): {"username": "vault-user",
-                                                         "password": "vault-password-0123456789"}})  # fmt: skip
-    return fake, ["--role", "pull", "--secret-path", "registry/team"]
-
-
-def _secret(verifier: Verifier, issuer: Issuer) -> tuple[FakeSecrets, list[str]]:
-    secret = dockerconfigjson({HOST: ("secret-user", "secret-password-0123456789")})
-    fake = FakeSecrets(verifier, secrets={("team", "pull"): secret},
-                       readers={("team", "puller")}, audiences=(AUDIENCE,))  # fmt: skip
-    return fake, []
-
-
-BACKENDS: dict[str, Callable[[Verifier, Issuer], tuple[Backend, list[str]]]] = {
-    "quay": _quay,
-    "quay-sts": _quay,
-    "artifactory": _artifactory,
-    "cloudsmith": _cloudsmith,
-    "vault": _vault,
-    "secret": _secret,
+# Each backend: its stand-in in registries_emulator, the plugin's args for it, and the username
+# of what it issues.
+BACKENDS: dict[str, tuple[str, list[str], str]] = {
+    "quay": ("quay", ["--robot", ROBOT], ROBOT),
+    "quay-sts": ("quay", ["--robot", ROBOT], ROBOT),
+    "artifactory": ("artifactory", ["--provider-name", "k8s"], "puller"),
+    "cloudsmith": ("cloudsmith", ["--org", "acme", "--service-slug", "pullers"], "token"),
+    "vault": ("vault", ["--role", "pull", "--secret-path", "registry/team"], "vault-user"),
+    "secret": ("secrets", [], "secret-user"),
 }
-USERNAMES = {"quay": ROBOT, "quay-sts": ROBOT, "artifactory": "puller", "cloudsmith": "token",
-             "vault": "vault-user", "secret": "secret-user"}  # fmt: skip
 
 
 @dataclass
@@ -85,25 +48,23 @@ class BackendCloud(Cloud):
 
 
 @contextmanager
-def backend_cloud(name: str, directory: Path) -> Iterator[BackendCloud]:
-    """The backend ``name`` over TLS, its issuer's discovery over loopback HTTP, and the plugin's
-    args for them."""
-    ca = make_test_ca(directory / "ca")
-    issuer = Issuer()
-    with ExitStack() as stack:
-        issuer.url = stack.enter_context(serve(issuer)).url.rstrip("/")
-        fake, args = BACKENDS[name](Verifier(issuer.url), issuer)
-        server = stack.enter_context(serve(fake, tls=ca.server_context("127.0.0.1")))
-        url = server.url.rstrip("/")
-        args = ["--backend", name, "--url", url, "--registry", HOST, "--ca-file", str(ca.bundle),
-                *args]  # fmt: skip
+def backend_cloud(name: str) -> Iterator[BackendCloud]:
+    """The backend ``name``'s stand-in over TLS (emulators.harness.registries_emulator), its
+    issuer's discovery over loopback HTTP, and the plugin's args for them."""
+    stand_in, backend_args, username = BACKENDS[name]
+    with registries_emulator(serving=(stand_in,)) as emulator:
+        fake: Backend = emulator.fakes[stand_in]  # type: ignore[assignment]
+        issuer: Issuer = emulator.fakes["issuer"]  # type: ignore[assignment]
+        url = emulator.servers[stand_in].url.rstrip("/")
+        args = ["--backend", name, "--url", url, "--registry", HOST,
+                "--ca-file", emulator.files["ca"], *backend_args]  # fmt: skip
 
         def refuse() -> None:
             fake.fault = FakeResponse.json({"errors": ["permission denied"]}, 403)
 
         yield BackendCloud(
-            env=dict(SAFE_ENV),
-            username=USERNAMES[name],
+            env=emulator.env,
+            username=username,
             password=lambda: set(fake.issued),
             calls=lambda: len(fake.calls),
             refuse=refuse,
@@ -120,6 +81,6 @@ class TestRegistries(ProviderContract):
     image = f"{HOST}/team/app"
 
     @pytest.fixture(params=sorted(BACKENDS))
-    def cloud(self, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Cloud]:
-        with backend_cloud(request.param, tmp_path) as cloud:
+    def cloud(self, request: pytest.FixtureRequest) -> Iterator[Cloud]:
+        with backend_cloud(request.param) as cloud:
             yield cloud

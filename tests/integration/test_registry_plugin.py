@@ -39,13 +39,13 @@ def one_line(result: PluginRun) -> str:
 
 @pytest.fixture(params=sorted(BACKENDS))
 def cloud(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[BackendCloud]:
-    with backend_cloud(request.param, tmp_path) as made:
+    with backend_cloud(request.param) as made:
         yield made
 
 
 @pytest.fixture
 def quay(tmp_path: Path) -> Iterator[BackendCloud]:
-    with backend_cloud("quay", tmp_path) as made:
+    with backend_cloud("quay") as made:
         yield made
 
 
@@ -157,7 +157,7 @@ def test_a_token_the_issuer_did_not_sign_is_refused_with_the_setup_to_check(
 
 
 def test_artifactory_is_sent_the_documented_exchange(tmp_path: Path) -> None:
-    with backend_cloud("artifactory", tmp_path) as cloud:
+    with backend_cloud("artifactory") as cloud:
         fake = cloud.fake
         seen: list[dict[str, str]] = []
         answer = fake.answer
@@ -177,7 +177,7 @@ def test_artifactory_is_sent_the_documented_exchange(tmp_path: Path) -> None:
 
 
 def test_vault_sends_its_namespace_and_reads_the_named_fields(tmp_path: Path) -> None:
-    with backend_cloud("vault", tmp_path) as cloud:
+    with backend_cloud("vault") as cloud:
         fake = cloud.fake
         fake.namespace = "teams/a"
         assert "permission denied" in one_line(run(cloud))
@@ -188,7 +188,7 @@ def test_vault_sends_its_namespace_and_reads_the_named_fields(tmp_path: Path) ->
 
 
 def test_the_secret_backend_reads_only_the_tokens_namespace(tmp_path: Path) -> None:
-    with backend_cloud("secret", tmp_path) as cloud:
+    with backend_cloud("secret") as cloud:
         fake = cloud.fake
         line = one_line(run(cloud, annotations={}))
         assert "has no annotation registry.credprovider.io/pull-secret" in line
@@ -270,7 +270,7 @@ def _throttled_once(cloud: BackendCloud, headers: dict[str, str]) -> list[float]
 def test_cloudsmiths_rate_limit_reset_is_honoured_without_retry_after(tmp_path: Path) -> None:
     """Cloudsmith says when its window resets (X-RateLimit-Reset, Unix seconds), not Retry-After:
     the retry waits for it."""
-    with backend_cloud("cloudsmith", tmp_path) as cloud:
+    with backend_cloud("cloudsmith") as cloud:
         reset = int(time.time()) + 3
         seen = _throttled_once(
             cloud, {"X-RateLimit-Reset": str(reset), "X-RateLimit-Remaining": "0"}
@@ -280,7 +280,7 @@ def test_cloudsmiths_rate_limit_reset_is_honoured_without_retry_after(tmp_path: 
 
 
 def test_a_rate_limit_reset_past_the_deadline_stops_at_once(tmp_path: Path) -> None:
-    with backend_cloud("cloudsmith", tmp_path) as cloud:
+    with backend_cloud("cloudsmith") as cloud:
         seen = _throttled_once(cloud, {"X-RateLimit-Reset": str(int(time.time()) + 3600)})
         line = one_line(run(cloud))
     assert len(seen) == 1 and "HTTP 429" in line and "throttling" in line

@@ -53,7 +53,7 @@ def test_installed_it_serves_the_kubelet_through_each_backend(
     backend: str, tmp_path: Path, kubelet_harness: Path
 ) -> None:
     require_bundle()
-    with backend_cloud(backend, tmp_path / "cloud") as cloud:
+    with backend_cloud(backend) as cloud:
         bin_dir, config = tmp_path / "bin", tmp_path / "config.yaml"
         bin_dir.mkdir()
         attributes: dict[str, object] = {
