@@ -63,12 +63,10 @@ def _check_opt_in(found: Settings, keys: list[str]) -> None:
 
     for key in keys:
         plugin = PLUGINS[key]
+        if not plugin.opt_in:
+            continue
         wanted = [*OPT_IN_FIELDS, *(("tokenAttributes",) if plugin.needs_token else ())]
-        missing = (
-            [field for field in wanted if not found.get(key, {}).get(field)]
-            if plugin.opt_in
-            else []
-        )
+        missing = [field for field in wanted if not found.get(key, {}).get(field)]
         if missing:
             raise SettingsError(
                 f"{key} ({plugin.name}) ships no {', '.join(missing)}: give them in "

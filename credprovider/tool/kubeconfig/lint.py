@@ -152,20 +152,10 @@ def _node_file_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[
 
 
 def _annotation_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[str]:
-    """tokenAttributes annotation keys the plugin does not read (or, for a plugin that needs the
-    token, no tokenAttributes at all)."""
+    """tokenAttributes annotation keys the plugin does not read."""
     attributes = provider.tokenAttributes
     if attributes is None:
-        return (
-            [
-                f"{plugin.name} answers only with the pod's service account token: without "
-                "tokenAttributes the kubelet sends none and every pull through it fails; set "
-                "serviceAccountTokenAudience (the audience its backend trusts), cacheType: Token "
-                "and requireServiceAccount: true"
-            ]
-            if plugin.needs_token
-            else []
-        )
+        return []
     keys = (attributes.requiredServiceAccountAnnotationKeys or []) + (
         attributes.optionalServiceAccountAnnotationKeys or []
     )
@@ -182,10 +172,18 @@ def _annotation_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list
 def _audience_lints(
     provider: CredentialProvider, plugin: CloudPlugin, env_names: set[str]
 ) -> list[str]:
-    """A mode the env turns on (plugin.token_audiences) whose token the kubelet would not send:
-    no tokenAttributes (no token at all), or another audience (the service refuses it)."""
+    """A token the kubelet would not send: to a plugin that answers only with it, or for a mode
+    the env turns on (plugin.token_audiences): no tokenAttributes (no token at all), or another
+    audience (the service refuses it)."""
     attributes = provider.tokenAttributes
     found = []
+    if attributes is None and plugin.needs_token:
+        found.append(
+            f"{plugin.name} answers only with the pod's service account token: without "
+            "tokenAttributes the kubelet sends none and every pull through it fails; set "
+            "serviceAccountTokenAudience (the audience its backend trusts), cacheType: Token "
+            "and requireServiceAccount: true"
+        )
     for env, (audience, mode) in plugin.token_audiences.items():
         if env not in env_names:
             continue

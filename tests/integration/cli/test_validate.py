@@ -293,3 +293,19 @@ def test_a_file_named_by_mistake_is_not_printed_whole(tmp_path: Path, command: s
     shown = result.stdout + result.stderr
     assert result.returncode == 1 and "Object 'Kind' is missing in '{\"tenantId\"" in shown
     assert secret[64:128] not in shown and "more characters)" in shown
+
+
+def test_the_registry_plugin_without_its_token_is_said(tmp_path: Path) -> None:
+    """registry-credential-provider answers only with the pod's token: an entry without
+    tokenAttributes (the kubelet then sends none) is a warning naming what to set."""
+    entry = {"name": PLUGINS["registries"].name, "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
+             "matchImages": ["quay.example.com"], "defaultCacheDuration": "1m",
+             "args": ["--backend", "quay", "--url", "https://quay.example.com", "--robot", "a+b"]}  # fmt: skip
+    config = {"apiVersion": "kubelet.config.k8s.io/v1", "kind": "CredentialProviderConfig"}
+    path = write(tmp_path / "c.json", json.dumps({**config, "providers": [entry]}))
+    result = cli("validate", str(path), "--json")
+    (said,) = json.loads(result.stdout)["warnings"]
+    assert result.returncode == 0 and "without tokenAttributes the kubelet sends none" in said
+    entry["tokenAttributes"] = {"serviceAccountTokenAudience": "q", "cacheType": "Token"}
+    write(path, json.dumps({**config, "providers": [entry]}))
+    assert json.loads(cli("validate", str(path), "--json").stdout)["warnings"] == []
