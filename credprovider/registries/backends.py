@@ -15,6 +15,7 @@ from enum import Enum
 from credprovider.errors import UsageError
 from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
 from credprovider.runtime.args import parse_arguments
+from credprovider.runtime.excerpt import quoted
 from credprovider.runtime.loopback import is_loopback_address
 
 if TYPE_CHECKING:
@@ -160,7 +161,7 @@ def parse_settings(values: Mapping[str, str]) -> Settings:
         backend = Backend(values["backend"])
     except ValueError:
         raise ValueError(
-            f"--backend {values['backend']!r} is not one of {', '.join(b.value for b in Backend)}"
+            f"--backend {quoted(values['backend'])} is not one of {', '.join(b.value for b in Backend)}"
         ) from None
     allowed = _COMMON | set(REQUIRED[backend]) | set(OPTIONAL[backend])
     stray = [flag_of(field) for field in values if field not in allowed]
@@ -187,16 +188,20 @@ def _base_url(url: str) -> str:
 
     scheme, _, rest = url.partition("://")
     if scheme.lower() not in ("http", "https"):
-        raise ValueError(f"--url {url!r} must be an https:// URL: the pod's token is sent to it")
+        raise ValueError(
+            f"--url {quoted(url)} must be an https:// URL: the pod's token is sent to it"
+        )
     try:
         scheme, authority, target = split_http_url(url, allow_https=True)
         host, _ = split_authority(authority, scheme)
     except HttpError:
         host, target = "", "?"
     if not host or "?" in rest or "#" in rest:
-        raise ValueError(f"--url {url!r} is not a URL like https://host[:port][/path]")
+        raise ValueError(f"--url {quoted(url)} is not a URL like https://host[:port][/path]")
     if scheme == "http" and not is_loopback_address(host):
-        raise ValueError(f"--url {url!r} must be an https:// URL: the pod's token is sent to it")
+        raise ValueError(
+            f"--url {quoted(url)} must be an https:// URL: the pod's token is sent to it"
+        )
     return f"{scheme}://{authority}{target.rstrip('/')}"
 
 
@@ -214,11 +219,11 @@ def _check_values(given: Mapping[str, str]) -> None:
     for field, (pattern, what) in checks.items():
         value = given.get(field)
         if value is not None and (not pattern.fullmatch(value) or ".." in value.split("/")):
-            raise ValueError(f"{flag_of(field)} {value!r} is not {what}")
+            raise ValueError(f"{flag_of(field)} {quoted(value)} is not {what}")
     for field in ("provider_name", "username_field", "password_field", "vault_namespace"):
         value = given.get(field, "x")
         if not value.isprintable() or not value.strip() or len(value) > 256:
-            raise ValueError(f"{flag_of(field)} {value!r} is not a name")
+            raise ValueError(f"{flag_of(field)} {quoted(value)} is not a name")
 
 
 def _registries(given: str, backend: Backend, url: str) -> tuple[str, ...]:
@@ -228,7 +233,9 @@ def _registries(given: str, backend: Backend, url: str) -> tuple[str, ...]:
     hosts = [host.strip().lower() for host in given.split(",") if host.strip()]
     for host in hosts:
         if not _HOST.fullmatch(host):
-            raise ValueError(f"--registry {host!r} is not a registry host (host or host:port)")
+            raise ValueError(
+                f"--registry {quoted(host)} is not a registry host (host or host:port)"
+            )
     if hosts:
         return tuple(hosts)
     if backend in (Backend.QUAY, Backend.QUAY_STS, Backend.ARTIFACTORY):

@@ -19,6 +19,7 @@ from credprovider.registries.backends import (
     serves,
     settings_from_args,
 )
+from credprovider.runtime.excerpt import quoted
 
 
 def explain(host: str, registry: str, args: Sequence[str] = ()) -> Explanation:
@@ -90,12 +91,12 @@ def annotation_lints(args: Sequence[str], passed: Sequence[str]) -> list[str]:
         return []  # said by lints
     if settings.backend is not Backend.SECRET:
         return [
-            f"tokenAttributes annotation {key!r} is not read by the {settings.backend.value} backend"
+            f"tokenAttributes annotation {quoted(key)} is not read by the {settings.backend.value} backend"
             for key in passed
         ]
     missing = (
         [
-            f"the secret backend reads annotation {settings.annotation!r}, which the kubelet passes "
+            f"the secret backend reads annotation {quoted(settings.annotation)}, which the kubelet passes "
             "only when tokenAttributes lists it: add it to optionalServiceAccountAnnotationKeys "
             "(a service account without it then gets one clear line; in "
             "requiredServiceAccountAnnotationKeys the kubelet skips the plugin silently)"
@@ -104,7 +105,7 @@ def annotation_lints(args: Sequence[str], passed: Sequence[str]) -> list[str]:
         else []
     )
     return missing + [
-        f"tokenAttributes annotation {key!r} is not read by the secret backend (it reads "
+        f"tokenAttributes annotation {quoted(key)} is not read by the secret backend (it reads "
         f"{settings.annotation})"
         for key in passed
         if key != settings.annotation

@@ -10,6 +10,7 @@ import json
 from credprovider.registries.backends import Backend, Settings
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.runtime.answer import decode_json, jwt_claims, jwt_expiry
+from credprovider.runtime.excerpt import quoted
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -136,7 +137,7 @@ def secret_name(settings: Settings, annotations: Mapping[str, str]) -> str:
         )
     labels = name.split(".")
     if len(name) > 253 or not all(_is_dns_label(label) for label in labels):
-        raise ValueError(f"annotation {settings.annotation} names no Secret: {name[:80]!r}")
+        raise ValueError(f"annotation {settings.annotation} names no Secret: {quoted(name)}")
     return name
 
 
