@@ -14,6 +14,10 @@ credential traded with the token the real API server signed for the pod's servic
   annotation names, which a Role lets it get (audience: the API server's own).
 
 A pod whose service account the backend does not trust pulls with no credential at all.
+
+On the real runtime (tests/e2e/test_real_runtime.py) the same pods, and config/examples'
+Pod Identity ones, are pulled by containerd from a registry front whose hosts take only what the
+stand-ins issued (:func:`verifiers`): the exchanged credential, and nothing the pod or node holds.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from emulators import registry
 from emulators.federation import (
     FakeArtifactory,
     FakeCloudsmith,
@@ -32,7 +37,7 @@ from emulators.federation import (
     dockerconfigjson,
 )
 from emulators.http import serve
-from tests.e2e import controlplane
+from tests.e2e import controlplane, tokens
 from tests.e2e.tokens import NAMESPACE, TokenPull
 
 PLUGIN = "registry-credential-provider"
@@ -76,6 +81,8 @@ PULLS = (
     TokenPull("cloudsmith-untrusted", "nobody-trusts", f"{CLOUDSMITH_HOST}/acme/other:1", None,
               None),
 )  # fmt: skip
+# the real-runtime run: the registry plugin's pods and EKS Pod Identity's (ECR's own registry)
+REAL_PULLS = (*PULLS, *tokens.POD_IDENTITY_PULLS)
 NAMES = (PLUGIN, f"{PLUGIN}-vault", f"{PLUGIN}-secret", f"{PLUGIN}-sts", f"{PLUGIN}-jfrog",
          f"{PLUGIN}-cloudsmith")  # fmt: skip
 
@@ -121,6 +128,47 @@ def config(run_dir: Path) -> dict[str, Any]:
                 optionalServiceAccountAnnotationKeys=[ANNOTATION],
             ),
         ],
+    }
+
+
+def real_config(run_dir: Path, path: Path) -> Path:
+    """:func:`config` and config/examples/aws-pod-identity.yaml's provider, as one file: the
+    real-runtime run's."""
+    found = config(run_dir)
+    found["providers"].append(tokens.shipped(tokens.POD_IDENTITY_EXAMPLE))  # as shipped
+    path.write_text(json.dumps(found))
+    return path
+
+
+def verifiers(backends: dict[str, Any]) -> dict[str, registry.Verifier]:
+    """Each registry host's say on whose a credential is, as the registry behind the backend
+    decides (emulators/registry.py): a Quay robot token, an Artifactory or Cloudsmith access token
+    only if that stand-in issued it; Harbor's robot password only once Vault handed it out; the
+    pull Secret's own. ``backends`` (:func:`start_backends`) may be filled after the front starts."""
+
+    def issued_by(backend: str, user: str = "") -> registry.Verifier:
+        def verify(host: str, username: str, password: str) -> str:
+            fake = backends.get(backend)
+            if fake is None or password not in fake.issued:
+                raise registry.Refused(f"not a credential {backend} issued")
+            if user and username != user:
+                raise registry.Refused(f"{username!r} is not {user!r}")
+            return f"{backend}:{username}"
+
+        return verify
+
+    def the_secret(host: str, username: str, password: str) -> str:
+        if (username, password) != (SECRET_USER, SECRET_PASSWORD):
+            raise registry.Refused("not the pull Secret's credential")
+        return f"secret:{username}"
+
+    return {
+        QUAY_HOST: issued_by("quay", ROBOT),
+        STS_HOST: issued_by("quay", ROBOT),
+        JFROG_HOST: issued_by("artifactory", JFROG_USER),
+        CLOUDSMITH_HOST: issued_by("cloudsmith"),
+        VAULT_HOST: issued_by("vault", VAULT_USER),
+        SECRET_HOST: the_secret,
     }
 
 

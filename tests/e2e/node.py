@@ -232,8 +232,11 @@ def main(spec_path: str) -> int:
         give_identities(aws, gcp, azure)
         env = node_environment([aws, gcp, azure], run / "ca-bundle.pem")
         sandbox = None
+        backends: dict[str, Any] = {}  # the registry plugin's stand-ins (federated.py)
         if real:
-            sandbox = realpulls.start(spec, run, (aws, gcp, azure), cgroup_root, stack)
+            sandbox = realpulls.start(
+                spec, run, (aws, gcp, azure), cgroup_root, stack, federated.verifiers(backends)
+            )
             endpoint = sandbox.runtime.address
         else:
             endpoint = ""
@@ -252,7 +255,6 @@ def main(spec_path: str) -> int:
         )
         plane = None
         sts_recorder = None
-        backends: dict[str, Any] = {}  # the registry plugin's stand-ins (federated.py)
         if spec.get("control_plane"):
             # STS in front of moto, recording which role each session key was issued for; each
             # such key's ECR tokens carry a password naming that role
@@ -273,8 +275,12 @@ def main(spec_path: str) -> int:
             registries = spec.get("token_scenario") == "registries"
             if registries:
                 federated.prepare(plane)
-                backends = federated.start_backends(stack, (plane.directory / "sa.pub").read_text())
-            elif not real:
+                backends.update(
+                    federated.start_backends(stack, (plane.directory / "sa.pub").read_text())
+                )
+            # tokens.py's service accounts: the fake CRI's cloud runs', and the real runtime's
+            # registries run's (its Pod Identity pods)
+            if registries == real:
                 tokens.prepare(plane)
             # EKS Auth, checking each pod's token with this API server's key; each key it issues
             # gets ECR tokens naming its role, and is recorded as the STS ones are

@@ -2,6 +2,9 @@
 created through the API server, pulled by containerd from the registries of tests/e2e/registries.py
 and run; what each pod ended as, what its container printed, the kubelet's events about it and the
 registries' access log go to the result.
+
+A token scenario (``token_scenario``: tests/e2e/federated.py's ``REAL_PULLS``) runs each pod as its
+own service account, for the kubelet to send the plugin that pod's token.
 """
 
 from __future__ import annotations
@@ -17,14 +20,16 @@ from typing import Any
 
 from emulators.aws import FakeEcr
 from emulators.harness import Emulator
-from emulators.registry import RegistryFront, fingerprint
+from emulators.registry import RegistryFront, Verifier, fingerprint
 from emulators.tls import make_test_ca
-from tests.e2e import controlplane, fleet, registries, runtime, testimages
+from tests.e2e import controlplane, federated, fleet, registries, runtime, testimages
 from tests.e2e.scenario import SCENARIOS, Pull
+from tests.e2e.tokens import TokenPull
 
 NAMESPACE = "default"
 SERVICE_ACCOUNT = "puller"
 PULL_FAILURES = ("ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull")
+TOKEN_SCENARIOS = {"registries": federated.REAL_PULLS}
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,7 @@ class Sandbox:
     runtime: runtime.Runtime
     scenario: tuple[Pull, ...]
     ecr: FakeEcr
+    token_pulls: tuple[TokenPull, ...] = ()
 
 
 def start(
@@ -41,17 +47,20 @@ def start(
     emulators: tuple[Emulator, Emulator, Emulator],
     cgroup_root: str,
     stack: ExitStack,
+    host_checks: dict[str, Verifier] | None = None,
 ) -> Sandbox:
-    """The registries (holding every image of the spec's scenario) and containerd, started."""
+    """The registries (holding every image of the spec's scenario) and containerd, started;
+    ``host_checks``: the verifiers of hosts no cloud's emulator speaks for."""
     aws, gcp, azure = emulators
     ecr: FakeEcr = aws.fakes["ecr"]  # type: ignore[assignment]
     ecr.rotate = True
     ecr.valid_seconds = spec.get("ecr_valid_seconds", ecr.valid_seconds)
     scenario = SCENARIOS[spec.get("scenario", "clouds")]
-    images = sorted({pull.image for pull in scenario})
+    token_pulls = TOKEN_SCENARIOS.get(spec.get("token_scenario", ""), ())
+    images = sorted({pull.image for pull in token_pulls or scenario})
     admit = {host: frozenset(names) for host, names in spec.get("admit", {}).items()}
     mirrors: dict[str, str] = spec.get("mirrors", {})
-    checks = registries.verifiers(aws, gcp, azure)
+    checks = {**registries.verifiers(aws, gcp, azure), **(host_checks or {})}
     front = RegistryFront(registries.hosts(images, checks, admit, mirrors))
     for mirror, upstream in mirrors.items():
         runtime.mirror(run / "containerd", upstream, f"https://{mirror}")
@@ -84,7 +93,7 @@ def start(
         runtime.import_archive(
             started, Path(spec["image_archive"]), "--base-name", spec["image_name"].split(":")[0]
         )
-    return Sandbox(front, started, scenario, ecr)
+    return Sandbox(front, started, scenario, ecr, token_pulls)
 
 
 def stop(cgroup_root: str) -> list[str]:
@@ -138,6 +147,18 @@ def start_wave(
     return started
 
 
+def start_token_wave(
+    plane: controlplane.ControlPlane, wave: int, pulls: tuple[TokenPull, ...]
+) -> dict[str, str]:
+    """``wave``'s pods, each as its own service account (the token scenario's); pod -> image."""
+    started = {}
+    for pull in pulls:
+        if pull.wave == wave:
+            plane.pod(NAMESPACE, pull.pod, pull.image, pull.service_account, pull.policy, True)
+            started[pull.pod] = pull.image
+    return started
+
+
 def outcome(plane: controlplane.ControlPlane, pod: str) -> dict[str, Any]:
     """What ``pod`` ended as: its phase, its container's state, what it printed, the events."""
     found = plane.get(f"/api/v1/namespaces/{NAMESPACE}/pods/{pod}") or {}
@@ -169,8 +190,12 @@ def run(
     scenario = sandbox.scenario
     pods: dict[str, str] = {}
     waves = {}
-    for wave in sorted({pull.wave for pull in scenario}):
-        started = start_wave(plane, wave, scenario)
+    for wave in sorted({pull.wave for pull in sandbox.token_pulls or scenario}):
+        started = (
+            start_token_wave(plane, wave, sandbox.token_pulls)
+            if sandbox.token_pulls
+            else start_wave(plane, wave, scenario)
+        )
         pods.update(started)
         for pod in started:
             wait_for(f"{pod} to run or fail its pull", lambda pod=pod: ended(plane, pod), 120)

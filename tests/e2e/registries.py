@@ -4,7 +4,8 @@ One registry server (distribution) per cloud holds the images; one front (emulat
 ``:443`` answers as every registry host the scenario names, with a certificate from the test CA for
 those names, and asks for credentials as that host's cloud does, each cloud's emulator saying whose
 a credential is. The names resolve to the front through the sandbox's own /etc/hosts (the /etc
-overlay of its mount namespace). Hosts no plugin serves (Docker Hub, Quay) refuse everyone.
+overlay of its mount namespace). Hosts no plugin serves (Docker Hub, Quay) refuse everyone; the
+registry plugin's hosts take only what its backends' stand-ins issued (tests/e2e/federated.py).
 """
 
 from __future__ import annotations
@@ -106,8 +107,9 @@ def hosts(
     admit: dict[str, frozenset[str]] | None = None,
     mirrors: dict[str, str] | None = None,
 ) -> dict[str, Host]:
-    """The front's hosts for ``images``; ``mirrors`` maps a mirror's host name to the registry it
-    mirrors (the same images, the same scheme and checks)."""
+    """The front's hosts for ``images``, each checked by ``checks``' verifier for its name, else
+    its cloud's; ``mirrors`` maps a mirror's host name to the registry it mirrors (the same
+    images, the same scheme and checks)."""
     names = {split(image).hostname for image in images}
     found = {}
     for name in names:
@@ -115,7 +117,7 @@ def hosts(
         found[name] = Host(
             name,
             scheme_of(name),
-            checks.get(cloud),
+            checks.get(name, checks.get(cloud)),
             f"http://127.0.0.1:{BACKEND_PORTS[cloud]}",
             prefix_of(name),
             (admit or {}).get(name),

@@ -25,6 +25,7 @@ from emulators.gcp import FakeMetadata
 from release import image
 from release.bundle import BUNDLE_DIR, REPO, project_version
 from tests.chart.helm import agent_pod, helm_binary
+from tests.e2e import federated, tokens
 from tests.e2e.registries import split, stored_as
 from tests.e2e.runtime import RUNC, remove_subtree, subtree_name
 from tests.e2e.sandbox import (
@@ -95,6 +96,9 @@ def real_run(
         tools = [Path(runtime_tools[name]) for name in ("containerd", "registry", "crictl")]
         assert left_running(*binaries, *control_plane_binaries, *tools, Path(RUNC)) == []
         real: dict[str, Any] = result["real"]
+        # what the token exchanges issued (the registry plugin's stand-ins, EKS Auth's roles)
+        real["federated"] = result.get("federated", {})
+        real["assumed_roles"] = result["exchanges"]["assumed_roles"]
         return real
 
     return run
@@ -314,3 +318,47 @@ def test_what_only_a_real_runtime_shows(real_run: RealRun, tmp_path: Path) -> No
     assert old not in sent_later
     name = 'kubelet_credential_provider_plugin_duration_count{plugin_name="ecr-credential-provider-team-a"}'
     assert real["waves"]["2"][name] > real["waves"]["1"][name]
+
+
+# whose credential each registry of the token run says it was (tests/e2e/federated.py's verifiers)
+EXCHANGED = {
+    "quay": f"quay:{federated.ROBOT}",
+    "quay-sts": f"quay:{federated.ROBOT}",
+    "jfrog": f"artifactory:{federated.JFROG_USER}",
+    "cloudsmith": "cloudsmith:token",
+    "vault": f"vault:{federated.VAULT_USER}",
+    "secret": f"secret:{federated.SECRET_USER}",
+}
+
+
+def test_registries_take_only_the_credential_each_pods_token_was_exchanged_for(
+    real_run: RealRun, tmp_path: Path
+) -> None:
+    """#64 through containerd: each registry takes only what the exchange issued for the pod's
+    own token (a Quay robot token, an Artifactory or Cloudsmith token, Vault's secret, the pull
+    Secret's), and ECR takes the Pod Identity association's role; a pod whose service account is
+    not trusted, or may not read the Secret, never sends a credential and fails at the registry."""
+    config = federated.real_config(tmp_path / "run", tmp_path / "registries.json")
+    bin_dir = linked_bin_dir(tmp_path, (*federated.NAMES, "ecr-credential-provider"))
+    real = real_run(config, bin_dir=str(bin_dir), token_scenario="registries")
+    assert sorted(real["pods"]) == sorted(pull.pod for pull in federated.REAL_PULLS)
+    for pull in federated.PULLS:
+        if pull.provider is None:
+            assert_refused(real, pull.pod)
+        else:
+            assert_ran(real, pull.pod, EXCHANGED[pull.pod])
+    issued = real["federated"]
+    for backend in ("quay", "artifactory", "cloudsmith", "vault"):
+        assert issued[backend]["issued"], backend  # each registry's credential came from it
+
+    # EKS Pod Identity: the associated pod pulls with the key EKS Auth issued for the
+    # association's role; the other with the node's own
+    image = real["pods"]["associated"]["image"]
+    (key,) = {e["identity"] for e in manifest_requests(real, image) if e["status"] == 200}
+    assert real["assumed_roles"][key] == tokens.POD_ROLE
+    assert_ran(real, "associated", key)
+    assert_ran(real, "unassociated", NODE_IDENTITY["ecr-credential-provider"])
+
+    # no registry was ever sent a credential it did not take: nothing but the exchanges' answers
+    wrong = [e for e in real["registry_log"] if e["credential"] and e["status"] == 401]
+    assert wrong == []

@@ -119,7 +119,7 @@ EXPECTED_EXECS = {
 }
 
 
-def _shipped(example: str, **replace: str) -> dict[str, Any]:
+def shipped(example: str, **replace: str) -> dict[str, Any]:
     """The one provider of a shipped example config, its placeholders replaced."""
     from credprovider.tool.node.yamldoc import load_yaml
 
@@ -135,10 +135,10 @@ def providers() -> list[dict[str, Any]]:
     """The config's providers: the shipped service-account examples (placeholders filled in), two
     of them varied for the cases the examples do not show, and one provider the node may not
     request tokens for."""
-    gcp = _shipped("gcp-workload-identity.yaml", PROJECT="my-project", LOCATION="l", CLUSTER="c1")
-    ecr = _shipped("aws-serviceaccount.yaml")
+    gcp = shipped("gcp-workload-identity.yaml", PROJECT="my-project", LOCATION="l", CLUSTER="c1")
+    ecr = shipped("aws-serviceaccount.yaml")
     ecr["tokenAttributes"]["cacheType"] = "Token"  # the example's is ServiceAccount
-    acr = _shipped("azure-serviceaccount.yaml")
+    acr = shipped("azure-serviceaccount.yaml")
     acr["tokenAttributes"].update(  # the example's are optional, with requireServiceAccount false
         requireServiceAccount=True,
         requiredServiceAccountAnnotationKeys=["kubernetes.azure.com/acr-client-id"],
