@@ -21,6 +21,7 @@ from credprovider.errors import CredproviderError
 from credprovider.runtime.redact import safe_line
 from credprovider.tool.commands import COMMANDS
 from credprovider.tool.commands.common import EXAMPLE, EXIT_USAGE, WHAT_CHANGES
+from credprovider.tool.terminal import sanitizing
 from credprovider.version import version_text
 
 
@@ -116,8 +117,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from credprovider.tool.terminal import sanitizing
-
     code: int | str | None
     args = sys.argv[1:] if argv is None else argv
     try:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from credprovider.tool.cluster.connect import COMPONENT, ClusterError, api_call
+from credprovider.tool.node.kubelet_facts import parse_version
 
 if TYPE_CHECKING:
     from lightkube import Client
@@ -246,8 +247,6 @@ class Cluster:
     def kubelet_version(self) -> tuple[int, int] | None:
         """The node's kubelet version as it reports it (``status.nodeInfo``), or None."""
         from lightkube.resources.core_v1 import Node
-
-        from credprovider.tool.node.kubelet_facts import parse_version
 
         node = api_call(f"reading node {self.node}", self.client.get, Node, self.node)
         info = node.status.nodeInfo if node.status else None

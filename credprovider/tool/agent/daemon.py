@@ -25,6 +25,8 @@ from credprovider.tool.agent.state import read_host
 from credprovider.tool.agent.uninstall import uninstall
 from credprovider.tool.change.results import Result
 from credprovider.tool.cluster.connect import ClusterError
+from credprovider.tool.kubeconfig.model import read_config
+from credprovider.tool.node.kubelet_facts import config_hash as kubelet_hash
 
 if TYPE_CHECKING:
     import datetime
@@ -222,7 +224,6 @@ class FleetMember:
     ) -> list[str]:
         """A credential request per provider of the config in force; what failed."""
         from credprovider.tool.agent.health import dry_run
-        from credprovider.tool.kubeconfig.model import read_config
 
         try:
             loaded = read_config(str(read_host(self.root, plan.config_path)))
@@ -240,9 +241,6 @@ class FleetMember:
 
 def config_hash(root: str, config_path: str) -> str:
     """The kubelet's hash of the config at ``config_path`` on the node, or "" when unreadable."""
-    from credprovider.tool.kubeconfig.model import read_config
-    from credprovider.tool.node.kubelet_facts import config_hash as kubelet_hash
-
     if not config_path:
         return ""
     try:

@@ -14,6 +14,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from credprovider.tool.catalog import plugin_for_name
+from credprovider.tool.cluster.connect import ClusterError
+from credprovider.tool.images.lookup import run_provider
+from credprovider.tool.images.selection import select_providers
+from credprovider.tool.node.kubelet_facts import CONFIG_INFO_METRIC, reported_config_hashes
+from credprovider.tool.node.kubelet_http import kubelet_get
 from credprovider.tool.node.root import NodeRoot
 
 if TYPE_CHECKING:
@@ -29,8 +35,6 @@ METRICS_CAP: Final = 8 << 20
 def reported_hashes(metrics: str) -> list[str] | None:
     """The config hashes a kubelet's metrics page reports, or None: it reports none (a kubelet
     before 1.34 has no such metric)."""
-    from credprovider.tool.node.kubelet_facts import CONFIG_INFO_METRIC, reported_config_hashes
-
     if CONFIG_INFO_METRIC not in metrics:
         return None
     return reported_config_hashes(metrics)
@@ -39,8 +43,6 @@ def reported_hashes(metrics: str) -> list[str] | None:
 def _get(url: str, token: str, timeout: float) -> tuple[int, str]:
     """``url``'s status and body (the body only when 200), the whole exchange within
     ``timeout`` seconds (node/kubelet_http.py); :class:`OSError` when there is no whole answer."""
-    from credprovider.tool.node.kubelet_http import kubelet_get
-
     status, body = kubelet_get(url, timeout, METRICS_CAP, token)
     return status, body.decode("utf-8", "replace") if status == 200 else ""
 
@@ -85,8 +87,6 @@ class KubeletHealth:
         expected_hash: str,
         sleep: Callable[[float], None] = time.sleep,
     ) -> str | None:
-        from credprovider.tool.cluster.connect import ClusterError
-
         deadline = time.monotonic() + self.timeout
         problem: str | None = "no answer"
         while time.monotonic() < deadline:
@@ -126,10 +126,6 @@ def dry_run(
     node files its args name read under ``root``: ``(provider, problem)`` for each that failed;
     an empty list when every one answered. A plugin that trades its token at the registry itself
     (ACR) is asked only for an image the operator named: a sample registry is nobody's."""
-    from credprovider.tool.catalog import plugin_for_name
-    from credprovider.tool.images.lookup import run_provider
-    from credprovider.tool.images.selection import select_providers
-
     failed: list[tuple[str, str]] = []
     for provider in loaded.providers:
         name = provider.name or ""

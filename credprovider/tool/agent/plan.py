@@ -35,11 +35,14 @@ from credprovider.tool.agent.platforms import (
 )
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.install import holds_providers, other_providers
+from credprovider.tool.change.journal import journal_for
 from credprovider.tool.change.migrate import FlagChanges
 from credprovider.tool.change.render import kubelet_flags, render_config
 from credprovider.tool.change.results import Action, Step
 from credprovider.tool.change.settings import Settings
 from credprovider.tool.errors import NodeChangeError
+from credprovider.tool.kubeconfig.model import ConfigError
+from credprovider.tool.kubeconfig.validate import load_config
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
 from credprovider.tool.node.root import NodeRoot
@@ -100,9 +103,6 @@ def _read(root: str, path: str) -> str | None:
 def validated(text: str, sa_tokens_enabled: bool = True) -> None:
     """Refuse (:class:`RefusedConfig`, with the kubelet's message) a config the kubelet would not
     start with (``sa_tokens_enabled``: whether that kubelet takes ``tokenAttributes``, 1.34+)."""
-    from credprovider.tool.kubeconfig.model import ConfigError
-    from credprovider.tool.kubeconfig.validate import load_config
-
     with tempfile.NamedTemporaryFile("w", suffix=".yaml") as handle:
         handle.write(text)
         handle.flush()
@@ -209,8 +209,6 @@ def provider_names(keys: list[str], beside: bool = False) -> dict[str, str]:
 def _change_by_hand_left(root: str, config: str) -> str:
     """The journal a ``credprovider install`` or ``migrate --write`` killed part way left beside
     the kubelet's config ("" for none): the node is half changed by hand (change/journal.py)."""
-    from credprovider.tool.change.journal import journal_for
-
     journal = str(journal_for(config))
     return journal if os.path.lexists(NodeRoot.at(root).host(journal, follow=False)) else ""
 

@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from credprovider.tool.change.results import Result
+from credprovider.tool.change.settings import dry_run_images
+from credprovider.tool.cluster.connect import ClusterError
 from credprovider.tool.errors import NodeChangeError, node_failure
+from credprovider.tool.node.kubelet_facts import SA_TOKENS_ON_SINCE
 
 if TYPE_CHECKING:
     from credprovider.tool.agent.apply import Outcome
@@ -55,14 +58,11 @@ def change(
     success, and the plan (None: uninstall). The caller holds the node's lock."""
     from credprovider.tool.agent.plan import plan_node
     from credprovider.tool.agent.platforms import service_to_restart
-    from credprovider.tool.cluster.connect import ClusterError
 
     if options.uninstall:
         outcome = node.uninstall(service_to_restart(options.root, options.rules), options.rules)
         return outcome, outcome.result is Result.UNINSTALLED and not outcome.kept, None
     # the config is validated for this node's kubelet: tokenAttributes from 1.34
-    from credprovider.tool.node.kubelet_facts import SA_TOKENS_ON_SINCE
-
     try:
         version = cluster.kubelet_version()
     except ClusterError:
@@ -87,7 +87,6 @@ def await_dry_run(
     """Until every provider answers a dry-run credential request (each new failure an Event and
     a line), as the kubelet would run it."""
     from credprovider.tool.agent.daemon import DRY_RUN_FAILED
-    from credprovider.tool.change.settings import dry_run_images
 
     launcher = shlex.split(options.dry_run_launcher)
     bin_dir = plan.bin_dir if launcher else options.bundle

@@ -15,9 +15,12 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Final
 
+from credprovider.paths import PACKAGE_LINKS_FILE
 from credprovider.runtime.bundlecheck import FILES_MANIFEST
 from credprovider.tool.change.engine import BACKUP_SUFFIX, ChangeKind, Kind, Op
 from credprovider.tool.errors import NodeChangeError
+from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
+from credprovider.tool.node.flagfiles import units
 
 # Names a new kubelet flag file has (/etc/default/kubelet, a drop-in, kubeadm's own).
 _FLAG_FILE_NAMES: Final = ("kubelet", "kubeadm-flags.env", "environment")
@@ -114,8 +117,6 @@ def _no_flags(path: Path) -> str:
 
 
 def _is_package_links(path: Path) -> bool:
-    from credprovider.paths import PACKAGE_LINKS_FILE
-
     return path.name == Path(PACKAGE_LINKS_FILE).name
 
 
@@ -147,9 +148,6 @@ def unfit_ops(ops: Sequence[Op], anchor: Path, change: ChangeKind) -> list[str]:
 
 
 def _holds_flags(path: Path) -> bool:
-    from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
-    from credprovider.tool.node.flagfiles import units
-
     try:
         return bool(units(read_text(str(path))))
     except (FileProblem, UnreadableError, NodeChangeError):

@@ -35,6 +35,9 @@ from credprovider.tool.change.results import Action, Step
 from credprovider.tool.change.settings import Settings
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.images.startcheck import NotCredprovider, credprovider_version
+from credprovider.tool.kubeconfig.model import CONFIG_KIND
+from credprovider.tool.node.access import FileProblem, read_bytes, read_text, unreadable
+from credprovider.tool.node.yamldoc import YamlError, load_yaml
 
 
 @dataclass
@@ -115,8 +118,6 @@ def plan_install(
 def _current_config(out: Path) -> tuple[bytes | None, str | None]:
     """What the config file ``out`` holds now (read once, bounded), and why it could not be read;
     ``(None, None)`` when there is nothing there."""
-    from credprovider.tool.node.access import FileProblem, read_bytes
-
     if not (out.exists() or out.is_symlink()):
         return None, None
     try:
@@ -128,8 +129,6 @@ def _current_config(out: Path) -> tuple[bytes | None, str | None]:
 def other_providers(current: bytes | None, name: str | None) -> list[dict[str, object]]:
     """The providers of the CredentialProviderConfig ``current`` other than ``name``, as they are;
     none when there is no such file, or it is not one (then writing it needs --force)."""
-    from credprovider.tool.kubeconfig.model import CONFIG_KIND
-
     document = _decoded(current) if current is not None else None
     providers = document.get("providers") if isinstance(document, dict) else None
     if not isinstance(document, dict) or not isinstance(providers, list):
@@ -142,8 +141,6 @@ def other_providers(current: bytes | None, name: str | None) -> list[dict[str, o
 def _decoded(config: bytes) -> object:
     """A config's YAML as the kubelet's decoder takes it (yamldoc: no alias bomb); ``None`` when it
     is not YAML (or not UTF-8)."""
-    from credprovider.tool.node.yamldoc import YamlError, load_yaml
-
     try:
         return load_yaml(config.decode("utf-8"))
     except (YamlError, UnicodeDecodeError):
@@ -152,8 +149,6 @@ def _decoded(config: bytes) -> object:
 
 def check_writable(directory: Path) -> None:
     """Refuse, before anything is changed, a directory this user could not create or write in."""
-    from credprovider.tool.node.access import unreadable
-
     existing = directory
     while not os.path.exists(existing) and existing != existing.parent:  # False when refused too
         existing = existing.parent
@@ -389,8 +384,6 @@ def package_links_op(links: list[Path], links_file: str = PACKAGE_LINKS_FILE) ->
     """``links`` (made to the distribution package's bin dir) added to the list the package's
     removal reads: it deletes those still pointing into the package, so that no bin dir keeps a
     dangling link (release/distpackages.py)."""
-    from credprovider.tool.node.access import read_text
-
     record = Path(links_file)
     # bounded, and no FIFO or device planted there is read
     known = set(read_text(links_file).split("\n")) if record.exists() else set()

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from credprovider.errors import CredproviderError
+from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 
 Settings = Mapping[str, Mapping[str, Any]]
@@ -59,8 +60,6 @@ def parse(text: str, keys: list[str]) -> dict[str, dict[str, Any]]:
 
 
 def _check_opt_in(found: Settings, keys: list[str]) -> None:
-    from credprovider.tool.catalog import PLUGINS
-
     for key in keys:
         plugin = PLUGINS[key]
         if not plugin.opt_in:

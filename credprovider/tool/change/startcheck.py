@@ -9,7 +9,9 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from credprovider.tool.images.bindir import check_binaries
 from credprovider.tool.kubeconfig.model import ConfigError, LoadedConfig
+from credprovider.tool.kubeconfig.validate import load_config
 
 if TYPE_CHECKING:
     from credprovider.tool.change.migrate import MigrationPlan
@@ -18,8 +20,6 @@ if TYPE_CHECKING:
 def loaded_as_left(path: Path, text: str | None) -> LoadedConfig | str:
     """The config at ``path`` (``text``: the file as it will be; ``None``: as it is) as the
     kubelet loads it at start, or why the kubelet would refuse it."""
-    from credprovider.tool.kubeconfig.validate import load_config
-
     try:
         return load_config(str(path), text=text)
     except ConfigError as exc:
@@ -51,9 +51,6 @@ def migration_would_not_start(plan: MigrationPlan, config_out: str) -> str | Non
     """Why the kubelet would not start on the node as --write would leave it, checked as the
     kubelet checks it at start (its config validated, every provider's plugin in its bin dir), if
     it would not."""
-    from credprovider.tool.images.bindir import check_binaries
-    from credprovider.tool.kubeconfig.validate import load_config
-
     if not plan.providers and not plan.config:
         return None  # no credential provider flags: the kubelet reads no config
     try:

@@ -35,6 +35,9 @@ from credprovider.tool.change.journal import (
     run,
 )
 from credprovider.tool.errors import NodeChangeError
+from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
+from credprovider.tool.node.discovery import in_tree
+from credprovider.tool.node.flagfiles import flags_from_file, units
 from credprovider.tool.node.kubelet_facts import BUILT_IN_CLOUDS_GONE_SINCE
 from credprovider.tool.node.kubelet_flags import (
     BIN_DIR_FLAG,
@@ -112,8 +115,6 @@ def _reverse(entry: Entry) -> Step | str:
         return f"the backup {kept} of {op.path} is not a file credprovider kept"
     if not allowed_mode(mode):
         return f"the backup {kept} of {op.path} has mode {mode:o}, which undo never writes"
-    from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
-
     try:
         data = read_bytes(str(kept), limit=MAX_KEPT_FILE)
     except (FileProblem, UnreadableError) as exc:
@@ -186,8 +187,6 @@ def plan_undo(
 
 def _flags_after(steps: Sequence[Step], flags: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
     """Each flag file's flags as the undo leaves them."""
-    from credprovider.tool.node.flagfiles import flags_from_file
-
     after = {path: list(words) for path, words in flags.items()}
     for step in steps:
         if step.op.kind is Kind.FILE and (str(step.op.path) in after or _flag_file(step.op)):
@@ -199,8 +198,6 @@ def _flags_after(steps: Sequence[Step], flags: Mapping[str, Sequence[str]]) -> d
 
 
 def _flag_file(op: Op) -> bool:
-    from credprovider.tool.node.flagfiles import units
-
     try:
         return bool(units(op.data.decode("utf-8", "replace")))
     except NodeChangeError:
@@ -215,8 +212,6 @@ def _start_problems(
 ) -> list[str]:
     """Why the kubelet would not start on the node as the undo leaves it (KEP-2395; the kubelet's
     own checks of its credential provider config at start)."""
-    from credprovider.tool.node.discovery import in_tree
-
     problems = []
     put_back = {str(step.op.path) for step in steps}
     for path, words in after.items():

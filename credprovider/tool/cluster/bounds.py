@@ -19,6 +19,8 @@ import time
 from typing import Any, Final
 
 from credprovider.errors import CredproviderError
+from credprovider.runtime.answer import BadAnswer, decoded, too_large
+from credprovider.runtime.answer import read_bounded as read
 from credprovider.runtime.excerpt import byte_size
 from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 
@@ -68,9 +70,6 @@ def read_bounded(
 ) -> bytes:
     """A body from ``blocks`` (as they arrive), through the plugins' one bounded reader
     (``runtime.answer.read_bounded``): at most ``max_bytes``, the whole of it within ``seconds``."""
-    from credprovider.runtime.answer import BadAnswer, too_large
-    from credprovider.runtime.answer import read_bounded as read
-
     deadline = time.monotonic() + seconds
     try:
         return read(
@@ -92,8 +91,6 @@ def bounded_transport(verify: Any) -> Any:
     is undone under the same cap), reads it through :func:`read_bounded`, checks a JSON body's
     depth, and counts a list's pages. ``verify``: the TLS context the client would have used."""
     import httpx2
-
-    from credprovider.runtime.answer import BadAnswer, decoded
 
     class Bounded(httpx2.BaseTransport):
         def __init__(self) -> None:

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from credprovider.errors import CredproviderError
 from credprovider.runtime.excerpt import clip
+from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes, read_text
+from credprovider.tool.node.yamldoc import YamlError, load_yaml
 
 if TYPE_CHECKING:
     from lightkube import Client
@@ -72,9 +74,6 @@ def _read_kubeconfig(path: str) -> dict[str, Any]:
     with the tool's YAML rules."""
     import os
 
-    from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes, read_text
-    from credprovider.tool.node.yamldoc import YamlError, load_yaml
-
     try:
         found = load_yaml(read_text(path))
     except FileProblem as exc:
@@ -109,8 +108,6 @@ def _check_service_account(directory: str) -> None:
     """The pod's token, namespace and CA bundle, each a regular file of at most a MiB, read as a
     node file is before the client reads them whole (a FIFO would block it, ``/dev/zero`` fill
     its memory): one line naming the file that is not."""
-    from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
-
     for name in ("token", "namespace", "ca.crt"):
         try:
             read_bytes(f"{directory}/{name}", KUBECONFIG_FILE_CAP)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Final
 
 from credprovider import __version__
+from credprovider.tool.agent.platforms import service_to_restart
 from credprovider.tool.agent.systemd import PRIVATE_SOCKET
 from credprovider.tool.catalog import DEFAULT_KEYS, PLUGINS
 from credprovider.tool.change.lock import node_lock
@@ -201,7 +202,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_uninstall(args: argparse.Namespace) -> int:
-    from credprovider.tool.agent.platforms import service_to_restart
     from credprovider.tool.agent.uninstall import uninstall
 
     if _paths_refused(args, "uninstall"):

@@ -12,8 +12,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
+from credprovider.tool.agent.mounts import AUTO, CHOICES, choice
+from credprovider.tool.agent.platforms import files_only
+from credprovider.tool.agent.systemd import reachable
+from credprovider.tool.change.lock import node_lock
 from credprovider.tool.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_json
 from credprovider.tool.errors import NodeChangeError
+from credprovider.tool.node.access import FileProblem, read_text
 
 if TYPE_CHECKING:
     from credprovider.tool.agent.apply import Outcome
@@ -26,8 +31,6 @@ LEASE_SECONDS: Final = 120
 
 
 def platform_option(parser: argparse.ArgumentParser) -> None:
-    from credprovider.tool.agent.mounts import AUTO, CHOICES
-
     parser.add_argument(
         "--platform",
         default=AUTO,
@@ -42,8 +45,6 @@ def platform_option(parser: argparse.ArgumentParser) -> None:
 def platform_refused(args: argparse.Namespace) -> str:
     """Why --platform cannot be followed ("": it can; argparse refuses a name it does not
     know)."""
-    from credprovider.tool.agent.mounts import AUTO
-
     if getattr(args, "platform", AUTO) != AUTO and getattr(args, "files_only", False):
         return "--files-only follows no platform: leave --platform out"
     return ""
@@ -51,9 +52,6 @@ def platform_refused(args: argparse.Namespace) -> str:
 
 def platform_rules(args: argparse.Namespace) -> Platform | None:
     """--files-only's rules (paths given), --platform's, or None: the node's own."""
-    from credprovider.tool.agent.mounts import AUTO, choice
-    from credprovider.tool.agent.platforms import files_only
-
     if args.files_only:
         return files_only(getattr(args, "config", ""), getattr(args, "bin_dir", ""))
     return None if args.platform == AUTO else choice(args.platform).platform
@@ -78,8 +76,6 @@ def watchdog(args: argparse.Namespace) -> Watchdog | None:
 
 def systemd_refused(args: argparse.Namespace, action: str) -> bool:
     """--systemd-socket names something that does not answer: one line, before any change."""
-    from credprovider.tool.agent.systemd import reachable
-
     if not args.systemd_socket or reachable(args.systemd_socket):
         return False
     print(
@@ -191,7 +187,6 @@ def run_with_cluster(args: argparse.Namespace) -> int:
         stay_until_stopped,
     )
     from credprovider.tool.agent.termination import Termination
-    from credprovider.tool.change.lock import node_lock
     from credprovider.tool.cluster.connect import ClusterError, connect
 
     problem = _refused(args)
@@ -207,7 +202,6 @@ def run_with_cluster(args: argparse.Namespace) -> int:
     token = ""
     if not args.kubeconfig:
         from credprovider.tool.cluster.connect import SERVICE_ACCOUNT_DIR
-        from credprovider.tool.node.access import FileProblem, read_text
 
         try:
             token = read_text(f"{SERVICE_ACCOUNT_DIR}/token").strip()

@@ -8,7 +8,11 @@ import sys
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from credprovider.errors import CredproviderError
+from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
+from credprovider.runtime.nodefile import special_kind
+from credprovider.runtime.redact import redact
 from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.errors import node_failure
 
 if TYPE_CHECKING:
     import argparse
@@ -70,8 +74,6 @@ def print_json(obj: Any) -> None:
 
 
 def mask(password: str, show: bool) -> str:
-    from credprovider.runtime.redact import redact
-
     return password if show else redact(password)
 
 
@@ -92,8 +94,6 @@ def node_default(
 ) -> str | None:
     """``given``, else the bin dir (``bin_dir``) or config the node uses, said on stderr with
     where it came from; ``None`` (and one line) if neither."""
-    from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
-
     if given:
         return given
     found = node.bin_dir if bin_dir else node.config
@@ -117,8 +117,6 @@ def wrong_kind(path: str, *, directory: bool) -> str:
     wants: '' if it is, or if nothing is there yet (install and migrate make a bin dir; a cloud's
     agent writes azure.json later)."""
     import stat
-
-    from credprovider.runtime.nodefile import special_kind
 
     try:
         mode = os.stat(path).st_mode
@@ -163,8 +161,6 @@ def finish_interrupted(config_out: str, command: str) -> None:
 def node_failed(command: str, exc: Exception) -> int:
     """The one line for a change by hand that failed on the node (``tool.errors.node_failure``),
     headed ``credprovider COMMAND:``; exit status 1."""
-    from credprovider.tool.errors import node_failure
-
     assert isinstance(exc, OSError | CredproviderError)
     print(f"credprovider {command}: {node_failure(exc)}", file=sys.stderr)
     return EXIT_FAILED

@@ -7,7 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
-from credprovider.runtime.goformat import SECOND, format_go_duration
+from credprovider.runtime.goformat import SECOND, DurationError, format_go_duration, parse_seconds
 from credprovider.runtime.imageref import ImageError, kubelet_image, registry_of
 from credprovider.runtime.redact import printable, safe_line
 from credprovider.tool.commands.common import (
@@ -22,6 +22,8 @@ from credprovider.tool.commands.common import (
     node_paths,
     print_json,
 )
+from credprovider.tool.kubeconfig.model import ConfigError
+from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -118,8 +120,6 @@ def _print_report(report: LookupReport, show: bool) -> None:
 
 def _timeout_seconds(text: str) -> float:
     """``--timeout``: a Go duration (``30s``, ``1m``, ``1m30s``), or a plain number of seconds."""
-    from credprovider.runtime.goformat import DurationError, parse_seconds
-
     try:
         seconds = parse_seconds(text)
     except DurationError as exc:
@@ -131,9 +131,7 @@ def _timeout_seconds(text: str) -> float:
 
 def _cmd_get(args: argparse.Namespace) -> int:
     from credprovider.tool.images.lookup import kubelet_lookup
-    from credprovider.tool.kubeconfig.model import ConfigError
     from credprovider.tool.kubeconfig.validate import load_config
-    from credprovider.tool.node.access import UnreadableError
     from credprovider.tool.node.discovery import discover
 
     view = discover()
@@ -210,8 +208,6 @@ def _environment(view: NodeView, chosen: str) -> Mapping[str, str] | str | None:
 def _read_token(path: str | None) -> str | None:
     """The --sa-token-file's token ('' without one); ``None`` (and one line) if it cannot be read
     (:class:`~credprovider.tool.node.access.UnreadableError` if only this user may not)."""
-    from credprovider.tool.node.access import FileProblem, read_text
-
     if not path:
         return ""
     try:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Final
 from credprovider.entry import SUFFIXED_FORM
 from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
 from credprovider.tool.catalog import DEFAULT_KEYS, PLUGINS, plugin_for_name
+from credprovider.tool.change.lock import node_lock
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -23,6 +24,8 @@ from credprovider.tool.commands.common import (
     print_json,
     wrong_kind,
 )
+from credprovider.tool.errors import NodeChangeError
+from credprovider.tool.node.access import FileProblem, UnreadableError
 
 if TYPE_CHECKING:
     from credprovider.tool.change.install import InstallPlan
@@ -30,9 +33,6 @@ if TYPE_CHECKING:
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
-    from credprovider.tool.errors import NodeChangeError
-    from credprovider.tool.node.access import UnreadableError
-
     if not (args.bin_dir and args.config_out):
         node = node_paths("install")
         args.bin_dir = node_default("install", args.bin_dir, "--bin-dir", node, bin_dir=True)
@@ -81,7 +81,6 @@ def _cmd_install(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return EXIT_FAILED
-    from credprovider.tool.change.lock import node_lock
 
     try:  # the node read and changed by this run alone (change/lock.py)
         with node_lock("/", "credprovider install"):
@@ -95,8 +94,6 @@ def _cmd_install(args: argparse.Namespace) -> int:
 
 def _plan_and_apply(args: argparse.Namespace, keys: list[str], node_files: dict[str, str]) -> int:
     from credprovider.tool.change.install import apply_install, plan_install
-    from credprovider.tool.errors import NodeChangeError
-    from credprovider.tool.node.access import FileProblem, UnreadableError
 
     try:
         plan = plan_install(

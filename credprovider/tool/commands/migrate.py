@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Final
 
 from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
 from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.change.lock import node_lock
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -21,15 +22,16 @@ from credprovider.tool.commands.common import (
     print_json,
     wrong_kind,
 )
+from credprovider.tool.errors import NodeChangeError
+from credprovider.tool.kubeconfig.model import ConfigError, read_config
+from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
+from credprovider.tool.node.layouts import KUBEADM_EXTRA_ARGS_FILES, KUBEADM_FLAGS_ENV
 
 if TYPE_CHECKING:
     from credprovider.tool.change.migrate import ExistingConfig, MigrationPlan
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
-    from credprovider.tool.errors import NodeChangeError
-    from credprovider.tool.node.access import UnreadableError
-
     if not (args.kubelet_flags or args.kubelet_flags_file or args.kubelet_config):
         print(
             "credprovider migrate: nothing to read: give the kubelet's flags "
@@ -52,7 +54,6 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     )
     if not args.write:
         return _migrate(args, providers)
-    from credprovider.tool.change.lock import node_lock
 
     try:  # the node read and changed by this run alone (change/lock.py)
         with node_lock("/", "credprovider migrate --write"):
@@ -72,9 +73,6 @@ def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:
         refusal,
         write,
     )
-    from credprovider.tool.errors import NodeChangeError
-    from credprovider.tool.kubeconfig.model import ConfigError
-    from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
 
     try:
         given = _with_kubeadm_extra_args(list(args.kubelet_flags_file or []))
@@ -136,8 +134,6 @@ def _with_kubeadm_extra_args(paths: list[str]) -> list[str]:
     """``paths``, and with kubeadm's own flags file the distribution's file that kubeadm's
     drop-in passes after it (KUBELET_EXTRA_ARGS), where the node has one: a cloud flag left there
     would override the change, and the new flags belong there (kubeadm rewrites its own file)."""
-    from credprovider.tool.node.layouts import KUBEADM_EXTRA_ARGS_FILES, KUBEADM_FLAGS_ENV
-
     if KUBEADM_FLAGS_ENV not in paths:
         return paths
     extra = [p for p in KUBEADM_EXTRA_ARGS_FILES if p not in paths and os.path.isfile(p)]
@@ -147,7 +143,6 @@ def _with_kubeadm_extra_args(paths: list[str]) -> list[str]:
 def _existing_config(path: str) -> ExistingConfig:
     """The credential provider config at ``path``, read as the kubelet reads it."""
     from credprovider.tool.change.migrate import ExistingConfig
-    from credprovider.tool.kubeconfig.model import ConfigError, read_config
 
     try:
         loaded = read_config(path)
@@ -157,7 +152,6 @@ def _existing_config(path: str) -> ExistingConfig:
             "(credprovider validate shows what the kubelet says) and run migrate again"
         ) from None
     from credprovider.tool.change.render import written_as_json
-    from credprovider.tool.node.access import FileProblem, read_text
 
     try:
         as_json = os.path.isfile(path) and written_as_json(read_text(path))

@@ -10,15 +10,15 @@ import os
 import sys
 from typing import Final
 
+from credprovider.errors import CredproviderError
+from credprovider.paths import PACKAGE_LIB_DIR
 from credprovider.tool.commands.common import EXIT_FAILED, EXIT_OK, Subcommands, node_paths
+from credprovider.tool.kubeconfig.model import read_config
 
 FORCE_ENV: Final = "CREDPROVIDER_FORCE_REMOVE"
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from credprovider.errors import CredproviderError
-    from credprovider.paths import PACKAGE_LIB_DIR
-    from credprovider.tool.kubeconfig.model import read_config
     from credprovider.tool.node.inuse import package_plugins
 
     node = node_paths("package-removal-check")

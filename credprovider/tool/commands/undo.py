@@ -9,6 +9,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from credprovider.paths import NODE_CONFIG
+from credprovider.tool.change.lock import node_lock
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -21,13 +23,11 @@ from credprovider.tool.commands.common import (
     node_paths,
     print_json,
 )
+from credprovider.tool.errors import NodeChangeError
+from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
 
 
 def _cmd_undo(args: argparse.Namespace) -> int:
-    from credprovider.tool.change.lock import node_lock
-    from credprovider.tool.errors import NodeChangeError
-    from credprovider.tool.node.access import FileProblem, UnreadableError
-
     if not args.config:
         args.config = node_default("undo", None, "--config", node_paths("undo"), bin_dir=False)
         if not args.config:
@@ -122,7 +122,6 @@ def _undo(args: argparse.Namespace) -> int:
 def _kubelet(given: Sequence[str] | None) -> tuple[dict[str, list[str]], tuple[int, int] | None]:
     """The kubelet's flags by file (``given``: those files, else the ones discovery reads) and
     its version (``None``: no kubelet runs, or it did not say)."""
-    from credprovider.tool.node.access import read_text
     from credprovider.tool.node.discovery import discover, flags_file_of
     from credprovider.tool.node.flagfiles import flags_from_file
     from credprovider.tool.node.kubelet_facts import kubelet_version
@@ -145,7 +144,6 @@ def _kubelet(given: Sequence[str] | None) -> tuple[dict[str, list[str]], tuple[i
 def _kubelet_unit() -> dict[str, list[str]]:
     """The kubelet's flags as its systemd unit starts it, by the file each comes from (the unit,
     a drop-in, an environment file); {} when the node has no such unit, or it cannot be read."""
-    from credprovider.tool.node.access import UnreadableError
     from credprovider.tool.node.units import on_node, read_kubelet_unit
 
     try:
@@ -159,8 +157,6 @@ def _kubelet_unit() -> dict[str, list[str]]:
 
 
 def register(sub: Subcommands) -> None:
-    from credprovider.paths import NODE_CONFIG
-
     undo = sub.add_parser(
         "undo",
         help="reverse the last change install or migrate --write made on this node",

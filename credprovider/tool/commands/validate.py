@@ -17,6 +17,8 @@ from credprovider.tool.commands.common import (
     node_paths,
     print_json,
 )
+from credprovider.tool.kubeconfig.model import ConfigError
+from credprovider.tool.node.access import UnreadableError
 
 # Providers named on the verdict line; a config of ten thousand is a count, not a wall of names.
 SHOWN_NAMES = 20
@@ -25,9 +27,7 @@ SHOWN_NAMES = 20
 def _cmd_validate(args: argparse.Namespace) -> int:
     from credprovider.tool.images.bindir import BinaryCheck, check_binaries, texts
     from credprovider.tool.kubeconfig.lint import lint_providers
-    from credprovider.tool.kubeconfig.model import ConfigError
     from credprovider.tool.kubeconfig.validate import load_config
-    from credprovider.tool.node.access import UnreadableError
 
     if args.path is None:  # this node's config and, unless given, its bin dir
         node = node_paths("validate")

@@ -32,14 +32,29 @@ from credprovider.tool.node.discovery import NodeView, in_tree
 
 if TYPE_CHECKING:
     from credprovider.tool.cluster.nodes import CloudFacts
-from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG
+from credprovider.tool.catalog import plugin_for_name
+from credprovider.tool.cluster.connect import ClusterError, connect
+from credprovider.tool.cluster.nodes import read_cloud_facts
+from credprovider.tool.cluster.reviews import may_request_tokens
+from credprovider.tool.images.bindir import check_binaries
+from credprovider.tool.kubeconfig.model import ConfigError
+from credprovider.tool.kubeconfig.validate import load_config
+from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
+from credprovider.tool.node.discovery import absolute_in, flags_file_of
+from credprovider.tool.node.kubelet_facts import sa_tokens_by_default
+from credprovider.tool.node.kubelet_flags import (
+    BIN_DIR_FLAG,
+    CLOUD_PROVIDER_FLAG,
+    FEATURE_GATES_FLAG,
+    flag_value,
+)
+from credprovider.tool.node.root import NodeRoot
 
 __all__ = ["Check", "ClusterAccess", "Diagnosis", "diagnose"]
 
 
 def _read(view: NodeView) -> Callable[[str], str | None]:
     """A node file's text (under ``--root``), or ``None`` when it cannot be read."""
-    from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
 
     def read(path: str) -> str | None:
         try:
@@ -102,12 +117,7 @@ def _node_object(
     """The Node's cloud facts, asked of the API server with the kubelet's own kubeconfig (it
     may get its own Node) unless another is given; a standalone kubelet has no Node. Then each
     provider's token audience asked of it: the providers asked about."""
-    from credprovider.tool.catalog import plugin_for_name
-    from credprovider.tool.cluster.connect import ClusterError, connect
-    from credprovider.tool.cluster.nodes import read_cloud_facts
     from credprovider.tool.doctor.cloudnode import check_node_object
-    from credprovider.tool.node.discovery import absolute_in
-    from credprovider.tool.node.kubelet_flags import flag_value
 
     kubelet = view.kubelet
     args = kubelet.argv if kubelet is not None else ()
@@ -144,8 +154,6 @@ def _token_audiences(client: Any, diagnosis: Diagnosis) -> set[str]:
     """Each provider's token audience asked of the API server as the kubelet (KEP-4412): may this
     node request service account tokens for it? (kind #4185: without the permission the kubelet
     only logs, and pulls anonymously.) The providers asked about."""
-    from credprovider.tool.cluster.connect import ClusterError
-    from credprovider.tool.cluster.reviews import may_request_tokens
     from credprovider.tool.doctor.chain import AUDIENCE_GRANT
     from credprovider.tool.doctor.model import Area
 
@@ -190,12 +198,6 @@ def _credential_chain(
     when there is none to read)."""
     from credprovider.tool.doctor import chain, identity, live
     from credprovider.tool.doctor.images import check_image, report_broken, static_pod_images
-    from credprovider.tool.images.bindir import check_binaries
-    from credprovider.tool.kubeconfig.model import ConfigError
-    from credprovider.tool.kubeconfig.validate import load_config
-    from credprovider.tool.node.access import UnreadableError
-    from credprovider.tool.node.kubelet_facts import sa_tokens_by_default
-    from credprovider.tool.node.root import NodeRoot
 
     settings = view.settings
     here = view.root == "/"
@@ -282,9 +284,6 @@ def _credential_chain(
 def _migrate_command(view: NodeView) -> str:
     """``credprovider migrate`` for this node: naming the flags file that gives the in-tree cloud
     (or, failing that, the feature gates), when one of the node's flag files does."""
-    from credprovider.tool.node.discovery import flags_file_of
-    from credprovider.tool.node.kubelet_flags import CLOUD_PROVIDER_FLAG, FEATURE_GATES_FLAG
-
     if not in_tree(view.settings):
         return MIGRATE_COMMAND
     found = flags_file_of(view, CLOUD_PROVIDER_FLAG) or flags_file_of(view, FEATURE_GATES_FLAG)

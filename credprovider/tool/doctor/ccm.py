@@ -5,6 +5,7 @@ version; pure."""
 
 from __future__ import annotations
 
+from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.doctor.model import FAIL, INFO, WARN, Diagnosis
 from credprovider.tool.node.kubelet_facts import (
     BUILT_IN_CLOUDS_GONE_SINCE,
@@ -28,8 +29,6 @@ def check_cloud_provider(
 ) -> None:
     """One line for each thing wrong with the kubelet's cloud pairing (nothing when it is
     right: ``external``, or no cloud at all); ``migrate`` is the command that moves this node."""
-    from credprovider.tool.catalog import PLUGINS
-
     _check_gate(settings, version, diagnosis, migrate)
     cloud = settings.cloud_provider
     if cloud is None or cloud in ("", "external"):

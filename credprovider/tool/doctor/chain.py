@@ -9,6 +9,9 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from credprovider.errors import CredproviderError
+from credprovider.runtime.args import split_common_args
+from credprovider.runtime.serve import CACHE_DIR_ENV
 from credprovider.tool.doctor.model import FAIL, INFO, PASS, WARN, Diagnosis
 from credprovider.tool.node.discovery import NodeView, in_tree
 from credprovider.tool.node.kubelet_facts import CLOUD_LOGIN_GATE
@@ -108,10 +111,6 @@ def changed_since_start(view: NodeView, files: Sequence[Path], diagnosis: Diagno
 
 def cache_dirs(loaded: Any, environment: dict[str, str] | None) -> list[tuple[str, str]]:
     """Each provider's cache directory, read from its args and env as our plugins read them."""
-    from credprovider.errors import CredproviderError
-    from credprovider.runtime.args import split_common_args
-    from credprovider.runtime.serve import CACHE_DIR_ENV
-
     found = []
     for provider in loaded.providers:
         env = {**(environment or {}), **{v.name or "": v.value or "" for v in provider.env or []}}

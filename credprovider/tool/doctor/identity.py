@@ -11,8 +11,20 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from credprovider.cloud import IdentityProbe
+from credprovider.runtime import loopback
+from credprovider.runtime.answer import BadAnswer
+from credprovider.runtime.http import (
+    CaBundleError,
+    HttpError,
+    request,
+    split_authority,
+    split_http_url,
+    verified_context,
+)
 from credprovider.runtime.redact import printable
+from credprovider.tool.catalog import plugin_for_name
 from credprovider.tool.doctor.model import FAIL, INFO, PASS, WARN, Diagnosis, Status
+from credprovider.tool.images.startcheck import kubelet_environment
 
 PROBE_TIMEOUT_SECONDS: Final = 2.0
 PROBE_BODY_CAP: Final = 4096
@@ -25,9 +37,6 @@ SKEW_WARN_SECONDS: Final = 30
 def _refused_by_test_mode(url: str, environ: Mapping[str, str]) -> str | None:
     """In the plugins' loopback-only test mode (either environment asks for it), a non-loopback
     endpoint is not contacted: why, or ``None`` to go ahead."""
-    from credprovider.runtime import loopback
-    from credprovider.runtime.http import HttpError, split_authority, split_http_url
-
     if not (loopback.requested(environ) or loopback.requested(os.environ)):
         return None
     try:
@@ -52,9 +61,6 @@ def clock_skew(date_header: str, now: float) -> float | None:
 
 def probe(found: IdentityProbe, environ: Mapping[str, str]) -> list[tuple[Status, str, str]]:
     """``found`` sent once: ``(status, message, fix)`` for reachability, then for the clock."""
-    from credprovider.runtime.answer import BadAnswer
-    from credprovider.runtime.http import CaBundleError, HttpError, request, verified_context
-
     refused = _refused_by_test_mode(found.url, environ)
     if refused is not None:
         return [(INFO, f"{found.what}: not probed: {refused}", "")]
@@ -122,9 +128,6 @@ def check_identities(
 ) -> None:
     """Each provider's identity, in the environment the kubelet gives its plugin; an endpoint two
     providers share is probed once."""
-    from credprovider.tool.catalog import plugin_for_name
-    from credprovider.tool.images.startcheck import kubelet_environment
-
     answers: dict[tuple[str, str], list[tuple[Status, str, str]]] = {}
     for provider in loaded.providers:
         name = provider.name or ""

@@ -7,9 +7,15 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from credprovider.runtime.imageref import ImageError, parse_image, registry_of
 from credprovider.runtime.redact import redact
+from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.doctor.model import FAIL, INFO, PASS, WARN, Diagnosis
+from credprovider.tool.images.lookup import kubelet_lookup
+from credprovider.tool.images.selection import select_providers
+from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
 from credprovider.tool.node.discovery import NodeView
+from credprovider.tool.node.yamldoc import YamlError, load_yaml
 
 MANIFEST_SUFFIXES: Final = (".yaml", ".yml", ".json")
 MAX_DRY_RUNS: Final = 64
@@ -17,9 +23,6 @@ MAX_DRY_RUNS: Final = 64
 
 def private_host_owner(image: str) -> str | None:
     """The cloud whose registry ``image`` names (an ECR, ACR or Google host), if any."""
-    from credprovider.runtime.imageref import ImageError, parse_image
-    from credprovider.tool.catalog import PLUGINS
-
     try:
         host = parse_image(image).host
     except ImageError:
@@ -42,9 +45,6 @@ def images_of(document: Any) -> Iterable[str]:
 
 def static_pod_images(view: NodeView) -> list[str]:
     """The images of the node's static pods (the kubelet's staticPodPath), in file order."""
-    from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
-    from credprovider.tool.node.yamldoc import YamlError, load_yaml
-
     where = view.settings.static_pod_path
     if not where:
         return []
@@ -84,10 +84,6 @@ def check_image(
     that was run; a node holds many images of few registries), what its plugins answer. An image
     whose claiming plugins all fail to start (the keys of ``broken``) is not run but added to
     their lists, for one line per plugin (:func:`report_broken`)."""
-    from credprovider.runtime.imageref import registry_of
-    from credprovider.tool.images.lookup import kubelet_lookup
-    from credprovider.tool.images.selection import select_providers
-
     selections = select_providers(
         image, [(p.name or "", p.matchImages or []) for p in loaded.providers]
     )

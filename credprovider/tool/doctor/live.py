@@ -18,16 +18,20 @@ from typing import Final
 
 from credprovider.runtime.redact import printable, scrub
 from credprovider.tool.doctor.model import FAIL, INFO, PASS, WARN, Diagnosis
+from credprovider.tool.node.childproc import run_bounded
 from credprovider.tool.node.discovery import NodeView
 from credprovider.tool.node.kubelet_facts import (
     CONFIG_DIRECTORY_SINCE,
     CONFIG_INFO_METRIC,
     SYSTEM_ENV,
     config_hash,
+    installed_kubelet_version,
     kubelet_version,
     reported_config_hashes,
 )
+from credprovider.tool.node.kubelet_http import KubeletUnanswered, kubelet_get
 from credprovider.tool.node.kubelet_proc import KubeletProcess
+from credprovider.tool.node.layouts import KUBELET_BINARIES
 from credprovider.tool.node.structured import bounded_json
 
 API_TIMEOUT_SECONDS: Final = 3.0
@@ -91,8 +95,6 @@ def lookup_failures(lines: Iterable[str]) -> list[LookupFailure]:
 
 def _log_tail(kubelet: KubeletProcess) -> tuple[str, list[str]] | str:
     """The kubelet's recent log: (where, lines), or why it cannot be read."""
-    from credprovider.tool.node.childproc import run_bounded
-
     stream = f"/proc/{kubelet.pid}/fd/2"
     try:
         target = os.readlink(stream)
@@ -181,8 +183,6 @@ def check_log(kubelet: KubeletProcess, diagnosis: Diagnosis) -> None:
 
 def _api(view: NodeView, path: str) -> bytes | str:
     """``path`` from the kubelet's read-only port: the body, or why there is none."""
-    from credprovider.tool.node.kubelet_http import KubeletUnanswered, kubelet_get
-
     settings = view.settings
     if settings.read_only_port <= 0:
         return "its read-only port is off (readOnlyPort 0)"
@@ -261,8 +261,6 @@ def runtime_images(view: NodeView) -> tuple[list[str], str]:
     and a sentence saying where they came from or why there are none."""
     import shutil
 
-    from credprovider.tool.node.childproc import run_bounded
-
     crictl = shutil.which("crictl", path=f"{os.environ.get('PATH', '')}:{CRICTL_DIRS}")
     if crictl is None:
         return [], "crictl is not installed: the runtime's images are not listed"
@@ -291,9 +289,6 @@ def installed_version(diagnosis: Diagnosis) -> tuple[int, int] | None:
     """With no kubelet running (stopped, or crash-looping between restarts): the version of the
     kubelet binary the node's unit runs (``layouts.KUBELET_BINARIES``), said; ``None`` when none is
     there, trusted and answering."""
-    from credprovider.tool.node.kubelet_facts import installed_kubelet_version
-    from credprovider.tool.node.layouts import KUBELET_BINARIES
-
     for path in KUBELET_BINARIES:
         found = installed_kubelet_version(path)
         if found is not None:

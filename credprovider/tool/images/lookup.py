@@ -29,9 +29,11 @@ from credprovider.runtime.imageref import registry_of
 from credprovider.runtime.log import decisions
 from credprovider.runtime.matching import explain_key_mismatch, keyring_lookup
 from credprovider.runtime.redact import register_secret, scrub
+from credprovider.runtime.serve import CACHE_READ_ONLY_ENV
 from credprovider.tool.catalog import plugin_for_name
 from credprovider.tool.kubeconfig.model import CredentialProvider, LoadedConfig
 from credprovider.tool.node.childproc import run_bounded
+from credprovider.tool.node.trust import UntrustedProgram, check_program
 
 KUBELET_EXEC_TIMEOUT_SECONDS: Final = 60.0
 # What is kept of a plugin's stdout and of its stderr (the rest is read and dropped).
@@ -177,7 +179,6 @@ def _exec(
     with their cache read-only); its stdout, or ``None`` with ``report.error`` saying what the
     kubelet would."""
     from credprovider.tool.images.startcheck import kubelet_environment
-    from credprovider.tool.node.trust import UntrustedProgram, check_program
 
     name = provider.name or ""
     env = kubelet_environment(
@@ -186,8 +187,6 @@ def _exec(
     args = list(provider.args or [])
     ours = plugin_for_name(name) is not None
     if ours:  # a diagnosis changes nothing: a cache the config names is read, never written
-        from credprovider.runtime.serve import CACHE_READ_ONLY_ENV
-
         env[CACHE_READ_ONLY_ENV] = "1"
     if ours and not any(arg.lstrip("-").startswith("v=") or arg in ("-v", "--v") for arg in args):
         args.append("-v=1")  # our plugins then say where the credentials came from

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from credprovider.runtime.matching import closest_misses, urls_match
+from credprovider.tool.catalog import PLUGINS
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,4 @@ def select_providers(image: str, providers: Sequence[tuple[str, Sequence[str]]])
 def shipped_providers() -> list[tuple[str, Sequence[str]]]:
     """Our plugins with the matchImages they ship with (config/), in the catalog's order: an
     opt-in plugin ships none (its registries are the operator's), so it is not among them."""
-    from credprovider.tool.catalog import PLUGINS
-
     return [(p.name, p.match_images) for p in PLUGINS.values() if not p.opt_in]

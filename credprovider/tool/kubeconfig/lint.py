@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import os
 
-from credprovider.cloud import CloudPlugin
+from credprovider.cloud import DEFAULT_HTTPS_PORT, CloudPlugin
 from credprovider.runtime.goformat import parse_go_duration
+from credprovider.runtime.matching import parts_match, url_parts
+from credprovider.runtime.nodefile import special_kind
+from credprovider.tool.catalog import BY_NAME, plugin_for_name
 from credprovider.tool.kubeconfig.model import CredentialProvider, LoadedConfig
 from credprovider.tool.node.access import refused_as_non_root, unreadable
 
@@ -17,8 +20,6 @@ from credprovider.tool.node.access import refused_as_non_root, unreadable
 def lint_providers(loaded: LoadedConfig, bin_dir: str | None = None) -> list[str]:
     """Warnings the kubelet does not give, one sentence each, naming the provider. ``bin_dir``:
     checking a node, where the files a provider's args name must exist."""
-    from credprovider.tool.catalog import plugin_for_name
-
     warnings: list[str] = []
     for provider in loaded.providers:
         name = provider.name or ""
@@ -94,9 +95,6 @@ def _pattern_lints(provider: CredentialProvider) -> list[str]:
 
 def _coverage_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[str]:
     """Registry forms of our plugin's cloud that matchImages leave out, with or without :443."""
-    from credprovider.cloud import DEFAULT_HTTPS_PORT
-    from credprovider.runtime.matching import parts_match, url_parts
-
     # Each pattern parsed once: a config may hold 100,000 of them.
     globs = [g for g in map(url_parts, provider.matchImages or []) if g is not None]
     missed = [
@@ -124,8 +122,6 @@ def _coverage_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[s
 
 def _node_file_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[str]:
     """Absolute paths in args that do not exist on this node, or are not regular files."""
-    from credprovider.runtime.nodefile import special_kind
-
     found = []
     for arg in provider.args or []:
         file_arg = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
@@ -228,8 +224,6 @@ def _placeholder_lints(provider: CredentialProvider) -> list[str]:
 
 def _near_name_lints(name: str) -> list[str]:
     """A provider name one edit away from one of our plugins: the kubelet execs it by that name."""
-    from credprovider.tool.catalog import BY_NAME
-
     near = [known for known in BY_NAME if _one_edit(name, known)]
     if not near:
         return []

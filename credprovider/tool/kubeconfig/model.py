@@ -22,6 +22,7 @@ from credprovider.errors import CredproviderError
 from credprovider.runtime.cjson import json_type
 from credprovider.runtime.goformat import DurationError, go_quote, parse_go_duration
 from credprovider.tool.node import access
+from credprovider.tool.node.access import check_access, list_directory
 from credprovider.tool.node.yamldoc import MAX_NESTING, YamlError, load_yaml
 
 CONFIG_GROUP: Final = "kubelet.config.k8s.io"
@@ -271,8 +272,6 @@ def config_files(path: str) -> list[Path]:
 
     A refusal only this (non-root) user gets raises :class:`~credprovider.tool.node.access.UnreadableError`,
     never a :class:`ConfigError`: the kubelet runs as root."""
-    from credprovider.tool.node.access import check_access, list_directory
-
     if not path:
         raise ConfigError("credential provider config path is empty")
     try:

@@ -8,7 +8,7 @@ import re
 from typing import Final
 
 from credprovider.runtime.api import API_V1, API_VERSIONS
-from credprovider.runtime.goformat import go_quote, parse_go_duration
+from credprovider.runtime.goformat import format_go_duration, go_quote, parse_go_duration
 from credprovider.runtime.matching import GoURLError, parse_go_url
 from credprovider.tool.kubeconfig.model import (
     CACHE_TYPES,
@@ -143,8 +143,6 @@ def _field_errors(provider: CredentialProvider) -> list[str]:
     else:
         duration = parse_go_duration(provider.defaultCacheDuration)
         if duration < 0:
-            from credprovider.runtime.goformat import format_go_duration
-
             errors.append(
                 f"providers.defaultCacheDuration: Invalid value: "
                 f"{go_quote(format_go_duration(duration))}: must be greater than or equal to 0"

@@ -9,6 +9,8 @@ from __future__ import annotations
 import ssl
 
 from credprovider.errors import CredproviderError
+from credprovider.runtime.answer import BadAnswer
+from credprovider.runtime.http import HttpError, request
 
 
 class KubeletUnanswered(CredproviderError, OSError):
@@ -20,9 +22,6 @@ def kubelet_get(url: str, timeout: float, cap: int, token: str = "") -> tuple[in
     An https URL is the kubelet's serving port on this node (loopback, hostNetwork): its
     certificate is usually self-signed, and only the node's root could stand in for it, so it is
     not verified."""
-    from credprovider.runtime.answer import BadAnswer
-    from credprovider.runtime.http import HttpError, request
-
     context = None
     if url.startswith("https://"):
         context = ssl.create_default_context()
