@@ -14,6 +14,10 @@ listed before it:
 * ``doctor/`` and ``agent/``: the node's credential chain checked link by link; the fleet agent;
 * ``commands/``: one module per subcommand; they parse arguments and print, nothing else.
 
+A module imports other packages at its top. Only a command imports its packages inside the function
+that runs it: the parser loads every command module, and the whole tool at once would cost each run
+about 90 ms more (tests/unit/test_architecture.py holds both).
+
 May import YAML, pydantic, and anything in :mod:`credprovider.runtime`; the runtime never imports
 this package. Paths on the node are in :mod:`credprovider.paths`.
 """
