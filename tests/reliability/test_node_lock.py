@@ -21,6 +21,7 @@ import pytest
 from credprovider.paths import LOCK_PATH
 from credprovider.tool.change.lock import NodeBusy, node_lock
 from credprovider.tool.errors import NodeChangeError
+from credprovider.tool.node.root import NodeRoot
 from emulators.http import FakeResponse, serve
 from tests.helpers import REPO, private
 from tests.integration.cli.conftest import fake_bundle
@@ -131,7 +132,7 @@ def test_a_run_that_waits_too_long_changes_nothing_and_says_who_held_it(tmp_path
     try:
         with (
             pytest.raises(NodeBusy) as raised,
-            node_lock(str(tmp_path), wait=0.5, say=lines.append),
+            node_lock(NodeRoot.at(tmp_path), wait=0.5, say=lines.append),
         ):
             entered = True
     finally:
@@ -143,7 +144,7 @@ def test_a_run_that_waits_too_long_changes_nothing_and_says_who_held_it(tmp_path
     assert "held /run/credprovider/node.lock for more than 0s: nothing was changed" in str(
         raised.value
     )
-    with node_lock(str(tmp_path), "credprovider agent apply", say=lines.append):  # released
+    with node_lock(NodeRoot.at(tmp_path), "credprovider agent apply", say=lines.append):  # released
         text = (tmp_path / LOCK_PATH.lstrip("/")).read_text()
         assert text == f"pid {os.getpid()}: credprovider agent apply\n"
     assert len(lines) == 1
@@ -153,7 +154,10 @@ def test_a_planted_lock_is_refused(tmp_path: Path) -> None:
     lock = tmp_path / LOCK_PATH.lstrip("/")
     lock.parent.mkdir(parents=True)
     lock.symlink_to(tmp_path / "elsewhere")
-    with pytest.raises(NodeChangeError, match="is a symbolic link"), node_lock(str(tmp_path)):
+    with (
+        pytest.raises(NodeChangeError, match="is a symbolic link"),
+        node_lock(NodeRoot.at(tmp_path)),
+    ):
         pass
     assert not (tmp_path / "elsewhere").exists()
     lock.unlink()
@@ -161,7 +165,7 @@ def test_a_planted_lock_is_refused(tmp_path: Path) -> None:
     os.chown(lock, 65534, 65534)
     with (
         pytest.raises(NodeChangeError, match="not a regular file of uid 0"),
-        node_lock(str(tmp_path)),
+        node_lock(NodeRoot.at(tmp_path)),
     ):
         pass
 
@@ -171,7 +175,8 @@ def test_a_user_who_cannot_make_the_lock_goes_on_without_it(tmp_path: Path) -> N
     os.chmod(tmp_path, 0o755)
     program = (
         "from credprovider.tool.change.lock import node_lock\n"
-        f"with node_lock({str(tmp_path)!r}):\n    print('in')\n"
+        "from credprovider.tool.node.root import NodeRoot\n"
+        f"with node_lock(NodeRoot.at({str(tmp_path)!r})):\n    print('in')\n"
     )
     done = subprocess.run(
         ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c",

@@ -62,7 +62,7 @@ class Watch(Protocol):
     """The node's own rollback for a kubelet restart (agent/watchdog.py's Watchdog), and what
     the host itself does after an uninstall."""
 
-    def arm(self, root: str, state: AgentState) -> str: ...  # journals and starts it: its unit
+    def arm(self, root: NodeRoot, state: AgentState) -> str: ...  # journals and starts it: its unit
 
     def disarm(self, unit: str) -> None: ...
 
@@ -102,7 +102,7 @@ def _kubelet_inputs(plan: AgentPlan) -> list[tuple[str, bytes]]:
     ]
 
 
-def _intent(root: str, plan: AgentPlan, state: AgentState) -> None:
+def _intent(root: NodeRoot, plan: AgentPlan, state: AgentState) -> None:
     """Record, before any change, what this run will change (see the module): first the
     directories it will make (the state's own among them), then each original and ``before``
     (copies flushed before the state names them), each digest and the restart owed."""
@@ -132,7 +132,7 @@ def _intent(root: str, plan: AgentPlan, state: AgentState) -> None:
     save(root, state)
 
 
-def _original(root: str, plan: AgentPlan, path: str) -> Kept:
+def _original(root: NodeRoot, plan: AgentPlan, path: str) -> Kept:
     """What uninstall puts back at ``path``: the file as it is, or (a migrated node's flags) the
     text the plan says, with the file's mode."""
     restored = plan.flags_restored.get(path)
@@ -143,7 +143,7 @@ def _original(root: str, plan: AgentPlan, path: str) -> Kept:
     return keep_data(root, ORIGINALS, path, restored.encode(), mode)
 
 
-def _ops(root: str, plan: AgentPlan, bundle: Path) -> list[tuple[str, Op]]:
+def _ops(root: NodeRoot, plan: AgentPlan, bundle: Path) -> list[tuple[str, Op]]:
     """The engine's op for each step of ``plan`` that changes the node, with its node path."""
     ops = []
     for step in plan.steps:
@@ -157,14 +157,14 @@ def _ops(root: str, plan: AgentPlan, bundle: Path) -> list[tuple[str, Op]]:
     return ops
 
 
-def _change(root: str, plan: AgentPlan, bundle: Path, outcome: Outcome) -> None:
+def _change(root: NodeRoot, plan: AgentPlan, bundle: Path, outcome: Outcome) -> None:
     """Each step of ``plan`` (its intent already recorded in the state)."""
     for path, op in _ops(root, plan, bundle):
         perform(op)
         outcome.changed.append(path)
 
 
-def _move_home(root: str, state: AgentState, bundles: str) -> None:
+def _move_home(root: NodeRoot, state: AgentState, bundles: str) -> None:
     """Record where this run places the bundles (before it does). A home left behind (an agent
     of an earlier release placed them in AGENT_HOME on COS) is retired: its bundles go at the
     next run that finds them unused, since a plugin may still be running from them."""
@@ -177,7 +177,7 @@ def _move_home(root: str, state: AgentState, bundles: str) -> None:
     save(root, state)
 
 
-def _prune_versions(root: str, state: AgentState) -> None:
+def _prune_versions(root: NodeRoot, state: AgentState) -> None:
     """Keep the bundle ``current`` points to and the one before it (a plugin may still be running
     from it); remove older ones, and a retired home's when the run before this one retired it."""
     retired = state.retired
@@ -203,14 +203,14 @@ def _prune_versions(root: str, state: AgentState) -> None:
             perform(Op(Kind.ABSENT, found))
 
 
-def settle(root: str, state: AgentState) -> None:
+def settle(root: NodeRoot, state: AgentState) -> None:
     """The change is over (confirmed, or rolled back): its rollback copies and debt go."""
     state.before, state.restart_due, state.watchdog = None, "", {}
     save(root, state)
     remove_tree(host(root, BEFORE))
 
 
-def put_back(root: str, state: AgentState) -> None:
+def put_back(root: NodeRoot, state: AgentState) -> None:
     """The kubelet's config and flags back as the change under way found them (``before``)."""
     for path, kept in sorted((state.before or {}).items()):
         perform(kept.op(root, path))
@@ -221,7 +221,7 @@ def put_back(root: str, state: AgentState) -> None:
     save(root, state)
 
 
-def arm(root: str, state: AgentState, watch: Watch | None, outcome: Outcome) -> str:
+def arm(root: NodeRoot, state: AgentState, watch: Watch | None, outcome: Outcome) -> str:
     """The node's own rollback armed for the restart about to be made ('' if none)."""
     if watch is None:
         return ""
@@ -247,7 +247,7 @@ def disarm(watch: Watch | None, unit: str) -> None:
 
 
 def _confirm(
-    root: str,
+    root: NodeRoot,
     state: AgentState,
     restart: Restart,
     healthy: Healthy,
@@ -304,7 +304,7 @@ def restarted_again(service: str, restart: Restart, outcome: Outcome, detail: st
 
 
 def apply(
-    root: str,
+    root: NodeRoot,
     plan: AgentPlan,
     bundle: Path,
     version: str,
@@ -322,7 +322,7 @@ def apply(
 
 
 def _apply(
-    root: str,
+    root: NodeRoot,
     plan: AgentPlan,
     bundle: Path,
     version: str,
@@ -367,7 +367,7 @@ def _apply(
     return outcome if outcome.changed else Outcome(Result.UNCHANGED, healed=outcome.healed)
 
 
-def plan_finished(root: str, plan: Callable[[], AgentPlan]) -> AgentPlan:
+def plan_finished(root: NodeRoot, plan: Callable[[], AgentPlan]) -> AgentPlan:
     """``plan()``, once the change by hand (``credprovider install``, ``migrate --write``) that a
     kill left half made on the node is finished from its journal, as the next such run would
     finish it: one node-change engine, one journal for changes made by hand. Said in the
@@ -375,19 +375,18 @@ def plan_finished(root: str, plan: Callable[[], AgentPlan]) -> AgentPlan:
     first = plan()
     if not first.unfinished or first.refused:
         return first
-    node = NodeRoot.at(root)
 
     def rebase(op: Op) -> Op:  # the journal names host paths; this run reaches them under root
         return replace(
             op,
-            path=node.host(str(op.path), follow=False),
-            backup=node.host(str(op.backup), follow=False) if op.backup else None,
-            source=node.host(str(op.source)) if op.source else None,
+            path=root.host(str(op.path), follow=False),
+            backup=root.host(str(op.backup), follow=False) if op.backup else None,
+            source=root.host(str(op.source)) if op.source else None,
         )
 
-    done = recover(node.host(first.unfinished, follow=False), rebase)
+    done = recover(root.host(first.unfinished, follow=False), rebase)
     again = plan()
-    finished = ", ".join(node.node_path(op.path) for op in done) or "nothing was left to do"
+    finished = ", ".join(root.node_path(op.path) for op in done) or "nothing was left to do"
     again.finished = (
         f"finished the change a killed credprovider install or migrate --write began: {finished}"
     )
@@ -412,7 +411,7 @@ def _not_in_bundle(plan: AgentPlan, bundle: Path) -> list[str]:
     return [name for name in names if not os.path.exists(bundle / name)]
 
 
-def healed(root: str, state: AgentState) -> str:
+def healed(root: NodeRoot, state: AgentState) -> str:
     """What the node's own rollback did since the last run, taken from the state (said once)."""
     healed = state.healed
     if not healed:

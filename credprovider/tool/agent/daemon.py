@@ -27,6 +27,7 @@ from credprovider.tool.change.results import Result
 from credprovider.tool.cluster.connect import ClusterError
 from credprovider.tool.kubeconfig.model import read_config
 from credprovider.tool.node.kubelet_facts import config_hash as kubelet_hash
+from credprovider.tool.node.root import HOST, NodeRoot
 
 if TYPE_CHECKING:
     import datetime
@@ -54,7 +55,7 @@ class FleetMember:
     """One node's agent: where the node's files are, how to restart and check its kubelet, and
     the API server (``cluster``) with ``slots`` restart slots held for ``lease_seconds``."""
 
-    root: str
+    root: NodeRoot
     version: str
     restart_command: Callable[[str], None]
     health: KubeletHealth
@@ -232,14 +233,14 @@ class FleetMember:
         else:
             # the node files the args name: under --root, unless a launcher runs the plugins on
             # the node itself
-            root = "/" if launcher else self.root
+            root = HOST if launcher else self.root
             problems = [
                 f"{name}: {problem}" for name, problem in dry_run(loaded, bin_dir, launcher, root)
             ]
         return problems
 
 
-def config_hash(root: str, config_path: str) -> str:
+def config_hash(root: NodeRoot, config_path: str) -> str:
     """The kubelet's hash of the config at ``config_path`` on the node, or "" when unreadable."""
     if not config_path:
         return ""

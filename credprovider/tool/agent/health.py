@@ -20,7 +20,7 @@ from credprovider.tool.images.lookup import run_provider
 from credprovider.tool.images.selection import select_providers
 from credprovider.tool.node.kubelet_facts import CONFIG_INFO_METRIC, reported_config_hashes
 from credprovider.tool.node.kubelet_http import kubelet_get
-from credprovider.tool.node.root import NodeRoot
+from credprovider.tool.node.root import HOST, NodeRoot
 
 if TYPE_CHECKING:
     import datetime
@@ -100,14 +100,14 @@ class KubeletHealth:
         return f"{problem} for {self.timeout:.0f}s"
 
 
-def node_args(args: Sequence[str], root: str) -> list[str]:
+def node_args(args: Sequence[str], root: NodeRoot) -> list[str]:
     """``args`` with each absolute path that exists under ``root`` (the node's filesystem, as the
     pod sees it) taken from there: ``/etc/kubernetes/azure.json``, ``--config=/etc/x.json``."""
     mapped = []
     for arg in args:
         flag, equals, value = arg.rpartition("=") if arg.startswith("-") else ("", "", arg)
-        if value.startswith("/") and root not in ("", "/"):
-            found = NodeRoot.at(root).host(value)
+        if value.startswith("/") and not root.is_host:
+            found = root.host(value)
             if found.exists():
                 value = str(found)
         mapped.append(f"{flag}{equals}{value}")
@@ -118,7 +118,7 @@ def dry_run(
     loaded: LoadedConfig,
     bin_dir: str,
     launcher: Sequence[str] = (),
-    root: str = "/",
+    root: NodeRoot = HOST,
     images: Mapping[str, str] | None = None,
 ) -> list[tuple[str, str]]:
     """One credential request per provider of ``loaded``, for ``images[name]`` or else a sample

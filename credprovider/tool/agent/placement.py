@@ -13,9 +13,10 @@ from pathlib import Path
 from typing import Final
 
 from credprovider.tool.agent.state import host
+from credprovider.tool.node.root import NodeRoot
 
 
-def not_writable(root: str, paths: list[str]) -> str:
+def not_writable(root: NodeRoot, paths: list[str]) -> str:
     """Why one of the node ``paths`` cannot be written here ("": none is on a read-only
     filesystem): its directory, or the nearest one that exists, is on a read-only mount, or not
     mounted at all in the chart's pod (whose root is read-only): a place its ``flags.platform``
@@ -31,7 +32,7 @@ def not_writable(root: str, paths: list[str]) -> str:
     return ""
 
 
-def not_executable(root: str, place: str) -> str:
+def not_executable(root: NodeRoot, place: str) -> str:
     """Why the kubelet could not execute what the agent places at ``place`` ("": it could): the
     mount it lands on is ``noexec`` (COS mounts /var and /home so, and remounts only
     /home/kubernetes/bin exec: paths.AGENT_EXEC_HOME; a plugin linked from the bin dir into a
@@ -47,7 +48,7 @@ def not_executable(root: str, place: str) -> str:
     return ""
 
 
-def not_lasting(root: str, place: str, kept: list[str]) -> str:
+def not_lasting(root: NodeRoot, place: str, kept: list[str]) -> str:
     """Why what the agent places at ``place`` would not outlive a reboot while what the kubelet
     reads at its start (``kept``: the bin dir, the config, the flags file) would ("": it would,
     or they go together, as on a node booted from RAM that provisioning lays out anew): the
@@ -108,7 +109,7 @@ def filesystem_type(path: Path, table: list[tuple[str, str]]) -> str:
     return kind
 
 
-def mount_of(root: str, place: str) -> tuple[str, int]:
+def mount_of(root: NodeRoot, place: str) -> tuple[str, int]:
     """``place``, or the nearest directory above it that exists (what it will be made in), and
     the flags of the mount that holds it (``statvfs``: read-only, noexec)."""
     while place != "/" and not os.path.lexists(host(root, place)):

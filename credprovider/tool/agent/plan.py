@@ -87,11 +87,11 @@ class UnreadableNodeFile(NodeChangeError):
     """A file the agent would change cannot be read as it is (so it could not be kept)."""
 
 
-def _read(root: str, path: str) -> str | None:
+def _read(root: NodeRoot, path: str) -> str | None:
     """A node file's text (None: absent); raises :class:`UnreadableNodeFile` for one that is not a
     readable regular file (a FIFO, a device, too big): the agent never replaces what it cannot
     keep."""
-    host = str(NodeRoot.at(root).host(path))
+    host = str(root.host(path))
     if not os.path.lexists(host):
         return None
     try:
@@ -113,7 +113,7 @@ def validated(text: str, sa_tokens_enabled: bool = True) -> None:
 
 
 def plan_node(
-    root: str,
+    root: NodeRoot,
     keys: list[str],
     version: str,
     platform: Platform | None = None,
@@ -206,20 +206,20 @@ def provider_names(keys: list[str], beside: bool = False) -> dict[str, str]:
     }
 
 
-def _change_by_hand_left(root: str, config: str) -> str:
+def _change_by_hand_left(root: NodeRoot, config: str) -> str:
     """The journal a ``credprovider install`` or ``migrate --write`` killed part way left beside
     the kubelet's config ("" for none): the node is half changed by hand (change/journal.py)."""
     journal = str(journal_for(config))
-    return journal if os.path.lexists(NodeRoot.at(root).host(journal, follow=False)) else ""
+    return journal if os.path.lexists(root.host(journal, follow=False)) else ""
 
 
-def _flags_in_force(root: str, platform: Platform) -> list[str]:
+def _flags_in_force(root: NodeRoot, platform: Platform) -> list[str]:
     """The kubelet flags the node's own files give: ENV_FILE's and K0S_UNIT's where they keep
     them; a platform that sets them itself, its kubelet unit's, as systemd starts it (GKE's
     KUBELET_OPTS, an EKS NodeConfig's flags: the config the kubelet really reads)."""
     if platform.flags in (BY_PLATFORM, K0S_UNIT):  # k0s: its unit's --kubelet-extra-args
         try:
-            unit = read_kubelet_unit(*on_node(lambda p: str(NodeRoot.at(root).host(p))))
+            unit = read_kubelet_unit(*on_node(lambda p: str(root.host(p))))
         except UnreadableError:
             return []
         return list(unit.argv) if unit else []
@@ -263,17 +263,17 @@ def _adopt_flags_in_force(plan: AgentPlan, args: list[str], platform: Platform) 
     return replace(platform, config=config, bin_dir=bin_dir, managed=True)
 
 
-def _k0s_unit(root: str, platform: Platform) -> str:
+def _k0s_unit(root: NodeRoot, platform: Platform) -> str:
     """The path of the node's k0s unit ("" for none)."""
     unit = installed_unit(root, platform.services)
     paths = [f"{directory}/{unit}.service" for directory in UNIT_DIRS]
-    return next((p for p in paths if unit and NodeRoot.at(root).exists(p)), "")
+    return next((p for p in paths if unit and root.exists(p)), "")
 
 
 def _plan_bundle(
-    plan: AgentPlan, root: str, platform: Platform, keys: list[str], version: str
+    plan: AgentPlan, root: NodeRoot, platform: Platform, keys: list[str], version: str
 ) -> None:
-    bin_dir = NodeRoot.at(root).host(platform.bin_dir)
+    bin_dir = root.host(platform.bin_dir)
     if os.path.lexists(bin_dir) and not bin_dir.is_dir():
         raise UnreadableNodeFile(f"{platform.bin_dir} is not a directory (the kubelet's bin dir)")
     if plan.bundles != AGENT_HOME:
@@ -282,7 +282,7 @@ def _plan_bundle(
             "noexec, and the kubelet runs plugins only from an exec mount"
         )
     versions = f"{plan.bundles}/versions/{version}"
-    there = os.path.isdir(NodeRoot.at(root).host(versions))
+    there = os.path.isdir(root.host(versions))
     plan.steps.append(
         Step(
             Action.UNCHANGED if there else Action.PLACE,
@@ -308,7 +308,7 @@ def _plan_bundle(
         target = f"{current}/{name}"
         action = Action.UNCHANGED if _link_target(root, link) == target else Action.LINK
         plan.steps.append(Step(action, link, f"{link} -> {target}", target))
-        own = NodeRoot.at(root).host(link, follow=False)
+        own = root.host(link, follow=False)
         if action is Action.LINK and os.path.lexists(own) and not os.path.islink(own):
             plan.notes.append(
                 f"{link} is the platform's own {name}: the agent's link takes its place (the "
@@ -316,7 +316,7 @@ def _plan_bundle(
                 "agent uninstall; to leave it and its entry as they are, add ours beside them "
                 "(agent --beside, the chart's flags.beside)"
             )
-        platform_own = NodeRoot.at(root).host(f"{platform.bin_dir}/{name}", follow=False)
+        platform_own = root.host(f"{platform.bin_dir}/{name}", follow=False)
         if link.rsplit("/", 1)[1] != name and os.path.lexists(platform_own):
             plan.notes.append(
                 f"beside: {platform.bin_dir}/{name} and its entry are left as they are; ours is "
@@ -325,16 +325,16 @@ def _plan_bundle(
             )
 
 
-def _link_target(root: str, path: str) -> str:
+def _link_target(root: NodeRoot, path: str) -> str:
     try:
-        return os.readlink(NodeRoot.at(root).host(path, follow=False))
+        return os.readlink(root.host(path, follow=False))
     except OSError:
         return ""
 
 
 def _plan_config(
     plan: AgentPlan,
-    root: str,
+    root: NodeRoot,
     platform: Platform,
     keys: list[str],
     settings: Settings | None,
@@ -366,7 +366,7 @@ def _plan_config(
         plan.steps.append(Step(Action.WRITE, platform.config, platform.config))
 
 
-def _plan_flags(plan: AgentPlan, root: str, platform: Platform) -> None:
+def _plan_flags(plan: AgentPlan, root: NodeRoot, platform: Platform) -> None:
     wanted = kubelet_flags(platform.config, platform.bin_dir)
     if platform.flags == ENV_FILE:
         _plan_env_file(plan, root, platform, wanted)
@@ -378,7 +378,7 @@ def _plan_flags(plan: AgentPlan, root: str, platform: Platform) -> None:
         )
 
 
-def _plan_env_file(plan: AgentPlan, root: str, platform: Platform, wanted: list[str]) -> None:
+def _plan_env_file(plan: AgentPlan, root: NodeRoot, platform: Platform, wanted: list[str]) -> None:
     """kubeadm: the flags the kubelet gets from every file its drop-in reads (KUBELET_EXTRA_ARGS
     last); the two are added to (or corrected in) KUBELET_EXTRA_ARGS when not already right."""
     texts = envfile.texts(lambda p: _read(root, p), platform.flag_files)
@@ -387,7 +387,7 @@ def _plan_env_file(plan: AgentPlan, root: str, platform: Platform, wanted: list[
         return
     home = next((p for p in platform.flag_files if texts[p] is not None), "") or next(
         # none yet: the distribution's directory for it, /etc/default (Debian) or /etc/sysconfig
-        (p for p in platform.flag_files if NodeRoot.at(root).host(str(Path(p).parent)).is_dir()),
+        (p for p in platform.flag_files if root.host(str(Path(p).parent)).is_dir()),
         platform.flag_files[0],
     )
     text = texts[home] or ""
@@ -406,7 +406,7 @@ def _plan_env_file(plan: AgentPlan, root: str, platform: Platform, wanted: list[
     )
 
 
-def _plan_k0s(plan: AgentPlan, root: str, platform: Platform, wanted: list[str]) -> None:
+def _plan_k0s(plan: AgentPlan, root: NodeRoot, platform: Platform, wanted: list[str]) -> None:
     """k0s: the flags are inside the unit's ExecStart, in --kubelet-extra-args."""
     path = _k0s_unit(root, platform)
     text = _read(root, path) if path else None

@@ -190,12 +190,11 @@ def files_only(config: str, bin_dir: str) -> Platform:
     )
 
 
-def os_release_id(root: str) -> str:
+def os_release_id(root: NodeRoot) -> str:
     """``ID`` of the node's /etc/os-release ("" when there is none)."""
-    node = NodeRoot.at(root)
     for path in ("/etc/os-release", "/usr/lib/os-release"):
         try:  # bounded, and never a FIFO or device (which would hang or fill memory)
-            text = read_bytes(str(node.host(path)), 65536).decode("utf-8", "replace")
+            text = read_bytes(str(root.host(path)), 65536).decode("utf-8", "replace")
         except (FileProblem, UnreadableError, RootPathError):
             continue
         for line in text.splitlines():
@@ -205,26 +204,26 @@ def os_release_id(root: str) -> str:
     return ""
 
 
-def recognize(root: str) -> tuple[Platform, str]:
+def recognize(root: NodeRoot) -> tuple[Platform, str]:
     """The node's platform and what told it (a file, or the OS ID)."""
     os_id = os_release_id(root)
     for platform in PLATFORMS:
         if os_id and os_id in platform.os_ids:
             return platform, f"/etc/os-release ID={os_id}"
         for evidence in platform.evidence:
-            if NodeRoot.at(root).lexists(evidence):
+            if root.lexists(evidence):
                 return platform, evidence
     return UNKNOWN, "nothing the agent knows"
 
 
-def confirmed(root: str, platform: Platform) -> str:
+def confirmed(root: NodeRoot, platform: Platform) -> str:
     """What on the node under ``root`` shows it is ``platform``, a platform the operator named:
     one of its files, its OS ID, or a unit of a service of its own ("" when nothing does;
     "the command line" for rules that need nothing of the node, files only's)."""
     if not (platform.evidence or platform.os_ids):
         return "the command line"
     for evidence in platform.evidence:
-        if NodeRoot.at(root).lexists(evidence):
+        if root.lexists(evidence):
             return evidence
     os_id = os_release_id(root) if platform.os_ids else ""
     if os_id in platform.os_ids:
@@ -248,17 +247,17 @@ def signs_of(platform: Platform) -> tuple[str, ...]:
     )
 
 
-def service_to_restart(root: str, rules: Platform | None) -> str:
+def service_to_restart(root: NodeRoot, rules: Platform | None) -> str:
     """The unit an uninstall restarts: of ``rules`` (files only's: none), else of the platform
     the node is recognised as."""
     platform = rules or recognize(root)[0]
     return installed_unit(root, platform.services)
 
 
-def installed_unit(root: str, services: tuple[str, ...]) -> str:
+def installed_unit(root: NodeRoot, services: tuple[str, ...]) -> str:
     """The first of ``services`` the node has a systemd unit for ("" for none)."""
     for service in services:
         for directory in UNIT_DIRS:
-            if NodeRoot.at(root).exists(f"{directory}/{service}.service"):
+            if root.exists(f"{directory}/{service}.service"):
                 return service
     return ""

@@ -15,6 +15,7 @@ from credprovider.paths import AGENT_HOME
 from credprovider.tool.agent.state import STATE, digest, host, load
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
+from credprovider.tool.node.root import NodeRoot
 
 
 @dataclass(frozen=True)
@@ -27,7 +28,7 @@ class AgentFiles:
     problem: str = ""
 
 
-def agent_files(root: str) -> AgentFiles | None:
+def agent_files(root: NodeRoot) -> AgentFiles | None:
     """The files the agent wrote under ``root``, compared with what it wrote (None: no agent ever
     changed this node)."""
     if not os.path.lexists(host(root, STATE)):

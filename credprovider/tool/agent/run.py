@@ -19,6 +19,7 @@ from credprovider.tool.change.settings import dry_run_images
 from credprovider.tool.cluster.connect import ClusterError
 from credprovider.tool.errors import NodeChangeError, node_failure
 from credprovider.tool.node.kubelet_facts import SA_TOKENS_ON_SINCE
+from credprovider.tool.node.root import NodeRoot
 
 if TYPE_CHECKING:
     from credprovider.tool.agent.apply import Outcome
@@ -34,7 +35,7 @@ DRY_RUN_RETRY_SECONDS: Final = 30.0
 class RunOptions:
     """What this run installs, where, and how its dry run runs the plugins."""
 
-    root: str
+    root: NodeRoot
     keys: list[str]
     version: str
     bundle: str

@@ -70,7 +70,7 @@ class Kept:
     def absent(self) -> bool:
         return self.link is None and self.copy is None
 
-    def op(self, root: str, path: str) -> Op:
+    def op(self, root: NodeRoot, path: str) -> Op:
         """The engine's op that puts ``path`` back as this records it: restoring is
         ``perform(op)``, checking is ``op.done()``."""
         where = host(root, path)
@@ -80,7 +80,7 @@ class Kept:
             return Op(Kind.FILE, where, self.data(root) or b"", self.mode & 0o7777)
         return Op(Kind.ABSENT, where)
 
-    def data(self, root: str) -> bytes | None:
+    def data(self, root: NodeRoot) -> bytes | None:
         """The content a kept copy holds (``None``: a link, or nothing)."""
         if self.copy is None:
             return None
@@ -207,21 +207,21 @@ class AgentState:
         )
 
 
-def host(root: str, path: str) -> Path:
+def host(root: NodeRoot, path: str) -> Path:
     """Where the node's ``path`` is under ``root``, to replace or remove (a last link kept)."""
-    return NodeRoot.at(root).host(path, follow=False)
+    return root.host(path, follow=False)
 
 
-def read_host(root: str, path: str) -> Path:
+def read_host(root: NodeRoot, path: str) -> Path:
     """Where the node's ``path`` is under ``root``, to read (every link resolved inside it)."""
-    return NodeRoot.at(root).host(path)
+    return root.host(path)
 
 
 def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def load(root: str) -> AgentState:
+def load(root: NodeRoot) -> AgentState:
     path = read_host(root, STATE)
     if not os.path.lexists(path):
         return AgentState()
@@ -244,7 +244,7 @@ def load(root: str) -> AgentState:
     return found
 
 
-def _a_directory(root: str, state: AgentState) -> str:
+def _a_directory(root: NodeRoot, state: AgentState) -> str:
     """The first path the state records as a replaced file that is a directory on the node."""
     recorded = [*state.originals, *(state.before or {}), *state.written]
     for path in recorded:
@@ -261,7 +261,7 @@ def _a_directory(root: str, state: AgentState) -> str:
 HOME_CHAIN: Final = (AGENT_HOME, str(Path(AGENT_HOME).parent))
 
 
-def save(root: str, state: AgentState) -> None:
+def save(root: NodeRoot, state: AgentState) -> None:
     """The state, flushed: what it records is on the disk before anything it describes is done.
     The first save makes the agent's home whole beside its place and renames it in: a kill leaves
     the home with its state, or only a temporary that :func:`recover_home` removes."""
@@ -278,7 +278,7 @@ def save(root: str, state: AgentState) -> None:
     rename_into_place(partial, host(root, top))
 
 
-def recover_home(root: str) -> None:
+def recover_home(root: NodeRoot) -> None:
     """What a killed first save or final removal of the home left beside it goes."""
     for directory in HOME_CHAIN:
         remove_tree(temporary_for(host(root, directory)))
@@ -290,7 +290,7 @@ def home_top(state: AgentState) -> str:
     return next((d for d in reversed(HOME_CHAIN) if d in made), "")
 
 
-def remove_home(root: str, state: AgentState) -> None:
+def remove_home(root: NodeRoot, state: AgentState) -> None:
     """The state and the home the agent made, in one rename (then removed at leisure); a home
     it did not make keeps its directories, its state removed."""
     top = home_top(state)
@@ -303,7 +303,7 @@ def remove_home(root: str, state: AgentState) -> None:
     remove_tree(partial)
 
 
-def keep(root: str, where: str, path: str, written: str | None = None) -> Kept:
+def keep(root: NodeRoot, where: str, path: str, written: str | None = None) -> Kept:
     """``path`` as it is now: a link's target, a copy kept (flushed) under ``where``, or
     absent (``written``: for a ``before`` entry, what the agent had written there)."""
     found = host(root, path)
@@ -316,7 +316,7 @@ def keep(root: str, where: str, path: str, written: str | None = None) -> Kept:
     return Kept(written=written)
 
 
-def keep_data(root: str, where: str, path: str, data: bytes, mode: int) -> Kept:
+def keep_data(root: NodeRoot, where: str, path: str, data: bytes, mode: int) -> Kept:
     """A kept entry (as :func:`keep` makes) recording ``data`` with ``mode`` for ``path``, as
     though the node had held it."""
     name = f"{where}/{hashlib.sha256(path.encode()).hexdigest()[:16]}"
@@ -370,14 +370,13 @@ def _is_said(value: object) -> bool:
     )
 
 
-def record_made_dirs(root: str, state: AgentState, path: str) -> None:
+def record_made_dirs(root: NodeRoot, state: AgentState, path: str) -> None:
     """Record the directories above ``path`` that do not exist yet (uninstall removes them), as
     the node names them once its links are resolved inside the root."""
-    node = NodeRoot.at(root)
-    top = Path(node.path)
-    parent = node.host(str(Path(path).parent))
+    top = Path(root.path)
+    parent = root.host(str(Path(path).parent))
     missing: list[str] = []
     while parent != top and not os.path.lexists(parent):
-        missing.append(node.node_path(parent))
+        missing.append(root.node_path(parent))
         parent = parent.parent
     state.made_dirs += [directory for directory in missing if directory not in state.made_dirs]

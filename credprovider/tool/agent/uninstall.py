@@ -55,10 +55,11 @@ from credprovider.tool.change.results import Result
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.flagfiles import flags_from_file, rewrite
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
+from credprovider.tool.node.root import NodeRoot
 
 
 def uninstall(
-    root: str,
+    root: NodeRoot,
     service: str,
     restart: Restart,
     healthy: Healthy | None = None,
@@ -132,7 +133,7 @@ def uninstall(
     return _tidied(outcome, watch)
 
 
-def _lay_bootstrap(root: str, state: AgentState, rules: Platform) -> str:
+def _lay_bootstrap(root: NodeRoot, state: AgentState, rules: Platform) -> str:
     """Where the node had no config before the agent's, the bootstrap (agent/bootstrap.py)
     becomes its original: its plugin written into the bin dir first, then the state saying the
     config comes back as the bootstrap and that the directories holding them stay. The restore
@@ -184,7 +185,7 @@ def _tidied(outcome: Outcome, watch: Watch | None) -> Outcome:
 
 
 def _undo_uninstall(
-    root: str, state: AgentState, restart: Restart, outcome: Outcome, problem: str
+    root: NodeRoot, state: AgentState, restart: Restart, outcome: Outcome, problem: str
 ) -> Outcome:
     """The kubelet did not come back without the agent's files: they are put back as uninstall
     found them, and it is restarted again; the agent stays installed."""
@@ -200,7 +201,7 @@ def _undo_uninstall(
     return rolled_back(outcome, detail)
 
 
-def _agents_flags_removed(root: str, state: AgentState, path: str, original: Kept) -> bool:
+def _agents_flags_removed(root: NodeRoot, state: AgentState, path: str, original: Kept) -> bool:
     """A flags file edited since the agent wrote it (an operator's ``--max-pods``): the agent's two
     flags taken out of it, everything else kept, when the node's own file had neither of them (so
     taking them out is all that undoing the agent's edit takes); whether that was done."""
@@ -219,7 +220,7 @@ def _agents_flags_removed(root: str, state: AgentState, path: str, original: Kep
     return True
 
 
-def _remove_own(root: str, state: AgentState) -> None:
+def _remove_own(root: NodeRoot, state: AgentState) -> None:
     """What the agent placed, the directories it made outside its home (deepest first), then its
     home with its state in one rename: a kill on the way leaves what the next uninstall
     finishes (the state no longer names the copies about to be removed)."""

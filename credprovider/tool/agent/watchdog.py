@@ -38,6 +38,7 @@ from credprovider.tool.agent.systemd import (
 )
 from credprovider.tool.change.lock import WAIT_SECONDS, node_lock
 from credprovider.tool.errors import NodeChangeError
+from credprovider.tool.node.root import NodeRoot
 
 # The watchdog waits this much longer than the health wait (the restart itself takes a moment).
 # It cannot act early: while the agent lives it holds the node's lock, which the watchdog waits
@@ -85,7 +86,7 @@ class Watchdog:
             "--systemd-socket", PRIVATE_SOCKET,
         ]  # fmt: skip
 
-    def arm(self, root: str, state: AgentState) -> str:
+    def arm(self, root: NodeRoot, state: AgentState) -> str:
         """Journal the unit, then start it; its name."""
         version = state.version
         if not _VERSION.fullmatch(version) or ".." in version:
@@ -131,7 +132,7 @@ def say(line: str) -> None:
 
 
 def rollback(
-    root: str,
+    root: NodeRoot,
     unit: str,
     after: float,
     restart: Callable[[str], None],

@@ -30,7 +30,7 @@ from typing import Final
 
 from credprovider.paths import LOCK_PATH
 from credprovider.tool.errors import NodeChangeError
-from credprovider.tool.node.root import NodeRoot
+from credprovider.tool.node.root import HOST, NodeRoot
 
 # How long a run waits for another's change (the agent's longest: a restart, its health wait
 # and a rollback's restart) before it gives up with one line.
@@ -87,7 +87,7 @@ def _holder(descriptor: int) -> str:
 
 @contextlib.contextmanager
 def node_lock(
-    root: str = "/",
+    root: NodeRoot = HOST,
     what: str = "",
     *,
     wait: float = WAIT_SECONDS,
@@ -95,7 +95,7 @@ def node_lock(
 ) -> Iterator[None]:
     """Hold the node's lock for the ``with`` block; ``what`` (``credprovider install``) is what
     the holder is, for others' messages. Waits up to ``wait`` seconds, saying so once."""
-    path = str(NodeRoot.at(root).host(LOCK_PATH, follow=False))
+    path = str(root.host(LOCK_PATH, follow=False))
     descriptor = _open(path)
     if descriptor is None:
         yield

@@ -35,6 +35,7 @@ from credprovider.tool.commands.common import (
     EXIT_USAGE,
     Subcommands,
     chosen_providers,
+    node_root,
     print_json,
     seconds,
 )
@@ -74,7 +75,7 @@ def _cmd_plan(args: argparse.Namespace) -> int:
     if keys is None or _paths_refused(args, "plan"):
         return EXIT_USAGE
     plan = plan_node(
-        args.root, keys, args.version, platform_rules(args), args.settings,
+        node_root(args), keys, args.version, platform_rules(args), args.settings,
         migrate_in_tree=args.migrate_in_tree, beside=args.beside,
     )  # fmt: skip
     if args.json:
@@ -128,7 +129,7 @@ def _cmd_rollback(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         done = rollback(
-            args.root,
+            node_root(args),
             args.armed_as,
             args.after,
             restarter(args.systemd_socket, ""),
@@ -154,11 +155,11 @@ def _cmd_apply(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     restart, healthy = _service(args)
     try:  # the node read and changed by this run alone (change/lock.py)
-        with node_lock(args.root, "credprovider agent apply"):
+        with node_lock(node_root(args), "credprovider agent apply"):
             plan = plan_finished(
-                args.root,
+                node_root(args),
                 lambda: plan_node(
-                    args.root,
+                    node_root(args),
                     keys,
                     args.version,
                     platform_rules(args),
@@ -168,7 +169,7 @@ def _cmd_apply(args: argparse.Namespace) -> int:
                 ),
             )
             outcome = apply(
-                args.root, plan, Path(args.bundle), args.version, restart, healthy,
+                node_root(args), plan, Path(args.bundle), args.version, restart, healthy,
                 watchdog(args),
             )  # fmt: skip
     except (OSError, NodeChangeError) as exc:
@@ -210,10 +211,10 @@ def _cmd_uninstall(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     restart, healthy = _service(args)
     try:
-        with node_lock(args.root, "credprovider agent uninstall"):
+        with node_lock(node_root(args), "credprovider agent uninstall"):
             rules = platform_rules(args)
-            service = service_to_restart(args.root, rules)
-            outcome = uninstall(args.root, service, restart, healthy, watchdog(args), rules)
+            service = service_to_restart(node_root(args), rules)
+            outcome = uninstall(node_root(args), service, restart, healthy, watchdog(args), rules)
     except (OSError, NodeChangeError) as exc:
         from credprovider.tool.agent.run import failed_because
 

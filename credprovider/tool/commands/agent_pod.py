@@ -16,7 +16,13 @@ from credprovider.tool.agent.mounts import AUTO, CHOICES, choice
 from credprovider.tool.agent.platforms import files_only
 from credprovider.tool.agent.systemd import reachable
 from credprovider.tool.change.lock import node_lock
-from credprovider.tool.commands.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, print_json
+from credprovider.tool.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    node_root,
+    print_json,
+)
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, read_text
 
@@ -211,7 +217,7 @@ def run_with_cluster(args: argparse.Namespace) -> int:
     if systemd_refused(args, "run"):
         return EXIT_FAILED
     node = FleetMember(
-        args.root,
+        node_root(args),
         args.version,
         restarter(args),
         health,
@@ -224,7 +230,7 @@ def run_with_cluster(args: argparse.Namespace) -> int:
     options = run_options(args)
     plan = None
     try:
-        with node_lock(args.root, "credprovider agent run"):
+        with node_lock(node_root(args), "credprovider agent run"):
             outcome, ok, plan = change(options, node, cluster)
         said(outcome, args.json, ok)
     except (OSError, NodeChangeError) as exc:
@@ -247,7 +253,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
     from credprovider.tool.agent.run import RunOptions
 
     return RunOptions(
-        root=args.root,
+        root=node_root(args),
         keys=args.keys,
         version=args.version,
         bundle=args.bundle,

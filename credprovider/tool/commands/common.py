@@ -13,6 +13,7 @@ from credprovider.runtime.nodefile import special_kind
 from credprovider.runtime.redact import redact
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.errors import node_failure
+from credprovider.tool.node.root import NodeRoot
 
 if TYPE_CHECKING:
     import argparse
@@ -110,6 +111,11 @@ def node_default(
         file=sys.stderr,
     )
     return None
+
+
+def node_root(args: Any) -> NodeRoot:
+    """``--root`` as the value every package takes: where the node's filesystem is."""
+    return NodeRoot.at(args.root)
 
 
 def wrong_kind(path: str, *, directory: bool) -> str:

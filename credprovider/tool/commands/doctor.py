@@ -12,9 +12,11 @@ from credprovider.tool.commands.common import (
     EXIT_OK,
     EXIT_USAGE,
     Subcommands,
+    node_root,
     print_json,
     wrong_kind,
 )
+from credprovider.tool.node.root import NodeRoot
 
 if TYPE_CHECKING:
     from credprovider.tool.doctor.model import Check, Diagnosis
@@ -56,7 +58,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     if problem:
         print(f"credprovider doctor: --root {args.root} {problem}", file=sys.stderr)
         return EXIT_USAGE
-    view = discover(root=args.root)
+    view = discover(root=node_root(args))
     overrides = {}
     if args.config:
         overrides["provider_config"] = args.config
@@ -137,7 +139,7 @@ def register(sub: Subcommands) -> None:
     doctor.set_defaults(handler=_cmd_doctor)
 
 
-def _agent_files(root: str, diagnosis: Diagnosis) -> None:
+def _agent_files(root: NodeRoot, diagnosis: Diagnosis) -> None:
     """What the chart's agent wrote on this node, still as it wrote it (agent/rewritten.py): a
     warning naming each file a platform (or a hand) wrote again, the way back in its fix."""
     from credprovider.tool.agent.rewritten import agent_files

@@ -26,6 +26,7 @@ from credprovider.tool.commands.common import (
 )
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, UnreadableError
+from credprovider.tool.node.root import HOST
 
 if TYPE_CHECKING:
     from credprovider.tool.change.install import InstallPlan
@@ -83,7 +84,7 @@ def _cmd_install(args: argparse.Namespace) -> int:
             return EXIT_FAILED
 
     try:  # the node read and changed by this run alone (change/lock.py)
-        with node_lock("/", "credprovider install"):
+        with node_lock(HOST, "credprovider install"):
             finish_interrupted(args.config_out, "install")
             return _plan_and_apply(args, keys, node_files)
     except (NodeChangeError, OSError) as exc:  # OSError: finishing a killed run's change

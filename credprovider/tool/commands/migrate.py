@@ -26,6 +26,7 @@ from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.kubeconfig.model import ConfigError, read_config
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
 from credprovider.tool.node.layouts import KUBEADM_EXTRA_ARGS_FILES, KUBEADM_FLAGS_ENV
+from credprovider.tool.node.root import HOST
 
 if TYPE_CHECKING:
     from credprovider.tool.change.migrate import ExistingConfig, MigrationPlan
@@ -56,7 +57,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         return _migrate(args, providers)
 
     try:  # the node read and changed by this run alone (change/lock.py)
-        with node_lock("/", "credprovider migrate --write"):
+        with node_lock(HOST, "credprovider migrate --write"):
             finish_interrupted(args.config_out, "migrate")
             return _migrate(args, providers)
     except (NodeChangeError, OSError) as exc:  # OSError: finishing a killed run's change

@@ -25,6 +25,7 @@ from credprovider.tool.commands.common import (
 )
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
+from credprovider.tool.node.root import HOST
 
 
 def _cmd_undo(args: argparse.Namespace) -> int:
@@ -37,7 +38,7 @@ def _cmd_undo(args: argparse.Namespace) -> int:
         print(f"credprovider undo: {managed}", file=sys.stderr)
         return EXIT_FAILED
     try:
-        with node_lock("/", "credprovider undo"):
+        with node_lock(HOST, "credprovider undo"):
             if _killed_undo(args.config):
                 finish_interrupted(args.config, "undo")
                 print(f"undid the change recorded beside {args.config} (a killed undo, finished)")
@@ -127,7 +128,7 @@ def _kubelet(given: Sequence[str] | None) -> tuple[dict[str, list[str]], tuple[i
     from credprovider.tool.node.kubelet_facts import kubelet_version
     from credprovider.tool.node.kubelet_flags import CONFIG_FLAG
 
-    view = discover("/")
+    view = discover(HOST)
     found = kubelet_version(view.kubelet) if view.kubelet is not None else None
     version = found[1] if found else None
     if given:

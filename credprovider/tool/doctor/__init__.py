@@ -48,7 +48,6 @@ from credprovider.tool.node.kubelet_flags import (
     FEATURE_GATES_FLAG,
     flag_value,
 )
-from credprovider.tool.node.root import NodeRoot
 
 __all__ = ["Check", "ClusterAccess", "Diagnosis", "diagnose"]
 
@@ -89,7 +88,7 @@ def diagnose(
     migrate = _migrate_command(view)
     chain.node(view, diagnosis, migrate)
     settings = view.settings
-    here = view.root == "/"
+    here = view.root.is_host
     kubelet = view.kubelet
     version = None
     if kubelet is not None and here:
@@ -200,7 +199,7 @@ def _credential_chain(
     from credprovider.tool.doctor.images import check_image, report_broken, static_pod_images
 
     settings = view.settings
-    here = view.root == "/"
+    here = view.root.is_host
     environment = view.environment
     kubelet = view.kubelet
     if not settings.provider_config:
@@ -244,7 +243,7 @@ def _credential_chain(
     not_starting: set[str] = set()
     providers = [p.name or "" for p in loaded.providers]
     try:
-        checked = check_binaries(loaded, bin_dir, environment, NodeRoot.at(view.root))
+        checked = check_binaries(loaded, bin_dir, environment, view.root)
     except UnreadableError as exc:
         diagnosis.add("binary", WARN, str(exc), "run credprovider doctor as root")
     else:

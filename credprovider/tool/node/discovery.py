@@ -31,7 +31,7 @@ from credprovider.tool.node.kubelet_flags import (
 )
 from credprovider.tool.node.kubelet_proc import KubeletProcess, find_kubelets
 from credprovider.tool.node.layouts import LAYOUTS
-from credprovider.tool.node.root import NodeRoot
+from credprovider.tool.node.root import HOST, NodeRoot
 from credprovider.tool.node.units import on_node, read_kubelet_unit
 
 # More drop-ins than any node has: a directory of thousands is not read to the end.
@@ -43,7 +43,7 @@ _MAX_WALKED = 10_000
 class NodeView:
     """What was found, each fact with its source. Paths are the node's own (not under root)."""
 
-    root: str
+    root: NodeRoot
     found_by: str  # "running kubelet (pid N)", "flag file F", "layout NAME", or "nothing"
     settings: KubeletSettings = field(default_factory=KubeletSettings)
     kubelet: KubeletProcess | None = None
@@ -60,7 +60,7 @@ class NodeView:
     def host_path(self, path: str) -> str:
         """``path`` as the node names it, where this tool reads it: under ``root``, every link and
         ``..`` resolved inside it (``node.root``)."""
-        return str(NodeRoot.at(self.root).host(path))
+        return str(self.root.host(path))
 
     @property
     def environment(self) -> Mapping[str, str] | None:
@@ -200,10 +200,10 @@ def flags_file_of(view: NodeView, name: str) -> str | None:
     return next((p for p, words in view.flag_words.items() if flag_values(words, name)), None)
 
 
-def discover(root: str = "/", proc: str = "/proc") -> NodeView:
+def discover(root: NodeRoot = HOST, proc: str = "/proc") -> NodeView:
     """The node's kubelet settings as found (see the module)."""
     view = NodeView(root=root, found_by="nothing")
-    candidates = find_kubelets(proc) if root == "/" else []
+    candidates = find_kubelets(proc) if root.is_host else []
     kubelets = [k for k in candidates if not k.distrust]
     view.ignored = [
         f"process {k.pid} is named kubelet but is not taken for this node's kubelet: "
@@ -226,7 +226,7 @@ def discover(root: str = "/", proc: str = "/proc") -> NodeView:
             )
         view.notes += view.settings.notes
         return view
-    if root == "/":
+    if root.is_host:
         view.notes.append("no kubelet is running: the node's files are read instead")
     if _from_unit(view) or view.unread_sources:  # the unit hidden from this user: no guess
         return view
@@ -273,7 +273,7 @@ class NodePaths:
     unreadable: tuple[str, ...] = ()
 
 
-def kubelet_paths(root: str = "/", view: NodeView | None = None) -> NodePaths:
+def kubelet_paths(root: NodeRoot = HOST, view: NodeView | None = None) -> NodePaths:
     """The one discovery every command uses: what :func:`discover` finds (``view``: what it
     found already, under its root); else, when nothing it needed was unreadable, the standard
     paths (``None`` where nothing is there)."""
@@ -291,10 +291,9 @@ def kubelet_paths(root: str = "/", view: NodeView | None = None) -> NodePaths:
         )
     if view.unread_sources:
         return NodePaths(None, None, view.found_by, ignored, tuple(view.unread_sources))
-    host = NodeRoot.at(root)
     try:
-        config = NODE_CONFIG if lexists(str(host.host(NODE_CONFIG, follow=False))) else None
-        bin_dir = NODE_BIN_DIR if lexists(str(host.host(NODE_BIN_DIR, follow=False))) else None
+        config = NODE_CONFIG if lexists(str(root.host(NODE_CONFIG, follow=False))) else None
+        bin_dir = NODE_BIN_DIR if lexists(str(root.host(NODE_BIN_DIR, follow=False))) else None
     except UnreadableError as exc:  # the default path is hidden from this user: no guess
         return NodePaths(None, None, view.found_by, ignored, (str(exc),))
     return NodePaths(config, bin_dir, "the default path", ignored)

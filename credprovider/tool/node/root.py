@@ -103,3 +103,6 @@ class NodeRoot:
         if relative == ".." or relative.startswith("../"):
             raise RootPathError(f"{host_path} is not under {self.path}")
         return "/" if relative == "." else f"/{relative}"
+
+
+HOST: Final = NodeRoot()  # this tool's own filesystem is the node's (no --root)

@@ -14,6 +14,7 @@ import pytest
 from credprovider.tool.agent.plan import plan_node
 from credprovider.tool.change.results import Action
 from credprovider.tool.node.discovery import discover
+from credprovider.tool.node.root import NodeRoot
 from release.bundle import REPO
 from tests.integration.cli.conftest import doctor
 from tests.platformnodes import NODES, PlatformNode, kops
@@ -25,7 +26,7 @@ def test_doctor_names_what_each_platforms_kubelet_is_started_with(
 ) -> None:
     platform = make()
     root = platform.build(tmp_path / "node")
-    view = discover(str(root))
+    view = discover(NodeRoot.at(root))
     assert (view.settings.provider_config, view.settings.bin_dir) == (
         platform.config,
         platform.bin_dir,
@@ -43,7 +44,7 @@ def test_a_unit_without_its_environment_file_says_systemd_would_not_start_it(
     platform = NODES[0]()
     root = platform.build(tmp_path / "node")
     (root / "etc/default/kubelet").unlink()
-    view = discover(str(root))
+    view = discover(NodeRoot.at(root))
     assert view.found_by.startswith("layout GKE"), view.found_by
     assert any("EnvironmentFile=/etc/default/kubelet is missing" in n for n in view.notes)
     (root / "etc/default/kubelet").write_text(
@@ -54,7 +55,7 @@ def test_a_unit_without_its_environment_file_says_systemd_would_not_start_it(
     (root / "etc/systemd/system/kubelet.service.d/20-gone.conf").write_text(
         "[Service]\nEnvironmentFile=/etc/gone\n"
     )
-    view = discover(str(root))
+    view = discover(NodeRoot.at(root))
     assert (view.settings.provider_config, view.settings.bin_dir) == ("/x.yaml", "/y")
     assert any("EnvironmentFile=/etc/gone is missing" in note for note in view.notes), view.notes
 
@@ -68,7 +69,7 @@ def test_the_agent_writes_the_file_that_platforms_kubelet_reads_or_says_why_not(
     does not (an image-based or self-managing platform), one line says why and what to do."""
     platform = make()
     root = platform.build(tmp_path / "node")
-    plan = plan_node(str(root), ["aws", "gcp"], "0.1.0")
+    plan = plan_node(NodeRoot.at(root), ["aws", "gcp"], "0.1.0")
     if plan.refused:
         refusing = {"OpenShift (RHCOS)", "Talos", "Bottlerocket", "kOps", "Gardener"}
         assert platform.name in refusing, plan.refused

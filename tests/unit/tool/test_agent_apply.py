@@ -19,6 +19,7 @@ from credprovider.tool.agent.plan import plan_node
 from credprovider.tool.agent.platforms import recognize
 from credprovider.tool.agent.uninstall import uninstall
 from credprovider.tool.errors import NodeChangeError
+from credprovider.tool.node.root import NodeRoot
 from tests.platformnodes import gke
 from tests.unit.tool.test_agent_plan import KUBEADM_NODE, node
 
@@ -74,8 +75,15 @@ class Service:
 
 
 def run(root: str, tmp_path: Path, version: str, service: Service) -> Outcome:
-    plan = plan_node(root, ["aws"], version)
-    return apply(root, plan, bundle(tmp_path, version), version, service.restart, service.healthy)
+    plan = plan_node(NodeRoot.at(root), ["aws"], version)
+    return apply(
+        NodeRoot.at(root),
+        plan,
+        bundle(tmp_path, version),
+        version,
+        service.restart,
+        service.healthy,
+    )
 
 
 def kubeadm(tmp_path: Path) -> str:
@@ -102,7 +110,7 @@ def test_install_then_a_pod_restart_then_an_upgrade(tmp_path: Path) -> None:
     upgraded = run(root, tmp_path / "upgrade", "0.2.0", service)
     assert upgraded.result == "installed" and upgraded.restarted == []
     assert os.readlink(Path(root) / A.lstrip("/") / "current") == "versions/0.2.0"
-    assert load_state(root).version == "0.2.0"
+    assert load_state(NodeRoot.at(root)).version == "0.2.0"
 
     # two upgrades on: the current bundle and the one before it stay, older ones go
     run(root, tmp_path / "third", "0.3.0", service)
@@ -131,7 +139,7 @@ def test_uninstall_leaves_the_node_as_it_was(tmp_path: Path) -> None:
     run(root, tmp_path, "0.1.0", service)
     run(root, tmp_path / "upgrade", "0.2.0", service)
     assert tree(root) != before
-    outcome = uninstall(root, "kubelet", service.restart)
+    outcome = uninstall(NodeRoot.at(root), "kubelet", service.restart)
     assert (outcome.result, outcome.kept) == ("uninstalled", [])
     assert tree(root) == before  # files, links, modes, and no directory left behind
     assert service.restarts == ["kubelet", "kubelet"]
@@ -143,7 +151,7 @@ def test_uninstall_keeps_an_edit_someone_made_since(tmp_path: Path) -> None:
     run(root, tmp_path, "0.1.0", service)
     flags = Path(root) / "etc/default/kubelet"
     flags.write_text(flags.read_text() + "# edited by hand\n")
-    outcome = uninstall(root, "kubelet", service.restart)
+    outcome = uninstall(NodeRoot.at(root), "kubelet", service.restart)
     # the edit is kept; only the agent's two flags are taken out (issue #46: they name a config
     # and plugins uninstall removes)
     assert outcome.kept == [] and "/etc/default/kubelet" in outcome.changed
@@ -178,7 +186,7 @@ def test_a_step_that_fails_partway_is_still_undone_by_uninstall(tmp_path: Path) 
     with pytest.raises(OSError):
         run(root, tmp_path, "0.1.0", service)
     assert tree(root) != before and service.restarts == []
-    assert uninstall(root, "kubelet", service.restart).kept == []
+    assert uninstall(NodeRoot.at(root), "kubelet", service.restart).kept == []
     assert tree(root) == before
 
 
@@ -187,9 +195,16 @@ def _files_mode(root: str, tmp_path: Path, version: str) -> Outcome:
     from credprovider.tool.agent.platforms import files_only
 
     rules = files_only(AGENT_CONFIG, AGENT_BIN_DIR)
-    plan = plan_node(root, ["aws"], version, platform=rules)
+    plan = plan_node(NodeRoot.at(root), ["aws"], version, platform=rules)
     service = Service()
-    return apply(root, plan, bundle(tmp_path, version), version, service.restart, service.healthy)
+    return apply(
+        NodeRoot.at(root),
+        plan,
+        bundle(tmp_path, version),
+        version,
+        service.restart,
+        service.healthy,
+    )
 
 
 def test_mode_files_replaces_the_provisioned_bootstrap_and_uninstall_puts_it_back(
@@ -215,7 +230,10 @@ def test_mode_files_replaces_the_provisioned_bootstrap_and_uninstall_puts_it_bac
     assert [p["name"] for p in config["providers"]] == ["ecr-credential-provider"]
     assert (root / AGENT_BIN_DIR.lstrip("/") / BOOTSTRAP_PROVIDER).is_file()
     outcome = uninstall(
-        str(root), "", Service().restart, bootstrap=files_only(AGENT_CONFIG, AGENT_BIN_DIR)
+        NodeRoot.at(str(root)),
+        "",
+        Service().restart,
+        bootstrap=files_only(AGENT_CONFIG, AGENT_BIN_DIR),
     )
     assert outcome.result == "uninstalled" and outcome.kept == []
     assert tree(str(root)) == provisioned
@@ -237,7 +255,10 @@ def test_mode_files_uninstall_leaves_the_bootstrap_where_there_was_no_config(
     (root / "var/lib/credprovider").mkdir(parents=True)
     assert _files_mode(str(root), tmp_path, "0.1.0").result == "installed"
     outcome = uninstall(
-        str(root), "", Service().restart, bootstrap=files_only(AGENT_CONFIG, AGENT_BIN_DIR)
+        NodeRoot.at(str(root)),
+        "",
+        Service().restart,
+        bootstrap=files_only(AGENT_CONFIG, AGENT_BIN_DIR),
     )
     assert outcome.result == "uninstalled"
     assert any("left as the bootstrap" in note for note in outcome.notes)
@@ -253,7 +274,10 @@ def test_mode_files_uninstall_leaves_the_bootstrap_where_there_was_no_config(
     assert checked.stops_kubelet == []
     # and again (a second uninstall, or one after a kill): nothing more, nothing less
     again = uninstall(
-        str(root), "", Service().restart, bootstrap=files_only(AGENT_CONFIG, AGENT_BIN_DIR)
+        NodeRoot.at(str(root)),
+        "",
+        Service().restart,
+        bootstrap=files_only(AGENT_CONFIG, AGENT_BIN_DIR),
     )
     assert again.result == "uninstalled" and config.read_text() == CONFIG_TEXT
 
@@ -270,7 +294,12 @@ def test_mode_files_uninstall_with_another_bin_dir_changes_nothing(tmp_path: Pat
     assert _files_mode(str(root), tmp_path, "0.1.0").result == "installed"
     before = tree(str(root))
     with pytest.raises(NodeChangeError, match="is not where the agent linked its plugins"):
-        uninstall(str(root), "", Service().restart, bootstrap=files_only(AGENT_CONFIG, "/opt/x"))
+        uninstall(
+            NodeRoot.at(str(root)),
+            "",
+            Service().restart,
+            bootstrap=files_only(AGENT_CONFIG, "/opt/x"),
+        )
     assert tree(str(root)) == before
 
 
@@ -287,8 +316,15 @@ def test_a_migrated_node_keeps_the_external_cloud_provider_after_uninstall(tmp_p
     service = Service()
 
     def migrate(version: str, where: Path) -> Outcome:
-        plan = plan_node(root, ["aws"], version, migrate_in_tree=True)
-        return apply(root, plan, bundle(where, version), version, service.restart, service.healthy)
+        plan = plan_node(NodeRoot.at(root), ["aws"], version, migrate_in_tree=True)
+        return apply(
+            NodeRoot.at(root),
+            plan,
+            bundle(where, version),
+            version,
+            service.restart,
+            service.healthy,
+        )
 
     assert migrate("0.1.0", tmp_path).result == "installed"
     texts = envfile.texts(
@@ -296,7 +332,7 @@ def test_a_migrated_node_keeps_the_external_cloud_provider_after_uninstall(tmp_p
     )
     assert flag_value(envfile.args(texts), "cloud-provider") == "external"
     assert migrate("0.1.0", tmp_path / "again").result == "unchanged"
-    outcome = uninstall(root, "kubelet", service.restart)
+    outcome = uninstall(NodeRoot.at(root), "kubelet", service.restart)
     assert outcome.result == "uninstalled" and outcome.kept == []
     assert (Path(root) / "etc/default/kubelet").read_text() == (
         'KUBELET_EXTRA_ARGS="--v=2 --cloud-provider=external"\n'
@@ -314,26 +350,33 @@ def test_bundles_an_earlier_agent_left_on_a_noexec_home_move_to_the_exec_mount(
     root = str(gke().build(tmp_path / "node"))
     before = tree(root)
     service = Service()
-    gke_rules, _ = recognize(root)
+    gke_rules, _ = recognize(NodeRoot.at(root))
     assert gke_rules.bundles == AGENT_EXEC_HOME
-    earlier = plan_node(root, ["aws"], "0.1.0", replace(gke_rules, bundles=A))
-    apply(root, earlier, bundle(tmp_path, "0.1.0"), "0.1.0", service.restart, service.healthy)
+    earlier = plan_node(NodeRoot.at(root), ["aws"], "0.1.0", replace(gke_rules, bundles=A))
+    apply(
+        NodeRoot.at(root),
+        earlier,
+        bundle(tmp_path, "0.1.0"),
+        "0.1.0",
+        service.restart,
+        service.healthy,
+    )
     link = Path(root) / "home/kubernetes/bin/ecr-credential-provider"
     assert os.readlink(link) == f"{A}/current/ecr-credential-provider"
 
     moved = run(root, tmp_path / "moved", "0.2.0", service)
     assert moved.result == "installed", moved.detail
     assert os.readlink(link) == f"{AGENT_EXEC_HOME}/current/ecr-credential-provider"
-    state = load_state(root)
+    state = load_state(NodeRoot.at(root))
     assert (state.bundles, state.retired) == (AGENT_EXEC_HOME, A)
     assert (Path(root) / A.lstrip("/") / "versions/0.1.0").is_dir()  # one run more
 
     run(root, tmp_path / "later", "0.2.0", service)
     assert not (Path(root) / A.lstrip("/") / "versions").exists()
     assert not (Path(root) / A.lstrip("/") / "current").exists()
-    assert load_state(root).retired == ""
+    assert load_state(NodeRoot.at(root)).retired == ""
 
-    outcome = uninstall(root, "kubelet", service.restart)
+    outcome = uninstall(NodeRoot.at(root), "kubelet", service.restart)
     assert outcome.result == "uninstalled", outcome.detail
     assert tree(root) == before
 
@@ -351,5 +394,5 @@ def test_a_state_naming_another_home_for_its_bundles_is_refused(tmp_path: Path, 
     state_file.write_text(json.dumps(state))
     (Path(root) / "etc/versions").mkdir()
     with pytest.raises(NodeChangeError, match="is not the agent's state"):
-        uninstall(root, "kubelet", service.restart)
+        uninstall(NodeRoot.at(root), "kubelet", service.restart)
     assert (Path(root) / "etc/versions").is_dir()

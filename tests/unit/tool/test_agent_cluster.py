@@ -14,6 +14,7 @@ from credprovider.tool.agent.cluster import NodeStatus, slot_free, slot_names
 from credprovider.tool.agent.daemon import config_hash
 from credprovider.tool.agent.health import KubeletHealth, reported_hashes
 from credprovider.tool.commands.fleet import detail_of, rows
+from credprovider.tool.node.root import NodeRoot
 from emulators.http import FakeRequest, FakeResponse, serve
 
 T0 = datetime.datetime(2026, 11, 26, 12, 0, 0, tzinfo=datetime.UTC)
@@ -124,13 +125,13 @@ def test_the_hash_is_the_kubelets_of_the_file_written(tmp_path: Path) -> None:
     root, path = _node_config(tmp_path)
     data = (tmp_path / path.lstrip("/")).read_bytes()
     expected = hashlib.sha256(len(data).to_bytes(8, "big") + data).hexdigest()
-    assert config_hash(root, path) == f"sha256:{expected}"
-    assert config_hash(root, "/etc/kubernetes/missing.yaml") == ""
+    assert config_hash(NodeRoot.at(root), path) == f"sha256:{expected}"
+    assert config_hash(NodeRoot.at(root), "/etc/kubernetes/missing.yaml") == ""
 
 
 def test_back_means_healthz_then_the_hash_of_the_config_written(tmp_path: Path) -> None:
     root, path = _node_config(tmp_path)
-    written = config_hash(root, path)
+    written = config_hash(NodeRoot.at(root), path)
     answers = {
         "/healthz": FakeResponse.text("ok"),
         "/metrics": FakeResponse.text(METRICS % ("0" * 64)),

@@ -12,6 +12,7 @@ from credprovider.paths import AGENT_HOME
 from credprovider.tool.agent.mounts import AUTO, CHOICES, Choice, choice, mounts_for
 from credprovider.tool.agent.plan import plan_node
 from credprovider.tool.agent.platforms import ENV_FILE, K0S_UNIT, PLATFORMS, confirmed
+from credprovider.tool.node.root import NodeRoot
 from tests.unit.tool.test_agent_plan import KUBEADM_NODE, node
 
 NAMED = [pytest.param(known, id=known.value) for known in CHOICES]
@@ -87,8 +88,8 @@ def test_a_named_platform_is_confirmed_by_the_node(
     platform = choice(value).platform
     assert platform is not None
     root = node(tmp_path, files)
-    assert confirmed(root, platform) == said
-    plan = plan_node(root, ["aws"], "0.1.0", platform)
+    assert confirmed(NodeRoot.at(root), platform) == said
+    plan = plan_node(NodeRoot.at(root), ["aws"], "0.1.0", platform)
     if said:
         assert (plan.refused, plan.evidence) == ("", said)
     else:
@@ -102,10 +103,10 @@ def test_a_refusal_names_only_what_would_have_shown_the_platform(tmp_path: Path)
     eks, k3s = choice("eks").platform, choice("k3s").platform
     assert eks is not None and k3s is not None
     root = node(tmp_path, {"/etc/systemd/system/kubelet.service": ""})
-    refused = plan_node(root, ["aws"], "0.1.0", eks).refused
+    refused = plan_node(NodeRoot.at(root), ["aws"], "0.1.0", eks).refused
     assert "(none of /etc/eks/image-credential-provider/config.json, /etc/eks/nodeadm):" in refused
     assert "(none of /etc/rancher/k3s, k3s.service, k3s-agent.service):" in (
-        plan_node(root, ["aws"], "0.1.0", k3s).refused
+        plan_node(NodeRoot.at(root), ["aws"], "0.1.0", k3s).refused
     )
 
 
@@ -115,6 +116,6 @@ def test_kubeadm_named_writes_its_config_in_the_agents_directory(tmp_path: Path)
     root = node(tmp_path, {**KUBEADM_NODE, "/etc/sysconfig/": "", "/etc/default/": ""})
     for value, flag_file in (("kubeadm", "/etc/default/kubelet"),
                              ("kubeadm-rpm", "/etc/sysconfig/kubelet")):  # fmt: skip
-        plan = plan_node(root, ["aws"], "0.1.0", choice(value).platform)
+        plan = plan_node(NodeRoot.at(root), ["aws"], "0.1.0", choice(value).platform)
         assert plan.config_path == f"{AGENT_HOME}/config.yaml"
         assert plan.flag_file == flag_file

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from credprovider.tool.agent.plan import AgentPlan, plan_node
+from credprovider.tool.node.root import NodeRoot
 
 A = "/var/lib/credprovider/agent"
 KUBEADM_DROP_IN = "/etc/systemd/system/kubelet.service.d/10-kubeadm.conf"
@@ -55,7 +56,7 @@ KUBEADM_NODE = {
 
 def test_kubeadm_on_debian_adds_the_flags_to_kubelet_extra_args(tmp_path: Path) -> None:
     root = node(tmp_path, {**KUBEADM_NODE, "/etc/default/kubelet": "KUBELET_EXTRA_ARGS=--v=2\n"})
-    plan = plan_node(root, ["aws"], "0.1.0")
+    plan = plan_node(NodeRoot.at(root), ["aws"], "0.1.0")
     assert (plan.platform, plan.evidence, plan.refused) == ("kubeadm", KUBEADM_DROP_IN, "")
     assert steps(plan) == [
         ("place", f"{A}/versions/0.1.0"),
@@ -71,7 +72,7 @@ def test_kubeadm_on_debian_adds_the_flags_to_kubelet_extra_args(tmp_path: Path) 
 
 def test_kubeadm_on_rhel_creates_the_sysconfig_file(tmp_path: Path) -> None:
     root = node(tmp_path, {**KUBEADM_NODE, "/etc/sysconfig/": ""})
-    plan = plan_node(root, ["aws", "gcp"], "0.1.0")
+    plan = plan_node(NodeRoot.at(root), ["aws", "gcp"], "0.1.0")
     assert (plan.flag_file, plan.flag_text) == (
         "/etc/sysconfig/kubelet",
         f"KUBELET_EXTRA_ARGS='{FLAGS}'\n",
@@ -82,13 +83,15 @@ def test_kubeadm_on_rhel_creates_the_sysconfig_file(tmp_path: Path) -> None:
 def test_wrong_flags_are_replaced_not_doubled(tmp_path: Path) -> None:
     stale = "KUBELET_EXTRA_ARGS='--image-credential-provider-config=/old.yaml --v=2'\n"
     root = node(tmp_path, {**KUBEADM_NODE, "/etc/default/kubelet": stale})
-    plan = plan_node(root, ["aws"], "0.1.0")
+    plan = plan_node(NodeRoot.at(root), ["aws"], "0.1.0")
     assert plan.flag_text == f"KUBELET_EXTRA_ARGS='--v=2 {FLAGS}'\n"
 
 
 def installed(tmp_path: Path, version: str = "0.1.0", current: str = "0.1.0") -> str:
     """A kubeadm node the agent already installed ``version`` on (``current`` in use)."""
-    config = plan_node(node(tmp_path / "first", dict(KUBEADM_NODE)), ["aws"], version).config_text
+    config = plan_node(
+        NodeRoot.at(node(tmp_path / "first", dict(KUBEADM_NODE))), ["aws"], version
+    ).config_text
     assert config is not None
     files = {
         **KUBEADM_NODE,
@@ -104,13 +107,13 @@ def installed(tmp_path: Path, version: str = "0.1.0", current: str = "0.1.0") ->
 
 
 def test_a_node_already_installed_is_left_alone(tmp_path: Path) -> None:
-    plan = plan_node(installed(tmp_path), ["aws"], "0.1.0")
+    plan = plan_node(NodeRoot.at(installed(tmp_path)), ["aws"], "0.1.0")
     assert {action for action, _ in steps(plan)} == {"unchanged"}
     assert (plan.restart, plan.changes_kubelet_input) == ("", False)
 
 
 def test_an_upgrade_re_points_current_and_restarts_nothing(tmp_path: Path) -> None:
-    plan = plan_node(installed(tmp_path, "0.0.9", current="0.0.9"), ["aws"], "0.1.0")
+    plan = plan_node(NodeRoot.at(installed(tmp_path, "0.0.9", current="0.0.9")), ["aws"], "0.1.0")
     assert steps(plan)[:2] == [("place", f"{A}/versions/0.1.0"), ("switch", f"{A}/current")]
     assert plan.steps[1].detail == f"{A}/current -> versions/0.1.0 (from 0.0.9, no restart needed)"
     assert (plan.restart, plan.changes_kubelet_input) == ("", False)
@@ -128,7 +131,7 @@ def test_an_upgrade_re_points_current_and_restarts_nothing(tmp_path: Path) -> No
 def test_k3s_and_rke2_pick_up_their_own_directory(
     tmp_path: Path, files: dict[str, str], platform: str, config: str, restart: str
 ) -> None:
-    plan = plan_node(node(tmp_path, files), ["azure"], "0.1.0")
+    plan = plan_node(NodeRoot.at(node(tmp_path, files)), ["azure"], "0.1.0")
     assert (plan.platform, plan.config_path, plan.restart, plan.flag_text) == (
         platform, config, restart, None,
     )  # fmt: skip
@@ -144,7 +147,7 @@ def test_k0s_flags_go_into_the_units_kubelet_extra_args(tmp_path: Path) -> None:
         '--kubelet-extra-args="--node-ip=10.0.0.5"\n'
     )
     root = node(tmp_path, {"/etc/k0s/": "", "/etc/systemd/system/k0sworker.service": unit})
-    plan = plan_node(root, ["aws"], "0.1.0")
+    plan = plan_node(NodeRoot.at(root), ["aws"], "0.1.0")
     assert (plan.platform, plan.flag_file, plan.restart) == (
         "k0s", "/etc/systemd/system/k0sworker.service", "k0sworker",
     )  # fmt: skip
@@ -178,7 +181,7 @@ def test_a_platform_managed_config_is_merged_keeping_its_providers(
     tmp_path: Path, files: dict[str, str], platform: str, config: str
 ) -> None:
     files = {**files, "/etc/systemd/system/kubelet.service": ""}
-    plan = plan_node(node(tmp_path, files), ["gcp"], "0.1.0")
+    plan = plan_node(NodeRoot.at(node(tmp_path, files)), ["gcp"], "0.1.0")
     assert (plan.platform, plan.config_path, plan.restart) == (platform, config, "kubelet")
     assert ("merge", config) in steps(plan)
     assert providers(plan) == ["ecr-credential-provider", "auth-provider-gcp"]
@@ -187,7 +190,7 @@ def test_a_platform_managed_config_is_merged_keeping_its_providers(
 def test_a_config_the_kubelet_would_refuse_changes_nothing(tmp_path: Path) -> None:
     broken = UPSTREAM_ECR.replace("    apiVersion: credentialprovider.kubelet.k8s.io/v1\n", "")
     files = {"/var/lib/kubelet/credential-provider-config.yaml": broken}
-    plan = plan_node(node(tmp_path, files), ["gcp"], "0.1.0")
+    plan = plan_node(NodeRoot.at(node(tmp_path, files)), ["gcp"], "0.1.0")
     assert plan.refused.startswith(
         "the kubelet would refuse the config: failed to validate credential provider config: "
     )
@@ -208,7 +211,7 @@ def test_a_config_the_kubelet_would_refuse_changes_nothing(tmp_path: Path) -> No
 def test_where_the_agent_must_not_change_anything_it_says_why(
     tmp_path: Path, files: dict[str, str], platform: str, says: str
 ) -> None:
-    plan = plan_node(node(tmp_path, files), ["aws"], "0.1.0")
+    plan = plan_node(NodeRoot.at(node(tmp_path, files)), ["aws"], "0.1.0")
     assert (plan.platform, plan.steps, plan.restart) == (platform, [], "")
     assert says in plan.refused
 
@@ -218,7 +221,7 @@ def test_a_file_it_cannot_keep_is_not_replaced(tmp_path: Path) -> None:
     nothing (and never blocks reading it)."""
     root = node(tmp_path, {"/var/lib/kubelet/": ""})
     os.mkfifo(Path(root) / "var/lib/kubelet/credential-provider-config.yaml")
-    plan = plan_node(root, ["aws"], "0.1.0")
+    plan = plan_node(NodeRoot.at(root), ["aws"], "0.1.0")
     assert plan.platform == "AKS"
     assert plan.refused.startswith("/var/lib/kubelet/credential-provider-config.yaml ")
     assert plan.refused.endswith(": nothing is changed")
@@ -239,7 +242,7 @@ def test_a_kubelet_already_given_a_config_keeps_it_and_its_providers(tmp_path: P
         "/var/lib/kubelet/kubeadm-flags.env": flags,
         "/etc/kubernetes/providers.yaml": UPSTREAM_ECR,
     }
-    plan = plan_node(node(tmp_path, files), ["gcp"], "0.1.0")
+    plan = plan_node(NodeRoot.at(node(tmp_path, files)), ["gcp"], "0.1.0")
     assert steps(plan)[2:] == [
         ("link", "/opt/credential-providers/auth-provider-gcp"),
         ("merge", "/etc/kubernetes/providers.yaml"),
@@ -260,7 +263,7 @@ def test_provider_settings_replace_the_shipped_defaults(tmp_path: Path) -> None:
         ["aws", "gcp"],
     )
     root = node(tmp_path, {**KUBEADM_NODE, "/etc/default/kubelet": ""})
-    plan = plan_node(root, ["aws", "gcp"], "0.1.0", settings=settings)
+    plan = plan_node(NodeRoot.at(root), ["aws", "gcp"], "0.1.0", settings=settings)
     assert plan.refused == "" and plan.config_text is not None
     aws, gcp = yaml.safe_load(plan.config_text)["providers"]
     assert aws["matchImages"] == ["registry.internal.example"]
@@ -277,7 +280,7 @@ def test_provider_settings_the_kubelet_would_refuse_change_nothing(tmp_path: Pat
         '{"aws": {"tokenAttributes": {"serviceAccountTokenAudience": "sts"}}}', ["aws"]
     )
     root = node(tmp_path, {**KUBEADM_NODE, "/etc/default/kubelet": ""})
-    plan = plan_node(root, ["aws"], "0.1.0", settings=settings)
+    plan = plan_node(NodeRoot.at(root), ["aws"], "0.1.0", settings=settings)
     assert plan.refused.startswith(
         "the kubelet would refuse the config: failed to validate credential provider config: "
     ), plan.refused
@@ -316,8 +319,10 @@ def test_token_attributes_are_refused_for_a_kubelet_before_1_34(tmp_path: Path) 
     )
     settings = parse(attributes, ["aws"])
     root = node(tmp_path, {**KUBEADM_NODE, "/etc/default/kubelet": ""})
-    assert plan_node(root, ["aws"], "0.1.0", settings=settings).refused == ""
-    older = plan_node(root, ["aws"], "0.1.0", settings=settings, sa_tokens_enabled=False)
+    assert plan_node(NodeRoot.at(root), ["aws"], "0.1.0", settings=settings).refused == ""
+    older = plan_node(
+        NodeRoot.at(root), ["aws"], "0.1.0", settings=settings, sa_tokens_enabled=False
+    )
     assert older.refused == (
         "the kubelet would refuse the config: failed to validate credential provider config: "
         "providers.tokenAttributes: Forbidden: tokenAttributes is not supported when "
@@ -344,7 +349,7 @@ def test_an_in_tree_kubeadm_node_is_refused_with_the_way_to_migrate_it(
     "installed": the node's next kubelet upgrade past 1.31 does not start."""
     variable = "KUBELET_KUBEADM_ARGS" if where.endswith(".env") else "KUBELET_EXTRA_ARGS"
     root = node(tmp_path, {**KUBEADM_NODE, where: f'{variable}="--node-ip=10.0.0.5 {flags}"\n'})
-    plan = plan_node(root, ["aws"], "0.1.0")
+    plan = plan_node(NodeRoot.at(root), ["aws"], "0.1.0")
     assert said in plan.refused and "nothing is changed" in plan.refused
     assert f"credprovider migrate --kubelet-flags-file {where} --write" in plan.refused
     assert (plan.steps, plan.config_text, plan.flag_text) == ([], None, None)
@@ -353,7 +358,7 @@ def test_an_in_tree_kubeadm_node_is_refused_with_the_way_to_migrate_it(
 def test_a_kubeadm_node_on_the_external_cloud_provider_is_planned(tmp_path: Path) -> None:
     env = 'KUBELET_KUBEADM_ARGS="--cloud-provider=external"\n'
     root = node(tmp_path, {**KUBEADM_NODE, "/var/lib/kubelet/kubeadm-flags.env": env})
-    plan = plan_node(root, ["aws"], "0.1.0")
+    plan = plan_node(NodeRoot.at(root), ["aws"], "0.1.0")
     assert plan.refused == "" and plan.flag_file == "/etc/default/kubelet"
 
 
@@ -372,7 +377,7 @@ def test_asked_to_migrate_an_in_tree_kubeadm_node_the_agent_moves_it_to_external
             "/etc/default/kubelet": "KUBELET_EXTRA_ARGS=--v=2\n",
         },
     )
-    plan = plan_node(root, ["aws"], "0.1.0", migrate_in_tree=True)
+    plan = plan_node(NodeRoot.at(root), ["aws"], "0.1.0", migrate_in_tree=True)
     assert (plan.refused, plan.migrating) == ("", "aws")
     assert plan.flag_text == f'KUBELET_EXTRA_ARGS="--v=2 --cloud-provider=external {FLAGS}"\n'
     assert plan.flags_restored == {
@@ -383,7 +388,7 @@ def test_asked_to_migrate_an_in_tree_kubeadm_node_the_agent_moves_it_to_external
     (Path(root) / "var/lib/kubelet/kubeadm-flags.env").write_text(
         f'KUBELET_KUBEADM_ARGS="{gate}"\n'
     )
-    refused = plan_node(root, ["aws"], "0.1.0", migrate_in_tree=True)
+    refused = plan_node(NodeRoot.at(root), ["aws"], "0.1.0", migrate_in_tree=True)
     assert "DisableKubeletCloudCredentialProviders" in refused.refused and refused.steps == []
 
 
@@ -394,5 +399,5 @@ def test_where_the_flags_file_goes_is_judged_inside_the_root(tmp_path: Path) -> 
     through the link into the host."""
     root = node(tmp_path, {**KUBEADM_NODE, "/etc/sysconfig/": ""}, {"/etc/default": "/tmp"})
     assert Path("/tmp").is_dir() and not (Path(root) / "tmp").exists()
-    plan = plan_node(root, ["aws"], "0.1.0")
+    plan = plan_node(NodeRoot.at(root), ["aws"], "0.1.0")
     assert plan.flag_file == "/etc/sysconfig/kubelet", plan.flag_file

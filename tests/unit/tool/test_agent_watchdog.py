@@ -15,6 +15,7 @@ from credprovider.tool.agent.plan import plan_node
 from credprovider.tool.agent.state import STATE, save
 from credprovider.tool.agent.watchdog import Watchdog, rollback
 from credprovider.tool.errors import NodeChangeError
+from credprovider.tool.node.root import NodeRoot
 from emulators.systemd import StandInSystemd, standin_systemd
 from tests.platformnodes import gke
 from tests.unit.tool.test_agent_apply import Service, bundle, kubeadm, tree
@@ -36,12 +37,14 @@ def test_armed_before_the_restart_and_stopped_once_healthy(
     seen: list[object] = []
 
     def restart(unit: str) -> None:  # what the state says while the kubelet restarts
-        seen.append(load_state(root).watchdog)
+        seen.append(load_state(NodeRoot.at(root)).watchdog)
         service.restart(unit)
 
     watch = Watchdog(str(tmp_path / "private"), 65.0)
-    plan = plan_node(root, ["aws"], "0.1.0")
-    done = apply(root, plan, bundle(tmp_path, "0.1.0"), "0.1.0", restart, service.healthy, watch)
+    plan = plan_node(NodeRoot.at(root), ["aws"], "0.1.0")
+    done = apply(
+        NodeRoot.at(root), plan, bundle(tmp_path, "0.1.0"), "0.1.0", restart, service.healthy, watch
+    )
     assert done.result == "installed" and done.notes == []
     [(unit, argv)] = systemd.started
     assert seen == [{"unit": unit, "armed": seen[0]["armed"]}]  # type: ignore[index]
@@ -52,7 +55,7 @@ def test_armed_before_the_restart_and_stopped_once_healthy(
     ]  # fmt: skip
     calls = [name for name, _ in systemd.calls if name != "Subscribe"]
     assert calls == ["StartTransientUnit", "StopUnit"]  # the restart between: seen above
-    assert load_state(root).watchdog == {}
+    assert load_state(NodeRoot.at(root)).watchdog == {}
 
 
 def test_on_cos_the_armed_rollback_runs_the_bundle_from_the_exec_mount(
@@ -63,8 +66,8 @@ def test_on_cos_the_armed_rollback_runs_the_bundle_from_the_exec_mount(
     root = str(gke().build(tmp_path / "node"))
     service = Service()
     watch = Watchdog(str(tmp_path / "private"), 65.0)
-    plan = plan_node(root, ["aws"], "0.1.0")
-    done = apply(root, plan, bundle(tmp_path, "0.1.0"), "0.1.0", service.restart, service.healthy,
+    plan = plan_node(NodeRoot.at(root), ["aws"], "0.1.0")
+    done = apply(NodeRoot.at(root), plan, bundle(tmp_path, "0.1.0"), "0.1.0", service.restart, service.healthy,
                  watch)  # fmt: skip
     assert done.result == "installed", done.detail
     [(_, argv)] = systemd.started
@@ -74,10 +77,19 @@ def test_on_cos_the_armed_rollback_runs_the_bundle_from_the_exec_mount(
 def test_a_rollback_that_fires_for_a_confirmed_change_does_nothing(tmp_path: Path) -> None:
     root = kubeadm(tmp_path)
     service = Service()
-    plan = plan_node(root, ["aws"], "0.1.0")
-    apply(root, plan, bundle(tmp_path, "0.1.0"), "0.1.0", service.restart, service.healthy)
+    plan = plan_node(NodeRoot.at(root), ["aws"], "0.1.0")
+    apply(
+        NodeRoot.at(root),
+        plan,
+        bundle(tmp_path, "0.1.0"),
+        "0.1.0",
+        service.restart,
+        service.healthy,
+    )
     before = tree(root)
-    said = rollback(root, "credprovider-rollback-0123456789ab.service", 0, service.restart)
+    said = rollback(
+        NodeRoot.at(root), "credprovider-rollback-0123456789ab.service", 0, service.restart
+    )
     assert said.startswith("nothing to do")
     assert tree(root) == before and service.restarts == ["kubelet"]
 
@@ -90,28 +102,30 @@ def test_an_unconfirmed_change_is_put_back_and_the_kubelet_restarted(tmp_path: P
     def die(unit: str) -> None:  # the agent is killed during the restart
         raise SystemExit("killed")
 
-    plan = plan_node(root, ["aws"], "0.1.0")
+    plan = plan_node(NodeRoot.at(root), ["aws"], "0.1.0")
     with pytest.raises(SystemExit):
-        apply(root, plan, bundle(tmp_path, "0.1.0"), "0.1.0", die, killed.healthy)
-    state = load_state(root)
+        apply(NodeRoot.at(root), plan, bundle(tmp_path, "0.1.0"), "0.1.0", die, killed.healthy)
+    state = load_state(NodeRoot.at(root))
     assert (
         state.restart_due == "kubelet"
         and "--image-credential" in (Path(root) / FLAGS.lstrip("/")).read_text()
     )
     unit = "credprovider-rollback-0123456789ab.service"
     state.watchdog = {"unit": unit, "armed": "2026-11-26T12:00:00Z"}
-    save(root, state)
+    save(NodeRoot.at(root), state)
     # another unit's rollback is not this change's
-    assert rollback(root, unit.replace("0123", "9999"), 0, killed.restart).startswith("nothing")
+    assert rollback(NodeRoot.at(root), unit.replace("0123", "9999"), 0, killed.restart).startswith(
+        "nothing"
+    )
     slept: list[float] = []
-    said = rollback(root, unit, 12, killed.restart, sleep=slept.append)
+    said = rollback(NodeRoot.at(root), unit, 12, killed.restart, sleep=slept.append)
     assert slept == [12] and killed.restarts == ["kubelet"]
     assert said == (
         "the agent did not confirm the kubelet's restart: its config and flags were put back as "
         "the change found them and kubelet restarted"
     )
     assert (Path(root) / FLAGS.lstrip("/")).read_text() == original
-    state = load_state(root)
+    state = load_state(NodeRoot.at(root))
     assert (state.restart_due, state.before, state.watchdog) == ("", None, {})
     assert state.healed["detail"].startswith("its config and flags were put back")
 
@@ -120,14 +134,21 @@ def test_a_forged_unit_name_is_not_the_agents_state(tmp_path: Path) -> None:
     """A state naming kubelet.service as the rollback would have the agent stop the kubelet."""
     root = kubeadm(tmp_path)
     service = Service()
-    plan = plan_node(root, ["aws"], "0.1.0")
-    apply(root, plan, bundle(tmp_path, "0.1.0"), "0.1.0", service.restart, service.healthy)
+    plan = plan_node(NodeRoot.at(root), ["aws"], "0.1.0")
+    apply(
+        NodeRoot.at(root),
+        plan,
+        bundle(tmp_path, "0.1.0"),
+        "0.1.0",
+        service.restart,
+        service.healthy,
+    )
     path = Path(root) / STATE.lstrip("/")
     state = json.loads(path.read_text())
     state["watchdog"] = {"unit": "kubelet.service", "armed": "now"}
     path.write_text(json.dumps(state))
     with pytest.raises(NodeChangeError, match="is not the agent's state"):
-        load_state(root)
+        load_state(NodeRoot.at(root))
 
 
 def test_a_rollback_that_cannot_be_armed_is_said_and_the_restart_still_checked(
@@ -136,13 +157,13 @@ def test_a_rollback_that_cannot_be_armed_is_said_and_the_restart_still_checked(
     root = kubeadm(tmp_path)
     service = Service()
     watch = Watchdog(str(tmp_path / "nothing-here"), 65.0)
-    plan = plan_node(root, ["aws"], "0.1.0")
-    done = apply(root, plan, bundle(tmp_path, "0.1.0"), "0.1.0", service.restart, service.healthy,
+    plan = plan_node(NodeRoot.at(root), ["aws"], "0.1.0")
+    done = apply(NodeRoot.at(root), plan, bundle(tmp_path, "0.1.0"), "0.1.0", service.restart, service.healthy,
                  watch)  # fmt: skip
     assert done.result == "installed" and service.restarts == ["kubelet"]
     [note] = done.notes
     assert note.startswith("the node's own rollback could not be armed (starting ")
-    assert load_state(root).watchdog == {}
+    assert load_state(NodeRoot.at(root)).watchdog == {}
 
 
 def test_an_uninstall_has_the_host_remove_the_directory_the_pods_mount_made(
@@ -156,9 +177,17 @@ def test_an_uninstall_has_the_host_remove_the_directory_the_pods_mount_made(
     root = kubeadm(tmp_path)
     service = Service()
     watch = Watchdog(str(tmp_path / "private"), 65.0)
-    plan = plan_node(root, ["aws"], "0.1.0")
-    apply(root, plan, bundle(tmp_path, "0.1.0"), "0.1.0", service.restart, service.healthy, watch)
-    done = uninstall(root, "kubelet", service.restart, service.healthy, watch)
+    plan = plan_node(NodeRoot.at(root), ["aws"], "0.1.0")
+    apply(
+        NodeRoot.at(root),
+        plan,
+        bundle(tmp_path, "0.1.0"),
+        "0.1.0",
+        service.restart,
+        service.healthy,
+        watch,
+    )
+    done = uninstall(NodeRoot.at(root), "kubelet", service.restart, service.healthy, watch)
     assert done.result == "uninstalled" and done.notes == []
     tidy = [(unit, argv) for unit, argv in systemd.started if unit.startswith("credprovider-tidy-")]
     [(_, argv)] = tidy
@@ -167,12 +196,12 @@ def test_an_uninstall_has_the_host_remove_the_directory_the_pods_mount_made(
         "/var/lib/credprovider",
     ]
     # with nothing of the agent's on the node (a pod of action=uninstall restarted), again
-    again = uninstall(root, "kubelet", service.restart, service.healthy, watch)
+    again = uninstall(NodeRoot.at(root), "kubelet", service.restart, service.healthy, watch)
     assert again.result == "uninstalled"
     assert sum(unit.startswith("credprovider-tidy-") for unit, _ in systemd.started) == 2
     # no systemd to ask: said, and the uninstall still done
     gone = Watchdog(str(tmp_path / "nothing-here"), 65.0)
-    said = uninstall(root, "kubelet", service.restart, service.healthy, gone)
+    said = uninstall(NodeRoot.at(root), "kubelet", service.restart, service.healthy, gone)
     assert said.result == "uninstalled"
     assert [note.split(":")[0] for note in said.notes] == [
         "/var/lib/credprovider was left on the node"
