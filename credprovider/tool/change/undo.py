@@ -50,7 +50,7 @@ MAX_KEPT_FILE: Final = MAX_JOURNAL_BYTES // 4  # a config or a flags file, kept:
 
 
 @dataclass(frozen=True)
-class Step:
+class PutBack:
     """One path put back: the op, and the backup it comes from (removed after the undo)."""
 
     op: Op
@@ -61,7 +61,7 @@ class Step:
 @dataclass
 class UndoPlan:
     change: ChangeKind
-    steps: list[Step] = field(default_factory=list)
+    steps: list[PutBack] = field(default_factory=list)
     changed_since: list[str] = field(default_factory=list)  # --force puts the old ones back
     would_not_start: list[str] = field(default_factory=list)  # --force: undone all the same
     blocked: list[str] = field(default_factory=list)  # never undone
@@ -84,16 +84,18 @@ def last_change(anchor: Path) -> Transaction | None:
     return read(record_for(anchor), "record")
 
 
-def _reverse(entry: Entry) -> Step | str:
+def _reverse(entry: Entry) -> PutBack | str:
     """The step that puts ``entry``'s path back, or why it cannot be."""
     op, was = entry.op, entry.was
     if was is None:
         return f"{op.path} was changed by an earlier credprovider, which did not record what it was"
     if was.prior is Prior.ABSENT:
         what = {Kind.TREE: "the bundle copy ", Kind.LINK: "the link "}.get(op.kind, "")
-        return Step(Op(Kind.ABSENT, op.path), f"removed {what}{op.path}")
+        return PutBack(Op(Kind.ABSENT, op.path), f"removed {what}{op.path}")
     if was.prior is Prior.LINK:
-        return Step(Op(Kind.LINK, op.path, target=was.target), f"{op.path} -> {was.target} again")
+        return PutBack(
+            Op(Kind.LINK, op.path, target=was.target), f"{op.path} -> {was.target} again"
+        )
     kept = op.backup
     assert kept is not None  # journal: a kept prior has a backup
     if not backup_of(kept, op.path):
@@ -105,7 +107,7 @@ def _reverse(entry: Entry) -> Step | str:
     if stat.S_ISDIR(found.st_mode):
         if not is_bundle(kept):
             return f"the backup {kept} of {op.path} is not a bundle"
-        return Step(
+        return PutBack(
             Op(Kind.TREE, op.path, source=kept, links=True),
             f"put back {op.path} from {kept}",
             kept,
@@ -119,10 +121,10 @@ def _reverse(entry: Entry) -> Step | str:
         data = read_bytes(str(kept), limit=MAX_KEPT_FILE)
     except (FileProblem, UnreadableError) as exc:
         return f"the backup {kept} of {op.path} cannot be read ({exc})"
-    return Step(Op(Kind.FILE, op.path, data, mode), f"put back {op.path} from {kept}", kept)
+    return PutBack(Op(Kind.FILE, op.path, data, mode), f"put back {op.path} from {kept}", kept)
 
 
-def _made_dirs(transaction: Transaction, steps: Sequence[Step]) -> list[Step]:
+def _made_dirs(transaction: Transaction, steps: Sequence[PutBack]) -> list[PutBack]:
     """The directories the change made, removed (the deepest first) where nothing but what the
     undo removes is in them."""
     made = sorted(
@@ -139,7 +141,7 @@ def _made_dirs(transaction: Transaction, steps: Sequence[Step]) -> list[Step]:
         if all(os.path.join(directory, name) in going for name in names):
             going.add(directory)
             found.append(
-                Step(Op(Kind.ABSENT, Path(directory)), f"removed the directory {directory}")
+                PutBack(Op(Kind.ABSENT, Path(directory)), f"removed the directory {directory}")
             )
     return found
 
@@ -171,7 +173,7 @@ def plan_undo(
         if not _still_made(entry.op):
             plan.changed_since.append(f"{entry.op.path} was changed since the {transaction.change}")
     plan.steps += [
-        Step(Op(Kind.ABSENT, step.kept), f"removed the backup {step.kept}")
+        PutBack(Op(Kind.ABSENT, step.kept), f"removed the backup {step.kept}")
         for step in list(plan.steps)
         if step.kept is not None
     ]
@@ -185,7 +187,9 @@ def plan_undo(
     return plan
 
 
-def _flags_after(steps: Sequence[Step], flags: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+def _flags_after(
+    steps: Sequence[PutBack], flags: Mapping[str, Sequence[str]]
+) -> dict[str, list[str]]:
     """Each flag file's flags as the undo leaves them."""
     after = {path: list(words) for path, words in flags.items()}
     for step in steps:
@@ -205,7 +209,7 @@ def _flag_file(op: Op) -> bool:
 
 
 def _start_problems(
-    steps: Sequence[Step],
+    steps: Sequence[PutBack],
     after: Mapping[str, Sequence[str]],
     anchor: Path,
     version: tuple[int, int] | None,
@@ -245,7 +249,7 @@ def _merged(after: Mapping[str, Sequence[str]]) -> KubeletSettings:
     return settings_from(words)
 
 
-def _config_problems(steps: Sequence[Step], anchor: Path, flags: KubeletSettings) -> list[str]:
+def _config_problems(steps: Sequence[PutBack], anchor: Path, flags: KubeletSettings) -> list[str]:
     """The config the kubelet's flags name (``anchor``), as the undo leaves it: there, valid, and
     every provider's plugin in the bin dir they name."""
     named = f"--{CONFIG_FLAG}={anchor}"
