@@ -12,6 +12,7 @@ from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
 from credprovider.runtime.nodefile import special_kind
 from credprovider.runtime.redact import redact
 from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.change.results import Step
 from credprovider.tool.errors import node_failure
 from credprovider.tool.node.root import NodeRoot
 
@@ -111,6 +112,12 @@ def node_default(
         file=sys.stderr,
     )
     return None
+
+
+def step_json(step: Step) -> dict[str, Any]:
+    """A planned or done step as ``--json`` prints it (install's and migrate's ``changes``)."""
+    return {"action": step.action, "path": step.path, "detail": step.detail,
+            "refused": step.refused, "backup": step.backup}  # fmt: skip
 
 
 def node_root(args: Any) -> NodeRoot:

@@ -22,6 +22,7 @@ from credprovider.tool.commands.common import (
     node_failed,
     node_paths,
     print_json,
+    step_json,
     wrong_kind,
 )
 from credprovider.tool.errors import NodeChangeError
@@ -165,16 +166,7 @@ def _report(
         print_json(
             {
                 "applied": applied,
-                "changes": [
-                    {
-                        "action": change.action,
-                        "path": change.path,
-                        "detail": change.detail,
-                        "refused": change.refused,
-                        "backup": change.backup,
-                    }
-                    for change in changes
-                ],
+                "changes": [step_json(change) for change in changes],
                 "errors": errors or [],
                 "warnings": warnings or [],
                 "checked": checked or [],

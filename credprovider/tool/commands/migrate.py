@@ -20,6 +20,7 @@ from credprovider.tool.commands.common import (
     finish_interrupted,
     node_failed,
     print_json,
+    step_json,
     wrong_kind,
 )
 from credprovider.tool.errors import NodeChangeError
@@ -119,6 +120,14 @@ def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:
                 "install": plan.install_args(args.config_out) if plan.providers else [],
                 "files": plan.files,
                 "written": written,
+                "applied": bool(args.write),
+                "changes": [
+                    step_json(step)
+                    for step in plan.steps(
+                        args.config_out,
+                        {w["path"]: w["backup"] for w in written if "backup" in w},
+                    )
+                ],
                 "notes": plan.notes,
             }
         )

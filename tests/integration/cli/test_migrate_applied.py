@@ -162,6 +162,16 @@ def test_a_migration_applied_as_written(tmp_path: Path, node: Node, kubelet_harn
     plan = json.loads(run.stdout)
     assert plan["providers"] == node.providers
     assert plan["binDir"] == str(tmp_path / "oldbin")  # the kept plugins are there
+    # the changes in install's vocabulary (change.results.Step): each file edited or written,
+    # with where its old text is kept
+    written = {w["path"]: w.get("backup") for w in plan["written"]}
+    changes = {c["path"]: c for c in plan["changes"]}
+    assert set(changes) == set(written)
+    for path, backup in written.items():
+        assert changes[path]["action"] in ("flags", "write") and changes[path]["backup"] == backup
+    assert changes[str(config)] == {"action": "write", "path": str(config),
+                                    "detail": f"wrote {config}", "refused": None,
+                                    "backup": None}  # fmt: skip
 
     # The kubelet's flags: one of each credential flag, naming the new config and the bin dir.
     words = shlex.split(flags_from_file(flags_file.read_text()))
@@ -194,7 +204,9 @@ def test_a_migration_applied_as_written(tmp_path: Path, node: Node, kubelet_harn
     # Run again, the node migrated: nothing to do, nothing written.
     again = run_cli(*args, "--write", "--json", use_bundle=True)
     assert again.returncode == 0, again.stderr
-    assert json.loads(again.stdout)["written"] == []
+    again_plan = json.loads(again.stdout)
+    assert again_plan["written"] == []
+    assert [c["action"] for c in again_plan["changes"]] == ["unchanged"]
 
 
 def test_write_never_replaces_someone_elses_config(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import yaml
 
 from credprovider.paths import NODE_CONFIG
 from credprovider.tool.change.migrate import ExistingConfig, flags_from_file, plan_migration
+from credprovider.tool.change.results import Action
 from credprovider.tool.errors import NodeChangeError
 
 KUBEADM_FLAGS_ENV = (
@@ -52,6 +53,19 @@ def test_kubeadm_flags_env_migrates() -> None:
     assert plan.providers == ["aws"]
     assert plan.remove == ["--cloud-provider=aws"]
     assert plan.config.startswith("# Written by credprovider migrate. ")
+
+
+def test_the_plan_is_told_in_installs_steps() -> None:
+    """#63: one plan vocabulary (change.results.Step): each flags file edited, with what changes
+    in it and where --write kept it, then the config written, or left as it is."""
+    path = "/var/lib/kubelet/kubeadm-flags.env"
+    plan = plan_migration(flag_files={path: KUBEADM_FLAGS_ENV})
+    flags, config = plan.steps("/etc/kubernetes/providers.yaml", {path: f"{path}.kept"})
+    assert (flags.action, flags.path, flags.backup) == (Action.FLAGS, path, f"{path}.kept")
+    assert flags.detail.startswith(f"edited {path} (removed --cloud-provider=aws, added ")
+    assert (config.action, config.detail) == (Action.WRITE, "wrote /etc/kubernetes/providers.yaml")
+    plan.config_unchanged = True
+    assert plan.steps("/etc/kubernetes/providers.yaml")[-1].action is Action.UNCHANGED
 
 
 @pytest.mark.parametrize(
