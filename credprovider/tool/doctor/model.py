@@ -79,7 +79,7 @@ class Diagnosis:
             "ok": not self.failed and not self.undecided,
             "undecided": self.undecided or None,
             "foundBy": view.found_by,
-            "root": view.root,
+            "root": view.root.path,
             "kubeletPid": view.kubelet.pid if view.kubelet else None,
             "config": settings.provider_config,
             "binDir": settings.bin_dir,
