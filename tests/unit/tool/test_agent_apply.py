@@ -75,15 +75,9 @@ class Service:
 
 
 def run(root: str, tmp_path: Path, version: str, service: Service) -> Outcome:
-    plan = plan_node(NodeRoot.at(root), ["aws"], version)
-    return apply(
-        NodeRoot.at(root),
-        plan,
-        bundle(tmp_path, version),
-        version,
-        service.restart,
-        service.healthy,
-    )
+    node = NodeRoot.at(root)
+    plan = plan_node(node, ["aws"], version)
+    return apply(node, plan, bundle(tmp_path, version), version, service.restart, service.healthy)
 
 
 def kubeadm(tmp_path: Path) -> str:
@@ -195,16 +189,10 @@ def _files_mode(root: str, tmp_path: Path, version: str) -> Outcome:
     from credprovider.tool.agent.platforms import files_only
 
     rules = files_only(AGENT_CONFIG, AGENT_BIN_DIR)
-    plan = plan_node(NodeRoot.at(root), ["aws"], version, platform=rules)
+    node = NodeRoot.at(root)
+    plan = plan_node(node, ["aws"], version, platform=rules)
     service = Service()
-    return apply(
-        NodeRoot.at(root),
-        plan,
-        bundle(tmp_path, version),
-        version,
-        service.restart,
-        service.healthy,
-    )
+    return apply(node, plan, bundle(tmp_path, version), version, service.restart, service.healthy)
 
 
 def test_mode_files_replaces_the_provisioned_bootstrap_and_uninstall_puts_it_back(

@@ -18,7 +18,7 @@ from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.root import NodeRoot
 from emulators.systemd import StandInSystemd, standin_systemd
 from tests.platformnodes import gke
-from tests.unit.tool.test_agent_apply import Service, bundle, kubeadm, tree
+from tests.unit.tool.test_agent_apply import Service, bundle, kubeadm, run, tree
 
 FLAGS = "/etc/default/kubelet"
 
@@ -77,15 +77,7 @@ def test_on_cos_the_armed_rollback_runs_the_bundle_from_the_exec_mount(
 def test_a_rollback_that_fires_for_a_confirmed_change_does_nothing(tmp_path: Path) -> None:
     root = kubeadm(tmp_path)
     service = Service()
-    plan = plan_node(NodeRoot.at(root), ["aws"], "0.1.0")
-    apply(
-        NodeRoot.at(root),
-        plan,
-        bundle(tmp_path, "0.1.0"),
-        "0.1.0",
-        service.restart,
-        service.healthy,
-    )
+    run(root, tmp_path, "0.1.0", service)
     before = tree(root)
     said = rollback(
         NodeRoot.at(root), "credprovider-rollback-0123456789ab.service", 0, service.restart
@@ -134,15 +126,7 @@ def test_a_forged_unit_name_is_not_the_agents_state(tmp_path: Path) -> None:
     """A state naming kubelet.service as the rollback would have the agent stop the kubelet."""
     root = kubeadm(tmp_path)
     service = Service()
-    plan = plan_node(NodeRoot.at(root), ["aws"], "0.1.0")
-    apply(
-        NodeRoot.at(root),
-        plan,
-        bundle(tmp_path, "0.1.0"),
-        "0.1.0",
-        service.restart,
-        service.healthy,
-    )
+    run(root, tmp_path, "0.1.0", service)
     path = Path(root) / STATE.lstrip("/")
     state = json.loads(path.read_text())
     state["watchdog"] = {"unit": "kubelet.service", "armed": "now"}
