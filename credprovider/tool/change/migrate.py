@@ -26,7 +26,6 @@ from credprovider.tool.change.render import (
     provider_entry,
     render_config,
 )
-from credprovider.tool.change.results import Action, Step
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.flagfiles import flags_from_file, rewrite, units
 from credprovider.tool.node.kubelet_flags import (
@@ -74,32 +73,6 @@ class MigrationPlan:
     existing: ExistingConfig | None = None  # the config merged in, as read_existing read it
     # the file at --config-out already holds these providers: it is left as it is
     config_unchanged: bool = False
-
-    def steps(self, config_out: str, kept: Mapping[str, str] | None = None) -> list[Step]:
-        """What the plan changes, in the vocabulary of install's and the agent's (:class:`Step`):
-        each flags file (or KubeletConfiguration) edited, the config written or left as it is;
-        ``kept``: where --write kept each old file. (The plugins are install's: ``install_args``.)"""
-        kept = kept or {}
-        changed = ", ".join(
-            [*(f"removed {f}" for f in self.remove), *(f"added {f}" for f in self.add)]
-        )
-        steps = [
-            Step(Action.FLAGS, path, f"edited {path} ({changed})", backup=kept.get(path))
-            for path in self.files
-        ]
-        if self.config and self.config_unchanged:
-            steps.append(
-                Step(
-                    Action.UNCHANGED,
-                    config_out,
-                    f"unchanged {config_out} (it already has these providers)",
-                )
-            )
-        elif self.config:
-            steps.append(
-                Step(Action.WRITE, config_out, f"wrote {config_out}", backup=kept.get(config_out))
-            )
-        return steps
 
     def install_args(self, config_path: str) -> list[str]:
         """The ``credprovider install`` arguments that put these plugins in place for this config

@@ -1,11 +1,13 @@
 """What ``migrate --write`` does with a plan (change/migrate.py): whether it may replace the file
-at ``--config-out``, what it writes, and the writing itself, as one journaled transaction of the
-node-change engine, so that a run killed between two files is finished by the next migrate
---write or install. ``commands/migrate.py`` parses and prints."""
+at ``--config-out``, what it writes (told as install's steps: :func:`steps`), and the writing
+itself, as one journaled transaction of the node-change engine, so that a run killed between two
+files is finished by the next migrate --write or install. ``commands/migrate.py`` parses and
+prints."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from credprovider.tool.change.engine import BACKUP_SUFFIX, ChangeKind, Kind, Op, backup_stamp
@@ -13,6 +15,7 @@ from credprovider.tool.change.install import check_writable, holds_providers
 from credprovider.tool.change.journal import journal_for, run
 from credprovider.tool.change.migrate import MigrationPlan
 from credprovider.tool.change.render import WRITTEN_BY
+from credprovider.tool.change.results import Action, Step
 from credprovider.tool.node.access import FileProblem, read_text
 
 
@@ -81,3 +84,30 @@ def write(plan: MigrationPlan, config_out: str) -> list[dict[str, str]]:
     return [
         {"path": str(op.path), **({"backup": str(op.backup)} if op.backup else {})} for op in done
     ]
+
+
+def steps(
+    plan: MigrationPlan, config_out: str, kept: Mapping[str, str] | None = None
+) -> list[Step]:
+    """What the plan changes, in the vocabulary of install's and the agent's (:class:`Step`):
+    each flags file (or KubeletConfiguration) edited, the config written or left as it is;
+    ``kept``: where --write kept each old file. (The plugins are install's: ``install_args``.)"""
+    kept = kept or {}
+    changed = ", ".join([*(f"removed {f}" for f in plan.remove), *(f"added {f}" for f in plan.add)])
+    steps = [
+        Step(Action.FLAGS, path, f"edited {path} ({changed})", backup=kept.get(path))
+        for path in plan.files
+    ]
+    if plan.config and plan.config_unchanged:
+        steps.append(
+            Step(
+                Action.UNCHANGED,
+                config_out,
+                f"unchanged {config_out} (it already has these providers)",
+            )
+        )
+    elif plan.config:
+        steps.append(
+            Step(Action.WRITE, config_out, f"wrote {config_out}", backup=kept.get(config_out))
+        )
+    return steps

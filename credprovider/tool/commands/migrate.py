@@ -73,6 +73,7 @@ def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:
         check_places,
         config_unchanged,
         refusal,
+        steps,
         write,
     )
 
@@ -123,7 +124,8 @@ def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:
                 "applied": bool(args.write),
                 "changes": [
                     step_json(step)
-                    for step in plan.steps(
+                    for step in steps(
+                        plan,
                         args.config_out,
                         {w["path"]: w["backup"] for w in written if "backup" in w},
                     )

@@ -7,6 +7,7 @@ import yaml
 
 from credprovider.paths import NODE_CONFIG
 from credprovider.tool.change.migrate import ExistingConfig, flags_from_file, plan_migration
+from credprovider.tool.change.migrate_write import steps
 from credprovider.tool.change.results import Action
 from credprovider.tool.errors import NodeChangeError
 
@@ -60,12 +61,12 @@ def test_the_plan_is_told_in_installs_steps() -> None:
     in it and where --write kept it, then the config written, or left as it is."""
     path = "/var/lib/kubelet/kubeadm-flags.env"
     plan = plan_migration(flag_files={path: KUBEADM_FLAGS_ENV})
-    flags, config = plan.steps("/etc/kubernetes/providers.yaml", {path: f"{path}.kept"})
+    flags, config = steps(plan, "/etc/kubernetes/providers.yaml", {path: f"{path}.kept"})
     assert (flags.action, flags.path, flags.backup) == (Action.FLAGS, path, f"{path}.kept")
     assert flags.detail.startswith(f"edited {path} (removed --cloud-provider=aws, added ")
     assert (config.action, config.detail) == (Action.WRITE, "wrote /etc/kubernetes/providers.yaml")
     plan.config_unchanged = True
-    assert plan.steps("/etc/kubernetes/providers.yaml")[-1].action is Action.UNCHANGED
+    assert steps(plan, "/etc/kubernetes/providers.yaml")[-1].action is Action.UNCHANGED
 
 
 @pytest.mark.parametrize(
