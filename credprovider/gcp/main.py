@@ -12,7 +12,6 @@ from credprovider.gcp.registry import (
     parse_cache_overrides,
 )
 from credprovider.runtime.args import parse_arguments
-from credprovider.runtime.loopback import is_loopback_address
 from credprovider.runtime.provider import Context, PluginSpec, Provider
 
 ARGUMENTS_HELP = """get-credentials [--authFlow gcr|dockercfg|dockercfg-url] [--identity-provider URL --project-id ID]
@@ -49,11 +48,15 @@ override the computed cacheDuration / cacheKeyType (Global, half the token's val
 
 
 def _check_sts_endpoint(url: str) -> str:
-    scheme, _, rest = url.partition("://")
-    host = rest.split("/", 1)[0].rsplit(":", 1)[0]
-    if scheme == "https" or (scheme == "http" and is_loopback_address(host)):
-        return url
-    raise UsageError(f"--sts-endpoint {url!r} must be an https:// URL")
+    """``url``, if the subject token may be sent to it (the runtime's one rule for that)."""
+    from credprovider.runtime.excerpt import quoted
+    from credprovider.runtime.http import HttpError, credential_endpoint
+
+    try:
+        credential_endpoint(url)
+    except HttpError as exc:
+        raise UsageError(f"--sts-endpoint {quoted(url)} {exc}") from None
+    return url
 
 
 def build(args: list[str], ctx: Context) -> Provider:

@@ -16,7 +16,6 @@ from credprovider.errors import UsageError
 from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
 from credprovider.runtime.args import parse_arguments
 from credprovider.runtime.excerpt import quoted
-from credprovider.runtime.loopback import is_loopback_address
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -184,24 +183,13 @@ def parse_settings(values: Mapping[str, str]) -> Settings:
 def _base_url(url: str) -> str:
     """``url`` read by the runtime's HTTP client's own parser, without a trailing slash; the pod's
     token goes to it, so only https://, or http:// to a loopback address."""
-    from credprovider.runtime.http import HttpError, split_authority, split_http_url
+    from credprovider.runtime.http import HttpError, NotHttps, credential_endpoint
 
-    scheme, _, rest = url.partition("://")
-    if scheme.lower() not in ("http", "https"):
-        raise ValueError(
-            f"--url {quoted(url)} must be an https:// URL: the pod's token is sent to it"
-        )
     try:
-        scheme, authority, target = split_http_url(url, allow_https=True)
-        host, _ = split_authority(authority, scheme)
-    except HttpError:
-        host, target = "", "?"
-    if not host or "?" in rest or "#" in rest:
-        raise ValueError(f"--url {quoted(url)} is not a URL like https://host[:port][/path]")
-    if scheme == "http" and not is_loopback_address(host):
-        raise ValueError(
-            f"--url {quoted(url)} must be an https:// URL: the pod's token is sent to it"
-        )
+        scheme, authority, target = credential_endpoint(url)
+    except HttpError as exc:
+        why = ": the pod's token is sent to it" if isinstance(exc, NotHttps) else ""
+        raise ValueError(f"--url {quoted(url)} {exc}{why}") from None
     return f"{scheme}://{authority}{target.rstrip('/')}"
 
 

@@ -113,6 +113,32 @@ def split_authority(authority: str, scheme: str) -> tuple[str, int]:
     return host, port
 
 
+class NotHttps(HttpError):
+    """A credential would go over plain http:// to a host that is not this machine."""
+
+
+def credential_endpoint(url: str) -> tuple[str, str, str]:
+    """``url`` split as :func:`split_http_url` does, if a credential may be sent to it: https://,
+    or http:// to a loopback address; a host, and no query, fragment or userinfo. Else
+    :class:`HttpError` saying what is wrong (:class:`NotHttps` for the scheme), for the caller to
+    name its flag."""
+    from credprovider.runtime.loopback import is_loopback_address
+
+    scheme, _, rest = url.partition("://")
+    if scheme.lower() not in ("http", "https"):
+        raise NotHttps("must be an https:// URL")
+    try:
+        scheme, authority, target = split_http_url(url, allow_https=True)
+        host, _ = split_authority(authority, scheme)
+    except HttpError:
+        host, authority, target = "", "", ""
+    if not host or "?" in rest or "#" in rest:
+        raise HttpError("is not a URL like https://host[:port][/path]")
+    if scheme == "http" and not is_loopback_address(host):
+        raise NotHttps("must be an https:// URL")
+    return scheme, authority, target
+
+
 def request_head(
     method: str, host_header: str, target: str, headers: Mapping[str, str], body: bytes | None
 ) -> bytes:

@@ -33,6 +33,10 @@ from tests.integration.gcp.common import IDP, PLUGIN, POOL, gcp_env
             ["get-credentials", "--sts-endpoint", "http://sts.example.com/v1/token"],
             "must be an https:// URL",
         ),
+        (  # the runtime's one rule (runtime.http.credential_endpoint), as the registry plugin's
+            ["get-credentials", "--sts-endpoint", "https://user@sts.example.com/v1/token"],
+            "is not a URL like https://host[:port][/path]",
+        ),
         (["get-credentials", "--bogus"], "unrecognized arguments: --bogus"),
         (
             ["get-credentials", "--sts-audience", POOL, "--identity-provider", IDP],

@@ -14,7 +14,7 @@ import pytest
 from credprovider.runtime import http
 from credprovider.runtime.answer import BadAnswer
 from credprovider.runtime.deadline import Deadline
-from credprovider.runtime.http import HttpError
+from credprovider.runtime.http import HttpError, NotHttps, credential_endpoint
 from credprovider.runtime.log import Logger
 from credprovider.runtime.provider import Context
 from tests.reliability.redteam.rawserver import Answer, drip, drip_headers, raw_server
@@ -310,3 +310,34 @@ def test_a_drip_fed_tls_handshake_ends_with_the_exchanges_bound() -> None:
         )  # fmt: skip
     assert time.monotonic() - started < 2.5
     listener.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "refused"),
+    [
+        ("https://sts.googleapis.com/v1/token", None),
+        ("HTTPS://quay.io", None),
+        ("https://[::1]:8443/x", None),
+        ("http://127.0.0.1:8080/token", None),
+        ("http://[::1]/token", None),
+        ("http://sts.example.com/v1/token", "must be an https:// URL"),
+        ("ftp://quay.io", "must be an https:// URL"),
+        ("quay.io", "must be an https:// URL"),
+        ("https://sts.example.com/v1/token?audience=x", "is not a URL like"),
+        ("https://sts.example.com/v1/token#x", "is not a URL like"),
+        ("https://user@sts.example.com/v1/token", "is not a URL like"),
+        ("https://sts.example.com:port/", "is not a URL like"),
+        ("https:///v1/token", "is not a URL like"),
+    ],
+)
+def test_the_one_rule_for_where_a_credential_may_go(url: str, refused: str | None) -> None:
+    """https://, or http:// to this machine; a host and nothing a URL could hide a second
+    destination in (userinfo, query, fragment): the registry plugin's --url and the Google
+    plugin's --sts-endpoint alike."""
+    if refused is None:
+        scheme, authority, _ = credential_endpoint(url)
+        assert scheme in ("http", "https") and authority
+    else:
+        with pytest.raises(HttpError, match=refused) as raised:
+            credential_endpoint(url)
+        assert isinstance(raised.value, NotHttps) == ("https" in refused)
