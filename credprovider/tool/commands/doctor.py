@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING
 
+from credprovider.runtime.excerpt import quoted
 from credprovider.runtime.redact import printable
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
@@ -54,9 +56,12 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     from credprovider.tool.doctor.model import Status
     from credprovider.tool.node.discovery import discover
 
-    problem = wrong_kind(args.root, directory=True) if args.root else ""
+    # the node's filesystem must be there: an empty or missing --root would read another tree
+    problem = wrong_kind(args.root, directory=True) or (
+        "" if os.path.isdir(args.root) else "does not exist"
+    )
     if problem:
-        print(f"credprovider doctor: --root {args.root} {problem}", file=sys.stderr)
+        print(f"credprovider doctor: --root {quoted(args.root)} {problem}", file=sys.stderr)
         return EXIT_USAGE
     view = discover(root=node_root(args))
     overrides = {}

@@ -70,6 +70,26 @@ def test_each_distribution_layout_is_found_under_root(tmp_path: Path, layout: La
         assert any(c["area"] == "config" and c["status"] == "pass" for c in report["checks"])
 
 
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("", "--root '' does not exist"),  # os.path.abspath('') would be the working directory
+        ("missing", "does not exist"),
+        ("file", "is a regular file, not a directory"),
+    ],
+)
+def test_a_root_that_is_no_directory_is_a_usage_error(
+    tmp_path: Path, given: str, said: str
+) -> None:
+    """A typo in --root would read another tree (the working directory, for an empty one) as the
+    node: one line, exit 2, nothing read."""
+    (tmp_path / "file").write_text("")
+    root = str(tmp_path / given) if given else ""
+    done = run_cli("doctor", "--root", root, "--offline")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert said in done.stderr and len(done.stderr.splitlines()) == 1
+
+
 def test_an_empty_root_says_what_to_name(tmp_path: Path) -> None:
     code, report = doctor("--root", str(tmp_path), "--offline")
     assert code == 1
