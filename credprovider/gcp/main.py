@@ -128,7 +128,12 @@ def build(args: list[str], ctx: Context) -> Provider:
             identity_provider=identity_provider,
             project_id=project_id,
             sts_audience=sts_audience,
-            sts_endpoint=_check_sts_endpoint(values.get("sts_endpoint", STS_ENDPOINT)),
+            # the given one checked (the URL reader loads only then: not on a cache hit's path)
+            sts_endpoint=(
+                _check_sts_endpoint(values["sts_endpoint"])
+                if "sts_endpoint" in values
+                else STS_ENDPOINT
+            ),
             impersonate=chain,
         ),
         overrides,
