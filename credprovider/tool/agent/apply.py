@@ -39,11 +39,9 @@ from credprovider.tool.agent.state import (
     AgentState,
     Kept,
     digest,
-    host,
     keep,
     keep_data,
     load,
-    read_host,
     record_made_dirs,
     recover_home,
     save,
@@ -112,7 +110,7 @@ def _intent(root: NodeRoot, plan: AgentPlan, state: AgentState) -> None:
     save(root, state)
     for step in plan.steps:
         if step.action is Action.SWITCH:
-            current = host(root, step.path)
+            current = root.host(step.path, follow=False)
             if current.is_symlink():
                 state.previous = os.readlink(current)
         if step.action in (Action.SWITCH, Action.LINK) and step.path not in state.originals:
@@ -138,7 +136,7 @@ def _original(root: NodeRoot, plan: AgentPlan, path: str) -> Kept:
     restored = plan.flags_restored.get(path)
     if restored is None:
         return keep(root, ORIGINALS, path)
-    found = host(root, path)
+    found = root.host(path, follow=False)
     mode = found.stat().st_mode & 0o7777 if found.is_file() else NEW_FILE_MODE
     return keep_data(root, ORIGINALS, path, restored.encode(), mode)
 
@@ -147,13 +145,13 @@ def _ops(root: NodeRoot, plan: AgentPlan, bundle: Path) -> list[tuple[str, Op]]:
     """The engine's op for each step of ``plan`` that changes the node, with its node path."""
     ops = []
     for step in plan.steps:
-        where = host(root, step.path)
+        where = root.host(step.path, follow=False)
         if step.action is Action.PLACE:
             ops.append((step.path, Op(Kind.TREE, where, source=bundle)))
         elif step.action in (Action.SWITCH, Action.LINK):
             ops.append((step.path, Op(Kind.LINK, where, target=step.target)))
     for path, data in _kubelet_inputs(plan):
-        ops.append((path, Op(Kind.FILE, host(root, path), data)))
+        ops.append((path, Op(Kind.FILE, root.host(path, follow=False), data)))
     return ops
 
 
@@ -171,7 +169,7 @@ def _move_home(root: NodeRoot, state: AgentState, bundles: str) -> None:
     was = state.bundle_home
     if was == bundles:
         return
-    if os.path.lexists(host(root, f"{was}/current")):
+    if os.path.lexists(root.host(f"{was}/current", follow=False)):
         state.retired = was
     state.bundles = bundles
     save(root, state)
@@ -183,15 +181,15 @@ def _prune_versions(root: NodeRoot, state: AgentState) -> None:
     retired = state.retired
     if retired and state.retiring == retired:
         for own in (f"{retired}/current", f"{retired}/versions"):
-            perform(Op(Kind.ABSENT, host(root, own)))
+            perform(Op(Kind.ABSENT, root.host(own, follow=False)))
         state.retired = state.retiring = ""
         save(root, state)
     elif retired:
         state.retiring = retired
         save(root, state)
     home = state.bundle_home
-    versions = read_host(root, f"{home}/versions")
-    current = host(root, f"{home}/current")
+    versions = root.host(f"{home}/versions")
+    current = root.host(f"{home}/current", follow=False)
     if not versions.is_dir() or not current.is_symlink():
         return
     keep_names = {
@@ -207,7 +205,7 @@ def settle(root: NodeRoot, state: AgentState) -> None:
     """The change is over (confirmed, or rolled back): its rollback copies and debt go."""
     state.before, state.restart_due, state.watchdog = None, "", {}
     save(root, state)
-    remove_tree(host(root, BEFORE))
+    remove_tree(root.host(BEFORE, follow=False))
 
 
 def put_back(root: NodeRoot, state: AgentState) -> None:
@@ -351,7 +349,7 @@ def _apply(
     recover_home(root)
     state = load(root)
     if state.before is None:  # a change settled, its copies not yet removed when it was killed
-        remove_tree(host(root, BEFORE))
+        remove_tree(root.host(BEFORE, follow=False))
     outcome = Outcome(Result.INSTALLED, healed=healed(root, state))
     _intent(root, plan, state)
     _move_home(root, state, plan.bundles)

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Final
 from credprovider.errors import CredproviderError
 from credprovider.tool.agent.apply import Outcome, Watch, apply, load_state
 from credprovider.tool.agent.cluster import Cluster, NodeStatus, Renewer, now, stamp
-from credprovider.tool.agent.state import read_host
 from credprovider.tool.agent.uninstall import uninstall
 from credprovider.tool.change.results import Result
 from credprovider.tool.cluster.connect import ClusterError
@@ -227,7 +226,7 @@ class FleetMember:
         from credprovider.tool.agent.health import dry_run
 
         try:
-            loaded = read_config(str(read_host(self.root, plan.config_path)))
+            loaded = read_config(str(self.root.host(plan.config_path)))
         except (CredproviderError, OSError) as exc:
             problems = [f"the config cannot be read: {exc}"]
         else:
@@ -245,7 +244,7 @@ def config_hash(root: NodeRoot, config_path: str) -> str:
     if not config_path:
         return ""
     try:
-        return kubelet_hash(read_config(str(read_host(root, config_path))).contents)
+        return kubelet_hash(read_config(str(root.host(config_path))).contents)
     except (CredproviderError, OSError):
         return ""
 

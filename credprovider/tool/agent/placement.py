@@ -12,7 +12,6 @@ import posixpath
 from pathlib import Path
 from typing import Final
 
-from credprovider.tool.agent.state import host
 from credprovider.tool.node.root import NodeRoot
 
 
@@ -59,7 +58,7 @@ def not_lasting(root: NodeRoot, place: str, kept: list[str]) -> str:
 
     def kind_of(path: str) -> tuple[str, str]:
         existing, _ = mount_of(root, path)
-        return existing, filesystem_type(host(root, existing), table)
+        return existing, filesystem_type(root.host(existing, follow=False), table)
 
     existing, kind = kind_of(place)
     if kind not in VOLATILE:
@@ -112,6 +111,6 @@ def filesystem_type(path: Path, table: list[tuple[str, str]]) -> str:
 def mount_of(root: NodeRoot, place: str) -> tuple[str, int]:
     """``place``, or the nearest directory above it that exists (what it will be made in), and
     the flags of the mount that holds it (``statvfs``: read-only, noexec)."""
-    while place != "/" and not os.path.lexists(host(root, place)):
+    while place != "/" and not os.path.lexists(root.host(place, follow=False)):
         place = posixpath.dirname(place)
-    return place, os.statvfs(host(root, place)).f_flag
+    return place, os.statvfs(root.host(place, follow=False)).f_flag

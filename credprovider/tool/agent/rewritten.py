@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 
 from credprovider.paths import AGENT_HOME
-from credprovider.tool.agent.state import STATE, digest, host, load
+from credprovider.tool.agent.state import STATE, digest, load
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
 from credprovider.tool.node.root import NodeRoot
@@ -31,7 +31,7 @@ class AgentFiles:
 def agent_files(root: NodeRoot) -> AgentFiles | None:
     """The files the agent wrote under ``root``, compared with what it wrote (None: no agent ever
     changed this node)."""
-    if not os.path.lexists(host(root, STATE)):
+    if not os.path.lexists(root.host(STATE, follow=False)):
         return None
     try:
         state = load(root)
@@ -41,7 +41,7 @@ def agent_files(root: NodeRoot) -> AgentFiles | None:
     changed = []
     for path, sha in sorted(written.items()):
         try:
-            now = digest(read_bytes(str(host(root, path))))
+            now = digest(read_bytes(str(root.host(path, follow=False))))
         except FileProblem:
             now = ""
         except UnreadableError as exc:

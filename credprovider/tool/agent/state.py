@@ -73,7 +73,7 @@ class Kept:
     def op(self, root: NodeRoot, path: str) -> Op:
         """The engine's op that puts ``path`` back as this records it: restoring is
         ``perform(op)``, checking is ``op.done()``."""
-        where = host(root, path)
+        where = root.host(path, follow=False)
         if self.link is not None:
             return Op(Kind.LINK, where, target=self.link)
         if self.copy is not None:
@@ -84,7 +84,7 @@ class Kept:
         """The content a kept copy holds (``None``: a link, or nothing)."""
         if self.copy is None:
             return None
-        return read_host(root, "/" + self.copy.lstrip("/")).read_bytes()
+        return root.host("/" + self.copy.lstrip("/")).read_bytes()
 
     def as_json(self, before: bool = False) -> dict[str, Any]:
         found: dict[str, Any] = (
@@ -207,22 +207,12 @@ class AgentState:
         )
 
 
-def host(root: NodeRoot, path: str) -> Path:
-    """Where the node's ``path`` is under ``root``, to replace or remove (a last link kept)."""
-    return root.host(path, follow=False)
-
-
-def read_host(root: NodeRoot, path: str) -> Path:
-    """Where the node's ``path`` is under ``root``, to read (every link resolved inside it)."""
-    return root.host(path)
-
-
 def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
 def load(root: NodeRoot) -> AgentState:
-    path = read_host(root, STATE)
+    path = root.host(STATE)
     if not os.path.lexists(path):
         return AgentState()
     try:
@@ -249,7 +239,7 @@ def _a_directory(root: NodeRoot, state: AgentState) -> str:
     recorded = [*state.originals, *(state.before or {}), *state.written]
     for path in recorded:
         try:
-            where = host(root, path)
+            where = root.host(path, follow=False)
         except (OSError, ValueError, RootPathError):
             continue
         if where.is_dir() and not where.is_symlink():
@@ -266,22 +256,22 @@ def save(root: NodeRoot, state: AgentState) -> None:
     The first save makes the agent's home whole beside its place and renames it in: a kill leaves
     the home with its state, or only a temporary that :func:`recover_home` removes."""
     data = json.dumps(state.as_json(), indent=2, sort_keys=True).encode()
-    path = host(root, STATE)
+    path = root.host(STATE, follow=False)
     if os.path.isdir(path.parent):
         replace_file(path, data)
         return
-    missing = [p for p in HOME_CHAIN if not os.path.lexists(host(root, p))]
+    missing = [p for p in HOME_CHAIN if not os.path.lexists(root.host(p, follow=False))]
     top = missing[-1]
-    partial = temporary_for(host(root, top))
+    partial = temporary_for(root.host(top, follow=False))
     remove_tree(partial)
     replace_file(partial / os.path.relpath(STATE, top), data)
-    rename_into_place(partial, host(root, top))
+    rename_into_place(partial, root.host(top, follow=False))
 
 
 def recover_home(root: NodeRoot) -> None:
     """What a killed first save or final removal of the home left beside it goes."""
     for directory in HOME_CHAIN:
-        remove_tree(temporary_for(host(root, directory)))
+        remove_tree(temporary_for(root.host(directory, follow=False)))
 
 
 def home_top(state: AgentState) -> str:
@@ -295,23 +285,25 @@ def remove_home(root: NodeRoot, state: AgentState) -> None:
     it did not make keeps its directories, its state removed."""
     top = home_top(state)
     if not top:
-        remove_file(host(root, STATE))
+        remove_file(root.host(STATE, follow=False))
         return
-    partial = temporary_for(host(root, top))
+    partial = temporary_for(root.host(top, follow=False))
     remove_tree(partial)
-    rename_into_place(host(root, top), partial)
+    rename_into_place(root.host(top, follow=False), partial)
     remove_tree(partial)
 
 
 def keep(root: NodeRoot, where: str, path: str, written: str | None = None) -> Kept:
     """``path`` as it is now: a link's target, a copy kept (flushed) under ``where``, or
     absent (``written``: for a ``before`` entry, what the agent had written there)."""
-    found = host(root, path)
+    found = root.host(path, follow=False)
     if found.is_symlink():
         return Kept(link=os.readlink(found), written=written)
     if found.is_file():
         name = f"{where}/{hashlib.sha256(path.encode()).hexdigest()[:16]}"
-        replace_file(host(root, name), found.read_bytes(), found.stat().st_mode & 0o7777)
+        replace_file(
+            root.host(name, follow=False), found.read_bytes(), found.stat().st_mode & 0o7777
+        )
         return Kept(copy=name, mode=found.stat().st_mode, written=written)
     return Kept(written=written)
 
@@ -320,7 +312,7 @@ def keep_data(root: NodeRoot, where: str, path: str, data: bytes, mode: int) -> 
     """A kept entry (as :func:`keep` makes) recording ``data`` with ``mode`` for ``path``, as
     though the node had held it."""
     name = f"{where}/{hashlib.sha256(path.encode()).hexdigest()[:16]}"
-    replace_file(host(root, name), data, mode)
+    replace_file(root.host(name, follow=False), data, mode)
     return Kept(copy=name, mode=stat.S_IFREG | mode)
 
 

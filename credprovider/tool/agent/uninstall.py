@@ -38,11 +38,9 @@ from credprovider.tool.agent.state import (
     AgentState,
     Kept,
     digest,
-    host,
     keep,
     keep_data,
     load,
-    read_host,
     recover_home,
     remove_home,
     save,
@@ -74,7 +72,7 @@ def uninstall(
     its config and bin dir): where the node had no config, the bootstrap is left in its place
     (agent/bootstrap.py), laid before anything is removed."""
     recover_home(root)
-    if not os.path.lexists(read_host(root, STATE)):
+    if not os.path.lexists(root.host(STATE)):
         return _tidied(Outcome(Result.UNINSTALLED), watch)  # nothing of the agent's is on the node
     state = load(root)
     laid = _lay_bootstrap(root, state, bootstrap) if bootstrap and bootstrap.bootstrap else ""
@@ -97,13 +95,13 @@ def uninstall(
     for path, original in sorted(
         state.originals.items(), key=lambda item: (item[0] not in state.written, item[0])
     ):
-        remove_file(temporary_for(host(root, path)))  # a killed write's temporary
+        remove_file(temporary_for(root.host(path, follow=False)))  # a killed write's temporary
         written = state.written.get(path)
         # what the agent wrote there: this change's, or (a change killed before its write) the
         # one before it
         was = (state.before or {}).get(path)
         ours = {written, was.written if was is not None else None} - {None}
-        readable = read_host(root, path)
+        readable = root.host(path)
         restoring = original.op(root, path)
         if restoring.done():
             continue  # already as it was (restored before a kill, or never replaced)
@@ -156,7 +154,7 @@ def _lay_bootstrap(root: NodeRoot, state: AgentState, rules: Platform) -> str:
             f"--bin-dir {rules.bin_dir} is not where the agent linked its plugins: nothing is "
             "changed; give the --bin-dir it was installed with (the kubelet's)"
         )
-    plugin = host(root, f"{rules.bin_dir}/{BOOTSTRAP_PROVIDER}")
+    plugin = root.host(f"{rules.bin_dir}/{BOOTSTRAP_PROVIDER}", follow=False)
     op = Op(Kind.FILE, plugin, PLUGIN_TEXT.encode(), mode=PLUGIN_MODE)
     if not op.done():
         plugin.parent.mkdir(parents=True, exist_ok=True)
@@ -205,7 +203,7 @@ def _agents_flags_removed(root: NodeRoot, state: AgentState, path: str, original
     """A flags file edited since the agent wrote it (an operator's ``--max-pods``): the agent's two
     flags taken out of it, everything else kept, when the node's own file had neither of them (so
     taking them out is all that undoing the agent's edit takes); whether that was done."""
-    found = read_host(root, path)
+    found = root.host(path)
     if path not in state.flag_files or original.link is not None or not found.is_file():
         return False
     before = shlex.split(flags_from_file((original.data(root) or b"").decode("utf-8", "replace")))
@@ -216,7 +214,7 @@ def _agents_flags_removed(root: NodeRoot, state: AgentState, path: str, original
     if not any(flag_value(shlex.split(flags_from_file(text)), flag) for flag in ours):
         return True  # the operator took them out already
     edited = rewrite(text, FlagChanges(frozenset(ours), frozenset()).edit)
-    perform(Op(Kind.FILE, host(root, path), edited.encode()))
+    perform(Op(Kind.FILE, root.host(path, follow=False), edited.encode()))
     return True
 
 
@@ -229,14 +227,14 @@ def _remove_own(root: NodeRoot, state: AgentState) -> None:
     homes = dict.fromkeys((*bundle_homes(state), AGENT_HOME))
     bundles = [f"{home}/{own}" for home in homes for own in ("current", "versions")]
     for own in (*bundles, BEFORE, ORIGINALS):
-        perform(Op(Kind.ABSENT, host(root, own)))
+        perform(Op(Kind.ABSENT, root.host(own, follow=False)))
     above = {str(p) for p in Path(AGENT_HOME).parents}
     made = sorted(state.made_dirs, key=len, reverse=True)
     inside = (AGENT_HOME, f"{AGENT_HOME}/")  # removed with the home
     for directory in made:
         if directory not in above and not directory.startswith(inside):
-            remove_empty_dir(host(root, directory))
+            remove_empty_dir(root.host(directory, follow=False))
     remove_home(root, state)
     for directory in made:  # those above the home (a node without /var/lib, say)
         if directory in above:
-            remove_empty_dir(host(root, directory))
+            remove_empty_dir(root.host(directory, follow=False))
