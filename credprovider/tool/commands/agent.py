@@ -154,12 +154,13 @@ def _cmd_apply(args: argparse.Namespace) -> int:
     if systemd_refused(args, "apply"):
         return EXIT_FAILED
     restart, healthy = _service(args)
+    root = node_root(args)
     try:  # the node read and changed by this run alone (change/lock.py)
-        with node_lock(node_root(args), "credprovider agent apply"):
+        with node_lock(root, "credprovider agent apply"):
             plan = plan_finished(
-                node_root(args),
+                root,
                 lambda: plan_node(
-                    node_root(args),
+                    root,
                     keys,
                     args.version,
                     platform_rules(args),
@@ -169,7 +170,7 @@ def _cmd_apply(args: argparse.Namespace) -> int:
                 ),
             )
             outcome = apply(
-                node_root(args), plan, Path(args.bundle), args.version, restart, healthy,
+                root, plan, Path(args.bundle), args.version, restart, healthy,
                 watchdog(args),
             )  # fmt: skip
     except (OSError, NodeChangeError) as exc:
@@ -211,10 +212,11 @@ def _cmd_uninstall(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     restart, healthy = _service(args)
     try:
-        with node_lock(node_root(args), "credprovider agent uninstall"):
+        root = node_root(args)
+        with node_lock(root, "credprovider agent uninstall"):
             rules = platform_rules(args)
-            service = service_to_restart(node_root(args), rules)
-            outcome = uninstall(node_root(args), service, restart, healthy, watchdog(args), rules)
+            service = service_to_restart(root, rules)
+            outcome = uninstall(root, service, restart, healthy, watchdog(args), rules)
     except (OSError, NodeChangeError) as exc:
         from credprovider.tool.agent.run import failed_because
 

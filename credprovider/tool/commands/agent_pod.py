@@ -216,8 +216,9 @@ def run_with_cluster(args: argparse.Namespace) -> int:
     health = KubeletHealth(args.healthz, args.health_timeout, args.metrics, token, cluster)
     if systemd_refused(args, "run"):
         return EXIT_FAILED
+    options = run_options(args)
     node = FleetMember(
-        node_root(args),
+        options.root,
         args.version,
         restarter(args),
         health,
@@ -227,10 +228,9 @@ def run_with_cluster(args: argparse.Namespace) -> int:
         changing=termination.changing,
         watch=watchdog(args),
     )
-    options = run_options(args)
     plan = None
     try:
-        with node_lock(node_root(args), "credprovider agent run"):
+        with node_lock(options.root, "credprovider agent run"):
             outcome, ok, plan = change(options, node, cluster)
         said(outcome, args.json, ok)
     except (OSError, NodeChangeError) as exc:
