@@ -22,7 +22,7 @@ from emulators.aws import FakeEcr
 from emulators.harness import Emulator
 from emulators.registry import RegistryFront, Verifier, fingerprint
 from emulators.tls import make_test_ca
-from tests.e2e import controlplane, federated, fleet, registries, runtime, testimages
+from tests.e2e import controlplane, federated, fleet, registries, runtime, testimages, tokens
 from tests.e2e.scenario import SCENARIOS, Pull
 from tests.e2e.tokens import TokenPull
 
@@ -150,13 +150,9 @@ def start_wave(
 def start_token_wave(
     plane: controlplane.ControlPlane, wave: int, pulls: tuple[TokenPull, ...]
 ) -> dict[str, str]:
-    """``wave``'s pods, each as its own service account (the token scenario's); pod -> image."""
-    started = {}
-    for pull in pulls:
-        if pull.wave == wave:
-            plane.pod(NAMESPACE, pull.pod, pull.image, pull.service_account, pull.policy, True)
-            started[pull.pod] = pull.image
-    return started
+    """``wave``'s pods, each as its own service account (tokens.start_pods); pod -> image."""
+    tokens.start_pods(plane, wave, pulls, host_network=True)
+    return {pull.pod: pull.image for pull in pulls if pull.wave == wave}
 
 
 def outcome(plane: controlplane.ControlPlane, pod: str) -> dict[str, Any]:

@@ -194,9 +194,14 @@ POD_IDENTITY_PULLS = (
 SCENARIOS = {"clouds": PULLS, "accounts": ACCOUNT_PULLS, "pod-identity": POD_IDENTITY_PULLS}
 
 
-def start_pods(plane: Any, wave: int, pulls: tuple[TokenPull, ...] = PULLS) -> int:
-    """Start ``wave``'s pods; the number of pulls expected once it is done (all waves so far)."""
+def start_pods(
+    plane: Any, wave: int, pulls: tuple[TokenPull, ...] = PULLS, host_network: bool = False
+) -> int:
+    """Start ``wave``'s pods (on the node's network: a real runtime's, with no CNI); the number
+    of pulls expected once it is done (all waves so far)."""
     for pull in (*pulls, *VERIFY_PULLS):
         if pull.wave == wave:
-            plane.pod(NAMESPACE, pull.pod, pull.image, pull.service_account, pull.policy)
+            plane.pod(
+                NAMESPACE, pull.pod, pull.image, pull.service_account, pull.policy, host_network
+            )
     return sum(1 for pull in pulls if pull.wave <= wave)
