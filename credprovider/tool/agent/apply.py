@@ -37,18 +37,19 @@ from credprovider.tool.agent.state import (
     ORIGINALS,
     STATE,
     AgentState,
-    Kept,
     digest,
     keep,
     keep_data,
     load,
     record_made_dirs,
     recover_home,
+    restore_op,
     save,
 )
 from credprovider.tool.change.durable import remove_tree
 from credprovider.tool.change.engine import NEW_FILE_MODE, Kind, Op, perform
 from credprovider.tool.change.journal import recover
+from credprovider.tool.change.kept import Was
 from credprovider.tool.change.results import Action, Result
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.root import NodeRoot
@@ -120,7 +121,7 @@ def _intent(root: NodeRoot, plan: AgentPlan, state: AgentState) -> None:
         if path not in state.originals:
             state.originals[path] = _original(root, plan, path)
         if path not in before:  # an unfinished change keeps the before it recorded
-            before[path] = keep(root, BEFORE, path, state.written.get(path))
+            keep_before(root, state, before, path)
         state.written[path] = digest(data)
     state.before = before or None
     if inputs and plan.restart:
@@ -130,7 +131,18 @@ def _intent(root: NodeRoot, plan: AgentPlan, state: AgentState) -> None:
     save(root, state)
 
 
-def _original(root: NodeRoot, plan: AgentPlan, path: str) -> Kept:
+def keep_before(root: NodeRoot, state: AgentState, before: dict[str, Was], path: str) -> None:
+    """``path`` as this change finds it, kept for its rollback with what the agent had written
+    there."""
+    before[path] = keep(root, BEFORE, path)
+    written = state.written.get(path)
+    if written is None:
+        state.before_written.pop(path, None)
+    else:
+        state.before_written[path] = written
+
+
+def _original(root: NodeRoot, plan: AgentPlan, path: str) -> Was:
     """What uninstall puts back at ``path``: the file as it is, or (a migrated node's flags) the
     text the plan says, with the file's mode."""
     restored = plan.flags_restored.get(path)
@@ -203,19 +215,20 @@ def _prune_versions(root: NodeRoot, state: AgentState) -> None:
 
 def settle(root: NodeRoot, state: AgentState) -> None:
     """The change is over (confirmed, or rolled back): its rollback copies and debt go."""
-    state.before, state.restart_due, state.watchdog = None, "", {}
+    state.before, state.before_written, state.restart_due, state.watchdog = None, {}, "", {}
     save(root, state)
     remove_tree(root.host(BEFORE, follow=False))
 
 
 def put_back(root: NodeRoot, state: AgentState) -> None:
     """The kubelet's config and flags back as the change under way found them (``before``)."""
-    for path, kept in sorted((state.before or {}).items()):
-        perform(kept.op(root, path))
-        if kept.written is None:
+    for path, was in sorted((state.before or {}).items()):
+        perform(restore_op(root, path, was))
+        written = state.before_written.get(path)
+        if written is None:
             state.written.pop(path, None)
         else:
-            state.written[path] = kept.written
+            state.written[path] = written
     save(root, state)
 
 

@@ -18,9 +18,11 @@ touches the node, so that a run killed at any instant is finished or undone by t
   (:mod:`credprovider.tool.agent.watchdog`).
 
 It is typed (:class:`AgentState`; its JSON on the disk is the same as the earlier versions'), and
-each path it kept is a :class:`Kept` whose :meth:`Kept.op` is the node-change engine's op that puts
-the path back: restoring is ``perform(kept.op(...))``, checking is ``kept.op(...).done()``. A state
-that is not the agent's own (a forged or damaged one) is refused, changing nothing
+what each path it kept was is the one record every change of credprovider's keeps,
+:class:`~credprovider.tool.change.kept.Was`, put back by the same op as an undo's: restoring is
+``perform(restore_op(...))``, checking is ``restore_op(...).done()``. A state that is not the
+agent's own (a forged or damaged one, or a kept copy that is not what the agent kept: a FIFO, a
+file too big, one others may write) is refused before anything changes, in one line
 (docs/security.md).
 """
 
@@ -30,8 +32,7 @@ import hashlib
 import json
 import os
 import re
-import stat
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -43,7 +44,8 @@ from credprovider.tool.change.durable import (
     replace_file,
     temporary_for,
 )
-from credprovider.tool.change.engine import Kind, Op
+from credprovider.tool.change.engine import Op
+from credprovider.tool.change.kept import Prior, Was
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, read_bytes
 from credprovider.tool.node.root import NodeRoot, RootPathError
@@ -55,70 +57,56 @@ BEFORE: Final = f"{AGENT_HOME}/before"
 _COPY: Final = re.compile(f"(?:{re.escape(ORIGINALS)}|{re.escape(BEFORE)})/[0-9a-f]{{16}}")
 
 
-@dataclass(frozen=True)
-class Kept:
-    """A node path as the agent found it: a link's target, a copy kept (flushed) in the agent's
-    own directories with its mode, or nothing there. A ``before`` entry also says what the agent
-    had written there (``written``: its digest; ``None``: nothing of the agent's)."""
+def _was_json(was: Was) -> dict[str, Any]:
+    """A kept entry as the state writes it (the same as the earlier versions')."""
+    if was.prior is Prior.LINK:
+        return {"link": was.target}
+    if was.prior is Prior.KEPT:
+        return {"file": str(was.copy), "mode": was.mode}
+    return {"absent": True}
 
-    link: str | None = None
-    copy: str | None = None  # the kept copy's node path (JSON ``file``)
-    mode: int = 0  # the copy's st_mode
-    written: str | None = None
 
-    @property
-    def absent(self) -> bool:
-        return self.link is None and self.copy is None
-
-    def op(self, root: NodeRoot, path: str) -> Op:
-        """The engine's op that puts ``path`` back as this records it: restoring is
-        ``perform(op)``, checking is ``op.done()``."""
-        where = root.host(path, follow=False)
-        if self.link is not None:
-            return Op(Kind.LINK, where, target=self.link)
-        if self.copy is not None:
-            return Op(Kind.FILE, where, self.data(root) or b"", self.mode & 0o7777)
-        return Op(Kind.ABSENT, where)
-
-    def data(self, root: NodeRoot) -> bytes | None:
-        """The content a kept copy holds (``None``: a link, or nothing)."""
-        if self.copy is None:
+def _parse_was(value: object) -> Was | None:
+    """A kept entry as the agent writes it, or ``None`` (a forged one: see :func:`load`)."""
+    if not isinstance(value, dict):
+        return None
+    if "link" in value:
+        link = value["link"]
+        return Was(Prior.LINK, link) if isinstance(link, str) and "\0" not in link else None
+    if "file" in value:
+        copy, mode = value["file"], value.get("mode")
+        if not (
+            isinstance(copy, str)
+            and _COPY.fullmatch("/" + copy.lstrip("/")) is not None
+            and type(mode) is int
+            and mode & 0o7000 == 0  # never set-uid, set-gid or sticky
+        ):
             return None
-        return root.host("/" + self.copy.lstrip("/")).read_bytes()
+        return Was(Prior.KEPT, copy=Path("/" + copy.lstrip("/")), mode=mode & 0o777)
+    return Was(Prior.ABSENT) if value.get("absent") is True else None
 
-    def as_json(self, before: bool = False) -> dict[str, Any]:
-        found: dict[str, Any] = (
-            {"link": self.link}
-            if self.link is not None
-            else {"file": self.copy, "mode": self.mode}
-            if self.copy is not None
-            else {"absent": True}
-        )
-        return found | ({"written": self.written} if before else {})
 
-    @staticmethod
-    def parse(value: object, before: bool = False) -> Kept | None:
-        """A kept entry as the agent writes it, or ``None`` (a forged one: see :func:`load`)."""
-        if not isinstance(value, dict):
-            return None
-        written = value.get("written") if before else None
-        if before and not isinstance(written, str | None):
-            return None
-        if "link" in value:
-            link = value["link"]
-            ok = isinstance(link, str) and "\0" not in link
-            return Kept(link=link, written=written) if ok else None
-        if "file" in value:
-            copy, mode = value["file"], value.get("mode")
-            if not (
-                isinstance(copy, str)
-                and _COPY.fullmatch("/" + copy.lstrip("/")) is not None
-                and type(mode) is int
-                and mode & 0o7000 == 0  # never set-uid, set-gid or sticky
-            ):
-                return None
-            return Kept(copy=copy, mode=mode, written=written)
-        return Kept(written=written) if value.get("absent") is True else None
+def _parse_before(value: object) -> tuple[Was, str | None] | None:
+    """A ``before`` entry: what the path was, and the digest of what the agent had written there
+    (``None``: nothing of the agent's)."""
+    written = value.get("written") if isinstance(value, dict) else None
+    was = _parse_was(value)
+    return (was, written) if was is not None and isinstance(written, str | None) else None
+
+
+def restoring(root: NodeRoot, path: str, was: Was) -> Op | str:
+    """The engine's op that puts ``path`` back as ``was`` records it (its kept copy reached under
+    ``root``), or why it cannot be (:meth:`Was.restore`)."""
+    copy = root.host(str(was.copy), follow=False) if was.copy is not None else None
+    return replace(was, copy=copy).restore(root.host(path, follow=False))
+
+
+def restore_op(root: NodeRoot, path: str, was: Was) -> Op:
+    """:func:`restoring`'s op; a copy changed since :func:`load` checked it is refused in one line."""
+    found = restoring(root, path, was)
+    if isinstance(found, str):
+        raise NodeChangeError(f"{STATE} is not the agent's state ({found}): {_REFUSED}")
+    return found
 
 
 @dataclass
@@ -127,11 +115,13 @@ class AgentState:
 
     version: str = ""
     previous: str = ""
-    originals: dict[str, Kept] = field(default_factory=dict)
+    originals: dict[str, Was] = field(default_factory=dict)
     written: dict[str, str] = field(default_factory=dict)
     made_dirs: list[str] = field(default_factory=list)
     flag_files: list[str] = field(default_factory=list)
-    before: dict[str, Kept] | None = None  # None: no change under way
+    before: dict[str, Was] | None = None  # None: no change under way
+    # what the agent had written at each ``before`` path (its digest; not there: nothing of its own)
+    before_written: dict[str, str] = field(default_factory=dict)
     restart_due: str = ""
     watchdog: dict[str, str] = field(default_factory=dict)  # {"unit", "armed"} while armed
     healed: dict[str, str] = field(default_factory=dict)  # {"at", "detail"} until said
@@ -146,12 +136,15 @@ class AgentState:
     def as_json(self) -> dict[str, Any]:
         found: dict[str, Any] = {
             "version": self.version,
-            "originals": {path: kept.as_json() for path, kept in self.originals.items()},
+            "originals": {path: _was_json(was) for path, was in self.originals.items()},
             "written": dict(self.written),
             "made_dirs": list(self.made_dirs),
         }
         if self.before is not None:
-            found["before"] = {path: kept.as_json(True) for path, kept in self.before.items()}
+            found["before"] = {
+                path: _was_json(was) | {"written": self.before_written.get(path)}
+                for path, was in self.before.items()
+            }
         optional = {
             "previous": self.previous, "flag_files": self.flag_files,
             "restart_due": self.restart_due, "watchdog": self.watchdog, "healed": self.healed,
@@ -185,11 +178,12 @@ class AgentState:
             and _is_said(data.get("healed", {}))
         ):
             return None
-        kept = {path: Kept.parse(value) for path, value in originals.items()}
-        kept_before = {path: Kept.parse(value, True) for path, value in (before or {}).items()}
+        kept = {path: _parse_was(value) for path, value in originals.items()}
+        kept_before = {path: _parse_before(value) for path, value in (before or {}).items()}
         every = [*kept.items(), *kept_before.items()]
         if not all(_file_path(path) and entry is not None for path, entry in every):
             return None
+        befores = {path: entry for path, entry in kept_before.items() if entry is not None}
         return AgentState(
             version=data.get("version", ""),
             previous=data.get("previous", ""),
@@ -197,9 +191,8 @@ class AgentState:
             written=dict(written),
             made_dirs=list(made),
             flag_files=list(flag_files),
-            before=None
-            if before is None
-            else {path: entry for path, entry in kept_before.items() if entry is not None},
+            before=None if before is None else {path: was for path, (was, _) in befores.items()},
+            before_written={path: sha for path, (_, sha) in befores.items() if sha is not None},
             restart_due=data.get("restart_due", ""),
             watchdog=dict(data.get("watchdog", {})),
             healed=dict(data.get("healed", {})),
@@ -211,7 +204,12 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+_REFUSED: Final = "nothing is changed; restore it, or remove it to make the agent start afresh"
+
+
 def load(root: NodeRoot) -> AgentState:
+    """The agent's state of the node under ``root`` (a fresh one if there is none), read as
+    hostile input: a state that is not the agent's own is refused in one line (see the module)."""
     path = root.host(STATE)
     if not os.path.lexists(path):
         return AgentState()
@@ -220,30 +218,30 @@ def load(root: NodeRoot) -> AgentState:
     except (ValueError, FileProblem, JsonTooDeep):
         found = None
     if found is None:
-        raise NodeChangeError(
-            f"{STATE} is not the agent's state (edited or truncated): nothing is changed; "
-            "restore it, or remove it to make the agent start afresh"
-        )
-    directory = _a_directory(root, found)
-    if directory:  # the agent replaces files and links only: forged, or changed under it
-        raise NodeChangeError(
-            f"{STATE} is not the agent's state (it records {directory}, a directory, as a file "
-            "the agent replaced): nothing is changed; restore it, or remove it to make the agent "
-            "start afresh"
-        )
+        raise NodeChangeError(f"{STATE} is not the agent's state (edited or truncated): {_REFUSED}")
+    problem = _unfit(root, found)
+    if problem:  # forged, or changed under it
+        raise NodeChangeError(f"{STATE} is not the agent's state ({problem}): {_REFUSED}")
     return found
 
 
-def _a_directory(root: NodeRoot, state: AgentState) -> str:
-    """The first path the state records as a replaced file that is a directory on the node."""
+def _unfit(root: NodeRoot, state: AgentState) -> str:
+    """Why the state cannot be the agent's ("": it can be): a path it records as a file it
+    replaced that is a directory on the node (the agent replaces files and links only), or a kept
+    copy that is not one the agent kept (:meth:`Was.restore`), checked before anything changes."""
     recorded = [*state.originals, *(state.before or {}), *state.written]
-    for path in recorded:
-        try:
+    kept = [*state.originals.items(), *(state.before or {}).items()]
+    try:
+        for path in recorded:
             where = root.host(path, follow=False)
-        except (OSError, ValueError, RootPathError):
-            continue
-        if where.is_dir() and not where.is_symlink():
-            return str(path)
+            if where.is_dir() and not where.is_symlink():
+                return f"it records {path}, a directory, as a file the agent replaced"
+        for path, was in kept:
+            found = restoring(root, path, was)
+            if isinstance(found, str):
+                return found
+    except (OSError, ValueError, RootPathError) as exc:
+        return f"a path it records cannot be reached: {exc}"
     return ""
 
 
@@ -293,27 +291,23 @@ def remove_home(root: NodeRoot, state: AgentState) -> None:
     remove_tree(partial)
 
 
-def keep(root: NodeRoot, where: str, path: str, written: str | None = None) -> Kept:
-    """``path`` as it is now: a link's target, a copy kept (flushed) under ``where``, or
-    absent (``written``: for a ``before`` entry, what the agent had written there)."""
+def keep(root: NodeRoot, where: str, path: str) -> Was:
+    """``path`` as it is now: a link's target, a copy kept (flushed) under ``where`` with the
+    file's mode recorded, or absent."""
     found = root.host(path, follow=False)
     if found.is_symlink():
-        return Kept(link=os.readlink(found), written=written)
+        return Was(Prior.LINK, os.readlink(found))
     if found.is_file():
-        name = f"{where}/{hashlib.sha256(path.encode()).hexdigest()[:16]}"
-        replace_file(
-            root.host(name, follow=False), found.read_bytes(), found.stat().st_mode & 0o7777
-        )
-        return Kept(copy=name, mode=found.stat().st_mode, written=written)
-    return Kept(written=written)
+        return keep_data(root, where, path, found.read_bytes(), found.stat().st_mode & 0o7777)
+    return Was(Prior.ABSENT)
 
 
-def keep_data(root: NodeRoot, where: str, path: str, data: bytes, mode: int) -> Kept:
+def keep_data(root: NodeRoot, where: str, path: str, data: bytes, mode: int) -> Was:
     """A kept entry (as :func:`keep` makes) recording ``data`` with ``mode`` for ``path``, as
-    though the node had held it."""
+    though the node had held it. The copy is the agent's alone (0600): its mode is recorded."""
     name = f"{where}/{hashlib.sha256(path.encode()).hexdigest()[:16]}"
-    replace_file(root.host(name, follow=False), data, mode)
-    return Kept(copy=name, mode=stat.S_IFREG | mode)
+    replace_file(root.host(name, follow=False), data, 0o600)
+    return Was(Prior.KEPT, copy=Path(name), mode=mode)
 
 
 def _node_path(value: object) -> bool:

@@ -23,6 +23,7 @@ from credprovider.tool.agent.apply import (
     bundle_homes,
     disarm,
     healed,
+    keep_before,
     put_back,
     restarted,
     restarted_again,
@@ -36,18 +37,18 @@ from credprovider.tool.agent.state import (
     ORIGINALS,
     STATE,
     AgentState,
-    Kept,
     digest,
-    keep,
     keep_data,
     load,
     recover_home,
     remove_home,
+    restore_op,
     save,
 )
 from credprovider.tool.agent.systemd import SystemdError
 from credprovider.tool.change.durable import remove_empty_dir, remove_file, temporary_for
 from credprovider.tool.change.engine import Kind, Op, perform
+from credprovider.tool.change.kept import Prior
 from credprovider.tool.change.migrate import FlagChanges
 from credprovider.tool.change.results import Result
 from credprovider.tool.errors import NodeChangeError
@@ -86,7 +87,7 @@ def uninstall(
         before = state.before if state.before is not None else {}
         for path in state.originals:
             if path not in before:
-                before[path] = keep(root, BEFORE, path, state.written.get(path))
+                keep_before(root, state, before, path)
         state.before = before
         state.restart_due = service
         save(root, state)
@@ -99,14 +100,13 @@ def uninstall(
         written = state.written.get(path)
         # what the agent wrote there: this change's, or (a change killed before its write) the
         # one before it
-        was = (state.before or {}).get(path)
-        ours = {written, was.written if was is not None else None} - {None}
+        ours = {written, state.before_written.get(path)} - {None}
         readable = root.host(path)
-        restoring = original.op(root, path)
+        restoring = restore_op(root, path, original)
         if restoring.done():
             continue  # already as it was (restored before a kill, or never replaced)
         if ours and (not readable.is_file() or digest(readable.read_bytes()) not in ours):
-            if not _agents_flags_removed(root, state, path, original):
+            if not _agents_flags_removed(root, state, path, restoring):
                 outcome.kept.append(path)  # someone else's since: reported, not overwritten
                 continue
             outcome.detail = (
@@ -147,7 +147,7 @@ def _lay_bootstrap(root: NodeRoot, state: AgentState, rules: Platform) -> str:
     )
 
     original = state.originals.get(rules.config)
-    if original is None or not original.absent:
+    if original is None or original.prior is not Prior.ABSENT:
         return ""  # never written by the agent, or the node's own config (a bootstrap too) returns
     if not any(os.path.dirname(path) == rules.bin_dir for path in state.originals):
         raise NodeChangeError(
@@ -199,14 +199,14 @@ def _undo_uninstall(
     return rolled_back(outcome, detail)
 
 
-def _agents_flags_removed(root: NodeRoot, state: AgentState, path: str, original: Kept) -> bool:
+def _agents_flags_removed(root: NodeRoot, state: AgentState, path: str, original: Op) -> bool:
     """A flags file edited since the agent wrote it (an operator's ``--max-pods``): the agent's two
     flags taken out of it, everything else kept, when the node's own file had neither of them (so
     taking them out is all that undoing the agent's edit takes); whether that was done."""
     found = root.host(path)
-    if path not in state.flag_files or original.link is not None or not found.is_file():
+    if path not in state.flag_files or original.kind is Kind.LINK or not found.is_file():
         return False
-    before = shlex.split(flags_from_file((original.data(root) or b"").decode("utf-8", "replace")))
+    before = shlex.split(flags_from_file(original.data.decode("utf-8", "replace")))
     ours = (CONFIG_FLAG, BIN_DIR_FLAG)
     if any(flag_value(before, flag) for flag in ours):
         return False  # the node had its own values: only the operator knows which to keep
@@ -222,7 +222,7 @@ def _remove_own(root: NodeRoot, state: AgentState) -> None:
     """What the agent placed, the directories it made outside its home (deepest first), then its
     home with its state in one rename: a kill on the way leaves what the next uninstall
     finishes (the state no longer names the copies about to be removed)."""
-    state.originals, state.written, state.before = {}, {}, None
+    state.originals, state.written, state.before, state.before_written = {}, {}, None, {}
     save(root, state)
     homes = dict.fromkeys((*bundle_homes(state), AGENT_HOME))
     bundles = [f"{home}/{own}" for home in homes for own in ("current", "versions")]

@@ -2,7 +2,8 @@
 
 ``engine`` (every change as ops, carried out by one executor; by hand, one journaled transaction,
 finished by the next run after a kill), ``journal`` (its intent journal beside the config, then
-the record of the last change), ``confine`` (what a journal or record may make the node do),
+the record of the last change), ``kept`` (what a path was before a change, as the journal and
+the agent's state both record it, and the op that puts it back), ``confine`` (what a journal or record may make the node do),
 ``durable`` (atomic, flushed writes), ``render`` (what is written: the config for the chosen
 plugins, the flags, the bundle's place), ``settings`` (what the operator gives a provider in
 place of its defaults: ``--provider-settings``, the chart's ``providerSettings``), ``install`` (``credprovider install``: planned, then applied

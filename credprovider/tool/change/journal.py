@@ -33,7 +33,6 @@ import os
 import stat
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, Final
 
@@ -62,6 +61,7 @@ from credprovider.tool.change.engine import (
     backup_stamp,
     perform,
 )
+from credprovider.tool.change.kept import Prior, Was
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import unreadable
 from credprovider.tool.node.structured import JsonTooDeep, bounded_json
@@ -71,22 +71,6 @@ SUFFIX: Final = ".credprovider-journal"
 RECORD_SUFFIX: Final = ".credprovider-undo"
 # A few configs and flag files, base64: far below this.
 MAX_JOURNAL_BYTES: Final = 32 * 1024 * 1024
-
-
-class Prior(StrEnum):
-    """What an op's path was before the change."""
-
-    ABSENT = "absent"  # nothing there
-    LINK = "link"  # a link to ``Was.target``
-    KEPT = "kept"  # a file or tree, kept under the op's backup name
-
-
-@dataclass(frozen=True)
-class Was:
-    prior: Prior
-    target: str = ""  # LINK
-    for_undo: bool = False  # KEPT: a backup taken for the undo alone (not one the command said)
-    made: tuple[str, ...] = ()  # ABSENT: the directories above it that were not there either
 
 
 @dataclass(frozen=True)
@@ -155,9 +139,10 @@ def _with_prior(op: Op, stamp: str) -> Entry:
     if stat.S_ISLNK(found.st_mode):
         return Entry(op, Was(Prior.LINK, os.readlink(op.path)))
     if op.backup is not None:
-        return Entry(replace(op, backup=_unused(op.backup)), Was(Prior.KEPT))
+        kept = _unused(op.backup)
+        return Entry(replace(op, backup=kept), Was(Prior.KEPT, copy=kept))
     kept = _unused(Path(f"{op.path}{BACKUP_SUFFIX}{stamp}"))
-    return Entry(replace(op, backup=kept), Was(Prior.KEPT, for_undo=True))
+    return Entry(replace(op, backup=kept), Was(Prior.KEPT, copy=kept, for_undo=True))
 
 
 def _unused(backup: Path) -> Path:
@@ -260,7 +245,7 @@ def _was(item: dict[str, Any], op: Op) -> Was | bool | None:
         return Was(Prior.LINK, target)
     for_undo = found.get("for_undo", False)
     if prior == Prior.KEPT and op.backup is not None and type(for_undo) is bool:
-        return Was(Prior.KEPT, for_undo=for_undo)
+        return Was(Prior.KEPT, copy=op.backup, for_undo=for_undo)
     return False
 
 

@@ -15,27 +15,23 @@ removes the record; the backups it put back are then removed.
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
 
-from credprovider.tool.change.confine import allowed_mode, backup_of, is_bundle, unfit_ops
+from credprovider.tool.change.confine import backup_of, unfit_ops
 from credprovider.tool.change.durable import remove_file
 from credprovider.tool.change.engine import ChangeKind, Kind, Op
 from credprovider.tool.change.journal import (
-    MAX_JOURNAL_BYTES,
     Entry,
-    Prior,
     Transaction,
     journal_for,
     read,
     record_for,
     run,
 )
+from credprovider.tool.change.kept import Prior
 from credprovider.tool.errors import NodeChangeError
-from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
 from credprovider.tool.node.discovery import in_tree
 from credprovider.tool.node.flagfiles import flags_from_file, units
 from credprovider.tool.node.kubelet_facts import BUILT_IN_CLOUDS_GONE_SINCE
@@ -45,8 +41,6 @@ from credprovider.tool.node.kubelet_flags import (
     KubeletSettings,
     settings_from,
 )
-
-MAX_KEPT_FILE: Final = MAX_JOURNAL_BYTES // 4  # a config or a flags file, kept: far below this
 
 
 @dataclass(frozen=True)
@@ -89,39 +83,17 @@ def _reverse(entry: Entry) -> PutBack | str:
     op, was = entry.op, entry.was
     if was is None:
         return f"{op.path} was changed by an earlier credprovider, which did not record what it was"
+    if was.prior is Prior.KEPT and not (op.backup is not None and backup_of(op.backup, op.path)):
+        return f"{op.backup} is not named as a backup of {op.path}"
+    restoring = was.restore(op.path)
+    if isinstance(restoring, str):
+        return restoring
     if was.prior is Prior.ABSENT:
         what = {Kind.TREE: "the bundle copy ", Kind.LINK: "the link "}.get(op.kind, "")
-        return PutBack(Op(Kind.ABSENT, op.path), f"removed {what}{op.path}")
+        return PutBack(restoring, f"removed {what}{op.path}")
     if was.prior is Prior.LINK:
-        return PutBack(
-            Op(Kind.LINK, op.path, target=was.target), f"{op.path} -> {was.target} again"
-        )
-    kept = op.backup
-    assert kept is not None  # journal: a kept prior has a backup
-    if not backup_of(kept, op.path):
-        return f"{kept} is not named as a backup of {op.path}"
-    try:
-        found = os.lstat(kept)
-    except OSError:
-        return f"the backup {kept} of {op.path} is gone"
-    if stat.S_ISDIR(found.st_mode):
-        if not is_bundle(kept):
-            return f"the backup {kept} of {op.path} is not a bundle"
-        return PutBack(
-            Op(Kind.TREE, op.path, source=kept, links=True),
-            f"put back {op.path} from {kept}",
-            kept,
-        )
-    mode = stat.S_IMODE(found.st_mode)
-    if not stat.S_ISREG(found.st_mode) or found.st_size > MAX_KEPT_FILE:
-        return f"the backup {kept} of {op.path} is not a file credprovider kept"
-    if not allowed_mode(mode):
-        return f"the backup {kept} of {op.path} has mode {mode:o}, which undo never writes"
-    try:
-        data = read_bytes(str(kept), limit=MAX_KEPT_FILE)
-    except (FileProblem, UnreadableError) as exc:
-        return f"the backup {kept} of {op.path} cannot be read ({exc})"
-    return PutBack(Op(Kind.FILE, op.path, data, mode), f"put back {op.path} from {kept}", kept)
+        return PutBack(restoring, f"{op.path} -> {was.target} again")
+    return PutBack(restoring, f"put back {op.path} from {was.copy}", was.copy)
 
 
 def _made_dirs(transaction: Transaction, steps: Sequence[PutBack]) -> list[PutBack]:

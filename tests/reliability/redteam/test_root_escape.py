@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Callable
 from pathlib import Path
 
@@ -217,3 +218,80 @@ def test_a_link_through_the_root_is_followed_inside_it_by_uninstall(tmp_path: Pa
     )
     assert code == 0, err
     assert tree(str(outside)) == kept and not inside.exists()
+
+
+def _fifo(copy: Path, outside: Path) -> None:
+    os.mkfifo(copy)
+
+
+def _sparse(copy: Path, outside: Path) -> None:
+    with copy.open("wb") as grown:
+        grown.truncate(2 * 1024**3)
+
+
+def _link_outside(copy: Path, outside: Path) -> None:
+    copy.symlink_to(outside / "victim")
+
+
+# #62/#63: what a kept copy of the agent's can be made into; each was read as the original (a FIFO
+# held uninstall for ever, 2 GiB was read whole, a directory stopped it half-way).
+COPIES: dict[str, Callable[[Path, Path], None]] = {
+    "a FIFO": _fifo,
+    "a 2 GiB sparse file": _sparse,
+    "a directory": lambda copy, outside: copy.mkdir(),
+    "a link to a file outside": _link_outside,
+    "a file others may write": lambda copy, outside: (
+        copy.write_text("KUBELET_EXTRA_ARGS=--forged\n"),
+        copy.chmod(0o666),
+    ),
+}
+
+
+@pytest.mark.parametrize("made", COPIES)
+def test_a_kept_copy_that_is_not_what_the_agent_kept_changes_nothing(
+    tmp_path: Path, made: str
+) -> None:
+    """The agent's kept copies are read as hostile input, like its state: one changed into
+    something it never keeps is refused, in one line, before anything changes."""
+    outside = sentinel(tmp_path)
+    root = Path(kubeadm(tmp_path / "node"))
+    (root / "etc/default").mkdir(parents=True, exist_ok=True)
+    (root / "etc/default/kubelet").write_text("KUBELET_EXTRA_ARGS=--v=2\n")
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
+        common = ["--root", str(root), "--restart-command", "true {unit}",
+                  "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "5"]  # fmt: skip
+        code, out, err = cli(
+            "agent", "apply", "--bundle", str(bundle), "--providers", "aws", *common
+        )
+        assert code == 0, out + err
+        copies = sorted((root / AGENT_HOME / "originals").iterdir())
+        assert copies, "the agent kept no copy of the flags file it edited"
+        for copy in copies:
+            copy.unlink()
+            COPIES[made](copy, outside)
+        kept, node_before = tree(str(outside)), _listing(root)
+        for command in ("uninstall", "apply"):
+            extra = ["--bundle", str(bundle), "--providers", "aws"] if command == "apply" else []
+            code, out, err = cli("agent", command, *extra, *common)
+            assert (code, out) == (1, ""), f"agent {command}: {out}{err}"
+            assert len(err.splitlines()) == 1 and "is not the agent's state" in err, err
+            assert "originals/" in err, err  # it says which copy
+            assert tree(str(outside)) == kept and _listing(root) == node_before
+
+
+def _listing(root: Path) -> dict[str, tuple[int, int, int, bytes]]:
+    """Every path under ``root`` as :func:`tree` sees it, without opening a FIFO or reading a
+    planted 2 GiB file: its lstat (mode, size, mtime) and a small regular file's bytes (``/run``,
+    where the node's lock is, left out as :func:`tree` leaves it)."""
+    found = {}
+    for directory, dirs, files in os.walk(root):
+        if Path(directory) == root and "run" in dirs:
+            dirs.remove("run")
+        for name in [*dirs, *files]:
+            path = Path(directory, name)
+            info = path.lstat()
+            small = stat.S_ISREG(info.st_mode) and info.st_size < 1 << 20
+            data = path.read_bytes() if small else b""
+            found[str(path)] = (info.st_mode, info.st_size, info.st_mtime_ns, data)
+    return found
