@@ -45,9 +45,9 @@ from credprovider.tool.change.durable import (
     temporary_for,
 )
 from credprovider.tool.change.engine import Op
-from credprovider.tool.change.kept import Prior, Was
+from credprovider.tool.change.kept import MAX_KEPT_FILE, Prior, Was
 from credprovider.tool.errors import NodeChangeError
-from credprovider.tool.node.access import FileProblem, read_bytes
+from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
 from credprovider.tool.node.root import NodeRoot, RootPathError
 from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 
@@ -204,6 +204,7 @@ def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+_NOT_KEPT: Final = "nothing more is changed; make it a regular file a kubelet reads, or remove it"
 _REFUSED: Final = "nothing is changed; restore it, or remove it to make the agent start afresh"
 
 
@@ -298,7 +299,11 @@ def keep(root: NodeRoot, where: str, path: str) -> Was:
     if found.is_symlink():
         return Was(Prior.LINK, os.readlink(found))
     if found.is_file():
-        return keep_data(root, where, path, found.read_bytes(), found.stat().st_mode & 0o7777)
+        try:
+            data = read_bytes(str(found), limit=MAX_KEPT_FILE)
+        except (FileProblem, UnreadableError) as exc:
+            raise NodeChangeError(f"{path} cannot be kept ({exc}): {_NOT_KEPT}") from None
+        return keep_data(root, where, path, data, found.stat().st_mode & 0o7777)
     return Was(Prior.ABSENT)
 
 

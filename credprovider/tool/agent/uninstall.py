@@ -52,6 +52,7 @@ from credprovider.tool.change.kept import Prior
 from credprovider.tool.change.migrate import FlagChanges
 from credprovider.tool.change.results import Result
 from credprovider.tool.errors import NodeChangeError
+from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
 from credprovider.tool.node.flagfiles import flags_from_file, rewrite
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
 from credprovider.tool.node.root import NodeRoot
@@ -86,7 +87,8 @@ def uninstall(
         # what the kubelet runs now, kept for a rollback, and the restart owed from here on
         before = state.before if state.before is not None else {}
         for path in state.originals:
-            if path not in before:
+            # a file that cannot be the agent's is someone else's: uninstall leaves it, unkept
+            if path not in before and (path not in state.written or _readable(root, path)):
                 keep_before(root, state, before, path)
         state.before = before
         state.restart_due = service
@@ -100,12 +102,11 @@ def uninstall(
         written = state.written.get(path)
         # what the agent wrote there: this change's, or (a change killed before its write) the
         # one before it
-        ours = {written, state.before_written.get(path)} - {None}
-        readable = root.host(path)
+        ours = {sha for sha in (written, state.before_written.get(path)) if sha is not None}
         restoring = restore_op(root, path, original)
         if restoring.done():
             continue  # already as it was (restored before a kill, or never replaced)
-        if ours and (not readable.is_file() or digest(readable.read_bytes()) not in ours):
+        if ours and not _holds_ours(root, path, ours):
             if not _agents_flags_removed(root, state, path, restoring):
                 outcome.kept.append(path)  # someone else's since: reported, not overwritten
                 continue
@@ -203,19 +204,39 @@ def _agents_flags_removed(root: NodeRoot, state: AgentState, path: str, original
     """A flags file edited since the agent wrote it (an operator's ``--max-pods``): the agent's two
     flags taken out of it, everything else kept, when the node's own file had neither of them (so
     taking them out is all that undoing the agent's edit takes); whether that was done."""
-    found = root.host(path)
-    if path not in state.flag_files or original.kind is Kind.LINK or not found.is_file():
+    found = _as_written(root, path)
+    if path not in state.flag_files or original.kind is Kind.LINK or found is None:
         return False
     before = shlex.split(flags_from_file(original.data.decode("utf-8", "replace")))
     ours = (CONFIG_FLAG, BIN_DIR_FLAG)
     if any(flag_value(before, flag) for flag in ours):
         return False  # the node had its own values: only the operator knows which to keep
-    text = found.read_text(encoding="utf-8", errors="replace")
+    text = found.decode("utf-8", "replace")
     if not any(flag_value(shlex.split(flags_from_file(text)), flag) for flag in ours):
         return True  # the operator took them out already
     edited = rewrite(text, FlagChanges(frozenset(ours), frozenset()).edit)
     perform(Op(Kind.FILE, root.host(path, follow=False), edited.encode()))
     return True
+
+
+def _readable(root: NodeRoot, path: str) -> bool:
+    return _as_written(root, path) is not None
+
+
+def _holds_ours(root: NodeRoot, path: str, ours: set[str]) -> bool:
+    """``path`` holds what the agent wrote there (one of the digests ``ours``)."""
+    found = _as_written(root, path)
+    return found is not None and digest(found) in ours
+
+
+def _as_written(root: NodeRoot, path: str) -> bytes | None:
+    """What ``path`` holds, if it can be what the agent wrote there: a regular file no bigger than
+    a kubelet config or flags file (``None``: anything else, someone else's since; never a read
+    of a FIFO or of a file grown to gigabytes)."""
+    try:
+        return read_bytes(str(root.host(path)))
+    except (FileProblem, UnreadableError):
+        return None
 
 
 def _remove_own(root: NodeRoot, state: AgentState) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import pytest
 
 from emulators.http import FakeResponse, serve
 from release.bundle import BUNDLE_DIR
-from tests.helpers import run_cli
+from tests.helpers import REPO, run_cli
 from tests.integration.cli.conftest import fake_bundle
 from tests.unit.tool.test_agent_apply import kubeadm, tree
 
@@ -295,3 +296,41 @@ def _listing(root: Path) -> dict[str, tuple[int, int, int, bytes]]:
             data = path.read_bytes() if small else b""
             found[str(path)] = (info.st_mode, info.st_size, info.st_mtime_ns, data)
     return found
+
+
+def test_a_flags_file_grown_to_gigabytes_since_is_left_without_being_read(tmp_path: Path) -> None:
+    """The kubelet flags file the agent wrote, replaced since by a 2 GiB file: uninstall reports
+    it as someone else's and leaves it, under a 1 GiB address space (it was read whole, twice:
+    once for the rollback's copy, once for its digest)."""
+    import subprocess
+
+    from tests.helpers import private
+
+    root = Path(kubeadm(tmp_path / "node"))
+    flags = root / "etc/default/kubelet"
+    flags.parent.mkdir(parents=True, exist_ok=True)
+    flags.write_text("KUBELET_EXTRA_ARGS=--v=2\n")
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
+        common = ["--root", str(root), "--restart-command", "true {unit}",
+                  "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "5"]  # fmt: skip
+        code, out, err = cli(
+            "agent", "apply", "--bundle", str(bundle), "--providers", "aws", *common
+        )
+        assert code == 0, out + err
+        flags.unlink()
+        _sparse(flags, tmp_path)
+        tool = BUNDLE_DIR / "credprovider"
+        command = (
+            [str(tool)] if tool.exists() else [sys.executable, "-m", "credprovider", "credprovider"]
+        )
+        done = subprocess.run(
+            private(["prlimit", f"--as={1 << 30}", "--", *command, "agent", "uninstall", *common]),
+            capture_output=True, text=True, timeout=120, check=False,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
+        )  # fmt: skip
+    assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr, done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr  # 1: a file was kept
+    assert "/etc/default/kubelet" in done.stdout and "kept" in done.stdout, done.stdout
+    assert flags.stat().st_size == 2 * 1024**3
+    assert not (root / AGENT_HOME / "before").exists()  # no rollback copy of it was made
