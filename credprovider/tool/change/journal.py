@@ -63,7 +63,7 @@ from credprovider.tool.change.engine import (
 )
 from credprovider.tool.change.kept import Prior, Was
 from credprovider.tool.errors import NodeChangeError
-from credprovider.tool.node.access import unreadable
+from credprovider.tool.node.access import FileProblem, read_bytes
 from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 from credprovider.tool.node.trust import owner_problem
 
@@ -269,11 +269,9 @@ def read(journal: Path, what: str = "journal") -> Transaction | None:
             f"{journal} is {found.st_size} bytes, more than a {what} credprovider writes: "
             "nothing was changed; check the files a killed run was writing, then remove it"
         )
-    try:
-        data = bounded_json(journal.read_bytes())
-    except PermissionError as exc:  # root's change, read by another user: no verdict
-        raise unreadable(str(journal), exc) from None
-    except (ValueError, JsonTooDeep, OSError):
+    try:  # bounded again as it is read: a journal that grew since its lstat is not read whole
+        data = bounded_json(read_bytes(str(journal), limit=MAX_JOURNAL_BYTES))
+    except (ValueError, JsonTooDeep, FileProblem):  # UnreadableError: root's, read by another user
         data = None
     transaction = _transaction(data)
     if transaction is None:
