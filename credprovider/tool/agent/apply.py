@@ -215,7 +215,7 @@ def _prune_versions(root: NodeRoot, state: AgentState) -> None:
 
 def settle(root: NodeRoot, state: AgentState) -> None:
     """The change is over (confirmed, or rolled back): its rollback copies and debt go."""
-    state.before, state.before_written, state.restart_due, state.watchdog = None, {}, "", {}
+    state.before, state.before_written, state.restart_due, state.watchdog = None, {}, "", None
     save(root, state)
     remove_tree(root.host(BEFORE, follow=False))
 
@@ -241,7 +241,7 @@ def arm(root: NodeRoot, state: AgentState, watch: Watch | None, outcome: Outcome
     try:
         return watch.arm(root, state)
     except SystemdError as exc:  # the restart is still checked by this run
-        state.watchdog = {}
+        state.watchdog = None
         save(root, state)
         outcome.notes.append(f"the node's own rollback could not be armed ({exc})")
         return ""
@@ -425,11 +425,11 @@ def _not_in_bundle(plan: AgentPlan, bundle: Path) -> list[str]:
 def healed(root: NodeRoot, state: AgentState) -> str:
     """What the node's own rollback did since the last run, taken from the state (said once)."""
     healed = state.healed
-    if not healed:
+    if healed is None:
         return ""
-    state.healed = {}
+    state.healed = None
     save(root, state)
     return (
-        f"the node rolled the change back by itself at {healed.get('at', '?')} (no agent "
-        f"confirmed the kubelet's restart within the health wait): {healed.get('detail', '')}"
+        f"the node rolled the change back by itself at {healed.at} (no agent "
+        f"confirmed the kubelet's restart within the health wait): {healed.detail}"
     ).rstrip(": ")

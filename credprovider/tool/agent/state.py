@@ -109,6 +109,22 @@ def restore_op(root: NodeRoot, path: str, was: Was) -> Op:
     return found
 
 
+@dataclass(frozen=True)
+class Armed:
+    """The node's own rollback armed for the restart under way: its transient unit, and when."""
+
+    unit: str
+    at: str
+
+
+@dataclass(frozen=True)
+class Healed:
+    """What the node's own rollback did when it fired, and when, until the agent's next run says it."""
+
+    at: str
+    detail: str
+
+
 @dataclass
 class AgentState:
     """The agent's memory of a node (see the module), as it is on the node's disk."""
@@ -123,8 +139,8 @@ class AgentState:
     # what the agent had written at each ``before`` path (its digest; not there: nothing of its own)
     before_written: dict[str, str] = field(default_factory=dict)
     restart_due: str = ""
-    watchdog: dict[str, str] = field(default_factory=dict)  # {"unit", "armed"} while armed
-    healed: dict[str, str] = field(default_factory=dict)  # {"at", "detail"} until said
+    watchdog: Armed | None = None
+    healed: Healed | None = None
     bundles: str = ""  # "": AGENT_HOME
     retired: str = ""
     retiring: str = ""
@@ -147,7 +163,10 @@ class AgentState:
             }
         optional = {
             "previous": self.previous, "flag_files": self.flag_files,
-            "restart_due": self.restart_due, "watchdog": self.watchdog, "healed": self.healed,
+            "restart_due": self.restart_due,
+            "watchdog": {"unit": self.watchdog.unit, "armed": self.watchdog.at}
+            if self.watchdog else {},
+            "healed": {"at": self.healed.at, "detail": self.healed.detail} if self.healed else {},
             "bundles": self.bundles, "retired": self.retired, "retiring": self.retiring,
         }  # fmt: skip
         return found | {key: value for key, value in optional.items() if value}
@@ -162,6 +181,7 @@ class AgentState:
         originals, written = data.get("originals"), data.get("written")
         before, made = data.get("before"), data.get("made_dirs", [])
         flag_files = data.get("flag_files", [])
+        armed, healed = _armed(data.get("watchdog", {})), _healed(data.get("healed", {}))
         strings = ("version", "previous", "restart_due")
         if not (
             isinstance(originals, dict)
@@ -174,8 +194,8 @@ class AgentState:
             and all(_node_path(path) for path in made)
             and all(_file_path(path) for path in flag_files)
             and all(data.get(key, AGENT_HOME) in AGENT_BUNDLE_HOMES for key in _HOMES)
-            and _is_watchdog(data.get("watchdog", {}))
-            and _is_said(data.get("healed", {}))
+            and armed is not False
+            and healed is not False
         ):
             return None
         kept = {path: _parse_was(value) for path, value in originals.items()}
@@ -194,8 +214,8 @@ class AgentState:
             before=None if before is None else {path: was for path, (was, _) in befores.items()},
             before_written={path: sha for path, (_, sha) in befores.items() if sha is not None},
             restart_due=data.get("restart_due", ""),
-            watchdog=dict(data.get("watchdog", {})),
-            healed=dict(data.get("healed", {})),
+            watchdog=armed if isinstance(armed, Armed) else None,
+            healed=healed if isinstance(healed, Healed) else None,
             **{key: data.get(key, "") for key in _HOMES},
         )
 
@@ -344,21 +364,25 @@ _HOMES: Final = ("bundles", "retired", "retiring")
 WATCHDOG_UNIT: Final = re.compile(r"credprovider-rollback-[0-9a-f]{12}\.service")
 
 
-def _is_watchdog(value: object) -> bool:
-    return isinstance(value, dict) and (
-        not value
-        or (
-            isinstance(value.get("unit"), str)
-            and WATCHDOG_UNIT.fullmatch(value["unit"]) is not None
-            and isinstance(value.get("armed"), str)
-        )
-    )
+def _armed(value: object) -> Armed | bool:
+    """The armed rollback a state records (``True``: none; ``False``: not one the agent arms)."""
+    if value == {}:
+        return True
+    if not isinstance(value, dict):
+        return False
+    unit, at = value.get("unit"), value.get("armed")
+    if isinstance(unit, str) and WATCHDOG_UNIT.fullmatch(unit) and isinstance(at, str):
+        return Armed(unit, at)
+    return False
 
 
-def _is_said(value: object) -> bool:
-    return isinstance(value, dict) and all(
-        isinstance(key, str) and isinstance(text, str) for key, text in value.items()
-    )
+def _healed(value: object) -> Healed | bool:
+    """What the rollback did, as a state records it (``True``: nothing; ``False``: damaged)."""
+    if value == {}:
+        return True
+    if not isinstance(value, dict) or not all(isinstance(t, str) for t in value.values()):
+        return False
+    return Healed(value.get("at", "?"), value.get("detail", ""))
 
 
 def record_made_dirs(root: NodeRoot, state: AgentState, path: str) -> None:

@@ -125,7 +125,7 @@ def uninstall(
             undone = _undo_uninstall(root, state, restart, outcome, problem)
             disarm(watch, armed)
             return undone
-        state.watchdog = {}
+        state.watchdog = None
         disarm(watch, armed)
     state.restart_due = ""
     _remove_own(root, state)

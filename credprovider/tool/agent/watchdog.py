@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from credprovider.paths import AGENT_HOME
-from credprovider.tool.agent.state import AgentState, load, save
+from credprovider.tool.agent.state import AgentState, Armed, Healed, load, save
 from credprovider.tool.agent.systemd import (
     PRIVATE_SOCKET,
     SystemdError,
@@ -92,7 +92,7 @@ class Watchdog:
         if not _VERSION.fullmatch(version) or ".." in version:
             raise SystemdError(f"the bundle version {version!r} is not one the agent places")
         unit = f"credprovider-rollback-{secrets.token_hex(6)}.service"
-        state.watchdog = {"unit": unit, "armed": _now()}
+        state.watchdog = Armed(unit, _now())
         save(root, state)
         start_service(
             unit,
@@ -123,7 +123,8 @@ class Watchdog:
 
 def armed_for(state: AgentState, unit: str) -> bool:
     """Whether ``unit`` is the rollback armed for a change still unconfirmed."""
-    return state.watchdog.get("unit") == unit and bool(state.restart_due)
+    armed = state.watchdog
+    return armed is not None and armed.unit == unit and bool(state.restart_due)
 
 
 def say(line: str) -> None:
@@ -158,6 +159,6 @@ def rollback(
             detail += " restarted"
         except NodeChangeError as exc:
             detail += f" was not restarted ({exc})"
-        state.healed = {"at": _now(), "detail": detail}
+        state.healed = Healed(_now(), detail)
         settle(root, state)
     return f"the agent did not confirm the kubelet's restart: {detail}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from credprovider.paths import AGENT_EXEC_HOME
 from credprovider.tool.agent.apply import Outcome, apply, load_state
 from credprovider.tool.agent.plan import plan_node
 from credprovider.tool.agent.platforms import recognize
+from credprovider.tool.agent.state import STATE
 from credprovider.tool.agent.uninstall import uninstall
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.root import NodeRoot
@@ -384,3 +386,29 @@ def test_a_state_naming_another_home_for_its_bundles_is_refused(tmp_path: Path, 
     with pytest.raises(NodeChangeError, match="is not the agent's state"):
         uninstall(NodeRoot.at(root), "kubelet", service.restart)
     assert (Path(root) / "etc/versions").is_dir()
+
+
+def test_a_state_an_earlier_agent_wrote_is_uninstalled_byte_for_byte(tmp_path: Path) -> None:
+    """An earlier agent kept each copy with the file's own mode and recorded the mode whole
+    (``st_mode``); this one keeps copies 0600 and records permission bits. Its state, as the
+    earlier agent left it, still puts the node back as it was, modes too."""
+    root = kubeadm(tmp_path)
+    flags = Path(root) / "etc/default/kubelet"
+    flags.chmod(0o640)
+    before = tree(root)
+    service = Service()
+    run(root, tmp_path, "0.1.0", service)
+    place = Path(root) / STATE.lstrip("/")
+    data = json.loads(place.read_text())
+    for kept in data["originals"].values():
+        if "file" in kept:
+            assert (Path(root) / kept["file"].lstrip("/")).stat().st_mode & 0o777 == 0o600
+            (Path(root) / kept["file"].lstrip("/")).chmod(
+                kept["mode"]
+            )  # as the earlier one kept it
+            kept["mode"] |= stat.S_IFREG
+    place.write_text(json.dumps(data))
+    outcome = uninstall(NodeRoot.at(root), "kubelet", service.restart)
+    assert (outcome.result, outcome.kept) == ("uninstalled", [])
+    assert tree(root) == before
+    assert flags.stat().st_mode & 0o777 == 0o640

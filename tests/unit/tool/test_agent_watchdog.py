@@ -12,7 +12,7 @@ import pytest
 from credprovider.paths import AGENT_EXEC_HOME
 from credprovider.tool.agent.apply import apply, load_state
 from credprovider.tool.agent.plan import plan_node
-from credprovider.tool.agent.state import STATE, save
+from credprovider.tool.agent.state import STATE, AgentState, Armed, Healed, save
 from credprovider.tool.agent.watchdog import Watchdog, rollback
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.root import NodeRoot
@@ -47,7 +47,7 @@ def test_armed_before_the_restart_and_stopped_once_healthy(
     )
     assert done.result == "installed" and done.notes == []
     [(unit, argv)] = systemd.started
-    assert seen == [{"unit": unit, "armed": seen[0]["armed"]}]  # type: ignore[index]
+    assert seen == [Armed(unit, seen[0].at)]  # type: ignore[attr-defined]
     assert argv == [
         "/var/lib/credprovider/agent/versions/0.1.0/credprovider", "agent", "rollback",
         "--root", "/", "--armed-as", unit, "--after", "65",
@@ -55,7 +55,7 @@ def test_armed_before_the_restart_and_stopped_once_healthy(
     ]  # fmt: skip
     calls = [name for name, _ in systemd.calls if name != "Subscribe"]
     assert calls == ["StartTransientUnit", "StopUnit"]  # the restart between: seen above
-    assert load_state(NodeRoot.at(root)).watchdog == {}
+    assert load_state(NodeRoot.at(root)).watchdog is None
 
 
 def test_on_cos_the_armed_rollback_runs_the_bundle_from_the_exec_mount(
@@ -103,7 +103,7 @@ def test_an_unconfirmed_change_is_put_back_and_the_kubelet_restarted(tmp_path: P
         and "--image-credential" in (Path(root) / FLAGS.lstrip("/")).read_text()
     )
     unit = "credprovider-rollback-0123456789ab.service"
-    state.watchdog = {"unit": unit, "armed": "2026-11-26T12:00:00Z"}
+    state.watchdog = Armed(unit, "2026-11-26T12:00:00Z")
     save(NodeRoot.at(root), state)
     # another unit's rollback is not this change's
     assert rollback(NodeRoot.at(root), unit.replace("0123", "9999"), 0, killed.restart).startswith(
@@ -118,8 +118,9 @@ def test_an_unconfirmed_change_is_put_back_and_the_kubelet_restarted(tmp_path: P
     )
     assert (Path(root) / FLAGS.lstrip("/")).read_text() == original
     state = load_state(NodeRoot.at(root))
-    assert (state.restart_due, state.before, state.watchdog) == ("", None, {})
-    assert state.healed["detail"].startswith("its config and flags were put back")
+    assert (state.restart_due, state.before, state.watchdog) == ("", None, None)
+    assert state.healed is not None
+    assert state.healed.detail.startswith("its config and flags were put back")
 
 
 def test_a_forged_unit_name_is_not_the_agents_state(tmp_path: Path) -> None:
@@ -147,7 +148,7 @@ def test_a_rollback_that_cannot_be_armed_is_said_and_the_restart_still_checked(
     assert done.result == "installed" and service.restarts == ["kubelet"]
     [note] = done.notes
     assert note.startswith("the node's own rollback could not be armed (starting ")
-    assert load_state(NodeRoot.at(root)).watchdog == {}
+    assert load_state(NodeRoot.at(root)).watchdog is None
 
 
 def test_an_uninstall_has_the_host_remove_the_directory_the_pods_mount_made(
@@ -218,3 +219,21 @@ def test_the_tidy_removes_what_is_empty_again_and_keeps_what_holds_anything(tmp_
     again.join()
     assert not empty.exists() and (kept / "package-links").exists()
     assert 27 <= time.monotonic() - started < 60  # it settled: gone (or kept) for 30 s
+
+
+def test_the_state_records_the_rollback_typed_in_the_earlier_versions_json() -> None:
+    """The armed rollback and what it did are typed (Armed, Healed) and written as every earlier
+    version wrote them; one of another shape is not the agent's."""
+    unit = "credprovider-rollback-0123456789ab.service"
+    data = {
+        "version": "0.1.0", "originals": {}, "written": {}, "made_dirs": [],
+        "restart_due": "kubelet", "watchdog": {"unit": unit, "armed": "2026-11-26T12:00:00Z"},
+        "healed": {"at": "2026-11-26T11:00:00Z", "detail": "its config and flags were put back"},
+    }  # fmt: skip
+    state = AgentState.parse(data)
+    assert state is not None
+    assert state.watchdog == Armed(unit, "2026-11-26T12:00:00Z")
+    assert state.healed == Healed("2026-11-26T11:00:00Z", "its config and flags were put back")
+    assert state.as_json() == data
+    for key, forged in [("healed", {"at": 1}), ("healed", ["x"]), ("watchdog", {"unit": unit})]:
+        assert AgentState.parse({**data, key: forged}) is None, (key, forged)
