@@ -105,7 +105,10 @@ def restore_op(root: NodeRoot, path: str, was: Was) -> Op:
     """:func:`restoring`'s op; a copy changed since :func:`load` checked it is refused in one line."""
     found = restoring(root, path, was)
     if isinstance(found, str):
-        raise NodeChangeError(f"{STATE} is not the agent's state ({found}): {_REFUSED}")
+        raise NodeChangeError(
+            f"{path} was not put back: {found} since the agent read its state; nothing more is "
+            "changed; check the copy, then run the agent again"
+        )
     return found
 
 

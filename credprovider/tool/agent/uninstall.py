@@ -88,7 +88,8 @@ def uninstall(
         before = state.before if state.before is not None else {}
         for path in state.originals:
             # a file that cannot be the agent's is someone else's: uninstall leaves it, unkept
-            if path not in before and (path not in state.written or _readable(root, path)):
+            readable = path not in state.written or _as_written(root, path) is not None
+            if path not in before and readable:
                 keep_before(root, state, before, path)
         state.before = before
         state.restart_due = service
@@ -217,10 +218,6 @@ def _agents_flags_removed(root: NodeRoot, state: AgentState, path: str, original
     edited = rewrite(text, FlagChanges(frozenset(ours), frozenset()).edit)
     perform(Op(Kind.FILE, root.host(path, follow=False), edited.encode()))
     return True
-
-
-def _readable(root: NodeRoot, path: str) -> bool:
-    return _as_written(root, path) is not None
 
 
 def _holds_ours(root: NodeRoot, path: str, ours: set[str]) -> bool:

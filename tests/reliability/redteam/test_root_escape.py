@@ -11,11 +11,12 @@ Through the bundle when it is built (make test, CI), else from source."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -234,6 +235,25 @@ def _link_outside(copy: Path, outside: Path) -> None:
     copy.symlink_to(outside / "victim")
 
 
+@contextlib.contextmanager
+def _agent_installed(tmp_path: Path) -> Iterator[tuple[Path, Path, list[str]]]:
+    """A kubeadm node with a flags file, the agent installed on it through the CLI: its root, the
+    bundle, and the options every agent command there takes (a stand-in kubelet answering its
+    /healthz while this lasts)."""
+    root = Path(kubeadm(tmp_path / "node"))
+    (root / "etc/default").mkdir(parents=True, exist_ok=True)
+    (root / "etc/default/kubelet").write_text("KUBELET_EXTRA_ARGS=--v=2\n")
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
+        common = ["--root", str(root), "--restart-command", "true {unit}",
+                  "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "5"]  # fmt: skip
+        code, out, err = cli(
+            "agent", "apply", "--bundle", str(bundle), "--providers", "aws", *common
+        )
+        assert code == 0, out + err
+        yield root, bundle, common
+
+
 # #62/#63: what a kept copy of the agent's can be made into; each was read as the original (a FIFO
 # held uninstall for ever, 2 GiB was read whole, a directory stopped it half-way).
 COPIES: dict[str, Callable[[Path, Path], None]] = {
@@ -255,17 +275,7 @@ def test_a_kept_copy_that_is_not_what_the_agent_kept_changes_nothing(
     """The agent's kept copies are read as hostile input, like its state: one changed into
     something it never keeps is refused, in one line, before anything changes."""
     outside = sentinel(tmp_path)
-    root = Path(kubeadm(tmp_path / "node"))
-    (root / "etc/default").mkdir(parents=True, exist_ok=True)
-    (root / "etc/default/kubelet").write_text("KUBELET_EXTRA_ARGS=--v=2\n")
-    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
-    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
-        common = ["--root", str(root), "--restart-command", "true {unit}",
-                  "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "5"]  # fmt: skip
-        code, out, err = cli(
-            "agent", "apply", "--bundle", str(bundle), "--providers", "aws", *common
-        )
-        assert code == 0, out + err
+    with _agent_installed(tmp_path) as (root, bundle, common):
         copies = sorted((root / AGENT_HOME / "originals").iterdir())
         assert copies, "the agent kept no copy of the flags file it edited"
         for copy in copies:
@@ -306,18 +316,8 @@ def test_a_flags_file_grown_to_gigabytes_since_is_left_without_being_read(tmp_pa
 
     from tests.helpers import private
 
-    root = Path(kubeadm(tmp_path / "node"))
-    flags = root / "etc/default/kubelet"
-    flags.parent.mkdir(parents=True, exist_ok=True)
-    flags.write_text("KUBELET_EXTRA_ARGS=--v=2\n")
-    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
-    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
-        common = ["--root", str(root), "--restart-command", "true {unit}",
-                  "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "5"]  # fmt: skip
-        code, out, err = cli(
-            "agent", "apply", "--bundle", str(bundle), "--providers", "aws", *common
-        )
-        assert code == 0, out + err
+    with _agent_installed(tmp_path) as (root, _, common):
+        flags = root / "etc/default/kubelet"
         flags.unlink()
         _sparse(flags, tmp_path)
         tool = BUNDLE_DIR / "credprovider"
