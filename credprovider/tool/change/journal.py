@@ -139,10 +139,9 @@ def _with_prior(op: Op, stamp: str) -> Entry:
     if stat.S_ISLNK(found.st_mode):
         return Entry(op, Was(Prior.LINK, os.readlink(op.path)))
     if op.backup is not None:
-        kept = _unused(op.backup)
-        return Entry(replace(op, backup=kept), Was(Prior.KEPT, copy=kept))
+        return Entry(replace(op, backup=_unused(op.backup)), Was(Prior.KEPT))
     kept = _unused(Path(f"{op.path}{BACKUP_SUFFIX}{stamp}"))
-    return Entry(replace(op, backup=kept), Was(Prior.KEPT, copy=kept, for_undo=True))
+    return Entry(replace(op, backup=kept), Was(Prior.KEPT, for_undo=True))
 
 
 def _unused(backup: Path) -> Path:
@@ -245,7 +244,7 @@ def _was(item: dict[str, Any], op: Op) -> Was | bool | None:
         return Was(Prior.LINK, target)
     for_undo = found.get("for_undo", False)
     if prior == Prior.KEPT and op.backup is not None and type(for_undo) is bool:
-        return Was(Prior.KEPT, copy=op.backup, for_undo=for_undo)
+        return Was(Prior.KEPT, for_undo=for_undo)
     return False
 
 

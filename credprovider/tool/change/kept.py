@@ -41,7 +41,8 @@ class Was:
 
     prior: Prior
     target: str = ""  # LINK
-    # KEPT: where it is kept (a backup beside it: the journal's; a copy in its home: the agent's)
+    # KEPT: where it is kept: a copy in the agent's home (a journal's entry keeps it as its op's
+    # backup, beside the path, and undo gives it here)
     copy: Path | None = None
     # KEPT: the mode it goes back with, recorded with a file's copy (None: the copy's own, a
     # backup that is the file itself, or a bundle)
@@ -72,7 +73,7 @@ class Was:
         if found.st_mode & 0o002:
             return f"the copy {copy} of {path} is writable by others, so not what was kept"
         mode = stat.S_IMODE(found.st_mode) if self.mode is None else self.mode
-        if mode & 0o7000 or not 0 <= mode <= 0o7777:
+        if not 0 <= mode <= 0o777:  # permission bits only: never set-uid, set-gid or sticky
             return f"the copy {copy} of {path} would be put back with mode {mode:o}, never given"
         try:
             data = read_bytes(str(copy), limit=MAX_KEPT_FILE)

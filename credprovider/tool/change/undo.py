@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from credprovider.tool.change.confine import backup_of, unfit_ops
@@ -85,7 +85,7 @@ def _reverse(entry: Entry) -> PutBack | str:
         return f"{op.path} was changed by an earlier credprovider, which did not record what it was"
     if was.prior is Prior.KEPT and not (op.backup is not None and backup_of(op.backup, op.path)):
         return f"{op.backup} is not named as a backup of {op.path}"
-    restoring = was.restore(op.path)
+    restoring = replace(was, copy=op.backup).restore(op.path)  # the journal keeps it as the backup
     if isinstance(restoring, str):
         return restoring
     if was.prior is Prior.ABSENT:
@@ -93,7 +93,7 @@ def _reverse(entry: Entry) -> PutBack | str:
         return PutBack(restoring, f"removed {what}{op.path}")
     if was.prior is Prior.LINK:
         return PutBack(restoring, f"{op.path} -> {was.target} again")
-    return PutBack(restoring, f"put back {op.path} from {was.copy}", was.copy)
+    return PutBack(restoring, f"put back {op.path} from {op.backup}", op.backup)
 
 
 def _made_dirs(transaction: Transaction, steps: Sequence[PutBack]) -> list[PutBack]:
