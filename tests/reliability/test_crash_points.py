@@ -21,7 +21,10 @@ from typing import Any
 import pytest
 
 from credprovider.paths import AGENT_EXEC_HOME
+from credprovider.tool.agent.state import JOURNAL
+from credprovider.tool.change.engine import ChangeKind, Kind
 from credprovider.tool.change.failpoint import FAILPOINT_ENV, KILLED_STATUS
+from credprovider.tool.change.journal import read
 from emulators.http import FakeResponse, serve
 from tests.helpers import run_cli
 from tests.integration.cli.conftest import fake_bundle
@@ -57,19 +60,34 @@ class Node:
         self.bundle = str(fake_bundle(tmp / f"{name}-bundle", "0.1.0").parent)
         self.common = ["--root", self.root, "--restart-command", "true {unit}", "--healthz",
                        healthz, "--health-timeout", "5"]  # fmt: skip
+        self.said = ""  # what the last command printed
 
     def apply(self, failpoint: int = 0, *more: str) -> int:
         env = {FAILPOINT_ENV: str(failpoint)} if failpoint else {}
         done = run_cli("agent", "apply", "--bundle", self.bundle, "--providers", "aws",
                        *self.common, *more, env=env)  # fmt: skip
         assert "Traceback" not in done.stderr, done.stderr
+        self.said = done.stdout
         return done.returncode
 
     def uninstall(self, failpoint: int = 0) -> int:
         env = {FAILPOINT_ENV: str(failpoint)} if failpoint else {}
         done = run_cli("agent", "uninstall", *self.common, env=env)
         assert "Traceback" not in done.stderr, done.stderr
+        self.said = done.stdout
         return done.returncode
+
+    def journaled(self) -> bool:
+        """A killed apply left its journal (the one format, change/journal.py): its links and
+        kubelet inputs, as the node names them."""
+        path = Path(self.root, JOURNAL.lstrip("/"))
+        found = read(path)
+        if found is None:
+            return False
+        assert found.change is ChangeKind.AGENT
+        assert {op.kind for op in found.ops} <= {Kind.LINK, Kind.FILE}
+        assert all(not str(op.path).startswith(self.root) for op in found.ops)
+        return True
 
     def tree(self) -> dict[str, Any]:
         return comparable(tree(self.root))
@@ -130,23 +148,28 @@ def test_apply_killed_at_every_point(
     assert reference.apply(0, *more) == ends
     applied = reference.tree()
     assert (applied == before) == (change == "rollback")
-    covered = 0
+    covered = journaled = 0
     run = lambda n, p: n.apply(p, *more)  # noqa: E731
     for point, node in points(tmp_path, healthz, prepare, run, ends):
         twin = Node(tmp_path / f"p{point}", healthz, "twin")
         prepare(twin)
         assert twin.apply(point, *more) in KILLED
-        # (c) uninstall right after the kill
+        # (c) uninstall right after the kill (a change journaled: given up, put back)
+        left = twin.journaled()
         assert twin.uninstall() == 0, f"point {point}"
         assert twin.tree() == original, f"uninstall after a kill at point {point}"
-        # (a) the same command again, then (b) uninstall
+        assert left == ("is undone with the rest" in twin.said), twin.said
+        # (a) the same command again (a change journaled: finished first), then (b) uninstall
+        left = node.journaled()
+        journaled += left
         assert node.apply(0, *more) == ends, f"point {point}"
+        assert left == ("finished the change a killed agent run began" in node.said), node.said
         assert _same_but_paths(node.tree(), applied, node, reference), f"rerun after point {point}"
         assert node.uninstall() == 0
         assert node.tree() == original, f"uninstall after a rerun, point {point}"
         covered += 1
-    print(f"{change}: {covered} kill points")
-    assert covered >= 20
+    print(f"{change}: {covered} kill points, {journaled} with the agent's journal left")
+    assert covered >= 20 and journaled >= 3
 
 
 def test_uninstall_killed_at_every_point(tmp_path: Path, healthz: str) -> None:

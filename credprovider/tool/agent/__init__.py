@@ -4,6 +4,7 @@
 an edit of KUBELET_EXTRA_ARGS, the in-tree cloud refused or migrated), ``mounts`` (what of the host the chart's pod mounts
 for each platform: platforms.yaml), ``plan`` (what the
 node should hold), ``apply`` and ``uninstall`` (the change, with its health wait and rollback),
+``recovery`` (what a killed run left in the one journal: finished, or given up by uninstall),
 ``placement`` (whether the node's mounts let it place what the kubelet runs: writable, exec,
 lasting),
 ``bootstrap`` (what provisioning lays for mode files, and uninstall leaves, so the kubelet starts),

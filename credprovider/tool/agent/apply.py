@@ -1,15 +1,20 @@
 """The node agent applying its plan (:mod:`credprovider.tool.agent.plan`) to the node under
-``root``, and taking it off again, as transactions journaled in its state
-(:mod:`credprovider.tool.agent.state`):
+``root``, and taking it off again, as transactions:
 
-* **Intent first.** Before the first change, everything the run will do is recorded and flushed:
-  each path's original (before the first install), each directory it will make, the digest of each
-  kubelet input it writes, the kubelet inputs as this change found them (``before``) and the
-  restart it owes the kubelet (``restart_due``). Every change is then an op of the node-change
-  engine (:mod:`credprovider.tool.change.engine`), carried out by its one executor.
-* **Recovery first.** A run killed at any instant is finished by the next ``apply`` (the files as
-  the plan says, the restart that was due made and checked) or undone by ``uninstall``; neither
-  takes the agent's own files for the node's originals.
+* **Intent first.** Before the first change, what the run does to what the node had is recorded
+  in its state (:mod:`credprovider.tool.agent.state`) and flushed: each path's original (before
+  the first install), each directory it will make, the digest of each kubelet input it writes, the
+  kubelet inputs as this change found them (``before``) and the restart it owes the kubelet
+  (``restart_due``). Its bundle is then placed (a fresh directory, whole at one rename), and its
+  links and kubelet inputs are one transaction of the one journal
+  (:func:`credprovider.tool.change.journal.run`, ``ChangeKind.AGENT``): ops of the node-change
+  engine, journaled as the node names their paths, carried out by its one executor.
+* **Recovery first.** A run killed at any instant is finished by the next ``apply`` (its journal
+  replayed by the one recovery before the node is planned again, each op judged against the
+  state first: :mod:`credprovider.tool.agent.recovery`; then the files as the plan says, the
+  restart that was due made and checked) or undone by ``uninstall`` (its journal judged the same
+  way, then given up: every path it names is put back); neither takes the agent's own files for
+  the node's originals.
 * **Confirmed restarts.** When the kubelet's input changed, ``restart(service)`` restarts it and
   ``healthy()`` must say so; if the restart fails or the kubelet is not healthy, its config and
   flags are put back as this change found them, it is restarted again, and the result says so (a
@@ -32,8 +37,10 @@ from typing import Final, Protocol
 from credprovider.paths import AGENT_HOME
 from credprovider.tool.agent.placement import not_executable, not_lasting, not_writable
 from credprovider.tool.agent.plan import AgentPlan
+from credprovider.tool.agent.recovery import under
 from credprovider.tool.agent.state import (
     BEFORE,
+    JOURNAL,
     ORIGINALS,
     STATE,
     AgentState,
@@ -47,8 +54,8 @@ from credprovider.tool.agent.state import (
     save,
 )
 from credprovider.tool.change.durable import remove_tree
-from credprovider.tool.change.engine import NEW_FILE_MODE, Kind, Op, perform
-from credprovider.tool.change.journal import recover
+from credprovider.tool.change.engine import NEW_FILE_MODE, ChangeKind, Kind, Op, perform
+from credprovider.tool.change.journal import run
 from credprovider.tool.change.kept import Was
 from credprovider.tool.change.results import Action, Result
 from credprovider.tool.errors import NodeChangeError
@@ -153,25 +160,26 @@ def _original(root: NodeRoot, plan: AgentPlan, path: str) -> Was:
     return keep_data(root, ORIGINALS, path, restored.encode(), mode)
 
 
-def _ops(root: NodeRoot, plan: AgentPlan, bundle: Path) -> list[tuple[str, Op]]:
-    """The engine's op for each step of ``plan`` that changes the node, with its node path."""
-    ops = []
-    for step in plan.steps:
-        where = root.host(step.path, follow=False)
-        if step.action is Action.PLACE:
-            ops.append((step.path, Op(Kind.TREE, where, source=bundle)))
-        elif step.action in (Action.SWITCH, Action.LINK):
-            ops.append((step.path, Op(Kind.LINK, where, target=step.target)))
-    for path, data in _kubelet_inputs(plan):
-        ops.append((path, Op(Kind.FILE, root.host(path, follow=False), data)))
-    return ops
+def _ops(plan: AgentPlan) -> list[Op]:
+    """The engine's op for each link and kubelet input of ``plan``, as the node names its path
+    (what the agent journals)."""
+    ops = [
+        Op(Kind.LINK, Path(step.path), target=step.target)
+        for step in plan.steps
+        if step.action in (Action.SWITCH, Action.LINK)
+    ]
+    return ops + [Op(Kind.FILE, Path(path), data) for path, data in _kubelet_inputs(plan)]
 
 
 def _change(root: NodeRoot, plan: AgentPlan, bundle: Path, outcome: Outcome) -> None:
-    """Each step of ``plan`` (its intent already recorded in the state)."""
-    for path, op in _ops(root, plan, bundle):
-        perform(op)
-        outcome.changed.append(path)
+    """Each step of ``plan`` (its intent already recorded in the state): the bundle placed, then
+    its links and the kubelet's inputs as one journaled transaction."""
+    placed = [step.path for step in plan.steps if step.action is Action.PLACE]
+    for path in placed:
+        perform(Op(Kind.TREE, root.host(path, follow=False), source=bundle))
+    ops = _ops(plan)
+    run(root.host(JOURNAL, follow=False), ops, ChangeKind.AGENT, under(root))
+    outcome.changed += placed + [str(op.path) for op in ops]
 
 
 def _move_home(root: NodeRoot, state: AgentState, bundles: str) -> None:
@@ -375,33 +383,7 @@ def _apply(
         return _confirm(root, state, restart, healthy, outcome, watch)
     if state.before:
         settle(root, state)  # files only: nothing to confirm
-    return outcome if outcome.changed else Outcome(Result.UNCHANGED, healed=outcome.healed)
-
-
-def plan_finished(root: NodeRoot, plan: Callable[[], AgentPlan]) -> AgentPlan:
-    """``plan()``, once the change by hand (``credprovider install``, ``migrate --write``) that a
-    kill left half made on the node is finished from its journal, as the next such run would
-    finish it: one node-change engine, one journal for changes made by hand. Said in the
-    outcome's notes."""
-    first = plan()
-    if not first.unfinished or first.refused:
-        return first
-
-    def rebase(op: Op) -> Op:  # the journal names host paths; this run reaches them under root
-        return replace(
-            op,
-            path=root.host(str(op.path), follow=False),
-            backup=root.host(str(op.backup), follow=False) if op.backup else None,
-            source=root.host(str(op.source)) if op.source else None,
-        )
-
-    done = recover(root.host(first.unfinished, follow=False), rebase)
-    again = plan()
-    finished = ", ".join(root.node_path(op.path) for op in done) or "nothing was left to do"
-    again.finished = (
-        f"finished the change a killed credprovider install or migrate --write began: {finished}"
-    )
-    return again
+    return outcome if outcome.changed else replace(outcome, result=Result.UNCHANGED)
 
 
 # the steps that write at their path (the bundle's place, links, the config, the flags file)

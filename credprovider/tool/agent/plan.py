@@ -33,6 +33,7 @@ from credprovider.tool.agent.platforms import (
     recognize,
     signs_of,
 )
+from credprovider.tool.agent.state import JOURNAL
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.install import holds_providers, other_providers
 from credprovider.tool.change.journal import journal_for
@@ -70,8 +71,8 @@ class AgentPlan:
     # what uninstall restores each flags file to, where it is not the file as it was (a migrated
     # node keeps --cloud-provider=external: the in-tree flag would stop a kubelet 1.31 or newer)
     flags_restored: dict[str, str] = field(default_factory=dict)
-    unfinished: str = ""  # the journal of a change by hand a kill left (agent/apply.py finishes it)
-    finished: str = ""  # what finishing it did, said in the outcome
+    unfinished: str = ""  # the journal a change by hand left when killed (agent/recovery.py)
+    finished: str = ""  # what finishing the journals left did, said in the outcome
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -167,6 +168,11 @@ def plan_node(
             plan.notes.append(
                 f"a credprovider install or migrate --write was killed part way (its journal "
                 f"{plan.unfinished} is left): agent apply finishes it first"
+            )
+        if os.path.lexists(root.host(JOURNAL, follow=False)):
+            plan.notes.append(
+                f"an agent run was killed part way (its journal {JOURNAL} is left): agent apply "
+                "finishes it first, agent uninstall gives it up"
             )
         plan.bin_dir, plan.bundles = platform.bin_dir, platform.bundles
         plan.providers = provider_names(keys, beside)

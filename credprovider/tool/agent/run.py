@@ -68,7 +68,7 @@ def change(
         version = cluster.kubelet_version()
     except ClusterError:
         version = None  # the newest rules; the kubelet's own check stays the last word
-    from credprovider.tool.agent.apply import plan_finished
+    from credprovider.tool.agent.recovery import plan_finished
 
     plan = plan_finished(
         options.root,

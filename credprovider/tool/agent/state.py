@@ -1,7 +1,10 @@
 """What the node agent must remember about a node, on the node's disk (``AGENT_HOME/state.json``,
-not on tmpfs: a pod restart or a reboot neither repeats nor forgets anything). It is the agent's
-write-ahead journal: everything a change will do is recorded, and flushed, before the change
-touches the node, so that a run killed at any instant is finished or undone by the next one.
+not on tmpfs: a pod restart or a reboot neither repeats nor forgets anything). What a change will
+do to what the node had is recorded here, and flushed, before the change touches the node; the
+change itself (its links and the kubelet's config and flags) is then journaled beside it in the
+one journal's format (:data:`JOURNAL`, :mod:`credprovider.tool.change.journal`), whose ops must be
+paths this state records, with the content it recorded. A run killed at any instant is finished
+or undone by the next one.
 
 * ``originals``: each path the agent ever replaced, as it was before the first install (a link's
   target, a kept copy in ``originals/``, or nothing there);
@@ -45,6 +48,7 @@ from credprovider.tool.change.durable import (
     temporary_for,
 )
 from credprovider.tool.change.engine import Op
+from credprovider.tool.change.journal import journal_for
 from credprovider.tool.change.kept import MAX_KEPT_FILE, Prior, Was
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
@@ -52,6 +56,8 @@ from credprovider.tool.node.root import NodeRoot, RootPathError
 from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 
 STATE: Final = f"{AGENT_HOME}/state.json"
+# Its change under way: its links and kubelet inputs, in the one journal's format (change/journal.py)
+JOURNAL: Final = str(journal_for(STATE))
 ORIGINALS: Final = f"{AGENT_HOME}/originals"
 BEFORE: Final = f"{AGENT_HOME}/before"
 _COPY: Final = re.compile(f"(?:{re.escape(ORIGINALS)}|{re.escape(BEFORE)})/[0-9a-f]{{16}}")

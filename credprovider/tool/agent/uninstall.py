@@ -2,7 +2,8 @@
 --uninstall``): every file and link back to how it was before the first install, byte for byte;
 what it placed removed; the kubelet restarted when its config or flags changed and confirmed
 healthy (the node's own rollback armed meanwhile), else the agent's files put back (a rollback).
-Its intent is recorded first, so a second run after a kill finishes it. A flags file someone edited
+Its intent is recorded first, so a second run after a kill finishes it; the change a killed
+apply journaled is undone with the rest. A flags file someone edited
 since keeps the edit: only the agent's two flags are taken out of it. The change primitives are
 :mod:`credprovider.tool.agent.apply`'s.
 """
@@ -32,6 +33,7 @@ from credprovider.tool.agent.apply import (
 )
 from credprovider.tool.agent.placement import not_writable
 from credprovider.tool.agent.platforms import Platform
+from credprovider.tool.agent.recovery import finish_journal
 from credprovider.tool.agent.state import (
     BEFORE,
     ORIGINALS,
@@ -77,12 +79,13 @@ def uninstall(
     if not os.path.lexists(root.host(STATE)):
         return _tidied(Outcome(Result.UNINSTALLED), watch)  # nothing of the agent's is on the node
     state = load(root)
+    finished = finish_journal(root, state, undo=True)  # a killed apply's: put back below
     laid = _lay_bootstrap(root, state, bootstrap) if bootstrap and bootstrap.bootstrap else ""
     unwritable = not_writable(root, [AGENT_HOME, *bundle_homes(state), *state.originals])
     if unwritable:
         return Outcome(Result.REFUSED, detail=f"{unwritable}; nothing is changed")
     outcome = Outcome(Result.UNINSTALLED, healed=healed(root, state))
-    outcome.notes += [laid] if laid else []
+    outcome.notes += [note for note in (finished, laid) if note]
     if service and state.written and not state.restart_due:
         # what the kubelet runs now, kept for a rollback, and the restart owed from here on
         before = state.before if state.before is not None else {}

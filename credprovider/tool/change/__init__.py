@@ -1,8 +1,8 @@
 """Changes to a node's files, made as transactions.
 
-``engine`` (every change as ops, carried out by one executor; by hand, one journaled transaction,
-finished by the next run after a kill), ``journal`` (its intent journal beside the config, then
-the record of the last change), ``kept`` (what a path was before a change, as the journal and
+``engine`` (every change as ops, carried out by one executor, as one journaled transaction
+finished by the next run after a kill), ``journal`` (the one journal: by hand beside the config,
+then the record of the last change; the agent's beside its state), ``kept`` (what a path was before a change, as the journal and
 the agent's state both record it, and the op that puts it back), ``confine`` (what a journal or record may make the node do),
 ``durable`` (atomic, flushed writes), ``render`` (what is written: the config for the chosen
 plugins, the flags, the bundle's place), ``settings`` (what the operator gives a provider in
@@ -13,5 +13,5 @@ all or nothing), ``migrate`` (from the in-tree cloud login: the plan and the mer
 (would the kubelet start with the config as a change leaves it), ``results`` (what a change did
 and what each step does), ``lock`` (the node's one change lock) and
 ``failpoint`` (the crash tests' kill points). The agent's changes (``credprovider.tool.agent``) go
-through the same engine, lock and checks. Not on the exec path.
+through the same engine, journal, recovery, lock and checks. Not on the exec path.
 """

@@ -5,16 +5,17 @@ kept first under its backup name (made whole, flushed, before the path changes),
 as a durable write (:mod:`credprovider.tool.change.durable`: temporary, ``fsync``, rename,
 ``fsync`` of the directory).
 
-``credprovider install`` and ``migrate --write`` run their ops as one transaction
-(:func:`credprovider.tool.change.journal.run`):
-the intent (every op, with its new content and its backup's name) journaled and flushed before the
-first change, removed after the last. Every such run, and the agent's apply (reaching the host's
-paths under its ``--root``), first finishes the change a killed run left (``journal.recover``): an op
-already done is skipped, a backup already kept is not taken again (it holds the original). The
-agent's own ops go through :func:`perform` too; its journal is its state
-(:mod:`credprovider.tool.agent.state`), which also outlives the change (the originals uninstall
-puts back) and is finished by planning again, since a newer agent's plan supersedes an older one's
-(its bundle may be gone with its image).
+``credprovider install``, ``migrate --write``, ``undo`` and the node agent run their ops as one
+transaction (:func:`credprovider.tool.change.journal.run`): the intent (every op, with its new
+content and, for a change by hand, its backup's name) journaled and flushed before the first
+change, committed after the last. Every such run first finishes the change a killed run left
+(``journal.recover``, the one recovery): an op already done is skipped, a backup already kept is
+not taken again (it holds the original). The agent journals its links and its kubelet config and
+flags beside its state (:mod:`credprovider.tool.agent.state`), which is its memory of the node
+rather than a journal: what each path was before its first install, for uninstall, and what this
+change found, for its rollback. Its bundle is placed before its journal begins, a fresh directory
+made whole by one rename: a killed run's bundle may be gone with its image, and the next run's
+plan places its own.
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ class ChangeKind(StrEnum):
     INSTALL = "install"
     MIGRATE = "migrate"
     UNDO = "undo"
+    AGENT = "agent"  # the node agent's links and kubelet inputs (agent/apply.py)
 
 
 class Kind(StrEnum):

@@ -1,12 +1,18 @@
-"""The journaled transaction of a change run by hand (``credprovider install``, ``migrate
---write``, ``undo``; :func:`run`, and :func:`recover` after a kill): the engine's ops
+"""The journaled transaction of every change credprovider makes to a node (``credprovider
+install``, ``migrate --write``, ``undo`` and the node agent's runs; :func:`run`, and
+:func:`recover` after a kill): the engine's ops
 (:mod:`credprovider.tool.change.engine`), each with its new content, its backup's name and what its
 path was before (:class:`Was`), recorded and flushed before the first of them changes the node. A
 run killed between two ops (an OOM kill, a power cut) leaves the journal; the next run of any of
 these commands finishes it first, so the node never keeps half a change (a cloud flag gone from
 one file, the credential flags not yet in the other; a link re-pointed, its config not written).
 
-Once the last op is done the journal becomes the record of the last change (:func:`commit`: one
+The agent journals its links and kubelet inputs beside its state (``ChangeKind.AGENT``): no
+backups and no record, since its state keeps what each path was and ``agent uninstall`` is its
+undo; its journal is recovered only by the agent, each op judged against that state (a path it
+manages, the content it recorded).
+
+Once the last op of a change by hand is done the journal becomes the record of the last change (:func:`commit`: one
 rename to ``.NAME.credprovider-undo``), which ``credprovider undo`` reverses
 (:mod:`credprovider.tool.change.undo`); an undo's own journal, committed, removes the record. So
 that every op can be reversed, whatever a path held is kept first: a link's target in the journal,
@@ -71,6 +77,8 @@ SUFFIX: Final = ".credprovider-journal"
 RECORD_SUFFIX: Final = ".credprovider-undo"
 # A few configs and flag files, base64: far below this.
 MAX_JOURNAL_BYTES: Final = 32 * 1024 * 1024
+# Changes whose journal keeps no backup and leaves no record behind.
+_UNKEPT: Final = frozenset({ChangeKind.UNDO, ChangeKind.AGENT})
 
 
 @dataclass(frozen=True)
@@ -158,8 +166,9 @@ def begin(journal: Path, ops: Sequence[Op], change: ChangeKind = ChangeKind.INST
     """The intent, flushed, before any of ``ops`` is carried out; each op as it is journaled
     (with the backup that keeps what it replaces)."""
     stamp = backup_stamp()
-    # an undo's ops need no undo of their own: what they replace is what the record's change made
-    entries = [Entry(op) if change is ChangeKind.UNDO else _with_prior(op, stamp) for op in ops]
+    # an undo's ops need no undo of their own: what they replace is what the record's change made;
+    # the agent's state keeps what its paths were
+    entries = [Entry(op) if change in _UNKEPT else _with_prior(op, stamp) for op in ops]
     document = {"change": str(change), "ops": [_entry(entry) for entry in entries]}
     replace_file(journal, json.dumps(document).encode(), 0o600)
     return [entry.op for entry in entries]
@@ -170,8 +179,9 @@ def commit(journal: Path, change: ChangeKind, rebase: Callable[[Op], Op] | None 
     record it replaces losing the backups taken for its undo alone), or, an undo's, the record
     it reversed goes with it."""
     record = record_for(_anchor_of(journal))
-    if change is ChangeKind.UNDO:
-        remove_file(record)
+    if change in _UNKEPT:
+        if change is ChangeKind.UNDO:
+            remove_file(record)
         remove_file(journal)
         return
     for kept in _undo_only_backups(record):
@@ -328,42 +338,94 @@ def check_source(journal: Path, op: Op) -> None:
         )
 
 
-def run(journal: Path, ops: Sequence[Op], change: ChangeKind = ChangeKind.INSTALL) -> list[Op]:
+def run(
+    journal: Path,
+    ops: Sequence[Op],
+    change: ChangeKind = ChangeKind.INSTALL,
+    rebase: Callable[[Op], Op] | None = None,
+) -> list[Op]:
     """``ops`` as one transaction: those not already done journaled (flushed) first, carried out
-    in order, the journal then committed (:func:`commit`). The ops carried out."""
-    todo = [op for op in ops if not op.done()]
+    in order, the journal then committed (:func:`commit`). ``rebase``: each op as this run
+    reaches its paths (the agent's, journaled as the node names them, under ``--root``). The ops
+    carried out, as journaled."""
+    reach = rebase if rebase is not None else _as_is
+    todo = [op for op in ops if not reach(op).done()]
     if not todo:
         return []
     journaled = begin(journal, todo, change)
     for op in journaled:
-        perform(op)
+        perform(reach(op))
     commit(journal, change)
     return journaled
 
 
-def recover(journal: Path, rebase: Callable[[Op], Op] | None = None) -> list[Op]:
+def _as_is(op: Op) -> Op:
+    return op
+
+
+def recover(
+    journal: Path,
+    rebase: Callable[[Op], Op] | None = None,
+    judge: Callable[[Op], str] | None = None,
+    first: Callable[[list[Op]], None] | None = None,
+) -> list[Op]:
     """The change a killed run journaled, finished (each op not yet done, carried out; its
     backup taken only if the killed run had not), then committed. ``rebase``: each op as this
-    run reaches its paths (the agent's, under ``--root``). The ops finished."""
+    run reaches its paths (under ``--root``). ``judge``: the agent's (and only the agent's
+    journal's) rule for its ops, why one is not its own ("": it is). ``first``: given the ops
+    left, once they are judged and before any is carried out (the agent records the
+    directories they will make). The ops finished."""
+    left = _left(journal, rebase, judge)
+    if left is None:
+        return []
+    change, todo = left
+    for op in todo:
+        check_source(journal, op)
+    if first is not None:
+        first(todo)
+    finished = []
+    for op in todo:
+        perform(op)
+        finished.append(op)
+    commit(journal, change, rebase)
+    return finished
+
+
+def discard(
+    journal: Path, rebase: Callable[[Op], Op] | None, judge: Callable[[Op], str]
+) -> list[Op]:
+    """The agent's change a killed run journaled, given up rather than finished, by a run that
+    puts back every path it names (``agent uninstall``): judged as :func:`recover` judges it (a
+    forged one is refused, nothing changed), then removed. The ops it had left to do."""
+    left = _left(journal, rebase, judge)
+    if left is None:
+        return []
+    remove_file(journal)
+    return left[1]
+
+
+def _left(
+    journal: Path, rebase: Callable[[Op], Op] | None, judge: Callable[[Op], str] | None
+) -> tuple[ChangeKind, list[Op]] | None:
+    """The change ``journal`` holds and its ops not yet done, each as this run reaches it, once
+    every one of them fits (see the module); ``None``: no journal."""
     transaction = read(journal)
     if transaction is None:
-        return []
+        return None
     ops = [rebase(op) if rebase is not None else op for op in transaction.ops]
     todo = [op for op in ops if not (op.done() or _put_back(op, transaction.change))]
-    problems = unfit_ops(todo, _anchor_of(journal), transaction.change)
+    if (transaction.change is ChangeKind.AGENT) != (judge is not None):
+        problems = [f"a change of {transaction.change}'s is not journaled there"]
+    elif judge is not None:
+        problems = [problem for problem in map(judge, todo) if problem]
+    else:
+        problems = unfit_ops(todo, _anchor_of(journal), transaction.change)
     if problems:
         raise NodeChangeError(
             f"{journal} is not a change credprovider journals ({problems[0]}): nothing was "
             "changed; check the files it names, then remove it"
         )
-    for op in todo:
-        check_source(journal, op)
-    finished = []
-    for op in todo:
-        perform(op)
-        finished.append(op)
-    commit(journal, transaction.change, rebase)
-    return finished
+    return transaction.change, todo
 
 
 def finish_left(anchor: str | Path) -> list[Op]:

@@ -142,8 +142,9 @@ def _cmd_rollback(args: argparse.Namespace) -> int:
 
 
 def _cmd_apply(args: argparse.Namespace) -> int:
-    from credprovider.tool.agent.apply import apply, plan_finished
+    from credprovider.tool.agent.apply import apply
     from credprovider.tool.agent.plan import plan_node
+    from credprovider.tool.agent.recovery import plan_finished
 
     keys = chosen_providers(args, "agent apply")
     if keys is None or _paths_refused(args, "apply"):

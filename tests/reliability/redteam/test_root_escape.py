@@ -281,14 +281,23 @@ def test_a_kept_copy_that_is_not_what_the_agent_kept_changes_nothing(
         for copy in copies:
             copy.unlink()
             COPIES[made](copy, outside)
-        kept, node_before = tree(str(outside)), _listing(root)
-        for command in ("uninstall", "apply"):
-            extra = ["--bundle", str(bundle), "--providers", "aws"] if command == "apply" else []
-            code, out, err = cli("agent", command, *extra, *common)
-            assert (code, out) == (1, ""), f"agent {command}: {out}{err}"
-            assert len(err.splitlines()) == 1 and "is not the agent's state" in err, err
-            assert "originals/" in err, err  # it says which copy
-            assert tree(str(outside)) == kept and _listing(root) == node_before
+        for err in _both_refuse(root, outside, bundle, common):
+            assert "is not the agent's state" in err and "originals/" in err, err  # which copy
+
+
+def _both_refuse(root: Path, outside: Path, bundle: Path, common: list[str]) -> list[str]:
+    """``agent uninstall`` and ``agent apply`` each refuse (exit 1, nothing on stdout, one line on
+    stderr) with nothing changed under ``root`` or ``outside``: what each said."""
+    kept, node_before = tree(str(outside)), _listing(root)
+    said = []
+    for command in ("uninstall", "apply"):
+        extra = ["--bundle", str(bundle), "--providers", "aws"] if command == "apply" else []
+        code, out, err = cli("agent", command, *extra, *common)
+        assert (code, out) == (1, ""), f"agent {command}: {out}{err}"
+        assert len(err.splitlines()) == 1, err
+        assert tree(str(outside)) == kept and _listing(root) == node_before
+        said.append(err)
+    return said
 
 
 def _listing(root: Path) -> dict[str, tuple[int, int, int, bytes]]:
@@ -334,3 +343,51 @@ def test_a_flags_file_grown_to_gigabytes_since_is_left_without_being_read(tmp_pa
     assert "/etc/default/kubelet" in done.stdout and "kept" in done.stdout, done.stdout
     assert flags.stat().st_size == 2 * 1024**3
     assert not (root / AGENT_HOME / "before").exists()  # no rollback copy of it was made
+
+
+def _journal_op(kind: str, path: str, **more: object) -> dict[str, object]:
+    return {"kind": kind, "path": path, "backup": None, **more}
+
+
+def _data(text: str) -> str:
+    import base64
+
+    return base64.b64encode(text.encode()).decode()
+
+
+# #62/#63: the agent's journal (the one format, change "agent") read as hostile input: only its
+# links and the kubelet inputs its state records, with the bytes whose digest it recorded.
+JOURNALS: dict[str, Callable[[Path], object]] = {
+    "the node's /etc/shadow written": lambda o: {"change": "agent", "ops": [
+        _journal_op("file", "/etc/shadow", data=_data("root::0:0:::::\n"), mode=None)]},
+    "the kubelet's flags, with bytes the agent never recorded": lambda o: {"change": "agent",
+        "ops": [_journal_op("file", "/etc/default/kubelet", data=_data("--forged\n"), mode=None)]},
+    "a set-uid file": lambda o: {"change": "agent", "ops": [
+        _journal_op("file", "/etc/default/kubelet", data=_data("x\n"), mode=0o4755)]},
+    "a link the agent never placed": lambda o: {"change": "agent", "ops": [
+        _journal_op("link", "/usr/local/bin/kubelet", target=f"{o}/victim")]},
+    "a copy over the node's /etc/kubernetes": lambda o: {"change": "agent", "ops": [
+        _journal_op("tree", "/etc/kubernetes", source=str(o), links=True)]},
+    "the whole root, to delete": lambda o: {"change": "agent", "ops": [
+        _journal_op("absent", "/")]},
+    "a directory of the node, to delete": lambda o: {"change": "agent", "ops": [
+        _journal_op("absent", "/var/lib/kubelet")]},
+    "a change by hand in the agent's place": lambda o: {"change": "install", "ops": [
+        _journal_op("link", "/usr/local/bin/kubelet", target=f"{o}/victim")]},
+    "40 MiB": lambda o: "x" * (40 << 20),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("row", JOURNALS)
+def test_a_forged_agent_journal_changes_nothing(tmp_path: Path, row: str) -> None:
+    """A journal beside the agent's state that the agent never wrote: ``agent apply`` (which
+    would finish it) and ``agent uninstall`` (which would give it up) each refuse it in one line,
+    and nothing on the node or outside it changes."""
+    outside = sentinel(tmp_path)
+    with _agent_installed(tmp_path) as (root, bundle, common):
+        journal = root / AGENT_HOME / ".state.json.credprovider-journal"
+        forged = JOURNALS[row](outside)
+        journal.write_text(forged if isinstance(forged, str) else json.dumps(forged))
+        journal.chmod(0o600)
+        for err in _both_refuse(root, outside, bundle, common):
+            assert ".state.json.credprovider-journal" in err and "nothing was changed" in err, err

@@ -18,8 +18,11 @@ from credprovider.paths import AGENT_EXEC_HOME
 from credprovider.tool.agent.apply import Outcome, apply, load_state
 from credprovider.tool.agent.plan import plan_node
 from credprovider.tool.agent.platforms import recognize
-from credprovider.tool.agent.state import STATE
+from credprovider.tool.agent.recovery import plan_finished
+from credprovider.tool.agent.state import JOURNAL, STATE
 from credprovider.tool.agent.uninstall import uninstall
+from credprovider.tool.change.engine import ChangeKind
+from credprovider.tool.change.journal import read
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.root import NodeRoot
 from tests.platformnodes import gke
@@ -78,7 +81,7 @@ class Service:
 
 def run(root: str, tmp_path: Path, version: str, service: Service) -> Outcome:
     node = NodeRoot.at(root)
-    plan = plan_node(node, ["aws"], version)
+    plan = plan_finished(node, lambda: plan_node(node, ["aws"], version))  # as agent apply plans
     return apply(node, plan, bundle(tmp_path, version), version, service.restart, service.healthy)
 
 
@@ -182,8 +185,43 @@ def test_a_step_that_fails_partway_is_still_undone_by_uninstall(tmp_path: Path) 
     with pytest.raises(OSError):
         run(root, tmp_path, "0.1.0", service)
     assert tree(root) != before and service.restarts == []
-    assert uninstall(NodeRoot.at(root), "kubelet", service.restart).kept == []
+    # its links and kubelet inputs were one transaction of the one journal: left, as a kill leaves it
+    left = read(Path(root, JOURNAL.lstrip("/")))
+    assert left is not None and left.change is ChangeKind.AGENT
+    paths = [str(op.path) for op in left.ops]
+    assert paths[-2:] == ["/etc/kubernetes/image-credential-provider-config.yaml",
+                          "/etc/default/kubelet"] and f"{A}/current" in paths  # fmt: skip
+    notes = plan_node(NodeRoot.at(root), ["aws"], "0.1.0").notes
+    assert any(f"its journal {JOURNAL} is left" in note for note in notes), notes
+    undone = uninstall(NodeRoot.at(root), "kubelet", service.restart)
+    assert undone.kept == [] and any("is undone with the rest" in n for n in undone.notes)
     assert tree(root) == before
+
+
+def test_a_change_left_in_the_agent_s_journal_is_finished_by_the_next_apply(
+    tmp_path: Path,
+) -> None:
+    """The same failure, then its cause gone: the next apply finishes the journal (the one
+    recovery) before it plans again, says so, and leaves the node as one uninterrupted apply."""
+    files = {**KUBEADM_NODE, "/etc/default/kubelet": "KUBELET_EXTRA_ARGS=--v=2\n"}
+    reference = node(tmp_path / "reference", files)
+    root = node(tmp_path / "node", {**files, "/etc/kubernetes": ""})
+    run(reference, tmp_path / "r", "0.1.0", Service())
+    with pytest.raises(OSError):  # the config's directory is a file: the journal is left part done
+        run(root, tmp_path / "a", "0.1.0", Service())
+    assert Path(root, JOURNAL.lstrip("/")).exists()
+    Path(root, "etc/kubernetes").unlink()
+    service = Service()
+    again = run(root, tmp_path / "b", "0.1.0", service)
+    assert any("finished the change a killed agent run began" in n for n in again.notes)
+    assert not Path(root, JOURNAL.lstrip("/")).exists()
+    assert (again.result, service.restarts) == ("installed", ["kubelet"])
+    found, wanted = tree(root), tree(reference)
+    state, reference_state = (json.loads(t.pop(STATE)[1]) for t in (found, wanted))
+    assert found == wanted
+    # the directories it made, in the order the two runs found them missing
+    assert sorted(state.pop("made_dirs")) == sorted(reference_state.pop("made_dirs"))
+    assert state == reference_state
 
 
 def _files_mode(root: str, tmp_path: Path, version: str) -> Outcome:

@@ -327,3 +327,46 @@ def test_a_record_whose_priors_are_forged_is_damaged(
     journal.chmod(0o600)
     with pytest.raises(NodeChangeError, match="is damaged"):
         read(journal)
+
+
+def test_an_agent_journal_is_recovered_only_with_the_agent_s_judgment(tmp_path: Path) -> None:
+    """#63: the agent journals in the one format (ChangeKind.AGENT: no backups, no record left).
+    Its journal is finished only by a run that judges each op against the agent's state; a hand
+    run's recovery refuses it, and the agent's refuses a journal of a change by hand."""
+    from credprovider.tool.change.engine import ChangeKind
+    from credprovider.tool.change.journal import discard, read, record_for
+
+    flags, link = tmp_path / "etc" / "kubelet", tmp_path / "bin" / "ecr-credential-provider"
+    new = b"KUBELET_EXTRA_ARGS=--image-credential-provider-config=/x\n"
+    ops = [Op(Kind.LINK, link, target="/opt/current/ecr"), Op(Kind.FILE, flags, new)]
+    journal = journal_for(str(tmp_path / "state.json"))
+    begin(journal, ops, ChangeKind.AGENT)
+    found = read(journal)
+    assert found is not None and found.change is ChangeKind.AGENT
+    assert found.ops == ops  # no backup taken: the agent's state keeps what each path was
+    with pytest.raises(NodeChangeError, match="a change of agent's is not journaled there"):
+        recover(journal)  # a hand run's recovery
+    judged: list[Path] = []
+
+    def refuse(op: Op) -> str:
+        judged.append(op.path)
+        return "" if op.kind is Kind.LINK else f"no {op.kind} at {op.path}"
+
+    with pytest.raises(NodeChangeError, match=f"no file at {flags}"):
+        recover(journal, judge=refuse)
+    assert judged == [link, flags] and not flags.exists() and not os.path.lexists(link)
+    assert [op.path for op in recover(journal, judge=lambda op: "")] == [link, flags]
+    assert flags.read_bytes() == new and os.readlink(link) == "/opt/current/ecr"
+    assert not journal.exists() and not record_for(tmp_path / "state.json").exists()
+    assert [p.name for p in tmp_path.rglob("*credprovider-backup*")] == []
+    # an uninstall gives it up: judged the same, removed, nothing carried out
+    begin(journal, [Op(Kind.FILE, flags, b"other\n")], ChangeKind.AGENT)
+    with pytest.raises(NodeChangeError):
+        discard(journal, None, refuse)
+    assert journal.exists()
+    assert [op.path for op in discard(journal, None, lambda op: "")] == [flags]
+    assert flags.read_bytes() == new and not journal.exists()
+    # a change by hand journaled where the agent's journal is: refused by the agent's recovery
+    begin(journal, [Op(Kind.FILE, flags, b"other\n")], ChangeKind.INSTALL)
+    with pytest.raises(NodeChangeError, match="a change of install's is not journaled there"):
+        recover(journal, judge=lambda op: "")

@@ -1,0 +1,106 @@
+"""What a killed run left on the node, finished or given up through the one journal
+(:mod:`credprovider.tool.change.journal`) before the agent changes anything: a change by hand
+(``credprovider install``, ``migrate --write``) finished as the next such run would finish it, and
+the agent's own (its links and kubelet inputs, journaled beside its state) finished by ``agent
+apply`` (:func:`plan_finished`, which then plans the node again as it now is) or given up by
+``agent uninstall``, which puts back every path it names. The agent's journal is read as hostile
+input: each op is judged against the agent's state (:func:`finish_journal`) before any is carried
+out.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import replace
+
+from credprovider.tool.agent.plan import AgentPlan
+from credprovider.tool.agent.state import (
+    JOURNAL,
+    AgentState,
+    digest,
+    load,
+    record_made_dirs,
+    recover_home,
+    save,
+)
+from credprovider.tool.change.engine import Kind, Op
+from credprovider.tool.change.journal import discard, recover
+from credprovider.tool.node.root import NodeRoot
+
+
+def plan_finished(root: NodeRoot, plan: Callable[[], AgentPlan]) -> AgentPlan:
+    """``plan()``, once the changes a kill left half made on the node are finished from their
+    journals by the one recovery: one by hand (``credprovider install``, ``migrate --write``), as
+    the next such run would finish it, then the agent's own (:func:`finish_journal`); the plan is
+    then made again, on the node as it now is. Said in the outcome's notes."""
+    first = plan()
+    own = os.path.lexists(root.host(JOURNAL, follow=False))
+    if first.refused or not (first.unfinished or own):
+        return first
+    notes = []
+    if first.unfinished:
+        done = recover(root.host(first.unfinished, follow=False), under(root))
+        paths = ", ".join(root.node_path(op.path) for op in done) or "nothing was left to do"
+        notes.append(
+            f"finished the change a killed credprovider install or migrate --write began: {paths}"
+        )
+    if own:
+        recover_home(root)
+        notes.append(finish_journal(root, load(root)))
+    again = plan()
+    again.finished = "; ".join(note for note in notes if note)
+    return again
+
+
+def under(root: NodeRoot) -> Callable[[Op], Op]:
+    """Each op as this run reaches its paths under ``root`` (a journal names them as the node
+    does)."""
+
+    def rebase(op: Op) -> Op:
+        return replace(
+            op,
+            path=root.host(str(op.path), follow=False),
+            backup=root.host(str(op.backup), follow=False) if op.backup else None,
+            source=root.host(str(op.source)) if op.source else None,
+        )
+
+    return rebase
+
+
+def finish_journal(root: NodeRoot, state: AgentState, *, undo: bool = False) -> str:
+    """The links and kubelet inputs a killed run journaled, finished by the one recovery (or,
+    ``undo``, given up by an uninstall, which puts back every path they name), each op first
+    judged against ``state`` as hostile input (:func:`_own`). What was done, as a note ('' if
+    there is no journal)."""
+    journal, rebase, judge = root.host(JOURNAL, follow=False), under(root), _own(root, state)
+
+    def record(ops: list[Op]) -> None:  # what finishing them makes, for uninstall to remove
+        for op in ops:
+            record_made_dirs(root, state, root.node_path(op.path))
+        save(root, state)
+
+    if not os.path.lexists(journal):
+        return ""
+    left = discard(journal, rebase, judge) if undo else recover(journal, rebase, judge, record)
+    paths = ", ".join(root.node_path(op.path) for op in left) or "nothing was left to do"
+    if undo:
+        return f"the change a killed agent run began is undone with the rest: {paths}"
+    return f"finished the change a killed agent run began: {paths}"
+
+
+def _own(root: NodeRoot, state: AgentState) -> Callable[[Op], str]:
+    """Why an op of the agent's journal is not one the agent journaled ("": it is): a file must
+    be a kubelet input the state says the agent writes, holding the bytes whose digest it
+    recorded; a link must be at a path whose original the state keeps; nothing else."""
+    files = {root.host(path, follow=False): sha for path, sha in state.written.items()}
+    links = {root.host(path, follow=False) for path in state.originals} - files.keys()
+
+    def judge(op: Op) -> str:
+        if op.kind is Kind.FILE and op.mode is None and files.get(op.path) == digest(op.data):
+            return ""
+        if op.kind is Kind.LINK and op.path in links:
+            return ""
+        return f"the agent's state records no {op.kind} it writes at {root.node_path(op.path)}"
+
+    return judge
