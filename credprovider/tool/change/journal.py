@@ -1,23 +1,20 @@
 """The journaled transaction of every change credprovider makes to a node (``credprovider
-install``, ``migrate --write``, ``undo`` and the node agent's runs; :func:`run`, and
-:func:`recover` after a kill): the engine's ops
-(:mod:`credprovider.tool.change.engine`), each with its new content, its backup's name and what its
-path was before (:class:`Was`), recorded and flushed before the first of them changes the node. A
-run killed between two ops (an OOM kill, a power cut) leaves the journal; the next run of any of
-these commands finishes it first, so the node never keeps half a change (a cloud flag gone from
-one file, the credential flags not yet in the other; a link re-pointed, its config not written).
+install``, ``migrate --write``, ``undo``, the node agent's runs; :func:`run`, and :func:`recover`
+after a kill): the engine's ops (:mod:`credprovider.tool.change.engine`), each with its new
+content, its backup's name and what its path was before (:class:`Was`), recorded and flushed
+before the first of them changes the node. A run killed between two ops (an OOM kill, a power cut)
+leaves the journal; the next run finishes it first, so the node never keeps half a change (a cloud
+flag gone from one file, the credential flags not yet in the other; a link re-pointed, its config
+not written).
 
-The agent journals its links and kubelet inputs beside its state (``ChangeKind.AGENT``): no
-backups and no record, since its state keeps what each path was and ``agent uninstall`` is its
-undo; its journal is recovered only by the agent, each op judged against that state (a path it
-manages, the content it recorded).
-
-Once the last op of a change by hand is done the journal becomes the record of the last change (:func:`commit`: one
-rename to ``.NAME.credprovider-undo``), which ``credprovider undo`` reverses
+Once the last op of a change by hand is done its journal becomes the record of the last change
+(:func:`commit`: one rename to ``.NAME.credprovider-undo``), which ``credprovider undo`` reverses
 (:mod:`credprovider.tool.change.undo`); an undo's own journal, committed, removes the record. So
 that every op can be reversed, whatever a path held is kept first: a link's target in the journal,
 a file or tree under its backup name (one taken for the undo alone, ``for_undo``, is removed when a
-later change's record replaces this one).
+later change's record replaces this one). The agent's journal (``ChangeKind.AGENT``, beside its
+state) keeps no backup and leaves no record: its state keeps what each path was, and ``agent
+uninstall`` is its undo.
 
 The journal and the record live beside the config the change writes (``.NAME.credprovider-*``,
 0600, in a directory only root writes); each is used only if it is a regular file of this user's
@@ -26,8 +23,10 @@ absolute paths (anything else: one line, nothing done). A journal of an earlier 
 ops, or of ``path``, ``text``, ``backup``: a file's whole new text) is read as file ops.
 
 A journal is read as hostile input (a forged or damaged one must not act on the node): it may hold
-only what install, migrate and undo write (a removal only in an undo's), and every op must fit
-before any is carried out (:mod:`credprovider.tool.change.confine`).
+only what install, migrate, undo and the agent write (a removal only in an undo's), and every op
+must fit before any is carried out: one by hand as :mod:`credprovider.tool.change.confine` says,
+the agent's as its state says (:mod:`credprovider.tool.agent.recovery`), neither in the other's
+place.
 """
 
 from __future__ import annotations
