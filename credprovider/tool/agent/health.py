@@ -19,7 +19,7 @@ from credprovider.tool.cluster.connect import ClusterError
 from credprovider.tool.images.lookup import run_provider
 from credprovider.tool.images.selection import select_providers
 from credprovider.tool.node.kubelet_facts import CONFIG_INFO_METRIC, reported_config_hashes
-from credprovider.tool.node.kubelet_http import kubelet_get
+from credprovider.tool.node.kubelet_http import KubeletUnanswered, kubelet_get
 from credprovider.tool.node.root import HOST, NodeRoot
 
 if TYPE_CHECKING:
@@ -42,7 +42,8 @@ def reported_hashes(metrics: str) -> list[str] | None:
 
 def _get(url: str, token: str, timeout: float) -> tuple[int, str]:
     """``url``'s status and body (the body only when 200), the whole exchange within
-    ``timeout`` seconds (node/kubelet_http.py); :class:`OSError` when there is no whole answer."""
+    ``timeout`` seconds (node/kubelet_http.py); :class:`KubeletUnanswered`, naming ``url``, when
+    there is no whole answer."""
     status, body = kubelet_get(url, timeout, METRICS_CAP, token)
     return status, body.decode("utf-8", "replace") if status == 200 else ""
 
@@ -62,8 +63,8 @@ class KubeletHealth:
         """What is wrong right now, or None."""
         try:
             status, _ = _get(self.healthz, "", 5)
-        except OSError as exc:
-            return f"{self.healthz}: {exc}"
+        except KubeletUnanswered as exc:  # it names the URL
+            return str(exc)
         if status != 200:
             return f"{self.healthz} answered {status}"
         if self.cluster is not None and not self.cluster.ready_since(since):
@@ -71,8 +72,8 @@ class KubeletHealth:
         if self.metrics and expected_hash:
             try:
                 status, page = _get(self.metrics, self.token, 5)
-            except OSError as exc:
-                return f"{self.metrics}: {exc}"
+            except KubeletUnanswered as exc:
+                return str(exc)
             if status != 200:
                 return f"{self.metrics} answered {status} (the config hash cannot be checked)"
             hashes = reported_hashes(page)

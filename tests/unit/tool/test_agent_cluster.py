@@ -217,3 +217,15 @@ def test_the_dry_run_of_a_provider_beside_the_platforms_runs_the_bundles_plugin(
     assert name == "ecr-credential-provider-credprovider"
     assert "exit status 3" in problem, problem
     assert ran.read_text().strip() == str(plugin)
+
+
+def test_a_kubelet_that_does_not_answer_is_named_once() -> None:
+    """No answer on /healthz: what is wrong names the URL once, then why (it was said twice)."""
+    import socket
+
+    with socket.socket() as closed:  # a loopback port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}/healthz"
+        problem = KubeletHealth(url, 1).problem(T0, "")
+    assert problem is not None and problem.startswith(f"{url}: ")
+    assert problem.count(url) == 1, problem
