@@ -310,12 +310,6 @@ def _transaction(data: object) -> Transaction | None:
     return Transaction(change, tuple(entries))
 
 
-def pending(journal: Path) -> list[Op]:
-    """What an interrupted run meant to do ([] when there is no journal)."""
-    transaction = read(journal)
-    return transaction.ops if transaction is not None else []
-
-
 def _put_back(op: Op, change: ChangeKind) -> bool:
     """An undo's bundle copy put back from its backup, whose backup the undo then removed: done."""
     return (

@@ -15,7 +15,7 @@ from credprovider.tool.change.journal import (
     MAX_JOURNAL_BYTES,
     begin,
     journal_for,
-    pending,
+    read,
     recover,
     run,
 )
@@ -114,7 +114,8 @@ def test_every_kind_of_op_survives_the_journal(tmp_path: Path) -> None:
     ]
     journal = journal_for(tmp_path / "c.yaml")
     begin(journal, ops)
-    assert pending(journal) == ops
+    found = read(journal)
+    assert found is not None and found.ops == ops
 
 
 def forged(tmp_path: Path, entries: list[dict[str, object]]) -> Path:
@@ -178,7 +179,7 @@ def test_a_journal_too_large_is_refused_before_it_is_read(tmp_path: Path) -> Non
         handle.truncate(MAX_JOURNAL_BYTES + 1)  # sparse
     journal.chmod(0o600)
     with pytest.raises(NodeChangeError, match="more than a journal credprovider writes"):
-        pending(journal)
+        read(journal)
 
 
 def test_an_earlier_versions_journal_is_finished(tmp_path: Path) -> None:
@@ -222,12 +223,12 @@ def test_a_journal_someone_else_could_write_is_refused(tmp_path: Path) -> None:
     journal.write_text('[{"path": "/etc/shadow", "text": "x", "backup": null}]')
     journal.chmod(0o666)
     with pytest.raises(NodeChangeError, match="writable by others"):
-        pending(journal)
+        read(journal)
     if os.geteuid() == 0:
         journal.chmod(0o600)
         os.chown(journal, 65534, 65534)
         with pytest.raises(NodeChangeError, match="owned by uid 65534"):
-            pending(journal)
+            read(journal)
 
 
 def _undo_journal(tmp_path: Path, ops: list[dict[str, object]]) -> Path:
