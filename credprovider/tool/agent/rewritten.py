@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 
 from credprovider.paths import AGENT_HOME
-from credprovider.tool.agent.state import STATE, digest, load
+from credprovider.tool.agent.state import JOURNAL, STATE, digest, load
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
 from credprovider.tool.node.root import NodeRoot
@@ -21,11 +21,13 @@ from credprovider.tool.node.root import NodeRoot
 @dataclass(frozen=True)
 class AgentFiles:
     """``written``: how many files the agent wrote; ``changed``: those that hold something else
-    now; ``problem``: why they could not be compared ("": they were)."""
+    now; ``problem``: why they could not be compared ("": they were); ``unfinished``: the journal
+    a killed agent run left ("": none)."""
 
     written: int = 0
     changed: tuple[str, ...] = field(default_factory=tuple)
     problem: str = ""
+    unfinished: str = ""
 
 
 def agent_files(root: NodeRoot) -> AgentFiles | None:
@@ -50,4 +52,5 @@ def agent_files(root: NodeRoot) -> AgentFiles | None:
             )
         if now != sha:
             changed.append(path)
-    return AgentFiles(len(written), tuple(changed))
+    unfinished = JOURNAL if os.path.lexists(root.host(JOURNAL, follow=False)) else ""
+    return AgentFiles(len(written), tuple(changed), unfinished=unfinished)

@@ -153,6 +153,14 @@ def _agent_files(root: NodeRoot, diagnosis: Diagnosis) -> None:
     found = agent_files(root)
     if found is None:
         return
+    if found.unfinished:
+        diagnosis.add(
+            "config",
+            WARN,
+            f"a credprovider agent run was killed part way (its journal {found.unfinished} is "
+            "left): the kubelet's files may hold half of its change",
+            "the agent's next run finishes it: delete the agent's pod on this node to restart it",
+        )
     if found.problem:
         diagnosis.add("config", INFO if found.written else WARN, found.problem)
     elif found.changed:

@@ -12,6 +12,7 @@ from typing import Any, Final
 from credprovider.errors import CredproviderError
 from credprovider.runtime.args import split_common_args
 from credprovider.runtime.serve import CACHE_DIR_ENV
+from credprovider.tool.change.journal import journal_for
 from credprovider.tool.doctor.model import FAIL, INFO, PASS, WARN, Diagnosis
 from credprovider.tool.node.discovery import NodeView, in_tree
 from credprovider.tool.node.kubelet_facts import CLOUD_LOGIN_GATE
@@ -76,6 +77,27 @@ def node(view: NodeView, diagnosis: Diagnosis, migrate: str) -> None:
             "node",
             PASS,
             f"{view.found_by}: config {settings.provider_config}, bin dir {settings.bin_dir}",
+        )
+        _change_left(view, settings.provider_config, diagnosis)
+
+
+def _change_left(view: NodeView, config: str, diagnosis: Diagnosis) -> None:
+    """A change by hand killed part way beside the kubelet's config (its journal is left): the
+    node may hold half of it (a cloud flag gone from one file, the credential flags not yet in
+    the other) until the next run finishes it (change/journal.py)."""
+    journal = str(journal_for(config))
+    try:
+        left = os.path.lexists(view.host_path(journal))
+    except (OSError, ValueError, CredproviderError):
+        return
+    if left:
+        diagnosis.add(
+            "node",
+            WARN,
+            f"a credprovider install, migrate --write or undo was killed part way (its journal "
+            f"{journal} is left): the kubelet's files may hold half of that change",
+            "run the same command again (as root): it finishes the change first and says what it "
+            "finished; then restart the kubelet",
         )
 
 

@@ -178,3 +178,46 @@ def test_the_docs_table_has_each_platform_as_its_fixture_is(
     patterned = {"OpenShift (RHCOS)": "{ecr,gcr,acr}-credential-provider.yaml"}
     assert platform.config in row or patterned.get(key, "\0") in row, (platform.name, row)
     assert platform.bin_dir.rstrip("/") in row or "the agent's own" in row, (platform.name, row)
+
+
+def test_doctor_says_when_a_killed_change_left_its_journal(tmp_path: Path) -> None:
+    """A change killed part way leaves its journal, and the node may hold half of it until the
+    next run finishes it: doctor --root says so, for a change by hand (beside the kubelet's
+    config) and for the agent's (beside its state), each with the run that finishes it."""
+    from credprovider.tool.agent.state import JOURNAL
+    from credprovider.tool.change.engine import ChangeKind, Kind, Op
+    from credprovider.tool.change.journal import begin, journal_for
+    from emulators.http import FakeResponse, serve
+    from tests.integration.cli.conftest import fake_bundle
+    from tests.integration.cli.test_agent import cli, restart_command
+
+    platform = NODES[0]()  # GKE
+    root = platform.build(tmp_path / "node")
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
+        applied = cli(
+            "agent", "apply", "--root", str(root), "--bundle", str(bundle), "--providers", "aws",
+            "--restart-command", restart_command(tmp_path), "--healthz",
+            f"{kubelet.url}/healthz", "--health-timeout", "2",
+        )  # fmt: skip
+    assert applied.returncode == 0, applied.stderr + applied.stdout
+
+    def left() -> list[dict[str, str]]:
+        _, report = doctor("--root", str(root), "--offline")
+        return [c for c in report["checks"] if "killed part way" in c["message"]]
+
+    assert left() == []
+    config = root / platform.config.lstrip("/")
+    # what the killed run was writing: the agent's own config again, as its journal records it
+    again = Op(Kind.FILE, Path(platform.config), config.read_bytes())
+    begin(root / JOURNAL.lstrip("/"), [again], ChangeKind.AGENT)
+    said = left()
+    assert [(c["status"], c["area"]) for c in said] == [("warn", "config")], said
+    assert JOURNAL in said[0]["message"] and "delete the agent's pod" in said[0]["fix"]
+    (root / JOURNAL.lstrip("/")).unlink()
+    by_hand = journal_for(config)
+    begin(by_hand, [Op(Kind.FILE, config, config.read_bytes())], ChangeKind.INSTALL)
+    said = left()
+    assert [(c["status"], c["area"]) for c in said] == [("warn", "node")], said
+    assert str(journal_for(platform.config)) in said[0]["message"]
+    assert "run the same command again" in said[0]["fix"]
