@@ -84,10 +84,8 @@ def test_the_agent_writes_the_file_that_platforms_kubelet_reads_or_says_why_not(
         assert any(note.startswith(f"the bundles go to {plan.bundles}") for note in plan.notes)
 
 
-def test_doctor_says_when_the_platform_wrote_again_what_the_agent_wrote(tmp_path: Path) -> None:
-    """GKE writes its config again at every boot (cloud-init runs its configure scripts): the
-    agent's providers are gone until its pod merges them again. doctor --root says so, from the
-    digests the agent kept, and passes while the files are as the agent wrote them."""
+def _gke_with_the_agent(tmp_path: Path) -> tuple[PlatformNode, Path]:
+    """A GKE node as its vendor provisions it, the agent applied on it through the CLI."""
     from emulators.http import FakeResponse, serve
     from tests.integration.cli.conftest import fake_bundle
     from tests.integration.cli.test_agent import cli, restart_command
@@ -102,6 +100,14 @@ def test_doctor_says_when_the_platform_wrote_again_what_the_agent_wrote(tmp_path
             f"{kubelet.url}/healthz", "--health-timeout", "2",
         )  # fmt: skip
     assert applied.returncode == 0, applied.stderr + applied.stdout
+    return platform, root
+
+
+def test_doctor_says_when_the_platform_wrote_again_what_the_agent_wrote(tmp_path: Path) -> None:
+    """GKE writes its config again at every boot (cloud-init runs its configure scripts): the
+    agent's providers are gone until its pod merges them again. doctor --root says so, from the
+    digests the agent kept, and passes while the files are as the agent wrote them."""
+    platform, root = _gke_with_the_agent(tmp_path)
     _, report = doctor("--root", str(root), "--offline")
     said = [c for c in report["checks"] if "credprovider agent wrote" in c["message"]]
     assert [c["status"] for c in said] == ["pass"], said
@@ -187,20 +193,8 @@ def test_doctor_says_when_a_killed_change_left_its_journal(tmp_path: Path) -> No
     from credprovider.tool.agent.state import JOURNAL
     from credprovider.tool.change.engine import ChangeKind, Kind, Op
     from credprovider.tool.change.journal import begin, journal_for
-    from emulators.http import FakeResponse, serve
-    from tests.integration.cli.conftest import fake_bundle
-    from tests.integration.cli.test_agent import cli, restart_command
 
-    platform = NODES[0]()  # GKE
-    root = platform.build(tmp_path / "node")
-    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
-    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
-        applied = cli(
-            "agent", "apply", "--root", str(root), "--bundle", str(bundle), "--providers", "aws",
-            "--restart-command", restart_command(tmp_path), "--healthz",
-            f"{kubelet.url}/healthz", "--health-timeout", "2",
-        )  # fmt: skip
-    assert applied.returncode == 0, applied.stderr + applied.stdout
+    platform, root = _gke_with_the_agent(tmp_path)
 
     def left() -> list[dict[str, str]]:
         _, report = doctor("--root", str(root), "--offline")
