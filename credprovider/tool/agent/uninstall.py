@@ -3,8 +3,8 @@
 what it placed removed; the kubelet restarted when its config or flags changed and confirmed
 healthy (the node's own rollback armed meanwhile), else the agent's files put back (a rollback).
 Its intent is recorded first, so a second run after a kill finishes it; the change a killed
-apply journaled is undone with the rest. A flags file someone edited
-since keeps the edit: only the agent's two flags are taken out of it. The change primitives are
+apply journaled is undone with the rest. A flags file someone edited since keeps the edit: only
+the agent's two flags are taken out of it. The change primitives are
 :mod:`credprovider.tool.agent.apply`'s.
 """
 
@@ -79,11 +79,11 @@ def uninstall(
     if not os.path.lexists(root.host(STATE)):
         return _tidied(Outcome(Result.UNINSTALLED), watch)  # nothing of the agent's is on the node
     state = load(root)
-    finished = finish_journal(root, state, undo=True)  # a killed apply's: put back below
     laid = _lay_bootstrap(root, state, bootstrap) if bootstrap and bootstrap.bootstrap else ""
     unwritable = not_writable(root, [AGENT_HOME, *bundle_homes(state), *state.originals])
     if unwritable:
         return Outcome(Result.REFUSED, detail=f"{unwritable}; nothing is changed")
+    finished = finish_journal(root, state, undo=True)  # a killed apply's: put back below
     outcome = Outcome(Result.UNINSTALLED, healed=healed(root, state))
     outcome.notes += [note for note in (finished, laid) if note]
     if service and state.written and not state.restart_due:

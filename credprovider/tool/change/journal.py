@@ -408,7 +408,7 @@ def _left(
     ops = [rebase(op) if rebase is not None else op for op in transaction.ops]
     todo = [op for op in ops if not (op.done() or _put_back(op, transaction.change))]
     if (transaction.change is ChangeKind.AGENT) != (judge is not None):
-        problems = [f"a change of {transaction.change}'s is not journaled there"]
+        problems = [f"the {transaction.change} change it holds is not journaled there"]
     elif judge is not None:
         problems = [problem for problem in map(judge, todo) if problem]
     else:

@@ -345,7 +345,7 @@ def test_an_agent_journal_is_recovered_only_with_the_agent_s_judgment(tmp_path: 
     found = read(journal)
     assert found is not None and found.change is ChangeKind.AGENT
     assert found.ops == ops  # no backup taken: the agent's state keeps what each path was
-    with pytest.raises(NodeChangeError, match="a change of agent's is not journaled there"):
+    with pytest.raises(NodeChangeError, match="the agent change it holds is not journaled there"):
         recover(journal)  # a hand run's recovery
     judged: list[Path] = []
 
@@ -369,5 +369,5 @@ def test_an_agent_journal_is_recovered_only_with_the_agent_s_judgment(tmp_path: 
     assert flags.read_bytes() == new and not journal.exists()
     # a change by hand journaled where the agent's journal is: refused by the agent's recovery
     begin(journal, [Op(Kind.FILE, flags, b"other\n")], ChangeKind.INSTALL)
-    with pytest.raises(NodeChangeError, match="a change of install's is not journaled there"):
+    with pytest.raises(NodeChangeError, match="the install change it holds is not journaled there"):
         recover(journal, judge=lambda op: "")
