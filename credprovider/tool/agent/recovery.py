@@ -13,17 +13,21 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Final
 
+from credprovider.paths import AGENT_BUNDLE_HOMES
 from credprovider.tool.agent.plan import AgentPlan
 from credprovider.tool.agent.state import (
     JOURNAL,
     AgentState,
     digest,
     load,
+    placed_version,
     record_made_dirs,
     recover_home,
     save,
 )
+from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.engine import Kind, Op
 from credprovider.tool.change.journal import discard, recover
 from credprovider.tool.node.root import NodeRoot
@@ -92,15 +96,34 @@ def finish_journal(root: NodeRoot, state: AgentState, *, undo: bool = False) -> 
 def _own(root: NodeRoot, state: AgentState) -> Callable[[Op], str]:
     """Why an op of the agent's journal is not one the agent journaled ("": it is): a file must
     be a kubelet input the state says the agent writes, holding the bytes whose digest it
-    recorded; a link must be at a path whose original the state keeps; nothing else."""
+    recorded; a link must be at a path whose original the state keeps, to one of the agent's
+    bundles; nothing else."""
     files = {root.host(path, follow=False): sha for path, sha in state.written.items()}
-    links = {root.host(path, follow=False) for path in state.originals} - files.keys()
+    links = {root.host(path, follow=False): path for path in state.originals}
 
     def judge(op: Op) -> str:
         if op.kind is Kind.FILE and op.mode is None and files.get(op.path) == digest(op.data):
             return ""
-        if op.kind is Kind.LINK and op.path in links:
-            return ""
+        path = links.get(op.path, "")
+        if op.kind is Kind.LINK and op.path not in files and path:
+            if _links_to_ours(path, op.target):
+                return ""
+            return f"it would link {path} to {op.target}, which is not a bundle of the agent's"
         return f"the agent's state records no {op.kind} it writes at {root.node_path(op.path)}"
 
     return judge
+
+
+def _links_to_ours(path: str, target: str) -> bool:
+    """``target`` is what the agent links ``path`` to: its ``current`` to one of its versions, a
+    plugin's name to that plugin under ``current`` (never a program of anyone else's)."""
+    for home in AGENT_BUNDLE_HOMES:
+        if path == f"{home}/current":
+            version = target.removeprefix("versions/")
+            return target.startswith("versions/") and placed_version(version)
+        if target.startswith(f"{home}/current/"):
+            return target.removeprefix(f"{home}/current/") in _PLUGIN_NAMES
+    return False
+
+
+_PLUGIN_NAMES: Final = frozenset(plugin.name for plugin in PLUGINS.values())

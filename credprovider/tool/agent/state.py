@@ -368,6 +368,15 @@ def _file_path(value: object) -> bool:
 _HOMES: Final = ("bundles", "retired", "retiring")
 
 
+# A bundle version as the agent places it (versions/<version>): nothing that could leave it.
+_VERSION: Final = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}")
+
+
+def placed_version(version: str) -> bool:
+    """``version`` names a bundle as the agent places it (``versions/<version>``, never out of it)."""
+    return _VERSION.fullmatch(version) is not None and ".." not in version
+
+
 # The node's own rollback, armed for a restart (agent/watchdog.py): a forged name could otherwise
 # make the agent stop any unit.
 WATCHDOG_UNIT: Final = re.compile(r"credprovider-rollback-[0-9a-f]{12}\.service")

@@ -20,7 +20,6 @@ agent run reports it (its output, an Event and the node's annotations).
 
 from __future__ import annotations
 
-import re
 import secrets
 import sys
 import time
@@ -29,7 +28,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from credprovider.paths import AGENT_HOME
-from credprovider.tool.agent.state import AgentState, Armed, Healed, load, save
+from credprovider.tool.agent.state import AgentState, Armed, Healed, load, placed_version, save
 from credprovider.tool.agent.systemd import (
     PRIVATE_SOCKET,
     SystemdError,
@@ -65,10 +64,6 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-# A bundle version as the agent places it (versions/<version>): nothing that could leave it.
-_VERSION: Final = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}")
-
-
 @dataclass(frozen=True)
 class Watchdog:
     """Arms and disarms the node's rollback through ``socket_path`` (the agent's view of
@@ -89,7 +84,7 @@ class Watchdog:
     def arm(self, root: NodeRoot, state: AgentState) -> str:
         """Journal the unit, then start it; its name."""
         version = state.version
-        if not _VERSION.fullmatch(version) or ".." in version:
+        if not placed_version(version):
             raise SystemdError(f"the bundle version {version!r} is not one the agent places")
         unit = f"credprovider-rollback-{secrets.token_hex(6)}.service"
         state.watchdog = Armed(unit, _now())

@@ -366,6 +366,10 @@ JOURNALS: dict[str, Callable[[Path], object]] = {
         _journal_op("file", "/etc/default/kubelet", data=_data("x\n"), mode=0o4755)]},
     "a link the agent never placed": lambda o: {"change": "agent", "ops": [
         _journal_op("link", "/usr/local/bin/kubelet", target=f"{o}/victim")]},
+    "the kubelet's plugin linked to a program outside": lambda o: {"change": "agent", "ops": [
+        _journal_op("link", f"/{AGENT_HOME}/bin/ecr-credential-provider", target=f"{o}/victim")]},
+    "the agent's current linked out of its versions": lambda o: {"change": "agent", "ops": [
+        _journal_op("link", f"/{AGENT_HOME}/current", target="../../../../etc")]},
     "a copy over the node's /etc/kubernetes": lambda o: {"change": "agent", "ops": [
         _journal_op("tree", "/etc/kubernetes", source=str(o), links=True)]},
     "the whole root, to delete": lambda o: {"change": "agent", "ops": [
