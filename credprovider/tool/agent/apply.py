@@ -331,9 +331,10 @@ def apply(
     healthy: Healthy,
     watch: Watch | None = None,
 ) -> Outcome:
-    """Make the node under ``root`` as ``plan`` says (the bundle copied from ``bundle``), after
-    finishing a change an earlier run left unfinished; with ``watch``, a kubelet restart is
-    commit-confirmed (agent/watchdog.py)."""
+    """Make the node under ``root`` as ``plan`` says (the bundle copied from ``bundle``); a change
+    an earlier run left unfinished was finished before the plan was made (agent/recovery.py), and
+    is said first in the notes; with ``watch``, a kubelet restart is commit-confirmed
+    (agent/watchdog.py)."""
     outcome = _apply(root, plan, bundle, version, restart, healthy, watch)
     if plan.finished:
         outcome.notes.insert(0, plan.finished)
