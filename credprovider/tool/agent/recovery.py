@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Final
 
 from credprovider.paths import AGENT_BUNDLE_HOMES
+from credprovider.runtime.excerpt import clip
 from credprovider.tool.agent.plan import AgentPlan
 from credprovider.tool.agent.state import (
     JOURNAL,
@@ -108,8 +109,12 @@ def _own(root: NodeRoot, state: AgentState) -> Callable[[Op], str]:
         if op.kind is Kind.LINK and op.path not in files and path:
             if _links_to_ours(path, op.target):
                 return ""
-            return f"it would link {path} to {op.target}, which is not a bundle of the agent's"
-        return f"the agent's state records no {op.kind} it writes at {root.node_path(op.path)}"
+            return (
+                f"it would link {path} to {clip(op.target)}, which is not a bundle of the agent's"
+            )
+        return (
+            f"the agent's state records no {op.kind} it writes at {clip(root.node_path(op.path))}"
+        )
 
     return judge
 

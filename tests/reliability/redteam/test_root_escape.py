@@ -368,6 +368,8 @@ JOURNALS: dict[str, Callable[[Path], object]] = {
         _journal_op("link", "/usr/local/bin/kubelet", target=f"{o}/victim")]},
     "the kubelet's plugin linked to a program outside": lambda o: {"change": "agent", "ops": [
         _journal_op("link", f"/{AGENT_HOME}/bin/ecr-credential-provider", target=f"{o}/victim")]},
+    "a plugin linked to a 100 KB name": lambda o: {"change": "agent", "ops": [
+        _journal_op("link", f"/{AGENT_HOME}/bin/ecr-credential-provider", target="x" * 100_000)]},
     "the agent's current linked out of its versions": lambda o: {"change": "agent", "ops": [
         _journal_op("link", f"/{AGENT_HOME}/current", target="../../../../etc")]},
     "a copy over the node's /etc/kubernetes": lambda o: {"change": "agent", "ops": [
@@ -395,3 +397,4 @@ def test_a_forged_agent_journal_changes_nothing(tmp_path: Path, row: str) -> Non
         journal.chmod(0o600)
         for err in _both_refuse(root, outside, bundle, common):
             assert ".state.json.credprovider-journal" in err and "nothing was changed" in err, err
+            assert len(err) < 1000, err[:300]  # what it quotes of the journal is an excerpt
