@@ -33,7 +33,7 @@ from credprovider.tool.agent.platforms import (
     recognize,
     signs_of,
 )
-from credprovider.tool.agent.state import JOURNAL
+from credprovider.tool.agent.state import JOURNAL, journal_left
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.install import holds_providers, other_providers
 from credprovider.tool.change.journal import journal_for
@@ -169,7 +169,7 @@ def plan_node(
                 f"a credprovider install or migrate --write was killed part way (its journal "
                 f"{plan.unfinished} is left): agent apply finishes it first"
             )
-        if os.path.lexists(root.host(JOURNAL, follow=False)):
+        if journal_left(root):
             plan.notes.append(
                 f"an agent run was killed part way (its journal {JOURNAL} is left): agent apply "
                 "finishes it first, agent uninstall gives it up"

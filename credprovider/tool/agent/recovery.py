@@ -10,7 +10,6 @@ out.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Final
@@ -22,6 +21,7 @@ from credprovider.tool.agent.state import (
     JOURNAL,
     AgentState,
     digest,
+    journal_left,
     load,
     placed_version,
     record_made_dirs,
@@ -40,7 +40,7 @@ def plan_finished(root: NodeRoot, plan: Callable[[], AgentPlan]) -> AgentPlan:
     the next such run would finish it, then the agent's own (:func:`finish_journal`); the plan is
     then made again, on the node as it now is. Said in the outcome's notes."""
     first = plan()
-    own = os.path.lexists(root.host(JOURNAL, follow=False))
+    own = journal_left(root)
     if first.refused or not (first.unfinished or own):
         return first
     notes = []
@@ -78,6 +78,8 @@ def finish_journal(root: NodeRoot, state: AgentState, *, undo: bool = False) -> 
     ``undo``, given up by an uninstall, which puts back every path they name), each op first
     judged against ``state`` as hostile input (:func:`_own`). What was done, as a note ('' if
     there is no journal)."""
+    if not journal_left(root):
+        return ""
     journal, rebase, judge = root.host(JOURNAL, follow=False), under(root), _own(root, state)
 
     def record(ops: list[Op]) -> None:  # what finishing them makes, for uninstall to remove
@@ -85,8 +87,6 @@ def finish_journal(root: NodeRoot, state: AgentState, *, undo: bool = False) -> 
             record_made_dirs(root, state, root.node_path(op.path))
         save(root, state)
 
-    if not os.path.lexists(journal):
-        return ""
     left = discard(journal, rebase, judge) if undo else recover(journal, rebase, judge, record)
     paths = ", ".join(root.node_path(op.path) for op in left) or "nothing was left to do"
     if undo:

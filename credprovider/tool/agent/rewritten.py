@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 
 from credprovider.paths import AGENT_HOME
-from credprovider.tool.agent.state import JOURNAL, STATE, digest, load
+from credprovider.tool.agent.state import JOURNAL, STATE, digest, journal_left, load
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
 from credprovider.tool.node.root import NodeRoot
@@ -52,5 +52,6 @@ def agent_files(root: NodeRoot) -> AgentFiles | None:
             )
         if now != sha:
             changed.append(path)
-    unfinished = JOURNAL if os.path.lexists(root.host(JOURNAL, follow=False)) else ""
-    return AgentFiles(len(written), tuple(changed), unfinished=unfinished)
+    return AgentFiles(
+        len(written), tuple(changed), unfinished=JOURNAL if journal_left(root) else ""
+    )

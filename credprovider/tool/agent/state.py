@@ -229,6 +229,11 @@ class AgentState:
         )
 
 
+def journal_left(root: NodeRoot) -> bool:
+    """A killed run left its journal (:data:`JOURNAL`) on the node under ``root``."""
+    return os.path.lexists(root.host(JOURNAL, follow=False))
+
+
 def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
