@@ -18,11 +18,10 @@ from pathlib import Path
 import pytest
 
 from credprovider.tool.change.durable import TEMPORARY_SUFFIX
-from emulators.http import FakeResponse, serve
 from release.bundle import REPO
 from tests.helpers import private
 from tests.integration.cli.conftest import fake_bundle
-from tests.unit.tool.test_agent_apply import kubeadm
+from tests.reliability.agentnode import agent_node
 
 pytestmark = pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
 
@@ -77,13 +76,7 @@ def violations(calls: list[tuple[str, list[str]]], under: Path) -> list[str]:
 
 
 def test_agent_apply_and_uninstall_flush_every_rename(tmp_path: Path) -> None:
-    root = Path(kubeadm(tmp_path / "node"))
-    (root / "etc/default").mkdir(parents=True, exist_ok=True)
-    (root / "etc/default/kubelet").write_text("KUBELET_EXTRA_ARGS=--v=2\n")
-    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
-    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
-        common = ["--root", str(root), "--restart-command", "true {unit}",
-                  "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "5"]  # fmt: skip
+    with agent_node(tmp_path) as (root, bundle, common):
         applied = traced(tmp_path, "agent", "apply", "--bundle", str(bundle), "--providers",
                          "aws", *common)  # fmt: skip
         renamed = [p[1] for n, p in applied if n == "rename" and len(p) > 1]

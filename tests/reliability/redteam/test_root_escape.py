@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from emulators.http import FakeResponse, serve
 from release.bundle import BUNDLE_DIR
 from tests.helpers import REPO, run_cli
 from tests.integration.cli.conftest import fake_bundle
+from tests.reliability.agentnode import agent_node
 from tests.unit.tool.test_agent_apply import kubeadm, tree
 
 AGENT_HOME = "var/lib/credprovider/agent"
@@ -84,15 +84,9 @@ ROWS: dict[str, Plant] = {
 @pytest.mark.parametrize("row", ROWS)
 def test_apply_and_uninstall_stay_inside_the_root(tmp_path: Path, row: str) -> None:
     outside = sentinel(tmp_path)
-    root = Path(kubeadm(tmp_path / "node"))
-    (root / "etc/default").mkdir(parents=True, exist_ok=True)
-    (root / "etc/default/kubelet").write_text("KUBELET_EXTRA_ARGS=--v=2\n")
-    ROWS[row](root, outside)
-    kept, flags_before = tree(str(outside)), _flags(root)
-    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
-    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
-        common = ["--root", str(root), "--restart-command", "true {unit}",
-                  "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "5"]  # fmt: skip
+    with agent_node(tmp_path) as (root, bundle, common):
+        ROWS[row](root, outside)
+        kept, flags_before = tree(str(outside)), _flags(root)
         code, out, err = cli(
             "agent", "apply", "--bundle", str(bundle), "--providers", "aws", *common
         )
@@ -240,13 +234,7 @@ def _agent_installed(tmp_path: Path) -> Iterator[tuple[Path, Path, list[str]]]:
     """A kubeadm node with a flags file, the agent installed on it through the CLI: its root, the
     bundle, and the options every agent command there takes (a stand-in kubelet answering its
     /healthz while this lasts)."""
-    root = Path(kubeadm(tmp_path / "node"))
-    (root / "etc/default").mkdir(parents=True, exist_ok=True)
-    (root / "etc/default/kubelet").write_text("KUBELET_EXTRA_ARGS=--v=2\n")
-    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
-    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
-        common = ["--root", str(root), "--restart-command", "true {unit}",
-                  "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "5"]  # fmt: skip
+    with agent_node(tmp_path) as (root, bundle, common):
         code, out, err = cli(
             "agent", "apply", "--bundle", str(bundle), "--providers", "aws", *common
         )
