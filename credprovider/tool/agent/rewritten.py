@@ -21,12 +21,14 @@ from credprovider.tool.node.root import NodeRoot
 @dataclass(frozen=True)
 class AgentFiles:
     """``written``: how many files the agent wrote; ``changed``: those that hold something else
-    now; ``problem``: why they could not be compared ("": they were); ``unfinished``: the journal
-    a killed agent run left ("": none)."""
+    now; ``problem``: why they could not be compared ("": they were); ``hidden``: only because
+    this user may not read the agent's files (root would: no verdict); ``unfinished``: the
+    journal a killed agent run left ("": none)."""
 
     written: int = 0
     changed: tuple[str, ...] = field(default_factory=tuple)
     problem: str = ""
+    hidden: bool = False
     unfinished: str = ""
 
 
@@ -35,9 +37,16 @@ def agent_files(root: NodeRoot) -> AgentFiles | None:
     changed this node)."""
     if not os.path.lexists(root.host(STATE, follow=False)):
         return None
+    unfinished = JOURNAL if journal_left(root) else ""
     try:
         state = load(root)
-    except (NodeChangeError, FileProblem, UnreadableError) as exc:
+    except UnreadableError as exc:  # its kept copies are root's alone (0600)
+        return AgentFiles(
+            problem=f"what the agent wrote cannot be checked as this user: {exc}",
+            hidden=True,
+            unfinished=unfinished,
+        )
+    except (NodeChangeError, FileProblem) as exc:
         return AgentFiles(problem=f"the agent's state ({AGENT_HOME}) cannot be used: {exc}")
     written = state.written
     changed = []
@@ -48,10 +57,11 @@ def agent_files(root: NodeRoot) -> AgentFiles | None:
             now = ""
         except UnreadableError as exc:
             return AgentFiles(
-                len(written), problem=f"what the agent wrote cannot be compared: {exc}"
+                len(written),
+                problem=f"what the agent wrote cannot be checked as this user: {exc}",
+                hidden=True,
+                unfinished=unfinished,
             )
         if now != sha:
             changed.append(path)
-    return AgentFiles(
-        len(written), tuple(changed), unfinished=JOURNAL if journal_left(root) else ""
-    )
+    return AgentFiles(len(written), tuple(changed), unfinished=unfinished)

@@ -7,7 +7,9 @@ are put back by :meth:`Was.restore`, the engine's op (:mod:`credprovider.tool.ch
 A kept copy is read as hostile input, whoever kept it: the file or link it was replaced by, a FIFO
 that would hold the reader for ever, a file too big to be a config or a flags file, one that others
 may write (so not necessarily what was kept), a set-uid mode to give back, or a directory that is
-not a bundle each make :meth:`Was.restore` say why, in one phrase, and give no op.
+not a bundle each make :meth:`Was.restore` say why, in one phrase, and give no op. A copy this
+user may not read gives no verdict either way: its ``UnreadableError`` goes up to the caller
+(``doctor`` as an operator, who is told to run it as root), never a "not what was kept".
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Final
 
 from credprovider.tool.change.confine import is_bundle
 from credprovider.tool.change.engine import Kind, Op
-from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
+from credprovider.tool.node.access import FileProblem, read_bytes
 
 # A config or a flags file, kept: far below this.
 MAX_KEPT_FILE: Final = 8 * 1024 * 1024
@@ -77,6 +79,6 @@ class Was:
             return f"the copy {copy} of {path} would be put back with mode {mode:o}, never given"
         try:
             data = read_bytes(str(copy), limit=MAX_KEPT_FILE)
-        except (FileProblem, UnreadableError) as exc:
+        except FileProblem as exc:
             return f"the copy {copy} of {path} cannot be read ({exc})"
         return Op(Kind.FILE, path, data, mode)

@@ -162,7 +162,7 @@ def _agent_files(root: NodeRoot, diagnosis: Diagnosis) -> None:
             "the agent's next run finishes it: delete the agent's pod on this node to restart it",
         )
     if found.problem:
-        diagnosis.add("config", INFO if found.written else WARN, found.problem)
+        diagnosis.add("config", INFO if found.hidden else WARN, found.problem)
     elif found.changed:
         diagnosis.add(
             "config",

@@ -155,6 +155,44 @@ def test_a_unit_hidden_from_this_user_gives_no_verdict(tmp_path: Path) -> None:
         shutil.rmtree(place)
 
 
+def test_doctor_as_an_operator_on_an_agent_node_says_what_it_cannot_check(tmp_path: Path) -> None:
+    """Through the bundle as nobody, on a GKE node the agent changed: the copies it kept are
+    root's alone (0600), so whether its files are as it wrote them cannot be checked as this user.
+    doctor says so (info: run it as root), never that the state is forged or to remove it."""
+    import os
+    import shutil
+    import subprocess
+    import tempfile
+
+    from release.bundle import BUNDLE_DIR
+    from tests.helpers import require_bundle
+
+    if os.geteuid() != 0:
+        pytest.skip("switching to nobody needs root")
+    require_bundle()
+    place = Path(tempfile.mkdtemp(prefix="platform-", dir="/tmp"))  # pytest's tmp is root's only
+    try:
+        place.chmod(0o755)
+        _, root = _gke_with_the_agent(place)
+        kept = list((root / "var/lib/credprovider/agent/originals").iterdir())
+        assert kept and all(path.stat().st_mode & 0o777 == 0o600 for path in kept), kept
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+             str(BUNDLE_DIR / "credprovider"), "doctor", "--root", str(root), "--offline",
+             "--json"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        report = json.loads(done.stdout)
+        said = [c for c in report["checks"] if "agent" in c["message"]]
+        assert [c["status"] for c in said] == ["info"], said
+        assert said[0]["message"].startswith("what the agent wrote cannot be checked as this user")
+        assert "as uid 65534" in said[0]["message"] and "as root" in said[0]["message"], said
+        assert "not the agent's state" not in done.stdout and "remove it" not in done.stdout
+        assert done.returncode == 0, done.stdout + done.stderr  # the chain itself was checked
+    finally:
+        shutil.rmtree(place)
+
+
 def _doc_rows() -> dict[str, str]:
     """docs/platforms.md's per-platform table: the first cell of each row, and the row."""
     text = (REPO / "docs" / "platforms.md").read_text()
