@@ -154,6 +154,8 @@ def _run(argv: list[str]) -> int:
     try:
         code: int = args.handler(args)
     except CredproviderError as exc:  # each handler says its own failures; this is the backstop
-        sys.stderr.write(f"credprovider: {safe_line(str(exc))}\n")
+        named = (getattr(args, key, None) for key in ("command", "action"))
+        prog = " ".join(["credprovider", *(str(name) for name in named if name)])
+        sys.stderr.write(f"{prog}: {safe_line(str(exc))}\n")
         code = 1
     return code

@@ -47,8 +47,8 @@ def refused_as_non_root(exc: OSError) -> bool:
 def unreadable(path: str, exc: OSError, verb: str = "read") -> UnreadableError:
     """The one sentence for a path this (non-root) user may not read (or write)."""
     return UnreadableError(
-        f"cannot {verb} {path} as uid {os.geteuid()} ({(exc.strerror or str(exc)).lower()}); the "
-        "kubelet runs as root and may well do so: run this command as root"
+        f"cannot {verb} {path} as uid {os.geteuid()} ({(exc.strerror or str(exc)).lower()}): run "
+        "this command as root, as the kubelet runs"
     )
 
 

@@ -146,8 +146,7 @@ def test_a_default_path_hidden_from_this_user_is_no_verdict(tmp_path: Path) -> N
             # the first path under the hidden directory a layout or the default names
             assert re.fullmatch(
                 f"credprovider {args[0]}: cannot read /etc/kubernetes/\\S+ as uid {NOBODY} "
-                r"\(permission denied\); the kubelet runs as root and may well do so: run this "
-                r"command as root\n",
+                r"\(permission denied\): run this command as root, as the kubelet runs\n",
                 done.stderr,
             ), (args, done.stderr)
     finally:

@@ -135,8 +135,8 @@ def test_install_needs_root_where_root_owns_the_place(node: Path) -> None:
     )
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == (
-        f"credprovider install: cannot write in {locked} as uid {NOBODY} (permission denied); "
-        "the kubelet runs as root and may well do so: run this command as root\n"
+        f"credprovider install: cannot write in {locked} as uid {NOBODY} (permission denied): "
+        "run this command as root, as the kubelet runs\n"
     )
     assert list(locked.iterdir()) == []
 
@@ -227,7 +227,7 @@ def test_a_flags_file_this_user_cannot_read_is_no_verdict(node: Path) -> None:
         assert (result.returncode, result.stdout) == (2, ""), (args, result)
         assert result.stderr == (
             f"credprovider {args[0]}: cannot read /etc/default/kubelet as uid {NOBODY} (permission "
-            "denied); the kubelet runs as root and may well do so: run this command as root\n"
+            "denied): run this command as root, as the kubelet runs\n"
         ), (args, result.stderr)
 
 

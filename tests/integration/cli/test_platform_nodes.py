@@ -158,7 +158,8 @@ def test_a_unit_hidden_from_this_user_gives_no_verdict(tmp_path: Path) -> None:
 def test_doctor_as_an_operator_on_an_agent_node_says_what_it_cannot_check(tmp_path: Path) -> None:
     """Through the bundle as nobody, on a GKE node the agent changed: the copies it kept are
     root's alone (0600), so whether its files are as it wrote them cannot be checked as this user.
-    doctor says so (info: run it as root), never that the state is forged or to remove it."""
+    doctor says so (info: run it as root), never that the state is forged or to remove it; ``agent
+    uninstall`` says, under its own name, to run it as root, and changes nothing."""
     import os
     import shutil
     import subprocess
@@ -166,6 +167,7 @@ def test_doctor_as_an_operator_on_an_agent_node_says_what_it_cannot_check(tmp_pa
 
     from release.bundle import BUNDLE_DIR
     from tests.helpers import require_bundle
+    from tests.unit.tool.test_agent_apply import tree
 
     if os.geteuid() != 0:
         pytest.skip("switching to nobody needs root")
@@ -189,6 +191,18 @@ def test_doctor_as_an_operator_on_an_agent_node_says_what_it_cannot_check(tmp_pa
         assert "as uid 65534" in said[0]["message"] and "as root" in said[0]["message"], said
         assert "not the agent's state" not in done.stdout and "remove it" not in done.stdout
         assert done.returncode == 0, done.stdout + done.stderr  # the chain itself was checked
+        before = tree(str(root))
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+             str(BUNDLE_DIR / "credprovider"), "agent", "uninstall", "--root", str(root)],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert (done.returncode, done.stdout) == (1, ""), done.stderr
+        assert done.stderr == (
+            f"credprovider agent uninstall: cannot read {kept[0]} as uid 65534 (permission "
+            "denied): run this command as root, as the kubelet runs\n"
+        )
+        assert tree(str(root)) == before
     finally:
         shutil.rmtree(place)
 
