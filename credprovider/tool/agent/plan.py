@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
@@ -101,16 +100,14 @@ def _read(root: NodeRoot, path: str) -> str | None:
         raise UnreadableNodeFile(f"{path} {exc.reason}") from None
 
 
-def validated(text: str, sa_tokens_enabled: bool = True) -> None:
-    """Refuse (:class:`RefusedConfig`, with the kubelet's message) a config the kubelet would not
-    start with (``sa_tokens_enabled``: whether that kubelet takes ``tokenAttributes``, 1.34+)."""
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as handle:
-        handle.write(text)
-        handle.flush()
-        try:
-            load_config(handle.name, sa_tokens_enabled)
-        except ConfigError as exc:
-            raise RefusedConfig(str(exc)) from None
+def validated(path: str, text: str, sa_tokens_enabled: bool = True) -> None:
+    """Refuse (:class:`RefusedConfig`, with the kubelet's message) a config ``path`` to be written
+    as ``text`` that the kubelet would not start with (``sa_tokens_enabled``: whether that kubelet
+    takes ``tokenAttributes``, 1.34+)."""
+    try:
+        load_config(path, sa_tokens_enabled, text=text)
+    except ConfigError as exc:
+        raise RefusedConfig(str(exc)) from None
 
 
 def plan_node(
@@ -361,7 +358,7 @@ def _plan_config(
     if current is not None and holds_providers(current.encode(), desired.encode()):
         plan.steps.append(Step(Action.UNCHANGED, platform.config, f"{platform.config} has them"))
         return
-    validated(desired, sa_tokens_enabled)
+    validated(platform.config, desired, sa_tokens_enabled)
     plan.config_text = desired
     if kept:
         names = ", ".join(str(p.get("name")) for p in kept)
