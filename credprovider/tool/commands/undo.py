@@ -121,40 +121,18 @@ def _undo(args: argparse.Namespace) -> int:
 
 
 def _kubelet(given: Sequence[str] | None) -> tuple[dict[str, list[str]], tuple[int, int] | None]:
-    """The kubelet's flags by file (``given``: those files, else the ones discovery reads) and
-    its version (``None``: no kubelet runs, or it did not say)."""
-    from credprovider.tool.node.discovery import discover, flags_file_of
+    """The kubelet's flags by file (``given``: those files, else the ones it starts with next,
+    found as doctor finds them) and its version (``None``: no kubelet runs, or it did not say)."""
+    from credprovider.tool.node.discovery import discover, start_flags
     from credprovider.tool.node.flagfiles import flags_from_file
     from credprovider.tool.node.kubelet_facts import kubelet_version
-    from credprovider.tool.node.kubelet_flags import CONFIG_FLAG
 
     view = discover(HOST)
     found = kubelet_version(view.kubelet) if view.kubelet is not None else None
     version = found[1] if found else None
     if given:
         return {path: flags_from_file(read_text(path)).split() for path in given}, version
-    # the files it starts with after the undo: with no kubelet running, discovery read them from
-    # its unit already; a running one's discovery took its command line instead
-    unit = _kubelet_unit() if view.kubelet is not None else {}
-    if unit:  # each word with the file it comes from, as systemd starts it
-        return unit, version
-    flags_file_of(view, CONFIG_FLAG)  # else the distribution's flag files, read
-    return {path: list(words) for path, words in view.flag_words.items()}, version
-
-
-def _kubelet_unit() -> dict[str, list[str]]:
-    """The kubelet's flags as its systemd unit starts it, by the file each comes from (the unit,
-    a drop-in, an environment file); {} when the node has no such unit, or it cannot be read."""
-    from credprovider.tool.node.units import on_node, read_kubelet_unit
-
-    try:
-        unit = read_kubelet_unit(*on_node(lambda path: path))
-    except UnreadableError:
-        return {}
-    found: dict[str, list[str]] = {}
-    for word, path in unit.word_files if unit is not None else ():
-        found.setdefault(path, []).append(word)
-    return found
+    return start_flags(view), version
 
 
 def register(sub: Subcommands) -> None:

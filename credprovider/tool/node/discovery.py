@@ -193,11 +193,33 @@ def in_tree(settings: KubeletSettings) -> bool:
 def flags_file_of(view: NodeView, name: str) -> str | None:
     """The first of the node's kubelet flag files (its layout's) that gives ``--name``: read now
     when discovery did not (a running kubelet's flags are its command line)."""
+    _read_flag_files(view)
+    return next((p for p, words in view.flag_words.items() if flag_values(words, name)), None)
+
+
+def _read_flag_files(view: NodeView) -> None:
     if not view.flag_words:
         for layout in LAYOUTS:
             if layout.flag_files:
                 _from_flag_files(view, layout.flag_files)
-    return next((p for p, words in view.flag_words.items() if flag_values(words, name)), None)
+
+
+def start_flags(view: NodeView) -> dict[str, list[str]]:
+    """The kubelet's flags as it will start next, by the file each comes from: its systemd unit's
+    as systemd starts it (the unit, a drop-in, an environment file; read now when a running
+    kubelet's command line was taken instead), else its layout's flag files ({}: none)."""
+    if view.kubelet is not None:
+        try:
+            unit = read_kubelet_unit(*on_node(view.host_path))
+        except UnreadableError:
+            unit = None
+        if unit is not None and unit.word_files:
+            found: dict[str, list[str]] = {}
+            for word, path in unit.word_files:
+                found.setdefault(path, []).append(word)
+            return found
+    _read_flag_files(view)  # with no kubelet running, discovery read the unit's already
+    return {path: list(words) for path, words in view.flag_words.items()}
 
 
 def discover(root: NodeRoot = HOST, proc: str = "/proc") -> NodeView:
