@@ -32,7 +32,7 @@ from credprovider.tool.node.kubelet_flags import (
 from credprovider.tool.node.kubelet_proc import KubeletProcess, find_kubelets
 from credprovider.tool.node.layouts import LAYOUTS
 from credprovider.tool.node.root import HOST, NodeRoot
-from credprovider.tool.node.units import on_node, read_kubelet_unit
+from credprovider.tool.node.units import KubeletUnit, on_node, read_kubelet_unit
 
 # More drop-ins than any node has: a directory of thousands is not read to the end.
 _MAX_DROP_INS = 256
@@ -176,9 +176,16 @@ def _from_unit(view: NodeView) -> bool:
         return False
     view.found_by = f"the kubelet's unit {unit.unit} (as systemd starts it)"
     view.settings = settings
-    for word, path in unit.word_files:
-        view.flag_words.setdefault(path, []).append(word)
+    view.flag_words = _by_file(unit)
     return True
+
+
+def _by_file(unit: KubeletUnit) -> dict[str, list[str]]:
+    """Each flag word of the kubelet's unit under the file that holds it."""
+    found: dict[str, list[str]] = {}
+    for word, path in unit.word_files:
+        found.setdefault(path, []).append(word)
+    return found
 
 
 def in_tree(settings: KubeletSettings) -> bool:
@@ -214,10 +221,7 @@ def start_flags(view: NodeView) -> dict[str, list[str]]:
         except UnreadableError:
             unit = None
         if unit is not None and unit.word_files:
-            found: dict[str, list[str]] = {}
-            for word, path in unit.word_files:
-                found.setdefault(path, []).append(word)
-            return found
+            return _by_file(unit)
     _read_flag_files(view)  # with no kubelet running, discovery read the unit's already
     return {path: list(words) for path, words in view.flag_words.items()}
 
