@@ -12,20 +12,15 @@ right, in the platform's own place; the kubelet restarts only when its config or
 from __future__ import annotations
 
 import os
-import re
-import shlex
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Final
 
 from credprovider.paths import AGENT_HOME
 from credprovider.tool.agent import envfile
 from credprovider.tool.agent.bootstrap import BOOTSTRAP_PROVIDER
+from credprovider.tool.agent.flagplan import flag_change, flags_in_force, flags_right
 from credprovider.tool.agent.platforms import (
-    BY_PLATFORM,
     ENV_FILE,
-    K0S_UNIT,
-    UNIT_DIRS,
     Platform,
     confirmed,
     installed_unit,
@@ -36,19 +31,15 @@ from credprovider.tool.agent.state import JOURNAL, journal_left
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.install import holds_providers, other_providers
 from credprovider.tool.change.journal import journal_for
-from credprovider.tool.change.migrate import FlagChanges
-from credprovider.tool.change.render import kubelet_flags, render_config
+from credprovider.tool.change.render import render_config
 from credprovider.tool.change.results import Action, Step
 from credprovider.tool.change.settings import Settings
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.kubeconfig.model import ConfigError
 from credprovider.tool.kubeconfig.validate import load_config
-from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
+from credprovider.tool.node.access import FileProblem, read_bytes
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
 from credprovider.tool.node.root import NodeRoot
-from credprovider.tool.node.units import on_node, read_kubelet_unit
-
-_K0S_EXTRA: Final = re.compile(r"--kubelet-extra-args(?:=|\s+)(\"[^\"]*\"|'[^']*'|\S+)")
 
 
 @dataclass
@@ -141,7 +132,7 @@ def plan_node(
         plan.notes.append(platform.note)
     try:
         found = envfile.texts(lambda p: _read(root, p), platform.flag_files)
-        in_force = _flags_in_force(root, platform)
+        in_force = flags_in_force(root, platform, lambda p: _read(root, p))
         decided = envfile.in_tree_decision(
             in_force,
             found if platform.flags == ENV_FILE else {},
@@ -216,42 +207,12 @@ def _change_by_hand_left(root: NodeRoot, config: str) -> str:
     return journal if os.path.lexists(root.host(journal, follow=False)) else ""
 
 
-def _flags_in_force(root: NodeRoot, platform: Platform) -> list[str]:
-    """The kubelet flags the node's own files give: ENV_FILE's and K0S_UNIT's where they keep
-    them; a platform that sets them itself, its kubelet unit's, as systemd starts it (GKE's
-    KUBELET_OPTS, an EKS NodeConfig's flags: the config the kubelet really reads)."""
-    if platform.flags in (BY_PLATFORM, K0S_UNIT):  # k0s: its unit's --kubelet-extra-args
-        try:
-            unit = read_kubelet_unit(*on_node(lambda p: str(root.host(p))))
-        except UnreadableError:
-            return []
-        return list(unit.argv) if unit else []
-    if platform.flags == ENV_FILE:
-        return envfile.args(envfile.texts(lambda p: _read(root, p), platform.flag_files))
-    return []
-
-
-def _split(text: str) -> list[str]:
-    try:
-        return shlex.split(text)
-    except ValueError:  # an unclosed quote: as good as no flags
-        return []
-
-
-def _flags_right(args: list[str], platform: Platform) -> bool:
-    """``args`` give the kubelet the platform's config and bin dir (the last value of each)."""
-    return (flag_value(args, CONFIG_FLAG), flag_value(args, BIN_DIR_FLAG)) == (
-        platform.config,
-        platform.bin_dir,
-    )
-
-
 def _adopt_flags_in_force(plan: AgentPlan, args: list[str], platform: Platform) -> Platform:
     """Where the kubelet is already given (``args``: the flags in force) a config and a bin dir,
     those are the ones: the config's providers are kept and ours merged in, the plugins linked
     where it looks, its flags left."""
     config, bin_dir = flag_value(args, CONFIG_FLAG), flag_value(args, BIN_DIR_FLAG)
-    if not (config and bin_dir) or _flags_right(args, platform):
+    if not (config and bin_dir) or flags_right(args, platform):
         return platform
     if platform.bootstrap:  # files only: the paths given are the ones (the chart's paths.*)
         plan.notes.append(
@@ -264,13 +225,6 @@ def _adopt_flags_in_force(plan: AgentPlan, args: list[str], platform: Platform) 
         f"the kubelet is already given {config} and {bin_dir}: they are used, its providers kept"
     )
     return replace(platform, config=config, bin_dir=bin_dir, managed=True)
-
-
-def _k0s_unit(root: NodeRoot, platform: Platform) -> str:
-    """The path of the node's k0s unit ("" for none)."""
-    unit = installed_unit(root, platform.services)
-    paths = [f"{directory}/{unit}.service" for directory in UNIT_DIRS]
-    return next((p for p in paths if unit and root.exists(p)), "")
 
 
 def _plan_bundle(
@@ -370,69 +324,8 @@ def _plan_config(
 
 
 def _plan_flags(plan: AgentPlan, root: NodeRoot, platform: Platform) -> None:
-    wanted = kubelet_flags(platform.config, platform.bin_dir)
-    if platform.flags == ENV_FILE:
-        _plan_env_file(plan, root, platform, wanted)
-    elif platform.flags == K0S_UNIT:
-        _plan_k0s(plan, root, platform, wanted)
-    else:
-        plan.steps.append(
-            Step(Action.UNCHANGED, "", f"the kubelet's flags: set by {platform.name}")
-        )
-
-
-def _plan_env_file(plan: AgentPlan, root: NodeRoot, platform: Platform, wanted: list[str]) -> None:
-    """kubeadm: the flags the kubelet gets from every file its drop-in reads (KUBELET_EXTRA_ARGS
-    last); the two are added to (or corrected in) KUBELET_EXTRA_ARGS when not already right."""
-    texts = envfile.texts(lambda p: _read(root, p), platform.flag_files)
-    if _flags_right(envfile.args(texts), platform) and not plan.migrating:
-        plan.steps.append(Step(Action.UNCHANGED, "", "the kubelet's flags are already right"))
-        return
-    home = next((p for p in platform.flag_files if texts[p] is not None), "") or next(
-        # none yet: the distribution's directory for it, /etc/default (Debian) or /etc/sysconfig
-        (p for p in platform.flag_files if root.host(str(Path(p).parent)).is_dir()),
-        platform.flag_files[0],
-    )
-    text = texts[home] or ""
-    changes = FlagChanges(frozenset({CONFIG_FLAG, BIN_DIR_FLAG}), frozenset())
-    if plan.migrating:  # the in-tree cloud moved to external, passed last so that it wins
-        migration = envfile.InTree(migrating=plan.migrating)
-        changes = FlagChanges(
-            changes.drop | migration.changes.drop, changes.gates | migration.changes.gates
-        )
-        wanted = [envfile.EXTERNAL, *wanted]
-        plan.flags_restored[home] = migration.restored(text)
-    new = envfile.with_extra_args(text, changes, wanted)
-    plan.flag_file, plan.flag_text = home, new
-    plan.steps.append(
-        Step(Action.FLAGS, home, f"{envfile.EXTRA_ARGS} in {home}: {' '.join(wanted)}")
-    )
-
-
-def _plan_k0s(plan: AgentPlan, root: NodeRoot, platform: Platform, wanted: list[str]) -> None:
-    """k0s: the flags are inside the unit's ExecStart, in --kubelet-extra-args."""
-    path = _k0s_unit(root, platform)
-    text = _read(root, path) if path else None
-    if not text:
-        plan.notes.append(
-            "no k0s unit was found: pass the flags with --kubelet-extra-args yourself"
-        )
-        return
-    found = _K0S_EXTRA.search(text)
-    current = _split(found.group(1)) if found else []
-    if _flags_right(current, platform):
-        plan.steps.append(Step(Action.UNCHANGED, path, "the kubelet's flags are already right"))
-        return
-    changes = FlagChanges(frozenset({CONFIG_FLAG, BIN_DIR_FLAG}), frozenset())
-    drop, _ = changes.edit(current)
-    kept = [word for index, word in enumerate(current) if index not in drop]
-    value = shlex.quote(" ".join([*kept, *wanted]))
-    if found:
-        new = text[: found.start()] + f"--kubelet-extra-args={value}" + text[found.end() :]
-    else:
-        start = re.compile(r"^(ExecStart=.*\bk0s\b[^\n]*)$", re.M)
-        new = start.sub(lambda line: f"{line.group(1)} --kubelet-extra-args={value}", text, 1)
-    plan.flag_file, plan.flag_text = path, new
-    plan.steps.append(
-        Step(Action.FLAGS, path, f"--kubelet-extra-args in {path}: {' '.join(wanted)}")
-    )
+    change = flag_change(root, platform, plan.migrating, lambda p: _read(root, p))
+    plan.steps += [change.step] if change.step is not None else []
+    plan.notes += [change.note] if change.note else []
+    plan.flag_file, plan.flag_text = change.file, change.text
+    plan.flags_restored |= change.restored
