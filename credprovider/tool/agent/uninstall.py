@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shlex
 from pathlib import Path
+from typing import Final
 
 from credprovider.paths import AGENT_HOME, AGENT_HOME_PARENT
 from credprovider.tool.agent.apply import (
@@ -59,6 +60,9 @@ from credprovider.tool.node.flagfiles import flags_from_file, rewrite
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
 from credprovider.tool.node.root import NodeRoot
 
+# What an uninstall says where nothing of the agent's is on the node (run twice, or never applied).
+NOTHING_THERE: Final = "nothing of the agent's is on this node (no state under its home)"
+
 
 def uninstall(
     root: NodeRoot,
@@ -77,7 +81,7 @@ def uninstall(
     (agent/bootstrap.py), laid before anything is removed."""
     recover_home(root)
     if not os.path.lexists(root.host(STATE)):
-        return _tidied(Outcome(Result.UNINSTALLED), watch)  # nothing of the agent's is on the node
+        return _tidied(Outcome(Result.UNINSTALLED, detail=NOTHING_THERE), watch)
     state = load(root)
     laid = _lay_bootstrap(root, state, bootstrap) if bootstrap and bootstrap.bootstrap else ""
     unwritable = not_writable(root, [AGENT_HOME, *bundle_homes(state), *state.originals])

@@ -157,7 +157,7 @@ def test_an_uninstall_has_the_host_remove_the_directory_the_pods_mount_made(
     """The pod has /var/lib/credprovider mounted (the kubelet made it for the hostPath), so it
     cannot remove it: once the agent's home is gone, a transient service does, with rmdir,
     which leaves it if it holds anything (the packages' links file, say)."""
-    from credprovider.tool.agent.uninstall import uninstall
+    from credprovider.tool.agent.uninstall import NOTHING_THERE, uninstall
 
     root = kubeadm(tmp_path)
     service = Service()
@@ -182,7 +182,7 @@ def test_an_uninstall_has_the_host_remove_the_directory_the_pods_mount_made(
     ]
     # with nothing of the agent's on the node (a pod of action=uninstall restarted), again
     again = uninstall(NodeRoot.at(root), "kubelet", service.restart, service.healthy, watch)
-    assert again.result == "uninstalled"
+    assert (again.result, again.detail, again.changed) == ("uninstalled", NOTHING_THERE, [])
     assert sum(unit.startswith("credprovider-tidy-") for unit, _ in systemd.started) == 2
     # no systemd to ask: said, and the uninstall still done
     gone = Watchdog(str(tmp_path / "nothing-here"), 65.0)
