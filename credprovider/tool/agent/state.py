@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from credprovider.paths import AGENT_BUNDLE_HOMES, AGENT_HOME
+from credprovider.tool.change.confine import absolute
 from credprovider.tool.change.durable import (
     remove_file,
     remove_tree,
@@ -199,9 +200,9 @@ class AgentState:
             and isinstance(made, list)
             and isinstance(flag_files, list)
             and all(isinstance(data.get(key, ""), str) for key in strings)
-            and all(_file_path(path) and isinstance(sha, str) for path, sha in written.items())
-            and all(_node_path(path) for path in made)
-            and all(_file_path(path) for path in flag_files)
+            and all(absolute(path) and isinstance(sha, str) for path, sha in written.items())
+            and all(absolute(path, depth=1) for path in made)  # a directory it made
+            and all(absolute(path) for path in flag_files)
             and all(data.get(key, AGENT_HOME) in AGENT_BUNDLE_HOMES for key in _HOMES)
             and armed is not False
             and healed is not False
@@ -210,7 +211,7 @@ class AgentState:
         kept = {path: _parse_was(value) for path, value in originals.items()}
         kept_before = {path: _parse_before(value) for path, value in (before or {}).items()}
         every = [*kept.items(), *kept_before.items()]
-        if not all(_file_path(path) and entry is not None for path, entry in every):
+        if not all(absolute(path) and entry is not None for path, entry in every):
             return None
         befores = {path: entry for path, entry in kept_before.items() if entry is not None}
         return AgentState(
@@ -347,25 +348,6 @@ def keep_data(root: NodeRoot, where: str, path: str, data: bytes, mode: int) -> 
     name = f"{where}/{hashlib.sha256(path.encode()).hexdigest()[:16]}"
     replace_file(root.host(name, follow=False), data, 0o600)
     return Was(Prior.KEPT, copy=Path(name), mode=mode)
-
-
-def _node_path(value: object) -> bool:
-    """An absolute, normalized node path (no ``..``, no empty or ``.`` part, no NUL)."""
-    return (
-        isinstance(value, str)
-        and value.startswith("/")
-        and not value.startswith("//")
-        and "\0" not in value
-        and os.path.normpath(value) == value
-        and "/../" not in f"{value}/"
-    )
-
-
-def _file_path(value: object) -> bool:
-    """A node path the agent replaces (a file or a link): at least two levels deep, never ``/``,
-    ``/etc`` or ``/var``, which hold everything else (a directory it made, emptied and removed
-    when it goes, may be one level deep)."""
-    return _node_path(value) and str(value).count("/") >= 2
 
 
 # The homes of its bundles a state names (agent/apply.py): uninstall removes what is in them, so

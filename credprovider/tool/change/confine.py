@@ -36,15 +36,17 @@ def allowed_mode(mode: object) -> bool:
     return type(mode) is int and 0 <= mode <= 0o777 and not mode & 0o002
 
 
-def absolute(value: object) -> bool:
-    """A normalized absolute path at least two levels deep (never ``/`` or ``/etc``)."""
+def absolute(value: object, depth: int = 2) -> bool:
+    """A normalized absolute path (no ``..``, ``.`` or empty part, no NUL), never ``/``, at least
+    ``depth`` levels deep (2: never ``/etc`` or ``/var`` either, which hold everything else)."""
     return (
         isinstance(value, str)
         and "\0" not in value
         and os.path.isabs(value)
         and os.path.normpath(value) == value
         and not value.startswith("//")
-        and value.count("/") >= 2
+        and value != "/"
+        and value.count("/") >= depth
     )
 
 
