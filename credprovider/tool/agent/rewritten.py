@@ -9,13 +9,14 @@ nothing of it is used). ``credprovider doctor`` says what this finds.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from credprovider.paths import AGENT_HOME
 from credprovider.tool.agent.state import JOURNAL, STATE, digest, journal_left, load
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
-from credprovider.tool.node.root import NodeRoot
+from credprovider.tool.node.root import NodeRoot, RootPathError
 
 
 @dataclass(frozen=True)
@@ -65,3 +66,31 @@ def agent_files(root: NodeRoot) -> AgentFiles | None:
         if now != sha:
             changed.append(path)
     return AgentFiles(len(written), tuple(changed), unfinished=unfinished)
+
+
+def agent_manages(root: NodeRoot, paths: Iterable[str]) -> str:
+    """Why a change by hand to ``paths`` (as the node names them) would fight the chart's agent on
+    the node under ``root``: the first of them that it manages (a file or link it replaced, or
+    anything in its home or its bundles'), in one sentence; "" for none, or where no agent's state
+    can be read (none is there, or it is damaged: then the agent refuses to run)."""
+    if not os.path.lexists(root.host(STATE, follow=False)):
+        return ""
+    try:
+        state = load(root)
+    except (NodeChangeError, FileProblem, UnreadableError):
+        return ""
+    homes = {AGENT_HOME, state.bundle_home, *(home for home in [state.retired] if home)}
+    for path in paths:
+        given = os.path.abspath(path) if root.is_host else path
+        try:  # as given, and with the links on its way resolved (not its own)
+            names = {given, "/" + "/".join(root.resolve(given, follow=False))}
+        except RootPathError:
+            names = {given}
+        if any(n in state.originals or n.startswith(tuple(f"{h}/" for h in homes)) for n in names):
+            return (
+                f"{path} is the chart's agent's (its state {STATE} records it): its next start "
+                "would make its change again; change the chart's values (providers, "
+                "providerSettings) instead, or take the node out of the agent's nodeSelector and "
+                "run credprovider agent uninstall first"
+            )
+    return ""

@@ -11,6 +11,7 @@ from credprovider.entry import SUFFIXED_FORM
 from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
 from credprovider.tool.catalog import DEFAULT_KEYS, PLUGINS, plugin_for_name
 from credprovider.tool.change.lock import node_lock
+from credprovider.tool.change.results import Action, Step
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -31,7 +32,6 @@ from credprovider.tool.node.root import HOST
 
 if TYPE_CHECKING:
     from credprovider.tool.change.install import InstallPlan
-    from credprovider.tool.change.results import Step
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
@@ -114,6 +114,10 @@ def _plan_and_apply(args: argparse.Namespace, keys: list[str], node_files: dict[
     except NodeChangeError as exc:
         print(f"credprovider install: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    fights = _agents(plan.changes)
+    if fights:
+        print(f"credprovider install: nothing was changed: {fights}", file=sys.stderr)
+        return EXIT_FAILED
     if plan.refused:
         _report(plan.changes, args.json, applied=False)
         print(
@@ -132,6 +136,13 @@ def _plan_and_apply(args: argparse.Namespace, keys: list[str], node_files: dict[
         )
         return EXIT_FAILED
     return _after(plan, args.json)
+
+
+def _agents(changes: list[Step]) -> str:
+    """Why the change would fight the chart's agent on this node ("": it would not)."""
+    from credprovider.tool.agent.rewritten import agent_manages
+
+    return agent_manages(HOST, [str(s.path) for s in changes if s.action is not Action.UNCHANGED])
 
 
 def _after(plan: InstallPlan, as_json: bool) -> int:
@@ -225,8 +236,9 @@ def register(sub: Subcommands) -> None:
             "offline), and print the kubelet flags. All or nothing: every step is planned first, "
             "and if any is refused nothing is changed. Links into another credprovider bundle (and "
             "an earlier --copy) are upgrades and need no --force; anything else that would be "
-            "replaced needs --force, which keeps it as NAME.credprovider-backup-TIMESTAMP. "
-            "Idempotent. Exit 0: installed and every plugin starts; 1: refused (nothing changed) "
+            "replaced needs --force, which keeps it as NAME.credprovider-backup-TIMESTAMP. A "
+            "path the chart's agent manages on this node is never changed (its values are the "
+            "place). Idempotent. Exit 0: installed and every plugin starts; 1: refused (nothing changed) "
             "or a check failed; 2: usage, or a path this user may not read."
         ),
     )

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Final
 from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.lock import node_lock
+from credprovider.tool.change.results import Action
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -68,6 +69,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:
+    from credprovider.tool.agent.rewritten import agent_manages
     from credprovider.tool.change.migrate import plan_migration
     from credprovider.tool.change.migrate_write import (
         check_places,
@@ -93,6 +95,11 @@ def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:
         )
         plan.config_unchanged = config_unchanged(plan, args.config_out)  # decided before writing
         refused = refusal(plan, args.config_out) if args.write else None
+        if args.write and not refused:
+            refused = agent_manages(
+                HOST,
+                [s.path for s in steps(plan, args.config_out) if s.action is not Action.UNCHANGED],
+            )
         if args.write and not refused:
             check_places(plan, args.config_out)
             from credprovider.tool.change.startcheck import migration_would_not_start
@@ -280,7 +287,8 @@ def register(sub: Subcommands) -> None:
         help="make the changes: rewrite each --kubelet-flags-file and --kubelet-config in place "
         "and write --config-out, each by rename, the old text kept as "
         "NAME.credprovider-backup-TIMESTAMP (default: print them only). A --config-out that is "
-        "neither the kubelet's current config nor credprovider's is never replaced",
+        "neither the kubelet's current config nor credprovider's is never replaced, nor a path "
+        "the chart's agent manages on this node",
     )
     migrate.add_argument("--json", action="store_true", help="one JSON object on stdout")
     migrate.set_defaults(handler=_cmd_migrate)

@@ -427,3 +427,53 @@ def test_files_only_in_the_charts_default_paths_keeps_to_its_own_directory(
     ]  # fmt: skip
     assert "is left as the bootstrap (credprovider-bootstrap)" in undone.stdout
     assert restarts(tmp_path) == []
+
+
+def test_a_change_by_hand_to_the_agents_paths_is_refused(tmp_path: Path) -> None:
+    """On a node the agent changed, install or migrate --write run by hand (through the bundle,
+    as on the node itself: its /etc and /var/lib are the node's) would fight the agent over its
+    config, flags file or links: refused in one line naming the path and what to do instead,
+    nothing changed. An install to paths of its own still goes ahead."""
+    import pytest
+
+    from release.bundle import BUNDLE_DIR
+    from tests.helpers import private, require_bundle
+    from tests.reliability.agentnode import agent_node
+
+    if os.geteuid() != 0:
+        pytest.skip("the node's /etc and /var/lib mounted over this one's needs root")
+    require_bundle()
+    with agent_node(tmp_path) as (root, bundle, options):
+        applied = cli("agent", "apply", "--bundle", str(bundle), "--providers", "aws", *options)
+        assert applied.returncode == 0, applied.stderr
+
+        def by_hand(*argv: str) -> subprocess.CompletedProcess[str]:
+            mounts = 'mount --bind "$0/etc" /etc && mount --bind "$0/var/lib" /var/lib'
+            return subprocess.run(
+                private(["sh", "-c", f'{mounts} && exec "$@"', str(root),
+                         str(BUNDLE_DIR / "credprovider"), *argv]),
+                capture_output=True, text=True, timeout=120, check=False,
+            )  # fmt: skip
+
+        config = "/etc/kubernetes/image-credential-provider-config.yaml"
+        before = tree(str(root))
+        for argv, path in [
+            (["install", "--providers", "aws,gcp", "--bin-dir", "/var/lib/credprovider/agent/bin",
+              "--config-out", config], "/var/lib/credprovider/agent/bin/ecr-credential-provider"),
+            (["install", "--providers", "aws,gcp", "--bin-dir", "/etc/by-hand",
+              "--config-out", config], config),
+            (["migrate", "--write", "--providers", "aws", "--kubelet-flags-file",
+              "/etc/default/kubelet", "--config-out", "/etc/kubernetes/by-hand.yaml"],
+             "/etc/default/kubelet"),
+        ]:  # fmt: skip
+            done = by_hand(*argv)
+            assert (done.returncode, done.stdout) == (1, ""), (argv, done.stdout, done.stderr)
+            assert len(done.stderr.splitlines()) == 1, done.stderr
+            assert f"{path} is the chart's agent's (its state " in done.stderr, (argv, done.stderr)
+            assert "credprovider agent uninstall first" in done.stderr
+            assert tree(str(root)) == before, argv
+        # paths of its own: not the agent's to fight over
+        done = by_hand("install", "--providers", "aws", "--bin-dir", "/etc/by-hand/bin",
+                       "--config-out", "/etc/by-hand/config.yaml")  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert (root / "etc/by-hand/config.yaml").is_file()
