@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,10 +32,6 @@ def _cmd_undo(args: argparse.Namespace) -> int:
         args.config = node_default("undo", None, "--config", node_paths("undo"), bin_dir=False)
         if not args.config:
             return EXIT_USAGE
-    managed = _agent_manages()
-    if managed:
-        print(f"credprovider undo: {managed}", file=sys.stderr)
-        return EXIT_FAILED
     try:
         with node_lock(HOST, "credprovider undo"):
             if _killed_undo(args.config):
@@ -63,20 +58,8 @@ def _killed_undo(config: str) -> bool:
     return left is not None and left.change is ChangeKind.UNDO
 
 
-def _agent_manages() -> str:
-    """Why undo leaves this node to the fleet agent ("" when no agent manages it)."""
-    from credprovider.tool.agent.state import STATE
-
-    if not os.path.lexists(STATE):
-        return ""
-    return (
-        f"the fleet agent manages this node ({STATE}): its next start would make its change "
-        "again; nothing was changed: uninstall the chart (its hook puts every node back), or "
-        "take the node out of the agent's nodeSelector and run credprovider agent uninstall"
-    )
-
-
 def _undo(args: argparse.Namespace) -> int:
+    from credprovider.tool.agent.rewritten import agent_manages
     from credprovider.tool.change.undo import apply_undo, last_change, plan_undo
 
     anchor = Path(args.config)
@@ -90,7 +73,9 @@ def _undo(args: argparse.Namespace) -> int:
         )
         return EXIT_FAILED
     plan = plan_undo(anchor, transaction, flags, version)
-    refused = plan.refusal(args.force)
+    # the agent's next start would make its change again: never, not even with --force
+    refused = agent_manages(HOST, [str(step.op.path) for step in plan.steps])
+    refused = refused or plan.refusal(args.force)
     if args.json:
         print_json(
             {
@@ -149,8 +134,9 @@ def register(sub: Subcommands) -> None:
             "where a path was changed since (a hand edit, a later change), or where the kubelet "
             "would not start as the undo leaves it (an in-tree --cloud-provider its version "
             "refuses, flags naming a config the undo removes, a plugin taken away): --force undoes "
-            "it all the same. A node the fleet agent manages is left to it. Exit 0: undone (or, "
-            "with --dry-run, it would be); 1: refused or nothing to undo; 2: usage."
+            "it all the same. A path the chart's agent manages now is left to it, even with "
+            "--force. Exit 0: undone (or, with --dry-run, it would be); 1: refused or nothing to "
+            "undo; 2: usage."
         ),
     )
     undo.add_argument(

@@ -231,26 +231,43 @@ def test_a_record_someone_else_could_write_is_refused(node: Path, tmp_path: Path
     assert refused.returncode == 1 and "is not a record credprovider wrote" in refused.stderr
 
 
-def test_a_node_the_agent_manages_is_left_to_it() -> None:
-    """The agent's next start would make its change again: undo says what to do instead."""
+def test_a_path_the_agent_manages_is_left_to_it() -> None:
+    """On the node itself (its /var/lib a tmpfs of its own), an install by hand, then the chart's
+    agent taking over its config (its state records it): undo would put back a path the agent's
+    next start changes again, so it refuses, even with --force, saying what to do instead,
+    nothing changed. Where the agent manages none of the change's paths, the undo goes ahead."""
     import subprocess
-    import sys
 
-    from tests.helpers import REPO, private
+    from release.bundle import BUNDLE_DIR
+    from tests.helpers import private, require_bundle
 
+    require_bundle()
+    home = "/var/lib/credprovider/agent"
+    install = "credprovider install --providers aws --bin-dir /var/lib/x/bin --config-out /var/lib/x/c.yaml"
     script = (
-        "mkdir -p /var/lib/credprovider/agent && echo {} > /var/lib/credprovider/agent/state.json"
-        ' && exec "$@"'
+        f"mount -t tmpfs none /var/lib && mkdir -p /var/lib/x/bin {home} && {install} >/dev/null"
+        f' && echo "$1" > {home}/state.json && credprovider undo --config /var/lib/x/c.yaml --force'
+        ' ; echo "rc=$?" && ls /var/lib/x'
     )
-    done = subprocess.run(
-        private(["sh", "-c", f"mount -t tmpfs none /var/lib && {script}", "sh", sys.executable,
-                 "-m", "credprovider", "credprovider", "undo", "--config", "/tmp/x.yaml"]),
-        capture_output=True, text=True, timeout=60, check=False,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )  # fmt: skip
-    assert done.returncode == 1, done.stderr
-    assert "the fleet agent manages this node" in done.stderr
-    assert "agent uninstall" in done.stderr
+
+    def undo_with(state: dict[str, object]) -> subprocess.CompletedProcess[str]:
+        tool = BUNDLE_DIR / "credprovider"
+        return subprocess.run(
+            private(["sh", "-c", f"credprovider() {{ {tool} \"$@\"; }}; {script}", "sh",
+                     json.dumps(state)]),
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+
+    taken = undo_with({"originals": {"/var/lib/x/c.yaml": {"absent": True}}, "written": {}})
+    assert "rc=1" in taken.stdout, taken.stdout + taken.stderr
+    assert taken.stderr.startswith(
+        "credprovider undo: /var/lib/x/c.yaml is the chart's agent's (its state "
+    ), taken.stderr
+    assert "credprovider agent uninstall first; nothing was changed" in taken.stderr
+    assert "c.yaml" in taken.stdout.split("rc=1", 1)[1]  # the config is still there
+    apart = undo_with({"originals": {}, "written": {}})
+    assert "rc=0" in apart.stdout, apart.stdout + apart.stderr
+    assert "c.yaml" not in apart.stdout.split("rc=0", 1)[1]  # undone: the config is gone
 
 
 def test_the_record_names_what_each_path_was(node: Path, tmp_path: Path) -> None:
