@@ -77,14 +77,14 @@ def flag_change(root: NodeRoot, platform: Platform, migrating: str, read: Read) 
     cloud moved to ``--cloud-provider=external``, "" for none)."""
     wanted = kubelet_flags(platform.config, platform.bin_dir)
     if platform.flags == ENV_FILE:
-        return _env_file(platform, wanted, migrating, root, read)
+        return _env_file(root, platform, wanted, read, migrating)
     if platform.flags == K0S_UNIT:
         return _k0s(root, platform, wanted, read)
     return FlagChange(Step(Action.UNCHANGED, "", f"the kubelet's flags: set by {platform.name}"))
 
 
 def _env_file(
-    platform: Platform, wanted: list[str], migrating: str, root: NodeRoot, read: Read
+    root: NodeRoot, platform: Platform, wanted: list[str], read: Read, migrating: str
 ) -> FlagChange:
     """kubeadm: the flags the kubelet gets from every file its drop-in reads (KUBELET_EXTRA_ARGS
     last); the two are added to (or corrected in) KUBELET_EXTRA_ARGS when not already right."""

@@ -238,8 +238,8 @@ def register(sub: Subcommands) -> None:
             "an earlier --copy) are upgrades and need no --force; anything else that would be "
             "replaced needs --force, which keeps it as NAME.credprovider-backup-TIMESTAMP. A "
             "path the chart's agent manages on this node is never changed (its values are the "
-            "place). Idempotent. Exit 0: installed and every plugin starts; 1: refused (nothing changed) "
-            "or a check failed; 2: usage, or a path this user may not read."
+            "place). Idempotent. Exit 0: installed and every plugin starts; 1: refused (nothing "
+            "changed) or a check failed; 2: usage, or a path this user may not read."
         ),
     )
     inst.add_argument(
