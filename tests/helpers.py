@@ -10,7 +10,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 from credprovider.tool.catalog import PLUGINS
 from release.bundle import BUNDLE_DIR, REPO
@@ -29,6 +29,10 @@ API_VERSIONS = (
     "credentialprovider.kubelet.k8s.io/v1beta1",
     "credentialprovider.kubelet.k8s.io/v1alpha1",
 )
+
+
+# A command run as nobody (uid and gid 65534, no groups): the operator without root.
+AS_NOBODY: Final = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
 def bundle_required() -> bool:

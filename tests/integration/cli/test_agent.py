@@ -17,6 +17,7 @@ import yaml
 from credprovider.tool.agent.bootstrap import CONFIG_TEXT
 from emulators.http import FakeResponse, serve
 from release.bundle import REPO
+from tests.helpers import AS_NOBODY
 from tests.helpers import run_cli as cli
 from tests.integration.cli.conftest import fake_bundle
 from tests.unit.tool.test_agent_apply import kubeadm, tree
@@ -189,7 +190,7 @@ def test_an_operator_without_root_is_told_to_run_it_as_root() -> None:
             path.chmod(0o755)
         before = tree(str(root))
         done = subprocess.run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+            [*AS_NOBODY,
              str(BUNDLE_DIR / "credprovider"), "agent", "apply", "--root", str(root),
              "--bundle", str(bundle), "--providers", "aws", "--restart-command", "true {unit}"],
             capture_output=True, text=True, timeout=60, check=False,
@@ -291,7 +292,7 @@ def test_fleet_status_with_a_kubeconfig_this_user_cannot_read_is_one_line(tmp_pa
     kubeconfig.chmod(0o600)
     tmp_path.chmod(0o755)
     done = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+        [*AS_NOBODY,
          str(BUNDLE_DIR / "credprovider"), "fleet", "status", "--kubeconfig", str(kubeconfig)],
         capture_output=True, text=True, timeout=60, check=False,
     )  # fmt: skip

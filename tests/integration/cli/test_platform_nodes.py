@@ -16,6 +16,7 @@ from credprovider.tool.change.results import Action
 from credprovider.tool.node.discovery import discover
 from credprovider.tool.node.root import NodeRoot
 from release.bundle import REPO
+from tests.helpers import AS_NOBODY
 from tests.integration.cli.conftest import doctor
 from tests.platformnodes import NODES, PlatformNode, kops
 
@@ -142,7 +143,7 @@ def test_a_unit_hidden_from_this_user_gives_no_verdict(tmp_path: Path) -> None:
             path.chmod(0o755)
         (root / "lib/systemd/system").chmod(0o700)
         done = subprocess.run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+            [*AS_NOBODY,
              str(BUNDLE_DIR / "credprovider"), "doctor", "--root", str(root), "--json"],
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
@@ -179,7 +180,7 @@ def test_doctor_as_an_operator_on_an_agent_node_says_what_it_cannot_check(tmp_pa
         kept = list((root / "var/lib/credprovider/agent/originals").iterdir())
         assert kept and all(path.stat().st_mode & 0o777 == 0o600 for path in kept), kept
         done = subprocess.run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+            [*AS_NOBODY,
              str(BUNDLE_DIR / "credprovider"), "doctor", "--root", str(root), "--offline",
              "--json"],
             capture_output=True, text=True, timeout=120, check=False,
@@ -193,7 +194,7 @@ def test_doctor_as_an_operator_on_an_agent_node_says_what_it_cannot_check(tmp_pa
         assert done.returncode == 0, done.stdout + done.stderr  # the chain itself was checked
         before = tree(str(root))
         done = subprocess.run(
-            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+            [*AS_NOBODY,
              str(BUNDLE_DIR / "credprovider"), "agent", "uninstall", "--root", str(root)],
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
