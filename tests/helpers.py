@@ -35,6 +35,12 @@ API_VERSIONS = (
 AS_NOBODY: Final = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
+def bundle_as_nobody(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """The built bundle's ``credprovider ARGV`` run by an operator without root (nobody)."""
+    command = [*AS_NOBODY, str(BUNDLE_DIR / "credprovider"), *argv]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+
+
 def bundle_required() -> bool:
     """Does this run require the bundle and the Go builds (make test, CI), or may it skip them?"""
     return bool(os.environ.get("CI")) or os.environ.get(REQUIRE_BUNDLE_ENV) == "1"

@@ -17,7 +17,7 @@ import yaml
 from credprovider.tool.agent.bootstrap import CONFIG_TEXT
 from emulators.http import FakeResponse, serve
 from release.bundle import REPO
-from tests.helpers import AS_NOBODY
+from tests.helpers import bundle_as_nobody
 from tests.helpers import run_cli as cli
 from tests.integration.cli.conftest import fake_bundle
 from tests.unit.tool.test_agent_apply import kubeadm, tree
@@ -169,12 +169,10 @@ def test_an_operator_without_root_is_told_to_run_it_as_root() -> None:
     what and why, and nothing changed."""
     import os
     import shutil
-    import subprocess
     import tempfile
 
     import pytest
 
-    from release.bundle import BUNDLE_DIR
     from tests.helpers import require_bundle
 
     if os.geteuid() != 0:
@@ -189,11 +187,9 @@ def test_an_operator_without_root_is_told_to_run_it_as_root() -> None:
         for path in [root, *root.rglob("*"), bundle, *bundle.rglob("*")]:
             path.chmod(0o755)
         before = tree(str(root))
-        done = subprocess.run(
-            [*AS_NOBODY,
-             str(BUNDLE_DIR / "credprovider"), "agent", "apply", "--root", str(root),
-             "--bundle", str(bundle), "--providers", "aws", "--restart-command", "true {unit}"],
-            capture_output=True, text=True, timeout=60, check=False,
+        done = bundle_as_nobody(
+            "agent", "apply", "--root", str(root), "--bundle", str(bundle), "--providers", "aws",
+            "--restart-command", "true {unit}", timeout=60,
         )  # fmt: skip
         assert (done.returncode, done.stdout) == (1, ""), done.stderr
         assert done.stderr == (
@@ -277,11 +273,9 @@ def test_apply_restarts_over_systemds_socket_and_refuses_one_that_does_not_answe
 def test_fleet_status_with_a_kubeconfig_this_user_cannot_read_is_one_line(tmp_path: Path) -> None:
     """Through the bundle, as an operator without root naming root's kubeconfig."""
     import os
-    import subprocess
 
     import pytest
 
-    from release.bundle import BUNDLE_DIR
     from tests.helpers import require_bundle
 
     require_bundle()
@@ -291,11 +285,7 @@ def test_fleet_status_with_a_kubeconfig_this_user_cannot_read_is_one_line(tmp_pa
     kubeconfig.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
     kubeconfig.chmod(0o600)
     tmp_path.chmod(0o755)
-    done = subprocess.run(
-        [*AS_NOBODY,
-         str(BUNDLE_DIR / "credprovider"), "fleet", "status", "--kubeconfig", str(kubeconfig)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+    done = bundle_as_nobody("fleet", "status", "--kubeconfig", str(kubeconfig), timeout=60)
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == (
         f"credprovider fleet status: cannot read the kubeconfig {kubeconfig} as uid 65534 "

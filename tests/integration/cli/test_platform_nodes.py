@@ -16,7 +16,7 @@ from credprovider.tool.change.results import Action
 from credprovider.tool.node.discovery import discover
 from credprovider.tool.node.root import NodeRoot
 from release.bundle import REPO
-from tests.helpers import AS_NOBODY
+from tests.helpers import bundle_as_nobody
 from tests.integration.cli.conftest import doctor
 from tests.platformnodes import NODES, PlatformNode, kops
 
@@ -127,10 +127,8 @@ def test_a_unit_hidden_from_this_user_gives_no_verdict(tmp_path: Path) -> None:
     verdict (exit 2), never a layout's guess for what only root can see."""
     import os
     import shutil
-    import subprocess
     import tempfile
 
-    from release.bundle import BUNDLE_DIR
     from tests.helpers import require_bundle
 
     if os.geteuid() != 0:
@@ -142,11 +140,7 @@ def test_a_unit_hidden_from_this_user_gives_no_verdict(tmp_path: Path) -> None:
         for path in [place, *place.rglob("*")]:
             path.chmod(0o755)
         (root / "lib/systemd/system").chmod(0o700)
-        done = subprocess.run(
-            [*AS_NOBODY,
-             str(BUNDLE_DIR / "credprovider"), "doctor", "--root", str(root), "--json"],
-            capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
+        done = bundle_as_nobody("doctor", "--root", str(root), "--json")
         assert done.returncode == 2, done.stdout + done.stderr
         report = json.loads(done.stdout)
         said = " ".join(c["message"] for c in report["checks"])
@@ -163,10 +157,8 @@ def test_doctor_as_an_operator_on_an_agent_node_says_what_it_cannot_check(tmp_pa
     uninstall`` says, under its own name, to run it as root, and changes nothing."""
     import os
     import shutil
-    import subprocess
     import tempfile
 
-    from release.bundle import BUNDLE_DIR
     from tests.helpers import require_bundle
     from tests.unit.tool.test_agent_apply import tree
 
@@ -179,12 +171,7 @@ def test_doctor_as_an_operator_on_an_agent_node_says_what_it_cannot_check(tmp_pa
         _, root = _gke_with_the_agent(place)
         kept = list((root / "var/lib/credprovider/agent/originals").iterdir())
         assert kept and all(path.stat().st_mode & 0o777 == 0o600 for path in kept), kept
-        done = subprocess.run(
-            [*AS_NOBODY,
-             str(BUNDLE_DIR / "credprovider"), "doctor", "--root", str(root), "--offline",
-             "--json"],
-            capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
+        done = bundle_as_nobody("doctor", "--root", str(root), "--offline", "--json")
         report = json.loads(done.stdout)
         said = [c for c in report["checks"] if "agent" in c["message"]]
         assert [c["status"] for c in said] == ["info"], said
@@ -193,11 +180,7 @@ def test_doctor_as_an_operator_on_an_agent_node_says_what_it_cannot_check(tmp_pa
         assert "not the agent's state" not in done.stdout and "remove it" not in done.stdout
         assert done.returncode == 0, done.stdout + done.stderr  # the chain itself was checked
         before = tree(str(root))
-        done = subprocess.run(
-            [*AS_NOBODY,
-             str(BUNDLE_DIR / "credprovider"), "agent", "uninstall", "--root", str(root)],
-            capture_output=True, text=True, timeout=120, check=False,
-        )  # fmt: skip
+        done = bundle_as_nobody("agent", "uninstall", "--root", str(root))
         assert (done.returncode, done.stdout) == (1, ""), done.stderr
         assert done.stderr == (
             f"credprovider agent uninstall: cannot read {kept[0]} as uid 65534 (permission "
