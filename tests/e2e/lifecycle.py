@@ -31,7 +31,14 @@ from typing import Any, Final
 
 from credprovider.paths import AGENT_BIN_DIR, AGENT_CONFIG, AGENT_HOME_PARENT
 from credprovider.tool.node.kubelet_facts import config_hash, reported_config_hashes
-from tests.e2e.node import NODE_IP, READ_ONLY_PORT, isolate, kubelet_config, start_kubelet
+from tests.e2e.node import (
+    NODE_IP,
+    READ_ONLY_PORT,
+    cri_listening,
+    isolate,
+    kubelet_config,
+    start_kubelet,
+)
 
 STAGES: Final = (
     "flags alone",
@@ -96,6 +103,7 @@ def main(spec_path: str) -> int:
         [spec["fakecri"], "--socket", str(run / "cri.sock"), "--pulls", str(run / "pulls.jsonl")],
         stderr=(run / "fakecri.log").open("wb"),
     )
+    cri_listening(run / "cri.sock", cri)
     (run / "manifests").mkdir()
     (run / "kubelet.yaml").write_text(json.dumps(kubelet_config(run)))
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}

@@ -186,6 +186,16 @@ def pulls_seen(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def cri_listening(socket: Path, cri: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    """Wait until the stand-in CRI listens at ``socket``: a kubelet started before it exits at
+    once (connect: no such file), before it reads its credential provider flags."""
+    deadline = time.monotonic() + timeout
+    while not socket.exists():
+        if cri.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the stand-in CRI did not listen at {socket} ({cri.poll()})")
+        time.sleep(0.05)
+
+
 def wait_for(what: str, ready: Any, timeout: float, kubelet: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -246,6 +256,7 @@ def main(spec_path: str) -> int:
                 stderr=(run / "fakecri.log").open("wb"),
             )  # fmt: skip
             stack.callback(cri.kill)
+            cri_listening(run / "cri.sock", cri)
         (run / "kubelet.yaml").write_text(
             json.dumps(
                 kubelet_config(
