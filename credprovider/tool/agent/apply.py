@@ -81,12 +81,6 @@ Healthy = Callable[[], str | None]  # None: healthy; else what is wrong
 load_state = load  # the name the daemon and the tests know
 
 
-def bundle_homes(state: AgentState) -> tuple[str, ...]:
-    """Where the agent's bundles are on the node (versions/, current): the home the state names
-    (validated: one of AGENT_BUNDLE_HOMES), then one it moved away from, not yet emptied."""
-    return tuple(home for home in (state.bundle_home, state.retired) if home)
-
-
 @dataclass
 class Outcome:
     """What a run did."""

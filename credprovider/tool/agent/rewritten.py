@@ -79,7 +79,7 @@ def agent_manages(root: NodeRoot, paths: Iterable[str]) -> str:
         state = load(root)
     except (NodeChangeError, FileProblem, UnreadableError):
         return ""
-    homes = {AGENT_HOME, state.bundle_home, *(home for home in [state.retired] if home)}
+    homes = {AGENT_HOME, *state.bundle_homes}
     for path in paths:
         given = os.path.abspath(path) if root.is_host else path
         try:  # as given, and with the links on its way resolved (not its own)

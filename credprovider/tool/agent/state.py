@@ -159,6 +159,13 @@ class AgentState:
     def bundle_home(self) -> str:
         return self.bundles or AGENT_HOME
 
+    @property
+    def bundle_homes(self) -> tuple[str, ...]:
+        """Where the agent's bundles are on the node (versions/, current): the home the state
+        names (validated: one of AGENT_BUNDLE_HOMES), then one it moved away from, not yet
+        emptied."""
+        return tuple(home for home in (self.bundle_home, self.retired) if home)
+
     def as_json(self) -> dict[str, Any]:
         found: dict[str, Any] = {
             "version": self.version,

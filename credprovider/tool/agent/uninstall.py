@@ -22,7 +22,6 @@ from credprovider.tool.agent.apply import (
     Restart,
     Watch,
     arm,
-    bundle_homes,
     disarm,
     healed,
     keep_before,
@@ -84,7 +83,7 @@ def uninstall(
         return _tidied(Outcome(Result.UNINSTALLED, detail=NOTHING_THERE), watch)
     state = load(root)
     laid = _lay_bootstrap(root, state, bootstrap) if bootstrap and bootstrap.bootstrap else ""
-    unwritable = not_writable(root, [AGENT_HOME, *bundle_homes(state), *state.originals])
+    unwritable = not_writable(root, [AGENT_HOME, *state.bundle_homes, *state.originals])
     if unwritable:
         return Outcome(Result.REFUSED, detail=f"{unwritable}; nothing is changed")
     finished = finish_journal(root, state, undo=True)  # a killed apply's: put back below
@@ -249,7 +248,7 @@ def _remove_own(root: NodeRoot, state: AgentState) -> None:
     finishes (the state no longer names the copies about to be removed)."""
     state.originals, state.written, state.before, state.before_written = {}, {}, None, {}
     save(root, state)
-    homes = dict.fromkeys((*bundle_homes(state), AGENT_HOME))
+    homes = dict.fromkeys((*state.bundle_homes, AGENT_HOME))
     bundles = [f"{home}/{own}" for home in homes for own in ("current", "versions")]
     for own in (*bundles, BEFORE, ORIGINALS):
         perform(Op(Kind.ABSENT, root.host(own, follow=False)))
