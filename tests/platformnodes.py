@@ -495,6 +495,54 @@ def kubeadm_deb() -> PlatformNode:
     )
 
 
+def kubeadm_binaries(cloud: str = "") -> PlatformNode:
+    """kubeadm installed without a package manager, as the Kubernetes docs install it
+    (kubernetes/website content/en/docs/setup/production-environment/tools/kubeadm/
+    install-kubeadm.md): the binaries in /usr/local/bin, kubelet.service and 10-kubeadm.conf
+    fetched from kubernetes/release cmd/krel/templates/latest with only /usr/bin replaced. So its
+    drop-in reads KUBELET_EXTRA_ARGS from /etc/sysconfig/kubelet, as the template has it (only the
+    deb's build seds it to /etc/default/kubelet: kubeadm/kubeadm.spec), on any distribution; on
+    Ubuntu /etc/default is there and /etc/sysconfig is not, and nothing creates the file. Joined
+    with no credential flags yet (``cloud``: its in-tree --cloud-provider), so not one of NODES:
+    its kubelet has no config for doctor to name."""
+    in_tree = f" --cloud-provider={cloud}" if cloud else ""
+    return PlatformNode(
+        "kubeadm (binaries)",
+        "kubernetes/release cmd/krel/templates/latest/kubelet/kubelet.service and "
+        "kubeadm/10-kubeadm.conf as the kubeadm install docs fetch them (EnvironmentFile=-/etc/"
+        "sysconfig/kubelet; /usr/bin replaced by /usr/local/bin)",
+        "",
+        "",
+        {
+            "/etc/os-release": _os_release("ubuntu", "Ubuntu"),
+            "/etc/default/grub": 'GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX=""\n',
+            "/usr/lib/systemd/system/kubelet.service": (
+                "[Unit]\nDescription=kubelet: The Kubernetes Node Agent\n\n[Service]\n"
+                "ExecStart=/usr/local/bin/kubelet\nRestart=always\nStartLimitInterval=0\n"
+                "RestartSec=10\n"
+            ),
+            "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf": (
+                "[Service]\n"
+                'Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/'
+                'bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf"\n'
+                'Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"\n'
+                "EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env\n"
+                "EnvironmentFile=-/etc/sysconfig/kubelet\n"
+                "ExecStart=\n"
+                "ExecStart=/usr/local/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS "
+                "$KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS\n"
+            ),
+            "/var/lib/kubelet/kubeadm-flags.env": (
+                'KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///run/containerd/'
+                f'containerd.sock{in_tree} --pod-infra-container-image=registry.k8s.io/pause:3.10"\n'
+            ),
+            "/var/lib/kubelet/config.yaml": (
+                "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+            ),
+        },
+    )
+
+
 def talos() -> PlatformNode:
     """Talos: no systemd; machined starts the kubelet with the config at a fixed path."""
     config = "/etc/kubernetes/kubelet-credentialproviderconfig.yaml"

@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
 from credprovider.tool.agent import envfile
+from credprovider.tool.agent.mounts import CHOICES
 from credprovider.tool.agent.platforms import (
     BY_PLATFORM,
     ENV_FILE,
@@ -28,7 +29,7 @@ from credprovider.tool.change.results import Action, Step
 from credprovider.tool.node.access import UnreadableError
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
 from credprovider.tool.node.root import NodeRoot
-from credprovider.tool.node.units import on_node, read_kubelet_unit
+from credprovider.tool.node.units import extra_args_files, on_node, read_kubelet_unit
 
 # A node file's text as the plan reads it (None: absent).
 Read = Callable[[str], str | None]
@@ -47,6 +48,33 @@ class FlagChange:
     file: str = ""
     text: str | None = None
     restored: dict[str, str] = field(default_factory=dict)
+
+
+def reading(root: NodeRoot, platform: Platform) -> tuple[Platform, str]:
+    """``platform`` with, where the agent keeps the flags in an environment file (kubeadm), only
+    the distribution's file the node's kubelet unit reads (:func:`extra_args_files`): a file it
+    does not read is neither read for the flags in force nor written. Or why not ("": it can),
+    when the unit reads none of the platform's files (the chart's flags.platform names another)."""
+    if platform.flags != ENV_FILE:
+        return platform, ""
+    read = extra_args_files(lambda p: str(root.host(p)))
+    kept = tuple(path for path in platform.flag_files if path in read)
+    if kept:
+        return replace(platform, flag_files=kept), ""
+    directory = str(Path(read[0]).parent)
+    values = [c.value for c in CHOICES if c.platform and read[0] in c.platform.flag_files]
+    advice = (
+        f"choose the chart's flags.platform {' or '.join(values)} (its pod mounts {directory}), "
+        "or auto"
+        if values and root.host(directory).is_dir()
+        else f"{directory} is not there yet, and only the chart's flags.platform auto mounts "
+        "where it goes: choose auto"
+    )
+    return platform, (
+        f"the kubelet's unit reads {envfile.EXTRA_ARGS} from {read[0]}, not from "
+        f"{', '.join(platform.flag_files)}: flags set there would never reach it; nothing is "
+        f"changed: {advice}"
+    )
 
 
 def flags_in_force(root: NodeRoot, platform: Platform, read: Read) -> list[str]:

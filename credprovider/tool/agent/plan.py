@@ -18,7 +18,7 @@ from typing import Final
 from credprovider.paths import AGENT_HOME
 from credprovider.tool.agent import envfile
 from credprovider.tool.agent.bootstrap import BOOTSTRAP_PROVIDER
-from credprovider.tool.agent.flagplan import flag_change, flags_in_force, flags_right
+from credprovider.tool.agent.flagplan import flag_change, flags_in_force, flags_right, reading
 from credprovider.tool.agent.platforms import (
     ENV_FILE,
     Platform,
@@ -130,6 +130,9 @@ def plan_node(
         return plan
     if platform.note:
         plan.notes.append(platform.note)
+    platform, plan.refused = reading(root, platform)
+    if plan.refused:
+        return plan
     try:
         found = envfile.texts(lambda p: _read(root, p), platform.flag_files)
         in_force = flags_in_force(root, platform, lambda p: _read(root, p))

@@ -35,6 +35,7 @@ from credprovider.tool.node.kubelet_flags import (
     flag_values,
     settings_from,
 )
+from credprovider.tool.node.layouts import KUBEADM_EXTRA_ARGS_FILES
 from credprovider.tool.node.yamldoc import YamlError, load_yaml
 
 __all__ = ["ExistingConfig", "MigrationPlan", "flags_from_file", "plan_migration"]
@@ -355,9 +356,10 @@ def _rewritten_files(
 ) -> dict[str, str]:
     """Each flags file as it reads after the change; the new flags go where the old credential or
     cloud flags were, else into the first place flags are written."""
+    texts = _with_extra_args_place(flag_files)
     places = [
         (path, index, unit)
-        for path, text in flag_files.items()
+        for path, text in texts.items()
         for index, unit in enumerate(units(text))
     ]
     home = next(
@@ -385,7 +387,7 @@ def _rewritten_files(
     rewritten: dict[str, str] = {}
     for path, text in flag_files.items():
         add_to = home[1] if home and home[0] == path and new_flags else None
-        new = rewrite(text, changes.edit, new_flags, add_to)
+        new = rewrite(text if add_to is None else texts[path], changes.edit, new_flags, add_to)
         if new != text:
             rewritten[path] = new
     return rewritten
@@ -405,6 +407,21 @@ KUBEADM_LATER_NODES: Final = (
     "controllerManager.extraArgs: kubectl -n kube-system edit cm kubeadm-config) before the next "
     "kubeadm join or upgrade."
 )
+
+
+def _with_extra_args_place(flag_files: Mapping[str, str]) -> dict[str, str]:
+    """The flags files, and beside kubeadm's own the distribution's file its drop-in reads
+    (``KUBEADM_EXTRA_ARGS_FILES``: none there yet, or one with no assignment) given an empty
+    ``KUBELET_EXTRA_ARGS=`` to take the new flags, which kubeadm's rewrite of its own file would
+    lose. Written only if the new flags go there."""
+    texts = dict(flag_files)
+    if not any(map(_generated, flag_files)):
+        return texts
+    for path, text in flag_files.items():
+        if path in KUBEADM_EXTRA_ARGS_FILES and not units(text):
+            ended = text if text.endswith("\n") or not text else f"{text}\n"
+            texts[path] = f"{ended}KUBELET_EXTRA_ARGS=\n"
+    return texts
 
 
 def _generated(path: str) -> bool:

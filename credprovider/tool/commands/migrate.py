@@ -27,8 +27,9 @@ from credprovider.tool.commands.common import (
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.kubeconfig.model import ConfigError, read_config
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
-from credprovider.tool.node.layouts import KUBEADM_EXTRA_ARGS_FILES, KUBEADM_FLAGS_ENV
+from credprovider.tool.node.layouts import KUBEADM_FLAGS_ENV
 from credprovider.tool.node.root import HOST
+from credprovider.tool.node.units import extra_args_files
 
 if TYPE_CHECKING:
     from credprovider.tool.change.migrate import ExistingConfig, MigrationPlan
@@ -80,8 +81,8 @@ def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:
     )
 
     try:
-        given = _with_kubeadm_extra_args(list(args.kubelet_flags_file or []))
-        flag_files = {path: read_text(path) for path in given}
+        given = list(args.kubelet_flags_file or [])
+        flag_files = {path: read_text(path) for path in given} | _kubeadm_extra_args(given)
         config_text = read_text(args.kubelet_config) if args.kubelet_config else ""
         plan = plan_migration(
             args.kubelet_flags,
@@ -149,14 +150,18 @@ def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:
     return EXIT_OK
 
 
-def _with_kubeadm_extra_args(paths: list[str]) -> list[str]:
-    """``paths``, and with kubeadm's own flags file the distribution's file that kubeadm's
-    drop-in passes after it (KUBELET_EXTRA_ARGS), where the node has one: a cloud flag left there
-    would override the change, and the new flags belong there (kubeadm rewrites its own file)."""
+def _kubeadm_extra_args(paths: list[str]) -> dict[str, str]:
+    """With kubeadm's own flags file among ``paths``, the distribution's file that kubeadm's
+    drop-in passes after it (KUBELET_EXTRA_ARGS) and its text: the one the kubelet's unit names
+    ("" where it is not there yet), else the first there. A cloud flag left there would override
+    the change, and the new flags belong there (kubeadm writes its own file anew)."""
     if KUBEADM_FLAGS_ENV not in paths:
-        return paths
-    extra = [p for p in KUBEADM_EXTRA_ARGS_FILES if p not in paths and os.path.isfile(p)]
-    return [*paths, *extra[:1]]
+        return {}
+    named = extra_args_files(str)
+    if len(named) == 1 and named[0] not in paths and not os.path.lexists(named[0]):
+        return {named[0]: ""}
+    there = [p for p in named if p not in paths and os.path.isfile(p)]
+    return {path: read_text(path) for path in there[:1]}
 
 
 def _existing_config(path: str) -> ExistingConfig:

@@ -107,14 +107,19 @@ def _undo(args: argparse.Namespace) -> int:
 
 def _kubelet(given: Sequence[str] | None) -> tuple[dict[str, list[str]], tuple[int, int] | None]:
     """The kubelet's flags by file (``given``: those files, else the ones it starts with next,
-    found as doctor finds them) and its version (``None``: no kubelet runs, or it did not say)."""
+    found as doctor finds them) and its version, found as doctor finds it: the running kubelet's,
+    else the installed binary's (``None``: it did not say, or has no version stamp)."""
     from credprovider.tool.node.discovery import discover, start_flags
     from credprovider.tool.node.flagfiles import flags_from_file
-    from credprovider.tool.node.kubelet_facts import kubelet_version
+    from credprovider.tool.node.kubelet_facts import installed_kubelet, kubelet_version
 
     view = discover(HOST)
-    found = kubelet_version(view.kubelet) if view.kubelet is not None else None
-    version = found[1] if found else None
+    if view.kubelet is not None:
+        found = kubelet_version(view.kubelet)
+    else:
+        installed = installed_kubelet()
+        found = installed[1] if installed else None
+    version = found[1] if found and found[1][0] else None
     if given:
         return {path: flags_from_file(read_text(path)).split() for path in given}, version
     return start_flags(view), version

@@ -25,13 +25,12 @@ from credprovider.tool.node.kubelet_facts import (
     CONFIG_INFO_METRIC,
     SYSTEM_ENV,
     config_hash,
-    installed_kubelet_version,
+    installed_kubelet,
     kubelet_version,
     reported_config_hashes,
 )
 from credprovider.tool.node.kubelet_http import KubeletUnanswered, kubelet_get
 from credprovider.tool.node.kubelet_proc import KubeletProcess
-from credprovider.tool.node.layouts import KUBELET_BINARIES
 from credprovider.tool.node.structured import bounded_json
 
 API_TIMEOUT_SECONDS: Final = 3.0
@@ -289,11 +288,8 @@ def installed_version(diagnosis: Diagnosis) -> tuple[int, int] | None:
     """With no kubelet running (stopped, or crash-looping between restarts): the version of the
     kubelet binary the node's unit runs (``layouts.KUBELET_BINARIES``), said; ``None`` when none is
     there, trusted and answering."""
-    for path in KUBELET_BINARIES:
-        found = installed_kubelet_version(path)
-        if found is not None:
-            return _said(found, f"installed at {path}, not running", diagnosis)
-    return None
+    found = installed_kubelet()
+    return _said(found[1], f"installed at {found[0]}, not running", diagnosis) if found else None
 
 
 def _said(

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from credprovider.tool.node.kubelet_proc import KUBELET_NAME, KubeletProcess
+from credprovider.tool.node.layouts import KUBELET_BINARIES
 
 VERSION_TIMEOUT_SECONDS: Final = 5.0
 CONFIG_INFO_METRIC: Final = "kubelet_credential_provider_config_info"
@@ -94,6 +95,16 @@ def installed_kubelet_version(path: str) -> tuple[str, tuple[int, int]] | None:
     if os.path.basename(path) != KUBELET_NAME or not os.path.isfile(path) or untrusted(path):
         return None
     return _ask_version(path)
+
+
+def installed_kubelet() -> tuple[str, tuple[str, tuple[int, int]]] | None:
+    """For a node whose kubelet is not running: the first binary of ``layouts.KUBELET_BINARIES``
+    (where the node's unit runs it from) that is trusted and answers, and what it says."""
+    for path in KUBELET_BINARIES:
+        found = installed_kubelet_version(path)
+        if found is not None:
+            return path, found
+    return None
 
 
 def _ask_version(program: str) -> tuple[str, tuple[int, int]] | None:

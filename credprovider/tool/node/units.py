@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from credprovider.errors import CredproviderError
+from credprovider.tool.node.access import UnreadableError
+from credprovider.tool.node.layouts import KUBEADM_EXTRA_ARGS_FILES
 
 # systemd.unit(5)'s system unit load path, highest priority first (Debian keeps units in /lib too).
 UNIT_LOAD_PATH: Final = (
@@ -264,6 +266,7 @@ class KubeletUnit:
     # the environment file each flag word came from (a word of ExecStart itself: the unit file)
     word_files: tuple[tuple[str, str], ...] = ()
     problems: tuple[str, ...] = ()  # what would stop systemd starting it, as systemd says it
+    environment_files: tuple[str, ...] = ()  # every EnvironmentFile= it names, in order
 
 
 # Reads a node path's text; raises OSError when it is missing or unreadable (the caller's rules).
@@ -317,13 +320,14 @@ def read_kubelet_unit(
         environment.update(found)
         origin.update(dict.fromkeys(found, path))
     words = settings.exec_start[-1]
+    named = tuple(path for path, _ in settings.environment_files)
     if name != KUBELET_UNIT:  # k0s: its option's value, expanded by systemd, split by k0s
         given = k0s_kubelet_argv(words, environment)
         if given is None:
             return None
         return KubeletUnit(
             unit, tuple(given), tuple(settings.sources), tuple((w, unit) for w in given),
-            tuple(problems),
+            tuple(problems), named,
         )  # fmt: skip
     argv = kubelet_argv(words)
     if argv is None:
@@ -337,7 +341,7 @@ def read_kubelet_unit(
         expanded += these
         word_files += [(value, from_file) for value in these]
     return KubeletUnit(
-        unit, tuple(expanded), tuple(settings.sources), tuple(word_files), tuple(problems)
+        unit, tuple(expanded), tuple(settings.sources), tuple(word_files), tuple(problems), named
     )
 
 
@@ -380,3 +384,19 @@ def on_node(root_host: Callable[[str], str]) -> tuple[Reader, Lister, Callable[[
         return lexists(root_host(path))
 
     return read, listdir, exists
+
+
+def extra_args_files(root_host: Callable[[str], str]) -> tuple[str, ...]:
+    """The distribution's files kubeadm's drop-in may read ``KUBELET_EXTRA_ARGS`` from
+    (``layouts.KUBEADM_EXTRA_ARGS_FILES``), narrowed to the one this node's kubelet unit names:
+    the project's deb names ``/etc/default/kubelet``; its rpm, and the drop-in that the kubeadm
+    docs' install without a package manager fetches, ``/etc/sysconfig/kubelet`` (kubernetes/release
+    cmd/krel/templates/latest/kubeadm/10-kubeadm.conf, and kubeadm.spec's sed for the deb). Both,
+    in the layout's order, where the unit names neither or cannot be read."""
+    try:
+        unit = read_kubelet_unit(*on_node(root_host))
+    except (OSError, UnreadableError):  # no narrowing from a unit this user cannot read
+        unit = None
+    names = unit.environment_files if unit is not None else ()
+    named = [path for path in names if path in KUBEADM_EXTRA_ARGS_FILES]
+    return (named[-1],) if named else KUBEADM_EXTRA_ARGS_FILES

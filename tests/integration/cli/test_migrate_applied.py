@@ -288,3 +288,70 @@ cp /etc/default/kubelet {out}/kubelet.default
         f"--image-credential-provider-bin-dir={bundle}",
     ]
     assert "edited /etc/default/kubelet" in (out / "written.txt").read_text()
+
+
+def test_on_kubeadm_from_binaries_the_flags_go_where_its_drop_in_reads_them(tmp_path: Path) -> None:
+    """kubeadm as the Kubernetes docs install it without a package manager
+    (tests/platformnodes.kubeadm_binaries): its drop-in reads KUBELET_EXTRA_ARGS from
+    /etc/sysconfig/kubelet, which is not there (on Ubuntu, nor is /etc/sysconfig). ``migrate
+    --write`` makes it, with the new flags (before: they went into kubeadm-flags.env, which kubeadm
+    writes anew), and doctor reads them as systemd passes them. ``undo`` then puts the node back
+    byte for byte with no --force: the version of the kubelet installed (1.30, not running) is
+    read as doctor reads it, and it starts with the in-tree flag put back (before: "not known").
+    The node is a mount namespace of its own (/etc an overlay, /var/lib and the unit dir fresh)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.helpers import REPO, private
+    from tests.integration.cli.conftest import fake_bundle
+    from tests.platformnodes import kubeadm_binaries
+
+    if os.geteuid() != 0:
+        pytest.skip("a node of its own needs mount namespaces")
+    staged = kubeadm_binaries(cloud="aws").build(tmp_path / "staged")
+    out, upper, work = tmp_path / "out", tmp_path / "upper", tmp_path / "work"
+    for place in (out, upper, work):
+        place.mkdir()
+    target = fake_bundle(tmp_path / "bundle", "0.2.0")
+    tool = f"{sys.executable} -m credprovider credprovider"
+    flags = "/var/lib/kubelet/kubeadm-flags.env"
+    script = f"""
+set -e
+mount -t overlay overlay -o lowerdir=/etc,upperdir={upper},workdir={work} /etc
+for d in /var/lib /usr/local/bin /usr/lib/systemd/system; do mount -t tmpfs -o mode=755 t $d; done
+rm -rf /etc/sysconfig /etc/kubernetes /etc/systemd/system/kubelet.service*
+cp -a {staged}/. /
+printf '#!/bin/sh\\necho Kubernetes v1.30.5\\n' > /usr/local/bin/kubelet
+chmod 755 /usr/local/bin/kubelet
+{tool} install --providers aws --bin-dir /etc/kubernetes/image-credential-provider \
+  --config-out /etc/kubernetes/image-credential-provider-config.yaml --target {target} >/dev/null
+sha256sum {flags} /etc/default/* > {out}/installed.sum
+{tool} migrate --kubelet-flags-file {flags} --write > {out}/written.txt
+cp /etc/sysconfig/kubelet {out}/sysconfig
+{tool} doctor --offline --json > {out}/doctor.json || true
+{tool} undo > {out}/undone.txt
+sha256sum {flags} /etc/default/* > {out}/undone.sum
+ls /var/lib/kubelet > {out}/left.txt
+test ! -e /etc/sysconfig
+"""
+    done = subprocess.run(
+        private(["sh", "-c", script]),
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "The new flags go into /etc/sysconfig/kubelet" in (out / "written.txt").read_text()
+    assert flags_from_file((out / "sysconfig").read_text()).split() == [
+        "--cloud-provider=external",
+        "--image-credential-provider-config=/etc/kubernetes/image-credential-provider-config.yaml",
+        "--image-credential-provider-bin-dir=/etc/kubernetes/image-credential-provider",
+    ]
+    report = json.loads((out / "doctor.json").read_text())
+    assert report["config"] == "/etc/kubernetes/image-credential-provider-config.yaml", report
+    assert "removed the directory /etc/sysconfig" in (out / "undone.txt").read_text()
+    assert (out / "undone.sum").read_text() == (out / "installed.sum").read_text()
+    assert (out / "left.txt").read_text().split() == ["config.yaml", "kubeadm-flags.env"]

@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from subprocess import CompletedProcess
 
 import pytest
 
+from credprovider.paths import AGENT_BIN_DIR, NODE_CONFIG
 from credprovider.tool.agent.plan import plan_node
 from credprovider.tool.change.results import Action
 from credprovider.tool.node.discovery import discover
@@ -18,7 +20,7 @@ from credprovider.tool.node.root import NodeRoot
 from release.bundle import REPO
 from tests.helpers import bundle_as_nobody
 from tests.integration.cli.conftest import doctor
-from tests.platformnodes import NODES, PlatformNode, kops
+from tests.platformnodes import NODES, PlatformNode, kops, kubeadm_binaries
 
 
 @pytest.mark.parametrize("make", NODES, ids=lambda make: make.__name__)
@@ -85,23 +87,56 @@ def test_the_agent_writes_the_file_that_platforms_kubelet_reads_or_says_why_not(
         assert any(note.startswith(f"the bundles go to {plan.bundles}") for note in plan.notes)
 
 
-def _gke_with_the_agent(tmp_path: Path) -> tuple[PlatformNode, Path]:
-    """A GKE node as its vendor provisions it, the agent applied on it through the CLI."""
+def _agent(tmp_path: Path, root: Path, action: str, *more: str) -> CompletedProcess[str]:
+    """``credprovider agent ACTION`` on the node under ``root`` through the CLI, its kubelet a
+    stand-in that answers healthy, its restarts recorded."""
     from emulators.http import FakeResponse, serve
-    from tests.integration.cli.conftest import fake_bundle
     from tests.integration.cli.test_agent import cli, restart_command
 
+    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
+        return cli(
+            "agent", action, "--root", str(root), "--restart-command", restart_command(tmp_path),
+            "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "2", *more,
+        )  # fmt: skip
+
+
+def _applied(tmp_path: Path, root: Path) -> None:
+    from tests.integration.cli.conftest import fake_bundle
+
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    applied = _agent(tmp_path, root, "apply", "--bundle", str(bundle), "--providers", "aws")
+    assert applied.returncode == 0, applied.stderr + applied.stdout
+
+
+def _gke_with_the_agent(tmp_path: Path) -> tuple[PlatformNode, Path]:
+    """A GKE node as its vendor provisions it, the agent applied on it through the CLI."""
     platform = NODES[0]()  # GKE
     root = platform.build(tmp_path / "node")
-    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
-    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
-        applied = cli(
-            "agent", "apply", "--root", str(root), "--bundle", str(bundle), "--providers", "aws",
-            "--restart-command", restart_command(tmp_path), "--healthz",
-            f"{kubelet.url}/healthz", "--health-timeout", "2",
-        )  # fmt: skip
-    assert applied.returncode == 0, applied.stderr + applied.stdout
+    _applied(tmp_path, root)
     return platform, root
+
+
+def test_kubeadm_from_binaries_gets_the_flags_where_its_drop_in_reads_them(tmp_path: Path) -> None:
+    """kubeadm installed as the Kubernetes docs install it without a package manager: its drop-in
+    reads KUBELET_EXTRA_ARGS from /etc/sysconfig/kubelet, on Ubuntu too, where /etc/default is
+    there and /etc/sysconfig is not. The agent sets the flags there, so that the kubelet as
+    systemd starts it is given what the agent placed (before: it wrote /etc/default/kubelet,
+    which this kubelet never reads, and said "installed"); uninstall leaves the node as it was,
+    the directory it made gone."""
+    from tests.unit.tool.test_agent_apply import tree
+
+    root = kubeadm_binaries().build(tmp_path / "node")
+    before = tree(str(root))
+    _applied(tmp_path, root)
+    assert not (root / "etc/default/kubelet").exists()
+    view = discover(NodeRoot.at(root))
+    assert view.found_by.startswith("the kubelet's unit"), view.found_by
+    assert (view.settings.provider_config, view.settings.bin_dir) == (NODE_CONFIG, AGENT_BIN_DIR)
+    written = (root / "etc/sysconfig/kubelet").read_text()
+    assert written.startswith("KUBELET_EXTRA_ARGS=") and AGENT_BIN_DIR in written, written
+    undone = _agent(tmp_path, root, "uninstall")
+    assert undone.returncode == 0, undone.stderr + undone.stdout
+    assert tree(str(root)) == before
 
 
 def test_doctor_says_when_the_platform_wrote_again_what_the_agent_wrote(tmp_path: Path) -> None:

@@ -119,3 +119,32 @@ def test_kubeadm_named_writes_its_config_in_the_agents_directory(tmp_path: Path)
         plan = plan_node(NodeRoot.at(root), ["aws"], "0.1.0", choice(value).platform)
         assert plan.config_path == f"{AGENT_HOME}/config.yaml"
         assert plan.flag_file == flag_file
+
+
+def test_a_kubeadm_value_whose_file_the_kubelet_does_not_read_is_refused(tmp_path: Path) -> None:
+    """kubeadm as the Kubernetes docs install it without a package manager reads
+    KUBELET_EXTRA_ARGS from /etc/sysconfig/kubelet, on Ubuntu too (tests/platformnodes.py): under
+    the chart's ``kubeadm`` (whose pod mounts /etc/default) the agent changes nothing and names
+    the value whose file it is, instead of setting flags the kubelet never reads;
+    ``kubeadm-rpm`` sets them there."""
+    from tests.platformnodes import kubeadm_binaries
+
+    root = NodeRoot.at(kubeadm_binaries().build(tmp_path / "node"))
+    refused = plan_node(root, ["aws"], "0.1.0", choice("kubeadm").platform)
+    assert refused.refused.startswith(
+        "the kubelet's unit reads KUBELET_EXTRA_ARGS from /etc/sysconfig/kubelet, not from "
+        "/etc/default/kubelet: flags set there would never reach it; nothing is changed"
+    ), refused.refused
+    # on Ubuntu no /etc/sysconfig: kubeadm-rpm's pod would not start (its hostPath is missing)
+    assert refused.refused.endswith(
+        ": /etc/sysconfig is not there yet, and only the chart's flags.platform auto mounts "
+        "where it goes: choose auto"
+    ), refused.refused
+    assert refused.steps == [] and refused.flag_text is None
+    (root.host("/etc/sysconfig")).mkdir()
+    refused = plan_node(root, ["aws"], "0.1.0", choice("kubeadm").platform)
+    assert refused.refused.endswith(
+        ": choose the chart's flags.platform kubeadm-rpm (its pod mounts /etc/sysconfig), or auto"
+    ), refused.refused
+    plan = plan_node(root, ["aws"], "0.1.0", choice("kubeadm-rpm").platform)
+    assert (plan.refused, plan.flag_file) == ("", "/etc/sysconfig/kubelet")
