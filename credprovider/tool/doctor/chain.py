@@ -14,9 +14,15 @@ from credprovider.runtime.args import split_common_args
 from credprovider.runtime.serve import CACHE_DIR_ENV
 from credprovider.tool.change.journal import journal_for
 from credprovider.tool.doctor.model import FAIL, INFO, PASS, WARN, Diagnosis
-from credprovider.tool.node.discovery import NodeView, in_tree
+from credprovider.tool.node.discovery import NOTHING, NodeView, in_tree
 from credprovider.tool.node.kubelet_facts import CLOUD_LOGIN_GATE
-from credprovider.tool.node.kubelet_flags import CLOUD_PROVIDER_FLAG, CONFIG_FLAG, KubeletSettings
+from credprovider.tool.node.kubelet_flags import (
+    BIN_DIR_FLAG,
+    CLOUD_PROVIDER_FLAG,
+    CONFIG_FLAG,
+    KubeletSettings,
+)
+from credprovider.tool.node.layouts import KUBEADM_FLAGS_ENV
 
 
 def node(view: NodeView, diagnosis: Diagnosis, migrate: str) -> None:
@@ -46,12 +52,16 @@ def node(view: NodeView, diagnosis: Diagnosis, migrate: str) -> None:
             "does not start",
             f"{migrate} (to --cloud-provider=external and the plugins), then restart the kubelet",
         )
-    elif view.kubelet is not None and not settings.provider_config:
+    elif not settings.provider_config and (
+        view.kubelet or (view.unit and view.found_by == NOTHING)
+    ):
+        said = (
+            f"the kubelet's unit {view.unit.unit} (as systemd starts it) gives no --{CONFIG_FLAG}"
+            if view.unit and not view.kubelet
+            else f"{where} runs without --{CONFIG_FLAG}"
+        )
         diagnosis.add(
-            "node",
-            FAIL,
-            f"{where} runs without --{CONFIG_FLAG}: no plugin is ever asked for credentials",
-            "install a config and bin dir (credprovider install) and restart the kubelet",
+            "node", FAIL, f"{said}: no plugin is ever asked for credentials", _flags_fix(view)
         )
     elif not settings.provider_config and view.unread_sources:
         diagnosis.undecided = view.unread_sources[0]
@@ -79,6 +89,27 @@ def node(view: NodeView, diagnosis: Diagnosis, migrate: str) -> None:
             f"{view.found_by}: config {settings.provider_config}, bin dir {settings.bin_dir}",
         )
         _change_left(view, settings.provider_config, diagnosis)
+
+
+def _flags_fix(view: NodeView) -> str:
+    """What gives a kubelet without credential provider flags its plugins: on kubeadm, migrate
+    (it names the file kubeadm's drop-in reads, and the install to run first); elsewhere, the
+    plugins installed and the two flags given where the platform keeps them."""
+    try:
+        kubeadm = os.path.lexists(view.host_path(KUBEADM_FLAGS_ENV))
+    except (OSError, ValueError, CredproviderError):
+        kubeadm = False
+    if kubeadm:
+        return (
+            f"credprovider migrate --kubelet-flags-file {KUBEADM_FLAGS_ENV} --providers PROVIDERS "
+            "shows where the two flags go (the file kubeadm's drop-in reads) and the install to "
+            "run first; then the same with --write, and restart the kubelet"
+        )
+    return (
+        "install the plugins and a config (credprovider install --bin-dir DIR --config-out FILE), "
+        f"give the kubelet --{CONFIG_FLAG} and --{BIN_DIR_FLAG} where its platform keeps its flags "
+        "(docs/platforms.md), and restart it"
+    )
 
 
 def _change_left(view: NodeView, config: str, diagnosis: Diagnosis) -> None:

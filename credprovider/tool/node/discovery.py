@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Final
 
 from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
 from credprovider.tool.node.access import FileProblem, UnreadableError, lexists, read_text
@@ -34,6 +34,7 @@ from credprovider.tool.node.layouts import LAYOUTS
 from credprovider.tool.node.root import HOST, NodeRoot
 from credprovider.tool.node.units import KubeletUnit, on_node, read_kubelet_unit
 
+NOTHING: Final = "nothing"  # what found the kubelet's settings, when nothing did
 # More drop-ins than any node has: a directory of thousands is not read to the end.
 _MAX_DROP_INS = 256
 _MAX_WALKED = 10_000
@@ -56,6 +57,7 @@ class NodeView:
     unread_sources: list[str] = field(default_factory=list)
     # the flag files read (a layout's, with no kubelet running) and the kubelet flags each holds
     flag_words: dict[str, list[str]] = field(default_factory=dict)
+    unit: KubeletUnit | None = None  # the kubelet's unit, read when no kubelet is running
 
     def host_path(self, path: str) -> str:
         """``path`` as the node names it, where this tool reads it: under ``root``, every link and
@@ -170,6 +172,7 @@ def _from_unit(view: NodeView) -> bool:
         return False
     if unit is None:
         return False
+    view.unit = unit
     view.notes += list(unit.problems)  # what would stop systemd starting the kubelet at all
     settings = _settings(view, list(unit.argv), None)
     if not (settings.provider_config or settings.bin_dir or in_tree(settings)):
@@ -228,7 +231,7 @@ def start_flags(view: NodeView) -> dict[str, list[str]]:
 
 def discover(root: NodeRoot = HOST, proc: str = "/proc") -> NodeView:
     """The node's kubelet settings as found (see the module)."""
-    view = NodeView(root=root, found_by="nothing")
+    view = NodeView(root=root, found_by=NOTHING)
     candidates = find_kubelets(proc) if root.is_host else []
     kubelets = [k for k in candidates if not k.distrust]
     view.ignored = [

@@ -290,15 +290,20 @@ cp /etc/default/kubelet {out}/kubelet.default
     assert "edited /etc/default/kubelet" in (out / "written.txt").read_text()
 
 
-def test_on_kubeadm_from_binaries_the_flags_go_where_its_drop_in_reads_them(tmp_path: Path) -> None:
+@pytest.mark.parametrize("cloud", ["aws", ""])
+def test_on_kubeadm_from_binaries_the_flags_go_where_its_drop_in_reads_them(
+    tmp_path: Path, cloud: str
+) -> None:
     """kubeadm as the Kubernetes docs install it without a package manager
-    (tests/platformnodes.kubeadm_binaries): its drop-in reads KUBELET_EXTRA_ARGS from
-    /etc/sysconfig/kubelet, which is not there (on Ubuntu, nor is /etc/sysconfig). ``migrate
-    --write`` makes it, with the new flags (before: they went into kubeadm-flags.env, which kubeadm
-    writes anew), and doctor reads them as systemd passes them. ``undo`` then puts the node back
-    byte for byte with no --force: the version of the kubelet installed (1.30, not running) is
-    read as doctor reads it, and it starts with the in-tree flag put back (before: "not known").
-    The node is a mount namespace of its own (/etc an overlay, /var/lib and the unit dir fresh)."""
+    (tests/platformnodes.kubeadm_binaries), on the in-tree cloud or on none: its drop-in reads
+    KUBELET_EXTRA_ARGS from /etc/sysconfig/kubelet, which is not there (on Ubuntu, nor is
+    /etc/sysconfig). With no credential flags, doctor's fix names the migrate run here (before:
+    "no known layout names a config", and "name it"). ``migrate --write`` makes that file, with
+    the new flags (before: they went into kubeadm-flags.env, which kubeadm writes anew), and doctor
+    reads them as systemd passes them. ``undo`` then puts the node back byte for byte with no
+    --force: the version of the kubelet installed (1.30, not running) is read as doctor reads it,
+    and it starts with the in-tree flag put back (before: "not known"). The node is a mount
+    namespace of its own (/etc an overlay, /var/lib and the unit dir fresh)."""
     import os
     import subprocess
     import sys
@@ -309,13 +314,14 @@ def test_on_kubeadm_from_binaries_the_flags_go_where_its_drop_in_reads_them(tmp_
 
     if os.geteuid() != 0:
         pytest.skip("a node of its own needs mount namespaces")
-    staged = kubeadm_binaries(cloud="aws").build(tmp_path / "staged")
+    staged = kubeadm_binaries(cloud).build(tmp_path / "staged")
     out, upper, work = tmp_path / "out", tmp_path / "upper", tmp_path / "work"
     for place in (out, upper, work):
         place.mkdir()
     target = fake_bundle(tmp_path / "bundle", "0.2.0")
     tool = f"{sys.executable} -m credprovider credprovider"
     flags = "/var/lib/kubelet/kubeadm-flags.env"
+    migrate = f"migrate --kubelet-flags-file {flags} --providers aws"
     script = f"""
 set -e
 mount -t overlay overlay -o lowerdir=/etc,upperdir={upper},workdir={work} /etc
@@ -326,8 +332,9 @@ printf '#!/bin/sh\\necho Kubernetes v1.30.5\\n' > /usr/local/bin/kubelet
 chmod 755 /usr/local/bin/kubelet
 {tool} install --providers aws --bin-dir /etc/kubernetes/image-credential-provider \
   --config-out /etc/kubernetes/image-credential-provider-config.yaml --target {target} >/dev/null
+{tool} doctor --offline --json > {out}/before.json || true
 sha256sum {flags} /etc/default/* > {out}/installed.sum
-{tool} migrate --kubelet-flags-file {flags} --write > {out}/written.txt
+{tool} {migrate} --write > {out}/written.txt
 cp /etc/sysconfig/kubelet {out}/sysconfig
 {tool} doctor --offline --json > {out}/doctor.json || true
 {tool} undo > {out}/undone.txt
@@ -345,8 +352,13 @@ test ! -e /etc/sysconfig
     )
     assert done.returncode == 0, done.stderr
     assert "The new flags go into /etc/sysconfig/kubelet" in (out / "written.txt").read_text()
+    before = json.loads((out / "before.json").read_text())
+    failed = [c for c in before["checks"] if c["status"] == "fail"]
+    fix = failed[0]["fix"]
+    assert fix.startswith(f"credprovider migrate --kubelet-flags-file {flags} "), failed
+    assert ("--providers PROVIDERS" in fix) != bool(cloud), fix  # in-tree: the cloud is known
     assert flags_from_file((out / "sysconfig").read_text()).split() == [
-        "--cloud-provider=external",
+        *(["--cloud-provider=external"] if cloud else []),
         "--image-credential-provider-config=/etc/kubernetes/image-credential-provider-config.yaml",
         "--image-credential-provider-bin-dir=/etc/kubernetes/image-credential-provider",
     ]
