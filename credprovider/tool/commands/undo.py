@@ -111,15 +111,10 @@ def _kubelet(given: Sequence[str] | None) -> tuple[dict[str, list[str]], tuple[i
     else the installed binary's (``None``: it did not say, or has no version stamp)."""
     from credprovider.tool.node.discovery import discover, start_flags
     from credprovider.tool.node.flagfiles import flags_from_file
-    from credprovider.tool.node.kubelet_facts import installed_kubelet, kubelet_version
+    from credprovider.tool.node.kubelet_facts import node_kubelet_version, stamped
 
     view = discover(HOST)
-    if view.kubelet is not None:
-        found = kubelet_version(view.kubelet)
-    else:
-        installed = installed_kubelet()
-        found = installed[1] if installed else None
-    version = found[1] if found and found[1][0] else None
+    version = stamped(node_kubelet_version(view.kubelet))
     if given:
         return {path: flags_from_file(read_text(path)).split() for path in given}, version
     return start_flags(view), version

@@ -28,6 +28,7 @@ from credprovider.tool.node.kubelet_facts import (
     installed_kubelet,
     kubelet_version,
     reported_config_hashes,
+    stamped,
 )
 from credprovider.tool.node.kubelet_http import KubeletUnanswered, kubelet_get
 from credprovider.tool.node.kubelet_proc import KubeletProcess
@@ -296,7 +297,7 @@ def _said(
     found: tuple[str, tuple[int, int]], where: str, diagnosis: Diagnosis
 ) -> tuple[int, int] | None:
     version, release = found
-    if release[0] == 0:  # v0.0.0-master: built without a version stamp
+    if stamped(found) is None:
         diagnosis.add("kubelet", INFO, f"the kubelet ({where}) has no version stamp: {version}")
         return None
     diagnosis.facts["kubeletVersion"] = version

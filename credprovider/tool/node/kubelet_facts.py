@@ -107,6 +107,21 @@ def installed_kubelet() -> tuple[str, tuple[str, tuple[int, int]]] | None:
     return None
 
 
+def node_kubelet_version(kubelet: KubeletProcess | None) -> tuple[str, tuple[int, int]] | None:
+    """This node's kubelet's version, as doctor finds it: the running one's (``kubelet``), else,
+    with none running, that of the binary its unit runs (:func:`installed_kubelet`)."""
+    if kubelet is not None:
+        return kubelet_version(kubelet)
+    installed = installed_kubelet()
+    return installed[1] if installed else None
+
+
+def stamped(found: tuple[str, tuple[int, int]] | None) -> tuple[int, int] | None:
+    """The release of a version a kubelet said; ``None`` for one built without a version stamp
+    (``v0.0.0-master``), from which no rule of a release follows."""
+    return found[1] if found is not None and found[1][0] > 0 else None
+
+
 def _ask_version(program: str) -> tuple[str, tuple[int, int]] | None:
     from credprovider.tool.node.childproc import run_bounded
 

@@ -18,7 +18,7 @@ from credprovider.cloud import IdentityProbe
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.doctor.identity import SKEW_FAIL_SECONDS, clock_skew, probe
 from credprovider.tool.doctor.live import lookup_advice, lookup_failures
-from credprovider.tool.node.kubelet_facts import config_hash, parse_version
+from credprovider.tool.node.kubelet_facts import config_hash, parse_version, stamped
 from emulators.http import FakeRequest, FakeResponse, serve
 
 # Lines as the kubelet v1.36 writes them (klog text and --logging-format=json).
@@ -90,6 +90,14 @@ def test_each_failed_lookup_gets_the_fix_for_its_cause(line: str, advice: str) -
 )
 def test_the_version_the_kubelet_prints(text: str, expected: object) -> None:
     assert parse_version(text) == expected
+
+
+def test_a_kubelet_without_a_version_stamp_gives_no_release() -> None:
+    """A build of ``master`` says v0.0.0: no rule of a release follows from it (undo would
+    otherwise take it for older than 1.31 and put an in-tree flag back without --force)."""
+    assert stamped(parse_version("Kubernetes v0.0.0-master+$Format:%H$\n")) is None
+    assert stamped(parse_version("Kubernetes v1.30.5\n")) == (1, 30)
+    assert stamped(None) is None
 
 
 def test_the_config_hash_frames_every_file_with_its_length() -> None:
