@@ -1,7 +1,8 @@
 """The agent's run as one of the fleet (the chart's ``flags`` mode, ``credprovider agent run
 --node``): the node installed (or uninstalled) under its lock, the dry run waited for, then the pod
-stays until it is stopped. ``credprovider agent run`` (tool/commands/agent_pod.py) parses its flags
-into :class:`RunOptions` and prints what :func:`change` returns."""
+stays until it is stopped (:func:`run_as_member`: the API server, the kubelet's health, SIGTERM, the
+lock, the dry run and the ready file wired here). ``credprovider agent run`` (tool/commands/
+agent_pod.py) parses its flags into :class:`RunOptions` and :class:`Fleet` and prints outcomes."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
+from credprovider.tool.change.lock import node_lock
 from credprovider.tool.change.results import Result
 from credprovider.tool.change.settings import dry_run_images
-from credprovider.tool.cluster.connect import ClusterError
+from credprovider.tool.cluster.connect import SERVICE_ACCOUNT_DIR, ClusterError, connect
 from credprovider.tool.errors import NodeChangeError, node_failure
+from credprovider.tool.node.access import FileProblem, read_text
 from credprovider.tool.node.kubelet_facts import SA_TOKENS_ON_SINCE
 from credprovider.tool.node.root import NodeRoot
 
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
     from credprovider.tool.agent.daemon import FleetMember
     from credprovider.tool.agent.plan import AgentPlan
     from credprovider.tool.agent.platforms import Platform
+    from credprovider.tool.agent.watchdog import Watchdog as Watch
 
 DRY_RUN_RETRY_SECONDS: Final = 30.0
 
@@ -45,6 +49,73 @@ class RunOptions:
     dry_run_launcher: str = ""
     migrate_in_tree: bool = False  # an in-tree kubeadm node moved to external, not refused
     beside: bool = False  # ours under names of their own, the platform's plugins left as they are
+
+
+@dataclass(frozen=True)
+class Fleet:
+    """How this run takes part in the fleet (``agent run --node``): its API server and node, the
+    restart slots, and how it asks after the kubelet and says it is ready."""
+
+    node: str
+    namespace: str
+    kubeconfig: str | None  # None: the pod's service account
+    slots: int
+    lease_seconds: int
+    healthz: str
+    health_timeout: float
+    metrics: str  # "": the config hash is not checked
+    ready_file: str  # "": no readiness
+
+
+def run_as_member(
+    options: RunOptions,
+    fleet: Fleet,
+    restart: Callable[[str], None],
+    watch: Watch | None,
+    said: Callable[[Outcome, bool], object],
+) -> int:
+    """Install (or uninstall) on this node as one of the fleet, then stay until SIGTERM: ready
+    once the dry run passed; a failure leaves the pod running and not ready (the DaemonSet's
+    rollout stops there) with the reason in its log, the node's annotations and an Event. Raises
+    ``ClusterError`` when the API server cannot be reached; returns (the change's exit status)
+    only when SIGTERM came during the change."""
+    from credprovider.tool.agent.cluster import Cluster
+    from credprovider.tool.agent.daemon import FleetMember
+    from credprovider.tool.agent.health import KubeletHealth
+    from credprovider.tool.agent.termination import Termination
+
+    termination = Termination().install()
+    cluster = Cluster(connect(fleet.kubeconfig), fleet.node, fleet.namespace)  # ClusterError
+    token = ""
+    if not fleet.kubeconfig:
+        try:
+            token = read_text(f"{SERVICE_ACCOUNT_DIR}/token").strip()
+        except FileProblem:
+            token = ""
+    health = KubeletHealth(fleet.healthz, fleet.health_timeout, fleet.metrics, token, cluster)
+    node = FleetMember(
+        options.root, options.version, restart, health, cluster, fleet.slots,
+        fleet.lease_seconds, changing=termination.changing, watch=watch,
+    )  # fmt: skip
+    plan = None
+    try:
+        with node_lock(options.root, "credprovider agent run"):
+            outcome, ok, plan = change(options, node, cluster)
+        said(outcome, ok)
+    except (OSError, NodeChangeError) as exc:
+        ok = False
+        node.failed(failed_because(exc))
+        print(f"credprovider agent run: {failed_because(exc)}", file=sys.stderr)
+    code = 0 if ok else 1
+    if termination.requested:  # asked to stop during the change, which has ended
+        return code
+    if ok and plan is not None and fleet.ready_file:
+        await_dry_run(
+            options, node, plan, lambda line: print(f"credprovider agent run: {line}", flush=True)
+        )
+    if ok and fleet.ready_file:
+        Path(fleet.ready_file).touch()
+    stay_until_stopped(code)
 
 
 def failed_because(exc: OSError | NodeChangeError) -> str:

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Final
 from credprovider.tool.agent.mounts import AUTO, CHOICES, choice
 from credprovider.tool.agent.platforms import files_only
 from credprovider.tool.agent.systemd import reachable
-from credprovider.tool.change.lock import node_lock
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -23,8 +22,6 @@ from credprovider.tool.commands.common import (
     node_root,
     print_json,
 )
-from credprovider.tool.errors import NodeChangeError
-from credprovider.tool.node.access import FileProblem, read_text
 
 if TYPE_CHECKING:
     from credprovider.tool.agent.apply import Outcome
@@ -180,73 +177,32 @@ def _refused(args: argparse.Namespace) -> str:
 
 
 def run_with_cluster(args: argparse.Namespace) -> int:
-    """Install (or uninstall) on this node as one of the fleet, then stay until SIGTERM: ready
-    once the dry run passed; a failure leaves the pod running and not ready (the DaemonSet's
-    rollout stops there) with the reason in its log, the node's annotations and an Event."""
-    from credprovider.tool.agent.cluster import Cluster
-    from credprovider.tool.agent.daemon import FleetMember
-    from credprovider.tool.agent.health import KubeletHealth
-    from credprovider.tool.agent.run import (
-        await_dry_run,
-        change,
-        failed_because,
-        stay_until_stopped,
-    )
-    from credprovider.tool.agent.termination import Termination
-    from credprovider.tool.cluster.connect import ClusterError, connect
+    """``agent run --node``: the options checked, then the run as one of the fleet
+    (:func:`credprovider.tool.agent.run.run_as_member`)."""
+    from credprovider.tool.agent.run import Fleet, run_as_member
+    from credprovider.tool.cluster.connect import ClusterError
 
     problem = _refused(args)
     if problem:
         print(f"credprovider agent run: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    termination = Termination().install()
+    if systemd_refused(args, "run"):
+        return EXIT_FAILED
+    fleet = Fleet(
+        args.node, args.namespace, args.kubeconfig, args.slots, args.lease_seconds, args.healthz,
+        args.health_timeout, args.metrics, args.ready_file,
+    )  # fmt: skip
     try:
-        cluster = Cluster(connect(args.kubeconfig), args.node, args.namespace)
+        return run_as_member(
+            run_options(args),
+            fleet,
+            restarter(args),
+            watchdog(args),
+            lambda outcome, ok: said(outcome, args.json, ok),
+        )
     except ClusterError as exc:
         print(f"credprovider agent run: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    token = ""
-    if not args.kubeconfig:
-        from credprovider.tool.cluster.connect import SERVICE_ACCOUNT_DIR
-
-        try:
-            token = read_text(f"{SERVICE_ACCOUNT_DIR}/token").strip()
-        except FileProblem:
-            token = ""
-    health = KubeletHealth(args.healthz, args.health_timeout, args.metrics, token, cluster)
-    if systemd_refused(args, "run"):
-        return EXIT_FAILED
-    options = run_options(args)
-    node = FleetMember(
-        options.root,
-        args.version,
-        restarter(args),
-        health,
-        cluster,
-        args.slots,
-        args.lease_seconds,
-        changing=termination.changing,
-        watch=watchdog(args),
-    )
-    plan = None
-    try:
-        with node_lock(options.root, "credprovider agent run"):
-            outcome, ok, plan = change(options, node, cluster)
-        said(outcome, args.json, ok)
-    except (OSError, NodeChangeError) as exc:
-        ok = False
-        node.failed(failed_because(exc))
-        print(f"credprovider agent run: {failed_because(exc)}", file=sys.stderr)
-    code = EXIT_OK if ok else EXIT_FAILED
-    if termination.requested:  # asked to stop during the change, which has ended
-        return code
-    if ok and plan is not None and args.ready_file:
-        await_dry_run(
-            options, node, plan, lambda line: print(f"credprovider agent run: {line}", flush=True)
-        )
-    if ok and args.ready_file:
-        Path(args.ready_file).touch()
-    stay_until_stopped(code)
 
 
 def run_options(args: argparse.Namespace) -> RunOptions:
