@@ -21,6 +21,7 @@ from credprovider.tool.node.access import FileProblem, UnreadableError, lexists,
 from credprovider.tool.node.flagfiles import flags_from_file
 from credprovider.tool.node.kubelet_facts import CLOUD_LOGIN_GATE
 from credprovider.tool.node.kubelet_flags import (
+    CONFIG_FLAG,
     DROP_IN_SUFFIX,
     KUBELET_CONFIG_DIR_FLAG,
     KUBELET_CONFIG_FLAG,
@@ -173,14 +174,33 @@ def _from_unit(view: NodeView) -> bool:
     if unit is None:
         return False
     view.unit = unit
+    view.flag_words = _by_file(unit)  # what systemd passes, whatever the layout's files say
     view.notes += list(unit.problems)  # what would stop systemd starting the kubelet at all
     settings = _settings(view, list(unit.argv), None)
     if not (settings.provider_config or settings.bin_dir or in_tree(settings)):
         return False
     view.found_by = f"the kubelet's unit {unit.unit} (as systemd starts it)"
     view.settings = settings
-    view.flag_words = _by_file(unit)
     return True
+
+
+def _not_passed(view: NodeView, unit: KubeletUnit, files: tuple[str, ...]) -> None:
+    """Say which of a layout's flag files give a credential provider config that the kubelet, as
+    its unit starts it, is not given (a file the unit does not read, or a variable its command
+    line does not use: an edit in the wrong file)."""
+    for path in files:
+        try:
+            words = flags_from_file(read_text(view.host_path(path))).split()
+        except (UnreadableError, FileProblem):
+            continue
+        named = flag_value(words, CONFIG_FLAG)
+        if named:
+            reads = ", ".join(unit.environment_files) or "no environment file"
+            view.notes.append(
+                f"{path} gives --{CONFIG_FLAG}={named}, but the kubelet as its unit {unit.unit} "
+                f"starts it is not given that (the unit reads {reads}): an edit in a file this "
+                "kubelet does not read"
+            )
 
 
 def _by_file(unit: KubeletUnit) -> dict[str, list[str]]:
@@ -260,6 +280,9 @@ def discover(root: NodeRoot = HOST, proc: str = "/proc") -> NodeView:
     if _from_unit(view) or view.unread_sources:  # the unit hidden from this user: no guess
         return view
     for layout in LAYOUTS:
+        if layout.flag_files and view.unit is not None:
+            _not_passed(view, view.unit, layout.flag_files)  # its unit is what systemd starts
+            continue
         if layout.flag_files:
             argv = _from_flag_files(view, layout.flag_files)
             settings = _settings(view, argv, None)

@@ -286,3 +286,37 @@ def test_doctor_says_when_a_killed_change_left_its_journal(tmp_path: Path) -> No
     assert [(c["status"], c["area"]) for c in said] == [("warn", "node")], said
     assert str(journal_for(platform.config)) in said[0]["message"]
     assert "run the same command again" in said[0]["fix"]
+
+
+def test_flags_in_a_file_the_kubelets_unit_does_not_read_are_no_pass(tmp_path: Path) -> None:
+    """The operator's edit in the wrong file: on kubeadm from binaries (its drop-in reads
+    /etc/sysconfig/kubelet), the flags put in /etc/default/kubelet, as a Debian guide says. The
+    kubelet as systemd starts it is not given them: doctor fails, names the file and the one its
+    unit reads, and fixes with migrate (before: "ok layout kubeadm (kubelet flags in its flag
+    files)" and healthy). The same flags in /etc/sysconfig/kubelet pass."""
+    root = kubeadm_binaries().build(tmp_path / "node")
+    flags = (
+        f'KUBELET_EXTRA_ARGS="--image-credential-provider-config={NODE_CONFIG} '
+        f'--image-credential-provider-bin-dir={AGENT_BIN_DIR}"\n'
+    )
+    (root / "etc/default/kubelet").write_text(flags)
+    code, report = doctor("--root", str(root), "--offline")
+    node = [c for c in report["checks"] if c["area"] == "node"]
+    failed = [c for c in node if c["status"] == "fail"]
+    assert code == 1 and len(failed) == 1, node
+    assert failed[0]["message"].startswith(
+        "the kubelet's unit /usr/lib/systemd/system/kubelet.service (as systemd starts it) gives "
+        "no --image-credential-provider-config"
+    ), failed
+    assert "--kubelet-flags-file /var/lib/kubelet/kubeadm-flags.env" in failed[0]["fix"]
+    said = [c["message"] for c in node if c["message"].startswith("/etc/default/kubelet gives")]
+    assert (
+        said
+        and "(the unit reads /var/lib/kubelet/kubeadm-flags.env, /etc/sysconfig/kubelet)"
+        in (said[0])
+    ), node
+    (root / "etc/sysconfig").mkdir()
+    (root / "etc/sysconfig/kubelet").write_text(flags)
+    _, report = doctor("--root", str(root), "--offline")
+    assert (report["config"], report["binDir"]) == (NODE_CONFIG, AGENT_BIN_DIR), report
+    assert not any("gives --image" in c["message"] for c in report["checks"]), report
