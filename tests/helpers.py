@@ -166,6 +166,19 @@ def private(command: list[str]) -> list[str]:
     return [*_ISOLATE, *command]
 
 
+def node_script(script: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """``script`` run by sh as root in a mount and pid namespace of its own (:func:`private`): a
+    node of the test's, whose mounts go with it, the tool from source (``PYTHONPATH``)."""
+    return subprocess.run(
+        private(["sh", "-c", script]),
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 @dataclass
 class FakeKubelet:
     """A process doctor takes for a kubelet, alone in a pid and mount namespace of its own

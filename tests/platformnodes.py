@@ -454,6 +454,31 @@ def bottlerocket() -> PlatformNode:
     )
 
 
+def _kubeadm_units(deb: bool, bin_dir: str = "/usr/bin") -> dict[str, str]:
+    """kubernetes/release cmd/krel/templates/latest: kubelet/kubelet.service and
+    kubeadm/10-kubeadm.conf, whose EnvironmentFile= names /etc/sysconfig/kubelet; the deb's build
+    changes it to /etc/default/kubelet (kubeadm/kubeadm.spec). ``bin_dir``: /usr/bin replaced,
+    as the kubeadm docs' install without a package manager does."""
+    extra = "/etc/default/kubelet" if deb else "/etc/sysconfig/kubelet"
+    return {
+        "/usr/lib/systemd/system/kubelet.service": (
+            "[Unit]\nDescription=kubelet: The Kubernetes Node Agent\n\n[Service]\n"
+            f"ExecStart={bin_dir}/kubelet\nRestart=always\nStartLimitInterval=0\nRestartSec=10\n"
+        ),
+        "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf": (
+            "[Service]\n"
+            'Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/'
+            'bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf"\n'
+            'Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"\n'
+            "EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env\n"
+            f"EnvironmentFile=-{extra}\n"
+            "ExecStart=\n"
+            f"ExecStart={bin_dir}/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS "
+            "$KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS\n"
+        ),
+    }
+
+
 def kubeadm_deb() -> PlatformNode:
     """kubeadm from the project's debs: kubelet.service plus kubeadm's drop-in, which passes
     kubeadm-flags.env's KUBELET_KUBEADM_ARGS then /etc/default/kubelet's KUBELET_EXTRA_ARGS."""
@@ -467,21 +492,7 @@ def kubeadm_deb() -> PlatformNode:
         bin_dir,
         {
             "/etc/os-release": _os_release("debian", "Debian GNU/Linux"),
-            "/usr/lib/systemd/system/kubelet.service": (
-                "[Unit]\nDescription=kubelet: The Kubernetes Node Agent\n\n[Service]\n"
-                "ExecStart=/usr/bin/kubelet\nRestart=always\nStartLimitInterval=0\nRestartSec=10\n"
-            ),
-            "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf": (
-                "[Service]\n"
-                'Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/'
-                'bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf"\n'
-                'Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"\n'
-                "EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env\n"
-                "EnvironmentFile=-/etc/default/kubelet\n"
-                "ExecStart=\n"
-                "ExecStart=/usr/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS "
-                "$KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS\n"
-            ),
+            **_kubeadm_units(deb=True),
             "/var/lib/kubelet/kubeadm-flags.env": (
                 'KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///run/containerd/'
                 'containerd.sock --pod-infra-container-image=registry.k8s.io/pause:3.10"\n'
@@ -516,22 +527,7 @@ def kubeadm_binaries(cloud: str = "") -> PlatformNode:
         {
             "/etc/os-release": _os_release("ubuntu", "Ubuntu"),
             "/etc/default/grub": 'GRUB_DEFAULT=0\nGRUB_CMDLINE_LINUX=""\n',
-            "/usr/lib/systemd/system/kubelet.service": (
-                "[Unit]\nDescription=kubelet: The Kubernetes Node Agent\n\n[Service]\n"
-                "ExecStart=/usr/local/bin/kubelet\nRestart=always\nStartLimitInterval=0\n"
-                "RestartSec=10\n"
-            ),
-            "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf": (
-                "[Service]\n"
-                'Environment="KUBELET_KUBECONFIG_ARGS=--bootstrap-kubeconfig=/etc/kubernetes/'
-                'bootstrap-kubelet.conf --kubeconfig=/etc/kubernetes/kubelet.conf"\n'
-                'Environment="KUBELET_CONFIG_ARGS=--config=/var/lib/kubelet/config.yaml"\n'
-                "EnvironmentFile=-/var/lib/kubelet/kubeadm-flags.env\n"
-                "EnvironmentFile=-/etc/sysconfig/kubelet\n"
-                "ExecStart=\n"
-                "ExecStart=/usr/local/bin/kubelet $KUBELET_KUBECONFIG_ARGS $KUBELET_CONFIG_ARGS "
-                "$KUBELET_KUBEADM_ARGS $KUBELET_EXTRA_ARGS\n"
-            ),
+            **_kubeadm_units(deb=False, bin_dir="/usr/local/bin"),
             "/var/lib/kubelet/kubeadm-flags.env": (
                 'KUBELET_KUBEADM_ARGS="--container-runtime-endpoint=unix:///run/containerd/'
                 f'containerd.sock{in_tree} --pod-infra-container-image=registry.k8s.io/pause:3.10"\n'

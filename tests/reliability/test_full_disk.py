@@ -8,14 +8,13 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from emulators.http import FakeResponse, serve
-from tests.helpers import REPO, private
+from tests.helpers import node_script
 from tests.integration.cli.conftest import fake_bundle
 from tests.unit.tool.test_agent_plan import KUBEADM_NODE
 
@@ -37,14 +36,7 @@ SNAPSHOT = (
 def in_its_own_tmpfs(script: str, out: Path) -> dict[str, str]:
     """``script`` run by sh in a mount namespace of the test's (its tmpfs gone with it), the
     tool from source: what it left in ``out``, by file name."""
-    done = subprocess.run(
-        private(["sh", "-c", script]),
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = node_script(script, 300)
     assert done.returncode == 0, done.stderr
     return {p.name: p.read_text() for p in out.iterdir()}
 

@@ -23,7 +23,7 @@ from credprovider.tool.change.lock import NodeBusy, node_lock
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.root import NodeRoot
 from emulators.http import FakeResponse, serve
-from tests.helpers import REPO, private
+from tests.helpers import REPO, node_script
 from tests.integration.cli.conftest import fake_bundle
 from tests.reliability.test_crash_points import Node
 from tests.unit.tool.test_agent_apply import tree
@@ -53,14 +53,7 @@ echo $? >{out}/second.rc
 wait $pid
 echo $? >{out}/first.rc
 """
-    done = subprocess.run(
-        private(["sh", "-c", script]),
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    done = node_script(script)
     assert done.returncode == 0, done.stderr
     return {path.name: path.read_text() for path in out.iterdir()}
 

@@ -237,10 +237,9 @@ def test_on_a_kubeadm_node_the_later_file_is_read_and_written_too(tmp_path: Path
     passes it last), the cloud flag leaves both, and the new flags go into it. The node is a
     mount namespace of its own (/var/lib and /etc/default private)."""
     import os
-    import subprocess
     import sys
 
-    from tests.helpers import REPO, private
+    from tests.helpers import node_script
     from tests.integration.cli.conftest import fake_bundle
 
     if os.geteuid() != 0:
@@ -267,14 +266,7 @@ m="migrate --kubelet-flags-file /var/lib/kubelet/kubeadm-flags.env --bin-dir {bu
 cp /var/lib/kubelet/kubeadm-flags.env {out}/kubeadm-flags.env
 cp /etc/default/kubelet {out}/kubelet.default
 """
-    done = subprocess.run(
-        private(["sh", "-c", script]),
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = node_script(script, 120)
     assert done.returncode == 0, done.stderr
     plan = json.loads((out / "plan.json").read_text())
     assert sorted(plan["files"]) == ["/etc/default/kubelet", "/var/lib/kubelet/kubeadm-flags.env"]
@@ -305,10 +297,9 @@ def test_on_kubeadm_from_binaries_the_flags_go_where_its_drop_in_reads_them(
     and it starts with the in-tree flag put back (before: "not known"). The node is a mount
     namespace of its own (/etc an overlay, /var/lib and the unit dir fresh)."""
     import os
-    import subprocess
     import sys
 
-    from tests.helpers import REPO, private
+    from tests.helpers import node_script
     from tests.integration.cli.conftest import fake_bundle
     from tests.platformnodes import kubeadm_binaries
 
@@ -342,14 +333,7 @@ sha256sum {flags} /etc/default/* > {out}/undone.sum
 ls /var/lib/kubelet > {out}/left.txt
 test ! -e /etc/sysconfig
 """
-    done = subprocess.run(
-        private(["sh", "-c", script]),
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
+    done = node_script(script)
     assert done.returncode == 0, done.stderr
     assert "The new flags go into /etc/sysconfig/kubelet" in (out / "written.txt").read_text()
     before = json.loads((out / "before.json").read_text())
