@@ -61,6 +61,14 @@ def reading(root: NodeRoot, platform: Platform) -> tuple[Platform, str]:
     kept = tuple(path for path in platform.flag_files if path in read)
     if kept:
         return replace(platform, flag_files=kept), ""
+    if not read:
+        return platform, (
+            f"the kubelet's unit reads {envfile.EXTRA_ARGS} from none of "
+            f"{', '.join(platform.flag_files)}: flags set there would never reach it; nothing is "
+            f"changed: give the kubelet --{CONFIG_FLAG} and --{BIN_DIR_FLAG} where its unit takes "
+            "them, and let the agent place only the files they name (the chart's mode files: "
+            "agent --files-only --bin-dir DIR --config FILE)"
+        )
     directory = str(Path(read[0]).parent)
     values = [c.value for c in CHOICES if c.platform and read[0] in c.platform.flag_files]
     advice = (

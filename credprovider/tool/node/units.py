@@ -391,12 +391,14 @@ def extra_args_files(root_host: Callable[[str], str]) -> tuple[str, ...]:
     (``layouts.KUBEADM_EXTRA_ARGS_FILES``), narrowed to the one this node's kubelet unit names:
     the project's deb names ``/etc/default/kubelet``; its rpm, and the drop-in that the kubeadm
     docs' install without a package manager fetches, ``/etc/sysconfig/kubelet`` (kubernetes/release
-    cmd/krel/templates/latest/kubeadm/10-kubeadm.conf, and kubeadm.spec's sed for the deb). Both,
-    in the layout's order, where the unit names neither or cannot be read."""
+    cmd/krel/templates/latest/kubeadm/10-kubeadm.conf, and kubeadm.spec's sed for the deb). None
+    where the unit names neither (a layout of its own); both, in the layout's order, where no
+    unit is found or it cannot be read."""
     try:
         unit = read_kubelet_unit(*on_node(root_host))
     except (OSError, UnreadableError):  # no narrowing from a unit this user cannot read
         unit = None
-    names = unit.environment_files if unit is not None else ()
-    named = [path for path in names if path in KUBEADM_EXTRA_ARGS_FILES]
-    return (named[-1],) if named else KUBEADM_EXTRA_ARGS_FILES
+    if unit is None:
+        return KUBEADM_EXTRA_ARGS_FILES
+    named = [path for path in unit.environment_files if path in KUBEADM_EXTRA_ARGS_FILES]
+    return tuple(named[-1:])

@@ -148,3 +148,21 @@ def test_a_kubeadm_value_whose_file_the_kubelet_does_not_read_is_refused(tmp_pat
     ), refused.refused
     plan = plan_node(root, ["aws"], "0.1.0", choice("kubeadm-rpm").platform)
     assert (plan.refused, plan.flag_file) == ("", "/etc/sysconfig/kubelet")
+
+
+def test_a_kubeadm_unit_that_reads_neither_file_is_refused(tmp_path: Path) -> None:
+    """A kubelet unit of its own (kubeadm joined it, so kubeadm-flags.env is there) that takes
+    its flags from neither /etc/default/kubelet nor /etc/sysconfig/kubelet: the agent writes
+    neither (before: /etc/default/kubelet, which the kubelet never read, and "installed")."""
+    from tests.platformnodes import kubeadm_binaries
+
+    files = dict(kubeadm_binaries().files)
+    drop_in = "/usr/lib/systemd/system/kubelet.service.d/10-kubeadm.conf"
+    files[drop_in] = files[drop_in].replace("/etc/sysconfig/kubelet", "/etc/kubernetes/kubelet.env")
+    root = NodeRoot.at(node(tmp_path, files))
+    plan = plan_node(root, ["aws"], "0.1.0")
+    assert plan.refused.startswith(
+        "the kubelet's unit reads KUBELET_EXTRA_ARGS from none of /etc/default/kubelet, "
+        "/etc/sysconfig/kubelet: flags set there would never reach it; nothing is changed"
+    ), plan.refused
+    assert plan.steps == [] and plan.flag_text is None
