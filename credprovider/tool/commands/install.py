@@ -28,6 +28,7 @@ from credprovider.tool.commands.common import (
 )
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, UnreadableError
+from credprovider.tool.node.layouts import KUBEADM_FLAGS_ENV
 from credprovider.tool.node.root import HOST
 
 if TYPE_CHECKING:
@@ -135,7 +136,7 @@ def _plan_and_apply(args: argparse.Namespace, keys: list[str], node_files: dict[
             file=sys.stderr,
         )
         return EXIT_FAILED
-    return _after(plan, args.json)
+    return _after(plan, args.json, keys)
 
 
 def _agents(changes: list[Step]) -> str:
@@ -145,7 +146,7 @@ def _agents(changes: list[Step]) -> str:
     return agent_manages(HOST, [str(s.path) for s in changes if s.action is not Action.UNCHANGED])
 
 
-def _after(plan: InstallPlan, as_json: bool) -> int:
+def _after(plan: InstallPlan, as_json: bool, keys: list[str]) -> int:
     """Check what was installed as validate --bin-dir does, and report."""
     from credprovider.tool.change.render import kubelet_flags
     from credprovider.tool.images.bindir import check_binaries, texts
@@ -157,7 +158,14 @@ def _after(plan: InstallPlan, as_json: bool) -> int:
     warnings = texts(checked.warnings) + lint_providers(loaded, str(plan.bin_dir))
     flags = kubelet_flags(str(plan.config_out.resolve()), str(plan.bin_dir.resolve()))
     errors, proven = texts(checked.errors), texts(checked.proven)
-    _report(plan.changes, as_json, True, errors, warnings, proven, flags, _flags_in_place(plan))
+    in_place = _flags_in_place(plan)
+    _report(plan.changes, as_json, True, errors, warnings, proven, flags, in_place)
+    if flags and not in_place and not as_json and os.path.lexists(KUBEADM_FLAGS_ENV):
+        print(  # kubeadm: migrate writes them where its drop-in reads them, checked first
+            f"  (kubeadm: credprovider migrate --kubelet-flags-file {KUBEADM_FLAGS_ENV} --providers "
+            f"{','.join(keys)} --bin-dir {plan.bin_dir} --config-out {plan.config_out} --write "
+            "sets them in the file its drop-in reads; then restart the kubelet)"
+        )
     return EXIT_FAILED if checked.errors else EXIT_OK
 
 

@@ -322,10 +322,13 @@ cp -a {staged}/. /
 printf '#!/bin/sh\\necho Kubernetes v1.30.5\\n' > /usr/local/bin/kubelet
 chmod 755 /usr/local/bin/kubelet
 {tool} install --providers aws --bin-dir /etc/kubernetes/image-credential-provider \
-  --config-out /etc/kubernetes/image-credential-provider-config.yaml --target {target} >/dev/null
+  --config-out /etc/kubernetes/image-credential-provider-config.yaml --target {target} \
+  > {out}/installed.txt
 {tool} doctor --offline --json > {out}/before.json || true
 sha256sum {flags} /etc/default/* > {out}/installed.sum
-{tool} {migrate} --write > {out}/written.txt
+hint=$(grep -o 'migrate --kubelet-flags-file .* --write' {out}/installed.txt)
+test -n "$hint"
+{tool} $hint > {out}/written.txt
 cp /etc/sysconfig/kubelet {out}/sysconfig
 {tool} doctor --offline --json > {out}/doctor.json || true
 {tool} undo > {out}/undone.txt
@@ -336,6 +339,8 @@ test ! -e /etc/sysconfig
     done = node_script(script)
     assert done.returncode == 0, done.stderr
     assert "The new flags go into /etc/sysconfig/kubelet" in (out / "written.txt").read_text()
+    # the line install printed, run as it is: the migrate that sets the flags where they are read
+    assert f"(kubeadm: credprovider {migrate} --bin-dir " in (out / "installed.txt").read_text()
     before = json.loads((out / "before.json").read_text())
     failed = [c for c in before["checks"] if c["status"] == "fail"]
     fix = failed[0]["fix"]
