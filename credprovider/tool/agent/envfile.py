@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from credprovider.tool.change.migrate import FlagChanges
+from credprovider.tool.change.flagedit import FlagChanges
 from credprovider.tool.node.discovery import in_tree
 from credprovider.tool.node.flagfiles import flags_from_file, rewrite, units
 from credprovider.tool.node.kubelet_facts import CLOUD_LOGIN_GATE

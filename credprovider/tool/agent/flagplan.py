@@ -23,7 +23,7 @@ from credprovider.tool.agent.platforms import (
     Platform,
     installed_unit,
 )
-from credprovider.tool.change.migrate import FlagChanges
+from credprovider.tool.change.flagedit import FlagChanges
 from credprovider.tool.change.render import kubelet_flags
 from credprovider.tool.change.results import Action, Step
 from credprovider.tool.node.access import UnreadableError

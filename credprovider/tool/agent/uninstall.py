@@ -50,8 +50,8 @@ from credprovider.tool.agent.state import (
 from credprovider.tool.agent.systemd import SystemdError
 from credprovider.tool.change.durable import remove_empty_dir, remove_file, temporary_for
 from credprovider.tool.change.engine import Kind, Op, perform
+from credprovider.tool.change.flagedit import FlagChanges
 from credprovider.tool.change.kept import Prior
-from credprovider.tool.change.migrate import FlagChanges
 from credprovider.tool.change.results import Result
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from credprovider.cloud import CloudPlugin
 from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
 from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.change.flagedit import FlagChanges, generated, rewritten_files
 from credprovider.tool.change.render import (
     CCM_REMINDER,
     kubelet_flags,
@@ -27,7 +28,7 @@ from credprovider.tool.change.render import (
     render_config,
 )
 from credprovider.tool.errors import NodeChangeError
-from credprovider.tool.node.flagfiles import flags_from_file, rewrite, units
+from credprovider.tool.node.flagfiles import flags_from_file
 from credprovider.tool.node.kubelet_flags import (
     BIN_DIR_FLAG,
     CONFIG_FLAG,
@@ -35,7 +36,6 @@ from credprovider.tool.node.kubelet_flags import (
     flag_values,
     settings_from,
 )
-from credprovider.tool.node.layouts import KUBEADM_EXTRA_ARGS_FILES
 from credprovider.tool.node.yamldoc import YamlError, load_yaml
 
 __all__ = ["ExistingConfig", "MigrationPlan", "flags_from_file", "plan_migration"]
@@ -81,60 +81,6 @@ class MigrationPlan:
         args = ["install", f"--providers={','.join(self.providers)}", f"--bin-dir={self.bin_dir}"]
         args.append(f"--config-out={config_path}")
         return args + [f"--{key}-config={path}" for key, path in self.node_files.items()]
-
-
-@dataclass(frozen=True)
-class FlagChanges:
-    """Flags dropped by name (with their value) and feature gates taken out of --feature-gates."""
-
-    drop: frozenset[str]
-    gates: frozenset[str]
-
-    def changes(self, words: Sequence[str]) -> list[tuple[tuple[int, ...], list[str]]]:
-        """Each change to ``words``: the indices of a flag (and its value, for ``--flag value``)
-        and the words put in their place (none: removed)."""
-        found: list[tuple[tuple[int, ...], list[str]]] = []
-        index = 0
-        while index < len(words):
-            word = words[index]
-            dashes = word[: len(word) - len(word.lstrip("-"))]
-            name, equals, value = word[len(dashes) :].partition("=")
-            paired = bool(dashes) and not equals and index + 1 < len(words)
-            paired = paired and not words[index + 1].startswith("-")
-            at = (index, index + 1) if paired else (index,)
-            change: list[str] | None = None
-            if dashes and name in self.drop:
-                change = []
-            elif dashes and name == "feature-gates" and (equals or paired):
-                items = (value if equals else words[index + 1]).split(",")
-                kept = ",".join(i for i in items if i.partition("=")[0].strip() not in self.gates)
-                if kept != ",".join(items):
-                    change = [f"{dashes}{name}={kept}"] if kept else []
-            if change is not None:
-                found.append((at, change))
-            index += len(at) if change is not None else 1
-        return found
-
-    def edit(self, words: Sequence[str]) -> tuple[set[int], dict[int, str]]:
-        """For :func:`credprovider.tool.node.flagfiles.rewrite`: the words to drop and to replace."""
-        drop: set[int] = set()
-        replace: dict[int, str] = {}
-        for at, new in self.changes(words):
-            if new:
-                replace[at[0]] = new[0]
-                drop.update(at[1:])
-            else:
-                drop.update(at)
-        return drop, replace
-
-    def describe(self, words: Sequence[str]) -> tuple[list[str], list[str]]:
-        """What this edit removes from ``words`` and what it puts back, flag by flag."""
-        removed: list[str] = []
-        added: list[str] = []
-        for at, new in self.changes(words):
-            removed.append(shlex.join(words[i] for i in at))
-            added.extend(new)
-        return removed, added
 
 
 def read_kubelet_config(text: str) -> dict[str, Any]:
@@ -228,10 +174,10 @@ def plan_migration(
         _bin_dir_notes(existing, current_bin_dir, bin_dir, notes)
     plan = MigrationPlan(chosen, remove, replaced + new_flags, rendered, notes, bin_dir=bin_dir)
     plan.node_files, plan.existing = node_files, existing
-    plan.files = _rewritten_files(flag_files, changes, new_flags, kubelet_flags_text, notes)
+    plan.files = rewritten_files(flag_files, changes, new_flags, kubelet_flags_text, notes)
     if kubelet_config_path and gates:
         _rewrite_kubelet_config(plan, kubelet_config_path, kubelet_config_text, gates, config)
-    if remove and any(_generated(path) for path in flag_files):
+    if remove and any(generated(path) for path in flag_files):
         notes.append(KUBEADM_LATER_NODES)
     notes.append(CCM_REMINDER)
     return plan
@@ -347,53 +293,6 @@ def _bin_dir_notes(
         )
 
 
-def _rewritten_files(
-    flag_files: Mapping[str, str],
-    changes: FlagChanges,
-    new_flags: list[str],
-    flags_text: str,
-    notes: list[str],
-) -> dict[str, str]:
-    """Each flags file as it reads after the change; the new flags go where the old credential or
-    cloud flags were, else into the first place flags are written."""
-    texts = _with_extra_args_place(flag_files)
-    places = [
-        (path, index, unit)
-        for path, text in texts.items()
-        for index, unit in enumerate(units(text))
-    ]
-    home = next(
-        (
-            (path, index)
-            for path, index, unit in places
-            if changes.edit([w.value for w in unit.words])[0]
-        ),
-        (places[0][0], places[0][1]) if places else None,
-    )
-    lasting = [(path, index) for path, index, _ in places if not _generated(path)]
-    if new_flags and home is not None and _generated(home[0]) and lasting:
-        # kubeadm rewrites its kubeadm-flags.env on upgrade, and its drop-in passes the
-        # distribution's file (KUBELET_EXTRA_ARGS) after it: the new flags last there
-        home = lasting[-1]
-        notes.append(
-            f"The new flags go into {home[0]}: kubeadm rewrites {KUBEADM_GENERATED} on upgrade "
-            "and its drop-in passes this file's flags after it."
-        )
-    if new_flags and home is None and flag_files and not flags_text:
-        notes.append(
-            f"No place in {', '.join(flag_files)} writes kubelet flags: add "
-            f"{' '.join(new_flags)} to the kubelet's command line yourself."
-        )
-    rewritten: dict[str, str] = {}
-    for path, text in flag_files.items():
-        add_to = home[1] if home and home[0] == path and new_flags else None
-        new = rewrite(text if add_to is None else texts[path], changes.edit, new_flags, add_to)
-        if new != text:
-            rewritten[path] = new
-    return rewritten
-
-
-KUBEADM_GENERATED: Final = "kubeadm-flags.env"
 # kubeadm writes kubeadm-flags.env from its configuration at init and join (kubeadm's
 # nodeRegistration.kubeletExtraArgs; the v1beta4 API takes a list of name/value pairs, v1beta3 a
 # map), and the control plane's components get --cloud-provider from ClusterConfiguration's
@@ -407,26 +306,6 @@ KUBEADM_LATER_NODES: Final = (
     "controllerManager.extraArgs: kubectl -n kube-system edit cm kubeadm-config) before the next "
     "kubeadm join or upgrade."
 )
-
-
-def _with_extra_args_place(flag_files: Mapping[str, str]) -> dict[str, str]:
-    """The flags files, and beside kubeadm's own the distribution's file its drop-in reads
-    (``KUBEADM_EXTRA_ARGS_FILES``: none there yet, or one with no assignment) given an empty
-    ``KUBELET_EXTRA_ARGS=`` to take the new flags, which kubeadm's rewrite of its own file would
-    lose. Written only if the new flags go there."""
-    texts = dict(flag_files)
-    if not any(map(_generated, flag_files)):
-        return texts
-    for path, text in flag_files.items():
-        if path in KUBEADM_EXTRA_ARGS_FILES and not units(text):
-            ended = text if text.endswith("\n") or not text else f"{text}\n"
-            texts[path] = f"{ended}KUBELET_EXTRA_ARGS=\n"
-    return texts
-
-
-def _generated(path: str) -> bool:
-    """kubeadm's own flags file, which it writes anew at init, join and upgrade."""
-    return path.rsplit("/", 1)[-1] == KUBEADM_GENERATED
 
 
 _GATES_BLOCK: Final = re.compile(r"^featureGates:[ \t]*(?:#.*)?\n((?:[ \t]+.*\n?|[ \t]*\n)*)", re.M)
