@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from typing import TYPE_CHECKING, Final
 
@@ -161,10 +162,14 @@ def _after(plan: InstallPlan, as_json: bool, keys: list[str]) -> int:
     in_place = _flags_in_place(plan)
     _report(plan.changes, as_json, True, errors, warnings, proven, flags, in_place)
     if flags and not in_place and not as_json and os.path.lexists(KUBEADM_FLAGS_ENV):
+        migrate = shlex.join(
+            ["credprovider", "migrate", "--kubelet-flags-file", KUBEADM_FLAGS_ENV, "--providers",
+             ",".join(keys), "--bin-dir", str(plan.bin_dir), "--config-out", str(plan.config_out),
+             "--write"]
+        )  # fmt: skip
         print(  # kubeadm: migrate writes them where its drop-in reads them, checked first
-            f"  (kubeadm: credprovider migrate --kubelet-flags-file {KUBEADM_FLAGS_ENV} --providers "
-            f"{','.join(keys)} --bin-dir {plan.bin_dir} --config-out {plan.config_out} --write "
-            "sets them in the file its drop-in reads; then restart the kubelet)"
+            f"  (kubeadm: {migrate} sets them in the file its drop-in reads; then restart the "
+            "kubelet)"
         )
     return EXIT_FAILED if checked.errors else EXIT_OK
 
