@@ -160,17 +160,8 @@ def _after(plan: InstallPlan, as_json: bool, keys: list[str]) -> int:
     flags = kubelet_flags(str(plan.config_out.resolve()), str(plan.bin_dir.resolve()))
     errors, proven = texts(checked.errors), texts(checked.proven)
     in_place = _flags_in_place(plan)
-    _report(plan.changes, as_json, True, errors, warnings, proven, flags, in_place)
-    if flags and not in_place and not as_json and os.path.lexists(KUBEADM_FLAGS_ENV):
-        migrate = shlex.join(
-            ["credprovider", "migrate", "--kubelet-flags-file", KUBEADM_FLAGS_ENV, "--providers",
-             ",".join(keys), "--bin-dir", str(plan.bin_dir), "--config-out", str(plan.config_out),
-             "--write"]
-        )  # fmt: skip
-        print(  # kubeadm: migrate writes them where its drop-in reads them, checked first
-            f"  (kubeadm: {migrate} sets them in the file its drop-in reads; then restart the "
-            "kubelet)"
-        )
+    where = "" if in_place else _kubeadm_sets_them(plan, keys)
+    _report(plan.changes, as_json, True, errors, warnings, proven, flags, in_place, where)
     return EXIT_FAILED if checked.errors else EXIT_OK
 
 
@@ -183,9 +174,11 @@ def _report(
     checked: list[str] | None = None,
     flags: list[str] | None = None,
     in_place: str = "",
+    where: str = "",
 ) -> None:
     """Each step, then what was checked; ``flags``: the kubelet flags that name the install,
-    ``in_place``: where the node's kubelet is already given them ("": it is not)."""
+    ``in_place``: where the node's kubelet is already given them ("": it is not); ``where``: the
+    command that sets them ("": none to name)."""
     if as_json:
         print_json(
             {
@@ -213,6 +206,22 @@ def _report(
         print("add to the kubelet's flags:")
         for flag in flags:
             print(f"  {flag}")
+        if where:
+            print(
+                f"  (kubeadm: {where} sets them in the file its drop-in reads; then restart the kubelet)"
+            )
+
+
+def _kubeadm_sets_them(plan: InstallPlan, keys: list[str]) -> str:
+    """On kubeadm, the migrate --write that sets the flags in the file its drop-in reads (checked
+    first, as migrate checks); elsewhere "" (where they go is the platform's)."""
+    if not os.path.lexists(KUBEADM_FLAGS_ENV):
+        return ""
+    return shlex.join(
+        ["credprovider", "migrate", "--kubelet-flags-file", KUBEADM_FLAGS_ENV, "--providers",
+         ",".join(keys), "--bin-dir", str(plan.bin_dir), "--config-out", str(plan.config_out),
+         "--write"]
+    )  # fmt: skip
 
 
 def _flags_in_place(plan: InstallPlan) -> str:

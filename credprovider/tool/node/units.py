@@ -36,7 +36,13 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from credprovider.errors import CredproviderError
-from credprovider.tool.node.access import UnreadableError
+from credprovider.tool.node.access import (
+    FileProblem,
+    UnreadableError,
+    check_access,
+    lexists,
+    read_text,
+)
 from credprovider.tool.node.layouts import KUBEADM_EXTRA_ARGS_FILES
 
 # systemd.unit(5)'s system unit load path, highest priority first (Debian keeps units in /lib too).
@@ -364,7 +370,6 @@ def on_node(root_host: Callable[[str], str]) -> tuple[Reader, Lister, Callable[[
     """The three readers for a node whose paths ``root_host`` maps to this tool's (bounded reads,
     never a FIFO or device: ``access``). A file this user may not read raises
     :class:`~credprovider.tool.node.access.UnreadableError`: no guess is made from the rest."""
-    from credprovider.tool.node.access import FileProblem, check_access, lexists, read_text
 
     def read(path: str) -> str:
         try:
