@@ -26,7 +26,7 @@ from credprovider.tool.change.engine import ChangeKind, Kind
 from credprovider.tool.change.failpoint import FAILPOINT_ENV, KILLED_STATUS
 from credprovider.tool.change.journal import read
 from emulators.http import FakeResponse, serve
-from tests.helpers import run_cli
+from tests.forkrun import run_cli_forked
 from tests.integration.cli.conftest import fake_bundle
 from tests.unit.tool.test_agent_apply import kubeadm, tree
 
@@ -73,7 +73,7 @@ class Node:
 
     def apply(self, failpoint: int = 0, *more: str) -> int:
         env = {FAILPOINT_ENV: str(failpoint)} if failpoint else {}
-        done = run_cli("agent", "apply", "--bundle", self.bundle, "--providers", "aws",
+        done = run_cli_forked("agent", "apply", "--bundle", self.bundle, "--providers", "aws",
                        *self.common, *more, env=env)  # fmt: skip
         assert "Traceback" not in done.stderr, done.stderr
         self.said = done.stdout
@@ -81,7 +81,7 @@ class Node:
 
     def uninstall(self, failpoint: int = 0) -> int:
         env = {FAILPOINT_ENV: str(failpoint)} if failpoint else {}
-        done = run_cli("agent", "uninstall", *self.common, env=env)
+        done = run_cli_forked("agent", "uninstall", *self.common, env=env)
         assert "Traceback" not in done.stderr, done.stderr
         self.said = done.stdout
         return done.returncode
@@ -146,7 +146,7 @@ def test_apply_killed_at_every_point(
         more = ("--provider-settings", SETTINGS)
     if change == "rollback":
         # given after the node's own, so they count; a short wait: it never comes back
-        more += ("--healthz", unhealthy, "--health-timeout", "1")
+        more += ("--healthz", unhealthy, "--health-timeout", "0.2")
     if change == "upgrade":
         newer = fake_bundle(tmp_path / "bundle-9.9.9", "9.9.9").parent
         more = ("--bundle", str(newer), "--version", "9.9.9")
@@ -217,7 +217,7 @@ def test_mode_files_uninstall_killed_at_every_point_leaves_a_kubelet_that_starts
         assert node.apply() == 0
 
     def starts(node: Node) -> list[str]:
-        done = run_cli("doctor", "--root", node.root, "--offline", "--json",
+        done = run_cli_forked("doctor", "--root", node.root, "--offline", "--json",
                        "--config", AGENT_CONFIG, "--bin-dir", AGENT_BIN_DIR)  # fmt: skip
         found = json.loads(done.stdout)
         return [c["message"] for c in found["checks"] if "would NOT start" in c["message"]]
@@ -292,7 +292,7 @@ def test_a_cos_apply_and_uninstall_killed_at_every_point(tmp_path: Path, healthz
 
     def cos_apply(node: Node, point: int) -> int:
         env = {FAILPOINT_ENV: str(point)} if point else {}
-        done = run_cli("agent", "apply", "--bundle", node.bundle, "--providers", "gcp",
+        done = run_cli_forked("agent", "apply", "--bundle", node.bundle, "--providers", "gcp",
                        *node.common, env=env)  # fmt: skip
         assert "Traceback" not in done.stderr, done.stderr
         return done.returncode

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from credprovider.tool.change.failpoint import FAILPOINT_ENV, KILLED_STATUS
+from tests.forkrun import run_cli_forked
 from tests.helpers import run_cli
 from tests.integration.cli.conftest import fake_bundle
 from tests.unit.tool.test_agent_apply import tree
@@ -61,7 +62,7 @@ def _decoded(path: str, text: str) -> str:
 
 def run(node: Path, argv: list[str], point: int = 0) -> int:
     env = {FAILPOINT_ENV: str(point)} if point else {}
-    done = run_cli(*[a.replace("{node}", str(node)) for a in argv], env=env)
+    done = run_cli_forked(*[a.replace("{node}", str(node)) for a in argv], env=env)
     assert "Traceback" not in done.stderr, done.stderr
     return done.returncode
 

@@ -97,8 +97,8 @@ class KubeletHealth:
                 problem = str(exc)
             if problem is None:
                 return None
-            sleep(1)
-        return f"{problem} for {self.timeout:.0f}s"
+            sleep(max(0.0, min(1.0, deadline - time.monotonic())))  # never past the deadline
+        return f"{problem} for {self.timeout:g}s"
 
 
 def node_args(args: Sequence[str], root: NodeRoot) -> list[str]:

@@ -160,6 +160,13 @@ def test_back_means_healthz_then_the_hash_of_the_config_written(tmp_path: Path) 
             f"{server.url}/healthz answered 500 for 1s"
         )
         assert slept  # it asked again until the timeout
+        # a wait shorter than the second between asks ends at its own time, not a second later
+        slept.clear()
+        short = KubeletHealth(f"{server.url}/healthz", 0.25)
+        assert short.check(T0, written, sleep=slept.append) == (
+            f"{server.url}/healthz answered 500 for 0.25s"
+        )
+        assert slept and max(slept) <= 0.25
 
 
 def test_a_dry_run_image_is_the_operators_and_must_be_one_the_provider_takes(
