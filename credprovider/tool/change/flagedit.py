@@ -105,6 +105,13 @@ def rewritten_files(
             f"The new flags go into {home[0]}: kubeadm rewrites {KUBEADM_GENERATED} on upgrade "
             "and its drop-in passes this file's flags after it."
         )
+    elif new_flags and home is not None and generated(home[0]):
+        # no file of the user's is given (a unit of its own reading kubeadm's file alone)
+        notes.append(
+            f"The new flags go into {home[0]}, the only flags file given, which kubeadm writes "
+            "anew at upgrade (and join): add them to the kubeadm configuration's "
+            "nodeRegistration.kubeletExtraArgs too, or they are lost then."
+        )
     if new_flags and home is None and flag_files and not flags_text:
         notes.append(
             f"No place in {', '.join(flag_files)} writes kubelet flags: add "

@@ -202,6 +202,10 @@ def test_on_kubeadm_the_new_flags_go_where_kubeadm_neither_rewrites_nor_override
     assert (
         "--image-credential-provider-config=" in alone.files["/var/lib/kubelet/kubeadm-flags.env"]
     )
+    # ... and the plan says kubeadm's upgrade would drop them, and where they last
+    lost = [note for note in alone.notes if "writes anew at upgrade" in note]
+    assert len(lost) == 1 and "nodeRegistration.kubeletExtraArgs" in lost[0], alone.notes
+    assert not [note for note in plan.notes if "writes anew at upgrade" in note]
 
 
 def test_a_kubeadm_node_is_told_what_makes_nodes_joined_later_right() -> None:
