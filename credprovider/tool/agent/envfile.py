@@ -12,14 +12,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from credprovider.tool.change.flagedit import FlagChanges
+from credprovider.tool.change.flagedit import FlagChanges, extra_args_place
 from credprovider.tool.node.discovery import in_tree
-from credprovider.tool.node.flagfiles import flags_from_file, rewrite, units
+from credprovider.tool.node.flagfiles import flags_from_file, rewrite
 from credprovider.tool.node.kubelet_facts import CLOUD_LOGIN_GATE
 from credprovider.tool.node.kubelet_flags import CLOUD_PROVIDER_FLAG, flag_value, settings_from
 from credprovider.tool.node.layouts import KUBEADM_FLAGS_ENV
 
-EXTRA_ARGS: Final = "KUBELET_EXTRA_ARGS"
 EXTERNAL: Final = f"--{CLOUD_PROVIDER_FLAG}=external"
 
 
@@ -36,24 +35,11 @@ def args(found: Mapping[str, str | None]) -> list[str]:
     return shlex.split(" ".join(flags_from_file(text) for text in found.values() if text))
 
 
-def _extra_args_unit(text: str) -> int | None:
-    """The index (in :func:`units`) of the env file's KUBELET_EXTRA_ARGS assignment, if any."""
-    for index, unit in enumerate(units(text)):
-        line = text[text.rfind("\n", 0, unit.start) + 1 : unit.start].strip()
-        if line.removeprefix("export").strip().startswith(f"{EXTRA_ARGS}="):
-            return index
-    return None
-
-
 def with_extra_args(text: str, changes: FlagChanges, wanted: Sequence[str]) -> str:
     """``text`` with ``changes`` made and ``wanted`` added to its KUBELET_EXTRA_ARGS (one made at
     its end when it has none)."""
-    extra = _extra_args_unit(text)
-    if extra is None:
-        new = rewrite(text, changes.edit)
-        new = new if not new or new.endswith("\n") else new + "\n"
-        return new + f"{EXTRA_ARGS}={shlex.quote(' '.join(wanted))}\n"
-    return rewrite(text, changes.edit, list(wanted), extra)
+    placed, extra = extra_args_place(text)
+    return rewrite(placed, changes.edit, list(wanted), extra)
 
 
 @dataclass(frozen=True)

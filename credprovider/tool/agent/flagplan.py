@@ -23,7 +23,7 @@ from credprovider.tool.agent.platforms import (
     Platform,
     installed_unit,
 )
-from credprovider.tool.change.flagedit import FlagChanges
+from credprovider.tool.change.flagedit import EXTRA_ARGS, FlagChanges
 from credprovider.tool.change.render import kubelet_flags
 from credprovider.tool.change.results import Action, Step
 from credprovider.tool.node.access import UnreadableError
@@ -63,7 +63,7 @@ def reading(root: NodeRoot, platform: Platform) -> tuple[Platform, str]:
         return replace(platform, flag_files=kept), ""
     if not read:
         return platform, (
-            f"the kubelet's unit reads {envfile.EXTRA_ARGS} from none of "
+            f"the kubelet's unit reads {EXTRA_ARGS} from none of "
             f"{', '.join(platform.flag_files)}: flags set there would never reach it; nothing is "
             f"changed: give the kubelet --{CONFIG_FLAG} and --{BIN_DIR_FLAG} where its unit takes "
             "them, and let the agent place only the files they name (the chart's mode files: "
@@ -79,7 +79,7 @@ def reading(root: NodeRoot, platform: Platform) -> tuple[Platform, str]:
         "where it goes: choose auto"
     )
     return platform, (
-        f"the kubelet's unit reads {envfile.EXTRA_ARGS} from {read[0]}, not from "
+        f"the kubelet's unit reads {EXTRA_ARGS} from {read[0]}, not from "
         f"{', '.join(platform.flag_files)}: flags set there would never reach it; nothing is "
         f"changed: {advice}"
     )
@@ -142,7 +142,7 @@ def _env_file(
         )
         wanted = [envfile.EXTERNAL, *wanted]
         restored[home] = migration.restored(text)
-    step = Step(Action.FLAGS, home, f"{envfile.EXTRA_ARGS} in {home}: {' '.join(wanted)}")
+    step = Step(Action.FLAGS, home, f"{EXTRA_ARGS} in {home}: {' '.join(wanted)}")
     return FlagChange(
         step, file=home, text=envfile.with_extra_args(text, changes, wanted), restored=restored
     )

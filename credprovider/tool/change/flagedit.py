@@ -17,6 +17,7 @@ from credprovider.tool.node.flagfiles import rewrite, units
 from credprovider.tool.node.layouts import KUBEADM_EXTRA_ARGS_FILES
 
 KUBEADM_GENERATED: Final = "kubeadm-flags.env"
+EXTRA_ARGS: Final = "KUBELET_EXTRA_ARGS"  # the flags kubeadm's drop-in passes last
 
 
 @dataclass(frozen=True)
@@ -129,16 +130,28 @@ def rewritten_files(
 def _with_extra_args_place(flag_files: Mapping[str, str]) -> dict[str, str]:
     """The flags files, and beside kubeadm's own the distribution's file its drop-in reads
     (``KUBEADM_EXTRA_ARGS_FILES``: none there yet, or one with no assignment) given an empty
-    ``KUBELET_EXTRA_ARGS=`` to take the new flags, which kubeadm's rewrite of its own file would
-    lose. Written only if the new flags go there."""
+    ``KUBELET_EXTRA_ARGS=`` to take the new flags (:func:`extra_args_place`), which kubeadm's
+    rewrite of its own file would lose. Written only if the new flags go there."""
     texts = dict(flag_files)
     if not any(map(generated, flag_files)):
         return texts
     for path, text in flag_files.items():
         if path in KUBEADM_EXTRA_ARGS_FILES and not units(text):
-            ended = text if text.endswith("\n") or not text else f"{text}\n"
-            texts[path] = f"{ended}KUBELET_EXTRA_ARGS=\n"
+            texts[path] = extra_args_place(text)[0]
     return texts
+
+
+def extra_args_place(text: str) -> tuple[str, int]:
+    """An environment file's ``text`` with its ``KUBELET_EXTRA_ARGS`` assignment (an empty one
+    added at its end when it has none), and that assignment's index in :func:`units`: where
+    :func:`~credprovider.tool.node.flagfiles.rewrite` adds the flags kubeadm's drop-in passes
+    last. The one way migrate and the agent add that line."""
+    for index, unit in enumerate(units(text)):
+        line = text[text.rfind("\n", 0, unit.start) + 1 : unit.start].strip()
+        if line.removeprefix("export").strip().startswith(f"{EXTRA_ARGS}="):
+            return text, index
+    ended = text if text.endswith("\n") or not text else f"{text}\n"
+    return f"{ended}{EXTRA_ARGS}=\n", len(units(text))
 
 
 def generated(path: str) -> bool:

@@ -75,7 +75,7 @@ def test_kubeadm_on_rhel_creates_the_sysconfig_file(tmp_path: Path) -> None:
     plan = plan_node(NodeRoot.at(root), ["aws", "gcp"], "0.1.0")
     assert (plan.flag_file, plan.flag_text) == (
         "/etc/sysconfig/kubelet",
-        f"KUBELET_EXTRA_ARGS='{FLAGS}'\n",
+        f'KUBELET_EXTRA_ARGS="{FLAGS}"\n',  # the line migrate adds (flagedit.extra_args_place)
     )
     assert providers(plan) == ["ecr-credential-provider", "auth-provider-gcp"]
 
