@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import socket
 import ssl
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -65,6 +66,15 @@ class FakeResponse:
 Handler = Callable[[FakeRequest], FakeResponse]
 ENDLESS_BLOCK = 1 << 16
 ENDLESS_ANNOUNCED = 1 << 40  # what an "announced" body claims, and where any endless one stops
+
+
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client gone before its request (an exec killed at the end of a storm, a pool's
+        idle connection closed) is what clients do, not the emulator's fault: no traceback."""
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)
 
 
 class FakeServer:
@@ -156,7 +166,7 @@ class FakeServer:
 
             do_GET = do_POST = do_PUT = do_PATCH = do_HEAD = _serve
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), RequestHandler)
+        self._server = _Server(("127.0.0.1", port), RequestHandler)
         self._server.daemon_threads = True
         if tls is not None:
             self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)

@@ -37,6 +37,25 @@ def test_accepted_connections_send_without_delay() -> None:
     assert server.nodelay == [True, True, True]
 
 
+def test_a_client_gone_before_its_request_is_no_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A connection reset before its request line (an exec killed at the end of a storm) is what
+    clients do: the server says nothing, and the next client is served."""
+    import socket
+    import struct
+    import time
+
+    with serve(lambda request: FakeResponse.text("ok")) as server:
+        gone = socket.create_connection(("127.0.0.1", server.port))
+        gone.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        gone.close()  # a reset, not a FIN
+        time.sleep(0.3)
+        with urllib.request.urlopen(server.url, timeout=5) as answer:
+            assert answer.read() == b"ok"
+    assert "Traceback" not in capsys.readouterr().err
+
+
 # --- ECR, with botocore ----------------------------------------------------------------------------
 
 
