@@ -354,7 +354,8 @@ def kops() -> PlatformNode:
         "kOps",
         "kubernetes/kops nodeup/pkg/model/kubelet.go (the unit: EnvironmentFile=/etc/sysconfig/"
         'kubelet, ExecStart=/usr/local/bin/kubelet "$DAEMON_ARGS"; the credential provider '
-        "config and its flags)",
+        "config and its flags); nodeup/pkg/bootstrap/install.go (/etc/sysconfig/kops-configuration, "
+        "on every node)",
         config,
         "/usr/local/bin",
         {
@@ -378,6 +379,8 @@ def kops() -> PlatformNode:
                 ("get-credentials",),
             ),
             "/usr/local/bin/ecr-credential-provider": BINARY,
+            # nodeup/pkg/bootstrap/install.go: on every node nodeup sets up
+            "/etc/sysconfig/kops-configuration": "AWS_REGION=us-east-1\n",
         },
         ("/usr/local/bin/ecr-credential-provider",),
     )
@@ -558,13 +561,25 @@ def talos() -> PlatformNode:
 
 
 def rke2() -> PlatformNode:
-    """RKE2: as k3s, recognised by /etc/rancher/rke2."""
+    """RKE2 from its tarball, an agent: its unit in /usr/local/lib/systemd/system (no unit of its
+    in /etc), its server and token in /etc/rancher/rke2/config.yaml; the credential provider
+    paths as k3s'."""
     base = k3s()
-    files = {k: v for k, v in base.files.items() if not k.startswith("/etc/rancher/k3s")}
-    files["/etc/rancher/rke2/config.yaml"] = "node-label: [role=worker]\n"
+    files = {k: v for k, v in base.files.items() if "k3s" not in k}
+    files["/etc/rancher/rke2/config.yaml"] = "server: https://10.0.0.2:9345\ntoken: K10fixture\n"
+    files["/usr/local/lib/systemd/system/rke2-agent.service"] = (
+        "[Unit]\nDescription=Rancher Kubernetes Engine v2 (agent)\n"
+        "Wants=network-online.target\nAfter=network-online.target\n"
+        "Conflicts=rke2-server.service\n\n[Install]\nWantedBy=multi-user.target\n\n[Service]\n"
+        "EnvironmentFile=-/etc/default/rke2-agent\nEnvironmentFile=-/etc/sysconfig/rke2-agent\n"
+        "EnvironmentFile=-/usr/local/lib/systemd/system/rke2-agent.env\nKillMode=process\n"
+        "Delegate=yes\nRestart=always\nRestartSec=5s\nExecStart=/usr/local/bin/rke2 agent\n"
+    )
     return PlatformNode(
         "RKE2",
-        "rancher/rke2 (the k3s agent's credential provider paths, shared); platforms.md, RKE2 row",
+        "rancher/rke2 bundle/lib/systemd/system/rke2-agent.service (installed from the tarball "
+        "into /usr/local: its EnvironmentFile= names /usr/local/lib/systemd/system) and "
+        "docs.rke2.io's agent config.yaml; the credential provider paths shared with k3s",
         base.config,
         base.bin_dir,
         files,
@@ -573,16 +588,31 @@ def rke2() -> PlatformNode:
 
 
 def k3s() -> PlatformNode:
-    """k3s: it adds the two flags itself when both the config and the bin dir exist at start."""
+    """A k3s agent as k3s' install script leaves it under systemd: its unit and the unit's
+    environment in /etc/systemd/system, no /etc/rancher/k3s (only a server writes its kubeconfig
+    there); k3s adds the two flags itself when both the config and the bin dir exist at start."""
     config = "/var/lib/rancher/credentialprovider/config.yaml"
     return PlatformNode(
         "k3s",
-        "k3s-io/k3s pkg/agent/config (the credential provider paths it passes when both exist)",
+        "k3s-io/k3s install.sh (create_systemd_service_file: /etc/systemd/system/k3s-agent.service "
+        "and its .env) and pkg/agent/config (the credential provider paths it passes when both "
+        "exist)",
         config,
         "/var/lib/rancher/credentialprovider/bin",
         {
             "/etc/os-release": _os_release("ubuntu", "Ubuntu"),
-            "/etc/rancher/k3s/config.yaml": "node-label: [role=worker]\n",
+            "/etc/systemd/system/k3s-agent.service": (
+                "[Unit]\nDescription=Lightweight Kubernetes\nDocumentation=https://k3s.io\n"
+                "Wants=network-online.target\nAfter=network-online.target\n\n[Install]\n"
+                "WantedBy=multi-user.target\n\n[Service]\nType=notify\n"
+                "EnvironmentFile=-/etc/default/%N\nEnvironmentFile=-/etc/sysconfig/%N\n"
+                "EnvironmentFile=-/etc/systemd/system/k3s-agent.service.env\nKillMode=process\n"
+                "Delegate=yes\nUser=root\nRestart=always\nRestartSec=5s\n"
+                "ExecStart=/usr/local/bin/k3s \\\n    agent \\\n\n"
+            ),
+            "/etc/systemd/system/k3s-agent.service.env": (
+                "K3S_URL=https://10.0.0.2:6443\nK3S_TOKEN=K10fixture\n"
+            ),
             config: _provider("ecr-credential-provider", ("*.dkr.ecr.*.amazonaws.com",), "12h"),
             "/var/lib/rancher/credentialprovider/bin/ecr-credential-provider": BINARY,
         },

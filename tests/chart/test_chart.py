@@ -434,7 +434,8 @@ MOUNTS = {
     "kubeadm": [HOME, ("/etc/default", False, "Directory"), KUBEADM_ENV, *UNITS],
     "kubeadm-rpm": [HOME, ("/etc/sysconfig", False, "Directory"), KUBEADM_ENV, *UNITS],
     "k3s": [HOME, RANCHER, *UNITS],
-    "rke2": [HOME, RANCHER, *UNITS],
+    # and RKE2's tarball's units, in /usr/local/lib/systemd/system (rancher/rke2 bundle/)
+    "rke2": [HOME, RANCHER, *UNITS, ("/usr/local/lib", True, "Directory")],
     "k0s": [HOME, ("/etc/systemd/system", False, "Directory"), *UNITS[1:]],
     "eks": [HOME, ("/etc/eks/image-credential-provider", False, "Directory"), *UNITS],
     "aks": [HOME, ("/var/lib/kubelet", False, "Directory"), *UNITS,

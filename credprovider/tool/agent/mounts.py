@@ -62,19 +62,33 @@ def _under(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
+# Of systemd's unit load path (:data:`UNIT_DIRS`), the directories every systemd host has: not
+# /run's (transient units) nor /usr/local's (only where something installs units there).
+_UNITS_ON_EVERY_HOST: Final = tuple(
+    d for d in UNIT_DIRS if d not in ("/run/systemd/system", "/usr/local/lib/systemd/system")
+)
+# RKE2's tarball puts its units in /usr/local/lib/systemd/system (rancher/rke2
+# bundle/lib/systemd/system/rke2-*.service, whose EnvironmentFile= names that directory); an
+# RPM-installed RKE2 has no such directory, but /usr/local/lib is on every FHS host.
+RKE2_UNITS: Final = "/usr/local/lib"
+
+
 def unit_mounts() -> tuple[str, ...]:
-    """Directories every systemd host has that hold :data:`UNIT_DIRS`: /etc/systemd/system, and
-    the parents of the others (a host whose /usr is not merged may lack /usr/lib/systemd/system,
+    """Directories every systemd host has that hold its units: /etc/systemd/system, and the
+    parents of the others (a host whose /usr is not merged may lack /usr/lib/systemd/system,
     and a missing path would keep the pod from starting)."""
     return tuple(
         directory if directory.startswith("/etc/") else posixpath.dirname(directory)
-        for directory in UNIT_DIRS
+        for directory in _UNITS_ON_EVERY_HOST
     )
 
 
-def mounts_for(platform: Platform, reads: tuple[str, ...] = ()) -> tuple[HostMount, ...]:
+def mounts_for(
+    platform: Platform, reads: tuple[str, ...] = (), units: tuple[str, ...] = ()
+) -> tuple[HostMount, ...]:
     """The host paths the agent needs to follow ``platform``'s row (``reads``: more files it only
-    reads), each directory once, nested ones folded into the one holding them."""
+    reads; ``units``: more directories holding its services' units), each directory once, nested
+    ones folded into the one holding them."""
     wanted: list[HostMount] = [
         # the directory above the agent's home: the home is made whole beside its place and
         # renamed in, and removed the same way
@@ -97,7 +111,7 @@ def mounts_for(platform: Platform, reads: tuple[str, ...] = ()) -> tuple[HostMou
         wanted.append(HostMount(K0S_UNIT_DIR, True, "the kubelet's flags, in k0s' unit"))
     wanted += [
         HostMount(directory, False, "which of the platform's services the node runs")
-        for directory in unit_mounts()
+        for directory in (*unit_mounts(), *units)
     ]
     wanted += [HostMount(path, False, "read by the dry run", file=True) for path in reads]
     kept: list[HostMount] = []
@@ -119,8 +133,14 @@ def mounts_for(platform: Platform, reads: tuple[str, ...] = ()) -> tuple[HostMou
     return tuple(kept)
 
 
-def _choice(value: str, platform: Platform, reads: tuple[str, ...] = (), note: str = "") -> Choice:
-    return Choice(value, platform, mounts_for(platform, reads), note)
+def _choice(
+    value: str,
+    platform: Platform,
+    reads: tuple[str, ...] = (),
+    note: str = "",
+    units: tuple[str, ...] = (),
+) -> Choice:
+    return Choice(value, platform, mounts_for(platform, reads, units), note)
 
 
 _KUBEADM = _platform("kubeadm")
@@ -138,7 +158,13 @@ CHOICES: Final[tuple[Choice, ...]] = (
         note="RHEL, Rocky, Amazon Linux 2, Fedora: the flags in /etc/sysconfig/kubelet",
     ),
     _choice("k3s", _platform("k3s")),
-    _choice("rke2", _platform("RKE2")),
+    _choice(
+        "rke2",
+        _platform("RKE2"),
+        units=(RKE2_UNITS,),
+        note=f"{RKE2_UNITS} is read: its tarball installs the rke2-server and rke2-agent units "
+        "in /usr/local/lib/systemd/system",
+    ),
     _choice(
         "k0s",
         replace(_platform("k0s"), config=AGENT_CONFIG),

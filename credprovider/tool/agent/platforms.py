@@ -21,8 +21,10 @@ from credprovider.tool.node.layouts import (
     Layout,
 )
 from credprovider.tool.node.root import NodeRoot, RootPathError
+from credprovider.tool.node.units import UNIT_LOAD_PATH
 
-UNIT_DIRS: Final = ("/etc/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system")
+# Where systemd loads units from (node/units.py: one definition, the order systemd reads them in).
+UNIT_DIRS: Final = UNIT_LOAD_PATH
 # How the kubelet's flags are set: by the platform itself (nothing to do), in an env file's
 # KUBELET_EXTRA_ARGS (kubeadm), or in the k0s unit's --kubelet-extra-args.
 BY_PLATFORM: Final = "platform"
@@ -83,12 +85,17 @@ PLATFORMS: Final[tuple[Platform, ...]] = (
     ),
     Platform(
         "kOps",
-        evidence=(_KOPS.config, "/etc/kubernetes/kops-controller"),
+        # nodeup writes /etc/sysconfig/kops-configuration (and kops-configuration.service) on
+        # every node it sets up (kubernetes/kops nodeup/pkg/bootstrap/install.go); the credential
+        # provider config only where the cluster has one (nodeup/pkg/model/kubelet.go)
+        evidence=(_KOPS.config, "/etc/sysconfig/kops-configuration"),
         refusal="kOps' nodeup rewrites the kubelet's flags and config at every boot: add the "
         "providers to the cluster spec instead",
     ),
     Platform(
         "Gardener",
+        # the AWS extension's config directory (platforms.md); gardener-node-agent's BaseDir
+        # (gardener/gardener pkg/apis/config/nodeagent/v1alpha1/types.go)
         evidence=("/opt/gardener", "/var/lib/gardener-node-agent"),
         refusal="gardener-node-agent writes the kubelet's unit and files again from the shoot's "
         "operating system config: a change here is undone; Gardener's AWS extension gives the "
@@ -97,6 +104,9 @@ PLATFORMS: Final[tuple[Platform, ...]] = (
     ),
     Platform(
         "RKE2",
+        # its config directory (docs.rke2.io: an agent's server and token go in
+        # /etc/rancher/rke2/config.yaml); else its units (recognize), which its tarball puts in
+        # /usr/local/lib/systemd/system (rancher/rke2 bundle/lib/systemd/system/rke2-*.service)
         evidence=("/etc/rancher/rke2",),
         config=_RANCHER.config,
         bin_dir=_RANCHER.bin_dirs[0],
@@ -105,6 +115,8 @@ PLATFORMS: Final[tuple[Platform, ...]] = (
     ),
     Platform(
         "k3s",
+        # a server's kubeconfig directory; an agent installed by k3s-io/k3s install.sh with
+        # systemd has none, only its unit /etc/systemd/system/k3s-agent.service (recognize)
         evidence=("/etc/rancher/k3s",),
         config=_RANCHER.config,
         bin_dir=_RANCHER.bin_dirs[0],
@@ -113,6 +125,8 @@ PLATFORMS: Final[tuple[Platform, ...]] = (
     ),
     Platform(
         "k0s",
+        # k0s' config and containerd directory (k0sproject/k0s pkg/constant/constant_unix.go,
+        # pkg/component/worker/containerd/component_other.go) and its worker unit
         evidence=("/etc/k0s", "/etc/systemd/system/k0sworker.service"),
         flags=K0S_UNIT,
         services=("k0sworker", "k0scontroller"),
@@ -120,7 +134,10 @@ PLATFORMS: Final[tuple[Platform, ...]] = (
     ),
     Platform(
         "EKS AL2023 (nodeadm)",
-        evidence=(_EKS.config, "/etc/eks/nodeadm"),
+        # nodeadm writes config.json at every boot (awslabs/amazon-eks-ami
+        # nodeadm/internal/kubelet/image-credential-provider.go); the image has nodeadm's drop-in
+        # directory (templates/al2023/provisioners/install-nodeadm.sh)
+        evidence=(_EKS.config, "/etc/eks/nodeadm.d"),
         config=_EKS.config,
         bin_dir=_EKS.bin_dirs[0],
         managed=True,
@@ -205,7 +222,8 @@ def os_release_id(root: NodeRoot) -> str:
 
 
 def recognize(root: NodeRoot) -> tuple[Platform, str]:
-    """The node's platform and what told it (a file, or the OS ID)."""
+    """The node's platform and what told it (a file, the OS ID, or a unit of a service of the
+    platform's own: a k3s agent has no file of k3s' outside its unit)."""
     os_id = os_release_id(root)
     for platform in PLATFORMS:
         if os_id and os_id in platform.os_ids:
@@ -213,6 +231,10 @@ def recognize(root: NodeRoot) -> tuple[Platform, str]:
         for evidence in platform.evidence:
             if root.lexists(evidence):
                 return platform, evidence
+        own = _own_services(platform)
+        unit = installed_unit(root, own) if own else ""
+        if unit:
+            return platform, f"its unit {unit}.service"
     return UNKNOWN, "nothing the agent knows"
 
 

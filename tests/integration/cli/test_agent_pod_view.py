@@ -61,7 +61,10 @@ NODES: dict[str, tuple[dict[str, str], str, str]] = {
         {**KUBEADM_NODE, "/etc/sysconfig/kubelet": "KUBELET_EXTRA_ARGS=--v=2\n"}, "aws", "kubelet"
     ),
     "k3s": ({"/etc/systemd/system/k3s-agent.service": "[Service]\n"}, "aws", "k3s-agent"),
-    "rke2": ({"/usr/lib/systemd/system/rke2-agent.service": "[Service]\n"}, "aws", "rke2-agent"),
+    # from its tarball: its units in /usr/local/lib/systemd/system (tests/platformnodes.rke2)
+    "rke2": (
+        {"/usr/local/lib/systemd/system/rke2-agent.service": "[Service]\n"}, "aws", "rke2-agent"
+    ),
     "k0s": ({"/etc/systemd/system/k0sworker.service": K0S_UNIT}, "aws", "k0sworker"),
     "eks": (
         {"/etc/eks/image-credential-provider/config.json": UPSTREAM_ECR, **KUBELET_UNIT},

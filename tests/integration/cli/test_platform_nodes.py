@@ -20,7 +20,7 @@ from credprovider.tool.node.root import NodeRoot
 from release.bundle import REPO
 from tests.helpers import bundle_as_nobody
 from tests.integration.cli.conftest import doctor
-from tests.platformnodes import NODES, PlatformNode, kops, kubeadm_binaries
+from tests.platformnodes import NODES, PlatformNode, k3s, kops, kubeadm_binaries, rke2
 
 
 @pytest.mark.parametrize("make", NODES, ids=lambda make: make.__name__)
@@ -137,6 +137,43 @@ def test_kubeadm_from_binaries_gets_the_flags_where_its_drop_in_reads_them(tmp_p
     undone = _agent(tmp_path, root, "uninstall")
     assert undone.returncode == 0, undone.stderr + undone.stdout
     assert tree(str(root)) == before
+
+
+@pytest.mark.parametrize(("make", "unit"), [(k3s, "k3s-agent"), (rke2, "rke2-agent")])
+def test_a_k3s_agent_and_an_rke2_from_its_tarball_are_changed_and_restarted(
+    tmp_path: Path, make: Callable[[], PlatformNode], unit: str
+) -> None:
+    """A k3s agent as k3s' install script leaves it (nothing of k3s' outside its unit in
+    /etc/systemd/system) was "not a layout the agent knows"; RKE2 from its tarball (its units in
+    /usr/local/lib/systemd/system) had its config written but its service never restarted, and
+    k3s and RKE2 give the kubelet the two flags only at their start. Now each is recognised, and
+    ``agent apply`` through the CLI restarts its own service; uninstall restarts it again and
+    leaves the node as it was."""
+    from tests.integration.cli.test_agent import restarts
+    from tests.unit.tool.test_agent_apply import tree
+
+    platform = make()
+    root = platform.build(tmp_path / "node")
+    before = tree(str(root))
+    planned = plan_node(NodeRoot.at(root), ["aws"], "0.1.0")
+    assert (planned.platform, planned.refused, planned.restart) == (platform.name, "", unit)
+    _applied(tmp_path, root)
+    assert restarts(tmp_path) == [unit]
+    undone = _agent(tmp_path, root, "uninstall")
+    assert undone.returncode == 0, undone.stderr + undone.stdout
+    assert restarts(tmp_path) == [unit, unit] and tree(str(root)) == before
+
+
+def test_a_kops_node_without_a_credential_provider_is_still_kops(tmp_path: Path) -> None:
+    """nodeup writes /etc/sysconfig/kops-configuration on every node it sets up, and the
+    credential provider config only where the cluster has one: a node without it is kOps all the
+    same (refused: nodeup writes the kubelet's flags again at every boot)."""
+    platform = kops()
+    root = platform.build(tmp_path / "node")
+    (root / platform.config.lstrip("/")).unlink()
+    plan = plan_node(NodeRoot.at(root), ["aws"], "0.1.0")
+    assert (plan.platform, plan.evidence) == ("kOps", "/etc/sysconfig/kops-configuration")
+    assert plan.refused.startswith("kOps' nodeup rewrites") and plan.steps == []
 
 
 def test_doctor_says_when_the_platform_wrote_again_what_the_agent_wrote(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ and an operator-named platform is followed only on a node that shows it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from credprovider.tool.agent.mounts import AUTO, CHOICES, Choice, choice, mounts
 from credprovider.tool.agent.plan import plan_node
 from credprovider.tool.agent.platforms import ENV_FILE, K0S_UNIT, PLATFORMS, confirmed
 from credprovider.tool.node.root import NodeRoot
+from tests.platformnodes import PlatformNode, k3s, rke2
 from tests.unit.tool.test_agent_plan import KUBEADM_NODE, node
 
 NAMED = [pytest.param(known, id=known.value) for known in CHOICES]
@@ -39,6 +41,19 @@ def test_every_writable_mount_holds_what_the_platform_writes(known: Choice) -> N
     for directory in writable:
         assert any(_under(path, directory) for path in writes), directory
     assert all(not mount.file for mount in known.mounts if mount.writable)
+
+
+@pytest.mark.parametrize(("value", "make"), [("k3s", k3s), ("rke2", rke2)])
+def test_the_pod_sees_the_units_of_the_platforms_own_services(
+    value: str, make: Callable[[], PlatformNode]
+) -> None:
+    """Where the vendor installs the platform's service unit (its fixture node: k3s' install
+    script in /etc/systemd/system, RKE2's tarball in /usr/local/lib/systemd/system), a mount of
+    the chart's value holds it: else the agent in its pod finds no service to restart, and k3s
+    and RKE2 give the kubelet the flags only at their start."""
+    units = [path for path in make().files if path.endswith(".service")]
+    mounts = [mount.path for mount in choice(value).mounts]
+    assert units and all(any(_under(unit, m) for m in mounts) for unit in units), (units, mounts)
 
 
 @pytest.mark.parametrize("known", NAMED)
@@ -104,7 +119,9 @@ def test_a_refusal_names_only_what_would_have_shown_the_platform(tmp_path: Path)
     assert eks is not None and k3s is not None
     root = node(tmp_path, {"/etc/systemd/system/kubelet.service": ""})
     refused = plan_node(NodeRoot.at(root), ["aws"], "0.1.0", eks).refused
-    assert "(none of /etc/eks/image-credential-provider/config.json, /etc/eks/nodeadm):" in refused
+    assert (
+        "(none of /etc/eks/image-credential-provider/config.json, /etc/eks/nodeadm.d):" in refused
+    )
     assert "(none of /etc/rancher/k3s, k3s.service, k3s-agent.service):" in (
         plan_node(NodeRoot.at(root), ["aws"], "0.1.0", k3s).refused
     )
