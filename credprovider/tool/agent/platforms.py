@@ -60,6 +60,10 @@ class Platform:
 _EKS, _AKS, _GKE = _layout("EKS AL2023 (nodeadm)"), _layout("AKS"), _layout("GKE")
 _KUBE_UP = _layout("GCE kube-up")
 _RANCHER, _KOPS = _layout("k3s / RKE2"), _layout("kOps")
+_RANCHER_NOTE: Final = (
+    "k3s and RKE2 add the kubelet flags themselves, only when both the config and the bin dir "
+    "exist as they start: the agent restarts their service whenever it changes the config"
+)
 
 PLATFORMS: Final[tuple[Platform, ...]] = (
     Platform(
@@ -111,7 +115,7 @@ PLATFORMS: Final[tuple[Platform, ...]] = (
         config=_RANCHER.config,
         bin_dir=_RANCHER.bin_dirs[0],
         services=("rke2-server", "rke2-agent"),
-        note=_RANCHER.note,
+        note=_RANCHER_NOTE,
     ),
     Platform(
         "k3s",
@@ -121,7 +125,7 @@ PLATFORMS: Final[tuple[Platform, ...]] = (
         config=_RANCHER.config,
         bin_dir=_RANCHER.bin_dirs[0],
         services=("k3s", "k3s-agent"),
-        note=_RANCHER.note,
+        note=_RANCHER_NOTE,
     ),
     Platform(
         "k0s",

@@ -68,7 +68,8 @@ LAYOUTS: tuple[Layout, ...] = (
         "/var/lib/rancher/credentialprovider/config.yaml",
         ("/var/lib/rancher/credentialprovider/bin",),
         "k3s-io/k3s agent config",
-        "k3s adds the kubelet flags itself, and only when both the config and the bin dir exist",
+        "k3s and RKE2 add the kubelet flags themselves, only when both the config and the bin dir "
+        "exist as they start: restart k3s (k3s-agent, rke2-server, rke2-agent) once both are there",
     ),
     Layout(
         "kOps",
