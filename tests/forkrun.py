@@ -97,6 +97,9 @@ def _run_tool(request: Mapping[str, Any]) -> int:
 
         traceback.print_exc()
         code = 1
+    import atexit
+
+    atexit._run_exitfuncs()  # as the interpreter does at a normal exit (logging's flush, ...)
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     return code
