@@ -235,10 +235,9 @@ def recognize(root: NodeRoot) -> tuple[Platform, str]:
         for evidence in platform.evidence:
             if root.lexists(evidence):
                 return platform, evidence
-        own = _own_services(platform)
-        unit = installed_unit(root, own) if own else ""
+        unit = _own_unit(root, platform)
         if unit:
-            return platform, f"its unit {unit}.service"
+            return platform, unit
     return UNKNOWN, "nothing the agent knows"
 
 
@@ -254,6 +253,12 @@ def confirmed(root: NodeRoot, platform: Platform) -> str:
     os_id = os_release_id(root) if platform.os_ids else ""
     if os_id in platform.os_ids:
         return f"/etc/os-release ID={os_id}"
+    return _own_unit(root, platform)
+
+
+def _own_unit(root: NodeRoot, platform: Platform) -> str:
+    """What shows ``platform`` by a unit of a service of its own: ``its unit NAME.service`` for
+    the first the node has ("" for none)."""
     own = _own_services(platform)
     unit = installed_unit(root, own) if own else ""
     return f"its unit {unit}.service" if unit else ""

@@ -146,12 +146,13 @@ def extra_args_place(text: str) -> tuple[str, int]:
     added at its end when it has none), and that assignment's index in :func:`units`: where
     :func:`~credprovider.tool.node.flagfiles.rewrite` adds the flags kubeadm's drop-in passes
     last. The one way migrate and the agent add that line."""
-    for index, unit in enumerate(units(text)):
+    found = units(text)
+    for index, unit in enumerate(found):
         line = text[text.rfind("\n", 0, unit.start) + 1 : unit.start].strip()
         if line.removeprefix("export").strip().startswith(f"{EXTRA_ARGS}="):
             return text, index
     ended = text if text.endswith("\n") or not text else f"{text}\n"
-    return f"{ended}{EXTRA_ARGS}=\n", len(units(text))
+    return f"{ended}{EXTRA_ARGS}=\n", len(found)
 
 
 def generated(path: str) -> bool:
