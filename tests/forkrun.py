@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import IO, Any, Final
 
 from release.bundle import REPO
-from tests.helpers import _KUBELETS, run_cli
+from tests.helpers import _KUBELETS, RUN_TMPFS, run_cli
 
 CLONE_NEWNS: Final = 0x00020000
 CLONE_NEWPID: Final = 0x20000000
@@ -54,7 +54,7 @@ def _as_first_process(libc: Any) -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # unshare --kill-child
     for source, target, kind, flags, data in (
         (b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
-        (b"credprovider-run", b"/run", b"tmpfs", 0, b"mode=0755"),
+        (RUN_TMPFS[0].encode(), b"/run", b"tmpfs", 0, RUN_TMPFS[1].encode()),
     ):
         if libc.mount(source, target, kind, flags, data) != 0:
             raise OSError(ctypes.get_errno(), f"mount {target.decode()}")

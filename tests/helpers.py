@@ -150,9 +150,11 @@ def run_cli(
 _KUBELETS: list[FakeKubelet] = []
 # ... with a /run of its own (where the node's lock is, change/lock.py): a run never takes the
 # host's, nor another test's.
+# (tests/forkrun.py makes the same /run with mount(2): one name and options for both)
+RUN_TMPFS: Final = ("credprovider-run", "mode=0755")
 _ISOLATE = ["unshare", "--pid", "--fork", "--kill-child", "--mount", "--propagation", "private",
             "--mount-proc", "sh", "-c",
-            'mount -t tmpfs -o mode=0755 credprovider-run /run && exec "$@"', "sh"]  # fmt: skip
+            f'mount -t tmpfs -o {RUN_TMPFS[1]} {RUN_TMPFS[0]} /run && exec "$@"', "sh"]  # fmt: skip
 
 
 def private(command: list[str]) -> list[str]:
