@@ -2,7 +2,9 @@
 (``AUTH EXTERNAL``, ``BEGIN``), then the manager's ``Subscribe`` and ``RestartUnit(unit, mode)``
 answered as systemd answers them (a job path, then a ``JobRemoved`` signal with the job's result).
 ``restart(unit)`` does the restart and returns the job's result (``done``, ``failed``) or raises
-:class:`NoSuchUnit`. ``StartTransientUnit`` of a service records it, and with ``run_services`` (a
+:class:`NoSuchUnit`. ``ListUnitsByNames`` loads each unit as systemd does, from the first file of
+its name on the unit load path (systemd.unit(5)) under ``root`` (a link to /dev/null: masked), or a
+transient service still running; any other is ``not-found`` (so is every one without a ``root``). ``StartTransientUnit`` of a service records it, and with ``run_services`` (a
 test whose "/" is its node's) runs its ``ExecStart`` as a process (its output appended to
 ``journal``, as the node's journal keeps a unit's) until it ends or ``StopUnit`` stops it; a unit that has ended is gone (``CollectMode=inactive-or-failed``). Messages are read and written with jeepney, the library the agent uses, so the
 wire format is the D-Bus specification's, not ours.
@@ -23,6 +25,14 @@ from jeepney import DBusAddress, Message, MessageType, new_error, new_method_ret
 from jeepney.low_level import HeaderFields, Parser
 
 MANAGER = "org.freedesktop.systemd1.Manager"
+# systemd.unit(5): the system unit load path, highest priority first (Debian's /lib last)
+LOAD_PATH = (
+    "etc/systemd/system",
+    "run/systemd/system",
+    "usr/local/lib/systemd/system",
+    "usr/lib/systemd/system",
+    "lib/systemd/system",
+)
 
 
 class NoSuchUnit(Exception):
@@ -48,8 +58,10 @@ class StandInSystemd:
         restart: Callable[[str], str],
         journal: Path | None = None,
         run_services: bool = False,
+        root: Path | None = None,
     ) -> None:
         self.path = path
+        self.root = root
         self.restart = restart
         self.journal = journal
         # a service's command names the host's paths (/bin/rmdir /var/lib/credprovider): run only
@@ -58,6 +70,9 @@ class StandInSystemd:
         self.services: dict[str, subprocess.Popen[bytes] | _Recorded] = {}
         self.started: list[tuple[str, list[str]]] = []
         self.calls: list[tuple[str, tuple[object, ...]]] = []
+        # a test's own answer to a method, and the methods an older systemd has not
+        self.answers: dict[str, Callable[[Message], Message]] = {}
+        self.unknown: set[str] = set()
         self.jobs = 0
         self.server = socket.socket(socket.AF_UNIX)
         self.server.bind(str(path))
@@ -116,7 +131,9 @@ class StandInSystemd:
                     interface=MANAGER,
                 )
                 outgoing = []
-                if member == "Subscribe":
+                if member in self.answers and member not in self.unknown:
+                    outgoing.append(self.answers[member](message))
+                elif member == "Subscribe":
                     outgoing.append(new_method_return(message))
                 elif member == "RestartUnit":
                     unit = message.body[0]
@@ -129,6 +146,9 @@ class StandInSystemd:
                         )  # fmt: skip
                     else:
                         outgoing += self._job(message, manager, unit, result)
+                elif member == "ListUnitsByNames" and member not in self.unknown:
+                    rows = [self._unit_row(name) for name in message.body[0]]
+                    outgoing.append(new_method_return(message, "a(ssssssouso)", (rows,)))
                 elif member in ("StartTransientUnit", "StopUnit"):
                     unit = message.body[0]
                     try:
@@ -166,6 +186,27 @@ class StandInSystemd:
             new_method_return(call, "o", (job,)),
             new_signal(manager, "JobRemoved", "uoss", (self.jobs, job, unit, result)),
         ]
+
+    def _load_state(self, unit: str) -> str:
+        if self._live(unit):
+            return "loaded"
+        root = self.root
+        for path in [root / directory / unit for directory in LOAD_PATH] if root else []:
+            if os.path.lexists(path):
+                masked = path.is_symlink() and os.readlink(path) == os.devnull
+                return "masked" if masked else "loaded"
+        return "not-found"
+
+    def _unit_row(self, unit: str) -> tuple[object, ...]:
+        """ListUnitsByNames' row: name, description, load, active and sub state, followed, the
+        unit's object, and its job (none)."""
+        state = self._load_state(unit)
+        active = ("active", "running") if state == "loaded" else ("inactive", "dead")
+        escaped = "".join(c if c.isalnum() else f"_{ord(c):02x}" for c in unit)
+        return (
+            unit, unit, state, *active, "",
+            f"/org/freedesktop/systemd1/unit/{escaped}", 0, "", "/",
+        )  # fmt: skip
 
     def _live(self, unit: str) -> bool:
         found = self.services.get(unit)
@@ -227,8 +268,9 @@ def standin_systemd(
     restart: Callable[[str], str],
     journal: Path | None = None,
     run_services: bool = False,
+    root: Path | None = None,
 ) -> Iterator[StandInSystemd]:
-    server = StandInSystemd(path, restart, journal, run_services)
+    server = StandInSystemd(path, restart, journal, run_services, root)
     try:
         yield server
     finally:

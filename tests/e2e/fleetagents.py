@@ -205,7 +205,7 @@ def main(spec_path: str) -> int:
             stack.callback(kubelets[name].stopped.set)
             server = stack.enter_context(serve(kubelets[name].answer))
             systemd = run / f"{name}-systemd-private"
-            stack.enter_context(standin_systemd(systemd, kubelets[name].restart_unit))
+            stack.enter_context(standin_systemd(systemd, kubelets[name].restart_unit, root=root))
             token = _agent_token(plane, name)
             kubeconfig = controlplane.kubeconfig(
                 run / f"{name}.kubeconfig", plane.ca, {"token": token}

@@ -190,7 +190,9 @@ def main(spec_path: str) -> int:
         stack.callback(kubelet.stop)
         # the node is this namespace's "/" (its own /etc and /var/lib): the services run here
         private, journal = Path("/run/systemd/private"), run / "journal.log"
-        stack.enter_context(standin_systemd(private, kubelet.restart_unit, journal, True))
+        stack.enter_context(
+            standin_systemd(private, kubelet.restart_unit, journal, True, Path("/"))
+        )
         (run / "ready").write_text(str(Path("/proc/self").resolve().name))
         while not stop.wait(0.5):
             pass

@@ -109,7 +109,7 @@ def main(spec_path: str) -> int:
     with (
         serve(kubelet.healthz) as health,
         standin_systemd(
-            Path("/run/systemd/private"), kubelet.start, journal, run_services=True
+            Path("/run/systemd/private"), kubelet.start, journal, run_services=True, root=Path("/")
         ) as systemd,
     ):
         agent = [

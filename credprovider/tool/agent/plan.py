@@ -21,6 +21,7 @@ from credprovider.tool.agent.bootstrap import BOOTSTRAP_PROVIDER
 from credprovider.tool.agent.flagplan import flag_change, flags_in_force, flags_right, reading
 from credprovider.tool.agent.platforms import (
     ENV_FILE,
+    Loaded,
     Platform,
     confirmed,
     installed_unit,
@@ -110,14 +111,18 @@ def plan_node(
     sa_tokens_enabled: bool = True,
     migrate_in_tree: bool = False,
     beside: bool = False,
+    loaded: Loaded = None,
 ) -> AgentPlan:
     """The plan for the node under ``root``, installing the plugins ``keys`` (of the catalog) at
     ``version``; ``platform``: the rules to follow (default: the node's, :func:`recognize`).
     ``migrate_in_tree``: a kubeadm node whose flags still give an in-tree ``--cloud-provider`` is
     moved to ``--cloud-provider=external`` (else it is refused). ``beside``: our providers are
     added under names of their own (:func:`provider_names`), the platform's plugin and entry of
-    the same name left as they are (else ours take their place, the drop-in purpose)."""
-    platform, evidence = (platform, confirmed(root, platform)) if platform else recognize(root)
+    the same name left as they are (else ours take their place, the drop-in purpose).
+    ``loaded``: the units systemd said it has (else the unit files under ``root`` tell)."""
+    platform, evidence = (
+        (platform, confirmed(root, platform, loaded)) if platform else recognize(root, loaded)
+    )
     plan = AgentPlan(platform.name, evidence, refused=platform.refusal)
     if not evidence:
         plan.evidence = "nothing on this node"
@@ -178,7 +183,7 @@ def plan_node(
         plan.steps, plan.config_text, plan.flag_text = [], None, None
         return plan
     if plan.changes_kubelet_input:
-        plan.restart = installed_unit(root, platform.services)
+        plan.restart = installed_unit(root, platform.services, loaded)
         if plan.restart:
             plan.steps.append(Step(Action.RESTART, plan.restart, f"restart {plan.restart}"))
         elif not platform.services:

@@ -10,7 +10,7 @@ and one reader (``recognize``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, TypeAlias
 
 from credprovider.paths import AGENT_BIN_DIR, AGENT_EXEC_HOME, AGENT_HOME, NODE_CONFIG
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
@@ -25,6 +25,9 @@ from credprovider.tool.node.units import UNIT_LOAD_PATH
 
 # Where systemd loads units from (node/units.py: one definition, the order systemd reads them in).
 UNIT_DIRS: Final = UNIT_LOAD_PATH
+Loaded: TypeAlias = frozenset[str] | None
+"""The units (``NAME.service``) systemd said it has loaded; None: it was not asked, and the unit
+files on the node's load path tell."""
 # How the kubelet's flags are set: by the platform itself (nothing to do), in an env file's
 # KUBELET_EXTRA_ARGS (kubeadm), or in the k0s unit's --kubelet-extra-args.
 BY_PLATFORM: Final = "platform"
@@ -225,7 +228,7 @@ def os_release_id(root: NodeRoot) -> str:
     return ""
 
 
-def recognize(root: NodeRoot) -> tuple[Platform, str]:
+def recognize(root: NodeRoot, loaded: Loaded = None) -> tuple[Platform, str]:
     """The node's platform and what told it (a file, the OS ID, or a unit of a service of the
     platform's own: a k3s agent has no file of k3s' outside its unit)."""
     os_id = os_release_id(root)
@@ -235,13 +238,13 @@ def recognize(root: NodeRoot) -> tuple[Platform, str]:
         for evidence in platform.evidence:
             if root.lexists(evidence):
                 return platform, evidence
-        unit = _own_unit(root, platform)
+        unit = _own_unit(root, platform, loaded)
         if unit:
             return platform, unit
     return UNKNOWN, "nothing the agent knows"
 
 
-def confirmed(root: NodeRoot, platform: Platform) -> str:
+def confirmed(root: NodeRoot, platform: Platform, loaded: Loaded = None) -> str:
     """What on the node under ``root`` shows it is ``platform``, a platform the operator named:
     one of its files, its OS ID, or a unit of a service of its own ("" when nothing does;
     "the command line" for rules that need nothing of the node, files only's)."""
@@ -253,14 +256,14 @@ def confirmed(root: NodeRoot, platform: Platform) -> str:
     os_id = os_release_id(root) if platform.os_ids else ""
     if os_id in platform.os_ids:
         return f"/etc/os-release ID={os_id}"
-    return _own_unit(root, platform)
+    return _own_unit(root, platform, loaded)
 
 
-def _own_unit(root: NodeRoot, platform: Platform) -> str:
+def _own_unit(root: NodeRoot, platform: Platform, loaded: Loaded) -> str:
     """What shows ``platform`` by a unit of a service of its own: ``its unit NAME.service`` for
     the first the node has ("" for none)."""
     own = _own_services(platform)
-    unit = installed_unit(root, own) if own else ""
+    unit = installed_unit(root, own, loaded) if own else ""
     return f"its unit {unit}.service" if unit else ""
 
 
@@ -278,17 +281,28 @@ def signs_of(platform: Platform) -> tuple[str, ...]:
     )
 
 
-def service_to_restart(root: NodeRoot, rules: Platform | None) -> str:
+def service_to_restart(root: NodeRoot, rules: Platform | None, loaded: Loaded = None) -> str:
     """The unit an uninstall restarts: of ``rules`` (files only's: none), else of the platform
     the node is recognised as."""
-    platform = rules or recognize(root)[0]
-    return installed_unit(root, platform.services)
+    platform = rules or recognize(root, loaded)[0]
+    return installed_unit(root, platform.services, loaded)
 
 
-def installed_unit(root: NodeRoot, services: tuple[str, ...]) -> str:
-    """The first of ``services`` the node has a systemd unit for ("" for none)."""
+def installed_unit(root: NodeRoot, services: tuple[str, ...], loaded: Loaded = None) -> str:
+    """The first of ``services`` the node has a systemd unit for ("" for none): of those systemd
+    said it has loaded (``loaded``), else of those with a unit file on the load path under
+    ``root`` (a pod sees only the directories its chart value mounts)."""
     for service in services:
+        if loaded is not None:
+            if f"{service}.service" in loaded:
+                return service
+            continue
         for directory in UNIT_DIRS:
             if root.exists(f"{directory}/{service}.service"):
                 return service
     return ""
+
+
+def every_service() -> tuple[str, ...]:
+    """The unit of every service a platform's kubelet runs under, as systemd names it."""
+    return tuple(dict.fromkeys(f"{s}.service" for p in PLATFORMS for s in p.services))

@@ -9,6 +9,7 @@ import subprocess
 from collections.abc import Callable
 from typing import Final
 
+from credprovider.tool.agent.platforms import Loaded, every_service
 from credprovider.tool.errors import NodeChangeError
 
 Restart = Callable[[str], None]
@@ -39,3 +40,18 @@ def restarter(systemd_socket: str, command_template: str) -> Restart:
 
         return lambda unit: restart_unit(unit, systemd_socket)
     return lambda unit: by_command(command_template, unit)
+
+
+def units_loaded(systemd_socket: str) -> Loaded:
+    """The platforms' units systemd has loaded, asked over ``systemd_socket``: what a restart
+    through it finds, though the pod sees only the unit directories its chart value mounts (RKE2
+    from its tarball keeps its units in /usr/local/lib/systemd/system). None without a socket, or
+    when systemd cannot say (older than 227, or gone): the unit files under the root then tell."""
+    if not systemd_socket:
+        return None
+    from credprovider.tool.agent.systemd import SystemdError, loaded_units
+
+    try:
+        return loaded_units(every_service(), systemd_socket)
+    except SystemdError:
+        return None

@@ -49,6 +49,7 @@ class RunOptions:
     dry_run_launcher: str = ""
     migrate_in_tree: bool = False  # an in-tree kubeadm node moved to external, not refused
     beside: bool = False  # ours under names of their own, the platform's plugins left as they are
+    systemd_socket: str = ""  # asked which units it has (else the unit files under root tell)
 
 
 @dataclass(frozen=True)
@@ -130,9 +131,12 @@ def change(
     success, and the plan (None: uninstall). The caller holds the node's lock."""
     from credprovider.tool.agent.plan import plan_node
     from credprovider.tool.agent.platforms import service_to_restart
+    from credprovider.tool.agent.restart import units_loaded
 
+    loaded = units_loaded(options.systemd_socket)
     if options.uninstall:
-        outcome = node.uninstall(service_to_restart(options.root, options.rules), options.rules)
+        service = service_to_restart(options.root, options.rules, loaded)
+        outcome = node.uninstall(service, options.rules)
         return outcome, outcome.result is Result.UNINSTALLED and not outcome.kept, None
     # the config is validated for this node's kubelet: tokenAttributes from 1.34
     try:
@@ -146,7 +150,7 @@ def change(
         lambda: plan_node(
             options.root, options.keys, options.version, options.rules, options.settings,
             sa_tokens_enabled=version is None or version >= SA_TOKENS_ON_SINCE,
-            migrate_in_tree=options.migrate_in_tree, beside=options.beside,
+            migrate_in_tree=options.migrate_in_tree, beside=options.beside, loaded=loaded,
         ),
     )  # fmt: skip
     outcome = node.install(plan, Path(options.bundle))

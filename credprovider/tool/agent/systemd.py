@@ -208,6 +208,38 @@ def stop_unit(unit: str, socket_path: str = PRIVATE_SOCKET, timeout: float = 30.
             raise
 
 
+def loaded_units(
+    names: tuple[str, ...], socket_path: str = PRIVATE_SOCKET, timeout: float = 10.0
+) -> frozenset[str]:
+    """Which of the units ``names`` systemd has loaded (``ListUnitsByNames``, as ``systemctl
+    list-units NAME...`` asks: systemd loads each from its load path, or says ``not-found``):
+    what a restart of one would find, whatever of its unit files the caller can see.
+    :class:`SystemdError` when systemd cannot be asked or answers otherwise."""
+    from jeepney import new_method_call
+    from jeepney.auth import AuthenticationError
+
+    what = f"asking systemd through {socket_path} which units it has"
+    try:
+        connection = _Connection(socket_path, time.monotonic() + timeout)
+    except (OSError, AuthenticationError) as exc:
+        raise SystemdError(f"{what}: {exc}") from exc
+    try:
+        call = new_method_call(_manager(), "ListUnitsByNames", "as", (list(names),))
+        reply = connection.call(call, [])
+        rows = reply.body[0] if reply.body and isinstance(reply.body[0], list) else None
+        if rows is None or not all(isinstance(row, tuple) and len(row) == 10 for row in rows):
+            raise SystemdError("not a list of units")
+        return frozenset(row[0] for row in rows if row[0] in names and row[2] == "loaded")
+    except SystemdError as exc:
+        raise exc.said(what) from None
+    except TimeoutError:
+        raise SystemdError(f"{what}: no answer within {timeout:.0f}s") from None
+    except (OSError, ValueError) as exc:
+        raise SystemdError(f"{what}: {exc}") from exc
+    finally:
+        connection.sock.close()
+
+
 def reachable(socket_path: str) -> bool:
     """Whether something listens at ``socket_path`` (checked before the first change)."""
     probe = socket.socket(socket.AF_UNIX)

@@ -145,6 +145,7 @@ def _cmd_apply(args: argparse.Namespace) -> int:
     from credprovider.tool.agent.apply import apply
     from credprovider.tool.agent.plan import plan_node
     from credprovider.tool.agent.recovery import plan_finished
+    from credprovider.tool.agent.restart import units_loaded
 
     keys = chosen_providers(args, "agent apply")
     if keys is None or _paths_refused(args, "apply"):
@@ -168,6 +169,7 @@ def _cmd_apply(args: argparse.Namespace) -> int:
                     args.settings,
                     migrate_in_tree=args.migrate_in_tree,
                     beside=args.beside,
+                    loaded=units_loaded(args.systemd_socket),
                 ),
             )
             outcome = apply(
@@ -205,6 +207,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 
 def _cmd_uninstall(args: argparse.Namespace) -> int:
+    from credprovider.tool.agent.restart import units_loaded
     from credprovider.tool.agent.uninstall import uninstall
 
     if _paths_refused(args, "uninstall"):
@@ -216,7 +219,7 @@ def _cmd_uninstall(args: argparse.Namespace) -> int:
         root = node_root(args)
         with node_lock(root, "credprovider agent uninstall"):
             rules = platform_rules(args)
-            service = service_to_restart(root, rules)
+            service = service_to_restart(root, rules, units_loaded(args.systemd_socket))
             outcome = uninstall(root, service, restart, healthy, watchdog(args), rules)
     except (OSError, NodeChangeError) as exc:
         from credprovider.tool.agent.run import failed_because
@@ -292,8 +295,9 @@ def _node_options(parser: argparse.ArgumentParser, changes: bool) -> None:
             "--systemd-socket",
             default="",
             help="restart units over systemd's private socket (D-Bus) at this path instead of "
-            "running --restart-command: the chart mounts the host's /run/systemd and passes "
-            "/host/run/systemd/private (default: none)",
+            "running --restart-command, and ask systemd which of the platform's units it has "
+            "(else the unit files under --root tell): the chart mounts the host's /run/systemd "
+            "and passes /host/run/systemd/private (default: none)",
         )
         parser.add_argument(
             "--healthz",

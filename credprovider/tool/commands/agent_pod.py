@@ -219,6 +219,7 @@ def run_options(args: argparse.Namespace) -> RunOptions:
         dry_run_launcher=args.dry_run_launcher,
         migrate_in_tree=args.migrate_in_tree,
         beside=args.beside,
+        systemd_socket=args.systemd_socket,
     )
 
 

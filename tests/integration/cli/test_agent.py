@@ -256,7 +256,9 @@ def test_apply_restarts_over_systemds_socket_and_refuses_one_that_does_not_answe
         assert silent.stderr.endswith(": nothing is changed\n")
         assert tree(root) == before
         restarted: list[str] = []
-        with standin_systemd(socket_path, lambda unit: restarted.append(unit) or "done") as systemd:
+        with standin_systemd(
+            socket_path, lambda unit: restarted.append(unit) or "done", root=Path(root)
+        ) as systemd:
             applied = cli(
                 "agent", "apply", "--bundle", str(bundle), "--providers", "aws",
                 "--systemd-socket", str(socket_path), *common,

@@ -358,3 +358,44 @@ def test_a_home_on_a_tmpfs_is_refused_before_anything_changes(tmp_path: Path) ->
     assert said.startswith(f"refused: cannot place the plugins in {AGENT_HOME}: "), said
     assert "is on a tmpfs, lost at the next boot, while /etc/default/kubelet lasts" in said
     assert said.endswith("nothing is changed")
+
+
+@pytest.mark.parametrize("config", [False, True], ids=["unit-only", "with-its-config"])
+def test_under_auto_systemd_names_the_unit_the_pod_cannot_see(tmp_path: Path, config: bool) -> None:
+    """RKE2 from its tarball keeps its units in /usr/local/lib/systemd/system, which the pod of
+    the chart's auto does not mount. Asked over the socket the pod restarts through, systemd says
+    which unit it has: the agent recognises the node by it (with no /etc/rancher/rke2, as an
+    agent whose server and token come from its environment), restarts it after the change and
+    after the uninstall, and the node ends as it was."""
+    from emulators.systemd import standin_systemd
+
+    files = dict(NODES["rke2"][0])
+    if config:
+        files["/etc/rancher/rke2/config.yaml"] = "server: https://10.0.0.1:9345\n"
+    root = Path(node(tmp_path / "node", {**SYSTEMD, "/var/lib/": "", **files}))
+    start_pod(root, choice("auto").mounts)
+    before = tree(str(root))
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    socket_path, restarted = tmp_path / "private", []
+    with (
+        serve(lambda request: FakeResponse.text("ok")) as kubelet,
+        standin_systemd(socket_path, lambda unit: restarted.append(unit) or "done", root=root),
+    ):
+        common = [
+            "--systemd-socket", str(socket_path), "--healthz", f"{kubelet.url}/healthz",
+            "--health-timeout", "2",
+        ]  # fmt: skip
+        applied, visible = in_pod(
+            tmp_path, root, "auto", "apply", "--bundle", str(bundle), "--providers", "aws",
+            *common,
+        )  # fmt: skip
+        assert applied.returncode == 0, applied.stderr + applied.stdout
+        assert "/usr/local/lib/systemd/system/rke2-agent.service" not in visible
+        assert applied.stdout.splitlines()[0] == "installed", applied.stdout
+        assert applied.stdout.splitlines()[-1] == "  restarted rke2-agent"
+        assert restarted == ["rke2-agent"]
+        assert (root / "var/lib/rancher/credentialprovider/config.yaml").is_file()
+        undone, _ = in_pod(tmp_path, root, "auto", "uninstall", *common)
+        assert undone.returncode == 0, undone.stderr + undone.stdout
+        assert restarted == ["rke2-agent", "rke2-agent"]
+    assert tree(str(root)) == before

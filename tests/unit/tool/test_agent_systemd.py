@@ -135,3 +135,67 @@ def test_nothing_listening_is_one_error(tmp_path: Path) -> None:
     with pytest.raises(SystemdError) as raised:
         restart_unit("kubelet", str(tmp_path / "missing"), timeout=2)
     assert str(raised.value).startswith(f"restarting kubelet through {tmp_path}/missing: ")
+
+
+def test_systemd_says_which_units_it_has_loaded_from_its_whole_load_path(tmp_path: Path) -> None:
+    """ListUnitsByNames, as ``systemctl list-units NAME...`` asks: a unit in any directory of the
+    load path is loaded (RKE2's tarball puts its units in /usr/local/lib/systemd/system, which a
+    pod under the chart's auto cannot see), a masked one or none at all is not."""
+    from credprovider.tool.agent.restart import units_loaded
+    from credprovider.tool.agent.systemd import loaded_units
+
+    node = tmp_path / "node"
+    (node / "usr/local/lib/systemd/system").mkdir(parents=True)
+    (node / "usr/local/lib/systemd/system/rke2-agent.service").write_text("[Service]\n")
+    (node / "etc/systemd/system").mkdir(parents=True)
+    (node / "etc/systemd/system/k3s.service").symlink_to("/dev/null")  # masked
+    path = tmp_path / "private"
+    names = ("k3s.service", "rke2-agent.service", "kubelet.service")
+    with standin_systemd(path, lambda unit: "done", root=node) as systemd:
+        assert loaded_units(names, str(path), timeout=5) == {"rke2-agent.service"}
+        assert systemd.calls == [("ListUnitsByNames", (list(names),))]
+        assert units_loaded(str(path)) == {"rke2-agent.service"}
+    assert units_loaded("") is None  # not asked: the unit files tell
+
+
+@pytest.mark.parametrize(
+    "sent",
+    [
+        [],  # silent: the timeout ends it
+        [b"l\x01\x00\x01" + b"\xff" * 64],  # not D-Bus
+        [b"x" * 65536] * 20,  # endless
+    ],
+)
+def test_a_peer_asked_for_units_that_is_not_systemd_is_one_error(
+    hostile: tuple[Path, list[bytes]], sent: list[bytes]
+) -> None:
+    from credprovider.tool.agent.systemd import loaded_units
+
+    path, sends = hostile
+    sends.extend(sent)
+    with pytest.raises(SystemdError) as raised:
+        loaded_units(("kubelet.service",), str(path), timeout=2)
+    assert str(raised.value).startswith(f"asking systemd through {path} which units it has: ")
+
+
+def test_an_answer_that_is_not_a_list_of_units_is_refused(tmp_path: Path) -> None:
+    """systemd older than 227 has no ListUnitsByNames (UnknownMethod), and an answer of another
+    shape is not read as units: either is one error, and the agent then reads the unit files."""
+    from jeepney import new_method_return
+
+    from credprovider.tool.agent.restart import units_loaded
+    from credprovider.tool.agent.systemd import loaded_units
+
+    path = tmp_path / "private"
+    with standin_systemd(path, lambda unit: "done", root=tmp_path) as systemd:
+        systemd.answers["ListUnitsByNames"] = lambda call: new_method_return(
+            call, "as", (["kubelet.service"],)
+        )
+        with pytest.raises(SystemdError, match=r"which units it has: not a list of units$"):
+            loaded_units(("kubelet.service",), str(path), timeout=5)
+        del systemd.answers["ListUnitsByNames"]
+        systemd.unknown.add("ListUnitsByNames")
+        with pytest.raises(SystemdError) as raised:
+            loaded_units(("kubelet.service",), str(path), timeout=5)
+        assert raised.value.refused_as == "org.freedesktop.DBus.Error.UnknownMethod"
+        assert units_loaded(str(path)) is None
