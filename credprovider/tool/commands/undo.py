@@ -59,16 +59,18 @@ def _killed_undo(config: str) -> bool:
 
 
 def _undo(args: argparse.Namespace) -> int:
-    from credprovider.tool.agent.rewritten import agent_manages
+    from credprovider.tool.agent.rewritten import agent_changed, agent_manages
     from credprovider.tool.change.undo import apply_undo, last_change, plan_undo
 
     anchor = Path(args.config)
     flags, version = _kubelet(args.kubelet_flags_file)  # a file given is read (and checked) first
     transaction = last_change(anchor)
     if transaction is None:
+        agent = agent_changed(HOST)
         print(
             f"credprovider undo: nothing to undo: no change by install or migrate --write is "
-            f"recorded beside {anchor} (an undone change is not kept)",
+            f"recorded beside {anchor} (an undone change is not kept)"
+            + (f"; {agent}" if agent else ""),
             file=sys.stderr,
         )
         return EXIT_FAILED

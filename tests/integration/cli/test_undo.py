@@ -382,3 +382,40 @@ def test_flags_in_the_kubelets_unit_keep_its_config(tmp_path: Path, running: boo
     assert refused.returncode == 1, refused.stdout
     assert f"--image-credential-provider-config={config}, which the undo removes" in refused.stderr
     assert tree(str(root)) == before
+
+
+def test_after_an_agent_apply_undo_names_the_agents_uninstall() -> None:
+    """On the node itself (its /var/lib a tmpfs of its own, with the kubelet's config set at
+    provisioning), the operator's path through the bundle: the agent merges its provider into
+    that config (files only, nothing restarted), ``credprovider undo`` has no change by hand to
+    reverse and names ``agent uninstall`` in its one line, which then puts /var/lib back."""
+    import subprocess
+
+    from release.bundle import BUNDLE_DIR
+    from tests.helpers import private, require_bundle
+    from tests.unit.tool.test_agent_plan import UPSTREAM_ECR
+
+    require_bundle()
+    paths = "--files-only --config /var/lib/x/c.yaml --bin-dir /var/lib/x/bin"
+    listing = "find /var/lib -printf '%p %m %y %s\\n' | sort; cat /var/lib/x/c.yaml"
+    script = (
+        'mount -t tmpfs none /var/lib && mkdir -p /var/lib/x/bin && printf %s "$1" > '
+        f"/var/lib/x/c.yaml && ({listing}) > /tmp/before"
+        f" && credprovider agent apply --root / {paths} --providers gcp --bundle {BUNDLE_DIR}"
+        " >/dev/null && credprovider undo --config /var/lib/x/c.yaml; echo rc=$?"
+        f" && credprovider agent uninstall --root / {paths} >/dev/null"
+        f" && ({listing}) | diff /tmp/before - && echo same"
+    )
+    tool = BUNDLE_DIR / "credprovider"
+    done = subprocess.run(
+        private(["sh", "-c", f'credprovider() {{ {tool} "$@"; }}; {script}', "sh", UPSTREAM_ECR]),
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.stdout.split() == ["rc=1", "same"], done.stdout + done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith("credprovider undo: nothing to undo: no change by install or ")
+    assert line.endswith(
+        "; the chart's agent changed this node (its state /var/lib/credprovider/agent/state.json): "
+        "credprovider agent uninstall puts back what it changed, byte for byte; take the node out "
+        "of the agent's nodeSelector first, or its next start changes it again"
+    )
