@@ -1,9 +1,16 @@
 """The tool's errors that more than one of its packages raise, under the one root
-(:class:`credprovider.errors.CredproviderError`); each package's own errors live with it."""
+(:class:`credprovider.errors.CredproviderError`), and the exit statuses a run ends with (the
+commands' and the agent's pod's); each package's own errors live with it."""
 
 from __future__ import annotations
 
+from typing import Final
+
 from credprovider.errors import CredproviderError
+
+EXIT_OK: Final = 0
+EXIT_FAILED: Final = 1
+EXIT_USAGE: Final = 2  # a usage error, or an input this user may not read: no verdict
 
 
 class NodeChangeError(CredproviderError):

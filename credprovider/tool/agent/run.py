@@ -19,7 +19,7 @@ from credprovider.tool.change.lock import node_lock
 from credprovider.tool.change.results import Result
 from credprovider.tool.change.settings import dry_run_images
 from credprovider.tool.cluster.connect import SERVICE_ACCOUNT_DIR, ClusterError, connect
-from credprovider.tool.errors import NodeChangeError, node_failure
+from credprovider.tool.errors import EXIT_FAILED, EXIT_OK, NodeChangeError, node_failure
 from credprovider.tool.node.access import FileProblem, read_text
 from credprovider.tool.node.kubelet_facts import SA_TOKENS_ON_SINCE
 from credprovider.tool.node.root import NodeRoot
@@ -107,7 +107,7 @@ def run_as_member(
         ok = False
         node.failed(failed_because(exc))
         print(f"credprovider agent run: {failed_because(exc)}", file=sys.stderr)
-    code = 0 if ok else 1
+    code = EXIT_OK if ok else EXIT_FAILED
     if termination.requested:  # asked to stop during the change, which has ended
         return code
     if ok and plan is not None and fleet.ready_file:

@@ -13,6 +13,9 @@ from credprovider.runtime.nodefile import special_kind
 from credprovider.runtime.redact import redact
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.results import Step
+from credprovider.tool.errors import EXIT_FAILED as EXIT_FAILED
+from credprovider.tool.errors import EXIT_OK as EXIT_OK
+from credprovider.tool.errors import EXIT_USAGE as EXIT_USAGE
 from credprovider.tool.errors import node_failure
 from credprovider.tool.node.root import NodeRoot
 
@@ -20,10 +23,6 @@ if TYPE_CHECKING:
     import argparse
 
     from credprovider.tool.node.discovery import NodePaths, NodeView
-
-EXIT_OK: Final = 0
-EXIT_FAILED: Final = 1
-EXIT_USAGE: Final = 2  # a usage error, or an input this user may not read: no verdict
 
 # What validate's exit status means: the one text --help, the README and docs/operators.md give
 # (tests/unit/test_docs.py holds them to it).
