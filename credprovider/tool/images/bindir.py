@@ -97,7 +97,7 @@ def check_binaries(
             )
         if started.warning:
             result.warnings.append(Finding(name, f"{where}: {started.warning}"))
-        if started.proven:
+        if started.proven and not started.warning:  # a warning says what it proved too
             result.proven.append(Finding(name, f"{where}: {started.path}: {started.proven}"))
     return result
 

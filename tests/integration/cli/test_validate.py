@@ -114,6 +114,34 @@ def test_validate_checks_binaries_in_the_bin_dir(tmp_path: Path) -> None:
     assert "the bin dir" in json.loads(missing.stdout)["error"]
 
 
+def test_a_foreign_plugin_is_one_warning_not_a_check_and_a_warning(tmp_path: Path) -> None:
+    """Another plugin in the bin dir (the platform's own, or upstream's) that refuses an empty
+    request: that it executes is said once, in its warning (what was not proven with it), never
+    again as a passed check beside it (which read as a contradiction)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    plugin = bin_dir / "auth-provider-gcp"
+    plugin.write_text('#!/bin/sh\ncat >/dev/null\necho "error decoding request: EOF" >&2\nexit 1\n')
+    plugin.chmod(0o755)
+    config = config_file(
+        tmp_path,
+        provider_entry(
+            name="auth-provider-gcp",
+            args=["get-credentials"],
+            matchImages=list(PLUGINS["gcp"].match_images),
+        ),
+    )
+    report = json.loads(cli("validate", str(config), "--bin-dir", str(bin_dir), "--json").stdout)
+    assert (report["valid"], report["checked"]) == (True, [])
+    [warning] = [w for w in report["warnings"] if str(plugin) in w]
+    assert f"{plugin} is not credprovider: it executes (exit 1 on an empty request" in warning
+    text = cli("validate", str(config), "--bin-dir", str(bin_dir))
+    assert text.returncode == 0
+    assert [line for line in text.stdout.splitlines() if "it executes" in line] == [
+        f"warning: {warning}"
+    ]
+
+
 @pytest.mark.parametrize(
     ("plugin", "args", "refusal"),
     [
