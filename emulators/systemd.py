@@ -3,11 +3,13 @@
 answered as systemd answers them (a job path, then a ``JobRemoved`` signal with the job's result).
 ``restart(unit)`` does the restart and returns the job's result (``done``, ``failed``) or raises
 :class:`NoSuchUnit`. ``ListUnitsByNames`` loads each unit as systemd does, from the first file of
-its name on the unit load path (systemd.unit(5)) under ``root`` (a link to /dev/null: masked), or a
-transient service still running; any other is ``not-found`` (so is every one without a ``root``). ``StartTransientUnit`` of a service records it, and with ``run_services`` (a
-test whose "/" is its node's) runs its ``ExecStart`` as a process (its output appended to
-``journal``, as the node's journal keeps a unit's) until it ends or ``StopUnit`` stops it; a unit that has ended is gone (``CollectMode=inactive-or-failed``). Messages are read and written with jeepney, the library the agent uses, so the
-wire format is the D-Bus specification's, not ours.
+its name on the unit load path (systemd.unit(5)) under ``root`` (a link to /dev/null: masked), or
+a transient service still running; any other is ``not-found`` (so is every one without a
+``root``). ``StartTransientUnit`` of a service records it, and with ``run_services`` (a test whose
+"/" is its node's) runs its ``ExecStart`` as a process (its output appended to ``journal``, as the
+node's journal keeps a unit's) until it ends or ``StopUnit`` stops it; a unit that has ended is
+gone (``CollectMode=inactive-or-failed``). Messages are read and written with jeepney, the library
+the agent uses, so the wire format is the D-Bus specification's, not ours.
 """
 
 from __future__ import annotations

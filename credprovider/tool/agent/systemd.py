@@ -12,6 +12,8 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
 from credprovider.tool.errors import NodeChangeError
@@ -113,21 +115,37 @@ def _manager() -> Any:
     )
 
 
+@contextmanager
+def _talking(what: str, socket_path: str, timeout: float) -> Iterator[_Connection]:
+    """A connection to systemd for ``what``, closed after; whatever fails on it is one
+    :class:`SystemdError` headed by ``what``."""
+    from jeepney.auth import AuthenticationError
+
+    try:
+        connection = _Connection(socket_path, time.monotonic() + timeout)
+    except (OSError, AuthenticationError) as exc:
+        raise SystemdError(f"{what}: {exc}") from exc
+    try:
+        yield connection
+    except SystemdError as exc:
+        raise exc.said(what) from None
+    except TimeoutError:
+        raise SystemdError(f"{what}: no answer within {timeout:.0f}s") from None
+    except (OSError, ValueError) as exc:  # ValueError: jeepney's parser on a malformed message
+        raise SystemdError(f"{what}: {exc}") from exc
+    finally:
+        connection.sock.close()
+
+
 def _job(
     what: str, method: str, signature: str, body: tuple[Any, ...], socket_path: str, timeout: float
 ) -> None:
     """Call the manager's ``method`` (one that queues a job) and wait for that job to end
     ``done``, as systemctl does; :class:`SystemdError` (``what`` failed) otherwise."""
     from jeepney import MessageType, new_method_call
-    from jeepney.auth import AuthenticationError
     from jeepney.low_level import HeaderFields
 
-    deadline = time.monotonic() + timeout
-    try:
-        connection = _Connection(socket_path, deadline)
-    except (OSError, AuthenticationError) as exc:
-        raise SystemdError(f"{what}: {exc}") from exc
-    try:
+    with _talking(what, socket_path, timeout) as connection:
         signals: list[Message] = []
         connection.call(new_method_call(_manager(), "Subscribe"), signals)
         reply = connection.call(new_method_call(_manager(), method, signature, body), signals)
@@ -149,14 +167,6 @@ def _job(
             answer = connection.receive()
             if answer.header.message_type == MessageType.signal:
                 signals.append(answer)
-    except SystemdError as exc:
-        raise exc.said(what) from None
-    except TimeoutError:
-        raise SystemdError(f"{what}: no answer within {timeout:.0f}s") from None
-    except (OSError, ValueError) as exc:  # ValueError: jeepney's parser on a malformed message
-        raise SystemdError(f"{what}: {exc}") from exc
-    finally:
-        connection.sock.close()
 
 
 def restart_unit(unit: str, socket_path: str = PRIVATE_SOCKET, timeout: float = 120.0) -> None:
@@ -216,28 +226,15 @@ def loaded_units(
     what a restart of one would find, whatever of its unit files the caller can see.
     :class:`SystemdError` when systemd cannot be asked or answers otherwise."""
     from jeepney import new_method_call
-    from jeepney.auth import AuthenticationError
 
     what = f"asking systemd through {socket_path} which units it has"
-    try:
-        connection = _Connection(socket_path, time.monotonic() + timeout)
-    except (OSError, AuthenticationError) as exc:
-        raise SystemdError(f"{what}: {exc}") from exc
-    try:
+    with _talking(what, socket_path, timeout) as connection:
         call = new_method_call(_manager(), "ListUnitsByNames", "as", (list(names),))
         reply = connection.call(call, [])
         rows = reply.body[0] if reply.body and isinstance(reply.body[0], list) else None
         if rows is None or not all(isinstance(row, tuple) and len(row) == 10 for row in rows):
             raise SystemdError("not a list of units")
         return frozenset(row[0] for row in rows if row[0] in names and row[2] == "loaded")
-    except SystemdError as exc:
-        raise exc.said(what) from None
-    except TimeoutError:
-        raise SystemdError(f"{what}: no answer within {timeout:.0f}s") from None
-    except (OSError, ValueError) as exc:
-        raise SystemdError(f"{what}: {exc}") from exc
-    finally:
-        connection.sock.close()
 
 
 def reachable(socket_path: str) -> bool:
