@@ -28,6 +28,7 @@ from credprovider.tool.change.render import kubelet_flags
 from credprovider.tool.change.results import Action, Step
 from credprovider.tool.node.access import UnreadableError
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
+from credprovider.tool.node.rancher import given_paths
 from credprovider.tool.node.root import NodeRoot
 from credprovider.tool.node.units import extra_args_files, on_node, read_kubelet_unit
 
@@ -87,8 +88,12 @@ def reading(root: NodeRoot, platform: Platform) -> tuple[Platform, str]:
 
 def flags_in_force(root: NodeRoot, platform: Platform, read: Read) -> list[str]:
     """The kubelet flags the node's own files give: ENV_FILE's and K0S_UNIT's where they keep
-    them; a platform that sets them itself, its kubelet unit's, as systemd starts it (GKE's
-    KUBELET_OPTS, an EKS NodeConfig's flags: the config the kubelet really reads)."""
+    them; k3s' and RKE2's two, as their configuration names them; a platform that sets them
+    itself, its kubelet unit's, as systemd starts it (GKE's KUBELET_OPTS, an EKS NodeConfig's
+    flags: the config the kubelet really reads)."""
+    if platform.rancher:  # what k3s or RKE2 passes, from its own configuration
+        given = given_paths(platform.rancher, *on_node(lambda p: str(root.host(p))))
+        return kubelet_flags(given.config, given.bin_dir)
     if platform.flags in (BY_PLATFORM, K0S_UNIT):  # k0s: its unit's --kubelet-extra-args
         try:
             unit = read_kubelet_unit(*on_node(lambda p: str(root.host(p))))

@@ -40,6 +40,7 @@ from credprovider.tool.kubeconfig.model import ConfigError
 from credprovider.tool.kubeconfig.validate import load_config
 from credprovider.tool.node.access import FileProblem, read_bytes
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
+from credprovider.tool.node.rancher import RancherConfigError
 from credprovider.tool.node.root import NodeRoot
 
 
@@ -177,7 +178,7 @@ def plan_node(
         _plan_flags(plan, root, platform)
     except RefusedConfig as refused:
         plan.refused = f"the kubelet would refuse the config: {refused}; nothing is changed"
-    except UnreadableNodeFile as unreadable:
+    except (UnreadableNodeFile, RancherConfigError) as unreadable:
         plan.refused = f"{unreadable}: nothing is changed"
     if plan.refused:
         plan.steps, plan.config_text, plan.flag_text = [], None, None

@@ -58,6 +58,8 @@ class Platform:
     # provisioning names its config and bin dir in the kubelet's flags (mode files): uninstall
     # leaves the bootstrap there (agent/bootstrap.py), never a missing file
     bootstrap: bool = False
+    # k3s or rke2: the product whose own configuration may name other paths (node/rancher.py)
+    rancher: str = ""
 
 
 _EKS, _AKS, _GKE = _layout("EKS AL2023 (nodeadm)"), _layout("AKS"), _layout("GKE")
@@ -119,6 +121,7 @@ PLATFORMS: Final[tuple[Platform, ...]] = (
         bin_dir=_RANCHER.bin_dirs[0],
         services=("rke2-server", "rke2-agent"),
         note=_RANCHER_NOTE,
+        rancher="rke2",
     ),
     Platform(
         "k3s",
@@ -129,6 +132,7 @@ PLATFORMS: Final[tuple[Platform, ...]] = (
         bin_dir=_RANCHER.bin_dirs[0],
         services=("k3s", "k3s-agent"),
         note=_RANCHER_NOTE,
+        rancher="k3s",
     ),
     Platform(
         "k0s",

@@ -31,7 +31,8 @@ from credprovider.tool.node.kubelet_flags import (
     settings_from,
 )
 from credprovider.tool.node.kubelet_proc import KubeletProcess, find_kubelets
-from credprovider.tool.node.layouts import LAYOUTS
+from credprovider.tool.node.layouts import LAYOUTS, RANCHER_CONFIG, Layout
+from credprovider.tool.node.rancher import SERVICES, RancherConfigError, given_paths
 from credprovider.tool.node.root import HOST, NodeRoot
 from credprovider.tool.node.units import KubeletUnit, on_node, read_kubelet_unit
 
@@ -293,6 +294,7 @@ def discover(root: NodeRoot = HOST, proc: str = "/proc") -> NodeView:
                 return view
             continue
         try:
+            layout = _as_the_node_names_it(view, layout)
             config_there = bool(layout.config) and lexists(view.host_path(layout.config))
             dirs = [d for d in layout.bin_dirs if lexists(view.host_path(d))]
         except UnreadableError as exc:  # hidden from this user: root may find the layout there
@@ -310,6 +312,27 @@ def discover(root: NodeRoot = HOST, proc: str = "/proc") -> NodeView:
             )
             return view
     return view
+
+
+def _as_the_node_names_it(view: NodeView, layout: Layout) -> Layout:
+    """k3s' and RKE2's layout with the paths their own configuration names, where it names any
+    (node/rancher.py); a configuration they could not read is said in a note."""
+    if layout.config != RANCHER_CONFIG:
+        return layout
+    for product in SERVICES:
+        try:
+            given = given_paths(product, *on_node(view.host_path))
+        except RancherConfigError as exc:
+            view.notes.append(f"{exc}: {product} would not start with it")
+            continue
+        if given.said_by:
+            return replace(
+                layout,
+                config=given.config,
+                bin_dirs=(given.bin_dir,),
+                source=f"{product}: named in {given.said_by}",
+            )
+    return layout
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,10 @@ from typing import Final
 # whose KUBELET_EXTRA_ARGS its drop-in passes last.
 KUBEADM_FLAGS_ENV: Final = "/var/lib/kubelet/kubeadm-flags.env"
 KUBEADM_EXTRA_ARGS_FILES: Final = ("/etc/default/kubelet", "/etc/sysconfig/kubelet")
+# k3s' and RKE2's defaults (k3s-io/k3s pkg/cli/cmds/agent.go; node/rancher.py reads what a node
+# names instead)
+RANCHER_CONFIG: Final = "/var/lib/rancher/credentialprovider/config.yaml"
+RANCHER_BIN_DIR: Final = "/var/lib/rancher/credentialprovider/bin"
 # Where a node keeps the kubelet binary its unit's ExecStart runs, for a kubelet that is not running
 # (its version decides whether its flags start it), first match wins:
 KUBELET_BINARIES: Final = (
@@ -65,9 +69,9 @@ LAYOUTS: tuple[Layout, ...] = (
     ),
     Layout(
         "k3s / RKE2",
-        "/var/lib/rancher/credentialprovider/config.yaml",
-        ("/var/lib/rancher/credentialprovider/bin",),
-        "k3s-io/k3s agent config",
+        RANCHER_CONFIG,
+        (RANCHER_BIN_DIR,),
+        "k3s-io/k3s pkg/cli/cmds/agent.go, pkg/configfilearg",
         "k3s and RKE2 add the kubelet flags themselves, only when both the config and the bin dir "
         "exist as they start: restart k3s (k3s-agent, rke2-server, rke2-agent) once both are there",
     ),

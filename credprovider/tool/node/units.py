@@ -297,34 +297,9 @@ def read_kubelet_unit(
     if unit is None:
         return None
     name = unit.rsplit("/", 1)[1]
-    settings = ServiceSettings()
-    problems: list[str] = []
-    for path in (unit, *_drop_ins(listdir, name)):
-        try:
-            apply_unit_text(settings, read(path), path)
-        except OSError as exc:  # a unit masked (a link to /dev/null), or a drop-in gone
-            problems.append(f"{path}: {exc}")
-            continue
-        except UnitSyntaxError as exc:
-            problems.append(f"{path}: {exc}")
-            continue
-        settings.sources.append(path)
+    settings, environment, origin, problems = read_service(read, listdir, unit)
     if not settings.exec_start:
         return None
-    environment = dict(settings.environment)
-    origin = dict(settings.origin)
-    for path, optional in settings.environment_files:
-        try:
-            found = parse_environment_file(read(path))
-        except OSError:
-            if not optional:
-                problems.append(
-                    f"EnvironmentFile={path} is missing: systemd will not start the unit"
-                )
-            continue
-        settings.sources.append(path)
-        environment.update(found)
-        origin.update(dict.fromkeys(found, path))
     words = settings.exec_start[-1]
     named = tuple(path for path, _ in settings.environment_files)
     if name != KUBELET_UNIT:  # k0s: its option's value, expanded by systemd, split by k0s
@@ -349,6 +324,36 @@ def read_kubelet_unit(
     return KubeletUnit(
         unit, tuple(expanded), tuple(settings.sources), tuple(word_files), tuple(problems), named
     )
+
+
+def read_service(
+    read: Reader, listdir: Lister, unit: str
+) -> tuple[ServiceSettings, dict[str, str], dict[str, str], list[str]]:
+    """The unit file ``unit`` with its drop-ins, as systemd starts its service: its settings, its
+    environment (files included), the file that set each variable, and what stops it starting."""
+    settings = ServiceSettings()
+    problems: list[str] = []
+    for path in (unit, *_drop_ins(listdir, unit.rsplit("/", 1)[1])):
+        try:
+            apply_unit_text(settings, read(path), path)
+        except (OSError, UnitSyntaxError) as exc:  # masked (a link to /dev/null), or gone
+            problems.append(f"{path}: {exc}")
+            continue
+        settings.sources.append(path)
+    environment, origin = dict(settings.environment), dict(settings.origin)
+    for path, optional in settings.environment_files:
+        try:
+            found = parse_environment_file(read(path))
+        except OSError:
+            if not optional:
+                problems.append(
+                    f"EnvironmentFile={path} is missing: systemd will not start the unit"
+                )
+            continue
+        settings.sources.append(path)
+        environment.update(found)
+        origin.update(dict.fromkeys(found, path))
+    return settings, environment, origin, problems
 
 
 def _drop_ins(listdir: Lister, unit: str = KUBELET_UNIT) -> list[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from subprocess import CompletedProcess
 
@@ -162,6 +163,44 @@ def test_a_k3s_agent_and_an_rke2_from_its_tarball_are_changed_and_restarted(
     undone = _agent(tmp_path, root, "uninstall")
     assert undone.returncode == 0, undone.stderr + undone.stdout
     assert restarts(tmp_path) == [unit, unit] and tree(str(root)) == before
+
+
+def test_k3s_told_other_paths_in_its_own_config_gets_the_plugins_there(tmp_path: Path) -> None:
+    """k3s gives its kubelet the config and bin dir its own configuration names
+    (/etc/rancher/k3s/config.yaml and its drop-ins, k3s-io/k3s pkg/configfilearg), not always
+    its defaults. The agent wrote the defaults, which that kubelet never reads, and said
+    installed; doctor found no layout. Now the agent merges into the config named, links the
+    plugins where named, restarts k3s and leaves the defaults alone; doctor --root reads the same
+    paths, naming the file that named them; uninstall leaves the node as it was."""
+    from tests.integration.cli.test_agent import restarts
+    from tests.unit.tool.test_agent_apply import tree
+
+    named = "/etc/rancher/k3s/config.yaml.d/50-credentials.yaml"
+    config, bin_dir = "/etc/k3s-cp/config.yaml", "/opt/k3s-cp/bin"
+    platform = k3s()
+    platform.files[named] = (
+        f"image-credential-provider-config: {config}\n"
+        f"image-credential-provider-bin-dir: {bin_dir}\n"
+    )
+    platform.files[config] = platform.files.pop(platform.config)
+    platform.files[f"{bin_dir}/ecr-credential-provider"] = platform.files.pop(
+        platform.executables[0]
+    )
+    platform = replace(platform, executables=(f"{bin_dir}/ecr-credential-provider",))
+    root = platform.build(tmp_path / "node")
+    before = tree(str(root))
+    _, report = doctor("--root", str(root), "--offline")
+    layout = next(c for c in report["checks"] if c["area"] == "node" and "layout" in c["message"])
+    assert f"k3s: named in {named}" in layout["message"], layout
+    assert report["config"] == config and report["binDir"] == bin_dir, report
+    _applied(tmp_path, root)
+    assert restarts(tmp_path) == ["k3s-agent"]
+    assert "credprovider" in (root / config.lstrip("/")).read_text()
+    assert (root / bin_dir.lstrip("/") / "ecr-credential-provider").is_symlink()
+    assert not (root / "var/lib/rancher/credentialprovider").exists()
+    undone = _agent(tmp_path, root, "uninstall")
+    assert undone.returncode == 0, undone.stderr + undone.stdout
+    assert tree(str(root)) == before
 
 
 def test_a_kops_node_without_a_credential_provider_is_still_kops(tmp_path: Path) -> None:
