@@ -341,6 +341,8 @@ def read_service(
             continue
         settings.sources.append(path)
     environment, origin = dict(settings.environment), dict(settings.origin)
+    name = unit.rsplit("/", 1)[1]
+    settings.environment_files = [(_specifiers(p, name), o) for p, o in settings.environment_files]
     for path, optional in settings.environment_files:
         try:
             found = parse_environment_file(read(path))
@@ -354,6 +356,13 @@ def read_service(
         environment.update(found)
         origin.update(dict.fromkeys(found, path))
     return settings, environment, origin, problems
+
+
+def _specifiers(text: str, unit: str) -> str:
+    """systemd.unit(5)'s unit name specifiers in ``text``: ``%n`` the full name, ``%N`` it
+    without its type suffix (k3s' install.sh names ``EnvironmentFile=-/etc/default/%N``)."""
+    names = {"n": unit, "N": unit.rsplit(".", 1)[0], "%": "%"}
+    return re.sub(r"%([nN%])", lambda found: names[found.group(1)], text)
 
 
 def _drop_ins(listdir: Lister, unit: str = KUBELET_UNIT) -> list[str]:

@@ -118,3 +118,14 @@ def test_a_config_that_cannot_be_read_is_refused_not_taken_as_absent(
         given_paths("k3s", *on_node(lambda p: str(node / p.lstrip("/"))))
     assert str(raised.value).startswith(f"{CONFIG} cannot be read: ")
     assert "\n" not in str(raised.value)
+
+
+def test_the_units_environment_file_named_by_its_own_name_is_read(tmp_path: Path) -> None:
+    """install.sh's unit names ``EnvironmentFile=-/etc/default/%N``: systemd reads
+    /etc/default/k3s-agent for the unit k3s-agent.service (systemd.unit(5) specifiers)."""
+    files = {
+        "/etc/default/k3s-agent": "K3S_CONFIG_FILE=/srv/k3s.yaml\n",
+        "/srv/k3s.yaml": "image-credential-provider-bin-dir: /srv/bin\n",
+    }
+    given = read(tmp_path, files)
+    assert (given.bin_dir, given.said_by) == ("/srv/bin", "/srv/k3s.yaml")
