@@ -243,7 +243,7 @@ def _credential_chain(
     not_starting: set[str] = set()
     providers = [p.name or "" for p in loaded.providers]
     try:
-        checked = check_binaries(loaded, bin_dir, environment, view.root)
+        checked = check_binaries(loaded, bin_dir, environment, view.root, view.both_or_neither)
     except UnreadableError as exc:
         diagnosis.add("binary", WARN, str(exc), "run credprovider doctor as root")
     else:

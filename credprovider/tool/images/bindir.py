@@ -56,14 +56,27 @@ def check_binaries(
     bin_dir: str,
     environment: Mapping[str, str] | None = None,
     root: NodeRoot | None = None,
+    both_or_neither: bool = False,
 ) -> BinaryCheck:
     """Check every provider's binary in ``bin_dir`` as the kubelet would find and start it (in
     ``environment``, the kubelet's; default: this process's): the
     kubelet refuses to start without the bin dir or a binary; a binary that cannot run fails every
     pull it matches. Raises :class:`~credprovider.tool.node.access.UnreadableError` where this (non-root)
     user may not look. Under ``root`` (a node's filesystem mounted there, ``bin_dir`` under it), a
-    plugin's links are followed inside the root, as the node's kubelet follows them."""
+    plugin's links are followed inside the root, as the node's kubelet follows them.
+    ``both_or_neither``: the platform passes the kubelet the two flags only when both paths exist
+    (k3s, RKE2), so a missing bin dir leaves the kubelet without plugins instead."""
     result = BinaryCheck()
+    if not _is_directory(bin_dir) and both_or_neither:
+        result.errors.append(
+            Finding(
+                "",
+                f"the bin dir {bin_dir} does not exist: the platform passes the kubelet neither "
+                "credential provider flag until both exist as it starts, so no provider runs and "
+                "every pull that needs one has no credentials",
+            )
+        )
+        return result
     if not _is_directory(bin_dir):
         first = loaded.providers[0].name or ""
         result.errors.append(

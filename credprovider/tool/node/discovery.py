@@ -53,6 +53,7 @@ class NodeView:
     other_kubelets: list[int] = field(default_factory=list)
     ignored: list[str] = field(default_factory=list)  # processes named kubelet that are not trusted
     layout_note: str = ""
+    both_or_neither: bool = False  # the layout's platform passes both flags or neither (k3s)
     notes: list[str] = field(default_factory=list)
     unreadable: list[str] = field(default_factory=list)
     # the files that could hold the kubelet's credential provider flags and could not be read
@@ -304,7 +305,7 @@ def discover(root: NodeRoot = HOST, proc: str = "/proc") -> NodeView:
         bin_dir = next((d for d in dirs if os.path.isdir(view.host_path(d))), layout.bin_dirs[0])
         if config_there or (not layout.config and os.path.isdir(view.host_path(bin_dir))):
             view.found_by = f"layout {layout.name} ({layout.source})"
-            view.layout_note = layout.note
+            view.layout_note, view.both_or_neither = layout.note, layout.both_or_neither
             view.settings = KubeletSettings(
                 provider_config=layout.config or None,
                 bin_dir=bin_dir,

@@ -34,6 +34,9 @@ class Layout:
     source: str
     note: str = ""
     flag_files: tuple[str, ...] = ()  # where its kubelet flags are kept, when a file holds them
+    # the platform passes the kubelet the two flags only when both paths exist as it starts
+    # (k3s, RKE2): a missing one leaves the kubelet without plugins, not unable to start
+    both_or_neither: bool = False
 
 
 LAYOUTS: tuple[Layout, ...] = (
@@ -74,6 +77,7 @@ LAYOUTS: tuple[Layout, ...] = (
         "k3s-io/k3s pkg/cli/cmds/agent.go, pkg/configfilearg",
         "k3s and RKE2 add the kubelet flags themselves, only when both the config and the bin dir "
         "exist as they start: restart k3s (k3s-agent, rke2-server, rke2-agent) once both are there",
+        both_or_neither=True,
     ),
     Layout(
         "kOps",

@@ -203,6 +203,23 @@ def test_k3s_told_other_paths_in_its_own_config_gets_the_plugins_there(tmp_path:
     assert tree(str(root)) == before
 
 
+def test_doctor_on_k3s_without_its_bin_dir_says_the_kubelet_runs_without_plugins(
+    tmp_path: Path,
+) -> None:
+    """k3s passes the kubelet both flags or neither (only when both paths exist as it starts):
+    a missing bin dir leaves its kubelet running without plugins, not unable to start."""
+    import shutil
+
+    platform = k3s()
+    root = platform.build(tmp_path / "node")
+    shutil.rmtree(root / platform.bin_dir.lstrip("/"))
+    _, report = doctor("--root", str(root), "--offline")
+    [binary] = [c for c in report["checks"] if c["area"] == "binary"]
+    assert binary["status"] == "fail"
+    assert "the platform passes the kubelet neither credential provider flag" in binary["message"]
+    assert "would NOT start" not in json.dumps(report)
+
+
 def test_a_kops_node_without_a_credential_provider_is_still_kops(tmp_path: Path) -> None:
     """nodeup writes /etc/sysconfig/kops-configuration on every node it sets up, and the
     credential provider config only where the cluster has one: a node without it is kOps all the
