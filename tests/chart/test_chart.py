@@ -424,7 +424,7 @@ def test_the_schema_and_the_values_name_the_same_keys() -> None:
 
 # What mode flags mounts of the host on each platform, by hand from each platform's own docs (the
 # agent's rows, credprovider/tool/agent/platforms.py): (path, read-only, hostPath type). Every
-# platform also mounts the agent's home and the unit directories, read-only.
+# platform also mounts the agent's home, and all but k3s and RKE2 the unit directories, read-only.
 HOME = ("/var/lib/credprovider", False, "DirectoryOrCreate")
 UNITS = [("/etc/systemd/system", True, "Directory"), ("/usr/lib/systemd", True, "Directory"),
          ("/lib/systemd", True, "Directory")]  # fmt: skip
@@ -433,9 +433,10 @@ RANCHER = ("/var/lib/rancher/credentialprovider", False, "DirectoryOrCreate")
 MOUNTS = {
     "kubeadm": [HOME, ("/etc/default", False, "Directory"), KUBEADM_ENV, *UNITS],
     "kubeadm-rpm": [HOME, ("/etc/sysconfig", False, "Directory"), KUBEADM_ENV, *UNITS],
-    "k3s": [HOME, RANCHER, *UNITS],
-    # and RKE2's tarball's units, in /usr/local/lib/systemd/system (rancher/rke2 bundle/)
-    "rke2": [HOME, RANCHER, *UNITS, ("/usr/local/lib", True, "Directory")],
+    # no unit directory: systemd names their units, and k3s' install.sh keeps the node's join
+    # token in its unit's environment file (/etc/systemd/system/k3s*.service.env)
+    "k3s": [HOME, RANCHER],
+    "rke2": [HOME, RANCHER],
     "k0s": [HOME, ("/etc/systemd/system", False, "Directory"), *UNITS[1:]],
     "eks": [HOME, ("/etc/eks/image-credential-provider", False, "Directory"), *UNITS],
     "aks": [HOME, ("/var/lib/kubelet", False, "Directory"), *UNITS,

@@ -67,10 +67,6 @@ def _under(path: str, directory: str) -> bool:
 _UNITS_ON_EVERY_HOST: Final = tuple(
     d for d in UNIT_DIRS if d not in ("/run/systemd/system", "/usr/local/lib/systemd/system")
 )
-# RKE2's tarball puts its units in /usr/local/lib/systemd/system (rancher/rke2
-# bundle/lib/systemd/system/rke2-*.service, whose EnvironmentFile= names that directory); an
-# RPM-installed RKE2 has no such directory, but /usr/local/lib is on every FHS host.
-RKE2_UNITS: Final = "/usr/local/lib"
 
 
 def unit_mounts() -> tuple[str, ...]:
@@ -83,12 +79,11 @@ def unit_mounts() -> tuple[str, ...]:
     )
 
 
-def mounts_for(
-    platform: Platform, reads: tuple[str, ...] = (), units: tuple[str, ...] = ()
-) -> tuple[HostMount, ...]:
+def mounts_for(platform: Platform, reads: tuple[str, ...] = ()) -> tuple[HostMount, ...]:
     """The host paths the agent needs to follow ``platform``'s row (``reads``: more files it only
-    reads; ``units``: more directories holding its services' units), each directory once, nested
-    ones folded into the one holding them."""
+    reads), each directory once, nested ones folded into the one holding them. k3s and RKE2 get
+    no unit directory: systemd names their units over its socket, and k3s' install script keeps
+    the node's join token (K3S_TOKEN) in /etc/systemd/system/k3s*.service.env."""
     wanted: list[HostMount] = [
         # the directory above the agent's home: the home is made whole beside its place and
         # renamed in, and removed the same way
@@ -110,8 +105,8 @@ def mounts_for(
     if platform.flags == K0S_UNIT:
         wanted.append(HostMount(K0S_UNIT_DIR, True, "the kubelet's flags, in k0s' unit"))
     wanted += [
-        HostMount(directory, False, "which of the platform's services the node runs")
-        for directory in (*unit_mounts(), *units)
+        HostMount(directory, False, "the kubelet's unit, as systemd starts it")
+        for directory in (() if platform.rancher else unit_mounts())
     ]
     wanted += [HostMount(path, False, "read by the dry run", file=True) for path in reads]
     kept: list[HostMount] = []
@@ -138,12 +133,15 @@ def _choice(
     platform: Platform,
     reads: tuple[str, ...] = (),
     note: str = "",
-    units: tuple[str, ...] = (),
 ) -> Choice:
-    return Choice(value, platform, mounts_for(platform, reads, units), note)
+    return Choice(value, platform, mounts_for(platform, reads), note)
 
 
 _KUBEADM = _platform("kubeadm")
+_RANCHER_UNITS: Final = (
+    "no unit directory: systemd names the service to restart, and the units' environment files "
+    "hold k3s' join token"
+)
 # kubeadm and k0s take the flags from the agent: the config then goes in the agent's own
 # directory, never in /etc/kubernetes (a control plane's keys)
 CHOICES: Final[tuple[Choice, ...]] = (
@@ -157,14 +155,8 @@ CHOICES: Final[tuple[Choice, ...]] = (
         replace(_KUBEADM, config=AGENT_CONFIG, flag_files=("/etc/sysconfig/kubelet",)),
         note="RHEL, Rocky, Amazon Linux 2, Fedora: the flags in /etc/sysconfig/kubelet",
     ),
-    _choice("k3s", _platform("k3s")),
-    _choice(
-        "rke2",
-        _platform("RKE2"),
-        units=(RKE2_UNITS,),
-        note=f"{RKE2_UNITS} is read: its tarball installs the rke2-server and rke2-agent units "
-        "in /usr/local/lib/systemd/system",
-    ),
+    _choice("k3s", _platform("k3s"), note=_RANCHER_UNITS),
+    _choice("rke2", _platform("RKE2"), note=_RANCHER_UNITS),
     _choice(
         "k0s",
         replace(_platform("k0s"), config=AGENT_CONFIG),

@@ -46,6 +46,12 @@ SECRETS = {
     "/etc/rancher/k3s/k3s.yaml": "k3s admin kubeconfig\n",
     "/etc/k0s/k0stoken": "k0s join token\n",
 }
+# A platform's own join token where its installer keeps it: k3s' install.sh in its unit's
+# environment file, RKE2's tarball unit reading one beside it (%N.env).
+OWN_SECRETS = {
+    "k3s": {"/etc/systemd/system/k3s-agent.service.env": "K3S_TOKEN=K10secret\n"},
+    "rke2": {"/usr/local/lib/systemd/system/rke2-agent.env": "RKE2_TOKEN=secret\n"},
+}
 # AKS' config is directly in /var/lib/kubelet, so that directory is mounted writable, and with it
 # the kubelet's own credentials (docs/security.md says so).
 EXPOSED = {"aks": {"/var/lib/kubelet/pki/kubelet-client-current.pem"}}
@@ -178,14 +184,21 @@ def in_pod(
 def test_each_platform_installs_and_uninstalls_through_its_narrowed_mounts(
     tmp_path: Path, value: str
 ) -> None:
+    from emulators.systemd import standin_systemd
+
     files, provider, unit = NODES[value]
-    root = Path(node(tmp_path / "node", {**SYSTEMD, **SECRETS, **files}))
+    secrets = {**SECRETS, **OWN_SECRETS.get(value, {})}
+    root = Path(node(tmp_path / "node", {**SYSTEMD, **secrets, **files}))
     start_pod(root, choice(value).mounts)
     before = tree(str(root))
     bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
-    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
+    socket_path, restarted = tmp_path / "private", []
+    with (
+        serve(lambda request: FakeResponse.text("ok")) as kubelet,
+        standin_systemd(socket_path, lambda unit: restarted.append(unit) or "done", root=root),
+    ):
         common = [
-            "--platform", value, "--restart-command", restart_command(tmp_path),
+            "--platform", value, "--systemd-socket", str(socket_path),
             "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "2",
         ]  # fmt: skip
         applied, visible = in_pod(
@@ -194,16 +207,16 @@ def test_each_platform_installs_and_uninstalls_through_its_narrowed_mounts(
         )  # fmt: skip
         assert applied.returncode == 0, applied.stderr + applied.stdout
         assert applied.stdout.splitlines()[0] == "installed"
-        assert restarts(tmp_path) == [unit]
+        assert restarted == [unit]
         # the pod saw none of the node's secrets but those its platform's mounts must expose
-        assert set(visible) & set(SECRETS) == EXPOSED.get(value, set()), visible
+        assert set(visible) & set(secrets) == EXPOSED.get(value, set()), visible
         assert tree(str(root)) != before
 
         undone, _ = in_pod(tmp_path, root, value, "uninstall", *common)
         assert undone.returncode == 0, undone.stderr + undone.stdout
         assert undone.stdout.splitlines()[0] == "uninstalled"
         assert tree(str(root)) == before
-        assert restarts(tmp_path) == [unit, unit]
+        assert restarted == [unit, unit]
 
 
 def refused_apply(

@@ -44,16 +44,19 @@ def test_every_writable_mount_holds_what_the_platform_writes(known: Choice) -> N
 
 
 @pytest.mark.parametrize(("value", "make"), [("k3s", k3s), ("rke2", rke2)])
-def test_the_pod_sees_the_units_of_the_platforms_own_services(
+def test_k3s_and_rke2_pods_see_no_unit_directory_and_no_join_token(
     value: str, make: Callable[[], PlatformNode]
 ) -> None:
-    """Where the vendor installs the platform's service unit (its fixture node: k3s' install
-    script in /etc/systemd/system, RKE2's tarball in /usr/local/lib/systemd/system), a mount of
-    the chart's value holds it: else the agent in its pod finds no service to restart, and k3s
-    and RKE2 give the kubelet the flags only at their start."""
-    units = [path for path in make().files if path.endswith(".service")]
+    """k3s' install script keeps the node's join token in its unit's environment file
+    (/etc/systemd/system/k3s-agent.service.env: K3S_TOKEN) and RKE2's tarball reads one beside
+    its units (/usr/local/lib/systemd/system/%N.env). Their pods mount no unit directory:
+    systemd, asked over its socket, names the service to restart (agent/systemd.py)."""
+    units = [path for path in make().files if ".service" in path]
     mounts = [mount.path for mount in choice(value).mounts]
-    assert units and all(any(_under(unit, m) for m in mounts) for unit in units), (units, mounts)
+    assert units and not any(_under(unit, m) for unit in units for m in mounts), (units, mounts)
+    assert not any(
+        m.startswith(("/etc/systemd", "/usr/lib/systemd", "/lib/systemd")) for m in mounts
+    )
 
 
 @pytest.mark.parametrize("known", NAMED)
