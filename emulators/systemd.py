@@ -5,11 +5,13 @@ answered as systemd answers them (a job path, then a ``JobRemoved`` signal with 
 :class:`NoSuchUnit`. ``ListUnitsByNames`` loads each unit as systemd does, from the first file of
 its name on the unit load path (systemd.unit(5)) under ``root`` (a link to /dev/null: masked), or
 a transient service still running; any other is ``not-found`` (so is every one without a
-``root``). ``StartTransientUnit`` of a service records it, and with ``run_services`` (a test whose
-"/" is its node's) runs its ``ExecStart`` as a process (its output appended to ``journal``, as the
-node's journal keeps a unit's) until it ends or ``StopUnit`` stops it; a unit that has ended is
-gone (``CollectMode=inactive-or-failed``). Messages are read and written with jeepney, the library
-the agent uses, so the wire format is the D-Bus specification's, not ours.
+``root``); ``LoadUnit`` and its object's ``LoadState`` property say the same, as systemd older
+than 227 is asked (``unknown`` holds the methods it lacks). ``StartTransientUnit`` of a service
+records it, and with ``run_services`` (a test whose "/" is its node's) runs its ``ExecStart`` as a
+process (its output appended to ``journal``, as the node's journal keeps a unit's) until it ends
+or ``StopUnit`` stops it; a unit that has ended is gone (``CollectMode=inactive-or-failed``).
+Messages are read and written with jeepney, the library the agent uses, so the wire format is the
+D-Bus specification's, not ours.
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ class StandInSystemd:
         # a test's own answer to a method, and the methods an older systemd has not
         self.answers: dict[str, Callable[[Message], Message]] = {}
         self.unknown: set[str] = set()
+        self.objects: dict[str, str] = {}  # a loaded unit's object path: its name
         self.jobs = 0
         self.server = socket.socket(socket.AF_UNIX)
         self.server.bind(str(path))
@@ -151,6 +154,14 @@ class StandInSystemd:
                 elif member == "ListUnitsByNames" and member not in self.unknown:
                     rows = [self._unit_row(name) for name in message.body[0]]
                     outgoing.append(new_method_return(message, "a(ssssssouso)", (rows,)))
+                elif member == "LoadUnit" and member not in self.unknown:  # a stub: not-found
+                    path = self._unit_row(message.body[0])[6]
+                    self.objects[str(path)] = message.body[0]
+                    outgoing.append(new_method_return(message, "o", (path,)))
+                elif member == "Get" and message.body[1] == "LoadState":
+                    unit = self.objects[message.header.fields[HeaderFields.path]]
+                    state = ("s", self._load_state(unit))
+                    outgoing.append(new_method_return(message, "v", (state,)))
                 elif member in ("StartTransientUnit", "StopUnit"):
                     unit = message.body[0]
                     try:

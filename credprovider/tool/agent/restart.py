@@ -46,7 +46,8 @@ def units_loaded(systemd_socket: str) -> Loaded:
     """The platforms' units systemd has loaded, asked over ``systemd_socket``: what a restart
     through it finds, though the pod sees only the unit directories its chart value mounts (RKE2
     from its tarball keeps its units in /usr/local/lib/systemd/system). None without a socket, or
-    when systemd cannot say (older than 227, or gone): the unit files under the root then tell."""
+    when systemd cannot be asked (gone, or not answering as systemd): the unit files under the
+    root then tell."""
     if not systemd_socket:
         return None
     from credprovider.tool.agent.systemd import SystemdError, loaded_units

@@ -28,6 +28,7 @@ MAX_BYTES: Final = 1 << 20
 
 
 NO_SUCH_UNIT: Final = "org.freedesktop.systemd1.NoSuchUnit"
+UNKNOWN_METHOD: Final = "org.freedesktop.DBus.Error.UnknownMethod"
 
 
 class SystemdError(NodeChangeError):
@@ -223,18 +224,42 @@ def loaded_units(
 ) -> frozenset[str]:
     """Which of the units ``names`` systemd has loaded (``ListUnitsByNames``, as ``systemctl
     list-units NAME...`` asks: systemd loads each from its load path, or says ``not-found``):
-    what a restart of one would find, whatever of its unit files the caller can see.
+    what a restart of one would find, whatever of its unit files the caller can see. systemd
+    older than 227 (Amazon Linux 2, RHEL 7) has no such method: each unit is loaded and its
+    ``LoadState`` read instead, as ``systemctl show -p LoadState`` does there.
     :class:`SystemdError` when systemd cannot be asked or answers otherwise."""
     from jeepney import new_method_call
 
     what = f"asking systemd through {socket_path} which units it has"
     with _talking(what, socket_path, timeout) as connection:
         call = new_method_call(_manager(), "ListUnitsByNames", "as", (list(names),))
-        reply = connection.call(call, [])
+        try:
+            reply = connection.call(call, [])
+        except SystemdError as exc:
+            if exc.refused_as != UNKNOWN_METHOD:
+                raise
+            return frozenset(name for name in names if _load_state(connection, name) == "loaded")
         rows = reply.body[0] if reply.body and isinstance(reply.body[0], list) else None
         if rows is None or not all(isinstance(row, tuple) and len(row) == 10 for row in rows):
             raise SystemdError("not a list of units")
         return frozenset(row[0] for row in rows if row[0] in names and row[2] == "loaded")
+
+
+def _load_state(connection: _Connection, name: str) -> str:
+    """``LoadUnit(name)``, then its object's ``LoadState`` property."""
+    from jeepney import DBusAddress, new_method_call
+
+    reply = connection.call(new_method_call(_manager(), "LoadUnit", "s", (name,)), [])
+    path = reply.body[0] if reply.body and isinstance(reply.body[0], str) else ""
+    if not path.startswith("/org/freedesktop/systemd1/unit/"):
+        raise SystemdError(f"not a unit's object: {path[:80]!r}")
+    properties = DBusAddress(path, "org.freedesktop.systemd1", "org.freedesktop.DBus.Properties")
+    get = new_method_call(properties, "Get", "ss", ("org.freedesktop.systemd1.Unit", "LoadState"))
+    found = connection.call(get, []).body
+    value = found[0] if found and isinstance(found[0], tuple) and len(found[0]) == 2 else None
+    if value is None or not isinstance(value[1], str):
+        raise SystemdError("not a unit's LoadState")
+    return value[1]
 
 
 def reachable(socket_path: str) -> bool:

@@ -194,8 +194,25 @@ def test_an_answer_that_is_not_a_list_of_units_is_refused(tmp_path: Path) -> Non
         with pytest.raises(SystemdError, match=r"which units it has: not a list of units$"):
             loaded_units(("kubelet.service",), str(path), timeout=5)
         del systemd.answers["ListUnitsByNames"]
-        systemd.unknown.add("ListUnitsByNames")
+        systemd.unknown |= {"ListUnitsByNames", "LoadUnit"}
         with pytest.raises(SystemdError) as raised:
             loaded_units(("kubelet.service",), str(path), timeout=5)
         assert raised.value.refused_as == "org.freedesktop.DBus.Error.UnknownMethod"
         assert units_loaded(str(path)) is None
+
+
+def test_systemd_older_than_227_is_asked_unit_by_unit(tmp_path: Path) -> None:
+    """Amazon Linux 2 and RHEL 7 run systemd 219, which has no ListUnitsByNames: each unit is
+    loaded (LoadUnit) and its LoadState read, with the same answer."""
+    from credprovider.tool.agent.systemd import loaded_units
+
+    node = tmp_path / "node"
+    (node / "etc/systemd/system").mkdir(parents=True)
+    (node / "etc/systemd/system/k3s-agent.service").write_text("[Service]\n")
+    (node / "etc/systemd/system/k3s.service").symlink_to("/dev/null")  # masked
+    path = tmp_path / "private"
+    names = ("k3s.service", "k3s-agent.service", "kubelet.service")
+    with standin_systemd(path, lambda unit: "done", root=node) as systemd:
+        systemd.unknown.add("ListUnitsByNames")
+        assert loaded_units(names, str(path), timeout=5) == {"k3s-agent.service"}
+        assert [call for call, _ in systemd.calls].count("LoadUnit") == 3
