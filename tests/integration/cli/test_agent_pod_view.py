@@ -17,6 +17,7 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -184,39 +185,57 @@ def in_pod(
 def test_each_platform_installs_and_uninstalls_through_its_narrowed_mounts(
     tmp_path: Path, value: str
 ) -> None:
-    from emulators.systemd import standin_systemd
-
     files, provider, unit = NODES[value]
     secrets = {**SECRETS, **OWN_SECRETS.get(value, {})}
     root = Path(node(tmp_path / "node", {**SYSTEMD, **secrets, **files}))
     start_pod(root, choice(value).mounts)
     before = tree(str(root))
+    trip = round_trip(tmp_path, root, value, provider, "--platform", value)
+    assert trip.applied.returncode == 0, trip.applied.stderr + trip.applied.stdout
+    assert trip.applied.stdout.splitlines()[0] == "installed"
+    assert trip.restarted_by_apply == [unit] and trip.changed
+    # the pod saw none of the node's secrets but those its platform's mounts must expose
+    assert set(trip.visible) & set(secrets) == EXPOSED.get(value, set()), trip.visible
+    assert trip.undone.returncode == 0, trip.undone.stderr + trip.undone.stdout
+    assert trip.undone.stdout.splitlines()[0] == "uninstalled"
+    assert tree(str(root)) == before
+    assert trip.restarted == [unit, unit]
+
+
+@dataclass
+class RoundTrip:
+    applied: subprocess.CompletedProcess[str]
+    visible: list[str]  # what the pod could see as it applied
+    restarted_by_apply: list[str]
+    changed: bool  # the node's tree after apply differs from before it
+    undone: subprocess.CompletedProcess[str]
+    restarted: list[str]
+
+
+def round_trip(tmp_path: Path, root: Path, value: str, provider: str, *more: str) -> RoundTrip:
+    """``agent apply`` then ``agent uninstall`` in the pod of ``value`` on the node ``root``, as
+    the chart runs them: restarts over a stand-in for systemd's socket that loads the node's
+    units, the kubelet a stand-in that answers healthy."""
+    from emulators.systemd import standin_systemd
+
     bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
     socket_path, restarted = tmp_path / "private", []
+    before = tree(str(root))
     with (
         serve(lambda request: FakeResponse.text("ok")) as kubelet,
         standin_systemd(socket_path, lambda unit: restarted.append(unit) or "done", root=root),
     ):
         common = [
-            "--platform", value, "--systemd-socket", str(socket_path),
-            "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "2",
+            *more, "--systemd-socket", str(socket_path), "--healthz", f"{kubelet.url}/healthz",
+            "--health-timeout", "2",
         ]  # fmt: skip
         applied, visible = in_pod(
             tmp_path, root, value, "apply", "--bundle", str(bundle), "--providers", provider,
             *common,
         )  # fmt: skip
-        assert applied.returncode == 0, applied.stderr + applied.stdout
-        assert applied.stdout.splitlines()[0] == "installed"
-        assert restarted == [unit]
-        # the pod saw none of the node's secrets but those its platform's mounts must expose
-        assert set(visible) & set(secrets) == EXPOSED.get(value, set()), visible
-        assert tree(str(root)) != before
-
+        by_apply, changed = list(restarted), tree(str(root)) != before
         undone, _ = in_pod(tmp_path, root, value, "uninstall", *common)
-        assert undone.returncode == 0, undone.stderr + undone.stdout
-        assert undone.stdout.splitlines()[0] == "uninstalled"
-        assert tree(str(root)) == before
-        assert restarted == [unit, unit]
+    return RoundTrip(applied, visible, by_apply, changed, undone, restarted)
 
 
 def refused_apply(
@@ -380,35 +399,18 @@ def test_under_auto_systemd_names_the_unit_the_pod_cannot_see(tmp_path: Path, co
     which unit it has: the agent recognises the node by it (with no /etc/rancher/rke2, as an
     agent whose server and token come from its environment), restarts it after the change and
     after the uninstall, and the node ends as it was."""
-    from emulators.systemd import standin_systemd
-
     files = dict(NODES["rke2"][0])
     if config:
         files["/etc/rancher/rke2/config.yaml"] = "server: https://10.0.0.1:9345\n"
     root = Path(node(tmp_path / "node", {**SYSTEMD, "/var/lib/": "", **files}))
     start_pod(root, choice("auto").mounts)
     before = tree(str(root))
-    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
-    socket_path, restarted = tmp_path / "private", []
-    with (
-        serve(lambda request: FakeResponse.text("ok")) as kubelet,
-        standin_systemd(socket_path, lambda unit: restarted.append(unit) or "done", root=root),
-    ):
-        common = [
-            "--systemd-socket", str(socket_path), "--healthz", f"{kubelet.url}/healthz",
-            "--health-timeout", "2",
-        ]  # fmt: skip
-        applied, visible = in_pod(
-            tmp_path, root, "auto", "apply", "--bundle", str(bundle), "--providers", "aws",
-            *common,
-        )  # fmt: skip
-        assert applied.returncode == 0, applied.stderr + applied.stdout
-        assert "/usr/local/lib/systemd/system/rke2-agent.service" not in visible
-        assert applied.stdout.splitlines()[0] == "installed", applied.stdout
-        assert applied.stdout.splitlines()[-1] == "  restarted rke2-agent"
-        assert restarted == ["rke2-agent"]
-        assert (root / "var/lib/rancher/credentialprovider/config.yaml").is_file()
-        undone, _ = in_pod(tmp_path, root, "auto", "uninstall", *common)
-        assert undone.returncode == 0, undone.stderr + undone.stdout
-        assert restarted == ["rke2-agent", "rke2-agent"]
+    trip = round_trip(tmp_path, root, "auto", "aws")
+    assert trip.applied.returncode == 0, trip.applied.stderr + trip.applied.stdout
+    assert "/usr/local/lib/systemd/system/rke2-agent.service" not in trip.visible
+    assert trip.applied.stdout.splitlines()[0] == "installed", trip.applied.stdout
+    assert trip.applied.stdout.splitlines()[-1] == "  restarted rke2-agent"
+    assert trip.restarted_by_apply == ["rke2-agent"]
+    assert trip.undone.returncode == 0, trip.undone.stderr + trip.undone.stdout
+    assert trip.restarted == ["rke2-agent", "rke2-agent"]
     assert tree(str(root)) == before
