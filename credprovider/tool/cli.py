@@ -20,7 +20,8 @@ from credprovider.entry import PLUGIN_MODULES
 from credprovider.errors import CredproviderError
 from credprovider.runtime.redact import safe_line
 from credprovider.tool.commands import COMMANDS
-from credprovider.tool.commands.common import EXAMPLE, EXIT_USAGE, WHAT_CHANGES
+from credprovider.tool.commands.common import EXAMPLE, EXIT_FAILED, EXIT_USAGE, WHAT_CHANGES
+from credprovider.tool.node.access import UnreadableError
 from credprovider.tool.terminal import sanitizing
 from credprovider.version import version_text
 
@@ -157,5 +158,6 @@ def _run(argv: list[str]) -> int:
         named = (getattr(args, key, None) for key in ("command", "action"))
         prog = " ".join(["credprovider", *(str(name) for name in named if name)])
         sys.stderr.write(f"{prog}: {safe_line(str(exc))}\n")
-        code = 1
+        # this user may not read what root would: no verdict, as every command says it
+        code = EXIT_USAGE if isinstance(exc, UnreadableError) else EXIT_FAILED
     return code

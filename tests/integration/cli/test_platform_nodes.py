@@ -203,6 +203,37 @@ def test_k3s_told_other_paths_in_its_own_config_gets_the_plugins_there(tmp_path:
     assert tree(str(root)) == before
 
 
+def test_k3s_configuration_this_user_cannot_read_is_no_verdict(tmp_path: Path) -> None:
+    """Through the bundle as nobody: k3s' configuration is root's (a drop-in of 0600, as its
+    token needs), so where it points the kubelet cannot be told here. ``agent plan`` says so in
+    one line with no verdict (exit 2), as doctor does, never the defaults as a guess."""
+    import os
+    import shutil
+    import tempfile
+
+    from tests.helpers import require_bundle
+
+    if os.geteuid() != 0:
+        pytest.skip("switching to nobody needs root")
+    require_bundle()
+    place = Path(tempfile.mkdtemp(prefix="platform-", dir="/tmp"))  # pytest's tmp is root's only
+    try:
+        platform = k3s()
+        named = "/etc/rancher/k3s/config.yaml.d/50-credentials.yaml"
+        platform.files[named] = "token: K10secret\nimage-credential-provider-bin-dir: /opt/b\n"
+        root = platform.build(place / "node")
+        for path in [place, *place.rglob("*")]:
+            path.chmod(0o755)
+        (root / named.lstrip("/")).chmod(0o600)
+        done = bundle_as_nobody("agent", "plan", "--root", str(root), "--providers", "aws")
+        assert (done.returncode, done.stdout) == (2, ""), done.stdout + done.stderr
+        [line] = done.stderr.splitlines()
+        assert line.startswith(f"credprovider agent plan: cannot read {root}{named} as uid 65534")
+        assert "K10secret" not in done.stderr
+    finally:
+        shutil.rmtree(place)
+
+
 def test_doctor_on_k3s_without_its_bin_dir_says_the_kubelet_runs_without_plugins(
     tmp_path: Path,
 ) -> None:
