@@ -60,18 +60,20 @@ def given_paths(
         document = _document(path, read, exists)
         for key in (CONFIG_FLAG, BIN_DIR_FLAG):
             if key in document:
-                values[key], said[key] = str(document[key]), path
+                values[key], said[key] = _path(document[key], key, path), path
         if KUBELET_ARG in document:
             kubelet_args = _strings(document[KUBELET_ARG])
         kubelet_args += _strings(document.get(f"{KUBELET_ARG}+", []))
     for key in (CONFIG_FLAG, BIN_DIR_FLAG):
         if found := _option(argv, (key,)):
-            values[key], said[key] = found, "the service's command line"
+            said[key] = "the service's command line"
+            values[key] = _path(found, key, said[key])
     kubelet_args += _options(argv, KUBELET_ARG)
     for entry in kubelet_args:
         name, _, value = entry.lstrip("-").partition("=")
         if name in (CONFIG_FLAG, BIN_DIR_FLAG) and value:
-            values[name], said[name] = value, f"its {KUBELET_ARG}"
+            said[name] = f"its {KUBELET_ARG}"
+            values[name] = _path(value, name, said[name])
     return GivenPaths(
         values.get(CONFIG_FLAG, RANCHER_CONFIG),
         values.get(BIN_DIR_FLAG, RANCHER_BIN_DIR),
@@ -144,6 +146,19 @@ def _document(path: str, read: Reader, exists: Callable[[str], bool]) -> dict[st
     if not isinstance(document, dict):
         raise RancherConfigError(f"{path} is not a config they read: not a mapping of options")
     return document
+
+
+def _path(value: object, key: str, where: str) -> str:
+    """A path the node's files name, refused unless it is one: absolute, one line, bounded."""
+    if (
+        isinstance(value, str)
+        and value.startswith("/")
+        and value.isprintable()
+        and len(value) < 4096
+    ):
+        return value
+    shown = repr(value)[:80]
+    raise RancherConfigError(f"{where}: {key} is not an absolute path: {shown}")
 
 
 def _strings(value: object) -> list[str]:

@@ -129,3 +129,18 @@ def test_the_units_environment_file_named_by_its_own_name_is_read(tmp_path: Path
     }
     given = read(tmp_path, files)
     assert (given.bin_dir, given.said_by) == ("/srv/bin", "/srv/k3s.yaml")
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["relative/cp.yaml", "[/a, /b]", "{a: 1}", '"/x\\n/y"', "/" + "x" * 5000],
+    ids=["relative", "list", "mapping", "two lines", "huge"],
+)
+def test_a_path_that_is_not_one_is_refused_in_one_short_line(tmp_path: Path, value: str) -> None:
+    """Hostile input: what k3s' configuration names is a path the agent writes to; anything
+    but an absolute path on one line is refused, printed no longer than 80 characters."""
+    with pytest.raises(RancherConfigError) as raised:
+        read(tmp_path, {CONFIG: f"image-credential-provider-bin-dir: {value}\n"})
+    said = str(raised.value)
+    assert said.startswith(f"{CONFIG}: image-credential-provider-bin-dir is not an absolute path")
+    assert "\n" not in said and len(said) < 200
