@@ -329,7 +329,8 @@ def register(sub: Subcommands) -> None:
         "plan",
         help="what the agent would do on the node under --root; changes nothing",
         description="Exit 0: a plan (possibly nothing to do); 1: the agent would change nothing "
-        "on this node, and says why and what to do instead; 2: usage.",
+        "on this node, and says why and what to do instead; 2: usage, or a file this user may not "
+        "read (no verdict: run it as root).",
     )
     _install_options(plan)
     _node_options(plan, changes=False)
@@ -340,7 +341,8 @@ def register(sub: Subcommands) -> None:
         "the kubelet only if they changed, and roll back if it is not healthy again",
         description="State is kept on the node (/var/lib/credprovider/agent/state.json): the "
         "files as they were before the first install, for uninstall. Exit 0: installed or "
-        "nothing to do; 1: refused (nothing changed), rolled back, or a step failed; 2: usage.",
+        "nothing to do; 1: refused (nothing changed), rolled back, or a step failed; 2: usage, or a "
+        "file this user may not read (nothing changed).",
     )
     do.add_argument("--bundle", required=True, help="the bundle directory to place (the image's)")
     _install_options(do)
@@ -350,7 +352,8 @@ def register(sub: Subcommands) -> None:
         "uninstall",
         help="put every file, link and flag back as it was before the first install",
         description="Files someone else changed since the agent wrote them are reported and "
-        "kept. Exit 0: the node is as it was; 1: a file was kept, or a step failed; 2: usage.",
+        "kept. Exit 0: the node is as it was; 1: a file was kept, or a step failed; 2: usage, or a "
+        "file this user may not read (nothing changed).",
     )
     undo.add_argument(
         "--files-only",
