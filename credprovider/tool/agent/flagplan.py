@@ -19,9 +19,7 @@ from credprovider.tool.agent.platforms import (
     BY_PLATFORM,
     ENV_FILE,
     K0S_UNIT,
-    UNIT_DIRS,
     Platform,
-    installed_unit,
 )
 from credprovider.tool.change.flagedit import EXTRA_ARGS, FlagChanges
 from credprovider.tool.change.render import kubelet_flags
@@ -30,7 +28,7 @@ from credprovider.tool.node.access import UnreadableError
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
 from credprovider.tool.node.rancher import given_paths
 from credprovider.tool.node.root import NodeRoot
-from credprovider.tool.node.units import extra_args_files, on_node, read_kubelet_unit
+from credprovider.tool.node.units import extra_args_files, find_unit, on_node, read_kubelet_unit
 
 # A node file's text as the plan reads it (None: absent).
 Read = Callable[[str], str | None]
@@ -180,9 +178,7 @@ def _k0s(root: NodeRoot, platform: Platform, wanted: list[str], read: Read) -> F
 
 def _k0s_unit(root: NodeRoot, platform: Platform) -> str:
     """The path of the node's k0s unit ("" for none)."""
-    unit = installed_unit(root, platform.services)
-    paths = [f"{directory}/{unit}.service" for directory in UNIT_DIRS]
-    return next((p for p in paths if unit and root.exists(p)), "")
+    return find_unit(root.exists, (f"{service}.service" for service in platform.services)) or ""
 
 
 def _split(text: str) -> list[str]:

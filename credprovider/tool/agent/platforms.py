@@ -21,7 +21,7 @@ from credprovider.tool.node.layouts import (
     Layout,
 )
 from credprovider.tool.node.root import NodeRoot, RootPathError
-from credprovider.tool.node.units import UNIT_LOAD_PATH
+from credprovider.tool.node.units import UNIT_LOAD_PATH, find_unit
 
 # Where systemd loads units from (node/units.py: one definition, the order systemd reads them in).
 UNIT_DIRS: Final = UNIT_LOAD_PATH
@@ -296,15 +296,10 @@ def installed_unit(root: NodeRoot, services: tuple[str, ...], loaded: Loaded = N
     """The first of ``services`` the node has a systemd unit for ("" for none): of those systemd
     said it has loaded (``loaded``), else of those with a unit file on the load path under
     ``root`` (a pod sees only the directories its chart value mounts)."""
-    for service in services:
-        if loaded is not None:
-            if f"{service}.service" in loaded:
-                return service
-            continue
-        for directory in UNIT_DIRS:
-            if root.exists(f"{directory}/{service}.service"):
-                return service
-    return ""
+    if loaded is not None:
+        return next((service for service in services if f"{service}.service" in loaded), "")
+    unit = find_unit(root.exists, (f"{service}.service" for service in services))
+    return unit.rsplit("/", 1)[1].removesuffix(".service") if unit else ""
 
 
 def every_service() -> tuple[str, ...]:

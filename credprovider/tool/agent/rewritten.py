@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from credprovider.paths import AGENT_HOME
-from credprovider.tool.agent.state import JOURNAL, STATE, digest, journal_left, load
+from credprovider.tool.agent.state import JOURNAL, STATE, digest, journal_left, load, state_there
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
 from credprovider.tool.node.root import NodeRoot, RootPathError
@@ -36,7 +36,7 @@ class AgentFiles:
 def agent_files(root: NodeRoot) -> AgentFiles | None:
     """The files the agent wrote under ``root``, compared with what it wrote (None: no agent ever
     changed this node)."""
-    if not os.path.lexists(root.host(STATE, follow=False)):
+    if not state_there(root):
         return None
     unfinished = JOURNAL if journal_left(root) else ""
     try:
@@ -71,7 +71,7 @@ def agent_files(root: NodeRoot) -> AgentFiles | None:
 def agent_changed(root: NodeRoot) -> str:
     """What undoes the chart's agent's change to the node under ``root``, in one sentence, where
     its state is there ("" where it is not)."""
-    if not os.path.lexists(root.host(STATE, follow=False)):
+    if not state_there(root):
         return ""
     return (
         f"the chart's agent changed this node (its state {STATE}): credprovider agent uninstall "
@@ -85,7 +85,7 @@ def agent_manages(root: NodeRoot, paths: Iterable[str]) -> str:
     the node under ``root``: the first of them that it manages (a file or link it replaced, or
     anything in its home or its bundles'), in one sentence; "" for none, or where no agent's state
     can be read (none is there, or it is damaged: then the agent refuses to run)."""
-    if not os.path.lexists(root.host(STATE, follow=False)):
+    if not state_there(root):
         return ""
     try:
         state = load(root)

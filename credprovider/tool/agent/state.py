@@ -237,6 +237,12 @@ class AgentState:
         )
 
 
+def state_there(root: NodeRoot) -> bool:
+    """The agent's state (:data:`STATE`) is on the node under ``root``, as a name: what it holds,
+    :func:`load` says."""
+    return os.path.lexists(root.host(STATE, follow=False))
+
+
 def journal_left(root: NodeRoot) -> bool:
     """A killed run left its journal (:data:`JOURNAL`) on the node under ``root``."""
     return os.path.lexists(root.host(JOURNAL, follow=False))

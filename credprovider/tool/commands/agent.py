@@ -159,6 +159,7 @@ def _cmd_apply(args: argparse.Namespace) -> int:
     root = node_root(args)
     try:  # the node read and changed by this run alone (change/lock.py)
         with node_lock(root, "credprovider agent apply"):
+            loaded = units_loaded(args.systemd_socket)  # asked once, for either plan
             plan = plan_finished(
                 root,
                 lambda: plan_node(
@@ -169,7 +170,7 @@ def _cmd_apply(args: argparse.Namespace) -> int:
                     args.settings,
                     migrate_in_tree=args.migrate_in_tree,
                     beside=args.beside,
-                    loaded=units_loaded(args.systemd_socket),
+                    loaded=loaded,
                 ),
             )
             outcome = apply(

@@ -67,7 +67,8 @@ def check_binaries(
     ``both_or_neither``: the platform passes the kubelet the two flags only when both paths exist
     (k3s, RKE2), so a missing bin dir leaves the kubelet without plugins instead."""
     result = BinaryCheck()
-    if not _is_directory(bin_dir) and both_or_neither:
+    if not _is_directory(bin_dir):
+        first = loaded.providers[0].name or ""
         result.errors.append(
             Finding(
                 "",
@@ -75,12 +76,8 @@ def check_binaries(
                 "credential provider flag until both exist as it starts, so no provider runs and "
                 "every pull that needs one has no credentials",
             )
-        )
-        return result
-    if not _is_directory(bin_dir):
-        first = loaded.providers[0].name or ""
-        result.errors.append(
-            Finding(
+            if both_or_neither
+            else Finding(
                 "",
                 f"the bin dir {bin_dir} does not exist: the kubelet would NOT start (plugin binary "
                 f"executable {Path(bin_dir) / first} did not exist)",

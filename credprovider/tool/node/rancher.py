@@ -19,7 +19,7 @@ from typing import Any, Final
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG
 from credprovider.tool.node.layouts import RANCHER_BIN_DIR, RANCHER_CONFIG
-from credprovider.tool.node.units import UNIT_LOAD_PATH, Lister, Reader, expand, read_service
+from credprovider.tool.node.units import Lister, Reader, expand, find_unit, read_service
 from credprovider.tool.node.yamldoc import YamlError, load_yaml
 
 # Each product's services (install.sh's k3s.service and k3s-agent.service; RKE2's units).
@@ -86,15 +86,12 @@ def _command_line(
 ) -> tuple[list[str], dict[str, str]]:
     """The arguments after the program of the product's first service with a unit, as systemd
     gives them, and its environment (none: no unit)."""
-    for service in SERVICES.get(product, ()):
-        for directory in UNIT_LOAD_PATH:
-            unit = f"{directory}/{service}.service"
-            if not exists(unit):
-                continue
-            settings, environment, _, _ = read_service(read, listdir, unit)
-            words = settings.exec_start[-1] if settings.exec_start else []
-            return expand(words[1:], environment), environment
-    return [], {}
+    unit = find_unit(exists, (f"{service}.service" for service in SERVICES.get(product, ())))
+    if unit is None:
+        return [], {}
+    settings, environment, _, _ = read_service(read, listdir, unit)
+    words = settings.exec_start[-1] if settings.exec_start else []
+    return expand(words[1:], environment), environment
 
 
 def _option(argv: list[str], names: tuple[str, ...]) -> str:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -285,15 +285,7 @@ def read_kubelet_unit(
 ) -> KubeletUnit | None:
     """The kubelet's unit on a node (``read``, ``listdir`` and ``exists`` take the node's paths),
     None when it has none or ``ExecStart=`` runs no kubelet."""
-    unit = next(
-        (
-            f"{d}/{name}"
-            for name in (KUBELET_UNIT, *K0S_UNITS)
-            for d in UNIT_LOAD_PATH
-            if exists(f"{d}/{name}")
-        ),
-        None,
-    )
+    unit = find_unit(exists, (KUBELET_UNIT, *K0S_UNITS))
     if unit is None:
         return None
     name = unit.rsplit("/", 1)[1]
@@ -323,6 +315,14 @@ def read_kubelet_unit(
         word_files += [(value, from_file) for value in these]
     return KubeletUnit(
         unit, tuple(expanded), tuple(settings.sources), tuple(word_files), tuple(problems), named
+    )
+
+
+def find_unit(exists: Callable[[str], bool], names: Iterable[str]) -> str | None:
+    """The path of the first of the units ``names`` (``NAME.service``) that has a file on the
+    load path, each looked for in the load path's order (None: none has)."""
+    return next(
+        (f"{d}/{name}" for name in names for d in UNIT_LOAD_PATH if exists(f"{d}/{name}")), None
     )
 
 
