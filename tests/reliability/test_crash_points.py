@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -79,9 +81,9 @@ class Node:
         self.said = done.stdout
         return done.returncode
 
-    def uninstall(self, failpoint: int = 0) -> int:
+    def uninstall(self, failpoint: int = 0, *more: str) -> int:
         env = {FAILPOINT_ENV: str(failpoint)} if failpoint else {}
-        done = run_cli_forked("agent", "uninstall", *self.common, env=env)
+        done = run_cli_forked("agent", "uninstall", *self.common, *more, env=env)
         assert "Traceback" not in done.stderr, done.stderr
         self.said = done.stdout
         return done.returncode
@@ -322,3 +324,73 @@ def test_a_cos_apply_and_uninstall_killed_at_every_point(tmp_path: Path, healthz
         covered["uninstall"] += 1
     print(f"COS: {covered} kill points")
     assert covered["apply"] >= 20 and covered["uninstall"] >= 10
+
+
+@pytest.mark.parametrize("bin_dir", ["none yet", "with its own plugin"])
+def test_a_k3s_apply_and_uninstall_killed_at_every_point_leave_a_kubelet_that_starts(
+    tmp_path: Path, healthz: str, bin_dir: str
+) -> None:
+    """k3s passes the kubelet its bin dir whenever the directory exists beside a config (both or
+    neither), and the kubelet does not start while a plugin its config names is missing there. A
+    node whose config names ecr-credential-provider, with no bin dir yet or with the node's own
+    plugin in it: the first apply and the uninstall, each killed at every point. At each kill the
+    kubelet would start (doctor, its own checks: k3s gives it the bin dir with the plugin in it, or
+    neither flag; no link points nowhere); uninstall right after the kill leaves the node as it
+    was; the same command again ends as an uninterrupted run does. The uninterrupted runs'
+    restarts are checked the same way."""
+    from tests.platformnodes import k3s
+
+    node_k3s = k3s()
+    if bin_dir == "none yet":
+        plugin = f"{node_k3s.bin_dir}/ecr-credential-provider"
+        files = {path: text for path, text in node_k3s.files.items() if path != plugin}
+        node_k3s = replace(node_k3s, files=files, executables=())
+
+    def prepare(node: Node) -> None:
+        shutil.rmtree(node.root)
+        node_k3s.build(Path(node.root))
+        assert Path(node.root, node_k3s.bin_dir.lstrip("/")).exists() == bool(node_k3s.executables)
+
+    def starts(node: Node) -> list[str]:
+        done = run_cli_forked("doctor", "--root", node.root, "--offline", "--json")
+        return [c["message"] for c in json.loads(done.stdout)["checks"]
+                if "would NOT start" in c["message"]]  # fmt: skip
+
+    reference = Node(tmp_path / "reference", healthz, "node")
+    prepare(reference)
+    original = reference.tree()
+    checked = _restart_checked(tmp_path, reference.root)
+    assert reference.apply(0, *checked) == 0 and starts(reference) == [], reference.said
+    applied = reference.tree()
+    assert any(path.startswith(f"{node_k3s.bin_dir}/") for path in applied)
+    covered = {"apply": 0, "uninstall": 0}
+    for point, node in points(tmp_path / "apply", healthz, prepare, lambda n, p: n.apply(p)):
+        assert starts(node) == [], f"the kubelet would not start after a kill at point {point}"
+        twin = Node(tmp_path / "apply" / f"p{point}", healthz, "twin", like=node)
+        assert twin.uninstall() == 0 and twin.tree() == original, f"uninstall after {point}"
+        assert node.apply() == 0 and node.tree() == applied, f"apply again after {point}"
+        covered["apply"] += 1
+
+    def installed(node: Node) -> None:
+        prepare(node)
+        assert node.apply() == 0
+
+    assert reference.uninstall(0, *checked) == 0 and reference.tree() == original
+    for point, node in points(
+        tmp_path / "uninstall", healthz, installed, lambda n, p: n.uninstall(p)
+    ):
+        assert starts(node) == [], f"the kubelet would not start after a kill at point {point}"
+        assert node.uninstall() == 0 and node.tree() == original, f"uninstall again after {point}"
+        covered["uninstall"] += 1
+    print(f"k3s: {covered} kill points")
+    assert covered["apply"] >= 20 and covered["uninstall"] >= 10
+
+
+def _restart_checked(tmp: Path, root: str) -> list[str]:
+    """A ``--restart-command`` that fails where the kubelet would not start with the node's files
+    (doctor: its own checks); the run then rolls back and exits 1."""
+    script = tmp / "restart-checked"
+    doctor = f"{sys.executable} -m credprovider credprovider doctor --root {root} --offline"
+    script.write_text(f"#!/bin/sh\n! {doctor} | grep -q 'would NOT start'\n")
+    script.chmod(0o755)
+    return ["--restart-command", f"{script} {{unit}}"]

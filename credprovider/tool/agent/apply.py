@@ -54,7 +54,14 @@ from credprovider.tool.agent.state import (
     save,
 )
 from credprovider.tool.change.durable import remove_tree
-from credprovider.tool.change.engine import NEW_FILE_MODE, ChangeKind, Kind, Op, perform
+from credprovider.tool.change.engine import (
+    NEW_FILE_MODE,
+    ChangeKind,
+    Kind,
+    Op,
+    carry_out,
+    perform,
+)
 from credprovider.tool.change.journal import run
 from credprovider.tool.change.kept import Was
 from credprovider.tool.change.results import Action, Result
@@ -224,8 +231,11 @@ def settle(root: NodeRoot, state: AgentState) -> None:
 
 def put_back(root: NodeRoot, state: AgentState) -> None:
     """The kubelet's config and flags back as the change under way found them (``before``)."""
-    for path, was in sorted((state.before or {}).items()):
-        perform(restore_op(root, path, was))
+    restoring = {
+        path: restore_op(root, path, was) for path, was in sorted((state.before or {}).items())
+    }
+    carry_out(list(restoring.values()))
+    for path in restoring:
         written = state.before_written.get(path)
         if written is None:
             state.written.pop(path, None)

@@ -76,6 +76,10 @@ class RefusedConfig(NodeChangeError):
     """The config the agent would write is one the kubelet refuses."""
 
 
+class WouldNotStart(NodeChangeError):
+    """The change would leave a kubelet that does not start (a plugin its config names missing)."""
+
+
 class UnreadableNodeFile(NodeChangeError):
     """A file the agent would change cannot be read as it is (so it could not be kept)."""
 
@@ -178,6 +182,8 @@ def plan_node(
         _plan_flags(plan, root, platform)
     except RefusedConfig as refused:
         plan.refused = f"the kubelet would refuse the config: {refused}; nothing is changed"
+    except WouldNotStart as problem:
+        plan.refused = f"the kubelet would not start: {problem}; nothing is changed"
     except (UnreadableNodeFile, RancherConfigError) as unreadable:
         plan.refused = f"{unreadable}: nothing is changed"
     if plan.refused:
@@ -322,6 +328,18 @@ def _plan_config(
         plan.steps.append(Step(Action.UNCHANGED, platform.config, f"{platform.config} has them"))
         return
     validated(platform.config, desired, sa_tokens_enabled)
+    missing = [
+        str(p.get("name"))
+        for p in kept
+        if not root.lexists(f"{platform.bin_dir}/{p.get('name')}")
+        and str(p.get("name")) not in plan.providers.values()
+    ]
+    if missing:
+        raise WouldNotStart(
+            f"{platform.config} keeps {', '.join(missing)}, whose plugin is not in "
+            f"{platform.bin_dir} (plugin binary executable did not exist); put it there, or take "
+            "that provider out of the config"
+        )
     plan.config_text = desired
     if kept:
         names = ", ".join(str(p.get("name")) for p in kept)

@@ -44,6 +44,7 @@ from credprovider.tool.change.confine import absolute
 from credprovider.tool.change.durable import (
     remove_file,
     remove_tree,
+    remove_whole,
     rename_into_place,
     replace_file,
     temporary_for,
@@ -334,10 +335,7 @@ def remove_home(root: NodeRoot, state: AgentState) -> None:
     if not top:
         remove_file(root.host(STATE, follow=False))
         return
-    partial = temporary_for(root.host(top, follow=False))
-    remove_tree(partial)
-    rename_into_place(root.host(top, follow=False), partial)
-    remove_tree(partial)
+    remove_whole(root.host(top, follow=False))
 
 
 def keep(root: NodeRoot, where: str, path: str) -> Was:

@@ -48,7 +48,12 @@ from credprovider.tool.agent.state import (
     save,
 )
 from credprovider.tool.agent.systemd import SystemdError
-from credprovider.tool.change.durable import remove_empty_dir, remove_file, temporary_for
+from credprovider.tool.change.durable import (
+    remove_empty_dir,
+    remove_file,
+    remove_whole,
+    temporary_for,
+)
 from credprovider.tool.change.engine import Kind, Op, perform
 from credprovider.tool.change.flagedit import FlagChanges
 from credprovider.tool.change.kept import Prior
@@ -100,30 +105,16 @@ def uninstall(
         state.before = before
         state.restart_due = service
         save(root, state)
-    # the kubelet's config and flags first, then the links: at no instant does a config it
-    # would read name a plugin already gone
-    for path, original in sorted(
-        state.originals.items(), key=lambda item: (item[0] not in state.written, item[0])
-    ):
-        remove_file(temporary_for(root.host(path, follow=False)))  # a killed write's temporary
-        written = state.written.get(path)
-        # what the agent wrote there: this change's, or (a change killed before its write) the
-        # one before it
-        ours = {sha for sha in (written, state.before_written.get(path)) if sha is not None}
-        restoring = restore_op(root, path, original)
-        if restoring.done():
-            continue  # already as it was (restored before a kill, or never replaced)
-        if ours and not _holds_ours(root, path, ours):
-            if not _agents_flags_removed(root, state, path, restoring):
-                outcome.kept.append(path)  # someone else's since: reported, not overwritten
-                continue
-            outcome.detail = (
-                f"{path} was edited since the agent wrote it: only the agent's flags were taken "
-                "out of it, the edit kept"
-            )
-        else:
-            perform(restoring)
-        outcome.changed.append(path)
+    # the kubelet's config and flags first, then the links (a bin dir the agent made, whole), the
+    # bundles' `current` last: at no instant does a config it would read name a plugin already
+    # gone, nor a link the kubelet runs point nowhere
+    inputs = sorted(path for path in state.originals if path in state.written)
+    for path in inputs:
+        _put_back(root, state, path, outcome)
+    outcome.changed += _remove_made_bin_dirs(root, state)
+    currents = {f"{home}/current" for home in state.bundle_homes}
+    for path in sorted(set(state.originals) - set(inputs), key=lambda p: (p in currents, p)):
+        _put_back(root, state, path, outcome)
     due = state.restart_due
     if due and service:
         armed = arm(root, state, watch, outcome)
@@ -137,6 +128,54 @@ def uninstall(
     state.restart_due = ""
     _remove_own(root, state)
     return _tidied(outcome, watch)
+
+
+def _put_back(root: NodeRoot, state: AgentState, path: str, outcome: Outcome) -> None:
+    """``path`` as it was before the first install, unless someone else changed it since (then
+    kept and reported; a flags file loses only the agent's flags)."""
+    original = state.originals[path]
+    remove_file(temporary_for(root.host(path, follow=False)))  # a killed write's temporary
+    written = state.written.get(path)
+    # what the agent wrote there: this change's, or (a change killed before its write) the one
+    # before it
+    ours = {sha for sha in (written, state.before_written.get(path)) if sha is not None}
+    restoring = restore_op(root, path, original)
+    if restoring.done():
+        return  # already as it was (restored before a kill, or never replaced)
+    if ours and not _holds_ours(root, path, ours):
+        if not _agents_flags_removed(root, state, path, restoring):
+            outcome.kept.append(path)  # someone else's since: reported, not overwritten
+            return
+        outcome.detail = (
+            f"{path} was edited since the agent wrote it: only the agent's flags were taken out "
+            "of it, the edit kept"
+        )
+    else:
+        perform(restoring)
+    outcome.changed.append(path)
+
+
+def _remove_made_bin_dirs(root: NodeRoot, state: AgentState) -> list[str]:
+    """Each directory the agent made that holds nothing but its links (a bin dir new to the node),
+    removed whole at one instant (durable.remove_whole), before its links would go one by one:
+    k3s and RKE2 pass the kubelet a bin dir whenever it exists beside a config, so it never stands
+    there without the plugins the node's own config may name. The links it held."""
+    links = {
+        root.host(path, follow=False): path
+        for path, was in state.originals.items()
+        if was.prior is Prior.ABSENT and path not in state.written
+    }
+    removed = []
+    for directory in state.made_dirs:
+        host = root.host(directory, follow=False)
+        try:
+            held = [host / name for name in os.listdir(host)]
+        except OSError:
+            held = []
+        if all(entry in links and entry.is_symlink() for entry in held):
+            remove_whole(host)  # (absent: what a killed run left beside it)
+            removed += [links[entry] for entry in held]
+    return sorted(removed)
 
 
 def _lay_bootstrap(root: NodeRoot, state: AgentState, rules: Platform) -> str:

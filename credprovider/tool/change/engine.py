@@ -15,7 +15,8 @@ flags beside its state (:mod:`credprovider.tool.agent.state`), which is its memo
 rather than a journal: what each path was before its first install, for uninstall, and what this
 change found, for its rollback. Its bundle is placed before its journal begins, a fresh directory
 made whole by one rename: a killed run's bundle may be gone with its image, and the next run's
-plan places its own.
+plan places its own. A transaction's links into a directory the node does not have yet are placed
+with it, whole at one rename (:func:`carry_out`): a new bin dir never stands without its plugins.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ import filecmp
 import os
 import stat
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
 from credprovider.tool.change.durable import (
+    place_links,
     place_tree,
     remove_tree,
     replace_file,
@@ -173,3 +176,18 @@ def _mode_for(op: Op) -> int:
     except OSError:
         return NEW_FILE_MODE
     return stat.S_IMODE(found.st_mode) if stat.S_ISREG(found.st_mode) else NEW_FILE_MODE
+
+
+def carry_out(ops: Sequence[Op]) -> None:
+    """``ops`` carried out in order (those already done skipped), the links they make in a
+    directory that is not there yet placed with it at the first one's turn, whole at one rename
+    (:func:`~credprovider.tool.change.durable.place_links`). k3s and RKE2 pass the kubelet its bin
+    dir whenever the directory exists beside a config, and the kubelet does not start while a
+    plugin the config names is missing there: a new bin dir never stands without its links."""
+    for op in ops:
+        directory = op.path.parent
+        if op.kind is Kind.LINK and not os.path.lexists(directory):
+            together = [o for o in ops if o.kind is Kind.LINK and o.path.parent == directory]
+            place_links(directory, {o.path.name: o.target for o in together})
+        if not op.done():
+            perform(op)

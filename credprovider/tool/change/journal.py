@@ -64,7 +64,7 @@ from credprovider.tool.change.engine import (
     Kind,
     Op,
     backup_stamp,
-    perform,
+    carry_out,
 )
 from credprovider.tool.change.kept import Prior, Was
 from credprovider.tool.errors import NodeChangeError
@@ -346,8 +346,7 @@ def run(
     if not todo:
         return []
     journaled = begin(journal, todo, change)
-    for op in journaled:
-        perform(reach(op))
+    carry_out([reach(op) for op in journaled])
     commit(journal, change)
     return journaled
 
@@ -376,12 +375,9 @@ def recover(
         check_source(journal, op)
     if first is not None:
         first(todo)
-    finished = []
-    for op in todo:
-        perform(op)
-        finished.append(op)
+    carry_out(todo)
     commit(journal, change, rebase)
-    return finished
+    return todo
 
 
 def discard(

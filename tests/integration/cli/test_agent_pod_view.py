@@ -74,13 +74,16 @@ NODES: dict[str, tuple[dict[str, str], str, str]] = {
     ),
     "k0s": ({"/etc/systemd/system/k0sworker.service": K0S_UNIT}, "aws", "k0sworker"),
     "eks": (
-        {"/etc/eks/image-credential-provider/config.json": UPSTREAM_ECR, **KUBELET_UNIT},
+        {"/etc/eks/image-credential-provider/config.json": UPSTREAM_ECR,
+         "/etc/eks/image-credential-provider/ecr-credential-provider": "EKS's own plugin\n",
+         **KUBELET_UNIT},
         "gcp", "kubelet",
     ),
     "aks": (
         {
             "/var/lib/kubelet/credential-provider-config.yaml": UPSTREAM_ECR,
             "/etc/kubernetes/azure.json": "{}\n",
+            "/var/lib/kubelet/credential-provider/ecr-credential-provider": "its own plugin\n",
             **KUBELET_UNIT,
         },
         "gcp", "kubelet",
@@ -88,7 +91,8 @@ NODES: dict[str, tuple[dict[str, str], str, str]] = {
     "gke": (
         {"/etc/srv/kubernetes/cri_auth_config.yaml": UPSTREAM_ECR,
          "/home/kubernetes/bin/kubelet": "",
-         "/home/kubernetes/bin/auth-provider-gcp": "GKE's own plugin\n", **KUBELET_UNIT},
+         "/home/kubernetes/bin/auth-provider-gcp": "GKE's own plugin\n",
+         "/home/kubernetes/bin/ecr-credential-provider": "its own plugin\n", **KUBELET_UNIT},
         "gcp", "kubelet",
     ),
 }  # fmt: skip

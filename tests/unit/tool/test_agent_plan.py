@@ -181,7 +181,19 @@ def test_a_platform_managed_config_is_merged_keeping_its_providers(
     tmp_path: Path, files: dict[str, str], platform: str, config: str
 ) -> None:
     files = {**files, "/etc/systemd/system/kubelet.service": ""}
-    plan = plan_node(NodeRoot.at(node(tmp_path, files)), ["gcp"], "0.1.0")
+    root = NodeRoot.at(node(tmp_path, files))
+    refused = plan_node(root, ["gcp"], "0.1.0")
+    # the kubelet does not start where a provider's plugin is missing from its bin dir
+    assert refused.refused.startswith(
+        f"the kubelet would not start: {config} keeps ecr-credential-provider, whose plugin is "
+        f"not in {refused.bin_dir} (plugin binary executable did not exist)"
+    )
+    assert refused.refused.endswith("; nothing is changed")
+    assert (refused.steps, refused.config_text) == ([], None)
+    plugin = Path(root.host(f"{refused.bin_dir}/ecr-credential-provider"))
+    plugin.parent.mkdir(parents=True, exist_ok=True)
+    plugin.write_text("#!/bin/sh\n")
+    plan = plan_node(root, ["gcp"], "0.1.0")
     assert (plan.platform, plan.config_path, plan.restart) == (platform, config, "kubelet")
     assert ("merge", config) in steps(plan)
     assert providers(plan) == ["ecr-credential-provider", "auth-provider-gcp"]
@@ -241,6 +253,7 @@ def test_a_kubelet_already_given_a_config_keeps_it_and_its_providers(tmp_path: P
         **KUBEADM_NODE,
         "/var/lib/kubelet/kubeadm-flags.env": flags,
         "/etc/kubernetes/providers.yaml": UPSTREAM_ECR,
+        "/opt/credential-providers/ecr-credential-provider": "#!/bin/sh\n",
     }
     plan = plan_node(NodeRoot.at(node(tmp_path, files)), ["gcp"], "0.1.0")
     assert steps(plan)[2:] == [
