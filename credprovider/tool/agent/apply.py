@@ -15,26 +15,35 @@
   restart that was due made and checked) or undone by ``uninstall`` (its journal judged the same
   way, then given up: every path it names is put back); neither takes the agent's own files for
   the node's originals.
-* **Confirmed restarts.** When the kubelet's input changed, ``restart(service)`` restarts it and
-  ``healthy()`` must say so; if the restart fails or the kubelet is not healthy, its config and
-  flags are put back as this change found them, it is restarted again, and the result says so (a
-  rollback).
+* **Confirmed restarts.** When the kubelet's input changed, the restart is made and checked, and
+  rolled back if the kubelet does not come back (:mod:`credprovider.tool.agent.confirm`).
 
-The restart is commit-confirmed when a :class:`Watch` is given: the node's own rollback is armed
-before it and disarmed after (:mod:`credprovider.tool.agent.watchdog`). Taking the agent off the
-node is :mod:`credprovider.tool.agent.uninstall`, built on the same steps.
+Taking the agent off the node is :mod:`credprovider.tool.agent.uninstall`, built on the same steps.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Final
 
 from credprovider.paths import AGENT_HOME
+from credprovider.tool.agent.confirm import (
+    Healthy,
+    Outcome,
+    Restart,
+    Watch,
+    arm,
+    disarm,
+    healed,
+    keep_before,
+    put_back,
+    restarted,
+    restarted_again,
+    rolled_back,
+    settle,
+)
 from credprovider.tool.agent.placement import not_executable, not_lasting, not_writable
 from credprovider.tool.agent.plan import AgentPlan
 from credprovider.tool.agent.recovery import under
@@ -50,55 +59,16 @@ from credprovider.tool.agent.state import (
     load,
     record_made_dirs,
     recover_home,
-    restore_op,
     save,
 )
 from credprovider.tool.change.durable import remove_tree
-from credprovider.tool.change.engine import (
-    NEW_FILE_MODE,
-    ChangeKind,
-    Kind,
-    Op,
-    carry_out,
-    perform,
-)
+from credprovider.tool.change.engine import NEW_FILE_MODE, ChangeKind, Kind, Op, perform
 from credprovider.tool.change.journal import run
 from credprovider.tool.change.kept import Was
 from credprovider.tool.change.results import Action, Result
-from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.root import NodeRoot
 
-Restart = Callable[[str], None]
-
-
-class Watch(Protocol):
-    """The node's own rollback for a kubelet restart (agent/watchdog.py's Watchdog), and what
-    the host itself does after an uninstall."""
-
-    def arm(self, root: NodeRoot, state: AgentState) -> str: ...  # journals and starts it: its unit
-
-    def disarm(self, unit: str) -> None: ...
-
-    # removes, on the host, those of ``directories`` left empty
-    def tidy(self, directories: tuple[str, ...]) -> None: ...
-
-
-Healthy = Callable[[], str | None]  # None: healthy; else what is wrong
-
 load_state = load  # the name the daemon and the tests know
-
-
-@dataclass
-class Outcome:
-    """What a run did."""
-
-    result: Result
-    changed: list[str] = field(default_factory=list)
-    restarted: list[str] = field(default_factory=list)
-    kept: list[str] = field(default_factory=list)  # someone else's change, left as it is
-    detail: str = ""
-    healed: str = ""  # what the node's own rollback did since the last run (agent/watchdog.py)
-    notes: list[str] = field(default_factory=list)
 
 
 def _kubelet_inputs(plan: AgentPlan) -> list[tuple[str, bytes]]:
@@ -137,17 +107,6 @@ def _intent(root: NodeRoot, plan: AgentPlan, state: AgentState) -> None:
     if plan.flag_text is not None and plan.flag_file not in state.flag_files:
         state.flag_files.append(plan.flag_file)
     save(root, state)
-
-
-def keep_before(root: NodeRoot, state: AgentState, before: dict[str, Was], path: str) -> None:
-    """``path`` as this change finds it, kept for its rollback with what the agent had written
-    there."""
-    before[path] = keep(root, BEFORE, path)
-    written = state.written.get(path)
-    if written is None:
-        state.before_written.pop(path, None)
-    else:
-        state.before_written[path] = written
 
 
 def _original(root: NodeRoot, plan: AgentPlan, path: str) -> Was:
@@ -222,53 +181,6 @@ def _prune_versions(root: NodeRoot, state: AgentState) -> None:
             perform(Op(Kind.ABSENT, found))
 
 
-def settle(root: NodeRoot, state: AgentState) -> None:
-    """The change is over (confirmed, or rolled back): its rollback copies and debt go."""
-    state.before, state.before_written, state.restart_due, state.watchdog = None, {}, "", None
-    save(root, state)
-    remove_tree(root.host(BEFORE, follow=False))
-
-
-def put_back(root: NodeRoot, state: AgentState) -> None:
-    """The kubelet's config and flags back as the change under way found them (``before``)."""
-    restoring = {
-        path: restore_op(root, path, was) for path, was in sorted((state.before or {}).items())
-    }
-    carry_out(list(restoring.values()))
-    for path in restoring:
-        written = state.before_written.get(path)
-        if written is None:
-            state.written.pop(path, None)
-        else:
-            state.written[path] = written
-    save(root, state)
-
-
-def arm(root: NodeRoot, state: AgentState, watch: Watch | None, outcome: Outcome) -> str:
-    """The node's own rollback armed for the restart about to be made ('' if none)."""
-    if watch is None:
-        return ""
-    from credprovider.tool.agent.systemd import SystemdError
-
-    try:
-        return watch.arm(root, state)
-    except SystemdError as exc:  # the restart is still checked by this run
-        state.watchdog = None
-        save(root, state)
-        outcome.notes.append(f"the node's own rollback could not be armed ({exc})")
-        return ""
-
-
-def disarm(watch: Watch | None, unit: str) -> None:
-    """The armed rollback stopped (it would find its change settled anyway)."""
-    if watch is None or not unit:
-        return
-    from credprovider.tool.agent.systemd import SystemdError
-
-    with contextlib.suppress(SystemdError):  # if it fires, it finds nothing unconfirmed
-        watch.disarm(unit)
-
-
 def _confirm(
     root: NodeRoot,
     state: AgentState,
@@ -297,33 +209,6 @@ def _confirm(
     settle(root, state)
     disarm(watch, armed)
     return rolled_back(outcome, detail)
-
-
-def rolled_back(outcome: Outcome, detail: str) -> Outcome:
-    """``outcome`` as a rollback ended it: what changed and restarted on the way, nothing kept."""
-    return replace(outcome, result=Result.ROLLED_BACK, detail=detail, kept=[])
-
-
-def restarted(
-    service: str, restart: Restart, healthy: Healthy | None, outcome: Outcome
-) -> str | None:
-    """``service`` restarted and, with ``healthy``, checked: what went wrong, or None."""
-    try:
-        restart(service)
-    except NodeChangeError as exc:
-        return str(exc)
-    outcome.restarted.append(service)
-    return healthy() if healthy is not None else None
-
-
-def restarted_again(service: str, restart: Restart, outcome: Outcome, detail: str) -> str:
-    """A rollback's restart; ``detail`` with what became of it."""
-    try:
-        restart(service)
-    except NodeChangeError as exc:
-        return f"{detail}; restarting it again failed too ({exc})"
-    outcome.restarted.append(service)
-    return f"{detail} and it was restarted again"
 
 
 def apply(
@@ -407,16 +292,3 @@ def _not_in_bundle(plan: AgentPlan, bundle: Path) -> list[str]:
     current = f"{plan.bundles}/current/"
     names = [s.target[len(current) :] for s in plan.steps if s.target.startswith(current)]
     return [name for name in names if not os.path.exists(bundle / name)]
-
-
-def healed(root: NodeRoot, state: AgentState) -> str:
-    """What the node's own rollback did since the last run, taken from the state (said once)."""
-    healed = state.healed
-    if healed is None:
-        return ""
-    state.healed = None
-    save(root, state)
-    return (
-        f"the node rolled the change back by itself at {healed.at} (no agent "
-        f"confirmed the kubelet's restart within the health wait): {healed.detail}"
-    ).rstrip(": ")

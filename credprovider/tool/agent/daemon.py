@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from credprovider.errors import CredproviderError
-from credprovider.tool.agent.apply import Outcome, Watch, apply, load_state
+from credprovider.tool.agent.apply import apply, load_state
 from credprovider.tool.agent.cluster import Cluster, NodeStatus, Renewer, now, stamp
+from credprovider.tool.agent.confirm import Outcome, Watch
 from credprovider.tool.agent.uninstall import uninstall
 from credprovider.tool.change.results import Result
 from credprovider.tool.cluster.connect import ClusterError

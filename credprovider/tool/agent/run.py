@@ -25,8 +25,8 @@ from credprovider.tool.node.kubelet_facts import SA_TOKENS_ON_SINCE
 from credprovider.tool.node.root import NodeRoot
 
 if TYPE_CHECKING:
-    from credprovider.tool.agent.apply import Outcome
     from credprovider.tool.agent.cluster import Cluster
+    from credprovider.tool.agent.confirm import Outcome
     from credprovider.tool.agent.daemon import FleetMember
     from credprovider.tool.agent.plan import AgentPlan
     from credprovider.tool.agent.platforms import Platform

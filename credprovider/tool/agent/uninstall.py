@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Final
 
 from credprovider.paths import AGENT_HOME, AGENT_HOME_PARENT
-from credprovider.tool.agent.apply import (
+from credprovider.tool.agent.confirm import (
     Healthy,
     Outcome,
     Restart,

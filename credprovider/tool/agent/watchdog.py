@@ -137,7 +137,7 @@ def rollback(
     """``agent rollback``, run by the armed service: after ``after`` seconds, the change it was
     armed for put back and the kubelet restarted, unless the change was confirmed (or undone) by
     then. What it did, for the journal."""
-    from credprovider.tool.agent.apply import put_back, settle
+    from credprovider.tool.agent.confirm import put_back, settle
 
     sleep(after)
     # the agent holds the lock at most through two restarts (120 s each) and its health wait

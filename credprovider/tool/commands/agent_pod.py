@@ -24,7 +24,7 @@ from credprovider.tool.commands.common import (
 )
 
 if TYPE_CHECKING:
-    from credprovider.tool.agent.apply import Outcome
+    from credprovider.tool.agent.confirm import Outcome
     from credprovider.tool.agent.platforms import Platform
     from credprovider.tool.agent.run import RunOptions
     from credprovider.tool.agent.watchdog import Watchdog

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from credprovider.paths import AGENT_EXEC_HOME
-from credprovider.tool.agent.apply import Outcome, apply, load_state
+from credprovider.tool.agent.apply import apply, load_state
+from credprovider.tool.agent.confirm import Outcome
 from credprovider.tool.agent.plan import plan_node
 from credprovider.tool.agent.platforms import recognize
 from credprovider.tool.agent.recovery import plan_finished
