@@ -236,9 +236,16 @@ def _adopt_flags_in_force(plan: AgentPlan, args: list[str], platform: Platform) 
             "MachineConfig of credprovider render openshift)"
         )
         return platform
-    plan.notes.append(
-        f"the kubelet is already given {config} and {bin_dir}: they are used, its providers kept"
-    )
+    if platform.rancher:  # from its own configuration: given only once both exist
+        plan.notes.append(
+            f"the {platform.name} configuration names {config} and {bin_dir} (given to the "
+            "kubelet once both exist): they are used, the config's providers kept"
+        )
+    else:
+        plan.notes.append(
+            f"the kubelet is already given {config} and {bin_dir}: they are used, its providers "
+            "kept"
+        )
     return replace(platform, config=config, bin_dir=bin_dir, managed=True)
 
 

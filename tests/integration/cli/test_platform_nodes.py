@@ -193,6 +193,13 @@ def test_k3s_told_other_paths_in_its_own_config_gets_the_plugins_there(tmp_path:
     layout = next(c for c in report["checks"] if c["area"] == "node" and "layout" in c["message"])
     assert f"k3s: named in {named}" in layout["message"], layout
     assert report["config"] == config and report["binDir"] == bin_dir, report
+    from tests.integration.cli.test_agent import cli
+
+    planned = cli("agent", "plan", "--root", str(root))
+    assert (
+        f"the k3s configuration names {config} and {bin_dir} (given to the kubelet once both "
+        "exist)" in " ".join(planned.stdout.split())
+    ), planned.stdout
     _applied(tmp_path, root)
     assert restarts(tmp_path) == ["k3s-agent"]
     assert "credprovider" in (root / config.lstrip("/")).read_text()
