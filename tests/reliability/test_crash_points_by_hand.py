@@ -290,3 +290,63 @@ def test_a_killed_install_is_finished_by_the_next_install_or_by_the_agent(tmp_pa
     assert not journal.exists()
     # the install's link, finished by the agent, next to the agent's own
     assert os.readlink(root / "etc/kubernetes/bin/ecr-credential-provider") == str(target)
+
+
+K3S = "var/lib/rancher/credentialprovider"
+
+
+def test_install_and_undo_on_k3s_never_leave_its_bin_dir_without_the_plugins(
+    tmp_path: Path,
+) -> None:
+    """k3s passes the kubelet its bin dir whenever the directory exists beside the config (both
+    or neither), and the kubelet does not start while a plugin the config names is missing from
+    it. On a node whose config names ecr-credential-provider and which has no bin dir yet,
+    ``install --force`` and then its ``undo``, each killed at every point: at each kill the bin
+    dir is not there, or holds a plugin for every provider the config names; the same command
+    again ends as an uninterrupted run does."""
+    import yaml
+
+    from tests.unit.tool.test_agent_plan import UPSTREAM_ECR
+
+    target = fake_bundle(tmp_path / "target", "0.2.0")
+    install = ["install", "--providers", "aws", "--bin-dir", f"{{node}}/{K3S}/bin",
+               "--config-out", f"{{node}}/{K3S}/config.yaml", "--force", "--target", str(target)]  # fmt: skip
+    undo = ["undo", "--config", f"{{node}}/{K3S}/config.yaml"]
+
+    def k3s(node: Path) -> None:
+        (node / K3S).mkdir(parents=True)
+        (node / K3S / "config.yaml").write_text(UPSTREAM_ECR)
+
+    def installed(node: Path) -> None:
+        k3s(node)
+        assert run(node, install) == 0
+
+    def starts(node: Path) -> bool:
+        bin_dir = node / K3S / "bin"
+        found = yaml.safe_load((node / K3S / "config.yaml").read_text())
+        names = [provider["name"] for provider in found["providers"]]
+        return not bin_dir.exists() or all((bin_dir / name).exists() for name in names)
+
+    covered = {}
+    for name, prepare, argv in (("install", k3s, install), ("undo", installed, undo)):
+        reference = tmp_path / name / "reference"
+        prepare(reference)
+        assert run(reference, argv) == 0 and starts(reference)
+        expected = comparable(reference)
+        point = 1
+        while True:
+            node = tmp_path / name / f"p{point}"
+            prepare(node)
+            code = run(node, argv, point)
+            if code not in KILLED:
+                assert code == 0 and point > 3, f"{name} ended ({code}) at point {point}"
+                break
+            assert starts(node), f"{name}: the kubelet would not start after point {point}"
+            # killed once all was done (its last flush): the undo again finds nothing to undo
+            done = name == "undo" and comparable(node)[0] == expected[0]
+            assert run(node, argv) == (1 if done else 0), f"{name}: again after point {point}"
+            assert comparable(node)[0] == expected[0], f"{name}: a kill at point {point}"
+            point += 1
+        covered[name] = point - 1
+    print(f"k3s: {covered} kill points")
+    assert min(covered.values()) >= 5

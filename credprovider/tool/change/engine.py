@@ -34,9 +34,11 @@ from credprovider.tool.change.durable import (
     place_links,
     place_tree,
     remove_tree,
+    remove_whole,
     replace_file,
     replace_link,
     sync_directory,
+    temporary_for,
 )
 from credprovider.tool.change.failpoint import reached
 
@@ -86,7 +88,8 @@ class Op:
         try:
             found = os.lstat(self.path)
         except (FileNotFoundError, NotADirectoryError):  # a file above it: nothing is there
-            return self.kind is Kind.ABSENT
+            # ... and nothing a killed removal renamed away (durable.remove_whole) is left
+            return self.kind is Kind.ABSENT and not os.path.lexists(temporary_for(self.path))
         except OSError:
             return False
         if self.kind is Kind.FILE:
@@ -164,8 +167,10 @@ def perform(op: Op) -> None:
     elif op.kind is Kind.TREE:
         assert op.source is not None
         place_tree(op.source, op.path, links=op.links)
+    elif os.path.lexists(op.path) and not (op.path.is_dir() and not op.path.is_symlink()):
+        remove_tree(op.path)  # a file or a link
     else:
-        remove_tree(op.path)
+        remove_whole(op.path)  # a directory, gone at one instant (or what a killed run left)
 
 
 def _mode_for(op: Op) -> int:
@@ -184,10 +189,22 @@ def carry_out(ops: Sequence[Op]) -> None:
     (:func:`~credprovider.tool.change.durable.place_links`). k3s and RKE2 pass the kubelet its bin
     dir whenever the directory exists beside a config, and the kubelet does not start while a
     plugin the config names is missing there: a new bin dir never stands without its links."""
+    removed = {op.path for op in ops if op.kind is Kind.ABSENT}
     for op in ops:
         directory = op.path.parent
         if op.kind is Kind.LINK and not os.path.lexists(directory):
             together = [o for o in ops if o.kind is Kind.LINK and o.path.parent == directory]
             place_links(directory, {o.path.name: o.target for o in together})
+        elif op.kind is Kind.ABSENT and directory in removed and _only_removed(directory, ops):
+            remove_whole(directory)  # its entries and itself at one instant, not one by one
         if not op.done():
             perform(op)
+
+
+def _only_removed(directory: Path, ops: Sequence[Op]) -> bool:
+    """``ops`` remove ``directory`` (a real one) and everything in it, and make nothing in it."""
+    if not directory.is_dir() or directory.is_symlink():
+        return False
+    removed = {op.path for op in ops if op.kind is Kind.ABSENT}
+    made = any(op.kind is not Kind.ABSENT and directory in op.path.parents for op in ops)
+    return not made and all(entry in removed for entry in directory.iterdir())

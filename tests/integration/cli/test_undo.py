@@ -400,7 +400,8 @@ def test_after_an_agent_apply_undo_names_the_agents_uninstall() -> None:
     listing = "find /var/lib -printf '%p %m %y %s\\n' | sort; cat /var/lib/x/c.yaml"
     script = (
         'mount -t tmpfs none /var/lib && mkdir -p /var/lib/x/bin && printf %s "$1" > '
-        f"/var/lib/x/c.yaml && ({listing}) > /tmp/before"
+        "/var/lib/x/c.yaml && echo '#!/bin/sh' > /var/lib/x/bin/ecr-credential-provider"
+        f" && ({listing}) > /tmp/before"
         f" && credprovider agent apply --root / {paths} --providers gcp --bundle {BUNDLE_DIR}"
         " >/dev/null && credprovider undo --config /var/lib/x/c.yaml; echo rc=$?"
         f" && credprovider agent uninstall --root / {paths} >/dev/null"
