@@ -61,7 +61,7 @@ from credprovider.tool.agent.state import (
     recover_home,
     save,
 )
-from credprovider.tool.change.durable import remove_tree
+from credprovider.tool.change.durable import TEMPORARY_SUFFIX, remove_tree
 from credprovider.tool.change.engine import NEW_FILE_MODE, ChangeKind, Kind, Op, perform
 from credprovider.tool.change.journal import run
 from credprovider.tool.change.kept import Was
@@ -177,7 +177,9 @@ def _prune_versions(root: NodeRoot, state: AgentState) -> None:
         os.path.basename(state.previous),
     }
     for found in sorted(versions.iterdir()):
-        if found.name not in keep_names and not found.name.startswith("."):
+        if found.name.startswith(".") and found.name.endswith(TEMPORARY_SUFFIX):
+            remove_tree(found)  # a copy or a removal a killed run left part way
+        elif found.name not in keep_names and not found.name.startswith("."):
             perform(Op(Kind.ABSENT, found))
 
 

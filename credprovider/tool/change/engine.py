@@ -186,9 +186,11 @@ def _mode_for(op: Op) -> int:
 def carry_out(ops: Sequence[Op]) -> None:
     """``ops`` carried out in order (those already done skipped), the links they make in a
     directory that is not there yet placed with it at the first one's turn, whole at one rename
-    (:func:`~credprovider.tool.change.durable.place_links`). k3s and RKE2 pass the kubelet its bin
-    dir whenever the directory exists beside a config, and the kubelet does not start while a
-    plugin the config names is missing there: a new bin dir never stands without its links."""
+    (:func:`~credprovider.tool.change.durable.place_links`), and a directory they empty and remove
+    taken away whole at the first removal in it (``durable.remove_whole``). k3s and RKE2 pass the
+    kubelet its bin dir whenever the directory exists beside a config, and the kubelet does not
+    start while a plugin the config names is missing there: a bin dir never stands without its
+    links."""
     removed = {op.path for op in ops if op.kind is Kind.ABSENT}
     for op in ops:
         directory = op.path.parent

@@ -112,9 +112,11 @@ def test_install_then_a_pod_restart_then_an_upgrade(tmp_path: Path) -> None:
     assert os.readlink(Path(root) / A.lstrip("/") / "current") == "versions/0.2.0"
     assert load_state(NodeRoot.at(root)).version == "0.2.0"
 
-    # two upgrades on: the current bundle and the one before it stay, older ones go
-    run(root, tmp_path / "third", "0.3.0", service)
+    # two upgrades on: the current bundle and the one before it stay, older ones go; so does
+    # an old one a killed run had renamed away to remove (durable.remove_whole)
     versions = Path(root) / A.lstrip("/") / "versions"
+    (versions / ".0.0.9.credprovider-new/_internal").mkdir(parents=True)
+    run(root, tmp_path / "third", "0.3.0", service)
     assert sorted(p.name for p in versions.iterdir()) == ["0.2.0", "0.3.0"]
     assert service.restarts == ["kubelet"]  # none of the upgrades restarted the kubelet
 
