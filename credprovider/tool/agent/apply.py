@@ -34,14 +34,9 @@ from credprovider.tool.agent.confirm import (
     Outcome,
     Restart,
     Watch,
-    arm,
-    disarm,
+    confirmed,
     healed,
     keep_before,
-    put_back,
-    restarted,
-    restarted_again,
-    rolled_back,
     settle,
 )
 from credprovider.tool.agent.placement import not_executable, not_lasting, not_writable
@@ -183,36 +178,6 @@ def _prune_versions(root: NodeRoot, state: AgentState) -> None:
             perform(Op(Kind.ABSENT, found))
 
 
-def _confirm(
-    root: NodeRoot,
-    state: AgentState,
-    restart: Restart,
-    healthy: Healthy,
-    outcome: Outcome,
-    watch: Watch | None,
-) -> Outcome:
-    """The restart owed to the kubelet, made and checked (the node's own rollback armed
-    meanwhile); rolled back if it fails."""
-    service = state.restart_due
-    armed = arm(root, state, watch, outcome)
-    problem = restarted(service, restart, healthy, outcome)
-    if problem is None:
-        settle(root, state)
-        disarm(watch, armed)
-        return outcome
-    put_back(root, state)
-    detail = restarted_again(
-        service,
-        restart,
-        outcome,
-        f"the kubelet was not healthy after the restart ({problem}): its config and flags were "
-        "put back",
-    )
-    settle(root, state)
-    disarm(watch, armed)
-    return rolled_back(outcome, detail)
-
-
 def apply(
     root: NodeRoot,
     plan: AgentPlan,
@@ -272,7 +237,7 @@ def _apply(
         save(root, state)
     _prune_versions(root, state)
     if state.restart_due:
-        return _confirm(root, state, restart, healthy, outcome, watch)
+        return confirmed(root, state, restart, healthy, outcome, watch)
     if state.before:
         settle(root, state)  # files only: nothing to confirm
     return outcome if outcome.changed else replace(outcome, result=Result.UNCHANGED)

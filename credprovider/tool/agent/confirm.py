@@ -155,3 +155,33 @@ def healed(root: NodeRoot, state: AgentState) -> str:
         f"the node rolled the change back by itself at {healed.at} (no agent "
         f"confirmed the kubelet's restart within the health wait): {healed.detail}"
     ).rstrip(": ")
+
+
+def confirmed(
+    root: NodeRoot,
+    state: AgentState,
+    restart: Restart,
+    healthy: Healthy,
+    outcome: Outcome,
+    watch: Watch | None,
+) -> Outcome:
+    """The restart an apply owes the kubelet, made and checked (the node's own rollback armed
+    meanwhile); rolled back if it fails."""
+    service = state.restart_due
+    armed = arm(root, state, watch, outcome)
+    problem = restarted(service, restart, healthy, outcome)
+    if problem is None:
+        settle(root, state)
+        disarm(watch, armed)
+        return outcome
+    put_back(root, state)
+    detail = restarted_again(
+        service,
+        restart,
+        outcome,
+        f"the kubelet was not healthy after the restart ({problem}): its config and flags were "
+        "put back",
+    )
+    settle(root, state)
+    disarm(watch, armed)
+    return rolled_back(outcome, detail)
