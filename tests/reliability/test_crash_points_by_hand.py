@@ -290,13 +290,15 @@ def test_a_killed_install_is_finished_by_the_next_install_or_by_the_agent(tmp_pa
 K3S = "var/lib/rancher/credentialprovider"
 
 
+@pytest.mark.parametrize("copy", [False, True], ids=["link", "copy"])
 def test_install_and_undo_on_k3s_never_leave_its_bin_dir_without_the_plugins(
-    tmp_path: Path,
+    tmp_path: Path, copy: bool
 ) -> None:
     """k3s passes the kubelet its bin dir whenever the directory exists beside the config (both
     or neither), and the kubelet does not start while a plugin the config names is missing from
     it. On a node whose config names ecr-credential-provider and which has no bin dir yet,
-    ``install --force`` and then its ``undo``, each killed at every point: at each kill the bin
+    ``install --force`` (with ``--copy`` too: the bundle copied into the bin dir before the links
+    into it) and then its ``undo``, each killed at every point: at each kill the bin
     dir is not there, or holds a plugin for every provider the config names; the same command
     again ends as an uninterrupted run does."""
     import yaml
@@ -306,6 +308,7 @@ def test_install_and_undo_on_k3s_never_leave_its_bin_dir_without_the_plugins(
     target = fake_bundle(tmp_path / "target", "0.2.0")
     install = ["install", "--providers", "aws", "--bin-dir", f"{{node}}/{K3S}/bin",
                "--config-out", f"{{node}}/{K3S}/config.yaml", "--force", "--target", str(target)]  # fmt: skip
+    install += ["--copy"] if copy else []
     undo = ["undo", "--config", f"{{node}}/{K3S}/config.yaml"]
 
     def k3s(node: Path) -> None:

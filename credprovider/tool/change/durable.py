@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
@@ -136,26 +135,9 @@ def place_tree(source: Path, target: Path, links: bool = True) -> None:
     rename_into_place(partial, target)
 
 
-def place_links(directory: Path, links: Mapping[str, str]) -> None:
-    """``directory``, which is not there yet, made holding the links ``links`` (name: target) and
-    nothing else, whole before one rename puts it in place: no instant shows it without them. (k3s
-    and RKE2 pass the kubelet their bin dir only while it exists, and a kubelet whose config names
-    a plugin missing there does not start.) A partial one a killed run left is made again."""
-    make_dirs(directory.parent)
-    partial = temporary_for(directory)
-    remove_tree(partial)
-    reached(f"mkdir {partial}")
-    partial.mkdir()
-    for name, target in sorted(links.items()):
-        reached(f"symlink {partial / name}")
-        (partial / name).symlink_to(target)
-    sync_directory(partial)
-    rename_into_place(partial, directory)
-
-
 def remove_whole(directory: Path) -> None:
     """``directory`` and all it holds gone at one instant: renamed to its temporary name, then
-    removed (what a killed run left under that name, or half made by :func:`place_links`, goes
+    removed (what a killed run left under that name, or half made by ``engine.carry_out``, goes
     first)."""
     partial = temporary_for(directory)
     remove_tree(partial)

@@ -15,7 +15,7 @@ flags beside its state (:mod:`credprovider.tool.agent.state`), which is its memo
 rather than a journal: what each path was before its first install, for uninstall, and what this
 change found, for its rollback. Its bundle is placed before its journal begins, a fresh directory
 made whole by one rename: a killed run's bundle may be gone with its image, and the next run's
-plan places its own. A transaction's links into a directory the node does not have yet are placed
+plan places its own. What a transaction makes in a directory the node does not have yet is placed
 with it, whole at one rename (:func:`carry_out`): a new bin dir never stands without its plugins.
 """
 
@@ -26,15 +26,16 @@ import os
 import stat
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
 from credprovider.tool.change.durable import (
-    place_links,
+    make_dirs,
     place_tree,
     remove_tree,
     remove_whole,
+    rename_into_place,
     replace_file,
     replace_link,
     sync_directory,
@@ -184,9 +185,9 @@ def _mode_for(op: Op) -> int:
 
 
 def carry_out(ops: Sequence[Op]) -> None:
-    """``ops`` carried out in order (those already done skipped), the links they make in a
-    directory that is not there yet placed with it at the first one's turn, whole at one rename
-    (:func:`~credprovider.tool.change.durable.place_links`), and a directory they empty and remove
+    """``ops`` carried out in order (those already done skipped), what they make in a directory
+    that is not there yet placed with it at the first one's turn, whole at one rename
+    (:func:`_place_whole`), and a directory they empty and remove
     taken away whole at the first removal in it (``durable.remove_whole``). k3s and RKE2 pass the
     kubelet its bin dir whenever the directory exists beside a config, and the kubelet does not
     start while a plugin the config names is missing there: a bin dir never stands without its
@@ -194,13 +195,36 @@ def carry_out(ops: Sequence[Op]) -> None:
     removed = {op.path for op in ops if op.kind is Kind.ABSENT}
     for op in ops:
         directory = op.path.parent
-        if op.kind is Kind.LINK and not os.path.lexists(directory):
-            together = [o for o in ops if o.kind is Kind.LINK and o.path.parent == directory]
-            place_links(directory, {o.path.name: o.target for o in together})
+        if op.kind is not Kind.ABSENT and not os.path.lexists(directory):
+            _place_whole(directory, [o for o in ops if o.path.parent == directory])
         elif op.kind is Kind.ABSENT and directory in removed and _only_removed(directory, ops):
             remove_whole(directory)  # its entries and itself at one instant, not one by one
         if not op.done():
             perform(op)
+
+
+def _place_whole(directory: Path, ops: Sequence[Op]) -> None:
+    """``directory``, not there yet, made holding what ``ops`` put in it (links, files, a bundle
+    copy), whole before one rename puts it in place: no instant shows it without them. A partial
+    one a killed run left is made again; one a failure (a full disk) left is removed."""
+    make_dirs(directory.parent)
+    partial = temporary_for(directory)
+    remove_tree(partial)
+    reached(f"mkdir {partial}")
+    partial.mkdir()
+    try:
+        for op in ops:
+            inside = partial / op.path.name
+            if op.kind is Kind.LINK:  # no one sees the directory yet: made in place
+                reached(f"symlink {inside}")
+                inside.symlink_to(op.target)
+            elif op.kind is not Kind.ABSENT:
+                perform(replace(op, path=inside, backup=None))
+        sync_directory(partial)
+    except OSError:
+        remove_tree(partial)
+        raise
+    rename_into_place(partial, directory)
 
 
 def _only_removed(directory: Path, ops: Sequence[Op]) -> bool:
