@@ -200,6 +200,14 @@ def _same_but_paths(found: dict[str, Any], expected: dict[str, Any], a: Node, b:
     return found == expected and a.root != b.root and shutil.which("true") is not None
 
 
+def would_not_start(node: Node, *more: str) -> list[str]:
+    """What doctor --root (the kubelet's own checks) says would stop the node's kubelet starting
+    ([]: it would start)."""
+    done = run_cli_forked("doctor", "--root", node.root, "--offline", "--json", *more)
+    found = json.loads(done.stdout)
+    return [c["message"] for c in found["checks"] if "would NOT start" in c["message"]]
+
+
 def test_mode_files_uninstall_killed_at_every_point_leaves_a_kubelet_that_starts(
     tmp_path: Path, healthz: str
 ) -> None:
@@ -219,10 +227,7 @@ def test_mode_files_uninstall_killed_at_every_point_leaves_a_kubelet_that_starts
         assert node.apply() == 0
 
     def starts(node: Node) -> list[str]:
-        done = run_cli_forked("doctor", "--root", node.root, "--offline", "--json",
-                       "--config", AGENT_CONFIG, "--bin-dir", AGENT_BIN_DIR)  # fmt: skip
-        found = json.loads(done.stdout)
-        return [c["message"] for c in found["checks"] if "would NOT start" in c["message"]]
+        return would_not_start(node, "--config", AGENT_CONFIG, "--bin-dir", AGENT_BIN_DIR)
 
     reference = Node(tmp_path / "reference", healthz, "node")
     prepare(reference)
@@ -351,21 +356,18 @@ def test_a_k3s_apply_and_uninstall_killed_at_every_point_leave_a_kubelet_that_st
         node_k3s.build(Path(node.root))
         assert Path(node.root, node_k3s.bin_dir.lstrip("/")).exists() == bool(node_k3s.executables)
 
-    def starts(node: Node) -> list[str]:
-        done = run_cli_forked("doctor", "--root", node.root, "--offline", "--json")
-        return [c["message"] for c in json.loads(done.stdout)["checks"]
-                if "would NOT start" in c["message"]]  # fmt: skip
-
     reference = Node(tmp_path / "reference", healthz, "node")
     prepare(reference)
     original = reference.tree()
     checked = _restart_checked(tmp_path, reference.root)
-    assert reference.apply(0, *checked) == 0 and starts(reference) == [], reference.said
+    assert reference.apply(0, *checked) == 0 and would_not_start(reference) == [], reference.said
     applied = reference.tree()
     assert any(path.startswith(f"{node_k3s.bin_dir}/") for path in applied)
     covered = {"apply": 0, "uninstall": 0}
     for point, node in points(tmp_path / "apply", healthz, prepare, lambda n, p: n.apply(p)):
-        assert starts(node) == [], f"the kubelet would not start after a kill at point {point}"
+        assert would_not_start(node) == [], (
+            f"the kubelet would not start after a kill at point {point}"
+        )
         twin = Node(tmp_path / "apply" / f"p{point}", healthz, "twin", like=node)
         assert twin.uninstall() == 0 and twin.tree() == original, f"uninstall after {point}"
         assert node.apply() == 0 and node.tree() == applied, f"apply again after {point}"
@@ -379,7 +381,9 @@ def test_a_k3s_apply_and_uninstall_killed_at_every_point_leave_a_kubelet_that_st
     for point, node in points(
         tmp_path / "uninstall", healthz, installed, lambda n, p: n.uninstall(p)
     ):
-        assert starts(node) == [], f"the kubelet would not start after a kill at point {point}"
+        assert would_not_start(node) == [], (
+            f"the kubelet would not start after a kill at point {point}"
+        )
         assert node.uninstall() == 0 and node.tree() == original, f"uninstall again after {point}"
         covered["uninstall"] += 1
     print(f"k3s: {covered} kill points")

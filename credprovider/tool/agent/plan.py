@@ -30,7 +30,7 @@ from credprovider.tool.agent.platforms import (
 )
 from credprovider.tool.agent.state import JOURNAL, journal_left
 from credprovider.tool.catalog import PLUGINS
-from credprovider.tool.change.install import holds_providers, other_providers
+from credprovider.tool.change.install import holds_providers, other_providers, without_plugin
 from credprovider.tool.change.journal import journal_for
 from credprovider.tool.change.render import render_config
 from credprovider.tool.change.results import Action, Step
@@ -335,12 +335,7 @@ def _plan_config(
         plan.steps.append(Step(Action.UNCHANGED, platform.config, f"{platform.config} has them"))
         return
     validated(platform.config, desired, sa_tokens_enabled)
-    missing = [
-        str(p.get("name"))
-        for p in kept
-        if not root.lexists(f"{platform.bin_dir}/{p.get('name')}")
-        and str(p.get("name")) not in plan.providers.values()
-    ]
+    missing = without_plugin(kept, lambda name: root.lexists(f"{platform.bin_dir}/{name}"))
     if missing:
         raise WouldNotStart(
             f"{platform.config} keeps {', '.join(missing)}, whose plugin is not in "

@@ -197,7 +197,11 @@ def carry_out(ops: Sequence[Op]) -> None:
         directory = op.path.parent
         if op.kind is not Kind.ABSENT and not os.path.lexists(directory):
             _place_whole(directory, [o for o in ops if o.path.parent == directory])
-        elif op.kind is Kind.ABSENT and directory in removed and _only_removed(directory, ops):
+        elif (
+            op.kind is Kind.ABSENT
+            and directory in removed
+            and _only_removed(directory, ops, removed)
+        ):
             remove_whole(directory)  # its entries and itself at one instant, not one by one
         if not op.done():
             perform(op)
@@ -227,10 +231,10 @@ def _place_whole(directory: Path, ops: Sequence[Op]) -> None:
     rename_into_place(partial, directory)
 
 
-def _only_removed(directory: Path, ops: Sequence[Op]) -> bool:
-    """``ops`` remove ``directory`` (a real one) and everything in it, and make nothing in it."""
+def _only_removed(directory: Path, ops: Sequence[Op], removed: set[Path]) -> bool:
+    """``ops`` remove ``directory`` (a real one) and everything in it (``removed``: the paths they
+    remove), and make nothing in it."""
     if not directory.is_dir() or directory.is_symlink():
         return False
-    removed = {op.path for op in ops if op.kind is Kind.ABSENT}
     made = any(op.kind is not Kind.ABSENT and directory in op.path.parents for op in ops)
     return not made and all(entry in removed for entry in directory.iterdir())

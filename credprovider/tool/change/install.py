@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -102,9 +102,7 @@ def plan_install(
         link = directory / (names.get(key) or PLUGINS[key].name)
         plan.changes.append(_plan_link(link, link_target, version, force, stamp))
     config = _plan_config(plan.config_out, current, plan.config_text, force, stamp, adds=as_name)
-    missing = [
-        str(p.get("name")) for p in kept if not os.path.lexists(directory / str(p.get("name")))
-    ]
+    missing = without_plugin(kept, lambda name: os.path.lexists(directory / name))
     if missing and config.action is not Action.UNCHANGED:
         # kept providers whose plugins are not in this bin dir: the kubelet would not start
         config.refused = (
@@ -124,6 +122,12 @@ def _current_config(out: Path) -> tuple[bytes | None, str | None]:
         return read_bytes(str(out)), None
     except FileProblem as exc:
         return None, exc.reason
+
+
+def without_plugin(kept: list[dict[str, object]], there: Callable[[str], bool]) -> list[str]:
+    """The names of the ``kept`` providers whose plugin ``there`` (a name in the bin dir) does not
+    find: a kubelet given that config would not start (plugin binary executable did not exist)."""
+    return [str(p.get("name")) for p in kept if not there(str(p.get("name")))]
 
 
 def other_providers(current: bytes | None, name: str | None) -> list[dict[str, object]]:
