@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from credprovider.tool.change.confine import BUNDLE_MANIFEST
 from credprovider.tool.change.engine import Kind, Op, perform
 from credprovider.tool.change.journal import (
     MAX_JOURNAL_BYTES,
@@ -19,6 +20,7 @@ from credprovider.tool.change.journal import (
     recover,
     run,
 )
+from credprovider.tool.change.render import BUNDLE_COPY_DIR
 from credprovider.tool.errors import NodeChangeError
 
 
@@ -99,10 +101,34 @@ def test_a_tree_is_copied_whole_and_its_backup_made_whole_first(tmp_path: Path) 
 
 def test_a_copy_whose_source_is_gone_is_not_finished(tmp_path: Path) -> None:
     journal = journal_for(tmp_path / "c.yaml")
-    begin(journal, [Op(Kind.TREE, tmp_path / "copy", source=tmp_path / "gone", links=False)])
+    copy = tmp_path / BUNDLE_COPY_DIR
+    begin(journal, [Op(Kind.TREE, copy, source=tmp_path / "gone", links=False)])
     with pytest.raises(NodeChangeError, match="is gone: nothing was changed"):
         recover(journal)
-    assert journal.exists() and not (tmp_path / "copy").exists()
+    assert journal.exists() and not copy.exists()
+
+
+def test_a_killed_install_s_links_into_a_bundle_are_finished(tmp_path: Path) -> None:
+    """The links install journals point at a bundle's launcher: the bundle's own, a package's
+    through its bin dir's link into the versioned bundle, or the copy the same journal makes."""
+    bundle = tmp_path / "lib" / "1.2.3"
+    (bundle / BUNDLE_MANIFEST).parent.mkdir(parents=True)
+    (bundle / BUNDLE_MANIFEST).write_text("credprovider 1\n")
+    (bundle / "credprovider").write_text("LAUNCHER")
+    (tmp_path / "lib" / "bin").mkdir()
+    (tmp_path / "lib" / "bin" / "credprovider").symlink_to("../1.2.3/credprovider")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    copy = bin_dir / BUNDLE_COPY_DIR
+    ops = [
+        Op(Kind.LINK, bin_dir / "ecr-credential-provider", target=str(bundle / "credprovider")),
+        Op(Kind.LINK, bin_dir / "auth-provider-gcp", target=str(tmp_path / "lib/bin/credprovider")),
+        Op(Kind.TREE, copy, source=bundle, links=False),
+        Op(Kind.LINK, bin_dir / "acr-credential-provider-b", target=str(copy / "credprovider")),
+    ]
+    begin(journal_for(tmp_path / "c.yaml"), ops)
+    assert recover(journal_for(tmp_path / "c.yaml")) == ops
+    assert all(op.done() for op in ops)
 
 
 def test_every_kind_of_op_survives_the_journal(tmp_path: Path) -> None:
@@ -145,19 +171,32 @@ def forged(tmp_path: Path, entries: list[dict[str, object]]) -> Path:
          "neither its config nor a kubelet flag file"),
         ({"kind": "link", "path": "{tmp}/dir", "target": "x", "backup": None},
          "would replace the directory"),
-        ({"kind": "tree", "path": "{tmp}/dir", "source": "{tmp}/s", "links": False,
+        ({"kind": "tree", "path": "{tmp}/.credprovider", "source": "{tmp}/s", "links": False,
           "backup": None}, "which is not a bundle"),
+        # a file it never journals: a link in its place, a copy there, a new unit or list
+        ({"kind": "link", "path": "{tmp}/shadow", "target": "/tmp/x", "backup": None},
+         "which is not a plugin's or its config"),
+        ({"kind": "link", "path": "{tmp}/ecr-credential-provider", "target": "/tmp/evil",
+          "backup": None}, "which is not a bundle's executable"),
+        ({"kind": "tree", "path": "{tmp}/dir", "source": "{tmp}/s", "links": False,
+          "backup": None}, "not where install copies a bundle"),
+        ({"kind": "file", "path": "{tmp}/kubelet.service", "data": "", "backup": None},
+         "neither its config nor a kubelet flag file"),
+        ({"kind": "file", "path": "{tmp}/package-links", "data": "", "backup": None},
+         "neither its config nor a kubelet flag file"),
     ],
 )  # fmt: skip
 def test_a_forged_journal_changes_nothing(
     tmp_path: Path, entry: dict[str, object], says: str
 ) -> None:
     """#62: a journal is hostile input. Each entry here once acted on the node (a removal of
-    ``/``, a set-uid file, /etc/shadow overwritten); now the run refuses, in one line, before any
-    op of the journal is carried out."""
+    ``/``, a set-uid file, /etc/shadow overwritten or replaced by a link, a plugin pointed at
+    another program, a unit written); now the run refuses, in one line, before any op of the
+    journal is carried out."""
     (tmp_path / "shadow").write_text("root:x:0:\n")
-    (tmp_path / "dir").mkdir()
-    (tmp_path / "dir" / "keep").write_text("mine\n")
+    for directory in ("dir", BUNDLE_COPY_DIR):
+        (tmp_path / directory).mkdir()
+        (tmp_path / directory / "keep").write_text("mine\n")
     (tmp_path / "s").mkdir()
     flags = tmp_path / "kubelet"
     flags.write_text("KUBELET_EXTRA_ARGS=\n")
@@ -185,6 +224,7 @@ def test_a_journal_too_large_is_refused_before_it_is_read(tmp_path: Path) -> Non
 def test_an_earlier_versions_journal_is_finished(tmp_path: Path) -> None:
     """A migrate --write of the version before the engine, killed, then this version run."""
     out = tmp_path / "kubelet"
+    out.write_text("KUBELET_EXTRA_ARGS=--cloud-provider=aws\n")
     journal = journal_for(tmp_path / "c.yaml")
     journal.write_text(
         json.dumps([{"path": str(out), "text": "KUBELET_EXTRA_ARGS=\n", "backup": None}])
@@ -246,35 +286,40 @@ def _undo_journal(tmp_path: Path, ops: list[dict[str, object]]) -> Path:
         ({"kind": "absent", "path": "{tmp}/shadow.credprovider-backup-1", "backup": None},
          "holds no kubelet flags"),  # not named as a backup is
         ({"kind": "absent", "path": "{tmp}/f", "backup": "{tmp}/f.bak"}, "is damaged"),
+        ({"kind": "absent", "path": "{tmp}/resolv.conf", "backup": None},
+         "which is not a plugin's or its config"),  # a link it never made
     ],
 )  # fmt: skip
 def test_a_forged_undo_journal_removes_nothing_it_may_not(
     tmp_path: Path, entry: dict[str, object], says: str
 ) -> None:
-    """An undo's journal may remove, but only links, bundles, the config, flag files, backups and
-    directories it empties: a removal of anything else refuses the whole journal."""
+    """An undo's journal may remove, but only links (a plugin's), bundles, the config, flag files,
+    backups and directories it empties: a removal of anything else refuses the whole journal."""
     (tmp_path / "shadow").write_text("root:x:0:\n")
     (tmp_path / "shadow.credprovider-backup-1").write_text("root:x:0:\n")
     (tmp_path / "dir").mkdir()
     (tmp_path / "dir" / "keep").write_text("mine\n")
-    (tmp_path / "link").symlink_to("/etc/hostname")
-    good = {"kind": "absent", "path": str(tmp_path / "link"), "backup": None}
+    link = tmp_path / "ecr-credential-provider"
+    link.symlink_to("/opt/credprovider/credprovider")
+    (tmp_path / "resolv.conf").symlink_to("/run/systemd/resolve/stub-resolv.conf")
+    good = {"kind": "absent", "path": str(link), "backup": None}
     filled = json.loads(json.dumps(entry).replace("{tmp}", str(tmp_path)))
     journal = _undo_journal(tmp_path, [good, filled])
     with pytest.raises(NodeChangeError) as refused:
         recover(journal)
     assert says in str(refused.value) and "nothing was changed" in str(refused.value)
-    assert (tmp_path / "link").is_symlink() and (tmp_path / "dir" / "keep").exists()
+    assert link.is_symlink() and (tmp_path / "resolv.conf").is_symlink()
+    assert (tmp_path / "dir" / "keep").exists()
 
 
 def test_an_undo_journal_removes_a_directory_only_once_emptied(tmp_path: Path) -> None:
     """The directories a change made go last, once what the undo removes from them is gone."""
     made = tmp_path / "made" / "bin"
     made.mkdir(parents=True)
-    (made / "plugin").symlink_to("/opt/credprovider/credprovider")
+    (made / "ecr-credential-provider").symlink_to("/opt/credprovider/credprovider")
     journal = _undo_journal(
         tmp_path,
-        [{"kind": "absent", "path": str(made / "plugin"), "backup": None},
+        [{"kind": "absent", "path": str(made / "ecr-credential-provider"), "backup": None},
          {"kind": "absent", "path": str(made), "backup": None},
          {"kind": "absent", "path": str(made.parent), "backup": None}],
     )  # fmt: skip
