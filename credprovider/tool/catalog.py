@@ -29,3 +29,18 @@ def plugin_for_name(provider_name: str) -> CloudPlugin | None:
     """Our plugin behind a config's provider name (``.exe`` tolerated), if any: its own name, or
     the plugin it suffixes (``<plugin name>-<suffix>``, entry.plugin_of)."""
     return BY_NAME.get(plugin_of(without_exe(provider_name)) or "")
+
+
+def not_known(keys: list[str]) -> str:
+    """Why ``keys`` (``--providers``) are not a list of this catalog's providers ("": they are)."""
+    unknown = [key for key in keys if key not in PLUGINS]
+    if keys and not unknown:
+        return ""
+    return f"--providers takes a comma list of {', '.join(PLUGINS)}" + (
+        f" (not {', '.join(unknown)})" if unknown else ""
+    )
+
+
+def provider_keys(text: str) -> list[str]:
+    """``--providers`` as the catalog's keys, each once (unchecked: :func:`not_known`)."""
+    return list(dict.fromkeys(key.strip() for key in text.split(",") if key.strip()))

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from credprovider.paths import PACKAGE_BIN_DIR, PACKAGE_LINKS_FILE
 from credprovider.runtime.nodefile import special_kind
-from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.catalog import PLUGINS, not_known
 from credprovider.tool.change.confine import BUNDLE_MANIFEST as MANIFEST
 from credprovider.tool.change.engine import BACKUP_SUFFIX, ChangeKind, Kind, Op, backup_stamp
 from credprovider.tool.change.journal import journal_for, run
@@ -70,11 +70,8 @@ def plan_install(
     provider of the one plugin in ``keys``, under that name (install --as): its link, and its entry
     added to the config's providers, which are kept. ``settings``: per key, fields replacing the
     shipped defaults (``--provider-settings``, change/settings.py)."""
-    unknown = [key for key in keys if key not in PLUGINS]
-    if unknown:
-        raise NodeChangeError(
-            f"unknown provider(s) {', '.join(unknown)}: choose from {', '.join(PLUGINS)}"
-        )
+    if not_known(keys):
+        raise NodeChangeError(not_known(keys))
     for place in (Path(bin_dir), Path(config_out).parent):
         check_writable(place)
     executable = bundle_executable(target)

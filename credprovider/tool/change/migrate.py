@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from credprovider.cloud import CloudPlugin
 from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
-from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.catalog import PLUGINS, not_known
 from credprovider.tool.change.flagedit import FlagChanges, generated, rewritten_files
 from credprovider.tool.change.render import (
     CCM_REMINDER,
@@ -103,11 +103,8 @@ def split_flags(text: str) -> list[str]:
 
 
 def _known_providers(providers: list[str]) -> list[str]:
-    unknown = [key for key in providers if key not in PLUGINS]
-    if unknown:
-        raise NodeChangeError(
-            f"unknown provider {', '.join(unknown)}: choose from {', '.join(sorted(PLUGINS))}"
-        )
+    if not_known(providers):
+        raise NodeChangeError(not_known(providers))
     return list(dict.fromkeys(providers))
 
 

@@ -11,7 +11,7 @@ from credprovider.errors import CredproviderError
 from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
 from credprovider.runtime.nodefile import special_kind
 from credprovider.runtime.redact import redact
-from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.catalog import PLUGINS, not_known, provider_keys
 from credprovider.tool.change.results import Step
 from credprovider.tool.errors import EXIT_FAILED as EXIT_FAILED
 from credprovider.tool.errors import EXIT_OK as EXIT_OK
@@ -184,14 +184,9 @@ def chosen_providers(args: Any, command: str) -> list[str] | None:
     and render share these two options)."""
     from credprovider.tool.change.settings import SettingsError, parse
 
-    keys = [key.strip() for key in args.providers.split(",") if key.strip()]
-    unknown = [key for key in keys if key not in PLUGINS]
-    if unknown or not keys:
-        print(
-            f"credprovider {command}: --providers takes a comma list of {', '.join(PLUGINS)}"
-            + (f" (not {', '.join(unknown)})" if unknown else ""),
-            file=sys.stderr,
-        )
+    keys = provider_keys(args.providers)
+    if not_known(keys):
+        print(f"credprovider {command}: {not_known(keys)}", file=sys.stderr)
         return None
     try:
         args.settings = parse(args.provider_settings, keys)

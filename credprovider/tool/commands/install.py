@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING, Final
 
 from credprovider.entry import SUFFIXED_FORM
 from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
-from credprovider.tool.catalog import DEFAULT_KEYS, PLUGINS, plugin_for_name
+from credprovider.tool.catalog import (
+    DEFAULT_KEYS,
+    PLUGINS,
+    not_known,
+    plugin_for_name,
+    provider_keys,
+)
 from credprovider.tool.change.lock import node_lock
 from credprovider.tool.change.results import Action, Step
 from credprovider.tool.commands.common import (
@@ -52,7 +58,10 @@ def _cmd_install(args: argparse.Namespace) -> int:
         )
         if not (args.bin_dir and args.config_out):
             return EXIT_USAGE
-    keys = [key.strip() for key in args.providers.split(",") if key.strip()]
+    keys = provider_keys(args.providers)
+    if args.as_name is None and not_known(keys):
+        print(f"credprovider install: {not_known(keys)}", file=sys.stderr)
+        return EXIT_USAGE
     if args.as_name is not None:
         plugin = plugin_for_name(args.as_name)
         if plugin is None or plugin.name == args.as_name or "/" in args.as_name:

@@ -9,7 +9,7 @@ import sys
 from typing import TYPE_CHECKING, Final
 
 from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
-from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.catalog import PLUGINS, not_known, provider_keys
 from credprovider.tool.change.lock import node_lock
 from credprovider.tool.change.results import Action
 from credprovider.tool.commands.common import (
@@ -51,11 +51,10 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_FAILED
-    providers = (
-        [key.strip() for key in args.providers.split(",") if key.strip()]
-        if args.providers
-        else None
-    )
+    providers = provider_keys(args.providers) if args.providers else None
+    if providers is not None and not_known(providers):
+        print(f"credprovider migrate: {not_known(providers)}", file=sys.stderr)
+        return EXIT_USAGE
     if not args.write:
         return _migrate(args, providers)
 

@@ -370,7 +370,30 @@ def test_migrate_reads_kubeadm_flags_env_and_takes_providers(tmp_path: Path) -> 
         == f"credprovider migrate: {tmp_path / 'nope.env'}: no such file or directory\n"
     )
     unknown = cli("migrate", "--kubelet-flags=--cloud-provider=external", "--providers", "gce")
-    assert unknown.returncode == 1 and "unknown provider gce" in unknown.stderr
+    assert unknown.returncode == 2 and unknown.stderr == (
+        "credprovider migrate: --providers takes a comma list of aws, azure, gcp, registries "
+        "(not gce)\n"
+    )
+
+
+@pytest.mark.parametrize("providers", ["ecr", "aws,ecr", ",", "aws,registry"])
+def test_install_names_a_provider_it_does_not_know_in_one_line(
+    tmp_path: Path, providers: str
+) -> None:
+    """An operator's typo in --providers (a registry's name, a plugin's short name): one line
+    naming the choices, exit 2, nothing written (it was a KeyError traceback for ``ecr``)."""
+    done = cli(
+        "install", "--providers", providers, "--bin-dir", str(tmp_path),
+        "--config-out", str(tmp_path / "c.yaml"),
+    )  # fmt: skip
+    assert done.returncode == 2 and done.stdout == ""
+    assert (
+        done.stderr.startswith(
+            "credprovider install: --providers takes a comma list of aws, azure, gcp, registries"
+        )
+        and len(done.stderr.splitlines()) == 1
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_install_as_adds_a_second_provider_of_a_plugin_beside_the_first(

@@ -110,7 +110,10 @@ def test_providers_names_the_cloud_for_external() -> None:
 
 
 def test_unknown_provider_is_an_error() -> None:
-    with pytest.raises(NodeChangeError, match="unknown provider gce: choose from aws, azure, gcp"):
+    with pytest.raises(
+        NodeChangeError,
+        match=r"--providers takes a comma list of aws, azure, gcp, registries \(not gce\)",
+    ):
         plan_migration("--cloud-provider=external", providers=["gce"])
 
 
