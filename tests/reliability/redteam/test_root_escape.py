@@ -12,6 +12,7 @@ Through the bundle when it is built (make test, CI), else from source."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import stat
@@ -180,7 +181,18 @@ FORGED = {
     "a rollback copy over /etc": lambda o: {
         "originals": {}, "before": {"/etc": {"absent": True, "written": None}}
     },
+    # a file of the node's the agent never changes: its kubelet's unit, deleted or made a link
+    "the kubelet's unit, to delete": lambda o: {
+        "originals": {UNIT: {"absent": True}}
+    },
+    "the kubelet's unit, made a link": lambda o: {
+        "originals": {UNIT: {"link": f"{o}/evil.service"}}
+    },
+    "the kubelet's unit, put back by a rollback": lambda o: {
+        "originals": {}, "before": {UNIT: {"absent": True, "written": None}}
+    },
 }  # fmt: skip
+UNIT = "/lib/systemd/system/kubelet.service"  # in the kubeadm fixture node
 
 
 @pytest.mark.parametrize("row", FORGED)
@@ -198,22 +210,48 @@ def test_a_forged_state_changes_nothing(tmp_path: Path, row: str) -> None:
     assert tree(str(root)) == node_before
 
 
+def test_a_state_naming_a_file_it_never_wrote_or_others_may_write_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    """#62: a state saying the agent wrote the kubelet's unit (with the unit's own digest) and
+    that nothing was there before had uninstall delete the unit; a state others may write is not
+    one the agent wrote. Both are refused in one line, the node as it was."""
+    root = Path(kubeadm(tmp_path / "node"))
+    unit = (root / UNIT.lstrip("/")).read_bytes()
+    forged_state(
+        root,
+        {"originals": {UNIT: {"absent": True}},
+         "written": {UNIT: hashlib.sha256(unit).hexdigest()}},
+    )  # fmt: skip
+    for mode, says in ((0o600, "holds neither a config nor flags"), (0o666, "writable by others")):
+        (root / AGENT_HOME.lstrip("/") / "state.json").chmod(mode)
+        node_before = tree(str(root))
+        code, out, err = cli(
+            "agent", "uninstall", "--root", str(root), "--restart-command", "true {unit}"
+        )
+        assert (code, out) == (1, "") and len(err.splitlines()) == 1
+        assert "is not the agent's state" in err and says in err, err
+        assert tree(str(root)) == node_before
+
+
 def test_a_link_through_the_root_is_followed_inside_it_by_uninstall(tmp_path: Path) -> None:
     """A state path through a node link (``/etc/kubernetes`` -> outside, absolute): uninstall
     removes the file the node names, inside the root, never the one outside."""
     outside = sentinel(tmp_path)
     root = Path(kubeadm(tmp_path / "node"))
     replace_with_link(root, "/etc/kubernetes", str(outside))
-    inside = root / str(outside).lstrip("/") / "victim"
+    plugin = "ecr-credential-provider"  # a plugin's link the agent made (a path of its own)
+    (outside / plugin).write_text("the host's own\n")
+    inside = root / str(outside).lstrip("/") / plugin
     inside.parent.mkdir(parents=True)
-    inside.write_text("the node's own\n")
-    forged_state(root, {"originals": {"/etc/kubernetes/victim": {"absent": True}}})
+    inside.symlink_to("/var/lib/credprovider/agent/current/credprovider")
+    forged_state(root, {"originals": {f"/etc/kubernetes/{plugin}": {"absent": True}}})
     kept = tree(str(outside))
     code, _, err = cli(
         "agent", "uninstall", "--root", str(root), "--restart-command", "true {unit}"
     )
     assert code == 0, err
-    assert tree(str(outside)) == kept and not inside.exists()
+    assert tree(str(outside)) == kept and not os.path.lexists(inside)
 
 
 def _fifo(copy: Path, outside: Path) -> None:
