@@ -76,14 +76,27 @@ def _clean_environment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Non
     os.environ.update(saved)
 
 
+# What a test that changes the host (rule 8) would touch: the node lock of a run on the host's
+# /run; a node's files written over the host's (a copy into / follows the host's
+# /etc/os-release link to /usr/lib/os-release, and sets the times of every directory it copies
+# into); the directories install or the agent would make entries in.
+HOST_PATHS = (
+    "/run/credprovider/node.lock",
+    "/usr/lib/os-release",
+    *("/", "/etc", "/etc/default", "/etc/systemd/system", "/usr", "/usr/lib", "/usr/local/bin"),
+    *("/var", "/var/lib", "/opt", "/etc/kubernetes", "/var/lib/kubelet", "/var/lib/credprovider"),
+)
+
+
 @pytest.fixture(autouse=True)
-def _host_lock_untouched() -> Iterator[None]:
-    """Rule 8: a test that runs install, migrate --write or the agent on the host's /run (not in
-    namespaces of its own, tests/helpers.py private) would leave the host's node lock behind."""
-    lock = "/run/credprovider/node.lock"
-    before = _stamp(lock)
+def _host_untouched() -> Iterator[None]:
+    """Rule 8: a test that runs install, migrate --write or the agent on the host (not in
+    namespaces of its own, tests/helpers.py private), or copies a node's files into them, would
+    leave the host changed."""
+    before = {path: _stamp(path) for path in HOST_PATHS}
     yield
-    assert _stamp(lock) == before, f"this test took the host's {lock}: use private()"
+    changed = [path for path in HOST_PATHS if _stamp(path) != before[path]]
+    assert not changed, f"this test (or one beside it) changed the host's {changed}: use private()"
 
 
 def _stamp(path: str) -> tuple[int, int] | None:

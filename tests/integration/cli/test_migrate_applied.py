@@ -306,19 +306,26 @@ def test_on_kubeadm_from_binaries_the_flags_go_where_its_drop_in_reads_them(
     if os.geteuid() != 0:
         pytest.skip("a node of its own needs mount namespaces")
     staged = kubeadm_binaries(cloud).build(tmp_path / "staged")
-    out, upper, work = tmp_path / "out", tmp_path / "upper", tmp_path / "work"
-    for place in (out, upper, work):
-        place.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    for top in ("etc", "usr", "var"):  # the node's own layer over each, the host's untouched
+        for place in ("upper", "work"):
+            (tmp_path / place / top).mkdir(parents=True)
     target = fake_bundle(tmp_path / "bundle", "0.2.0")
     tool = f"{sys.executable} -m credprovider credprovider"
     flags = "/var/lib/kubelet/kubeadm-flags.env"
     migrate = f"migrate --kubelet-flags-file {flags} --providers aws"
     script = f"""
 set -e
-mount -t overlay overlay -o lowerdir=/etc,upperdir={upper},workdir={work} /etc
+for top in etc usr var; do
+  mount -t overlay overlay \
+    -o lowerdir=/$top,upperdir={tmp_path}/upper/$top,workdir={tmp_path}/work/$top /$top
+done
 for d in /var/lib /usr/local/bin /usr/lib/systemd/system; do mount -t tmpfs -o mode=755 t $d; done
 rm -rf /etc/sysconfig /etc/kubernetes /etc/systemd/system/kubelet.service*
-cp -a {staged}/. /
+# into the layers alone: /etc/os-release is the host's link to /usr/lib/os-release, which a copy
+# writes through, and a copy to / itself would set the host root's times
+for top in etc usr var; do cp -a {staged}/$top/. /$top/; done
 printf '#!/bin/sh\\necho Kubernetes v1.30.5\\n' > /usr/local/bin/kubelet
 chmod 755 /usr/local/bin/kubelet
 {tool} install --providers aws --bin-dir /etc/kubernetes/image-credential-provider \
