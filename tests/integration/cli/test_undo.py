@@ -258,7 +258,12 @@ def test_a_path_the_agent_manages_is_left_to_it() -> None:
             capture_output=True, text=True, timeout=120, check=False,
         )  # fmt: skip
 
-    taken = undo_with({"originals": {"/var/lib/x/c.yaml": {"absent": True}}, "written": {}})
+    taken = undo_with(  # the config it took over, written since (another digest)
+        {
+            "originals": {"/var/lib/x/c.yaml": {"absent": True}},
+            "written": {"/var/lib/x/c.yaml": "0" * 64},
+        }
+    )
     assert "rc=1" in taken.stdout, taken.stdout + taken.stderr
     assert taken.stderr.startswith(
         "credprovider undo: /var/lib/x/c.yaml is the chart's agent's (its state "
