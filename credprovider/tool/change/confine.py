@@ -115,7 +115,7 @@ def _unfit_link(op: Op, anchor: Path, change: ChangeKind, journal: Sequence[Op])
         or (undo and op.kind is Kind.LINK and _flag_file_name(op.path))
     ):
         return f"it would change the link {op.path}, which is not a plugin's or its config"
-    if op.kind is Kind.FILE and not undo:
+    if op.kind is Kind.FILE and not undo and op.path != anchor:
         return _no_flags(op.path)  # only an undo puts a file back where install made a link
     if op.kind is not Kind.LINK or undo:
         return ""  # an undo puts back the link the node had, wherever it pointed

@@ -110,7 +110,8 @@ def test_a_copy_whose_source_is_gone_is_not_finished(tmp_path: Path) -> None:
 
 def test_a_killed_install_s_links_into_a_bundle_are_finished(tmp_path: Path) -> None:
     """The links install journals point at a bundle's launcher: the bundle's own, a package's
-    through its bin dir's link into the versioned bundle, or the copy the same journal makes."""
+    through its bin dir's link into the versioned bundle, or the copy the same journal makes; its
+    config is written over a link there."""
     bundle = tmp_path / "lib" / "1.2.3"
     (bundle / BUNDLE_MANIFEST).parent.mkdir(parents=True)
     (bundle / BUNDLE_MANIFEST).write_text("credprovider 1\n")
@@ -126,8 +127,11 @@ def test_a_killed_install_s_links_into_a_bundle_are_finished(tmp_path: Path) -> 
         Op(Kind.TREE, copy, source=bundle, links=False),
         Op(Kind.LINK, bin_dir / "acr-credential-provider-b", target=str(copy / "credprovider")),
     ]
-    begin(journal_for(tmp_path / "c.yaml"), ops)
-    assert recover(journal_for(tmp_path / "c.yaml")) == ops
+    config = tmp_path / "c.yaml"  # the operator's config, a link to theirs: replaced by a file
+    config.symlink_to(tmp_path / "theirs.yaml")
+    ops.append(Op(Kind.FILE, config, b"kind: CredentialProviderConfig\n"))
+    begin(journal_for(config), ops)
+    assert recover(journal_for(config)) == ops
     assert all(op.done() for op in ops)
 
 
