@@ -324,7 +324,9 @@ def _as_the_node_names_it(view: NodeView, layout: Layout) -> Layout:
         try:
             given = given_paths(product, *on_node(view.host_path))
         except RancherConfigError as exc:
-            view.notes.append(f"{exc}: {product} would not start with it")
+            view.notes.append(
+                f"{exc}: {product} would not start with it" if exc.fails else str(exc)
+            )
             continue
         if given.said_by:
             return replace(

@@ -5,8 +5,9 @@ rancher/rke2 ``pkg/cli/cmds/agent.go`` copies both from k3s), passed to the kube
 as the service starts (``pkg/daemons/agent``). Where their values come from (k3s
 ``pkg/configfilearg``): the config file (``<PRODUCT>_CONFIG_FILE`` in the service's environment,
 else ``--config``/``-c`` on its command line, else ``/etc/rancher/<product>/config.yaml``), then its
-drop-ins ``config.yaml.d/*.yaml`` (``.yml``) in name order, a later value replacing an earlier one;
-the service's own command line last. ``kubelet-arg`` entries reach the kubelet after k3s' own
+drop-ins ``config.yaml.d/*.yaml`` (``.yml``, any case; directories skipped) in name order, a later
+value replacing an earlier one; the service's own command line last. A config file named by an
+``http(s)://`` address is fetched as they start: its paths are not the node's to read (refused). ``kubelet-arg`` entries reach the kubelet after k3s' own
 flags, so one naming either flag wins.
 """
 
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from credprovider.tool.errors import NodeChangeError
+from credprovider.tool.node.access import UnreadableError
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG
 from credprovider.tool.node.layouts import RANCHER_BIN_DIR, RANCHER_CONFIG
 from credprovider.tool.node.units import Lister, Reader, expand, find_unit, read_service
@@ -29,7 +31,11 @@ MAX_DROP_INS: Final = 256
 
 
 class RancherConfigError(NodeChangeError):
-    """k3s' or RKE2's own configuration cannot be read as they read it."""
+    """k3s' or RKE2's own configuration cannot be read as they read it (``fails``: nor by them)."""
+
+    def __init__(self, message: str, fails: bool = True) -> None:
+        super().__init__(message)
+        self.fails = fails
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,12 @@ def given_paths(
     said: dict[str, str] = {}
     kubelet_args: list[str] = []
     base = config_file or f"/etc/rancher/{product}/config.yaml"
+    if base.startswith(("http://", "https://")):  # fetched at start (parser.go readConfigFileData)
+        raise RancherConfigError(
+            f"{product} takes its configuration from {base[:200]!r}, over the network: what it "
+            "gives the kubelet cannot be read from the node's files",
+            fails=False,
+        )
     for path in [base, *_drop_ins(base, listdir)]:
         document = _document(path, read, exists)
         for key in (CONFIG_FLAG, BIN_DIR_FLAG):
@@ -118,12 +130,25 @@ def _pairs(argv: list[str]) -> list[tuple[str, str]]:
 
 
 def _drop_ins(base: str, listdir: Lister) -> list[str]:
+    """``<base>.d/*.yaml`` (``.yml``, in any case) by name, a directory so named skipped, as k3s
+    lists them (k3s-io/k3s pkg/configfilearg/parser.go ``dotDFiles``)."""
     try:
         names = listdir(f"{base}.d")
     except OSError:
         return []
     chosen = [name for name in names if name.lower().endswith((".yaml", ".yml"))]
-    return [f"{base}.d/{name}" for name in sorted(chosen)[:MAX_DROP_INS]]
+    found = [f"{base}.d/{name}" for name in sorted(chosen)[:MAX_DROP_INS]]
+    return [path for path in found if not _directory(path, listdir)]
+
+
+def _directory(path: str, listdir: Lister) -> bool:
+    try:
+        listdir(path)
+    except UnreadableError:
+        return True  # a directory this user may not list
+    except OSError:
+        return False  # a file (read next), or nothing there any more
+    return True
 
 
 def _document(path: str, read: Reader, exists: Callable[[str], bool]) -> dict[str, Any]:

@@ -52,6 +52,31 @@ def test_the_config_file_then_its_drop_ins_in_name_order(tmp_path: Path) -> None
     )
 
 
+def test_a_directory_named_as_a_drop_in_is_skipped_as_k3s_skips_it(tmp_path: Path) -> None:
+    """k3s lists ``config.yaml.d`` skipping directories (pkg/configfilearg/parser.go
+    ``dotDFiles``: ``file.IsDir()``) and takes ``.YAML`` as ``.yaml``: a node k3s starts on is
+    read, not refused."""
+    node = k3s().build(tmp_path / "node")
+    (node / f"{CONFIG}.d/40-old.yaml".lstrip("/")).mkdir(parents=True)
+    (node / f"{CONFIG}.d/50-cp.YAML".lstrip("/")).write_text(
+        "image-credential-provider-bin-dir: /opt/cp/bin\n"
+    )
+    given = given_paths("k3s", *on_node(lambda p: str(node / p.lstrip("/"))))
+    assert (given.bin_dir, given.said_by) == ("/opt/cp/bin", f"{CONFIG}.d/50-cp.YAML")
+
+
+def test_a_config_file_k3s_fetches_over_the_network_is_said_not_guessed(tmp_path: Path) -> None:
+    """K3S_CONFIG_FILE may be an https:// address k3s fetches as it starts (parser.go
+    ``readConfigFileData``): its paths are not on the node, so no default is assumed."""
+    files = {"/etc/default/k3s-agent": "K3S_CONFIG_FILE=https://10.0.0.9/k3s.yaml\n"}
+    with pytest.raises(RancherConfigError) as raised:
+        read(tmp_path, files)
+    assert str(raised.value) == (
+        "k3s takes its configuration from 'https://10.0.0.9/k3s.yaml', over the network: what it "
+        "gives the kubelet cannot be read from the node's files"
+    )
+
+
 def test_the_services_command_line_wins_over_its_files(tmp_path: Path) -> None:
     files = {CONFIG: "image-credential-provider-config: /etc/cp/a.yaml\n"}
     command = "'--image-credential-provider-config' '/srv/cp.yaml' \\\n"
