@@ -29,7 +29,8 @@ from credprovider.tool.node.access import FileProblem, UnreadableError, read_tex
 from credprovider.tool.node.flagfiles import units
 from credprovider.tool.node.layouts import KUBEADM_EXTRA_ARGS_FILES
 
-# Names a new kubelet flag file has (/etc/default/kubelet, a drop-in, kubeadm's own).
+# Names a kubelet flag file has (/etc/default/kubelet, a drop-in, kubeadm's own): where an undo
+# may put back a link migrate replaced.
 _FLAG_FILE_NAMES: Final = ("kubelet", "kubeadm-flags.env", "environment")
 _FLAG_FILE_SUFFIXES: Final = (".conf", ".env", ".service")
 # What marks a bundle, or a copy of one (install --copy): its manifest.

@@ -7,8 +7,8 @@ as the service starts (``pkg/daemons/agent``). Where their values come from (k3s
 else ``--config``/``-c`` on its command line, else ``/etc/rancher/<product>/config.yaml``), then its
 drop-ins ``config.yaml.d/*.yaml`` (``.yml``, any case; directories skipped) in name order, a later
 value replacing an earlier one; the service's own command line last. A config file named by an
-``http(s)://`` address is fetched as they start: its paths are not the node's to read (refused). ``kubelet-arg`` entries reach the kubelet after k3s' own
-flags, so one naming either flag wins.
+``http(s)://`` address is fetched as they start: its paths are not the node's to read (refused).
+``kubelet-arg`` entries reach the kubelet after k3s' own flags, so one naming either flag wins.
 """
 
 from __future__ import annotations
