@@ -5,6 +5,8 @@ only when botocore is needed; botocore itself is imported here and nowhere else.
 from __future__ import annotations
 
 import logging
+import os
+import stat
 
 import botocore.session
 from botocore.awsrequest import AWSResponse
@@ -12,6 +14,7 @@ from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
+    ConfigParseError,
     ConnectionClosedError,
     ConnectTimeoutError,
     EndpointConnectionError,
@@ -26,6 +29,7 @@ from credprovider import __version__
 from credprovider.aws.registry import ROLE_SESSION_NAME, RoleChoice
 from credprovider.aws.tokenapi import (
     MAX_ATTEMPTS,
+    SETTINGS_FIX,
     AnswerError,
     ApiError,
     CallFailed,
@@ -42,26 +46,114 @@ from credprovider.runtime._typing import TYPE_CHECKING, Any, Final
 from credprovider.runtime.advice import NOT_THE_SERVICE
 from credprovider.runtime.answer import READ_BLOCK_BYTES, BadAnswer, sdk_body
 from credprovider.runtime.http import require_usable_ca_bundle
+from credprovider.runtime.nodefile import (
+    UnusableFileError,
+    reason,
+    require_node_file,
+    setting_file_text,
+)
 from credprovider.runtime.provider import Context
 from credprovider.runtime.redact import register_secret
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from credprovider.aws import podidentity
 
 # botocore loggers that print raw request/response bodies at DEBUG: the token and the assumed role's
 # keys would be printed before the plugin can register them for redaction, so they stay at INFO.
 BODY_LOGGERS: Final = ("botocore.parsers", "botocore.endpoint", "botocore.auth")
+# The profile files botocore parses whole, where the environment names them.
+PROFILE_FILE_ENV: Final = (
+    ("AWS_CONFIG_FILE", "the AWS config file"),
+    ("AWS_SHARED_CREDENTIALS_FILE", "the AWS credentials file"),
+)
+# The container credentials' authorization token: a file, else the value (botocore's ContainerProvider).
+CONTAINER_TOKEN_FILE: Final = "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"
+CONTAINER_TOKEN: Final = "AWS_CONTAINER_AUTHORIZATION_TOKEN"
 # The CA bundle variables botocore honours, the first set one winning (endpoint._get_verify_value).
 BOTOCORE_CA_BUNDLE_ENV: Final = ("AWS_CA_BUNDLE", "REQUESTS_CA_BUNDLE")
 
 
-def session() -> Any:
-    """A botocore session, its body loggers kept quiet."""
+def session(environ: Mapping[str, str]) -> Any:
+    """A botocore session, its body loggers kept quiet. botocore reads a token file whole with
+    ``open().read()`` (a FIFO would hold it to the deadline, ``/dev/zero`` until memory runs out):
+    its two token readers are given the node-file reader (:func:`read_for_it`), and the profile
+    files it would parse are checked here."""
     for name in BODY_LOGGERS:
         logging.getLogger(name).setLevel(logging.INFO)
+    for setting, what in PROFILE_FILE_ENV:
+        path = environ.get(setting, "")
+        if path and _regular(path):
+            try:
+                require_node_file(path)
+            except (OSError, ValueError) as exc:
+                raise UnusableFileError(what, path, setting, reason(exc)) from None
     return botocore.session.get_session()
+
+
+def read_for_it(sdk: Any, environ: Mapping[str, str]) -> None:
+    """Gives the credential chain of ``sdk`` the node-file reader for its two token files,
+    before a client resolves it. Making the chain reads the profile files: botocore's errors
+    (a profile that does not exist, a file it cannot parse) are the caller's to say."""
+    resolver = sdk.get_component("credential_provider")
+    # botocore's seams for both (the constructor's token_loader_cls; the headers' one method)
+    web_identity = resolver.get_provider("assume-role-with-web-identity")
+    web_identity._token_loader_cls = _web_identity_tokens(environ)
+    container = resolver.get_provider("container-role")
+    container._build_headers = _container_headers(container._environ)
+
+
+def configured_region(sdk: Any) -> str | None:
+    """The region the profile names, read through botocore."""
+    try:
+        region = sdk.get_config_variable("region")
+    except (ProfileNotFound, ConfigParseError) as exc:
+        raise ProviderError(f"botocore cannot read the AWS settings: {exc}", SETTINGS_FIX) from None
+    return str(region) if region else None
+
+
+def _regular(path: str) -> bool:
+    """Whether botocore would parse the profile file at ``path`` (it skips what is not a file)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _web_identity_tokens(environ: Mapping[str, str]) -> Callable[[str], Callable[[], str]]:
+    """botocore's web identity token loader (``FileWebIdentityTokenLoader``'s contract: made with
+    the path, called for the token), reading through the node-file reader."""
+
+    def loader(path: str) -> Callable[[], str]:
+        env = "AWS_WEB_IDENTITY_TOKEN_FILE"
+        setting = env if environ.get(env) == path else "the profile's web_identity_token_file"
+        return lambda: setting_file_text("the web identity token file", path, setting)
+
+    return loader
+
+
+def _container_headers(environ: Mapping[str, str]) -> Callable[[], dict[str, str] | None]:
+    """``ContainerProvider._build_headers`` as botocore has it (the token file first, then the
+    token itself, one line), the file read through the node-file reader."""
+
+    def build() -> dict[str, str] | None:
+        if CONTAINER_TOKEN_FILE in environ:
+            path = environ[CONTAINER_TOKEN_FILE]
+            where = f"the file {path} named by {CONTAINER_TOKEN_FILE}"
+            token = setting_file_text("the container token file", path, CONTAINER_TOKEN_FILE)
+        elif CONTAINER_TOKEN in environ:
+            where, token = CONTAINER_TOKEN, environ[CONTAINER_TOKEN]
+        else:
+            return None
+        if "\r" in token or "\n" in token:  # botocore's rule: a header value is one line
+            raise ProviderError(
+                f"the container authorization token in {where} holds a line break",
+                "write it as one line without a trailing newline",
+            )
+        return {"Authorization": token}
+
+    return build
 
 
 # The deadline the bounded reads stop at: the fetch under way (see bounded_answers), else none.
@@ -156,6 +248,7 @@ class BotocoreTokenApi:
             # (IMDS, container credentials), whose failures are this call's.
             with bounded_answers(self.ctx):
                 if not client:
+                    read_for_it(self.sdk, self.ctx.environ)
                     client.append(
                         self.sdk.create_client(
                             self.service,
@@ -166,7 +259,9 @@ class BotocoreTokenApi:
                 answer = client[0].get_authorization_token()
         except NoCredentialsError:
             raise NoCredentials("no credentials") from None
-        except (ProfileNotFound, PartialCredentialsError, InvalidConfigError) as exc:
+        except (
+            ProfileNotFound, PartialCredentialsError, InvalidConfigError, ConfigParseError
+        ) as exc:  # fmt: skip
             raise SettingsError(str(exc)) from None
         except ClientError as exc:
             error = exc.response.get("Error", {})
@@ -244,8 +339,9 @@ def assume_pod_role(
     from credprovider.aws import podidentity
 
     ctx.deadline.phase = f"calling EKS Auth AssumeRoleForPodIdentity for cluster {cluster}"
-    client = sdk.create_client(podidentity.SERVICE, config=client_config(ctx, region))
     try:
+        read_for_it(sdk, ctx.environ)
+        client = sdk.create_client(podidentity.SERVICE, config=client_config(ctx, region))
         with bounded_answers(ctx):
             answer = client.assume_role_for_pod_identity(clusterName=cluster, token=token)
     except ClientError as exc:
@@ -258,6 +354,10 @@ def assume_pod_role(
         raise ProviderError(
             f"EKS Auth AssumeRoleForPodIdentity for cluster {cluster}: the node has no AWS "
             "credentials to sign it with"
+        ) from None
+    except (ProfileNotFound, PartialCredentialsError, InvalidConfigError, ConfigParseError) as exc:
+        raise ProviderError(
+            f"EKS Auth AssumeRoleForPodIdentity for cluster {cluster} failed: {exc}", SETTINGS_FIX
         ) from None
     except BotoCoreError as exc:
         bad = bad_answer(exc)

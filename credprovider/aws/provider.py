@@ -206,8 +206,8 @@ def _fetch_botocore(
 ) -> EcrToken:
     from credprovider.aws import botocore_api
 
-    sdk = botocore_api.session()
-    region = _region_for(registry, ctx, lambda: sdk.get_config_variable("region"))
+    sdk = botocore_api.session(ctx.environ)
+    region = _region_for(registry, ctx, lambda: botocore_api.configured_region(sdk))
     keys: dict[str, str] = {}
     if role is not None:
         keys = botocore_api.assume_role(sdk, role, web_identity_token, region, ctx)
@@ -247,8 +247,8 @@ def _fetch_pod_identity_botocore(
     ECR where the service account has no association."""
     from credprovider.aws import botocore_api
 
-    sdk = botocore_api.session()
-    region = _region_for(registry, ctx, lambda: sdk.get_config_variable("region"))
+    sdk = botocore_api.session(ctx.environ)
+    region = _region_for(registry, ctx, lambda: botocore_api.configured_region(sdk))
     found = botocore_api.assume_pod_role(
         sdk, cluster, pod_token, ctx.environ.get("AWS_REGION") or region, ctx
     )

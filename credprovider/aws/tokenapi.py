@@ -34,6 +34,11 @@ TRANSIENT_CODES: Final = frozenset(
     {"RequestTimeout", "RequestTimeoutException", "ServerException", "InternalFailure",
      "InternalServerError", "ServiceUnavailable", "500", "502", "503", "504"}
 )  # fmt: skip
+# What to do about settings botocore cannot use (SettingsError).
+SETTINGS_FIX: Final = (
+    "fix the AWS settings the plugin runs with (AWS_PROFILE, AWS_CONFIG_FILE, "
+    "AWS_SHARED_CREDENTIALS_FILE and AWS_* keys in the provider's env, or the node's ~/.aws files)"
+)
 NO_CREDENTIALS_HINT: Final = (
     "no AWS credentials found (checked env, shared profile, web identity, container credentials, "
     "IMDS): attach an instance profile or set AWS_* in the provider's env (-v=1 says what IMDS "
@@ -138,11 +143,11 @@ def failure(service: str, region: str, exc: CredproviderError) -> ProviderError:
     name = api_name(service)
     if isinstance(exc, NoCredentials):
         return ProviderError(NO_CREDENTIALS_HINT)
+    if isinstance(exc, ProviderError):  # a node file the call needs (a CA bundle, a token file)
+        return ProviderError(f"{name} GetAuthorizationToken in {region} failed: {exc}")
     if isinstance(exc, SettingsError):
         return ProviderError(
-            f"{name} GetAuthorizationToken in {region} failed: {exc}; fix the AWS settings the "
-            "plugin runs with (AWS_PROFILE, AWS_CONFIG_FILE, AWS_SHARED_CREDENTIALS_FILE and "
-            "AWS_* keys in the provider's env, or the node's ~/.aws files)"
+            f"{name} GetAuthorizationToken in {region} failed: {exc}", SETTINGS_FIX
         )
     if isinstance(exc, ApiError):
         return _rejected(service, region, exc.code, exc.message)

@@ -173,16 +173,19 @@ def _workload_identity(config: AzureConfig, options: SdkOptions, ctx: Context) -
         else ""
     )
     _require(config, tenant=tenant, client=config.aadClientId, token_file=token_file)
-    from azure.identity import WorkloadIdentityCredential
+    from azure.identity import ClientAssertionCredential
 
+    from credprovider.runtime.nodefile import setting_file_text
+
+    # WorkloadIdentityCredential is this assertion read from the file, but read with open().read()
+    # (a FIFO would hold it to the deadline, /dev/zero until memory runs out): read for it here.
+    setting = (
+        "aadFederatedTokenFile" if config.aadFederatedTokenFile else "AZURE_FEDERATED_TOKEN_FILE"
+    )
+    token = setting_file_text("the federated token file", token_file, setting)
     return Identity(
         f"workload identity (client id {config.aadClientId}, token file {token_file})",
-        WorkloadIdentityCredential(
-            tenant_id=tenant,
-            client_id=config.aadClientId,
-            token_file_path=token_file,
-            **options(),
-        ),
+        ClientAssertionCredential(tenant, config.aadClientId, lambda: token, **options()),
         tenant,
     )
 
@@ -203,15 +206,23 @@ def _service_principal(config: AzureConfig, options: SdkOptions) -> Identity:
     register_secret(config.aadClientCertPassword)
     from azure.identity import CertificateCredential
 
+    from credprovider.runtime.nodefile import read_node_file, reason
+
+    try:  # read here: azure-identity would read a FIFO or /dev/zero unbounded
+        certificate = read_node_file(config.aadClientCertPath)
+    except (OSError, ValueError) as exc:
+        raise ProviderError(
+            f"cannot load the client certificate {config.aadClientCertPath}: {reason(exc)}"
+        ) from None
     try:
         credential = CertificateCredential(
             tenant,
             config.aadClientId,
-            certificate_path=config.aadClientCertPath,
+            certificate_data=certificate,
             password=config.aadClientCertPassword or None,
             **options(),
         )
-    except (OSError, ValueError) as exc:
+    except ValueError as exc:
         raise ProviderError(
             f"cannot load the client certificate {config.aadClientCertPath}: {one_line(exc)}"
         ) from None

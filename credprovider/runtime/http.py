@@ -358,6 +358,8 @@ def proxy_setting(environ: Mapping[str, str]) -> str | None:
 # The CA bundle variables each transport honours, the first set one winning: requests (and so
 # azure-identity and google-auth) and the ACR exchange that trusts what requests would.
 REQUESTS_CA_BUNDLE_ENV: Final = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+# A node's whole trust store is a few hundred KiB (certifi's, Debian's ca-certificates.crt).
+MAX_CA_BUNDLE_BYTES: Final = 16 << 20
 
 
 class CaBundleError(ProviderError):
@@ -374,21 +376,18 @@ def verified_context(ca_bundle: str = "", variable: str = "") -> ssl.SSLContext:
         import certifi
 
         return ssl.create_default_context(cafile=certifi.where())
+    from credprovider.runtime.nodefile import reason, require_node_file
+
     try:
         if os.path.isdir(ca_bundle):
             return ssl.create_default_context(capath=ca_bundle)
+        require_node_file(ca_bundle, MAX_CA_BUNDLE_BYTES)  # OpenSSL would wait on a FIFO
         return ssl.create_default_context(cafile=ca_bundle)
-    except (OSError, ssl.SSLError) as exc:
-        reason = (
-            "it holds no PEM certificate"
-            if isinstance(exc, ssl.SSLError)
-            else (exc.strerror or str(exc)).lower()
-        )
+    except (OSError, ValueError, ssl.SSLError) as exc:
+        why = "it holds no PEM certificate" if isinstance(exc, ssl.SSLError) else reason(exc)
         named = f" named by {variable}" if variable else ""
         fix = f"fix or unset {variable}" if variable else "fix it"
-        raise CaBundleError(
-            f"CA bundle {ca_bundle}{named} cannot be used: {reason}; {fix}"
-        ) from None
+        raise CaBundleError(f"CA bundle {ca_bundle}{named} cannot be used: {why}; {fix}") from None
 
 
 def ca_bundle_setting(environ: Mapping[str, str], names: Sequence[str]) -> tuple[str, str]:

@@ -5,6 +5,7 @@ until memory runs out."""
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable
@@ -33,32 +34,95 @@ SPECIAL: dict[str, tuple[Callable[[Path], str], str]] = {
     "a directory": (lambda tmp: str(tmp), "is a directory, not a regular file"),
     "2 MiB": (_huge, "is larger than 1 MiB"),
 }
-# cloud -> (plugin, image, how the file is named: args, env)
-NAMED_BY: dict[str, tuple[str, str, Callable[[str], tuple[list[str], dict[str, str]]]]] = {
-    "azure.json": (
-        "acr-credential-provider",
-        "contoso.azurecr.io/app",
-        lambda path: ([path], {}),
-    ),
+ECR_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/app"
+# botocore's chain reaches a token file only without keys in the environment.
+NO_KEYS = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""}
+Naming = Callable[[str, Path], tuple[list[str], dict[str, str]]]
+
+
+def _azure_json(**settings: object) -> Naming:
+    """azure.json (tenant t, client c) with ``settings``, a value "PATH" standing for the file."""
+
+    def naming(path: str, tmp: Path) -> tuple[list[str], dict[str, str]]:
+        config = tmp.parent / f"{tmp.name}-azure.json"
+        given = {k: path if v == "PATH" else v for k, v in settings.items()}
+        config.write_text(json.dumps({"cloud": "AzurePublicCloud", "tenantId": "t", **given}))
+        return [str(config)], {}
+
+    return naming
+
+
+# the setting -> (plugin, image, how the file is named: args, env). The SDKs' own readers
+# (botocore's token files, azure-identity's token file and certificate, OpenSSL's CA bundle)
+# would read a FIFO until the deadline and /dev/zero until memory ran out: they are read for them.
+NAMED_BY: dict[str, tuple[str, str, Naming]] = {
+    "azure.json": ("acr-credential-provider", "contoso.azurecr.io/app", lambda p, _: ([p], {})),
     "GOOGLE_APPLICATION_CREDENTIALS": (
         "auth-provider-gcp",
         "gcr.io/p/app",
-        lambda path: (["get-credentials"], {"GOOGLE_APPLICATION_CREDENTIALS": path}),
+        lambda p, _: (["get-credentials"], {"GOOGLE_APPLICATION_CREDENTIALS": p}),
+    ),
+    "AWS_WEB_IDENTITY_TOKEN_FILE": (
+        "ecr-credential-provider",
+        ECR_IMAGE,
+        lambda p, _: (
+            [],
+            {
+                **NO_KEYS,
+                "AWS_WEB_IDENTITY_TOKEN_FILE": p,
+                "AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/puller",
+            },
+        ),
+    ),
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": (
+        "ecr-credential-provider",
+        ECR_IMAGE,
+        lambda p, _: (
+            [],
+            {
+                **NO_KEYS,
+                "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": p,
+                "AWS_CONTAINER_CREDENTIALS_FULL_URI": "http://127.0.0.1:9/v1/credentials",
+            },
+        ),
+    ),
+    "AWS_CA_BUNDLE": (
+        "ecr-credential-provider",
+        ECR_IMAGE,
+        lambda p, _: ([], {"AWS_CA_BUNDLE": p, "AWS_ENDPOINT_URL_ECR": "https://127.0.0.1:9/"}),
+    ),
+    "aadFederatedTokenFile": (
+        "acr-credential-provider",
+        "contoso.azurecr.io/app",
+        _azure_json(
+            aadClientId="c",
+            useFederatedWorkloadIdentityExtension=True,
+            aadFederatedTokenFile="PATH",
+        ),
+    ),
+    "aadClientCertPath": (
+        "acr-credential-provider",
+        "contoso.azurecr.io/app",
+        _azure_json(aadClientId="c", aadClientCertPath="PATH"),
     ),
 }
+# A directory there is OpenSSL's capath (as requests allows); its cap is a whole trust store's.
+CA_BUNDLE_ROUTES = ("AWS_CA_BUNDLE",)
 
 
 @pytest.mark.parametrize("special", list(SPECIAL))
 @pytest.mark.parametrize("named_by", list(NAMED_BY))
 def test_a_special_node_file_is_one_line_at_once(
-    gcp: Emulator, azure: Emulator, tmp_path: Path, named_by: str, special: str
+    aws: Emulator, gcp: Emulator, azure: Emulator, tmp_path: Path, named_by: str, special: str
 ) -> None:
     require_bundle()
+    if named_by in CA_BUNDLE_ROUTES and special in ("a directory", "2 MiB"):
+        pytest.skip("a directory of certificates is a CA bundle too; its cap is 16 MiB")
     plugin, image, naming = NAMED_BY[named_by]
     make, says = SPECIAL[special]
     path = make(tmp_path)
-    args, env = naming(path)
-    emulator_env = azure.env if plugin.startswith("acr") else gcp.env
+    args, env = naming(path, tmp_path)
+    emulator_env = {"acr": azure.env, "aut": gcp.env, "ecr": aws.env}[plugin[:3]]
     started = time.monotonic()
     run = run_plugin(
         plugin,
@@ -72,3 +136,27 @@ def test_a_special_node_file_is_one_line_at_once(
     assert run.code == 1 and run.stdout == b"" and len(lines) == 1, run.stderr
     assert path in lines[0] and says in lines[0], run.stderr
     assert "Traceback" not in run.stderr and "report it" not in run.stderr
+
+
+@pytest.mark.parametrize("setting", ["AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"])
+def test_a_profile_file_botocore_cannot_use_is_the_settings_to_fix(
+    aws: Emulator, tmp_path: Path, setting: str
+) -> None:
+    """A profile file botocore would parse whole: far too large is refused before it is read; one
+    it cannot parse is the node's settings to fix, never "the service is failing"."""
+    require_bundle()
+    huge, broken = tmp_path / "huge", tmp_path / "broken"
+    huge.write_bytes(b"[default]\n" + b"#" * (2 << 20))
+    broken.write_text("[default\nregion = us-east-1\n")
+    for path, says in ((huge, "is larger than 1 MiB"), (broken, "fix the AWS settings")):
+        run = run_plugin(
+            "ecr-credential-provider",
+            request_bytes(ECR_IMAGE),
+            ["--deadline=20s"],
+            {**aws.env, setting: str(path), "AWS_PROFILE": "default"},
+            use_bundle=True,
+        )
+        lines = [line for line in run.stderr.splitlines() if "test mode" not in line]
+        assert run.code == 1 and run.stdout == b"" and len(lines) == 1, run.stderr
+        assert str(path) in lines[0] and says in lines[0], run.stderr
+        assert "the service is failing" not in lines[0], run.stderr

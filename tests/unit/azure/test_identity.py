@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -46,11 +47,11 @@ def _choose(settings: dict[str, object], token: str = "", annotations: dict[str,
          "the service principal node-client (client secret)", "ClientSecretCredential", "node-tenant"),
         ({**BASE, "aadFederatedTokenFile": "/var/run/token"},
          "workload identity (client id node-client, token file /var/run/token)",
-         "WorkloadIdentityCredential", "node-tenant"),
+         "ClientAssertionCredential", "node-tenant"),
         # workload identity wins over a client secret, managed identity over the secret too
         ({**BASE, "aadFederatedTokenFile": "/var/run/token", "aadClientSecret": "s3cret-value"},
          "workload identity (client id node-client, token file /var/run/token)",
-         "WorkloadIdentityCredential", "node-tenant"),
+         "ClientAssertionCredential", "node-tenant"),
         ({**BASE, "useManagedIdentityExtension": True, "aadClientSecret": "s3cret-value"},
          "the system-assigned managed identity", "ImdsCredential", "node-tenant"),
         ({**BASE, "useManagedIdentityExtension": True, "userAssignedIdentityID": "mi-client"},
@@ -58,8 +59,14 @@ def _choose(settings: dict[str, object], token: str = "", annotations: dict[str,
     ],
 )  # fmt: skip
 def test_the_node_identity_follows_azure_json(
-    settings: dict[str, object], description: str, credential: str, tenant: str
+    settings: dict[str, object], description: str, credential: str, tenant: str, tmp_path: Path
 ) -> None:
+    """(The workload identity's token is read as the identity is chosen, by the node-file
+    reader, and given to azure-identity as the assertion its WorkloadIdentityCredential reads.)"""
+    token_file = tmp_path / "token"
+    token_file.write_text("eyJ.token.sig")
+    settings = {k: str(token_file) if v == "/var/run/token" else v for k, v in settings.items()}
+    description = description.replace("/var/run/token", str(token_file))
     assert _choose(settings) == (description, credential, tenant)
 
 
