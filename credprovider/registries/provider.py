@@ -155,16 +155,16 @@ def _trusting(path: str) -> ssl.SSLContext:
     regular file, capped: a FIFO or /dev/zero is refused, never waited on)."""
     import ssl
 
-    from credprovider.runtime.nodefile import read_node_file
+    from credprovider.runtime.nodefile import read_node_file, reason
 
     try:
         pem = read_node_file(path).decode("ascii", "replace")
         return ssl.create_default_context(cadata=pem)
-    except OSError as exc:
-        reason = (exc.strerror or str(exc)).lower()
-    except (ssl.SSLError, ValueError):
-        reason = "it holds no PEM certificate"
-    raise ProviderError(f"--ca-file {path} cannot be used: {reason}", "fix the provider's args")
+    except ssl.SSLError:  # an OSError too: first
+        why = "it holds no PEM certificate"
+    except (OSError, ValueError) as exc:
+        why = reason(exc)
+    raise ProviderError(f"--ca-file {path} cannot be used: {why}", "fix the provider's args")
 
 
 def throttled(answer: HttpResponse, now: float) -> Throttle | None:

@@ -249,6 +249,14 @@ def test_a_ca_file_that_is_no_bundle_is_one_line_at_once(
     run_ = run_plugin(PLUGIN, request_bytes(IMAGE, token=quay.token), args, quay.env)
     line = one_line(run_)
     assert time.monotonic() - started < 5 and f"--ca-file {path} cannot be used" in line
+    says = {
+        "fifo": "is a FIFO, not a regular file",
+        "/dev/zero": "is a character device, not a regular file",
+        "directory": "is a directory, not a regular file",
+        "absent": "no such file or directory",
+        "not PEM": "it holds no PEM certificate",  # not OpenSSL's "no start line ... (_ssl.c:4020)"
+    }[kind]
+    assert says in line, line
     assert quay.fake.calls == []
 
 
