@@ -87,9 +87,9 @@ def reason(exc: OSError | ValueError) -> str:
     "no such file or directory")."""
     if isinstance(exc, NodeFileError):
         return str(exc.strerror)
-    if isinstance(exc, OSError) and exc.strerror:
-        return exc.strerror.lower()
-    return "its path holds a NUL byte"
+    if isinstance(exc, OSError):
+        return (exc.strerror or str(exc)).lower()
+    return "the path contains a NUL byte"  # the one ValueError opening a path raises
 
 
 def _open_regular(path: str) -> int:

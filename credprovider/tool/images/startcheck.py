@@ -28,6 +28,7 @@ from typing import Final
 from credprovider.entry import TOOL_NAME, UNKNOWN_PROGRAM_MARK, VERSION_FLAG
 from credprovider.errors import CredproviderError
 from credprovider.runtime.bundlecheck import INSTALL_HINT_START
+from credprovider.runtime.nodefile import reason
 from credprovider.tool.catalog import plugin_for_name
 from credprovider.tool.node.childproc import run_bounded
 from credprovider.tool.node.trust import UntrustedProgram, check_program, safe_environment
@@ -192,7 +193,7 @@ def _exec_failure(path: str, exc: OSError) -> str:
         return f"no such file or directory ({what} is missing: {_interpreter(path)})"
     if exc.errno == errno.EACCES:
         return "permission denied (not executable: chmod +x it, or link the bundle's executable)"
-    return (exc.strerror or str(exc)).lower()
+    return reason(exc)
 
 
 def _interpreter(path: str) -> str:

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from credprovider.errors import CredproviderError
 from credprovider.runtime.cjson import json_type
 from credprovider.runtime.goformat import DurationError, go_quote, parse_go_duration
+from credprovider.runtime.nodefile import reason
 from credprovider.tool.node import access
 from credprovider.tool.node.access import check_access, list_directory
 from credprovider.tool.node.yamldoc import MAX_NESTING, YamlError, load_yaml
@@ -279,7 +280,7 @@ def config_files(path: str) -> list[Path]:
     except OSError as exc:
         check_access(path, exc)
         raise ConfigError(
-            f"unable to access path {go_quote(path)}: stat {path}: {_go_errno(exc)}"
+            f"unable to access path {go_quote(path)}: stat {path}: {reason(exc)}"
         ) from None
     except ValueError:
         raise ConfigError(f"unable to access path {go_quote(path)}: invalid argument") from None
@@ -300,10 +301,6 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
         return entry.is_dir()
     except OSError:
         return False
-
-
-def _go_errno(exc: OSError) -> str:
-    return (exc.strerror or str(exc)).lower()
 
 
 def read_config(path: str, text: str | None = None) -> LoadedConfig:

@@ -18,7 +18,7 @@ import os
 from typing import Final
 
 from credprovider.errors import CredproviderError
-from credprovider.runtime.nodefile import NodeFileError, read_node_file
+from credprovider.runtime.nodefile import NodeFileError, read_node_file, reason
 
 # Far above any real config, flag file or token; far below what would hurt the machine.
 MAX_FILE_BYTES: Final = 4 * 1024 * 1024
@@ -79,13 +79,10 @@ def read_bytes(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
     Raises :class:`UnreadableError` (this user only) or :class:`FileProblem` (any reader)."""
     try:
         return read_node_file(path, limit)
-    except NodeFileError as exc:
-        raise FileProblem(path, exc.strerror or str(exc)) from None
-    except OSError as exc:
-        check_access(path, exc)
-        raise FileProblem(path, (exc.strerror or str(exc)).lower()) from None
-    except ValueError:  # a NUL in the path
-        raise FileProblem(path, "the path contains a NUL byte") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+        if isinstance(exc, OSError) and not isinstance(exc, NodeFileError):
+            check_access(path, exc)
+        raise FileProblem(path, reason(exc)) from None
 
 
 def read_text(path: str, limit: int = MAX_FILE_BYTES) -> str:
@@ -104,4 +101,4 @@ def list_directory(path: str) -> list[os.DirEntry[str]]:
             return list(entries)
     except OSError as exc:
         check_access(path, exc)
-        raise FileProblem(path, (exc.strerror or str(exc)).lower()) from None
+        raise FileProblem(path, reason(exc)) from None
