@@ -11,7 +11,8 @@ lasting),
 ``bootstrap`` (what provisioning lays for mode files, and uninstall leaves, so the kubelet starts),
 ``lasting`` (the platform's own lasting way where the agent may not change the node: Talos,
 OpenShift; ``credprovider render`` prints it),
-``state`` (what it remembers on the node), ``rewritten`` (what it wrote, still as it wrote it:
+``state`` (what it remembers on the node), ``statecheck`` (that state read as hostile input:
+loaded only if it is the agent's own), ``rewritten`` (what it wrote, still as it wrote it:
 doctor says), ``restart`` and ``systemd`` (restarting the kubelet),
 ``watchdog`` (the node's own rollback when the agent dies mid-change), ``run`` (a run as one of
 the fleet: the change, the dry run, staying until stopped), ``health`` (is the kubelet

@@ -51,11 +51,11 @@ from credprovider.tool.agent.state import (
     digest,
     keep,
     keep_data,
-    load,
     record_made_dirs,
     recover_home,
     save,
 )
+from credprovider.tool.agent.statecheck import load
 from credprovider.tool.change.durable import TEMPORARY_SUFFIX, remove_tree
 from credprovider.tool.change.engine import NEW_FILE_MODE, ChangeKind, Kind, Op, perform
 from credprovider.tool.change.journal import run

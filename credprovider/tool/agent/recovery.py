@@ -22,12 +22,12 @@ from credprovider.tool.agent.state import (
     AgentState,
     digest,
     journal_left,
-    load,
     placed_version,
     record_made_dirs,
     recover_home,
     save,
 )
+from credprovider.tool.agent.statecheck import load
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.engine import Kind, Op
 from credprovider.tool.change.journal import discard, recover

@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from credprovider.paths import AGENT_HOME
-from credprovider.tool.agent.state import JOURNAL, STATE, digest, journal_left, load, state_there
+from credprovider.tool.agent.state import JOURNAL, STATE, digest, journal_left, state_there
+from credprovider.tool.agent.statecheck import load
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
 from credprovider.tool.node.root import NodeRoot, RootPathError

@@ -41,12 +41,12 @@ from credprovider.tool.agent.state import (
     AgentState,
     digest,
     keep_data,
-    load,
     recover_home,
     remove_home,
     restore_op,
     save,
 )
+from credprovider.tool.agent.statecheck import load
 from credprovider.tool.agent.systemd import SystemdError
 from credprovider.tool.change.durable import (
     remove_empty_dir,

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from credprovider.paths import AGENT_HOME
-from credprovider.tool.agent.state import AgentState, Armed, Healed, load, placed_version, save
+from credprovider.tool.agent.state import AgentState, Armed, Healed, placed_version, save
+from credprovider.tool.agent.statecheck import load
 from credprovider.tool.agent.systemd import (
     PRIVATE_SOCKET,
     SystemdError,
