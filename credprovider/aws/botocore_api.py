@@ -83,7 +83,8 @@ def session(environ: Mapping[str, str]) -> Any:
     for name in BODY_LOGGERS:
         logging.getLogger(name).setLevel(logging.INFO)
     for setting, what in PROFILE_FILE_ENV:
-        path = environ.get(setting, "")
+        # as botocore's configloader names it: variables, then ~
+        path = os.path.expanduser(os.path.expandvars(environ.get(setting, "")))
         if path and _regular(path):
             try:
                 require_node_file(path)

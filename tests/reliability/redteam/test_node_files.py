@@ -148,12 +148,17 @@ def test_a_profile_file_botocore_cannot_use_is_the_settings_to_fix(
     huge, broken = tmp_path / "huge", tmp_path / "broken"
     huge.write_bytes(b"[default]\n" + b"#" * (2 << 20))
     broken.write_text("[default\nregion = us-east-1\n")
-    for path, says in ((huge, "is larger than 1 MiB"), (broken, "fix the AWS settings")):
+    cases = (  # (as the setting names it, the file, what the line says)
+        (str(huge), huge, "is larger than 1 MiB"),
+        ("~/huge", huge, "is larger than 1 MiB"),  # botocore expands ~ (and $VARIABLES)
+        (str(broken), broken, "fix the AWS settings"),
+    )
+    for named, path, says in cases:
         run = run_plugin(
             "ecr-credential-provider",
             request_bytes(ECR_IMAGE),
             ["--deadline=20s"],
-            {**aws.env, setting: str(path), "AWS_PROFILE": "default"},
+            {**aws.env, setting: named, "AWS_PROFILE": "default", "HOME": str(tmp_path)},
             use_bundle=True,
         )
         lines = [line for line in run.stderr.splitlines() if "test mode" not in line]
