@@ -191,6 +191,33 @@ def test_unusable_aws_settings_say_to_fix_them_not_to_retry(
     assert "failing or throttling" not in line
 
 
+@pytest.mark.parametrize("given", ["AWS_CONTAINER_AUTHORIZATION_TOKEN", "a file"])
+def test_a_container_token_of_two_lines_is_said_not_blamed_on_the_answer(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str, tmp_path: Path, given: str
+) -> None:
+    """botocore refuses a container authorization token holding a line break with a bare
+    ValueError, which read as an answer that "does not match the API": it is the node's
+    setting, said as such, before any call."""
+    _, server = ecr
+    token = "eyJ.token.sig\n"  # as `echo` leaves it
+    env = {
+        **ecr_env(server.url, moto_server),
+        "AWS_ACCESS_KEY_ID": "",
+        "AWS_SECRET_ACCESS_KEY": "",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI": f"{server.url}v1/credentials",
+    }
+    if given == "a file":
+        (tmp_path / "token").write_text(token)
+        env["AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"] = str(tmp_path / "token")
+    else:
+        env["AWS_CONTAINER_AUTHORIZATION_TOKEN"] = token
+    run = run_plugin(PLUGIN, request_bytes("public.ecr.aws/a/b"), env=env)
+    assert run.code == 1 and run.stdout == b""
+    (line,) = run.error_lines
+    assert "the container authorization token in " in line and "holds a line break" in line
+    assert "does not match the API" not in line and "eyJ.token.sig" not in line
+
+
 @pytest.mark.parametrize("status", [400, 429])
 def test_throttling_waits_for_retry_after_whatever_the_body_says(
     ecr: tuple[FakeEcr, FakeServer], moto_server: str, route: dict[str, str], status: int
