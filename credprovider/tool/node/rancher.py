@@ -18,10 +18,16 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from credprovider.tool.errors import NodeChangeError
-from credprovider.tool.node.access import UnreadableError
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG
 from credprovider.tool.node.layouts import RANCHER_BIN_DIR, RANCHER_CONFIG
-from credprovider.tool.node.units import Lister, Reader, expand, find_unit, read_service
+from credprovider.tool.node.units import (
+    Lister,
+    Reader,
+    expand,
+    find_unit,
+    is_directory,
+    read_service,
+)
 from credprovider.tool.node.yamldoc import YamlError, load_yaml
 
 # Each product's services (install.sh's k3s.service and k3s-agent.service; RKE2's units).
@@ -138,17 +144,7 @@ def _drop_ins(base: str, listdir: Lister) -> list[str]:
         return []
     chosen = [name for name in names if name.lower().endswith((".yaml", ".yml"))]
     found = [f"{base}.d/{name}" for name in sorted(chosen)[:MAX_DROP_INS]]
-    return [path for path in found if not _directory(path, listdir)]
-
-
-def _directory(path: str, listdir: Lister) -> bool:
-    try:
-        listdir(path)
-    except UnreadableError:
-        return True  # a directory this user may not list
-    except OSError:
-        return False  # a file (read next), or nothing there any more
-    return True
+    return [path for path in found if not is_directory(path, listdir)]
 
 
 def _document(path: str, read: Reader, exists: Callable[[str], bool]) -> dict[str, Any]:

@@ -366,7 +366,9 @@ def _specifiers(text: str, unit: str) -> str:
 
 
 def _drop_ins(listdir: Lister, unit: str = KUBELET_UNIT) -> list[str]:
-    """``<unit>.d/*.conf`` over the load path: by name, the first directory's winning."""
+    """``<unit>.d/*.conf`` over the load path: by name, the first directory's winning; a directory
+    so named is no drop-in (systemd's conf_files_list takes only a file or a link:
+    src/basic/conf-files.c, "not a regular file with suffix")."""
     chosen: dict[str, str] = {}
     for directory in UNIT_LOAD_PATH:
         folder = f"{directory}/{unit}.d"
@@ -375,9 +377,20 @@ def _drop_ins(listdir: Lister, unit: str = KUBELET_UNIT) -> list[str]:
         except OSError:
             continue
         for name in names[:_MAX_DROP_INS]:
-            if name.endswith(".conf"):
+            if name.endswith(".conf") and not is_directory(f"{folder}/{name}", listdir):
                 chosen.setdefault(name, f"{folder}/{name}")
     return [chosen[name] for name in sorted(chosen)][:_MAX_DROP_INS]
+
+
+def is_directory(path: str, listdir: Lister) -> bool:
+    """``path`` is a directory, as ``listdir`` sees it (one this user may not list included)."""
+    try:
+        listdir(path)
+    except UnreadableError:
+        return True
+    except OSError:
+        return False  # a file, or nothing there any more
+    return True
 
 
 def on_node(root_host: Callable[[str], str]) -> tuple[Reader, Lister, Callable[[str], bool]]:

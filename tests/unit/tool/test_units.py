@@ -87,6 +87,24 @@ def test_drop_ins_in_name_order_an_earlier_directory_hiding_the_same_name(tmp_pa
     )
 
 
+def test_a_directory_named_as_a_drop_in_is_no_drop_in(tmp_path: Path) -> None:
+    """systemd lists drop-ins taking only files and links ("not a regular file with suffix",
+    src/basic/conf-files.c): a directory named ``*.conf`` is skipped, never a drop-in that would
+    stop the kubelet starting."""
+    root = write(tmp_path, {
+        "/etc/systemd/system/kubelet.service": "[Service]\nExecStart=/usr/bin/kubelet --v=0\n",
+        "/etc/systemd/system/kubelet.service.d/20-b.conf": "[Service]\nExecStart=\n"
+            "ExecStart=/usr/bin/kubelet --v=2\n",
+    })  # fmt: skip
+    (root / "etc/systemd/system/kubelet.service.d/10-old.conf").mkdir()
+    unit = read(root)
+    assert unit is not None and unit.argv == ("--v=2",) and unit.problems == ()
+    assert unit.sources == (
+        "/etc/systemd/system/kubelet.service",
+        "/etc/systemd/system/kubelet.service.d/20-b.conf",
+    )
+
+
 def test_environment_files_override_environment_and_a_later_file_an_earlier(tmp_path: Path) -> None:
     root = write(tmp_path, {
         "/lib/systemd/system/kubelet.service": (
