@@ -257,3 +257,28 @@ def test_a_retry_after_past_the_deadline_stops_at_once(
     assert (run.code, len(fake.calls)) == (1, 1), run.stderr
     assert "no time is left to wait for the service" in run.stderr
     assert run.error_lines[-1].endswith("kubelet retries on the next pull")
+
+
+def test_a_web_identity_token_file_read_for_botocore_gets_a_token(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str, tmp_path: Path
+) -> None:
+    """The web identity token file botocore reads is read for it (bounded): the node's role is
+    assumed with the file's token at STS, and ECR answers."""
+    fake, server = ecr
+    (tmp_path / "token").write_text("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJub2RlIn0.c2ln")
+    env = {
+        **ecr_env(server.url, moto_server),
+        "AWS_ACCESS_KEY_ID": "",
+        "AWS_SECRET_ACCESS_KEY": "",
+        "AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/node-puller",
+        "AWS_WEB_IDENTITY_TOKEN_FILE": str(tmp_path / "token"),
+    }
+    run = run_plugin(
+        PLUGIN, request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"), env=env
+    )
+    assert run.code == 0, run.stderr
+    assert run.response["auth"]["123456789012.dkr.ecr.us-east-1.amazonaws.com"]["password"] == (
+        fake.password
+    )
+    (call,) = fake.calls  # signed with the role STS gave for the token: temporary keys
+    assert call.session_token and call.access_key != ecr_env(server.url)["AWS_ACCESS_KEY_ID"]
