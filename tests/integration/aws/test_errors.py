@@ -10,7 +10,7 @@ import pytest
 
 from credprovider.runtime.imageref import bare_host_hint
 from emulators.aws import FakeEcr, aws_error, ecr_env
-from emulators.http import FakeServer
+from emulators.http import FakeRequest, FakeResponse, FakeServer, serve
 from emulators.kubelet_exec import request_bytes, run_plugin
 from emulators.ratelimit import TokenBucket
 from tests.integration.aws.common import (
@@ -204,7 +204,7 @@ def test_a_container_token_of_two_lines_is_said_not_blamed_on_the_answer(
         **ecr_env(server.url, moto_server),
         "AWS_ACCESS_KEY_ID": "",
         "AWS_SECRET_ACCESS_KEY": "",
-        "AWS_CONTAINER_CREDENTIALS_FULL_URI": f"{server.url}v1/credentials",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI": f"{server.url}/v1/credentials",
     }
     if given == "a file":
         (tmp_path / "token").write_text(token)
@@ -282,3 +282,35 @@ def test_a_web_identity_token_file_read_for_botocore_gets_a_token(
     )
     (call,) = fake.calls  # signed with the role STS gave for the token: temporary keys
     assert call.session_token and call.access_key != ecr_env(server.url)["AWS_ACCESS_KEY_ID"]
+
+
+def test_a_container_token_file_read_for_botocore_is_the_authorization_it_sends(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str, tmp_path: Path
+) -> None:
+    """The container credentials' token file botocore reads is read for it (bounded): its text is
+    the Authorization header of the credentials call, and ECR is signed with what came back."""
+    fake, server = ecr
+    token = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJwb2QifQ.c2ln"
+    (tmp_path / "token").write_text(token)
+    seen: list[str] = []
+
+    def credentials(request: FakeRequest) -> FakeResponse:
+        seen.append(request.header("authorization"))
+        return FakeResponse.json({
+            "AccessKeyId": "ASIACONTAINER0000001", "SecretAccessKey": "container-secret",
+            "Token": "container-session", "Expiration": "2099-01-01T00:00:00Z",
+        })  # fmt: skip
+
+    with serve(credentials) as agent:
+        env = {
+            **ecr_env(server.url, moto_server),
+            "AWS_ACCESS_KEY_ID": "",
+            "AWS_SECRET_ACCESS_KEY": "",
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI": f"{agent.url}/v1/credentials",
+            "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": str(tmp_path / "token"),
+        }
+        run = run_plugin(PLUGIN, request_bytes("public.ecr.aws/a/b"), env=env)
+    assert run.code == 0, run.stderr
+    assert seen == [token]
+    (call,) = fake.calls
+    assert (call.access_key, call.session_token) == ("ASIACONTAINER0000001", "container-session")
