@@ -4,7 +4,9 @@ flag file, a token): opened without blocking, refused unless it is a regular fil
 A FIFO named by mistake would otherwise hold the reader until a deadline (whose message would blame
 the network), ``/dev/zero`` would be read until memory runs out. The one reader for both sides:
 the plugins call it directly, the ``credprovider`` tool through ``tool/node/access`` (which adds who
-may read what). Stdlib only.
+may read what). A file an SDK would read itself is read for it (:func:`setting_file_text`: a token
+file), or checked before it opens it (:func:`require_node_file`: a CA bundle, a profile file).
+Stdlib only.
 """
 
 from __future__ import annotations
