@@ -128,6 +128,9 @@ class CloudPlugin:
     opt_in: bool = False
     needs_token: bool = False
     annotation_lints: AnnotationLinter | None = None
+    # env variables naming a file the plugin reads whole, without which it fails every pull (a
+    # token file, a key): validate on a node says when the file is missing or not a regular file.
+    file_env: tuple[str, ...] = ()
 
 
 def with_https_port(reference: str) -> str:

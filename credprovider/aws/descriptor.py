@@ -87,6 +87,7 @@ DESCRIPTOR = CloudPlugin(
         "the AWS cloud controller manager (aws-cloud-controller-manager, k8s.io/cloud-provider-aws)"
     ),
     identity=identity,
+    file_env=("AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"),
     token_audiences={
         CLUSTER_ENV: (AUDIENCE, "EKS Pod Identity (EKS Auth AssumeRoleForPodIdentity)")
     },

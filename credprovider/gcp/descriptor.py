@@ -115,4 +115,5 @@ DESCRIPTOR = CloudPlugin(
         "the GCP cloud controller manager (cloud-controller-manager, k8s.io/cloud-provider-gcp)"
     ),
     identity=identity,
+    file_env=(CREDENTIALS_FILE_ENV,),
 )

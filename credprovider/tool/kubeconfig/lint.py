@@ -121,29 +121,38 @@ def _coverage_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[s
 
 
 def _node_file_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[str]:
-    """Absolute paths in args that do not exist on this node, or are not regular files."""
+    """Absolute paths in args, and the files the plugin reads that its env names
+    (``CloudPlugin.file_env``), that do not exist on this node or are not regular files."""
+    named = [
+        ("args name", arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg)
+        for arg in provider.args or []
+    ]
+    named += [
+        (f"env {var.name} names", var.value or "")
+        for var in provider.env or []
+        if var.name in plugin.file_env
+    ]
     found = []
-    for arg in provider.args or []:
-        file_arg = arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg
-        if not file_arg.startswith("/"):
+    for said, path in named:
+        if not path.startswith("/"):
             continue
         try:
-            kind = special_kind(os.stat(file_arg).st_mode)
+            kind = special_kind(os.stat(path).st_mode)
             if kind:
                 found.append(
-                    f"args name {file_arg}, which is {kind}, not a regular file: "
+                    f"{said} {path}, which is {kind}, not a regular file: "
                     f"{plugin.name} refuses it and fails every pull it matches"
                 )
         except OSError as exc:
             if refused_as_non_root(exc):
-                found.append(f"args name {file_arg}: {unreadable(file_arg, exc)}")
+                found.append(f"{said} {path}: {unreadable(path, exc)}")
             else:
                 found.append(
-                    f"args name {file_arg}, which does not exist on this node: "
+                    f"{said} {path}, which does not exist on this node: "
                     f"{plugin.name} fails every pull it matches until it does"
                 )
         except ValueError:
-            found.append(f"args name {file_arg!r}, which cannot exist (a NUL byte)")
+            found.append(f"{said} {path!r}, which cannot exist (a NUL byte)")
     return found
 
 

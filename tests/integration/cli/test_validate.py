@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +208,41 @@ def test_validate_on_a_node_warns_about_files_the_args_name(tmp_path: Path) -> N
     ]
     assert json.loads(cli("validate", str(config), "--json").stdout)["warnings"] == []
     azure_json.write_text("{}")
+    again = json.loads(cli("validate", str(config), "--bin-dir", str(bin_dir), "--json").stdout)
+    assert again["warnings"] == []
+
+
+def test_validate_on_a_node_warns_about_token_files_the_env_names(tmp_path: Path) -> None:
+    """A token file the plugin reads whole, named in the provider's env (a typo in the path, a
+    FIFO where the file goes), is a warning on the node, as a file its args name is; other env
+    values are no paths to look for."""
+    require_bundle()
+    token = tmp_path / "token"
+    os.mkfifo(tmp_path / "fifo")
+    env = {
+        "AWS_WEB_IDENTITY_TOKEN_FILE": str(token),
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": str(tmp_path / "fifo"),
+        "AWS_ROLE_ARN": "/not/a/file/to/look/for",
+    }
+    config = config_file(
+        tmp_path,
+        provider_entry(env=[{"name": name, "value": value} for name, value in env.items()]),
+    )
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ecr-credential-provider").symlink_to(BUNDLE_DIR / "ecr-credential-provider")
+    on_node = json.loads(cli("validate", str(config), "--bin-dir", str(bin_dir), "--json").stdout)
+    said = "provider 'ecr-credential-provider': env"
+    assert on_node["warnings"] == [
+        f"{said} AWS_WEB_IDENTITY_TOKEN_FILE names {token}, which does not exist on this node: "
+        "ecr-credential-provider fails every pull it matches until it does",
+        f"{said} AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE names {tmp_path / 'fifo'}, which is a "
+        "FIFO, not a regular file: ecr-credential-provider refuses it and fails every pull it "
+        "matches",
+    ]
+    token.write_text("eyJ.token.sig")
+    (tmp_path / "fifo").unlink()
+    (tmp_path / "fifo").write_text("eyJ.token.sig")
     again = json.loads(cli("validate", str(config), "--bin-dir", str(bin_dir), "--json").stdout)
     assert again["warnings"] == []
 
