@@ -8,6 +8,7 @@ import logging
 import os
 import stat
 
+import botocore.credentials
 import botocore.session
 from botocore.awsrequest import AWSResponse
 from botocore.config import Config
@@ -20,6 +21,7 @@ from botocore.exceptions import (
     EndpointConnectionError,
     InvalidConfigError,
     NoCredentialsError,
+    NoRegionError,
     PartialCredentialsError,
     ProfileNotFound,
     ReadTimeoutError,
@@ -71,6 +73,11 @@ PROFILE_FILE_ENV: Final = (
 # The container credentials' authorization token: a file, else the value (botocore's ContainerProvider).
 CONTAINER_TOKEN_FILE: Final = "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"
 CONTAINER_TOKEN: Final = "AWS_CONTAINER_AUTHORIZATION_TOKEN"
+# What botocore raises for settings it cannot use (a profile, half a key pair, a file it cannot
+# parse, a role chain's STS client without a region): the node's to fix, never worth a retry.
+SETTINGS_ERRORS: Final = (
+    ProfileNotFound, PartialCredentialsError, InvalidConfigError, ConfigParseError, NoRegionError
+)  # fmt: skip
 # The CA bundle variables botocore honours, the first set one winning (endpoint._get_verify_value).
 BOTOCORE_CA_BUNDLE_ENV: Final = ("AWS_CA_BUNDLE", "REQUESTS_CA_BUNDLE")
 
@@ -93,16 +100,33 @@ def session(environ: Mapping[str, str]) -> Any:
     return botocore.session.get_session()
 
 
-def read_for_it(sdk: Any, environ: Mapping[str, str]) -> None:
-    """Gives the credential chain of ``sdk`` the node-file reader for its two token files,
-    before a client resolves it. Making the chain reads the profile files: botocore's errors
-    (a profile that does not exist, a file it cannot parse) are the caller's to say."""
-    resolver = sdk.get_component("credential_provider")
+def read_for_it(sdk: Any, environ: Mapping[str, str], region: str) -> None:
+    """Makes the credential chain of ``sdk`` (once, before a client resolves it), its two token
+    files read through the node-file reader. It is made as botocore makes it at a first client,
+    for that client's region (its STS clients', in a role chain, are in that region). Making it
+    reads the profile files: botocore's errors (a profile that does not exist, a file it cannot
+    parse) are the caller's to say."""
+    if sdk.__dict__.get("credprovider_chain"):
+        return
+    resolver = botocore.credentials.create_credential_resolver(sdk, region_name=region)
     # botocore's seams for both (the constructor's token_loader_cls; the headers' one method)
-    web_identity = resolver.get_provider("assume-role-with-web-identity")
-    web_identity._token_loader_cls = _web_identity_tokens(environ)
+    tokens = _web_identity_tokens(environ)
+    resolver.get_provider("assume-role-with-web-identity")._token_loader_cls = tokens
     container = resolver.get_provider("container-role")
     container._build_headers = _container_headers(container._environ)
+    # a role chain's source profile gets a web identity provider of its own, made when it is
+    # resolved (ProfileProviderBuilder): each is given the same loader as it is made
+    builder = resolver.get_provider("assume-role")._profile_provider_builder
+    made = builder._create_web_identity_provider
+
+    def bounded(*args: Any, **kwargs: Any) -> Any:
+        provider = made(*args, **kwargs)
+        provider._token_loader_cls = tokens
+        return provider
+
+    builder._create_web_identity_provider = bounded
+    sdk.register_component("credential_provider", resolver)
+    sdk.__dict__["credprovider_chain"] = True
 
 
 def configured_region(sdk: Any) -> str | None:
@@ -249,7 +273,7 @@ class BotocoreTokenApi:
             # (IMDS, container credentials), whose failures are this call's.
             with bounded_answers(self.ctx):
                 if not client:
-                    read_for_it(self.sdk, self.ctx.environ)
+                    read_for_it(self.sdk, self.ctx.environ, self.region)
                     client.append(
                         self.sdk.create_client(
                             self.service,
@@ -260,9 +284,7 @@ class BotocoreTokenApi:
                 answer = client[0].get_authorization_token()
         except NoCredentialsError:
             raise NoCredentials("no credentials") from None
-        except (
-            ProfileNotFound, PartialCredentialsError, InvalidConfigError, ConfigParseError
-        ) as exc:  # fmt: skip
+        except SETTINGS_ERRORS as exc:
             raise SettingsError(str(exc)) from None
         except ClientError as exc:
             error = exc.response.get("Error", {})
@@ -341,7 +363,7 @@ def assume_pod_role(
 
     ctx.deadline.phase = f"calling EKS Auth AssumeRoleForPodIdentity for cluster {cluster}"
     try:
-        read_for_it(sdk, ctx.environ)
+        read_for_it(sdk, ctx.environ, region)
         client = sdk.create_client(podidentity.SERVICE, config=client_config(ctx, region))
         with bounded_answers(ctx):
             answer = client.assume_role_for_pod_identity(clusterName=cluster, token=token)
@@ -356,7 +378,7 @@ def assume_pod_role(
             f"EKS Auth AssumeRoleForPodIdentity for cluster {cluster}: the node has no AWS "
             "credentials to sign it with"
         ) from None
-    except (ProfileNotFound, PartialCredentialsError, InvalidConfigError, ConfigParseError) as exc:
+    except SETTINGS_ERRORS as exc:
         raise ProviderError(
             f"EKS Auth AssumeRoleForPodIdentity for cluster {cluster} failed: {exc}", SETTINGS_FIX
         ) from None

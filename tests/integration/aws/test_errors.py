@@ -314,3 +314,31 @@ def test_a_container_token_file_read_for_botocore_is_the_authorization_it_sends(
     assert seen == [token]
     (call,) = fake.calls
     assert (call.access_key, call.session_token) == ("ASIACONTAINER0000001", "container-session")
+
+
+def test_a_role_chain_from_a_web_identity_source_profile_gets_a_token(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str, tmp_path: Path
+) -> None:
+    """A profile whose role is assumed from a source profile's web identity token file (the
+    file read for botocore as it resolves the chain): both roles are assumed at STS, and ECR is
+    signed with the second's keys."""
+    fake, server = ecr
+    (tmp_path / "token").write_text("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJub2RlIn0.c2ln")
+    (tmp_path / "config").write_text(
+        "[profile puller]\nrole_arn = arn:aws:iam::123456789012:role/puller\n"
+        "source_profile = node\n[profile node]\nrole_arn = arn:aws:iam::123456789012:role/node\n"
+        f"web_identity_token_file = {tmp_path / 'token'}\n"
+    )
+    env = {
+        **ecr_env(server.url, moto_server),
+        "AWS_ACCESS_KEY_ID": "",
+        "AWS_SECRET_ACCESS_KEY": "",
+        "AWS_CONFIG_FILE": str(tmp_path / "config"),
+        "AWS_PROFILE": "puller",
+    }
+    run = run_plugin(
+        PLUGIN, request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"), env=env
+    )
+    assert run.code == 0, run.stderr
+    (call,) = fake.calls
+    assert call.session_token and call.access_key != ecr_env(server.url)["AWS_ACCESS_KEY_ID"]

@@ -52,6 +52,18 @@ def _azure_json(**settings: object) -> Naming:
     return naming
 
 
+def _role_chain(path: str, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    """A profile whose role is assumed with a source profile's web identity token file (botocore
+    makes that provider only as it resolves the chain)."""
+    config = tmp.parent / f"{tmp.name}-aws-config"
+    config.write_text(
+        "[profile puller]\nrole_arn = arn:aws:iam::123456789012:role/puller\n"
+        "source_profile = node\n[profile node]\n"
+        f"role_arn = arn:aws:iam::123456789012:role/node\nweb_identity_token_file = {path}\n"
+    )
+    return [], {**NO_KEYS, "AWS_CONFIG_FILE": str(config), "AWS_PROFILE": "puller"}
+
+
 # the setting -> (plugin, image, how the file is named: args, env). The SDKs' own readers
 # (botocore's token files, azure-identity's token file and certificate, OpenSSL's CA bundle)
 # would read a FIFO until the deadline and /dev/zero until memory ran out: they are read for them.
@@ -73,6 +85,11 @@ NAMED_BY: dict[str, tuple[str, str, Naming]] = {
                 "AWS_ROLE_ARN": "arn:aws:iam::123456789012:role/puller",
             },
         ),
+    ),
+    "a source profile's web_identity_token_file": (
+        "ecr-credential-provider",
+        ECR_IMAGE,
+        _role_chain,
     ),
     "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE": (
         "ecr-credential-provider",
