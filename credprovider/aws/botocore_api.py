@@ -10,6 +10,7 @@ import stat
 
 import botocore.credentials
 import botocore.session
+from botocore import UNSIGNED
 from botocore.awsrequest import AWSResponse
 from botocore.config import Config
 from botocore.exceptions import (
@@ -312,7 +313,10 @@ def assume_role(
     """The client keys of ``role``, assumed with the service account's token."""
     ctx.deadline.phase = f"assuming {role.arn} with STS AssumeRoleWithWebIdentity"
     ctx.log.v(1, f"assuming role {role.arn} (from {role.source}) with the service account token")
-    sts = sdk.create_client("sts", config=client_config(ctx, region))
+    # unsigned, as botocore's own web identity provider calls it: the node's credential chain
+    # (its IMDS waits, its token files) is not resolved for a call that takes none
+    unsigned = client_config(ctx, region).merge(Config(signature_version=UNSIGNED))
+    sts = sdk.create_client("sts", config=unsigned)
     try:
         with bounded_answers(ctx):
             answer = sts.assume_role_with_web_identity(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from emulators.aws import FakeEcr, ecr_env, sts_error
-from emulators.http import FakeServer, serve
+from emulators.http import FakeRequest, FakeResponse, FakeServer, serve
 from emulators.kubelet_exec import request_bytes, run_plugin
 from tests.integration.aws.common import (
     NODE_KEY,
@@ -55,6 +55,38 @@ def test_service_account_token_assumes_the_annotated_role(
     assert call.access_key != NODE_KEY and call.session_token
     assert assumed_role_arn(call.access_key) == role
     assert SA_TOKEN not in run.stderr
+
+
+def test_the_annotated_role_is_assumed_without_resolving_the_nodes_credentials(
+    ecr: tuple[FakeEcr, FakeServer], moto_server: str
+) -> None:
+    """AssumeRoleWithWebIdentity takes no credentials, and is called unsigned, as botocore's own
+    web identity provider calls it: the node's chain (its container credentials endpoint here,
+    IMDS's waits elsewhere) is not asked for a pull that uses the pod's role."""
+    fake, server = ecr
+    asked: list[str] = []
+
+    def node_credentials(request: FakeRequest) -> FakeResponse:
+        asked.append(request.path)
+        return FakeResponse(status=500)
+
+    image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/app"
+    with serve(node_credentials) as node:
+        env = {
+            **ecr_env(server.url, moto_server),
+            "AWS_ACCESS_KEY_ID": "",
+            "AWS_SECRET_ACCESS_KEY": "",
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI": f"{node.url}/v1/credentials",
+        }
+        run = run_plugin(
+            PLUGIN,
+            request_bytes(image, token=SA_TOKEN, annotations={"eks.amazonaws.com/role-arn": ROLE}),
+            env=env,
+        )
+    assert run.code == 0, run.stderr
+    (call,) = fake.calls
+    assert assumed_role_arn(call.access_key) == ROLE
+    assert asked == []
 
 
 def test_service_account_token_without_role_uses_node_credentials(
