@@ -377,8 +377,10 @@ def _drop_ins(listdir: Lister, unit: str = KUBELET_UNIT) -> list[str]:
         except OSError:
             continue
         for name in names[:_MAX_DROP_INS]:
-            if name.endswith(".conf") and not is_directory(f"{folder}/{name}", listdir):
-                chosen.setdefault(name, f"{folder}/{name}")
+            if name in chosen or not name.endswith(".conf"):
+                continue  # hidden by an earlier directory's, or no drop-in's name
+            if not is_directory(f"{folder}/{name}", listdir):
+                chosen[name] = f"{folder}/{name}"
     return [chosen[name] for name in sorted(chosen)][:_MAX_DROP_INS]
 
 
