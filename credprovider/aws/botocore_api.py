@@ -134,7 +134,7 @@ def configured_region(sdk: Any) -> str | None:
     """The region the profile names, read through botocore."""
     try:
         region = sdk.get_config_variable("region")
-    except (ProfileNotFound, ConfigParseError) as exc:
+    except SETTINGS_ERRORS as exc:
         raise ProviderError(f"botocore cannot read the AWS settings: {exc}", SETTINGS_FIX) from None
     return str(region) if region else None
 
