@@ -162,99 +162,18 @@ def token_from_answer(token: str, answer: dict[str, Any], ctx: Context) -> Token
     return Token(token, expires_at)
 
 
-def load_credentials_file(path: str) -> Any:
-    """Credentials from a google-auth JSON file, without any call beyond the token itself.
-
-    ``google.auth.load_credentials_from_file`` also resolves the project of an external-account
-    config with a Cloud Resource Manager call, which an image pull does not need, so that type is
-    built directly; every other type goes through google-auth's loader.
-    """
-    import google.auth
-
-    from credprovider.runtime.answer import BadAnswer, decode_json
-    from credprovider.runtime.nodefile import read_node_text
-
-    try:
-        info = decode_json(read_node_text(path))
-    except BadAnswer as exc:
-        raise ValueError(f"the file {exc.predicate}") from None
-    if isinstance(info, dict) and info.get("type") == "external_account":
-        source = info.get("credential_source") or {}
-        if str(source.get("environment_id", "")).startswith("aws"):
-            from google.auth import aws
-
-            return aws.Credentials.from_info(info, scopes=[CLOUD_PLATFORM_SCOPE])
-        if "executable" in source:
-            from google.auth import pluggable
-
-            return pluggable.Credentials.from_info(info, scopes=[CLOUD_PLATFORM_SCOPE])
-        from google.auth import identity_pool
-
-        if isinstance(source, dict) and "file" in source:  # read by us, bounded (below)
-            rest = {key: value for key, value in info.items() if key != "credential_source"}
-            return identity_pool.Credentials.from_info(
-                rest,
-                scopes=[CLOUD_PLATFORM_SCOPE],
-                subject_token_supplier=_bounded_file_supplier(source),
-            )
-        return identity_pool.Credentials.from_info(info, scopes=[CLOUD_PLATFORM_SCOPE])
-    credentials, _ = google.auth.load_credentials_from_file(path, scopes=[CLOUD_PLATFORM_SCOPE])
-    return credentials
-
-
-def _bounded_file_supplier(source: dict[str, Any]) -> Any:
-    """The subject token of a Workload Identity Federation ``credential_source.file``, read as
-    every node file on the exec path is (runtime/nodefile.py: a regular file, at most its cap;
-    never a FIFO, a device or ``/dev/zero`` read into memory), its ``format`` as google-auth
-    takes it (``text``, or ``json`` and ``subject_token_field_name``)."""
-    from google.auth import exceptions, identity_pool
-
-    from credprovider.runtime.answer import BadAnswer, decode_json
-    from credprovider.runtime.nodefile import NodeFileError, read_node_text
-
-    path = str(source["file"])
-    form = source.get("format") or {}
-    kind = str(form.get("type", "text")) if isinstance(form, dict) else "text"
-    field = form.get("subject_token_field_name") if isinstance(form, dict) else None
-    if kind == "json" and not field:
-        raise ValueError("credential_source.format json names no subject_token_field_name")
-
-    class Supplier(identity_pool.SubjectTokenSupplier):
-        def get_subject_token(self, context: Any, request: Any) -> str:
-            try:
-                text = read_node_text(path)
-            except NodeFileError as exc:
-                raise exceptions.RefreshError(
-                    f"the subject token file {path} {exc.strerror}"
-                ) from None
-            except (OSError, UnicodeDecodeError) as exc:
-                why = getattr(exc, "strerror", None) or "is not UTF-8 text"
-                raise exceptions.RefreshError(f"the subject token file {path}: {why}") from None
-            if kind != "json":
-                return text
-            try:
-                token = decode_json(text).get(field) if text.strip() else None
-            except (BadAnswer, ValueError, AttributeError):
-                token = None
-            if not isinstance(token, str) or not token:
-                raise exceptions.RefreshError(
-                    f"the subject token file {path} is not JSON with a string {field!r}"
-                )
-            return token
-
-    return Supplier()
-
-
 def credentials_file_token(path: str, ctx: Context) -> Token:
     """A token from GOOGLE_APPLICATION_CREDENTIALS (service-account key or external account)."""
     from google.auth import exceptions
+
+    from credprovider.gcp.credfile import load_credentials_file
 
     ctx.deadline.phase = f"getting a token with the credentials in {path}"
     try:
         credentials = load_credentials_file(path)
     except OSError as exc:
         raise ProviderError(f"{CREDENTIALS_FILE_ENV}={path}: {exc.strerror or exc}") from None
-    except (exceptions.GoogleAuthError, ValueError) as exc:
+    except ValueError as exc:
         raise ProviderError(f"{CREDENTIALS_FILE_ENV}={path}: {one_line(exc)}") from None
     ctx.log.v(1, f"using {type(credentials).__module__} credentials from {path}")
     failed = f"could not get a token with the credentials in {path}"

@@ -165,7 +165,8 @@ def _importers(target: str) -> list[str]:
         ("requests", ["credprovider.runtime.requests_session"]),
         # Each SDK behind its cloud's adapter.
         ("botocore", ["credprovider.aws.botocore_api"]),
-        ("google", ["credprovider.gcp.googleauth"]),
+        # google-auth's: its calls, and GOOGLE_APPLICATION_CREDENTIALS read for its loaders.
+        ("google", ["credprovider.gcp.credfile", "credprovider.gcp.googleauth"]),
         ("azure", ["credprovider.azure.identities"]),
     ],
 )

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from emulators.gcp import FakeMetadata, FakeOAuth, FakeSts, write_service_account_key
 from emulators.http import FakeResponse, FakeServer, serve
-from emulators.kubelet_exec import PluginRun, request_bytes, run_plugin
+from emulators.kubelet_exec import PluginRun, plugin_command, request_bytes, run_plugin
 from emulators.tls import CertAuthority
 from tests.integration.gcp.common import IDP, KSA_TOKEN, PLUGIN, POOL, gcp_env
 
@@ -255,18 +257,40 @@ def test_a_subject_token_file_that_never_ends_or_never_answers_is_refused(
 
 
 @pytest.mark.parametrize(
-    ("content", "message"),
+    ("content", "says"),
     [
-        (None, "GOOGLE_APPLICATION_CREDENTIALS="),
-        ("{}", "GOOGLE_APPLICATION_CREDENTIALS="),
-        ("not json", "GOOGLE_APPLICATION_CREDENTIALS="),
+        (None, "No such file or directory"),
+        ("{}", "the file's type is missing, none google-auth loads (one of service_account, "),
+        ('{"type": "nope"}', "the file's type is 'nope', none google-auth loads"),
+        ("not json", "the file is not JSON"),
+        (b"\xff\xfe", "the file is not UTF-8 text"),
+        ("[]", "the file holds no JSON object"),
+        (
+            '{"type": "service_account"}',
+            "Failed to load service account credentials from the file: Service account info "
+            "was not in the expected format, missing fields ",
+        ),
+        (
+            '{"type": "impersonated_service_account"}',
+            "the file is not impersonated_service_account credentials google-auth can load: "
+            "a field is missing or holds the wrong kind of value",
+        ),
+        (
+            '{"type": "external_account", "credential_source": [1]}',
+            "Invalid credential_source. The credential_source is not a dict.",
+        ),
     ],
 )
-def test_bad_credentials_file_is_an_error(
-    tmp_path: Path, content: str | None, message: str
+def test_bad_credentials_file_is_one_line_about_the_file(
+    tmp_path: Path, content: str | bytes | None, says: str
 ) -> None:
+    """Each says what is wrong with the file, once (google-auth's loader, given the parsed file,
+    names it "dict object" and prints its two-part errors as a tuple; a JSON list and an
+    impersonated account without its source were internal errors)."""
     path = tmp_path / "creds.json"
-    if content is not None:
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
         path.write_text(content)
     run = run_plugin(
         PLUGIN,
@@ -274,8 +298,47 @@ def test_bad_credentials_file_is_an_error(
         ["get-credentials"],
         {"GOOGLE_APPLICATION_CREDENTIALS": str(path)},
     )
-    assert (run.code, run.stdout) == (1, b"")
-    assert message in run.error_lines[0]
+    assert (run.code, run.stdout) == (1, b""), run.stderr
+    (line,) = run.error_lines
+    assert line.startswith(f"auth-provider-gcp: error: GOOGLE_APPLICATION_CREDENTIALS={path}: ")
+    assert says in line, line
+    for wrong in ("internal error", "dict object", "('", str(path) + ": " + str(path)):
+        assert wrong not in line, line
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
+def test_the_credentials_file_is_opened_only_by_the_plugins_reader(
+    tmp_path: Path, use_bundle: bool
+) -> None:
+    """google-auth's own loader opens GOOGLE_APPLICATION_CREDENTIALS again after the plugin's
+    bounded read, whole, blocking, and perhaps onto another file by then; given what the plugin
+    read, it never opens it: every open of the key is the node-file reader's (O_NONBLOCK; the
+    cache key's fingerprint and the credentials, each read whole and bounded)."""
+    fake = FakeOAuth()
+    trace = tmp_path / "trace"
+    key_file = tmp_path / "key.json"
+    with serve(fake) as oauth:
+        write_service_account_key(key_file, f"{oauth.url}/token")
+        proc = subprocess.run(
+            [
+                *("strace", "-f", "-qq", "-e", "trace=open,openat", "-o", str(trace)),
+                *plugin_command(PLUGIN, use_bundle),
+                "get-credentials",
+            ],
+            input=request_bytes("gcr.io/p/a"),
+            capture_output=True,
+            timeout=90,
+            env={
+                **os.environ,
+                "PYTHONPATH": str(Path.cwd()),
+                "GOOGLE_APPLICATION_CREDENTIALS": str(key_file),
+            },
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["auth"]["gcr.io"]["password"] == fake.access_token
+    opens = [line for line in trace.read_text().splitlines() if f'"{key_file}"' in line]
+    assert opens, trace.read_text()
+    assert all("O_NONBLOCK" in line for line in opens), opens
 
 
 def test_a_throttled_sts_exchange_waits_and_is_answered(

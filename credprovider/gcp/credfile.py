@@ -1,0 +1,164 @@
+"""GOOGLE_APPLICATION_CREDENTIALS for google-auth: the file read once, by the plugin, as every node
+file on the exec path is (runtime/nodefile.py: a regular file, at most its cap), and google-auth
+given what was read, never the path. google-auth's own loader opens the path again, whole and
+unbounded, and could find another file there than the one checked.
+
+Every failure is a ``ValueError`` holding one sentence about the file (the caller names the
+setting): google-auth's errors reworded where they name the source as the dict they were given,
+and its loader's stray ``AttributeError``\\ s on a malformed file (``{"type":
+"impersonated_service_account"}`` alone) said as the file's fault, not an internal error.
+"""
+
+from __future__ import annotations
+
+from credprovider.gcp.registry import CLOUD_PLATFORM_SCOPE
+from credprovider.runtime._typing import Any, Final
+
+# The types google-auth loads (google/auth/_default.py ``_VALID_TYPES``, google-auth 2.63).
+KNOWN_TYPES: Final = (
+    "service_account",
+    "authorized_user",
+    "external_account",
+    "external_account_authorized_user",
+    "impersonated_service_account",
+    "gdch_service_account",
+)
+# How google-auth's loader names a source it was given as a dict (``load_credentials_from_dict``
+# passes this string where ``load_credentials_from_file`` passes the path).
+_DICT_SOURCE: Final = "dict object"
+
+
+def load_credentials_file(path: str) -> Any:
+    """Credentials from a google-auth JSON file, without any call beyond the token itself.
+
+    ``google.auth.load_credentials_from_file`` also resolves the project of an external-account
+    config with a Cloud Resource Manager call, which an image pull does not need, so that type is
+    built directly; every other type goes through google-auth's loader, given the parsed file.
+    ``OSError`` (a file that cannot be read, as runtime/nodefile.py says it) passes through.
+    """
+    from google.auth import exceptions
+
+    from credprovider.runtime.answer import BadAnswer, decode_json
+    from credprovider.runtime.nodefile import read_node_text
+
+    try:
+        info = decode_json(read_node_text(path))
+    except BadAnswer as exc:
+        raise ValueError(f"the file {exc.predicate}") from None
+    except UnicodeDecodeError:
+        raise ValueError("the file is not UTF-8 text") from None
+    except ValueError:
+        raise ValueError("the file is not JSON") from None
+    if not isinstance(info, dict):
+        raise ValueError("the file holds no JSON object")
+    kind = info.get("type")
+    if kind not in KNOWN_TYPES:
+        raise ValueError(
+            f"the file's type is {_shown(kind)}, none google-auth loads "
+            f"(one of {', '.join(KNOWN_TYPES)})"
+        )
+    try:
+        if kind == "external_account":
+            return _external_account(info)
+        return _by_google_auth(info)
+    except (exceptions.GoogleAuthError, ValueError) as exc:
+        raise ValueError(_said(exc)) from None
+    except (AttributeError, TypeError, KeyError) as exc:
+        field = f" (the field {exc.args[0]!r})" if isinstance(exc, KeyError) and exc.args else ""
+        raise ValueError(
+            f"the file is not {kind} credentials google-auth can load: a field is missing or "
+            f"holds the wrong kind of value{field}"
+        ) from None
+
+
+def _by_google_auth(info: dict[str, Any]) -> Any:
+    """``info`` through google-auth's loader for its type. Its "generic load method"
+    ``DeprecationWarning`` (as ``load_credentials_from_file``'s) is about configurations from an
+    untrusted source, and Python's default filters keep it off stderr."""
+    import google.auth
+
+    credentials, _ = google.auth.load_credentials_from_dict(info, scopes=[CLOUD_PLATFORM_SCOPE])
+    return credentials
+
+
+def _external_account(info: dict[str, Any]) -> Any:
+    """A Workload Identity Federation config, built by its own class (no project lookup)."""
+    source = info.get("credential_source")
+    source = source if isinstance(source, dict) else {}
+    if str(source.get("environment_id", "")).startswith("aws"):
+        from google.auth import aws
+
+        return aws.Credentials.from_info(info, scopes=[CLOUD_PLATFORM_SCOPE])
+    if "executable" in source:
+        from google.auth import pluggable
+
+        return pluggable.Credentials.from_info(info, scopes=[CLOUD_PLATFORM_SCOPE])
+    from google.auth import identity_pool
+
+    if "file" in source:  # read by us, bounded (below)
+        rest = {key: value for key, value in info.items() if key != "credential_source"}
+        return identity_pool.Credentials.from_info(
+            rest,
+            scopes=[CLOUD_PLATFORM_SCOPE],
+            subject_token_supplier=_bounded_file_supplier(source),
+        )
+    return identity_pool.Credentials.from_info(info, scopes=[CLOUD_PLATFORM_SCOPE])
+
+
+def _said(exc: BaseException) -> str:
+    """google-auth's error as one sentence: a ``DefaultCredentialsError`` carries its message and
+    the error under it as two arguments (printed as a tuple), and names a dict source
+    :data:`_DICT_SOURCE`, here the file."""
+    parts = [str(arg) for arg in exc.args if isinstance(arg, str | BaseException) and str(arg)]
+    text = ": ".join(parts) or type(exc).__name__
+    return text.replace(f"from {_DICT_SOURCE}", "from the file").replace(_DICT_SOURCE, "the file")
+
+
+def _shown(kind: object) -> str:
+    if kind is None:
+        return "missing"
+    text = repr(kind) if isinstance(kind, str) else type(kind).__name__
+    return text if len(text) <= 64 else f"{text[:60]}…"
+
+
+def _bounded_file_supplier(source: dict[str, Any]) -> Any:
+    """The subject token of a Workload Identity Federation ``credential_source.file``, read as
+    every node file on the exec path is (runtime/nodefile.py: a regular file, at most its cap;
+    never a FIFO, a device or ``/dev/zero`` read into memory), its ``format`` as google-auth
+    takes it (``text``, or ``json`` and ``subject_token_field_name``)."""
+    from google.auth import exceptions, identity_pool
+
+    from credprovider.runtime.answer import BadAnswer, decode_json
+    from credprovider.runtime.nodefile import NodeFileError, read_node_text
+
+    path = str(source["file"])
+    form = source.get("format") or {}
+    kind = str(form.get("type", "text")) if isinstance(form, dict) else "text"
+    field = form.get("subject_token_field_name") if isinstance(form, dict) else None
+    if kind == "json" and not field:
+        raise ValueError("credential_source.format json names no subject_token_field_name")
+
+    class Supplier(identity_pool.SubjectTokenSupplier):
+        def get_subject_token(self, context: Any, request: Any) -> str:
+            try:
+                text = read_node_text(path)
+            except NodeFileError as exc:
+                raise exceptions.RefreshError(
+                    f"the subject token file {path} {exc.strerror}"
+                ) from None
+            except (OSError, UnicodeDecodeError) as exc:
+                why = getattr(exc, "strerror", None) or "is not UTF-8 text"
+                raise exceptions.RefreshError(f"the subject token file {path}: {why}") from None
+            if kind != "json":
+                return text
+            try:
+                token = decode_json(text).get(field) if text.strip() else None
+            except (BadAnswer, ValueError, AttributeError):
+                token = None
+            if not isinstance(token, str) or not token:
+                raise exceptions.RefreshError(
+                    f"the subject token file {path} is not JSON with a string {field!r}"
+                )
+            return token
+
+    return Supplier()
