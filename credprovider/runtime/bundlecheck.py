@@ -12,7 +12,9 @@ naming the first file that is missing or of another size, instead of ``No module
 Nothing here is imported by a successful exec; it imports nothing the interpreter does not hold.
 """
 
+import errno
 import os
+import stat
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
 # second, and is built with its name).
 FILES_MANIFEST: "Final" = "credprovider.files"
 START_MANIFEST: "Final" = "credprovider.start"
+# A thousand lines of about 60 bytes; far past it the file is not the one the release wrote.
+MAX_MANIFEST_BYTES: "Final" = 4 << 20
 
 
 # How that line's advice begins: the tool knows a bundle that cannot start by it
@@ -53,10 +57,10 @@ def damage(contents: str) -> str | None:
     say it, or ``None`` when every listed file is there with its size."""
     manifest = os.path.join(contents, FILES_MANIFEST)
     try:
-        with open(manifest, encoding="utf-8") as listing:
-            lines = listing.read().splitlines()
+        lines = _listing(manifest).decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
-        return f"the bundle is damaged: cannot read {manifest} ({exc.__class__.__name__})"
+        why = getattr(exc, "strerror", None) or exc.__class__.__name__
+        return f"the bundle is damaged: cannot read {manifest} ({why})"
     for line in lines:
         size, _, relative = line.partition(" ")
         if not size.isdigit() or not relative:
@@ -69,6 +73,25 @@ def damage(contents: str) -> str | None:
         if found != int(size):
             return f"the bundle is damaged: {path} has {found} bytes, not {size}"
     return None
+
+
+def _listing(manifest: str) -> bytes:
+    """The manifest's bytes, read as every file on a failed start's path is read: opened without
+    blocking, a regular file only (a FIFO is never waited on), at most
+    :data:`MAX_MANIFEST_BYTES` (``OSError`` otherwise; runtime/nodefile.py, which says why in
+    words, is not imported here)."""
+    descriptor = os.open(manifest, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", manifest)
+        data = os.read(descriptor, MAX_MANIFEST_BYTES + 1)
+        while len(data) <= MAX_MANIFEST_BYTES and (more := os.read(descriptor, 1 << 20)):
+            data += more
+        if len(data) > MAX_MANIFEST_BYTES:
+            raise OSError(errno.EFBIG, f"larger than {MAX_MANIFEST_BYTES >> 20} MiB", manifest)
+        return data
+    finally:
+        os.close(descriptor)
 
 
 def damage_line() -> str | None:

@@ -235,18 +235,35 @@ def test_the_tool_names_a_missing_file_too(native_launcher: Launcher, tmp_path: 
     )
 
 
+@pytest.mark.parametrize(
+    ("manifest", "why"),
+    [
+        ("missing", "No such file or directory"),
+        ("a FIFO", "not a regular file"),  # was waited on until the kubelet's kill
+        ("a directory", "not a regular file"),
+        ("5 MiB", "larger than 4 MiB"),
+    ],
+)
 def test_without_the_whole_manifest_a_failed_start_says_so(
-    native_launcher: Launcher, tmp_path: Path
+    native_launcher: Launcher, tmp_path: Path, manifest: str, why: str
 ) -> None:
-    """--version needs nothing past start-up; a start that fails reads the whole manifest."""
+    """--version needs nothing past start-up; a start that fails reads the whole manifest, as a
+    file on a node is read (never waited on, never past its cap), and says why it cannot."""
     copy = copy_bundle(native_launcher.bundle_dir, tmp_path)
-    (copy / "_internal" / FILES_MANIFEST).unlink()
+    listing = copy / "_internal" / FILES_MANIFEST
+    listing.unlink()
+    if manifest == "a FIFO":
+        os.mkfifo(listing)
+    elif manifest == "a directory":
+        listing.mkdir()
+    elif manifest == "5 MiB":
+        listing.write_bytes(b"1 x\n" * (5 << 18))
     assert native_launcher.run(copy / "credprovider", "--version").returncode == 0
     (copy / "_internal" / "botocore" / "client.pyc").unlink()
     assert_one_line_failure(
         native_launcher.run(copy / "ecr-credential-provider"),
         "ecr-credential-provider",
-        "the bundle is damaged: cannot read",
+        f"the bundle is damaged: cannot read {listing} ({why})",
     )
 
 
