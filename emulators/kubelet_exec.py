@@ -58,20 +58,38 @@ class PluginRun:
         return [line for line in self.stderr_lines if "test mode:" not in line]
 
 
-def with_etc_files(command: list[str], files: Mapping[str, bytes], scratch: Path) -> list[str]:
-    """``command`` in a private mount namespace whose ``/etc`` is an overlay of the host's with
-    ``files`` (absolute paths under /etc) written into its upper layer, in ``scratch``."""
-    upper, work = scratch / "upper", scratch / "work"
-    work.mkdir()
-    for path, data in files.items():
-        if not path.startswith("/etc/"):
-            raise ValueError(f"{path}: only files under /etc can be given")
-        target = upper / path.removeprefix("/etc/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-    mount = f"mount -t overlay overlay -o lowerdir=/etc,upperdir={upper},workdir={work} /etc"
+# The fixed node directories a test may give a plugin files in (each an overlay of the host's).
+NODE_FILE_DIRS = ("/etc", "/run")
+
+
+def with_node_files(command: list[str], files: Mapping[str, bytes], scratch: Path) -> list[str]:
+    """``command`` in a private mount namespace whose ``/etc`` and ``/run`` are overlays of the
+    host's with ``files`` (absolute paths under them) written into their upper layers, in
+    ``scratch``. A value of ``b"<fifo>"`` makes a FIFO there."""
+    mounts = []
+    for top in NODE_FILE_DIRS:
+        given = {path: data for path, data in files.items() if path.startswith(f"{top}/")}
+        if not given:
+            continue
+        upper, work = scratch / top.strip("/") / "upper", scratch / top.strip("/") / "work"
+        work.mkdir(parents=True)
+        for path, data in given.items():
+            target = upper / path.removeprefix(f"{top}/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if data == FIFO:
+                os.mkfifo(target)
+            else:
+                target.write_bytes(data)
+        mounts.append(
+            f"mount -t overlay overlay -o lowerdir={top},upperdir={upper},workdir={work} {top}"
+        )
+    if unknown := [p for p in files if not p.startswith(tuple(f"{t}/" for t in NODE_FILE_DIRS))]:
+        raise ValueError(f"{unknown}: only files under {' and '.join(NODE_FILE_DIRS)} can be given")
     return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-            f'{mount} && exec "$@"', "sh", *command]  # fmt: skip
+            f'{" && ".join(mounts)} && exec "$@"', "sh", *command]  # fmt: skip
+
+
+FIFO = b"<fifo>"
 
 
 def plugin_command(name: str, use_bundle: bool = False) -> list[str]:
@@ -93,9 +111,9 @@ def run_plugin(
 ) -> PluginRun:
     """Run a plugin with ``stdin``; ``env`` is added to the (already sanitized) test environment.
 
-    ``node_files`` (paths under ``/etc`` -> contents) are what the plugin finds at those fixed
-    paths: it runs in a mount namespace of its own where ``/etc`` is an overlay holding them
-    (root only), so the host's ``/etc`` never changes.
+    ``node_files`` (paths under ``/etc`` or ``/run`` -> contents, :data:`FIFO` for a FIFO) are
+    what the plugin finds at those fixed paths: it runs in a mount namespace of its own where
+    those directories are overlays holding them (root only), so the host's never change.
 
     ``address_space`` (bytes) runs it under ``prlimit --as``: memory it would grow past that fails
     its allocations, so a test sees an unbounded read instead of assuming there is none.
@@ -115,7 +133,7 @@ def run_plugin(
     )
     with tempfile.TemporaryDirectory() as scratch:
         if node_files:
-            command = with_etc_files(command, node_files, Path(scratch))
+            command = with_node_files(command, node_files, Path(scratch))
         proc = subprocess.run(
             command,
             input=stdin,

@@ -27,12 +27,14 @@ from credprovider.runtime.redact import register_secret
 
 if TYPE_CHECKING:
     import datetime
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from credprovider.runtime._typing import TypeVar
 
     T = TypeVar("T")
 
+# The metadata server's root certificate and client key are a few KiB each.
+MAX_MTLS_FILE_BYTES: Final = 1 << 20
 # Who a metadata-server token is of, until its email is asked for (only to word a failure).
 NODE_ACCOUNT: Final = "the VM's default service account"
 
@@ -115,6 +117,7 @@ def metadata_get(ctx: Context, path: str, what: str) -> Any:
 
     if not metadata.wants_mtls(ctx.environ):
         return metadata.get(ctx, path, what)
+    _require_mtls_files(ctx.environ)
     from google.auth import exceptions
     from google.auth.compute_engine import _metadata
 
@@ -141,6 +144,29 @@ def metadata_get(ctx: Context, path: str, what: str) -> Any:
         raise ProviderError(
             f"could not read {what} from the GCE metadata server over mTLS: {one_line(exc)}"
         ) from None
+
+
+def _require_mtls_files(environ: Mapping[str, str]) -> None:
+    """The metadata server's mTLS files that are there, checked before OpenSSL loads them as
+    every file on the exec path is (a FIFO would hold it to the deadline); one that is not there
+    is google-auth's to say, as its mode wants."""
+    import os
+
+    from credprovider.gcp.metadata import MTLS_CERTIFICATES, MTLS_MODE_ENV
+    from credprovider.runtime.nodefile import reason, require_node_file
+
+    for file in MTLS_CERTIFICATES:
+        if not os.path.lexists(file):
+            continue
+        try:
+            require_node_file(file, MAX_MTLS_FILE_BYTES)
+        except (OSError, ValueError) as exc:
+            mode = environ.get(MTLS_MODE_ENV, "")
+            raise ProviderError(
+                f"the metadata server's mTLS file {file} ({MTLS_MODE_ENV}={mode}) cannot be used: "
+                f"{reason(exc)}",
+                f"fix it (the guest agent writes it) or set {MTLS_MODE_ENV}=none",
+            ) from None
 
 
 def expiry_timestamp(expiry: datetime.datetime | None) -> float | None:

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from credprovider.runtime.provider import Context
 
 MTLS_MODE_ENV: Final = "GCE_METADATA_MTLS_MODE"
+# Where google-auth looks for the metadata server's mTLS root and client key (its
+# google/auth/compute_engine/_mtls.py, on Linux; the GCE guest agent writes them).
 MTLS_CERTIFICATES: Final = ("/run/google-mds-mtls/root.crt", "/run/google-mds-mtls/client.key")
 # The metadata server's name does not resolve: off GCE (or its DNS is not the node's).
 NOT_ON_GCE: Final = (

@@ -4,13 +4,14 @@ and what a failing metadata server says."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
 from credprovider.runtime.matching import keyring_lookup
 from emulators.gcp import FakeMetadata
 from emulators.http import FakeResponse, FakeServer
-from emulators.kubelet_exec import request_bytes, run_plugin
+from emulators.kubelet_exec import FIFO, request_bytes, run_plugin
 from tests.helpers import run_listing_imports
 from tests.integration.gcp.common import FIXED_KEYS, PLUGIN, gcp_env
 
@@ -202,4 +203,38 @@ def test_metadata_mtls_is_left_to_google_auth(metadata: tuple[FakeMetadata, Fake
         f"{PLUGIN}: error: could not read the default service account's access token from the "
         "GCE metadata server over mTLS: mTLS certificates not found in strict mode."
     ]
+    assert fake.paths == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the mTLS files' fixed path needs an overlay of /run")
+@pytest.mark.parametrize(
+    ("root_crt", "says"),
+    [
+        (FIFO, "is a FIFO, not a regular file"),  # OpenSSL waited on it to the deadline
+        (b"x" * (2 << 20), "is larger than 1 MiB"),
+    ],
+)
+@pytest.mark.parametrize("mode", ["strict", "default"])
+def test_an_mtls_file_that_is_no_file_is_one_line_at_once(
+    metadata: tuple[FakeMetadata, FakeServer], root_crt: bytes, says: str, mode: str
+) -> None:
+    """The metadata server's mTLS files (google-auth loads them from /run/google-mds-mtls into
+    OpenSSL) are checked first, as every file on the exec path: one line naming the file and the
+    mode, never a wait, and the metadata server is never asked."""
+    fake, server = metadata
+    root = "/run/google-mds-mtls/root.crt"
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("gcr.io/p/a"),
+        ["get-credentials", "--deadline=20s"],
+        gcp_env(server, GCE_METADATA_MTLS_MODE=mode),
+        node_files={root: root_crt, "/run/google-mds-mtls/client.key": b"not read"},
+    )
+    assert (run.code, run.stdout) == (1, b""), run.stderr
+    assert run.error_lines == [
+        f"{PLUGIN}: error: the metadata server's mTLS file {root} (GCE_METADATA_MTLS_MODE={mode}) "
+        f"cannot be used: {says}; fix it (the guest agent writes it) or set "
+        "GCE_METADATA_MTLS_MODE=none"
+    ]
+    assert run.seconds < 10
     assert fake.paths == []
