@@ -61,8 +61,10 @@ class IdentityProbe:
     # What the plugin turns that identity into before it pulls (impersonated accounts), if anything.
     then: str = ""
     # For an https:// URL: the CA bundle its certificate is checked against, as the plugin checks
-    # it ("": certifi's bundle, the plugins' default).
+    # it ("": certifi's bundle, the plugins' default), and the setting that names it (an
+    # argument such as "--ca-file", or an environment variable), for the line if it is unusable.
     ca_file: str = ""
+    ca_setting: str = ""
 
 
 IdentityFinder = Callable[

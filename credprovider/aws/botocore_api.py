@@ -48,7 +48,6 @@ from credprovider.errors import ProviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final
 from credprovider.runtime.advice import NOT_THE_SERVICE
 from credprovider.runtime.answer import READ_BLOCK_BYTES, BadAnswer, sdk_body
-from credprovider.runtime.http import require_usable_ca_bundle
 from credprovider.runtime.nodefile import (
     UnusableFileError,
     reason,
@@ -57,6 +56,7 @@ from credprovider.runtime.nodefile import (
 )
 from credprovider.runtime.provider import Context
 from credprovider.runtime.redact import register_secret
+from credprovider.runtime.tls import require_usable_ca_bundle
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping

@@ -288,7 +288,8 @@ def get_authorization_token(
     route: DirectRoute, keys: AccessKeys, ctx: Context, user_agent: str
 ) -> TokenAnswer:
     """One signed ``GetAuthorizationToken`` (retried as botocore's standard mode does)."""
-    from credprovider.runtime.http import HttpError, exchange, verified_context
+    from credprovider.runtime.http import HttpError, exchange
+    from credprovider.runtime.tls import verified_context
 
     ctx.log.v(4, f"POST {route.endpoint} ({TARGETS[route.service]}, region {route.region})")
     try:

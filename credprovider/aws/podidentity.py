@@ -148,7 +148,8 @@ def assume_direct(
     import json
 
     from credprovider.aws.sigv4 import sign_post
-    from credprovider.runtime.http import HttpError, exchange, request, verified_context
+    from credprovider.runtime.http import HttpError, exchange, request
+    from credprovider.runtime.tls import verified_context
 
     base = endpoint(region, ctx.environ)
     url = base + path(cluster)

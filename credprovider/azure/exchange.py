@@ -39,12 +39,8 @@ NOT_AN_ACR: Final = (
 
 def stdlib_transport(environ: Mapping[str, str]) -> Send:
     """The plugin's own client, trusting what requests would (``REQUESTS_CA_BUNDLE`` ...)."""
-    from credprovider.runtime.http import (
-        REQUESTS_CA_BUNDLE_ENV,
-        ca_bundle_setting,
-        stdlib_send,
-        verified_context,
-    )
+    from credprovider.runtime.http import stdlib_send
+    from credprovider.runtime.tls import REQUESTS_CA_BUNDLE_ENV, ca_bundle_setting, verified_context
 
     variable, ca_bundle = ca_bundle_setting(environ, REQUESTS_CA_BUNDLE_ENV)
     return stdlib_send(verified_context(ca_bundle, variable))

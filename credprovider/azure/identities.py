@@ -50,8 +50,8 @@ def _sdk_options(cloud: Cloud, ctx: Context) -> dict[str, Any]:
     its pipeline reads every answer under the caps (:mod:`credprovider.runtime.requests_session`)."""
     from azure.core.pipeline.transport import RequestsTransport
 
-    from credprovider.runtime.http import REQUESTS_CA_BUNDLE_ENV, require_usable_ca_bundle
     from credprovider.runtime.requests_session import bounded_session
+    from credprovider.runtime.tls import REQUESTS_CA_BUNDLE_ENV, require_usable_ca_bundle
 
     require_usable_ca_bundle(ctx.environ, REQUESTS_CA_BUNDLE_ENV)
     timeouts = {

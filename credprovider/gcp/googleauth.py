@@ -80,8 +80,8 @@ def google_auth_request(ctx: Context) -> Any:
     call through it runs inside :func:`within_throttling`."""
     from google.auth.transport.requests import Request
 
-    from credprovider.runtime.http import REQUESTS_CA_BUNDLE_ENV, require_usable_ca_bundle
     from credprovider.runtime.requests_session import bounded_session
+    from credprovider.runtime.tls import REQUESTS_CA_BUNDLE_ENV, require_usable_ca_bundle
 
     require_usable_ca_bundle(ctx.environ, REQUESTS_CA_BUNDLE_ENV)
 

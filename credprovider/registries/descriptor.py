@@ -141,6 +141,7 @@ def identity(
         silence=f"check that {settings.url} is reachable from this node and --url names the "
         "backend (a firewall, a proxy: HTTPS_PROXY and NO_PROXY in the provider's env)",
         ca_file=settings.ca_file,
+        ca_setting="--ca-file",
         then="the pod's own credential (exchanged at each pull)",
     )
 

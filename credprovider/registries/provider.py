@@ -33,8 +33,6 @@ from credprovider.runtime.redact import register_secret
 from credprovider.runtime.retry import RETRYABLE_STATUSES
 
 if TYPE_CHECKING:
-    import ssl
-
     from credprovider.registries.wire import Call
     from credprovider.runtime.api import CredentialProviderRequest
     from credprovider.runtime.http import HttpResponse, Send
@@ -143,28 +141,10 @@ def _transport(settings: Settings, ctx: Context) -> Send:
 
         ctx.log.v(1, f"{settings.backend.title} through requests: {proxy} is set")
         return requests_send(ctx)
-    from credprovider.runtime.http import stdlib_send, verified_context
+    from credprovider.runtime.http import stdlib_send
+    from credprovider.runtime.tls import verified_context
 
-    if not settings.ca_file:
-        return stdlib_send(verified_context())
-    return stdlib_send(_trusting(settings.ca_file))
-
-
-def _trusting(path: str) -> ssl.SSLContext:
-    """A verified TLS context trusting the PEM bundle at ``path``, read as every node file is (a
-    regular file, capped: a FIFO or /dev/zero is refused, never waited on)."""
-    import ssl
-
-    from credprovider.runtime.nodefile import read_node_file, reason
-
-    try:
-        pem = read_node_file(path).decode("ascii", "replace")
-        return ssl.create_default_context(cadata=pem)
-    except ssl.SSLError:  # an OSError too: first
-        why = "it holds no PEM certificate"
-    except (OSError, ValueError) as exc:
-        why = reason(exc)
-    raise ProviderError(f"--ca-file {path} cannot be used: {why}", "fix the provider's args")
+    return stdlib_send(verified_context(settings.ca_file, "--ca-file"))
 
 
 def throttled(answer: HttpResponse, now: float) -> Throttle | None:

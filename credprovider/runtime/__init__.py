@@ -15,7 +15,8 @@ stdout or the process exit code. One module per job:
   ``retry``: bounded retries within it;
 * ``http``: the plugins' own HTTP/1.1 client and the one transport seam; ``answer``: the one
   bounded reader of what an endpoint answers; ``requests_session``: the same caps for the SDKs
-  over requests;
+  over requests; ``tls``: the CA bundle a setting names, read as a node file, in a verified
+  context;
 * ``caching``: the persistent cache as a decorator around any provider (``cachestore``: its files);
 * ``nodefile``: the one reader of node files (regular files only, capped);
 * ``log``: klog-style verbosity on stderr, every line scrubbed; SDK ``logging`` routed into it

@@ -16,16 +16,14 @@ answer. Callers check the status and say what failed.
 
 from __future__ import annotations
 
-import os
-
-from credprovider.errors import CredproviderError, ProviderError
+from credprovider.errors import CredproviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
 from credprovider.runtime.answer import MAX_BODY_BYTES, BadAnswer, decoded, too_large
 
 if TYPE_CHECKING:
     import socket
     import ssl
-    from collections.abc import Callable, Collection, Mapping, Sequence
+    from collections.abc import Callable, Collection, Mapping
     from typing import Any, BinaryIO
 
     from credprovider.runtime.provider import Context
@@ -353,57 +351,6 @@ def proxy_setting(environ: Mapping[str, str]) -> str | None:
     """The name of the first proxy variable that is set, if any (see :data:`PROXY_ENV`): the one
     rule by which a call leaves this client for an SDK's transport, which honours ``NO_PROXY``."""
     return next((name for name in PROXY_ENV if environ.get(name, "").strip()), None)
-
-
-# The CA bundle variables each transport honours, the first set one winning: requests (and so
-# azure-identity and google-auth) and the ACR exchange that trusts what requests would.
-REQUESTS_CA_BUNDLE_ENV: Final = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
-# A node's whole trust store is a few hundred KiB (certifi's, Debian's ca-certificates.crt).
-MAX_CA_BUNDLE_BYTES: Final = 16 << 20
-
-
-class CaBundleError(ProviderError):
-    """A CA bundle variable names something TLS cannot use: the node's setup to fix."""
-
-
-def verified_context(ca_bundle: str = "", variable: str = "") -> ssl.SSLContext:
-    """Certificate and host name checks against ``ca_bundle`` (a PEM file, or a directory as
-    requests allows), else certifi's bundle (as botocore and requests do). A bundle that cannot
-    be loaded is :class:`CaBundleError`, naming ``variable``, the setting that gave it."""
-    import ssl
-
-    if not ca_bundle:
-        import certifi
-
-        return ssl.create_default_context(cafile=certifi.where())
-    from credprovider.runtime.nodefile import reason, require_node_file
-
-    try:
-        if os.path.isdir(ca_bundle):
-            return ssl.create_default_context(capath=ca_bundle)
-        require_node_file(ca_bundle, MAX_CA_BUNDLE_BYTES)  # OpenSSL would wait on a FIFO
-        return ssl.create_default_context(cafile=ca_bundle)
-    except (OSError, ValueError, ssl.SSLError) as exc:
-        why = "it holds no PEM certificate" if isinstance(exc, ssl.SSLError) else reason(exc)
-        named = f" named by {variable}" if variable else ""
-        fix = f"fix or unset {variable}" if variable else "fix it"
-        raise CaBundleError(f"CA bundle {ca_bundle}{named} cannot be used: {why}; {fix}") from None
-
-
-def ca_bundle_setting(environ: Mapping[str, str], names: Sequence[str]) -> tuple[str, str]:
-    """``(variable, path)`` of the first of ``names`` set in ``environ``, else ``("", "")``."""
-    return next(
-        ((name, environ[name]) for name in names if environ.get(name, "").strip()), ("", "")
-    )
-
-
-def require_usable_ca_bundle(environ: Mapping[str, str], names: Sequence[str]) -> str:
-    """The CA bundle an SDK's transport will load (the first of ``names`` set), checked now so
-    that a broken one is the operator's one line (:class:`CaBundleError`), not the SDK's error."""
-    variable, path = ca_bundle_setting(environ, names)
-    if path:
-        verified_context(path, variable)
-    return path
 
 
 def get(

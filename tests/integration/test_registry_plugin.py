@@ -292,3 +292,48 @@ def test_a_rate_limit_reset_past_the_deadline_stops_at_once(tmp_path: Path) -> N
         seen = _throttled_once(cloud, {"X-RateLimit-Reset": str(int(time.time()) + 3600)})
         line = one_line(run(cloud))
     assert len(seen) == 1 and "HTTP 429" in line and "throttling" in line
+
+
+def test_a_ca_file_with_a_distributions_comments_is_trusted(
+    quay: BackendCloud, tmp_path: Path
+) -> None:
+    """A distribution's bundle names issuers in UTF-8 comments (RHEL's tls-ca-bundle.pem:
+    "Főtanúsítvány"); ssl refuses such text as ``cadata`` (a TypeError, an internal error before),
+    so only its ASCII, which is all of PEM, is handed over, and doctor's probe trusts it alike."""
+    from credprovider.registries.descriptor import identity
+    from credprovider.tool.doctor.identity import probe
+    from credprovider.tool.doctor.model import PASS
+
+    at = quay.args.index("--ca-file")
+    bundle = tmp_path / "tls-ca-bundle.pem"
+    bundle.write_bytes(
+        "# NetLock Arany (Class Gold) Főtanúsítvány\n".encode()
+        + Path(quay.args[at + 1]).read_bytes()
+    )
+    args = [*quay.args[:at], "--ca-file", str(bundle), *quay.args[at + 2 :]]
+    response = run_plugin(PLUGIN, request_bytes(IMAGE, token=quay.token), args, quay.env).response
+    assert list(response["auth"]) == [HOST]
+    found = identity({}, args, lambda path: None)
+    assert not isinstance(found, str)
+    [(status, message, _)] = probe(found, {})
+    assert status == PASS, message
+
+
+def test_doctor_says_a_ca_file_it_cannot_use_as_the_plugin_does(
+    quay: BackendCloud, tmp_path: Path
+) -> None:
+    """doctor's probe reads --ca-file as the plugin does: a directory is no bundle for it (the
+    CA bundle variables may name one, as requests allows), and the line names the argument."""
+    from credprovider.registries.descriptor import identity
+    from credprovider.tool.doctor.identity import probe
+    from credprovider.tool.doctor.model import FAIL
+
+    at = quay.args.index("--ca-file")
+    args = [*quay.args[:at], "--ca-file", str(tmp_path), *quay.args[at + 2 :]]
+    plugin = one_line(run_plugin(PLUGIN, request_bytes(IMAGE, token=quay.token), args, quay.env))
+    found = identity({}, args, lambda path: None)
+    assert not isinstance(found, str)
+    [(status, message, _)] = probe(found, {})
+    said = f"--ca-file {tmp_path} cannot be used: is a directory, not a regular file"
+    assert status == FAIL and said in message, message
+    assert said in plugin

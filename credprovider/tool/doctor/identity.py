@@ -13,15 +13,9 @@ from typing import Any, Final
 from credprovider.cloud import IdentityProbe
 from credprovider.runtime import loopback
 from credprovider.runtime.answer import BadAnswer
-from credprovider.runtime.http import (
-    CaBundleError,
-    HttpError,
-    request,
-    split_authority,
-    split_http_url,
-    verified_context,
-)
+from credprovider.runtime.http import HttpError, request, split_authority, split_http_url
 from credprovider.runtime.redact import printable
+from credprovider.runtime.tls import CaBundleError, verified_context
 from credprovider.tool.catalog import plugin_for_name
 from credprovider.tool.doctor.model import FAIL, INFO, PASS, WARN, Diagnosis, Status
 from credprovider.tool.images.startcheck import kubelet_environment
@@ -65,7 +59,11 @@ def probe(found: IdentityProbe, environ: Mapping[str, str]) -> list[tuple[Status
     if refused is not None:
         return [(INFO, f"{found.what}: not probed: {refused}", "")]
     try:
-        tls = verified_context(found.ca_file) if found.url.startswith("https://") else None
+        tls = (
+            verified_context(found.ca_file, found.ca_setting)
+            if found.url.startswith("https://")
+            else None
+        )
     except CaBundleError as exc:
         return [(FAIL, f"{found.what}: {exc}", "")]
     try:

@@ -1,0 +1,76 @@
+"""The trust every plugin's TLS uses: a verified context from a CA bundle a setting names (or
+certifi's), the bundle read as every node file is, and the CA bundle variables' one rule.
+
+A bundle file is read by :mod:`credprovider.runtime.nodefile` (a regular file, at most
+:data:`MAX_CA_BUNDLE_BYTES`: a FIFO is never waited on, ``/dev/zero`` never read) and handed to
+OpenSSL as text, so OpenSSL never opens the path itself. Only its ASCII is kept: PEM is ASCII, and
+the comments of distributions' bundles (RHEL's ``tls-ca-bundle.pem`` names issuers such as
+"Főtanúsítvány") are not, which ``ssl`` refuses as ``cadata``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from credprovider.errors import ProviderError
+from credprovider.runtime._typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    import ssl
+    from collections.abc import Mapping, Sequence
+
+# The CA bundle variables each transport honours, the first set one winning: requests (and so
+# azure-identity and google-auth) and the ACR exchange that trusts what requests would.
+REQUESTS_CA_BUNDLE_ENV: Final = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+# A node's whole trust store is a few hundred KiB (certifi's, Debian's ca-certificates.crt).
+MAX_CA_BUNDLE_BYTES: Final = 16 << 20
+
+
+class CaBundleError(ProviderError):
+    """A CA bundle a setting names cannot be used: the node's setup to fix."""
+
+
+def verified_context(ca_bundle: str = "", setting: str = "") -> ssl.SSLContext:
+    """Certificate and host name checks against ``ca_bundle`` (a PEM file, or, for an environment
+    variable, a directory as requests allows), else certifi's bundle (as botocore and requests
+    do). A bundle that cannot be loaded is :class:`CaBundleError` naming ``setting``, what gave
+    it: an environment variable (to fix or unset) or a plugin's argument such as ``--ca-file``
+    (the provider's args to fix)."""
+    import ssl
+
+    if not ca_bundle:
+        import certifi
+
+        return ssl.create_default_context(cafile=certifi.where())
+    from credprovider.runtime.nodefile import read_node_file, reason
+
+    try:
+        if not setting.startswith("-") and os.path.isdir(ca_bundle):
+            return ssl.create_default_context(capath=ca_bundle)
+        pem = read_node_file(ca_bundle, MAX_CA_BUNDLE_BYTES).decode("ascii", "ignore")
+        return ssl.create_default_context(cadata=pem)
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError: first
+        why = "it holds no PEM certificate" if isinstance(exc, ssl.SSLError) else reason(exc)
+    if setting.startswith("-"):
+        raise CaBundleError(
+            f"{setting} {ca_bundle} cannot be used: {why}", "fix the provider's args"
+        )
+    named = f" named by {setting}" if setting else ""
+    fix = f"fix or unset {setting}" if setting else "fix it"
+    raise CaBundleError(f"CA bundle {ca_bundle}{named} cannot be used: {why}", fix)
+
+
+def ca_bundle_setting(environ: Mapping[str, str], names: Sequence[str]) -> tuple[str, str]:
+    """``(variable, path)`` of the first of ``names`` set in ``environ``, else ``("", "")``."""
+    return next(
+        ((name, environ[name]) for name in names if environ.get(name, "").strip()), ("", "")
+    )
+
+
+def require_usable_ca_bundle(environ: Mapping[str, str], names: Sequence[str]) -> str:
+    """The CA bundle an SDK's transport will load (the first of ``names`` set), checked now so
+    that a broken one is the operator's one line (:class:`CaBundleError`), not the SDK's error."""
+    variable, path = ca_bundle_setting(environ, names)
+    if path:
+        verified_context(path, variable)
+    return path
