@@ -29,6 +29,7 @@ from botocore.exceptions import (
 )
 
 from credprovider import __version__
+from credprovider.aws.process import bounded_popen
 from credprovider.aws.registry import ROLE_SESSION_NAME, RoleChoice
 from credprovider.aws.tokenapi import (
     MAX_ATTEMPTS,
@@ -126,6 +127,17 @@ def read_for_it(sdk: Any, environ: Mapping[str, str], region: str) -> None:
         return provider
 
     builder._create_web_identity_provider = bounded
+    # a profile's credential_process, and a source profile's, run under the deadline and caps
+    popen = bounded_popen(lambda: _REMAINING[0]())
+    resolver.get_provider("custom-process")._popen = popen
+    make_process = builder._create_process_provider
+
+    def bounded_process(*args: Any, **kwargs: Any) -> Any:
+        provider = make_process(*args, **kwargs)
+        provider._popen = popen
+        return provider
+
+    builder._create_process_provider = bounded_process
     sdk.register_component("credential_provider", resolver)
     sdk.__dict__["credprovider_chain"] = True
 

@@ -67,7 +67,9 @@ SHARED = (
 )
 # Each cloud's SDK (imported lazily, when the route needs it) and what it brings.
 SDKS = {
-    "credprovider.aws": {"botocore", "certifi"},
+    # and, for aws/process.py (a profile's credential_process), what botocore.credentials loads
+    # anyway: subprocess, and with it selectors, signal and contextlib
+    "credprovider.aws": {"botocore", "certifi", "subprocess", "selectors", "signal", "contextlib"},
     "credprovider.azure": {"azure", "requests", "certifi"},
     "credprovider.gcp": {"google"},
     "credprovider.registries": {
