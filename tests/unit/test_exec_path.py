@@ -67,9 +67,7 @@ SHARED = (
 )
 # Each cloud's SDK (imported lazily, when the route needs it) and what it brings.
 SDKS = {
-    # and, for aws/process.py (a profile's credential_process), what botocore.credentials loads
-    # anyway: subprocess, and with it selectors, signal and contextlib
-    "credprovider.aws": {"botocore", "certifi", "subprocess", "selectors", "signal", "contextlib"},
+    "credprovider.aws": {"botocore", "certifi"},
     "credprovider.azure": {"azure", "requests", "certifi"},
     "credprovider.gcp": {"google"},
     "credprovider.registries": {
@@ -82,7 +80,12 @@ SDKS = {
 TOOL_SIDE = ("credprovider.tool", "credprovider.cloud", "credprovider.paths")
 FORBIDDEN = (*TOOL_SIDE, "pydantic", "yaml")
 # (module, import) pairs allowed lazily only: a YAML azure.json (cloud-provider-azure reads both).
-LAZY_EXCEPTIONS = {("credprovider.azure.cloudconfig", "yaml")}
+LAZY_EXCEPTIONS = {("credprovider.azure.cloudconfig", "yaml")} | {
+    # a credential helper run for an SDK (runtime/child.py), only on a route whose SDK (botocore,
+    # google-auth's executable source) has loaded them already
+    ("credprovider.runtime.child", name)
+    for name in ("subprocess", "selectors", "signal", "contextlib")
+}
 # Build-time modules inside a cloud folder (read by build.spec, never by a plugin).
 BUILD_ONLY = {"credprovider.aws.bundle"}
 # runtime/http.py's default CA bundle, as botocore and requests find theirs; and requests for
