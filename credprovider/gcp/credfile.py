@@ -12,7 +12,10 @@ and its loader's stray ``AttributeError``\\ s on a malformed file (``{"type":
 from __future__ import annotations
 
 from credprovider.gcp.registry import CLOUD_PLATFORM_SCOPE
-from credprovider.runtime._typing import Any, Final
+from credprovider.runtime._typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 # The types google-auth loads (google/auth/_default.py ``_VALID_TYPES``, google-auth 2.63).
 KNOWN_TYPES: Final = (
@@ -23,18 +26,21 @@ KNOWN_TYPES: Final = (
     "impersonated_service_account",
     "gdch_service_account",
 )
+# The bound on an executable source's helper when no deadline is known.
+FALLBACK: Final = 45.0
 # How google-auth's loader names a source it was given as a dict (``load_credentials_from_dict``
 # passes this string where ``load_credentials_from_file`` passes the path).
 _DICT_SOURCE: Final = "dict object"
 
 
-def load_credentials_file(path: str) -> Any:
+def load_credentials_file(path: str, remaining: Callable[[], float] = lambda: FALLBACK) -> Any:
     """Credentials from a google-auth JSON file, without any call beyond the token itself.
 
     ``google.auth.load_credentials_from_file`` also resolves the project of an external-account
     config with a Cloud Resource Manager call, which an image pull does not need, so that type is
     built directly; every other type goes through google-auth's loader, given the parsed file.
     ``OSError`` (a file that cannot be read, as runtime/nodefile.py says it) passes through.
+    ``remaining`` is the time an executable source's helper may take (the fetch's time left).
     """
     from google.auth import exceptions
 
@@ -59,7 +65,7 @@ def load_credentials_file(path: str) -> Any:
         )
     try:
         if kind == "external_account":
-            return _external_account(info)
+            return _external_account(info, remaining)
         return _by_google_auth(info)
     except (exceptions.GoogleAuthError, ValueError) as exc:
         raise ValueError(_said(exc)) from None
@@ -81,7 +87,7 @@ def _by_google_auth(info: dict[str, Any]) -> Any:
     return credentials
 
 
-def _external_account(info: dict[str, Any]) -> Any:
+def _external_account(info: dict[str, Any], remaining: Callable[[], float]) -> Any:
     """A Workload Identity Federation config, built by its own class (no project lookup)."""
     source = info.get("credential_source")
     source = source if isinstance(source, dict) else {}
@@ -90,9 +96,9 @@ def _external_account(info: dict[str, Any]) -> Any:
 
         return aws.Credentials.from_info(info, scopes=[CLOUD_PLATFORM_SCOPE])
     if "executable" in source:
-        from google.auth import pluggable
-
-        return pluggable.Credentials.from_info(info, scopes=[CLOUD_PLATFORM_SCOPE])
+        return _bounded_executable().from_info(
+            info, scopes=[CLOUD_PLATFORM_SCOPE], remaining=remaining
+        )
     from google.auth import identity_pool
 
     if "file" in source:  # read by us, bounded (below)
@@ -162,3 +168,97 @@ def _bounded_file_supplier(source: dict[str, Any]) -> Any:
             return token
 
     return Supplier()
+
+
+def _bounded_executable() -> Any:
+    """google-auth's executable-sourced credentials (``credential_source.executable``), the helper
+    run by :func:`~credprovider.runtime.child.run_bounded` instead of ``subprocess.run``: within
+    the fetch's time left as well as the config's ``timeout_millis`` (google-auth's own bound,
+    30 s by default, may outlast the deadline, whose line then blamed the network and left the
+    helper running), its output capped, and its ``output_file`` read as a node file. Everything
+    else is google-auth's: its opt-in (GOOGLE_EXTERNAL_ACCOUNT_ALLOW_EXECUTABLES=1), the
+    variables the helper is given, and the parsing of its answer."""
+    import os
+    import shlex
+
+    from google.auth import exceptions, pluggable
+
+    from credprovider.runtime.answer import BadAnswer, decode_json
+    from credprovider.runtime.child import MARGIN_SECONDS, ChildFailed, TooSlow, run_bounded
+    from credprovider.runtime.excerpt import clip
+    from credprovider.runtime.nodefile import read_node_file
+    from credprovider.runtime.redact import printable
+
+    def cached(path: str) -> Any:
+        """The output file's answer, or None where google-auth would ignore it."""
+        try:
+            return decode_json(read_node_file(path))
+        except (OSError, ValueError, BadAnswer):
+            return None
+
+    class Executable(pluggable.Credentials):
+        def __init__(
+            self, *args: Any, remaining: Callable[[], float] = lambda: FALLBACK, **kwargs: Any
+        ) -> None:
+            super().__init__(*args, **kwargs)
+            self._remaining = remaining
+
+        def _constructor_args(self) -> Any:  # the copies google-auth makes (impersonation)
+            return {**super()._constructor_args(), "remaining": self._remaining}
+
+        def retrieve_subject_token(self, request: Any) -> Any:
+            self._validate_running_mode()
+            if self.interactive:
+                raise exceptions.RefreshError("an interactive executable cannot run for a plugin")
+            output_file = self._credential_source_executable_output_file
+            if output_file:
+                response = cached(output_file)
+                if isinstance(response, dict) and "expiration_time" in response:
+                    try:
+                        return self._parse_subject_token(response)
+                    except (exceptions.MalformedError, exceptions.InvalidValue):
+                        raise
+                    except exceptions.RefreshError:
+                        pass  # expired, or unsuccessful: the helper is run (google-auth's rule)
+            env = os.environ.copy()
+            self._inject_env_variables(env)
+            env["GOOGLE_EXTERNAL_ACCOUNT_REVOKE"] = "0"
+            command = str(self._credential_source_executable_command)
+            argv = shlex.split(command)
+            said = f"the executable {clip(printable(argv[0] if argv else command))}"
+            own = float(self._credential_source_executable_timeout_millis) / 1000
+            seconds = min(own, self._remaining() - MARGIN_SECONDS)
+            try:
+                finished = run_bounded(argv, seconds, env=env, merge_stderr=True)
+            except TooSlow:
+                bound = f"its timeout_millis ({own:g}s)" if seconds == own else "the deadline"
+                raise exceptions.RefreshError(
+                    f"{said} did not answer within {bound}: stopped"
+                ) from None
+            except ChildFailed as exc:
+                raise exceptions.RefreshError(f"{said} {exc.said}") from None
+            if finished.returncode != 0:
+                complaint = finished.complaint() or "(no output)"
+                raise exceptions.RefreshError(
+                    f"{said} exited with status {finished.returncode}: {complaint}"
+                )
+            try:
+                response = decode_json(finished.stdout) if finished.stdout.strip() else None
+            except BadAnswer as exc:
+                raise exceptions.RefreshError(
+                    f"{said} answered JSON that {exc.predicate}"
+                ) from None
+            except ValueError:
+                raise exceptions.RefreshError(f"{said} answered no JSON") from None
+            if not response and output_file:
+                response = cached(output_file)
+            if not isinstance(response, dict):
+                raise exceptions.RefreshError(f"{said} answered no JSON object")
+            try:
+                return self._parse_subject_token(response)
+            except (KeyError, TypeError) as exc:
+                raise exceptions.RefreshError(
+                    f"{said} answered a field of the wrong kind ({type(exc).__name__})"
+                ) from None
+
+    return Executable

@@ -196,7 +196,7 @@ def credentials_file_token(path: str, ctx: Context) -> Token:
 
     ctx.deadline.phase = f"getting a token with the credentials in {path}"
     try:
-        credentials = load_credentials_file(path)
+        credentials = load_credentials_file(path, ctx.deadline.remaining)
     except OSError as exc:
         raise ProviderError(f"{CREDENTIALS_FILE_ENV}={path}: {exc.strerror or exc}") from None
     except ValueError as exc:

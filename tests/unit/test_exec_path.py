@@ -80,12 +80,16 @@ SDKS = {
 TOOL_SIDE = ("credprovider.tool", "credprovider.cloud", "credprovider.paths")
 FORBIDDEN = (*TOOL_SIDE, "pydantic", "yaml")
 # (module, import) pairs allowed lazily only: a YAML azure.json (cloud-provider-azure reads both).
-LAZY_EXCEPTIONS = {("credprovider.azure.cloudconfig", "yaml")} | {
-    # a credential helper run for an SDK (runtime/child.py), only on a route whose SDK (botocore,
-    # google-auth's executable source) has loaded them already
-    ("credprovider.runtime.child", name)
-    for name in ("subprocess", "selectors", "signal", "contextlib")
-}
+LAZY_EXCEPTIONS = (
+    {("credprovider.azure.cloudconfig", "yaml")}
+    | {
+        # a credential helper run for an SDK (runtime/child.py), only on a route whose SDK (botocore,
+        # google-auth's executable source) has loaded them already
+        ("credprovider.runtime.child", name)
+        for name in ("subprocess", "selectors", "signal", "contextlib")
+    }
+    | {("credprovider.gcp.credfile", "shlex")}
+)  # as google.auth.pluggable splits the command
 # Build-time modules inside a cloud folder (read by build.spec, never by a plugin).
 BUILD_ONLY = {"credprovider.aws.bundle"}
 # runtime/http.py's default CA bundle, as botocore and requests find theirs; and requests for

@@ -184,7 +184,12 @@ WIF_AUDIENCE = "//iam.googleapis.com/projects/123/locations/global/workloadIdent
 
 
 def run_with_wif_file(
-    tmp_path: Path, sts_server: FakeServer, test_ca: CertAuthority, source: dict[str, object]
+    tmp_path: Path,
+    sts_server: FakeServer,
+    test_ca: CertAuthority,
+    source: dict[str, object],
+    *args: str,
+    **env: str,
 ) -> PluginRun:
     """auth-provider-gcp with GOOGLE_APPLICATION_CREDENTIALS naming a Workload Identity
     Federation config whose subject token comes from ``source`` (its credential_source)."""
@@ -203,11 +208,12 @@ def run_with_wif_file(
     return run_plugin(
         PLUGIN,
         request_bytes("gcr.io/p/a"),
-        ["get-credentials"],
+        ["get-credentials", *args],
         {
             "GOOGLE_APPLICATION_CREDENTIALS": str(config),
             "REQUESTS_CA_BUNDLE": str(test_ca.bundle),
             "CREDPROVIDER_TEST_RESOLVE": f"sts.googleapis.com={sts_server.address}",
+            **env,
         },
     )
 
