@@ -3,9 +3,10 @@ certifi's), the bundle read as every node file is, and the CA bundle variables' 
 
 A bundle file is read by :mod:`credprovider.runtime.nodefile` (a regular file, at most
 :data:`MAX_CA_BUNDLE_BYTES`: a FIFO is never waited on, ``/dev/zero`` never read) and handed to
-OpenSSL as text, so OpenSSL never opens the path itself. Only its ASCII is kept: PEM is ASCII, and
-the comments of distributions' bundles (RHEL's ``tls-ca-bundle.pem`` names issuers such as
-"Főtanúsítvány") are not, which ``ssl`` refuses as ``cadata``.
+OpenSSL as text, so OpenSSL never opens the path itself. Only its ASCII is kept: PEM is ASCII, but
+bundles carry comments that are not (p11-kit's extracted ``tls-ca-bundle.pem`` names each
+certificate in a ``# label`` line; older Mozilla-derived bundles had ``# Issuer: CN=TÜBİTAK ...``),
+and ``ssl`` refuses such text as ``cadata``.
 """
 
 from __future__ import annotations

@@ -297,9 +297,10 @@ def test_a_rate_limit_reset_past_the_deadline_stops_at_once(tmp_path: Path) -> N
 def test_a_ca_file_with_a_distributions_comments_is_trusted(
     quay: BackendCloud, tmp_path: Path
 ) -> None:
-    """A distribution's bundle names issuers in UTF-8 comments (RHEL's tls-ca-bundle.pem:
-    "Főtanúsítvány"); ssl refuses such text as ``cadata`` (a TypeError, an internal error before),
-    so only its ASCII, which is all of PEM, is handed over, and doctor's probe trusts it alike."""
+    """A bundle may name its certificates in UTF-8 comments (p11-kit's extracted bundles label
+    each one in a ``#`` line); ssl refuses such text as ``cadata`` (a TypeError, an internal error
+    before), so only its ASCII, which is all of PEM, is handed over, and doctor's probe trusts it
+    alike."""
     from credprovider.registries.descriptor import identity
     from credprovider.tool.doctor.identity import probe
     from credprovider.tool.doctor.model import PASS
