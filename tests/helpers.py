@@ -259,3 +259,23 @@ def fake_kubelet(
     kubelet = FakeKubelet(process, child)
     _KUBELETS.append(kubelet)
     return kubelet
+
+
+def stop_what_is_left(pid_file: Path) -> tuple[list[int], list[int]]:
+    """The processes a test's helper listed in ``pid_file`` (one id a line) and those of them
+    still running, which are killed: a test leaves no process behind, whatever the code did.
+    A zombie (killed, not yet reaped by whoever inherited it) is not running."""
+    import signal
+
+    def running(pid: int) -> bool:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return False
+        return state != "Z"
+
+    listed = [int(pid) for pid in pid_file.read_text().split()] if pid_file.exists() else []
+    still = [pid for pid in listed if running(pid)]
+    for pid in still:
+        os.kill(pid, signal.SIGKILL)
+    return listed, still

@@ -116,30 +116,29 @@ def read_for_it(sdk: Any, environ: Mapping[str, str], region: str) -> None:
     resolver.get_provider("assume-role-with-web-identity")._token_loader_cls = tokens
     container = resolver.get_provider("container-role")
     container._build_headers = _container_headers(container._environ)
-    # a role chain's source profile gets a web identity provider of its own, made when it is
-    # resolved (ProfileProviderBuilder): each is given the same loader as it is made
+    # a role chain's source profile gets a web identity provider (and a credential_process
+    # provider) of its own, made when it is resolved (ProfileProviderBuilder): each is given the
+    # same reader, or runner, as it is made
     builder = resolver.get_provider("assume-role")._profile_provider_builder
-    made = builder._create_web_identity_provider
-
-    def bounded(*args: Any, **kwargs: Any) -> Any:
-        provider = made(*args, **kwargs)
-        provider._token_loader_cls = tokens
-        return provider
-
-    builder._create_web_identity_provider = bounded
+    _each_made_with(builder, "_create_web_identity_provider", "_token_loader_cls", tokens)
     # a profile's credential_process, and a source profile's, run under the deadline and caps
     popen = bounded_popen(lambda: _REMAINING[0]())
     resolver.get_provider("custom-process")._popen = popen
-    make_process = builder._create_process_provider
-
-    def bounded_process(*args: Any, **kwargs: Any) -> Any:
-        provider = make_process(*args, **kwargs)
-        provider._popen = popen
-        return provider
-
-    builder._create_process_provider = bounded_process
+    _each_made_with(builder, "_create_process_provider", "_popen", popen)
     sdk.register_component("credential_provider", resolver)
     sdk.__dict__["credprovider_chain"] = True
+
+
+def _each_made_with(builder: Any, factory: str, attribute: str, value: Any) -> None:
+    """Every provider ``builder.factory`` makes from now on has ``attribute`` set to ``value``."""
+    made = getattr(builder, factory)
+
+    def making(*args: Any, **kwargs: Any) -> Any:
+        provider = made(*args, **kwargs)
+        setattr(provider, attribute, value)
+        return provider
+
+    setattr(builder, factory, making)
 
 
 def configured_region(sdk: Any) -> str | None:

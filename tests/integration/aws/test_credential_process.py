@@ -5,8 +5,6 @@ process left on the node."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import stat
 import time
 from pathlib import Path
@@ -16,6 +14,7 @@ import pytest
 from emulators.aws import FakeEcr, ecr_env
 from emulators.http import FakeServer
 from emulators.kubelet_exec import PluginRun, request_bytes, run_plugin
+from tests.helpers import stop_what_is_left
 from tests.integration.aws.common import PLUGIN
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/a"
@@ -105,14 +104,6 @@ def test_a_helper_that_is_not_there_is_one_line(
     ), run.stderr
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"
-
-
 def test_a_hanging_helper_is_stopped_whole_before_the_deadline(
     ecr: tuple[FakeEcr, FakeServer], tmp_path: Path
 ) -> None:
@@ -126,10 +117,7 @@ def test_a_hanging_helper_is_stopped_whole_before_the_deadline(
         run = _run(ecr, tmp_path, str(_helper(tmp_path, body)), "--deadline=4s")
         seconds = time.monotonic() - started
     finally:  # whatever the plugin did, the test leaves no process behind
-        left = [int(pid) for pid in pids.read_text().split()] if pids.exists() else []
-        still = [pid for pid in left if _alive(pid)]
-        for pid in still:
-            os.kill(pid, signal.SIGKILL)
+        left, still = stop_what_is_left(pids)
     assert len(left) == 2 and still == [], (left, still)
     assert seconds < 8
     assert (run.code, run.stdout) == (1, b"")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import stat
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from emulators.gcp import FakeSts
 from emulators.http import FakeServer
 from emulators.kubelet_exec import PluginRun
 from emulators.tls import CertAuthority
+from tests.helpers import stop_what_is_left
 from tests.integration.gcp.common import KSA_TOKEN
 from tests.integration.gcp.test_identities import WIF_AUDIENCE, run_with_wif_file
 
@@ -131,14 +131,6 @@ def test_executables_stay_opt_in(
     assert not marker.exists()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return state != "Z"
-
-
 @pytest.mark.parametrize(("timeout_millis", "bound"), [(30000, "the deadline"), (5000, "")])
 def test_a_hanging_helper_is_stopped_whole_within_its_bound(
     tmp_path: Path,
@@ -156,10 +148,7 @@ def test_a_hanging_helper_is_stopped_whole_within_its_bound(
     try:
         run = _run(tmp_path, sts, test_ca, body, deadline, timeout_millis=timeout_millis)
     finally:  # whatever the plugin did, the test leaves no process behind
-        left = [int(pid) for pid in pids.read_text().split()] if pids.exists() else []
-        still = [pid for pid in left if _alive(pid)]
-        for pid in still:
-            os.kill(pid, signal.SIGKILL)
+        left, still = stop_what_is_left(pids)
     assert len(left) == 2 and still == [], (left, still)
     assert (run.code, run.stdout) == (1, b""), run.stderr
     bound = bound or f"its timeout_millis ({timeout_millis // 1000}s)"
