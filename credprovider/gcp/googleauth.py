@@ -161,7 +161,9 @@ def _require_mtls_files(environ: Mapping[str, str]) -> None:
         try:
             require_node_file(file, MAX_MTLS_FILE_BYTES)
         except (OSError, ValueError) as exc:
-            mode = environ.get(MTLS_MODE_ENV, "")
+            from credprovider.runtime.excerpt import QUOTE_LIMIT, clip
+
+            mode = clip(environ.get(MTLS_MODE_ENV, ""), QUOTE_LIMIT)
             raise ProviderError(
                 f"the metadata server's mTLS file {file} ({MTLS_MODE_ENV}={mode}) cannot be used: "
                 f"{reason(exc)}",

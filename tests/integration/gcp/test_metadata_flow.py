@@ -238,3 +238,21 @@ def test_an_mtls_file_that_is_no_file_is_one_line_at_once(
     ]
     assert run.seconds < 10
     assert fake.paths == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the mTLS files' fixed path needs an overlay of /run")
+def test_an_mtls_mode_from_outside_is_quoted_short(
+    metadata: tuple[FakeMetadata, FakeServer],
+) -> None:
+    """The mode is the env's: a 100 kB one is cut in the line, whose fix still ends it."""
+    _, server = metadata
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("gcr.io/p/a"),
+        ["get-credentials"],
+        gcp_env(server, GCE_METADATA_MTLS_MODE="x" * 100_000),
+        node_files={"/run/google-mds-mtls/root.crt": FIFO, "/run/google-mds-mtls/client.key": b""},
+    )
+    (line,) = run.error_lines
+    assert len(line) < 600 and "(100000 bytes)" in line, line
+    assert line.endswith("or set GCE_METADATA_MTLS_MODE=none"), line
