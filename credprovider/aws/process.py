@@ -54,21 +54,19 @@ class Run:
 
     def communicate(self) -> tuple[bytes, bytes]:
         """Its whole answer, checked: :class:`ProcessFailed` for any fault of the helper."""
-        from credprovider.runtime.child import ChildFailed, TooSlow, run_bounded
+        from credprovider.runtime.child import ChildFailed, TooSlow, run_helper
 
         try:
-            finished = run_bounded(self.argv, self.seconds)
+            finished = run_helper(self.argv, self.seconds)
         except TooSlow:
             raise ProcessFailed(f"{self.said} did not answer before the deadline: stopped",
                                 SLOW_FIX) from None  # fmt: skip
         except ChildFailed as exc:
             raise ProcessFailed(f"{self.said} {exc.said}", FIX) from None
-        if finished.returncode != 0:
+        if finished.code != 0:
             complaint = finished.complaint()
             said = f": {complaint}" if complaint else " (it wrote nothing on stderr)"
-            raise ProcessFailed(
-                f"{self.said} failed with exit status {finished.returncode}{said}", FIX
-            )
+            raise ProcessFailed(f"{self.said} failed with exit status {finished.code}{said}", FIX)
         _check_answer(finished.stdout, self.said)
         self.returncode = 0
         return finished.stdout, b""

@@ -184,7 +184,7 @@ def _bounded_executable() -> Any:
     from google.auth import exceptions, pluggable
 
     from credprovider.runtime.answer import BadAnswer, decode_json
-    from credprovider.runtime.child import MARGIN_SECONDS, ChildFailed, TooSlow, run_bounded
+    from credprovider.runtime.child import MARGIN_SECONDS, ChildFailed, TooSlow, run_helper
     from credprovider.runtime.excerpt import clip
     from credprovider.runtime.nodefile import read_node_file
     from credprovider.runtime.redact import printable
@@ -229,7 +229,7 @@ def _bounded_executable() -> Any:
             own = float(self._credential_source_executable_timeout_millis) / 1000
             seconds = min(own, self._remaining() - MARGIN_SECONDS)
             try:
-                finished = run_bounded(argv, seconds, env=env, merge_stderr=True)
+                finished = run_helper(argv, seconds, env=env, merge_stderr=True)
             except TooSlow:
                 bound = f"its timeout_millis ({own:g}s)" if seconds == own else "the deadline"
                 raise exceptions.RefreshError(
@@ -237,10 +237,10 @@ def _bounded_executable() -> Any:
                 ) from None
             except ChildFailed as exc:
                 raise exceptions.RefreshError(f"{said} {exc.said}") from None
-            if finished.returncode != 0:
+            if finished.code != 0:
                 complaint = finished.complaint() or "(no output)"
                 raise exceptions.RefreshError(
-                    f"{said} exited with status {finished.returncode}: {complaint}"
+                    f"{said} exited with status {finished.code}: {complaint}"
                 )
             try:
                 response = decode_json(finished.stdout) if finished.stdout.strip() else None

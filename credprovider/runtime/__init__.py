@@ -18,8 +18,9 @@ stdout or the process exit code. One module per job:
   over requests; ``tls``: the CA bundle a setting names, read as a node file, in a verified
   context;
 * ``caching``: the persistent cache as a decorator around any provider (``cachestore``: its files);
-* ``nodefile``: the one reader of node files (regular files only, capped); ``child``: a
-  credential helper an SDK would run, run to its end within the deadline and caps instead;
+* ``nodefile``: the one reader of node files (regular files only, capped); ``child``: the one
+  runner of a program credprovider does not control (a credential helper an SDK would run, and
+  the programs the tool runs from an operator's config), bounded in time and output;
 * ``log``: klog-style verbosity on stderr, every line scrubbed; SDK ``logging`` routed into it
   (``importhook``: code run after a module's first import);
 * ``redact``: every secret seen replaced by its redacted form before text is printed;

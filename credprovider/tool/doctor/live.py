@@ -16,9 +16,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from credprovider.runtime.child import run_bounded
 from credprovider.runtime.redact import printable, scrub
 from credprovider.tool.doctor.model import FAIL, INFO, PASS, WARN, Diagnosis
-from credprovider.tool.node.childproc import run_bounded
 from credprovider.tool.node.discovery import NodeView
 from credprovider.tool.node.kubelet_facts import (
     CONFIG_DIRECTORY_SINCE,

@@ -23,6 +23,7 @@ from credprovider.runtime.api import (
     encode_request,
     parse_response,
 )
+from credprovider.runtime.child import run_bounded
 from credprovider.runtime.excerpt import byte_size
 from credprovider.runtime.goformat import SECOND, parse_go_duration
 from credprovider.runtime.imageref import registry_of
@@ -32,7 +33,6 @@ from credprovider.runtime.redact import register_secret, scrub
 from credprovider.runtime.serve import CACHE_READ_ONLY_ENV
 from credprovider.tool.catalog import plugin_for_name
 from credprovider.tool.kubeconfig.model import CredentialProvider, LoadedConfig
-from credprovider.tool.node.childproc import run_bounded
 from credprovider.tool.node.trust import UntrustedProgram, check_program
 
 KUBELET_EXEC_TIMEOUT_SECONDS: Final = 60.0

@@ -28,9 +28,9 @@ from typing import Final
 from credprovider.entry import TOOL_NAME, UNKNOWN_PROGRAM_MARK, VERSION_FLAG
 from credprovider.errors import CredproviderError
 from credprovider.runtime.bundlecheck import INSTALL_HINT_START
+from credprovider.runtime.child import run_bounded
 from credprovider.runtime.nodefile import reason
 from credprovider.tool.catalog import plugin_for_name
-from credprovider.tool.node.childproc import run_bounded
 from credprovider.tool.node.trust import UntrustedProgram, check_program, safe_environment
 
 # What our launcher says when it is not in a whole bundle (release/launcher.c, built with

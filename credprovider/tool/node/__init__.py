@@ -9,7 +9,6 @@ doctor and the agent), ``flagfiles`` (the files flags are kept in: read and edit
 (the distributions' layouts), ``units`` (the kubelet's systemd unit as systemd starts it),
 ``rancher`` (the config and bin dir k3s and RKE2 give their kubelet, from their own configuration),
 ``discovery`` (what they add up to), ``inuse`` (the package's plugins
-a kubelet still names), ``childproc`` (running a program bounded in time and output) and
-``structured`` (bounded JSON) and ``yamldoc`` (YAML as the kubelet's strict decoder takes it).
+a kubelet still names), ``structured`` (bounded JSON) and ``yamldoc`` (YAML as the kubelet's strict decoder takes it).
 Nothing here writes to the node.
 """

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Final
 
+from credprovider.runtime.child import run_bounded
 from credprovider.tool.node.kubelet_proc import KUBELET_NAME, KubeletProcess
 from credprovider.tool.node.layouts import KUBELET_BINARIES
 
@@ -123,8 +124,6 @@ def stamped(found: tuple[str, tuple[int, int]] | None) -> tuple[int, int] | None
 
 
 def _ask_version(program: str) -> tuple[str, tuple[int, int]] | None:
-    from credprovider.tool.node.childproc import run_bounded
-
     try:
         done = run_bounded(
             [program, "--version"], SYSTEM_ENV, b"", VERSION_TIMEOUT_SECONDS, cap=4096

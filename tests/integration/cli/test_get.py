@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from credprovider.runtime.child import DRAIN_SECONDS
 from credprovider.tool.catalog import PLUGINS
-from credprovider.tool.node.childproc import DRAIN_SECONDS
 from emulators.aws import NODE_KEY, FakeEcr, ecr_env
 from emulators.gcp import FakeMetadata
 from emulators.harness import GCP_PULLER, gcp_emulator

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from credprovider.entry import UNKNOWN_PROGRAM_MARK
+from credprovider.runtime.child import DRAIN_SECONDS
 from credprovider.tool.images.startcheck import (
     LAUNCHER_FAILURE_MARK,
     VERSION_MARK,
     check_start,
 )
-from credprovider.tool.node.childproc import DRAIN_SECONDS
 from release.bundle import REPO
 
 ECR = "ecr-credential-provider"

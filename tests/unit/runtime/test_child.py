@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from credprovider.tool.node.childproc import DRAIN_SECONDS, run_bounded
+from credprovider.runtime.child import DRAIN_SECONDS, run_bounded
 
 TIMEOUT = 1.0
 CAP = 4096
@@ -97,3 +97,20 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except (FileNotFoundError, IndexError):
         return "X"
+
+
+def test_a_plugins_helper_is_stopped_at_the_cap_not_at_the_time_out() -> None:
+    """``stop_at_cap`` (a plugin's credential helper): a program writing without end is stopped
+    as soon as it passes the cap, its group killed, long before its time-out (the tool's checks
+    keep reading and dropping instead, to the time-out)."""
+    started = time.monotonic()
+    done = run_bounded(["/bin/sh", "-c", "yes"], None, b"", 30.0, CAP, stop_at_cap=True, drain=0.1)
+    assert time.monotonic() - started < 5
+    assert (done.code, done.stdout_cut, len(done.stdout)) == (None, True, CAP)
+
+
+def test_merged_streams_are_one() -> None:
+    done = run_bounded(["/bin/sh", "-c", "echo out; echo err >&2"], None, b"", 5.0, CAP,
+                       merge_stderr=True)  # fmt: skip
+    assert (done.code, done.stdout, done.stderr) == (0, b"out\nerr\n", b"")
+    assert done.complaint() == "out"
