@@ -5,10 +5,11 @@ chart's way, which the node's own rollback needs), or by running an operator's c
 from __future__ import annotations
 
 import shlex
-import subprocess
 from collections.abc import Callable
 from typing import Final
 
+from credprovider.runtime.child import run_bounded
+from credprovider.runtime.provider import one_line
 from credprovider.tool.agent.platforms import Loaded, every_service
 from credprovider.tool.errors import NodeChangeError
 
@@ -16,21 +17,27 @@ Restart = Callable[[str], None]
 """``unit -> None``: restarts it, or raises NodeChangeError."""
 
 COMMAND_TIMEOUT_SECONDS: Final = 120
+# What is kept of its output: the last line of stderr says why it failed.
+OUTPUT_CAP: Final = 64 * 1024
 
 
 def by_command(command_template: str, unit: str) -> None:
     """Run ``command_template`` (``{unit}`` replaced, shell-quoted) for ``unit``; NodeChangeError
     with its last line if it failed."""
     command = shlex.split(command_template.format(unit=shlex.quote(unit)))
-    try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_SECONDS, check=False
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
+    try:  # bounded in time and output, its whole group stopped if it hangs (runtime/child.py)
+        done = run_bounded(command, None, b"", COMMAND_TIMEOUT_SECONDS, OUTPUT_CAP)
+    except (OSError, ValueError) as exc:
         raise NodeChangeError(f"restarting {unit} failed: {exc}") from exc
-    if done.returncode != 0:
-        said = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise NodeChangeError(f"restarting {unit} failed ({done.returncode}): {said}")
+    if done.timed_out:
+        raise NodeChangeError(
+            f"restarting {unit} failed: {command[0] if command else ''} did not end within "
+            f"{COMMAND_TIMEOUT_SECONDS}s (stopped)"
+        )
+    if done.code != 0:
+        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        said = one_line(lines[-1]) if lines else "no output"
+        raise NodeChangeError(f"restarting {unit} failed ({done.code}): {said}")
 
 
 def restarter(systemd_socket: str, command_template: str) -> Restart:
