@@ -4,12 +4,6 @@ only when botocore is needed; botocore itself is imported here and nowhere else.
 
 from __future__ import annotations
 
-import logging
-import os
-import stat
-
-import botocore.credentials
-import botocore.session
 from botocore import UNSIGNED
 from botocore.awsrequest import AWSResponse
 from botocore.config import Config
@@ -26,10 +20,13 @@ from botocore.exceptions import (
     PartialCredentialsError,
     ProfileNotFound,
     ReadTimeoutError,
+    SSOTokenLoadError,
+    TokenRetrievalError,
+    UnknownServiceError,
 )
 
 from credprovider import __version__
-from credprovider.aws.process import bounded_popen
+from credprovider.aws.botocore_chain import read_for_it
 from credprovider.aws.registry import ROLE_SESSION_NAME, RoleChoice
 from credprovider.aws.tokenapi import (
     MAX_ATTEMPTS,
@@ -49,96 +46,40 @@ from credprovider.errors import ProviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final
 from credprovider.runtime.advice import NOT_THE_SERVICE
 from credprovider.runtime.answer import READ_BLOCK_BYTES, BadAnswer, sdk_body
-from credprovider.runtime.nodefile import (
-    UnusableFileError,
-    reason,
-    require_node_file,
-    setting_file_text,
-)
 from credprovider.runtime.provider import Context
 from credprovider.runtime.redact import register_secret
 from credprovider.runtime.tls import require_usable_ca_bundle
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
 
     from credprovider.aws import podidentity
 
-# botocore loggers that print raw request/response bodies at DEBUG: the token and the assumed role's
-# keys would be printed before the plugin can register them for redaction, so they stay at INFO.
-BODY_LOGGERS: Final = ("botocore.parsers", "botocore.endpoint", "botocore.auth")
-# The profile files botocore parses whole, where the environment names them.
-PROFILE_FILE_ENV: Final = (
-    ("AWS_CONFIG_FILE", "the AWS config file"),
-    ("AWS_SHARED_CREDENTIALS_FILE", "the AWS credentials file"),
-)
-# The container credentials' authorization token: a file, else the value (botocore's ContainerProvider).
-CONTAINER_TOKEN_FILE: Final = "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"
-CONTAINER_TOKEN: Final = "AWS_CONTAINER_AUTHORIZATION_TOKEN"
 # What botocore raises for settings it cannot use (a profile, half a key pair, a file it cannot
-# parse, a role chain's STS client without a region): the node's to fix, never worth a retry.
+# parse, a role chain's STS client without a region, a profile that signs in through IAM Identity
+# Center, whose token is not there or whose client the bundle does not carry): the node's to fix,
+# never worth a retry, never the service's failing.
 SETTINGS_ERRORS: Final = (
-    ProfileNotFound, PartialCredentialsError, InvalidConfigError, ConfigParseError, NoRegionError
+    ProfileNotFound, PartialCredentialsError, InvalidConfigError, ConfigParseError, NoRegionError,
+    SSOTokenLoadError, TokenRetrievalError, UnknownServiceError,
 )  # fmt: skip
+
+
+def settings_said(exc: Exception) -> str:
+    """One of :data:`SETTINGS_ERRORS` in words: botocore's own, except for a client the bundle
+    does not carry (it keeps only ECR's, ECR Public's, EKS Auth's and STS's models)."""
+    if isinstance(exc, UnknownServiceError):
+        service = exc.kwargs.get("service_name", "")
+        return (
+            f"the profile needs botocore's {service!r} client, which the plugin does not carry "
+            "(an IAM Identity Center or console sign-in profile: it needs an interactive login, "
+            "not one a node can do; give the node credentials another way)"
+        )
+    return str(exc)
+
+
 # The CA bundle variables botocore honours, the first set one winning (endpoint._get_verify_value).
 BOTOCORE_CA_BUNDLE_ENV: Final = ("AWS_CA_BUNDLE", "REQUESTS_CA_BUNDLE")
-
-
-def session(environ: Mapping[str, str]) -> Any:
-    """A botocore session, its body loggers kept quiet. botocore reads a token file whole with
-    ``open().read()`` (a FIFO would hold it to the deadline, ``/dev/zero`` until memory runs out):
-    its two token readers are given the node-file reader (:func:`read_for_it`), and the profile
-    files it would parse are checked here."""
-    for name in BODY_LOGGERS:
-        logging.getLogger(name).setLevel(logging.INFO)
-    for setting, what in PROFILE_FILE_ENV:
-        # as botocore's configloader names it: variables, then ~
-        path = os.path.expanduser(os.path.expandvars(environ.get(setting, "")))
-        if path and _regular(path):
-            try:
-                require_node_file(path)
-            except (OSError, ValueError) as exc:
-                raise UnusableFileError(what, path, setting, reason(exc)) from None
-    return botocore.session.get_session()
-
-
-def read_for_it(sdk: Any, environ: Mapping[str, str], region: str) -> None:
-    """Makes the credential chain of ``sdk`` (once, before a client resolves it), its two token
-    files read through the node-file reader. It is made as botocore makes it at a first client,
-    for that client's region (its STS clients', in a role chain, are in that region). Making it
-    reads the profile files: botocore's errors (a profile that does not exist, a file it cannot
-    parse) are the caller's to say."""
-    if sdk.__dict__.get("credprovider_chain"):
-        return
-    resolver = botocore.credentials.create_credential_resolver(sdk, region_name=region)
-    # botocore's seams for both (the constructor's token_loader_cls; the headers' one method)
-    tokens = _web_identity_tokens(environ)
-    resolver.get_provider("assume-role-with-web-identity")._token_loader_cls = tokens
-    container = resolver.get_provider("container-role")
-    container._build_headers = _container_headers(container._environ)
-    # a role chain's source profile gets a web identity provider (and a credential_process
-    # provider) of its own, made when it is resolved (ProfileProviderBuilder): each is given the
-    # same reader, or runner, as it is made
-    builder = resolver.get_provider("assume-role")._profile_provider_builder
-    _each_made_with(builder, "_create_web_identity_provider", "_token_loader_cls", tokens)
-    # a profile's credential_process, and a source profile's, run under the deadline and caps
-    popen = bounded_popen(lambda: _REMAINING[0]())
-    resolver.get_provider("custom-process")._popen = popen
-    _each_made_with(builder, "_create_process_provider", "_popen", popen)
-    sdk.register_component("credential_provider", resolver)
-    sdk.__dict__["credprovider_chain"] = True
-
-
-def _each_made_with(builder: Any, factory: str, attribute: str, value: Any) -> None:
-    """Every provider ``builder.factory`` makes from now on has ``attribute`` set to ``value``."""
-    made = getattr(builder, factory)
-
-    def making(*args: Any, **kwargs: Any) -> Any:
-        provider = made(*args, **kwargs)
-        setattr(provider, attribute, value)
-        return provider
-
-    setattr(builder, factory, making)
 
 
 def configured_region(sdk: Any) -> str | None:
@@ -146,51 +87,10 @@ def configured_region(sdk: Any) -> str | None:
     try:
         region = sdk.get_config_variable("region")
     except SETTINGS_ERRORS as exc:
-        raise ProviderError(f"botocore cannot read the AWS settings: {exc}", SETTINGS_FIX) from None
+        raise ProviderError(
+            f"botocore cannot read the AWS settings: {settings_said(exc)}", SETTINGS_FIX
+        ) from None
     return str(region) if region else None
-
-
-def _regular(path: str) -> bool:
-    """Whether botocore would parse the profile file at ``path`` (it skips what is not a file)."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except (OSError, ValueError):
-        return False
-
-
-def _web_identity_tokens(environ: Mapping[str, str]) -> Callable[[str], Callable[[], str]]:
-    """botocore's web identity token loader (``FileWebIdentityTokenLoader``'s contract: made with
-    the path, called for the token), reading through the node-file reader."""
-
-    def loader(path: str) -> Callable[[], str]:
-        env = "AWS_WEB_IDENTITY_TOKEN_FILE"
-        setting = env if environ.get(env) == path else "the profile's web_identity_token_file"
-        return lambda: setting_file_text("the web identity token file", path, setting)
-
-    return loader
-
-
-def _container_headers(environ: Mapping[str, str]) -> Callable[[], dict[str, str] | None]:
-    """``ContainerProvider._build_headers`` as botocore has it (the token file first, then the
-    token itself, one line), the file read through the node-file reader."""
-
-    def build() -> dict[str, str] | None:
-        if CONTAINER_TOKEN_FILE in environ:
-            path = environ[CONTAINER_TOKEN_FILE]
-            where = f"the file {path} named by {CONTAINER_TOKEN_FILE}"
-            token = setting_file_text("the container token file", path, CONTAINER_TOKEN_FILE)
-        elif CONTAINER_TOKEN in environ:
-            where, token = CONTAINER_TOKEN, environ[CONTAINER_TOKEN]
-        else:
-            return None
-        if "\r" in token or "\n" in token:  # botocore's rule: a header value is one line
-            raise ProviderError(
-                f"the container authorization token in {where} holds a line break",
-                "write it as one line without a trailing newline",
-            )
-        return {"Authorization": token}
-
-    return build
 
 
 # The deadline the bounded reads stop at: the fetch under way (see bounded_answers), else none.
@@ -285,7 +185,9 @@ class BotocoreTokenApi:
             # (IMDS, container credentials), whose failures are this call's.
             with bounded_answers(self.ctx):
                 if not client:
-                    read_for_it(self.sdk, self.ctx.environ, self.region)
+                    read_for_it(
+                        self.sdk, self.ctx.environ, self.region, self.ctx.deadline.remaining
+                    )
                     client.append(
                         self.sdk.create_client(
                             self.service,
@@ -297,7 +199,7 @@ class BotocoreTokenApi:
         except NoCredentialsError:
             raise NoCredentials("no credentials") from None
         except SETTINGS_ERRORS as exc:
-            raise SettingsError(str(exc)) from None
+            raise SettingsError(settings_said(exc)) from None
         except ClientError as exc:
             error = exc.response.get("Error", {})
             headers = exc.response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
@@ -378,7 +280,7 @@ def assume_pod_role(
 
     ctx.deadline.phase = f"calling EKS Auth AssumeRoleForPodIdentity for cluster {cluster}"
     try:
-        read_for_it(sdk, ctx.environ, region)
+        read_for_it(sdk, ctx.environ, region, ctx.deadline.remaining)
         client = sdk.create_client(podidentity.SERVICE, config=client_config(ctx, region))
         with bounded_answers(ctx):
             answer = client.assume_role_for_pod_identity(clusterName=cluster, token=token)
@@ -395,7 +297,8 @@ def assume_pod_role(
         ) from None
     except SETTINGS_ERRORS as exc:
         raise ProviderError(
-            f"EKS Auth AssumeRoleForPodIdentity for cluster {cluster} failed: {exc}", SETTINGS_FIX
+            f"EKS Auth AssumeRoleForPodIdentity for cluster {cluster} failed: {settings_said(exc)}",
+            SETTINGS_FIX,
         ) from None
     except BotoCoreError as exc:
         bad = bad_answer(exc)

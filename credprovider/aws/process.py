@@ -4,7 +4,7 @@ botocore runs it with ``Popen(...).communicate()`` (credprovider/runtime/child.p
 cost), and every fault of the helper was said as the service's or an internal error (a helper that
 is not there, an answer that is no JSON object, a failure's stderr that is not UTF-8). botocore's
 ``ProcessProvider`` takes the ``popen`` to use (its constructor's seam): :func:`bounded_popen` is
-given to it (aws/botocore_api.read_for_it), so the helper runs through
+given to it (aws/botocore_chain.read_for_it), so the helper runs through
 :func:`~credprovider.runtime.child.run_bounded` and what it answers is checked before botocore
 reads it. Each fault is one line about the helper.
 """

@@ -204,9 +204,9 @@ def fetch_token(
 def _fetch_botocore(
     registry: EcrRegistry, role: RoleChoice | None, web_identity_token: str, ctx: Context
 ) -> EcrToken:
-    from credprovider.aws import botocore_api
+    from credprovider.aws import botocore_api, botocore_chain
 
-    sdk = botocore_api.session(ctx.environ)
+    sdk = botocore_chain.session(ctx.environ)
     region = _region_for(registry, ctx, lambda: botocore_api.configured_region(sdk))
     keys: dict[str, str] = {}
     if role is not None:
@@ -245,9 +245,9 @@ def _fetch_pod_identity_botocore(
 ) -> EcrToken:
     """:func:`fetch_with_pod_identity` through botocore: its credential chain signs EKS Auth, and
     ECR where the service account has no association."""
-    from credprovider.aws import botocore_api
+    from credprovider.aws import botocore_api, botocore_chain
 
-    sdk = botocore_api.session(ctx.environ)
+    sdk = botocore_chain.session(ctx.environ)
     region = _region_for(registry, ctx, lambda: botocore_api.configured_region(sdk))
     found = botocore_api.assume_pod_role(
         sdk, cluster, pod_token, ctx.environ.get("AWS_REGION") or region, ctx

@@ -164,7 +164,8 @@ def _importers(target: str) -> list[str]:
         # proxy), and the bounded session every SDK over requests reads its answers through.
         ("requests", ["credprovider.runtime.requests_session"]),
         # Each SDK behind its cloud's adapter.
-        ("botocore", ["credprovider.aws.botocore_api"]),
+        # botocore's: its calls, and the chain made for it (its files read, its helpers run)
+        ("botocore", ["credprovider.aws.botocore_api", "credprovider.aws.botocore_chain"]),
         # google-auth's: its calls, and GOOGLE_APPLICATION_CREDENTIALS read for its loaders.
         ("google", ["credprovider.gcp.credfile", "credprovider.gcp.googleauth"]),
         ("azure", ["credprovider.azure.identities"]),

@@ -126,3 +126,37 @@ def test_a_hanging_helper_is_stopped_whole_before_the_deadline(
         "deadline: stopped" in run.error_lines[-1]
     ), run.stderr
     assert "check that the endpoint is reachable" not in run.stderr
+
+
+def test_a_profile_that_signs_in_interactively_is_the_settings_to_fix(
+    ecr: tuple[FakeEcr, FakeServer], tmp_path: Path, use_bundle: bool
+) -> None:
+    """An IAM Identity Center profile (sso_session) on a node: from source botocore finds no
+    token, and the bundle carries no 'sso' client; either was said as "the service is failing
+    or throttling; the kubelet retries". Now it is the settings to fix, in words."""
+    fake, server = ecr
+    (tmp_path / "config").write_text(
+        "[profile sso]\nsso_session = corp\nsso_account_id = 123456789012\n"
+        "sso_role_name = puller\n[sso-session corp]\n"
+        "sso_start_url = https://corp.awsapps.com/start\nsso_region = us-east-1\n"
+    )
+    env = {
+        **ecr_env(server.url),
+        "AWS_ACCESS_KEY_ID": "",
+        "AWS_SECRET_ACCESS_KEY": "",
+        "AWS_CONFIG_FILE": str(tmp_path / "config"),
+        "AWS_PROFILE": "sso",
+        "HOME": str(tmp_path),
+    }
+    run = run_plugin(PLUGIN, request_bytes(IMAGE), env=env, use_bundle=use_bundle)
+    assert (run.code, run.stdout) == (1, b""), run.stderr
+    (line,) = run.error_lines
+    says = (
+        "the profile needs botocore's 'sso' client, which the plugin does not carry"
+        if use_bundle
+        else "Error loading SSO Token: Token for corp does not exist"
+    )
+    assert says in line, line
+    assert "fix the AWS settings the plugin runs with" in line, line
+    assert "service is failing" not in line
+    assert fake.calls == []

@@ -1,0 +1,142 @@
+"""The botocore session and the credential chain it resolves, made by the plugin so that nothing
+botocore would read or run on the node is unbounded: the profile files it parses are checked
+first, the web identity and container token files are read by the node-file reader, a profile's
+``credential_process`` runs under the deadline (aws/process.py). botocore itself is imported here and in aws/botocore_api.py, its
+calls; nowhere else."""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+
+import botocore.credentials
+import botocore.session
+
+from credprovider.aws.process import bounded_popen
+from credprovider.errors import ProviderError
+from credprovider.runtime._typing import TYPE_CHECKING, Any, Final
+from credprovider.runtime.nodefile import (
+    UnusableFileError,
+    reason,
+    require_node_file,
+    setting_file_text,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+# botocore loggers that print raw request/response bodies at DEBUG: the token and the assumed role's
+# keys would be printed before the plugin can register them for redaction, so they stay at INFO.
+BODY_LOGGERS: Final = ("botocore.parsers", "botocore.endpoint", "botocore.auth")
+# The profile files botocore parses whole, where the environment names them.
+PROFILE_FILE_ENV: Final = (
+    ("AWS_CONFIG_FILE", "the AWS config file"),
+    ("AWS_SHARED_CREDENTIALS_FILE", "the AWS credentials file"),
+)
+# The container credentials' authorization token: a file, else the value (botocore's ContainerProvider).
+CONTAINER_TOKEN_FILE: Final = "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"
+CONTAINER_TOKEN: Final = "AWS_CONTAINER_AUTHORIZATION_TOKEN"
+
+
+def session(environ: Mapping[str, str]) -> Any:
+    """A botocore session, its body loggers kept quiet. botocore reads a token file whole with
+    ``open().read()`` (a FIFO would hold it to the deadline, ``/dev/zero`` until memory runs out):
+    its two token readers are given the node-file reader (:func:`read_for_it`), and the profile
+    files it would parse are checked here."""
+    for name in BODY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.INFO)
+    for setting, what in PROFILE_FILE_ENV:
+        # as botocore's configloader names it: variables, then ~
+        path = os.path.expanduser(os.path.expandvars(environ.get(setting, "")))
+        if path and _regular(path):
+            try:
+                require_node_file(path)
+            except (OSError, ValueError) as exc:
+                raise UnusableFileError(what, path, setting, reason(exc)) from None
+    return botocore.session.get_session()
+
+
+def read_for_it(
+    sdk: Any, environ: Mapping[str, str], region: str, remaining: Callable[[], float]
+) -> None:
+    """Makes the credential chain of ``sdk`` (once, before a client resolves it), its two token
+    files read through the node-file reader, its helpers run within ``remaining()`` (the fetch's
+    time left). It is made as botocore makes it at a first client,
+    for that client's region (its STS clients', in a role chain, are in that region). Making it
+    reads the profile files: botocore's errors (a profile that does not exist, a file it cannot
+    parse) are the caller's to say."""
+    if sdk.__dict__.get("credprovider_chain"):
+        return
+    resolver = botocore.credentials.create_credential_resolver(sdk, region_name=region)
+    # botocore's seams for both (the constructor's token_loader_cls; the headers' one method)
+    tokens = _web_identity_tokens(environ)
+    resolver.get_provider("assume-role-with-web-identity")._token_loader_cls = tokens
+    container = resolver.get_provider("container-role")
+    container._build_headers = _container_headers(container._environ)
+    # a role chain's source profile gets a web identity provider (and a credential_process
+    # provider) of its own, made when it is resolved (ProfileProviderBuilder): each is given the
+    # same reader, or runner, as it is made
+    builder = resolver.get_provider("assume-role")._profile_provider_builder
+    _each_made_with(builder, "_create_web_identity_provider", "_token_loader_cls", tokens)
+    # a profile's credential_process, and a source profile's, run under the deadline and caps
+    popen = bounded_popen(remaining)
+    resolver.get_provider("custom-process")._popen = popen
+    _each_made_with(builder, "_create_process_provider", "_popen", popen)
+    sdk.register_component("credential_provider", resolver)
+    sdk.__dict__["credprovider_chain"] = True
+
+
+def _each_made_with(builder: Any, factory: str, attribute: str, value: Any) -> None:
+    """Every provider ``builder.factory`` makes from now on has ``attribute`` set to ``value``."""
+    made = getattr(builder, factory)
+
+    def making(*args: Any, **kwargs: Any) -> Any:
+        provider = made(*args, **kwargs)
+        setattr(provider, attribute, value)
+        return provider
+
+    setattr(builder, factory, making)
+
+
+def _regular(path: str) -> bool:
+    """Whether botocore would parse the profile file at ``path`` (it skips what is not a file)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+def _web_identity_tokens(environ: Mapping[str, str]) -> Callable[[str], Callable[[], str]]:
+    """botocore's web identity token loader (``FileWebIdentityTokenLoader``'s contract: made with
+    the path, called for the token), reading through the node-file reader."""
+
+    def loader(path: str) -> Callable[[], str]:
+        env = "AWS_WEB_IDENTITY_TOKEN_FILE"
+        setting = env if environ.get(env) == path else "the profile's web_identity_token_file"
+        return lambda: setting_file_text("the web identity token file", path, setting)
+
+    return loader
+
+
+def _container_headers(environ: Mapping[str, str]) -> Callable[[], dict[str, str] | None]:
+    """``ContainerProvider._build_headers`` as botocore has it (the token file first, then the
+    token itself, one line), the file read through the node-file reader."""
+
+    def build() -> dict[str, str] | None:
+        if CONTAINER_TOKEN_FILE in environ:
+            path = environ[CONTAINER_TOKEN_FILE]
+            where = f"the file {path} named by {CONTAINER_TOKEN_FILE}"
+            token = setting_file_text("the container token file", path, CONTAINER_TOKEN_FILE)
+        elif CONTAINER_TOKEN in environ:
+            where, token = CONTAINER_TOKEN, environ[CONTAINER_TOKEN]
+        else:
+            return None
+        if "\r" in token or "\n" in token:  # botocore's rule: a header value is one line
+            raise ProviderError(
+                f"the container authorization token in {where} holds a line break",
+                "write it as one line without a trailing newline",
+            )
+        return {"Authorization": token}
+
+    return build
