@@ -20,14 +20,8 @@ from typing import Any, Final
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG
 from credprovider.tool.node.layouts import RANCHER_BIN_DIR, RANCHER_CONFIG
-from credprovider.tool.node.units import (
-    Lister,
-    Reader,
-    expand,
-    find_unit,
-    is_directory,
-    read_service,
-)
+from credprovider.tool.node.units import Lister, Reader, find_unit, is_directory, read_service
+from credprovider.tool.node.unitsyntax import expand
 from credprovider.tool.node.yamldoc import YamlError, load_yaml
 
 # Each product's services (install.sh's k3s.service and k3s-agent.service; RKE2's units).

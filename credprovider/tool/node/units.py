@@ -35,7 +35,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from credprovider.errors import CredproviderError
 from credprovider.tool.node.access import (
     FileProblem,
     UnreadableError,
@@ -44,6 +43,14 @@ from credprovider.tool.node.access import (
     read_text,
 )
 from credprovider.tool.node.layouts import KUBEADM_EXTRA_ARGS_FILES
+from credprovider.tool.node.unitsyntax import (
+    UnitSyntaxError,
+    expand,
+    is_variable_name,
+    logical_lines,
+    parse_environment_file,
+    split_words,
+)
 
 # systemd.unit(5)'s system unit load path, highest priority first (Debian keeps units in /lib too).
 UNIT_LOAD_PATH: Final = (
@@ -59,125 +66,6 @@ KUBELET_UNIT: Final = "kubelet.service"
 K0S_UNITS: Final = ("k0sworker.service", "k0scontroller.service")
 K0S_EXTRA_ARGS: Final = "--kubelet-extra-args"
 _MAX_DROP_INS: Final = 256
-_ESCAPES: Final = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v",
-                   "s": " ", "\\": "\\", '"': '"', "'": "'"}  # fmt: skip
-_NAME: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_BRACED: Final = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$\$")
-
-
-class UnitSyntaxError(CredproviderError):
-    """A line systemd would not parse (an unclosed quote): the unit would not load."""
-
-
-def split_words(text: str) -> list[str]:
-    """``text`` split as systemd splits a command line or an ``Environment=`` value: white space
-    between words, quotes and backslash escapes removed."""
-    words: list[str] = []
-    current: list[str] = []
-    in_word = False
-    quote = ""
-    index = 0
-    while index < len(text):
-        char = text[index]
-        if char == "\\" and index + 1 < len(text):
-            following = text[index + 1]
-            if following == "\n":  # a continued line
-                index += 2
-                continue
-            current.append(_ESCAPES.get(following, following))
-            in_word = True
-            index += 2
-            continue
-        if quote:
-            if char == quote:
-                quote = ""
-            else:
-                current.append(char)
-        elif char in "\"'":
-            quote = char
-            in_word = True
-        elif char.isspace():
-            if in_word:
-                words.append("".join(current))
-                current, in_word = [], False
-        else:
-            current.append(char)
-            in_word = True
-        index += 1
-    if quote:
-        raise UnitSyntaxError(f"unclosed {quote} in {text[:80]!r}")
-    if in_word:
-        words.append("".join(current))
-    return words
-
-
-def expand(words: list[str], environment: Mapping[str, str]) -> list[str]:
-    """A command line's words after systemd's variable substitution (see the module)."""
-    expanded: list[str] = []
-    for word in words:
-        if word.startswith("$") and _NAME.fullmatch(word[1:]):
-            expanded += split_words(environment.get(word[1:], ""))
-            continue
-
-        def braced(match: re.Match[str]) -> str:
-            return "$" if match.group(0) == "$$" else environment.get(match.group(1), "")
-
-        expanded.append(_BRACED.sub(braced, word))
-    return expanded
-
-
-def parse_environment_file(text: str) -> dict[str, str]:
-    """``NAME=VALUE`` lines as systemd reads an ``EnvironmentFile=`` (see the module): the value
-    as written, quotes removed (a backslash keeps the next character), outer white space dropped;
-    a line that is not an assignment is skipped, as systemd skips it."""
-    found: dict[str, str] = {}
-    for line in _logical_lines(text):
-        stripped = line.strip()
-        if not stripped or stripped[0] in "#;":
-            continue
-        name, equals, value = stripped.partition("=")
-        name = name.strip()
-        if equals and _NAME.fullmatch(name):
-            found[name] = _unquoted(value.strip())
-    return found
-
-
-def _unquoted(raw: str) -> str:
-    out: list[str] = []
-    quote = ""
-    index = 0
-    while index < len(raw):
-        char = raw[index]
-        if char == "\\" and quote != "'" and index + 1 < len(raw):
-            out.append(raw[index + 1])
-            index += 2
-            continue
-        if quote:
-            if char == quote:
-                quote = ""
-            else:
-                out.append(char)
-        elif char in "\"'":
-            quote = char
-        else:
-            out.append(char)
-        index += 1
-    return "".join(out)
-
-
-def _logical_lines(text: str) -> list[str]:
-    """Lines, one ending in a backslash joined to the next."""
-    lines: list[str] = []
-    pending = ""
-    for line in text.splitlines():
-        if line.endswith("\\"):
-            pending += line[:-1] + " "
-            continue
-        lines.append(pending + line)
-        pending = ""
-    if pending:
-        lines.append(pending)
-    return lines
 
 
 @dataclass
@@ -195,7 +83,7 @@ def apply_unit_text(settings: ServiceSettings, text: str, path: str = "") -> Non
     """The ``[Service]`` settings of one unit file or drop-in (``path``), applied over
     ``settings``."""
     section = ""
-    for line in _logical_lines(text):
+    for line in logical_lines(text):
         stripped = line.strip()
         if not stripped or stripped[0] in "#;":
             continue
@@ -213,7 +101,7 @@ def apply_unit_text(settings: ServiceSettings, text: str, path: str = "") -> Non
                 settings.environment.clear()
             for item in split_words(value):
                 name, has, item_value = item.partition("=")
-                if has and _NAME.fullmatch(name):
+                if has and is_variable_name(name):
                     settings.environment[name] = item_value
                     settings.origin[name] = path
         elif key == "EnvironmentFile":
@@ -309,7 +197,7 @@ def read_kubelet_unit(
     word_files: list[tuple[str, str]] = []
     for word in argv:
         these = expand([word], environment)
-        variable = word[1:] if word.startswith("$") and _NAME.fullmatch(word[1:]) else ""
+        variable = word[1:] if word.startswith("$") and is_variable_name(word[1:]) else ""
         from_file = origin.get(variable, unit) if variable else unit
         expanded += these
         word_files += [(value, from_file) for value in these]

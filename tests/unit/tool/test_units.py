@@ -9,13 +9,15 @@ from pathlib import Path
 import pytest
 
 from credprovider.tool.node.units import (
-    UnitSyntaxError,
-    expand,
     k0s_kubelet_argv,
     kubelet_argv,
     on_node,
-    parse_environment_file,
     read_kubelet_unit,
+)
+from credprovider.tool.node.unitsyntax import (
+    UnitSyntaxError,
+    expand,
+    parse_environment_file,
     split_words,
 )
 
