@@ -29,7 +29,13 @@ def _helper(tmp_path: Path, body: str) -> Path:
     return helper
 
 
-def _run(ecr: tuple[FakeEcr, FakeServer], tmp_path: Path, process: str, *args: str) -> PluginRun:
+def _run(
+    ecr: tuple[FakeEcr, FakeServer],
+    tmp_path: Path,
+    process: str,
+    *args: str,
+    use_bundle: bool = False,
+) -> PluginRun:
     _, server = ecr
     (tmp_path / "config").write_text(f"[profile node]\ncredential_process = {process}\n")
     env = {
@@ -39,10 +45,12 @@ def _run(ecr: tuple[FakeEcr, FakeServer], tmp_path: Path, process: str, *args: s
         "AWS_CONFIG_FILE": str(tmp_path / "config"),
         "AWS_PROFILE": "node",
     }
-    return run_plugin(PLUGIN, request_bytes(IMAGE), ["-v=2", *args], env=env)
+    return run_plugin(PLUGIN, request_bytes(IMAGE), ["-v=2", *args], env=env, use_bundle=use_bundle)
 
 
-def test_the_helpers_keys_sign_the_call(ecr: tuple[FakeEcr, FakeServer], tmp_path: Path) -> None:
+def test_the_helpers_keys_sign_the_call(
+    ecr: tuple[FakeEcr, FakeServer], tmp_path: Path, use_bundle: bool
+) -> None:
     """The working path: botocore is given the helper's answer, ECR is signed with its keys, and
     its secret is never printed."""
     answer = {
@@ -53,7 +61,7 @@ def test_the_helpers_keys_sign_the_call(ecr: tuple[FakeEcr, FakeServer], tmp_pat
     }
     (tmp_path / "answer.json").write_text(json.dumps(answer))
     helper = _helper(tmp_path, f"cat {tmp_path / 'answer.json'}")
-    run = _run(ecr, tmp_path, str(helper))
+    run = _run(ecr, tmp_path, str(helper), use_bundle=use_bundle)
     assert run.code == 0, run.stderr
     fake, _ = ecr
     (call,) = fake.calls
@@ -105,7 +113,7 @@ def test_a_helper_that_is_not_there_is_one_line(
 
 
 def test_a_hanging_helper_is_stopped_whole_before_the_deadline(
-    ecr: tuple[FakeEcr, FakeServer], tmp_path: Path
+    ecr: tuple[FakeEcr, FakeServer], tmp_path: Path, use_bundle: bool
 ) -> None:
     """A helper that never answers (and a child of it holding its stdout): stopped, with its
     child, before the deadline, its own line (botocore waited for ever: the deadline's line
@@ -114,7 +122,9 @@ def test_a_hanging_helper_is_stopped_whole_before_the_deadline(
     body = f"sleep 300 & echo $! > {pids}; echo $$ >> {pids}; wait"
     started = time.monotonic()
     try:
-        run = _run(ecr, tmp_path, str(_helper(tmp_path, body)), "--deadline=4s")
+        run = _run(
+            ecr, tmp_path, str(_helper(tmp_path, body)), "--deadline=4s", use_bundle=use_bundle
+        )
         seconds = time.monotonic() - started
     finally:  # whatever the plugin did, the test leaves no process behind
         left, still = stop_what_is_left(pids)

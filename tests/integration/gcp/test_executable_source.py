@@ -18,7 +18,7 @@ from emulators.gcp import FakeSts
 from emulators.http import FakeServer
 from emulators.kubelet_exec import PluginRun
 from emulators.tls import CertAuthority
-from tests.helpers import stop_what_is_left
+from tests.helpers import require_bundle, stop_what_is_left
 from tests.integration.gcp.common import KSA_TOKEN
 from tests.integration.gcp.test_identities import WIF_AUDIENCE, run_with_wif_file
 
@@ -40,6 +40,7 @@ def _run(
     output_file: Path | None = None,
     timeout_millis: int = 30000,
     env: dict[str, str] = ALLOW,
+    use_bundle: bool = False,
 ) -> PluginRun:
     helper = tmp_path / "helper"
     helper.write_text(f"#!/bin/sh\n{body}\n")
@@ -51,11 +52,12 @@ def _run(
     if output_file is not None:
         executable["output_file"] = str(output_file)
     _, server = sts
-    return run_with_wif_file(tmp_path, server, test_ca, {"executable": executable}, *args, **env)
+    source = {"executable": executable}
+    return run_with_wif_file(tmp_path, server, test_ca, source, *args, use_bundle=use_bundle, **env)
 
 
 def test_the_helpers_token_is_exchanged(
-    tmp_path: Path, sts: tuple[FakeSts, FakeServer], test_ca: CertAuthority
+    tmp_path: Path, sts: tuple[FakeSts, FakeServer], test_ca: CertAuthority, use_bundle: bool
 ) -> None:
     """The working path: the helper is given google-auth's variables (the audience, the token
     type, never interactive) and its token is what STS is asked to exchange."""
@@ -65,7 +67,7 @@ def test_the_helpers_token_is_exchanged(
         f'echo "$GOOGLE_EXTERNAL_ACCOUNT_AUDIENCE $GOOGLE_EXTERNAL_ACCOUNT_TOKEN_TYPE '
         f'$GOOGLE_EXTERNAL_ACCOUNT_INTERACTIVE $1" > {seen}; cat {tmp_path / "answer.json"}'
     )
-    run = _run(tmp_path, sts, test_ca, body)
+    run = _run(tmp_path, sts, test_ca, body, use_bundle=use_bundle)
     assert run.code == 0, run.stderr
     fake_sts, _ = sts
     assert run.response["auth"]["gcr.io"]["password"] == fake_sts.access_token
@@ -131,22 +133,30 @@ def test_executables_stay_opt_in(
     assert not marker.exists()
 
 
-@pytest.mark.parametrize(("timeout_millis", "bound"), [(30000, "the deadline"), (5000, "")])
+@pytest.mark.parametrize(
+    ("timeout_millis", "bound", "bundle"),
+    [(30000, "the deadline", False), (30000, "the deadline", True), (5000, "", False)],
+)
 def test_a_hanging_helper_is_stopped_whole_within_its_bound(
     tmp_path: Path,
     sts: tuple[FakeSts, FakeServer],
     test_ca: CertAuthority,
     timeout_millis: int,
     bound: str,
+    bundle: bool,
 ) -> None:
     """google-auth's 30 s default outlasts a 4 s deadline: the deadline's line blamed the network
     and the helper was left running. Now it is stopped with its child before the deadline; a
     timeout_millis shorter than the deadline is its bound, said as such."""
+    if bundle:
+        require_bundle()
     pids = tmp_path / "pids"
     body = f"sleep 300 & echo $! > {pids}; echo $$ >> {pids}; wait"
     deadline = "--deadline=4s" if bound else "--deadline=20s"
     try:
-        run = _run(tmp_path, sts, test_ca, body, deadline, timeout_millis=timeout_millis)
+        run = _run(
+            tmp_path, sts, test_ca, body, deadline, timeout_millis=timeout_millis, use_bundle=bundle
+        )
     finally:  # whatever the plugin did, the test leaves no process behind
         left, still = stop_what_is_left(pids)
     assert len(left) == 2 and still == [], (left, still)

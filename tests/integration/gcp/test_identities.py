@@ -189,6 +189,7 @@ def run_with_wif_file(
     test_ca: CertAuthority,
     source: dict[str, object],
     *args: str,
+    use_bundle: bool = False,
     **env: str,
 ) -> PluginRun:
     """auth-provider-gcp with GOOGLE_APPLICATION_CREDENTIALS naming a Workload Identity
@@ -215,6 +216,7 @@ def run_with_wif_file(
             "CREDPROVIDER_TEST_RESOLVE": f"sts.googleapis.com={sts_server.address}",
             **env,
         },
+        use_bundle=use_bundle,
     )
 
 
