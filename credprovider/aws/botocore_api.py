@@ -1,6 +1,7 @@
 """The botocore adapter of :mod:`credprovider.aws.tokenapi`: every case the stdlib route does not
 take (profiles, web identity, container credentials, an assumed role, FIPS, proxies). Imported
-only when botocore is needed; botocore itself is imported here and nowhere else."""
+only when botocore is needed; botocore itself is imported here and in aws/botocore_chain.py (the
+session and the credential chain made for it), nowhere else."""
 
 from __future__ import annotations
 

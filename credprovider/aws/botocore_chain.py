@@ -1,8 +1,8 @@
 """The botocore session and the credential chain it resolves, made by the plugin so that nothing
 botocore would read or run on the node is unbounded: the profile files it parses are checked
-first, the web identity and container token files are read by the node-file reader, a profile's
-``credential_process`` runs under the deadline (aws/process.py). botocore itself is imported here and in aws/botocore_api.py, its
-calls; nowhere else."""
+first, the web identity and container token files are read by the node-file reader, and a
+profile's ``credential_process`` runs under the deadline (aws/process.py). botocore itself is
+imported here and in aws/botocore_api.py, its calls; nowhere else."""
 
 from __future__ import annotations
 
@@ -62,10 +62,10 @@ def read_for_it(
 ) -> None:
     """Makes the credential chain of ``sdk`` (once, before a client resolves it), its two token
     files read through the node-file reader, its helpers run within ``remaining()`` (the fetch's
-    time left). It is made as botocore makes it at a first client,
-    for that client's region (its STS clients', in a role chain, are in that region). Making it
-    reads the profile files: botocore's errors (a profile that does not exist, a file it cannot
-    parse) are the caller's to say."""
+    time left). It is made as botocore makes it at a first client, for that client's region (its
+    STS clients', in a role chain, are in that region). Making it reads the profile files:
+    botocore's errors (a profile that does not exist, a file it cannot parse) are the caller's to
+    say."""
     if sdk.__dict__.get("credprovider_chain"):
         return
     resolver = botocore.credentials.create_credential_resolver(sdk, region_name=region)

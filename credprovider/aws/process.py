@@ -17,8 +17,6 @@ from credprovider.runtime._typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-# The bound when no fetch's deadline is known (botocore asked outside one): below the kubelet's.
-FALLBACK_SECONDS: Final = 45.0
 FIX: Final = "fix the profile's credential_process (AWS_CONFIG_FILE, AWS_PROFILE)"
 SLOW_FIX: Final = "make it answer sooner, or raise --deadline/CREDPROVIDER_DEADLINE (below 60s)"
 
@@ -42,13 +40,10 @@ class Run:
     a failure is raised, in the helper's words)."""
 
     def __init__(self, argv: list[str], remaining: float) -> None:
-        from credprovider.runtime.child import MARGIN_SECONDS
         from credprovider.runtime.excerpt import clip
         from credprovider.runtime.redact import printable
 
-        self.argv = argv
-        inf = remaining == float("inf")
-        self.seconds = FALLBACK_SECONDS if inf else remaining - MARGIN_SECONDS
+        self.argv, self.remaining = argv, remaining
         self.said = f"the profile's credential_process {clip(printable(argv[0] if argv else ''))}"
         self.returncode: int | None = None
 
@@ -57,7 +52,7 @@ class Run:
         from credprovider.runtime.child import ChildFailed, TooSlow, run_helper
 
         try:
-            finished = run_helper(self.argv, self.seconds)
+            finished = run_helper(self.argv, self.remaining)
         except TooSlow:
             raise ProcessFailed(f"{self.said} did not answer before the deadline: stopped",
                                 SLOW_FIX) from None  # fmt: skip

@@ -26,14 +26,12 @@ KNOWN_TYPES: Final = (
     "impersonated_service_account",
     "gdch_service_account",
 )
-# The bound on an executable source's helper when no deadline is known.
-FALLBACK: Final = 45.0
 # How google-auth's loader names a source it was given as a dict (``load_credentials_from_dict``
 # passes this string where ``load_credentials_from_file`` passes the path).
 _DICT_SOURCE: Final = "dict object"
 
 
-def load_credentials_file(path: str, remaining: Callable[[], float] = lambda: FALLBACK) -> Any:
+def load_credentials_file(path: str, remaining: Callable[[], float]) -> Any:
     """Credentials from a google-auth JSON file, without any call beyond the token itself.
 
     ``google.auth.load_credentials_from_file`` also resolves the project of an external-account
@@ -184,7 +182,7 @@ def _bounded_executable() -> Any:
     from google.auth import exceptions, pluggable
 
     from credprovider.runtime.answer import BadAnswer, decode_json
-    from credprovider.runtime.child import MARGIN_SECONDS, ChildFailed, TooSlow, run_helper
+    from credprovider.runtime.child import ChildFailed, TooSlow, run_helper
     from credprovider.runtime.excerpt import clip
     from credprovider.runtime.nodefile import read_node_file
     from credprovider.runtime.redact import printable
@@ -197,9 +195,7 @@ def _bounded_executable() -> Any:
             return None
 
     class Executable(pluggable.Credentials):
-        def __init__(
-            self, *args: Any, remaining: Callable[[], float] = lambda: FALLBACK, **kwargs: Any
-        ) -> None:
+        def __init__(self, *args: Any, remaining: Callable[[], float], **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self._remaining = remaining
 
@@ -227,11 +223,12 @@ def _bounded_executable() -> Any:
             argv = shlex.split(command)
             said = f"the executable {clip(printable(argv[0] if argv else command))}"
             own = float(self._credential_source_executable_timeout_millis) / 1000
-            seconds = min(own, self._remaining() - MARGIN_SECONDS)
             try:
-                finished = run_helper(argv, seconds, env=env, merge_stderr=True)
-            except TooSlow:
-                bound = f"its timeout_millis ({own:g}s)" if seconds == own else "the deadline"
+                finished = run_helper(
+                    argv, self._remaining(), limit=own, env=env, merge_stderr=True
+                )
+            except TooSlow as exc:
+                bound = "the deadline" if exc.by_deadline else f"its timeout_millis ({own:g}s)"
                 raise exceptions.RefreshError(
                     f"{said} did not answer within {bound}: stopped"
                 ) from None

@@ -56,7 +56,12 @@ class ChildFailed(CredproviderError):
 
 
 class TooSlow(ChildFailed):
-    """It had not finished when its time was up (stopped)."""
+    """It had not finished when its time was up (stopped); ``by_deadline``: the plugin's deadline
+    was the bound, not the helper's own time-out."""
+
+    def __init__(self, said: str, by_deadline: bool) -> None:
+        super().__init__(said)
+        self.by_deadline = by_deadline
 
 
 class Finished(NamedTuple):
@@ -165,14 +170,19 @@ def run_bounded(
 
 def run_helper(
     argv: Sequence[str],
-    seconds: float,
+    time_left: float,
     *,
+    limit: float | None = None,
     env: Mapping[str, str] | None = None,
     merge_stderr: bool = False,
 ) -> Finished:
-    """A plugin's credential helper run to its end within ``seconds``, stdin closed, stopped at
-    once past :data:`MAX_ANSWER_BYTES` on a stream: :class:`ChildFailed` if it cannot be run or
-    writes past the cap, :class:`TooSlow` if it has not finished in time; else how it ended."""
+    """A plugin's credential helper run to its end, stdin closed: stopped :data:`MARGIN_SECONDS`
+    before the deadline (``time_left``: the fetch's time left), or at ``limit`` (the helper's own
+    time-out) when that comes first, and at once past :data:`MAX_ANSWER_BYTES` on a stream.
+    :class:`ChildFailed` if it cannot be run or writes past the cap, :class:`TooSlow` if it has
+    not finished in time; else how it ended."""
+    by_deadline = time_left - MARGIN_SECONDS
+    seconds = by_deadline if limit is None else min(limit, by_deadline)
     if not argv or not argv[0]:
         raise ChildFailed("is empty")
     try:
@@ -186,7 +196,7 @@ def run_helper(
         if over:
             raise ChildFailed(f"wrote more than {MAX_ANSWER_BYTES >> 10} KiB on {where}: stopped")
     if done.timed_out:
-        raise TooSlow("did not answer in time: stopped")
+        raise TooSlow("did not answer in time: stopped", limit is None or by_deadline < limit)
     return done
 
 
