@@ -97,6 +97,8 @@ def _external_account(info: dict[str, Any], remaining: Callable[[], float]) -> A
         return _bounded_executable().from_info(
             info, scopes=[CLOUD_PLATFORM_SCOPE], remaining=remaining
         )
+    if "certificate" in source:
+        return _bounded_certificate().from_info(info, scopes=[CLOUD_PLATFORM_SCOPE])
     from google.auth import identity_pool
 
     if "file" in source:  # read by us, bounded (below)
@@ -259,3 +261,122 @@ def _bounded_executable() -> Any:
                 ) from None
 
     return Executable
+
+
+def _bounded_certificate() -> Any:
+    """google-auth's X.509 federation (``credential_source.certificate``) with every file it reads
+    read or checked first as a node file (runtime/nodefile.py): the certificate config (read here:
+    the certificate's and key's paths come from it), the certificate (read here and given to
+    google-auth), the key and the trust chain (checked here: OpenSSL loads the key by its path and
+    google-auth opens the chain). google-auth read each whole and blocking, a FIFO held the plugin
+    to its deadline (whose line blamed the network), and a file it could not use was "Failed to
+    retrieve or parse certificate". The config is found as google-auth finds it
+    (``certificate_config_location``, else GOOGLE_API_CERTIFICATE_CONFIG, else gcloud's
+    ``certificate_config.json``) and read by the same rules (``cert_configs.workload``)."""
+    import os
+
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from google.auth import _cloud_sdk, exceptions, identity_pool
+    from google.auth.transport import _mtls_helper
+
+    from credprovider.runtime.answer import BadAnswer, decode_json
+    from credprovider.runtime.excerpt import clip
+    from credprovider.runtime.nodefile import (
+        NodeFileError,
+        read_node_file,
+        reason,
+        require_node_file,
+    )
+    from credprovider.runtime.redact import printable
+
+    def failed(what: str, path: object, said: str | OSError | ValueError) -> Exception:
+        """google-auth's ``RefreshError``, which its ``refresh`` passes on as it is (it rewords
+        ``OSError``, ``ValueError`` and ``ClientCertError`` into "Failed to retrieve...")."""
+        if isinstance(said, NodeFileError):
+            said = str(said.strerror)
+        elif not isinstance(said, str):
+            said = f"cannot be read: {reason(said)}"
+        return exceptions.RefreshError(f"{what} {clip(printable(str(path)))} {said}")
+
+    def workload(path: str) -> Any:
+        data = read("the certificate config", path)
+        try:
+            config = decode_json(data)
+        except BadAnswer as exc:
+            raise failed("the certificate config", path, exc.predicate) from None
+        except ValueError:
+            raise failed("the certificate config", path, "is not JSON") from None
+        configs = config.get("cert_configs") if isinstance(config, dict) else None
+        return configs.get("workload") if isinstance(configs, dict) else None
+
+    def read(what: str, path: str) -> bytes:
+        try:
+            return read_node_file(path)
+        except (OSError, ValueError) as exc:
+            raise failed(what, path, exc) from None
+
+    def usable(cert_path: str, key_path: str) -> bytes:
+        """The certificate chain, once the key is checked to be its key (OpenSSL's own word for
+        a key that is not was "PEM lib", and it asked a terminal for an encrypted key's
+        passphrase)."""
+        from cryptography import x509
+        from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+        data = read("the certificate file", cert_path)
+        try:
+            chain: bytes = _mtls_helper._extract_cert_chain(data, cert_path)
+            leaf = x509.load_pem_x509_certificate(chain)
+        except (ValueError, exceptions.ClientCertError):
+            raise failed("the certificate file", cert_path, "holds no PEM certificate") from None
+        key_data = read("the key file", key_path)
+        try:
+            key = load_pem_private_key(key_data, password=None)
+        except TypeError:  # cryptography's word for a key that needs a passphrase
+            said = "is encrypted: give a key without a passphrase"
+            raise failed("the key file", key_path, said) from None
+        except (ValueError, exceptions.ClientCertError, UnsupportedAlgorithm):
+            raise failed("the key file", key_path, "holds no PEM private key") from None
+        if key.public_key() != leaf.public_key():
+            raise failed("the key file", key_path, f"is not the key of {cert_path}")
+        return chain
+
+    class Certificate(identity_pool.Credentials):
+        def _get_mtls_cert_and_key_paths(self) -> tuple[str, str]:
+            named = self._certificate_config_location
+            path = _mtls_helper._get_cert_config_path(named)
+            if path is None and named:
+                raise failed("the certificate config", named, "is not there")
+            if path is None:
+                raise exceptions.RefreshError(
+                    "no certificate config is there (GOOGLE_API_CERTIFICATE_CONFIG, else "
+                    "gcloud's certificate_config.json)"
+                )
+            found = workload(path)
+            home = os.path.join(_cloud_sdk.get_config_path(), "certificate_config.json")
+            if found is None and not named and os.path.exists(home):
+                path, found = home, workload(home)  # google-auth's fallback to gcloud's own
+            cert_path, key_path = [
+                found.get(key) if isinstance(found, dict) else None
+                for key in ("cert_path", "key_path")
+            ]
+            if not (
+                isinstance(cert_path, str) and cert_path and isinstance(key_path, str) and key_path
+            ):
+                raise failed(
+                    "the certificate config",
+                    path,
+                    "names no workload cert_path and key_path (cert_configs.workload)",
+                )
+            self._checked_chain = usable(cert_path, key_path)
+            if self._trust_chain_path:
+                try:
+                    require_node_file(str(self._trust_chain_path))
+                except (OSError, ValueError) as exc:
+                    raise failed("the trust chain file", self._trust_chain_path, exc) from None
+            return cert_path, key_path
+
+        def _get_cert_bytes(self) -> bytes:
+            self._get_mtls_cert_and_key_paths()
+            return self._checked_chain
+
+    return Certificate

@@ -190,17 +190,19 @@ def run_with_wif_file(
     source: dict[str, object],
     *args: str,
     use_bundle: bool = False,
+    subject_type: str = "urn:ietf:params:oauth:token-type:jwt",
     **env: str,
 ) -> PluginRun:
     """auth-provider-gcp with GOOGLE_APPLICATION_CREDENTIALS naming a Workload Identity
-    Federation config whose subject token comes from ``source`` (its credential_source)."""
+    Federation config whose subject token (of ``subject_type``) comes from ``source`` (its
+    credential_source)."""
     config = tmp_path / "wif.json"
     config.write_text(
         json.dumps(
             {
                 "type": "external_account",
                 "audience": WIF_AUDIENCE,
-                "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+                "subject_token_type": subject_type,
                 "token_url": "https://sts.googleapis.com/v1/token",
                 "credential_source": source,
             }
