@@ -77,6 +77,55 @@ class FakeImds:
         )
 
 
+# Where the Connected Machine agent keeps the keys it challenges a caller to read (MSAL's
+# managed_identity.py, ``_supported_arc_platforms_and_their_prefixes``, for linux).
+ARC_KEY_DIR = "/var/opt/azcmagent/tokens"
+
+
+@dataclass
+class FakeArc:
+    """The Azure Arc Connected Machine agent's identity endpoint (HIMDS, ``IDENTITY_ENDPOINT``):
+    a request without a key is answered 401 with ``WWW-Authenticate: Basic realm=<key file>``;
+    one with ``Authorization: Basic <that file's content>`` gets a token (Microsoft's "Managed
+    identity authentication" page for Arc-enabled servers)."""
+
+    key: str = "arc-secret-key-0123456789abcdef"
+    key_file: str = f"{ARC_KEY_DIR}/0f1e2d3c.key"
+    access_token: str = field(default_factory=lambda: make_jwt({"aud": "acr", "src": "arc"}))
+    challenge: FakeResponse | None = None  # instead of the 401
+    fault: FakeResponse | None = None  # instead of the token
+    queries: list[dict[str, str]] = field(default_factory=list)
+    keys_given: list[str] = field(default_factory=list)
+
+    def __call__(self, request: FakeRequest) -> FakeResponse:
+        if request.path != "/metadata/identity/oauth2/token":
+            return FakeResponse.json({"error": "not_found"}, status=404)
+        if request.header("metadata") != "true":
+            return FakeResponse.json({"error": "bad_request", "error_description": "Metadata"}, 400)
+        self.queries.append({k: v[0] for k, v in request.query.items()})
+        given = request.header("authorization")
+        if not given:
+            if self.challenge is not None:
+                return self.challenge
+            return FakeResponse(401, b"", {"WWW-Authenticate": f"Basic realm={self.key_file}"})
+        self.keys_given.append(given.removeprefix("Basic "))
+        if given != f"Basic {self.key}":
+            return FakeResponse.json({"error": "unauthorized"}, status=401)
+        if self.fault is not None:
+            return self.fault
+        query = self.queries[-1]
+        return FakeResponse.json(
+            {
+                "access_token": self.access_token,
+                "expires_in": "3599",
+                "expires_on": str(int(time.time()) + 3599),
+                "resource": query.get("resource", ""),
+                "token_type": "Bearer",
+                **({"client_id": query["client_id"]} if "client_id" in query else {}),
+            }
+        )
+
+
 @dataclass
 class FakeAad:
     """Entra ID: OpenID discovery and the v2.0 token endpoint (client credentials grants)."""

@@ -59,11 +59,11 @@ class PluginRun:
 
 
 # The fixed node directories a test may give a plugin files in (each an overlay of the host's).
-NODE_FILE_DIRS = ("/etc", "/run")
+NODE_FILE_DIRS = ("/etc", "/run", "/var/opt")
 
 
 def with_node_files(command: list[str], files: Mapping[str, bytes], scratch: Path) -> list[str]:
-    """``command`` in a private mount namespace whose ``/etc`` and ``/run`` are overlays of the
+    """``command`` in a private mount namespace whose :data:`NODE_FILE_DIRS` are overlays of the
     host's with ``files`` (absolute paths under them) written into their upper layers, in
     ``scratch``. A value of ``b"<fifo>"`` makes a FIFO there."""
     mounts = []
@@ -111,7 +111,7 @@ def run_plugin(
 ) -> PluginRun:
     """Run a plugin with ``stdin``; ``env`` is added to the (already sanitized) test environment.
 
-    ``node_files`` (paths under ``/etc`` or ``/run`` -> contents, :data:`FIFO` for a FIFO) are
+    ``node_files`` (paths under :data:`NODE_FILE_DIRS` -> contents, :data:`FIFO` for a FIFO) are
     what the plugin finds at those fixed paths: it runs in a mount namespace of its own where
     those directories are overlays holding them (root only), so the host's never change.
 

@@ -234,7 +234,8 @@ def _service_principal(config: AzureConfig, options: SdkOptions) -> Identity:
 
 
 def _managed_identity(config: AzureConfig, options: SdkOptions, ctx: Context) -> Identity:
-    """The node's managed identity: IMDS on the stdlib, any other source through azure-identity."""
+    """The node's managed identity: IMDS and Azure Arc's agent on the stdlib, any other source
+    through azure-identity."""
     user_assigned = config.userAssignedIdentityID
     if not user_assigned:
         description, selector = "the system-assigned managed identity", {}
@@ -250,6 +251,8 @@ def _managed_identity(config: AzureConfig, options: SdkOptions, ctx: Context) ->
 
     if imds.serves(ctx.environ):
         return Identity(description, imds.ImdsCredential(ctx, selector), config.tenantId)
+    if imds.arc_serves(ctx.environ):
+        return Identity(description, imds.ArcCredential(ctx, selector), config.tenantId)
     from azure.identity import ManagedIdentityCredential
 
     mi_options = {
@@ -311,7 +314,7 @@ def _token_within_deadline(identity: Identity, ctx: Context) -> Any:
         throttle_of,
     )
 
-    if isinstance(identity.credential, ImdsCredential):  # retries its own calls (imds.py)
+    if isinstance(identity.credential, ImdsCredential):  # retries its own calls (Arc's too)
         return identity.credential.get_token(ACR_SCOPE)
 
     def status_of(exc: Exception) -> tuple[int | None, str | None]:

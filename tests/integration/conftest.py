@@ -85,6 +85,7 @@ class Azure:
         use_bundle: bool = False,
         env: dict[str, str] | None = None,
         own_network: bool = False,
+        node_files: dict[str, bytes] | None = None,
     ):  # type: ignore[no-untyped-def]
         request = (
             request_bytes(image, api_version, token, annotations)
@@ -98,6 +99,7 @@ class Azure:
             {**self.env, **(env or {})},
             use_bundle=use_bundle,
             own_network=own_network,
+            node_files=node_files,
         )
 
 

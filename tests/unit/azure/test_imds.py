@@ -5,8 +5,11 @@ from __future__ import annotations
 import pytest
 
 from credprovider.azure.imds import (
+    ARC_KEY_DIR,
     AccessToken,
     ImdsError,
+    arc_key_file,
+    arc_serves,
     error_detail,
     parse_token_answer,
     serves,
@@ -32,6 +35,41 @@ def test_imds_serves_only_where_azure_identity_would_ask_imds(
     environ: dict[str, str], imds: bool
 ) -> None:
     assert serves(environ) is imds
+
+
+@pytest.mark.parametrize(
+    ("environ", "arc"),
+    [
+        ({}, False),
+        ({"IDENTITY_ENDPOINT": "http://localhost:40342", "IMDS_ENDPOINT": "http://x"}, True),
+        ({"IDENTITY_ENDPOINT": "http://localhost:40342", "IMDS_ENDPOINT": ""}, False),
+        (
+            {"IDENTITY_ENDPOINT": "http://x", "IMDS_ENDPOINT": "http://x", "IDENTITY_HEADER": "h"},
+            False,
+        ),
+    ],
+)
+def test_arc_is_asked_where_azure_identity_would_ask_it(environ: dict[str, str], arc: bool) -> None:
+    assert arc_serves(environ) is arc
+
+
+@pytest.mark.parametrize(
+    ("challenge", "key_file"),
+    [
+        (f"Basic realm={ARC_KEY_DIR}/3f2a.key", f"{ARC_KEY_DIR}/3f2a.key"),
+        ("basic realm=/etc/shadow", f"{ARC_KEY_DIR}/shadow.key"),
+        ("Basic realm=../../../../root/.ssh/id_rsa.pub", f"{ARC_KEY_DIR}/id_rsa.key"),
+        ("Basic realm=/var/opt/azcmagent/tokens/", None),
+        ("Basic realm=a=b", None),
+        ("Bearer realm=/x.key", None),
+        ("", None),
+    ],
+)
+def test_an_arc_challenge_names_a_key_file_only_in_the_agents_directory(
+    challenge: str, key_file: str | None
+) -> None:
+    """As MSAL confines it: the realm's name only, in the agent's directory, ending ``.key``."""
+    assert arc_key_file(challenge) == key_file
 
 
 @pytest.mark.parametrize(
