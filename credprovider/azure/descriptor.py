@@ -11,6 +11,7 @@ from credprovider.azure.imds import (
     API_VERSION,
     OTHER_SOURCE_ENV,
     TOKEN_PATH,
+    arc_serves,
     base_url,
     serves,
 )
@@ -82,6 +83,8 @@ def identity(
     if not config.useManagedIdentityExtension:
         who = config.aadClientId or "(no aadClientId)"
         return f"the service principal {who} from {path}, at the Entra ID authority: not probed"
+    if arc_serves(environ):
+        return "a managed identity through the Azure Arc agent (IDENTITY_ENDPOINT): not probed"
     if not serves(environ):
         source = next(name for name in OTHER_SOURCE_ENV if environ.get(name))
         return f"a managed identity through {source}, not IMDS: not probed"

@@ -217,6 +217,7 @@ def test_test_mode_never_sends_a_probe_off_loopback(monkeypatch: pytest.MonkeyPa
         ("azure", {}, None, "cannot be read"),
         ("azure", {}, '{"aadClientId": "app-1", "aadClientSecret": "s"}', "service principal app-1"),
         ("azure", {"IDENTITY_ENDPOINT": "http://x"}, '{"useManagedIdentityExtension": true}', "IDENTITY_ENDPOINT"),
+        ("azure", {"IDENTITY_ENDPOINT": "http://x", "IMDS_ENDPOINT": "http://y"}, '{"useManagedIdentityExtension": true}', "the Azure Arc agent"),
         ("azure", {}, "{not json", "not probed"),
     ],
 )  # fmt: skip
