@@ -1,6 +1,6 @@
 """The botocore session and the credential chain it resolves, made by the plugin so that nothing
-botocore would read or run on the node is unbounded: the profile files it parses are checked
-first, the web identity and container token files are read by the node-file reader, and a
+botocore would read or run on the node is unbounded: its models are only those it ships, the
+profile files it parses are checked first, the web identity and container token files are read by the node-file reader, and a
 profile's ``credential_process`` runs under the deadline (aws/process.py). botocore itself is
 imported here and in aws/botocore_api.py, its calls; nowhere else."""
 
@@ -54,7 +54,20 @@ def session(environ: Mapping[str, str]) -> Any:
                 require_node_file(path)
             except (OSError, ValueError) as exc:
                 raise UnusableFileError(what, path, setting, reason(exc)) from None
-    return botocore.session.get_session()
+    made = botocore.session.get_session()
+    made.register_component("data_loader", _bundled_models())
+    return made
+
+
+def _bundled_models() -> Any:
+    """botocore's model loader for the models botocore ships only. Its default also searches
+    ``AWS_DATA_PATH`` (or a profile's ``data_path``) and ``~/.aws/models`` first, reading any model
+    found there whole (a 2 GiB file there was a ``MemoryError``, a gzipped one inflated without a
+    bound) and calling ECR by its API and endpoint rules (a broken one was blamed on a proxy):
+    the AWS SDK for Go, whose plugin this replaces, has no such search."""
+    from botocore.loaders import Loader
+
+    return Loader(extra_search_paths=[Loader.BUILTIN_DATA_PATH], include_default_search_paths=False)
 
 
 def read_for_it(

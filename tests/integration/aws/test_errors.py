@@ -341,3 +341,54 @@ def test_a_role_chain_from_a_web_identity_source_profile_gets_a_token(
     assert run.code == 0, run.stderr
     (call,) = fake.calls
     assert call.session_token and call.access_key != ecr_env(server.url)["AWS_ACCESS_KEY_ID"]
+
+
+def _model_where_botocore_looked(tmp_path: Path, how: str) -> None:
+    """ECR's API model where botocore's default loader looked first: ``~/.aws/models`` or
+    ``AWS_DATA_PATH``."""
+    import gzip
+
+    top = tmp_path / ("home/.aws/models" if how == "2 GiB in ~/.aws/models" else "data")
+    version = top / "ecr" / "2015-09-21"
+    version.mkdir(parents=True)
+    if how == "2 GiB in ~/.aws/models":
+        with (version / "service-2.json").open("wb") as model:
+            model.truncate(2 << 30)
+    elif how == "not JSON in AWS_DATA_PATH":
+        (version / "service-2.json").write_text("{")
+    else:  # 200 MiB once inflated
+        (version / "service-2.json.gz").write_bytes(gzip.compress(b" " * (200 << 20)))
+
+
+@pytest.mark.parametrize(
+    "how", ["2 GiB in ~/.aws/models", "not JSON in AWS_DATA_PATH", "gzipped in AWS_DATA_PATH"]
+)
+def test_botocore_uses_only_the_models_it_ships(
+    ecr: tuple[FakeEcr, FakeServer], tmp_path: Path, how: str, use_bundle: bool
+) -> None:
+    """Before: a model found there was read whole (a ``MemoryError`` under 1 GiB of address
+    space), inflated without a bound, or used to call ECR (a broken one blamed on HTTPS_PROXY)."""
+    fake, server = ecr
+    _model_where_botocore_looked(tmp_path, how)
+    (tmp_path / "config").write_text(
+        "[profile node]\naws_access_key_id = AKIAEXAMPLE\naws_secret_access_key = s\n"
+    )
+    env = {
+        **ecr_env(server.url),
+        "AWS_ACCESS_KEY_ID": "",
+        "AWS_SECRET_ACCESS_KEY": "",
+        "AWS_CONFIG_FILE": str(tmp_path / "config"),  # a profile file: botocore's route
+        "AWS_PROFILE": "node",
+        "HOME": str(tmp_path / "home"),
+        "AWS_DATA_PATH": str(tmp_path / "data"),
+    }
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"),
+        [],
+        env=env,
+        address_space=1 << 30,
+        use_bundle=use_bundle,
+    )
+    assert run.code == 0, run.stderr
+    assert [call.access_key for call in fake.calls] == ["AKIAEXAMPLE"]
