@@ -102,14 +102,15 @@ def run_plugin(
     name: str,
     stdin: bytes,
     args: list[str] | None = None,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str | None] | None = None,
     use_bundle: bool = False,
     timeout: float = 90,
     own_network: bool = False,
     address_space: int | None = None,
     node_files: Mapping[str, bytes] | None = None,
 ) -> PluginRun:
-    """Run a plugin with ``stdin``; ``env`` is added to the (already sanitized) test environment.
+    """Run a plugin with ``stdin``; ``env`` is added to the (already sanitized) test environment
+    (a value of None unsets that variable).
 
     ``node_files`` (paths under :data:`NODE_FILE_DIRS` -> contents, :data:`FIFO` for a FIFO) are
     what the plugin finds at those fixed paths: it runs in a mount namespace of its own where
@@ -123,7 +124,11 @@ def run_plugin(
     could not reach one."""
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = str(_SOURCE)
-    full_env.update(env or {})
+    for variable, value in (env or {}).items():  # None: unset (the test environment sets it)
+        if value is None:
+            full_env.pop(variable, None)
+        else:
+            full_env[variable] = value
     start = time.monotonic()
     command = (
         (["unshare", "--net"] if own_network else [])

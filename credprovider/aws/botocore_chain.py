@@ -13,6 +13,7 @@ import stat
 import botocore.credentials
 import botocore.session
 
+from credprovider.aws.direct import PROFILE_FILES
 from credprovider.aws.process import bounded_popen
 from credprovider.errors import ProviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final
@@ -29,11 +30,6 @@ if TYPE_CHECKING:
 # botocore loggers that print raw request/response bodies at DEBUG: the token and the assumed role's
 # keys would be printed before the plugin can register them for redaction, so they stay at INFO.
 BODY_LOGGERS: Final = ("botocore.parsers", "botocore.endpoint", "botocore.auth")
-# The profile files botocore parses whole, where the environment names them.
-PROFILE_FILE_ENV: Final = (
-    ("AWS_CONFIG_FILE", "the AWS config file"),
-    ("AWS_SHARED_CREDENTIALS_FILE", "the AWS credentials file"),
-)
 # The container credentials' authorization token: a file, else the value (botocore's ContainerProvider).
 CONTAINER_TOKEN_FILE: Final = "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"
 CONTAINER_TOKEN: Final = "AWS_CONTAINER_AUTHORIZATION_TOKEN"
@@ -43,17 +39,24 @@ def session(environ: Mapping[str, str]) -> Any:
     """A botocore session, its body loggers kept quiet. botocore reads a token file whole with
     ``open().read()`` (a FIFO would hold it to the deadline, ``/dev/zero`` until memory runs out):
     its two token readers are given the node-file reader (:func:`read_for_it`), and the profile
-    files it would parse are checked here."""
+    files it would parse, named or at their defaults, are checked here."""
     for name in BODY_LOGGERS:
         logging.getLogger(name).setLevel(logging.INFO)
-    for setting, what in PROFILE_FILE_ENV:
+    for setting, default, what in PROFILE_FILES:
         # as botocore's configloader names it: variables, then ~
-        path = os.path.expanduser(os.path.expandvars(environ.get(setting, "")))
+        named = environ.get(setting)  # set but empty: botocore reads no file
+        path = os.path.expanduser(os.path.expandvars(f"~/{default}" if named is None else named))
         if path and _regular(path):
             try:
                 require_node_file(path)
             except (OSError, ValueError) as exc:
-                raise UnusableFileError(what, path, setting, reason(exc)) from None
+                if named:
+                    raise UnusableFileError(what, path, setting, reason(exc)) from None
+                raise ProviderError(
+                    f"{what} {path} (botocore's default, {setting} being unset) cannot be used: "
+                    f"{reason(exc)}",
+                    "fix or remove it",
+                ) from None
     made = botocore.session.get_session()
     made.register_component("data_loader", _bundled_models())
     return made

@@ -56,6 +56,12 @@ TARGETS: Final = {
     "ecr-public": "SpencerFrontendService.GetAuthorizationToken",
 }
 ENDPOINT_ENV: Final = {"ecr": "AWS_ENDPOINT_URL_ECR", "ecr-public": "AWS_ENDPOINT_URL_ECR_PUBLIC"}
+# The profile files botocore parses: the variable naming each, its default under the home
+# directory, and what it is (botocore/configprovider.py: config_file, credentials_file).
+PROFILE_FILES: Final = (
+    ("AWS_CONFIG_FILE", ".aws/config", "the AWS config file"),
+    ("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials", "the AWS credentials file"),
+)
 # Any of these set: botocore, which implements them.
 BOTOCORE_SETTINGS: Final = (
     "AWS_PROFILE",
@@ -121,11 +127,8 @@ def plan(
     if proxy:
         return f"{proxy} is set"
     home = environ.get("HOME", "")
-    for variable, default in (
-        ("AWS_CONFIG_FILE", f"{home}/.aws/config"),
-        ("AWS_SHARED_CREDENTIALS_FILE", f"{home}/.aws/credentials"),
-    ):
-        path = environ.get(variable) or default
+    for variable, default, _ in PROFILE_FILES:
+        path = environ.get(variable) or f"{home}/{default}"
         if exists(path):
             return f"the profile file {path} exists"
     endpoint = (

@@ -182,3 +182,31 @@ def test_a_profile_file_botocore_cannot_use_is_the_settings_to_fix(
         assert run.code == 1 and run.stdout == b"" and len(lines) == 1, run.stderr
         assert str(path) in lines[0] and says in lines[0], run.stderr
         assert "the service is failing" not in lines[0], run.stderr
+
+
+@pytest.mark.parametrize(
+    ("setting", "default"),
+    [("AWS_CONFIG_FILE", ".aws/config"), ("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials")],
+)
+def test_a_profile_file_at_its_default_place_is_checked_too(
+    aws: Emulator, tmp_path: Path, setting: str, default: str
+) -> None:
+    """With no setting, botocore parses ``~/.aws/config`` and ``~/.aws/credentials``: a 2 GiB one
+    was read whole (a MemoryError under 1 GiB of address space, "internal error")."""
+    require_bundle()
+    path = tmp_path / default
+    path.parent.mkdir()
+    with path.open("wb") as file:
+        file.truncate(2 << 30)
+    run = run_plugin(
+        "ecr-credential-provider",
+        request_bytes(ECR_IMAGE),
+        ["--deadline=20s"],
+        {**aws.env, setting: None, "HOME": str(tmp_path)},
+        use_bundle=True,
+        address_space=1 << 30,
+    )
+    lines = [line for line in run.stderr.splitlines() if "test mode" not in line]
+    assert run.code == 1 and run.stdout == b"" and len(lines) == 1, run.stderr
+    assert f"{path} (botocore's default, {setting} being unset) cannot be used" in lines[0]
+    assert "is larger than 1 MiB; fix or remove it" in lines[0], lines[0]
