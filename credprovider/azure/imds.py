@@ -77,12 +77,12 @@ def arc_key_file(challenge: str) -> str | None:
     """The key file an Arc agent's ``WWW-Authenticate: Basic realm=<path>`` names, confined as
     MSAL confines it (the name only, in :data:`ARC_KEY_DIR`, ending ``.key``); None for a
     challenge of another form."""
-    import posixpath
+    import os
 
     parts = challenge.split("=")
     if len(parts) != 2 or parts[0].lower() != "basic realm":
         return None
-    name = posixpath.splitext(posixpath.basename(parts[1]))[0]
+    name = os.path.splitext(os.path.basename(parts[1]))[0]
     return f"{ARC_KEY_DIR}/{name}.key" if name.strip() else None
 
 

@@ -4,6 +4,7 @@ The package is the plugin: ``main`` (its arguments and PluginSpec), ``provider``
 credentials come from), ``registry`` (pure facts: hosts), ``metadata`` (the GCE metadata server
 client, stdlib), ``googleauth`` (its google-auth route: every call into it, and its errors),
 ``credfile`` (GOOGLE_APPLICATION_CREDENTIALS, read by the plugin for google-auth's loaders),
+``sources`` (a federation config's subject token sources, read and run within the plugin's bounds),
 ``impersonation`` (``--impersonate-service-account``: the chain, each refusal's line),
 ``dockercfg`` (the legacy .dockercfg flows) and ``descriptor`` (what the tool knows of it).
 """

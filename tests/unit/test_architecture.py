@@ -166,8 +166,16 @@ def _importers(target: str) -> list[str]:
         # Each SDK behind its cloud's adapter.
         # botocore's: its calls, and the chain made for it (its files read, its helpers run)
         ("botocore", ["credprovider.aws.botocore_api", "credprovider.aws.botocore_chain"]),
-        # google-auth's: its calls, and GOOGLE_APPLICATION_CREDENTIALS read for its loaders.
-        ("google", ["credprovider.gcp.credfile", "credprovider.gcp.googleauth"]),
+        # google-auth's: its calls, GOOGLE_APPLICATION_CREDENTIALS read for its loaders, and the
+        # subject token sources given to it.
+        (
+            "google",
+            [
+                "credprovider.gcp.credfile",
+                "credprovider.gcp.googleauth",
+                "credprovider.gcp.sources",
+            ],
+        ),
         ("azure", ["credprovider.azure.identities"]),
     ],
 )

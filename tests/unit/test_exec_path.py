@@ -88,8 +88,10 @@ LAZY_EXCEPTIONS = (
         ("credprovider.runtime.child", name)
         for name in ("subprocess", "selectors", "signal", "contextlib")
     }
-    | {("credprovider.gcp.credfile", "shlex")}
-)  # as google.auth.pluggable splits the command
+    # as google.auth.pluggable splits the command; and the X.509 source's certificate and key
+    # checked with cryptography, which google-auth's X.509 source loads for it anyway
+    | {("credprovider.gcp.sources", "shlex"), ("credprovider.gcp.sources", "cryptography")}
+)
 # Build-time modules inside a cloud folder (read by build.spec, never by a plugin).
 BUILD_ONLY = {"credprovider.aws.bundle"}
 # runtime/http.py's default CA bundle, as botocore and requests find theirs; and requests for

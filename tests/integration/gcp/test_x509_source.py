@@ -1,7 +1,7 @@
 """A Workload Identity Federation config with an X.509 source (``credential_source.certificate``):
 the workload's certificate is the subject token and the client certificate of an mTLS call to STS.
 google-auth's protocol, every file it reads (the certificate config, the certificate, the key, the
-trust chain) read or checked first as a node file (credprovider/gcp/credfile.py): none of them can
+trust chain) read or checked first as a node file (credprovider/gcp/sources.py): none of them can
 hold the plugin to its deadline or fill its memory, and each fault is one line naming the file."""
 
 from __future__ import annotations
