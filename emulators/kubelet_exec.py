@@ -12,7 +12,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import credprovider
 from credprovider.runtime.api import encode_request
@@ -62,10 +62,11 @@ class PluginRun:
 NODE_FILE_DIRS = ("/etc", "/run", "/var/opt")
 
 
-def with_node_files(command: list[str], files: Mapping[str, bytes], scratch: Path) -> list[str]:
+def with_node_files(command: list[str], files: Mapping[str, NodeFile], scratch: Path) -> list[str]:
     """``command`` in a private mount namespace whose :data:`NODE_FILE_DIRS` are overlays of the
     host's with ``files`` (absolute paths under them) written into their upper layers, in
-    ``scratch``. A value of ``b"<fifo>"`` makes a FIFO there."""
+    ``scratch``. A value of ``b"<fifo>"`` makes a FIFO there, ``(content, mode)`` a file of that
+    mode."""
     mounts = []
     for top in NODE_FILE_DIRS:
         given = {path: data for path, data in files.items() if path.startswith(f"{top}/")}
@@ -78,6 +79,9 @@ def with_node_files(command: list[str], files: Mapping[str, bytes], scratch: Pat
             target.parent.mkdir(parents=True, exist_ok=True)
             if data == FIFO:
                 os.mkfifo(target)
+            elif isinstance(data, tuple):  # (content, mode)
+                target.write_bytes(data[0])
+                target.chmod(data[1])
             else:
                 target.write_bytes(data)
         mounts.append(
@@ -90,6 +94,10 @@ def with_node_files(command: list[str], files: Mapping[str, bytes], scratch: Pat
 
 
 FIFO = b"<fifo>"
+# What a node file is given as: its content, FIFO, or (content, mode).
+NodeFile = bytes | tuple[bytes, int]
+# A command run as nobody (uid and gid 65534, no groups): the operator without root.
+AS_NOBODY: Final = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
 def plugin_command(name: str, use_bundle: bool = False) -> list[str]:
@@ -107,7 +115,8 @@ def run_plugin(
     timeout: float = 90,
     own_network: bool = False,
     address_space: int | None = None,
-    node_files: Mapping[str, bytes] | None = None,
+    node_files: Mapping[str, NodeFile] | None = None,
+    as_nobody: bool = False,
 ) -> PluginRun:
     """Run a plugin with ``stdin``; ``env`` is added to the (already sanitized) test environment
     (a value of None unsets that variable).
@@ -121,7 +130,8 @@ def run_plugin(
 
     ``own_network`` runs it in a network namespace of its own (``unshare --net``, loopback down):
     for a test that points it at a real metadata address, so that even a broken connect guard
-    could not reach one."""
+    could not reach one. ``as_nobody`` runs it as an operator without root would (its node files
+    are still set up by root)."""
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = str(_SOURCE)
     for variable, value in (env or {}).items():  # None: unset (the test environment sets it)
@@ -133,6 +143,7 @@ def run_plugin(
     command = (
         (["unshare", "--net"] if own_network else [])
         + (["prlimit", f"--as={address_space}", "--"] if address_space else [])
+        + (AS_NOBODY if as_nobody else [])
         + plugin_command(name, use_bundle)
         + list(args or [])
     )

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Final, NoReturn
 
 from credprovider.tool.catalog import PLUGINS
+from emulators.kubelet_exec import AS_NOBODY
 from release.bundle import BUNDLE_DIR, REPO
 
 # The shipped configs: config/ (one file per cloud, usable as a kubelet config directory) and
@@ -29,10 +30,6 @@ API_VERSIONS = (
     "credentialprovider.kubelet.k8s.io/v1beta1",
     "credentialprovider.kubelet.k8s.io/v1alpha1",
 )
-
-
-# A command run as nobody (uid and gid 65534, no groups): the operator without root.
-AS_NOBODY: Final = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 
 
 def bundle_as_nobody(*argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,7 @@ from emulators.azure import FakeAad, FakeAcr, FakeImds
 from emulators.gcp import FakeMetadata
 from emulators.harness import SAFE_ENV, aws_emulator, azure_emulator, gcp_emulator
 from emulators.http import FakeServer
-from emulators.kubelet_exec import request_bytes, run_plugin
+from emulators.kubelet_exec import NodeFile, request_bytes, run_plugin
 from emulators.tls import CertAuthority, make_test_ca
 from release import gobuild
 from tests.helpers import unavailable
@@ -85,7 +85,8 @@ class Azure:
         use_bundle: bool = False,
         env: dict[str, str] | None = None,
         own_network: bool = False,
-        node_files: dict[str, bytes] | None = None,
+        node_files: Mapping[str, NodeFile] | None = None,
+        as_nobody: bool = False,
     ):  # type: ignore[no-untyped-def]
         request = (
             request_bytes(image, api_version, token, annotations)
@@ -100,6 +101,7 @@ class Azure:
             use_bundle=use_bundle,
             own_network=own_network,
             node_files=node_files,
+            as_nobody=as_nobody,
         )
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from emulators.azure import ARC_KEY_DIR, FakeArc
 from emulators.http import FakeResponse, FakeServer, serve
-from emulators.kubelet_exec import FIFO, PluginRun
+from emulators.kubelet_exec import FIFO, NodeFile, PluginRun
 from tests.integration.azure.common import PLUGIN, assert_refresh_token_answer
 from tests.integration.conftest import Azure
 
@@ -31,14 +31,17 @@ def _run(
     arc: tuple[FakeArc, FakeServer],
     key: bytes | None = None,
     *args: str,
-    files: dict[str, bytes] | None = None,
+    files: dict[str, NodeFile] | None = None,
     use_bundle: bool = False,
+    as_nobody: bool = False,
     env: dict[str, str] | None = None,
     **settings: object,
 ) -> PluginRun:
     fake, server = arc
     endpoint = f"{server.url}/metadata/identity/oauth2/token"
-    node_files = files if files is not None else {fake.key_file: key or fake.key.encode()}
+    node_files: dict[str, NodeFile] = (
+        files if files is not None else {fake.key_file: key or fake.key.encode()}
+    )
     return azure.run(  # type: ignore[no-any-return]
         IMAGE,
         azure.config(useManagedIdentityExtension=True, **settings),
@@ -47,6 +50,7 @@ def _run(
         env={"IDENTITY_ENDPOINT": endpoint, "IMDS_ENDPOINT": server.url, **(env or {})},
         node_files=node_files,
         use_bundle=use_bundle,
+        as_nobody=as_nobody,
     )
 
 
@@ -181,3 +185,32 @@ def test_a_refused_key_is_one_line_naming_its_file(
     assert f"answered HTTP 401 to the key in {KEY}: unauthorized" in line, line
     assert "stale-key" not in run.stderr
     assert fake.keys_given == ["stale-key"]
+
+
+def test_an_operator_without_the_agents_group_is_told_who_may_read_the_key(
+    azure: Azure, arc: tuple[FakeArc, FakeServer]
+) -> None:
+    """By hand, through the bundle, as a user outside root and the agent's group: the key file
+    (root's, 0600 here) cannot be read, and the line says who can."""
+    fake, server = arc
+    config = "/etc/kubernetes/azure.json"  # where nobody can read it, as on a node
+    run = azure.run(
+        IMAGE,
+        config,
+        env={
+            "IDENTITY_ENDPOINT": f"{server.url}/metadata/identity/oauth2/token",
+            "IMDS_ENDPOINT": server.url,
+        },
+        node_files={
+            config: b'{"useManagedIdentityExtension": true}',
+            KEY: (fake.key.encode(), 0o600),
+        },
+        use_bundle=True,
+        as_nobody=True,
+    )
+    assert (run.code, run.stdout) == (1, b""), run.stderr
+    (line,) = run.error_lines
+    assert line.endswith(
+        "named cannot be read: permission denied; run as root or as a member of the himds group"
+    ), line
+    assert fake.keys_given == []
