@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 # botocore loggers that print raw request/response bodies at DEBUG: the token and the assumed role's
 # keys would be printed before the plugin can register them for redaction, so they stay at INFO.
 BODY_LOGGERS: Final = ("botocore.parsers", "botocore.endpoint", "botocore.auth")
+# The legacy files botocore's chain reads last (credentials.py: OriginalEC2Provider, BotoProvider).
+EC2_TOOLS_FILE: Final = "AWS_CREDENTIAL_FILE"
+BOTO_CONFIG: Final = "BOTO_CONFIG"
 # The container credentials' authorization token: a file, else the value (botocore's ContainerProvider).
 CONTAINER_TOKEN_FILE: Final = "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"
 CONTAINER_TOKEN: Final = "AWS_CONTAINER_AUTHORIZATION_TOKEN"
@@ -99,8 +102,54 @@ def read_for_it(
     popen = bounded_popen(remaining)
     resolver.get_provider("custom-process")._popen = popen
     _each_made_with(builder, "_create_process_provider", "_popen", popen)
+    # the legacy files, parsed when the chain reaches them (their constructors' parser seams)
+    resolver.get_provider("ec2-credentials-file")._parser = _ec2_tools_file
+    resolver.get_provider("boto-config")._ini_parser = _boto_config(environ)
     sdk.register_component("credential_provider", resolver)
     sdk.__dict__["credprovider_chain"] = True
+
+
+def _ec2_tools_file(path: str) -> dict[str, str]:
+    """botocore's parser of the EC2 tools' credentials file (``AWS_CREDENTIAL_FILE``), which opened
+    the path blindly (a FIFO held it to the deadline) and read it whole: read here as a node
+    file, parsed by botocore; a file that is not there is skipped, as botocore skips it."""
+    from botocore.exceptions import ConfigNotFound
+    from botocore.utils import parse_key_val_file_contents
+
+    if not os.path.exists(path):
+        raise ConfigNotFound(path=path)
+    text = setting_file_text("the EC2 tools' credentials file", path, EC2_TOOLS_FILE)
+    parsed: dict[str, str] = parse_key_val_file_contents(text)
+    return parsed
+
+
+def _boto_config(environ: Mapping[str, str]) -> Callable[[str], dict[str, Any]]:
+    """botocore's parser of boto's config (``BOTO_CONFIG``, else ``/etc/boto.cfg`` and ``~/.boto``,
+    where a GCE image keeps gsutil's settings): checked as a node file before botocore parses a
+    regular one (it read one of any size whole); anything else is skipped, as botocore skips it."""
+    from botocore.configloader import raw_config_parse
+
+    named = environ.get(BOTO_CONFIG) is not None
+
+    def parse(path: str) -> dict[str, Any]:
+        full = os.path.expanduser(os.path.expandvars(path))
+        if _regular(full):
+            try:
+                require_node_file(full)
+            except (OSError, ValueError) as exc:
+                if named:
+                    raise UnusableFileError(
+                        "boto's config", full, BOTO_CONFIG, reason(exc)
+                    ) from None
+                raise ProviderError(
+                    f"boto's config {full} (botocore reads it, {BOTO_CONFIG} being unset) cannot "
+                    f"be used: {reason(exc)}",
+                    "fix or remove it",
+                ) from None
+        parsed: dict[str, Any] = raw_config_parse(path)
+        return parsed
+
+    return parse
 
 
 def _each_made_with(builder: Any, factory: str, attribute: str, value: Any) -> None:
