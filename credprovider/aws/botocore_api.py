@@ -16,6 +16,7 @@ from botocore.exceptions import (
     ConnectTimeoutError,
     EndpointConnectionError,
     InvalidConfigError,
+    MissingDependencyException,
     NoCredentialsError,
     NoRegionError,
     PartialCredentialsError,
@@ -62,13 +63,20 @@ if TYPE_CHECKING:
 # never worth a retry, never the service's failing.
 SETTINGS_ERRORS: Final = (
     ProfileNotFound, PartialCredentialsError, InvalidConfigError, ConfigParseError, NoRegionError,
-    SSOTokenLoadError, TokenRetrievalError, UnknownServiceError,
+    SSOTokenLoadError, TokenRetrievalError, UnknownServiceError, MissingDependencyException,
 )  # fmt: skip
 
 
 def settings_said(exc: Exception) -> str:
     """One of :data:`SETTINGS_ERRORS` in words: botocore's own, except for a client the bundle
-    does not carry (it keeps only ECR's, ECR Public's, EKS Auth's and STS's models)."""
+    does not carry (it keeps only ECR's, ECR Public's, EKS Auth's and STS's models) and the AWS
+    CRT (botocore asks for it to sign in a ``login_session`` profile, and said to pip install it)."""
+    if isinstance(exc, MissingDependencyException):
+        return (
+            "the profile needs the AWS CRT, which the plugin does not carry (a console sign-in "
+            "profile, login_session: it needs an interactive login, not one a node can do; give "
+            "the node credentials another way)"
+        )
     if isinstance(exc, UnknownServiceError):
         service = exc.kwargs.get("service_name", "")
         return (

@@ -138,18 +138,25 @@ def test_a_hanging_helper_is_stopped_whole_before_the_deadline(
     assert "check that the endpoint is reachable" not in run.stderr
 
 
+SSO_PROFILE = (
+    "[profile sso]\nsso_session = corp\nsso_account_id = 123456789012\n"
+    "sso_role_name = puller\n[sso-session corp]\n"
+    "sso_start_url = https://corp.awsapps.com/start\nsso_region = us-east-1\n"
+)
+LOGIN_PROFILE = "[profile sso]\nlogin_session = arn:aws:iam::123456789012:user/op\n"
+
+
+@pytest.mark.parametrize("profile", ["sso_session", "login_session"])
 def test_a_profile_that_signs_in_interactively_is_the_settings_to_fix(
-    ecr: tuple[FakeEcr, FakeServer], tmp_path: Path, use_bundle: bool
+    ecr: tuple[FakeEcr, FakeServer], tmp_path: Path, use_bundle: bool, profile: str
 ) -> None:
     """An IAM Identity Center profile (sso_session) on a node: from source botocore finds no
     token, and the bundle carries no 'sso' client; either was said as "the service is failing
-    or throttling; the kubelet retries". Now it is the settings to fix, in words."""
+    or throttling; the kubelet retries". A console sign-in profile (login_session, `aws login`):
+    botocore's "pip install botocore[crt]", said the same way. Now each is the settings to fix,
+    in words."""
     fake, server = ecr
-    (tmp_path / "config").write_text(
-        "[profile sso]\nsso_session = corp\nsso_account_id = 123456789012\n"
-        "sso_role_name = puller\n[sso-session corp]\n"
-        "sso_start_url = https://corp.awsapps.com/start\nsso_region = us-east-1\n"
-    )
+    (tmp_path / "config").write_text(SSO_PROFILE if profile == "sso_session" else LOGIN_PROFILE)
     env = {
         **ecr_env(server.url),
         "AWS_ACCESS_KEY_ID": "",
@@ -162,10 +169,13 @@ def test_a_profile_that_signs_in_interactively_is_the_settings_to_fix(
     assert (run.code, run.stdout) == (1, b""), run.stderr
     (line,) = run.error_lines
     says = (
-        "the profile needs botocore's 'sso' client, which the plugin does not carry"
+        "the profile needs the AWS CRT, which the plugin does not carry"
+        if profile == "login_session"
+        else "the profile needs botocore's 'sso' client, which the plugin does not carry"
         if use_bundle
         else "Error loading SSO Token: Token for corp does not exist"
     )
+    assert "pip install" not in line
     assert says in line, line
     assert "fix the AWS settings the plugin runs with" in line, line
     assert "service is failing" not in line
