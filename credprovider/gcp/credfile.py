@@ -61,6 +61,8 @@ def load_credentials_file(path: str, remaining: Callable[[], float]) -> Any:
             f"the file's type is {_shown(kind)}, none google-auth loads "
             f"(one of {', '.join(KNOWN_TYPES)})"
         )
+    if kind == "gdch_service_account":
+        _require_ca_cert(info.get("ca_cert_path"))
     try:
         if kind == "external_account":
             return _external_account(info, remaining)
@@ -73,6 +75,23 @@ def load_credentials_file(path: str, remaining: Callable[[], float]) -> Any:
             f"the file is not {kind} credentials google-auth can load: a field is missing or "
             f"holds the wrong kind of value{field}"
         ) from None
+
+
+def _require_ca_cert(path: object) -> None:
+    """A GDCH service account's ``ca_cert_path``, which google-auth hands requests to verify its
+    token server with (OpenSSL then opened a FIFO there blocking, and read any size): a regular
+    file of at most a CA bundle's cap, or a directory of certificates, as requests takes it."""
+    import os
+
+    from credprovider.runtime.nodefile import reason, require_node_file
+    from credprovider.runtime.tls import MAX_CA_BUNDLE_BYTES
+
+    if not isinstance(path, str) or not path or os.path.isdir(path):
+        return
+    try:
+        require_node_file(path, MAX_CA_BUNDLE_BYTES)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"the file's ca_cert_path {path} cannot be used: {reason(exc)}") from None
 
 
 def _by_google_auth(info: dict[str, Any]) -> Any:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 from pathlib import Path
 
@@ -314,6 +315,54 @@ def test_bad_credentials_file_is_one_line_about_the_file(
     assert says in line, line
     for wrong in ("internal error", "dict object", "('", str(path) + ": " + str(path)):
         assert wrong not in line, line
+
+
+@pytest.mark.parametrize("ca", ["a FIFO", "/dev/zero", "20 MiB"])
+def test_a_gdch_ca_cert_path_that_cannot_be_read_is_one_line_at_once(
+    tmp_path: Path, ca: str
+) -> None:
+    """A GDCH service account's ``ca_cert_path``, which google-auth hands requests to verify its
+    token server with: OpenSSL opened a FIFO there blocking (the plugin held to its deadline,
+    blamed on the network) and read any size."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    from emulators.tls import key_pem
+
+    path = tmp_path / "ca.pem"
+    if ca == "a FIFO":
+        os.mkfifo(path)
+    elif ca == "20 MiB":
+        path.write_bytes(b"#" * (20 << 20))
+    else:
+        path = Path("/dev/zero")
+    with socket.socket() as listener:  # a token server that takes the connection, then waits
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        key = tmp_path / "gdch.json"
+        key.write_text(
+            json.dumps(
+                {
+                    "type": "gdch_service_account",
+                    "format_version": "1",
+                    "project": "p",
+                    "private_key_id": "k1",
+                    "private_key": key_pem(ec.generate_private_key(ec.SECP256R1())).decode(),
+                    "name": "puller",
+                    "ca_cert_path": str(path),
+                    "token_uri": f"https://127.0.0.1:{listener.getsockname()[1]}/token",
+                }
+            )
+        )
+        run = run_plugin(
+            PLUGIN,
+            request_bytes("gcr.io/p/a"),
+            ["get-credentials", "--deadline=8s"],
+            {"GOOGLE_APPLICATION_CREDENTIALS": str(key)},
+        )
+    assert (run.code, run.stdout) == (1, b""), run.stderr
+    (line,) = run.error_lines
+    assert f"the file's ca_cert_path {path} cannot be used: " in line, line
+    assert run.seconds < 5, run.seconds
 
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
