@@ -26,7 +26,7 @@ from credprovider.paths import AGENT_EXEC_HOME
 from credprovider.tool.agent.state import JOURNAL
 from credprovider.tool.change.engine import ChangeKind, Kind
 from credprovider.tool.change.failpoint import FAILPOINT_ENV, KILLED_STATUS
-from credprovider.tool.change.journal import read
+from credprovider.tool.change.journalformat import read
 from emulators.http import FakeResponse, serve
 from tests.forkrun import run_cli_forked
 from tests.integration.cli.conftest import fake_bundle

@@ -2,7 +2,7 @@
 not on tmpfs: a pod restart or a reboot neither repeats nor forgets anything). What a change will
 do to what the node had is recorded here, and flushed, before the change touches the node; the
 change itself (its links and the kubelet's config and flags) is then journaled beside it in the
-one journal's format (:data:`JOURNAL`, :mod:`credprovider.tool.change.journal`), whose ops must be
+one journal's format (:data:`JOURNAL`, :mod:`credprovider.tool.change.journalformat`), whose ops must be
 paths this state records, with the content it recorded. A run killed at any instant is finished
 or undone by the next one.
 
@@ -48,7 +48,7 @@ from credprovider.tool.change.durable import (
     temporary_for,
 )
 from credprovider.tool.change.engine import Op
-from credprovider.tool.change.journal import journal_for
+from credprovider.tool.change.journalformat import journal_for
 from credprovider.tool.change.kept import MAX_KEPT_FILE, Prior, Was
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes

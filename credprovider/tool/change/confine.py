@@ -1,5 +1,5 @@
-"""What a journal or a record may make a node do (:mod:`credprovider.tool.change.journal`): they
-are read as hostile input, so every op must fit before any is carried out (:func:`unfit`). Paths
+"""What a journal or a record may make a node do (:mod:`~credprovider.tool.change.journalformat`):
+they are read as hostile input, so every op must fit before any is carried out (:func:`unfit`). Paths
 normalized and absolute, at least two levels deep; a backup beside its file, named as credprovider
 names backups; file modes from :func:`allowed_mode` (never set-uid, never written by others); a
 file replaced is the config the journal belongs to, the package's list of links, or one holding

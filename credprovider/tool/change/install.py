@@ -24,7 +24,8 @@ from credprovider.runtime.nodefile import special_kind
 from credprovider.tool.catalog import PLUGINS, not_known
 from credprovider.tool.change.confine import BUNDLE_MANIFEST as MANIFEST
 from credprovider.tool.change.engine import BACKUP_SUFFIX, ChangeKind, Kind, Op, backup_stamp
-from credprovider.tool.change.journal import journal_for, run
+from credprovider.tool.change.journal import run
+from credprovider.tool.change.journalformat import journal_for
 from credprovider.tool.change.render import (
     BUNDLE_COPY_DIR,
     bundle_executable,

@@ -16,37 +16,22 @@ later change's record replaces this one). The agent's journal (``ChangeKind.AGEN
 state) keeps no backup and leaves no record: its state keeps what each path was, and ``agent
 uninstall`` is its undo.
 
-The journal and the record live beside the config the change writes (``.NAME.credprovider-*``,
-0600, in a directory only root writes); each is used only if it is a regular file of this user's
-that no one else may write, at most :data:`MAX_JOURNAL_BYTES` (checked before it is read), holding
-absolute paths (anything else: one line, nothing done). A journal of an earlier version (a list of
-ops, or of ``path``, ``text``, ``backup``: a file's whole new text) is read as file ops.
-
-A journal is read as hostile input (a forged or damaged one must not act on the node): it may hold
-only what install, migrate, undo and the agent write (a removal only in an undo's), and every op
-must fit before any is carried out: one by hand as :mod:`credprovider.tool.change.confine` says,
-the agent's as its state says (:mod:`credprovider.tool.agent.recovery`), neither in the other's
-place.
+The format (its names, its typed entries, reading one as hostile input) is
+:mod:`credprovider.tool.change.journalformat`.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import os
 import stat
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 from credprovider.tool.change.confine import (
-    above,
-    absolute,
-    allowed_mode,
     backup_of,
-    beside,
     bundle_or_empty,
     unfit_ops,
 )
@@ -66,75 +51,19 @@ from credprovider.tool.change.engine import (
     backup_stamp,
     carry_out,
 )
+from credprovider.tool.change.journalformat import (
+    Entry,
+    anchor_of,
+    encoded,
+    journal_for,
+    read,
+    record_for,
+)
 from credprovider.tool.change.kept import Prior, Was
 from credprovider.tool.errors import NodeChangeError
-from credprovider.tool.node.access import FileProblem, read_bytes
-from credprovider.tool.node.structured import JsonTooDeep, bounded_json
-from credprovider.tool.node.trust import owner_problem
 
-SUFFIX: Final = ".credprovider-journal"
-RECORD_SUFFIX: Final = ".credprovider-undo"
-# A few configs and flag files, base64: far below this.
-MAX_JOURNAL_BYTES: Final = 32 * 1024 * 1024
 # Changes whose journal keeps no backup and leaves no record behind.
 _UNKEPT: Final = frozenset({ChangeKind.UNDO, ChangeKind.AGENT})
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One op of a change and what its path was before it (``None``: a journal of an earlier
-    version, which did not say)."""
-
-    op: Op
-    was: Was | None = None
-
-
-@dataclass(frozen=True)
-class Transaction:
-    change: ChangeKind
-    entries: tuple[Entry, ...]
-
-    @property
-    def ops(self) -> list[Op]:
-        return [entry.op for entry in self.entries]
-
-
-def journal_for(anchor: str | Path) -> Path:
-    """The journal of changes anchored to the file ``anchor`` (the config they write)."""
-    where = Path(anchor)
-    return where.with_name(f".{where.name}{SUFFIX}")
-
-
-def record_for(anchor: str | Path) -> Path:
-    """The record of the last change anchored to ``anchor``, which ``credprovider undo`` reads."""
-    where = Path(anchor)
-    return where.with_name(f".{where.name}{RECORD_SUFFIX}")
-
-
-def _anchor_of(journal: Path) -> Path:
-    suffix = SUFFIX if journal.name.endswith(SUFFIX) else RECORD_SUFFIX
-    return journal.with_name(journal.name[1 : -len(suffix)])
-
-
-def _entry(entry: Entry) -> dict[str, Any]:
-    op = entry.op
-    found: dict[str, Any] = {"kind": str(op.kind), "path": str(op.path)}
-    if op.kind is Kind.FILE:
-        found |= {"data": base64.b64encode(op.data).decode(), "mode": op.mode}
-    elif op.kind is Kind.LINK:
-        found["target"] = op.target
-    elif op.kind is Kind.TREE:
-        found |= {"source": str(op.source), "links": op.links}
-    found["backup"] = str(op.backup) if op.backup is not None else None
-    if entry.was is not None:
-        was = entry.was
-        found["was"] = (
-            {"prior": str(was.prior)}
-            | ({"target": was.target} if was.prior is Prior.LINK else {})
-            | ({"for_undo": True} if was.for_undo else {})
-            | ({"made": list(was.made)} if was.made else {})
-        )
-    return found
 
 
 def _with_prior(op: Op, stamp: str) -> Entry:
@@ -168,7 +97,7 @@ def begin(journal: Path, ops: Sequence[Op], change: ChangeKind = ChangeKind.INST
     # an undo's ops need no undo of their own: what they replace is what the record's change made;
     # the agent's state keeps what its paths were
     entries = [Entry(op) if change in _UNKEPT else _with_prior(op, stamp) for op in ops]
-    document = {"change": str(change), "ops": [_entry(entry) for entry in entries]}
+    document = {"change": str(change), "ops": [encoded(entry) for entry in entries]}
     replace_file(journal, json.dumps(document).encode(), 0o600)
     return [entry.op for entry in entries]
 
@@ -177,7 +106,7 @@ def commit(journal: Path, change: ChangeKind, rebase: Callable[[Op], Op] | None 
     """The change journaled in ``journal`` is done: it becomes the record of the last change (the
     record it replaces losing the backups taken for its undo alone), or, an undo's, the record
     it reversed goes with it."""
-    record = record_for(_anchor_of(journal))
+    record = record_for(anchor_of(journal))
     if change in _UNKEPT:
         if change is ChangeKind.UNDO:
             remove_file(record)
@@ -205,109 +134,6 @@ def _undo_only_backups(record: Path) -> list[Path]:
         and entry.op.backup is not None
         and backup_of(entry.op.backup, entry.op.path)
     ]
-
-
-def _op(item: object, removal: bool) -> Op | None:
-    """The op a journal entry records, or None for one that is not an op install, migrate or (a
-    removal, when ``removal``) undo writes (see the module)."""
-    if not isinstance(item, dict) or not absolute(item.get("path")):
-        return None
-    backup = item.get("backup")
-    if not (backup is None or (absolute(backup) and beside(backup, item["path"]))):
-        return None
-    path, kept = Path(item["path"]), Path(backup) if backup else None
-    if "kind" not in item and isinstance(item.get("text"), str):  # an earlier version's
-        return Op(Kind.FILE, path, item["text"].encode("utf-8"), backup=kept)
-    kind = item.get("kind")
-    if kind == Kind.FILE and isinstance(item.get("data"), str):
-        mode = item.get("mode")
-        if not (mode is None or allowed_mode(mode)):
-            return None
-        try:
-            data = base64.b64decode(item["data"], validate=True)
-        except (binascii.Error, ValueError):
-            return None
-        return Op(Kind.FILE, path, data, mode, backup=kept)
-    if kind == Kind.LINK and isinstance(item.get("target"), str) and "\0" not in item["target"]:
-        return Op(Kind.LINK, path, target=item["target"], backup=kept)
-    if kind == Kind.TREE and absolute(item.get("source")) and type(item.get("links")) is bool:
-        return Op(Kind.TREE, path, source=Path(item["source"]), links=item["links"], backup=kept)
-    if kind == Kind.ABSENT and removal and kept is None:
-        return Op(Kind.ABSENT, path)
-    return None  # anything else: install, migrate and undo never journal it
-
-
-def _was(item: dict[str, Any], op: Op) -> Was | bool | None:
-    """What an entry says its path was (``None``: it does not say; ``False``: damaged)."""
-    if "was" not in item:
-        return None
-    found = item["was"]
-    if not isinstance(found, dict):
-        return False
-    prior = found.get("prior")
-    made = found.get("made", [])
-    if prior == Prior.ABSENT and set(found) <= {"prior", "made"} and above(made, op.path):
-        return Was(Prior.ABSENT, made=tuple(made))
-    target = found.get("target")
-    if prior == Prior.LINK and isinstance(target, str) and "\0" not in target and target:
-        return Was(Prior.LINK, target)
-    for_undo = found.get("for_undo", False)
-    if prior == Prior.KEPT and op.backup is not None and type(for_undo) is bool:
-        return Was(Prior.KEPT, for_undo=for_undo)
-    return False
-
-
-def read(journal: Path, what: str = "journal") -> Transaction | None:
-    """The change a journal (or record: ``what``) holds; ``None`` when there is none. Read as
-    hostile input (see the module): anything else is refused, in one line."""
-    try:
-        found = os.lstat(journal)
-    except FileNotFoundError:
-        return None
-    except PermissionError:  # a directory this user cannot search: no change of theirs is there
-        return None
-    problem = owner_problem(str(journal), found, os.geteuid())
-    if not stat.S_ISREG(found.st_mode) or problem:
-        raise NodeChangeError(
-            f"{journal} is not a {what} credprovider wrote ({problem or 'not a regular file'}): "
-            "nothing was changed; remove it once you have checked the files it would name"
-        )
-    if found.st_size > MAX_JOURNAL_BYTES:
-        raise NodeChangeError(
-            f"{journal} is {found.st_size} bytes, more than a {what} credprovider writes: "
-            "nothing was changed; check the files a killed run was writing, then remove it"
-        )
-    try:  # bounded again as it is read: a journal that grew since its lstat is not read whole
-        data = bounded_json(read_bytes(str(journal), limit=MAX_JOURNAL_BYTES))
-    except (ValueError, JsonTooDeep, FileProblem):  # UnreadableError: root's, read by another user
-        data = None
-    transaction = _transaction(data)
-    if transaction is None:
-        raise NodeChangeError(
-            f"{journal} is damaged: nothing was changed; check the files a killed run was "
-            "writing (their backups are beside them), then remove it"
-        )
-    return transaction
-
-
-def _transaction(data: object) -> Transaction | None:
-    if isinstance(data, list):  # an earlier version's: install or migrate, priors not said
-        change, items = ChangeKind.INSTALL, data
-    elif isinstance(data, dict) and isinstance(data.get("ops"), list) and len(data) == 2:
-        try:
-            change, items = ChangeKind(str(data.get("change"))), data["ops"]
-        except ValueError:
-            return None
-    else:
-        return None
-    entries = []
-    for item in items:
-        op = _op(item, removal=change is ChangeKind.UNDO)
-        was = _was(item, op) if op is not None and isinstance(item, dict) else False
-        if op is None or was is False:
-            return None
-        entries.append(Entry(op, was if isinstance(was, Was) else None))
-    return Transaction(change, tuple(entries))
 
 
 def _put_back(op: Op, change: ChangeKind) -> bool:
@@ -408,7 +234,7 @@ def _left(
     elif judge is not None:
         problems = [problem for problem in map(judge, todo) if problem]
     else:
-        problems = unfit_ops(todo, _anchor_of(journal), transaction.change)
+        problems = unfit_ops(todo, anchor_of(journal), transaction.change)
     if problems:
         raise NodeChangeError(
             f"{journal} is not a change credprovider journals ({problems[0]}): nothing was "

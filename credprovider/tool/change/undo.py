@@ -22,14 +22,8 @@ from pathlib import Path
 from credprovider.tool.change.confine import backup_of, unfit_ops
 from credprovider.tool.change.durable import remove_file
 from credprovider.tool.change.engine import ChangeKind, Kind, Op
-from credprovider.tool.change.journal import (
-    Entry,
-    Transaction,
-    journal_for,
-    read,
-    record_for,
-    run,
-)
+from credprovider.tool.change.journal import run
+from credprovider.tool.change.journalformat import Entry, Transaction, journal_for, read, record_for
 from credprovider.tool.change.kept import Prior
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.discovery import in_tree

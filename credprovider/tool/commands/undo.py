@@ -52,7 +52,7 @@ def _cmd_undo(args: argparse.Namespace) -> int:
 def _killed_undo(config: str) -> bool:
     """A killed undo's journal is beside ``config``: finishing it is this run's undo."""
     from credprovider.tool.change.engine import ChangeKind
-    from credprovider.tool.change.journal import journal_for, read
+    from credprovider.tool.change.journalformat import journal_for, read
 
     left = read(journal_for(config))
     return left is not None and left.change is ChangeKind.UNDO

@@ -12,7 +12,7 @@ from typing import Any, Final
 from credprovider.errors import CredproviderError
 from credprovider.runtime.args import split_common_args
 from credprovider.runtime.serve import CACHE_DIR_ENV
-from credprovider.tool.change.journal import journal_for
+from credprovider.tool.change.journalformat import journal_for
 from credprovider.tool.doctor.model import FAIL, INFO, PASS, WARN, Diagnosis
 from credprovider.tool.node.discovery import NOTHING, NodeView, in_tree
 from credprovider.tool.node.kubelet_facts import CLOUD_LOGIN_GATE

@@ -395,7 +395,8 @@ def test_doctor_says_when_a_killed_change_left_its_journal(tmp_path: Path) -> No
     config) and for the agent's (beside its state), each with the run that finishes it."""
     from credprovider.tool.agent.state import JOURNAL
     from credprovider.tool.change.engine import ChangeKind, Kind, Op
-    from credprovider.tool.change.journal import begin, journal_for
+    from credprovider.tool.change.journal import begin
+    from credprovider.tool.change.journalformat import journal_for
 
     platform, root = _gke_with_the_agent(tmp_path)
 

@@ -23,7 +23,7 @@ from credprovider.tool.agent.recovery import plan_finished
 from credprovider.tool.agent.state import JOURNAL, STATE
 from credprovider.tool.agent.uninstall import uninstall
 from credprovider.tool.change.engine import ChangeKind
-from credprovider.tool.change.journal import read
+from credprovider.tool.change.journalformat import read
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.root import NodeRoot
 from tests.platformnodes import gke

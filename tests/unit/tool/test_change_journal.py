@@ -12,14 +12,8 @@ import pytest
 
 from credprovider.tool.change.confine import BUNDLE_MANIFEST
 from credprovider.tool.change.engine import Kind, Op, perform
-from credprovider.tool.change.journal import (
-    MAX_JOURNAL_BYTES,
-    begin,
-    journal_for,
-    read,
-    recover,
-    run,
-)
+from credprovider.tool.change.journal import begin, recover, run
+from credprovider.tool.change.journalformat import MAX_JOURNAL_BYTES, journal_for, read
 from credprovider.tool.change.render import BUNDLE_COPY_DIR
 from credprovider.tool.errors import NodeChangeError
 
@@ -334,7 +328,7 @@ def test_an_undo_journal_removes_a_directory_only_once_emptied(tmp_path: Path) -
 def test_a_record_s_undo_only_backups_are_dropped_under_their_names_alone(tmp_path: Path) -> None:
     """A later change's commit removes the backups the record it replaces took for its undo; a
     forged record naming anything else as one removes nothing."""
-    from credprovider.tool.change.journal import record_for
+    from credprovider.tool.change.journalformat import record_for
 
     config = tmp_path / "c.yaml"
     victim = tmp_path / "pki"
@@ -368,7 +362,7 @@ def test_a_record_s_undo_only_backups_are_dropped_under_their_names_alone(tmp_pa
 def test_a_record_whose_priors_are_forged_is_damaged(
     tmp_path: Path, was: dict[str, object]
 ) -> None:
-    from credprovider.tool.change.journal import read
+    from credprovider.tool.change.journalformat import read
 
     journal = journal_for(tmp_path / "c.yaml")
     entry = {"kind": "link", "path": str(tmp_path / "bin" / "p"), "target": "x", "backup": None,
@@ -384,7 +378,8 @@ def test_an_agent_journal_is_recovered_only_with_the_agent_s_judgment(tmp_path: 
     Its journal is finished only by a run that judges each op against the agent's state; a hand
     run's recovery refuses it, and the agent's refuses a journal of a change by hand."""
     from credprovider.tool.change.engine import ChangeKind
-    from credprovider.tool.change.journal import discard, read, record_for
+    from credprovider.tool.change.journal import discard
+    from credprovider.tool.change.journalformat import read, record_for
 
     flags, link = tmp_path / "etc" / "kubelet", tmp_path / "bin" / "ecr-credential-provider"
     new = b"KUBELET_EXTRA_ARGS=--image-credential-provider-config=/x\n"
