@@ -1,7 +1,8 @@
 """The botocore session and the credential chain it resolves, made by the plugin so that nothing
 botocore would read or run on the node is unbounded: its models are only those it ships, the
-profile files it parses are checked first, the web identity and container token files are read by the node-file reader, and a
-profile's ``credential_process`` runs under the deadline (aws/process.py). botocore itself is
+profile files and boto's config are checked before it parses them, the web identity, container
+token and EC2 tools' files are read by the node-file reader, and a profile's
+``credential_process`` runs under the deadline (aws/process.py). botocore itself is
 imported here and in aws/botocore_api.py, its calls; nowhere else."""
 
 from __future__ import annotations
@@ -50,19 +51,25 @@ def session(environ: Mapping[str, str]) -> Any:
         named = environ.get(setting)  # set but empty: botocore reads no file
         path = os.path.expanduser(os.path.expandvars(f"~/{default}" if named is None else named))
         if path and _regular(path):
-            try:
-                require_node_file(path)
-            except (OSError, ValueError) as exc:
-                if named:
-                    raise UnusableFileError(what, path, setting, reason(exc)) from None
-                raise ProviderError(
-                    f"{what} {path} (botocore's default, {setting} being unset) cannot be used: "
-                    f"{reason(exc)}",
-                    "fix or remove it",
-                ) from None
+            _require_parseable(what, path, setting, named=named is not None)
     made = botocore.session.get_session()
     made.register_component("data_loader", _bundled_models())
     return made
+
+
+def _require_parseable(what: str, path: str, setting: str, *, named: bool) -> None:
+    """A regular file botocore would parse whole is at most a node file's cap: else one line
+    naming it and ``setting``, which named it or, unset, left botocore its default."""
+    try:
+        require_node_file(path)
+    except (OSError, ValueError) as exc:
+        if named:
+            raise UnusableFileError(what, path, setting, reason(exc)) from None
+        raise ProviderError(
+            f"{what} {path} (botocore's default, {setting} being unset) cannot be used: "
+            f"{reason(exc)}",
+            "fix or remove it",
+        ) from None
 
 
 def _bundled_models() -> Any:
@@ -134,18 +141,7 @@ def _boto_config(environ: Mapping[str, str]) -> Callable[[str], dict[str, Any]]:
     def parse(path: str) -> dict[str, Any]:
         full = os.path.expanduser(os.path.expandvars(path))
         if _regular(full):
-            try:
-                require_node_file(full)
-            except (OSError, ValueError) as exc:
-                if named:
-                    raise UnusableFileError(
-                        "boto's config", full, BOTO_CONFIG, reason(exc)
-                    ) from None
-                raise ProviderError(
-                    f"boto's config {full} (botocore reads it, {BOTO_CONFIG} being unset) cannot "
-                    f"be used: {reason(exc)}",
-                    "fix or remove it",
-                ) from None
+            _require_parseable("boto's config", full, BOTO_CONFIG, named=named)
         parsed: dict[str, Any] = raw_config_parse(path)
         return parsed
 

@@ -126,7 +126,7 @@ def test_a_boto_config_far_too_large_is_one_line(
         says = f"boto's config {tmp_path / 'boto'} named by BOTO_CONFIG cannot be used: "
     else:
         run = _run(ecr, tmp_path, {"BOTO_CONFIG": None}, node_files={"/etc/boto.cfg": huge})
-        says = "boto's config /etc/boto.cfg (botocore reads it, BOTO_CONFIG being unset) cannot "
+        says = "boto's config /etc/boto.cfg (botocore's default, BOTO_CONFIG being unset) cannot "
     assert (run.code, run.stdout) == (1, b""), run.stderr
     (line,) = run.error_lines
     assert says in line and "is larger than 1 MiB" in line, line
