@@ -40,6 +40,19 @@ def claims(token: str) -> dict[str, object]:
     return found if isinstance(found, dict) else {}
 
 
+def refused_as_imds_refuses(
+    request: FakeRequest, queries: list[dict[str, str]]
+) -> FakeResponse | None:
+    """IMDS's (and the Arc agent's) answer to a request it refuses: another path, or no
+    ``Metadata: true``; else None, the query recorded in ``queries``."""
+    if request.path != "/metadata/identity/oauth2/token":
+        return FakeResponse.json({"error": "not_found"}, status=404)
+    if request.header("metadata") != "true":
+        return FakeResponse.json({"error": "bad_request", "error_description": "Metadata"}, 400)
+    queries.append({k: v[0] for k, v in request.query.items()})
+    return None
+
+
 @dataclass
 class FakeImds:
     """``GET /metadata/identity/oauth2/token`` (needs ``Metadata: true``), as on an Azure VM."""
@@ -57,11 +70,9 @@ class FakeImds:
         return token
 
     def __call__(self, request: FakeRequest) -> FakeResponse:
-        if request.path != "/metadata/identity/oauth2/token":
-            return FakeResponse.json({"error": "not_found"}, status=404)
-        if request.header("metadata") != "true":
-            return FakeResponse.json({"error": "bad_request", "error_description": "Metadata"}, 400)
-        self.queries.append({k: v[0] for k, v in request.query.items()})
+        refused = refused_as_imds_refuses(request, self.queries)
+        if refused is not None:
+            return refused
         if self.fault is not None:
             return self.fault
         return FakeResponse.json(
@@ -98,11 +109,9 @@ class FakeArc:
     keys_given: list[str] = field(default_factory=list)
 
     def __call__(self, request: FakeRequest) -> FakeResponse:
-        if request.path != "/metadata/identity/oauth2/token":
-            return FakeResponse.json({"error": "not_found"}, status=404)
-        if request.header("metadata") != "true":
-            return FakeResponse.json({"error": "bad_request", "error_description": "Metadata"}, 400)
-        self.queries.append({k: v[0] for k, v in request.query.items()})
+        refused = refused_as_imds_refuses(request, self.queries)
+        if refused is not None:
+            return refused
         given = request.header("authorization")
         if not given:
             if self.challenge is not None:

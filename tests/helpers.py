@@ -276,3 +276,27 @@ def stop_what_is_left(pid_file: Path) -> tuple[list[int], list[int]]:
     for pid in still:
         os.kill(pid, signal.SIGKILL)
     return listed, still
+
+
+# What a node file's reader must refuse at once (runtime/nodefile.py), and the reason it gives: a
+# FIFO would hold it until a deadline, /dev/zero and a huge file would be read into memory.
+SPECIAL_FILES: Final = {
+    "a FIFO": "is a FIFO, not a regular file",
+    "/dev/zero": "is a character device, not a regular file",
+    "a directory": "is a directory, not a regular file",
+    "2 GiB": "is larger than 1 MiB",
+}
+
+
+def make_special(path: Path, kind: str) -> None:
+    """``path`` (not there yet) made into ``kind`` of :data:`SPECIAL_FILES`: a link to /dev/zero
+    for that one, a sparse file for 2 GiB."""
+    if kind == "a FIFO":
+        os.mkfifo(path)
+    elif kind == "/dev/zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "a directory":
+        path.mkdir()
+    else:
+        with path.open("wb") as file:
+            file.truncate(2 << 30)

@@ -13,6 +13,7 @@ import pytest
 from emulators.aws import FakeEcr, ecr_env
 from emulators.http import FakeServer
 from emulators.kubelet_exec import NodeFile, PluginRun, request_bytes, run_plugin
+from tests.helpers import SPECIAL_FILES, make_special
 from tests.integration.aws.common import PLUGIN
 
 IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/a"
@@ -76,40 +77,20 @@ def test_boto_config_at_its_default_place_gives_keys(
     assert [call.access_key for call in fake.calls] == [LEGACY_KEY]
 
 
-def _special(tmp_path: Path, kind: str) -> str:
-    if kind == "a FIFO":
-        os.mkfifo(tmp_path / "special")
-    elif kind == "a directory":
-        (tmp_path / "special").mkdir()
-    elif kind == "2 GiB":
-        with (tmp_path / "special").open("wb") as file:
-            file.truncate(2 << 30)
-    else:
-        return "/dev/zero"
-    return str(tmp_path / "special")
-
-
-SAYS = {
-    "a FIFO": "is a FIFO, not a regular file",
-    "/dev/zero": "is a character device, not a regular file",
-    "a directory": "is a directory, not a regular file",
-    "2 GiB": "is larger than 1 MiB",
-}
-
-
-@pytest.mark.parametrize("kind", list(SAYS))
+@pytest.mark.parametrize("kind", list(SPECIAL_FILES))
 def test_an_ec2_tools_file_that_cannot_be_read_is_one_line_at_once(
     ecr: tuple[FakeEcr, FakeServer], tmp_path: Path, kind: str
 ) -> None:
     """Before: botocore opened it blindly: a FIFO held the plugin to its deadline (blamed on the
     network), /dev/zero and 2 GiB were read whole."""
-    path = _special(tmp_path, kind)
-    run = _run(ecr, tmp_path, {"AWS_CREDENTIAL_FILE": path})
+    path = tmp_path / "special"
+    make_special(path, kind)
+    run = _run(ecr, tmp_path, {"AWS_CREDENTIAL_FILE": str(path)})
     assert (run.code, run.stdout) == (1, b""), run.stderr
     (line,) = run.error_lines
     assert (
         f"the EC2 tools' credentials file {path} named by AWS_CREDENTIAL_FILE cannot be used: "
-        f"{SAYS[kind]}; fix or unset AWS_CREDENTIAL_FILE"
+        f"{SPECIAL_FILES[kind]}; fix or unset AWS_CREDENTIAL_FILE"
     ) in line, line
     assert run.seconds < 5, run.seconds
 

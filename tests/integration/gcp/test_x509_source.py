@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import ssl
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -26,7 +25,7 @@ from emulators.gcp import FakeSts
 from emulators.http import FakeServer, serve
 from emulators.kubelet_exec import PluginRun
 from emulators.tls import CertAuthority
-from tests.helpers import require_bundle
+from tests.helpers import SPECIAL_FILES, make_special, require_bundle
 from tests.integration.gcp.test_identities import run_with_wif_file
 
 MTLS = "urn:ietf:params:oauth:token-type:mtls"
@@ -116,37 +115,7 @@ def test_the_config_is_found_where_google_auth_looks(
     assert json.loads(fake.forms[-1]["subject_token"]) == [_der(files.cert.read_bytes())]
 
 
-def _fifo(path: Path) -> None:
-    path.unlink()
-    os.mkfifo(path)
-
-
-def _zero(path: Path) -> None:
-    path.unlink()
-    path.symlink_to("/dev/zero")
-
-
-def _directory(path: Path) -> None:
-    path.unlink()
-    path.mkdir()
-
-
-def _large(path: Path) -> None:
-    with path.open("r+b") as file:
-        file.truncate(2 << 30)  # sparse: 2 GiB that were read whole
-
-
-def _missing(path: Path) -> None:
-    path.unlink()
-
-
-FAULTS: dict[str, tuple[Callable[[Path], None], str]] = {
-    "fifo": (_fifo, "is a FIFO, not a regular file"),
-    "dev-zero": (_zero, "is a character device, not a regular file"),
-    "directory": (_directory, "is a directory, not a regular file"),
-    "2GiB": (_large, "is larger than 1 MiB"),
-    "missing": (_missing, ""),
-}
+FAULTS = [*SPECIAL_FILES, "missing"]
 FILES = {
     "config": "the certificate config",
     "cert": "the certificate file",
@@ -155,7 +124,7 @@ FILES = {
 }
 
 
-@pytest.mark.parametrize("fault", sorted(FAULTS))
+@pytest.mark.parametrize("fault", FAULTS)
 @pytest.mark.parametrize("which", sorted(FILES))
 def test_a_file_that_cannot_be_read_is_one_line_about_it(
     tmp_path: Path,
@@ -169,14 +138,14 @@ def test_a_file_that_cannot_be_read_is_one_line_about_it(
     or parse certificate for external account credentials"."""
     files = Workload(tmp_path, test_ca)
     path: Path = getattr(files, which)
-    make, says = FAULTS[fault]
-    make(path)
+    path.unlink()
+    if fault != "missing":
+        make_special(path, fault)
     _, server = mtls_sts
     run = _run(tmp_path, server, test_ca, files.source(), "--deadline", "8s")
     assert (run.code, run.stdout) == (1, b""), run.stderr
     (line,) = run.error_lines
-    if fault == "missing":
-        says = "is not there" if which == "config" else "cannot be read: no such file"
+    says = SPECIAL_FILES.get(fault, "is not there" if which == "config" else "cannot be read: no")
     assert f"{FILES[which]} {path} {says}" in line, line
     assert run.seconds < 5, run.seconds
     fake, _ = mtls_sts
@@ -191,7 +160,8 @@ def test_through_the_bundle_a_fifo_is_one_line_at_once(
     require_bundle()
     files = Workload(tmp_path, test_ca)
     path: Path = getattr(files, which)
-    _fifo(path)
+    path.unlink()
+    make_special(path, "a FIFO")
     _, server = mtls_sts
     run = _run(tmp_path, server, test_ca, files.source(), "--deadline", "8s", use_bundle=True)
     assert (run.code, run.stdout) == (1, b""), run.stderr

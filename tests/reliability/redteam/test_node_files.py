@@ -6,7 +6,6 @@ until memory runs out."""
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -15,25 +14,8 @@ import pytest
 
 from emulators.harness import Emulator
 from emulators.kubelet_exec import request_bytes, run_plugin
-from tests.helpers import require_bundle
+from tests.helpers import SPECIAL_FILES, make_special, require_bundle
 
-
-def _fifo(tmp: Path) -> str:
-    os.mkfifo(tmp / "fifo")
-    return str(tmp / "fifo")
-
-
-def _huge(tmp: Path) -> str:
-    (tmp / "huge.json").write_bytes(b" " * (2 << 20))
-    return str(tmp / "huge.json")
-
-
-SPECIAL: dict[str, tuple[Callable[[Path], str], str]] = {
-    "a FIFO": (_fifo, "is a FIFO, not a regular file"),
-    "/dev/zero": (lambda tmp: "/dev/zero", "is a character device, not a regular file"),
-    "a directory": (lambda tmp: str(tmp), "is a directory, not a regular file"),
-    "2 MiB": (_huge, "is larger than 1 MiB"),
-}
 ECR_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/app"
 # botocore's chain reaches a token file only without keys in the environment.
 NO_KEYS = {"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": ""}
@@ -127,17 +109,20 @@ NAMED_BY: dict[str, tuple[str, str, Naming]] = {
 CA_BUNDLE_ROUTES = ("AWS_CA_BUNDLE",)
 
 
-@pytest.mark.parametrize("special", list(SPECIAL))
+@pytest.mark.parametrize("special", list(SPECIAL_FILES))
 @pytest.mark.parametrize("named_by", list(NAMED_BY))
 def test_a_special_node_file_is_one_line_at_once(
     aws: Emulator, gcp: Emulator, azure: Emulator, tmp_path: Path, named_by: str, special: str
 ) -> None:
     require_bundle()
-    if named_by in CA_BUNDLE_ROUTES and special in ("a directory", "2 MiB"):
-        pytest.skip("a directory of certificates is a CA bundle too; its cap is 16 MiB")
+    if named_by in CA_BUNDLE_ROUTES and special == "a directory":
+        pytest.skip("a directory of certificates is a CA bundle too")
     plugin, image, naming = NAMED_BY[named_by]
-    make, says = SPECIAL[special]
-    path = make(tmp_path)
+    says = SPECIAL_FILES[special]
+    if named_by in CA_BUNDLE_ROUTES and special == "2 GiB":
+        says = "is larger than 16 MiB"  # a whole trust store's cap
+    make_special(tmp_path / "special", special)
+    path = str(tmp_path / "special")
     args, env = naming(path, tmp_path)
     emulator_env = {"acr": azure.env, "aut": gcp.env, "ecr": aws.env}[plugin[:3]]
     started = time.monotonic()
