@@ -8,6 +8,13 @@ cap, checks JSON for depth and numbers, and hands requests the bytes it read. A 
 (no token endpoint sends one: following it would hand the request, or take a token, elsewhere). A
 body past a cap, or a redirect, is :class:`~credprovider.runtime.answer.BadAnswer`, naming the URL;
 the SDK's parser never sees it.
+
+requests also reads ``~/.netrc`` (or ``$NETRC``) before every request that carries no auth of its
+own, whole and blocking (a FIFO there held the plugin to its deadline), and puts the password it
+finds for the host in an ``Authorization`` header, over the one the SDK set (the IAM Credentials
+API's bearer token). The session's own auth, which leaves a request as it is, keeps netrc out; the
+proxy and CA bundle settings requests takes from the environment are kept (``trust_env``). The Go
+plugins read no netrc either.
 Imported only when such an SDK is.
 """
 
@@ -25,6 +32,11 @@ if TYPE_CHECKING:
 
     from credprovider.runtime.http import HttpResponse, Send
     from credprovider.runtime.provider import Context
+
+
+def _as_it_is(request: Any) -> Any:
+    """The session's auth: none added (so requests never looks for a netrc)."""
+    return request
 
 
 class _Read(io.BytesIO):
@@ -66,6 +78,7 @@ def bounded_session(remaining: Callable[[], float]) -> requests.Session:
         return response
 
     session = requests.Session()
+    session.auth = _as_it_is
     session.headers["Accept-Encoding"] = "identity"
     session.hooks["response"].append(read_under_caps)
     return session

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from emulators.gcp import FakeMetadata, FakeOAuth, FakeSts, write_service_account_key
-from emulators.http import FakeResponse, FakeServer, serve
+from emulators.http import FakeRequest, FakeResponse, FakeServer, serve
 from emulators.kubelet_exec import PluginRun, plugin_command, request_bytes, run_plugin
 from emulators.tls import CertAuthority
+from tests.helpers import make_special
 from tests.integration.gcp.common import IDP, KSA_TOKEN, PLUGIN, POOL, gcp_env
 
 WI_ARGS = ["get-credentials", "--identity-provider", IDP, "--project-id", "my-project"]
@@ -179,6 +180,42 @@ def test_service_account_key_file_off_gce(tmp_path: Path, use_bundle: bool) -> N
     assert run.response["cacheDuration"] in ("29m59s", "29m58s")
     (form,) = fake.forms
     assert form["assertion"].count(".") == 2  # a signed JWT, made by google-auth with our key
+
+
+@pytest.mark.parametrize("netrc", ["a FIFO", "2 GiB", "an entry for the host"])
+def test_a_netrc_is_never_read_for_a_token_request(
+    tmp_path: Path, netrc: str, use_bundle: bool
+) -> None:
+    """requests (google-auth's transport, and azure-identity's) read ``~/.netrc`` before each
+    request with no auth of its own: a FIFO there held the plugin to its deadline, 2 GiB were read
+    whole, and an entry for the token server's host was sent as ``Authorization: Basic`` (over
+    any the SDK set). The Go plugins read no netrc; neither does this one."""
+    fake, authorizations = FakeOAuth(), []
+
+    def token_server(request: FakeRequest) -> FakeResponse:
+        authorizations.append(request.header("authorization"))
+        return fake(request)
+
+    home = tmp_path / "home"
+    home.mkdir()
+    if netrc == "an entry for the host":
+        (home / ".netrc").write_text("machine 127.0.0.1 login u password netrc-secret\n")
+    else:
+        make_special(home / ".netrc", netrc)
+    with serve(token_server) as oauth:
+        key_file = tmp_path / "key.json"
+        write_service_account_key(key_file, f"{oauth.url}/token")
+        run = run_plugin(
+            PLUGIN,
+            request_bytes("gcr.io/p/a"),
+            ["get-credentials", "--deadline=8s"],
+            {"GOOGLE_APPLICATION_CREDENTIALS": str(key_file), "HOME": str(home)},
+            use_bundle=use_bundle,
+        )
+    assert run.code == 0, run.stderr
+    assert run.response["auth"]["gcr.io"]["password"] == fake.access_token
+    assert authorizations == [""]
+    assert run.seconds < 5, run.seconds
 
 
 WIF_AUDIENCE = "//iam.googleapis.com/projects/123/locations/global/workloadIdentityPools/nodes/providers/onprem"
