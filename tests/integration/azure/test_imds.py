@@ -3,6 +3,8 @@ real IMDS address never contacted."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from credprovider.runtime.advice import NOT_THE_SERVICE, RETRIES_NEXT_PULL
@@ -130,3 +132,13 @@ def test_imds_without_identity_is_an_error(azure: Azure) -> None:
     run = azure.run("myreg.azurecr.io/app", azure.config(useManagedIdentityExtension=True))
     assert run.code == 1
     assert "could not get an AAD token with the system-assigned managed identity" in run.stderr
+
+
+def test_tls_keys_are_never_written_where_sslkeylogfile_says(azure: Azure, tmp_path: Path) -> None:
+    """The stdlib client's TLS (the ACR exchange), as requests' (tests/integration/gcp): Python's
+    ssl wrote every session's keys to SSLKEYLOGFILE."""
+    keys = tmp_path / "keys.log"
+    config = azure.config(useManagedIdentityExtension=True)
+    run = azure.run("myreg.azurecr.io/app", config, env={"SSLKEYLOGFILE": str(keys)})
+    assert_refresh_token_answer(azure, run, "myreg.azurecr.io")
+    assert not keys.exists()

@@ -281,6 +281,31 @@ def test_external_account_config_off_gce(
     assert fake_sts.forms[-1]["subject_token"] == KSA_TOKEN
 
 
+@pytest.mark.parametrize("key_log", ["a file", "a FIFO"])
+def test_tls_keys_are_never_written_where_sslkeylogfile_says(
+    tmp_path: Path, sts: tuple[FakeSts, FakeServer], test_ca: CertAuthority, key_log: str
+) -> None:
+    """Python's ssl and urllib3 write every TLS session's keys to SSLKEYLOGFILE (a capture of the
+    token exchange could then be read; a FIFO there held the plugin to its deadline). The Go
+    plugins never write one; neither does this one, on requests' route or the stdlib's."""
+    keys = tmp_path / "keys.log"
+    if key_log == "a FIFO":
+        os.mkfifo(keys)
+    (tmp_path / "token").write_text(KSA_TOKEN)
+    _, server = sts
+    run = run_with_wif_file(
+        tmp_path,
+        server,
+        test_ca,
+        {"file": str(tmp_path / "token")},
+        "--deadline=8s",
+        SSLKEYLOGFILE=str(keys),
+    )
+    assert run.code == 0, run.stderr
+    assert run.seconds < 5, run.seconds
+    assert not keys.exists() if key_log == "a file" else keys.is_fifo()
+
+
 def test_a_subject_token_file_that_never_ends_or_never_answers_is_refused(
     tmp_path: Path, sts: tuple[FakeSts, FakeServer], test_ca: CertAuthority
 ) -> None:
