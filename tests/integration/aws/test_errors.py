@@ -13,6 +13,8 @@ from emulators.aws import FakeEcr, aws_error, ecr_env
 from emulators.http import FakeRequest, FakeResponse, FakeServer, serve
 from emulators.kubelet_exec import request_bytes, run_plugin
 from emulators.ratelimit import TokenBucket
+from emulators.tls import CertAuthority
+from tests.helpers import require_bundle
 from tests.integration.aws.common import (
     PLUGIN,
 )
@@ -391,4 +393,42 @@ def test_botocore_uses_only_the_models_it_ships(
         use_bundle=use_bundle,
     )
     assert run.code == 0, run.stderr
+    assert [call.access_key for call in fake.calls] == ["AKIAEXAMPLE"]
+
+
+def test_botocore_in_the_bundle_trusts_certifis_bundle(
+    test_ca: CertAuthority, tmp_path: Path
+) -> None:
+    """The bundle leaves out botocore's own CA file (build.spec): botocore reads it only without
+    certifi. Through botocore's route (a profile), an endpoint the test CA signed is refused as
+    unverified (certifi's trust, not a missing file), and trusted with AWS_CA_BUNDLE."""
+    require_bundle()
+    (tmp_path / "config").write_text(
+        "[profile node]\naws_access_key_id = AKIAEXAMPLE\naws_secret_access_key = s\n"
+    )
+    fake = FakeEcr()
+    with serve(fake, tls=test_ca.server_context("api.ecr.us-east-1.amazonaws.com")) as server:
+        env: dict[str, str | None] = {
+            "AWS_ACCESS_KEY_ID": "",
+            "AWS_SECRET_ACCESS_KEY": "",
+            "AWS_CONFIG_FILE": str(tmp_path / "config"),
+            "AWS_PROFILE": "node",
+            "CREDPROVIDER_TEST_RESOLVE": f"api.ecr.us-east-1.amazonaws.com=127.0.0.1:{server.port}",
+        }
+        runs = [
+            run_plugin(
+                PLUGIN,
+                request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"),
+                ["--deadline=20s"],
+                {**env, **extra},
+                use_bundle=True,
+            )
+            for extra in ({}, {"AWS_CA_BUNDLE": str(test_ca.bundle)})
+        ]
+    unverified, trusted = runs
+    assert unverified.code == 1 and "CERTIFICATE_VERIFY_FAILED" in unverified.stderr, (
+        unverified.stderr
+    )
+    assert "CA certificate bundle" not in unverified.stderr
+    assert trusted.code == 0, trusted.stderr
     assert [call.access_key for call in fake.calls] == ["AKIAEXAMPLE"]
