@@ -28,7 +28,24 @@ QUOTE_LIMIT: Final = 64
 def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
     """``repr`` of an echoed value, cut to ``limit`` characters first: what a message quotes of
     something it was given (a 600 kB image costs the line a short excerpt)."""
-    return repr(clip(value, limit)) if isinstance(value, str) else clip(repr(value), limit)
+    return repr(clip(value, limit)) if isinstance(value, str) else clip(_short_repr(value), limit)
+
+
+def _short_repr(value: object) -> str:
+    """``repr`` of a value from outside at the cost of its excerpt: a structure walked only as deep
+    and as wide as an excerpt shows (a YAML "billion laughs" in azure.json was written out whole,
+    10^10 strings, until the deadline, whose line blamed the network), an int past Python's digit
+    limit not written at all."""
+    import reprlib  # only when a message quotes something that is not a string
+
+    shortener = reprlib.Repr()
+    shortener.maxlevel = 3
+    shortener.maxlist = shortener.maxtuple = shortener.maxdict = shortener.maxset = 6
+    shortener.maxstring = shortener.maxother = shortener.maxlong = QUOTE_LIMIT
+    try:
+        return shortener.repr(value)
+    except ValueError:  # int's repr refuses more than sys.get_int_max_str_digits() digits
+        return f"an {type(value).__name__} too large to write"  # an int: the one that raises
 
 
 def byte_size(count: int) -> str:

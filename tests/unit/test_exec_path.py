@@ -45,6 +45,7 @@ STDLIB = frozenset(
         "posix",
         "random",
         "re",
+        "reprlib",  # runtime/excerpt.py: a non-string value quoted in an error, walked bounded
         "socket",
         "ssl",
         "stat",

@@ -59,6 +59,22 @@ def test_yaml_cloud_config_with_any_key_case(azure: Azure) -> None:
     assert azure.acr.exchanges[0][1]["tenant"] == "yaml-tenant"
 
 
+def test_a_yaml_billion_laughs_in_a_setting_is_one_line_at_once(
+    azure: Azure, use_bundle: bool
+) -> None:
+    """YAML aliases nine deep (10^9 strings by reference): the line quoting the setting wrote them
+    all out (runtime/excerpt.quoted), holding the plugin to its deadline, blamed on the network."""
+    lines = ['a0: &a0 ["lol","lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    lines += [f"a{n}: &a{n} [{','.join([f'*a{n - 1}'] * 10)}]" for n in range(1, 10)]
+    path = azure.directory / "azure.yaml"
+    path.write_text("\n".join([*lines, "useManagedIdentityExtension: true", "tenantId: *a9"]))
+    run = azure.run("myreg.azurecr.io/app", str(path), "--deadline=8s", use_bundle=use_bundle)
+    assert (run.code, run.stdout) == (1, b""), run.stderr
+    (line,) = run.error_lines
+    assert "tenantId must be a string, got [[[[...]" in line, line
+    assert len(line) < 400 and run.seconds < 5, (len(line), run.seconds)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
