@@ -119,12 +119,10 @@ def read_for_it(
 def _ec2_tools_file(path: str) -> dict[str, str]:
     """botocore's parser of the EC2 tools' credentials file (``AWS_CREDENTIAL_FILE``), which opened
     the path blindly (a FIFO held it to the deadline) and read it whole: read here as a node
-    file, parsed by botocore; a file that is not there is skipped, as botocore skips it."""
-    from botocore.exceptions import ConfigNotFound
+    file, parsed by botocore. One that is not there stops the chain, as in botocore, whose
+    ``ConfigNotFound`` was said as the service failing: here it is the setting to fix."""
     from botocore.utils import parse_key_val_file_contents
 
-    if not os.path.exists(path):
-        raise ConfigNotFound(path=path)
     text = setting_file_text("the EC2 tools' credentials file", path, EC2_TOOLS_FILE)
     parsed: dict[str, str] = parse_key_val_file_contents(text)
     return parsed

@@ -77,20 +77,22 @@ def test_boto_config_at_its_default_place_gives_keys(
     assert [call.access_key for call in fake.calls] == [LEGACY_KEY]
 
 
-@pytest.mark.parametrize("kind", list(SPECIAL_FILES))
+@pytest.mark.parametrize("kind", [*SPECIAL_FILES, "missing"])
 def test_an_ec2_tools_file_that_cannot_be_read_is_one_line_at_once(
     ecr: tuple[FakeEcr, FakeServer], tmp_path: Path, kind: str
 ) -> None:
     """Before: botocore opened it blindly: a FIFO held the plugin to its deadline (blamed on the
-    network), /dev/zero and 2 GiB were read whole."""
+    network), /dev/zero and 2 GiB were read whole, and a missing one was "The specified config
+    file ... could not be found.; the service is failing or throttling"."""
     path = tmp_path / "special"
-    make_special(path, kind)
+    if kind != "missing":
+        make_special(path, kind)
     run = _run(ecr, tmp_path, {"AWS_CREDENTIAL_FILE": str(path)})
     assert (run.code, run.stdout) == (1, b""), run.stderr
     (line,) = run.error_lines
     assert (
         f"the EC2 tools' credentials file {path} named by AWS_CREDENTIAL_FILE cannot be used: "
-        f"{SPECIAL_FILES[kind]}; fix or unset AWS_CREDENTIAL_FILE"
+        f"{SPECIAL_FILES.get(kind, 'no such file or directory')}; fix or unset AWS_CREDENTIAL_FILE"
     ) in line, line
     assert run.seconds < 5, run.seconds
 
