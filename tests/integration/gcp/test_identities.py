@@ -8,6 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -164,18 +165,30 @@ def test_without_the_opt_in_the_node_identity_is_used(
     assert fake_sts.forms == []
 
 
-def test_service_account_key_file_off_gce(tmp_path: Path, use_bundle: bool) -> None:
-    fake = FakeOAuth()
-    with serve(fake) as oauth:
+def run_with_key_file(
+    tmp_path: Path,
+    token_server: Callable[[FakeRequest], FakeResponse],
+    *args: str,
+    use_bundle: bool = False,
+    **env: str,
+) -> PluginRun:
+    """auth-provider-gcp with GOOGLE_APPLICATION_CREDENTIALS naming a service-account key whose
+    tokens come from ``token_server`` (served on loopback for the run)."""
+    with serve(token_server) as oauth:
         key_file = tmp_path / "key.json"
         write_service_account_key(key_file, f"{oauth.url}/token")
-        run = run_plugin(
+        return run_plugin(
             PLUGIN,
             request_bytes("gcr.io/p/a"),
-            ["get-credentials"],
-            {"GOOGLE_APPLICATION_CREDENTIALS": str(key_file)},
+            ["get-credentials", *args],
+            {"GOOGLE_APPLICATION_CREDENTIALS": str(key_file), **env},
             use_bundle=use_bundle,
         )
+
+
+def test_service_account_key_file_off_gce(tmp_path: Path, use_bundle: bool) -> None:
+    fake = FakeOAuth()
+    run = run_with_key_file(tmp_path, fake, use_bundle=use_bundle)
     assert run.response["auth"]["gcr.io"]["password"] == fake.access_token
     assert run.response["cacheDuration"] in ("29m59s", "29m58s")
     (form,) = fake.forms
@@ -202,16 +215,9 @@ def test_a_netrc_is_never_read_for_a_token_request(
         (home / ".netrc").write_text("machine 127.0.0.1 login u password netrc-secret\n")
     else:
         make_special(home / ".netrc", netrc)
-    with serve(token_server) as oauth:
-        key_file = tmp_path / "key.json"
-        write_service_account_key(key_file, f"{oauth.url}/token")
-        run = run_plugin(
-            PLUGIN,
-            request_bytes("gcr.io/p/a"),
-            ["get-credentials", "--deadline=8s"],
-            {"GOOGLE_APPLICATION_CREDENTIALS": str(key_file), "HOME": str(home)},
-            use_bundle=use_bundle,
-        )
+    run = run_with_key_file(
+        tmp_path, token_server, "--deadline=8s", use_bundle=use_bundle, HOME=str(home)
+    )
     assert run.code == 0, run.stderr
     assert run.response["auth"]["gcr.io"]["password"] == fake.access_token
     assert authorizations == [""]
