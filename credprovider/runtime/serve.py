@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from credprovider.runtime.provider import Credentials, Plan, PluginSpec, Provider
 
 MAX_REQUEST_BYTES: Final = 1 << 20
-# Where Python's ssl and urllib3 would write TLS keys (never, here: see _without_key_log).
+# Where Python's ssl and urllib3 would write TLS keys (never, here: see without_key_log).
 KEY_LOG_ENV: Final = "SSLKEYLOGFILE"
 
 
@@ -214,14 +214,15 @@ class SdkSeam:
         if self._route_logs:
             route_sdk_logging(ctx.log)
         with ctx.sdk_environment():
-            _without_key_log()
+            without_key_log()
             return self._provider.fulfil(plan, request, ctx)
 
 
-def _without_key_log() -> None:
+def without_key_log() -> None:
     """SSLKEYLOGFILE out of ``os.environ`` before any TLS context is made: Python's ssl and
     urllib3 write every TLS session's keys to the file it names (a capture of a token exchange
-    could then be read) and wait on a FIFO there. The Go plugins write none; neither does this."""
+    could then be read) and wait on a FIFO there. The Go plugins write none; neither do the
+    plugins here, nor the tool (its API server token, the kubelet's metrics token)."""
     import os
 
     os.environ.pop(KEY_LOG_ENV, None)

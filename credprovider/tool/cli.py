@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 from credprovider.entry import PLUGIN_MODULES
 from credprovider.errors import CredproviderError
 from credprovider.runtime.redact import safe_line
+from credprovider.runtime.serve import without_key_log
 from credprovider.tool.commands import COMMANDS
 from credprovider.tool.commands.common import EXAMPLE, EXIT_FAILED, EXIT_USAGE, WHAT_CHANGES
 from credprovider.tool.node.access import UnreadableError
@@ -120,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     code: int | str | None
     args = sys.argv[1:] if argv is None else argv
+    without_key_log()  # before any TLS: the API server's token and the kubelet's cross it
     try:
         # nothing printed can drive the terminal; what a person reads is capped per line, what
         # a script reads (--json on stdout) is whole (tool/terminal.py)

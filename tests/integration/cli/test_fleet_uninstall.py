@@ -17,6 +17,7 @@ import pytest
 
 from credprovider.tool.agent.removal import NodeOutcome, outcomes, with_uninstall
 from emulators.http import FakeRequest, FakeResponse, serve
+from emulators.tls import CertAuthority
 from tests.helpers import run_cli
 
 DS_PATH = "/apis/apps/v1/namespaces/kube-system/daemonsets/credprovider-agent"
@@ -76,19 +77,24 @@ class FakeApi:
         return FakeResponse.json({"kind": "Status", "code": 404}, status=404)
 
 
+def kubeconfig_of(directory: Path, server: str, ca: Path | None = None) -> Path:
+    kubeconfig = directory / "kubeconfig"
+    cluster = {"server": server, **({"certificate-authority": str(ca)} if ca else {})}
+    kubeconfig.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "c", "cluster": cluster}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "c",
+    }))  # fmt: skip
+    return kubeconfig
+
+
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[tuple[FakeApi, Path]]:
     fake = FakeApi()
     with serve(fake) as server:
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config",
-            "clusters": [{"name": "c", "cluster": {"server": server.url}}],
-            "users": [{"name": "u", "user": {"token": "t"}}],
-            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
-            "current-context": "c",
-        }))  # fmt: skip
-        yield fake, kubeconfig
+        yield fake, kubeconfig_of(tmp_path, server.url)
 
 
 def uninstall(kubeconfig: Path, timeout: str = "60") -> subprocess.CompletedProcess[str]:
@@ -118,6 +124,30 @@ def test_every_node_is_told_and_waited_for(api: tuple[FakeApi, Path]) -> None:
     again = uninstall(kubeconfig)
     assert again.returncode == 0 and len(fake.patches) == 1  # told once: the args say so
     assert "already told to uninstall" in again.stdout
+
+
+def test_no_tls_session_key_is_written_where_sslkeylogfile_names(
+    tmp_path: Path, test_ca: CertAuthority
+) -> None:
+    """Python's ssl writes every TLS session's keys to SSLKEYLOGFILE: a capture of the hook's
+    exchange (the service account's token in it) could then be read. The tool drops it as it
+    starts, as the plugins do; through the bundle, over TLS to a server the kubeconfig's CA
+    verifies."""
+    fake = FakeApi()
+    fake.nodes = {"node-a": annotated("installed")}
+    fake.after_patch = {"node-a": annotated("uninstalled")}
+    keys = tmp_path / "keys"
+    with serve(fake, tls=test_ca.server_context("127.0.0.1")) as server:
+        assert server.url.startswith("https://")
+        kubeconfig = kubeconfig_of(tmp_path, server.url, test_ca.bundle)
+        done = run_cli(
+            "fleet", "uninstall", "--namespace=kube-system", "--daemonset=credprovider-agent",
+            "--timeout=60", f"--kubeconfig={kubeconfig}",
+            env={"SSLKEYLOGFILE": str(keys)}, use_bundle=True,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert len(fake.patches) == 1 and done.stdout.splitlines()[-1] == "every node restored (1)"
+    assert not keys.exists()
 
 
 def test_a_node_not_restored_in_time_fails_with_its_outcome(api: tuple[FakeApi, Path]) -> None:
