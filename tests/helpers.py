@@ -126,6 +126,8 @@ def run_cli(
     """Run the ``credprovider`` tool (from source, or the bundle's) with ``args``: as root, in a
     pid and mount namespace of its own (:func:`private`), where the only kubelet it can find is
     the one this test started (:func:`fake_kubelet`), never another run's."""
+    if use_bundle:
+        require_bundle()
     command = (
         [str(BUNDLE_DIR / "credprovider")]
         if use_bundle

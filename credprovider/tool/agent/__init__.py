@@ -15,7 +15,7 @@ OpenShift; ``credprovider render`` prints it),
 loaded only if it is the agent's own), ``rewritten`` (what it wrote, still as it wrote it:
 doctor says), ``restart`` and ``systemd`` (restarting the kubelet),
 ``watchdog`` (the node's own rollback when the agent dies mid-change), ``run`` (a run as one of
-the fleet: the change, the dry run, staying until stopped), ``health`` (is the kubelet
+the fleet: the change, the dry run, staying until stopped; or alone, with no API server), ``health`` (is the kubelet
 well), ``cluster`` (its Leases, annotations and Events on the API server, through
 ``tool/cluster``), ``removal`` (helm uninstall's pre-delete step: every node told to uninstall,
 and waited for), ``daemon`` (the agent as a member of

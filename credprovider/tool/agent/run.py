@@ -1,8 +1,11 @@
-"""The agent's run as one of the fleet (the chart's ``flags`` mode, ``credprovider agent run
+"""The agent's two runs. As one of the fleet (the chart's ``flags`` mode, ``credprovider agent run
 --node``): the node installed (or uninstalled) under its lock, the dry run waited for, then the pod
 stays until it is stopped (:func:`run_as_member`: the API server, the kubelet's health, SIGTERM, the
-lock, the dry run and the ready file wired here). ``credprovider agent run`` (tool/commands/
-agent_pod.py) parses its flags into :class:`RunOptions` and :class:`Fleet` and prints outcomes."""
+lock, the dry run and the ready file wired here). Alone (``agent apply``, ``agent uninstall``, and
+``agent run`` without ``--node``: the chart's files mode): the same change under the same lock,
+the kubelet's /healthz its only judge (:func:`change_alone`, :func:`run_alone`). The commands
+(tool/commands/agent.py, agent_pod.py) parse flags into :class:`RunOptions` and :class:`Fleet` and
+print outcomes."""
 
 from __future__ import annotations
 
@@ -26,10 +29,10 @@ from credprovider.tool.node.root import NodeRoot
 
 if TYPE_CHECKING:
     from credprovider.tool.agent.cluster import Cluster
-    from credprovider.tool.agent.confirm import Outcome
+    from credprovider.tool.agent.confirm import Healthy, Outcome, Restart
     from credprovider.tool.agent.daemon import FleetMember
     from credprovider.tool.agent.plan import AgentPlan
-    from credprovider.tool.agent.platforms import Platform
+    from credprovider.tool.agent.platforms import Loaded, Platform
     from credprovider.tool.agent.watchdog import Watchdog as Watch
 
 DRY_RUN_RETRY_SECONDS: Final = 30.0
@@ -129,7 +132,6 @@ def change(
 ) -> tuple[Outcome, bool, AgentPlan | None]:
     """The node installed (or uninstalled) as ``options`` say: what came of it, whether that is a
     success, and the plan (None: uninstall). The caller holds the node's lock."""
-    from credprovider.tool.agent.plan import plan_node
     from credprovider.tool.agent.platforms import service_to_restart
     from credprovider.tool.agent.restart import units_loaded
 
@@ -137,24 +139,95 @@ def change(
     if options.uninstall:
         service = service_to_restart(options.root, options.rules, loaded)
         outcome = node.uninstall(service, options.rules)
-        return outcome, outcome.result is Result.UNINSTALLED and not outcome.kept, None
+        return outcome, succeeded(outcome, options), None
     # the config is validated for this node's kubelet: tokenAttributes from 1.34
     try:
         version = cluster.kubelet_version()
     except ClusterError:
         version = None  # the newest rules; the kubelet's own check stays the last word
+    plan = planned(options, loaded, version is None or version >= SA_TOKENS_ON_SINCE)
+    outcome = node.install(plan, Path(options.bundle))
+    return outcome, succeeded(outcome, options), plan
+
+
+def planned(options: RunOptions, loaded: Loaded, sa_tokens_enabled: bool = True) -> AgentPlan:
+    """The plan for the node as ``options`` say, made once what a kill left half done on it is
+    finished (agent/recovery.py). ``loaded``: the units systemd has (agent/restart.py)."""
+    from credprovider.tool.agent.plan import plan_node
     from credprovider.tool.agent.recovery import plan_finished
 
-    plan = plan_finished(
+    return plan_finished(
         options.root,
         lambda: plan_node(
             options.root, options.keys, options.version, options.rules, options.settings,
-            sa_tokens_enabled=version is None or version >= SA_TOKENS_ON_SINCE,
-            migrate_in_tree=options.migrate_in_tree, beside=options.beside, loaded=loaded,
+            sa_tokens_enabled=sa_tokens_enabled, migrate_in_tree=options.migrate_in_tree,
+            beside=options.beside, loaded=loaded,
         ),
     )  # fmt: skip
-    outcome = node.install(plan, Path(options.bundle))
-    return outcome, outcome.result in (Result.INSTALLED, Result.UNCHANGED), plan
+
+
+def succeeded(outcome: Outcome, options: RunOptions) -> bool:
+    """Whether the change did what was asked: installed (or nothing to do); uninstalled with
+    nothing kept."""
+    if options.uninstall:
+        return outcome.result is Result.UNINSTALLED and not outcome.kept
+    return outcome.result in (Result.INSTALLED, Result.UNCHANGED)
+
+
+def change_alone(
+    options: RunOptions, restart: Restart, healthy: Healthy, watch: Watch | None, action: str
+) -> tuple[Outcome, bool]:
+    """``agent apply`` or ``agent uninstall`` (``options.uninstall``), with no API server: the
+    node changed under its lock (taken as ``credprovider agent <action>``); what came of it and
+    whether that is a success."""
+    from credprovider.tool.agent.apply import apply
+    from credprovider.tool.agent.platforms import service_to_restart
+    from credprovider.tool.agent.restart import units_loaded
+    from credprovider.tool.agent.uninstall import uninstall
+
+    with node_lock(options.root, f"credprovider agent {action}"):
+        loaded = units_loaded(options.systemd_socket)  # asked once, for either plan
+        if options.uninstall:
+            service = service_to_restart(options.root, options.rules, loaded)
+            outcome = uninstall(options.root, service, restart, healthy, watch, options.rules)
+        else:
+            plan = planned(options, loaded)
+            outcome = apply(
+                options.root, plan, Path(options.bundle), options.version, restart, healthy, watch
+            )
+    return outcome, succeeded(outcome, options)
+
+
+def kubelet_alone(by: Restart, healthz: str, timeout: float) -> tuple[Restart, Healthy]:
+    """The restart and health check of a run with no API server: ``by`` restarts a unit, and the
+    kubelet is healthy once its ``healthz`` says so within ``timeout`` of the last restart."""
+    from credprovider.tool.agent.cluster import now
+    from credprovider.tool.agent.health import KubeletHealth
+
+    restarted = [now()]
+
+    def restart(unit: str) -> None:
+        restarted.append(now())
+        by(unit)
+
+    def healthy() -> str | None:
+        return KubeletHealth(healthz, timeout).check(restarted[-1], "")
+
+    return restart, healthy
+
+
+def run_alone(change_node: Callable[[], int]) -> int:
+    """The DaemonSet's container with no API server (the chart's files mode): ``change_node()``
+    (apply or uninstall, its exit status) with SIGTERM held off until it ends, then the pod stays
+    until stopped; a failure returns at once (the pod shows it: CrashLoopBackOff)."""
+    from credprovider.tool.agent.termination import Termination
+
+    termination = Termination().install()
+    with termination.changing():  # SIGTERM waits for the change to end (agent/termination.py)
+        code = change_node()
+    if code != EXIT_OK or termination.requested:
+        return code
+    stay_until_stopped(code)
 
 
 def await_dry_run(

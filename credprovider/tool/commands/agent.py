@@ -7,17 +7,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
 from dataclasses import asdict
-from pathlib import Path
 from typing import Final
 
 from credprovider import __version__
-from credprovider.tool.agent.platforms import service_to_restart
 from credprovider.tool.agent.systemd import PRIVATE_SOCKET
 from credprovider.tool.catalog import DEFAULT_KEYS, PLUGINS
-from credprovider.tool.change.lock import node_lock
-from credprovider.tool.change.results import Result
 from credprovider.tool.commands.agent_pod import (
     cluster_options,
     cmd_ready,
@@ -25,6 +20,7 @@ from credprovider.tool.commands.agent_pod import (
     platform_refused,
     platform_rules,
     restarter,
+    run_options,
     said,
     systemd_refused,
     watchdog,
@@ -101,25 +97,6 @@ HEALTHZ: Final = "http://127.0.0.1:10248/healthz"
 HEALTH_TIMEOUT: Final = 60.0
 
 
-def _service(args: argparse.Namespace) -> tuple[Callable[[str], None], Callable[[], str | None]]:
-    """The restart and health check the agent uses on this node (no API server: /healthz only)."""
-    from credprovider.tool.agent.cluster import now
-    from credprovider.tool.agent.health import KubeletHealth
-
-    restarted = [now()]
-
-    by = restarter(args)
-
-    def restart(unit: str) -> None:
-        restarted.append(now())
-        by(unit)
-
-    def healthy() -> str | None:
-        return KubeletHealth(args.healthz, args.health_timeout).check(restarted[-1], "")
-
-    return restart, healthy
-
-
 def _cmd_rollback(args: argparse.Namespace) -> int:
     """The armed service's program (agent/watchdog.py): its lines go to the node's journal."""
     from credprovider.tool.agent.restart import restarter
@@ -142,11 +119,6 @@ def _cmd_rollback(args: argparse.Namespace) -> int:
 
 
 def _cmd_apply(args: argparse.Namespace) -> int:
-    from credprovider.tool.agent.apply import apply
-    from credprovider.tool.agent.plan import plan_node
-    from credprovider.tool.agent.recovery import plan_finished
-    from credprovider.tool.agent.restart import units_loaded
-
     keys = chosen_providers(args, "agent apply")
     if keys is None or _paths_refused(args, "apply"):
         return EXIT_USAGE
@@ -155,34 +127,32 @@ def _cmd_apply(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if systemd_refused(args, "apply"):
         return EXIT_FAILED
-    restart, healthy = _service(args)
-    root = node_root(args)
-    try:  # the node read and changed by this run alone (change/lock.py)
-        with node_lock(root, "credprovider agent apply"):
-            loaded = units_loaded(args.systemd_socket)  # asked once, for either plan
-            plan = plan_finished(
-                root,
-                lambda: plan_node(
-                    root,
-                    keys,
-                    args.version,
-                    platform_rules(args),
-                    args.settings,
-                    migrate_in_tree=args.migrate_in_tree,
-                    beside=args.beside,
-                    loaded=loaded,
-                ),
-            )
-            outcome = apply(
-                root, plan, Path(args.bundle), args.version, restart, healthy,
-                watchdog(args),
-            )  # fmt: skip
-    except (OSError, NodeChangeError) as exc:
-        from credprovider.tool.agent.run import failed_because
+    args.keys = keys
+    return _change_alone(args, "apply", uninstall=False)
 
-        print(f"credprovider agent apply: {failed_because(exc)}", file=sys.stderr)
+
+def _cmd_uninstall(args: argparse.Namespace) -> int:
+    if _paths_refused(args, "uninstall"):
+        return EXIT_USAGE
+    if systemd_refused(args, "uninstall"):
         return EXIT_FAILED
-    return said(outcome, args.json, ok=outcome.result in (Result.INSTALLED, Result.UNCHANGED))
+    return _change_alone(args, "uninstall", uninstall=True)
+
+
+def _change_alone(args: argparse.Namespace, action: str, uninstall: bool) -> int:
+    """The node changed with no API server (:func:`credprovider.tool.agent.run.change_alone`),
+    its outcome printed."""
+    from credprovider.tool.agent.run import change_alone, failed_because, kubelet_alone
+
+    restart, healthy = kubelet_alone(restarter(args), args.healthz, args.health_timeout)
+    try:
+        outcome, ok = change_alone(
+            run_options(args, uninstall), restart, healthy, watchdog(args), action
+        )
+    except (OSError, NodeChangeError) as exc:
+        print(f"credprovider agent {action}: {failed_because(exc)}", file=sys.stderr)
+        return EXIT_FAILED
+    return said(outcome, args.json, ok)
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -196,38 +166,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         args.keys = keys
         return run_with_cluster(args)
-    from credprovider.tool.agent.run import stay_until_stopped
-    from credprovider.tool.agent.termination import Termination
+    from credprovider.tool.agent.run import run_alone
 
-    termination = Termination().install()
-    with termination.changing():  # SIGTERM waits for the change to end (agent/termination.py)
-        code = _cmd_uninstall(args) if args.uninstall else _cmd_apply(args)
-    if code != EXIT_OK or termination.requested:
-        return code
-    stay_until_stopped(code)
-
-
-def _cmd_uninstall(args: argparse.Namespace) -> int:
-    from credprovider.tool.agent.restart import units_loaded
-    from credprovider.tool.agent.uninstall import uninstall
-
-    if _paths_refused(args, "uninstall"):
-        return EXIT_USAGE
-    if systemd_refused(args, "uninstall"):
-        return EXIT_FAILED
-    restart, healthy = _service(args)
-    try:
-        root = node_root(args)
-        with node_lock(root, "credprovider agent uninstall"):
-            rules = platform_rules(args)
-            service = service_to_restart(root, rules, units_loaded(args.systemd_socket))
-            outcome = uninstall(root, service, restart, healthy, watchdog(args), rules)
-    except (OSError, NodeChangeError) as exc:
-        from credprovider.tool.agent.run import failed_because
-
-        print(f"credprovider agent uninstall: {failed_because(exc)}", file=sys.stderr)
-        return EXIT_FAILED
-    return said(outcome, args.json, ok=outcome.result is Result.UNINSTALLED and not outcome.kept)
+    return run_alone(lambda: _cmd_uninstall(args) if args.uninstall else _cmd_apply(args))
 
 
 def _install_options(parser: argparse.ArgumentParser) -> None:

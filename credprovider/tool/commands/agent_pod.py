@@ -194,7 +194,7 @@ def run_with_cluster(args: argparse.Namespace) -> int:
     )  # fmt: skip
     try:
         return run_as_member(
-            run_options(args),
+            run_options(args, args.uninstall),
             fleet,
             restarter(args),
             watchdog(args),
@@ -205,20 +205,22 @@ def run_with_cluster(args: argparse.Namespace) -> int:
         return EXIT_FAILED
 
 
-def run_options(args: argparse.Namespace) -> RunOptions:
+def run_options(args: argparse.Namespace, uninstall: bool) -> RunOptions:
+    """What ``args`` ask of a change: ``agent apply``'s and ``run``'s options, or ``agent
+    uninstall``'s (which has no install options: their defaults, unused by an uninstall)."""
     from credprovider.tool.agent.run import RunOptions
 
     return RunOptions(
         root=node_root(args),
-        keys=args.keys,
-        version=args.version,
-        bundle=args.bundle,
-        settings=args.settings,
+        keys=getattr(args, "keys", []),
+        version=getattr(args, "version", ""),
+        bundle=getattr(args, "bundle", ""),
+        settings=getattr(args, "settings", {}),
         rules=platform_rules(args),
-        uninstall=args.uninstall,
-        dry_run_launcher=args.dry_run_launcher,
-        migrate_in_tree=args.migrate_in_tree,
-        beside=args.beside,
+        uninstall=uninstall,
+        dry_run_launcher=getattr(args, "dry_run_launcher", ""),
+        migrate_in_tree=getattr(args, "migrate_in_tree", False),
+        beside=getattr(args, "beside", False),
         systemd_socket=args.systemd_socket,
     )
 
