@@ -32,7 +32,6 @@ from credprovider.paths import AGENT_HOME
 from credprovider.tool.agent.confirm import (
     Healthy,
     Outcome,
-    Restart,
     Watch,
     confirmed,
     healed,
@@ -42,6 +41,7 @@ from credprovider.tool.agent.confirm import (
 from credprovider.tool.agent.placement import not_executable, not_lasting, not_writable
 from credprovider.tool.agent.plan import AgentPlan
 from credprovider.tool.agent.recovery import under
+from credprovider.tool.agent.restart import Restart
 from credprovider.tool.agent.state import (
     BEFORE,
     JOURNAL,

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
+from credprovider.tool.agent.restart import Restart
 from credprovider.tool.agent.state import (
     BEFORE,
     AgentState,
@@ -27,8 +28,6 @@ from credprovider.tool.change.kept import Was
 from credprovider.tool.change.results import Result
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.root import NodeRoot
-
-Restart = Callable[[str], None]
 
 
 class Watch(Protocol):

@@ -13,6 +13,7 @@ from credprovider.runtime.provider import one_line
 from credprovider.tool.agent.platforms import Loaded, every_service
 from credprovider.tool.errors import NodeChangeError
 
+# How a unit is restarted (its name given): over systemd's socket, or by a command.
 Restart = Callable[[str], None]
 """``unit -> None``: restarts it, or raises NodeChangeError."""
 

@@ -29,10 +29,11 @@ from credprovider.tool.node.root import NodeRoot
 
 if TYPE_CHECKING:
     from credprovider.tool.agent.cluster import Cluster
-    from credprovider.tool.agent.confirm import Healthy, Outcome, Restart
+    from credprovider.tool.agent.confirm import Healthy, Outcome
     from credprovider.tool.agent.daemon import FleetMember
     from credprovider.tool.agent.plan import AgentPlan
     from credprovider.tool.agent.platforms import Loaded, Platform
+    from credprovider.tool.agent.restart import Restart
     from credprovider.tool.agent.watchdog import Watchdog as Watch
 
 DRY_RUN_RETRY_SECONDS: Final = 30.0

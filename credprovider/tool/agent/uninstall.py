@@ -19,7 +19,6 @@ from credprovider.paths import AGENT_HOME, AGENT_HOME_PARENT
 from credprovider.tool.agent.confirm import (
     Healthy,
     Outcome,
-    Restart,
     Watch,
     arm,
     disarm,
@@ -34,6 +33,7 @@ from credprovider.tool.agent.confirm import (
 from credprovider.tool.agent.placement import not_writable
 from credprovider.tool.agent.platforms import Platform
 from credprovider.tool.agent.recovery import finish_journal
+from credprovider.tool.agent.restart import Restart
 from credprovider.tool.agent.state import (
     BEFORE,
     ORIGINALS,
