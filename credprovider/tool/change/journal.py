@@ -22,11 +22,12 @@ The format (its names, its typed entries, reading one as hostile input) is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
-from collections.abc import Callable, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
@@ -60,7 +61,9 @@ from credprovider.tool.change.journalformat import (
     record_for,
 )
 from credprovider.tool.change.kept import Prior, Was
+from credprovider.tool.change.lock import node_lock
 from credprovider.tool.errors import NodeChangeError
+from credprovider.tool.node.root import HOST
 
 # Changes whose journal keeps no backup and leaves no record behind.
 _UNKEPT: Final = frozenset({ChangeKind.UNDO, ChangeKind.AGENT})
@@ -243,7 +246,22 @@ def _left(
     return transaction.change, todo
 
 
-def finish_left(anchor: str | Path) -> list[Op]:
-    """The change a killed install, migrate --write or undo left beside the config ``anchor``
-    (its journal), finished: what every such run does first. The ops finished."""
-    return recover(journal_for(anchor))
+@dataclass(frozen=True)
+class Finished:
+    """What a change by hand finished first: the kind of change a killed run left beside its
+    config (``None``: none was left) and the ops it had left to do."""
+
+    change: ChangeKind | None
+    ops: list[Op]
+
+
+@contextlib.contextmanager
+def by_hand(anchor: str | Path, command: str) -> Iterator[Finished]:
+    """A change by hand (``credprovider install``, ``migrate --write``, ``undo``) on this node:
+    under the node's lock (change/lock.py, held as ``credprovider <command>``), once the change a
+    killed one left beside the config ``anchor`` (its journal) is finished, which every such run
+    does first."""
+    with node_lock(HOST, f"credprovider {command}"):
+        journal = journal_for(anchor)
+        left = read(journal)
+        yield Finished(None if left is None else left.change, recover(journal))

@@ -22,6 +22,7 @@ from credprovider.tool.node.root import NodeRoot
 if TYPE_CHECKING:
     import argparse
 
+    from credprovider.tool.change.journal import Finished
     from credprovider.tool.node.discovery import NodePaths, NodeView
 
 # What validate's exit status means: the one text --help, the README and docs/operators.md give
@@ -155,17 +156,13 @@ def cannot_check(command: str, exc: Exception, as_json: bool = False) -> int:
     return EXIT_USAGE
 
 
-def finish_interrupted(config_out: str, command: str) -> None:
-    """A change a killed install, migrate --write or undo left (its journal beside
-    ``config_out``), finished before this run reads the node (``change.journal``; said on
-    stderr)."""
-    from credprovider.tool.change.journal import finish_left
-
-    done = finish_left(config_out)
-    if done:
+def said_finished(finished: Finished, command: str) -> None:
+    """The change a killed install, migrate --write or undo left, which this run finished first
+    (``change.journal.by_hand``), said on stderr."""
+    if finished.ops:
         print(
             f"credprovider {command}: finished the change a killed run began: "
-            f"{', '.join(str(op.path) for op in done)}",
+            f"{', '.join(str(op.path) for op in finished.ops)}",
             file=sys.stderr,
         )
 

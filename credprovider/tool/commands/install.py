@@ -17,7 +17,6 @@ from credprovider.tool.catalog import (
     plugin_for_name,
     provider_keys,
 )
-from credprovider.tool.change.lock import node_lock
 from credprovider.tool.change.results import Action, Step
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
@@ -25,11 +24,11 @@ from credprovider.tool.commands.common import (
     EXIT_USAGE,
     Subcommands,
     cannot_check,
-    finish_interrupted,
     node_default,
     node_failed,
     node_paths,
     print_json,
+    said_finished,
     step_json,
     wrong_kind,
 )
@@ -95,9 +94,11 @@ def _cmd_install(args: argparse.Namespace) -> int:
             )
             return EXIT_FAILED
 
+    from credprovider.tool.change.journal import by_hand
+
     try:  # the node read and changed by this run alone (change/lock.py)
-        with node_lock(HOST, "credprovider install"):
-            finish_interrupted(args.config_out, "install")
+        with by_hand(args.config_out, "install") as finished:
+            said_finished(finished, "install")
             return _plan_and_apply(args, keys, node_files)
     except (NodeChangeError, OSError) as exc:  # OSError: finishing a killed run's change
         return node_failed("install", exc)

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Final
 
 from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
 from credprovider.tool.catalog import PLUGINS, not_known, provider_keys
-from credprovider.tool.change.lock import node_lock
 from credprovider.tool.change.results import Action
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
@@ -18,9 +17,9 @@ from credprovider.tool.commands.common import (
     EXIT_USAGE,
     Subcommands,
     cannot_check,
-    finish_interrupted,
     node_failed,
     print_json,
+    said_finished,
     step_json,
     wrong_kind,
 )
@@ -58,9 +57,11 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     if not args.write:
         return _migrate(args, providers)
 
+    from credprovider.tool.change.journal import by_hand
+
     try:  # the node read and changed by this run alone (change/lock.py)
-        with node_lock(HOST, "credprovider migrate --write"):
-            finish_interrupted(args.config_out, "migrate")
+        with by_hand(args.config_out, "migrate --write") as finished:
+            said_finished(finished, "migrate")
             return _migrate(args, providers)
     except (NodeChangeError, OSError) as exc:  # OSError: finishing a killed run's change
         return node_failed("migrate", exc)

@@ -9,18 +9,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from credprovider.paths import NODE_CONFIG
-from credprovider.tool.change.lock import node_lock
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
     Subcommands,
     cannot_check,
-    finish_interrupted,
     node_default,
     node_failed,
     node_paths,
     print_json,
+    said_finished,
 )
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
@@ -32,13 +31,15 @@ def _cmd_undo(args: argparse.Namespace) -> int:
         args.config = node_default("undo", None, "--config", node_paths("undo"), bin_dir=False)
         if not args.config:
             return EXIT_USAGE
+    from credprovider.tool.change.engine import ChangeKind
+    from credprovider.tool.change.journal import by_hand
+
     try:
-        with node_lock(HOST, "credprovider undo"):
-            if _killed_undo(args.config):
-                finish_interrupted(args.config, "undo")
+        with by_hand(args.config, "undo") as finished:
+            said_finished(finished, "undo")
+            if finished.change is ChangeKind.UNDO:  # finishing it was this run's undo
                 print(f"undid the change recorded beside {args.config} (a killed undo, finished)")
                 return EXIT_OK
-            finish_interrupted(args.config, "undo")
             return _undo(args)
     except (NodeChangeError, FileProblem) as exc:
         print(f"credprovider undo: {exc}", file=sys.stderr)
@@ -47,15 +48,6 @@ def _cmd_undo(args: argparse.Namespace) -> int:
         return cannot_check("undo", exc, args.json)
     except OSError as exc:
         return node_failed("undo", exc)
-
-
-def _killed_undo(config: str) -> bool:
-    """A killed undo's journal is beside ``config``: finishing it is this run's undo."""
-    from credprovider.tool.change.engine import ChangeKind
-    from credprovider.tool.change.journalformat import journal_for, read
-
-    left = read(journal_for(config))
-    return left is not None and left.change is ChangeKind.UNDO
 
 
 def _undo(args: argparse.Namespace) -> int:
