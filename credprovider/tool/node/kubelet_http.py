@@ -21,10 +21,11 @@ def kubelet_get(url: str, timeout: float, cap: int, token: str = "") -> tuple[in
     """``url``'s status and body. ``token``: a bearer token (the metrics of the secure port).
     An https URL is the kubelet's serving port on this node (loopback, hostNetwork): its
     certificate is usually self-signed, and only the node's root could stand in for it, so it is
-    not verified."""
+    not verified, and so no trust is loaded for it (a default context would have OpenSSL open
+    ``SSL_CERT_FILE`` itself, blocking on a FIFO there)."""
     context = None
     if url.startswith("https://"):
-        context = ssl.create_default_context()
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     headers = {"Authorization": f"Bearer {token}"} if token else {}

@@ -236,3 +236,30 @@ def test_a_kubelet_that_does_not_answer_is_named_once() -> None:
         problem = KubeletHealth(url, 1).problem(T0, "")
     assert problem is not None and problem.startswith(f"{url}: ")
     assert problem.count(url) == 1, problem
+
+
+def test_the_kubelets_https_port_is_asked_without_loading_any_trust(tmp_path: Path) -> None:
+    """The kubelet's serving certificate is not verified (node/kubelet_http.py), so no trust is
+    loaded for it: a default context had OpenSSL open SSL_CERT_FILE blocking (a FIFO there held
+    the agent's health check and doctor until killed). Asked in a child under a timeout."""
+    import os
+    import subprocess
+    import sys
+
+    from emulators.tls import make_test_ca
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    tls = make_test_ca(tmp_path / "ca").server_context("127.0.0.1")
+    with serve(lambda _: FakeResponse.text("kubelet_running_pods 3\n"), tls=tls) as server:
+        assert server.url.startswith("https://")
+        asked = subprocess.run(
+            [sys.executable, "-c",
+             "import sys; from credprovider.tool.node.kubelet_http import kubelet_get; "
+             "print(kubelet_get(sys.argv[1], 5, 1 << 20, 't0ken'))", f"{server.url}/metrics"],
+            capture_output=True, text=True, timeout=30, check=False,
+            env={**os.environ, "SSL_CERT_FILE": str(fifo), "SSL_CERT_DIR": str(tmp_path)},
+        )  # fmt: skip
+        assert asked.returncode == 0, asked.stderr[-1000:]
+        assert asked.stdout.strip() == "(200, b'kubelet_running_pods 3\\n')"
+        assert server.requests[-1].header("Authorization") == "Bearer t0ken"
