@@ -56,6 +56,7 @@ class IdentityProbe:
     headers: Mapping[str, str] = field(default_factory=dict)
     expect_status: int = 200
     expect_header: tuple[str, str] | None = None  # (name, value) a real endpoint always sends
+    expect_header_start: bool = False  # the value is how it starts, in any case (a challenge)
     show_body: bool = False  # the answer is a fact worth showing (an account's email), no secret
     silence: str = ""  # what no answer at all most likely means here, and the fix
     # What the plugin turns that identity into before it pulls (impersonated accounts), if anything.

@@ -9,6 +9,8 @@ from credprovider.azure import PLUGIN_NAME
 from credprovider.azure.cloudconfig import parse_cloud_config
 from credprovider.azure.imds import (
     API_VERSION,
+    ARC_API_VERSION,
+    ARC_CHALLENGE,
     OTHER_SOURCE_ENV,
     TOKEN_PATH,
     arc_serves,
@@ -17,6 +19,7 @@ from credprovider.azure.imds import (
 )
 from credprovider.azure.main import OPTIONS
 from credprovider.azure.registry import (
+    ACR_SCOPE,
     ANNOTATION_KEYS,
     CLOUDS,
     MATCH_IMAGES,
@@ -84,7 +87,7 @@ def identity(
         who = config.aadClientId or "(no aadClientId)"
         return f"the service principal {who} from {path}, at the Entra ID authority: not probed"
     if arc_serves(environ):
-        return "a managed identity through the Azure Arc agent (IDENTITY_ENDPOINT): not probed"
+        return _arc_probe(environ["IDENTITY_ENDPOINT"])
     if not serves(environ):
         source = next(name for name in OTHER_SOURCE_ENV if environ.get(name))
         return f"a managed identity through {source}, not IMDS: not probed"
@@ -97,6 +100,27 @@ def identity(
         expect_status=400,
         silence="IMDS answers only on an Azure VM and only from the host: check that nothing "
         "blocks 169.254.169.254 (a proxy must exclude it: NO_PROXY=169.254.169.254)",
+    )
+
+
+def _arc_probe(endpoint: str) -> IdentityProbe:
+    """The Azure Arc agent asked as the plugin first asks it: its 401 naming a key file is the
+    agent answering (no key is read, no token fetched)."""
+    from urllib.parse import urlencode
+
+    query = urlencode(
+        {"api-version": ARC_API_VERSION, "resource": ACR_SCOPE.removesuffix("/.default")}
+    )
+    return IdentityProbe(
+        what=f"the managed identity through the Azure Arc agent ({endpoint.split('?')[0]})",
+        method="GET",
+        url=f"{endpoint}{'&' if '?' in endpoint else '?'}{query}",
+        headers={"Metadata": "true"},
+        expect_status=401,
+        expect_header=("WWW-Authenticate", ARC_CHALLENGE),
+        expect_header_start=True,
+        silence="the Azure Arc agent (himds) answers only on an Arc-enabled server: check that "
+        "it runs and is connected (azcmagent show), and that IDENTITY_ENDPOINT is its address",
     )
 
 

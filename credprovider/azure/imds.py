@@ -38,6 +38,9 @@ OTHER_SOURCE_ENV: Final = ("IDENTITY_ENDPOINT", "MSI_ENDPOINT", "AZURE_FEDERATED
 ARC_KEY_DIR: Final = "/var/opt/azcmagent/tokens"
 ARC_KEY_CAP: Final = 4096
 ARC_API_VERSION: Final = "2020-06-01"
+# How the agent's 401 names the key file: WWW-Authenticate: Basic realm=<path> (MSAL splits it
+# at "=", its first part "Basic realm" in any case).
+ARC_CHALLENGE: Final = "Basic realm="
 # Who may read those files (Microsoft's "Managed identity authentication" for Arc-enabled servers).
 ARC_READERS: Final = "run as root or as a member of the himds group"
 # IMDS answers 404 and 410 while it is being updated; azure-identity retries those too.
@@ -80,7 +83,7 @@ def arc_key_file(challenge: str) -> str | None:
     import os
 
     parts = challenge.split("=")
-    if len(parts) != 2 or parts[0].lower() != "basic realm":
+    if len(parts) != 2 or f"{parts[0].lower()}=" != ARC_CHALLENGE.lower():
         return None
     name = os.path.splitext(os.path.basename(parts[1]))[0]
     return f"{ARC_KEY_DIR}/{name}.key" if name.strip() else None

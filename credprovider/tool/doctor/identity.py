@@ -92,11 +92,15 @@ def probe(found: IdentityProbe, environ: Mapping[str, str]) -> list[tuple[Status
         ]
     if found.expect_header is not None:
         name, value = found.expect_header
-        if answer.header(name) != value:
+        got = answer.header(name)
+        if not (
+            got.lower().startswith(value.lower()) if found.expect_header_start else got == value
+        ):
+            shown = f"{value}..." if found.expect_header_start else value
             return [
                 (
                     FAIL,
-                    f"{found.what} answered without '{name}: {value}': something else (a proxy, "
+                    f"{found.what} answered without '{name}: {shown}': something else (a proxy, "
                     "another server) answers at that address",
                     found.silence,
                 )

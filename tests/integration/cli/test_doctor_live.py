@@ -138,6 +138,29 @@ def test_each_plugins_identity_is_probed_where_the_kubelets_environment_points(
     assert checks(offline, "identity") == []
 
 
+def test_an_arc_enabled_servers_agent_is_probed_where_the_kubelets_environment_points(
+    live: LiveNode,
+) -> None:
+    """The kubelet's environment names the Azure Arc agent (IDENTITY_ENDPOINT, IMDS_ENDPOINT):
+    doctor asks it as the plugin first does, and reads no key."""
+    from emulators.azure import FakeArc
+
+    arc = FakeArc()
+    with serve(arc) as agent:
+        kubelet = live.start(
+            IDENTITY_ENDPOINT=f"{agent.url}/metadata/identity/oauth2/token",
+            IMDS_ENDPOINT=agent.url,
+        )
+        try:
+            _, report = doctor()
+        finally:
+            kubelet.kill()
+    [(status, message)] = checks(report, "identity", "acr-credential-provider")
+    assert status == "pass", message
+    assert message.startswith(f"the managed identity through the Azure Arc agent ({agent.url}/")
+    assert len(arc.queries) == 1 and arc.keys_given == []
+
+
 def test_an_unreachable_identity_endpoint_fails_with_its_fix(live: LiveNode) -> None:
     kubelet = live.start(GCE_METADATA_HOST="127.0.0.1:9")
     try:

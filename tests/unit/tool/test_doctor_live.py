@@ -217,7 +217,6 @@ def test_test_mode_never_sends_a_probe_off_loopback(monkeypatch: pytest.MonkeyPa
         ("azure", {}, None, "cannot be read"),
         ("azure", {}, '{"aadClientId": "app-1", "aadClientSecret": "s"}', "service principal app-1"),
         ("azure", {"IDENTITY_ENDPOINT": "http://x"}, '{"useManagedIdentityExtension": true}', "IDENTITY_ENDPOINT"),
-        ("azure", {"IDENTITY_ENDPOINT": "http://x", "IMDS_ENDPOINT": "http://y"}, '{"useManagedIdentityExtension": true}', "the Azure Arc agent"),
         ("azure", {}, "{not json", "not probed"),
     ],
 )  # fmt: skip
@@ -228,6 +227,44 @@ def test_identities_with_nothing_to_probe_say_why(
     assert plugin.identity is not None
     found = plugin.identity(environ, list(plugin.args), lambda path: node_file)
     assert isinstance(found, str) and expected in found, found
+
+
+def test_the_azure_arc_agent_is_probed_as_the_plugin_first_asks_it() -> None:
+    """On an Arc-enabled server the plugin asks the agent (IDENTITY_ENDPOINT with IMDS_ENDPOINT),
+    which answers 401 naming its key file: doctor sends that first request, reads no key and
+    fetches no token. Something else at that address (IMDS, a proxy's 401) is said as such."""
+    from emulators.azure import FakeArc, FakeImds
+
+    azure = PLUGINS["azure"].identity
+    assert azure is not None
+    arc = FakeArc()
+    with serve(arc) as server:
+        environ = {
+            "IDENTITY_ENDPOINT": f"{server.url}/metadata/identity/oauth2/token",
+            "IMDS_ENDPOINT": server.url,
+        }
+        found = azure(environ, ["/etc/kubernetes/azure.json"], lambda path: _MANAGED)
+        assert isinstance(found, IdentityProbe)
+        [(status, message, _)] = probe(found, {})
+    assert status == "pass", message
+    assert message.startswith(f"the managed identity through the Azure Arc agent ({server.url}/")
+    assert arc.queries == [
+        {"api-version": "2020-06-01", "resource": "https://containerregistry.azure.net"}
+    ]
+    assert arc.keys_given == []  # no key read, no token asked for
+    imds = FakeImds()
+    with serve(imds) as server:
+        elsewhere = dataclasses.replace(found, url=f"{server.url}/metadata/identity/oauth2/token")
+        [(status, message, fix)] = probe(elsewhere, {})
+    assert status == "fail" and "answered HTTP 200 (a working one answers 401)" in message
+    assert imds.access_token not in message and "azcmagent show" in fix
+    with serve(lambda _: FakeResponse(401, b"", {"WWW-Authenticate": "Bearer"})) as server:
+        elsewhere = dataclasses.replace(found, url=f"{server.url}/metadata/identity/oauth2/token")
+        [(status, message, _)] = probe(elsewhere, {})
+    assert status == "fail" and "without 'WWW-Authenticate: Basic realm=...'" in message
+
+
+_MANAGED = '{"cloud": "AzurePublicCloud", "useManagedIdentityExtension": true}'
 
 
 def test_the_images_crictl_lists() -> None:
