@@ -31,6 +31,7 @@ import yaml
 
 from credprovider.paths import AGENT_HOME
 from credprovider.tool.agent.bootstrap import PLUGIN_TEXT
+from credprovider.tool.agent.plan import validated
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.render import render_config
 
@@ -60,8 +61,12 @@ ROLE_LABEL: Final = "machineconfiguration.openshift.io/role"
 
 def talos_patch(keys: list[str], settings: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """The Talos machine config patch giving the kubelet our providers (``talosctl patch mc
-    --patch @FILE``, or ``--config-patch`` at ``talosctl gen config``)."""
-    config = yaml.safe_load(render_config(keys, writer="render talos", settings=settings))
+    --patch @FILE``, or ``--config-patch`` at ``talosctl gen config``); its config validated as
+    the kubelet validates it at start (:class:`~credprovider.tool.agent.plan.RefusedConfig` if
+    it would not start)."""
+    text = render_config(keys, writer="render talos", settings=settings)
+    validated(TALOS_CONFIG, text)  # Talos writes it there for a kubelet that must start
+    config = yaml.safe_load(text)
     patch = {"machine": {"kubelet": {"credentialProviderConfig": config}}}
     header = (
         "# credprovider render talos: Talos writes this config to "
@@ -147,7 +152,10 @@ def openshift_machineconfig(
 ) -> str:
     """The MachineConfig for the nodes of ``role`` on a cluster of the platform ``cloud`` (a key
     of :data:`OPENSHIFT_CONFIGS`): the config the MCO's kubelet flags name, the boot script and
-    its unit."""
+    its unit. The config is validated as the kubelet validates it at start
+    (:class:`~credprovider.tool.agent.plan.RefusedConfig` if it would not start)."""
+    config = openshift_config(keys, settings)
+    validated(OPENSHIFT_CONFIGS[cloud], config)
     document = {
         "apiVersion": "machineconfiguration.openshift.io/v1",
         "kind": "MachineConfig",
@@ -161,7 +169,7 @@ def openshift_machineconfig(
                             "path": OPENSHIFT_CONFIGS[cloud],
                             "mode": 0o644,
                             "overwrite": True,
-                            "contents": _data_url(openshift_config(keys, settings)),
+                            "contents": _data_url(config),
                         },
                         {
                             "path": OPENSHIFT_SCRIPT,

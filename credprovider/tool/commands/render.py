@@ -6,9 +6,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 from credprovider.tool.catalog import PLUGINS
-from credprovider.tool.commands.common import EXIT_OK, EXIT_USAGE, Subcommands, chosen_providers
+from credprovider.tool.commands.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Subcommands,
+    chosen_providers,
+)
 
 
 def _cmd_talos(args: argparse.Namespace) -> int:
@@ -17,7 +24,23 @@ def _cmd_talos(args: argparse.Namespace) -> int:
     keys = chosen_providers(args, f"render {args.platform}")
     if keys is None:
         return EXIT_USAGE
-    sys.stdout.write(talos_patch(keys, args.settings))
+    return _printed(args.platform, lambda: talos_patch(keys, args.settings))
+
+
+def _printed(platform: str, rendered: Callable[[], str]) -> int:
+    """What ``rendered()`` gives, or, where the kubelet would not start with its config, one line
+    saying so and nothing on stdout."""
+    from credprovider.tool.agent.plan import RefusedConfig
+
+    try:
+        text = rendered()
+    except RefusedConfig as exc:
+        print(
+            f"credprovider render {platform}: nothing printed: {exc} (fix --provider-settings)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
+    sys.stdout.write(text)
     return EXIT_OK
 
 
@@ -34,8 +57,10 @@ def _cmd_openshift(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    sys.stdout.write(openshift_machineconfig(keys, args.cloud, args.role, args.settings))
-    return EXIT_OK
+    return _printed(
+        args.platform,
+        lambda: openshift_machineconfig(keys, args.cloud, args.role, args.settings),
+    )
 
 
 def _common(parser: argparse.ArgumentParser) -> None:

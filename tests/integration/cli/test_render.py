@@ -66,6 +66,29 @@ def test_render_refuses_what_it_cannot_render_in_one_line() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("settings", "kubelet_says"),
+    [
+        ('{"aws": {"defaultCacheDuration": "1e3h"}}', 'time: unknown unit "e" in duration "1e3h"'),
+        ('{"gcp": {"matchImages": ["gcr.io", "a b"]}}', 'providers.matchImages: Invalid value: "a b"'),
+        ('{"aws": {"tokenAttributes": {"serviceAccountTokenAudience": "sts.amazonaws.com", '
+         '"requireServiceAccount": true}}}', "providers.tokenAttributes.cacheType: Required value"),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("platform", [["talos"], ["openshift", "--cloud", "aws"]])
+def test_a_config_the_kubelet_would_not_start_with_is_never_printed(
+    settings: str, kubelet_says: str, platform: list[str]
+) -> None:
+    """Talos and the MCO write the rendered config for the kubelet at every boot: one the kubelet
+    refuses would stop every node it is applied to. Validated as the kubelet validates it at start
+    (as install and the agent validate theirs): nothing on stdout, one line with its message."""
+    done = run_cli("render", *platform, "--providers", "aws,gcp", "--provider-settings", settings)
+    assert (done.returncode, done.stdout) == (1, ""), done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"credprovider render {platform[0]}: nothing printed: ")
+    assert kubelet_says in line and line.endswith("(fix --provider-settings)")
+
+
 def machineconfig(providers: str, cloud: str) -> dict[str, Any]:
     done = run_cli("render", "openshift", "--providers", providers, "--cloud", cloud)
     assert done.returncode == 0, done.stderr
