@@ -23,7 +23,7 @@ def lint_providers(loaded: LoadedConfig, bin_dir: str | None = None) -> list[str
     warnings: list[str] = []
     for provider in loaded.providers:
         name = provider.name or ""
-        found = _pattern_lints(provider) + _placeholder_lints(provider)
+        found = _pattern_lints(provider) + _placeholder_lints(provider) + _env_lints(provider)
         plugin = plugin_for_name(name)
         if plugin is None:
             found += _near_name_lints(name)
@@ -90,6 +90,29 @@ def _pattern_lints(provider: CredentialProvider) -> list[str]:
             "defaultCacheDuration is 0, so the kubelet runs the plugin on every pull whenever "
             "the plugin leaves cacheDuration out"
         )
+    return found
+
+
+def _env_lints(provider: CredentialProvider) -> list[str]:
+    """env entries the kubelet hands the plugin as ``NAME=VALUE``, unchecked (kubelet
+    pkg/credentialprovider/plugin/plugin.go, ExecPlugin; config.go validates no env): a NUL
+    byte fails every exec; a name with '=' in it, or none, sets another variable than meant."""
+    found = []
+    for var in provider.env or []:
+        name, value = var.name or "", var.value or ""
+        if "\0" in name or "\0" in value:
+            found.append(
+                f"env {name!r} holds a NUL byte, which no environment can: the kubelet cannot "
+                "run the plugin with it, and every pull it matches fails"
+            )
+        elif "=" in name or not name:
+            seen, _, rest = f"{name}={value}".partition("=")
+            found.append(
+                f"env name {name!r} is not a variable's name: the kubelet passes "
+                f"{name + '=' + value!r}, so the plugin sees {seen!r} set to {rest!r}"
+                if seen
+                else f"env name {name!r} is not a variable's name: the plugin sees nothing set"
+            )
     return found
 
 

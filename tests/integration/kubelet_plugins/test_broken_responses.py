@@ -59,3 +59,28 @@ def test_the_same_response_well_formed_is_accepted(kubelet_harness: Path, node: 
     config = node.config([provider("good-plugin", ["r.example.com"])])
     run = run_harness(kubelet_harness, config, node.bin_dir, [{"image": "r.example.com/app"}])
     assert found(run) == [(True, ["p"])]
+
+
+def test_the_kubelet_passes_env_as_name_equals_value_unchecked(
+    kubelet_harness: Path, node: Node
+) -> None:
+    """The facts behind validate's env lints (tool/kubeconfig/lint.py): the kubelet checks no
+    env entry and hands the plugin ``NAME=VALUE``. A name with '=' sets another variable; a NUL
+    byte fails every exec of the plugin."""
+    body = (
+        '{"kind":"CredentialProviderResponse","apiVersion":"credentialprovider.kubelet.k8s.io/v1",'
+        '"cacheKeyType":"Registry","auth":{"r.example.com":{"username":"u","password":"%s"}}}'
+    )
+    node.script("env-plugin", f"printf '{body}' \"$REGION\"\n")
+    split = node.config(
+        [provider("env-plugin", ["r.example.com"], env=[{"name": "REGION=us", "value": "east"}])]
+    )
+    run = run_harness(kubelet_harness, split, node.bin_dir, [{"image": "r.example.com/app"}])
+    assert found(run) == [(True, ["us=east"])]
+    nul = node.config(
+        [provider("env-plugin", ["r.example.com"], env=[{"name": "REGION", "value": "us\u0000"}])],
+        name="nul.json",
+    )
+    run = run_harness(kubelet_harness, nul, node.bin_dir, [{"image": "r.example.com/app"}])
+    assert found(run) == [(False, [])]
+    assert "exec: environment variable contains NUL" in run.klog, run.klog[-2000:]

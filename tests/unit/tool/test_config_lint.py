@@ -32,6 +32,23 @@ LINTS = [
         "matchImages has an empty pattern '': it never matches an image",
     ),
     (
+        "a NUL byte in env",
+        [provider_entry(env=[{"name": "AWS_PROFILE", "value": "prod\u0000"}])],
+        "env 'AWS_PROFILE' holds a NUL byte, which no environment can: the kubelet cannot run the "
+        "plugin with it, and every pull it matches fails",
+    ),
+    (
+        "'=' in an env name",
+        [provider_entry(env=[{"name": "AWS_REGION=us-east-1", "value": ""}])],
+        "env name 'AWS_REGION=us-east-1' is not a variable's name: the kubelet passes "
+        "'AWS_REGION=us-east-1=', so the plugin sees 'AWS_REGION' set to 'us-east-1='",
+    ),
+    (
+        "an empty env name",
+        [provider_entry(env=[{"name": "", "value": "x"}])],
+        "env name '' is not a variable's name: the plugin sees nothing set",
+    ),
+    (
         "placeholder in env",
         [provider_entry(env=[{"name": "AWS_ROLE_ARN", "value": "arn:aws:iam::ACCOUNT_ID:role/x"}])],
         "ACCOUNT_ID looks like a placeholder left from an example",
