@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from credprovider.errors import CredproviderError
 from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.kubeconfig.lint import env_problem
 from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 
 Settings = Mapping[str, Mapping[str, Any]]
@@ -101,6 +102,9 @@ def _parsed(text: str, keys: list[str]) -> dict[str, dict[str, Any]]:
                 )
             if not _right_type(field, value):
                 raise SettingsError(f"--provider-settings: {key}.{field} is {FIELDS[field]}")
+            for name, text in value.items() if field == "env" else ():
+                if problem := env_problem(name, text):
+                    raise SettingsError(f"--provider-settings: {key}.{problem}")
     return found
 
 

@@ -94,26 +94,29 @@ def _pattern_lints(provider: CredentialProvider) -> list[str]:
 
 
 def _env_lints(provider: CredentialProvider) -> list[str]:
-    """env entries the kubelet hands the plugin as ``NAME=VALUE``, unchecked (kubelet
-    pkg/credentialprovider/plugin/plugin.go, ExecPlugin; config.go validates no env): a NUL
-    byte fails every exec; a name with '=' in it, or none, sets another variable than meant."""
-    found = []
-    for var in provider.env or []:
-        name, value = var.name or "", var.value or ""
-        if "\0" in name or "\0" in value:
-            found.append(
-                f"env {name!r} holds a NUL byte, which no environment can: the kubelet cannot "
-                "run the plugin with it, and every pull it matches fails"
-            )
-        elif "=" in name or not name:
-            seen, _, rest = f"{name}={value}".partition("=")
-            found.append(
-                f"env name {name!r} is not a variable's name: the kubelet passes "
-                f"{name + '=' + value!r}, so the plugin sees {seen!r} set to {rest!r}"
-                if seen
-                else f"env name {name!r} is not a variable's name: the plugin sees nothing set"
-            )
-    return found
+    found = (env_problem(var.name or "", var.value or "") for var in provider.env or [])
+    return [problem for problem in found if problem]
+
+
+def env_problem(name: str, value: str) -> str:
+    """Why an ``env`` entry cannot be what was meant ("": it can). The kubelet hands the plugin
+    ``NAME=VALUE``, unchecked (kubelet pkg/credentialprovider/plugin/plugin.go, ExecPlugin;
+    config.go validates no env): a NUL byte fails every exec; a name with '=' in it, or none,
+    sets another variable than meant."""
+    if "\0" in name or "\0" in value:
+        return (
+            f"env {name!r} holds a NUL byte, which no environment can: the kubelet cannot "
+            "run the plugin with it, and every pull it matches fails"
+        )
+    if "=" not in name and name:
+        return ""
+    seen, _, rest = f"{name}={value}".partition("=")
+    if not seen:
+        return f"env name {name!r} is not a variable's name: the plugin sees nothing set"
+    return (
+        f"env name {name!r} is not a variable's name: the kubelet passes "
+        f"{name + '=' + value!r}, so the plugin sees {seen!r} set to {rest!r}"
+    )
 
 
 def _coverage_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[str]:

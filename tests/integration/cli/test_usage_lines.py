@@ -83,3 +83,25 @@ def test_a_wait_that_never_ends_or_never_waits_is_a_usage_error(
     assert (done.returncode, done.stdout) == (2, ""), done
     assert "give seconds from 0 to 86400 (a day)" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_an_env_setting_with_a_nul_byte_changes_nothing(tmp_path: Path) -> None:
+    """The chart's providerSettings as the agent takes it (through the bundle): an env value the
+    kubelet could never hand the plugin is one line before anything is read or written."""
+    from tests.unit.tool.test_agent_apply import kubeadm
+
+    root = kubeadm(tmp_path)
+    before = sorted(str(p) for p in Path(root).rglob("*"))
+    bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
+    done = run_cli(
+        "agent", "apply", "--root", root, "--bundle", str(bundle), "--providers", "aws",
+        "--provider-settings", '{"aws": {"env": {"AWS_PROFILE": "prod\\u0000"}}}',
+        use_bundle=True,
+    )  # fmt: skip
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr == (
+        "credprovider agent apply: --provider-settings: aws.env 'AWS_PROFILE' holds a NUL byte, "
+        "which no environment can: the kubelet cannot run the plugin with it, and every pull it "
+        "matches fails\n"
+    )
+    assert sorted(str(p) for p in Path(root).rglob("*")) == before

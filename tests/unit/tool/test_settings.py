@@ -33,3 +33,24 @@ def test_the_registries_plugin_needs_its_three_settings(missing: str | None) -> 
 
 def test_with_them_it_is_taken_as_given() -> None:
     assert parse(json.dumps({"registries": QUAY}), ["registries"]) == {"registries": QUAY}
+
+
+@pytest.mark.parametrize(
+    ("env", "refused"),
+    [
+        ({"AWS_PROFILE": "prod\u0000"}, "aws.env 'AWS_PROFILE' holds a NUL byte"),
+        ({"AWS\u0000PROFILE": "prod"}, "aws.env 'AWS\\x00PROFILE' holds a NUL byte"),
+        ({"AWS_REGION=us-east-1": ""}, "so the plugin sees 'AWS_REGION' set to 'us-east-1='"),
+        ({"": "x"}, "aws.env name '' is not a variable's name: the plugin sees nothing set"),
+    ],
+)  # fmt: skip
+def test_an_env_entry_the_kubelet_cannot_pass_as_meant_is_refused(
+    env: dict[str, str], refused: str
+) -> None:
+    """The kubelet hands the plugin NAME=VALUE unchecked (validate warns of it in a config; the
+    harness shows the kubelet's exec failing on a NUL byte): as settings for install, the agent
+    and render, it is refused before anything is written."""
+    with pytest.raises(SettingsError) as raised:
+        parse(json.dumps({"aws": {"env": env}}), ["aws"])
+    assert str(raised.value).startswith("--provider-settings: ") and refused in str(raised.value)
+    assert parse(json.dumps({"aws": {"env": {"AWS_PROFILE": "prod"}}}), ["aws"])
