@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from credprovider.errors import CredproviderError
 from credprovider.tool.catalog import PLUGINS
-from credprovider.tool.kubeconfig.lint import env_problem
+from credprovider.tool.kubeconfig.lint import arg_problem, env_problem
 from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 
 Settings = Mapping[str, Mapping[str, Any]]
@@ -46,6 +46,18 @@ def _right_type(field: str, value: Any) -> bool:
     if field in ("defaultCacheDuration", "dryRunImage"):
         return isinstance(value, str)
     return isinstance(value, dict)
+
+
+def _unusable(field: str, value: Any) -> str:
+    """Why an ``env`` or ``args`` setting could never reach the plugin as given ("": it could):
+    the kubelet passes both unchecked (tool/kubeconfig/lint.py)."""
+    if field == "env":
+        found = [env_problem(name, text) for name, text in value.items()]
+    elif field == "args":
+        found = [arg_problem(arg) for arg in value]
+    else:
+        return ""
+    return next(filter(None, found), "")
 
 
 # What an opt-in plugin (catalog: its registries and backend are the operator's) must be given.
@@ -102,9 +114,9 @@ def _parsed(text: str, keys: list[str]) -> dict[str, dict[str, Any]]:
                 )
             if not _right_type(field, value):
                 raise SettingsError(f"--provider-settings: {key}.{field} is {FIELDS[field]}")
-            for name, text in value.items() if field == "env" else ():
-                if problem := env_problem(name, text):
-                    raise SettingsError(f"--provider-settings: {key}.{problem}")
+            problem = _unusable(field, value)
+            if problem:
+                raise SettingsError(f"--provider-settings: {key}.{problem}")
     return found
 
 

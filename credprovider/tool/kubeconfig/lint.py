@@ -23,7 +23,7 @@ def lint_providers(loaded: LoadedConfig, bin_dir: str | None = None) -> list[str
     warnings: list[str] = []
     for provider in loaded.providers:
         name = provider.name or ""
-        found = _pattern_lints(provider) + _placeholder_lints(provider) + _env_lints(provider)
+        found = _pattern_lints(provider) + _placeholder_lints(provider) + _exec_lints(provider)
         plugin = plugin_for_name(name)
         if plugin is None:
             found += _near_name_lints(name)
@@ -93,9 +93,21 @@ def _pattern_lints(provider: CredentialProvider) -> list[str]:
     return found
 
 
-def _env_lints(provider: CredentialProvider) -> list[str]:
-    found = (env_problem(var.name or "", var.value or "") for var in provider.env or [])
+def _exec_lints(provider: CredentialProvider) -> list[str]:
+    found = [env_problem(var.name or "", var.value or "") for var in provider.env or []]
+    found += [arg_problem(arg) for arg in provider.args or []]
     return [problem for problem in found if problem]
+
+
+def arg_problem(arg: str) -> str:
+    """Why an ``args`` entry cannot be given to the plugin ("": it can): the kubelet passes it
+    unchecked, and a NUL byte fails every exec (``fork/exec ...: invalid argument``)."""
+    if "\0" not in arg:
+        return ""
+    return (
+        f"args {arg!r} holds a NUL byte, which no program's arguments can: the kubelet cannot "
+        "run the plugin with it, and every pull it matches fails"
+    )
 
 
 def env_problem(name: str, value: str) -> str:

@@ -84,3 +84,15 @@ def test_the_kubelet_passes_env_as_name_equals_value_unchecked(
     run = run_harness(kubelet_harness, nul, node.bin_dir, [{"image": "r.example.com/app"}])
     assert found(run) == [(False, [])]
     assert "exec: environment variable contains NUL" in run.klog, run.klog[-2000:]
+
+
+def test_the_kubelet_passes_args_unchecked(kubelet_harness: Path, node: Node) -> None:
+    """The facts behind validate's args lint (tool/kubeconfig/lint.py): the kubelet checks no
+    argument; one with a NUL byte fails every exec of the plugin."""
+    node.script("args-plugin", "exit 1\n")
+    config = node.config(
+        [provider("args-plugin", ["r.example.com"], args=["--region=us\u0000east"])]
+    )
+    run = run_harness(kubelet_harness, config, node.bin_dir, [{"image": "r.example.com/app"}])
+    assert found(run) == [(False, [])]
+    assert "invalid argument" in run.klog, run.klog[-2000:]

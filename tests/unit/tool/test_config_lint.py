@@ -38,6 +38,12 @@ LINTS = [
         "plugin with it, and every pull it matches fails",
     ),
     (
+        "a NUL byte in args",
+        [provider_entry(args=["--v=2\u0000"])],
+        "args '--v=2\\x00' holds a NUL byte, which no program's arguments can: the kubelet "
+        "cannot run the plugin with it, and every pull it matches fails",
+    ),
+    (
         "'=' in an env name",
         [provider_entry(env=[{"name": "AWS_REGION=us-east-1", "value": ""}])],
         "env name 'AWS_REGION=us-east-1' is not a variable's name: the kubelet passes "

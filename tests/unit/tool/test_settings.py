@@ -43,6 +43,7 @@ def test_with_them_it_is_taken_as_given() -> None:
         ({"AWS_REGION=us-east-1": ""}, "so the plugin sees 'AWS_REGION' set to 'us-east-1='"),
         ({"": "x"}, "aws.env name '' is not a variable's name: the plugin sees nothing set"),
     ],
+    ids=["NUL in a value", "NUL in a name", "'=' in a name", "no name"],
 )  # fmt: skip
 def test_an_env_entry_the_kubelet_cannot_pass_as_meant_is_refused(
     env: dict[str, str], refused: str
@@ -54,3 +55,12 @@ def test_an_env_entry_the_kubelet_cannot_pass_as_meant_is_refused(
         parse(json.dumps({"aws": {"env": env}}), ["aws"])
     assert str(raised.value).startswith("--provider-settings: ") and refused in str(raised.value)
     assert parse(json.dumps({"aws": {"env": {"AWS_PROFILE": "prod"}}}), ["aws"])
+
+
+def test_an_argument_with_a_nul_byte_is_refused() -> None:
+    with pytest.raises(SettingsError) as raised:
+        parse(json.dumps({"gcp": {"args": ["get-credentials", "--v=2\u0000"]}}), ["gcp"])
+    assert str(raised.value) == (
+        "--provider-settings: gcp.args '--v=2\\x00' holds a NUL byte, which no program's "
+        "arguments can: the kubelet cannot run the plugin with it, and every pull it matches fails"
+    )
