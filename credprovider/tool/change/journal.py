@@ -196,9 +196,28 @@ def recover(
     journal's) rule for its ops, why one is not its own ("": it is). ``first``: given the ops
     left, once they are judged and before any is carried out (the agent records the
     directories they will make). The ops finished."""
+    return _finish(journal, rebase, judge, first).ops
+
+
+@dataclass(frozen=True)
+class Finished:
+    """What a change by hand finished first: the kind of change a killed run left beside its
+    config (``None``: none was left) and the ops it had left to do."""
+
+    change: ChangeKind | None
+    ops: list[Op]
+
+
+def _finish(
+    journal: Path,
+    rebase: Callable[[Op], Op] | None = None,
+    judge: Callable[[Op], str] | None = None,
+    first: Callable[[list[Op]], None] | None = None,
+) -> Finished:
+    """:func:`recover`'s work, saying also which kind of change it finished."""
     left = _left(journal, rebase, judge)
     if left is None:
-        return []
+        return Finished(None, [])
     change, todo = left
     for op in todo:
         check_source(journal, op)
@@ -206,7 +225,7 @@ def recover(
         first(todo)
     carry_out(todo)
     commit(journal, change, rebase)
-    return todo
+    return Finished(change, todo)
 
 
 def discard(
@@ -246,15 +265,6 @@ def _left(
     return transaction.change, todo
 
 
-@dataclass(frozen=True)
-class Finished:
-    """What a change by hand finished first: the kind of change a killed run left beside its
-    config (``None``: none was left) and the ops it had left to do."""
-
-    change: ChangeKind | None
-    ops: list[Op]
-
-
 @contextlib.contextmanager
 def by_hand(anchor: str | Path, command: str) -> Iterator[Finished]:
     """A change by hand (``credprovider install``, ``migrate --write``, ``undo``) on this node:
@@ -262,6 +272,4 @@ def by_hand(anchor: str | Path, command: str) -> Iterator[Finished]:
     killed one left beside the config ``anchor`` (its journal) is finished, which every such run
     does first."""
     with node_lock(HOST, f"credprovider {command}"):
-        journal = journal_for(anchor)
-        left = read(journal)
-        yield Finished(None if left is None else left.change, recover(journal))
+        yield _finish(journal_for(anchor))

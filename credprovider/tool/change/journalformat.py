@@ -36,11 +36,7 @@ from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 from credprovider.tool.node.trust import owner_problem
 
 SUFFIX: Final = ".credprovider-journal"
-
-
 RECORD_SUFFIX: Final = ".credprovider-undo"
-
-
 # A few configs and flag files, base64: far below this.
 MAX_JOURNAL_BYTES: Final = 32 * 1024 * 1024
 
