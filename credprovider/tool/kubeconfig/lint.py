@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 from credprovider.cloud import DEFAULT_HTTPS_PORT, CloudPlugin
+from credprovider.runtime.excerpt import quoted
 from credprovider.runtime.goformat import parse_go_duration
 from credprovider.runtime.matching import parts_match, url_parts
 from credprovider.runtime.nodefile import special_kind
@@ -105,7 +106,7 @@ def arg_problem(arg: str) -> str:
     if "\0" not in arg:
         return ""
     return (
-        f"args {arg!r} holds a NUL byte, which no program's arguments can: the kubelet cannot "
+        f"args {quoted(arg)} holds a NUL byte, which no program's arguments can: the kubelet cannot "
         "run the plugin with it, and every pull it matches fails"
     )
 
@@ -114,20 +115,20 @@ def env_problem(name: str, value: str) -> str:
     """Why an ``env`` entry cannot be what was meant ("": it can). The kubelet hands the plugin
     ``NAME=VALUE``, unchecked (kubelet pkg/credentialprovider/plugin/plugin.go, ExecPlugin;
     config.go validates no env): a NUL byte fails every exec; a name with '=' in it, or none,
-    sets another variable than meant."""
+    sets another variable than meant. What it quotes is an excerpt (a value may be megabytes)."""
     if "\0" in name or "\0" in value:
         return (
-            f"env {name!r} holds a NUL byte, which no environment can: the kubelet cannot "
+            f"env {quoted(name)} holds a NUL byte, which no environment can: the kubelet cannot "
             "run the plugin with it, and every pull it matches fails"
         )
     if "=" not in name and name:
         return ""
     seen, _, rest = f"{name}={value}".partition("=")
     if not seen:
-        return f"env name {name!r} is not a variable's name: the plugin sees nothing set"
+        return f"env name {quoted(name)} is not a variable's name: the plugin sees nothing set"
     return (
-        f"env name {name!r} is not a variable's name: the kubelet passes "
-        f"{name + '=' + value!r}, so the plugin sees {seen!r} set to {rest!r}"
+        f"env name {quoted(name)} is not a variable's name: the kubelet passes "
+        f"{quoted(name + '=' + value)}, so the plugin sees {quoted(seen)} set to {quoted(rest)}"
     )
 
 

@@ -50,6 +50,11 @@ LINTS = [
         "'AWS_REGION=us-east-1=', so the plugin sees 'AWS_REGION' set to 'us-east-1='",
     ),
     (
+        "'=' in an env name, its value quoted as an excerpt",
+        [provider_entry(env=[{"name": "A=B", "value": "x" * 1000}])],
+        f"so the plugin sees 'A' set to 'B={'x' * 62}…(1002 bytes)'",
+    ),
+    (
         "an empty env name",
         [provider_entry(env=[{"name": "", "value": "x"}])],
         "env name '' is not a variable's name: the plugin sees nothing set",
