@@ -39,7 +39,7 @@ def lint_providers(loaded: LoadedConfig, bin_dir: str | None = None) -> list[str
                 found += _node_file_lints(provider, plugin)
             found += _annotation_lints(provider, plugin)
             found += _audience_lints(provider, plugin, env_names)
-        warnings += [f"provider {name!r}: {warning}" for warning in found]
+        warnings += [f"provider {quoted(name)}: {warning}" for warning in found]
     return warnings + overlap_lints(loaded)
 
 
@@ -49,11 +49,11 @@ def overlap_lints(loaded: LoadedConfig) -> list[str]:
 
     providers = [(p.name or "", list(p.matchImages or [])) for p in loaded.providers]
     return [
-        f"providers {o.first!r} and {o.second!r} both match images such as {o.image!r} "
-        f"({o.first_pattern!r} and {o.second_pattern!r}): the kubelet runs both plugins for "
-        "such an image and hands the container runtime every credential they return, which it "
-        "tries in turn; if each provider is another identity for its own registries, give each "
-        "only its own"
+        f"providers {quoted(o.first)} and {quoted(o.second)} both match images such as "
+        f"{quoted(o.image)} ({quoted(o.first_pattern)} and {quoted(o.second_pattern)}): the "
+        "kubelet runs both plugins for such an image and hands the container runtime every "
+        "credential they return, which it tries in turn; if each provider is another identity for "
+        "its own registries, give each only its own"
         for o in overlaps(providers)
     ]
 
@@ -63,25 +63,27 @@ def _pattern_lints(provider: CredentialProvider) -> list[str]:
     found = []
     for pattern in provider.matchImages or []:
         if not pattern.strip():
-            found.append(f"matchImages has an empty pattern {pattern!r}: it never matches an image")
+            found.append(
+                f"matchImages has an empty pattern {quoted(pattern)}: it never matches an image"
+            )
             continue
         scheme, sep, rest = pattern.partition("://")
         if sep:
             found.append(
-                f"matchImages {pattern!r} has a URL scheme, which the kubelet does not strip: it "
-                f"never matches an image (remove {scheme + sep!r}: {rest!r})"
+                f"matchImages {quoted(pattern)} has a URL scheme, which the kubelet does not "
+                f"strip: it never matches an image (remove {quoted(scheme + sep)}: {quoted(rest)})"
             )
             continue
         path = pattern.split("/", 1)[1] if "/" in pattern else ""
         if "*" in path:
             found.append(
-                f"matchImages {pattern!r} has '*' in its path, which the kubelet compares "
+                f"matchImages {quoted(pattern)} has '*' in its path, which the kubelet compares "
                 "literally: it never matches an image"
             )
         if "?" in pattern or pattern.startswith("["):
             found.append(
-                f"matchImages {pattern!r} uses '?' or a leading '[', which the kubelet parses as "
-                "a URL query or IPv6 address: it never matches"
+                f"matchImages {quoted(pattern)} uses '?' or a leading '[', which the kubelet "
+                "parses as a URL query or IPv6 address: it never matches"
             )
     if (
         provider.defaultCacheDuration is not None
@@ -106,8 +108,8 @@ def arg_problem(arg: str) -> str:
     if "\0" not in arg:
         return ""
     return (
-        f"args {quoted(arg)} holds a NUL byte, which no program's arguments can: the kubelet cannot "
-        "run the plugin with it, and every pull it matches fails"
+        f"args {quoted(arg)} holds a NUL byte, which no program's arguments can: the kubelet "
+        "cannot run the plugin with it, and every pull it matches fails"
     )
 
 
@@ -191,7 +193,7 @@ def _node_file_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[
                     f"{plugin.name} fails every pull it matches until it does"
                 )
         except ValueError:
-            found.append(f"{said} {path!r}, which cannot exist (a NUL byte)")
+            found.append(f"{said} {quoted(path)}, which cannot exist (a NUL byte)")
     return found
 
 
@@ -206,7 +208,7 @@ def _annotation_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list
     if plugin.annotation_lints is not None:
         return plugin.annotation_lints(provider.args or [], keys)
     return [
-        f"tokenAttributes annotation {key!r} is not read by {plugin.name} "
+        f"tokenAttributes annotation {quoted(key)} is not read by {plugin.name} "
         f"(it reads {', '.join(plugin.annotation_keys)})"
         for key in keys
         if key not in plugin.annotation_keys
@@ -240,7 +242,7 @@ def _audience_lints(
         elif attributes.serviceAccountTokenAudience != audience:
             found.append(
                 f"env {env} turns on {mode}, which refuses a token of audience "
-                f"{attributes.serviceAccountTokenAudience!r}: set "
+                f"{quoted(attributes.serviceAccountTokenAudience)}: set "
                 f"tokenAttributes.serviceAccountTokenAudience: {audience}"
             )
     return found
@@ -276,8 +278,8 @@ def _near_name_lints(name: str) -> list[str]:
     if not near:
         return []
     return [
-        f"the name is one letter off {near[0]!r}: the kubelet runs the file named {name!r} in the "
-        f"bin dir, so did you mean {near[0]!r}?"
+        f"the name is one letter off {quoted(near[0])}: the kubelet runs the file named "
+        f"{quoted(name)} in the bin dir, so did you mean {quoted(near[0])}?"
     ]
 
 

@@ -27,6 +27,11 @@ LINTS = [
         "not strip: it never matches an image (remove 'https://': '*.dkr.ecr.*.amazonaws.com')",
     ),
     (
+        "a long pattern, quoted as an excerpt",
+        [provider_entry(matchImages=[*PLUGINS["aws"].match_images, "r.example.com/" + "*" * 5000])],
+        f"matchImages 'r.example.com/{'*' * 50}…(5014 bytes)' has '*' in its path",
+    ),
+    (
         "empty pattern",
         [provider_entry(matchImages=[*PLUGINS["aws"].match_images, ""])],
         "matchImages has an empty pattern '': it never matches an image",
