@@ -97,10 +97,13 @@ def api(tmp_path: Path) -> Iterator[tuple[FakeApi, Path]]:
         yield fake, kubeconfig_of(tmp_path, server.url)
 
 
-def uninstall(kubeconfig: Path, timeout: str = "60") -> subprocess.CompletedProcess[str]:
+def uninstall(
+    kubeconfig: Path, timeout: str = "60", **run: Any
+) -> subprocess.CompletedProcess[str]:
+    """The hook as the chart runs it; ``run``: run_cli's own options (env, use_bundle)."""
     return run_cli(
         "fleet", "uninstall", "--namespace=kube-system", "--daemonset=credprovider-agent",
-        f"--timeout={timeout}", f"--kubeconfig={kubeconfig}",
+        f"--timeout={timeout}", f"--kubeconfig={kubeconfig}", **run,
     )  # fmt: skip
 
 
@@ -140,11 +143,7 @@ def test_no_tls_session_key_is_written_where_sslkeylogfile_names(
     with serve(fake, tls=test_ca.server_context("127.0.0.1")) as server:
         assert server.url.startswith("https://")
         kubeconfig = kubeconfig_of(tmp_path, server.url, test_ca.bundle)
-        done = run_cli(
-            "fleet", "uninstall", "--namespace=kube-system", "--daemonset=credprovider-agent",
-            "--timeout=60", f"--kubeconfig={kubeconfig}",
-            env={"SSLKEYLOGFILE": str(keys)}, use_bundle=True,
-        )  # fmt: skip
+        done = uninstall(kubeconfig, env={"SSLKEYLOGFILE": str(keys)}, use_bundle=True)
     assert done.returncode == 0, done.stderr
     assert len(fake.patches) == 1 and done.stdout.splitlines()[-1] == "every node restored (1)"
     assert not keys.exists()
