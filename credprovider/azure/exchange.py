@@ -112,7 +112,9 @@ def exchange_for_refresh_token(
     except BadAnswer as exc:
         raise ProviderError(f"ACR token exchange: {exc.detail}", NOT_THE_SERVICE) from None
     except HttpError as exc:
-        raise ProviderError(f"could not reach {url}: {one_line(exc)}") from None
+        raise ProviderError(
+            f"could not reach {url}: {one_line(exc)}", unreachable(login_server)
+        ) from None
     correlation = answer.header("X-Ms-Correlation-Request-Id")
     if correlation:
         ctx.log.v(4, f"exchange correlation id {correlation}")
