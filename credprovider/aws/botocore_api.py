@@ -46,7 +46,7 @@ from credprovider.aws.tokenapi import (
 )
 from credprovider.errors import ProviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final
-from credprovider.runtime.advice import NOT_THE_SERVICE
+from credprovider.runtime.advice import NOT_THE_SERVICE, unreachable_url
 from credprovider.runtime.answer import READ_BLOCK_BYTES, BadAnswer, sdk_body
 from credprovider.runtime.provider import Context
 from credprovider.runtime.redact import register_secret
@@ -61,6 +61,10 @@ if TYPE_CHECKING:
 # parse, a role chain's STS client without a region, a profile that signs in through IAM Identity
 # Center, whose token is not there or whose client the bundle does not carry): the node's to fix,
 # never worth a retry, never the service's failing.
+# The endpoint not reached (refused, reset, timed out): each carries its ``endpoint_url``.
+UNREACHED: Final = (
+    EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError, ConnectionClosedError
+)  # fmt: skip
 SETTINGS_ERRORS: Final = (
     ProfileNotFound, PartialCredentialsError, InvalidConfigError, ConfigParseError, NoRegionError,
     SSOTokenLoadError, TokenRetrievalError, UnknownServiceError, MissingDependencyException,
@@ -215,9 +219,7 @@ class BotocoreTokenApi:
             raise ApiError(
                 error.get("Code", "error"), error.get("Message", ""), headers.get("retry-after")
             ) from None
-        except (
-            EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError, ConnectionClosedError
-        ) as exc:  # fmt: skip
+        except UNREACHED as exc:
             raise TransportError(str(exc)) from None
         except BotoCoreError as exc:
             raise bad_answer(exc) or CallFailed(str(exc)) from None
@@ -252,6 +254,11 @@ def assume_role(
             f"STS AssumeRoleWithWebIdentity for {role.arn} (from {role.source}) failed: "
             f"{error.get('Code', 'error')}: {error.get('Message', '')}; check the role's trust "
             "policy allows this cluster's OIDC issuer, service account and token audience"
+        ) from None
+    except UNREACHED as exc:
+        url = str(exc.kwargs.get("endpoint_url") or "the STS endpoint")
+        raise ProviderError(
+            f"STS AssumeRoleWithWebIdentity for {role.arn} failed: {exc}", unreachable_url(url)
         ) from None
     except BotoCoreError as exc:
         bad = bad_answer(exc)
@@ -309,6 +316,9 @@ def assume_pod_role(
             f"EKS Auth AssumeRoleForPodIdentity for cluster {cluster} failed: {settings_said(exc)}",
             SETTINGS_FIX,
         ) from None
+    except UNREACHED as exc:
+        base = podidentity.endpoint(region, ctx.environ)
+        raise podidentity.unreached(cluster, base, str(exc)) from None
     except BotoCoreError as exc:
         bad = bad_answer(exc)
         raise ProviderError(

@@ -22,7 +22,9 @@ import re
 from credprovider.aws.sigv4 import AccessKeys
 from credprovider.errors import ProviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
+from credprovider.runtime.advice import unreachable_url
 from credprovider.runtime.answer import BadAnswer, decode_json
+from credprovider.runtime.provider import one_line
 from credprovider.runtime.redact import register_secret
 
 if TYPE_CHECKING:
@@ -85,6 +87,14 @@ def failure(cluster: str, code: str, message: str) -> ProviderError:
     return ProviderError(
         f"EKS Auth AssumeRoleForPodIdentity for cluster {cluster} failed: {code}: "
         f"{message[:300]}; {hint}"
+    )
+
+
+def unreached(cluster: str, base: str, detail: str) -> ProviderError:
+    """EKS Auth at ``base`` not reached (refused, reset, timed out), with what to check."""
+    return ProviderError(
+        f"could not reach EKS Auth at {base} for cluster {cluster}: {one_line(detail)}",
+        unreachable_url(base),
     )
 
 
@@ -176,7 +186,7 @@ def assume_direct(
             body=json.dumps({"token": token}).encode(), send=send,
         )  # fmt: skip
     except HttpError as exc:
-        raise ProviderError(f"EKS Auth {url}: {exc}") from None
+        raise unreached(cluster, base, str(exc)) from None
     except BadAnswer as exc:
         raise ProviderError(f"EKS Auth answered badly: {exc.detail}") from None
     if answer.status == 200:

@@ -16,7 +16,7 @@ from credprovider.azure.registry import (
 )
 from credprovider.errors import ProviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
-from credprovider.runtime.advice import NOT_THE_SERVICE
+from credprovider.runtime.advice import NOT_THE_SERVICE, unreachable_url
 from credprovider.runtime.answer import BadAnswer
 from credprovider.runtime.api import CredentialProviderRequest
 from credprovider.runtime.provider import Context, one_line
@@ -43,6 +43,9 @@ class Identity(NamedTuple):
     description: str
     credential: Any
     tenant: str
+    # the host it asks for tokens, named when it cannot be reached (empty: the credential's own
+    # errors say it)
+    endpoint: str = ""
 
 
 def _sdk_options(cloud: Cloud, ctx: Context) -> dict[str, Any]:
@@ -161,6 +164,7 @@ def _service_account_identity(
             sa_identity.tenant_id, sa_identity.client_id, lambda: token, **options()
         ),
         sa_identity.tenant_id,
+        options()["authority"],
     )
 
 
@@ -187,6 +191,7 @@ def _workload_identity(config: AzureConfig, options: SdkOptions, ctx: Context) -
         f"workload identity (client id {config.aadClientId}, token file {token_file})",
         ClientAssertionCredential(tenant, config.aadClientId, lambda: token, **options()),
         tenant,
+        options()["authority"],
     )
 
 
@@ -202,6 +207,7 @@ def _service_principal(config: AzureConfig, options: SdkOptions) -> Identity:
             f"the service principal {config.aadClientId} (client secret)",
             ClientSecretCredential(tenant, config.aadClientId, config.aadClientSecret, **options()),
             tenant,
+            options()["authority"],
         )
     register_secret(config.aadClientCertPassword)
     from azure.identity import CertificateCredential
@@ -230,6 +236,7 @@ def _service_principal(config: AzureConfig, options: SdkOptions) -> Identity:
         f"the service principal {config.aadClientId} (certificate {config.aadClientCertPath})",
         credential,
         tenant,
+        options()["authority"],
     )
 
 
@@ -295,9 +302,26 @@ def aad_token(identity: Identity, ctx: Context) -> str:
         if not isinstance(exc, AzureError):
             raise
         message = getattr(exc, "message", None) or str(exc)
-        raise ProviderError(f"{failed}: {one_line(message)}") from None
+        reached = not (identity.endpoint and _unreached(exc))
+        advice = None if reached else unreachable_url(identity.endpoint)
+        raise ProviderError(f"{failed}: {one_line(message)}", advice) from None
     register_secret(token.token)
     return str(token.token)
+
+
+def _unreached(exc: BaseException) -> bool:
+    """Whether azure-identity's failure was the endpoint not reached (refused, reset, timed out):
+    it raises ClientAuthenticationError from azure-core's transport error."""
+    from azure.core.exceptions import ServiceRequestError, ServiceResponseTimeoutError
+
+    seen: BaseException | None = exc
+    for _ in range(8):  # a chain is short; a cycle is not followed
+        if seen is None:
+            return False
+        if isinstance(seen, ServiceRequestError | ServiceResponseTimeoutError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _token_within_deadline(identity: Identity, ctx: Context) -> Any:

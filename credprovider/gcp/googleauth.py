@@ -20,7 +20,7 @@ from credprovider.gcp.registry import (
     STS_SUBJECT_TOKEN_TYPE,
 )
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
-from credprovider.runtime.advice import NOT_THE_SERVICE, unreachable
+from credprovider.runtime.advice import NOT_THE_SERVICE, unreachable, unreachable_url
 from credprovider.runtime.answer import BadAnswer
 from credprovider.runtime.provider import Context, one_line
 from credprovider.runtime.redact import register_secret
@@ -140,6 +140,11 @@ def metadata_get(ctx: Context, path: str, what: str) -> Any:
             f"could not read {what} from the GCE metadata server over mTLS: {exc.detail}",
             NOT_THE_SERVICE,
         ) from None
+    except exceptions.TransportError as exc:
+        raise ProviderError(
+            f"could not read {what} from the GCE metadata server over mTLS: {one_line(exc)}",
+            unreachable("the GCE metadata server"),
+        ) from None
     except (exceptions.GoogleAuthError, ValueError) as exc:
         raise ProviderError(
             f"could not read {what} from the GCE metadata server over mTLS: {one_line(exc)}"
@@ -211,10 +216,12 @@ def credentials_file_token(path: str, ctx: Context) -> Token:
         )
     except BadAnswer as exc:
         raise ProviderError(f"{failed}: {exc.detail}", NOT_THE_SERVICE) from None
-    except (exceptions.GoogleAuthError, ValueError) as exc:
+    except exceptions.TransportError as exc:
         raise ProviderError(
-            f"could not get a token with the credentials in {path}: {one_line(exc)}"
+            f"{failed}: {one_line(exc)}", unreachable(f"the token endpoint {path} names")
         ) from None
+    except (exceptions.GoogleAuthError, ValueError) as exc:
+        raise ProviderError(f"{failed}: {one_line(exc)}") from None
     if not credentials.token:
         raise ProviderError(f"the credentials in {path} produced no access token")
     register_secret(credentials.token)
@@ -253,9 +260,11 @@ def workload_identity_token(
             NOT_THE_SERVICE,
         ) from None
     except (exceptions.GoogleAuthError, ValueError) as exc:
+        reached = not isinstance(exc, exceptions.TransportError)
         raise ProviderError(
             f"Workload Identity token exchange at {endpoint} failed for a service "
-            f"account that opted in (no fallback to the node identity): {one_line(exc)}"
+            f"account that opted in (no fallback to the node identity): {one_line(exc)}",
+            None if reached else unreachable_url(endpoint),
         ) from None
     token = answer.get("access_token") if isinstance(answer, dict) else None
     if not isinstance(token, str) or not token:
@@ -348,6 +357,11 @@ def download(url: str, what: str, ctx: Context) -> str:
     except BadAnswer as exc:
         raise ProviderError(
             f"could not download {what} from {url}: {exc.detail}", NOT_THE_SERVICE
+        ) from None
+    except exceptions.TransportError as exc:
+        raise ProviderError(
+            f"could not download {what} from {url}: {one_line(exc)}",
+            unreachable_url(url),
         ) from None
     except exceptions.GoogleAuthError as exc:
         raise ProviderError(f"could not download {what} from {url}: {one_line(exc)}") from None

@@ -27,6 +27,11 @@ def unreachable(endpoint: str) -> str:
     )
 
 
+def unreachable_url(url: str) -> str:
+    """:func:`unreachable` for the host (and port) of ``url``, a ``scheme://host/...`` URL."""
+    return unreachable(url.split("://", 1)[-1].split("/", 1)[0])
+
+
 def name_not_resolved(exc: BaseException) -> bool:
     """Whether an HTTP failure was the host name not resolving (not a refused or silent host)."""
     import socket

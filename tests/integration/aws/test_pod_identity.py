@@ -175,3 +175,17 @@ def test_a_hostile_eks_auth_answer_is_one_line(
     assert done.code == 1 and done.stdout == b"" and "Traceback" not in done.stderr
     assert "EKS Auth" in done.stderr.strip().splitlines()[-1]
     assert ecr.calls == []
+
+
+def test_an_eks_auth_it_cannot_reach_says_what_to_check(
+    services: tuple[FakeEcr, FakeEksAuth, str, str], route: dict[str, str]
+) -> None:
+    """A refused connection names the endpoint and what to check (a firewall, a proxy), as every
+    other unreachable service's line does; the node's keys are not used instead."""
+    ecr, _, _, _ = services
+    done = run(services, token(), route, AWS_ENDPOINT_URL_EKS_AUTH=NOWHERE)
+    assert done.code == 1 and done.stdout == b"" and "Traceback" not in done.stderr
+    [line] = done.stderr.strip().splitlines()[-1:]
+    assert f"could not reach EKS Auth at {NOWHERE} for cluster {CLUSTER}: " in line, line
+    assert "check that 127.0.0.1:9 is reachable from this node" in line, line
+    assert ecr.calls == []

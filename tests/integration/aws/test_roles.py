@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from emulators.aws import FakeEcr, ecr_env, sts_error
+from emulators.aws import NOWHERE, FakeEcr, ecr_env, sts_error
 from emulators.http import FakeRequest, FakeResponse, FakeServer, serve
 from emulators.kubelet_exec import request_bytes, run_plugin
 from tests.integration.aws.common import (
@@ -127,6 +127,24 @@ def test_sts_failure_is_an_error_with_the_reason(ecr: tuple[FakeEcr, FakeServer]
     ]
     assert fake.calls == []
     assert SA_TOKEN not in run.stderr
+
+
+def test_an_sts_it_cannot_reach_says_what_to_check(ecr: tuple[FakeEcr, FakeServer]) -> None:
+    """A refused connection names STS's URL and what to check, as every unreachable service's
+    line does."""
+    fake, server = ecr
+    run = run_plugin(
+        PLUGIN,
+        request_bytes(
+            "public.ecr.aws/a/b", token=SA_TOKEN, annotations={"eks.amazonaws.com/role-arn": ROLE}
+        ),
+        env=ecr_env(server.url, NOWHERE),
+    )
+    assert (run.code, run.stdout) == (1, b"")
+    [line] = run.error_lines
+    assert f"STS AssumeRoleWithWebIdentity for {ROLE} failed: " in line, line
+    assert f'"{NOWHERE}/"' in line and "check that 127.0.0.1:9 is reachable" in line, line
+    assert fake.calls == []
 
 
 def test_malformed_role_arn_is_an_error(ecr: tuple[FakeEcr, FakeServer], moto_server: str) -> None:

@@ -168,6 +168,34 @@ def test_workload_identity_token_file(azure: Azure) -> None:
     assert (tenant, form["client_id"], form["client_assertion"]) == ("tenant-4", "wi-app", SA_TOKEN)
 
 
+@pytest.mark.parametrize("identity", ["service principal", "workload identity"])
+def test_an_entra_id_it_cannot_reach_says_what_to_check(azure: Azure, identity: str) -> None:
+    """azure-identity's refused connection (its ClientAuthenticationError from azure-core's
+    transport error) names the authority host and what to check, as every unreachable service's
+    line does."""
+    token_file = azure.directory / "token"
+    token_file.write_text(SA_TOKEN)
+    credentials: dict[str, object] = (
+        {"aadClientSecret": SECRET}
+        if identity == "service principal"
+        else {"aadFederatedTokenFile": str(token_file)}
+    )
+    config = azure.config(tenantId="tenant-4", aadClientId="app-id", **credentials)
+    resolve = ",".join(
+        "login.microsoftonline.com=127.0.0.1:9"
+        if entry.startswith("login.microsoftonline")
+        else entry
+        for entry in azure.env["CREDPROVIDER_TEST_RESOLVE"].split(",")
+    )
+    run = azure.run("myreg.azurecr.io/app", config, env={"CREDPROVIDER_TEST_RESOLVE": resolve})
+    assert (run.code, run.stdout) == (1, b"")
+    [line] = run.error_lines
+    assert "could not get an AAD token with " in line, line
+    assert "check that login.microsoftonline.com is reachable from this node" in line, line
+    assert SECRET not in run.stderr and SA_TOKEN not in run.stderr
+    assert azure.aad.token_requests == [] and azure.acr.exchanges == []
+
+
 SA_ANNOTATIONS = {
     "kubernetes.azure.com/acr-client-id": "pod-app-id",
     "kubernetes.azure.com/acr-tenant-id": "pod-tenant",

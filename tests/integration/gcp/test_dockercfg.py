@@ -107,7 +107,10 @@ def test_dockercfg_url_flow(metadata: tuple[FakeMetadata, FakeServer]) -> None:
     ("url", "message"),
     [
         ("gs://bucket/cfg", "only http(s) URLs are supported"),
-        ("http://127.0.0.1:9/cfg", "could not download the .dockercfg"),
+        (
+            "http://127.0.0.1:9/cfg",
+            "could not download the .dockercfg from http://127.0.0.1:9/cfg: ",
+        ),
     ],
 )
 def test_dockercfg_url_errors(
@@ -119,3 +122,5 @@ def test_dockercfg_url_errors(
         PLUGIN, request_bytes("r.io/a"), ["get-credentials", "-a", "dockercfg-url"], gcp_env(server)
     )
     assert run.code == 1 and message in run.stderr
+    if url.startswith("http"):  # what to check, as every unreachable service's line says
+        assert "check that 127.0.0.1:9 is reachable from this node" in run.stderr

@@ -128,6 +128,42 @@ def test_workload_identity_failure_does_not_fall_back(
     assert meta.paths == []
 
 
+def test_an_sts_it_cannot_reach_says_what_to_check(
+    metadata: tuple[FakeMetadata, FakeServer], test_ca: CertAuthority
+) -> None:
+    """A refused connection at Google STS names it and what to check (a firewall, a proxy), as
+    every unreachable service's line does; nothing falls back to the node's identity."""
+    meta, meta_server = metadata
+    run = run_plugin(
+        PLUGIN,
+        request_bytes(
+            "gcr.io/p/a", token=KSA_TOKEN, annotations={"iam.gke.io/enable-wi-image-pull": "true"}
+        ),
+        WI_ARGS,
+        gcp_env(meta_server, test_ca, CREDPROVIDER_TEST_RESOLVE="sts.googleapis.com=127.0.0.1:9"),
+    )
+    assert (run.code, run.stdout) == (1, b"")
+    [line] = run.error_lines
+    assert "no fallback to the node identity" in line, line
+    assert "check that sts.googleapis.com is reachable from this node" in line, line
+    assert meta.paths == []
+
+
+def test_a_token_endpoint_it_cannot_reach_says_what_to_check(tmp_path: Path) -> None:
+    key_file = tmp_path / "key.json"
+    write_service_account_key(key_file, "http://127.0.0.1:9/token")
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("gcr.io/p/a"),
+        ["get-credentials"],
+        {"GOOGLE_APPLICATION_CREDENTIALS": str(key_file)},
+    )
+    assert (run.code, run.stdout) == (1, b"")
+    [line] = run.error_lines
+    assert f"could not get a token with the credentials in {key_file}: " in line, line
+    assert f"check that the token endpoint {key_file} names is reachable" in line, line
+
+
 def test_workload_identity_without_a_token_fails_fast(
     metadata: tuple[FakeMetadata, FakeServer],
 ) -> None:
