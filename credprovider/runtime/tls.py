@@ -6,12 +6,15 @@ A bundle file is read by :mod:`credprovider.runtime.nodefile` (a regular file, a
 OpenSSL as text, so OpenSSL never opens the path itself. Only its ASCII is kept: PEM is ASCII, but
 bundles carry comments that are not (p11-kit's extracted ``tls-ca-bundle.pem`` names each
 certificate in a ``# label`` line; older Mozilla-derived bundles had ``# Issuer: CN=TÜBİTAK ...``),
-and ``ssl`` refuses such text as ``cadata``.
+and ``ssl`` refuses such text as ``cadata``. A directory (OpenSSL's ``capath``, which requests and
+botocore accept) is read the same way, entry by entry (:func:`directory_pem`).
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 
 from credprovider.errors import ProviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Final
@@ -25,6 +28,10 @@ if TYPE_CHECKING:
 REQUESTS_CA_BUNDLE_ENV: Final = ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 # A node's whole trust store is a few hundred KiB (certifi's, Debian's ca-certificates.crt).
 MAX_CA_BUNDLE_BYTES: Final = 16 << 20
+# Debian's /etc/ssl/certs: about 150 certificates, each under its name and a hash link.
+MAX_CA_DIRECTORY_ENTRIES: Final = 10_000
+# The names OpenSSL's capath lookup opens: the subject name's hash, a dot, a sequence number.
+_HASHED: Final = re.compile(r"[0-9a-f]{8}\.[0-9]+")
 
 
 class CaBundleError(ProviderError):
@@ -47,8 +54,9 @@ def verified_context(ca_bundle: str = "", setting: str = "") -> ssl.SSLContext:
 
     try:
         if not setting.startswith("-") and os.path.isdir(ca_bundle):
-            return ssl.create_default_context(capath=ca_bundle)
-        pem = read_node_file(ca_bundle, MAX_CA_BUNDLE_BYTES).decode("ascii", "ignore")
+            pem = directory_pem(ca_bundle)
+        else:
+            pem = read_node_file(ca_bundle, MAX_CA_BUNDLE_BYTES).decode("ascii", "ignore")
         return ssl.create_default_context(cadata=pem)
     except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError: first
         why = "it holds no PEM certificate" if isinstance(exc, ssl.SSLError) else reason(exc)
@@ -59,6 +67,51 @@ def verified_context(ca_bundle: str = "", setting: str = "") -> ssl.SSLContext:
     named = f" named by {setting}" if setting else ""
     fix = f"fix or unset {setting}" if setting else "fix it"
     raise CaBundleError(f"CA bundle {ca_bundle}{named} cannot be used: {why}", fix)
+
+
+def directory_pem(directory: str) -> str:
+    """The certificates of a CA directory (OpenSSL's ``capath``) as one PEM text, read as every
+    node file is: the entries OpenSSL would open (``HASH.N``, what ``c_rehash`` and
+    ``update-ca-certificates`` link), in name order; a link to nothing skipped, as OpenSSL skips
+    it; anything else that cannot be read refused, naming the entry (a FIFO there would hold the
+    handshake that looked it up). At most :data:`MAX_CA_DIRECTORY_ENTRIES` entries are looked at
+    and :data:`MAX_CA_BUNDLE_BYTES` read in all, as for one bundle."""
+    from credprovider.runtime.nodefile import NodeFileError, read_node_file, reason
+
+    with os.scandir(directory) as entries:
+        names = []
+        for count, entry in enumerate(entries):
+            if count >= MAX_CA_DIRECTORY_ENTRIES:
+                raise NodeFileError(
+                    0, f"holds more than {MAX_CA_DIRECTORY_ENTRIES:,} entries", directory
+                )
+            if _HASHED.fullmatch(entry.name):
+                names.append(entry.name)
+    texts, left = [], MAX_CA_BUNDLE_BYTES
+    for name in sorted(names):
+        path = os.path.join(directory, name)
+        try:
+            data = read_node_file(path, left)
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError) as exc:
+            if isinstance(exc, NodeFileError) and exc.errno == errno.EFBIG:
+                raise NodeFileError(
+                    errno.EFBIG, f"holds more than {MAX_CA_BUNDLE_BYTES >> 20} MiB", directory
+                ) from None
+            raise NodeFileError(0, f"its entry {name} {_as_clause(reason(exc))}", path) from None
+        texts.append(data.decode("ascii", "ignore"))
+        left -= len(data)
+    if not texts:  # OpenSSL would find no issuer there either: every handshake would fail
+        raise NodeFileError(
+            0, "holds no certificate under a hashed name (HASH.0: run c_rehash on it)", directory
+        )
+    return "\n".join(texts)
+
+
+def _as_clause(why: str) -> str:
+    """``reason``'s words after an entry's name: "is a FIFO, ...", or "cannot be read: ..."."""
+    return why if why.startswith(("is ", "holds ")) else f"cannot be read: {why}"
 
 
 def ca_bundle_setting(environ: Mapping[str, str], names: Sequence[str]) -> tuple[str, str]:

@@ -8,6 +8,7 @@ their real host names, mapped to loopback by ``CREDPROVIDER_TEST_RESOLVE``."""
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.hazmat.primitives.serialization import pkcs12
 
-from emulators.tls import key_pem, self_signed
+from emulators.tls import CertAuthority, key_pem, self_signed
 from tests.integration.azure.common import (
     PLUGIN,
     SA_TOKEN,
@@ -166,6 +167,26 @@ def test_workload_identity_token_file(azure: Azure) -> None:
     assert_refresh_token_answer(azure, run, "myreg.azurecr.io")
     ((_, tenant, form),) = azure.aad.token_requests
     assert (tenant, form["client_id"], form["client_assertion"]) == ("tenant-4", "wi-app", SA_TOKEN)
+
+
+def test_a_ca_directory_verifies_entra_id_and_the_registry(
+    azure: Azure, test_ca: CertAuthority, tmp_path: Path
+) -> None:
+    """REQUESTS_CA_BUNDLE naming a directory as update-ca-certificates leaves one (the
+    certificate and its hash link): azure-identity's requests and the exchange on the stdlib,
+    which reads the directory itself (runtime/tls.py), both verify with it."""
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    (certs / "test-ca.pem").write_bytes(test_ca.bundle.read_bytes())
+    done = subprocess.run(
+        ["openssl", "x509", "-noout", "-subject_hash", "-in", str(test_ca.bundle)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    (certs / f"{done.stdout.strip()}.0").symlink_to("test-ca.pem")
+    config = azure.config(tenantId="tenant-2", aadClientId="app-id", aadClientSecret=SECRET)
+    run = azure.run("myreg.azurecr.io/app", config, env={"REQUESTS_CA_BUNDLE": str(certs)})
+    assert_refresh_token_answer(azure, run, "myreg.azurecr.io")
+    assert len(azure.aad.token_requests) == 1 and len(azure.acr.exchanges) == 1
 
 
 @pytest.mark.parametrize("identity", ["service principal", "workload identity"])

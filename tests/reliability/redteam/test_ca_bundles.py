@@ -12,6 +12,7 @@ reach a real endpoint: the plugins run in loopback-only mode and computed hosts 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,7 +90,22 @@ ROUTES = {
     ),
     "gcp google-auth": Route("auth-provider-gcp", "gcr.io/p/app", REQUESTS, _gcp_key_file),
 }
+
+
+def _fifo_in_a_directory(tmp: Path) -> Path:
+    """A CA directory (OpenSSL's capath, which every variable here may name) whose hashed entry
+    is a FIFO: OpenSSL would open it in the handshake that looked its name up, and wait."""
+    directory = tmp / "certs"
+    directory.mkdir()
+    os.mkfifo(directory / "5ed36f99.0")
+    return directory
+
+
 PROBLEMS = {
+    "FIFO in a directory": (
+        _fifo_in_a_directory,
+        "its entry 5ed36f99.0 is a FIFO, not a regular file",
+    ),
     "missing": (lambda tmp: str(tmp / "no-such-bundle.pem"), "no such file or directory"),
     "not PEM": (
         lambda tmp: (tmp / "garbage.pem", (tmp / "garbage.pem").write_text("not a certificate\n"))[
