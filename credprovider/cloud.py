@@ -69,11 +69,13 @@ class IdentityProbe:
 
 
 IdentityFinder = Callable[
-    [Mapping[str, str], Sequence[str], Callable[[str], str | None]], "IdentityProbe | str"
+    [Mapping[str, str], Sequence[str], Callable[[str], str | None], Callable[[str], bool]],
+    "IdentityProbe | str",
 ]
-"""``(environment, args, read) -> probe``: what to send to reach the endpoint the plugin's identity
-comes from with this environment and these args (``read(path)`` is a node file's text, or ``None``),
-or one sentence saying why there is no endpoint to reach (static keys, a key file)."""
+"""``(environment, args, read, exists) -> probe``: what to send to reach the endpoint the plugin's
+identity comes from with this environment and these args (``read(path)`` is a node file's text, or
+``None``; ``exists(path)`` whether the node has that path), or one sentence saying why there is no
+endpoint to reach (static keys, a key file)."""
 
 
 AnnotationLinter = Callable[[Sequence[str], Sequence[str]], list[str]]

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -59,7 +59,7 @@ class PluginRun:
 
 
 # The fixed node directories a test may give a plugin files in (each an overlay of the host's).
-NODE_FILE_DIRS = ("/etc", "/run", "/var/opt")
+NODE_FILE_DIRS = ("/etc", "/opt", "/run", "/var/opt")
 
 
 def with_node_files(command: list[str], files: Mapping[str, NodeFile], scratch: Path) -> list[str]:
@@ -117,6 +117,7 @@ def run_plugin(
     address_space: int | None = None,
     node_files: Mapping[str, NodeFile] | None = None,
     as_nobody: bool = False,
+    wrapper: Sequence[str] = (),
 ) -> PluginRun:
     """Run a plugin with ``stdin``; ``env`` is added to the (already sanitized) test environment
     (a value of None unsets that variable).
@@ -131,7 +132,8 @@ def run_plugin(
     ``own_network`` runs it in a network namespace of its own (``unshare --net``, loopback down):
     for a test that points it at a real metadata address, so that even a broken connect guard
     could not reach one. ``as_nobody`` runs it as an operator without root would (its node files
-    are still set up by root)."""
+    are still set up by root). ``wrapper`` goes before the plugin's command, inside those
+    namespaces (``sh -c SCRIPT sh``: a script that sets the namespace up, then runs ``"$@"``)."""
     full_env = dict(os.environ)
     full_env["PYTHONPATH"] = str(_SOURCE)
     for variable, value in (env or {}).items():  # None: unset (the test environment sets it)
@@ -142,6 +144,7 @@ def run_plugin(
     start = time.monotonic()
     command = (
         (["unshare", "--net"] if own_network else [])
+        + list(wrapper)
         + (["prlimit", f"--as={address_space}", "--"] if address_space else [])
         + (AS_NOBODY if as_nobody else [])
         + plugin_command(name, use_bundle)

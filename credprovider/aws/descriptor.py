@@ -50,7 +50,10 @@ def explain(host: str, registry: str, args: Sequence[str] = ()) -> Explanation:
 
 
 def identity(
-    environ: Mapping[str, str], args: Sequence[str], read: Callable[[str], str | None]
+    environ: Mapping[str, str],
+    args: Sequence[str],
+    read: Callable[[str], str | None],
+    exists: Callable[[str], bool],
 ) -> IdentityProbe | str:
     """The node's AWS identity as botocore's chain finds it first: keys in the environment, a web
     identity token file, else the instance role through IMDSv2."""

@@ -11,9 +11,10 @@ from credprovider.azure.imds import (
     API_VERSION,
     ARC_API_VERSION,
     ARC_CHALLENGE,
+    ARC_HIMDS,
     OTHER_SOURCE_ENV,
     TOKEN_PATH,
-    arc_serves,
+    arc_endpoint,
     base_url,
     serves,
 )
@@ -63,7 +64,10 @@ def lints(match_images: Sequence[str], args: Sequence[str], env: Collection[str]
 
 
 def identity(
-    environ: Mapping[str, str], args: Sequence[str], read: Callable[[str], str | None]
+    environ: Mapping[str, str],
+    args: Sequence[str],
+    read: Callable[[str], str | None],
+    exists: Callable[[str], bool],
 ) -> IdentityProbe | str:
     """azure.json's identity, in the plugin's order; IMDS is probed for a managed identity."""
     try:
@@ -86,8 +90,9 @@ def identity(
     if not config.useManagedIdentityExtension:
         who = config.aadClientId or "(no aadClientId)"
         return f"the service principal {who} from {path}, at the Entra ID authority: not probed"
-    if arc_serves(environ):
-        return _arc_probe(environ["IDENTITY_ENDPOINT"])
+    arc = arc_endpoint(environ, exists(ARC_HIMDS))
+    if arc is not None:
+        return _arc_probe(arc)
     if not serves(environ):
         source = next(name for name in OTHER_SOURCE_ENV if environ.get(name))
         return f"a managed identity through {source}, not IMDS: not probed"

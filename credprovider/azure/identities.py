@@ -255,11 +255,13 @@ def _managed_identity(config: AzureConfig, options: SdkOptions, ctx: Context) ->
         description = f"the managed identity with client id {user_assigned}"
         selector = {"client_id": user_assigned}
     from credprovider.azure import imds
+    from credprovider.runtime._os import exists
 
+    arc = imds.arc_endpoint(ctx.environ, exists(imds.ARC_HIMDS))
+    if arc is not None:
+        return Identity(description, imds.ArcCredential(ctx, selector, arc), config.tenantId)
     if imds.serves(ctx.environ):
         return Identity(description, imds.ImdsCredential(ctx, selector), config.tenantId)
-    if imds.arc_serves(ctx.environ):
-        return Identity(description, imds.ArcCredential(ctx, selector), config.tenantId)
     from azure.identity import ManagedIdentityCredential
 
     mi_options = {

@@ -7,7 +7,7 @@ this one plain-HTTP GET. The request is the one azure-identity sends to IMDS (sa
 agent (:class:`ArcCredential`) asks the caller to read a key file first, which MSAL read whole and
 blocking. Environments where azure-identity would pick another managed identity source (App
 Service, Cloud Shell, Service Fabric, token exchange) keep going through azure-identity: see
-:func:`serves` and :func:`arc_serves`.
+:func:`serves` and :func:`arc_endpoint`.
 """
 
 from __future__ import annotations
@@ -36,6 +36,13 @@ OTHER_SOURCE_ENV: Final = ("IDENTITY_ENDPOINT", "MSI_ENDPOINT", "AZURE_FEDERATED
 # managed_identity.py); the agent's key files are in ARC_KEY_DIR, at most 4096 bytes (MSAL's
 # managed_identity.py: _supported_arc_platforms_and_their_prefixes, _obtain_token_on_arc).
 ARC_KEY_DIR: Final = "/var/opt/azcmagent/tokens"
+# The agent's own binary: where it is installed, the server is Arc-enabled whether or not the
+# kubelet passes the variables on, and the agent is asked at its fixed address (MSAL Go, which
+# upstream's plugin uses through azidentity: apps/managedidentity/managedidentity.go,
+# linuxHimdsPath, isAzureArcEnvironment, azureArcEndpoint; MSAL Python's _get_arc_endpoint the
+# same, naming localhost).
+ARC_HIMDS: Final = "/opt/azcmagent/bin/himds"
+ARC_DEFAULT_ENDPOINT: Final = "http://127.0.0.1:40342/metadata/identity/oauth2/token"
 ARC_KEY_CAP: Final = 4096
 ARC_API_VERSION: Final = "2020-06-01"
 # How the agent's 401 names the key file: WWW-Authenticate: Basic realm=<path> (MSAL splits it
@@ -67,13 +74,19 @@ def serves(environ: Mapping[str, str]) -> bool:
     return not any(environ.get(name) for name in OTHER_SOURCE_ENV)
 
 
-def arc_serves(environ: Mapping[str, str]) -> bool:
-    """Would azure-identity's ManagedIdentityCredential ask the Azure Arc agent?"""
-    return bool(
-        environ.get("IDENTITY_ENDPOINT")
-        and environ.get("IMDS_ENDPOINT")
-        and not environ.get("IDENTITY_HEADER")
-    )
+def arc_endpoint(environ: Mapping[str, str], himds_installed: bool) -> str | None:
+    """Where the Azure Arc agent is asked for the managed identity in this environment, or None
+    where it is not: ``IDENTITY_ENDPOINT`` with ``IMDS_ENDPOINT`` (as the agent sets them), or,
+    with the agent installed (:data:`ARC_HIMDS`), ``IDENTITY_ENDPOINT`` or else the agent's fixed
+    address, as MSAL decides it, unless a variable names another source."""
+    given = environ.get("IDENTITY_ENDPOINT", "")
+    if environ.get("IDENTITY_HEADER"):  # App Service, Service Fabric
+        return None
+    if given:
+        return given if environ.get("IMDS_ENDPOINT") or himds_installed else None
+    if himds_installed and not any(environ.get(name) for name in OTHER_SOURCE_ENV):
+        return ARC_DEFAULT_ENDPOINT
+    return None
 
 
 def arc_key_file(challenge: str) -> str | None:
@@ -208,6 +221,10 @@ class ArcCredential(ImdsCredential):
     registered as a secret. A user-assigned identity's token must name that identity (MSAL's
     rule: an older agent answers the machine's own identity instead)."""
 
+    def __init__(self, ctx: Context, selector: Mapping[str, str], endpoint: str) -> None:
+        super().__init__(ctx, selector)
+        self._endpoint = endpoint
+
     def get_token(self, scope: str) -> AccessToken:
         from urllib.parse import urlencode
 
@@ -215,7 +232,7 @@ class ArcCredential(ImdsCredential):
         from credprovider.runtime.nodefile import read_node_text, reason
         from credprovider.runtime.redact import register_secret
 
-        endpoint = self._ctx.environ["IDENTITY_ENDPOINT"]
+        endpoint = self._endpoint
         query = {"api-version": ARC_API_VERSION, "resource": scope.removesuffix("/.default")}
         url = f"{endpoint}{'&' if '?' in endpoint else '?'}{urlencode({**query, **self._selector})}"
         shown = endpoint.split("?")[0]

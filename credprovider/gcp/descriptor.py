@@ -72,7 +72,10 @@ def _onward(args: Sequence[str]) -> str:
 
 
 def identity(
-    environ: Mapping[str, str], args: Sequence[str], read: Callable[[str], str | None]
+    environ: Mapping[str, str],
+    args: Sequence[str],
+    read: Callable[[str], str | None],
+    exists: Callable[[str], bool],
 ) -> IdentityProbe | str:
     """A credentials file when one is named, else the metadata server's default service account;
     then the impersonated accounts, if any (source → target)."""

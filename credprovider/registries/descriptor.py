@@ -128,7 +128,10 @@ HEALTH: Final = {
 
 
 def identity(
-    environ: Mapping[str, str], args: Sequence[str], read: Callable[[str], str | None]
+    environ: Mapping[str, str],
+    args: Sequence[str],
+    read: Callable[[str], str | None],
+    exists: Callable[[str], bool],
 ) -> IdentityProbe | str:
     """The backend's health endpoint, over the TLS the plugin uses (--ca-file)."""
     settings = _settings(args)

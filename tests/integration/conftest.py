@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,6 +87,7 @@ class Azure:
         own_network: bool = False,
         node_files: Mapping[str, NodeFile] | None = None,
         as_nobody: bool = False,
+        wrapper: Sequence[str] = (),
     ):  # type: ignore[no-untyped-def]
         request = (
             request_bytes(image, api_version, token, annotations)
@@ -102,6 +103,7 @@ class Azure:
             own_network=own_network,
             node_files=node_files,
             as_nobody=as_nobody,
+            wrapper=wrapper,
         )
 
 

@@ -18,6 +18,12 @@ from emulators.http import FakeResponse
 from emulators.kubelet_exec import PluginRun, request_bytes, run_plugin
 from tests.contract.test_registries import AUDIENCE, BACKENDS, HOST, BackendCloud, backend_cloud
 
+
+def _absent(path: str) -> bool:
+    """The node has no such path (doctor's ``exists``)."""
+    return False
+
+
 PLUGIN = "registry-credential-provider"
 IMAGE = f"{HOST}/team/app"
 
@@ -214,13 +220,13 @@ def test_doctor_reaches_each_backend_as_the_plugin_does(cloud: BackendCloud) -> 
     from credprovider.tool.doctor.identity import probe
     from credprovider.tool.doctor.model import FAIL, PASS
 
-    found = identity({}, cloud.args, lambda path: None)
+    found = identity({}, cloud.args, lambda path: None, _absent)
     assert not isinstance(found, str)
     [(status, message, _)] = probe(found, {})
     assert status == PASS and message.startswith(found.what), message
     assert cloud.fake.calls == []  # a health check is no credential call
     at = cloud.args.index("--ca-file")
-    untrusted = identity({}, cloud.args[:at] + cloud.args[at + 2 :], lambda path: None)
+    untrusted = identity({}, cloud.args[:at] + cloud.args[at + 2 :], lambda path: None, _absent)
     assert not isinstance(untrusted, str)
     [(status, message, fix)] = probe(untrusted, {})
     assert status == FAIL and "CERTIFICATE_VERIFY_FAILED" in message.upper().replace(" ", "_")
@@ -314,7 +320,7 @@ def test_a_ca_file_with_a_distributions_comments_is_trusted(
     args = [*quay.args[:at], "--ca-file", str(bundle), *quay.args[at + 2 :]]
     response = run_plugin(PLUGIN, request_bytes(IMAGE, token=quay.token), args, quay.env).response
     assert list(response["auth"]) == [HOST]
-    found = identity({}, args, lambda path: None)
+    found = identity({}, args, lambda path: None, _absent)
     assert not isinstance(found, str)
     [(status, message, _)] = probe(found, {})
     assert status == PASS, message
@@ -332,7 +338,7 @@ def test_doctor_says_a_ca_file_it_cannot_use_as_the_plugin_does(
     at = quay.args.index("--ca-file")
     args = [*quay.args[:at], "--ca-file", str(tmp_path), *quay.args[at + 2 :]]
     plugin = one_line(run_plugin(PLUGIN, request_bytes(IMAGE, token=quay.token), args, quay.env))
-    found = identity({}, args, lambda path: None)
+    found = identity({}, args, lambda path: None, _absent)
     assert not isinstance(found, str)
     [(status, message, _)] = probe(found, {})
     said = f"--ca-file {tmp_path} cannot be used: is a directory, not a regular file"

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from credprovider.errors import CredproviderError
 from credprovider.tool.doctor.ccm import MIGRATE_COMMAND
 from credprovider.tool.doctor.model import (
     FAIL,
@@ -62,6 +63,18 @@ def _read(view: NodeView) -> Callable[[str], str | None]:
             return None
 
     return read
+
+
+def _exists(view: NodeView) -> Callable[[str], bool]:
+    """Whether the node (under ``--root``) has ``path``: a file, a directory, a link to one."""
+
+    def exists(path: str) -> bool:
+        try:
+            return view.root.exists(path)
+        except (CredproviderError, OSError):  # a link loop, out of the root: not there to use
+            return False
+
+    return exists
 
 
 @dataclass(frozen=True)
@@ -230,7 +243,7 @@ def _credential_chain(
         diagnosis.add("image", INFO, said)
         running = [*live.running_pod_images(view), *pulled]
     if here and not offline:
-        identity.check_identities(loaded, environment, _read(view), diagnosis)
+        identity.check_identities(loaded, environment, _read(view), _exists(view), diagnosis)
     if not settings.bin_dir:
         diagnosis.add(
             "binary",

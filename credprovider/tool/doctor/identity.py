@@ -126,6 +126,7 @@ def check_identities(
     loaded: Any,
     environment: Mapping[str, str] | None,
     read: Callable[[str], str | None],
+    exists: Callable[[str], bool],
     diagnosis: Diagnosis,
 ) -> None:
     """Each provider's identity, in the environment the kubelet gives its plugin; an endpoint two
@@ -139,7 +140,7 @@ def check_identities(
         env = kubelet_environment(
             [(var.name or "", var.value or "") for var in provider.env or []], environment
         )
-        found = plugin.identity(env, list(provider.args or []), read)
+        found = plugin.identity(env, list(provider.args or []), read, exists)
         if isinstance(found, str):
             diagnosis.add("identity", INFO, found, "", name)
             continue

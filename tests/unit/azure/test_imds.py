@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 
 from credprovider.azure.imds import (
+    ARC_DEFAULT_ENDPOINT,
     ARC_KEY_DIR,
     AccessToken,
     ImdsError,
+    arc_endpoint,
     arc_key_file,
-    arc_serves,
     error_detail,
     parse_token_answer,
     serves,
@@ -37,20 +38,32 @@ def test_imds_serves_only_where_azure_identity_would_ask_imds(
     assert serves(environ) is imds
 
 
+AGENT = "http://localhost:40342/metadata/identity/oauth2/token"
+
+
 @pytest.mark.parametrize(
-    ("environ", "arc"),
+    ("environ", "himds", "endpoint"),
     [
-        ({}, False),
-        ({"IDENTITY_ENDPOINT": "http://localhost:40342", "IMDS_ENDPOINT": "http://x"}, True),
-        ({"IDENTITY_ENDPOINT": "http://localhost:40342", "IMDS_ENDPOINT": ""}, False),
+        ({}, False, None),
+        ({"IDENTITY_ENDPOINT": AGENT, "IMDS_ENDPOINT": "http://x"}, False, AGENT),
+        ({"IDENTITY_ENDPOINT": AGENT, "IMDS_ENDPOINT": ""}, False, None),
         (
             {"IDENTITY_ENDPOINT": "http://x", "IMDS_ENDPOINT": "http://x", "IDENTITY_HEADER": "h"},
             False,
+            None,
         ),
+        # the agent installed, the kubelet passing no variable on: its fixed address (MSAL Go)
+        ({}, True, ARC_DEFAULT_ENDPOINT),
+        ({"IDENTITY_ENDPOINT": AGENT}, True, AGENT),
+        ({"IDENTITY_ENDPOINT": AGENT, "IDENTITY_HEADER": "h"}, True, None),
+        ({"MSI_ENDPOINT": "http://localhost:50342/oauth2/token"}, True, None),
+        ({"AZURE_FEDERATED_TOKEN_FILE": "/var/run/secrets/azure/tokens/token"}, True, None),
     ],
 )
-def test_arc_is_asked_where_azure_identity_would_ask_it(environ: dict[str, str], arc: bool) -> None:
-    assert arc_serves(environ) is arc
+def test_arc_is_asked_where_msal_would_ask_it(
+    environ: dict[str, str], himds: bool, endpoint: str | None
+) -> None:
+    assert arc_endpoint(environ, himds) == endpoint
 
 
 @pytest.mark.parametrize(

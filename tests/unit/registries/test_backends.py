@@ -184,4 +184,4 @@ def test_args_the_plugin_refuses_are_a_warning_never_an_escaping_error(args: lis
     assert said.startswith("every pull through it fails: the plugin refuses these args: ")
     assert annotation_lints(args, ["x/y"]) == []  # said once, by lints
     assert not explain("quay.example.test", "quay.example.test", args).recognized
-    assert "not probed" in str(identity({}, args, lambda path: None))
+    assert "not probed" in str(identity({}, args, lambda path: None, lambda path: False))

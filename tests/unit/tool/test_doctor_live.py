@@ -21,6 +21,12 @@ from credprovider.tool.doctor.live import lookup_advice, lookup_failures
 from credprovider.tool.node.kubelet_facts import config_hash, parse_version, stamped
 from emulators.http import FakeRequest, FakeResponse, serve
 
+
+def _absent(path: str) -> bool:
+    """The node has no such path (doctor's ``exists``)."""
+    return False
+
+
 # Lines as the kubelet v1.36 writes them (klog text and --logging-format=json).
 KLOG_LINE = (
     'E1124 10:41:07.512034    4242 plugin.go:418] "Failed to provide credentials for image" '
@@ -185,7 +191,10 @@ def test_an_endpoint_that_accepts_and_never_answers_is_cut_short() -> None:
     aws = PLUGINS["aws"].identity
     assert aws is not None
     found = aws(
-        {"AWS_EC2_METADATA_SERVICE_ENDPOINT": f"http://127.0.0.1:{port}"}, [], lambda p: None
+        {"AWS_EC2_METADATA_SERVICE_ENDPOINT": f"http://127.0.0.1:{port}"},
+        [],
+        lambda p: None,
+        _absent,
     )
     assert isinstance(found, IdentityProbe) and found.method == "PUT"
     started = time.monotonic()
@@ -201,7 +210,7 @@ def test_test_mode_never_sends_a_probe_off_loopback(monkeypatch: pytest.MonkeyPa
     (the connect guard would fail this test if it were)."""
     aws = PLUGINS["aws"].identity
     assert aws is not None
-    found = aws({}, [], lambda p: None)
+    found = aws({}, [], lambda p: None, _absent)
     assert isinstance(found, IdentityProbe) and "169.254.169.254" in found.url
     [(status, message, _)] = probe(found, {"CREDPROVIDER_TEST_LOOPBACK_ONLY": "1"})
     assert status == "info" and "not probed" in message and "loopback-only" in message
@@ -225,7 +234,7 @@ def test_identities_with_nothing_to_probe_say_why(
 ) -> None:
     plugin = PLUGINS[key]
     assert plugin.identity is not None
-    found = plugin.identity(environ, list(plugin.args), lambda path: node_file)
+    found = plugin.identity(environ, list(plugin.args), lambda path: node_file, _absent)
     assert isinstance(found, str) and expected in found, found
 
 
@@ -243,7 +252,7 @@ def test_the_azure_arc_agent_is_probed_as_the_plugin_first_asks_it() -> None:
             "IDENTITY_ENDPOINT": f"{server.url}/metadata/identity/oauth2/token",
             "IMDS_ENDPOINT": server.url,
         }
-        found = azure(environ, ["/etc/kubernetes/azure.json"], lambda path: _MANAGED)
+        found = azure(environ, ["/etc/kubernetes/azure.json"], lambda path: _MANAGED, _absent)
         assert isinstance(found, IdentityProbe)
         [(status, message, _)] = probe(found, {})
     assert status == "pass", message
@@ -262,6 +271,26 @@ def test_the_azure_arc_agent_is_probed_as_the_plugin_first_asks_it() -> None:
         elsewhere = dataclasses.replace(found, url=f"{server.url}/metadata/identity/oauth2/token")
         [(status, message, _)] = probe(elsewhere, {})
     assert status == "fail" and "without 'WWW-Authenticate: Basic realm=...'" in message
+
+
+def test_an_installed_arc_agent_is_probed_at_its_address_without_the_variables() -> None:
+    """The agent installed (its binary on the node) and no IDENTITY_ENDPOINT in the kubelet's
+    environment: the plugin asks the agent at its fixed address, and so does doctor; the
+    variable, where set, is still the address."""
+    from credprovider.azure.imds import ARC_DEFAULT_ENDPOINT, ARC_HIMDS
+
+    azure = PLUGINS["azure"].identity
+    assert azure is not None
+    args = ["/etc/kubernetes/azure.json"]
+    found = azure({}, args, lambda path: _MANAGED, lambda path: path == ARC_HIMDS)
+    assert isinstance(found, IdentityProbe)
+    assert found.url.startswith(f"{ARC_DEFAULT_ENDPOINT}?api-version=2020-06-01&")
+    assert found.what.startswith("the managed identity through the Azure Arc agent")
+    elsewhere = {"IDENTITY_ENDPOINT": "http://127.0.0.1:9/token"}
+    moved = azure(elsewhere, args, lambda path: _MANAGED, lambda path: path == ARC_HIMDS)
+    assert isinstance(moved, IdentityProbe) and moved.url.startswith("http://127.0.0.1:9/token?")
+    imds = azure({}, args, lambda path: _MANAGED, _absent)
+    assert isinstance(imds, IdentityProbe) and "through IMDS" in imds.what
 
 
 _MANAGED = '{"cloud": "AzurePublicCloud", "useManagedIdentityExtension": true}'
@@ -316,7 +345,7 @@ def test_an_impersonating_provider_shows_source_then_target(endpoint: dict[str, 
         "get-credentials",
         "--impersonate-service-account=hop@b.iam.gserviceaccount.com,p@r.iam.gserviceaccount.com",
     ]
-    found = plugin.identity({"GCE_METADATA_HOST": "127.0.0.1:9"}, args, lambda path: None)
+    found = plugin.identity({"GCE_METADATA_HOST": "127.0.0.1:9"}, args, lambda path: None, _absent)
     assert isinstance(found, IdentityProbe)
     assert found.then == "hop@b.iam.gserviceaccount.com → p@r.iam.gserviceaccount.com"
     endpoint["body"] = "123-compute@developer.gserviceaccount.com"
@@ -331,12 +360,15 @@ def test_an_impersonating_provider_shows_source_then_target(endpoint: dict[str, 
         {"GOOGLE_APPLICATION_CREDENTIALS": "/k.json"},
         [*args[:1], "--impersonate-service-account", "p@r.iam.gserviceaccount.com"],
         lambda path: "{}",
+        _absent,
     )
     assert keyed == (
         "the credentials file /k.json (GOOGLE_APPLICATION_CREDENTIALS) → p@r.iam.gserviceaccount.com: "
         "not probed"
     )
     assert (
-        plugin.identity({}, [*args[:1], "--impersonate-service-account=,"], lambda p: None).then
+        plugin.identity(
+            {}, [*args[:1], "--impersonate-service-account=,"], lambda p: None, _absent
+        ).then
         == ""
     )  # type: ignore[union-attr]
