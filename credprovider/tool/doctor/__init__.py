@@ -29,6 +29,7 @@ from credprovider.tool.doctor.model import (
     Check,
     Diagnosis,
 )
+from credprovider.tool.kubeconfig.lint import lint_providers
 from credprovider.tool.node.discovery import NodeView, in_tree
 
 if TYPE_CHECKING:
@@ -235,6 +236,13 @@ def _credential_chain(
     diagnosis.add(
         "config", PASS, f"{settings.provider_config} decodes as the kubelet decodes it: {names}"
     )
+    for warning in lint_providers(loaded, settings.bin_dir if here else None):
+        diagnosis.add(
+            "config",
+            WARN,
+            warning,
+            f"fix that provider in {settings.provider_config} (validate says the same)",
+        )
     chain.changed_since_start(view, loaded.sources, diagnosis)
     running: list[str] = []
     if kubelet is not None and here and not offline:

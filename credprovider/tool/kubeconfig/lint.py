@@ -4,9 +4,12 @@ descriptor."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from credprovider.cloud import DEFAULT_HTTPS_PORT, CloudPlugin
+from credprovider.errors import CredproviderError
+from credprovider.runtime.args import split_common_args
 from credprovider.runtime.excerpt import quoted
 from credprovider.runtime.goformat import parse_go_duration
 from credprovider.runtime.matching import parts_match, url_parts
@@ -162,11 +165,16 @@ def _coverage_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[s
 
 
 def _node_file_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[str]:
-    """Absolute paths in args, and the files the plugin reads that its env names
-    (``CloudPlugin.file_env``), that do not exist on this node or are not regular files."""
+    """Absolute paths in the plugin's own args, and the files the plugin reads that its env names
+    (``CloudPlugin.file_env``), that do not exist on this node or are not regular files. The
+    runtime's own flags are not among them: ``--cache-dir`` is made by the plugin, klog's
+    ``--log-file`` ignored."""
+    args = list(provider.args or [])
+    with contextlib.suppress(CredproviderError):  # refused args: validate says so elsewhere
+        _, args = split_common_args(args)
     named = [
         ("args name", arg.split("=", 1)[1] if arg.startswith("-") and "=" in arg else arg)
-        for arg in provider.args or []
+        for arg in args
     ]
     named += [
         (f"env {var.name} names", var.value or "")

@@ -389,8 +389,19 @@ def test_the_checklist_puts_the_node_first_then_each_provider(node: dict[str, Pa
         "image:",
         "kubelet:",
         "provider ecr-credential-provider:",
-        "FAILED: 2 failed, 0 warning(s)",
+        "FAILED: 2 failed, 2 warning(s)",
     ]
+    # validate's lints, on the config the kubelet uses: EKS's patterns miss forms of ECR hosts
+    # (the cache dir the args name is made by the plugin: no warning)
+    config = lines[lines.index("config:") + 1 : lines.index("image:")]
+    warned = [line for line in config if line.startswith("  WARN ")]
+    assert [line.split(": ", 1)[1][:40] for line in warned] == [
+        "matchImages do not cover FIPS, dual-stac",
+        "matchImages do not cover images that nam",
+    ]
+    assert config[config.index(warned[0]) + 1] == (
+        f"       fix: fix that provider in {node['config']} (validate says the same)"
+    )
     mine = lines[lines.index("provider ecr-credential-provider:") + 1 :]
     assert mine[0].startswith("  binary   FAIL provider 'ecr-credential-provider': ")
     assert mine[1] == "       fix: reinstall the plugins (credprovider install)"

@@ -373,3 +373,30 @@ def test_the_registry_plugin_without_its_token_is_said(tmp_path: Path) -> None:
     entry["tokenAttributes"] = {"serviceAccountTokenAudience": "q", "cacheType": "Token"}
     write(path, json.dumps({**config, "providers": [entry]}))
     assert json.loads(cli("validate", str(path), "--json").stdout)["warnings"] == []
+
+
+def test_the_cache_dir_is_no_file_to_find_the_plugin_makes_it(tmp_path: Path) -> None:
+    """``--cache-dir`` (either form) names a directory the plugin makes on its first exec: no
+    warning that it is missing, where a file the plugin's own args name that is missing is one."""
+    require_bundle()
+    cache, also = tmp_path / "cache" / "ecr", tmp_path / "other"
+    config = config_file(
+        tmp_path,
+        provider_entry(
+            args=[f"--cache-dir={cache}", "--v=2"], matchImages=["*.dkr.ecr.*.amazonaws.com"]
+        ),
+        provider_entry(
+            name="ecr-credential-provider-two",
+            args=["--cache-dir", str(also), str(tmp_path / "missing.json")],
+            matchImages=["1.dkr.ecr.us-east-1.amazonaws.com"],
+        ),
+    )
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("ecr-credential-provider", "ecr-credential-provider-two"):
+        (bin_dir / name).symlink_to(BUNDLE_DIR / "ecr-credential-provider")
+    warnings = json.loads(cli("validate", str(config), "--bin-dir", str(bin_dir), "--json").stdout)[
+        "warnings"
+    ]
+    assert not [w for w in warnings if str(cache) in w or str(also) in w], warnings
+    assert [w for w in warnings if "missing.json, which does not exist" in w], warnings
