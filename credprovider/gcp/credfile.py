@@ -79,17 +79,15 @@ def load_credentials_file(path: str, remaining: Callable[[], float]) -> Any:
 
 def _require_ca_cert(path: object) -> None:
     """A GDCH service account's ``ca_cert_path``, which google-auth hands requests to verify its
-    token server with (OpenSSL then opened a FIFO there blocking, and read any size): a regular
-    file of at most a CA bundle's cap, or a directory of certificates, as requests takes it."""
-    import os
+    token server with (OpenSSL then opened a FIFO there blocking, and read any size): a CA bundle
+    or directory the plugin could use itself (runtime/tls.py's one rule)."""
+    from credprovider.runtime.nodefile import reason
+    from credprovider.runtime.tls import require_ca_location
 
-    from credprovider.runtime.nodefile import reason, require_node_file
-    from credprovider.runtime.tls import MAX_CA_BUNDLE_BYTES
-
-    if not isinstance(path, str) or not path or os.path.isdir(path):
+    if not isinstance(path, str) or not path:
         return
     try:
-        require_node_file(path, MAX_CA_BUNDLE_BYTES)
+        require_ca_location(path)
     except (OSError, ValueError) as exc:
         raise ValueError(f"the file's ca_cert_path {path} cannot be used: {reason(exc)}") from None
 

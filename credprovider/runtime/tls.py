@@ -69,6 +69,18 @@ def verified_context(ca_bundle: str = "", setting: str = "") -> ssl.SSLContext:
     raise CaBundleError(f"CA bundle {ca_bundle}{named} cannot be used: {why}", fix)
 
 
+def require_ca_location(path: str) -> None:
+    """Checks that an SDK may load ``path`` itself as its CA file or directory: a regular file of
+    at most :data:`MAX_CA_BUNDLE_BYTES`, or a directory :func:`directory_pem` can read. Raises
+    ``OSError`` or ``ValueError``, as :func:`~credprovider.runtime.nodefile.read_node_file`."""
+    from credprovider.runtime.nodefile import require_node_file
+
+    if os.path.isdir(path):
+        directory_pem(path)
+    else:
+        require_node_file(path, MAX_CA_BUNDLE_BYTES)
+
+
 def directory_pem(directory: str) -> str:
     """The certificates of a CA directory (OpenSSL's ``capath``) as one PEM text, read as every
     node file is: the entries OpenSSL would open (``HASH.N``, what ``c_rehash`` and

@@ -421,7 +421,7 @@ def test_bad_credentials_file_is_one_line_about_the_file(
         assert wrong not in line, line
 
 
-@pytest.mark.parametrize("ca", ["a FIFO", "/dev/zero", "20 MiB"])
+@pytest.mark.parametrize("ca", ["a FIFO", "/dev/zero", "20 MiB", "a FIFO in a directory"])
 def test_a_gdch_ca_cert_path_that_cannot_be_read_is_one_line_at_once(
     tmp_path: Path, ca: str
 ) -> None:
@@ -437,6 +437,10 @@ def test_a_gdch_ca_cert_path_that_cannot_be_read_is_one_line_at_once(
         os.mkfifo(path)
     elif ca == "20 MiB":
         path.write_bytes(b"#" * (20 << 20))
+    elif ca == "a FIFO in a directory":  # OpenSSL's capath, as requests takes it
+        path = tmp_path / "certs"
+        path.mkdir()
+        os.mkfifo(path / "5ed36f99.0")
     else:
         path = Path("/dev/zero")
     with socket.socket() as listener:  # a token server that takes the connection, then waits
