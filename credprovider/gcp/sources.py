@@ -228,7 +228,21 @@ def bounded_certificate() -> Any:
         return chain
 
     class Certificate(identity_pool.Credentials):
+        _checked: tuple[str, str, bytes] | None = None  # the paths and chain, checked once
+
         def _get_mtls_cert_and_key_paths(self) -> tuple[str, str]:
+            if self._checked is None:
+                self._checked = self._check()
+            return self._checked[0], self._checked[1]
+
+        def _get_cert_bytes(self) -> bytes:
+            if self._checked is None:
+                self._checked = self._check()
+            return self._checked[2]
+
+        def _check(self) -> tuple[str, str, bytes]:
+            """The workload's certificate and key paths and its chain, each file read or checked
+            (google-auth asks for the paths and the bytes in turn: one exec checks them once)."""
             named = self._certificate_config_location
             path = _mtls_helper._get_cert_config_path(named)
             if path is None and named:
@@ -254,16 +268,12 @@ def bounded_certificate() -> Any:
                     path,
                     "names no workload cert_path and key_path (cert_configs.workload)",
                 )
-            self._checked_chain = usable(cert_path, key_path)
+            chain = usable(cert_path, key_path)
             if self._trust_chain_path:
                 try:
                     require_node_file(str(self._trust_chain_path))
                 except (OSError, ValueError) as exc:
                     raise failed("the trust chain file", self._trust_chain_path, exc) from None
-            return cert_path, key_path
-
-        def _get_cert_bytes(self) -> bytes:
-            self._get_mtls_cert_and_key_paths()
-            return self._checked_chain
+            return cert_path, key_path, chain
 
     return Certificate

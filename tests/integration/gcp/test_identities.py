@@ -8,7 +8,7 @@ import os
 import shutil
 import socket
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -271,6 +271,7 @@ def run_with_wif_file(
     *args: str,
     use_bundle: bool = False,
     subject_type: str = "urn:ietf:params:oauth:token-type:jwt",
+    wrapper: Sequence[str] = (),
     **env: str,
 ) -> PluginRun:
     """auth-provider-gcp with GOOGLE_APPLICATION_CREDENTIALS naming a Workload Identity
@@ -299,6 +300,7 @@ def run_with_wif_file(
             **env,
         },
         use_bundle=use_bundle,
+        wrapper=wrapper,
     )
 
 

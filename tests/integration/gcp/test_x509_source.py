@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 import ssl
 from collections.abc import Iterator
 from pathlib import Path
@@ -101,6 +102,26 @@ def test_the_workload_certificate_is_exchanged_over_mtls(
         _der(files.cert.read_bytes()),
         _der(test_ca.bundle.read_bytes()),
     ]
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed")
+def test_each_file_is_read_once_by_the_plugin(
+    tmp_path: Path, mtls_sts: tuple[FakeSts, FakeServer], test_ca: CertAuthority
+) -> None:
+    """google-auth asks for the certificate's and key's paths and for the certificate's bytes in
+    turn: the plugin reads the config, the certificate and the key once for both (its reads are
+    the O_NONBLOCK ones; OpenSSL then loads the certificate and key by their paths itself)."""
+    files = Workload(tmp_path, test_ca)
+    fake, server = mtls_sts
+    trace = tmp_path / "trace"
+    strace = ["strace", "-f", "-qq", "-e", "trace=open,openat", "-o", str(trace)]
+    run = _run(tmp_path, server, test_ca, files.source(), wrapper=strace)
+    assert run.code == 0, run.stderr
+    assert run.response["auth"]["gcr.io"]["password"] == fake.access_token
+    opened = trace.read_text().splitlines()
+    for path in (files.config, files.cert, files.key):
+        ours = [line for line in opened if f'"{path}"' in line and "O_NONBLOCK" in line]
+        assert len(ours) == 1, (path, ours)
 
 
 def test_the_config_is_found_where_google_auth_looks(
