@@ -6,7 +6,6 @@ import argparse
 import sys
 
 from credprovider.runtime.imageref import ImageError, kubelet_image
-from credprovider.runtime.matching import explain_pattern_mismatch
 from credprovider.tool.commands.common import (
     EXAMPLE_IMAGE,
     EXAMPLE_PATTERN,
@@ -15,6 +14,7 @@ from credprovider.tool.commands.common import (
     EXIT_USAGE,
     Subcommands,
 )
+from credprovider.tool.images.misses import explain_pattern_mismatch
 
 
 def _cmd_match(args: argparse.Namespace) -> int:

@@ -28,10 +28,11 @@ from credprovider.runtime.excerpt import byte_size
 from credprovider.runtime.goformat import SECOND, parse_go_duration
 from credprovider.runtime.imageref import registry_of
 from credprovider.runtime.log import decisions
-from credprovider.runtime.matching import explain_key_mismatch, keyring_lookup
+from credprovider.runtime.matching import keyring_lookup
 from credprovider.runtime.redact import register_secret, scrub
 from credprovider.runtime.serve import CACHE_READ_ONLY_ENV
 from credprovider.tool.catalog import plugin_for_name
+from credprovider.tool.images.misses import explain_key_mismatch
 from credprovider.tool.kubeconfig.model import CredentialProvider, LoadedConfig
 from credprovider.tool.node.trust import UntrustedProgram, check_program
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from credprovider.runtime.matching import closest_misses, urls_match
+from credprovider.runtime.matching import urls_match
 from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.images.misses import closest_misses
 
 
 @dataclass(frozen=True)
