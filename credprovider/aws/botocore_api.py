@@ -57,14 +57,14 @@ if TYPE_CHECKING:
 
     from credprovider.aws import podidentity
 
-# What botocore raises for settings it cannot use (a profile, half a key pair, a file it cannot
-# parse, a role chain's STS client without a region, a profile that signs in through IAM Identity
-# Center, whose token is not there or whose client the bundle does not carry): the node's to fix,
-# never worth a retry, never the service's failing.
 # The endpoint not reached (refused, reset, timed out): each carries its ``endpoint_url``.
 UNREACHED: Final = (
     EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError, ConnectionClosedError
 )  # fmt: skip
+# What botocore raises for settings it cannot use (a profile, half a key pair, a file it cannot
+# parse, a role chain's STS client without a region, a profile that signs in through IAM Identity
+# Center, whose token is not there or whose client the bundle does not carry): the node's to fix,
+# never worth a retry, never the service's failing.
 SETTINGS_ERRORS: Final = (
     ProfileNotFound, PartialCredentialsError, InvalidConfigError, ConfigParseError, NoRegionError,
     SSOTokenLoadError, TokenRetrievalError, UnknownServiceError, MissingDependencyException,
