@@ -7,12 +7,14 @@ imported here and in aws/botocore_api.py, its calls; nowhere else."""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import stat
 
 import botocore.credentials
 import botocore.session
+import botocore.utils
 
 from credprovider.aws.direct import PROFILE_FILES
 from credprovider.aws.process import bounded_popen
@@ -109,11 +111,52 @@ def read_for_it(
     popen = bounded_popen(remaining)
     resolver.get_provider("custom-process")._popen = popen
     _each_made_with(builder, "_create_process_provider", "_popen", popen)
+    # IAM Identity Center's and `aws login`'s cached tokens, read through the node-file reader by
+    # the providers made already and by those a source profile makes
+    sso, login = _token_caches()
+    builder._sso_token_cache, builder._login_token_cache = sso, login
+    made = resolver.get_provider("sso")
+    made._token_cache = made._token_provider._cache = sso
+    made._token_provider._token_loader = botocore.utils.SSOTokenLoader(cache=sso)
+    resolver.get_provider("login")._token_cache = login
     # the legacy files, parsed when the chain reaches them (their constructors' parser seams)
     resolver.get_provider("ec2-credentials-file")._parser = _ec2_tools_file
     resolver.get_provider("boto-config")._ini_parser = _boto_config(environ)
     sdk.register_component("credential_provider", resolver)
     sdk.__dict__["credprovider_chain"] = True
+
+
+def _token_caches() -> tuple[Any, Any]:
+    """botocore's token caches for IAM Identity Center (``~/.aws/sso/cache``) and ``aws login``,
+    whose entries botocore read with ``open()`` and ``json.load`` whole (a 2 GiB file there was a
+    ``MemoryError``): read here as node files under the plugins' JSON caps. What botocore treats
+    as no token (a file that is not there, not a regular file, not JSON) is still no token; a file
+    past the cap is one line naming it."""
+    from botocore.tokens import SSOTokenProvider, _sso_json_dumps
+    from botocore.utils import JSONFileCache, get_login_token_cache_directory
+
+    from credprovider.runtime.answer import BadAnswer, decode_json
+    from credprovider.runtime.nodefile import NodeFileError, read_node_text
+
+    class NodeFileCache(JSONFileCache):  # type: ignore[misc]
+        def __getitem__(self, cache_key: str) -> Any:
+            path = self._convert_cache_key(cache_key)
+            try:
+                return decode_json(read_node_text(path))
+            except NodeFileError as exc:
+                if exc.errno != errno.EFBIG:
+                    raise KeyError(cache_key) from None
+                raise ProviderError(
+                    f"botocore's token cache file {path} cannot be used: {exc.strerror}",
+                    "remove it (signing in again writes it anew)",
+                ) from None
+            except (OSError, ValueError, BadAnswer):
+                raise KeyError(cache_key) from None
+
+    return (
+        NodeFileCache(SSOTokenProvider._SSO_TOKEN_CACHE_DIR, dumps_func=_sso_json_dumps),
+        NodeFileCache(get_login_token_cache_directory()),
+    )
 
 
 def _ec2_tools_file(path: str) -> dict[str, str]:

@@ -126,3 +126,54 @@ def test_a_boto_config_that_is_not_a_file_is_passed_over_as_botocore_does(
     assert run.seconds < 5, run.seconds
     assert "boto" not in run.error_lines[0], run.error_lines
     assert "credentials" in run.error_lines[0].lower(), run.error_lines
+
+
+SSO_START = "https://example.awsapps.com/start"
+
+
+@pytest.mark.parametrize("kind", ["2 GiB", "a FIFO"])
+def test_a_cached_sso_token_is_read_as_a_node_file(
+    ecr: tuple[FakeEcr, FakeServer], tmp_path: Path, kind: str, use_bundle: bool
+) -> None:
+    """A profile that signs in through IAM Identity Center: botocore read its cached token
+    (``~/.aws/sso/cache/<sha1 of the start URL>.json``) whole, and a 2 GiB file there was an
+    internal MemoryError under a memory limit (the whole file in memory without one). Read as a
+    node file: past the cap it is one line naming the file; a FIFO is no token, at once, as
+    botocore says of a file that is not there. (The bundle carries no sso client, and says so
+    before any token is read; an install with the whole of botocore reads it.)"""
+    import hashlib
+
+    _, server = ecr
+    (tmp_path / ".aws").mkdir()
+    (tmp_path / ".aws" / "config").write_text(
+        f"[profile sso]\nsso_start_url = {SSO_START}\nsso_region = us-east-1\n"
+        "sso_account_id = 111122223333\nsso_role_name = puller\nregion = us-east-1\n"
+    )
+    cache = tmp_path / ".aws" / "sso" / "cache"
+    cache.mkdir(parents=True)
+    entry = cache / f"{hashlib.sha1(SSO_START.encode()).hexdigest()}.json"
+    make_special(entry, kind)
+    run = run_plugin(
+        PLUGIN,
+        request_bytes(IMAGE),
+        ["--deadline=8s"],
+        {
+            **ecr_env(server.url),
+            "AWS_ACCESS_KEY_ID": "",
+            "AWS_SECRET_ACCESS_KEY": "",
+            "HOME": str(tmp_path),
+            "AWS_CONFIG_FILE": str(tmp_path / ".aws" / "config"),
+            "AWS_PROFILE": "sso",
+        },
+        use_bundle=use_bundle,
+        address_space=1_500_000_000,
+    )
+    assert (run.code, run.stdout) == (1, b""), run.stderr
+    [line] = run.error_lines
+    assert "internal error" not in line and run.seconds < 6, (line, run.seconds)
+    if use_bundle:  # botocore's sso client is not in the bundle: the profile is refused first
+        assert "the profile needs botocore's 'sso' client, which the plugin does not" in line
+    elif kind == "2 GiB":
+        assert f"botocore's token cache file {entry} cannot be used: is larger than 1 MiB" in line
+    else:
+        assert f"Token for {SSO_START} does not exist" in line, line
