@@ -46,7 +46,7 @@ from credprovider.aws.tokenapi import (
 )
 from credprovider.errors import ProviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final
-from credprovider.runtime.advice import NOT_THE_SERVICE, unreachable_url
+from credprovider.runtime.advice import NOT_THE_SERVICE, unreachable_url, url_host
 from credprovider.runtime.answer import READ_BLOCK_BYTES, BadAnswer, sdk_body
 from credprovider.runtime.provider import Context
 from credprovider.runtime.redact import register_secret
@@ -220,7 +220,11 @@ class BotocoreTokenApi:
                 error.get("Code", "error"), error.get("Message", ""), headers.get("retry-after")
             ) from None
         except UNREACHED as exc:
-            raise TransportError(str(exc)) from None
+            url = str(exc.kwargs.get("endpoint_url") or "")
+            own = str(client[0].meta.endpoint_url) if client else ""
+            # not the API's own endpoint (or no client yet): the credentials' resolution's call
+            elsewhere = bool(url) and (not own or url_host(url).lower() != url_host(own).lower())
+            raise TransportError(str(exc), url if elsewhere else "") from None
         except BotoCoreError as exc:
             raise bad_answer(exc) or CallFailed(str(exc)) from None
         except (AttributeError, TypeError, KeyError, ValueError) as exc:

@@ -331,13 +331,14 @@ def _signing(
     route: DirectRoute, keys: AccessKeys, ctx: Context, tls: ssl.SSLContext | None
 ) -> Send:
     """The stdlib client, each attempt signed afresh (SigV4 dates the signature)."""
+    from credprovider.runtime.advice import url_host
     from credprovider.runtime.http import request
 
     def send(
         method: str, url: str, headers: Mapping[str, str], body: bytes | None, timeout: float
     ) -> HttpResponse:
         signed = sign_post(
-            host=url.split("://", 1)[1].split("/", 1)[0],
+            host=url_host(url),
             headers=dict(headers),
             body=body or b"",
             keys=keys,

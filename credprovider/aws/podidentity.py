@@ -22,7 +22,7 @@ import re
 from credprovider.aws.sigv4 import AccessKeys
 from credprovider.errors import ProviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
-from credprovider.runtime.advice import unreachable_url
+from credprovider.runtime.advice import unreachable_url, url_host
 from credprovider.runtime.answer import BadAnswer, decode_json
 from credprovider.runtime.provider import one_line
 from credprovider.runtime.redact import register_secret
@@ -172,7 +172,7 @@ def assume_direct(
         method: str, url: str, headers: Mapping[str, str], body: bytes | None, timeout: float
     ) -> HttpResponse:
         signed = sign_post(
-            host=url.split("://", 1)[1].split("/", 1)[0], headers=dict(headers),
+            host=url_host(url), headers=dict(headers),
             body=body or b"", keys=node, region=region, service=SERVICE, now=ctx.now(),
             path=path(cluster),
         )  # fmt: skip

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from credprovider.errors import CredproviderError, ProviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple, Protocol
-from credprovider.runtime.advice import NOT_THE_SERVICE, RETRIES_NEXT_PULL
+from credprovider.runtime.advice import NOT_THE_SERVICE, RETRIES_NEXT_PULL, unreachable_url
 from credprovider.runtime.answer import BadAnswer
 
 if TYPE_CHECKING:
@@ -89,7 +89,13 @@ def transient(exc: Exception) -> bool:
 
 
 class TransportError(CredproviderError):
-    """No answer came (refused, timeout, reset); the text says what happened."""
+    """No answer came (refused, timeout, reset); the text says what happened. ``via``: the URL
+    not reached when it was not the API's own but one the credentials' resolution called on the
+    way (a role chain's STS), else empty."""
+
+    def __init__(self, message: str, via: str = "") -> None:
+        super().__init__(message)
+        self.via = via
 
 
 class AnswerError(CredproviderError):
@@ -151,6 +157,12 @@ def failure(service: str, region: str, exc: CredproviderError) -> ProviderError:
         )
     if isinstance(exc, ApiError):
         return _rejected(service, region, exc.code, exc.message)
+    if isinstance(exc, TransportError) and exc.via:
+        return ProviderError(
+            f"{name} GetAuthorizationToken in {region} failed: the credentials the AWS settings "
+            f"lead to could not be fetched from {exc.via}: {exc}",
+            unreachable_url(exc.via),
+        )
     if isinstance(exc, TransportError):
         return ProviderError(
             f"could not reach the {name} API in {region}: {exc}; check network access, proxy "

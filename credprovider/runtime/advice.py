@@ -29,7 +29,12 @@ def unreachable(endpoint: str) -> str:
 
 def unreachable_url(url: str) -> str:
     """:func:`unreachable` for the host (and port) of ``url``, a ``scheme://host/...`` URL."""
-    return unreachable(url.split("://", 1)[-1].split("/", 1)[0])
+    return unreachable(url_host(url))
+
+
+def url_host(url: str) -> str:
+    """The host (and port) of ``url``, a ``scheme://host/...`` URL, as written."""
+    return url.split("://", 1)[-1].split("/", 1)[0]
 
 
 def name_not_resolved(exc: BaseException) -> bool:

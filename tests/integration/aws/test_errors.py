@@ -345,6 +345,43 @@ def test_a_role_chain_from_a_web_identity_source_profile_gets_a_token(
     assert call.session_token and call.access_key != ecr_env(server.url)["AWS_ACCESS_KEY_ID"]
 
 
+def test_a_role_chains_sts_it_cannot_reach_is_said_as_that(
+    ecr: tuple[FakeEcr, FakeServer], tmp_path: Path, use_bundle: bool
+) -> None:
+    """The profile's role is assumed at STS as botocore resolves the chain, inside ECR's call:
+    an STS that cannot be reached was said as "could not reach the ECR API". The line names
+    the URL not reached and what to check; ECR is never called."""
+    fake, server = ecr
+    (tmp_path / "config").write_text(
+        "[profile puller]\nrole_arn = arn:aws:iam::123456789012:role/puller\n"
+        "source_profile = node\n[profile node]\naws_access_key_id = AKIANODE000000000001\n"
+        "aws_secret_access_key = node-secret-0123456789abcdefghijklmnopq\n"
+    )
+    env = {
+        **ecr_env(server.url, "http://127.0.0.1:9"),
+        "AWS_ACCESS_KEY_ID": "",
+        "AWS_SECRET_ACCESS_KEY": "",
+        "AWS_CONFIG_FILE": str(tmp_path / "config"),
+        "AWS_PROFILE": "puller",
+    }
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"),
+        ["--deadline=20s"],
+        env=env,
+        use_bundle=use_bundle,
+    )
+    assert (run.code, run.stdout) == (1, b""), run.stderr
+    [line] = run.error_lines
+    assert "could not reach the ECR API" not in line, line
+    assert (
+        "ECR GetAuthorizationToken in us-east-1 failed: the credentials the AWS settings lead to "
+        "could not be fetched from http://127.0.0.1:9" in line
+    ), line
+    assert "check that 127.0.0.1:9 is reachable from this node" in line, line
+    assert fake.calls == [] and "node-secret" not in run.stderr
+
+
 def _model_where_botocore_looked(tmp_path: Path, how: str) -> None:
     """ECR's API model where botocore's default loader looked first: ``~/.aws/models`` or
     ``AWS_DATA_PATH``."""
