@@ -125,7 +125,8 @@ def _arc_probe(endpoint: str) -> IdentityProbe:
         expect_header=("WWW-Authenticate", ARC_CHALLENGE),
         expect_header_start=True,
         silence="the Azure Arc agent (himds) answers only on an Arc-enabled server: check that "
-        "it runs and is connected (azcmagent show), and that IDENTITY_ENDPOINT is its address",
+        "it runs and is connected (azcmagent show), and that IDENTITY_ENDPOINT, where set, is "
+        "its address",
     )
 
 
