@@ -11,7 +11,7 @@ import pytest
 from credprovider.runtime.imageref import bare_host_hint
 from emulators.aws import FakeEcr, aws_error, ecr_env
 from emulators.http import FakeRequest, FakeResponse, FakeServer, serve
-from emulators.kubelet_exec import request_bytes, run_plugin
+from emulators.kubelet_exec import PluginRun, request_bytes, run_plugin
 from emulators.ratelimit import TokenBucket
 from emulators.tls import CertAuthority
 from tests.helpers import require_bundle
@@ -317,6 +317,31 @@ def test_a_container_token_file_read_for_botocore_is_the_authorization_it_sends(
     assert (call.access_key, call.session_token) == ("ASIACONTAINER0000001", "container-session")
 
 
+def _role_chain(
+    server: FakeServer, sts: str, tmp_path: Path, source: str, use_bundle: bool = False
+) -> PluginRun:
+    """ECR through a profile whose role is assumed from the source profile ``source`` (its
+    settings' lines), STS at ``sts``: botocore resolves the chain inside ECR's call."""
+    (tmp_path / "config").write_text(
+        "[profile puller]\nrole_arn = arn:aws:iam::123456789012:role/puller\n"
+        f"source_profile = node\n[profile node]\n{source}"
+    )
+    env = {
+        **ecr_env(server.url, sts),
+        "AWS_ACCESS_KEY_ID": "",
+        "AWS_SECRET_ACCESS_KEY": "",
+        "AWS_CONFIG_FILE": str(tmp_path / "config"),
+        "AWS_PROFILE": "puller",
+    }
+    return run_plugin(
+        PLUGIN,
+        request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"),
+        ["--deadline=20s"],
+        env=env,
+        use_bundle=use_bundle,
+    )
+
+
 def test_a_role_chain_from_a_web_identity_source_profile_gets_a_token(
     ecr: tuple[FakeEcr, FakeServer], moto_server: str, tmp_path: Path
 ) -> None:
@@ -325,21 +350,11 @@ def test_a_role_chain_from_a_web_identity_source_profile_gets_a_token(
     signed with the second's keys."""
     fake, server = ecr
     (tmp_path / "token").write_text("eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJub2RlIn0.c2ln")
-    (tmp_path / "config").write_text(
-        "[profile puller]\nrole_arn = arn:aws:iam::123456789012:role/puller\n"
-        "source_profile = node\n[profile node]\nrole_arn = arn:aws:iam::123456789012:role/node\n"
-        f"web_identity_token_file = {tmp_path / 'token'}\n"
-    )
-    env = {
-        **ecr_env(server.url, moto_server),
-        "AWS_ACCESS_KEY_ID": "",
-        "AWS_SECRET_ACCESS_KEY": "",
-        "AWS_CONFIG_FILE": str(tmp_path / "config"),
-        "AWS_PROFILE": "puller",
-    }
-    run = run_plugin(
-        PLUGIN, request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"), env=env
-    )
+    run = _role_chain(
+        server, moto_server, tmp_path,
+        "role_arn = arn:aws:iam::123456789012:role/node\n"
+        f"web_identity_token_file = {tmp_path / 'token'}\n",
+    )  # fmt: skip
     assert run.code == 0, run.stderr
     (call,) = fake.calls
     assert call.session_token and call.access_key != ecr_env(server.url)["AWS_ACCESS_KEY_ID"]
@@ -352,25 +367,12 @@ def test_a_role_chains_sts_it_cannot_reach_is_said_as_that(
     an STS that cannot be reached was said as "could not reach the ECR API". The line names
     the URL not reached and what to check; ECR is never called."""
     fake, server = ecr
-    (tmp_path / "config").write_text(
-        "[profile puller]\nrole_arn = arn:aws:iam::123456789012:role/puller\n"
-        "source_profile = node\n[profile node]\naws_access_key_id = AKIANODE000000000001\n"
-        "aws_secret_access_key = node-secret-0123456789abcdefghijklmnopq\n"
-    )
-    env = {
-        **ecr_env(server.url, "http://127.0.0.1:9"),
-        "AWS_ACCESS_KEY_ID": "",
-        "AWS_SECRET_ACCESS_KEY": "",
-        "AWS_CONFIG_FILE": str(tmp_path / "config"),
-        "AWS_PROFILE": "puller",
-    }
-    run = run_plugin(
-        PLUGIN,
-        request_bytes("123456789012.dkr.ecr.us-east-1.amazonaws.com/a"),
-        ["--deadline=20s"],
-        env=env,
+    run = _role_chain(
+        server, "http://127.0.0.1:9", tmp_path,
+        "aws_access_key_id = AKIANODE000000000001\n"
+        "aws_secret_access_key = node-secret-0123456789abcdefghijklmnopq\n",
         use_bundle=use_bundle,
-    )
+    )  # fmt: skip
     assert (run.code, run.stdout) == (1, b""), run.stderr
     [line] = run.error_lines
     assert "could not reach the ECR API" not in line, line
