@@ -136,19 +136,13 @@ def metadata_get(ctx: Context, path: str, what: str) -> Any:
             ctx,
         )
     except BadAnswer as exc:
-        raise ProviderError(
-            f"could not read {what} from the GCE metadata server over mTLS: {exc.detail}",
-            NOT_THE_SERVICE,
-        ) from None
+        raise ProviderError(f"{failed}: {exc.detail}", NOT_THE_SERVICE) from None
     except exceptions.TransportError as exc:
         raise ProviderError(
-            f"could not read {what} from the GCE metadata server over mTLS: {one_line(exc)}",
-            unreachable("the GCE metadata server"),
+            f"{failed}: {one_line(exc)}", unreachable("the GCE metadata server")
         ) from None
     except (exceptions.GoogleAuthError, ValueError) as exc:
-        raise ProviderError(
-            f"could not read {what} from the GCE metadata server over mTLS: {one_line(exc)}"
-        ) from None
+        raise ProviderError(f"{failed}: {one_line(exc)}") from None
 
 
 def _require_mtls_files(environ: Mapping[str, str]) -> None:
@@ -347,24 +341,17 @@ def download(url: str, what: str, ctx: Context) -> str:
     from google.auth import exceptions
 
     ctx.deadline.phase = f"downloading {what} from {url}"
+    failed = f"could not download {what} from {url}"
     try:
         response = within_throttling(
-            lambda: google_auth_request(ctx)(url, method="GET"),
-            f"download of {what}",
-            f"could not download {what} from {url}",
-            ctx,
+            lambda: google_auth_request(ctx)(url, method="GET"), f"download of {what}", failed, ctx
         )
     except BadAnswer as exc:
-        raise ProviderError(
-            f"could not download {what} from {url}: {exc.detail}", NOT_THE_SERVICE
-        ) from None
+        raise ProviderError(f"{failed}: {exc.detail}", NOT_THE_SERVICE) from None
     except exceptions.TransportError as exc:
-        raise ProviderError(
-            f"could not download {what} from {url}: {one_line(exc)}",
-            unreachable_url(url),
-        ) from None
+        raise ProviderError(f"{failed}: {one_line(exc)}", unreachable_url(url)) from None
     except exceptions.GoogleAuthError as exc:
-        raise ProviderError(f"could not download {what} from {url}: {one_line(exc)}") from None
+        raise ProviderError(f"{failed}: {one_line(exc)}") from None
     if response.status != 200:
         raise ProviderError(f"downloading {what} from {url} failed with HTTP {response.status}")
     text: str = response.data.decode("utf-8", "replace")

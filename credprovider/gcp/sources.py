@@ -228,21 +228,23 @@ def bounded_certificate() -> Any:
         return chain
 
     class Certificate(identity_pool.Credentials):
-        _checked: tuple[str, str, bytes] | None = None  # the paths and chain, checked once
+        _found: tuple[str, str, bytes] | None = None
 
         def _get_mtls_cert_and_key_paths(self) -> tuple[str, str]:
-            if self._checked is None:
-                self._checked = self._check()
-            return self._checked[0], self._checked[1]
+            cert_path, key_path, _ = self._checked()
+            return cert_path, key_path
 
         def _get_cert_bytes(self) -> bytes:
-            if self._checked is None:
-                self._checked = self._check()
-            return self._checked[2]
+            return self._checked()[2]
+
+        def _checked(self) -> tuple[str, str, bytes]:
+            """The workload's certificate and key paths and its chain, each file read or checked
+            once (google-auth asks for the paths and the bytes in turn)."""
+            if self._found is None:
+                self._found = self._check()
+            return self._found
 
         def _check(self) -> tuple[str, str, bytes]:
-            """The workload's certificate and key paths and its chain, each file read or checked
-            (google-auth asks for the paths and the bytes in turn: one exec checks them once)."""
             named = self._certificate_config_location
             path = _mtls_helper._get_cert_config_path(named)
             if path is None and named:

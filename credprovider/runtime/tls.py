@@ -88,6 +88,7 @@ def directory_pem(directory: str) -> str:
     it; anything else that cannot be read refused, naming the entry (a FIFO there would hold the
     handshake that looked it up). At most :data:`MAX_CA_DIRECTORY_ENTRIES` entries are looked at
     and :data:`MAX_CA_BUNDLE_BYTES` read in all, as for one bundle."""
+    from credprovider.runtime.excerpt import byte_size
     from credprovider.runtime.nodefile import NodeFileError, read_node_file, reason
 
     with os.scandir(directory) as entries:
@@ -109,7 +110,7 @@ def directory_pem(directory: str) -> str:
         except (OSError, ValueError) as exc:
             if isinstance(exc, NodeFileError) and exc.errno == errno.EFBIG:
                 raise NodeFileError(
-                    errno.EFBIG, f"holds more than {MAX_CA_BUNDLE_BYTES >> 20} MiB", directory
+                    errno.EFBIG, f"holds more than {byte_size(MAX_CA_BUNDLE_BYTES)}", directory
                 ) from None
             raise NodeFileError(0, f"its entry {name} {_as_clause(reason(exc))}", path) from None
         texts.append(data.decode("ascii", "ignore"))
@@ -123,7 +124,7 @@ def directory_pem(directory: str) -> str:
 
 def _as_clause(why: str) -> str:
     """``reason``'s words after an entry's name: "is a FIFO, ...", or "cannot be read: ..."."""
-    return why if why.startswith(("is ", "holds ")) else f"cannot be read: {why}"
+    return why if why.startswith("is ") else f"cannot be read: {why}"
 
 
 def ca_bundle_setting(environ: Mapping[str, str], names: Sequence[str]) -> tuple[str, str]:
