@@ -1,5 +1,5 @@
-"""credprovider/runtime/http.py: the HTTP/1.1 the plugins speak themselves, parsed from bytes (framing,
-limits, hostile answers) and against a loopback server (with and without TLS)."""
+"""credprovider/runtime/http.py and http1.py: the HTTP/1.1 the plugins speak themselves, parsed
+from bytes (framing, limits, hostile answers) and against a loopback server (with and without TLS)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from credprovider.runtime import http
+from credprovider.runtime import http, http1
 from credprovider.runtime.answer import BadAnswer
 from credprovider.runtime.deadline import Deadline
 from credprovider.runtime.http import HttpError, NotHttps, credential_endpoint
@@ -32,7 +32,7 @@ from tests.reliability.redteam.rawserver import Answer, drip, drip_headers, raw_
     ],
 )
 def test_split_authority(authority: str, scheme: str, expected: tuple[str, int]) -> None:
-    assert http.split_authority(authority, scheme) == expected
+    assert http1.split_authority(authority, scheme) == expected
 
 
 @pytest.mark.parametrize(
@@ -40,11 +40,11 @@ def test_split_authority(authority: str, scheme: str, expected: tuple[str, int])
 )
 def test_unusable_authorities(authority: str) -> None:
     with pytest.raises(HttpError):
-        http.split_authority(authority, "http")
+        http1.split_authority(authority, "http")
 
 
 def test_request_head() -> None:
-    head = http.request_head("PUT", "169.254.169.254", "/latest/api/token", {"X-A": "1"}, b"ab")
+    head = http1.request_head("PUT", "169.254.169.254", "/latest/api/token", {"X-A": "1"}, b"ab")
     assert head == (
         b"PUT /latest/api/token HTTP/1.1\r\nHost: 169.254.169.254\r\nX-A: 1\r\n"
         b"Accept-Encoding: identity\r\nContent-Length: 2\r\nConnection: close\r\n\r\n"
@@ -66,15 +66,15 @@ def test_request_head() -> None:
 )
 def test_request_smuggling_is_refused(method: str, target: str, headers: dict[str, str]) -> None:
     with pytest.raises(HttpError):
-        http.request_head(method, "h", target, headers, None)
+        http1.request_head(method, "h", target, headers, None)
 
 
 def _parse(
     raw: bytes, method: str = "GET", max_body: int = 64
 ) -> tuple[int, dict[str, str], bytes]:
     reader = io.BytesIO(raw)
-    status, fields = http.read_head(reader)
-    body = http.read_body(reader, status, fields, method, max_body)
+    status, fields = http1.read_head(reader)
+    body = http1.read_body(reader, status, fields, method, max_body)
     return status, dict(fields), body
 
 
