@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import base64
 import json
+import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from emulators.http import FakeRequest, FakeResponse
@@ -133,6 +135,61 @@ class FakeArc:
                 **({"client_id": query["client_id"]} if "client_id" in query else {}),
             }
         )
+
+
+# The agent at its fixed address, run by ArcAtItsAddress beside a command: a FakeArc that records
+# what it was asked in LOG when stopped.
+_AGENT_AT_ITS_ADDRESS = """
+import json, signal, sys
+from emulators.azure import FakeArc
+from emulators.http import serve
+fake, log = FakeArc(), sys.argv[1]
+def stop(*_):
+    with open(log, "w") as out:
+        json.dump({"queries": fake.queries, "keys": fake.keys_given}, out)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+with serve(fake, port=int(sys.argv[2])):
+    open(log + ".ready", "w").close()
+    signal.pause()
+"""
+_WITH_THE_AGENT = """
+ip link set lo up || exit 97
+"$AGENT_PYTHON" -c "$AGENT_CODE" "$AGENT_LOG" "$AGENT_PORT" & agent=$!
+tries=0
+until [ -e "$AGENT_LOG.ready" ]; do
+  tries=$((tries + 1)); [ "$tries" -gt 400 ] && exit 98; sleep 0.05
+done
+"$@"; code=$?
+kill "$agent"; wait "$agent"
+exit "$code"
+"""
+
+
+@dataclass(frozen=True)
+class ArcAtItsAddress:
+    """A :class:`FakeArc` at the agent's fixed address (127.0.0.1:40342) beside a command, both in
+    a network namespace the caller has made (the host's port is never bound): ``wrapper()`` is the
+    command's prefix, run with ``env()``; ``asked()`` what the agent was asked, once it is done."""
+
+    log: Path
+
+    def env(self) -> dict[str, str]:
+        from credprovider.azure.imds import ARC_DEFAULT_ENDPOINT
+
+        return {
+            "AGENT_PYTHON": sys.executable,
+            "AGENT_CODE": _AGENT_AT_ITS_ADDRESS,
+            "AGENT_LOG": str(self.log),
+            "AGENT_PORT": ARC_DEFAULT_ENDPOINT.split(":")[2].split("/")[0],
+        }
+
+    def wrapper(self) -> list[str]:
+        return ["sh", "-c", _WITH_THE_AGENT, "sh"]
+
+    def asked(self) -> dict[str, Any]:
+        answer: dict[str, Any] = json.loads(self.log.read_text())
+        return answer
 
 
 @dataclass

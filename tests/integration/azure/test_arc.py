@@ -5,15 +5,13 @@ printed, and a user-assigned identity's token checked to be that identity's."""
 
 from __future__ import annotations
 
-import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from credprovider.azure.imds import ARC_DEFAULT_ENDPOINT, ARC_HIMDS
-from emulators.azure import ARC_KEY_DIR, FakeArc
+from credprovider.azure.imds import ARC_HIMDS
+from emulators.azure import ARC_KEY_DIR, ArcAtItsAddress, FakeArc
 from emulators.http import FakeResponse, FakeServer, serve
 from emulators.kubelet_exec import FIFO, NodeFile, PluginRun
 from tests.integration.azure.common import PLUGIN, assert_refresh_token_answer
@@ -220,35 +218,6 @@ def test_an_operator_without_the_agents_group_is_told_who_may_read_the_key(
     assert fake.keys_given == []
 
 
-# The agent at its fixed address, in the plugin's own network namespace (the host's port is never
-# bound): a server that records what it was asked in LOG when stopped.
-_AGENT_AT_ITS_ADDRESS = """
-import json, signal, sys
-from emulators.azure import FakeArc
-from emulators.http import serve
-fake, log = FakeArc(), sys.argv[1]
-def stop(*_):
-    with open(log, "w") as out:
-        json.dump({"queries": fake.queries, "keys": fake.keys_given}, out)
-    sys.exit(0)
-signal.signal(signal.SIGTERM, stop)
-with serve(fake, port=int(sys.argv[2])):
-    open(log + ".ready", "w").close()
-    signal.pause()
-"""
-_WITH_THE_AGENT = """
-ip link set lo up || exit 97
-"$AGENT_PYTHON" -c "$AGENT_CODE" "$AGENT_LOG" "$AGENT_PORT" & agent=$!
-tries=0
-until [ -e "$AGENT_LOG.ready" ]; do
-  tries=$((tries + 1)); [ "$tries" -gt 400 ] && exit 98; sleep 0.05
-done
-"$@"; code=$?
-kill "$agent"; wait "$agent"
-exit "$code"
-"""
-
-
 def test_an_installed_agent_is_asked_at_its_address_without_the_variables(
     azure: Azure, tmp_path: Path, use_bundle: bool
 ) -> None:
@@ -256,27 +225,22 @@ def test_an_installed_agent_is_asked_at_its_address_without_the_variables(
     installed (/opt/azcmagent/bin/himds): the agent is asked at its fixed address, as upstream's
     plugin asks it (MSAL Go), not IMDS. The token it answers is what the exchange would carry: the
     registry, outside this namespace, is the next thing the plugin could not reach."""
-    log = tmp_path / "agent.json"
+    beside = ArcAtItsAddress(tmp_path / "agent.json")
     agent = FakeArc()
     run = azure.run(
         IMAGE,
         azure.config(useManagedIdentityExtension=True),
         "--deadline=8s",
-        env={
-            "AGENT_PYTHON": sys.executable,
-            "AGENT_CODE": _AGENT_AT_ITS_ADDRESS,
-            "AGENT_LOG": str(log),
-            "AGENT_PORT": ARC_DEFAULT_ENDPOINT.split(":")[2].split("/")[0],
-        },
+        env=beside.env(),
         node_files={ARC_HIMDS: (b"#!/bin/sh\n", 0o755), agent.key_file: agent.key.encode()},
         own_network=True,
-        wrapper=["sh", "-c", _WITH_THE_AGENT, "sh"],
+        wrapper=beside.wrapper(),
         use_bundle=use_bundle,
     )
     assert run.code == 1 and run.stdout == b"", run.stderr
     [line] = run.error_lines
     assert "could not reach the registry at https://myreg.azurecr.io/v2/" in line, line
-    asked = json.loads(log.read_text())
+    asked = beside.asked()
     assert asked["keys"] == [agent.key]  # the key challenge answered: a token was issued
     assert [q["resource"] for q in asked["queries"]] == ["https://containerregistry.azure.net"] * 2
     assert agent.key not in run.stderr and azure.imds.queries == []

@@ -19,6 +19,7 @@ from credprovider.tool.node.kubelet_facts import config_hash
 from emulators.aws import ecr_env
 from emulators.gcp import FakeMetadata
 from emulators.http import FakeRequest, FakeResponse, FakeServer, serve
+from release.bundle import REPO
 from tests.helpers import FakeKubelet, fake_kubelet, private, provider_entry
 from tests.integration.cli.conftest import doctor
 from tests.unit.tool.test_doctor_live import JSON_LINE, KLOG_LINE
@@ -245,3 +246,50 @@ def test_a_kubelet_logging_to_the_journal_or_a_pipe(live: LiveNode, stream: str)
         assert "journal" in message and f"_PID={kubelet.pid}" in message
     else:
         assert message.startswith("recent errors not read: its log goes to pipe:[")
+
+
+# A tmpfs on /opt in the test kubelet's mount namespace (never the host's), holding the agent's
+# binary, before the command in "$@".
+_WITH_HIMDS = 'mount -t tmpfs opt /opt && mkdir -p "${0%/*}" && : > "$0" && exec "$@"'
+
+
+def test_an_installed_arc_agent_is_probed_at_its_address(live: LiveNode, tmp_path: Path) -> None:
+    """The kubelet's environment names no IDENTITY_ENDPOINT, but the Arc agent's binary is on the
+    node (/opt/azcmagent/bin/himds): the plugin asks the agent at its fixed address (as upstream's
+    does, through MSAL Go), so doctor probes that address, not IMDS, and reads no key. The agent
+    listens there in a network namespace of the run's own."""
+    from credprovider.azure.imds import ARC_DEFAULT_ENDPOINT, ARC_HIMDS
+    from emulators.azure import ArcAtItsAddress
+
+    beside = ArcAtItsAddress(tmp_path / "agent.json")
+    command = [sys.executable, "-m", "credprovider", "credprovider", "doctor", "--json"]
+    kubelet = live.start()
+    try:
+        done = subprocess.run(
+            private(
+                [
+                    *("sh", "-c", _WITH_HIMDS, ARC_HIMDS),
+                    "unshare",
+                    "--net",
+                    *beside.wrapper(),
+                    *command,
+                ]
+            ),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": str(REPO), **beside.env()},
+            check=False,
+        )
+    finally:
+        kubelet.kill()
+    assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
+    [(status, message)] = checks(json.loads(done.stdout), "identity", "acr-credential-provider")
+    assert status == "pass", message
+    assert (
+        message
+        == f"the managed identity through the Azure Arc agent ({ARC_DEFAULT_ENDPOINT}) answers"
+    )
+    asked = beside.asked()
+    assert [q["resource"] for q in asked["queries"]] == ["https://containerregistry.azure.net"]
+    assert asked["keys"] == []
