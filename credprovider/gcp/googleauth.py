@@ -20,7 +20,12 @@ from credprovider.gcp.registry import (
     STS_SUBJECT_TOKEN_TYPE,
 )
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
-from credprovider.runtime.advice import NOT_THE_SERVICE, unreachable, unreachable_url
+from credprovider.runtime.advice import (
+    NOT_THE_SERVICE,
+    name_not_resolved,
+    unreachable,
+    unreachable_url,
+)
 from credprovider.runtime.answer import BadAnswer
 from credprovider.runtime.provider import Context, one_line
 from credprovider.runtime.redact import register_secret
@@ -138,9 +143,12 @@ def metadata_get(ctx: Context, path: str, what: str) -> Any:
     except BadAnswer as exc:
         raise ProviderError(f"{failed}: {exc.detail}", NOT_THE_SERVICE) from None
     except exceptions.TransportError as exc:
-        raise ProviderError(
-            f"{failed}: {one_line(exc)}", unreachable("the GCE metadata server")
-        ) from None
+        advice = (
+            metadata.NOT_ON_GCE
+            if name_not_resolved(exc)
+            else unreachable("the GCE metadata server")
+        )
+        raise ProviderError(f"{failed}: {one_line(exc)}", advice) from None
     except (exceptions.GoogleAuthError, ValueError) as exc:
         raise ProviderError(f"{failed}: {one_line(exc)}") from None
 

@@ -38,8 +38,14 @@ def url_host(url: str) -> str:
 
 
 def name_not_resolved(exc: BaseException) -> bool:
-    """Whether an HTTP failure was the host name not resolving (not a refused or silent host)."""
+    """Whether an HTTP failure was the host name not resolving (not a refused or silent host): a
+    ``socket.gaierror`` among its causes (an SDK's transport wraps it three or four times over;
+    urllib3's ``NameResolutionError`` in requests' ``ConnectionError`` in google-auth's)."""
     import socket
 
     cause = exc.__cause__ or exc.__context__
+    for _ in range(16):  # a chain is short; a cycle (an error made its own cause) is not followed
+        if cause is None or isinstance(cause, socket.gaierror):
+            break
+        cause = cause.__cause__ or cause.__context__
     return isinstance(cause, socket.gaierror)

@@ -8,10 +8,12 @@ import os
 
 import pytest
 
+from credprovider.gcp.metadata import NOT_ON_GCE
 from credprovider.runtime.matching import keyring_lookup
 from emulators.gcp import FakeMetadata
 from emulators.http import FakeResponse, FakeServer
 from emulators.kubelet_exec import FIFO, request_bytes, run_plugin
+from emulators.tls import CertAuthority
 from tests.helpers import run_listing_imports
 from tests.integration.gcp.common import FIXED_KEYS, PLUGIN, gcp_env
 
@@ -256,3 +258,32 @@ def test_an_mtls_mode_from_outside_is_quoted_short(
     (line,) = run.error_lines
     assert len(line) < 600 and "(100000 bytes)" in line, line
     assert line.endswith("or set GCE_METADATA_MTLS_MODE=none"), line
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the mTLS files' fixed path needs an overlay of /run")
+def test_metadata_over_mtls_off_gce_says_what_to_do(
+    test_ca: CertAuthority, use_bundle: bool
+) -> None:
+    """GCE_METADATA_MTLS_MODE=strict with the guest agent's files in place, but the metadata
+    server's name does not resolve (a network namespace of its own: no DNS at all): the line says
+    what the stdlib route says off GCE, not only that it was unreachable."""
+    cert, key = test_ca.issue("gce-guest")
+    run = run_plugin(
+        PLUGIN,
+        request_bytes("gcr.io/p/a"),
+        ["get-credentials", "--deadline=20s"],
+        {"GCE_METADATA_MTLS_MODE": "strict", "GCE_METADATA_HOST": None},
+        node_files={
+            "/run/google-mds-mtls/root.crt": test_ca.bundle.read_bytes(),
+            "/run/google-mds-mtls/client.key": cert.read_bytes() + key.read_bytes(),
+        },
+        own_network=True,
+        use_bundle=use_bundle,
+    )
+    assert (run.code, run.stdout) == (1, b""), run.stderr
+    (line,) = run.error_lines
+    assert line.startswith(
+        f"{PLUGIN}: error: could not read the default service account's access token from the "
+        "GCE metadata server over mTLS: "
+    ), line
+    assert line.endswith(NOT_ON_GCE), line

@@ -429,3 +429,28 @@ def test_version_refuses_arguments_the_plugin_cannot_run_with() -> None:
     assert "unrecognized arguments: --no-such-flag" in err
     code, out, _ = run_fake(b"", ["--version"])
     assert code == 0 and out.startswith(b"fake-plugin version ")
+
+
+def test_a_name_not_resolving_is_found_among_an_sdks_wrappings() -> None:
+    """google-auth wraps urllib3's NameResolutionError (from socket.gaierror) in requests'
+    ConnectionError and its own TransportError: the gaierror is found; a refused connection in
+    the same wrapping is not it, and a chain that loops ends."""
+    import socket
+
+    from credprovider.runtime.advice import name_not_resolved
+
+    def wrapped(root: BaseException) -> BaseException:
+        error: BaseException = root
+        for layer in (OSError("resolution"), ConnectionError("pool"), RuntimeError("transport")):
+            layer.__cause__ = error
+            error = layer
+        outer = ValueError("outer")
+        outer.__context__ = error
+        return outer
+
+    assert name_not_resolved(wrapped(socket.gaierror(-2, "Name or service not known")))
+    assert not name_not_resolved(wrapped(ConnectionRefusedError(111, "Connection refused")))
+    looping = OSError("a")
+    looping.__cause__ = OSError("b")
+    looping.__cause__.__cause__ = looping
+    assert not name_not_resolved(looping)
