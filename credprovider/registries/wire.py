@@ -230,10 +230,18 @@ def _text(answer: Mapping[str, Any], name: str) -> str:
 
 
 def _expiry(answer: Mapping[str, Any], now: float) -> float | None:
+    """When the credential ends, from ``expires_in`` (seconds: a number, or digits as some
+    services send it); ``None`` when the answer does not say. One that says no positive number
+    of seconds (0, negative, words) ends it now: the answer is not cached on a lifetime the
+    service did not give (the pod token's would keep a dead credential for half an hour)."""
     seconds = answer.get("expires_in")
+    if seconds is None:
+        return None
+    if isinstance(seconds, str) and seconds.isascii() and seconds.isdigit() and len(seconds) < 16:
+        seconds = int(seconds)
     if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds > 0:
         return now + float(seconds)
-    return None
+    return now
 
 
 def error_text(answer: Any) -> str:

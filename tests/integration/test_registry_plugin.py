@@ -137,6 +137,19 @@ def test_a_hostile_or_refusing_answer_is_one_line_naming_the_backend(
     assert not any(secret in line for secret in (cloud.token,))
 
 
+@pytest.mark.parametrize("expires_in", [0, -5, "soon"])
+def test_a_credential_said_to_last_no_time_is_not_cached(expires_in: object) -> None:
+    """An exchange answering an ``expires_in`` that is no positive number of seconds: the answer
+    is the credential with ``cacheDuration: 0s``, not the pod token's half hour (the kubelet would
+    reuse a dead credential for it)."""
+    with backend_cloud("quay-sts") as sts:
+        sts.fake.fault = FakeResponse.json({"access_token": "issued-1", "expires_in": expires_in})
+        result = run(sts)
+    assert result.code == 0, result.stderr
+    assert result.response["cacheDuration"] == "0s"
+    assert result.response["auth"][HOST]["password"] == "issued-1"
+
+
 def test_throttling_past_the_deadline_stops_at_once(quay: BackendCloud) -> None:
     fake = quay.fake
     fake.fault = FakeResponse.json({"error": "slow_down"}, 429, headers={"Retry-After": "3600"})

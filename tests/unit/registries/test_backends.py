@@ -119,6 +119,11 @@ def test_reading_what_each_backend_answers() -> None:
     sts = read_issued(parse_settings({**QUAY, "backend": "quay-sts"}),
                       {"access_token": "t", "expires_in": 3600}, now)  # fmt: skip
     assert sts.expires_at == now + 3600
+    for said, ends in (("1800", now + 1800), (0, now), (-5, now), ("soon", now), (True, now),
+                       ("9" * 5000, now), (None, None)):  # fmt: skip
+        answer = {"access_token": "t", "expires_in": said}
+        assert read_issued(parse_settings({**QUAY, "backend": "quay-sts"}), answer, now) == (
+            "team+puller", "t", ends), said  # fmt: skip
     jfrog = parse_settings({"backend": "artifactory", "url": "https://a", "provider_name": "p"})
     assert read_issued(jfrog, {"access_token": "t", "username": "u"}, now).expires_at is None
     for bad in ({}, {"token": ""}, {"token": 5}, [], "x"):
