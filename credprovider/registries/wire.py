@@ -118,6 +118,7 @@ def token_namespace(token: str) -> str:
 def _is_dns_label(value: str) -> bool:
     return (
         0 < len(value) <= 63
+        and value.isascii()  # isalnum and islower take "ß" and "٣" too
         and value.replace("-", "a").isalnum()
         and value.islower()
         and value[0].isalnum()

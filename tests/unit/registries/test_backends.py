@@ -101,9 +101,12 @@ def test_the_secret_call_takes_its_namespace_from_the_token_and_its_name_from_th
     call = token_call(settings, token, {"registry.credprovider.io/pull-secret": "pull.creds"})
     assert call.url == "https://api:6443/api/v1/namespaces/team-a/secrets/pull.creds"
     assert call.headers["Authorization"] == f"Bearer {token}"
-    for name in ("../x", "a/b", "A", "", "x" * 254):
+    for name in ("../x", "a/b", "A", "", "x" * 254, "stra\u00dfe", "pull.\u0663"):
         with pytest.raises(ValueError):
             secret_name(settings, {"registry.credprovider.io/pull-secret": name})
+    for namespace in ("team-\u00e9", "Team", "-a", "a/../b"):
+        with pytest.raises(ValueError, match="names no namespace"):
+            token_namespace(issuer.token(namespace=namespace))
     with pytest.raises(ValueError, match="names no namespace"):
         token_namespace("not.a.jwt")
 
