@@ -87,7 +87,10 @@ def _host_and_port(value: str) -> bool:
     return (
         _ip_or_name(name)
         and not is_ip(name)
-        and (not colon or (port.isascii() and port.isdigit() and 0 < int(port) < 65536))
+        and (
+            not colon
+            or (port.isascii() and port.isdigit() and len(port) <= 5 and 0 < int(port) < 65536)
+        )
     )
 
 

@@ -67,7 +67,7 @@ def parse_chain(value: str) -> Chain:
             )
         local, at, domain = entry.partition("@")
         email = bool(at and local and "." in domain)
-        unique_id = entry.isdigit() and len(entry) <= _NUMERIC_ID_MAX
+        unique_id = entry.isascii() and entry.isdigit() and len(entry) <= _NUMERIC_ID_MAX
         if not (email or unique_id) or any(c.isspace() or c in "/:@" for c in local + domain):
             raise UsageError(
                 f"{IMPERSONATE_FLAG}: {entry!r} is not a service account email "

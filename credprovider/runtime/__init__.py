@@ -13,7 +13,8 @@ stdout or the process exit code. One module per job:
   kubelet normalizes them) and ``matching`` (its matchImages rules and the keyring);
 * ``deadline``: the time left, counted from exec, always shorter than the kubelet's 60 s kill;
   ``retry``: bounded retries within it;
-* ``http``: the plugins' own HTTP/1.1 client and the one transport seam; ``answer``: the one
+* ``http``: the plugins' own HTTP/1.1 client and the one transport seam (``http1``: its wire
+  format and its one error, pure over bytes); ``answer``: the one
   bounded reader of what an endpoint answers; ``requests_session``: the same caps for the SDKs
   over requests; ``tls``: the CA bundle a setting names, read as a node file, in a verified
   context;

@@ -189,7 +189,9 @@ def read_bounded(
     """A body from ``blocks`` (an SDK's raw stream), refused past ``cap`` or past the deadline
     (``remaining`` seconds left, checked between blocks). ``declared`` is the Content-Length, if
     any: a larger one is refused before a byte is read."""
-    if declared is not None and declared.strip().isdigit() and int(declared) > cap:
+    length = (declared or "").strip()
+    # ASCII digits only ("²" passes isdigit, int refuses it), and no int() of thousands of them
+    if length.isascii() and length.isdigit() and (len(length) > 18 or int(length) > cap):
         raise BadAnswer(too_large(cap))
     data = bytearray()
     for block in blocks:

@@ -93,6 +93,11 @@ def _flag_name(arg: str) -> tuple[str, str | None]:
     return name, (value if sep else None)
 
 
+def _is_number(text: str) -> bool:
+    """A few ASCII digits: ``str.isdigit`` takes "²", and ``int`` refuses it (and 4,300 digits)."""
+    return text.isascii() and text.isdigit() and len(text) <= 9
+
+
 def split_common_args(argv: list[str]) -> tuple[CommonOptions, list[str]]:
     """Take the runtime's own flags out of ``argv``; return them and the provider's arguments.
 
@@ -113,13 +118,13 @@ def split_common_args(argv: list[str]) -> tuple[CommonOptions, list[str]]:
             continue
         name, value = _flag_name(arg)
         if name == "v":
-            if value is None and i < len(argv) and argv[i].lstrip("-").isdigit():
+            if value is None and i < len(argv) and _is_number(argv[i].lstrip("-")):
                 value = argv[i]
                 i += 1
             if value is None:
                 opts.show_version = True
                 continue
-            if not value.isdigit():
+            if not _is_number(value):
                 raise UsageError(f"invalid verbosity {value!r} for -v: expected a number like -v=4")
             opts.verbosity = int(value)
         elif name == "version":

@@ -63,7 +63,7 @@ def damage(contents: str) -> str | None:
         return f"the bundle is damaged: cannot read {manifest} ({why})"
     for line in lines:
         size, _, relative = line.partition(" ")
-        if not size.isdigit() or not relative:
+        if not (size.isascii() and size.isdigit() and len(size) <= 15) or not relative:
             return f"the bundle is damaged: {manifest} has a bad line"
         path = os.path.join(contents, relative)
         try:

@@ -155,7 +155,7 @@ def parse_go_duration(text: str) -> int:
 def parse_seconds(text: str) -> float:
     """A time-out as our flags take it: a Go duration (``30s``, ``1m30s``) or plain seconds
     (``30``, ``2.5``). Raises :class:`DurationError`; the range is the caller's."""
-    if text.replace(".", "", 1).isdigit():
+    if text.isascii() and text.replace(".", "", 1).isdigit():
         return float(text)
     return parse_go_duration(text) / SECOND
 

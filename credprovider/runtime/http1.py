@@ -8,6 +8,7 @@ from __future__ import annotations
 from credprovider.errors import CredproviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Final
 from credprovider.runtime.answer import BadAnswer, too_large
+from credprovider.runtime.excerpt import quoted
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -25,10 +26,10 @@ def split_http_url(url: str, *, allow_https: bool = False) -> tuple[str, str, st
     scheme = scheme.lower()
     if not sep or scheme not in (("http", "https") if allow_https else ("http",)):
         kinds = "http:// and https://" if allow_https else "http://"
-        raise HttpError(f"only {kinds} URLs are supported here, not {url!r}")
+        raise HttpError(f"only {kinds} URLs are supported here, not {quoted(url)}")
     authority, slash, path = rest.partition("/")
     if not authority or "@" in authority:
-        raise HttpError(f"{url!r} has no usable host")
+        raise HttpError(f"{quoted(url)} has no usable host")
     return scheme, authority, slash + path
 
 
@@ -49,15 +50,16 @@ def split_authority(authority: str, scheme: str) -> tuple[str, int]:
         close = authority.find("]")
         after = authority[close + 1 :] if close > 0 else "?"
         if after and not after.startswith(":"):
-            raise HttpError(f"{authority!r} is not a usable host")
+            raise HttpError(f"{quoted(authority)} is not a usable host")
         host, port_text = authority[1:close], after[1:]
     elif ":" in authority:
         host, _, port_text = authority.rpartition(":")
+    # ASCII digits ("²" passes isdigit), and few of them (int() refuses 4,300 and more)
     if not host or (port_text and not (port_text.isdigit() and port_text.isascii())):
-        raise HttpError(f"{authority!r} is not a usable host and port")
-    port = int(port_text) if port_text else DEFAULT_PORTS[scheme]
+        raise HttpError(f"{quoted(authority)} is not a usable host and port")
+    port = int(port_text) if 0 < len(port_text) <= 5 else 0 if port_text else DEFAULT_PORTS[scheme]
     if not 0 < port < 65536:
-        raise HttpError(f"{authority!r} has no usable port")
+        raise HttpError(f"{quoted(authority)} has no usable port")
     return host, port
 
 
@@ -160,7 +162,7 @@ def read_body(
     if length_text is not None:
         if not (length_text.isdigit() and length_text.isascii()):
             raise HttpError(f"a malformed Content-Length: {length_text[:20]!r}")
-        if int(length_text) > max_body:
+        if len(length_text) > 18 or int(length_text) > max_body:  # int() refuses 4,300 digits
             raise BadAnswer(too_large(max_body))
         return _exactly(reader, int(length_text))
     data = reader.read(max_body + 1)

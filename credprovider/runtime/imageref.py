@@ -126,7 +126,7 @@ def _parse_registry(domain: str) -> tuple[str, str]:
         if not all(is_domain_label(label) for label in host.split(".")):
             raise ImageError(f"registry host {quoted(host)} is not a valid host name")
     if port is not None:
-        if not port.isascii() or not port.isdigit() or not 0 < int(port) <= 65535:
+        if not (port.isascii() and port.isdigit() and len(port) <= 5 and 0 < int(port) <= 65535):
             raise ImageError(f"registry port {quoted(port)} is not a number from 1 to 65535")
         return host, port
     return host, ""

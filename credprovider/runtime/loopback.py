@@ -54,6 +54,7 @@ def _is_ipv4_loopback(literal: str) -> bool:
         and all(
             part.isascii()
             and part.isdigit()
+            and len(part) <= 3
             and (part == "0" or part[0] != "0")
             and int(part) < 256
             for part in parts
@@ -67,7 +68,12 @@ def parse_resolve_map(value: str) -> dict[str, tuple[str, int]]:
     for item in filter(None, (part.strip() for part in value.split(","))):
         host, sep, target = item.partition("=")
         ip, colon, port_text = target.rpartition(":")
-        if not sep or not host or not colon or not port_text.isdigit():
+        if (
+            not sep
+            or not host
+            or not colon
+            or not (port_text.isascii() and port_text.isdigit() and len(port_text) <= 5)
+        ):
             raise ValueError(f"{RESOLVE_ENV}: {item!r} is not host=ip:port")
         ip = ip.strip("[]")
         if not is_loopback_address(ip):

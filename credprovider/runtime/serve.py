@@ -284,6 +284,9 @@ def run(
     except ProviderError as exc:
         log.error(str(exc))
         return 1
+    except Exception as exc:  # noqa: BLE001 - never a traceback: one line, as for a fetch's
+        log.error(_describe_failure(exc, log))
+        return 1
 
     deadline = Deadline(deadline_seconds, already_spent=spent_before_run)
     ctx = Context(deadline=deadline, log=log, environ=environ, now=now)

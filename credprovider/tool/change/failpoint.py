@@ -19,7 +19,7 @@ def reached(what: str) -> None:
     """One more node-changing call (``what``, for a debugger); die here if this is the armed one."""
     global _reached
     armed = os.environ.get(FAILPOINT_ENV, "")
-    if not armed.isdigit():
+    if not (armed.isascii() and armed.isdigit() and len(armed) <= 9):
         return
     _reached += 1
     if _reached == int(armed):

@@ -127,7 +127,12 @@ def settings_from(
     if (value := flag_value(args, POD_MANIFEST_FLAG)) is not None:
         static_pod_path = value
         sources["staticPodPath"] = f"--{POD_MANIFEST_FLAG}"
-    if (value := flag_value(args, READ_ONLY_PORT_FLAG)) is not None and value.isdigit():
+    if (
+        (value := flag_value(args, READ_ONLY_PORT_FLAG)) is not None
+        and value.isascii()
+        and value.isdigit()
+        and len(value) <= 5
+    ):
         read_only_port = int(value)
     address = flag_value(args, ADDRESS_FLAG) or address
     runtime = flag_value(args, RUNTIME_ENDPOINT_FLAG) or endpoints.get("containerRuntimeEndpoint")

@@ -115,6 +115,8 @@ def test_a_yaml_billion_laughs_in_a_setting_is_one_line_at_once(
          "--ib-sni-name must be a host name or host:port, got: 'ib\\x1b[2J.example'"),
         (["a.json", "--ib-sni-name", "ib.example:99999", "--ib-apiserver-ip", "10.0.0.1"],
          "--ib-sni-name must be a host name or host:port, got: 'ib.example:99999'"),
+        (["a.json", "--ib-sni-name", "ib.example:" + "9" * 5000, "--ib-apiserver-ip", "10.0.0.1"],
+         "--ib-sni-name must be a host name or host:port, got: 'ib.example:99999"),
     ],
 )  # fmt: skip
 def test_command_line_errors(args: list[str], message: str) -> None:

@@ -155,6 +155,10 @@ def test_a_body_is_read_up_to_the_cap_and_no_further() -> None:
     assert len(list(zip(range(3), endless, strict=False))) == 3  # the rest was never read
     with pytest.raises(BadAnswer, match="larger than 1 MiB"):
         read_bounded(_blocks(0), declared=str(1 << 40), remaining=lambda: 5.0)
+    with pytest.raises(BadAnswer, match="larger than"):  # int() refuses 4,300 digits and more
+        read_bounded(_blocks(0), declared="9" * 5000, remaining=lambda: 5.0)
+    for odd in ("\u00b2", " 12 ", "-5", "1e9"):  # "²" passes isdigit; none is a length to act on
+        assert read_bounded(_blocks(1), declared=odd, remaining=lambda: 5.0) == b"x" * 65536
 
 
 def test_a_trickle_ends_with_the_deadline() -> None:

@@ -36,11 +36,23 @@ def test_split_authority(authority: str, scheme: str, expected: tuple[str, int])
 
 
 @pytest.mark.parametrize(
-    "authority", ["host:http", "host:0", "host:70000", ":80", "[::1", "[::1]x", "h:１"]
+    "authority",
+    [
+        "host:http",
+        "host:0",
+        "host:70000",
+        ":80",
+        "[::1",
+        "[::1]x",
+        "h:１",
+        "h:\u00b2",
+        "h:" + "9" * 5000,
+    ],
 )
 def test_unusable_authorities(authority: str) -> None:
-    with pytest.raises(HttpError):
+    with pytest.raises(HttpError) as caught:
         http1.split_authority(authority, "http")
+    assert len(str(caught.value)) < 200  # quoted short, whatever its length
 
 
 def test_request_head() -> None:
@@ -111,6 +123,8 @@ def test_head_answers_have_no_body() -> None:
         (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort", HttpError, "ended after 5 of 10 bytes"),
         (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", HttpError, "malformed Content-Length"),
         (b"HTTP/1.1 200 OK\r\nContent-Length: 65\r\n\r\n" + b"a" * 65, BadAnswer, "larger than 64 bytes"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: " + b"9" * 5000 + b"\r\n\r\n", BadAnswer, "larger than 64"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: \xb2\r\n\r\n", HttpError, "malformed Content-Length"),
         (b"HTTP/1.1 200 OK\r\n\r\n" + b"a" * 65, BadAnswer, "larger than 64 bytes"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n41\r\n" + b"a" * 65, BadAnswer, "larger than 64"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", HttpError, "malformed chunk size"),

@@ -184,6 +184,7 @@ def test_parse_image_parts() -> None:
         ("registry.io:99999/app", "port '99999'"),
         ("registry.io:0/app", "port '0'"),
         ("registry.io:ab/app", "port 'ab'"),
+        ("registry.io:" + "9" * 5000 + "/app", "is not a number"),  # int() refuses 4,300 digits
         ("foo.azurecr.io@evil.net/x", "invalid digest"),
         ("registry.io/app@sha256:zz", "invalid digest"),
         ("r%2e.io/x", "not a valid host name"),

@@ -182,7 +182,7 @@ def test_deadline_from_environment() -> None:
     assert "0.2s deadline" in err
 
 
-@pytest.mark.parametrize("value", ["soon", "0s", "-1s", "0"])
+@pytest.mark.parametrize("value", ["soon", "0s", "-1s", "0", "\u00b2", "1\u00b2"])  # "²": isdigit
 def test_bad_deadlines_are_usage_errors(value: str) -> None:
     code, out, err = run_fake(request_bytes("r.io/x"), [f"--deadline={value}"])
     assert (code, out) == (1, b"")
@@ -227,9 +227,23 @@ def test_common_flags(argv: list[str], verbosity: int, rest: list[str], version:
     assert (opts.verbosity, remaining, opts.show_version) == (verbosity, rest, version)
 
 
-def test_non_numeric_verbosity_is_a_usage_error() -> None:
+@pytest.mark.parametrize("argv", [["-v=high"], ["-v=\u00b2"], ["--v=\u0663"], ["-v=" + "9" * 5000]])
+def test_non_numeric_verbosity_is_a_usage_error(argv: list[str]) -> None:
     with pytest.raises(UsageError):
-        split_common_args(["-v=high"])
+        split_common_args(argv)
+    code, out, err = run_fake(request_bytes("r.io/x"), argv)
+    assert (code, out) == (1, b"") and err.startswith("fake-plugin: error: invalid verbosity")
+
+
+def test_a_failure_before_the_request_is_one_line() -> None:
+    """--version builds the provider from its args (a plugin refuses args it cannot run with): a
+    build that fails unexpectedly is one line, as a fetch's failure is, never a traceback."""
+    code, out, err = run_fake(b"", ["--version", "--valid-seconds", "nope"])
+    assert (code, out) == (1, b"")
+    assert (
+        err.startswith("fake-plugin: error: internal error: ValueError") and "Traceback" not in err
+    )
+    assert len(err.splitlines()) == 1
 
 
 @pytest.mark.parametrize(

@@ -70,3 +70,13 @@ def test_the_gate_turned_off_is_said(
     [(found, message)] = verdicts([f"--feature-gates=Foo=true,{GATE}=false"], version)
     assert (found, message) == (status, f"--feature-gates sets {GATE}=false, {said}")
     assert verdicts([f"--feature-gates={GATE}=true"], version) == []
+
+
+@pytest.mark.parametrize(
+    ("flag", "port"), [("10255", 10255), ("0", 0), ("\u00b2", 10255), ("\u0663", 10255)]
+)
+def test_a_read_only_port_flag_is_ascii_digits_or_not_taken(flag: str, port: int) -> None:
+    """The kubelet's command line is read as hostile: "²" passes isdigit and fails int()."""
+    from credprovider.tool.node.kubelet_flags import settings_from
+
+    assert settings_from([f"--read-only-port={flag}"]).read_only_port == port
