@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import importlib
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -18,7 +19,7 @@ from typing import Any, NoReturn
 
 from credprovider.entry import PLUGIN_MODULES
 from credprovider.errors import CredproviderError
-from credprovider.runtime.redact import safe_line
+from credprovider.runtime.redact import safe_line, scrub
 from credprovider.runtime.serve import without_key_log
 from credprovider.tool.commands import COMMANDS
 from credprovider.tool.commands.common import EXAMPLE, EXIT_FAILED, EXIT_USAGE, WHAT_CHANGES
@@ -154,12 +155,25 @@ def _run(argv: list[str]) -> int:
     if getattr(args, "handler", None) is None:
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    named = (getattr(args, key, None) for key in ("command", "action"))
+    prog = " ".join(["credprovider", *(str(name) for name in named if name)])
     try:
         code: int = args.handler(args)
     except CredproviderError as exc:  # each handler says its own failures; this is the backstop
-        named = (getattr(args, key, None) for key in ("command", "action"))
-        prog = " ".join(["credprovider", *(str(name) for name in named if name)])
         sys.stderr.write(f"{prog}: {safe_line(str(exc))}\n")
         # this user may not read what root would: no verdict, as every command says it
         code = EXIT_USAGE if isinstance(exc, UnreadableError) else EXIT_FAILED
+    except Exception as exc:  # a bug: one line naming it, as a plugin says its own
+        if os.environ.get(TRACEBACK_ENV) == "1":
+            raise
+        sys.stderr.write(
+            f"{prog}: internal error: {type(exc).__name__}: {safe_line(scrub(str(exc)))} (rerun "
+            f"with {TRACEBACK_ENV}=1 for a traceback and report it)\n"
+        )
+        code = EXIT_FAILED
     return code
+
+
+# Set to 1, a bug in the tool is raised with its traceback instead of said in one line (the
+# tests set it: a bug must fail them, not pass as a one-line failure).
+TRACEBACK_ENV = "CREDPROVIDER_TRACEBACK"

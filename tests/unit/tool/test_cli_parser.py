@@ -57,3 +57,34 @@ def test_every_subcommand_has_the_parser() -> None:
     # one module each, named as the command ('-' written '_')
     assert sorted(action.choices) == sorted(c.replace("_", "-") for c in COMMANDS)  # type: ignore[arg-type]
     assert {type(p).__name__ for p in action.choices.values()} == {"ToolParser"}  # type: ignore[union-attr]
+
+
+def test_a_bug_is_one_line_unless_its_traceback_is_asked_for(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Whatever a command did not expect is one line naming it (scrubbed and escaped, as every
+    line the tool prints), exit 1; CREDPROVIDER_TRACEBACK=1 raises it instead (the tests' own
+    setting, so that a bug fails them). The bug here is stood in for: the image parser raising
+    what no command catches, with an escape byte and a registered secret in its text."""
+    from credprovider.runtime import imageref
+    from credprovider.runtime.redact import register_secret
+    from credprovider.tool.cli import TRACEBACK_ENV, main
+
+    secret = "s3cr3t-" + "x" * 24
+    register_secret(secret)
+
+    def broken(reference: str) -> object:
+        raise KeyError(f"\x1b[2J{secret}")
+
+    monkeypatch.setattr(imageref, "parse_image", broken)
+    monkeypatch.delenv(TRACEBACK_ENV)
+    with pytest.raises(SystemExit) as exited:
+        main(["match", "*.io", "a.io/x"])
+    assert exited.value.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("credprovider match: internal error: KeyError: ") and err.count("\n") == 1
+    assert secret not in err and "\x1b" not in err and "Traceback" not in err
+    assert err.endswith(f"(rerun with {TRACEBACK_ENV}=1 for a traceback and report it)\n")
+    monkeypatch.setenv(TRACEBACK_ENV, "1")
+    with pytest.raises(KeyError):
+        main(["match", "*.io", "a.io/x"])
