@@ -118,7 +118,7 @@ def written_as_json(data: bytes | str | None) -> bool:
         return False
     try:
         return isinstance(json.loads(text), dict)
-    except ValueError:
+    except (ValueError, RecursionError):  # its callers have parsed it as the kubelet does first
         return False
 
 

@@ -67,8 +67,8 @@ def lookup_failures(lines: Iterable[str]) -> list[LookupFailure]:
         if LOOKUP_FAILED not in line:
             continue
         if line.lstrip().startswith("{"):
-            try:
-                record = json.loads(line)
+            try:  # a log line is anyone's text: nesting past the bound is no record
+                record = bounded_json(line)
             except ValueError:
                 continue
             if isinstance(record, dict) and record.get("msg") == LOOKUP_FAILED:

@@ -47,6 +47,8 @@ def test_the_kubelets_failed_lookups_are_read_from_both_log_formats() -> None:
         KLOG_LINE,
         JSON_LINE,
         '{"msg": "Failed to provide credentials for image" broken json',
+        # anyone's line in the log: nested past Python's recursion (RecursionError once)
+        '{"msg": "Failed to provide credentials for image", "x": ' + "[" * 200_000,
     ]
     first, second = lookup_failures(lines)
     assert (first.provider, first.when) == ("ecr-credential-provider", "1124 10:41:07")

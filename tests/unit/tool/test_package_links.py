@@ -66,3 +66,20 @@ def test_a_record_that_is_not_a_regular_file_is_refused_at_once(tmp_path: Path) 
     os.mkfifo(record)
     with pytest.raises(FileProblem, match="package-links"):
         record_package_links([Path("/etc/kubernetes/bin/x")], str(record))
+
+
+@pytest.mark.parametrize(
+    ("text", "as_json"),
+    [
+        ('{"apiVersion": "kubelet.config.k8s.io/v1"}', True),
+        ("apiVersion: kubelet.config.k8s.io/v1\n", False),
+        ("[1]", False),
+        ("{not json", False),
+        ("{" + '"a":' * 200_000, False),  # RecursionError in json's decoder once
+        (None, False),
+    ],
+)
+def test_a_config_is_kept_in_its_own_format(text: str | None, as_json: bool) -> None:
+    from credprovider.tool.change.render import written_as_json
+
+    assert written_as_json(text) is as_json
