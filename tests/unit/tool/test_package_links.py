@@ -75,7 +75,7 @@ def test_a_record_that_is_not_a_regular_file_is_refused_at_once(tmp_path: Path) 
         ("apiVersion: kubelet.config.k8s.io/v1\n", False),
         ("[1]", False),
         ("{not json", False),
-        ("{" + '"a":' * 200_000, False),  # RecursionError in json's decoder once
+        ('{"a":' * 200_000, False),  # RecursionError in json's decoder once
         (None, False),
     ],
 )
