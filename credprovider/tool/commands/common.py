@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from credprovider.errors import CredproviderError
 from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
+from credprovider.runtime.excerpt import quoted
 from credprovider.runtime.nodefile import special_kind
 from credprovider.runtime.redact import redact
 from credprovider.tool.catalog import PLUGINS, not_known, provider_keys
@@ -63,12 +64,19 @@ def seconds(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        raise argparse.ArgumentTypeError(f"{quoted(text)} is not a number of seconds") from None
     if not math.isfinite(value) or not 0 <= value <= MAX_SECONDS:
         raise argparse.ArgumentTypeError(
-            f"{text!r}: give seconds from 0 to {MAX_SECONDS:g} (a day)"
+            f"{quoted(text)}: give seconds from 0 to {MAX_SECONDS:g} (a day)"
         )
     return value
+
+
+def absolute_path(text: str) -> str:
+    """A path option of a change (argparse ``type``) made absolute against this directory: the
+    kubelet runs from ``/`` and resolves a relative flag from there, and a journal holds
+    absolute paths only (change/confine.py). An empty one stays empty, for the command to say."""
+    return os.path.abspath(text) if text else text
 
 
 def print_json(obj: Any) -> None:

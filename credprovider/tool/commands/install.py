@@ -23,6 +23,7 @@ from credprovider.tool.commands.common import (
     EXIT_OK,
     EXIT_USAGE,
     Subcommands,
+    absolute_path,
     cannot_check,
     node_default,
     node_failed,
@@ -276,11 +277,13 @@ def register(sub: Subcommands) -> None:
     )
     inst.add_argument(
         "--bin-dir",
+        type=absolute_path,
         help="the kubelet's --image-credential-provider-bin-dir (default: the one this node's "
         f"kubelet uses, found as doctor finds it, else {NODE_BIN_DIR} if it exists)",
     )
     inst.add_argument(
         "--config-out",
+        type=absolute_path,
         help="the config file to write (default: the kubelet's --image-credential-provider-config "
         f"on this node, found the same way, else {NODE_CONFIG} if it exists)",
     )
@@ -293,6 +296,7 @@ def register(sub: Subcommands) -> None:
         inst.add_argument(
             f"--{plugin.key}-config",
             dest=_node_file_dest(plugin.key),
+            type=absolute_path,
             help=f"the node file passed to {plugin.name} (default: {plugin.node_file_arg})",
         )
     inst.add_argument(
@@ -320,6 +324,10 @@ def register(sub: Subcommands) -> None:
         action="store_true",
         help="replace files and links that are not credprovider's (each is kept as a backup)",
     )
-    inst.add_argument("--target", help="the credprovider executable to link to (default: this one)")
+    inst.add_argument(
+        "--target",
+        type=absolute_path,
+        help="the credprovider executable to link to (default: this one)",
+    )
     inst.add_argument("--json", action="store_true", help="one JSON object on stdout")
     inst.set_defaults(handler=_cmd_install)

@@ -16,6 +16,7 @@ from credprovider.tool.commands.common import (
     EXIT_OK,
     EXIT_USAGE,
     Subcommands,
+    absolute_path,
     cannot_check,
     node_failed,
     print_json,
@@ -262,12 +263,13 @@ def register(sub: Subcommands) -> None:
     migrate.add_argument(
         "--kubelet-flags-file",
         action="append",
+        type=absolute_path,
         metavar="FILE",
         help="a file holding the kubelet's flags: kubeadm's /var/lib/kubelet/kubeadm-flags.env, "
         "/etc/default/kubelet, /etc/sysconfig/kubelet, or a systemd unit or drop-in "
         "(Environment= and ExecStart=); repeatable",
     )
-    migrate.add_argument("--kubelet-config", help="a KubeletConfiguration file")
+    migrate.add_argument("--kubelet-config", type=absolute_path, help="a KubeletConfiguration file")
     migrate.add_argument(
         "--providers",
         metavar="LIST",
@@ -276,11 +278,13 @@ def register(sub: Subcommands) -> None:
     )
     migrate.add_argument(
         "--bin-dir",
+        type=absolute_path,
         help="the plugin bin dir for the flags to add (default: the kubelet's current "
         f"--image-credential-provider-bin-dir, where its plugins are, else {NODE_BIN_DIR})",
     )
     migrate.add_argument(
         "--config-out",
+        type=absolute_path,
         default=NODE_CONFIG,
         help="where the config will be written, for the flags to add (default: %(default)s). "
         "A config the kubelet is given today is merged into it: its providers first, their names "

@@ -14,6 +14,7 @@ from credprovider.tool.commands.common import (
     EXIT_OK,
     EXIT_USAGE,
     Subcommands,
+    absolute_path,
     cannot_check,
     node_default,
     node_failed,
@@ -135,6 +136,7 @@ def register(sub: Subcommands) -> None:
     )
     undo.add_argument(
         "--config",
+        type=absolute_path,
         help="the credential provider config the change wrote (default: the kubelet's "
         f"--image-credential-provider-config on this node, found as doctor finds it, else "
         f"{NODE_CONFIG} if it exists)",
@@ -142,6 +144,7 @@ def register(sub: Subcommands) -> None:
     undo.add_argument(
         "--kubelet-flags-file",
         action="append",
+        type=absolute_path,
         metavar="FILE",
         help="a file holding the kubelet's flags, to check that it starts as the undo leaves it "
         "(default: the files this node's kubelet takes its flags from, found as doctor finds "

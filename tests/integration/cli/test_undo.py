@@ -134,6 +134,38 @@ def test_a_migration_is_undone_only_with_force_where_the_kubelet_would_refuse_it
     assert "restart the kubelet" in done.stdout
 
 
+def test_paths_given_relative_are_the_kubelets_absolute_ones(node: Path, tmp_path: Path) -> None:
+    """An operator in the node's /etc/kubernetes gives install and migrate relative paths: the
+    flags written name absolute ones (the kubelet runs from /, where "bin" is not this bin dir,
+    and would not start), the links name the bundle absolutely, and undo, run from elsewhere,
+    reads each one's record (it held the relative paths, and was "damaged") and reverses it."""
+    files = _kubeadm(node)
+    here = node / "etc/kubernetes"
+    before = tree(str(node))
+    target = os.path.relpath(fake_bundle(tmp_path / "b1", "0.1.0"), here)
+    install = ["install", "--providers", "aws", "--bin-dir", "bin",
+               "--config-out", "credential-providers.yaml", "--target", target]  # fmt: skip
+    done = run_cli(*install, cwd=here)
+    assert done.returncode == 0, done.stderr
+    assert os.readlink(here / "bin/ecr-credential-provider") == str(tmp_path / "b1/credprovider")
+    undone = run_cli("undo", "--config", "etc/kubernetes/credential-providers.yaml", cwd=node)
+    assert undone.returncode == 0, undone.stderr
+    assert tree(str(node)) == before
+    assert run_cli(*install, cwd=here).returncode == 0
+    installed = without_record(node)
+    migrate = run_cli("migrate", "--kubelet-flags-file", "../../var/lib/kubelet/kubeadm-flags.env",
+                      "--bin-dir", "bin", "--config-out", "credential-providers.yaml", "--write",
+                      cwd=here)  # fmt: skip
+    assert migrate.returncode == 0, migrate.stderr
+    flags = files["kubeadm"].read_text()
+    assert f"--image-credential-provider-config={here}/credential-providers.yaml " in flags
+    assert f"--image-credential-provider-bin-dir={here}/bin" in flags
+    undone = run_cli("undo", "--config", f"{here}/credential-providers.yaml", "--force",
+                     cwd=tmp_path)  # fmt: skip
+    assert undone.returncode == 0, undone.stderr
+    assert without_record(node) == installed
+
+
 def test_a_path_changed_since_is_refused_and_force_puts_it_back(node: Path, tmp_path: Path) -> None:
     before = tree(str(node))
     install(node, fake_bundle(tmp_path / "b1", "0.1.0"))
