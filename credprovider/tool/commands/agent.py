@@ -31,6 +31,7 @@ from credprovider.tool.commands.common import (
     EXIT_USAGE,
     Subcommands,
     chosen_providers,
+    node_path,
     node_root,
     print_json,
     seconds,
@@ -216,8 +217,12 @@ def _install_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _files_only_paths(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--bin-dir", help="with --files-only: the kubelet's bin dir")
-    parser.add_argument("--config", help="with --files-only: the kubelet's config file")
+    parser.add_argument(
+        "--bin-dir", type=node_path, help="with --files-only: the kubelet's bin dir"
+    )
+    parser.add_argument(
+        "--config", type=node_path, help="with --files-only: the kubelet's config file"
+    )
 
 
 def _node_options(parser: argparse.ArgumentParser, changes: bool) -> None:

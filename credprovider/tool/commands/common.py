@@ -79,6 +79,18 @@ def absolute_path(text: str) -> str:
     return os.path.abspath(text) if text else text
 
 
+def node_path(text: str) -> str:
+    """A path as the node names it, under ``--root`` (argparse ``type``): absolute, as the
+    kubelet's flag names it; a relative one is a usage error (this directory is not the node's)."""
+    import argparse
+
+    if not os.path.isabs(text):
+        raise argparse.ArgumentTypeError(
+            f"{quoted(text)} is relative: give the path as the kubelet's flag names it, from /"
+        )
+    return text
+
+
 def print_json(obj: Any) -> None:
     print(json.dumps(obj, indent=2, sort_keys=False))
 

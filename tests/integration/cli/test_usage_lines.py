@@ -27,6 +27,20 @@ def test_files_only_without_its_paths_is_one_line(tmp_path: Path) -> None:
         )
 
 
+def test_files_only_paths_are_the_nodes_absolute_ones(tmp_path: Path) -> None:
+    """--bin-dir and --config are node paths under --root, as the kubelet's flags name them: a
+    relative one (planned as "bin/ecr-credential-provider" once) is a usage line, nothing read."""
+    for option, given in (("--bin-dir", "bin"), ("--config", "cfg.yaml")):
+        paths = {"--bin-dir": "/etc/cp/bin", "--config": "/etc/cp/c.yaml", option: given}
+        done = run_cli("agent", "plan", "--root", str(tmp_path), "--files-only", "--providers",
+                       "aws", *(part for pair in paths.items() for part in pair))  # fmt: skip
+        assert (done.returncode, done.stdout) == (2, "")
+        assert done.stderr.splitlines()[-1] == (
+            f"credprovider agent plan: error: argument {option}: '{given}' is relative: give the "
+            "path as the kubelet's flag names it, from /"
+        )
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make root's private directory")
 def test_install_into_roots_private_directory_as_nobody_is_one_line(tmp_path: Path) -> None:
     for path in (tmp_path, *tmp_path.parents):  # pytest's are 0700: let nobody walk to priv
