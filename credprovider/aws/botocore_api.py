@@ -15,7 +15,17 @@ from botocore.exceptions import (
     ConnectionClosedError,
     ConnectTimeoutError,
     EndpointConnectionError,
+    InvalidChecksumConfigError,
     InvalidConfigError,
+    InvalidDefaultsMode,
+    InvalidEndpointConfigurationError,
+    InvalidEndpointDiscoveryConfigurationError,
+    InvalidIMDSEndpointError,
+    InvalidIMDSEndpointModeError,
+    InvalidProxiesConfigError,
+    InvalidRegionError,
+    InvalidRetryConfigurationError,
+    InvalidSTSRegionalEndpointsConfigError,
     MissingDependencyException,
     NoCredentialsError,
     NoRegionError,
@@ -48,7 +58,7 @@ from credprovider.errors import ProviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final
 from credprovider.runtime.advice import NOT_THE_SERVICE, unreachable_url, url_host
 from credprovider.runtime.answer import READ_BLOCK_BYTES, BadAnswer, sdk_body
-from credprovider.runtime.provider import Context
+from credprovider.runtime.provider import Context, one_line
 from credprovider.runtime.redact import register_secret
 from credprovider.runtime.tls import require_usable_ca_bundle
 
@@ -68,6 +78,11 @@ UNREACHED: Final = (
 SETTINGS_ERRORS: Final = (
     ProfileNotFound, PartialCredentialsError, InvalidConfigError, ConfigParseError, NoRegionError,
     SSOTokenLoadError, TokenRetrievalError, UnknownServiceError, MissingDependencyException,
+    # a setting's value botocore refuses (AWS_STS_REGIONAL_ENDPOINTS, AWS_RETRY_MODE, ...)
+    InvalidSTSRegionalEndpointsConfigError, InvalidRetryConfigurationError, InvalidDefaultsMode,
+    InvalidEndpointConfigurationError, InvalidEndpointDiscoveryConfigurationError,
+    InvalidIMDSEndpointError, InvalidIMDSEndpointModeError, InvalidRegionError,
+    InvalidProxiesConfigError, InvalidChecksumConfigError,
 )  # fmt: skip
 
 
@@ -201,13 +216,8 @@ class BotocoreTokenApi:
                     read_for_it(
                         self.sdk, self.ctx.environ, self.region, self.ctx.deadline.remaining
                     )
-                    client.append(
-                        self.sdk.create_client(
-                            self.service,
-                            config=client_config(self.ctx, self.region, attempts=1),
-                            **self.keys,
-                        )
-                    )
+                    config = client_config(self.ctx, self.region, attempts=1)
+                    client.append(made_client(self.sdk, self.service, config, self.keys))
                 answer = client[0].get_authorization_token()
         except NoCredentialsError:
             raise NoCredentials("no credentials") from None
@@ -235,6 +245,16 @@ class BotocoreTokenApi:
         return read_answer(self.service, answer)
 
 
+def made_client(sdk: Any, service: str, config: Config, keys: dict[str, str] | None = None) -> Any:
+    """``sdk.create_client``. A ``ValueError`` there is botocore refusing a setting, not an
+    answer (an endpoint in ``AWS_ENDPOINT_URL*``, a container credentials URL it will not ask):
+    said as the settings'."""
+    try:
+        return sdk.create_client(service, config=config, **(keys or {}))
+    except ValueError as exc:
+        raise SettingsError(f"botocore cannot use the settings: {one_line(exc)}") from None
+
+
 def assume_role(
     sdk: Any, role: RoleChoice, web_identity_token: str, region: str, ctx: Context
 ) -> dict[str, str]:
@@ -244,14 +264,23 @@ def assume_role(
     # unsigned, as botocore's own web identity provider calls it: the node's credential chain
     # (its IMDS waits, its token files) is not resolved for a call that takes none
     unsigned = client_config(ctx, region).merge(Config(signature_version=UNSIGNED))
-    sts = sdk.create_client("sts", config=unsigned)
     try:
+        sts = made_client(sdk, "sts", unsigned)
         with bounded_answers(ctx):
             answer = sts.assume_role_with_web_identity(
                 RoleArn=role.arn,
                 RoleSessionName=ROLE_SESSION_NAME,
                 WebIdentityToken=web_identity_token,
             )
+    except SettingsError as exc:
+        raise ProviderError(
+            f"STS AssumeRoleWithWebIdentity for {role.arn} failed: {exc}", SETTINGS_FIX
+        ) from None
+    except SETTINGS_ERRORS as exc:
+        raise ProviderError(
+            f"STS AssumeRoleWithWebIdentity for {role.arn} failed: {settings_said(exc)}",
+            SETTINGS_FIX,
+        ) from None
     except ClientError as exc:
         error = exc.response.get("Error", {})
         raise ProviderError(
@@ -301,7 +330,7 @@ def assume_pod_role(
     ctx.deadline.phase = f"calling EKS Auth AssumeRoleForPodIdentity for cluster {cluster}"
     try:
         read_for_it(sdk, ctx.environ, region, ctx.deadline.remaining)
-        client = sdk.create_client(podidentity.SERVICE, config=client_config(ctx, region))
+        client = made_client(sdk, podidentity.SERVICE, client_config(ctx, region))
         with bounded_answers(ctx):
             answer = client.assume_role_for_pod_identity(clusterName=cluster, token=token)
     except ClientError as exc:
@@ -319,6 +348,10 @@ def assume_pod_role(
         raise ProviderError(
             f"EKS Auth AssumeRoleForPodIdentity for cluster {cluster} failed: {settings_said(exc)}",
             SETTINGS_FIX,
+        ) from None
+    except SettingsError as exc:
+        raise ProviderError(
+            f"EKS Auth AssumeRoleForPodIdentity for cluster {cluster} failed: {exc}", SETTINGS_FIX
         ) from None
     except UNREACHED as exc:
         base = podidentity.endpoint(region, ctx.environ)

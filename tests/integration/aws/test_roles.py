@@ -147,6 +147,36 @@ def test_an_sts_it_cannot_reach_says_what_to_check(ecr: tuple[FakeEcr, FakeServe
     assert fake.calls == []
 
 
+@pytest.mark.parametrize(
+    ("setting", "said"),
+    [
+        (
+            {"AWS_ENDPOINT_URL_STS": "not a url"},
+            "botocore cannot use the settings: Invalid endpoint",
+        ),
+        ({"AWS_STS_REGIONAL_ENDPOINTS": "bogus"}, "STS regional endpoints option bogus is invalid"),
+    ],
+)
+def test_sts_settings_botocore_refuses_are_the_nodes_to_fix(
+    ecr: tuple[FakeEcr, FakeServer], setting: dict[str, str], said: str
+) -> None:
+    """An STS endpoint botocore will not use was 'internal error: ValueError' (the client was
+    made outside the call's error handling): one line naming the setting's fault and the fix."""
+    fake, server = ecr
+    run = run_plugin(
+        PLUGIN,
+        request_bytes(
+            "public.ecr.aws/a/b", token=SA_TOKEN, annotations={"eks.amazonaws.com/role-arn": ROLE}
+        ),
+        env=ecr_env(server.url, NOWHERE, **setting),
+    )
+    assert (run.code, run.stdout) == (1, b"")
+    [line] = run.error_lines
+    assert line.startswith(f"{PLUGIN}: error: STS AssumeRoleWithWebIdentity for {ROLE} failed: ")
+    assert said in line and line.endswith("or the node's ~/.aws files)"), line
+    assert fake.calls == [] and "internal error" not in line
+
+
 def test_malformed_role_arn_is_an_error(ecr: tuple[FakeEcr, FakeServer], moto_server: str) -> None:
     _, server = ecr
     run = run_plugin(
