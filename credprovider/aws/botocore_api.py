@@ -38,7 +38,7 @@ from botocore.exceptions import (
 )
 
 from credprovider import __version__
-from credprovider.aws.botocore_chain import read_for_it
+from credprovider.aws.botocore_chain import read_for_it, refused_setting
 from credprovider.aws.registry import ROLE_SESSION_NAME, RoleChoice
 from credprovider.aws.tokenapi import (
     MAX_ATTEMPTS,
@@ -58,7 +58,7 @@ from credprovider.errors import ProviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final
 from credprovider.runtime.advice import NOT_THE_SERVICE, unreachable_url, url_host
 from credprovider.runtime.answer import READ_BLOCK_BYTES, BadAnswer, sdk_body
-from credprovider.runtime.provider import Context, one_line
+from credprovider.runtime.provider import Context
 from credprovider.runtime.redact import register_secret
 from credprovider.runtime.tls import require_usable_ca_bundle
 
@@ -252,7 +252,7 @@ def made_client(sdk: Any, service: str, config: Config, keys: dict[str, str] | N
     try:
         return sdk.create_client(service, config=config, **(keys or {}))
     except ValueError as exc:
-        raise SettingsError(f"botocore cannot use the settings: {one_line(exc)}") from None
+        raise refused_setting(exc) from None
 
 
 def assume_role(

@@ -18,6 +18,7 @@ import botocore.utils
 
 from credprovider.aws.direct import PROFILE_FILES
 from credprovider.aws.process import bounded_popen
+from credprovider.aws.tokenapi import SettingsError
 from credprovider.errors import ProviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final
 from credprovider.runtime.nodefile import (
@@ -85,6 +86,14 @@ def _bundled_models() -> Any:
     return Loader(extra_search_paths=[Loader.BUILTIN_DATA_PATH], include_default_search_paths=False)
 
 
+def refused_setting(exc: ValueError) -> SettingsError:
+    """botocore's bare ``ValueError`` for a setting it will not use (an endpoint URL, a container
+    credentials URL), as the settings' error: the node's to fix, not an answer's fault."""
+    from credprovider.runtime.provider import one_line
+
+    return SettingsError(f"botocore cannot use the settings: {one_line(exc)}")
+
+
 def read_for_it(
     sdk: Any, environ: Mapping[str, str], region: str, remaining: Callable[[], float]
 ) -> None:
@@ -96,7 +105,10 @@ def read_for_it(
     say."""
     if sdk.__dict__.get("credprovider_chain"):
         return
-    resolver = botocore.credentials.create_credential_resolver(sdk, region_name=region)
+    try:
+        resolver = botocore.credentials.create_credential_resolver(sdk, region_name=region)
+    except ValueError as exc:  # an IMDS endpoint it cannot use (AWS_EC2_METADATA_SERVICE_ENDPOINT)
+        raise refused_setting(exc) from None
     # botocore's seams for both (the constructor's token_loader_cls; the headers' one method)
     tokens = _web_identity_tokens(environ)
     resolver.get_provider("assume-role-with-web-identity")._token_loader_cls = tokens

@@ -16,7 +16,8 @@ from credprovider.errors import CredproviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
 from credprovider.runtime.advice import NOT_THE_SERVICE, RETRIES_NEXT_PULL, unreachable
 from credprovider.runtime.answer import BadAnswer, decode_json, number_in_string
-from credprovider.runtime.http import HttpError, HttpResponse, exchange
+from credprovider.runtime.excerpt import clip
+from credprovider.runtime.http import HttpError, HttpResponse, UnusableUrl, exchange
 from credprovider.runtime.provider import one_line
 from credprovider.runtime.retry import RETRYABLE_STATUSES
 
@@ -168,7 +169,7 @@ class ImdsCredential:
     def get_token(self, scope: str) -> AccessToken:
         ctx = self._ctx
         url = token_url(ctx.environ, scope.removesuffix("/.default"), self._selector)
-        shown = url.split("?")[0]
+        shown = clip(url.split("?")[0])
         response = self._get(url, {}, "IMDS", shown)
         if response.status == 200:
             return self._parsed(response.body, "IMDS", shown)
@@ -194,6 +195,12 @@ class ImdsCredential:
             )
         except BadAnswer as exc:
             raise ImdsError(f"{source}: {exc.at(shown).detail}", NOT_THE_SERVICE) from None
+        except UnusableUrl as exc:
+            setting = AUTHORITY_HOST_ENV if source == "IMDS" else "IDENTITY_ENDPOINT"
+            raise ImdsError(
+                f"{source} ({shown}) cannot be asked: {one_line(exc)}",
+                f"fix {setting} in the provider's env",
+            ) from None
         except HttpError as exc:
             raise ImdsError(
                 f"{source} ({shown}) did not answer: {one_line(exc)}",
@@ -235,7 +242,7 @@ class ArcCredential(ImdsCredential):
         endpoint = self._endpoint
         query = {"api-version": ARC_API_VERSION, "resource": scope.removesuffix("/.default")}
         url = f"{endpoint}{'&' if '?' in endpoint else '?'}{urlencode({**query, **self._selector})}"
-        shown = endpoint.split("?")[0]
+        shown = clip(endpoint.split("?")[0])
         source = "the Azure Arc agent"
         asked = self._get(url, {}, source, shown)
         key_file = arc_key_file(asked.header("WWW-Authenticate")) if asked.status == 401 else None

@@ -20,7 +20,8 @@ from credprovider.runtime.advice import (
     unreachable,
 )
 from credprovider.runtime.answer import BadAnswer, decode_json
-from credprovider.runtime.http import HttpError, HttpResponse, exchange
+from credprovider.runtime.excerpt import clip
+from credprovider.runtime.http import HttpError, HttpResponse, UnusableUrl, exchange
 from credprovider.runtime.provider import one_line
 from credprovider.runtime.retry import RETRYABLE_STATUSES
 
@@ -39,6 +40,8 @@ NOT_ON_GCE: Final = (
     "credentials with GOOGLE_APPLICATION_CREDENTIALS in the provider's env (or GCE_METADATA_HOST "
     "for a metadata server at another address)"
 )
+# GCE_METADATA_HOST (or GCE_METADATA_ROOT) names no address a request can go to.
+FIX_HOST: Final = "fix GCE_METADATA_HOST (or GCE_METADATA_ROOT) in the provider's env: host[:port]"
 NO_SERVICE_ACCOUNT: Final = (
     "check that the VM has a service account with the cloud-platform scope, or give the "
     "credentials with GOOGLE_APPLICATION_CREDENTIALS in the provider's env"
@@ -79,7 +82,7 @@ def decode_answer(response: HttpResponse) -> object:
 def get(ctx: Context, path: str, what: str) -> object:
     """``what`` read from ``computeMetadata/v1/<path>``, retried on 5xx/429 and transport errors."""
     root = metadata_root(ctx.environ)
-    failed = f"could not read {what} from the GCE metadata server ({root})"
+    failed = f"could not read {what} from the GCE metadata server ({clip(root)})"
     ctx.deadline.phase = f"reading {what} from the GCE metadata server"
     ctx.log.v(4, f"GET {root}{path}")
     try:
@@ -95,6 +98,8 @@ def get(ctx: Context, path: str, what: str) -> object:
         )
     except BadAnswer as exc:
         raise ProviderError(f"{failed}: {exc.detail}", NOT_THE_SERVICE) from None
+    except UnusableUrl as exc:
+        raise ProviderError(f"{failed}: {one_line(exc)}", FIX_HOST) from None
     except HttpError as exc:
         advice = (
             NOT_ON_GCE if name_not_resolved(exc) else unreachable(f"the metadata server {root}")

@@ -22,6 +22,7 @@ from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
 from credprovider.runtime.answer import MAX_BODY_BYTES, BadAnswer, decoded
 from credprovider.runtime.http1 import DEFAULT_PORTS as DEFAULT_PORTS
 from credprovider.runtime.http1 import HttpError as HttpError
+from credprovider.runtime.http1 import UnusableUrl as UnusableUrl
 from credprovider.runtime.http1 import read_body, read_head, request_head
 from credprovider.runtime.http1 import split_authority as split_authority
 from credprovider.runtime.http1 import split_http_url as split_http_url
@@ -70,7 +71,7 @@ class HttpResponse(NamedTuple):
         return self.body.decode("utf-8", "replace")
 
 
-class NotHttps(HttpError):
+class NotHttps(UnusableUrl):
     """A credential would go over plain http:// to a host that is not this machine."""
 
 
@@ -194,8 +195,9 @@ def _describe(exc: BaseException) -> str:
 
 
 def worth_retrying(error: Exception) -> bool:
-    """A failed exchange is retried; an answer past a cap is not (it would only come again)."""
-    return isinstance(error, HttpError)
+    """A failed exchange is retried; an answer past a cap is not (it would only come again), nor
+    a URL that cannot be asked."""
+    return isinstance(error, HttpError) and not isinstance(error, UnusableUrl)
 
 
 def proxy_setting(environ: Mapping[str, str]) -> str | None:

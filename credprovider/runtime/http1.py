@@ -20,16 +20,21 @@ class HttpError(CredproviderError, OSError):
     cap is :class:`~credprovider.runtime.answer.BadAnswer`: it came, and is not retried.)"""
 
 
+class UnusableUrl(HttpError):
+    """The URL cannot be asked at all (no usable host or port, a scheme this client does not
+    speak): the setting that named it is wrong, and no retry can help."""
+
+
 def split_http_url(url: str, *, allow_https: bool = False) -> tuple[str, str, str]:
     """``http://host[:port]/path?query`` -> (``http``, ``host[:port]``, ``/path?query``)."""
     scheme, sep, rest = url.partition("://")
     scheme = scheme.lower()
     if not sep or scheme not in (("http", "https") if allow_https else ("http",)):
         kinds = "http:// and https://" if allow_https else "http://"
-        raise HttpError(f"only {kinds} URLs are supported here, not {quoted(url)}")
+        raise UnusableUrl(f"only {kinds} URLs are supported here, not {quoted(url)}")
     authority, slash, path = rest.partition("/")
     if not authority or "@" in authority:
-        raise HttpError(f"{quoted(url)} has no usable host")
+        raise UnusableUrl(f"{quoted(url)} has no usable host")
     return scheme, authority, slash + path
 
 
@@ -50,16 +55,16 @@ def split_authority(authority: str, scheme: str) -> tuple[str, int]:
         close = authority.find("]")
         after = authority[close + 1 :] if close > 0 else "?"
         if after and not after.startswith(":"):
-            raise HttpError(f"{quoted(authority)} is not a usable host")
+            raise UnusableUrl(f"{quoted(authority)} is not a usable host")
         host, port_text = authority[1:close], after[1:]
     elif ":" in authority:
         host, _, port_text = authority.rpartition(":")
     # ASCII digits ("²" passes isdigit), and few of them (int() refuses 4,300 and more)
     if not host or (port_text and not (port_text.isdigit() and port_text.isascii())):
-        raise HttpError(f"{quoted(authority)} is not a usable host and port")
+        raise UnusableUrl(f"{quoted(authority)} is not a usable host and port")
     port = int(port_text) if 0 < len(port_text) <= 5 else 0 if port_text else DEFAULT_PORTS[scheme]
     if not 0 < port < 65536:
-        raise HttpError(f"{quoted(authority)} has no usable port")
+        raise UnusableUrl(f"{quoted(authority)} has no usable port")
     return host, port
 
 
@@ -71,7 +76,7 @@ def request_head(
     if not method or not set(method) <= _TOKEN_CHARACTERS:
         raise HttpError(f"invalid method {method!r}")
     if not target.startswith("/") or any(ord(c) <= 0x20 or ord(c) >= 0x7F for c in target):
-        raise HttpError("the URL has characters that cannot be sent in a request line")
+        raise UnusableUrl("the URL has characters that cannot be sent in a request line")
     fields = [("Host", host_header), *headers.items(), ("Accept-Encoding", "identity")]
     if body is not None:
         fields.append(("Content-Length", str(len(body))))

@@ -168,6 +168,8 @@ def test_a_bare_registry_host_asks_for_the_repository(
         ({"AWS_ENDPOINT_URL_ECR_PUBLIC": "not a url"}, "cannot use the settings: Invalid endpoint"),
         ({"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "",
           "AWS_CONTAINER_CREDENTIALS_FULL_URI": "not a url"}, "Can only retrieve metadata from"),
+        ({"AWS_ACCESS_KEY_ID": "", "AWS_SECRET_ACCESS_KEY": "",
+          "AWS_EC2_METADATA_SERVICE_ENDPOINT": "http://[::1"}, "settings: Invalid IPv6 URL"),
     ],
 )  # fmt: skip
 def test_unusable_aws_settings_say_to_fix_them_not_to_retry(

@@ -112,6 +112,21 @@ def test_the_real_imds_address_is_never_contacted_by_tests(azure: Azure) -> None
     assert azure.imds.queries == []
 
 
+@pytest.mark.parametrize("host", ["http://[::1", "http://imds:99999", "ftp://imds"])
+def test_an_imds_address_that_names_no_address_says_to_fix_it(azure: Azure, host: str) -> None:
+    """AZURE_POD_IDENTITY_AUTHORITY_HOST that no request can go to is the setting's fault."""
+    run = azure.run(
+        "myreg.azurecr.io/app",
+        azure.config(useManagedIdentityExtension=True),
+        env={"AZURE_POD_IDENTITY_AUTHORITY_HOST": host},
+    )
+    assert (run.code, run.stdout) == (1, b"")
+    (line,) = run.error_lines
+    assert "cannot be asked: " in line, line
+    assert line.endswith("; fix AZURE_POD_IDENTITY_AUTHORITY_HOST in the provider's env"), line
+    assert azure.imds.queries == []
+
+
 def test_other_managed_identity_sources_are_left_to_azure_identity(azure: Azure) -> None:
     """With App Service's IDENTITY_ENDPOINT set, azure-identity picks the source (not IMDS)."""
     env = {"IDENTITY_ENDPOINT": "http://127.0.0.1:9/msi/token", "IDENTITY_HEADER": "h"}

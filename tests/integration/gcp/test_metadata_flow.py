@@ -140,6 +140,20 @@ def test_unreachable_metadata_server_is_an_error() -> None:
     )
 
 
+@pytest.mark.parametrize("host", ["[::1", "metadata:99999", "h:" + "9" * 5000])
+def test_a_metadata_host_that_names_no_address_says_to_fix_it(host: str) -> None:
+    """GCE_METADATA_HOST that no request can go to is the setting's fault: the line says to fix
+    it, at once (not "check that it is reachable", after three attempts)."""
+    run = run_plugin(PLUGIN, request_bytes("gcr.io/p/a"), ["get-credentials", "-v=2"],
+                     {"GCE_METADATA_HOST": host})  # fmt: skip
+    assert (run.code, run.stdout) == (1, b"")
+    (line,) = [line for line in run.error_lines if ": error: " in line]
+    assert line.endswith(
+        "; fix GCE_METADATA_HOST (or GCE_METADATA_ROOT) in the provider's env: host[:port]"
+    ), line
+    assert "usable" in line and len(line) < 600 and "attempt 2" not in run.stderr
+
+
 def test_v1_says_where_the_credentials_came_from(
     metadata: tuple[FakeMetadata, FakeServer],
 ) -> None:
