@@ -14,6 +14,7 @@ from credprovider.runtime.excerpt import quoted
 from credprovider.runtime.goformat import parse_go_duration
 from credprovider.runtime.matching import parts_match, url_parts
 from credprovider.runtime.nodefile import special_kind
+from credprovider.runtime.serve import CACHE_DIR_ENV
 from credprovider.tool.catalog import BY_NAME, plugin_for_name
 from credprovider.tool.kubeconfig.model import CredentialProvider, LoadedConfig
 from credprovider.tool.node.access import refused_as_non_root, unreadable
@@ -102,7 +103,24 @@ def _pattern_lints(provider: CredentialProvider) -> list[str]:
 def _exec_lints(provider: CredentialProvider) -> list[str]:
     found = [env_problem(var.name or "", var.value or "") for var in provider.env or []]
     found += [arg_problem(arg) for arg in provider.args or []]
+    found.append(_cache_dir_problem(provider))
     return [problem for problem in found if problem]
+
+
+def _cache_dir_problem(provider: CredentialProvider) -> str:
+    """A relative ``--cache-dir`` (or ``CREDPROVIDER_CACHE_DIR``): the plugin resolves it against
+    the working directory the kubelet gives it, its own (``/`` under systemd), not the config's."""
+    with contextlib.suppress(CredproviderError):  # refused args: said elsewhere
+        opts, _ = split_common_args(list(provider.args or []))
+        env = {var.name: var.value or "" for var in provider.env or []}
+        given = opts.cache_dir or env.get(CACHE_DIR_ENV, "")
+        if given and not given.startswith("/"):
+            return (
+                f"the cache directory {quoted(given)} is relative: the plugin makes it in the "
+                "kubelet's working directory (/ under systemd), not beside the config; give an "
+                "absolute path"
+            )
+    return ""
 
 
 def arg_problem(arg: str) -> str:

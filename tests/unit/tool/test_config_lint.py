@@ -193,7 +193,25 @@ LINTS = [
         "which refuses a token of audience 'sts.amazonaws.com': set "
         "tokenAttributes.serviceAccountTokenAudience: pods.eks.amazonaws.com",
     ),
+    (
+        "relative cache dir",
+        [provider_entry(args=["--cache-dir", "cache"])],
+        "the cache directory 'cache' is relative: the plugin makes it in the kubelet's working "
+        "directory (/ under systemd)",
+    ),
+    (
+        "relative cache dir in the env",
+        [provider_entry(env=[{"name": "CREDPROVIDER_CACHE_DIR", "value": "var/cache"}])],
+        "the cache directory 'var/cache' is relative",
+    ),
 ]
+
+
+def test_an_absolute_cache_dir_is_no_warning(tmp_path: Path) -> None:
+    for entry in (provider_entry(args=["--cache-dir=/var/cache/cp"]),
+                  provider_entry(env=[{"name": "CREDPROVIDER_CACHE_DIR", "value": "/c"}])):  # fmt: skip
+        warnings = lint_providers(load_config(str(config_file(tmp_path, entry))))
+        assert not any("cache directory" in text for text in warnings), warnings
 
 
 @pytest.mark.parametrize(
