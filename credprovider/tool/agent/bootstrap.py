@@ -46,17 +46,31 @@ CONFIG_TEXT: Final = (
 )
 
 
+# Where the script writes a file before it renames it into place.
+UNFINISHED_SUFFIX: Final = ".credprovider-unfinished"
+
+
 def provisioning_script(config: str = AGENT_CONFIG, bin_dir: str = AGENT_BIN_DIR) -> str:
     """The shell commands provisioning runs before the kubelet's first start (cloud-init's
     ``runcmd``, a launch template's user data, an image build), creating only what is not
-    there: a node the agent already installed keeps its files."""
-    plugin = f"{bin_dir}/{BOOTSTRAP_PROVIDER}"
+    there: a node the agent already installed keeps its files. Each file is written beside its
+    place, flushed (``sync``) and renamed there: a boot cut short at any point leaves either
+    nothing or the whole file, never a half config the kubelet would refuse to start with (and
+    that ``[ -e ]`` would keep at the next run); the next run removes what it left beside."""
     directories = dict.fromkeys([bin_dir, config.rsplit("/", 1)[0] or "/"])
+    return f"mkdir -p {' '.join(shlex.quote(d) for d in directories)}\n" + "".join(
+        _made_whole(path, text, mode)
+        for path, text, mode in (
+            (f"{bin_dir}/{BOOTSTRAP_PROVIDER}", PLUGIN_TEXT, PLUGIN_MODE),
+            (config, CONFIG_TEXT, CONFIG_MODE),
+        )
+    )
+
+
+def _made_whole(path: str, text: str, mode: int) -> str:
+    """Shell commands that make ``path`` hold ``text`` (mode ``mode``) unless something is there."""
+    final, unfinished = shlex.quote(path), shlex.quote(path + UNFINISHED_SUFFIX)
     return (
-        f"mkdir -p {' '.join(shlex.quote(d) for d in directories)}\n"
-        f"[ -e {shlex.quote(plugin)} ] || {{ cat > {shlex.quote(plugin)} <<'EOF'\n"
-        f"{PLUGIN_TEXT}EOF\n"
-        f"chmod {PLUGIN_MODE:o} {shlex.quote(plugin)}; }}\n"
-        f"[ -e {shlex.quote(config)} ] || cat > {shlex.quote(config)} <<'EOF'\n"
-        f"{CONFIG_TEXT}EOF\n"
+        f"rm -f {unfinished}; [ -e {final} ] || {{ cat > {unfinished} <<'EOF'\n{text}EOF\n"
+        f"chmod {mode:o} {unfinished} && sync && mv -f {unfinished} {final}; }}\n"
     )

@@ -270,6 +270,64 @@ def test_mode_files_replaces_the_provisioned_bootstrap_and_uninstall_puts_it_bac
     assert tree(str(root)) == provisioned
 
 
+# Each command the provisioning script runs, counted; the Nth kills the script's shell (-9)
+# before it runs: a first boot cut short there. Installed in a directory put first on PATH.
+_KILLED_AT = """#!/bin/sh
+count=0
+[ -e "$STEPS" ] && read -r count < "$STEPS"
+count=$((count + 1))
+echo "$count" > "$STEPS"
+[ "$count" = "$KILL_AT" ] && kill -9 "$PPID" && exit 137
+exec "/bin/$(basename "$0")" "$@"
+"""
+
+
+def test_the_bootstrap_script_cut_short_at_any_command_leaves_no_half_file(tmp_path: Path) -> None:
+    """The provisioning script killed before each command it runs: the config and the plugin are
+    each absent or whole (a half config would keep the kubelet from starting, and the script's
+    next run, seeing it there, would keep it); a run after it leaves both whole and nothing
+    beside them."""
+    import subprocess
+
+    from credprovider.paths import AGENT_BIN_DIR, AGENT_CONFIG
+    from credprovider.tool.agent.bootstrap import (
+        BOOTSTRAP_PROVIDER,
+        CONFIG_TEXT,
+        PLUGIN_TEXT,
+        provisioning_script,
+    )  # fmt: skip
+
+    shims = tmp_path / "shims"
+    shims.mkdir()
+    for name in ("cat", "chmod", "sync", "mv", "rm", "mkdir"):
+        (shims / name).write_text(_KILLED_AT)
+        (shims / name).chmod(0o755)
+    # not the host's sync: this test's files need no flush, and the host's disks are not its own
+    (shims / "sync").write_text(_KILLED_AT.replace('exec "/bin/$(basename "$0")" "$@"', "exit 0"))
+
+    def run(root: Path, kill_at: int) -> int:
+        steps = root.parent / f"{root.name}.steps"
+        script = provisioning_script(f"{root}{AGENT_CONFIG}", f"{root}{AGENT_BIN_DIR}")
+        env = {**os.environ, "PATH": f"{shims}:/usr/bin:/bin", "STEPS": str(steps),
+               "KILL_AT": str(kill_at)}  # fmt: skip
+        subprocess.run(["sh", "-e"], input=script, text=True, env=env, check=False)
+        return int(steps.read_text())
+
+    total = run(tmp_path / "whole", 0)
+    config, plugin = AGENT_CONFIG.lstrip("/"), f"{AGENT_BIN_DIR.lstrip('/')}/{BOOTSTRAP_PROVIDER}"
+    for kill_at in range(1, total + 1):
+        root = tmp_path / f"cut-{kill_at}"
+        run(root, kill_at)
+        for path, text in ((config, CONFIG_TEXT), (plugin, PLUGIN_TEXT)):
+            if (root / path).exists():
+                assert (root / path).read_text() == text, (kill_at, path)
+        if (root / plugin).exists():
+            assert stat.S_IMODE((root / plugin).stat().st_mode) == 0o755, kill_at
+        run(root, 0)
+        assert tree(str(root)) == tree(str(tmp_path / "whole")), kill_at
+    assert total >= 8  # mkdir, and rm, cat, chmod, sync, mv for each file
+
+
 def test_mode_files_uninstall_leaves_the_bootstrap_where_there_was_no_config(
     tmp_path: Path,
 ) -> None:
