@@ -37,6 +37,7 @@ from credprovider.cloud import (
 )
 from credprovider.errors import CredproviderError
 from credprovider.runtime.args import parse_arguments, split_common_args
+from credprovider.runtime.excerpt import quoted
 
 DEFAULT_AZURE_CONFIG: Final = "/etc/kubernetes/azure.json"
 _PUBLIC_AZURE = CLOUDS["azurepubliccloud"]
@@ -58,9 +59,20 @@ def explain(host: str, registry: str, args: Sequence[str] = ()) -> Explanation:
 
 
 def lints(match_images: Sequence[str], args: Sequence[str], env: Collection[str]) -> list[str]:
-    if any(not arg.startswith("-") for arg in args):
+    try:
+        _, rest = split_common_args(list(args))
+        _, paths = parse_arguments(rest, OPTIONS)
+    except CredproviderError:  # args the plugin refuses: validate runs it and says so
         return []
-    return [f"args lack the azure.json path (e.g. {DEFAULT_AZURE_CONFIG})"]
+    if not paths:
+        return [f"args lack the azure.json path (e.g. {DEFAULT_AZURE_CONFIG})"]
+    if paths[0].startswith("/"):
+        return []
+    return [
+        f"args name the azure.json {quoted(paths[0])}, a relative path: the plugin reads it from "
+        f"the kubelet's working directory (/ under systemd); give it absolute (e.g. "
+        f"{DEFAULT_AZURE_CONFIG})"
+    ]
 
 
 def identity(

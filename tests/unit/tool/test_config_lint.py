@@ -138,6 +138,18 @@ LINTS = [
         "args lack the azure.json path",
     ),
     (
+        "azure with a relative azure.json",
+        [
+            provider_entry(
+                name="acr-credential-provider",
+                matchImages=list(PLUGINS["azure"].match_images),
+                args=["--registry-mirror", "mcr.microsoft.com:myreg.azurecr.io", "azure.json"],
+            )
+        ],
+        "args name the azure.json 'azure.json', a relative path: the plugin reads it from the "
+        "kubelet's working directory (/ under systemd)",
+    ),
+    (
         "azure geo replicas",
         [
             provider_entry(
@@ -205,6 +217,17 @@ LINTS = [
         "the cache directory 'var/cache' is relative",
     ),
 ]
+
+
+def test_an_absolute_azure_json_after_a_mirror_is_no_warning(tmp_path: Path) -> None:
+    """The mirror flag's value is no azure.json path: only the positional one is looked at."""
+    entry = provider_entry(
+        name="acr-credential-provider",
+        matchImages=list(PLUGINS["azure"].match_images),
+        args=["--registry-mirror", "mcr.microsoft.com:myreg.azurecr.io", "/etc/azure.json"],
+    )
+    warnings = lint_providers(load_config(str(config_file(tmp_path, entry))))
+    assert not any("azure.json" in text for text in warnings), warnings
 
 
 def test_an_absolute_cache_dir_is_no_warning(tmp_path: Path) -> None:
