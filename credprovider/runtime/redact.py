@@ -21,6 +21,9 @@ MIN_SECRET_LENGTH: Final = 6
 # Show a short prefix only when the secret is long enough that the prefix reveals nothing useful.
 _PREFIX_MIN_LENGTH: Final = 16
 _JWT_PATTERN: Final = r"eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"
+# A URL's userinfo (``https://user:password@host``, ``https://TOKEN@host``): a setting's URL
+# quoted in an error carries it, and it is a secret whoever wrote it there.
+_USERINFO_PATTERN: Final = r"([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]+@"
 
 _lock = _thread.allocate_lock()
 _secrets: set[str] = set()
@@ -41,17 +44,28 @@ def register_secret(secret: str | None) -> None:
 
 
 def scrub(text: str) -> str:
-    """Replace every registered secret and every JWT-shaped string in ``text``."""
+    """Replace every registered secret, every JWT-shaped string and every URL's userinfo in
+    ``text``."""
     with _lock:
         known = sorted(_secrets, key=len, reverse=True)
     for secret in known:
         if secret in text:
             text = text.replace(secret, redact(secret))
+    text = without_userinfo(text)
     if "eyJ" not in text:
         return text
     import re  # only for text that may hold a JWT: re (with enum, functools) is costly to import
 
     return re.sub(_JWT_PATTERN, lambda m: redact(m.group(0)), text)
+
+
+def without_userinfo(text: str) -> str:
+    """``text`` with every URL's userinfo (``https://user:password@host``) shown as ``…@``."""
+    if "@" not in text or "://" not in text:
+        return text
+    import re
+
+    return re.sub(_USERINFO_PATTERN, r"\1…@", text)
 
 
 def printable(text: str) -> str:

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from typing import Any, TextIO
 
 from credprovider.runtime.excerpt import clip
-from credprovider.runtime.redact import printable
+from credprovider.runtime.redact import printable, without_userinfo
 
 _KEPT = "\n\t"
 STDERR_LINE_LIMIT = 4096
@@ -59,7 +59,9 @@ class _Sanitizing:
         self._limit = limit
 
     def write(self, text: str) -> int:
-        shown = capped(text, self._limit) if self._limit else text
+        # a URL's userinfo is a secret whatever quotes it (an operator's --url, a proxy setting)
+        shown = without_userinfo(text)
+        shown = capped(shown, self._limit) if self._limit else shown
         self._stream.write(sanitized(shown))
         return len(text)
 
@@ -69,8 +71,9 @@ class _Sanitizing:
 
 @contextlib.contextmanager
 def sanitizing(cap_stdout: bool = True) -> Iterator[None]:
-    """Every write to ``sys.stdout`` and ``sys.stderr`` sanitized while this lasts, each line of
-    stderr capped (and of stdout, with ``cap_stdout``: not for ``--json``)."""
+    """Every write to ``sys.stdout`` and ``sys.stderr`` sanitized (a URL's userinfo dropped) while
+    this lasts, each line of stderr capped (and of stdout, with ``cap_stdout``: not for
+    ``--json``)."""
     out, err = sys.stdout, sys.stderr
     sys.stdout = _Sanitizing(out, STDERR_LINE_LIMIT if cap_stdout else None)
     sys.stderr = _Sanitizing(err, STDERR_LINE_LIMIT)

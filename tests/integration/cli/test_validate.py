@@ -400,3 +400,30 @@ def test_the_cache_dir_is_no_file_to_find_the_plugin_makes_it(tmp_path: Path) ->
     ]
     assert not [w for w in warnings if str(cache) in w or str(also) in w], warnings
     assert [w for w in warnings if "missing.json, which does not exist" in w], warnings
+
+
+def test_a_urls_password_in_the_args_is_never_printed(tmp_path: Path) -> None:
+    """An operator's --url with a password in it (refused: a credential goes in no URL): the
+    plugin's own line, validate's warning that quotes the args, and its --json all leave the
+    userinfo out, through the bundle as the kubelet would run the plugin."""
+    require_bundle()
+    secret = "s3cr3t-in-the-url"
+    args = ["--backend", "quay", "--url", f"https://robot:{secret}@q.example", "--robot", "a+b",
+            "--registry", "registry.example.test"]  # fmt: skip
+    entry = provider_entry(
+        name="registry-credential-provider",
+        matchImages=["registry.example.test"],
+        args=args,
+        tokenAttributes={
+            "serviceAccountTokenAudience": "quay",
+            "requireServiceAccount": True,
+            "cacheType": "Token",
+        },
+    )
+    config = str(config_file(tmp_path, entry))
+    text = cli("validate", config, "--bin-dir", str(BUNDLE_DIR), use_bundle=True)
+    as_json = cli("validate", config, "--bin-dir", str(BUNDLE_DIR), "--json", use_bundle=True)
+    assert "https://…@q.example" in text.stdout + text.stderr, text.stdout + text.stderr
+    for done in (text, as_json):
+        assert secret not in done.stdout + done.stderr
+    json.loads(as_json.stdout)

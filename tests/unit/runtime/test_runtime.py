@@ -468,3 +468,22 @@ def test_a_name_not_resolving_is_found_among_an_sdks_wrappings() -> None:
     looping.__cause__ = OSError("b")
     looping.__cause__.__cause__ = looping
     assert not name_not_resolved(looping)
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("--url 'https://robot:s3cr3tpw@quay.example/x' is not", "--url 'https://…@quay.example/x' is not"),
+        ("GET http://TOKEN123@169.254.169.254/latest", "GET http://…@169.254.169.254/latest"),
+        ("a:b@c.d and ftp://u:p@h ok", "a:b@c.d and ftp://…@h ok"),  # a URL's only
+        ("https://host/users/a@b.example", "https://host/users/a@b.example"),  # not userinfo
+        ("registry.io/app@sha256:ab", "registry.io/app@sha256:ab"),
+    ],
+)  # fmt: skip
+def test_a_urls_userinfo_is_never_printed(text: str, shown: str) -> None:
+    """A setting's URL quoted in an error (a --url, an endpoint variable) may carry a password
+    or a token as its userinfo: every printed line goes through scrub, which drops it."""
+    from credprovider.runtime.redact import safe_line, scrub
+
+    assert scrub(text) == shown
+    assert safe_line(text) == shown
