@@ -22,7 +22,7 @@ def not_writable(root: NodeRoot, paths: list[str]) -> str:
     does not mount writable. Checked before a change begins, so that none stops part way (a
     user's permissions are the change's own errors)."""
     for path in paths:
-        place, flags = mount_of(root, posixpath.dirname(path.rstrip("/")) or "/")
+        place, flags = root.mount_of(posixpath.dirname(path.rstrip("/")) or "/")
         if flags & os.ST_RDONLY:
             return (
                 f"cannot write {path}: {place} is read-only here (in the chart's pod: not "
@@ -36,7 +36,7 @@ def not_executable(root: NodeRoot, place: str) -> str:
     mount it lands on is ``noexec`` (COS mounts /var and /home so, and remounts only
     /home/kubernetes/bin exec: paths.AGENT_EXEC_HOME; a plugin linked from the bin dir into a
     noexec mount fails with EACCES at every pull)."""
-    existing, flags = mount_of(root, place)
+    existing, flags = root.mount_of(place)
     if flags & os.ST_NOEXEC:
         return (
             f"cannot place the plugins in {place}: {existing} is on a noexec mount, so the kubelet "
@@ -57,7 +57,7 @@ def not_lasting(root: NodeRoot, place: str, kept: list[str]) -> str:
     table = mount_table()
 
     def kind_of(path: str) -> tuple[str, str]:
-        existing, _ = mount_of(root, path)
+        existing, _ = root.mount_of(path)
         return existing, filesystem_type(root.host(existing, follow=False), table)
 
     existing, kind = kind_of(place)
@@ -106,11 +106,3 @@ def filesystem_type(path: Path, table: list[tuple[str, str]]) -> str:
         if inside and len(point) >= len(best):
             best, kind = point, found
     return kind
-
-
-def mount_of(root: NodeRoot, place: str) -> tuple[str, int]:
-    """``place``, or the nearest directory above it that exists (what it will be made in), and
-    the flags of the mount that holds it (``statvfs``: read-only, noexec)."""
-    while place != "/" and not os.path.lexists(root.host(place, follow=False)):
-        place = posixpath.dirname(place)
-    return place, os.statvfs(root.host(place, follow=False)).f_flag

@@ -38,6 +38,7 @@ from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.images.startcheck import NotCredprovider, credprovider_version
 from credprovider.tool.kubeconfig.model import CONFIG_KIND
 from credprovider.tool.node.access import FileProblem, read_bytes, read_text, unreadable
+from credprovider.tool.node.root import HOST
 from credprovider.tool.node.yamldoc import YamlError, load_yaml
 
 
@@ -206,6 +207,15 @@ def _plan_link(link: Path, target: Path, version: str, force: bool, stamp: str) 
 def _plan_copy(plan: InstallPlan, force: bool, stamp: str) -> Step:
     destination = plan.bin_dir / BUNDLE_COPY_DIR
     source = plan.executable.parent
+    if _mounted_noexec(str(plan.bin_dir)):
+        return Step(
+            Action.COPY,
+            str(destination),
+            f"copy the bundle {source} to {destination}",
+            refused="the bin dir's filesystem is mounted noexec, so nothing copied there can run: "
+            "install without --copy (the links then name this bundle), or give a bin dir on a "
+            "mount programs may run from",
+        )
     if not (destination.exists() or destination.is_symlink()):
         return Step(Action.COPY, str(destination), f"copied the bundle {source} to {destination}")
     if _is_copy(destination, plan.executable.name):
@@ -226,6 +236,14 @@ def _plan_copy(plan: InstallPlan, force: bool, stamp: str) -> Step:
         "(a backup is kept)",
         directory_expected=True,
     )
+
+
+def _mounted_noexec(path: str) -> bool:
+    """Whether the filesystem ``path`` is on (or would be made on) is mounted noexec."""
+    try:
+        return bool(HOST.mount_of(path)[1] & os.ST_NOEXEC)
+    except OSError:  # cannot tell: the check after the copy says what it finds
+        return False
 
 
 def _plan_config(

@@ -192,8 +192,28 @@ def _exec_failure(path: str, exc: OSError) -> str:
         what = "a dangling symlink" if not os.path.exists(path) else "its interpreter or loader"
         return f"no such file or directory ({what} is missing: {_interpreter(path)})"
     if exc.errno == errno.EACCES:
-        return "permission denied (not executable: chmod +x it, or link the bundle's executable)"
+        return f"permission denied ({_why_refused(path)})"
     return reason(exc)
+
+
+def _why_refused(path: str) -> str:
+    """Which of execve's refusals (EACCES) it was, as far as this user can tell: the file's mount
+    (noexec: its mode does not matter), its mode, or neither."""
+    try:
+        mode, flags = os.stat(path).st_mode, os.statvfs(path).f_flag
+    except OSError:
+        return "a directory on its path cannot be searched by this user, or it is not executable"
+    if flags & os.ST_NOEXEC:
+        return (
+            "its filesystem is mounted noexec, whatever its mode: put the bundle on a mount "
+            "programs may run from (docs/platforms.md), and link the plugins to it"
+        )
+    if not mode & 0o111:
+        return "not executable: chmod +x it, or link the bundle's executable"
+    return (
+        "it is executable, yet refused: a security module (SELinux, AppArmor), or its owner's "
+        "rights"
+    )
 
 
 def _interpreter(path: str) -> str:

@@ -58,6 +58,13 @@ class NodeRoot:
     def lexists(self, node_path: str) -> bool:
         return os.path.lexists(self.host(node_path, follow=False))
 
+    def mount_of(self, place: str) -> tuple[str, int]:
+        """``place``, or the nearest directory above it that exists (what it will be made in),
+        and the flags of the mount that holds it (``statvfs``: read-only, noexec)."""
+        while place != "/" and not self.lexists(place):
+            place = os.path.dirname(place)
+        return place, os.statvfs(self.host(place, follow=False)).f_flag
+
     def resolve(self, node_path: str, *, follow: bool = True) -> list[str]:
         """The components of ``node_path`` below the root, with every link resolved inside it."""
         if "\0" in node_path:

@@ -113,6 +113,39 @@ def test_install_copy_puts_the_bundle_in_the_bin_dir(tmp_path: Path, target: Pat
     )
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a noexec tmpfs in a namespace of its own")
+def test_install_copy_onto_a_noexec_mount_is_refused_before_any_copy(
+    tmp_path: Path, target: Path
+) -> None:
+    """--copy into a bin dir whose filesystem is mounted noexec (COS's /var): nothing copied
+    there could run, so the install is refused at its plan, nothing written (before: 50 MB
+    copied, then every plugin failing its start check); without --copy the links name the bundle,
+    which runs from its own mount."""
+    import sys
+
+    from release.bundle import REPO
+    from tests.helpers import private
+
+    mount = tmp_path / "var"
+    mount.mkdir()
+    install = [sys.executable, "-m", "credprovider", "credprovider", "install", "--bin-dir",
+               f"{mount}/bin", "--config-out", f"{mount}/c.yaml", "--target", str(target),
+               "--providers", "gcp"]  # fmt: skip
+    script = (
+        'mount -t tmpfs -o noexec noexec "$0" && "$@" --copy; echo "copy $?"; '
+        'find "$0" -mindepth 1 | wc -l; "$@"; echo "link $?"'
+    )
+    done = subprocess.run(
+        private(["sh", "-c", script, str(mount), *install]),
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    lines = done.stdout.splitlines()
+    assert "copy 1" in lines and "0" in lines, done.stdout + done.stderr
+    assert "the bin dir's filesystem is mounted noexec" in done.stdout + done.stderr
+    assert "link 0" in lines, done.stdout + done.stderr
+
+
 def test_install_from_the_bundle_links_to_itself(tmp_path: Path, bin_dir: Path) -> None:
     plugins = tmp_path / "node-bin"
     result = cli(

@@ -427,3 +427,32 @@ def test_a_urls_password_in_the_args_is_never_printed(tmp_path: Path) -> None:
     for done in (text, as_json):
         assert secret not in done.stdout + done.stderr
     json.loads(as_json.stdout)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a noexec tmpfs in a namespace of its own")
+def test_a_plugin_on_a_noexec_mount_is_said_as_such(tmp_path: Path) -> None:
+    """A copied bundle on a filesystem mounted noexec (COS's /var): execve refuses it whatever
+    its mode, and the fix is another mount, not chmod +x (said before)."""
+    import subprocess
+    import sys
+
+    from release.bundle import REPO
+    from tests.helpers import private
+
+    config = config_file(tmp_path, provider_entry())
+    bin_dir = tmp_path / "noexec"
+    bin_dir.mkdir()
+    script = (
+        'mount -t tmpfs -o noexec noexec "$0" && cp /bin/true "$0/ecr-credential-provider" && '
+        'chmod 755 "$0/ecr-credential-provider" && exec "$@"'
+    )
+    done = subprocess.run(
+        private(["sh", "-c", script, str(bin_dir), sys.executable, "-m", "credprovider",
+                 "credprovider", "validate", str(config), "--bin-dir", str(bin_dir), "--json"]),
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    [error] = json.loads(done.stdout)["errors"]
+    assert "cannot be started: permission denied (its filesystem is mounted noexec" in error, error
+    assert "chmod" not in error
