@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 
 from credprovider.entry import PLUGIN_MODULES
 from credprovider.errors import CredproviderError
-from credprovider.runtime.redact import safe_line, scrub
+from credprovider.runtime.redact import safe_line
 from credprovider.runtime.serve import without_key_log
 from credprovider.tool.commands import COMMANDS
 from credprovider.tool.commands.common import EXAMPLE, EXIT_FAILED, EXIT_USAGE, WHAT_CHANGES
@@ -167,7 +167,7 @@ def _run(argv: list[str]) -> int:
         if os.environ.get(TRACEBACK_ENV) == "1":
             raise
         sys.stderr.write(
-            f"{prog}: internal error: {type(exc).__name__}: {safe_line(scrub(str(exc)))} (rerun "
+            f"{prog}: internal error: {type(exc).__name__}: {safe_line(str(exc))} (rerun "
             f"with {TRACEBACK_ENV}=1 for a traceback and report it)\n"
         )
         code = EXIT_FAILED
