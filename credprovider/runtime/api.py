@@ -122,6 +122,11 @@ def _request_json(data: bytes) -> dict[str, Any]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise RequestError(f"request is not valid UTF-8 (byte {exc.start})") from None
+    if text.startswith("\ufeff"):  # as the kubelet's decoder, refused; said in an operator's terms
+        raise RequestError(
+            "request starts with a byte-order mark (an editor's), which JSON does not allow: save "
+            "it as UTF-8 without one"
+        )
     try:
         obj = cjson.loads(
             text, object_pairs_hook=_request_object, parse_constant=cjson.reject_constant

@@ -79,6 +79,7 @@ def test_every_api_version_is_accepted(api_version: str) -> None:
         (b"42", "got a JSON number"),
         (b"null", "got a JSON null"),
         (b"\xff\xfe{}", "not valid UTF-8"),
+        (b'\xef\xbb\xbf{"kind":"CredentialProviderRequest"}', "starts with a byte-order mark"),
         (b'{"kind":"CredentialProviderRequest","image":"a/b"}', "no apiVersion"),
         (b'{"kind":"CredentialProviderRequest","apiVersion":7,"image":"a/b"}', "no apiVersion"),
         (
