@@ -61,4 +61,9 @@ CASES = {
     + "  tokenAttributes: {serviceAccountTokenAudience: aud, requireServiceAccount: true, requiredServiceAccountAnnotationKeys: [eks.amazonaws.com/role-arn], cacheType: ServiceAccount}\n",
     "null fields": P
     + "providers:\n- name: a\n  matchImages: [x]\n  apiVersion: credentialprovider.kubelet.k8s.io/v1\n  defaultCacheDuration: 1m\n  args: null\n  env: null\n",
+    # a file an editor saved with a byte-order mark, YAML and JSON
+    "yaml with a byte-order mark": "\ufeff" + P + "providers:\n" + OK,
+    "json with a byte-order mark": '\ufeff{"apiVersion": "kubelet.config.k8s.io/v1", "kind": '
+    '"CredentialProviderConfig", "providers": [{"name": "a", "matchImages": ["x"], '
+    '"apiVersion": "credentialprovider.kubelet.k8s.io/v1", "defaultCacheDuration": "1m"}]}',
 }
