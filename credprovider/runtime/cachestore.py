@@ -220,6 +220,10 @@ def decode_entry(data: bytes, scope: CacheScope, now: float) -> Credentials | st
     remaining = expires_at - now
     if not SAFETY_MARGIN_SECONDS < remaining <= MAX_VALIDITY_SECONDS:  # False for NaN too
         return "expired, expiring, or valid for longer than any credential is"
+    written = obj.get("writtenAt")
+    if isinstance(written, int | float) and not written <= now + SAFETY_MARGIN_SECONDS:
+        # the clock went back since: its lifetime, counted from now, would be made up
+        return "written later than now (the clock went back)"
     if obj.get("cacheKeyType") not in CACHE_KEY_TYPES:
         return "an unknown cacheKeyType"
     auth_obj = obj.get("auth")

@@ -48,6 +48,10 @@ TAMPERING: list[tuple[str, Callable[[Path], None]]] = [
     ("expiresAt NaN", _rewrite("expiresAt", "NaN")),
     ("expiresAt a string", _rewrite("expiresAt", '"tomorrow"')),
     ("expiresAt in 10 years", _rewrite("expiresAt", "2100000000")),
+    # the node's clock went back since the entry was written: its lifetime, counted from the
+    # clock now, would be longer than the credential's by as much
+    ("written in the future", _rewrite("writtenAt", "1e10")),
+    ("writtenAt NaN", _rewrite("writtenAt", "NaN")),
     ("deeply nested JSON", _replace_with(lambda p: p.write_text("[" * 200_000 + "]" * 200_000))),
     ("a FIFO", _replace_with(lambda p: os.mkfifo(p, 0o600))),
     ("a symlink to /dev/zero", _replace_with(lambda p: p.symlink_to("/dev/zero"))),
