@@ -29,6 +29,7 @@ from credprovider.entry import TOOL_NAME, UNKNOWN_PROGRAM_MARK, VERSION_FLAG
 from credprovider.errors import CredproviderError
 from credprovider.runtime.bundlecheck import INSTALL_HINT_START
 from credprovider.runtime.child import run_bounded
+from credprovider.runtime.excerpt import byte_size
 from credprovider.runtime.nodefile import reason
 from credprovider.tool.catalog import plugin_for_name
 from credprovider.tool.node.trust import UntrustedProgram, check_program, safe_environment
@@ -90,7 +91,7 @@ def check_start(
     if named_ours:
         run = _run([path, *args, VERSION_FLAG], environment, timeout, executable)
         if isinstance(run, str):
-            return StartResult(provider, path, True, error=f"{path} cannot be started: {run}")
+            return StartResult(provider, path, True, error=_not_started(path, run))
         code, stdout, stderr = run
         first = stdout.splitlines()[0] if stdout else ""
         if first.endswith(VERSION_MARK):
@@ -110,13 +111,19 @@ def check_start(
         # Another program under our name (the upstream plugin, /bin/true): checked as foreign.
     run = _run([path, *args], environment, timeout, executable)
     if isinstance(run, str):
-        return StartResult(provider, path, False, error=f"{path} cannot be started: {run}")
+        return StartResult(provider, path, False, error=_not_started(path, run))
     code, stdout, stderr = run
     if _ours_but_broken(stderr):
         return StartResult(
             provider, path, True, error=f"{path} exits {code} when started: {_first(stderr)}"
         )
     return _foreign(provider, path, named_ours, code, stdout, _first(stderr))
+
+
+def _not_started(path: str, why: str) -> str:
+    if isinstance(why, Flood):
+        return f"{path} {why}: the kubelet could never decode an answer from it"
+    return f"{path} cannot be started: {why}"
 
 
 def _ours_but_broken(stderr: str) -> bool:
@@ -137,7 +144,7 @@ def _foreign(
             False,
             proven="it executes",
             warning=f"{what}: it executes, but an empty request did not end it within the "
-            f"check's time; {unproven}",
+            f"check's time (or its first {byte_size(_OUTPUT_CAP)} on stderr); {unproven}",
         )
     if code < 0:
         return StartResult(
@@ -173,12 +180,21 @@ def _run(
     """(exit status or ``None`` on time-out, stdout, stderr), or why exec failed. The request is
     empty: stdin is closed at once."""
     try:
-        run = run_bounded(command, env, b"", timeout, cap=_OUTPUT_CAP, executable=executable)
+        run = run_bounded(
+            command, env, b"", timeout, cap=_OUTPUT_CAP, executable=executable, stop_at_cap=True
+        )
     except OSError as exc:
         return _exec_failure(command[0], exc)
     except ValueError as exc:  # a NUL in the path or an argument
         return str(exc)
+    if run.stdout_cut:  # stopped there (not read to the time-out): stdout is the one answer
+        return Flood(f"writes more than {byte_size(_OUTPUT_CAP)} without end when started")
     return run.code, run.stdout.decode("utf-8", "replace"), run.stderr.decode("utf-8", "replace")
+
+
+class Flood(str):
+    """Why a started program was stopped: it wrote past the check's cap (no answer the kubelet
+    could decode comes from it)."""
 
 
 def _exec_failure(path: str, exc: OSError) -> str:
@@ -250,7 +266,7 @@ def credprovider_version(executable: str, timeout: float = START_TIMEOUT_SECONDS
     first argument, so an executable renamed by its packager (``credprovider-0.2.0``) still answers."""
     run = _run([executable, TOOL_NAME, VERSION_FLAG], kubelet_environment(()), timeout)
     if isinstance(run, str):
-        raise NotCredprovider(f"{executable} cannot be started: {run}")
+        raise NotCredprovider(_not_started(executable, run))
     code, stdout, stderr = run
     first = stdout.splitlines()[0] if stdout else ""
     if first.endswith(VERSION_MARK) and " version " in first:

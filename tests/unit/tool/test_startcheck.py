@@ -99,6 +99,23 @@ CASES = {
         "'error decoding request: EOF'); whether it answers a request was not proven",
         "it executes (exit 1 on an empty request)",
     ),
+    # before: read to the check's 20 s time-out, a CPU's worth of output for nothing
+    "a flood of output": (
+        FOREIGN,
+        "#!/bin/sh\nexec yes\n",
+        "writes more than 64 KiB without end "
+        "when started: the kubelet could never decode an answer from it",
+        None,
+        None,
+    ),
+    # a log on stderr may be long: stopped at the cap, only unproven
+    "a flood on stderr under our name": (
+        ECR,
+        "#!/bin/sh\nyes >&2\n",
+        None,
+        "did not end it within the check's time (or its first 64 KiB on stderr)",
+        "it executes",
+    ),
     "the upstream plugin under our name": (
         ECR,
         '#!/bin/sh\n[ "$1" = --version ] && { echo "Error: unknown flag: --version" >&2; exit 1; }\n'
