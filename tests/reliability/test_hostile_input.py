@@ -69,7 +69,7 @@ CORPUS: list[tuple[str, bytes, tuple[str, str]]] = [
     ),
     ("deeply nested JSON", b"[" * 100_000 + b"]" * 100_000, ("refuse", "nested too deeply")),
     ("trailing garbage", req("r.io/app") + b" and more", ("refuse", "not valid JSON")),
-    ("UTF-8 BOM", b"\xef\xbb\xbf" + req("r.io/app"), ("refuse", "not valid JSON")),
+    ("UTF-8 BOM", b"\xef\xbb\xbf" + req("r.io/app"), ("refuse", "byte-order mark")),
     (
         "NaN value",
         raw(f'{{"kind":"CredentialProviderRequest","apiVersion":"{V1}","image":"r.io/a","x":NaN}}'),
