@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any, Final
 
 from credprovider.errors import CredproviderError
-from credprovider.runtime.args import split_common_args
-from credprovider.runtime.serve import CACHE_DIR_ENV
 from credprovider.tool.change.journalformat import journal_for
 from credprovider.tool.doctor.model import FAIL, INFO, PASS, WARN, Diagnosis
+from credprovider.tool.kubeconfig.lint import cache_dir
 from credprovider.tool.node.discovery import NOTHING, NodeView, in_tree
 from credprovider.tool.node.kubelet_facts import CLOUD_LOGIN_GATE
 from credprovider.tool.node.kubelet_flags import (
@@ -164,17 +163,11 @@ def changed_since_start(view: NodeView, files: Sequence[Path], diagnosis: Diagno
 
 def cache_dirs(loaded: Any, environment: dict[str, str] | None) -> list[tuple[str, str]]:
     """Each provider's cache directory, read from its args and env as our plugins read them."""
-    found = []
-    for provider in loaded.providers:
-        env = {**(environment or {}), **{v.name or "": v.value or "" for v in provider.env or []}}
-        try:
-            opts, _ = split_common_args(list(provider.args or []))
-        except CredproviderError:  # args the plugin refuses: the binary check reports them
-            continue
-        directory = opts.cache_dir or env.get(CACHE_DIR_ENV)
-        if directory:
-            found.append((provider.name or "", directory))
-    return found
+    return [
+        (provider.name or "", directory)
+        for provider in loaded.providers
+        if (directory := cache_dir(provider, environment))
+    ]
 
 
 def cache(view: NodeView, provider: str, directory: str, diagnosis: Diagnosis) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Mapping
 
 from credprovider.cloud import DEFAULT_HTTPS_PORT, CloudPlugin
 from credprovider.errors import CredproviderError
@@ -110,17 +111,26 @@ def _exec_lints(provider: CredentialProvider) -> list[str]:
 def _cache_dir_problem(provider: CredentialProvider) -> str:
     """A relative ``--cache-dir`` (or ``CREDPROVIDER_CACHE_DIR``): the plugin resolves it against
     the working directory the kubelet gives it, its own (``/`` under systemd), not the config's."""
-    with contextlib.suppress(CredproviderError):  # refused args: said elsewhere
-        opts, _ = split_common_args(list(provider.args or []))
-        env = {var.name: var.value or "" for var in provider.env or []}
-        given = opts.cache_dir or env.get(CACHE_DIR_ENV, "")
-        if given and not given.startswith("/"):
-            return (
-                f"the cache directory {quoted(given)} is relative: the plugin makes it in the "
-                "kubelet's working directory (/ under systemd), not beside the config; give an "
-                "absolute path"
-            )
+    given = cache_dir(provider)
+    if given and not given.startswith("/"):
+        return (
+            f"the cache directory {quoted(given)} is relative: the plugin makes it in the "
+            "kubelet's working directory (/ under systemd), not beside the config; give an "
+            "absolute path"
+        )
     return ""
+
+
+def cache_dir(provider: CredentialProvider, environment: Mapping[str, str] | None = None) -> str:
+    """The cache directory a provider's plugin uses, read from its args and env as our plugins
+    read them (``environment``: the kubelet's, under the provider's env); "" for none, or for
+    args the plugin refuses (its start check says so)."""
+    env = {**(environment or {}), **{var.name or "": var.value or "" for var in provider.env or []}}
+    try:
+        opts, _ = split_common_args(list(provider.args or []))
+    except CredproviderError:
+        return ""
+    return opts.cache_dir or env.get(CACHE_DIR_ENV, "")
 
 
 def arg_problem(arg: str) -> str:
