@@ -22,7 +22,6 @@ from credprovider.gcp.registry import (
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.runtime.advice import (
     NOT_THE_SERVICE,
-    name_not_resolved,
     unreachable,
     unreachable_url,
 )
@@ -143,11 +142,7 @@ def metadata_get(ctx: Context, path: str, what: str) -> Any:
     except BadAnswer as exc:
         raise ProviderError(f"{failed}: {exc.detail}", NOT_THE_SERVICE) from None
     except exceptions.TransportError as exc:
-        advice = (
-            metadata.NOT_ON_GCE
-            if name_not_resolved(exc)
-            else unreachable("the GCE metadata server")
-        )
+        advice = metadata.not_reached(exc, "the GCE metadata server")
         raise ProviderError(f"{failed}: {one_line(exc)}", advice) from None
     except (exceptions.GoogleAuthError, ValueError) as exc:
         raise ProviderError(f"{failed}: {one_line(exc)}") from None

@@ -79,6 +79,12 @@ def decode_answer(response: HttpResponse) -> object:
     return text
 
 
+def not_reached(exc: BaseException, server: str) -> str:
+    """What to check when ``server`` (the metadata server, by either route) was not reached:
+    whether this node is on GCE at all, when its name did not resolve."""
+    return NOT_ON_GCE if name_not_resolved(exc) else unreachable(server)
+
+
 def get(ctx: Context, path: str, what: str) -> object:
     """``what`` read from ``computeMetadata/v1/<path>``, retried on 5xx/429 and transport errors."""
     root = metadata_root(ctx.environ)
@@ -101,9 +107,7 @@ def get(ctx: Context, path: str, what: str) -> object:
     except UnusableUrl as exc:
         raise ProviderError(f"{failed}: {one_line(exc)}", FIX_HOST) from None
     except HttpError as exc:
-        advice = (
-            NOT_ON_GCE if name_not_resolved(exc) else unreachable(f"the metadata server {root}")
-        )
+        advice = not_reached(exc, f"the metadata server {clip(root)}")
         raise ProviderError(f"{failed}: {one_line(exc)}", advice) from None
     if response.status in RETRYABLE_STATUSES:
         raise ProviderError(
