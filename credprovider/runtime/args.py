@@ -153,10 +153,22 @@ def split_common_args(argv: list[str]) -> tuple[CommonOptions, list[str]]:
     return opts, rest
 
 
+# --help is written for a 100-column terminal
+HELP_WIDTH: Final = 100
+
+
 def help_text(spec: PluginSpec) -> str:
+    import textwrap  # --help only
+
+    verbosity = textwrap.fill(
+        f"log verbosity on stderr, default 0: {VERBOSITY_SCHEME}. Secrets are always redacted",
+        width=HELP_WIDTH,
+        initial_indent=f"  {'-v=N, --v=N':<19}",
+        subsequent_indent=" " * 21,
+    )
     return f"""usage: {spec.name} [flags]{" " + spec.arguments_help.splitlines()[0] if spec.arguments_help else ""}
 
-{spec.summary}
+{textwrap.fill(spec.summary, width=HELP_WIDTH)}
 
 The kubelet runs this plugin for image pulls that match the provider's matchImages: it writes one
 CredentialProviderRequest (JSON) on stdin and reads one CredentialProviderResponse from stdout.
@@ -166,8 +178,7 @@ To try it by hand:
 
 {spec.arguments_help}
 Common flags:
-  -v=N, --v=N        log verbosity on stderr, default 0: {VERBOSITY_SCHEME}. Secrets are always
-                     redacted
+{verbosity}
   --deadline=D       answer (or fail) within D, default {DEFAULT_DEADLINE_SECONDS:.0f}s; env {DEADLINE_ENV}.
                      Keep it under the kubelet's fixed 60s.
   --cache-dir=DIR    keep credentials across execs in DIR (0700, files 0600), shared by concurrent
@@ -176,5 +187,6 @@ Common flags:
   -h, --help         this help
   klog flags (--logtostderr, --vmodule, ...) are accepted and ignored.
 
-Exit status: 0 with one JSON response on stdout; 1 with one error line on stderr and nothing on stdout.
+Exit status: 0 with one JSON response on stdout; 1 with one error line on stderr and nothing
+on stdout.
 """

@@ -92,6 +92,8 @@ LAZY_EXCEPTIONS = (
     # as google.auth.pluggable splits the command; and the X.509 source's certificate and key
     # checked with cryptography, which google-auth's X.509 source loads for it anyway
     | {("credprovider.gcp.sources", "shlex"), ("credprovider.gcp.sources", "cryptography")}
+    # a plugin's --help wrapped to the terminal's width: never on a request
+    | {("credprovider.runtime.args", "textwrap")}
 )
 # Build-time modules inside a cloud folder (read by build.spec, never by a plugin).
 BUILD_ONLY = {"credprovider.aws.bundle"}

@@ -413,6 +413,26 @@ def test_one_verbosity_scheme_in_help_and_docs() -> None:
         assert VERBOSITY_SCHEME in " ".join(err.getvalue().split())
 
 
+def test_plugin_help_fits_a_terminal() -> None:
+    """Every line of a plugin's --help fits 100 columns, but the usage line and the example
+    command, which a person copies whole (the verbosity line was 219 characters, its last word
+    wrapped alone onto the next)."""
+    import io
+
+    from credprovider.entry import PLUGIN_MODULES
+    from credprovider.runtime.args import HELP_WIDTH
+    from credprovider.runtime.serve import run
+
+    for module in PLUGIN_MODULES.values():
+        spec = __import__(module, fromlist=["SPEC"]).SPEC
+        err = io.StringIO()
+        run(spec, ["--help"], stdin=io.BytesIO(), stdout=io.BytesIO(), stderr=err, environ={})
+        lines = err.getvalue().splitlines()
+        long = [line for line in lines[1:] if len(line) > HELP_WIDTH and "| " not in line]
+        assert long == [], spec.name
+        assert "always redacted" in err.getvalue(), spec.name
+
+
 def test_decisions_are_what_the_logger_writes_less_its_other_kinds() -> None:
     """The plugin's log and the tool's reading of it share one definition of each line kind."""
     import io
