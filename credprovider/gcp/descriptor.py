@@ -43,9 +43,19 @@ def explain(host: str, registry: str, args: Sequence[str] = ()) -> Explanation:
 def lints(match_images: Sequence[str], args: Sequence[str], env: Collection[str]) -> list[str]:
     warnings = []
     uncovered = [p for p in match_images if not covered_by_fixed_keys(p.split("/")[0])]
-    if uncovered and CACHE_TYPE_ENV not in env:
+    # a host the plugin sends no token for (a typo, "gcr.oi", or another registry's) is told as
+    # that: another cache type would not help it
+    foreign = [p for p in uncovered if not is_google_registry_host(_host_of(p))]
+    if foreign:
         warnings.append(
-            f"matchImages {', '.join(uncovered)} name a Google registry form the plugin's Global "
+            f"matchImages {', '.join(foreign)} name no Google registry (gcr.io, *.gcr.io, "
+            "*.pkg.dev, container.cloud.google.com): the plugin sends no token for them, so "
+            "their pulls get no credentials from it"
+        )
+    other_port = [p for p in uncovered if p not in foreign]
+    if other_port and CACHE_TYPE_ENV not in env:
+        warnings.append(
+            f"matchImages {', '.join(other_port)} name a Google registry form the plugin's Global "
             f"answer does not cover (another port): set env {CACHE_TYPE_ENV}=registry for this "
             "provider"
         )
@@ -59,6 +69,12 @@ def lints(match_images: Sequence[str], args: Sequence[str], env: Collection[str]
             "auth-provider-gcp prints help and the pull gets no credentials"
         )
     return warnings
+
+
+def _host_of(pattern: str) -> str:
+    """A matchImages pattern's host, without its port (``*.gcr.io:5000/x`` -> ``*.gcr.io``)."""
+    authority = pattern.split("/")[0]
+    return authority.rsplit(":", 1)[0] if authority.count(":") == 1 else authority
 
 
 def _onward(args: Sequence[str]) -> str:

@@ -206,6 +206,30 @@ LINTS = [
         "tokenAttributes.serviceAccountTokenAudience: pods.eks.amazonaws.com",
     ),
     (
+        "gcp: a host that is no Google registry",
+        [
+            provider_entry(
+                name="auth-provider-gcp",
+                args=["get-credentials"],
+                matchImages=["gcr.io", "*.gcr.io", "*.pkg.dev", "gcr.oi", "gcr.io:5000"],
+            )
+        ],
+        "matchImages gcr.oi name no Google registry (gcr.io, *.gcr.io, *.pkg.dev, "
+        "container.cloud.google.com): the plugin sends no token for them",
+    ),
+    (
+        "gcp: a Google registry on another port",
+        [
+            provider_entry(
+                name="auth-provider-gcp",
+                args=["get-credentials"],
+                matchImages=["gcr.io", "gcr.oi", "*.gcr.io:5000"],
+            )
+        ],
+        "matchImages *.gcr.io:5000 name a Google registry form the plugin's Global answer does "
+        "not cover (another port)",
+    ),
+    (
         "relative cache dir",
         [provider_entry(args=["--cache-dir", "cache"])],
         "the cache directory 'cache' is relative: the plugin makes it in the kubelet's working "
