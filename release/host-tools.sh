@@ -21,8 +21,9 @@ release=(qemu-user-static rpm gpgv gnupg createrepo-c)
 # test: iproute2 (the real-kubelet run's node address, in its own network namespace), runc (the
 # real-runtime run: containerd's runtime; Kubernetes 1.36 needs containerd 2.x, built from the Go
 # module proxy, but Debian's runc serves), strace (the flush test traces every write of a node change),
-# dnf (the release's RPM repository installed and upgraded from, as on RHEL and Amazon Linux).
-test=(iproute2 runc strace dnf)
+# dnf (the release's RPM repository installed and upgraded from, as on RHEL and Amazon Linux),
+# locales (localedef's sources: the tool run in an operator's 8-bit locale, ISO-8859-1).
+test=(iproute2 runc strace dnf locales)
 
 case "${1:-}" in
   build) wanted=("${build[@]}") ;;

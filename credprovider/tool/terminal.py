@@ -1,7 +1,8 @@
 """What the tool prints passes through one sanitizer: text it did not write itself (a node name,
 an annotation or Status message from an API server, a file's content, a process's command line, a
 plugin's stderr) cannot move the cursor, clear the screen, set the window title or reorder what
-is shown (``\\x1b]0;...\\x07``, ``\\x1b[2J``, a right-to-left override).
+is shown (``\\x1b]0;...\\x07``, ``\\x1b[2J``, a right-to-left override), and a character the
+terminal's encoding cannot show is escaped rather than ending the command (:func:`encodable`).
 
 :func:`sanitized` escapes every character that is not printable as Go's ``%q`` does
 (:func:`credprovider.runtime.redact.printable`), keeping only newline and tab; a byte that is not
@@ -43,6 +44,19 @@ def _escaped(ch: str) -> str:
     return printable(ch)
 
 
+def encodable(text: str, encoding: str) -> str:
+    """``text`` with each character ``encoding`` has no byte for escaped (``\\u2192``): a terminal
+    in an 8-bit locale (``LANG=en_US.ISO-8859-1``) cannot show "→" or "…", and Python's stdout
+    raised UnicodeEncodeError on them, ending the command halfway through what it printed."""
+    try:
+        text.encode(encoding)
+    except UnicodeEncodeError:
+        return text.encode(encoding, "backslashreplace").decode(encoding)
+    except LookupError:  # an encoding Python does not know: left as Python would write it
+        pass
+    return text
+
+
 def capped(text: str, limit: int = STDERR_LINE_LIMIT) -> str:
     """``text`` with each line longer than ``limit`` characters cut there (``clip``)."""
     if len(text) <= limit:
@@ -57,12 +71,13 @@ class _Sanitizing:
     def __init__(self, stream: TextIO, limit: int | None = None) -> None:
         self._stream = stream
         self._limit = limit
+        self._encoding = getattr(stream, "encoding", None) or "utf-8"
 
     def write(self, text: str) -> int:
         # a URL's userinfo is a secret whatever quotes it (an operator's --url, a proxy setting)
         shown = without_userinfo(text)
         shown = capped(shown, self._limit) if self._limit else shown
-        self._stream.write(sanitized(shown))
+        self._stream.write(encodable(sanitized(shown), self._encoding))
         return len(text)
 
     def __getattr__(self, name: str) -> Any:

@@ -82,7 +82,8 @@ def mount_table() -> list[tuple[str, str]]:
     """This process's mounts as (mount point, filesystem type), in mount order ([] when the
     table cannot be read)."""
     try:
-        table = Path("/proc/self/mountinfo").read_text()
+        # the kernel's bytes as a path is decoded (the operator's locale may be no UTF-8 one)
+        table = os.fsdecode(Path("/proc/self/mountinfo").read_bytes())
     except OSError:
         return []
     found = []
