@@ -31,7 +31,7 @@ from credprovider.runtime._typing import TYPE_CHECKING, Final, NamedTuple
 if TYPE_CHECKING:
     import selectors
     import subprocess
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Callable, Mapping, Sequence
     from typing import IO
 
 # How long a killed group's pipes are still read before they are closed: a descendant that left the
@@ -99,11 +99,13 @@ def run_bounded(
     merge_stderr: bool = False,
     stop_at_cap: bool = False,
     drain: float = DRAIN_SECONDS,
+    relay: Callable[[bytes], None] | None = None,
 ) -> Finished:
     """Run ``command`` with ``request`` on its stdin (then closed) within ``timeout`` seconds;
     ``env`` ``None``: this process's. ``executable``: the file to run, when it is not
     ``command[0]`` (then only its argv[0]). ``merge_stderr``: stderr into stdout, as one stream.
-    Raises what ``Popen`` raises when the program cannot be started (``OSError``; ``ValueError``
+    ``relay``: given what is kept of stderr as it arrives (a prompt a person must see while the
+    program waits). Raises what ``Popen`` raises when the program cannot be started (``OSError``; ``ValueError``
     for a NUL in an argument)."""
     import selectors
     import subprocess
@@ -153,6 +155,8 @@ def run_bounded(
                     continue
                 room = max(cap - len(kept[key.fd]), 0)
                 kept[key.fd] += chunk[:room]
+                if relay is not None and key.fd != fds[0] and chunk[:room]:
+                    relay(chunk[:room])
                 cut[key.fd] = cut[key.fd] or len(chunk) > room
     for stream in (proc.stdin, proc.stdout, proc.stderr):
         if stream is not None:

@@ -16,13 +16,16 @@ is one line too (:func:`~credprovider.tool.cluster.connect.api_call`).
 from __future__ import annotations
 
 import time
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from credprovider.errors import CredproviderError
 from credprovider.runtime.answer import BadAnswer, decoded, too_large
 from credprovider.runtime.answer import read_bounded as read
 from credprovider.runtime.excerpt import byte_size
 from credprovider.tool.node.structured import JsonTooDeep, bounded_json
+
+if TYPE_CHECKING:
+    from credprovider.tool.cluster.execcred import ExecToken
 
 # A list of 5,000 nodes (Kubernetes' largest tested cluster) in one page is about 100 MiB; the
 # agent reads one node at a time and fleet lists in pages.
@@ -85,11 +88,13 @@ def read_bounded(
         raise AnswerRefused(f"the answer from {where} {refused} {limit}") from None
 
 
-def bounded_transport(verify: Any) -> Any:
+def bounded_transport(verify: Any, token: ExecToken | None = None) -> Any:
     """An ``httpx`` transport (its public ``BaseTransport``) that holds every answer to the
     bounds above before the client library sees it: asks for it unencoded (a gzip or deflate one
     is undone under the same cap), reads it through :func:`read_bounded`, checks a JSON body's
-    depth, and counts a list's pages. ``verify``: the TLS context the client would have used."""
+    depth, and counts a list's pages. ``verify``: the TLS context the client would have used;
+    ``token``: the kubeconfig's exec plugin's, sent with each request (fetched again once on a
+    401, as client-go does)."""
     import httpx2
 
     class Bounded(httpx2.BaseTransport):
@@ -98,7 +103,6 @@ def bounded_transport(verify: Any) -> Any:
             self.pages = 0
 
         def handle_request(self, request: httpx2.Request) -> httpx2.Response:
-            where = str(request.url).split("?")[0]
             if "continue=" in str(request.url.query or b""):
                 self.pages += 1
                 if self.pages > MAX_PAGES:
@@ -106,6 +110,17 @@ def bounded_transport(verify: Any) -> Any:
                         f"the API server's list went on past {MAX_PAGES} pages: not read further"
                     )
             request.headers["Accept-Encoding"] = "identity"
+            if token is None:
+                return self.exchange(request)
+            request.headers["Authorization"] = token.header()
+            response = self.exchange(request)
+            if response.status_code == 401:
+                request.headers["Authorization"] = token.header(renew=True)
+                response = self.exchange(request)
+            return response
+
+        def exchange(self, request: httpx2.Request) -> httpx2.Response:
+            where = str(request.url).split("?")[0]
             response = self.inner.handle_request(request)
             try:
                 data = read_bounded(response.stream, where)

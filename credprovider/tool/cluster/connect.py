@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from credprovider.errors import CredproviderError
 from credprovider.runtime.excerpt import clip
+from credprovider.tool.cluster.execcred import ExecCredentialError, ExecToken, exec_plugin
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes, read_text
 from credprovider.tool.node.yamldoc import YamlError, load_yaml
 
@@ -42,14 +43,16 @@ def connect(kubeconfig: str | None, in_cluster: bool = True) -> Client:
     if not path and not in_cluster:
         path = os.path.expanduser("~/.kube/config")
     try:
+        raw = _read_kubeconfig(path) if path else {}
         if path:
-            config = KubeConfig.from_dict(_read_kubeconfig(path), fname=path)
+            config = KubeConfig.from_dict(raw, fname=path)
         else:
             _check_service_account(SERVICE_ACCOUNT_DIR)
             config = KubeConfig.from_service_account(SERVICE_ACCOUNT_DIR)
         chosen = config.get()
         if chosen is None:  # get() raises instead, with no default given
             raise ConfigError("no current context")
+        chosen, token = _exec_credential(chosen, raw, path)
         # the TLS the client would make for itself (its CA, the user's client certificate): a
         # transport of ours is given it, since httpx makes none beside a transport it is given
         user: Any = chosen.user
@@ -58,8 +61,10 @@ def connect(kubeconfig: str | None, in_cluster: bool = True) -> Client:
             config=chosen,
             field_manager=COMPONENT,
             trust_env=False,
-            transport=bounded_transport(verify),
+            transport=bounded_transport(verify, token),
         )
+    except ExecCredentialError as exc:
+        raise ClusterError(str(exc)) from None
     except (
         ConfigError, OSError, KeyError, ValueError, TypeError, AttributeError, httpx2.InvalidURL
     ) as exc:  # InvalidURL: a server with a control byte or a space  # fmt: skip
@@ -67,6 +72,23 @@ def connect(kubeconfig: str | None, in_cluster: bool = True) -> Client:
         raise ClusterError(
             f"no API server configuration from {where}: {clip(str(exc), 400)}"
         ) from exc
+
+
+def _exec_credential(chosen: Any, raw: dict[str, Any], path: str) -> tuple[Any, Any]:
+    """The context ``chosen`` without its user's exec plugin, and the plugin's token for our
+    transport to send (``cluster.execcred``: bounded, where lightkube would run it itself without
+    a time limit); ``chosen`` as it is, and ``None``, for a user without one."""
+    import msgspec
+
+    user = chosen.user
+    if user is None or user.exec is None:
+        return chosen, None
+    plugin = exec_plugin(raw, chosen.context.user or "", chosen.context.cluster, path)
+    if plugin is None:  # lightkube found one where our reading did not: never run unbounded
+        raise ValueError("the user's exec section could not be read")
+    token = ExecToken(plugin)
+    token.first()  # here, not inside an API call's time bound: a login may wait for a person
+    return chosen._replace(user=msgspec.structs.replace(user, exec=None)), token
 
 
 def _read_kubeconfig(path: str) -> dict[str, Any]:
@@ -153,7 +175,7 @@ def api_call(what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
 
     try:
         return within(CALL_SECONDS, call, *args, **kwargs)
-    except (ClusterError, AnswerRefused) as exc:
+    except (ClusterError, AnswerRefused, ExecCredentialError) as exc:
         raise ClusterError(f"{what}: {exc}") from None
     except ApiError as exc:
         code = getattr(exc.status, "code", None)

@@ -61,10 +61,14 @@ class Cluster:
     directory: Path
 
     def doctor(
-        self, *flags: str, args: tuple[str, ...] = (), cwd: Path | None = None
+        self,
+        *flags: str,
+        args: tuple[str, ...] = (),
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
     ) -> list[tuple[str, str, str]]:
         """doctor on a node whose kubelet runs ``flags`` (and the credential flags), doctor in
-        ``cwd`` (the kubelet's is this test's)."""
+        ``cwd`` (the kubelet's is this test's), with ``env``."""
         kubelet = fake_kubelet(
             [
                 f"--image-credential-provider-config={self.config}",
@@ -75,7 +79,7 @@ class Cluster:
         )
         try:
             first = "--offline" if "--offline" in args else "--image=none"
-            found = run_cli("doctor", "--json", first, *args, cwd=cwd)
+            found = run_cli("doctor", "--json", first, *args, cwd=cwd, env=env)
             assert "Traceback" not in found.stderr, found.stderr
             report = json.loads(found.stdout)
         finally:
@@ -188,3 +192,75 @@ def test_a_relative_kubeconfig_is_read_where_it_was_given(cluster: Cluster, tmp_
         args=("--kubeconfig", "mine.conf", "--node-name", "n1"), cwd=elsewhere
     )
     assert status == "pass", said
+
+
+# nodeadm's internal/kubelet/kubeconfig.template.yaml (amazon-eks-ami), as an EKS node has it at
+# /var/lib/kubelet/kubeconfig: the kubelet's token comes from `aws eks get-token`.
+NODEADM_KUBECONFIG = """---
+apiVersion: v1
+kind: Config
+clusters:
+  - name: kubernetes
+    cluster:
+      server: {server}
+current-context: kubelet
+contexts:
+  - name: kubelet
+    context:
+      cluster: kubernetes
+      user: kubelet
+users:
+  - name: kubelet
+    user:
+      exec:
+        apiVersion: client.authentication.k8s.io/v1beta1
+        command: aws
+        args:
+          - "eks"
+          - "get-token"
+          - "--cluster-name"
+          - "demo"
+          - "--region"
+          - "us-west-2"
+"""
+
+
+def test_an_eks_kubelets_token_comes_from_its_exec_plugin(cluster: Cluster, tmp_path: Path) -> None:
+    """An EKS node's kubelet kubeconfig runs `aws eks get-token`: doctor reads the Node with the
+    token that plugin issues, as the kubelet does (a stand-in `aws` first on PATH: no real AWS
+    command is ever run); one that fails is a WARN naming it, and doctor goes on."""
+    server = json.loads(cluster.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
+    kubeconfig = tmp_path / "var-lib-kubelet-kubeconfig"
+    kubeconfig.write_text(NODEADM_KUBECONFIG.format(server=server))
+    kubeconfig.chmod(0o644)  # nodeadm's kubeconfigPerm
+    stand_in = tmp_path / "bin" / "aws"
+    stand_in.parent.mkdir()
+    answer = tmp_path / "exec-credential.json"
+    answer.write_text(json.dumps({
+        "kind": "ExecCredential", "apiVersion": "client.authentication.k8s.io/v1beta1", "spec": {},
+        "status": {"expirationTimestamp": "2099-01-01T00:00:00Z", "token": TOKEN},
+    }))  # fmt: skip
+    stand_in.write_text(
+        "#!/bin/sh\n"
+        '[ "$*" = "eks get-token --cluster-name demo --region us-west-2" ] || exit 2\n'
+        f"exec cat {answer}\n"
+    )
+    stand_in.chmod(0o755)
+    env = {"PATH": f"{stand_in.parent}:{os.environ['PATH']}"}
+    cluster.api.nodes["n1"] = node("n1", provider_id="aws:///us-west-2a/i-0abc")
+    [(status, message, _)] = cluster.doctor(
+        f"--kubeconfig={kubeconfig}", "--cloud-provider=external", args=("--node-name", "n1"),
+        env=env,
+    )  # fmt: skip
+    assert status == "pass", message
+    assert cluster.api.asked == [("/api/v1/nodes/n1", f"Bearer {TOKEN}")]
+    stand_in.write_text("#!/bin/sh\necho 'Unable to locate credentials' >&2\nexit 255\n")
+    [(status, message, _)] = cluster.doctor(
+        f"--kubeconfig={kubeconfig}", "--cloud-provider=external", args=("--node-name", "n1"),
+        env=env,
+    )  # fmt: skip
+    assert status == "warn" and message.startswith("the Node object was not read")
+    assert (
+        f"the kubeconfig {kubeconfig} (user 'kubelet'): exec: executable aws failed with exit "
+        "code 255: Unable to locate credentials" in message
+    ), message
