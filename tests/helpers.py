@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, NoReturn
@@ -121,11 +121,16 @@ def run_listing_imports(
 
 
 def run_cli(
-    *args: str, env: dict[str, str] | None = None, use_bundle: bool = False, cwd: Path | None = None
+    *args: str,
+    env: dict[str, str] | None = None,
+    use_bundle: bool = False,
+    cwd: Path | None = None,
+    wrapper: Sequence[str] = (),
 ) -> subprocess.CompletedProcess[str]:
     """Run the ``credprovider`` tool (from source, or the bundle's) with ``args``: as root, in a
     pid and mount namespace of its own (:func:`private`), where the only kubelet it can find is
-    the one this test started (:func:`fake_kubelet`), never another run's."""
+    the one this test started (:func:`fake_kubelet`), never another run's. ``wrapper`` goes
+    before the tool's command, inside those namespaces (a network namespace with its servers)."""
     if use_bundle:
         require_bundle()
     command = (
@@ -135,6 +140,7 @@ def run_cli(
     )
     if cwd is not None:  # entering a mount namespace moves to its root: go there inside it
         command = ["sh", "-c", 'cd "$0" && exec "$@"', str(cwd), *command]
+    command = [*wrapper, *command]
     return subprocess.run(
         private([*command, *args]),
         capture_output=True,

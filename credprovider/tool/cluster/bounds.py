@@ -22,6 +22,7 @@ from credprovider.errors import CredproviderError
 from credprovider.runtime.answer import BadAnswer, decoded, too_large
 from credprovider.runtime.answer import read_bounded as read
 from credprovider.runtime.excerpt import byte_size
+from credprovider.tool.cluster.route import DIRECT, Route
 from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 
 if TYPE_CHECKING:
@@ -88,18 +89,18 @@ def read_bounded(
         raise AnswerRefused(f"the answer from {where} {refused} {limit}") from None
 
 
-def bounded_transport(verify: Any, token: ExecToken | None = None) -> Any:
+def bounded_transport(verify: Any, token: ExecToken | None = None, way: Route = DIRECT) -> Any:
     """An ``httpx`` transport (its public ``BaseTransport``) that holds every answer to the
     bounds above before the client library sees it: asks for it unencoded (a gzip or deflate one
     is undone under the same cap), reads it through :func:`read_bounded`, checks a JSON body's
     depth, and counts a list's pages. ``verify``: the TLS context the client would have used;
     ``token``: the kubeconfig's exec plugin's, sent with each request (fetched again once on a
-    401, as client-go does)."""
+    401, as client-go does); ``way``: the proxy and TLS server name (``cluster.route``)."""
     import httpx2
 
     class Bounded(httpx2.BaseTransport):
         def __init__(self) -> None:
-            self.inner = httpx2.HTTPTransport(verify=verify, trust_env=False)
+            self.inner = httpx2.HTTPTransport(verify=verify, trust_env=False, proxy=way.proxy)
             self.pages = 0
 
         def handle_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -110,6 +111,8 @@ def bounded_transport(verify: Any, token: ExecToken | None = None) -> Any:
                         f"the API server's list went on past {MAX_PAGES} pages: not read further"
                     )
             request.headers["Accept-Encoding"] = "identity"
+            if way.tls_server_name:
+                request.extensions["sni_hostname"] = way.tls_server_name
             if token is None:
                 return self.exchange(request)
             request.headers["Authorization"] = token.header()

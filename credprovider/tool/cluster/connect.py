@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from credprovider.errors import CredproviderError
 from credprovider.runtime.excerpt import clip
-from credprovider.tool.cluster.execcred import ExecCredentialError, ExecToken, exec_plugin
+from credprovider.tool.cluster.execcred import ExecCredentialError, ExecToken, exec_plugin, named
+from credprovider.tool.cluster.route import RouteError, route
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes, read_text
 from credprovider.tool.node.yamldoc import YamlError, load_yaml
 
@@ -57,13 +58,15 @@ def connect(kubeconfig: str | None, in_cluster: bool = True) -> Client:
         # transport of ours is given it, since httpx makes none beside a transport it is given
         user: Any = chosen.user
         verify = verify_cluster(chosen.cluster, user, chosen.abs_file, trust_env=False)
+        way = route(chosen.cluster.server, named(raw, "clusters", "cluster",
+                                                  chosen.context.cluster), os.environ)  # fmt: skip
         return Client(
             config=chosen,
             field_manager=COMPONENT,
             trust_env=False,
-            transport=bounded_transport(verify, token),
+            transport=bounded_transport(verify, token, way),
         )
-    except ExecCredentialError as exc:
+    except (ExecCredentialError, RouteError) as exc:
         raise ClusterError(str(exc)) from None
     except (
         ConfigError, OSError, KeyError, ValueError, TypeError, AttributeError, httpx2.InvalidURL
@@ -109,8 +112,8 @@ def _read_kubeconfig(path: str) -> dict[str, Any]:
         raise ClusterError(f"the kubeconfig {path} is not YAML: {exc}") from exc
     if not isinstance(found, dict) or not isinstance(found.get("clusters"), list):
         raise ClusterError(f"{path} is not a kubeconfig (a YAML mapping with clusters)")
-    for named in _named_files(found):
-        where = os.path.join(os.path.dirname(path), named)
+    for each in _named_files(found):
+        where = os.path.join(os.path.dirname(path), each)
         try:  # lightkube would read it whole, and block on a FIFO
             read_bytes(where, KUBECONFIG_FILE_CAP)
         except (FileProblem, UnreadableError) as exc:

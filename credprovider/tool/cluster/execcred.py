@@ -85,7 +85,7 @@ def exec_plugin(
     """The ``exec`` section of ``user`` in ``kubeconfig`` (read from ``path``, the context's
     ``cluster``), or ``None`` when it has none; :class:`ExecCredentialError` for one client-go
     would refuse."""
-    body = _named(kubeconfig, "users", "user", user)
+    body = named(kubeconfig, "users", "user", user)
     section = body.get("exec") if body else None
     if section is None:
         return None
@@ -129,7 +129,8 @@ def exec_plugin(
     )  # fmt: skip
 
 
-def _named(kubeconfig: Mapping[str, Any], section: str, key: str, name: str) -> dict[str, Any]:
+def named(kubeconfig: Mapping[str, Any], section: str, key: str, name: str) -> dict[str, Any]:
+    """The ``key`` mapping of the ``section`` entry called ``name`` (``{}`` if there is none)."""
     for entry in kubeconfig.get(section) or []:
         if isinstance(entry, dict) and entry.get("name") == name:
             body = entry.get(key)
@@ -140,7 +141,7 @@ def _named(kubeconfig: Mapping[str, Any], section: str, key: str, name: str) -> 
 def _cluster_info(kubeconfig: Mapping[str, Any], name: str) -> dict[str, Any]:
     """ExecCredential's ``spec.cluster`` for ``provideClusterInfo`` (the fields a kubeconfig's
     cluster carries inline; its extension ``client.authentication.k8s.io/exec`` as ``config``)."""
-    cluster = _named(kubeconfig, "clusters", "cluster", name)
+    cluster = named(kubeconfig, "clusters", "cluster", name)
     fields = ("server", "tls-server-name", "insecure-skip-tls-verify",
               "certificate-authority-data", "proxy-url")  # fmt: skip
     info = {key: cluster[key] for key in fields if key in cluster}

@@ -1,0 +1,115 @@
+"""An HTTP proxy (``CONNECT`` tunnels) in front of an API server stand-in, both in a network
+namespace a command runs in: the command reaches the API server by a name only the proxy knows
+(``api.cluster.test``), so a client that went around the proxy could not reach it, nor anything
+else (the namespace has loopback only, no DNS).
+
+``ApiBehindProxy(directory, server_cert, server_key).wrapper()`` is the command's prefix (run as
+root, inside ``unshare --net``), ``env()`` its environment; ``tunnels()`` the ``CONNECT`` targets
+the proxy was asked for, and ``direct()`` the requests the API server took directly, once the
+command is done.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+API_NAME = "api.cluster.test"
+API_PORT = 6443
+PROXY_PORT = 3128
+
+# The proxy and the API server, run beside the command: a NodeList for any GET; every CONNECT
+# tunnelled to the API server whatever it names (recorded); the log written when stopped.
+_SERVERS = """
+import json, signal, socket, ssl, sys, threading
+from emulators.http import FakeResponse, serve
+log, cert, key, api_port, proxy_port = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+seen = {"tunnels": [], "direct": 0, "authorizations": []}
+def api(request):
+    seen["authorizations"].append(request.header("authorization"))
+    return FakeResponse.json({"kind": "NodeList", "apiVersion": "v1", "metadata": {},
+                              "items": [{"metadata": {"name": "node-behind-proxy"}}]})
+context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+context.load_cert_chain(cert, key)
+def pipe(source, sink):
+    try:
+        while data := source.recv(65536):
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (source, sink):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+def client(conn):
+    head = b""
+    while b"\\r\\n\\r\\n" not in head:
+        chunk = conn.recv(4096)
+        if not chunk:
+            return conn.close()
+        head += chunk
+    line = head.split(b"\\r\\n", 1)[0].decode()
+    method, target, _ = line.split(" ", 2)
+    if method != "CONNECT":
+        conn.sendall(b"HTTP/1.1 405 Method Not Allowed\\r\\ncontent-length: 0\\r\\n\\r\\n")
+        return conn.close()
+    seen["tunnels"].append(target)
+    upstream = socket.create_connection(("127.0.0.1", api_port))
+    conn.sendall(b"HTTP/1.1 200 Connection established\\r\\n\\r\\n")
+    threading.Thread(target=pipe, args=(upstream, conn), daemon=True).start()
+    pipe(conn, upstream)
+def stop(*_):
+    with open(log, "w") as out:
+        json.dump(seen, out)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+listener = socket.create_server(("127.0.0.1", proxy_port))
+def accept():
+    while True:
+        conn, _ = listener.accept()
+        threading.Thread(target=client, args=(conn,), daemon=True).start()
+threading.Thread(target=accept, daemon=True).start()
+with serve(api, tls=context, port=api_port):
+    open(log + ".ready", "w").close()
+    signal.pause()
+"""
+_BESIDE = """
+ip link set lo up || exit 97
+"$SERVERS_PYTHON" -c "$SERVERS_CODE" "$SERVERS_LOG" "$SERVERS_CERT" "$SERVERS_KEY" "$API_PORT" "$PROXY_PORT" & servers=$!
+tries=0
+until [ -e "$SERVERS_LOG.ready" ]; do
+  tries=$((tries + 1)); [ "$tries" -gt 400 ] && exit 98; sleep 0.05
+done
+"$@"; code=$?
+kill "$servers"; wait "$servers"
+exit "$code"
+"""
+
+
+@dataclass(frozen=True)
+class ApiBehindProxy:
+    log: Path
+    cert: Path  # the API server's certificate (for API_NAME) and key
+    key: Path
+
+    def env(self) -> dict[str, str]:
+        return {
+            "SERVERS_PYTHON": sys.executable,
+            "SERVERS_CODE": _SERVERS,
+            "SERVERS_LOG": str(self.log),
+            "SERVERS_CERT": str(self.cert),
+            "SERVERS_KEY": str(self.key),
+            "API_PORT": str(API_PORT),
+            "PROXY_PORT": str(PROXY_PORT),
+        }
+
+    def wrapper(self) -> list[str]:
+        return ["unshare", "--net", "sh", "-c", _BESIDE, "sh"]
+
+    def seen(self) -> dict[str, object]:
+        found: dict[str, object] = json.loads(self.log.read_text())
+        return found

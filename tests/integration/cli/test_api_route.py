@@ -1,0 +1,100 @@
+"""The API server reached as kubectl reaches it: through the environment's proxy or the
+kubeconfig's ``proxy-url``, under its ``tls-server-name`` (credprovider/tool/cluster/route.py).
+``credprovider fleet status`` runs in a network namespace holding nothing but a CONNECT proxy and
+an API server stand-in known to the proxy alone as ``api.cluster.test`` (emulators/proxy.py): a
+client that went around the proxy reaches nothing. Before, lightkube's client was given no
+environment and read neither setting: every such operator's ``fleet status`` failed to connect."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from emulators.proxy import API_NAME, API_PORT, PROXY_PORT, ApiBehindProxy
+from emulators.tls import CertAuthority
+from tests.helpers import run_cli
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a network namespace of the test's own")
+
+TOKEN = "operator-token-0123456789abcdef"
+PROXY = f"http://127.0.0.1:{PROXY_PORT}"
+
+
+def kubeconfig(directory: Path, server: str, ca: Path, **cluster: str) -> Path:
+    path = directory / "kubeconfig"
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": server,
+                                               "certificate-authority": str(ca), **cluster}}],
+        "users": [{"name": "u", "user": {"token": TOKEN}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "c",
+    }))  # fmt: skip
+    return path
+
+
+def status(
+    tmp_path: Path, test_ca: CertAuthority, config: Path, env: dict[str, str], **run: bool
+) -> tuple[str, str, dict[str, object]]:
+    cert, key = test_ca.issue(API_NAME, hosts=(API_NAME,))
+    servers = ApiBehindProxy(tmp_path / "servers.log", cert, key)
+    proxies = {name: "" for name in ("HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy")}
+    done = run_cli("fleet", "status", f"--kubeconfig={config}", wrapper=servers.wrapper(),
+                   env={**servers.env(), **proxies, **env}, **run)  # fmt: skip
+    assert done.returncode in (0, 1) and "Traceback" not in done.stderr, done.stderr
+    return done.stdout, done.stderr, servers.seen()
+
+
+@pytest.mark.parametrize("use_bundle", [False, True], ids=["source", "bundle"])
+def test_the_environments_proxy_is_used_as_kubectl_uses_it(
+    tmp_path: Path, test_ca: CertAuthority, use_bundle: bool
+) -> None:
+    config = kubeconfig(tmp_path, f"https://{API_NAME}:{API_PORT}", test_ca.bundle)
+    out, err, seen = status(tmp_path, test_ca, config, {"HTTPS_PROXY": PROXY},
+                            use_bundle=use_bundle)  # fmt: skip
+    assert "node-behind-proxy" in out, err
+    assert seen["tunnels"] == [f"{API_NAME}:{API_PORT}"]
+    assert seen["authorizations"] == [f"Bearer {TOKEN}"]  # inside the tunnel, never the proxy's
+
+
+def test_no_proxy_goes_direct(tmp_path: Path, test_ca: CertAuthority) -> None:
+    """NO_PROXY naming the server's domain: no tunnel (and here, no way to the server)."""
+    config = kubeconfig(tmp_path, f"https://{API_NAME}:{API_PORT}", test_ca.bundle)
+    out, err, seen = status(tmp_path, test_ca, config,
+                            {"https_proxy": PROXY, "no_proxy": "localhost,.cluster.test"})  # fmt: skip
+    assert seen["tunnels"] == [] and "node-behind-proxy" not in out
+    assert "credprovider fleet status: listing the nodes:" in err or "no API server" in err, err
+
+
+def test_the_kubeconfigs_proxy_url_is_used(tmp_path: Path, test_ca: CertAuthority) -> None:
+    config = kubeconfig(tmp_path, f"https://{API_NAME}:{API_PORT}", test_ca.bundle,
+                        **{"proxy-url": PROXY})  # fmt: skip
+    out, err, seen = status(tmp_path, test_ca, config, {})
+    assert "node-behind-proxy" in out, err
+    assert seen["tunnels"] == [f"{API_NAME}:{API_PORT}"]
+
+
+def test_a_socks_proxy_is_one_line(tmp_path: Path, test_ca: CertAuthority) -> None:
+    config = kubeconfig(tmp_path, f"https://{API_NAME}:{API_PORT}", test_ca.bundle,
+                        **{"proxy-url": "socks5://user:secret@127.0.0.1:1080"})  # fmt: skip
+    _, err, seen = status(tmp_path, test_ca, config, {})
+    assert seen["tunnels"] == [] and "secret" not in err
+    assert (
+        "the kubeconfig's proxy-url 'socks5://…@127.0.0.1:1080' is not an http:// or https://"
+        in err
+    )
+
+
+def test_the_tls_server_name_is_the_name_checked(tmp_path: Path, test_ca: CertAuthority) -> None:
+    """An API server reached by address whose certificate names it (loopback: never proxied)."""
+    by_address = f"https://127.0.0.1:{API_PORT}"
+    config = kubeconfig(tmp_path, by_address, test_ca.bundle, **{"tls-server-name": API_NAME})
+    out, err, seen = status(tmp_path, test_ca, config, {"HTTPS_PROXY": PROXY})
+    assert "node-behind-proxy" in out, err
+    assert seen["tunnels"] == []
+    config = kubeconfig(tmp_path, by_address, test_ca.bundle)
+    out, err, _ = status(tmp_path, test_ca, config, {})
+    assert "node-behind-proxy" not in out and "certificate" in err, err
