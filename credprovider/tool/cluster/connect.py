@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from credprovider.errors import CredproviderError
 from credprovider.runtime.excerpt import clip
+from credprovider.tool.cluster.clienttls import client_tls, without_tls
 from credprovider.tool.cluster.execcred import ExecCredentialError, ExecToken, exec_plugin, named
 from credprovider.tool.cluster.route import RouteError, route
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes, read_text
@@ -35,7 +36,6 @@ def connect(kubeconfig: str | None, in_cluster: bool = True) -> Client:
 
     import httpx2
     from lightkube import Client, ConfigError
-    from lightkube.config.client_adapter import verify_cluster
     from lightkube.config.kubeconfig import KubeConfig
 
     from credprovider.tool.cluster.bounds import bounded_transport
@@ -54,14 +54,14 @@ def connect(kubeconfig: str | None, in_cluster: bool = True) -> Client:
         if chosen is None:  # get() raises instead, with no default given
             raise ConfigError("no current context")
         chosen, token = _exec_credential(chosen, raw, path)
-        # the TLS the client would make for itself (its CA, the user's client certificate): a
-        # transport of ours is given it, since httpx makes none beside a transport it is given
-        user: Any = chosen.user
-        verify = verify_cluster(chosen.cluster, user, chosen.abs_file, trust_env=False)
+        # the TLS the client would make for itself (its CA, the user's client certificate; no
+        # key written to a file: clienttls): a transport of ours is given it, since httpx makes
+        # none beside a transport it is given
+        verify = client_tls(chosen.cluster, chosen.user, chosen.abs_file)
         way = route(chosen.cluster.server, named(raw, "clusters", "cluster",
                                                   chosen.context.cluster), os.environ)  # fmt: skip
         return Client(
-            config=chosen,
+            config=without_tls(chosen),
             field_manager=COMPONENT,
             trust_env=False,
             transport=bounded_transport(verify, token, way),

@@ -1,0 +1,112 @@
+"""The API client's TLS from a kubeconfig's inline data (kubeadm's admin.conf, k3s.yaml, kind's:
+``certificate-authority-data``, ``client-certificate-data``, ``client-key-data``), against a
+stand-in API server that takes only a client certificate its CA signed: the cluster-admin's
+private key is never written to a file (credprovider/tool/cluster/clienttls.py). lightkube wrote
+it to ``$TMPDIR`` twice per client, left there by a kill; strace shows every file the tool
+creates."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from emulators.http import FakeRequest, FakeResponse, serve
+from emulators.tls import CertAuthority
+from tests.helpers import run_cli
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="strace of the tool in a pid namespace")
+
+
+def nodes(request: FakeRequest) -> FakeResponse:
+    return FakeResponse.json({"kind": "NodeList", "apiVersion": "v1", "metadata": {},
+                              "items": [{"metadata": {"name": "node-mtls"}}]})  # fmt: skip
+
+
+@pytest.fixture
+def mutual_tls(test_ca: CertAuthority) -> Iterator[str]:
+    """An API server on loopback that requires a client certificate signed by ``test_ca``."""
+    context = test_ca.server_context("127.0.0.1")
+    context.verify_mode = ssl.CERT_REQUIRED
+    context.load_verify_locations(test_ca.bundle)
+    with serve(nodes, tls=context) as server:
+        yield server.url
+
+
+def b64(path: Path) -> str:
+    return base64.b64encode(path.read_bytes()).decode()
+
+
+def kubeconfig(directory: Path, server: str, cluster: dict[str, str], user: dict[str, str]) -> Path:
+    path = directory / "admin.conf"
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {"server": server, **cluster}}],
+        "users": [{"name": "admin", "user": user}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "admin"}}],
+        "current-context": "c",
+    }))  # fmt: skip
+    path.chmod(0o600)
+    return path
+
+
+def created_files(trace: Path) -> list[str]:
+    return [
+        line for line in trace.read_text().splitlines() if "O_CREAT" in line or "creat(" in line
+    ]
+
+
+@pytest.mark.parametrize("use_bundle", [False, True], ids=["source", "bundle"])
+def test_inline_keys_are_never_written_to_a_file(
+    tmp_path: Path, test_ca: CertAuthority, mutual_tls: str, use_bundle: bool
+) -> None:
+    cert, key = test_ca.issue("kubernetes-admin", organizations=("system:masters",))
+    config = kubeconfig(tmp_path, mutual_tls, {"certificate-authority-data": b64(test_ca.bundle)},
+                        {"client-certificate-data": b64(cert), "client-key-data": b64(key)})  # fmt: skip
+    trace = tmp_path / "trace"
+    done = run_cli("fleet", "status", f"--kubeconfig={config}", use_bundle=use_bundle,
+                   wrapper=["strace", "-f", "-qq", "-e", "trace=open,openat,creat", "-o", str(trace)])  # fmt: skip
+    assert "node-mtls" in done.stdout, done.stderr
+    assert created_files(trace) == []
+
+
+def test_files_a_kubeconfig_names_still_serve(
+    tmp_path: Path, test_ca: CertAuthority, mutual_tls: str
+) -> None:
+    cert, key = test_ca.issue("kubernetes-admin", organizations=("system:masters",))
+    config = kubeconfig(tmp_path, mutual_tls, {"certificate-authority": str(test_ca.bundle)},
+                        {"client-certificate": str(cert), "client-key": str(key)})  # fmt: skip
+    done = run_cli("fleet", "status", f"--kubeconfig={config}")
+    assert "node-mtls" in done.stdout, done.stderr
+    config = kubeconfig(tmp_path, mutual_tls, {"certificate-authority": str(test_ca.bundle)}, {})
+    refused = run_cli("fleet", "status", f"--kubeconfig={config}")
+    assert refused.returncode == 1 and "node-mtls" not in refused.stdout
+
+
+def test_inline_data_that_is_not_base64_is_one_line(tmp_path: Path, mutual_tls: str) -> None:
+    config = kubeconfig(tmp_path, mutual_tls, {"certificate-authority-data": "not base64!"}, {})
+    done = run_cli("fleet", "status", f"--kubeconfig={config}")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert f"no API server configuration from {config}" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("memfd", [True, False], ids=["memfd", "o-tmpfile"])
+def test_the_memory_file_has_no_name(monkeypatch: pytest.MonkeyPatch, memfd: bool) -> None:
+    """Both ways (the bundle's Python has no memfd_create): a file no directory names."""
+    from credprovider.tool.cluster.clienttls import anonymous_memory_file
+
+    if not memfd:
+        monkeypatch.delattr(os, "memfd_create", raising=False)
+    descriptor = anonymous_memory_file()
+    try:
+        os.write(descriptor, b"secret")
+        assert os.fstat(descriptor).st_nlink == 0
+        with open(f"/proc/self/fd/{descriptor}", "rb") as reopened:
+            assert reopened.read() == b"secret"
+    finally:
+        os.close(descriptor)
