@@ -25,7 +25,8 @@ PROXY_PORT = 3128
 _SERVERS = """
 import json, signal, socket, ssl, sys, threading
 from emulators.http import FakeResponse, serve
-log, cert, key, api_port, proxy_port = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+log, cert, key = sys.argv[1:4]
+api_port, proxy_port = int(sys.argv[4]), int(sys.argv[5])
 seen = {"tunnels": [], "direct": 0, "authorizations": []}
 def api(request):
     seen["authorizations"].append(request.header("authorization"))
@@ -79,7 +80,8 @@ with serve(api, tls=context, port=api_port):
 """
 _BESIDE = """
 ip link set lo up || exit 97
-"$SERVERS_PYTHON" -c "$SERVERS_CODE" "$SERVERS_LOG" "$SERVERS_CERT" "$SERVERS_KEY" "$API_PORT" "$PROXY_PORT" & servers=$!
+"$SERVERS_PYTHON" -c "$SERVERS_CODE" "$SERVERS_LOG" "$SERVERS_CERT" "$SERVERS_KEY" \
+  "$API_PORT" "$PROXY_PORT" & servers=$!
 tries=0
 until [ -e "$SERVERS_LOG.ready" ]; do
   tries=$((tries + 1)); [ "$tries" -gt 400 ] && exit 98; sleep 0.05

@@ -2,6 +2,7 @@
 
 * ``connect``: a client from a kubeconfig or the pod's service account, and one error line for
   whatever a call meets (:class:`~credprovider.tool.cluster.connect.ClusterError`);
+* ``kubeconfigs``: kubeconfig files read as node files, ``$KUBECONFIG``'s list merged as kubectl;
 * ``bounds``: every answer read under bounds before the client library parses it;
 * ``clienttls``: the CA and client certificate the client speaks TLS with, no secret in a file;
 * ``route``: through which proxy and under which TLS name the API server is reached;

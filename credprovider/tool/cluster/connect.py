@@ -14,9 +14,14 @@ from credprovider.errors import CredproviderError
 from credprovider.runtime.excerpt import clip
 from credprovider.tool.cluster.clienttls import client_tls, without_tls
 from credprovider.tool.cluster.execcred import ExecCredentialError, ExecToken, exec_plugin, named
+from credprovider.tool.cluster.kubeconfigs import (
+    KUBECONFIG_FILE_CAP,
+    KubeconfigError,
+    read_kubeconfig,
+    read_kubeconfigs,
+)
 from credprovider.tool.cluster.route import RouteError, route
-from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes, read_text
-from credprovider.tool.node.yamldoc import YamlError, load_yaml
+from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
 
 if TYPE_CHECKING:
     from lightkube import Client
@@ -40,11 +45,13 @@ def connect(kubeconfig: str | None, in_cluster: bool = True) -> Client:
 
     from credprovider.tool.cluster.bounds import bounded_transport
 
-    path = kubeconfig or ("" if in_cluster else os.environ.get("KUBECONFIG", ""))
+    listed = "" if kubeconfig or in_cluster else os.environ.get("KUBECONFIG", "")
+    path = kubeconfig or listed
     if not path and not in_cluster:
         path = os.path.expanduser("~/.kube/config")
     try:
-        raw = _read_kubeconfig(path) if path else {}
+        # $KUBECONFIG: kubectl's list of files, merged
+        raw = read_kubeconfigs(listed) if listed else (read_kubeconfig(path) if path else {})
         if path:
             config = KubeConfig.from_dict(raw, fname=path)
         else:
@@ -66,7 +73,7 @@ def connect(kubeconfig: str | None, in_cluster: bool = True) -> Client:
             trust_env=False,
             transport=bounded_transport(verify, token, way),
         )
-    except (ExecCredentialError, RouteError) as exc:
+    except (ExecCredentialError, RouteError, KubeconfigError) as exc:
         raise ClusterError(str(exc)) from None
     except (
         ConfigError, OSError, KeyError, ValueError, TypeError, AttributeError, httpx2.InvalidURL
@@ -94,37 +101,6 @@ def _exec_credential(chosen: Any, raw: dict[str, Any], path: str) -> tuple[Any, 
     return chosen._replace(user=msgspec.structs.replace(user, exec=None)), token
 
 
-def _read_kubeconfig(path: str) -> dict[str, Any]:
-    """The kubeconfig at ``path``, read as a node file is (a regular file, bounded) and parsed
-    with the tool's YAML rules."""
-    import os
-
-    try:
-        found = load_yaml(read_text(path))
-    except FileProblem as exc:
-        raise ClusterError(f"cannot read the kubeconfig {exc}") from exc
-    except UnreadableError:
-        raise ClusterError(
-            f"cannot read the kubeconfig {path} as uid {os.geteuid()} (permission denied): "
-            "name one this user may read with --kubeconfig"
-        ) from None
-    except YamlError as exc:
-        raise ClusterError(f"the kubeconfig {path} is not YAML: {exc}") from exc
-    if not isinstance(found, dict) or not isinstance(found.get("clusters"), list):
-        raise ClusterError(f"{path} is not a kubeconfig (a YAML mapping with clusters)")
-    for each in _named_files(found):
-        where = os.path.join(os.path.dirname(path), each)
-        try:  # lightkube would read it whole, and block on a FIFO
-            read_bytes(where, KUBECONFIG_FILE_CAP)
-        except (FileProblem, UnreadableError) as exc:
-            raise ClusterError(
-                f"the kubeconfig {path} names a file that cannot be used: {exc}"
-            ) from None
-    return found
-
-
-# A token, a certificate or a key is a few KiB.
-KUBECONFIG_FILE_CAP: Final = 1 << 20
 # The pod's service account, as the kubelet mounts it.
 SERVICE_ACCOUNT_DIR: Final = "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -138,20 +114,6 @@ def _check_service_account(directory: str) -> None:
             read_bytes(f"{directory}/{name}", KUBECONFIG_FILE_CAP)
         except (FileProblem, UnreadableError) as exc:
             raise ClusterError(f"the pod's service account cannot be used: {exc}") from None
-
-
-_FILE_KEYS: Final = ("tokenFile", "certificate-authority", "client-certificate", "client-key")
-
-
-def _named_files(kubeconfig: dict[str, Any]) -> list[str]:
-    """The files a kubeconfig's clusters and users name (the client reads them itself)."""
-    found = []
-    for section, key in (("clusters", "cluster"), ("users", "user")):
-        for entry in kubeconfig.get(section) or []:
-            body = entry.get(key) if isinstance(entry, dict) else None
-            if isinstance(body, dict):
-                found += [str(body[name]) for name in _FILE_KEYS if isinstance(body.get(name), str)]
-    return found
 
 
 # What lightkube raises, beyond its own errors, on an answer of the wrong shape: a body that is not

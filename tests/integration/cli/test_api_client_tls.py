@@ -67,10 +67,12 @@ def test_inline_keys_are_never_written_to_a_file(
 ) -> None:
     cert, key = test_ca.issue("kubernetes-admin", organizations=("system:masters",))
     config = kubeconfig(tmp_path, mutual_tls, {"certificate-authority-data": b64(test_ca.bundle)},
-                        {"client-certificate-data": b64(cert), "client-key-data": b64(key)})  # fmt: skip
+                        {"client-certificate-data": b64(cert),
+                         "client-key-data": b64(key)})  # fmt: skip
     trace = tmp_path / "trace"
     done = run_cli("fleet", "status", f"--kubeconfig={config}", use_bundle=use_bundle,
-                   wrapper=["strace", "-f", "-qq", "-e", "trace=open,openat,creat", "-o", str(trace)])  # fmt: skip
+                   wrapper=["strace", "-f", "-qq", "-e", "trace=open,openat,creat",
+                            "-o", str(trace)])  # fmt: skip
     assert "node-mtls" in done.stdout, done.stderr
     assert created_files(trace) == []
 

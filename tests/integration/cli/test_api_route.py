@@ -1,5 +1,6 @@
 """The API server reached as kubectl reaches it: through the environment's proxy or the
-kubeconfig's ``proxy-url``, under its ``tls-server-name`` (credprovider/tool/cluster/route.py).
+kubeconfig's ``proxy-url``, under its ``tls-server-name``, from ``$KUBECONFIG``'s list of files
+(credprovider/tool/cluster/route.py, kubeconfigs.py).
 ``credprovider fleet status`` runs in a network namespace holding nothing but a CONNECT proxy and
 an API server stand-in known to the proxy alone as ``api.cluster.test`` (emulators/proxy.py): a
 client that went around the proxy reaches nothing. Before, lightkube's client was given no
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from emulators.http import FakeRequest, FakeResponse, serve
 from emulators.proxy import API_NAME, API_PORT, PROXY_PORT, ApiBehindProxy
 from emulators.tls import CertAuthority
 from tests.helpers import run_cli
@@ -63,8 +65,8 @@ def test_the_environments_proxy_is_used_as_kubectl_uses_it(
 def test_no_proxy_goes_direct(tmp_path: Path, test_ca: CertAuthority) -> None:
     """NO_PROXY naming the server's domain: no tunnel (and here, no way to the server)."""
     config = kubeconfig(tmp_path, f"https://{API_NAME}:{API_PORT}", test_ca.bundle)
-    out, err, seen = status(tmp_path, test_ca, config,
-                            {"https_proxy": PROXY, "no_proxy": "localhost,.cluster.test"})  # fmt: skip
+    bypass = {"https_proxy": PROXY, "no_proxy": "localhost,.cluster.test"}
+    out, err, seen = status(tmp_path, test_ca, config, bypass)
     assert seen["tunnels"] == [] and "node-behind-proxy" not in out
     assert "credprovider fleet status: listing the nodes:" in err or "no API server" in err, err
 
@@ -98,3 +100,21 @@ def test_the_tls_server_name_is_the_name_checked(tmp_path: Path, test_ca: CertAu
     config = kubeconfig(tmp_path, by_address, test_ca.bundle)
     out, err, _ = status(tmp_path, test_ca, config, {})
     assert "node-behind-proxy" not in out and "certificate" in err, err
+
+
+def test_fleet_status_reads_kubeconfigs_list(tmp_path: Path) -> None:
+    """The operator's KUBECONFIG=a:b, the context in a, the cluster and user in b."""
+
+    def nodes(request: FakeRequest) -> FakeResponse:
+        return FakeResponse.json({"kind": "NodeList", "apiVersion": "v1", "metadata": {},
+                                  "items": [{"metadata": {"name": "merged-node"}}]})  # fmt: skip
+
+    with serve(nodes) as server:
+        a = tmp_path / "a"
+        context = {"name": "c", "context": {"cluster": "c", "user": "u"}}
+        a.write_text(json.dumps({"clusters": [], "current-context": "c", "contexts": [context]}))
+        b = tmp_path / "b"
+        b.write_text(json.dumps({"clusters": [{"name": "c", "cluster": {"server": server.url}}],
+                                 "users": [{"name": "u", "user": {"token": "t"}}]}))  # fmt: skip
+        done = run_cli("fleet", "status", env={"KUBECONFIG": f"{a}:{b}"})
+    assert "merged-node" in done.stdout, done.stderr

@@ -132,7 +132,9 @@ def test_a_refused_token_is_fetched_again_once(tmp_path: Path, api: tuple[FakeAp
     credential = json.dumps({"apiVersion": V1BETA1, "kind": "ExecCredential",
                              "status": {"token": "stale-N"}})  # fmt: skip
     script = plugin_script(
-        tmp_path, "rotating", f'n=$(cat {counter} 2>/dev/null || echo 0); echo $((n+1)) > {counter}\n'
+        tmp_path,
+        "rotating",
+        f'n=$(cat {counter} 2>/dev/null || echo 0); echo $((n+1)) > {counter}\n'
         f"echo '{credential}' | sed \"s/stale-N/stale-$n/\"",
     )  # fmt: skip
     fake.tokens = {"stale-1"}
