@@ -134,7 +134,9 @@ def register(sub: Subcommands) -> None:
         "rolled back, failed, waiting, or no report), or the API server could not be read.",
     )
     status.add_argument(
-        "--kubeconfig", help="the kubeconfig to use (default: $KUBECONFIG, else ~/.kube/config)"
+        "--kubeconfig",
+        help="the kubeconfig to use (default: the files $KUBECONFIG lists, merged as kubectl "
+        "merges them, else ~/.kube/config)",
     )
     status.add_argument(
         "--width", type=int, default=80, help="the DETAIL column's width (default: %(default)s)"
