@@ -34,9 +34,10 @@ class ClusterError(CredproviderError):
     """The API server could not be reached, or refused what the agent asked of it."""
 
 
-def connect(kubeconfig: str | None, in_cluster: bool = True) -> Client:
+def connect(kubeconfig: str | None, in_cluster: bool = True, context: str | None = None) -> Client:
     """A client from ``kubeconfig``; else the pod's service account (``in_cluster``), or else
-    ``$KUBECONFIG`` or ``~/.kube/config`` as kubectl finds them."""
+    ``$KUBECONFIG`` or ``~/.kube/config`` as kubectl finds them; ``context``: the kubeconfig's
+    context to use (default: its current-context)."""
     import os
 
     import httpx2
@@ -57,7 +58,7 @@ def connect(kubeconfig: str | None, in_cluster: bool = True) -> Client:
         else:
             _check_service_account(SERVICE_ACCOUNT_DIR)
             config = KubeConfig.from_service_account(SERVICE_ACCOUNT_DIR)
-        chosen = config.get()
+        chosen = config.get(context)
         if chosen is None:  # get() raises instead, with no default given
             raise ConfigError("no current context")
         chosen, token = _exec_credential(chosen, raw, path)

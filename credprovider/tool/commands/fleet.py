@@ -59,7 +59,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     from credprovider.tool.cluster.connect import ClusterError, connect
 
     try:
-        found = list(fleet(connect(args.kubeconfig, in_cluster=False)))
+        found = list(fleet(connect(args.kubeconfig, in_cluster=False, context=args.context)))
     except ClusterError as exc:
         print(f"credprovider fleet status: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -137,6 +137,9 @@ def register(sub: Subcommands) -> None:
         "--kubeconfig",
         help="the kubeconfig to use (default: the files $KUBECONFIG lists, merged as kubectl "
         "merges them, else ~/.kube/config)",
+    )
+    status.add_argument(
+        "--context", help="the kubeconfig's context to use (default: its current-context)"
     )
     status.add_argument(
         "--width", type=int, default=80, help="the DETAIL column's width (default: %(default)s)"

@@ -118,3 +118,26 @@ def test_fleet_status_reads_kubeconfigs_list(tmp_path: Path) -> None:
                                  "users": [{"name": "u", "user": {"token": "t"}}]}))  # fmt: skip
         done = run_cli("fleet", "status", env={"KUBECONFIG": f"{a}:{b}"})
     assert "merged-node" in done.stdout, done.stderr
+
+
+def test_fleet_status_takes_a_context(tmp_path: Path) -> None:
+    """--context picks another of the kubeconfig's contexts, as kubectl's does."""
+
+    def nodes(request: FakeRequest) -> FakeResponse:
+        return FakeResponse.json({"kind": "NodeList", "apiVersion": "v1", "metadata": {},
+                                  "items": [{"metadata": {"name": "other-context"}}]})  # fmt: skip
+
+    with serve(nodes) as server:
+        config = tmp_path / "config"
+        config.write_text(json.dumps({
+            "clusters": [{"name": "up", "cluster": {"server": server.url}},
+                         {"name": "down", "cluster": {"server": "http://127.0.0.1:9"}}],
+            "users": [{"name": "u", "user": {"token": "t"}}],
+            "contexts": [{"name": "up", "context": {"cluster": "up", "user": "u"}},
+                         {"name": "down", "context": {"cluster": "down", "user": "u"}}],
+            "current-context": "down",
+        }))  # fmt: skip
+        done = run_cli("fleet", "status", f"--kubeconfig={config}", "--context=up")
+        missing = run_cli("fleet", "status", f"--kubeconfig={config}", "--context=nope")
+    assert "other-context" in done.stdout, done.stderr
+    assert missing.returncode == 1 and "Context 'nope' not found" in missing.stderr
