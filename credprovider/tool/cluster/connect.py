@@ -61,7 +61,8 @@ def connect(kubeconfig: str | None, in_cluster: bool = True, context: str | None
         chosen = config.get(context)
         if chosen is None:  # get() raises instead, with no default given
             raise ConfigError("no current context")
-        chosen, token = _exec_credential(chosen, raw, path)
+        sources = tuple(p for p in listed.split(os.pathsep) if p) if listed else (path,)
+        chosen, token = _exec_credential(chosen, raw, path, sources)
         # the TLS the client would make for itself (its CA, the user's client certificate; no
         # key written to a file: clienttls): a transport of ours is given it, since httpx makes
         # none beside a transport it is given
@@ -85,7 +86,9 @@ def connect(kubeconfig: str | None, in_cluster: bool = True, context: str | None
         ) from exc
 
 
-def _exec_credential(chosen: Any, raw: dict[str, Any], path: str) -> tuple[Any, Any]:
+def _exec_credential(
+    chosen: Any, raw: dict[str, Any], path: str, sources: tuple[str, ...]
+) -> tuple[Any, Any]:
     """The context ``chosen`` without its user's exec plugin, and the plugin's token for our
     transport to send (``cluster.execcred``: bounded, where lightkube would run it itself without
     a time limit); ``chosen`` as it is, and ``None``, for a user without one."""
@@ -94,7 +97,7 @@ def _exec_credential(chosen: Any, raw: dict[str, Any], path: str) -> tuple[Any, 
     user = chosen.user
     if user is None or user.exec is None:
         return chosen, None
-    plugin = exec_plugin(raw, chosen.context.user or "", chosen.context.cluster, path)
+    plugin = exec_plugin(raw, chosen.context.user or "", chosen.context.cluster, path, sources)
     if plugin is None:  # lightkube found one where our reading did not: never run unbounded
         raise ValueError("the user's exec section could not be read")
     token = ExecToken(plugin)

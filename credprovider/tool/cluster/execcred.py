@@ -73,6 +73,7 @@ class ExecPlugin:
     env: tuple[tuple[str, str], ...] = ()
     install_hint: str = ""
     cluster: Mapping[str, Any] | None = None  # provideClusterInfo: what the request carries
+    sources: tuple[str, ...] = ()  # the files it was read from ($KUBECONFIG's list, merged)
 
     @property
     def who(self) -> str:
@@ -80,11 +81,15 @@ class ExecPlugin:
 
 
 def exec_plugin(
-    kubeconfig: Mapping[str, Any], user: str, cluster: str, path: str
+    kubeconfig: Mapping[str, Any],
+    user: str,
+    cluster: str,
+    path: str,
+    sources: tuple[str, ...] | None = None,
 ) -> ExecPlugin | None:
     """The ``exec`` section of ``user`` in ``kubeconfig`` (read from ``path``, the context's
-    ``cluster``), or ``None`` when it has none; :class:`ExecCredentialError` for one client-go
-    would refuse."""
+    ``cluster``; ``sources``: the files merged into it, default ``path``), or ``None`` when it has
+    none; :class:`ExecCredentialError` for one client-go would refuse."""
     body = named(kubeconfig, "users", "user", user)
     section = body.get("exec") if body else None
     if section is None:
@@ -125,6 +130,7 @@ def exec_plugin(
     return ExecPlugin(
         kubeconfig=path, user=user, api_version=version, command=command, args=tuple(args),
         env=tuple(env), install_hint=hint if isinstance(hint, str) else "",
+        sources=sources or (path,),
         cluster=_cluster_info(kubeconfig, cluster) if section.get("provideClusterInfo") else None,
     )  # fmt: skip
 
@@ -179,10 +185,7 @@ def resolved(plugin: ExecPlugin, env: Mapping[str, str]) -> str:
             f"{plugin.who}: exec: executable {plugin.command} not found{hint}"
         )
     if os.geteuid() == 0:  # root trusts no program another user could have placed or named
-        try:
-            problem = owner_problem(plugin.kubeconfig, os.stat(plugin.kubeconfig), 0)
-        except OSError:
-            problem = ""
+        problem = next(filter(None, map(_owner_problem, plugin.sources)), "")
         problem = problem or untrusted(found, 0)
         if problem:
             raise ExecCredentialError(
@@ -191,6 +194,13 @@ def resolved(plugin: ExecPlugin, env: Mapping[str, str]) -> str:
                 "writable only by root"
             )
     return found
+
+
+def _owner_problem(path: str) -> str:
+    try:
+        return owner_problem(path, os.stat(path), 0)
+    except OSError:
+        return ""
 
 
 def fetch(plugin: ExecPlugin, seconds: float = EXEC_SECONDS, relay: Any = None) -> Issued:

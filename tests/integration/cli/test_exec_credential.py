@@ -227,6 +227,14 @@ def test_root_runs_no_plugin_a_kubeconfig_others_may_write_names(
     done = run_cli("fleet", "status", f"--kubeconfig={kubeconfig}")
     assert f"was not run as root: {script} is writable by others" in done.stderr
     assert runs_of(script) == []
+    # $KUBECONFIG's list: a file others may write, merged in, may name the user's plugin too
+    script.chmod(0o755)
+    context = tmp_path / "context"
+    context.write_text(json.dumps({"clusters": [], "current-context": "c"}))
+    context.chmod(0o666)
+    done = run_cli("fleet", "status", env={"KUBECONFIG": f"{context}:{kubeconfig}"})
+    assert f"was not run as root: {context} is writable by others" in done.stderr
+    assert runs_of(script) == []
 
 
 def test_a_plugin_that_never_answers_is_stopped_with_its_group(
