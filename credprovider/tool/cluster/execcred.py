@@ -52,6 +52,8 @@ EXEC_SECONDS: Final = 120.0
 RENEWAL_SECONDS: Final = 20.0
 # An ExecCredential is a few KiB (a token, or a certificate and its key).
 MAX_OUTPUT_BYTES: Final = 1 << 20
+# What of its stderr is shown as it comes (a device-code prompt is a few lines).
+SHOWN_BYTES: Final = 16 * 1024
 # A token this close to its expirationTimestamp is fetched again before it is sent.
 RENEW_SECONDS: Final = 10.0
 _MODES: Final = ("Never", "IfAvailable", "Always")
@@ -217,14 +219,17 @@ def fetch(plugin: ExecPlugin, seconds: float = EXEC_SECONDS, relay: Any = None) 
     try:
         done = run_bounded([plugin.command, *plugin.args], env, b"", seconds,
                            MAX_OUTPUT_BYTES, executable=program, stop_at_cap=True,
-                           relay=relay or _to_stderr)  # fmt: skip
+                           relay=relay or _Shown())  # fmt: skip
     except (OSError, ValueError) as exc:
         raise ExecCredentialError(
             f"{plugin.who}: exec: {program} cannot be run: {reason(exc)}"
         ) from None
     said = f"{plugin.who}: exec: executable {plugin.command}"
-    if done.stdout_cut:
-        raise ExecCredentialError(f"{said} wrote more than {byte_size(MAX_OUTPUT_BYTES)}: stopped")
+    for stream, cut in (("stdout", done.stdout_cut), ("stderr", done.stderr_cut)):
+        if cut:
+            raise ExecCredentialError(
+                f"{said} wrote more than {byte_size(MAX_OUTPUT_BYTES)} on {stream}: stopped"
+            )
     if done.timed_out:
         raise ExecCredentialError(f"{said} gave no credential within {seconds:g}s: stopped")
     if done.code != 0:
@@ -276,9 +281,22 @@ def _time(value: Any, said: str) -> float | None:
         ) from None
 
 
-def _to_stderr(chunk: bytes) -> None:
-    sys.stderr.write(chunk.decode("utf-8", "replace"))
-    sys.stderr.flush()
+class _Shown:
+    """The plugin's stderr on this process's (escaped there, ``tool.terminal``), the first
+    :data:`SHOWN_BYTES` of it: a prompt is a few lines; a flood is cut, and said to be."""
+
+    def __init__(self) -> None:
+        self.shown = 0
+
+    def __call__(self, chunk: bytes) -> None:
+        room = SHOWN_BYTES - self.shown
+        if room <= 0:
+            return
+        self.shown += len(chunk)
+        text = chunk[:room].decode("utf-8", "replace")
+        cut = "\n(the plugin's stderr is cut here)\n" if len(chunk) > room else ""
+        sys.stderr.write(text + cut)
+        sys.stderr.flush()
 
 
 class ExecToken:

@@ -162,14 +162,15 @@ def test_a_refused_token_is_fetched_again_once(tmp_path: Path, api: tuple[FakeAp
         ({}, answer(V1, TOKEN),
          "exec plugin is configured to use API version client.authentication.k8s.io/v1beta1, "
          "plugin returned version 'client.authentication.k8s.io/v1'"),
-        ({}, "exec cat /dev/zero", "wrote more than 1 MiB: stopped"),
+        ({}, "exec cat /dev/zero", "wrote more than 1 MiB on stdout: stopped"),
+        ({}, "exec cat /dev/zero >&2", "wrote more than 1 MiB on stderr: stopped"),
         ({}, answer(V1BETA1, TOKEN, ',"expirationTimestamp":"tomorrow"'),
          "its expirationTimestamp 'tomorrow' is not an RFC 3339 time"),
         ({}, answer(V1BETA1, "", ',"clientCertificateData":"C","clientKeyData":"K"'),
          "returned a client certificate, which credprovider does not use"),
     ],
     ids=["v1alpha1", "always-interactive", "fails", "no-json", "other-version", "flood",
-         "bad-expiry", "certificate"],
+         "stderr-flood", "bad-expiry", "certificate"],
 )  # fmt: skip
 def test_a_plugin_that_gives_no_token_is_one_line_naming_it(
     tmp_path: Path, api: tuple[FakeApi, str], section: dict[str, str], body: str, said: str
@@ -181,6 +182,7 @@ def test_a_plugin_that_gives_no_token_is_one_line_naming_it(
     )
     done = run_cli("fleet", "status", f"--kubeconfig={kubeconfig}")
     assert done.returncode == 1 and fake.asked == []
+    assert len(done.stderr) < 24 * 1024  # what is shown of a plugin's stderr is cut
     [line] = [line for line in done.stderr.splitlines() if line.startswith("credprovider fleet")]
     assert f"the kubeconfig {kubeconfig} (user 'me')" in line and said in line, line
     assert "Traceback" not in done.stderr
