@@ -215,7 +215,7 @@ NOT_PATHS = {
     "version", "files_only", "uninstall", "restart_command", "healthz", "health_timeout",
     "node", "namespace", "slots", "lease_seconds", "metrics", "dry_run_launcher", "width",
     "provider_settings", "armed_as", "after", "shipped", "node_name", "daemonset", "platform",
-    "environment", "migrate_in_tree", "beside", "cloud", "role", "dry_run",
+    "environment", "migrate_in_tree", "beside", "cloud", "role", "dry_run", "context",
 }  # fmt: skip
 
 
