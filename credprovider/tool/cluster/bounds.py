@@ -115,12 +115,17 @@ def bounded_transport(verify: Any, token: ExecToken | None = None, way: Route = 
                 request.extensions["sni_hostname"] = way.tls_server_name
             if token is None:
                 return self.exchange(request)
-            request.headers["Authorization"] = token.header()
+            self.authorize(request, token.header())
             response = self.exchange(request)
             if response.status_code == 401:
-                request.headers["Authorization"] = token.header(renew=True)
+                self.authorize(request, token.header(renew=True))
                 response = self.exchange(request)
             return response
+
+        @staticmethod
+        def authorize(request: httpx2.Request, header: str) -> None:
+            if header:  # none for a plugin that issued a client certificate
+                request.headers["Authorization"] = header
 
         def exchange(self, request: httpx2.Request) -> httpx2.Response:
             where = str(request.url).split("?")[0]

@@ -25,10 +25,17 @@ from typing import Any
 import msgspec
 
 
-def client_tls(cluster: Any, user: Any, abs_file: Callable[[str], Any]) -> ssl.SSLContext:
+def client_tls(
+    cluster: Any,
+    user: Any,
+    abs_file: Callable[[str], Any],
+    issued: tuple[str, str] | None = None,
+) -> ssl.SSLContext:
     """The TLS context for a lightkube ``cluster`` and ``user`` (its models), in lightkube's order
     (a CA file, else CA data, else the default trust or ``insecure-skip-tls-verify``); a client
-    certificate and key from files or from data. ``ValueError`` for data that is not base64."""
+    certificate and key from files or from data, or ``issued`` by the user's exec plugin (PEM
+    text). ``ValueError`` for data that is not base64, or a certificate and key that do not
+    load."""
     import httpx2
 
     if cluster.certificate_auth:
@@ -39,7 +46,15 @@ def client_tls(cluster: Any, user: Any, abs_file: Callable[[str], Any]) -> ssl.S
         )
     else:
         context = httpx2.create_ssl_context(verify=not cluster.insecure, trust_env=False)
-    if user is not None and (user.client_cert or user.client_cert_data):
+    if issued is not None:
+        with _in_memory(issued[0].encode()) as certificate, _in_memory(issued[1].encode()) as key:
+            try:
+                context.load_cert_chain(certificate, key)
+            except ssl.SSLError as exc:  # client-go: "failed parsing client key/certificate"
+                raise ValueError(
+                    f"the client certificate and key the exec plugin issued do not load: {exc}"
+                ) from None
+    elif user is not None and (user.client_cert or user.client_cert_data):
         with (
             _material(user.client_cert_data, user.client_cert, abs_file) as certificate,
             _material(user.client_key_data, user.client_key, abs_file) as key,
@@ -74,7 +89,13 @@ def _material(data: str | None, path: str | None, abs_file: Callable[[str], Any]
     if not data:
         yield str(abs_file(path or ""))
         return
-    content = _decoded(data)
+    with _in_memory(_decoded(data)) as where:
+        yield where
+
+
+@contextlib.contextmanager
+def _in_memory(content: bytes) -> Iterator[str]:
+    """``content`` in an anonymous memory file, as a path OpenSSL can open, closed on leaving."""
     descriptor = anonymous_memory_file()
     try:
         written = 0

@@ -61,15 +61,21 @@ def connect(kubeconfig: str | None, in_cluster: bool = True, context: str | None
         chosen = config.get(context)
         if chosen is None:  # get() raises instead, with no default given
             raise ConfigError("no current context")
-        # the TLS the client would make for itself (its CA, the user's client certificate; no
-        # key written to a file: clienttls): a transport of ours is given it, since httpx makes
-        # none beside a transport it is given
-        verify = client_tls(chosen.cluster, chosen.user, chosen.abs_file)
         way = route(chosen.cluster.server, named(raw, "clusters", "cluster",
                                                   chosen.context.cluster), os.environ)  # fmt: skip
-        # last: a login may wait for a person, after everything else is known to be usable
+        # a login may wait for a person: after the route is known to be usable
         sources = tuple(p for p in listed.split(os.pathsep) if p) if listed else (path,)
         chosen, token = _exec_credential(chosen, raw, path, sources)
+        # the TLS the client would make for itself (its CA, the user's client certificate or the
+        # one the exec plugin issued; no key written to a file: clienttls): a transport of ours
+        # is given it, since httpx makes none beside a transport it is given
+        pair = token.client_pair() if token is not None else None
+        try:
+            verify = client_tls(chosen.cluster, chosen.user, chosen.abs_file, pair)
+        except ValueError as exc:
+            if token is None or pair is None:
+                raise
+            raise ExecCredentialError(f"{token.plugin.said}: {exc}") from None
         return Client(
             config=without_tls(chosen),
             field_manager=COMPONENT,

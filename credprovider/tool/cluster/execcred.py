@@ -81,6 +81,11 @@ class ExecPlugin:
     def who(self) -> str:
         return f"the kubeconfig {self.kubeconfig} (user {quoted(self.user)})"
 
+    @property
+    def said(self) -> str:
+        """The start of a line about what it did."""
+        return f"{self.who}: exec: executable {self.command}"
+
 
 def exec_plugin(
     kubeconfig: Mapping[str, Any],
@@ -164,8 +169,13 @@ def _cluster_info(kubeconfig: Mapping[str, Any], name: str) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Issued:
+    """What the plugin issued: a bearer token, or a client certificate and its key (PEM; GKE's
+    ``gke-exec-auth-plugin`` for the kubelet), and when it ends."""
+
     token: str
     expires: float | None  # Unix seconds
+    certificate: str = ""
+    key: str = ""
 
 
 def resolved(plugin: ExecPlugin, env: Mapping[str, str]) -> str:
@@ -224,7 +234,7 @@ def fetch(plugin: ExecPlugin, seconds: float = EXEC_SECONDS, relay: Any = None) 
         raise ExecCredentialError(
             f"{plugin.who}: exec: {program} cannot be run: {reason(exc)}"
         ) from None
-    said = f"{plugin.who}: exec: executable {plugin.command}"
+    said = plugin.said
     for stream, cut in (("stdout", done.stdout_cut), ("stderr", done.stderr_cut)):
         if cut:
             raise ExecCredentialError(
@@ -256,16 +266,16 @@ def read_answer(answer: Any, api_version: str, said: str) -> Issued:
     status = answer.get("status")
     if not isinstance(status, dict):
         raise ExecCredentialError(f"{said}: exec plugin didn't return a status field")
-    token = status.get("token")
-    if not isinstance(token, str) or not token:
-        certificate = status.get("clientCertificateData") or status.get("clientKeyData")
-        raise ExecCredentialError(
-            f"{said} returned a client certificate, which credprovider does not use: give a "
-            "kubeconfig with a token or certificate files"
-            if certificate
-            else f"{said}: exec plugin didn't return a token or cert/key pair"
-        )
-    return Issued(token, _time(status.get("expirationTimestamp"), said))
+    token, certificate, key = (
+        status.get(name) or "" for name in ("token", "clientCertificateData", "clientKeyData")
+    )
+    if not all(isinstance(value, str) for value in (token, certificate, key)):
+        raise ExecCredentialError(f"{said}: exec plugin's status holds a field that is no string")
+    if not token and not certificate and not key:
+        raise ExecCredentialError(f"{said}: exec plugin didn't return a token or cert/key pair")
+    if bool(certificate) != bool(key):
+        raise ExecCredentialError(f"{said}: exec plugin returned only certificate or key, not both")
+    return Issued(token, _time(status.get("expirationTimestamp"), said), certificate, key)
 
 
 def _time(value: Any, said: str) -> float | None:
@@ -301,7 +311,8 @@ class _Shown:
 
 class ExecToken:
     """The bearer token a request carries: fetched as the client is made (:meth:`first`), again
-    when it is about to end and when the API server refused it (401)."""
+    when it is about to end and when the API server refused it (401). A client certificate the
+    plugin issued instead is the TLS context's, made once (:meth:`client_pair`)."""
 
     def __init__(self, plugin: ExecPlugin) -> None:
         self.plugin = plugin
@@ -313,6 +324,11 @@ class ExecToken:
         with self._lock:
             self._issued = fetch(self.plugin)
 
+    def client_pair(self) -> tuple[str, str] | None:
+        """The client certificate and key (PEM) the first fetch issued, if it issued them."""
+        issued = self._issued
+        return (issued.certificate, issued.key) if issued and issued.certificate else None
+
     def header(self, renew: bool = False) -> str:
         with self._lock:
             issued = self._issued
@@ -323,4 +339,4 @@ class ExecToken:
             )
             if issued is None or renew or ending:
                 issued = self._issued = fetch(self.plugin, RENEWAL_SECONDS)
-        return f"Bearer {issued.token}"
+        return f"Bearer {issued.token}" if issued.token else ""

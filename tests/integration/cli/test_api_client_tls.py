@@ -112,3 +112,42 @@ def test_the_memory_file_has_no_name(monkeypatch: pytest.MonkeyPatch, memfd: boo
             assert reopened.read() == b"secret"
     finally:
         os.close(descriptor)
+
+
+# A GKE node's kubelet kubeconfig (/var/lib/kubelet/kubeconfig, from the instance's "kubeconfig"
+# metadata attribute that kube-up's create-kubelet-kubeconfig fetches): the kubelet's credential is
+# the client certificate and key kubernetes/cloud-provider-gcp cmd/gke-exec-auth-plugin issues
+# (TPM mode, its default: ExecCredential status clientCertificateData and clientKeyData, PEM).
+GKE_KUBELET_USER = {
+    "exec": {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "command": "{plugin}",
+        "args": ["--cache-dir", "/var/lib/kubelet/pki/"],
+    }
+}
+
+
+def test_an_exec_plugins_client_certificate_is_used_from_memory(
+    tmp_path: Path, test_ca: CertAuthority, mutual_tls: str
+) -> None:
+    """The plugin issues a certificate instead of a token (GKE's kubelet): the client speaks TLS
+    with it, and nothing of it reaches a file."""
+    cert, key = test_ca.issue("system:node:gke-node-1", organizations=("system:nodes",))
+    issued = tmp_path / "exec-credential.json"
+    issued.write_text(json.dumps({
+        "kind": "ExecCredential", "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "status": {"expirationTimestamp": "2099-01-01T00:00:00Z",
+                   "clientCertificateData": cert.read_text(), "clientKeyData": key.read_text()},
+    }))  # fmt: skip
+    plugin = tmp_path / "gke-exec-auth-plugin"
+    plugin.write_text(f"#!/bin/sh\n[ \"$*\" = \"--cache-dir /var/lib/kubelet/pki/\" ] || exit 2\n"
+                      f"exec cat {issued}\n")  # fmt: skip
+    plugin.chmod(0o755)
+    user = json.loads(json.dumps(GKE_KUBELET_USER).replace("{plugin}", str(plugin)))
+    config = kubeconfig(tmp_path, mutual_tls, {"certificate-authority": str(test_ca.bundle)}, user)
+    trace = tmp_path / "trace"
+    done = run_cli("fleet", "status", f"--kubeconfig={config}", use_bundle=True,
+                   wrapper=["strace", "-f", "-qq", "-e", "trace=open,openat,creat",
+                            "-o", str(trace)])  # fmt: skip
+    assert "node-mtls" in done.stdout, done.stderr
+    assert created_files(trace) == []

@@ -166,11 +166,13 @@ def test_a_refused_token_is_fetched_again_once(tmp_path: Path, api: tuple[FakeAp
         ({}, "exec cat /dev/zero >&2", "wrote more than 1 MiB on stderr: stopped"),
         ({}, answer(V1BETA1, TOKEN, ',"expirationTimestamp":"tomorrow"'),
          "its expirationTimestamp 'tomorrow' is not an RFC 3339 time"),
+        ({}, answer(V1BETA1, "", ',"clientCertificateData":"C"'),
+         "exec plugin returned only certificate or key, not both"),
         ({}, answer(V1BETA1, "", ',"clientCertificateData":"C","clientKeyData":"K"'),
-         "returned a client certificate, which credprovider does not use"),
+         "the client certificate and key the exec plugin issued do not load"),
     ],
     ids=["v1alpha1", "always-interactive", "fails", "no-json", "other-version", "flood",
-         "stderr-flood", "bad-expiry", "certificate"],
+         "stderr-flood", "bad-expiry", "half-a-pair", "a-pair-that-does-not-load"],
 )  # fmt: skip
 def test_a_plugin_that_gives_no_token_is_one_line_naming_it(
     tmp_path: Path, api: tuple[FakeApi, str], section: dict[str, str], body: str, said: str
