@@ -136,6 +136,8 @@ def test_every_node_when_told(helm: Path) -> None:
           "flags.extraHostPaths[0].path=relative"), "at '/flags/extraHostPaths/0/path'"),
         (("image.repository=r/c", "mode=flags", "flags.platform=kubeadm", "flags.slots=0"),
          "at '/flags/slots': minimum: got 0, want 1"),
+        (("image.repository=r/c", "mode=flags", "flags.platform=kubeadm", "flags.slots=100000"),
+         "at '/flags/slots': maximum: got 100,000, want 5,000"),
         (("image.repository=r/c", "action=remove"),
          "at '/action': value must be one of 'install', 'uninstall'"),
         (("image.repository=r/c", "providers={aws,ibm}"),

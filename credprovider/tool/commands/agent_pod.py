@@ -160,11 +160,17 @@ def cluster_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# Kubernetes' largest tested cluster has 5,000 nodes: more slots than that is a typo (each is a
+# Lease the agent may try); a Lease's duration is an int32 of seconds, and a day is already long.
+MAX_SLOTS: Final = 5000
+MAX_LEASE_SECONDS: Final = 86400
+
+
 def _refused(args: argparse.Namespace) -> str:
-    if args.slots < 1:
-        return "--slots is at least 1"
-    if args.lease_seconds < 15:
-        return "--lease-seconds is at least 15"
+    if not 1 <= args.slots <= MAX_SLOTS:
+        return f"--slots is from 1 to {MAX_SLOTS}"
+    if not 15 <= args.lease_seconds <= MAX_LEASE_SECONDS:
+        return f"--lease-seconds is from 15 to {MAX_LEASE_SECONDS} (a day)"
     if args.metrics and not args.metrics.startswith(("http://", "https://")):
         return "--metrics is an http:// or https:// URL, or ''"
     if args.ready_file:

@@ -8,6 +8,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Final
 
+from credprovider.runtime.excerpt import quoted
 from credprovider.runtime.redact import printable
 from credprovider.tool.change.results import Result
 from credprovider.tool.commands.common import (
@@ -52,6 +53,14 @@ def detail_of(row: dict[str, str | bool]) -> str:
         return str(row["detail"])
     at, _, paths = rewritten.partition(" ")
     return f"{row['detail']} (the platform rewrote {paths} at {at})"
+
+
+def _width(text: str) -> int:
+    """``--width`` (argparse ``type``): a few ASCII digits, from 10 to 10,000 (a negative width
+    cut the detail from its end; 0 showed none of it)."""
+    if not (text.isascii() and text.isdigit() and len(text) <= 5 and 10 <= int(text) <= 10000):
+        raise argparse.ArgumentTypeError(f"{quoted(text)} is not a width from 10 to 10000")
+    return int(text)
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
@@ -142,7 +151,10 @@ def register(sub: Subcommands) -> None:
         "--context", help="the kubeconfig's context to use (default: its current-context)"
     )
     status.add_argument(
-        "--width", type=int, default=80, help="the DETAIL column's width (default: %(default)s)"
+        "--width",
+        type=_width,
+        default=80,
+        help="the DETAIL column's width, from 10 to 10000 (default: %(default)s)",
     )
     status.add_argument("--json", action="store_true", help="one JSON object on stdout")
     status.set_defaults(handler=_cmd_status)

@@ -216,8 +216,13 @@ def test_run_with_a_node_refuses_what_it_cannot_honour_before_the_api_server(
     bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
     common = ["agent", "run", "--node", "n1", "--root", str(tmp_path), "--bundle", str(bundle)]
     for more, said in (
-        (["--slots", "0"], "credprovider agent run: --slots is at least 1\n"),
-        (["--lease-seconds", "5"], "credprovider agent run: --lease-seconds is at least 15\n"),
+        (["--slots", "0"], "credprovider agent run: --slots is from 1 to 5000\n"),
+        # a typo's billion slots was a list of a billion Lease names, each tried in turn
+        (["--slots", "1000000000"], "credprovider agent run: --slots is from 1 to 5000\n"),
+        (["--lease-seconds", "5"],
+         "credprovider agent run: --lease-seconds is from 15 to 86400 (a day)\n"),
+        (["--lease-seconds", "99999999999"],
+         "credprovider agent run: --lease-seconds is from 15 to 86400 (a day)\n"),
         (["--metrics", "ftp://x"], "credprovider agent run: --metrics is an http:// or https:// URL, or ''\n"),
         (["--ready-file", str(tmp_path / "no" / "r")],
          f"credprovider agent run: --ready-file {tmp_path}/no/r: its directory does not exist\n"),

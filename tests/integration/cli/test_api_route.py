@@ -141,3 +141,6 @@ def test_fleet_status_takes_a_context(tmp_path: Path) -> None:
         missing = run_cli("fleet", "status", f"--kubeconfig={config}", "--context=nope")
     assert "other-context" in done.stdout, done.stderr
     assert missing.returncode == 1 and "Context 'nope' not found" in missing.stderr
+    for width in ("-5", "0", "100001", "²"):  # -5 cut the detail from its end, 0 showed none
+        refused = run_cli("fleet", "status", f"--kubeconfig={config}", f"--width={width}")
+        assert refused.returncode == 2 and "is not a width from 10 to 10000" in refused.stderr
