@@ -8,6 +8,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
+from credprovider.runtime.excerpt import quoted
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
@@ -16,6 +17,29 @@ from credprovider.tool.commands.common import (
     Subcommands,
     chosen_providers,
 )
+
+
+def _role(text: str) -> str:
+    """``--role`` (argparse ``type``): a lowercase DNS label, since it names the MachineConfig
+    (``99-ROLE-credprovider``, a DNS subdomain) and is a label value: "Worker", "a b" or "w/x"
+    printed a MachineConfig that ``oc apply`` refuses."""
+    if not (
+        0 < len(text) <= MAX_ROLE_CHARS
+        and text.isascii()
+        and text.replace("-", "a").isalnum()
+        and text == text.lower()
+        and text[0].isalnum()
+        and text[-1].isalnum()
+    ):
+        raise argparse.ArgumentTypeError(
+            f"{quoted(text)} is not a pool role (lowercase letters, digits and '-', at most "
+            f"{MAX_ROLE_CHARS})"
+        )
+    return text
+
+
+# A label value is at most 63 characters, and "99-" and "-credprovider" go around it in the name.
+MAX_ROLE_CHARS = 63
 
 
 def _cmd_talos(args: argparse.Namespace) -> int:
@@ -113,6 +137,7 @@ def register(sub: Subcommands) -> None:
     openshift.add_argument(
         "--role",
         default="worker",
-        help="the machine config pool's role (default: %(default)s)",
+        type=_role,
+        help="the machine config pool's role, a DNS label (default: %(default)s)",
     )
     openshift.set_defaults(handler=_cmd_openshift)

@@ -64,6 +64,15 @@ def test_render_refuses_what_it_cannot_render_in_one_line() -> None:
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         "credprovider render openshift: --cloud takes aws, azure, gcp, none (not vsphere)"
     ]
+    # the role names the MachineConfig (a DNS subdomain) and is a label value: oc apply refused
+    # what "Worker" or "a b" printed
+    for role in ("Worker", "a b", "w/x", "x" * 64, "infra-"):
+        done = run_cli(
+            "render", "openshift", "--providers", "aws", "--cloud", "aws", "--role", role
+        )
+        assert done.returncode == 2 and done.stdout == "" and "is not a pool role" in done.stderr
+    done = run_cli("render", "openshift", "--providers", "aws", "--cloud", "aws", "--role", "infra")
+    assert done.returncode == 0 and "name: 99-infra-credprovider" in done.stdout
 
 
 @pytest.mark.parametrize(
