@@ -104,10 +104,12 @@ def main(argv: list[str] | None = None) -> None:
     if args == [VERSION_FLAG]:
         # What every program prints for --version, answered before any program is imported: the
         # cheapest exec, and the one an operator runs first.
+        from credprovider.runtime.stdio import print_out
         from credprovider.version import version_text
 
-        sys.stdout.write(version_text(name))
-        sys.stdout.flush()
+        code = print_out(name, version_text(name))
+        if code:
+            sys.exit(code)
         return
     plugin = plugin_of(name)
     module = PROGRAM_MODULES[plugin or name]

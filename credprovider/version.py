@@ -55,4 +55,6 @@ def version_text(program: str) -> str:
 
 
 if __name__ == "__main__":
-    sys.stdout.write(version_text("credprovider"))
+    from credprovider.runtime.stdio import print_out
+
+    sys.exit(print_out("credprovider", version_text("credprovider")))

@@ -21,10 +21,11 @@ from credprovider.entry import PLUGIN_MODULES
 from credprovider.errors import CredproviderError
 from credprovider.runtime.redact import safe_line
 from credprovider.runtime.serve import without_key_log
+from credprovider.runtime.stdio import drop_stdout, print_out, say_quietly
 from credprovider.tool.commands import COMMANDS
 from credprovider.tool.commands.common import EXAMPLE, EXIT_FAILED, EXIT_USAGE, WHAT_CHANGES
 from credprovider.tool.node.access import UnreadableError
-from credprovider.tool.terminal import sanitizing
+from credprovider.tool.terminal import OutputFailed, sanitizing
 from credprovider.version import version_text
 
 
@@ -32,8 +33,7 @@ class _PrintVersion(argparse.Action):
     """--version as the plugins print it (argparse's own action would re-wrap the lines)."""
 
     def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kwargs: object) -> None:
-        sys.stdout.write(version_text("credprovider"))
-        parser.exit()
+        parser.exit(print_out("credprovider", version_text("credprovider")))
 
 
 _INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")
@@ -132,16 +132,23 @@ def main(argv: list[str] | None = None) -> None:
         code = done.code
     except BrokenPipeError:
         code = EXIT_BROKEN_PIPE
+    except OutputFailed as exc:  # --help, or usage, to a stdout that cannot take it
+        say_quietly(f"credprovider: {exc}\n")
+        code = EXIT_FAILED
+        drop_stdout()
     try:
-        sys.stdout.flush()
+        if sys.stdout is not None:
+            sys.stdout.flush()
     except BrokenPipeError:
         code = EXIT_BROKEN_PIPE
+    except OSError as exc:  # a full disk under `doctor --json > report.json`
+        say_quietly(f"credprovider: cannot write to standard output: {exc.strerror or exc}\n")
+        code = EXIT_FAILED
+        drop_stdout()
     if code == EXIT_BROKEN_PIPE:
         # The reader went away (`credprovider validate ... | head -1`): stop quietly, as other
         # command-line tools do; what is still buffered goes nowhere instead of to a traceback.
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        drop_stdout()
     sys.exit(code)
 
 

@@ -19,10 +19,12 @@ Not on the exec path.
 from __future__ import annotations
 
 import contextlib
+import errno
 import sys
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from credprovider.errors import CredproviderError
 from credprovider.runtime.excerpt import clip
 from credprovider.runtime.redact import printable, without_userinfo
 
@@ -64,21 +66,46 @@ def capped(text: str, limit: int = STDERR_LINE_LIMIT) -> str:
     return "\n".join(clip(line, limit) for line in text.split("\n"))
 
 
+class OutputFailed(CredproviderError):
+    """Standard output cannot be written (closed, a full disk): the command's one line."""
+
+
 class _Sanitizing:
     """A text stream that writes :func:`sanitized` text to ``stream`` (each line capped at
-    ``limit`` characters, when given)."""
+    ``limit`` characters, when given). For stdout (``quiet`` false) a write that fails is
+    :class:`OutputFailed` (a reader that went away stays ``BrokenPipeError``); for stderr it is
+    dropped: what the command says there never decides what it does."""
 
-    def __init__(self, stream: TextIO, limit: int | None = None) -> None:
+    def __init__(
+        self, stream: TextIO | None, limit: int | None = None, quiet: bool = False
+    ) -> None:
         self._stream = stream
         self._limit = limit
+        self._quiet = quiet
         self._encoding = getattr(stream, "encoding", None) or "utf-8"
 
     def write(self, text: str) -> int:
         # a URL's userinfo is a secret whatever quotes it (an operator's --url, a proxy setting)
         shown = without_userinfo(text)
         shown = capped(shown, self._limit) if self._limit else shown
-        self._stream.write(encodable(sanitized(shown), self._encoding))
+        self._guarded(lambda stream: stream.write(encodable(sanitized(shown), self._encoding)))
         return len(text)
+
+    def flush(self) -> None:
+        self._guarded(lambda stream: stream.flush())
+
+    def _guarded(self, act: Any) -> None:
+        try:
+            if self._stream is None:
+                raise OSError(errno.EBADF, "standard output is closed")
+            act(self._stream)
+        except BrokenPipeError:
+            if not self._quiet:
+                raise
+        except (OSError, ValueError) as exc:  # ValueError: a stream closed under it
+            if not self._quiet:
+                why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                raise OutputFailed(f"cannot write to standard output: {why}") from None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
@@ -91,7 +118,7 @@ def sanitizing(cap_stdout: bool = True) -> Iterator[None]:
     ``--json``)."""
     out, err = sys.stdout, sys.stderr
     sys.stdout = _Sanitizing(out, STDERR_LINE_LIMIT if cap_stdout else None)
-    sys.stderr = _Sanitizing(err, STDERR_LINE_LIMIT)
+    sys.stderr = _Sanitizing(err, STDERR_LINE_LIMIT, quiet=True)
     try:
         yield
     finally:

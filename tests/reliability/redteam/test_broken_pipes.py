@@ -1,7 +1,9 @@
 """#30 class 4: writing into a closed pipe (``credprovider validate ... | head -1``) stops quietly,
 as other command-line tools do: no ``BrokenPipeError`` traceback, whatever the subcommand and
 however much it had to print. Each case runs the bundle with its stdout a pipe whose reading end
-is already closed, so every write fails."""
+is already closed, so every write fails. And a stdout that cannot take the output at all (a full
+disk under ``doctor --json > report.json``: ``/dev/full``; or closed, ``>&-``) is one line saying
+so and exit 1, for the tool and every program's ``--version``: both were tracebacks."""
 
 from __future__ import annotations
 
@@ -61,3 +63,36 @@ def test_a_closed_pipe_on_stdout_is_a_quiet_stop(tmp_path: Path, command: str) -
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr[-600:]
     assert "Exception ignored" not in stderr, stderr[-600:]
     assert done.returncode in (1, 2, 141), (done.returncode, stderr[-300:])
+
+
+# Every program's --version, and each of the tool's commands above.
+VERSIONS = ["credprovider", "ecr-credential-provider", "acr-credential-provider",
+            "auth-provider-gcp", "registry-credential-provider"]  # fmt: skip
+
+
+@pytest.mark.parametrize("stdout", ["/dev/full", "closed"])
+@pytest.mark.parametrize("command", [*COMMANDS, *(f"{name} --version" for name in VERSIONS)])
+def test_a_stdout_that_takes_nothing_is_one_line(tmp_path: Path, command: str, stdout: str) -> None:
+    require_bundle()
+    if command.endswith(" --version"):
+        argv = [str(BUNDLE_DIR / command.split()[0]), "--version"]
+    else:
+        argv = [str(BUNDLE_DIR / "credprovider"), *COMMANDS[command](tmp_path)]
+    if stdout == "closed":
+        argv = ["sh", "-c", 'exec "$@" >&-', "sh", *argv]
+    with open("/dev/full", "wb") as full:
+        done = subprocess.run(
+            argv,
+            stdout=full if stdout == "/dev/full" else None,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            timeout=60,
+            check=False,
+        )
+    stderr = done.stderr.decode("utf-8", "replace")
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr, stderr[-600:]
+    if done.returncode == 2:  # a usage error said on stderr (the command's own refusal)
+        return
+    assert done.returncode == 1, (done.returncode, stderr[-300:])
+    said = "No space left on device" if stdout == "/dev/full" else "standard output is closed"
+    assert f"cannot write to standard output: {said}" in stderr, stderr[-600:]
