@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
     if args == [VERSION_FLAG]:
         # What every program prints for --version, answered before any program is imported: the
         # cheapest exec, and the one an operator runs first.
-        from credprovider.runtime.stdio import print_out
+        from credprovider.runtime.output import print_out
         from credprovider.version import version_text
 
         code = print_out(name, version_text(name))

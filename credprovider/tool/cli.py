@@ -19,9 +19,9 @@ from typing import Any, NoReturn
 
 from credprovider.entry import PLUGIN_MODULES
 from credprovider.errors import CredproviderError
+from credprovider.runtime.output import drop_stdout, print_out, say_quietly
 from credprovider.runtime.redact import safe_line
 from credprovider.runtime.serve import without_key_log
-from credprovider.runtime.stdio import drop_stdout, print_out, say_quietly
 from credprovider.tool.commands import COMMANDS
 from credprovider.tool.commands.common import EXAMPLE, EXIT_FAILED, EXIT_USAGE, WHAT_CHANGES
 from credprovider.tool.node.access import UnreadableError
