@@ -126,38 +126,48 @@ def run_bounded(
     cut = dict.fromkeys(fds, False)
     deadline = time.monotonic() + max(timeout, 0.0)
     killed = False
-    with selectors.DefaultSelector() as selector:
-        _start(selector, proc.stdin, request)
-        pending = request
-        for fd in fds:
-            os.set_blocking(fd, False)
-            selector.register(fd, selectors.EVENT_READ)
-        give_up = deadline
-        while selector.get_map():
-            left = give_up - time.monotonic()
-            if left <= 0 or (stop_at_cap and any(cut.values()) and not killed):
-                if killed:
-                    break  # a descendant outside the group holds the pipes: give them up
-                _kill_group(proc.pid)
-                killed = True
-                give_up = time.monotonic() + drain
-                continue
-            for key, _ in selector.select(left):
-                if key.fileobj is proc.stdin:
-                    pending = _feed(selector, proc.stdin, pending)
+    try:
+        with selectors.DefaultSelector() as selector:
+            _start(selector, proc.stdin, request)
+            pending = request
+            for fd in fds:
+                os.set_blocking(fd, False)
+                selector.register(fd, selectors.EVENT_READ)
+            give_up = deadline
+            while selector.get_map():
+                left = give_up - time.monotonic()
+                if left <= 0 or (stop_at_cap and any(cut.values()) and not killed):
+                    if killed:
+                        break  # a descendant outside the group holds the pipes: give them up
+                    _kill_group(proc.pid)
+                    killed = True
+                    give_up = time.monotonic() + drain
                     continue
-                try:
-                    chunk = os.read(key.fd, _CHUNK)
-                except BlockingIOError:
-                    continue
-                if not chunk:
-                    selector.unregister(key.fd)
-                    continue
-                room = max(cap - len(kept[key.fd]), 0)
-                kept[key.fd] += chunk[:room]
-                if relay is not None and key.fd != fds[0] and chunk[:room]:
-                    relay(chunk[:room])
-                cut[key.fd] = cut[key.fd] or len(chunk) > room
+                for key, _ in selector.select(left):
+                    if key.fileobj is proc.stdin:
+                        pending = _feed(selector, proc.stdin, pending)
+                        continue
+                    try:
+                        chunk = os.read(key.fd, _CHUNK)
+                    except BlockingIOError:
+                        continue
+                    if not chunk:
+                        selector.unregister(key.fd)
+                        continue
+                    room = max(cap - len(kept[key.fd]), 0)
+                    kept[key.fd] += chunk[:room]
+                    if relay is not None and key.fd != fds[0] and chunk[:room]:
+                        relay(chunk[:room])
+                    cut[key.fd] = cut[key.fd] or len(chunk) > room
+    except BaseException:
+        # interrupted (Ctrl-C in the tool, a relay that raised): the program, in a session of its
+        # own, gets no signal of the terminal's; it and its group must not outlive this
+        _kill_group(proc.pid)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            if stream is not None:
+                _close(stream)
+        _wait_killed(proc, drain)
+        raise
     for stream in (proc.stdin, proc.stdout, proc.stderr):
         if stream is not None:
             _close(stream)

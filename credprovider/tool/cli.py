@@ -136,6 +136,12 @@ def main(argv: list[str] | None = None) -> None:
         say_quietly(f"credprovider: {exc}\n")
         code = EXIT_FAILED
         drop_stdout()
+    except KeyboardInterrupt:
+        # Ctrl-C: one line, the shell's status for SIGINT; a program the tool ran was stopped
+        # with it (runtime/child.py), and a node change left half done is the journal's to finish
+        # or reverse at the next run (change/)
+        say_quietly("credprovider: interrupted\n")
+        code = EXIT_INTERRUPTED
     try:
         if sys.stdout is not None:
             sys.stdout.flush()
@@ -154,6 +160,8 @@ def main(argv: list[str] | None = None) -> None:
 
 # 128 + SIGPIPE, what a shell reports for a program the signal ended.
 EXIT_BROKEN_PIPE = 141
+# 128 + SIGINT.
+EXIT_INTERRUPTED = 130
 
 
 def _run(argv: list[str]) -> int:

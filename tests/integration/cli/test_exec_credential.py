@@ -265,3 +265,53 @@ def test_a_plugin_that_never_answers_is_stopped_with_its_group(
         os.kill(sleeper, signal.SIGKILL)
         pytest.fail("the plugin's child was left running")
     assert execcred.RENEWAL_SECONDS < 35  # a renewal ends within the API call's own bound
+
+
+@pytest.mark.parametrize("use_bundle", [False, True], ids=["source", "bundle"])
+def test_ctrl_c_is_one_line_and_stops_the_plugin(
+    tmp_path: Path, api: tuple[FakeApi, str], use_bundle: bool
+) -> None:
+    """An operator's Ctrl-C while a login waits: "credprovider: interrupted", status 130, and
+    the plugin stopped with it (it runs in a session of its own, which the terminal's SIGINT
+    never reaches: it was left running, and the tool printed a KeyboardInterrupt traceback)."""
+    import subprocess
+    import sys
+
+    from release.bundle import BUNDLE_DIR
+    from tests.helpers import require_bundle
+
+    _, url = api
+    pids = tmp_path / "pids"
+    script = plugin_script(tmp_path, "waits", f"sleep 300 & echo $! > {pids}; wait")
+    kubeconfig = kubeconfig_with(tmp_path, url, {"apiVersion": V1BETA1, "command": str(script)})
+    if use_bundle:
+        require_bundle()
+    command = (
+        [str(BUNDLE_DIR / "credprovider")]
+        if use_bundle
+        else [sys.executable, "-m", "credprovider", "credprovider"]
+    )
+    env = {k: v for k, v in os.environ.items() if k != "CREDPROVIDER_TRACEBACK"}
+    tool = subprocess.Popen(
+        [*command, "fleet", "status", f"--kubeconfig={kubeconfig}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not pids.exists() or not pids.read_text().strip():
+        assert time.monotonic() < deadline and tool.poll() is None, "the plugin never started"
+        time.sleep(0.05)
+    sleeper = int(pids.read_text())
+    tool.send_signal(signal.SIGINT)
+    out, err = tool.communicate(timeout=30)
+    assert (tool.returncode, out) == (130, b""), err
+    assert err.decode().strip().splitlines()[-1] == "credprovider: interrupted", err
+    assert b"Traceback" not in err
+    for _ in range(100):
+        try:
+            os.kill(sleeper, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(sleeper, signal.SIGKILL)
+        pytest.fail("the plugin's child was left running")

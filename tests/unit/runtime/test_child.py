@@ -81,6 +81,26 @@ def test_the_group_is_killed_and_the_program_reaped(tmp_path: Path) -> None:
         time.sleep(0.02)
 
 
+def test_an_interrupted_run_leaves_nothing_running(tmp_path: Path) -> None:
+    """Interrupted (the tool's Ctrl-C, here a relay that raises): the program, in its own
+    session, gets none of the terminal's signal; its group is killed and it is reaped before the
+    interruption goes on (it was left running)."""
+    pid_file = tmp_path / "pids"
+    script = f"sleep 60 & echo $$ $! > {pid_file}; echo prompt >&2; sleep 60"
+
+    def interrupt(chunk: bytes) -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_bounded(["/bin/sh", "-c", script], dict(os.environ), b"", 30.0, CAP, relay=interrupt)
+    shell, child = (int(pid) for pid in pid_file.read_text().split())
+    assert not Path(f"/proc/{shell}").exists(), "the program itself is reaped"
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and _state(child) not in ("Z", "X"):
+        assert time.monotonic() < deadline, f"{child} still runs"
+        time.sleep(0.02)
+
+
 @pytest.mark.parametrize(
     ("command", "error"),
     [(["/nonexistent/plugin"], FileNotFoundError), (["/bin/sh\0x"], ValueError)],
