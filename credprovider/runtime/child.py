@@ -46,6 +46,18 @@ MARGIN_SECONDS: Final = 0.5
 HELPER_DRAIN_SECONDS: Final = 0.1
 
 
+# The process groups :func:`run_bounded` started and has not yet reaped: what :func:`kill_running`
+# stops when the tool itself is being ended (SIGTERM, SIGHUP: tool/cli.py).
+_RUNNING: set[int] = set()
+
+
+def kill_running() -> None:
+    """Kill every program :func:`run_bounded` is running, with its group: a program in a session
+    of its own outlives the process that started it otherwise."""
+    for pid in list(_RUNNING):
+        _kill_group(pid)
+
+
 class ChildFailed(CredproviderError):
     """A plugin's helper gave no answer: ``said`` completes "the helper ..." ("cannot be run:
     ...")."""
@@ -105,9 +117,8 @@ def run_bounded(
     ``env`` ``None``: this process's. ``executable``: the file to run, when it is not
     ``command[0]`` (then only its argv[0]). ``merge_stderr``: stderr into stdout, as one stream.
     ``relay``: given what is kept of stderr as it arrives (a prompt a person must see while the
-    program waits). Raises what ``Popen`` raises when the program cannot be started (``OSError``; ``ValueError``
-    for a NUL in an argument)."""
-    import selectors
+    program waits). Raises what ``Popen`` raises when the program cannot be started
+    (``OSError``; ``ValueError`` for a NUL in an argument)."""
     import subprocess
 
     proc = subprocess.Popen(
@@ -119,6 +130,25 @@ def run_bounded(
         env=None if env is None else dict(env),
         start_new_session=True,
     )
+    _RUNNING.add(proc.pid)
+    try:
+        return _exchange(proc, request, timeout, cap, stop_at_cap, drain, relay)
+    finally:
+        _RUNNING.discard(proc.pid)
+
+
+def _exchange(
+    proc: subprocess.Popen[bytes],
+    request: bytes,
+    timeout: float,
+    cap: int,
+    stop_at_cap: bool,
+    drain: float,
+    relay: Callable[[bytes], None] | None,
+) -> Finished:
+    """:func:`run_bounded`'s exchange with the program it started."""
+    import selectors
+
     assert proc.stdin is not None and proc.stdout is not None
     streams = [proc.stdout] if proc.stderr is None else [proc.stdout, proc.stderr]
     fds = [stream.fileno() for stream in streams]

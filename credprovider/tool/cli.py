@@ -9,16 +9,18 @@ parser and is the edge that catches errors.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import importlib
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 from credprovider.entry import PLUGIN_MODULES
 from credprovider.errors import CredproviderError
+from credprovider.runtime.child import kill_running
 from credprovider.runtime.output import drop_stdout, print_out, say_quietly
 from credprovider.runtime.redact import safe_line
 from credprovider.runtime.serve import without_key_log
@@ -119,29 +121,61 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def _children_end_with_the_tool() -> Iterator[None]:
+    """While the tool runs, SIGTERM and SIGHUP (``timeout 10 credprovider doctor``, a closed ssh
+    session) first kill the programs it runs, each in a session of its own that the signal never
+    reaches, then end the tool as they would have (a node change under way is the journal's to
+    finish or reverse at the next run, as after any kill). The agent's own SIGTERM handling
+    (agent/termination.py) takes over once it runs."""
+    import signal
+
+    def ended(signum: int, _frame: object) -> None:
+        kill_running()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    before = {ending: signal.signal(ending, ended) for ending in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for ending, handler in before.items():
+            signal.signal(ending, handler)
+
+
 def main(argv: list[str] | None = None) -> None:
-    code: int | str | None
     args = sys.argv[1:] if argv is None else argv
     without_key_log()  # before any TLS: the API server's token and the kubelet's cross it
+    with _children_end_with_the_tool():
+        code = _outcome(args)
+    sys.exit(_flushed(code))
+
+
+def _outcome(args: list[str]) -> int | str | None:
+    """The command's exit status, whatever ended it."""
     try:
         # nothing printed can drive the terminal; what a person reads is capped per line, what
         # a script reads (--json on stdout) is whole (tool/terminal.py)
         with sanitizing(cap_stdout="--json" not in args):
-            code = _run(args)
+            return _run(args)
     except SystemExit as done:  # argparse's --help and usage errors
-        code = done.code
+        return done.code
     except BrokenPipeError:
-        code = EXIT_BROKEN_PIPE
+        return EXIT_BROKEN_PIPE
     except OutputFailed as exc:  # --help, or usage, to a stdout that cannot take it
         say_quietly(f"credprovider: {exc}\n")
-        code = EXIT_FAILED
         drop_stdout()
+        return EXIT_FAILED
     except KeyboardInterrupt:
         # Ctrl-C: one line, the shell's status for SIGINT; a program the tool ran was stopped
         # with it (runtime/child.py), and a node change left half done is the journal's to finish
         # or reverse at the next run (change/)
         say_quietly("credprovider: interrupted\n")
-        code = EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED
+
+
+def _flushed(code: int | str | None) -> int | str | None:
+    """``code``, once what is buffered for stdout is written; or the status of why it cannot be."""
     try:
         if sys.stdout is not None:
             sys.stdout.flush()
@@ -149,13 +183,13 @@ def main(argv: list[str] | None = None) -> None:
         code = EXIT_BROKEN_PIPE
     except OSError as exc:  # a full disk under `doctor --json > report.json`
         say_quietly(f"credprovider: cannot write to standard output: {exc.strerror or exc}\n")
-        code = EXIT_FAILED
         drop_stdout()
+        return EXIT_FAILED
     if code == EXIT_BROKEN_PIPE:
         # The reader went away (`credprovider validate ... | head -1`): stop quietly, as other
         # command-line tools do; what is still buffered goes nowhere instead of to a traceback.
         drop_stdout()
-    sys.exit(code)
+    return code
 
 
 # 128 + SIGPIPE, what a shell reports for a program the signal ended.

@@ -267,13 +267,16 @@ def test_a_plugin_that_never_answers_is_stopped_with_its_group(
     assert execcred.RENEWAL_SECONDS < 35  # a renewal ends within the API call's own bound
 
 
+@pytest.mark.parametrize("ending", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP],
+                         ids=["ctrl-c", "sigterm", "sighup"])  # fmt: skip
 @pytest.mark.parametrize("use_bundle", [False, True], ids=["source", "bundle"])
-def test_ctrl_c_is_one_line_and_stops_the_plugin(
-    tmp_path: Path, api: tuple[FakeApi, str], use_bundle: bool
+def test_ending_the_tool_stops_the_plugin(
+    tmp_path: Path, api: tuple[FakeApi, str], use_bundle: bool, ending: signal.Signals
 ) -> None:
-    """An operator's Ctrl-C while a login waits: "credprovider: interrupted", status 130, and
-    the plugin stopped with it (it runs in a session of its own, which the terminal's SIGINT
-    never reaches: it was left running, and the tool printed a KeyboardInterrupt traceback)."""
+    """An operator's Ctrl-C while a login waits: "credprovider: interrupted", status 130;
+    ``timeout`` or a closed session (SIGTERM, SIGHUP): the tool ends by that signal. Either way
+    the plugin is stopped with it (it runs in a session of its own, which the terminal's signal
+    never reaches: it was left running; and Ctrl-C printed a KeyboardInterrupt traceback)."""
     import subprocess
     import sys
 
@@ -301,11 +304,14 @@ def test_ctrl_c_is_one_line_and_stops_the_plugin(
         assert time.monotonic() < deadline and tool.poll() is None, "the plugin never started"
         time.sleep(0.05)
     sleeper = int(pids.read_text())
-    tool.send_signal(signal.SIGINT)
+    tool.send_signal(ending)
     out, err = tool.communicate(timeout=30)
-    assert (tool.returncode, out) == (130, b""), err
-    assert err.decode().strip().splitlines()[-1] == "credprovider: interrupted", err
-    assert b"Traceback" not in err
+    assert b"Traceback" not in err and out == b"", err
+    if ending == signal.SIGINT:
+        assert tool.returncode == 130, err
+        assert err.decode().strip().splitlines()[-1] == "credprovider: interrupted", err
+    else:
+        assert tool.returncode == -ending, err
     for _ in range(100):
         try:
             os.kill(sleeper, 0)
