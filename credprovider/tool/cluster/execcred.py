@@ -40,6 +40,7 @@ from credprovider.errors import CredproviderError
 from credprovider.runtime.child import run_bounded
 from credprovider.runtime.excerpt import byte_size, quoted
 from credprovider.runtime.nodefile import reason
+from credprovider.runtime.redact import register_secret
 from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 from credprovider.tool.node.trust import owner_problem, safe_environment, untrusted
 
@@ -251,7 +252,10 @@ def fetch(plugin: ExecPlugin, seconds: float = EXEC_SECONDS, relay: Any = None) 
         answer = bounded_json(done.stdout, MAX_OUTPUT_BYTES)
     except (ValueError, JsonTooDeep):
         answer = None
-    return read_answer(answer, plugin.api_version, said)
+    issued = read_answer(answer, plugin.api_version, said)
+    for secret in (issued.token, issued.key):  # scrubbed from any line that might quote them
+        register_secret(secret)
+    return issued
 
 
 def read_answer(answer: Any, api_version: str, said: str) -> Issued:
