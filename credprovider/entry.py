@@ -104,7 +104,6 @@ def main(argv: list[str] | None = None) -> None:
     if args == [VERSION_FLAG]:
         # What every program prints for --version, answered before any program is imported: the
         # cheapest exec, and the one an operator runs first.
-        from credprovider.runtime.output import print_out
         from credprovider.version import version_text
 
         code = print_out(name, version_text(name))
@@ -126,3 +125,50 @@ def main(argv: list[str] | None = None) -> None:
         spec = spec._replace(name=name)
     __import__(SERVE_MODULE)
     sys.modules[SERVE_MODULE].main(spec, args)
+
+
+# A whole text on stdout when stdout may take nothing: closed at exec (``>&-``), a full disk
+# (``/dev/full``), a reader gone. Here, for every program's ``--version`` (which imports nothing
+# else: ``make bench`` times that exec) and the tool.
+
+
+def print_out(program: str, text: str) -> int:
+    """``text`` on stdout, flushed: exit status 0; or 1 (141 for a reader that went away) after
+    one line on stderr, with nothing left for Python to fail on at exit (``--version >/dev/full``
+    was a traceback)."""
+    why = "standard output is closed"
+    if sys.stdout is not None:
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+            return 0
+        except BrokenPipeError:
+            drop_stdout()
+            return 141  # 128 + SIGPIPE, as a shell reports it
+        except OSError as exc:
+            drop_stdout()
+            why = exc.strerror or str(exc)
+    say_quietly(f"{program}: cannot write to standard output: {why}\n")
+    return 1
+
+
+def drop_stdout() -> None:
+    """What is still buffered for stdout goes to /dev/null: the write that failed would fail
+    again at exit, where Python prints it as an exception ignored."""
+    import os
+
+    try:
+        if sys.stdout is not None:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def say_quietly(line: str) -> None:
+    """``line`` on stderr, if it can be written at all."""
+    try:
+        if sys.stderr is not None:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+    except (OSError, ValueError):
+        pass

@@ -55,6 +55,6 @@ def version_text(program: str) -> str:
 
 
 if __name__ == "__main__":
-    from credprovider.runtime.output import print_out
+    from credprovider.entry import print_out
 
     sys.exit(print_out("credprovider", version_text("credprovider")))

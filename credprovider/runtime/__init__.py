@@ -8,8 +8,7 @@ stdout or the process exit code. One module per job:
   provider fulfils that same plan; Credentials, Context, PluginSpec, and the one cache policy
   (:func:`~credprovider.runtime.provider.cache_duration_for`);
 * ``serve``: read the request, ask the provider, write one response or one error line
-  (``stdio``: standard streams closed at exec; ``output``: a whole text on a stdout that may take
-  nothing, for ``--version`` and the tool);
+  (``stdio``: standard streams closed at exec);
 * ``api``: the kubelet's wire API, strictly decoded and encoded; ``imageref`` (images as the
   kubelet normalizes them) and ``matching`` (its matchImages rules and the keyring);
 * ``deadline``: the time left, counted from exec, always shorter than the kubelet's 60 s kill;

@@ -18,10 +18,9 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
-from credprovider.entry import PLUGIN_MODULES
+from credprovider.entry import PLUGIN_MODULES, drop_stdout, print_out, say_quietly
 from credprovider.errors import CredproviderError
 from credprovider.runtime.child import kill_running
-from credprovider.runtime.output import drop_stdout, print_out, say_quietly
 from credprovider.runtime.redact import safe_line
 from credprovider.runtime.serve import without_key_log
 from credprovider.tool.commands import COMMANDS
