@@ -55,6 +55,4 @@ def version_text(program: str) -> str:
 
 
 if __name__ == "__main__":
-    from credprovider.entry import print_out
-
-    sys.exit(print_out("credprovider", version_text("credprovider")))
+    sys.stdout.write(version_text("credprovider"))
