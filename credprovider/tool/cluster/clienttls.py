@@ -113,7 +113,14 @@ SHARED_MEMORY = "/dev/shm"
 def anonymous_memory_file() -> int:
     """A descriptor of a file in memory that no directory names, gone when it is closed:
     ``memfd_create``, or where Python was built without it (the bundle's) an ``O_TMPFILE`` file
-    on :data:`SHARED_MEMORY`. ``OSError`` if neither can be made."""
-    if hasattr(os, "memfd_create"):
-        return os.memfd_create("credprovider-client-tls", os.MFD_CLOEXEC)
-    return os.open(SHARED_MEMORY, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    on :data:`SHARED_MEMORY`. ``ValueError`` saying so if neither can be made (never a file with
+    a name instead)."""
+    try:
+        if hasattr(os, "memfd_create"):
+            return os.memfd_create("credprovider-client-tls", os.MFD_CLOEXEC)
+        return os.open(SHARED_MEMORY, os.O_TMPFILE | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        raise ValueError(
+            f"the client certificate and key cannot be held in memory for OpenSSL (an O_TMPFILE "
+            f"file on {SHARED_MEMORY}: {exc.strerror or exc}); they are never written to a file"
+        ) from None

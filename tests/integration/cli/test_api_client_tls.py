@@ -114,6 +114,19 @@ def test_the_memory_file_has_no_name(monkeypatch: pytest.MonkeyPatch, memfd: boo
         os.close(descriptor)
 
 
+def test_no_memory_file_is_one_line_and_no_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Where neither way works (no /dev/shm), the key is refused, never put in a named file."""
+    from credprovider.tool.cluster import clienttls
+
+    monkeypatch.delattr(os, "memfd_create", raising=False)
+    monkeypatch.setattr(clienttls, "SHARED_MEMORY", str(tmp_path / "no-shm"))
+    with pytest.raises(ValueError, match="cannot be held in memory for OpenSSL"):
+        clienttls.anonymous_memory_file()
+    assert list(tmp_path.iterdir()) == []
+
+
 # A GKE node's kubelet kubeconfig (/var/lib/kubelet/kubeconfig, from the instance's "kubeconfig"
 # metadata attribute that kube-up's create-kubelet-kubeconfig fetches): the kubelet's credential is
 # the client certificate and key kubernetes/cloud-provider-gcp cmd/gke-exec-auth-plugin issues
