@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import base64
 import json
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from emulators import beside
 from emulators.http import FakeRequest, FakeResponse
 from emulators.ratelimit import TokenBucket, too_many_requests
 from emulators.registry import Refused
@@ -137,32 +137,21 @@ class FakeArc:
         )
 
 
-# The agent at its fixed address, run by ArcAtItsAddress beside a command: a FakeArc that records
-# what it was asked in LOG when stopped.
+# The agent at its fixed address, run by ArcAtItsAddress beside a command (emulators/beside.py):
+# a FakeArc that records what it was asked in the log when stopped.
 _AGENT_AT_ITS_ADDRESS = """
-import json, signal, sys
+import json, os, signal, sys
 from emulators.azure import FakeArc
 from emulators.http import serve
-fake, log = FakeArc(), sys.argv[1]
+fake, log = FakeArc(), os.environ["BESIDE_LOG"]
 def stop(*_):
     with open(log, "w") as out:
         json.dump({"queries": fake.queries, "keys": fake.keys_given}, out)
     sys.exit(0)
 signal.signal(signal.SIGTERM, stop)
-with serve(fake, port=int(sys.argv[2])):
+with serve(fake, port=int(os.environ["AGENT_PORT"])):
     open(log + ".ready", "w").close()
     signal.pause()
-"""
-_WITH_THE_AGENT = """
-ip link set lo up || exit 97
-"$AGENT_PYTHON" -c "$AGENT_CODE" "$AGENT_LOG" "$AGENT_PORT" & agent=$!
-tries=0
-until [ -e "$AGENT_LOG.ready" ]; do
-  tries=$((tries + 1)); [ "$tries" -gt 400 ] && exit 98; sleep 0.05
-done
-"$@"; code=$?
-kill "$agent"; wait "$agent"
-exit "$code"
 """
 
 
@@ -177,15 +166,11 @@ class ArcAtItsAddress:
     def env(self) -> dict[str, str]:
         from credprovider.azure.imds import ARC_DEFAULT_ENDPOINT
 
-        return {
-            "AGENT_PYTHON": sys.executable,
-            "AGENT_CODE": _AGENT_AT_ITS_ADDRESS,
-            "AGENT_LOG": str(self.log),
-            "AGENT_PORT": ARC_DEFAULT_ENDPOINT.split(":")[2].split("/")[0],
-        }
+        port = ARC_DEFAULT_ENDPOINT.split(":")[2].split("/")[0]
+        return beside.environment(_AGENT_AT_ITS_ADDRESS, self.log, AGENT_PORT=port)
 
     def wrapper(self) -> list[str]:
-        return ["sh", "-c", _WITH_THE_AGENT, "sh"]
+        return beside.wrapper()
 
     def asked(self) -> dict[str, Any]:
         answer: dict[str, Any] = json.loads(self.log.read_text())

@@ -12,9 +12,10 @@ command is done.
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+
+from emulators import beside
 
 API_NAME = "api.cluster.test"
 API_PORT = 6443
@@ -23,10 +24,10 @@ PROXY_PORT = 3128
 # The proxy and the API server, run beside the command: a NodeList for any GET; every CONNECT
 # tunnelled to the API server whatever it names (recorded); the log written when stopped.
 _SERVERS = """
-import json, signal, socket, ssl, sys, threading
+import json, os, signal, socket, ssl, sys, threading
 from emulators.http import FakeResponse, serve
-log, cert, key = sys.argv[1:4]
-api_port, proxy_port = int(sys.argv[4]), int(sys.argv[5])
+log, cert, key = os.environ["BESIDE_LOG"], os.environ["SERVERS_CERT"], os.environ["SERVERS_KEY"]
+api_port, proxy_port = int(os.environ["API_PORT"]), int(os.environ["PROXY_PORT"])
 seen = {"tunnels": [], "direct": 0, "authorizations": []}
 def api(request):
     seen["authorizations"].append(request.header("authorization"))
@@ -78,18 +79,6 @@ with serve(api, tls=context, port=api_port):
     open(log + ".ready", "w").close()
     signal.pause()
 """
-_BESIDE = """
-ip link set lo up || exit 97
-"$SERVERS_PYTHON" -c "$SERVERS_CODE" "$SERVERS_LOG" "$SERVERS_CERT" "$SERVERS_KEY" \
-  "$API_PORT" "$PROXY_PORT" & servers=$!
-tries=0
-until [ -e "$SERVERS_LOG.ready" ]; do
-  tries=$((tries + 1)); [ "$tries" -gt 400 ] && exit 98; sleep 0.05
-done
-"$@"; code=$?
-kill "$servers"; wait "$servers"
-exit "$code"
-"""
 
 
 @dataclass(frozen=True)
@@ -99,18 +88,13 @@ class ApiBehindProxy:
     key: Path
 
     def env(self) -> dict[str, str]:
-        return {
-            "SERVERS_PYTHON": sys.executable,
-            "SERVERS_CODE": _SERVERS,
-            "SERVERS_LOG": str(self.log),
-            "SERVERS_CERT": str(self.cert),
-            "SERVERS_KEY": str(self.key),
-            "API_PORT": str(API_PORT),
-            "PROXY_PORT": str(PROXY_PORT),
-        }
+        return beside.environment(
+            _SERVERS, self.log, SERVERS_CERT=str(self.cert), SERVERS_KEY=str(self.key),
+            API_PORT=str(API_PORT), PROXY_PORT=str(PROXY_PORT),
+        )  # fmt: skip
 
     def wrapper(self) -> list[str]:
-        return ["unshare", "--net", "sh", "-c", _BESIDE, "sh"]
+        return ["unshare", "--net", *beside.wrapper()]
 
     def seen(self) -> dict[str, object]:
         found: dict[str, object] = json.loads(self.log.read_text())

@@ -120,6 +120,14 @@ def run_listing_imports(
     return ImportsRun(answer["code"], answer["stdout"].encode(), set(answer["roots"]))
 
 
+def tool_command(use_bundle: bool = False) -> list[str]:
+    """The ``credprovider`` tool's command: the bundle's (required), or from source."""
+    if use_bundle:
+        require_bundle()
+        return [str(BUNDLE_DIR / "credprovider")]
+    return [sys.executable, "-m", "credprovider", "credprovider"]
+
+
 def run_cli(
     *args: str,
     env: dict[str, str] | None = None,
@@ -131,13 +139,7 @@ def run_cli(
     pid and mount namespace of its own (:func:`private`), where the only kubelet it can find is
     the one this test started (:func:`fake_kubelet`), never another run's. ``wrapper`` goes
     before the tool's command, inside those namespaces (a network namespace with its servers)."""
-    if use_bundle:
-        require_bundle()
-    command = (
-        [str(BUNDLE_DIR / "credprovider")]
-        if use_bundle
-        else [sys.executable, "-m", "credprovider", "credprovider"]
-    )
+    command = tool_command(use_bundle)
     if cwd is not None:  # entering a mount namespace moves to its root: go there inside it
         command = ["sh", "-c", 'cd "$0" && exec "$@"', str(cwd), *command]
     command = [*wrapper, *command]

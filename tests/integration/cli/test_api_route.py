@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,16 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a network namespace o
 
 TOKEN = "operator-token-0123456789abcdef"
 PROXY = f"http://127.0.0.1:{PROXY_PORT}"
+
+
+def node_list(name: str) -> Callable[[FakeRequest], FakeResponse]:
+    """An API server stand-in whose every answer is a NodeList of one node, ``name``."""
+
+    def answer(request: FakeRequest) -> FakeResponse:
+        return FakeResponse.json({"kind": "NodeList", "apiVersion": "v1", "metadata": {},
+                                  "items": [{"metadata": {"name": name}}]})  # fmt: skip
+
+    return answer
 
 
 def kubeconfig(directory: Path, server: str, ca: Path, **cluster: str) -> Path:
@@ -105,11 +116,7 @@ def test_the_tls_server_name_is_the_name_checked(tmp_path: Path, test_ca: CertAu
 def test_fleet_status_reads_kubeconfigs_list(tmp_path: Path) -> None:
     """The operator's KUBECONFIG=a:b, the context in a, the cluster and user in b."""
 
-    def nodes(request: FakeRequest) -> FakeResponse:
-        return FakeResponse.json({"kind": "NodeList", "apiVersion": "v1", "metadata": {},
-                                  "items": [{"metadata": {"name": "merged-node"}}]})  # fmt: skip
-
-    with serve(nodes) as server:
+    with serve(node_list("merged-node")) as server:
         a = tmp_path / "a"
         context = {"name": "c", "context": {"cluster": "c", "user": "u"}}
         a.write_text(json.dumps({"clusters": [], "current-context": "c", "contexts": [context]}))
@@ -123,11 +130,7 @@ def test_fleet_status_reads_kubeconfigs_list(tmp_path: Path) -> None:
 def test_fleet_status_takes_a_context(tmp_path: Path) -> None:
     """--context picks another of the kubeconfig's contexts, as kubectl's does."""
 
-    def nodes(request: FakeRequest) -> FakeResponse:
-        return FakeResponse.json({"kind": "NodeList", "apiVersion": "v1", "metadata": {},
-                                  "items": [{"metadata": {"name": "other-context"}}]})  # fmt: skip
-
-    with serve(nodes) as server:
+    with serve(node_list("other-context")) as server:
         config = tmp_path / "config"
         config.write_text(json.dumps({
             "clusters": [{"name": "up", "cluster": {"server": server.url}},

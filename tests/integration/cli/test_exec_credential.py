@@ -26,7 +26,7 @@ import pytest
 from credprovider.tool.cluster import execcred
 from credprovider.tool.cluster.execcred import ExecCredentialError, ExecPlugin, fetch
 from emulators.http import FakeRequest, FakeResponse, serve
-from tests.helpers import run_cli
+from tests.helpers import run_cli, tool_command
 
 V1 = "client.authentication.k8s.io/v1"
 V1BETA1 = "client.authentication.k8s.io/v1beta1"
@@ -87,6 +87,19 @@ def api() -> Iterator[tuple[FakeApi, str]]:
     fake = FakeApi()
     with serve(fake) as server:
         yield fake, server.url
+
+
+def assert_ends(pid: int, seconds: float = 5.0) -> None:
+    """The process ``pid`` is gone within ``seconds`` (killed here, and the test failed, if not)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    pytest.fail(f"process {pid}, the plugin's child, was left running")
 
 
 def runs_of(script: Path) -> list[tuple[str, dict[str, object]]]:
@@ -254,16 +267,7 @@ def test_a_plugin_that_never_answers_is_stopped_with_its_group(
     with pytest.raises(ExecCredentialError, match=r"gave no credential within 1s: stopped"):
         fetch(plugin, seconds=1.0, relay=lambda chunk: None)
     assert time.monotonic() - started < 10
-    sleeper = int(pids.read_text())
-    for _ in range(50):
-        try:
-            os.kill(sleeper, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        os.kill(sleeper, signal.SIGKILL)
-        pytest.fail("the plugin's child was left running")
+    assert_ends(int(pids.read_text()))
     assert execcred.RENEWAL_SECONDS < 35  # a renewal ends within the API call's own bound
 
 
@@ -278,25 +282,14 @@ def test_ending_the_tool_stops_the_plugin(
     the plugin is stopped with it (it runs in a session of its own, which the terminal's signal
     never reaches: it was left running; and Ctrl-C printed a KeyboardInterrupt traceback)."""
     import subprocess
-    import sys
-
-    from release.bundle import BUNDLE_DIR
-    from tests.helpers import require_bundle
 
     _, url = api
     pids = tmp_path / "pids"
     script = plugin_script(tmp_path, "waits", f"sleep 300 & echo $! > {pids}; wait")
     kubeconfig = kubeconfig_with(tmp_path, url, {"apiVersion": V1BETA1, "command": str(script)})
-    if use_bundle:
-        require_bundle()
-    command = (
-        [str(BUNDLE_DIR / "credprovider")]
-        if use_bundle
-        else [sys.executable, "-m", "credprovider", "credprovider"]
-    )
     env = {k: v for k, v in os.environ.items() if k != "CREDPROVIDER_TRACEBACK"}
     tool = subprocess.Popen(
-        [*command, "fleet", "status", f"--kubeconfig={kubeconfig}"],
+        [*tool_command(use_bundle), "fleet", "status", f"--kubeconfig={kubeconfig}"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
     )  # fmt: skip
     deadline = time.monotonic() + 30
@@ -312,12 +305,4 @@ def test_ending_the_tool_stops_the_plugin(
         assert err.decode().strip().splitlines()[-1] == "credprovider: interrupted", err
     else:
         assert tool.returncode == -ending, err
-    for _ in range(100):
-        try:
-            os.kill(sleeper, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.05)
-    else:
-        os.kill(sleeper, signal.SIGKILL)
-        pytest.fail("the plugin's child was left running")
+    assert_ends(sleeper)

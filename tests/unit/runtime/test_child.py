@@ -68,6 +68,14 @@ def test_a_descendant_that_leaves_the_group_with_the_pipes_is_given_up(tmp_path:
                 os.kill(int(pid_file.read_text()), signal.SIGKILL)
 
 
+def _assert_gone(child: int) -> None:
+    """``child`` has ended (a zombie left to its parent counts) within 10 s."""
+    deadline = time.monotonic() + 10
+    while Path(f"/proc/{child}").exists() and _state(child) not in ("Z", "X"):
+        assert time.monotonic() < deadline, f"{child} still runs"
+        time.sleep(0.02)
+
+
 def test_the_group_is_killed_and_the_program_reaped(tmp_path: Path) -> None:
     pid_file = tmp_path / "pids"
     script = f"sleep 60 & echo $$ $! > {pid_file}; sleep 60"
@@ -75,10 +83,7 @@ def test_the_group_is_killed_and_the_program_reaped(tmp_path: Path) -> None:
     assert done.timed_out
     shell, child = (int(pid) for pid in pid_file.read_text().split())
     assert not Path(f"/proc/{shell}").exists(), "the program itself is reaped: no zombie is left"
-    deadline = time.monotonic() + 10
-    while Path(f"/proc/{child}").exists() and _state(child) not in ("Z", "X"):
-        assert time.monotonic() < deadline, f"{child} still runs"
-        time.sleep(0.02)
+    _assert_gone(child)
 
 
 def test_an_interrupted_run_leaves_nothing_running(tmp_path: Path) -> None:
@@ -95,10 +100,7 @@ def test_an_interrupted_run_leaves_nothing_running(tmp_path: Path) -> None:
         run_bounded(["/bin/sh", "-c", script], dict(os.environ), b"", 30.0, CAP, relay=interrupt)
     shell, child = (int(pid) for pid in pid_file.read_text().split())
     assert not Path(f"/proc/{shell}").exists(), "the program itself is reaped"
-    deadline = time.monotonic() + 10
-    while Path(f"/proc/{child}").exists() and _state(child) not in ("Z", "X"):
-        assert time.monotonic() < deadline, f"{child} still runs"
-        time.sleep(0.02)
+    _assert_gone(child)
 
 
 @pytest.mark.parametrize(
