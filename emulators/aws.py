@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import re
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -105,6 +106,10 @@ class FakeEcr:
     issued: dict[str, EcrIssue] = field(default_factory=dict)
     # ECR's rate limit: a call the bucket refuses is answered ThrottlingException (HTTP 400)
     bucket: TokenBucket | None = None
+    # a token made and recorded as one step: two calls at once (the server answers each in a thread
+    # of its own) counted the same len(issued), so two regions' tokens shared one rotated password
+    # and the later record made the registry refuse the earlier region's pull (a 401 under load)
+    _issuing: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def token(self, access_key: str = "") -> str:
         if self.token_override is not None:
@@ -159,14 +164,15 @@ class FakeEcr:
             )
         if self.delay:
             time.sleep(self.delay)
-        token = self.token(access_key)
-        entry: dict[str, object] = {} if self.omit_token else {"authorizationToken": token}
         expires_at = None if self.valid_seconds is None else time.time() + self.valid_seconds
+        with self._issuing:
+            token = self.token(access_key)
+            if self.token_override is None:
+                password = base64.b64decode(token).decode().partition(":")[2]
+                self.issued[password] = EcrIssue(access_key, scope.group(2), target, expires_at)
+        entry: dict[str, object] = {} if self.omit_token else {"authorizationToken": token}
         if expires_at is not None:
             entry["expiresAt"] = expires_at
-        if self.token_override is None:
-            password = base64.b64decode(token).decode().partition(":")[2]
-            self.issued[password] = EcrIssue(access_key, scope.group(2), target, expires_at)
         content_type = AMZ_JSON
         if target == PRIVATE_TARGET:
             data: object = [] if self.empty_data else [entry]

@@ -8,6 +8,7 @@ import base64
 import datetime
 import http.client
 import json
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -264,3 +265,47 @@ def test_the_acr_exchange_takes_the_grants_acr_takes(form: dict[str, str], accep
         assert body == {"refresh_token": fake.refresh_tokens[0]}
     else:
         assert (status, body) == (400, {"errors": [{"code": "INVALID_GRANT"}]})
+
+
+def test_tokens_issued_at_once_are_each_their_own() -> None:
+    """The fake ECR answers each call in a thread of its own: tokens issued at the same moment for
+    two regions got one rotated password, and the registry then refused the earlier region's
+    pull (the real-runtime run's rare 401 under load). Each is its own now."""
+    import threading
+
+    from emulators.aws import PRIVATE_TARGET
+    from emulators.http import FakeRequest
+
+    fake = FakeEcr(rotate=True)
+    regions = ["us-east-1", "eu-west-1", "ap-south-1", "us-west-2"] * 50
+    start = threading.Barrier(len(regions))
+
+    def issue(region: str) -> None:
+        scope = f"AWS4-HMAC-SHA256 Credential=AKIDNODE/20261130/{region}/ecr/aws4_request"
+        request = FakeRequest("POST", "/", {}, {"authorization": scope,
+                                                "x-amz-target": PRIVATE_TARGET}, b"{}", "ecr")  # fmt: skip
+        start.wait()
+        answer = json.loads(fake(request).body)
+        token = answer["authorizationData"][0]["authorizationToken"]
+        password = base64.b64decode(token).decode().partition(":")[2]
+        assert fake.registry_identity(f"1.dkr.ecr.{region}.amazonaws.com", "AWS", password)
+
+    refused: list[BaseException] = []
+
+    def issued_and_checked(region: str) -> None:
+        try:
+            issue(region)
+        except BaseException as exc:  # gathered, failed below
+            refused.append(exc)
+
+    threads = [threading.Thread(target=issued_and_checked, args=(r,)) for r in regions]
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads change hands between any two lines
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(switching)
+    assert refused == [] and len(fake.issued) == len(regions), refused[:3]
