@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any, Final
 from credprovider.errors import CredproviderError
 from credprovider.runtime.excerpt import clip
 from credprovider.tool.cluster.clienttls import client_tls, without_tls
-from credprovider.tool.cluster.execcred import ExecCredentialError, ExecToken, exec_plugin, named
+from credprovider.tool.cluster.execcred import ExecCredentialError, ExecToken, exec_plugin
 from credprovider.tool.cluster.kubeconfigs import (
     KUBECONFIG_FILE_CAP,
     KubeconfigError,
+    named,
     read_kubeconfig,
     read_kubeconfigs,
 )

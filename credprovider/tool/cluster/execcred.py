@@ -41,6 +41,7 @@ from credprovider.runtime.child import run_bounded
 from credprovider.runtime.excerpt import byte_size, quoted
 from credprovider.runtime.nodefile import reason
 from credprovider.runtime.redact import register_secret
+from credprovider.tool.cluster.kubeconfigs import named
 from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 from credprovider.tool.node.trust import owner_problem, safe_environment, untrusted
 
@@ -95,9 +96,10 @@ def exec_plugin(
     path: str,
     sources: tuple[str, ...] | None = None,
 ) -> ExecPlugin | None:
-    """The ``exec`` section of ``user`` in ``kubeconfig`` (read from ``path``, the context's
-    ``cluster``; ``sources``: the files merged into it, default ``path``), or ``None`` when it has
-    none; :class:`ExecCredentialError` for one client-go would refuse."""
+    """The ``exec`` section of ``user`` in ``kubeconfig`` (read from ``path``, its relative
+    command already resolved there: ``kubeconfigs``; the context's ``cluster``; ``sources``: the
+    files merged into it, default ``path``), or ``None`` when it has none;
+    :class:`ExecCredentialError` for one client-go would refuse."""
     body = named(kubeconfig, "users", "user", user)
     section = body.get("exec") if body else None
     if section is None:
@@ -132,8 +134,6 @@ def exec_plugin(
             "credprovider never gives it: log in first, or use a kubeconfig whose plugin runs "
             "without one"
         )
-    if "/" in command and not command.startswith("/"):
-        command = os.path.join(os.path.dirname(path), command)
     hint = section.get("installHint")
     return ExecPlugin(
         kubeconfig=path, user=user, api_version=version, command=command, args=tuple(args),
@@ -141,15 +141,6 @@ def exec_plugin(
         sources=sources or (path,),
         cluster=_cluster_info(kubeconfig, cluster) if section.get("provideClusterInfo") else None,
     )  # fmt: skip
-
-
-def named(kubeconfig: Mapping[str, Any], section: str, key: str, name: str) -> dict[str, Any]:
-    """The ``key`` mapping of the ``section`` entry called ``name`` (``{}`` if there is none)."""
-    for entry in kubeconfig.get(section) or []:
-        if isinstance(entry, dict) and entry.get("name") == name:
-            body = entry.get(key)
-            return body if isinstance(body, dict) else {}
-    return {}
 
 
 def _cluster_info(kubeconfig: Mapping[str, Any], name: str) -> dict[str, Any]:

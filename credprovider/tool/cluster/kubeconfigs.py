@@ -12,6 +12,7 @@ exec command with a ``/``) are its own directory's. Not on the plugins' exec pat
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from credprovider.errors import CredproviderError
@@ -76,29 +77,43 @@ def read_kubeconfigs(listed: str) -> dict[str, Any]:
     return merged
 
 
-def _resolve(kubeconfig: dict[str, Any], base: str) -> None:
-    """Each relative file path of ``kubeconfig``, and a relative exec command with a ``/`` (a
-    bare name is looked up on PATH), made ``base``'s (client-go's ``ResolveLocalPaths``)."""
-    for section, key in _SECTIONS[:2]:
-        for entry in kubeconfig.get(section) or []:
-            body = entry.get(key) if isinstance(entry, dict) else None
-            if not isinstance(body, dict):
-                continue
-            for name in _FILE_KEYS:
-                value = body.get(name)
-                if isinstance(value, str) and value and not os.path.isabs(value):
-                    body[name] = os.path.join(base, value)
-            command = body["exec"].get("command") if isinstance(body.get("exec"), dict) else None
-            if isinstance(command, str) and "/" in command and not os.path.isabs(command):
-                body["exec"]["command"] = os.path.join(base, command)
+def named(kubeconfig: Mapping[str, Any], section: str, key: str, name: str) -> dict[str, Any]:
+    """The ``key`` mapping of the ``section`` entry called ``name`` (``{}`` if there is none)."""
+    for entry in kubeconfig.get(section) or []:
+        if isinstance(entry, dict) and entry.get("name") == name:
+            body = entry.get(key)
+            return body if isinstance(body, dict) else {}
+    return {}
 
 
-def _named_files(kubeconfig: dict[str, Any]) -> list[str]:
-    """The files a kubeconfig's clusters and users name (the client reads them itself)."""
-    found = []
+def _bodies(kubeconfig: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    """Each cluster's and user's mapping: where a kubeconfig names files."""
     for section, key in _SECTIONS[:2]:
         for entry in kubeconfig.get(section) or []:
             body = entry.get(key) if isinstance(entry, dict) else None
             if isinstance(body, dict):
-                found += [body[name] for name in _FILE_KEYS if isinstance(body.get(name), str)]
-    return [path for path in found if path]
+                yield body
+
+
+def _resolve(kubeconfig: dict[str, Any], base: str) -> None:
+    """Each relative file path of ``kubeconfig``, and a relative exec command with a ``/`` (a
+    bare name is looked up on PATH), made ``base``'s (client-go's ``ResolveLocalPaths``): the
+    one place a kubeconfig's relative paths are resolved."""
+    for body in _bodies(kubeconfig):
+        for name in _FILE_KEYS:
+            value = body.get(name)
+            if isinstance(value, str) and value and not os.path.isabs(value):
+                body[name] = os.path.join(base, value)
+        command = body["exec"].get("command") if isinstance(body.get("exec"), dict) else None
+        if isinstance(command, str) and "/" in command and not os.path.isabs(command):
+            body["exec"]["command"] = os.path.join(base, command)
+
+
+def _named_files(kubeconfig: dict[str, Any]) -> list[str]:
+    """The files a kubeconfig's clusters and users name (the client reads them itself)."""
+    return [
+        body[name]
+        for body in _bodies(kubeconfig)
+        for name in _FILE_KEYS
+        if isinstance(body.get(name), str) and body[name]
+    ]
