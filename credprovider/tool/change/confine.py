@@ -5,10 +5,10 @@ names backups; file modes from :func:`allowed_mode` (never set-uid, never writte
 file replaced is the config the journal belongs to, the package's list of links, or one holding
 kubelet flags; a new file is the config, that list or the file kubeadm's drop-in reads last (an
 undo's: one it puts back from a backup beside it); a link made, replaced or removed is a plugin's
-(its name a plugin's name) or the config (an undo's: a flag file too), and one install makes points
-at a bundle's executable; nothing replaces a directory but a bundle copy, over a bundle, named as
-install names it; an undo removes only links, bundles, backups, the config, flag files, and
-directories it empties."""
+(its name a plugin's name), the config (an undo's: a flag file too) or, removed, a backup; one
+install makes points at a bundle's executable; nothing replaces a directory but a bundle copy, over
+a bundle, named as install names it; an undo removes only links, bundles, backups, the config, flag
+files, and directories it empties."""
 
 from __future__ import annotations
 
@@ -110,6 +110,8 @@ def _unfit_link(op: Op, anchor: Path, change: ChangeKind, journal: Sequence[Op])
     plugin's name or the config (a link an undo puts back: at a flag file's too, one migrate
     replaced); one install makes points at a bundle's executable, or at the copy it makes."""
     undo = change is ChangeKind.UNDO
+    if op.kind is Kind.ABSENT and is_backup(op.path):
+        return ""  # a link kept as a backup, removed: only the link goes
     if not (
         plugin_of(op.path.name) is not None
         or op.path == anchor

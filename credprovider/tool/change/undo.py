@@ -86,8 +86,20 @@ def _reverse(entry: Entry) -> PutBack | str:
         what = {Kind.TREE: "the bundle copy ", Kind.LINK: "the link "}.get(op.kind, "")
         return PutBack(restoring, f"removed {what}{op.path}")
     if was.prior is Prior.LINK:
-        return PutBack(restoring, f"{op.path} -> {was.target} again")
+        kept = op.backup if _kept_link(op.backup, op.path, was.target) else None
+        return PutBack(restoring, f"{op.path} -> {was.target} again", kept)
     return PutBack(restoring, f"put back {op.path} from {op.backup}", op.backup)
+
+
+def _kept_link(backup: Path | None, path: Path, target: str) -> bool:
+    """``backup`` is the link the change kept of ``path`` (named as its backup, still pointing where
+    ``path`` did): re-pointing ``path`` makes it redundant, so it goes as a file's backup does."""
+    if backup is None or not backup_of(backup, path):
+        return False
+    try:
+        return os.readlink(backup) == target
+    except OSError:  # gone, or not a link: left as it is
+        return False
 
 
 def _made_dirs(transaction: Transaction, steps: Sequence[PutBack]) -> list[PutBack]:

@@ -95,6 +95,27 @@ def test_files_force_replaced_come_back(node: Path, tmp_path: Path) -> None:
     assert tree(str(node)) == before  # the backups it put back are gone too
 
 
+def test_links_force_replaced_come_back(node: Path, tmp_path: Path) -> None:
+    """install --force over links of someone else's (a plugin linked to another package's binary,
+    a config linked into config management's tree): undo re-points each, and the backup install
+    kept of each link goes too."""
+    bin_dir, theirs = node / "etc/kubernetes/bin", node / "opt/theirs"
+    bin_dir.mkdir()
+    theirs.mkdir(parents=True)
+    (theirs / "ecr-credential-provider").write_bytes(b"\x7fELF theirs")
+    (theirs / "providers.yaml").write_text("theirs: true\n")
+    (bin_dir / "ecr-credential-provider").symlink_to(theirs / "ecr-credential-provider")
+    (node / CONFIG).symlink_to("../../opt/theirs/providers.yaml")
+    before = tree(str(node))
+    install(node, fake_bundle(tmp_path / "b1", "0.1.0"), "--force")
+    assert (node / CONFIG).is_file() and not (node / CONFIG).is_symlink()
+    assert [p for p in bin_dir.iterdir() if "backup" in p.name]
+    done = undo(node)
+    assert done.returncode == 0, done.stderr
+    assert f"removed the backup {node}/{CONFIG}.credprovider-backup-" in done.stdout
+    assert tree(str(node)) == before  # both links as they were, no backup left beside them
+
+
 def _kubeadm(node: Path) -> dict[str, Path]:
     files = {
         "kubeadm": node / "var/lib/kubelet/kubeadm-flags.env",
