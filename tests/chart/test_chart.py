@@ -156,6 +156,16 @@ def test_every_node_when_told(helm: Path) -> None:
          "at '/flags/healthTimeout': got string, want integer"),
         (("image.repository=r/c", "providerSettings.aws.matchimages={x}"),
          "at '/providerSettings/aws': additional properties 'matchimages' not allowed"),
+        # a provider's settings, as the kubelet decodes them (the agent then validates them too)
+        (("image.repository=r/c", "providerSettings.aws.defaultCacheDuration=5x"),
+         "at '/providerSettings/aws/defaultCacheDuration': '5x' does not match pattern"),
+        (("image.repository=r/c", "providerSettings.gcp.tokenAttributes.cacheType=token"),
+         "at '/providerSettings/gcp/tokenAttributes': missing properties "
+         "'serviceAccountTokenAudience', 'requireServiceAccount'"),
+        (("image.repository=r/c", "providerSettings.azure.tokenAttributes.audience=x"),
+         "additional properties 'audience' not allowed"),
+        (("image.repository=r/c", "providerSettings.aws.matchImages[0]="),
+         "at '/providerSettings/aws/matchImages/0': minLength: got 0, want 1"),
         (("image.repository=r/c", "paths.binDir=relative/bin"), "at '/paths/binDir'"),
         (("image.repository=r/c", "image.digest=sha256:abc"), "at '/image/digest'"),
         # a config's directory holding the node's credentials is never mounted whole
@@ -171,6 +181,29 @@ def test_values_it_cannot_honour_fail_the_render(
     done = render(helm, *values)
     assert done.returncode == 1 and done.stdout == ""
     assert said in done.stderr
+
+
+@pytest.mark.parametrize(
+    "duration",
+    ["0", "+0", "30s", "12h", "1h30m", "1.5h", ".5s", "5.s", "10\u00b5s", "10\u03bcs", "300ms",
+     "2ns", "5x", "-5m", "5", "", ".s", "1h-5m", "s", "0s", "00", "1e3s", " 5s", "5s "],
+)  # fmt: skip
+def test_the_schemas_duration_is_the_kubelets(duration: str) -> None:
+    """The schema's defaultCacheDuration pattern takes what Go's time.ParseDuration takes (the
+    runtime's reading of it, held to Go's own by its unit tests) and the kubelet allows (not
+    negative): one fact, checked where Helm renders and again by the agent."""
+    import json
+    import re
+
+    from credprovider.runtime.goformat import DurationError, parse_go_duration
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    pattern = schema["definitions"]["providerSettings"]["properties"]["defaultCacheDuration"]
+    try:
+        kubelet_takes = parse_go_duration(duration) >= 0
+    except DurationError:
+        kubelet_takes = False
+    assert bool(re.search(pattern["pattern"], duration)) == kubelet_takes
 
 
 def test_mode_flags_asks_for_what_restarting_kubelets_needs(helm: Path) -> None:

@@ -30,8 +30,8 @@ from credprovider.tool.agent.platforms import (
 )
 from credprovider.tool.agent.state import JOURNAL, journal_left
 from credprovider.tool.catalog import PLUGINS
-from credprovider.tool.change.install import holds_providers, other_providers, without_plugin
 from credprovider.tool.change.journalformat import journal_for
+from credprovider.tool.change.merge import holds_providers, other_providers, without_plugin
 from credprovider.tool.change.render import render_config
 from credprovider.tool.change.results import Action, Step
 from credprovider.tool.change.settings import Settings

@@ -8,9 +8,11 @@ was before a change, as the journal and the agent's state both record it, and th
 it back), ``confine`` (what a journal or record may make the node do),
 ``durable`` (atomic, flushed writes), ``render`` (what is written: the config for the chosen
 plugins, the flags, the bundle's place), ``settings`` (what the operator gives a provider in
-place of its defaults: ``--provider-settings``, the chart's ``providerSettings``), ``install`` (``credprovider install``: planned, then applied
-all or nothing), ``migrate`` (from the in-tree cloud login: the plan and the merged config), ``flagedit`` (the
-kubelet's flags files as a change leaves them), ``migrate_write``
+place of its defaults: ``--provider-settings``, the chart's ``providerSettings``), ``merge`` (the
+node's config beside ours: the providers kept, whether one holds the other), ``install``
+(``credprovider install``: planned, then applied all or nothing), ``migrate`` (from the in-tree
+cloud login: the plan and the merged config), ``flagedit`` (the kubelet's flags files as a change
+leaves them), ``migrate_write``
 (what ``migrate --write`` may replace, writes, and its journaled transaction),
 ``undo`` (``credprovider undo``: the last change reversed from its record), ``startcheck``
 (would the kubelet start with the config as a change leaves it), ``results`` (what a change did

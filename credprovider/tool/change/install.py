@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +26,7 @@ from credprovider.tool.change.confine import BUNDLE_MANIFEST as MANIFEST
 from credprovider.tool.change.engine import BACKUP_SUFFIX, ChangeKind, Kind, Op, backup_stamp
 from credprovider.tool.change.journal import run
 from credprovider.tool.change.journalformat import journal_for
+from credprovider.tool.change.merge import holds_providers, other_providers, without_plugin
 from credprovider.tool.change.render import (
     BUNDLE_COPY_DIR,
     bundle_executable,
@@ -34,12 +35,11 @@ from credprovider.tool.change.render import (
 )
 from credprovider.tool.change.results import Action, Step
 from credprovider.tool.change.settings import Settings
+from credprovider.tool.change.startcheck import loaded_as_left
 from credprovider.tool.errors import NodeChangeError
-from credprovider.tool.images.startcheck import NotCredprovider, credprovider_version
-from credprovider.tool.kubeconfig.model import CONFIG_KIND
+from credprovider.tool.images.startcheck import NotCredprovider, check_start, credprovider_version
 from credprovider.tool.node.access import FileProblem, read_bytes, read_text, unreadable
 from credprovider.tool.node.root import HOST
-from credprovider.tool.node.yamldoc import YamlError, load_yaml
 
 
 @dataclass
@@ -101,15 +101,38 @@ def plan_install(
         link = directory / (names.get(key) or PLUGINS[key].name)
         plan.changes.append(_plan_link(link, link_target, version, force, stamp))
     config = _plan_config(plan.config_out, current, plan.config_text, force, stamp, adds=as_name)
-    missing = without_plugin(kept, lambda name: os.path.lexists(directory / name))
-    if missing and config.action is not Action.UNCHANGED:
-        # kept providers whose plugins are not in this bin dir: the kubelet would not start
-        config.refused = (
-            f"it keeps the provider(s) {', '.join(missing)} of {config_out}, whose plugin is not "
-            f"in {bin_dir}: the kubelet would not start; put it there, or give another --config-out"
-        )
+    if config.action is not Action.UNCHANGED:
+        config.refused = config.refused or _config_refused(plan, kept, ours) or None
     plan.changes.append(config)
     return plan
+
+
+def _config_refused(plan: InstallPlan, kept: list[dict[str, object]], ours: set[str]) -> str:
+    """Why the config as install would write it must not be ("": it may): the kubelet's own checks
+    on the text (a setting, or a kept provider, it refuses), every kept provider's plugin in the
+    bin dir, and each of ours started offline with its args and env, from the executable its link
+    will name (a plugin refusing them fails every pull it matches)."""
+    loaded = loaded_as_left(plan.config_out, plan.config_text)
+    if isinstance(loaded, str):
+        return f"{loaded}; nothing is written that it would refuse"
+    missing = without_plugin(kept, lambda name: os.path.lexists(plan.bin_dir / name))
+    if missing:
+        return (
+            f"it keeps the provider(s) {', '.join(missing)} of {plan.config_out}, whose plugin is "
+            f"not in {plan.bin_dir}: the kubelet would not start; put it there, or give another "
+            "--config-out"
+        )
+    for provider in loaded.providers:
+        if provider.name not in ours:
+            continue
+        env = [(var.name or "", var.value or "") for var in provider.env or []]
+        args = provider.args or []
+        started = check_start(
+            provider.name, str(plan.bin_dir), args, env, executable=str(plan.executable)
+        )
+        if started.error:
+            return f"{started.error}: every pull it matches would fail"
+    return ""
 
 
 def _current_config(out: Path) -> tuple[bytes | None, str | None]:
@@ -121,33 +144,6 @@ def _current_config(out: Path) -> tuple[bytes | None, str | None]:
         return read_bytes(str(out)), None
     except FileProblem as exc:
         return None, exc.reason
-
-
-def without_plugin(kept: list[dict[str, object]], there: Callable[[str], bool]) -> list[str]:
-    """The names of the ``kept`` providers whose plugin ``there`` (a name in the bin dir) does not
-    find: a kubelet given that config would not start (plugin binary executable did not exist)."""
-    return [str(p.get("name")) for p in kept if not there(str(p.get("name")))]
-
-
-def other_providers(current: bytes | None, name: str | None) -> list[dict[str, object]]:
-    """The providers of the CredentialProviderConfig ``current`` other than ``name``, as they are;
-    none when there is no such file, or it is not one (then writing it needs --force)."""
-    document = _decoded(current) if current is not None else None
-    providers = document.get("providers") if isinstance(document, dict) else None
-    if not isinstance(document, dict) or not isinstance(providers, list):
-        return []
-    if document.get("kind") != CONFIG_KIND:
-        return []
-    return [p for p in providers if isinstance(p, dict) and p.get("name") != name]
-
-
-def _decoded(config: bytes) -> object:
-    """A config's YAML as the kubelet's decoder takes it (yamldoc: no alias bomb); ``None`` when it
-    is not YAML (or not UTF-8)."""
-    try:
-        return load_yaml(config.decode("utf-8"))
-    except (YamlError, UnicodeDecodeError):
-        return None
 
 
 def check_writable(directory: Path) -> None:
@@ -309,22 +305,6 @@ def _overwrite(
     else:
         change.refused = refusal
     return change
-
-
-def holds_providers(current: bytes, text: bytes) -> bool:
-    """Whether the config ``current`` has every provider of the config ``text`` as it is (a config
-    migrate merged: the node's other providers, and ours)."""
-    have, want = _decoded(current), _decoded(text)
-    if not isinstance(have, dict) or not isinstance(want, dict):
-        return False
-    if any(have.get(k) != want.get(k) for k in ("apiVersion", "kind")):
-        return False
-    providers, wanted = have.get("providers"), want.get("providers")
-    return (
-        isinstance(providers, list)
-        and isinstance(wanted, list)
-        and all(entry in providers for entry in wanted)
-    )
 
 
 def _is_copy(destination: Path, launcher: str) -> bool:

@@ -11,9 +11,10 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from credprovider.tool.change.engine import BACKUP_SUFFIX, ChangeKind, Kind, Op, backup_stamp
-from credprovider.tool.change.install import check_writable, holds_providers
+from credprovider.tool.change.install import check_writable
 from credprovider.tool.change.journal import run
 from credprovider.tool.change.journalformat import journal_for
+from credprovider.tool.change.merge import holds_providers
 from credprovider.tool.change.migrate import MigrationPlan
 from credprovider.tool.change.render import WRITTEN_BY
 from credprovider.tool.change.results import Action, Step

@@ -172,6 +172,38 @@ def test_install_from_the_bundle_links_to_itself(tmp_path: Path, bin_dir: Path) 
     assert linked.stdout.startswith(b"ecr-credential-provider version ")
 
 
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        ({"defaultCacheDuration": "5x"}, 'time: unknown unit "x" in duration "5x"'),
+        ({"defaultCacheDuration": "-5m"}, "must be greater than or equal to 0"),
+        ({"tokenAttributes": {"serviceAccountTokenAudience": "sts.amazonaws.com",
+                              "requireServiceAccount": True, "cacheType": "token"}},
+         'cacheType: Unsupported value: "token"'),
+        ({"args": ["--regon", "us-east-1"]},
+         "refuses its args: ecr-credential-provider: error: unrecognized arguments: --regon"),
+    ],
+)  # fmt: skip
+def test_install_never_writes_settings_the_kubelet_or_plugin_refuses(
+    tmp_path: Path, settings: dict[str, object], said: str
+) -> None:
+    """A typo in --provider-settings, over a node's working install (the config its kubelet
+    reads): refused before anything changes, with the kubelet's (or the plugin's) words. Written,
+    a bad duration or tokenAttributes keeps the kubelet from starting at its next restart, and args
+    the plugin refuses fail every pull it matches."""
+    plugins, config = tmp_path / "node-bin", tmp_path / "c.yaml"
+    common = ("install", "--bin-dir", str(plugins), "--config-out", str(config), "--providers")
+    assert cli(*common, "aws", use_bundle=True).returncode == 0
+    before = {p.name: p.read_bytes() for p in (config, *plugins.iterdir())}
+    done = cli(*common, "aws,gcp", "--force", "--provider-settings", json.dumps({"aws": settings}),
+               use_bundle=True)  # fmt: skip
+    assert done.returncode == 1
+    assert said in done.stderr and "nothing was changed" in done.stderr, done.stderr
+    assert len(done.stderr.splitlines()) == 1
+    assert {p.name: p.read_bytes() for p in (config, *plugins.iterdir())} == before
+    assert not list(tmp_path.glob("*backup*"))
+
+
 def test_install_needs_a_target_from_source(tmp_path: Path) -> None:
     result = cli(
         "install", "--bin-dir", str(tmp_path / "b"), "--config-out", str(tmp_path / "c.yaml")
