@@ -9,7 +9,7 @@ import sys
 from typing import TYPE_CHECKING, Final
 
 from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
-from credprovider.tool.catalog import PLUGINS, not_known, provider_keys
+from credprovider.tool.catalog import DEFAULT_KEYS, PLUGINS, not_known, provider_keys
 from credprovider.tool.change.results import Action
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
@@ -54,6 +54,16 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     providers = provider_keys(args.providers) if args.providers else None
     if providers is not None and not_known(providers):
         print(f"credprovider migrate: {not_known(providers)}", file=sys.stderr)
+        return EXIT_USAGE
+    opt_in = [key for key in providers or [] if PLUGINS[key].opt_in]
+    if opt_in:
+        print(
+            f"credprovider migrate: --providers {opt_in[0]}: {PLUGINS[opt_in[0]].name} names no "
+            "registry of its own, so migrate (the in-tree clouds' move) cannot write its entry: "
+            f"install it with its settings (credprovider install --providers {opt_in[0]} "
+            "--provider-settings JSON, docs/registries.md)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     if not args.write:
         return _migrate(args, providers)
@@ -273,7 +283,7 @@ def register(sub: Subcommands) -> None:
     migrate.add_argument(
         "--providers",
         metavar="LIST",
-        help=f"the clouds to configure, comma-separated ({', '.join(PLUGINS)}): needed with "
+        help=f"the clouds to configure, comma-separated ({', '.join(DEFAULT_KEYS)}): needed with "
         "--cloud-provider=external, which does not say the cloud; default: what the flags say",
     )
     migrate.add_argument(

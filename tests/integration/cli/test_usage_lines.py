@@ -119,3 +119,22 @@ def test_an_env_setting_with_a_nul_byte_changes_nothing(tmp_path: Path) -> None:
         "matches fails\n"
     )
     assert sorted(str(p) for p in Path(root).rglob("*")) == before
+
+
+def test_migrate_leaves_the_opt_in_plugin_to_install(tmp_path: Path) -> None:
+    """migrate --providers registries planned a config the kubelet refuses (``matchImages: []``)
+    and proposed an install that needs settings migrate never takes: one usage line instead."""
+    flags = tmp_path / "kubeadm-flags.env"
+    flags.write_text('KUBELET_KUBEADM_ARGS="--cloud-provider=external"\n')
+    for write in ((), ("--write",)):
+        done = run_cli("migrate", "--kubelet-flags-file", str(flags), "--providers",
+                       "aws,registries", "--config-out", str(tmp_path / "c.yaml"), *write)  # fmt: skip
+        assert (done.returncode, done.stdout) == (2, "")
+        assert done.stderr == (
+            "credprovider migrate: --providers registries: registry-credential-provider names no "
+            "registry of its own, so migrate (the in-tree clouds' move) cannot write its entry: "
+            "install it with its settings (credprovider install --providers registries "
+            "--provider-settings JSON, docs/registries.md)\n"
+        )
+    assert flags.read_text() == 'KUBELET_KUBEADM_ARGS="--cloud-provider=external"\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kubeadm-flags.env"]
