@@ -28,6 +28,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Final
 
+from credprovider.entry import TOOL_NAME
 from credprovider.paths import AGENT_HOME
 from credprovider.tool.agent.confirm import (
     Healthy,
@@ -61,6 +62,7 @@ from credprovider.tool.change.engine import NEW_FILE_MODE, ChangeKind, Kind, Op,
 from credprovider.tool.change.journal import run
 from credprovider.tool.change.kept import Was
 from credprovider.tool.change.results import Action, Result
+from credprovider.tool.change.startcheck import loaded_as_left, plugin_refusing
 from credprovider.tool.node.root import NodeRoot
 
 load_state = load  # the name the daemon and the tests know
@@ -215,6 +217,9 @@ def _apply(
             detail=f"the bundle {bundle} has no {', '.join(absent)}: the kubelet would not start "
             "with its bin dir linking there; nothing is changed",
         )
+    refusing = _plugin_refusing(plan, bundle)
+    if refusing:
+        return Outcome(Result.REFUSED, detail=f"{refusing}; nothing is changed")
     unwritable = (
         not_writable(
             root, [AGENT_HOME, plan.bundles, *(s.path for s in plan.steps if s.action in WRITES)]
@@ -259,3 +264,16 @@ def _not_in_bundle(plan: AgentPlan, bundle: Path) -> list[str]:
     current = f"{plan.bundles}/current/"
     names = [s.target[len(current) :] for s in plan.steps if s.target.startswith(current)]
     return [name for name in names if not os.path.exists(bundle / name)]
+
+
+def _plugin_refusing(plan: AgentPlan, bundle: Path) -> str:
+    """Why a plugin of ours in the config the plan writes would fail every pull ("": none would):
+    started from the bundle with its entry's args and env (the settings are the cluster's, so
+    every node would refuse them alike), before anything on the node changes."""
+    if plan.config_text is None:
+        return ""
+    loaded = loaded_as_left(Path(plan.config_path), plan.config_text)
+    if isinstance(loaded, str):  # refused when planned: not reached
+        return loaded
+    ours = set(plan.providers.values())
+    return plugin_refusing(loaded, ours, str(bundle), str(bundle / TOOL_NAME))

@@ -35,9 +35,9 @@ from credprovider.tool.change.render import (
 )
 from credprovider.tool.change.results import Action, Step
 from credprovider.tool.change.settings import Settings
-from credprovider.tool.change.startcheck import loaded_as_left
+from credprovider.tool.change.startcheck import loaded_as_left, plugin_refusing
 from credprovider.tool.errors import NodeChangeError
-from credprovider.tool.images.startcheck import NotCredprovider, check_start, credprovider_version
+from credprovider.tool.images.startcheck import NotCredprovider, credprovider_version
 from credprovider.tool.node.access import FileProblem, read_bytes, read_text, unreadable
 from credprovider.tool.node.root import HOST
 
@@ -122,17 +122,7 @@ def _config_refused(plan: InstallPlan, kept: list[dict[str, object]], ours: set[
             f"not in {plan.bin_dir}: the kubelet would not start; put it there, or give another "
             "--config-out"
         )
-    for provider in loaded.providers:
-        if provider.name not in ours:
-            continue
-        env = [(var.name or "", var.value or "") for var in provider.env or []]
-        args = provider.args or []
-        started = check_start(
-            provider.name, str(plan.bin_dir), args, env, executable=str(plan.executable)
-        )
-        if started.error:
-            return f"{started.error}: every pull it matches would fail"
-    return ""
+    return plugin_refusing(loaded, ours, str(plan.bin_dir), str(plan.executable))
 
 
 def _current_config(out: Path) -> tuple[bytes | None, str | None]:

@@ -1,6 +1,8 @@
 """Would the kubelet start with a credential provider config as a change leaves it? Its own checks
 at start: the config decoded and validated (as text, when it is yet to be written), and every
-provider's plugin in the bin dir (a link the change re-points or removes taken as it will be)."""
+provider's plugin in the bin dir (a link the change re-points or removes taken as it will be).
+And would the plugins a change links answer: each started offline with its entry's args and env,
+before anything changes (a plugin refusing them fails every pull it matches)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from credprovider.tool.images.bindir import check_binaries
+from credprovider.tool.images.startcheck import check_start
 from credprovider.tool.kubeconfig.model import ConfigError, LoadedConfig
 from credprovider.tool.kubeconfig.validate import load_config
 
@@ -45,6 +48,24 @@ def plugins_missing(
         elif not os.path.exists(plugin):
             missing.append(str(provider.name))
     return missing
+
+
+def plugin_refusing(
+    loaded: LoadedConfig, names: Collection[str], bin_dir: str, executable: str
+) -> str:
+    """Why the first provider of ``loaded`` among ``names`` would fail every pull ("": none would):
+    its plugin, started offline as ``<bin_dir>/<name>`` from ``executable`` (the bundle its link
+    will name) with the entry's args and env, refuses them. A bundle that does not start is said
+    elsewhere (install asks it its version first; the agent's dry run)."""
+    for provider in loaded.providers:
+        name = provider.name or ""
+        if name not in names:
+            continue
+        env = [(var.name or "", var.value or "") for var in provider.env or []]
+        started = check_start(name, bin_dir, provider.args or [], env, executable=executable)
+        if started.refuses_args:
+            return f"{started.error}: every pull it matches would fail"
+    return ""
 
 
 def migration_would_not_start(plan: MigrationPlan, config_out: str) -> str | None:

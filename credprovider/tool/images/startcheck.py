@@ -56,6 +56,7 @@ class StartResult:
     error: str | None = None
     warning: str | None = None
     version: str | None = None
+    refuses_args: bool = False  # the error: our plugin ran, and refused its args or env
 
 
 def kubelet_environment(
@@ -107,6 +108,7 @@ def check_start(
                 path,
                 True,
                 error=f"{path} refuses its args: {refused[0][:600]}",
+                refuses_args=True,
             )
         # Another program under our name (the upstream plugin, /bin/true): checked as foreign.
     run = _run([path, *args], environment, timeout, executable)

@@ -475,3 +475,24 @@ def test_a_change_by_hand_to_the_agents_paths_is_refused(tmp_path: Path) -> None
                        "--config-out", "/etc/by-hand/config.yaml")  # fmt: skip
         assert done.returncode == 0, done.stderr
         assert (root / "etc/by-hand/config.yaml").is_file()
+
+
+def test_settings_a_plugin_refuses_change_nothing(tmp_path: Path) -> None:
+    """providerSettings whose args the plugin refuses (a typo): the agent starts each plugin from
+    the bundle with them before it changes anything, so no node is left whose pulls all fail (the
+    kubelet would start with that config and only the dry run after the restart would say so)."""
+    from release.bundle import BUNDLE_DIR
+
+    root = kubeadm(tmp_path / "node")
+    before = tree(root)
+    settings = json.dumps({"aws": {"args": ["--regon", "us-east-1"]}})
+    done = cli(
+        "agent", "apply", "--root", root, "--bundle", str(BUNDLE_DIR.resolve()), "--providers",
+        "aws", "--provider-settings", settings, "--restart-command", restart_command(tmp_path),
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first.startswith("refused: ") and first.endswith("; nothing is changed"), first
+    assert "ecr-credential-provider refuses its args: ecr-credential-provider: error: " in first
+    assert "unrecognized arguments: --regon" in first
+    assert tree(root) == before and restarts(tmp_path) == []
