@@ -64,7 +64,7 @@ def talos_patch(keys: list[str], settings: Mapping[str, Mapping[str, Any]] | Non
     --patch @FILE``, or ``--config-patch`` at ``talosctl gen config``); its config validated as
     the kubelet validates it at start (:class:`~credprovider.tool.agent.plan.RefusedConfig` if
     it would not start)."""
-    text = render_config(keys, writer="render talos", settings=settings)
+    text = talos_config(keys, settings)
     validated(TALOS_CONFIG, text)  # Talos writes it there for a kubelet that must start
     config = yaml.safe_load(text)
     patch = {"machine": {"kubelet": {"credentialProviderConfig": config}}}
@@ -74,6 +74,11 @@ def talos_patch(keys: list[str], settings: Mapping[str, Mapping[str, Any]] | Non
         "# the plugins come from the credprovider system extension (docs/platforms.md).\n"
     )
     return header + yaml.safe_dump(patch, sort_keys=False, default_flow_style=False)
+
+
+def talos_config(keys: list[str], settings: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """The kubelet's config the Talos patch gives (Talos writes it at :data:`TALOS_CONFIG`)."""
+    return render_config(keys, writer="render talos", settings=settings)
 
 
 def openshift_config(

@@ -7,10 +7,12 @@ before anything changes (a plugin refusing them fails every pull it matches)."""
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from credprovider.tool.change.render import bundle_launcher
 from credprovider.tool.images.bindir import check_binaries
 from credprovider.tool.images.startcheck import check_start
 from credprovider.tool.kubeconfig.model import ConfigError, LoadedConfig
@@ -66,6 +68,18 @@ def plugin_refusing(
         if started.refuses_args:
             return f"{started.error}: every pull it matches would fail"
     return ""
+
+
+def own_plugin_refusing(path: str, text: str, names: Collection[str]) -> str:
+    """:func:`plugin_refusing` for the config ``text`` (to be written at ``path``), the plugins
+    started from the bundle this process runs from ("" from source: it has none to start)."""
+    launcher = bundle_launcher(Path(sys.executable).resolve())
+    if launcher is None:
+        return ""
+    loaded = loaded_as_left(Path(path), text)
+    if isinstance(loaded, str):
+        return loaded
+    return plugin_refusing(loaded, names, str(launcher.parent), str(launcher))
 
 
 def migration_would_not_start(plan: MigrationPlan, config_out: str) -> str | None:

@@ -43,24 +43,33 @@ MAX_ROLE_CHARS = 63
 
 
 def _cmd_talos(args: argparse.Namespace) -> int:
-    from credprovider.tool.agent.lasting import talos_patch
+    from credprovider.tool.agent.lasting import TALOS_CONFIG, talos_config, talos_patch
 
     keys = chosen_providers(args, f"render {args.platform}")
     if keys is None:
         return EXIT_USAGE
-    return _printed(args.platform, lambda: talos_patch(keys, args.settings))
+    config = (TALOS_CONFIG, talos_config(keys, args.settings))
+    return _printed(args.platform, lambda: talos_patch(keys, args.settings), config, keys)
 
 
-def _printed(platform: str, rendered: Callable[[], str]) -> int:
-    """What ``rendered()`` gives, or, where the kubelet would not start with its config, one line
-    saying so and nothing on stdout."""
+def _printed(
+    platform: str, rendered: Callable[[], str], config: tuple[str, str], keys: list[str]
+) -> int:
+    """What ``rendered()`` gives, or, where the kubelet would not start with its ``config`` (path,
+    text), or a plugin of ``keys`` refuses the args and env it gives (run from this bundle), one
+    line saying so and nothing on stdout."""
     from credprovider.tool.agent.plan import RefusedConfig
+    from credprovider.tool.change.startcheck import own_plugin_refusing
 
     try:
         text = rendered()
+        refusing = own_plugin_refusing(*config, {PLUGINS[key].name for key in keys})
     except RefusedConfig as exc:
+        refusing = str(exc)
+    if refusing:
         print(
-            f"credprovider render {platform}: nothing printed: {exc} (fix --provider-settings)",
+            f"credprovider render {platform}: nothing printed: {refusing} "
+            "(fix --provider-settings)",
             file=sys.stderr,
         )
         return EXIT_FAILED
@@ -69,7 +78,11 @@ def _printed(platform: str, rendered: Callable[[], str]) -> int:
 
 
 def _cmd_openshift(args: argparse.Namespace) -> int:
-    from credprovider.tool.agent.lasting import OPENSHIFT_CONFIGS, openshift_machineconfig
+    from credprovider.tool.agent.lasting import (
+        OPENSHIFT_CONFIGS,
+        openshift_config,
+        openshift_machineconfig,
+    )
 
     keys = chosen_providers(args, f"render {args.platform}")
     if keys is None:
@@ -84,6 +97,8 @@ def _cmd_openshift(args: argparse.Namespace) -> int:
     return _printed(
         args.platform,
         lambda: openshift_machineconfig(keys, args.cloud, args.role, args.settings),
+        (OPENSHIFT_CONFIGS[args.cloud], openshift_config(keys, args.settings)),
+        keys,
     )
 
 

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 import shlex
 import subprocess
@@ -204,3 +205,20 @@ def test_the_openshift_machineconfig_puts_ours_over_openshifts_plugins(tmp_path:
     assert (plugins / "ecr-credential-provider").read_text() == node.files[
         f"{OPENSHIFT_PLUGIN_DIR}/ecr-credential-provider"
     ]
+
+
+@pytest.mark.parametrize("platform", [["talos"], ["openshift", "--cloud", "gcp"]])
+def test_args_a_plugin_refuses_are_never_printed(platform: list[str]) -> None:
+    """Through the bundle, whose plugins it starts with the config's args and env as install and
+    the agent do: a typo in a provider's args would fail every pull on every node the rendered
+    config reaches. The shipped defaults of all three clouds start."""
+    settings = json.dumps({"gcp": {"args": ["get-credentials", "--v=3", "--regon", "x"]}})
+    done = run_cli("render", *platform, "--providers", "aws,gcp", "--provider-settings", settings,
+                   use_bundle=True)  # fmt: skip
+    assert (done.returncode, done.stdout) == (1, ""), done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith(f"credprovider render {platform[0]}: nothing printed: ")
+    assert "auth-provider-gcp refuses its args: auth-provider-gcp: error: " in line
+    assert "--regon" in line and line.endswith("(fix --provider-settings)")
+    shipped = run_cli("render", *platform, "--providers", "aws,azure,gcp", use_bundle=True)
+    assert shipped.returncode == 0 and shipped.stderr == "", shipped.stderr
