@@ -8,6 +8,8 @@ imported here and in ``bounds`` only, lazily: never on a plugin's exec path.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 from credprovider.errors import CredproviderError
@@ -35,10 +37,17 @@ class ClusterError(CredproviderError):
     """The API server could not be reached, or refused what the agent asked of it."""
 
 
-def connect(kubeconfig: str | None, in_cluster: bool = True, context: str | None = None) -> Client:
+def connect(
+    kubeconfig: str | None,
+    in_cluster: bool = True,
+    context: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Client:
     """A client from ``kubeconfig``; else the pod's service account (``in_cluster``), or else
     ``$KUBECONFIG`` or ``~/.kube/config`` as kubectl finds them; ``context``: the kubeconfig's
-    context to use (default: its current-context)."""
+    context to use (default: its current-context). ``environ``: the environment of the client
+    whose kubeconfig it is (its proxy, what its exec plugin runs in; default: this process's):
+    doctor reads the Node as the kubelet would, with the kubelet's."""
     import os
 
     import httpx2
@@ -47,7 +56,8 @@ def connect(kubeconfig: str | None, in_cluster: bool = True, context: str | None
 
     from credprovider.tool.cluster.bounds import bounded_transport
 
-    listed = "" if kubeconfig or in_cluster else os.environ.get("KUBECONFIG", "")
+    environ = os.environ if environ is None else environ
+    listed = "" if kubeconfig or in_cluster else environ.get("KUBECONFIG", "")
     path = kubeconfig or listed
     if not path and not in_cluster:
         path = os.path.expanduser("~/.kube/config")
@@ -63,10 +73,10 @@ def connect(kubeconfig: str | None, in_cluster: bool = True, context: str | None
         if chosen is None:  # get() raises instead, with no default given
             raise ConfigError("no current context")
         way = route(chosen.cluster.server, named(raw, "clusters", "cluster",
-                                                  chosen.context.cluster), os.environ)  # fmt: skip
+                                                  chosen.context.cluster), environ)  # fmt: skip
         # a login may wait for a person: after the route is known to be usable
         sources = tuple(p for p in listed.split(os.pathsep) if p) if listed else (path,)
-        chosen, token = _exec_credential(chosen, raw, path, sources)
+        chosen, token = _exec_credential(chosen, raw, path, sources, environ)
         # the TLS the client would make for itself (its CA, the user's client certificate or the
         # one the exec plugin issued; no key written to a file: clienttls): a transport of ours
         # is given it, since httpx makes none beside a transport it is given
@@ -95,7 +105,11 @@ def connect(kubeconfig: str | None, in_cluster: bool = True, context: str | None
 
 
 def _exec_credential(
-    chosen: Any, raw: dict[str, Any], path: str, sources: tuple[str, ...]
+    chosen: Any,
+    raw: dict[str, Any],
+    path: str,
+    sources: tuple[str, ...],
+    environ: Mapping[str, str],
 ) -> tuple[Any, Any]:
     """The context ``chosen`` without its user's exec plugin, and the plugin's token for our
     transport to send (``cluster.execcred``: bounded, where lightkube would run it itself without
@@ -106,6 +120,7 @@ def _exec_credential(
     if user is None or user.exec is None:
         return chosen, None
     plugin = exec_plugin(raw, chosen.context.user or "", chosen.context.cluster, path, sources)
+    plugin = replace(plugin, environ=environ) if plugin is not None else None
     if plugin is None:  # lightkube found one where our reading did not: never run unbounded
         raise ValueError("the user's exec section could not be read")
     token = ExecToken(plugin)

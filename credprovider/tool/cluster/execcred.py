@@ -78,6 +78,8 @@ class ExecPlugin:
     install_hint: str = ""
     cluster: Mapping[str, Any] | None = None  # provideClusterInfo: what the request carries
     sources: tuple[str, ...] = ()  # the files it was read from ($KUBECONFIG's list, merged)
+    # the environment it starts from (its client's; None: this process's), its env over it
+    environ: Mapping[str, str] | None = None
 
     @property
     def who(self) -> str:
@@ -210,7 +212,8 @@ def _owner_problem(path: str) -> str:
 def fetch(plugin: ExecPlugin, seconds: float = EXEC_SECONDS, relay: Any = None) -> Issued:
     """Run the plugin once, for at most ``seconds``, and read its ExecCredential; ``relay`` is
     given its stderr as it comes (default: this process's stderr)."""
-    env = safe_environment(os.environ) if os.geteuid() == 0 else dict(os.environ)
+    base = os.environ if plugin.environ is None else plugin.environ
+    env = safe_environment(base) if os.geteuid() == 0 else dict(base)
     env.update(plugin.env)
     spec: dict[str, Any] = {"interactive": False}
     if plugin.cluster is not None:

@@ -149,7 +149,9 @@ def _node_object(
     facts: CloudFacts | str
     client = None
     try:
-        client = connect(kubeconfig, in_cluster=False)
+        # the kubelet's own kubeconfig, in its environment: its proxy, its exec plugin's PATH
+        environ = None if access.kubeconfig else view.environment
+        client = connect(kubeconfig, in_cluster=False, environ=environ)
         facts = read_cloud_facts(client, name.lower())
     except ClusterError as exc:
         facts = str(exc)

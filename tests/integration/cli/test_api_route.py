@@ -18,7 +18,7 @@ import pytest
 from emulators.http import FakeRequest, FakeResponse, serve
 from emulators.proxy import API_NAME, API_PORT, PROXY_PORT, ApiBehindProxy
 from emulators.tls import CertAuthority
-from tests.helpers import run_cli
+from tests.helpers import config_file, fake_kubelet, provider_entry, run_cli
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="a network namespace of the test's own")
 
@@ -147,3 +147,31 @@ def test_fleet_status_takes_a_context(tmp_path: Path) -> None:
     for width in ("-5", "0", "100001", "²"):  # -5 cut the detail from its end, 0 showed none
         refused = run_cli("fleet", "status", f"--kubeconfig={config}", f"--width={width}")
         assert refused.returncode == 2 and "is not a width from 10 to 10000" in refused.stderr
+
+
+def test_doctor_reads_the_node_through_the_kubelets_proxy(
+    tmp_path: Path, test_ca: CertAuthority
+) -> None:
+    """A node behind a proxy: the kubelet's environment names it (HTTPS_PROXY in its unit), the
+    operator's shell does not. doctor reads the Node with the kubelet's kubeconfig in the
+    kubelet's environment, as the kubelet reaches the API server: through the proxy. (It went
+    direct, reached nothing, and blamed the API server.)"""
+    config = kubeconfig(tmp_path, f"https://{API_NAME}:{API_PORT}", test_ca.bundle)
+    cert, key = test_ca.issue(API_NAME, hosts=(API_NAME,))
+    servers = ApiBehindProxy(tmp_path / "servers.log", cert, key)
+    proxies = {name: "" for name in ("HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy")}
+    kubelet = fake_kubelet(
+        [f"--kubeconfig={config}", f"--image-credential-provider-bin-dir={tmp_path}",
+         f"--image-credential-provider-config={config_file(tmp_path, provider_entry())}"],
+        {**os.environ, **proxies, "HTTPS_PROXY": PROXY},
+    )  # fmt: skip
+    try:
+        done = run_cli("doctor", "--json", "--image=none", "--node-name", "node-behind-proxy",
+                       wrapper=servers.wrapper(), env={**servers.env(), **proxies})  # fmt: skip
+    finally:
+        kubelet.kill()
+        kubelet.wait()
+    assert "Traceback" not in done.stderr, done.stderr
+    seen = servers.seen()
+    assert seen["tunnels"] == [f"{API_NAME}:{API_PORT}"], done.stdout
+    assert seen["authorizations"] == [f"Bearer {TOKEN}"]

@@ -66,16 +66,18 @@ class Cluster:
         args: tuple[str, ...] = (),
         cwd: Path | None = None,
         env: dict[str, str] | None = None,
+        kubelet_env: dict[str, str] | None = None,
     ) -> list[tuple[str, str, str]]:
-        """doctor on a node whose kubelet runs ``flags`` (and the credential flags), doctor in
-        ``cwd`` (the kubelet's is this test's), with ``env``."""
+        """doctor on a node whose kubelet runs ``flags`` (and the credential flags) in
+        ``kubelet_env`` (default: this test's), doctor in ``cwd`` (the kubelet's is this test's),
+        with ``env``."""
         kubelet = fake_kubelet(
             [
                 f"--image-credential-provider-config={self.config}",
                 f"--image-credential-provider-bin-dir={self.directory}",
                 *flags,
             ],
-            os.environ,
+            os.environ if kubelet_env is None else kubelet_env,
         )
         try:
             first = "--offline" if "--offline" in args else "--image=none"
@@ -227,7 +229,8 @@ users:
 
 def test_an_eks_kubelets_token_comes_from_its_exec_plugin(cluster: Cluster, tmp_path: Path) -> None:
     """An EKS node's kubelet kubeconfig runs `aws eks get-token`: doctor reads the Node with the
-    token that plugin issues, as the kubelet does (a stand-in `aws` first on PATH: no real AWS
+    token that plugin issues, as the kubelet does, in the kubelet's environment (its PATH finds
+    the plugin, not the operator's: a stand-in `aws` first on each PATH, so that no real AWS
     command is ever run); one that fails is a WARN naming it, and doctor goes on."""
     server = json.loads(cluster.kubeconfig.read_text())["clusters"][0]["cluster"]["server"]
     kubeconfig = tmp_path / "var-lib-kubelet-kubeconfig"
@@ -246,18 +249,23 @@ def test_an_eks_kubelets_token_comes_from_its_exec_plugin(cluster: Cluster, tmp_
         f"exec cat {answer}\n"
     )
     stand_in.chmod(0o755)
-    env = {"PATH": f"{stand_in.parent}:{os.environ['PATH']}"}
+    kubelets = {**os.environ, "PATH": f"{stand_in.parent}:{os.environ['PATH']}"}
+    operators = tmp_path / "operator-bin" / "aws"  # the operator's own AWS login: never run
+    operators.parent.mkdir()
+    operators.write_text('#!/bin/sh\necho "the operator\'s aws" >&2\nexit 3\n')
+    operators.chmod(0o755)
+    env = {"PATH": f"{operators.parent}:{os.environ['PATH']}"}
     cluster.api.nodes["n1"] = node("n1", provider_id="aws:///us-west-2a/i-0abc")
     [(status, message, _)] = cluster.doctor(
         f"--kubeconfig={kubeconfig}", "--cloud-provider=external", args=("--node-name", "n1"),
-        env=env,
+        env=env, kubelet_env=kubelets,
     )  # fmt: skip
     assert status == "pass", message
     assert cluster.api.asked == [("/api/v1/nodes/n1", f"Bearer {TOKEN}")]
     stand_in.write_text("#!/bin/sh\necho 'Unable to locate credentials' >&2\nexit 255\n")
     [(status, message, _)] = cluster.doctor(
         f"--kubeconfig={kubeconfig}", "--cloud-provider=external", args=("--node-name", "n1"),
-        env=env,
+        env=env, kubelet_env=kubelets,
     )  # fmt: skip
     assert status == "warn" and message.startswith("the Node object was not read")
     assert (
