@@ -27,6 +27,7 @@ from credprovider.runtime._typing import TYPE_CHECKING, Any, Final
 from credprovider.runtime.advice import NOT_THE_SERVICE, RETRIES_NEXT_PULL, unreachable
 from credprovider.runtime.answer import BadAnswer, decode_json, jwt_expiry
 from credprovider.runtime.api import CACHE_KEY_IMAGE, CACHE_KEY_REGISTRY, AuthConfig
+from credprovider.runtime.excerpt import quoted
 from credprovider.runtime.http import HttpError, exchange, proxy_setting
 from credprovider.runtime.provider import Context, Credentials, Plan, one_line
 from credprovider.runtime.redact import register_secret
@@ -53,6 +54,8 @@ def refused(settings: Settings, status: int, namespace: str = "") -> str:
     if status in RETRYABLE_STATUSES:
         return RETRIES_NEXT_PULL
     account = f"system:serviceaccount:{namespace or 'NAMESPACE'}:NAME"
+    if 300 <= status < 400:  # never followed: the pod's token would go where --url does not say
+        return f"check --url: give the address {settings.url} redirects to, if it is the service's"
     if status == 404:
         return {
             Backend.VAULT: f"check --kv-mount and --secret-path: Vault has no secret at "
@@ -192,8 +195,11 @@ def _ask(call: Call, settings: Settings, ctx: Context, send: Send, token: str) -
             namespace = token_namespace(token)
         except (ValueError, BadAnswer):
             namespace = ""
+        if 300 <= answer.status < 400:
+            said = f"a redirect to {quoted(answer.header('location'))}, not followed"
         raise ProviderError(
-            f"{title} at {url} refused with HTTP {answer.status}: {one_line(said)}",
+            f"{title} at {url} refused with HTTP {answer.status}"
+            f"{f': {one_line(said)}' if said.strip() else ''}",
             refused(settings, answer.status, namespace),
         )
     if decoded is None:

@@ -119,6 +119,12 @@ def test_usage_is_refused_before_any_call(args: list[str], said: str, quay: Back
         (FakeResponse.json({"errors": ["permission denied"]}, 403), "HTTP 403: permission denied"),
         (FakeResponse.json({"detail": "Not found."}, 404), "HTTP 404"),
         (FakeResponse(body=b"[" * 40 + b"1" + b"]" * 40), "nested more than 32"),
+        # a redirect is never followed (the pod's token would go where --url does not say); it
+        # was "refused with HTTP 302: ;", saying neither where to nor what to do
+        (FakeResponse(status=302, headers={"Location": "https://sso.example.com/login"}),
+         "refused with HTTP 302: a redirect to 'https://sso.example.com/login', not followed; "
+         "check --url: give the address"),
+        (FakeResponse(status=403), "refused with HTTP 403; "),
     ],
 )  # fmt: skip
 def test_a_hostile_or_refusing_answer_is_one_line_naming_the_backend(
