@@ -148,6 +148,8 @@ def parse_token_answer(body: bytes, now: float, source: str = "IMDS") -> AccessT
 def error_detail(body: bytes) -> str:
     """IMDS's ``error_description`` (or the body) for a failed answer, on one line."""
     text = body.decode("utf-8", "replace")
+    if not text.strip():
+        return "an empty answer"
     try:
         answer = decode_json(text)
     except ValueError:

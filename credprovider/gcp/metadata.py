@@ -112,12 +112,13 @@ def get(ctx: Context, path: str, what: str) -> object:
     if response.status in RETRYABLE_STATUSES:
         raise ProviderError(
             f"{failed}: the server is unavailable (HTTP {response.status}): "
-            f"{one_line(response.text())}",
+            f"{one_line(response.text()) or 'an empty answer'}",
             RETRIES_NEXT_PULL,
         )
     if response.status != 200:
         raise ProviderError(
-            f"{failed}: HTTP {response.status}: {one_line(response.text())}", NO_SERVICE_ACCOUNT
+            f"{failed}: HTTP {response.status}: {one_line(response.text()) or 'an empty answer'}",
+            NO_SERVICE_ACCOUNT,
         )
     try:
         return decode_answer(response)

@@ -193,6 +193,12 @@ GCP_FAULTS = [
         False,
         "unavailable",
     ),
+    Fault(  # an empty body said as one, where the line read "HTTP 404: ; ..."
+        "HTTP 404 empty",
+        _set("metadata", token_fault=FakeResponse(404, b"", {"Metadata-Flavor": "Google"})),
+        False,
+        "HTTP 404: an empty answer; ",
+    ),
     Fault(
         "truncated JSON",
         _set(
