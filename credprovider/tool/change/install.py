@@ -252,7 +252,7 @@ def _plan_config(
     if current is not None and holds_providers(text.encode(), current):
         # every provider it has is kept as it is: ours are added (install --as: one more)
         added = adds or "ours"
-        return Step(
+        step = Step(
             Action.WRITE,
             str(out),
             f"added provider {added} to {out} (its other providers kept)"
@@ -260,6 +260,16 @@ def _plan_config(
             else f"added our providers to {out} (its other providers kept)",
             backup=f"{out}{BACKUP_SUFFIX}{stamp}",
         )
+        if not out.is_symlink():
+            return step
+        # written, the link becomes a file: what it points to (config management's copy, say)
+        # would no longer be what the kubelet reads
+        target = os.readlink(out)
+        return _overwrite(
+            step, force, stamp,
+            f"it is a link to {target}, which writing would replace with a file: pass --force to "
+            f"replace the link (it is kept as a backup), or give --config-out {target}",
+        )  # fmt: skip
     return _overwrite(
         Step(Action.WRITE, str(out), f"replaced {out}"),
         force,

@@ -261,6 +261,39 @@ def test_install_is_all_or_nothing_and_lists_every_step(tmp_path: Path, target: 
     assert len(forced["checked"]) == 2, forced["checked"]
 
 
+def test_install_does_not_turn_a_linked_config_into_a_file_without_force(
+    tmp_path: Path, target: Path
+) -> None:
+    """A config that is a link (into config management's tree) holding other providers: adding
+    ours would replace the link with a file, and what config management writes would no longer
+    reach the kubelet. Refused without --force, naming the link's target to write instead."""
+    managed = tmp_path / "managed" / "providers.yaml"
+    managed.parent.mkdir()
+    theirs = {"apiVersion": "kubelet.config.k8s.io/v1", "kind": "CredentialProviderConfig",
+              "providers": [{"name": "their-plugin", "matchImages": ["r.example.com"],
+                             "defaultCacheDuration": "1m",
+                             "apiVersion": "credentialprovider.kubelet.k8s.io/v1"}]}  # fmt: skip
+    managed.write_text(yaml.safe_dump(theirs))
+    (tmp_path / "c.yaml").symlink_to(managed)
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "their-plugin").symlink_to(target)
+    before = managed.read_text()
+    refused = _install(tmp_path, target)
+    assert refused.returncode == 1
+    [config] = [c for c in json.loads(refused.stdout)["changes"] if c["action"] == "write"]
+    assert config["refused"] == (
+        f"it is a link to {managed}, which writing would replace with a file: pass --force to "
+        f"replace the link (it is kept as a backup), or give --config-out {managed}"
+    )
+    assert (tmp_path / "c.yaml").is_symlink() and managed.read_text() == before
+    done = cli("install", "--bin-dir", str(tmp_path / "plugins"), "--config-out", str(managed),
+               "--target", str(target), "--providers", "aws,gcp")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    names = [p["name"] for p in yaml.safe_load((tmp_path / "c.yaml").read_text())["providers"]]
+    assert names == ["their-plugin", "ecr-credential-provider", "auth-provider-gcp"]
+    assert (tmp_path / "c.yaml").is_symlink()
+
+
 def test_install_upgrades_links_into_an_older_bundle_without_force(
     tmp_path: Path, target: Path
 ) -> None:
