@@ -209,6 +209,27 @@ def _quoted(text: str) -> str:
     return f"{text[:QUOTED_CHARS]}…({len(text) - QUOTED_CHARS} more characters)"
 
 
+# A file often given in the config's place by mistake, by its kind: what it is.
+_MISTAKEN_KINDS: Final = {
+    "KubeletConfiguration": "the kubelet's own --config",
+    "Config": "a kubeconfig",
+    "ExecCredential": "an exec credential plugin's answer",
+    "CredentialProviderRequest": "a plugin's request",
+    "CredentialProviderResponse": "a plugin's answer",
+}
+
+
+def _other_kind(kind: object) -> str | None:
+    """For a file of another kind than the config's, what it is and what to give instead."""
+    what = _MISTAKEN_KINDS.get(kind) if isinstance(kind, str) else None
+    if what is None:
+        return None
+    return (
+        f"this file is {what}, not a {CONFIG_KIND}: give the file the kubelet's "
+        "--image-credential-provider-config names (with no PATH, validate finds it)"
+    )
+
+
 def decode_config(text: str) -> CredentialProviderConfig:
     """Decode one file strictly, as the kubelet's codec does; errors carry its messages."""
     document = _parse_document(text)
@@ -232,11 +253,12 @@ def decode_config(text: str) -> CredentialProviderConfig:
         raise ConfigError(f"Object 'apiVersion' is missing in '{_quoted(text)}'")
     group, _, version = str(api_version).rpartition("/")
     if (api_version, kind) in _OTHER_REGISTERED_KINDS:
-        raise ConfigError(f'failed to decode "{kind}" (wrong Kind)')
+        raise ConfigError(f'failed to decode "{kind}" (wrong Kind)', _other_kind(kind))
     if kind != CONFIG_KIND or group != CONFIG_GROUP or version not in CONFIG_VERSIONS:
         raise ConfigError(
             f'no kind "{kind}" is registered for version "{api_version}" in scheme '
-            '"pkg/runtime/scheme.go:111"'
+            '"pkg/runtime/scheme.go:111"',
+            _other_kind(kind) if kind != CONFIG_KIND else None,
         )
     try:
         config = CredentialProviderConfig.model_validate(document)

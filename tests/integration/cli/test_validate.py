@@ -456,3 +456,28 @@ def test_a_plugin_on_a_noexec_mount_is_said_as_such(tmp_path: Path) -> None:
     [error] = json.loads(done.stdout)["errors"]
     assert "cannot be started: permission denied (its filesystem is mounted noexec" in error, error
     assert "chmod" not in error
+
+
+@pytest.mark.parametrize(
+    ("text", "kubelet_says", "what"),
+    [
+        ("apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n",
+         'failed to decode "KubeletConfiguration" (wrong Kind)', "the kubelet's own --config"),
+        ("apiVersion: v1\nkind: Config\nclusters: []\n",
+         'no kind "Config" is registered for version "v1"', "a kubeconfig"),
+    ],
+)  # fmt: skip
+def test_a_file_of_another_kind_is_named_for_what_it_is(
+    tmp_path: Path, text: str, kubelet_says: str, what: str
+) -> None:
+    """The operator's commonest wrong file (the kubelet's --config, its kubeconfig): the kubelet's
+    words unchanged, then what the file is and which to give instead."""
+    path = write(tmp_path / "c.yaml", text)
+    result = cli("validate", str(path))
+    assert result.returncode == 1
+    [line] = result.stdout.splitlines()
+    assert line.startswith(f'invalid: error decoding config "{path}": {kubelet_says}')
+    assert line.endswith(
+        f"(this file is {what}, not a CredentialProviderConfig: give the file the kubelet's "
+        "--image-credential-provider-config names (with no PATH, validate finds it))"
+    )
