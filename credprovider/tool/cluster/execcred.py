@@ -8,8 +8,9 @@ reads the Node with the kubelet's kubeconfig; so do operators' kubeconfigs of ma
 (``aws eks update-kubeconfig``, ``gke-gcloud-auth-plugin``, ``kubelogin``), which ``fleet`` reads.
 client-go's account (``plugin/pkg/client/auth/exec/exec.go``, ``tools/clientcmd/loader.go``):
 apiVersion ``client.authentication.k8s.io/v1beta1`` or ``/v1`` (v1alpha1 is refused); the
-ExecCredential request in ``KUBERNETES_EXEC_INFO``; the kubeconfig's ``env`` added to the
-caller's; a command with a ``/`` in it found from the kubeconfig's directory, any other on
+ExecCredential request in ``KUBERNETES_EXEC_INFO`` (with ``provideClusterInfo``, the cluster as
+``rest.ConfigToExecCluster`` gives it, its CA file read into ``certificate-authority-data``); the
+kubeconfig's ``env`` added to the caller's (the client's: doctor gives the kubelet's); a command with a ``/`` in it found from the kubeconfig's directory, any other on
 ``PATH``; the plugin's stderr shown to the person as it comes (a device-code prompt); its answer's
 ``status.token``, until ``status.expirationTimestamp`` or the API server's 401.
 
@@ -25,6 +26,7 @@ token is never printed. Not on the plugins' exec path.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -41,7 +43,8 @@ from credprovider.runtime.child import run_bounded
 from credprovider.runtime.excerpt import byte_size, quoted
 from credprovider.runtime.nodefile import reason
 from credprovider.runtime.redact import register_secret
-from credprovider.tool.cluster.kubeconfigs import named
+from credprovider.tool.cluster.kubeconfigs import KUBECONFIG_FILE_CAP, named
+from credprovider.tool.node.access import FileProblem, read_bytes
 from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 from credprovider.tool.node.trust import owner_problem, safe_environment, untrusted
 
@@ -137,21 +140,33 @@ def exec_plugin(
             "without one"
         )
     hint = section.get("installHint")
+    info = _cluster_info(kubeconfig, cluster, who) if section.get("provideClusterInfo") else None
     return ExecPlugin(
         kubeconfig=path, user=user, api_version=version, command=command, args=tuple(args),
         env=tuple(env), install_hint=hint if isinstance(hint, str) else "",
         sources=sources or (path,),
-        cluster=_cluster_info(kubeconfig, cluster) if section.get("provideClusterInfo") else None,
+        cluster=info,
     )  # fmt: skip
 
 
-def _cluster_info(kubeconfig: Mapping[str, Any], name: str) -> dict[str, Any]:
-    """ExecCredential's ``spec.cluster`` for ``provideClusterInfo`` (the fields a kubeconfig's
-    cluster carries inline; its extension ``client.authentication.k8s.io/exec`` as ``config``)."""
+def _cluster_info(kubeconfig: Mapping[str, Any], name: str, who: str) -> dict[str, Any]:
+    """ExecCredential's ``spec.cluster`` for ``provideClusterInfo``, as client-go's
+    ``rest.ConfigToExecCluster`` makes it: the cluster's fields, its CA file's bytes as
+    ``certificate-authority-data``, its extension ``client.authentication.k8s.io/exec`` as
+    ``config``."""
     cluster = named(kubeconfig, "clusters", "cluster", name)
     fields = ("server", "tls-server-name", "insecure-skip-tls-verify",
-              "certificate-authority-data", "proxy-url")  # fmt: skip
+              "certificate-authority-data", "proxy-url", "disable-compression")  # fmt: skip
     info = {key: cluster[key] for key in fields if key in cluster}
+    authority = cluster.get("certificate-authority")
+    if not info.get("certificate-authority-data") and isinstance(authority, str) and authority:
+        try:  # its path already the kubeconfig's (kubeconfigs: relative ones resolved there)
+            data = read_bytes(authority, KUBECONFIG_FILE_CAP)
+        except FileProblem as exc:
+            raise ExecCredentialError(
+                f"{who}: failed to load CA bundle for execProvider: {exc}"
+            ) from None
+        info["certificate-authority-data"] = base64.b64encode(data).decode()
     for extension in cluster.get("extensions") or []:
         if (
             isinstance(extension, dict)

@@ -13,6 +13,7 @@ was left running), read its output whole, took no ``client.authentication.k8s.io
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -26,6 +27,7 @@ import pytest
 from credprovider.tool.cluster import execcred
 from credprovider.tool.cluster.execcred import ExecCredentialError, ExecPlugin, fetch
 from emulators.http import FakeRequest, FakeResponse, serve
+from emulators.tls import CertAuthority
 from tests.helpers import run_cli, tool_command
 
 V1 = "client.authentication.k8s.io/v1"
@@ -135,6 +137,44 @@ def test_fleet_status_sends_the_token_the_plugin_issued(
     assert argv == "token --cluster prod"
     assert info == {"kind": "ExecCredential", "apiVersion": api_version,
                     "spec": {"interactive": False}}  # fmt: skip
+
+
+def test_cluster_info_is_given_as_client_go_gives_it(
+    tmp_path: Path, api: tuple[FakeApi, str], test_ca: CertAuthority
+) -> None:
+    """provideClusterInfo: the request's spec.cluster as client-go's rest.ConfigToExecCluster
+    makes it: the server, its CA file's bytes as certificate-authority-data (it carried only
+    an inline CA), disable-compression, and the cluster's exec extension as config."""
+    fake, url = api
+    script = plugin_script(tmp_path, "get-token", answer(V1, TOKEN))
+    ca = tmp_path / "ca.crt"
+    ca.write_bytes(test_ca.bundle.read_bytes())
+    extension = {"name": "client.authentication.k8s.io/exec", "extension": {"audience": "a1"}}
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps({
+        "apiVersion": "v1", "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {
+            "server": url, "certificate-authority": "ca.crt", "disable-compression": True,
+            "extensions": [extension]}}],
+        "users": [{"name": "me", "user": {"exec": {
+            "apiVersion": V1, "command": str(script), "interactiveMode": "Never",
+            "provideClusterInfo": True}}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": "me"}}],
+        "current-context": "c",
+    }))  # fmt: skip
+    path.chmod(0o600)
+    done = run_cli("fleet", "status", f"--kubeconfig={path}")
+    assert "node-a" in done.stdout, done.stderr
+    [(_, info)] = runs_of(script)
+    assert info["spec"] == {"interactive": False, "cluster": {
+        "server": url, "disable-compression": True, "config": {"audience": "a1"},
+        "certificate-authority-data": base64.b64encode(ca.read_bytes()).decode()}}  # fmt: skip
+    assert fake.asked == [f"Bearer {TOKEN}"]
+    ca.unlink()  # one line naming it, before the plugin runs
+    gone = run_cli("fleet", "status", f"--kubeconfig={path}")
+    assert gone.returncode == 1 and len(gone.stderr.splitlines()) == 1, gone.stderr
+    assert f"{ca}: no such file or directory" in gone.stderr
+    assert len(runs_of(script)) == 1
 
 
 def test_a_refused_token_is_fetched_again_once(tmp_path: Path, api: tuple[FakeApi, str]) -> None:
