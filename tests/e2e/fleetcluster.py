@@ -401,10 +401,13 @@ def _phases(
                  and cluster.daemonset().get("numberReady") == 2
                  and cluster.daemonset().get("updatedNumberScheduled") == 2)  # fmt: skip
     phase("upgrade")
-    # 3. values the kubelet would refuse: the first node refuses, the rollout stops there
+    # 3. values the kubelet would refuse (and the chart's schema cannot tell: annotation keys
+    # required of a service account that is not): the first node refuses, the rollout stops there
     refusing = values | {
-        "providerSettings": {"aws": {"tokenAttributes": {"serviceAccountTokenAudience": "sts"}}}
-    }
+        "providerSettings": {"aws": {"tokenAttributes": {
+            "serviceAccountTokenAudience": "sts", "cacheType": "Token",
+            "requireServiceAccount": False, "requiredServiceAccountAnnotationKeys": ["a.io/b"]}}}
+    }  # fmt: skip
     cluster.helm("upgrade", chart_as("0.2.0", run), refusing)
     cluster.wait("a node to refuse", lambda: "refused" in cluster.results().values())
     time.sleep(20)  # the rollout does not go on
