@@ -53,7 +53,7 @@ def register(sub: Subcommands) -> None:
         "package-removal-check",
         help="what removing the distribution package runs first: exit 1 while the kubelet "
         "runs the package's plugins",
-        description="The .deb's prerm and the .rpm's %%preun run this before a removal (not an "
+        description="The .deb's prerm and the .rpm's %preun run this before a removal (not an "
         "upgrade). Exit 1, with one line, when the node's kubelet (running, or as its flags files "
         "set it up) names plugins that resolve into the package's directory: the removal then "
         f"stops, changing nothing. {FORCE_ENV}=1 in the environment removes anyway. Exit 0 "

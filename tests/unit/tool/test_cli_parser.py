@@ -3,6 +3,8 @@ unknown option is reported before a missing argument (``validate --hlep`` is not
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from credprovider.tool.cli import build_parser
@@ -88,3 +90,21 @@ def test_a_bug_is_one_line_unless_its_traceback_is_asked_for(
     monkeypatch.setenv(TRACEBACK_ENV, "1")
     with pytest.raises(KeyError):
         main(["match", "*.io", "a.io/x"])
+
+
+def _parsers(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):
+                found += _parsers(sub)
+    return found
+
+
+def test_every_help_reads_as_written() -> None:
+    """Every command's and subcommand's --help, formatted as argparse prints it: no escape left
+    (a description is not %-formatted unless it names %(prog)s, so the .rpm's "%%preun" printed
+    doubled), no default left unfilled."""
+    for parser in _parsers(build_parser()):
+        text = parser.format_help()
+        assert "%%" not in text and "%(" not in text, parser.prog
