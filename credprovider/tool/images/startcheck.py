@@ -6,7 +6,9 @@ run: a lone copy of the bundle's launcher (no ``_internal/`` beside it), a binar
 architecture, a script whose interpreter is missing, a link to ``/bin/true``. So each binary is run:
 
 * under one of our plugin names, with ``--version`` appended to its args: credprovider answers with its
-  version line (``<name> version X (credprovider)``) and contacts nothing;
+  version line (``<name> version X (credprovider)``) and contacts nothing; args that ask for its help
+  or version themselves (which it would print on every exec, answering no request) are said first,
+  read by the plugins' own parser, since the appended ``--version`` would hide them;
 * anything else (a foreign plugin, or another program under our name), with its args and an empty
   request (stdin closed at once): it must execute (loader, interpreter, architecture) and must refuse
   an empty request, as any plugin that reads its request does. Whether it answers a real request
@@ -27,6 +29,7 @@ from typing import Final
 
 from credprovider.entry import TOOL_NAME, UNKNOWN_PROGRAM_MARK, VERSION_FLAG
 from credprovider.errors import CredproviderError
+from credprovider.runtime.args import split_common_args
 from credprovider.runtime.bundlecheck import INSTALL_HINT_START
 from credprovider.runtime.child import run_bounded
 from credprovider.runtime.excerpt import byte_size
@@ -89,6 +92,9 @@ def check_start(
         check_program(executable or path)
     except UntrustedProgram as exc:
         return StartResult(provider, path, named_ours, warning=str(exc))
+    stops = _answers_nothing(args) if named_ours else ""
+    if stops:  # it would print that on every exec: the check's own --version would hide it
+        return StartResult(provider, path, True, error=f"{path} {stops}", refuses_args=True)
     if named_ours:
         run = _run([path, *args, VERSION_FLAG], environment, timeout, executable)
         if isinstance(run, str):
@@ -120,6 +126,23 @@ def check_start(
             provider, path, True, error=f"{path} exits {code} when started: {_first(stderr)}"
         )
     return _foreign(provider, path, named_ours, code, stdout, _first(stderr))
+
+
+def _answers_nothing(args: Sequence[str]) -> str:
+    """Why our plugin, given ``args``, never answers a request ("": it may), read by the plugins'
+    own parser (``runtime.args``): they ask for its help or its version, which it prints and
+    exits 0, as the upstream plugins do; the kubelet then finds no response on stdout."""
+    try:
+        options, _ = split_common_args(list(args))
+    except CredproviderError:  # args it refuses: running it says which
+        return ""
+    if options.show_help:
+        asked = "its help (-h or --help)"
+    elif options.show_version:
+        asked = "its version (--version, or -v with no level after it)"
+    else:
+        return ""
+    return f"is given args that ask for {asked}: it prints that and exits, answering no request"
 
 
 def _not_started(path: str, why: str) -> str:

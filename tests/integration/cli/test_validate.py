@@ -184,6 +184,39 @@ def test_validate_fails_a_provider_whose_plugin_refuses_its_args(
     ]
 
 
+@pytest.mark.parametrize(
+    ("args", "asked"),
+    [
+        (["--help"], "its help (-h or --help)"),
+        (["-h", "--region", "us-east-1"], "its help (-h or --help)"),
+        (["--version"], "its version (--version, or -v with no level after it)"),
+        (["-v"], "its version (--version, or -v with no level after it)"),
+    ],
+)
+def test_args_asking_for_help_or_version_fail_every_pull(
+    tmp_path: Path, args: list[str], asked: str
+) -> None:
+    """The plugin prints its help or version and exits 0 on every exec: the kubelet finds no
+    response. The check's own --version hid it: "--version" passed as "it answers", and "--help"
+    was said to be another program than credprovider ("as /bin/true does"). "-v 4" is a level."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    require_bundle()
+    (bin_dir / "ecr-credential-provider").symlink_to(BUNDLE_DIR.resolve() / "credprovider")
+    config = config_file(tmp_path, provider_entry(args=args))
+    result = cli("validate", str(config), "--bin-dir", str(bin_dir), "--json", use_bundle=True)
+    report = json.loads(result.stdout)
+    assert (result.returncode, report["valid"]) == (1, False)
+    assert report["errors"] == [
+        f"provider 'ecr-credential-provider': {bin_dir}/ecr-credential-provider is given args "
+        f"that ask for {asked}: it prints that and exits, answering no request: every pull it "
+        "matches fails"
+    ]
+    levelled = config_file(tmp_path, provider_entry(args=["-v", "4"]))
+    fine = cli("validate", str(levelled), "--bin-dir", str(bin_dir), "--json", use_bundle=True)
+    assert json.loads(fine.stdout)["errors"] == []
+
+
 def test_validate_on_a_node_warns_about_files_the_args_name(tmp_path: Path) -> None:
     """With --bin-dir (checking a node), a file an argument names must exist there; without it
     (checking a config anywhere) the file is not looked for."""
