@@ -104,7 +104,8 @@ def register(sub: Subcommands) -> None:
             "stdin a pipe) without contacting a cloud: credprovider must answer --version with its "
             "version line; another plugin must at least execute and refuse an empty request. Then "
             "warn about what the kubelet accepts but will not do what you meant ('*' in a path, "
-            "defaultCacheDuration 0, host forms the matchImages miss, unread annotation keys). "
+            "defaultCacheDuration 0, host forms the matchImages miss, unread annotation keys, a "
+            "deadline past the kubelet's 60s kill). "
             + VALIDATE_EXIT_STATUS
         ),
     )

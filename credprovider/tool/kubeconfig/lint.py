@@ -11,6 +11,12 @@ from collections.abc import Mapping
 from credprovider.cloud import DEFAULT_HTTPS_PORT, CloudPlugin
 from credprovider.errors import CredproviderError
 from credprovider.runtime.args import split_common_args
+from credprovider.runtime.deadline import (
+    DEADLINE_ENV,
+    DEFAULT_DEADLINE_SECONDS,
+    KUBELET_TIMEOUT_SECONDS,
+    parse_deadline,
+)
 from credprovider.runtime.excerpt import quoted
 from credprovider.runtime.goformat import parse_go_duration
 from credprovider.runtime.matching import parts_match, url_parts
@@ -105,7 +111,28 @@ def _exec_lints(provider: CredentialProvider) -> list[str]:
     found = [env_problem(var.name or "", var.value or "") for var in provider.env or []]
     found += [arg_problem(arg) for arg in provider.args or []]
     found.append(_cache_dir_problem(provider))
+    found.append(_deadline_problem(provider))
     return [problem for problem in found if problem]
+
+
+def _deadline_problem(provider: CredentialProvider) -> str:
+    """A deadline (``--deadline`` or ``CREDPROVIDER_DEADLINE``, read as our plugins read them) at
+    or past the kubelet's kill: a slow call is killed before the plugin can say why."""
+    env = {var.name or "": var.value or "" for var in provider.env or []}
+    try:
+        opts, _ = split_common_args(list(provider.args or []))
+        seconds = opts.deadline
+        if seconds is None and env.get(DEADLINE_ENV):
+            seconds = parse_deadline(env[DEADLINE_ENV], DEADLINE_ENV)
+    except CredproviderError:  # a value the plugin refuses: its start check says so
+        return ""
+    if seconds is None or seconds < KUBELET_TIMEOUT_SECONDS:
+        return ""
+    return (
+        f"its deadline is {seconds:g}s, and the kubelet kills a plugin after "
+        f"{KUBELET_TIMEOUT_SECONDS:g}s: a slow call is killed before the plugin says why (no "
+        f"line in the kubelet's log); leave it under that (default {DEFAULT_DEADLINE_SECONDS:g}s)"
+    )
 
 
 def _cache_dir_problem(provider: CredentialProvider) -> str:

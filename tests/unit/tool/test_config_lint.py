@@ -49,6 +49,18 @@ LINTS = [
         "cannot run the plugin with it, and every pull it matches fails",
     ),
     (
+        "a deadline past the kubelet's kill",
+        [provider_entry(args=["--deadline", "90s"])],
+        "its deadline is 90s, and the kubelet kills a plugin after 60s: a slow call is killed "
+        "before the plugin says why (no line in the kubelet's log); leave it under that (default "
+        "50s)",
+    ),
+    (
+        "a deadline past the kubelet's kill, from env",
+        [provider_entry(env=[{"name": "CREDPROVIDER_DEADLINE", "value": "60"}])],
+        "its deadline is 60s, and the kubelet kills a plugin after 60s",
+    ),
+    (
         "'=' in an env name",
         [provider_entry(env=[{"name": "AWS_REGION=us-east-1", "value": ""}])],
         "env name 'AWS_REGION=us-east-1' is not a variable's name: the kubelet passes "
@@ -267,3 +279,10 @@ def test_an_absolute_cache_dir_is_no_warning(tmp_path: Path) -> None:
 def test_lint(tmp_path: Path, case: str, providers: list[dict[str, Any]], warning: str) -> None:
     warnings = lint_providers(load_config(str(config_file(tmp_path, *providers))))
     assert any(warning in text for text in warnings), warnings
+
+
+def test_a_deadline_under_the_kubelets_kill_is_no_warning(tmp_path: Path) -> None:
+    for entry in (provider_entry(args=["--deadline=59s"]), provider_entry(args=["-v=2"]),
+                  provider_entry(env=[{"name": "CREDPROVIDER_DEADLINE", "value": "30s"}])):  # fmt: skip
+        warnings = lint_providers(load_config(str(config_file(tmp_path, entry))))
+        assert not any("deadline" in text for text in warnings), warnings
