@@ -105,8 +105,7 @@ def register(sub: Subcommands) -> None:
             "version line; another plugin must at least execute and refuse an empty request. Then "
             "warn about what the kubelet accepts but will not do what you meant ('*' in a path, "
             "defaultCacheDuration 0, host forms the matchImages miss, unread annotation keys, a "
-            "deadline past the kubelet's 60s kill). "
-            + VALIDATE_EXIT_STATUS
+            "deadline past the kubelet's 60s kill). " + VALIDATE_EXIT_STATUS
         ),
     )
     validate.add_argument(
