@@ -67,11 +67,13 @@ def plan_install(
     target: str | None = None,
     as_name: str | None = None,
     settings: Settings | None = None,
+    sa_tokens: bool = True,
 ) -> InstallPlan:
     """Every change install would make, each checked; nothing is changed. ``as_name``: one more
     provider of the one plugin in ``keys``, under that name (install --as): its link, and its entry
     added to the config's providers, which are kept. ``settings``: per key, fields replacing the
-    shipped defaults (``--provider-settings``, change/settings.py)."""
+    shipped defaults (``--provider-settings``, change/settings.py); ``sa_tokens``: whether the
+    node's kubelet takes ``tokenAttributes``."""
     if not_known(keys):
         raise NodeChangeError(not_known(keys))
     for place in (Path(bin_dir), Path(config_out).parent):
@@ -102,17 +104,19 @@ def plan_install(
         plan.changes.append(_plan_link(link, link_target, version, force, stamp))
     config = _plan_config(plan.config_out, current, plan.config_text, force, stamp, adds=as_name)
     if config.action is not Action.UNCHANGED:
-        config.refused = config.refused or _config_refused(plan, kept, ours) or None
+        config.refused = config.refused or _config_refused(plan, kept, ours, sa_tokens) or None
     plan.changes.append(config)
     return plan
 
 
-def _config_refused(plan: InstallPlan, kept: list[dict[str, object]], ours: set[str]) -> str:
+def _config_refused(
+    plan: InstallPlan, kept: list[dict[str, object]], ours: set[str], sa_tokens: bool
+) -> str:
     """Why the config as install would write it must not be ("": it may): the kubelet's own checks
     on the text (a setting, or a kept provider, it refuses), every kept provider's plugin in the
     bin dir, and each of ours started offline with its args and env, from the executable its link
     will name (a plugin refusing them fails every pull it matches)."""
-    loaded = loaded_as_left(plan.config_out, plan.config_text)
+    loaded = loaded_as_left(plan.config_out, plan.config_text, sa_tokens)
     if isinstance(loaded, str):
         return f"{loaded}; nothing is written that it would refuse"
     missing = without_plugin(kept, lambda name: os.path.lexists(plan.bin_dir / name))

@@ -22,11 +22,12 @@ if TYPE_CHECKING:
     from credprovider.tool.change.migrate import MigrationPlan
 
 
-def loaded_as_left(path: Path, text: str | None) -> LoadedConfig | str:
+def loaded_as_left(path: Path, text: str | None, sa_tokens: bool = True) -> LoadedConfig | str:
     """The config at ``path`` (``text``: the file as it will be; ``None``: as it is) as the
-    kubelet loads it at start, or why the kubelet would refuse it."""
+    kubelet loads it at start (``sa_tokens``: whether it takes ``tokenAttributes``), or why the
+    kubelet would refuse it."""
     try:
-        return load_config(str(path), text=text)
+        return load_config(str(path), sa_tokens, text=text)
     except ConfigError as exc:
         return f"the kubelet would not start with the config {path}: {exc}"
 

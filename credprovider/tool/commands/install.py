@@ -6,6 +6,7 @@ import argparse
 import os
 import shlex
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
 from credprovider.entry import SUFFIXED_FORM
@@ -121,6 +122,7 @@ def _plan_and_apply(args: argparse.Namespace, keys: list[str], node_files: dict[
             args.target,
             as_name=args.as_name,
             settings=args.settings,
+            sa_tokens=_takes_token_attributes(args.settings),
         )
     except UnreadableError as exc:
         return cannot_check("install", exc, args.json)
@@ -149,6 +151,16 @@ def _plan_and_apply(args: argparse.Namespace, keys: list[str], node_files: dict[
         )
         return EXIT_FAILED
     return _after(plan, args.json, keys)
+
+
+def _takes_token_attributes(settings: Mapping[str, Mapping[str, object]]) -> bool:
+    """Whether this node's kubelet takes the ``tokenAttributes`` the settings give (a kubelet
+    1.33 without its gate refuses the config, and would not start); asked only when they do."""
+    if not any("tokenAttributes" in fields for fields in settings.values()):
+        return True
+    from credprovider.tool.node.discovery import discover, takes_token_attributes_here
+
+    return takes_token_attributes_here(discover())
 
 
 def _agents(changes: list[Step]) -> str:

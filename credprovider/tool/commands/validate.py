@@ -29,15 +29,21 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     from credprovider.tool.kubeconfig.lint import lint_providers
     from credprovider.tool.kubeconfig.validate import load_config
 
+    sa_tokens = True  # a file anywhere: the current kubelet's rules
     if args.path is None:  # this node's config and, unless given, its bin dir
-        node = node_paths("validate")
+        from credprovider.tool.node.discovery import discover, takes_token_attributes_here
+
+        view = discover()
+        node = node_paths("validate", view)
         args.path = node_default("validate", None, "PATH", node, bin_dir=False)
         if args.path is None:
             return EXIT_USAGE
         if args.bin_dir is None and node.config == args.path:
             args.bin_dir = node_default("validate", None, "--bin-dir", node, bin_dir=True)
+        if node.config == args.path:  # as this node's kubelet checks it: its version, its gate
+            sa_tokens = takes_token_attributes_here(view)
     try:
-        loaded = load_config(args.path)
+        loaded = load_config(args.path, sa_tokens)
         checked = (
             check_binaries(loaded, args.bin_dir) if args.bin_dir is not None else BinaryCheck()
         )

@@ -24,7 +24,6 @@ from credprovider.tool.doctor.model import (
     FAIL,
     INFO,
     PASS,
-    SA_TOKEN_GATE,
     WARN,
     Check,
     Diagnosis,
@@ -43,7 +42,7 @@ from credprovider.tool.kubeconfig.model import ConfigError
 from credprovider.tool.kubeconfig.validate import load_config
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
 from credprovider.tool.node.discovery import absolute_in, flags_file_of
-from credprovider.tool.node.kubelet_facts import sa_tokens_by_default
+from credprovider.tool.node.kubelet_facts import takes_token_attributes
 from credprovider.tool.node.kubelet_flags import (
     BIN_DIR_FLAG,
     CLOUD_PROVIDER_FLAG,
@@ -220,7 +219,7 @@ def _credential_chain(
     kubelet = view.kubelet
     if not settings.provider_config:
         return []
-    sa_tokens = settings.feature_gates.get(SA_TOKEN_GATE, sa_tokens_by_default(version))
+    sa_tokens = takes_token_attributes(settings.feature_gates, version)
     try:
         loaded = load_config(view.host_path(settings.provider_config), sa_tokens)
     except ConfigError as exc:

@@ -9,8 +9,6 @@ from typing import Any, Final
 
 from credprovider.tool.node.discovery import NodeView
 
-SA_TOKEN_GATE: Final = "KubeletServiceAccountTokenForCredentialProviders"
-
 
 class Status(StrEnum):
     """A check's verdict (``--json``: its value)."""

@@ -19,7 +19,12 @@ from typing import Any, Final
 from credprovider.paths import NODE_BIN_DIR, NODE_CONFIG
 from credprovider.tool.node.access import FileProblem, UnreadableError, lexists, read_text
 from credprovider.tool.node.flagfiles import flags_from_file
-from credprovider.tool.node.kubelet_facts import CLOUD_LOGIN_GATE
+from credprovider.tool.node.kubelet_facts import (
+    CLOUD_LOGIN_GATE,
+    node_kubelet_version,
+    stamped,
+    takes_token_attributes,
+)
 from credprovider.tool.node.kubelet_flags import (
     CONFIG_FLAG,
     DROP_IN_SUFFIX,
@@ -71,6 +76,14 @@ class NodeView:
     def environment(self) -> Mapping[str, str] | None:
         """The environment the plugins inherit: the running kubelet's, when readable."""
         return self.kubelet.environ if self.kubelet is not None else None
+
+
+def takes_token_attributes_here(view: NodeView) -> bool:
+    """Whether this node's kubelet takes a provider's ``tokenAttributes``, as doctor decides it:
+    the feature gate its flags and config give, else its version's default (the running
+    kubelet's binary, else the one its unit runs; unknown: the current default, on)."""
+    version = stamped(node_kubelet_version(view.kubelet)) if view.root.is_host else None
+    return takes_token_attributes(view.settings.feature_gates, version)
 
 
 def absolute_in(path: str | None, cwd: str | None) -> str | None:

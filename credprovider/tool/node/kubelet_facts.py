@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 from credprovider.runtime.child import run_bounded
@@ -23,6 +23,7 @@ CONFIG_INFO_METRIC: Final = "kubelet_credential_provider_config_info"
 # tokens for plugins on by default (KubeletServiceAccountTokenForCredentialProviders, beta).
 CONFIG_DIRECTORY_SINCE: Final = (1, 34)
 SA_TOKENS_ON_SINCE: Final = (1, 34)
+SA_TOKEN_GATE: Final = "KubeletServiceAccountTokenForCredentialProviders"
 # KEP-2395: from 1.31 the kubelet has no built-in cloud provider (--cloud-provider takes only
 # "external" or nothing) and the gate that turned off the built-in registry logins is locked on;
 # the gate is gone after 1.32.
@@ -106,6 +107,12 @@ def installed_kubelet() -> tuple[str, tuple[str, tuple[int, int]]] | None:
         if found is not None:
             return path, found
     return None
+
+
+def takes_token_attributes(gates: Mapping[str, bool], version: tuple[int, int] | None) -> bool:
+    """Whether a kubelet of ``version`` started with the feature ``gates`` takes a provider's
+    ``tokenAttributes``: its gate as given, else the version's default."""
+    return gates.get(SA_TOKEN_GATE, sa_tokens_by_default(version))
 
 
 def node_kubelet_version(kubelet: KubeletProcess | None) -> tuple[str, tuple[int, int]] | None:

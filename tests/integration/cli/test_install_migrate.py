@@ -558,3 +558,50 @@ def test_install_as_refuses_a_config_that_is_not_text_in_one_line(
         f"{config}: it exists with other content: pass --force to replace it (a backup is kept))\n"
     )
     assert config.read_bytes() == b"\xff\xfe\x00not yaml" and not (tmp_path / "b").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a node of the test's own (mount namespace)")
+def test_token_attributes_are_checked_for_this_nodes_kubelet(tmp_path: Path) -> None:
+    """A node whose kubelet is 1.33 (its binary, in the kubeadm node's layout, says so; none
+    running): tokenAttributes need its feature gate on (off by default until 1.34), or the
+    kubelet refuses the config and does not start. install refuses them before anything changes
+    and validate (this node's config) says so, as doctor does; with the gate in its flags, both
+    take them. The version and the gate are read as doctor reads them."""
+    import sys
+
+    from tests.helpers import node_script
+
+    target = fake_bundle(tmp_path / "bundle", "0.1.0")
+    settings = json.dumps({"aws": {"tokenAttributes": {
+        "serviceAccountTokenAudience": "sts.amazonaws.com", "cacheType": "ServiceAccount",
+        "requireServiceAccount": True}}})  # fmt: skip
+    flags = (f"--image-credential-provider-config={tmp_path}/c.yaml "
+             f"--image-credential-provider-bin-dir={tmp_path}/bin")  # fmt: skip
+    tool = f"{sys.executable} -m credprovider credprovider"
+    install = (f"{tool} install --bin-dir {tmp_path}/bin --config-out {tmp_path}/c.yaml "
+               f"--providers aws --target {target} --provider-settings '{settings}'")  # fmt: skip
+    gate = "--feature-gates=KubeletServiceAccountTokenForCredentialProviders=true"
+    script = f"""
+mount -t tmpfs -o mode=755 t /usr/local/bin
+printf '#!/bin/sh\\necho Kubernetes v1.33.2\\n' > /usr/local/bin/kubelet
+chmod 755 /usr/local/bin/kubelet
+mount -t tmpfs -o mode=755 t /var/lib
+mkdir /var/lib/kubelet
+echo 'KUBELET_KUBEADM_ARGS="{flags}"' > /var/lib/kubelet/kubeadm-flags.env
+{install}; echo "install: $?"; ls {tmp_path} | grep -c yaml
+echo 'KUBELET_KUBEADM_ARGS="{flags} {gate}"' > /var/lib/kubelet/kubeadm-flags.env
+{install} >/dev/null; echo "gated: $?"
+{tool} validate >/dev/null; echo "validate gated: $?"
+echo 'KUBELET_KUBEADM_ARGS="{flags}"' > /var/lib/kubelet/kubeadm-flags.env
+{tool} validate; echo "validate: $?"
+"""
+    done = node_script(script)
+    lines = (done.stdout + done.stderr).splitlines()
+    refusal = ("tokenAttributes is not supported when KubeletServiceAccountTokenForCredentialProviders "
+               "feature gate is disabled")  # fmt: skip
+    installed = lines.index("install: 1")
+    assert lines[installed + 1] == "0", lines  # no config written
+    assert any(refusal + "; nothing is written that it would refuse" in line for line in lines)
+    assert "gated: 0" in lines and "validate gated: 0" in lines, lines
+    assert "validate: 1" in lines, lines
+    assert any(line.startswith("invalid: ") and refusal in line for line in lines), lines
