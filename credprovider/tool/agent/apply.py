@@ -1,6 +1,9 @@
 """The node agent applying its plan (:mod:`credprovider.tool.agent.plan`) to the node under
 ``root``, and taking it off again, as transactions:
 
+* **Checked first.** Nothing changes when the bundle lacks a plugin the plan links, a path is not
+  writable or lasting, or a plugin of the config it writes, started from the bundle with its
+  entry's args and env, refuses them (a ``providerSettings`` typo would fail every pull).
 * **Intent first.** Before the first change, what the run does to what the node had is recorded
   in its state (:mod:`credprovider.tool.agent.state`) and flushed: each path's original (before
   the first install), each directory it will make, the digest of each kubelet input it writes, the
