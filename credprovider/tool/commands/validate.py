@@ -4,6 +4,8 @@ warnings the kubelet does not give."""
 from __future__ import annotations
 
 import argparse
+import os
+from typing import TYPE_CHECKING
 
 from credprovider.runtime.redact import printable
 from credprovider.tool.commands.common import (
@@ -20,19 +22,36 @@ from credprovider.tool.commands.common import (
 from credprovider.tool.kubeconfig.model import ConfigError
 from credprovider.tool.node.access import UnreadableError
 
+if TYPE_CHECKING:
+    from credprovider.tool.node.discovery import NodeView
+
 # Providers named on the verdict line; a config of ten thousand is a count, not a wall of names.
 SHOWN_NAMES = 20
+
+
+def _takes_token_attributes(path: str, view: NodeView | None) -> bool:
+    """Whether the kubelet that reads ``path`` takes ``tokenAttributes``: this node's, as doctor
+    decides it (its version, its feature gate), when ``path`` is its config; else the current
+    kubelet's rules (a file anywhere)."""
+    from credprovider.tool.node.discovery import discover, takes_token_attributes_here
+
+    view = view or discover()
+    config = view.settings.provider_config
+    try:
+        here = config is not None and os.path.samefile(view.host_path(config), path)
+    except (OSError, ValueError):
+        here = False
+    return takes_token_attributes_here(view) if here else True
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
     from credprovider.tool.images.bindir import BinaryCheck, check_binaries, texts
     from credprovider.tool.kubeconfig.lint import lint_providers
     from credprovider.tool.kubeconfig.validate import load_config
+    from credprovider.tool.node.discovery import discover
 
-    sa_tokens = True  # a file anywhere: the current kubelet's rules
+    view: NodeView | None = None
     if args.path is None:  # this node's config and, unless given, its bin dir
-        from credprovider.tool.node.discovery import discover, takes_token_attributes_here
-
         view = discover()
         node = node_paths("validate", view)
         args.path = node_default("validate", None, "PATH", node, bin_dir=False)
@@ -40,10 +59,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             return EXIT_USAGE
         if args.bin_dir is None and node.config == args.path:
             args.bin_dir = node_default("validate", None, "--bin-dir", node, bin_dir=True)
-        if node.config == args.path:  # as this node's kubelet checks it: its version, its gate
-            sa_tokens = takes_token_attributes_here(view)
     try:
-        loaded = load_config(args.path, sa_tokens)
+        loaded = load_config(args.path)
+        if any(provider.tokenAttributes is not None for provider in loaded.providers):
+            loaded = load_config(args.path, _takes_token_attributes(args.path, view))
         checked = (
             check_binaries(loaded, args.bin_dir) if args.bin_dir is not None else BinaryCheck()
         )

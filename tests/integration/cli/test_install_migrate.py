@@ -594,6 +594,9 @@ echo 'KUBELET_KUBEADM_ARGS="{flags} {gate}"' > /var/lib/kubelet/kubeadm-flags.en
 {tool} validate >/dev/null; echo "validate gated: $?"
 echo 'KUBELET_KUBEADM_ARGS="{flags}"' > /var/lib/kubelet/kubeadm-flags.env
 {tool} validate; echo "validate: $?"
+{tool} validate {tmp_path}/c.yaml >/dev/null; echo "validate named: $?"
+cp {tmp_path}/c.yaml {tmp_path}/elsewhere.yaml
+{tool} validate {tmp_path}/elsewhere.yaml >/dev/null; echo "validate elsewhere: $?"
 """
     done = node_script(script)
     lines = (done.stdout + done.stderr).splitlines()
@@ -603,5 +606,7 @@ echo 'KUBELET_KUBEADM_ARGS="{flags}"' > /var/lib/kubelet/kubeadm-flags.env
     assert lines[installed + 1] == "0", lines  # no config written
     assert any(refusal + "; nothing is written that it would refuse" in line for line in lines)
     assert "gated: 0" in lines and "validate gated: 0" in lines, lines
-    assert "validate: 1" in lines, lines
+    # its config named by its path too; a copy no kubelet here reads: the current rules
+    assert "validate: 1" in lines and "validate named: 1" in lines, lines
+    assert "validate elsewhere: 0" in lines, lines
     assert any(line.startswith("invalid: ") and refusal in line for line in lines), lines
