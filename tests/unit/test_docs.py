@@ -173,3 +173,14 @@ def test_a_newcomers_first_release_is_this_machines_architecture_only() -> None:
     assert f"-m release artifacts --arch {arch} --out dist/release-{arch}" in planned
     assert f"--arch {other}" not in planned and f"bundles/{other}" not in planned
     assert "make release-here" in " ".join((REPO / "README.md").read_text().split())
+
+
+def test_the_readme_names_every_command_of_the_tool() -> None:
+    """The README's row for `credprovider` lists the tool's commands: each one, in the parser's
+    order (it listed nine of twelve)."""
+    from credprovider.tool.commands import COMMANDS
+
+    readme = (REPO / "README.md").read_text()
+    [row] = [line for line in readme.splitlines() if line.startswith("| `credprovider` |")]
+    named = re.findall(r"`([a-z-]+)`", row.split("|")[2])
+    assert named == [command.replace("_", "-") for command in COMMANDS]
