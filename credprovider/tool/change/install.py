@@ -268,7 +268,7 @@ def _plan_config(
             return step
         # written, the link becomes a file: what it points to (config management's copy, say)
         # would no longer be what the kubelet reads
-        target = os.readlink(out)
+        target = os.path.normpath(os.path.join(out.parent, os.readlink(out)))
         return _overwrite(
             step, force, stamp,
             f"it is a link to {target}, which writing would replace with a file: pass --force to "

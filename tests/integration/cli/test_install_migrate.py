@@ -274,7 +274,7 @@ def test_install_does_not_turn_a_linked_config_into_a_file_without_force(
                              "defaultCacheDuration": "1m",
                              "apiVersion": "credentialprovider.kubelet.k8s.io/v1"}]}  # fmt: skip
     managed.write_text(yaml.safe_dump(theirs))
-    (tmp_path / "c.yaml").symlink_to(managed)
+    (tmp_path / "c.yaml").symlink_to("managed/providers.yaml")  # relative, as ln -s makes it
     (tmp_path / "plugins").mkdir()
     (tmp_path / "plugins" / "their-plugin").symlink_to(target)
     before = managed.read_text()
