@@ -148,8 +148,6 @@ def parse_token_answer(body: bytes, now: float, source: str = "IMDS") -> AccessT
 def error_detail(body: bytes) -> str:
     """IMDS's ``error_description`` (or the body) for a failed answer, on one line."""
     text = body.decode("utf-8", "replace")
-    if not text.strip():
-        return "an empty answer"
     try:
         answer = decode_json(text)
     except ValueError:
@@ -176,7 +174,8 @@ class ImdsCredential:
         if response.status == 200:
             return self._parsed(response.body, "IMDS", shown)
         raise ImdsError(
-            f"IMDS ({shown}) answered HTTP {response.status}: {error_detail(response.body)}",
+            f"IMDS ({shown}) answered HTTP {response.status}: "
+            f"{error_detail(response.body) or 'an empty answer'}",
             RETRIES_NEXT_PULL
             if response.status in RETRIED_STATUSES
             else "check that this managed identity is assigned to the node (az vm identity show)",
@@ -271,7 +270,7 @@ class ArcCredential(ImdsCredential):
         if answer.status != 200:
             raise ImdsError(
                 f"{source} ({shown}) answered HTTP {answer.status} to the key in {key_file}: "
-                f"{error_detail(answer.body)}",
+                f"{error_detail(answer.body) or 'an empty answer'}",
                 RETRIES_NEXT_PULL
                 if answer.status in RETRIED_STATUSES
                 else "check that this managed identity is assigned to the machine (azcmagent show)",

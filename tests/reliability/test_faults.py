@@ -244,6 +244,12 @@ AZURE_FAULTS = [
         "could not get an AAD token",
     ),
     Fault("IMDS black hole", _set("imds", fault=FakeResponse(hang=True)), False, "AAD token"),
+    Fault(  # an empty body said as one, where the line read "HTTP 404: ; check that ..."
+        "IMDS HTTP 404 empty",
+        _set("imds", fault=FakeResponse(404, b"")),
+        False,
+        "answered HTTP 404: an empty answer; ",
+    ),
     Fault(
         "IMDS HTTP 500",
         _set("imds", fault=FakeResponse.text("boom", 500)),
