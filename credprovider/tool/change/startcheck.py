@@ -64,8 +64,8 @@ def plugin_refusing(
         name = provider.name or ""
         if name not in names:
             continue
-        env = [(var.name or "", var.value or "") for var in provider.env or []]
-        started = check_start(name, bin_dir, provider.args or [], env, executable=executable)
+        args, env = provider.args or [], provider.env_pairs()
+        started = check_start(name, bin_dir, args, env, executable=executable)
         if started.refuses_args:
             return f"{started.error}: every pull it matches would fail"
     return ""

@@ -137,9 +137,7 @@ def check_identities(
         plugin = plugin_for_name(name)
         if plugin is None or plugin.identity is None:
             continue
-        env = kubelet_environment(
-            [(var.name or "", var.value or "") for var in provider.env or []], environment
-        )
+        env = kubelet_environment(provider.env_pairs(), environment)
         found = plugin.identity(env, list(provider.args or []), read, exists)
         if isinstance(found, str):
             diagnosis.add("identity", INFO, found, "", name)

@@ -92,12 +92,11 @@ def check_binaries(
         if missing:
             result.errors.append(Finding(name, f"{where}: {missing}", stops_kubelet=True))
             continue
-        env = [(var.name or "", var.value or "") for var in provider.env or []]
         started = check_start(
             name,
             bin_dir,
             provider.args or [],
-            env,
+            provider.env_pairs(),
             base=environment,
             executable=_inside(root, Path(bin_dir) / name),
         )

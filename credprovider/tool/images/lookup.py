@@ -182,9 +182,7 @@ def _exec(
     from credprovider.tool.images.startcheck import kubelet_environment
 
     name = provider.name or ""
-    env = kubelet_environment(
-        [(var.name or "", var.value or "") for var in provider.env or []], environment
-    )
+    env = kubelet_environment(provider.env_pairs(), environment)
     args = list(provider.args or [])
     ours = plugin_for_name(name) is not None
     if ours:  # a diagnosis changes nothing: a cache the config names is read, never written

@@ -108,7 +108,7 @@ def _pattern_lints(provider: CredentialProvider) -> list[str]:
 
 
 def _exec_lints(provider: CredentialProvider) -> list[str]:
-    found = [env_problem(var.name or "", var.value or "") for var in provider.env or []]
+    found = [env_problem(name, value) for name, value in provider.env_pairs()]
     found += [arg_problem(arg) for arg in provider.args or []]
     found.append(_cache_dir_problem(provider))
     found.append(_deadline_problem(provider))
@@ -118,7 +118,7 @@ def _exec_lints(provider: CredentialProvider) -> list[str]:
 def _deadline_problem(provider: CredentialProvider) -> str:
     """A deadline (``--deadline`` or ``CREDPROVIDER_DEADLINE``, read as our plugins read them) at
     or past the kubelet's kill: a slow call is killed before the plugin can say why."""
-    env = {var.name or "": var.value or "" for var in provider.env or []}
+    env = dict(provider.env_pairs())
     try:
         opts, _ = split_common_args(list(provider.args or []))
         seconds = opts.deadline
@@ -152,7 +152,7 @@ def cache_dir(provider: CredentialProvider, environment: Mapping[str, str] | Non
     """The cache directory a provider's plugin uses, read from its args and env as our plugins
     read them (``environment``: the kubelet's, under the provider's env); "" for none, or for
     args the plugin refuses (its start check says so)."""
-    env = {**(environment or {}), **{var.name or "": var.value or "" for var in provider.env or []}}
+    env = {**(environment or {}), **dict(provider.env_pairs())}
     try:
         opts, _ = split_common_args(list(provider.args or []))
     except CredproviderError:

@@ -78,6 +78,11 @@ class CredentialProvider(_Strict):
     env: list[ExecEnvVar] | None = None
     tokenAttributes: ServiceAccountTokenAttributes | None = None
 
+    def env_pairs(self) -> list[tuple[str, str]]:
+        """Its ``env`` as the kubelet hands it to the plugin, ``NAME=VALUE`` by ``NAME=VALUE``, in
+        order (a later one of a name wins)."""
+        return [(var.name or "", var.value or "") for var in self.env or []]
+
 
 class CredentialProviderConfig(_Strict):
     kind: str | None = None
