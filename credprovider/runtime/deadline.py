@@ -11,7 +11,7 @@ from credprovider.runtime.excerpt import clip
 from credprovider.runtime.goformat import DurationError, parse_seconds
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
 DEFAULT_DEADLINE_SECONDS: Final = 50.0
 
@@ -62,6 +62,15 @@ class Deadline:
     def timeout(self, cap: float, floor: float = 0.05) -> float:
         """A per-call timeout: at most ``cap`` and never past the deadline."""
         return max(floor, min(cap, self.remaining()))
+
+
+def configured_deadline(given: float | None, environ: Mapping[str, str]) -> float | None:
+    """The deadline a plugin is given: ``--deadline``'s seconds (``given``), else
+    ``CREDPROVIDER_DEADLINE``'s in ``environ`` (a bad one: :class:`UsageError`); ``None`` for
+    neither, when the default applies."""
+    if given is None and environ.get(DEADLINE_ENV):
+        return parse_deadline(environ[DEADLINE_ENV], DEADLINE_ENV)
+    return given
 
 
 def parse_deadline(value: str, source: str) -> float:

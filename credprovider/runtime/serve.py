@@ -22,7 +22,7 @@ from credprovider.runtime.deadline import (
     DEFAULT_DEADLINE_SECONDS,
     KUBELET_TIMEOUT_SECONDS,
     Deadline,
-    parse_deadline,
+    configured_deadline,
     seconds_since_exec,
 )
 from credprovider.runtime.excerpt import byte_size, clip
@@ -140,9 +140,7 @@ def _describe_failure(exc: BaseException, log: Logger) -> str:
 
 def _deadline_seconds(opts: CommonOptions, environ: Mapping[str, str], log: Logger) -> float:
     """--deadline, else CREDPROVIDER_DEADLINE, else the default; warned about when not under 60 s."""
-    seconds = opts.deadline
-    if seconds is None and environ.get(DEADLINE_ENV):
-        seconds = parse_deadline(environ[DEADLINE_ENV], DEADLINE_ENV)
+    seconds = configured_deadline(opts.deadline, environ)
     if seconds is None:
         seconds = DEFAULT_DEADLINE_SECONDS
     if seconds >= KUBELET_TIMEOUT_SECONDS:

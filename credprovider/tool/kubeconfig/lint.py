@@ -12,10 +12,9 @@ from credprovider.cloud import DEFAULT_HTTPS_PORT, CloudPlugin
 from credprovider.errors import CredproviderError
 from credprovider.runtime.args import split_common_args
 from credprovider.runtime.deadline import (
-    DEADLINE_ENV,
     DEFAULT_DEADLINE_SECONDS,
     KUBELET_TIMEOUT_SECONDS,
-    parse_deadline,
+    configured_deadline,
 )
 from credprovider.runtime.excerpt import quoted
 from credprovider.runtime.goformat import parse_go_duration
@@ -118,12 +117,9 @@ def _exec_lints(provider: CredentialProvider) -> list[str]:
 def _deadline_problem(provider: CredentialProvider) -> str:
     """A deadline (``--deadline`` or ``CREDPROVIDER_DEADLINE``, read as our plugins read them) at
     or past the kubelet's kill: a slow call is killed before the plugin can say why."""
-    env = dict(provider.env_pairs())
     try:
         opts, _ = split_common_args(list(provider.args or []))
-        seconds = opts.deadline
-        if seconds is None and env.get(DEADLINE_ENV):
-            seconds = parse_deadline(env[DEADLINE_ENV], DEADLINE_ENV)
+        seconds = configured_deadline(opts.deadline, dict(provider.env_pairs()))
     except CredproviderError:  # a value the plugin refuses: its start check says so
         return ""
     if seconds is None or seconds < KUBELET_TIMEOUT_SECONDS:
