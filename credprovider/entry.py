@@ -136,18 +136,24 @@ def print_out(program: str, text: str) -> int:
     """``text`` on stdout, flushed: exit status 0; or 1 (141 for a reader that went away) after
     one line on stderr, with nothing left for Python to fail on at exit (``--version >/dev/full``
     was a traceback)."""
-    why = "standard output is closed"
-    if sys.stdout is not None:
-        try:
-            sys.stdout.write(text)
-            sys.stdout.flush()
-            return 0
-        except BrokenPipeError:
-            drop_stdout()
-            return 141  # 128 + SIGPIPE, as a shell reports it
-        except OSError as exc:
-            drop_stdout()
-            why = exc.strerror or str(exc)
+    if sys.stdout is None:
+        return stdout_failed(program)
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return 0
+    except BrokenPipeError:
+        drop_stdout()
+        return 141  # 128 + SIGPIPE, as a shell reports it
+    except OSError as exc:
+        return stdout_failed(program, exc)
+
+
+def stdout_failed(program: str, exc: OSError | None = None) -> int:
+    """One line for a stdout that took nothing (``exc``; ``None``: it is closed), what is still
+    buffered for it dropped: exit status 1."""
+    why = "standard output is closed" if exc is None else exc.strerror or str(exc)
+    drop_stdout()
     say_quietly(f"{program}: cannot write to standard output: {why}\n")
     return 1
 

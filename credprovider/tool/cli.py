@@ -18,7 +18,13 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
-from credprovider.entry import PLUGIN_MODULES, drop_stdout, print_out, say_quietly
+from credprovider.entry import (
+    PLUGIN_MODULES,
+    drop_stdout,
+    print_out,
+    say_quietly,
+    stdout_failed,
+)
 from credprovider.errors import CredproviderError
 from credprovider.runtime.child import kill_running
 from credprovider.runtime.redact import safe_line
@@ -181,9 +187,7 @@ def _flushed(code: int | str | None) -> int | str | None:
     except BrokenPipeError:
         code = EXIT_BROKEN_PIPE
     except OSError as exc:  # a full disk under `doctor --json > report.json`
-        say_quietly(f"credprovider: cannot write to standard output: {exc.strerror or exc}\n")
-        drop_stdout()
-        return EXIT_FAILED
+        return stdout_failed("credprovider", exc)
     if code == EXIT_BROKEN_PIPE:
         # The reader went away (`credprovider validate ... | head -1`): stop quietly, as other
         # command-line tools do; what is still buffered goes nowhere instead of to a traceback.
