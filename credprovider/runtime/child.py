@@ -193,14 +193,10 @@ def _exchange(
         # interrupted (Ctrl-C in the tool, a relay that raised): the program, in a session of its
         # own, gets no signal of the terminal's; it and its group must not outlive this
         _kill_group(proc.pid)
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            if stream is not None:
-                _close(stream)
+        _close_pipes(proc)
         _wait_killed(proc, drain)
         raise
-    for stream in (proc.stdin, proc.stdout, proc.stderr):
-        if stream is not None:
-            _close(stream)
+    _close_pipes(proc)
     if killed:
         _wait_killed(proc, drain)
     return Finished(
@@ -242,6 +238,12 @@ def run_helper(
     if done.timed_out:
         raise TooSlow("did not answer in time: stopped", limit is None or by_deadline < limit)
     return done
+
+
+def _close_pipes(proc: subprocess.Popen[bytes]) -> None:
+    for stream in (proc.stdin, proc.stdout, proc.stderr):
+        if stream is not None:
+            _close(stream)
 
 
 def _close(stream: IO[bytes]) -> None:
