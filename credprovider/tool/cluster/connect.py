@@ -120,10 +120,9 @@ def _exec_credential(
     if user is None or user.exec is None:
         return chosen, None
     plugin = exec_plugin(raw, chosen.context.user or "", chosen.context.cluster, path, sources)
-    plugin = replace(plugin, environ=environ) if plugin is not None else None
     if plugin is None:  # lightkube found one where our reading did not: never run unbounded
         raise ValueError("the user's exec section could not be read")
-    token = ExecToken(plugin)
+    token = ExecToken(replace(plugin, environ=environ))
     token.first()  # here, not inside an API call's time bound: a login may wait for a person
     return chosen._replace(user=msgspec.structs.replace(user, exec=None)), token
 

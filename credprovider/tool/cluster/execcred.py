@@ -10,9 +10,10 @@ client-go's account (``plugin/pkg/client/auth/exec/exec.go``, ``tools/clientcmd/
 apiVersion ``client.authentication.k8s.io/v1beta1`` or ``/v1`` (v1alpha1 is refused); the
 ExecCredential request in ``KUBERNETES_EXEC_INFO`` (with ``provideClusterInfo``, the cluster as
 ``rest.ConfigToExecCluster`` gives it, its CA file read into ``certificate-authority-data``); the
-kubeconfig's ``env`` added to the caller's (the client's: doctor gives the kubelet's); a command with a ``/`` in it found from the kubeconfig's directory, any other on
-``PATH``; the plugin's stderr shown to the person as it comes (a device-code prompt); its answer's
-``status.token``, until ``status.expirationTimestamp`` or the API server's 401.
+kubeconfig's ``env`` added to the caller's (the client's: doctor gives the kubelet's); a command
+with a ``/`` in it found from the kubeconfig's directory, any other on ``PATH``; the plugin's
+stderr shown to the person as it comes (a device-code prompt); its answer's ``status.token``, until
+``status.expirationTimestamp`` or the API server's 401.
 
 Unlike the client library the tool is built on (lightkube, which runs it with no time limit, reads
 its output whole, blames the API server for what it writes and takes only v1beta1): the plugin

@@ -276,16 +276,17 @@ def register(sub: Subcommands) -> None:
         help="install the plugins into a bin dir and write a complete kubelet config",
         description=(
             "Link the plugin names in DIR to this bundle's executable (or, with --copy, copy the "
-            "bundle into DIR/.credprovider and link to the copy), write a CredentialProviderConfig "
-            "with complete matchImages, check it as validate --bin-dir does (each plugin is started "
-            "offline), and print the kubelet flags. All or nothing: every step is planned first "
-            "(the config checked as the kubelet checks it, each plugin started with its args and "
-            "env), and if any is refused nothing is changed. Links into another credprovider bundle (and "
-            "an earlier --copy) are upgrades and need no --force; anything else that would be "
-            "replaced needs --force, which keeps it as NAME.credprovider-backup-TIMESTAMP. A "
-            "path the chart's agent manages on this node is never changed (its values are the "
-            "place). Idempotent. Exit 0: installed and every plugin starts; 1: refused (nothing "
-            "changed) or a check failed; 2: usage, or a path this user may not read."
+            "bundle into DIR/.credprovider and link to the copy), write a "
+            "CredentialProviderConfig with complete matchImages, check it as validate --bin-dir "
+            "does (each plugin is started offline), and print the kubelet flags. All or nothing: "
+            "every step is planned first (the config checked as the kubelet checks it, each "
+            "plugin started with its args and env), and if any is refused nothing is changed. "
+            "Links into another credprovider bundle (and an earlier --copy) are upgrades and need"
+            " no --force; anything else that would be replaced needs --force, which keeps it as "
+            "NAME.credprovider-backup-TIMESTAMP. A path the chart's agent manages on this node is"
+            " never changed (its values are the place). Idempotent. Exit 0: installed and every "
+            "plugin starts; 1: refused (nothing changed) or a check failed; 2: usage, or a path "
+            "this user may not read."
         ),
     )
     inst.add_argument(

@@ -6,9 +6,9 @@ run: a lone copy of the bundle's launcher (no ``_internal/`` beside it), a binar
 architecture, a script whose interpreter is missing, a link to ``/bin/true``. So each binary is run:
 
 * under one of our plugin names, with ``--version`` appended to its args: credprovider answers with its
-  version line (``<name> version X (credprovider)``) and contacts nothing; args that ask for its help
-  or version themselves (which it would print on every exec, answering no request) are said first,
-  read by the plugins' own parser, since the appended ``--version`` would hide them;
+  version line (``<name> version X (credprovider)``) and contacts nothing; args that ask for its
+  help or version themselves (which it would print on every exec, answering no request) are said
+  first, read by the plugins' own parser, since the appended ``--version`` would hide them;
 * anything else (a foreign plugin, or another program under our name), with its args and an empty
   request (stdin closed at once): it must execute (loader, interpreter, architecture) and must refuse
   an empty request, as any plugin that reads its request does. Whether it answers a real request
