@@ -18,7 +18,7 @@ from credprovider.runtime.advice import NOT_THE_SERVICE, RETRIES_NEXT_PULL, unre
 from credprovider.runtime.answer import BadAnswer, decode_json, number_in_string
 from credprovider.runtime.excerpt import clip
 from credprovider.runtime.http import HttpError, HttpResponse, UnusableUrl, exchange
-from credprovider.runtime.provider import one_line
+from credprovider.runtime.provider import EMPTY_ANSWER, one_line
 from credprovider.runtime.retry import RETRYABLE_STATUSES
 
 if TYPE_CHECKING:
@@ -175,7 +175,7 @@ class ImdsCredential:
             return self._parsed(response.body, "IMDS", shown)
         raise ImdsError(
             f"IMDS ({shown}) answered HTTP {response.status}: "
-            f"{error_detail(response.body) or 'an empty answer'}",
+            f"{error_detail(response.body) or EMPTY_ANSWER}",
             RETRIES_NEXT_PULL
             if response.status in RETRIED_STATUSES
             else "check that this managed identity is assigned to the node (az vm identity show)",
@@ -270,7 +270,7 @@ class ArcCredential(ImdsCredential):
         if answer.status != 200:
             raise ImdsError(
                 f"{source} ({shown}) answered HTTP {answer.status} to the key in {key_file}: "
-                f"{error_detail(answer.body) or 'an empty answer'}",
+                f"{error_detail(answer.body) or EMPTY_ANSWER}",
                 RETRIES_NEXT_PULL
                 if answer.status in RETRIED_STATUSES
                 else "check that this managed identity is assigned to the machine (azcmagent show)",

@@ -120,7 +120,7 @@ def failure(status: int, body: str, source: str, chain: Chain) -> ProviderError:
     the fix (pure; ``body`` is the answer's text, already scrubbed of nothing secret: errors
     carry no token)."""
     from credprovider.runtime.advice import NOT_THE_SERVICE, RETRIES_NEXT_PULL
-    from credprovider.runtime.provider import one_line
+    from credprovider.runtime.provider import answer_text, one_line
 
     code, api_status, message, reason, metadata = _google_error(body)
     code = code or status
@@ -158,9 +158,9 @@ def failure(status: int, body: str, source: str, chain: Chain) -> ProviderError:
             "the source credentials are not valid for Google APIs (expired, or of another audience)",
         )
     if code is None or api_status == "":
-        text = one_line(body) if body.strip() else "an empty answer"
         return ProviderError(
-            f"{head}: the IAM Credentials API answered HTTP {code}: {text}", NOT_THE_SERVICE
+            f"{head}: the IAM Credentials API answered HTTP {code}: {answer_text(body)}",
+            NOT_THE_SERVICE,
         )
     advice = RETRIES_NEXT_PULL if code == 429 or code >= 500 else None
     return ProviderError(

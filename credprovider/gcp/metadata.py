@@ -22,7 +22,7 @@ from credprovider.runtime.advice import (
 from credprovider.runtime.answer import BadAnswer, decode_json
 from credprovider.runtime.excerpt import clip
 from credprovider.runtime.http import HttpError, HttpResponse, UnusableUrl, exchange
-from credprovider.runtime.provider import one_line
+from credprovider.runtime.provider import answer_text, one_line
 from credprovider.runtime.retry import RETRYABLE_STATUSES
 
 if TYPE_CHECKING:
@@ -112,12 +112,12 @@ def get(ctx: Context, path: str, what: str) -> object:
     if response.status in RETRYABLE_STATUSES:
         raise ProviderError(
             f"{failed}: the server is unavailable (HTTP {response.status}): "
-            f"{one_line(response.text()) or 'an empty answer'}",
+            f"{answer_text(response.text())}",
             RETRIES_NEXT_PULL,
         )
     if response.status != 200:
         raise ProviderError(
-            f"{failed}: HTTP {response.status}: {one_line(response.text()) or 'an empty answer'}",
+            f"{failed}: HTTP {response.status}: {answer_text(response.text())}",
             NO_SERVICE_ACCOUNT,
         )
     try:

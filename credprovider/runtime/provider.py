@@ -34,6 +34,16 @@ def one_line(detail: object) -> str:
     return clip(" ".join(scrub(str(detail)).split()), DETAIL_LIMIT)
 
 
+# What a line says of an answer that had no body, where it would quote the body.
+EMPTY_ANSWER: Final = "an empty answer"
+
+
+def answer_text(text: str) -> str:
+    """A failed answer's body (or what was read of it) as a line quotes it: :func:`one_line`, or
+    :data:`EMPTY_ANSWER` for none ("HTTP 404: ; ..." said nothing)."""
+    return one_line(text) or EMPTY_ANSWER
+
+
 class Credentials(NamedTuple):
     """What a provider returns.
 
