@@ -107,7 +107,8 @@ def test_the_registries_plugin_with_its_settings_reaches_the_agent(helm: Path) -
                 "--robot,team+puller}",
                 "providerSettings.registries.tokenAttributes.serviceAccountTokenAudience=q",
                 "providerSettings.registries.tokenAttributes.cacheType=Token",
-                "providerSettings.registries.tokenAttributes.requireServiceAccount=true"]  # fmt: skip
+                "providerSettings.registries.tokenAttributes.requireServiceAccount=true",
+                ]  # fmt: skip
     pod = agent_pod(helm, "image.repository=r/c", "providers={registries}", *settings)
     (agent,) = [c for c in pod["containers"] if "--providers=registries" in c["args"]]
     (given,) = [a for a in agent["args"] if a.startswith("--provider-settings=")]

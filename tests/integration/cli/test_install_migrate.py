@@ -600,8 +600,10 @@ cp {tmp_path}/c.yaml {tmp_path}/elsewhere.yaml
 """
     done = node_script(script)
     lines = (done.stdout + done.stderr).splitlines()
-    refusal = ("tokenAttributes is not supported when KubeletServiceAccountTokenForCredentialProviders "
-               "feature gate is disabled")  # fmt: skip
+    refusal = (
+        "tokenAttributes is not supported when KubeletServiceAccountTokenForCredentialProviders "
+        "feature gate is disabled"
+    )
     installed = lines.index("install: 1")
     assert lines[installed + 1] == "0", lines  # no config written
     assert any(refusal + "; nothing is written that it would refuse" in line for line in lines)

@@ -128,7 +128,8 @@ def test_migrate_leaves_the_opt_in_plugin_to_install(tmp_path: Path) -> None:
     flags.write_text('KUBELET_KUBEADM_ARGS="--cloud-provider=external"\n')
     for write in ((), ("--write",)):
         done = run_cli("migrate", "--kubelet-flags-file", str(flags), "--providers",
-                       "aws,registries", "--config-out", str(tmp_path / "c.yaml"), *write)  # fmt: skip
+                       "aws,registries", "--config-out", str(tmp_path / "c.yaml"),
+                       *write)  # fmt: skip
         assert (done.returncode, done.stdout) == (2, "")
         assert done.stderr == (
             "credprovider migrate: --providers registries: registry-credential-provider names no "

@@ -282,7 +282,8 @@ def test_lint(tmp_path: Path, case: str, providers: list[dict[str, Any]], warnin
 
 
 def test_a_deadline_under_the_kubelets_kill_is_no_warning(tmp_path: Path) -> None:
+    under = [{"name": "CREDPROVIDER_DEADLINE", "value": "30s"}]
     for entry in (provider_entry(args=["--deadline=59s"]), provider_entry(args=["-v=2"]),
-                  provider_entry(env=[{"name": "CREDPROVIDER_DEADLINE", "value": "30s"}])):  # fmt: skip
+                  provider_entry(env=under)):  # fmt: skip
         warnings = lint_providers(load_config(str(config_file(tmp_path, entry))))
         assert not any("deadline" in text for text in warnings), warnings
