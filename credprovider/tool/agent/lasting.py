@@ -59,12 +59,11 @@ IGNITION_VERSION: Final = "3.2.0"
 ROLE_LABEL: Final = "machineconfiguration.openshift.io/role"
 
 
-def talos_patch(keys: list[str], settings: Mapping[str, Mapping[str, Any]] | None = None) -> str:
-    """The Talos machine config patch giving the kubelet our providers (``talosctl patch mc
-    --patch @FILE``, or ``--config-patch`` at ``talosctl gen config``); its config validated as
-    the kubelet validates it at start (:class:`~credprovider.tool.agent.plan.RefusedConfig` if
-    it would not start)."""
-    text = talos_config(keys, settings)
+def talos_patch(text: str) -> str:
+    """The Talos machine config patch giving the kubelet the config ``text`` (:func:`talos_config`;
+    ``talosctl patch mc --patch @FILE``, or ``--config-patch`` at ``talosctl gen config``); the
+    config validated as the kubelet validates it at start
+    (:class:`~credprovider.tool.agent.plan.RefusedConfig` if it would not start)."""
     validated(TALOS_CONFIG, text)  # Talos writes it there for a kubelet that must start
     config = yaml.safe_load(text)
     patch = {"machine": {"kubelet": {"credentialProviderConfig": config}}}
@@ -149,17 +148,12 @@ def _data_url(text: str) -> dict[str, str]:
     }
 
 
-def openshift_machineconfig(
-    keys: list[str],
-    cloud: str,
-    role: str = "worker",
-    settings: Mapping[str, Mapping[str, Any]] | None = None,
-) -> str:
+def openshift_machineconfig(keys: list[str], cloud: str, config: str, role: str = "worker") -> str:
     """The MachineConfig for the nodes of ``role`` on a cluster of the platform ``cloud`` (a key
-    of :data:`OPENSHIFT_CONFIGS`): the config the MCO's kubelet flags name, the boot script and
-    its unit. The config is validated as the kubelet validates it at start
-    (:class:`~credprovider.tool.agent.plan.RefusedConfig` if it would not start)."""
-    config = openshift_config(keys, settings)
+    of :data:`OPENSHIFT_CONFIGS`): ``config`` (:func:`openshift_config`) where the MCO's kubelet
+    flags name it, the boot script for ``keys`` and its unit. The config is validated as the
+    kubelet validates it at start (:class:`~credprovider.tool.agent.plan.RefusedConfig` if it
+    would not start)."""
     validated(OPENSHIFT_CONFIGS[cloud], config)
     document = {
         "apiVersion": "machineconfiguration.openshift.io/v1",

@@ -48,8 +48,8 @@ def _cmd_talos(args: argparse.Namespace) -> int:
     keys = chosen_providers(args, f"render {args.platform}")
     if keys is None:
         return EXIT_USAGE
-    config = (TALOS_CONFIG, talos_config(keys, args.settings))
-    return _printed(args.platform, lambda: talos_patch(keys, args.settings), config, keys)
+    config = talos_config(keys, args.settings)
+    return _printed(args.platform, lambda: talos_patch(config), (TALOS_CONFIG, config), keys)
 
 
 def _printed(
@@ -94,10 +94,11 @@ def _cmd_openshift(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    config = openshift_config(keys, args.settings)
     return _printed(
         args.platform,
-        lambda: openshift_machineconfig(keys, args.cloud, args.role, args.settings),
-        (OPENSHIFT_CONFIGS[args.cloud], openshift_config(keys, args.settings)),
+        lambda: openshift_machineconfig(keys, args.cloud, config, args.role),
+        (OPENSHIFT_CONFIGS[args.cloud], config),
         keys,
     )
 
