@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from credprovider.tool.change.confine import backup_of, unfit_ops
-from credprovider.tool.change.durable import remove_file
+from credprovider.tool.change.durable import remove_empty_dir, remove_file
 from credprovider.tool.change.engine import ChangeKind, Kind, Op
 from credprovider.tool.change.journal import run
 from credprovider.tool.change.journalformat import Entry, Transaction, journal_for, read, record_for
@@ -53,6 +53,16 @@ class UndoPlan:
     changed_since: list[str] = field(default_factory=list)  # --force puts the old ones back
     would_not_start: list[str] = field(default_factory=list)  # --force: undone all the same
     blocked: list[str] = field(default_factory=list)  # never undone
+    # directories the change made that hold, once the undo is done, only its journal and record:
+    # removed (when empty) after the commit removes those
+    emptied: list[Path] = field(default_factory=list)
+
+    @property
+    def said(self) -> list[str]:
+        """What the undo does, one line each."""
+        return [step.said for step in self.steps] + [
+            f"removed the directory {directory}" for directory in self.emptied
+        ]
 
     def refusal(self, force: bool) -> str:
         """Why this undo must not run ("" when it may)."""
@@ -102,26 +112,33 @@ def _kept_link(backup: Path | None, path: Path, target: str) -> bool:
         return False
 
 
-def _made_dirs(transaction: Transaction, steps: Sequence[PutBack]) -> list[PutBack]:
+def _made_dirs(
+    anchor: Path, transaction: Transaction, steps: Sequence[PutBack]
+) -> tuple[list[PutBack], list[Path]]:
     """The directories the change made, removed (the deepest first) where nothing but what the
-    undo removes is in them."""
+    undo removes is in them; and those that hold besides only the undo's journal and the record
+    (the config's directory, and those above it), which can go only after its commit."""
     made = sorted(
         {d for e in transaction.entries if e.was is not None for d in e.was.made},
         key=lambda d: -d.count("/"),
     )
     going = {str(step.op.path) for step in steps if step.op.kind is Kind.ABSENT}
-    found = []
+    last = {str(journal_for(anchor)), str(record_for(anchor))}
+    found, emptied = [], []
     for directory in made:
         try:
-            names = os.listdir(directory)
+            names = {os.path.join(directory, name) for name in os.listdir(directory)}
         except OSError:
             continue
-        if all(os.path.join(directory, name) in going for name in names):
+        if names <= going:
             going.add(directory)
             found.append(
                 PutBack(Op(Kind.ABSENT, Path(directory)), f"removed the directory {directory}")
             )
-    return found
+        elif names <= going | last:
+            last.add(directory)
+            emptied.append(Path(directory))
+    return found, emptied
 
 
 def _still_made(op: Op) -> bool:
@@ -155,7 +172,10 @@ def plan_undo(
         for step in list(plan.steps)
         if step.kept is not None
     ]
-    plan.steps += _made_dirs(transaction, plan.steps)
+    made, plan.emptied = _made_dirs(anchor, transaction, plan.steps)
+    plan.steps += made
+    # the emptied directories are removed only if empty (rmdir) and were read as the record's
+    # directories above a path it names, never / or /etc (confine.above)
     plan.blocked += [
         f"the record is not a change credprovider made ({problem})"
         for problem in unfit_ops([step.op for step in plan.steps], anchor, ChangeKind.UNDO)
@@ -254,8 +274,12 @@ def _config_problems(steps: Sequence[PutBack], anchor: Path, flags: KubeletSetti
 
 def apply_undo(anchor: Path, plan: UndoPlan) -> list[Op]:
     """The plan's ops (each path put back, then the backups it came from removed) as one
-    journaled transaction, whose commit removes the record. The ops carried out."""
+    journaled transaction, whose commit removes the record; then the directories the change made
+    for its config, if nothing else came to live in them. The ops carried out."""
     done = run(journal_for(anchor), [step.op for step in plan.steps], ChangeKind.UNDO)
     if not done:  # every path was already as before: the record alone goes
         remove_file(record_for(anchor))
+    for directory in plan.emptied:  # the deepest first; one not empty now is left
+        if not remove_empty_dir(directory):
+            break
     return done

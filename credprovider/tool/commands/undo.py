@@ -75,7 +75,7 @@ def _undo(args: argparse.Namespace) -> int:
         print_json(
             {
                 "change": str(plan.change),
-                "steps": [step.said for step in plan.steps],
+                "steps": plan.said,
                 "changedSince": plan.changed_since,
                 "wouldNotStart": plan.would_not_start,
                 "refused": refused or None,
@@ -88,14 +88,14 @@ def _undo(args: argparse.Namespace) -> int:
     if args.dry_run:
         if not args.json:
             print(f"would undo the {plan.change} recorded beside {anchor}:")
-            for step in plan.steps:
-                print(f"  {step.said}")
+            for said in plan.said:
+                print(f"  {said}")
         return EXIT_OK
     apply_undo(anchor, plan)
     if not args.json:
         print(f"undid the {plan.change} recorded beside {anchor}:")
-        for step in plan.steps:
-            print(f"  {step.said}")
+        for said in plan.said:
+            print(f"  {said}")
         print("restart the kubelet (systemctl restart kubelet) for it to read its files again")
     return EXIT_OK
 

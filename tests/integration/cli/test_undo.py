@@ -58,6 +58,27 @@ def test_an_install_is_undone_byte_for_byte_and_only_once(node: Path, tmp_path: 
     assert len(again.stderr.splitlines()) == 1
 
 
+def test_the_config_directory_install_made_goes_once_the_record_does(
+    node: Path, tmp_path: Path
+) -> None:
+    """The config's directory (and the one above it) install made holds its record until the
+    undo's commit: removed after it; one someone else came to use since stays, with their file."""
+    before = tree(str(node))
+    config, bundle = node / "etc/cp/deep/c.yaml", fake_bundle(tmp_path / "b1", "0.1.0")
+    for other in (False, True):
+        done = run_cli("install", "--providers", "aws", "--bin-dir", f"{node}/etc/kubernetes/bin",
+                       "--config-out", str(config), "--target", str(bundle))  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        if other:
+            (config.parent / "theirs.yaml").write_text("theirs\n")
+        done = run_cli("undo", "--config", str(config))
+        assert done.returncode == 0, done.stderr
+        if not other:
+            assert f"removed the directory {node}/etc/cp\n" in done.stdout
+            assert tree(str(node)) == before
+    assert sorted(p.name for p in (node / "etc/cp/deep").iterdir()) == ["theirs.yaml"]
+
+
 def test_an_upgrade_of_a_copy_is_undone_to_the_copy_before(node: Path, tmp_path: Path) -> None:
     """--copy then an upgrade: the earlier bundle copy comes back byte for byte, and the copy kept
     for the undo goes with it; a later change's record drops an earlier one's kept copy."""
