@@ -22,12 +22,22 @@ from credprovider.tool.node.access import FileProblem, read_text
 
 
 def refusal(plan: MigrationPlan, config_out: str) -> str | None:
-    """Why --write must not replace ``config_out`` (someone else's file), if it must not."""
+    """Why --write must not write what it plans: a file it writes is a link (into config
+    management's tree, say), which writing would replace with a file; or ``config_out`` is
+    someone else's file."""
+    for path in contents(plan, config_out):
+        if os.path.islink(path):
+            target = os.path.normpath(os.path.join(os.path.dirname(path), os.readlink(path)))
+            return (
+                f"{path} is a link to {target}, which writing would replace with a file (what the "
+                f"link points to would no longer reach the kubelet): give {target} in its place "
+                "to change that file instead"
+            )
     out = Path(config_out)
     if not plan.config or not (out.exists() or out.is_symlink()):
         return None
     existing = plan.existing
-    ours = existing is not None and (config_out == existing.path or config_out in existing.sources)
+    ours = existing is not None and _same(config_out, [existing.path, *existing.sources])
     try:
         text = read_text(config_out)
     except FileProblem as exc:
@@ -38,6 +48,12 @@ def refusal(plan: MigrationPlan, config_out: str) -> str | None:
         f"{config_out} exists with other content and is not the kubelet's current config: "
         "choose another --config-out, or move it away"
     )
+
+
+def _same(path: str, others: list[str]) -> bool:
+    """``path`` is one of ``others``, or the file one of them links to."""
+    real = os.path.realpath(path)
+    return any(path == other or real == os.path.realpath(other) for other in others)
 
 
 def _holds(text: str, config: str) -> bool:

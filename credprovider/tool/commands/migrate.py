@@ -307,7 +307,8 @@ def register(sub: Subcommands) -> None:
         "and write --config-out, each by rename, the old text kept as "
         "NAME.credprovider-backup-TIMESTAMP (default: print them only). A --config-out that is "
         "neither the kubelet's current config nor credprovider's is never replaced, nor a path "
-        "the chart's agent manages on this node",
+        "the chart's agent manages on this node, nor a file that is a link (give its target "
+        "instead)",
     )
     migrate.add_argument("--json", action="store_true", help="one JSON object on stdout")
     migrate.set_defaults(handler=_cmd_migrate)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -229,6 +230,55 @@ def test_write_never_replaces_someone_elses_config(tmp_path: Path) -> None:
     assert flags_file.read_text() == "--cloud-provider=aws\n"
     assert theirs.read_text().startswith("# hand-written")
     assert sorted(p.name for p in tmp_path.iterdir()) == [theirs.name, flags_file.name]
+
+
+@pytest.mark.parametrize("linked", ["flags", "config"])
+def test_write_never_turns_a_link_into_a_file(tmp_path: Path, linked: str) -> None:
+    """A flags file or config that is a link (into config management's tree): writing would
+    replace it with a file, and what the link names would no longer reach the kubelet. Refused,
+    nothing written, naming the file to give instead; given that file, migrate edits it, the link
+    left as it is."""
+    require_bundle()
+    managed = tmp_path / "managed"
+    managed.mkdir()
+    files = {"flags": ("kubelet.flags", "--cloud-provider=aws\n"), "config": ("c.yaml", "")}
+    name, text = files[linked]
+    (managed / name).write_text(text or OLD_CONFIG)
+    (tmp_path / name).symlink_to(managed / name)
+    if linked == "config":
+        (tmp_path / "kubelet.flags").write_text(
+            f"--cloud-provider=aws --image-credential-provider-config={tmp_path}/c.yaml "
+            f"--image-credential-provider-bin-dir={tmp_path}/bin\n"
+        )
+    before = {p: p.read_bytes() for p in managed.iterdir()} | {tmp_path / "kubelet.flags": b""}
+    before[tmp_path / "kubelet.flags"] = (tmp_path / "kubelet.flags").read_bytes()
+
+    def migrate(flags: Path, config: Path) -> subprocess.CompletedProcess[str]:
+        return run_cli("migrate", "--kubelet-flags-file", str(flags), "--config-out", str(config),
+                       "--bin-dir", str(tmp_path / "bin"), "--write", use_bundle=True)  # fmt: skip
+
+    run = migrate(tmp_path / "kubelet.flags", tmp_path / "c.yaml")
+    assert run.returncode == 1
+    assert run.stderr == (
+        f"credprovider migrate: {tmp_path / name} is a link to {managed / name}, which writing "
+        "would replace with a file (what the link points to would no longer reach the kubelet): "
+        f"give {managed / name} in its place to change that file instead: nothing was written\n"
+    )
+    assert {p: p.read_bytes() for p in before} == before
+    assert (tmp_path / name).is_symlink() and not list(tmp_path.glob("*backup*"))
+    given = {"flags": (managed / name, tmp_path / "c.yaml"),
+             "config": (tmp_path / "kubelet.flags", managed / name)}[linked]  # fmt: skip
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin/corp-login").write_text(FOREIGN_PLUGIN)
+    (tmp_path / "bin/corp-login").chmod(0o755)
+    done = run_cli("install", "--providers", "aws", "--bin-dir", str(tmp_path / "bin"),
+                   "--config-out", str(tmp_path / "plugins.yaml"), use_bundle=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    run = migrate(*given)
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / name).is_symlink() and (managed / name).read_bytes() != before.get(
+        managed / name
+    )
 
 
 def test_on_a_kubeadm_node_the_later_file_is_read_and_written_too(tmp_path: Path) -> None:
