@@ -136,6 +136,9 @@ class CloudPlugin:
     # env variables naming a file the plugin reads whole, without which it fails every pull (a
     # token file, a key): validate on a node says when the file is missing or not a regular file.
     file_env: tuple[str, ...] = ()
+    # env variables the plugin (and the SDK it drives) reads that an operator sets in a provider's
+    # env, besides the runtime's own (tool/kubeconfig/envnames.py): validate names a near miss.
+    env_read: tuple[str, ...] = ()
 
 
 def with_https_port(reference: str) -> str:

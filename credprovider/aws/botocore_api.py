@@ -39,7 +39,7 @@ from botocore.exceptions import (
 
 from credprovider import __version__
 from credprovider.aws.botocore_chain import read_for_it, refused_setting
-from credprovider.aws.registry import ROLE_SESSION_NAME, RoleChoice
+from credprovider.aws.registry import BOTOCORE_CA_BUNDLE_ENV, ROLE_SESSION_NAME, RoleChoice
 from credprovider.aws.tokenapi import (
     MAX_ATTEMPTS,
     SETTINGS_FIX,
@@ -104,10 +104,6 @@ def settings_said(exc: Exception) -> str:
             "not one a node can do; give the node credentials another way)"
         )
     return str(exc)
-
-
-# The CA bundle variables botocore honours, the first set one winning (endpoint._get_verify_value).
-BOTOCORE_CA_BUNDLE_ENV: Final = ("AWS_CA_BUNDLE", "REQUESTS_CA_BUNDLE")
 
 
 def configured_region(sdk: Any) -> str | None:

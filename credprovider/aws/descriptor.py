@@ -13,8 +13,11 @@ from credprovider.aws.direct import (
 )
 from credprovider.aws.podidentity import AUDIENCE, CLUSTER_ENV
 from credprovider.aws.registry import (
+    BOTOCORE_CA_BUNDLE_ENV,
+    IDENTITY_ENV,
     MATCH_IMAGES,
     ROLE_ARN_ANNOTATIONS,
+    ROLE_ARN_ENV,
     SAMPLE_IMAGES,
     classify_host,
 )
@@ -94,4 +97,25 @@ DESCRIPTOR = CloudPlugin(
     token_audiences={
         CLUSTER_ENV: (AUDIENCE, "EKS Pod Identity (EKS Auth AssumeRoleForPodIdentity)")
     },
+    # the plugin's own, and botocore's (botocore/configprovider.py, credentials.py, utils.py)
+    env_read=(
+        *IDENTITY_ENV,
+        ROLE_ARN_ENV,
+        *BOTOCORE_CA_BUNDLE_ENV,
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_SECURITY_TOKEN",
+        "AWS_CONFIG_FILE",
+        "AWS_SHARED_CREDENTIALS_FILE",
+        "AWS_ROLE_SESSION_NAME",
+        "AWS_STS_REGIONAL_ENDPOINTS",
+        "AWS_MAX_ATTEMPTS",
+        "AWS_RETRY_MODE",
+        "AWS_EC2_METADATA_DISABLED",
+        "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+        "AWS_EC2_METADATA_SERVICE_ENDPOINT_MODE",
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+        "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS",
+    ),
 )

@@ -96,6 +96,8 @@ TOKEN_KIND: Final = {
 # read when a config lists it, but is opt-in (docs/clouds.md: every pod with an IRSA role would pull with it).
 SHIPPED_ANNOTATIONS: Final = ROLE_ARN_ANNOTATIONS[:1]
 ROLE_ARN_ENV: Final = "AWS_ECR_ROLE_ARN"
+# The CA bundle variables botocore honours, the first set one winning (endpoint._get_verify_value).
+BOTOCORE_CA_BUNDLE_ENV: Final = ("AWS_CA_BUNDLE", "REQUESTS_CA_BUNDLE")
 ROLE_SESSION_NAME: Final = PLUGIN_NAME  # the session name upstream gives AssumeRoleWithWebIdentity
 _ROLE_ARN_PATTERN: Final = r"arn:aws[a-z-]*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}"
 

@@ -19,10 +19,12 @@ from credprovider.azure.imds import (
     serves,
 )
 from credprovider.azure.main import OPTIONS
+from credprovider.azure.provider import IDENTITY_ENV
 from credprovider.azure.registry import (
     ACR_SCOPE,
     ANNOTATION_KEYS,
     CLOUDS,
+    ENVIRONMENT_FILE_ENV,
     MATCH_IMAGES,
     SAMPLE_IMAGES,
     AzureConfigError,
@@ -166,4 +168,6 @@ DESCRIPTOR = CloudPlugin(
     node_file_flags=("azure-container-registry-config", "cloud-config"),
     implied_by_flags=("azure-container-registry-config",),
     identity=identity,
+    # what the plugin reads besides its azure.json (azure/provider.py, imds.py, registry.py)
+    env_read=(*IDENTITY_ENV, "IDENTITY_HEADER", ENVIRONMENT_FILE_ENV),
 )

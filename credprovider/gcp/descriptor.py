@@ -14,11 +14,14 @@ from credprovider.cloud import (
 from credprovider.errors import UsageError
 from credprovider.gcp import PLUGIN_NAME
 from credprovider.gcp.impersonation import chain_in_args
-from credprovider.gcp.metadata import HEADERS, metadata_root, wants_mtls
+from credprovider.gcp.metadata import HEADERS, MTLS_MODE_ENV, metadata_root, wants_mtls
 from credprovider.gcp.registry import (
+    CACHE_DURATION_ENV,
     CACHE_TYPE_ENV,
     CREDENTIALS_FILE_ENV,
     MATCH_IMAGES,
+    METADATA_HOST_ENV,
+    METADATA_ROOT_ENV,
     SAMPLE_IMAGES,
     TOKEN_USERNAME,
     WI_ANNOTATION,
@@ -135,4 +138,22 @@ DESCRIPTOR = CloudPlugin(
     ),
     identity=identity,
     file_env=(CREDENTIALS_FILE_ENV,),
+    # the plugin's own, and google-auth's (google/auth/environment_vars.py) that bear on a token
+    env_read=(
+        CREDENTIALS_FILE_ENV,
+        CACHE_DURATION_ENV,
+        CACHE_TYPE_ENV,
+        METADATA_HOST_ENV,
+        METADATA_ROOT_ENV,
+        MTLS_MODE_ENV,
+        "GCE_METADATA_IP",
+        "GCE_METADATA_TIMEOUT",
+        "GCE_METADATA_DETECT_RETRIES",
+        "NO_GCE_CHECK",
+        "GOOGLE_CLOUD_PROJECT",
+        "GOOGLE_CLOUD_QUOTA_PROJECT",
+        "GOOGLE_API_USE_CLIENT_CERTIFICATE",
+        "GOOGLE_API_CERTIFICATE_CONFIG",
+        "CLOUDSDK_CONFIG",
+    ),
 )

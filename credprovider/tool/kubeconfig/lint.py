@@ -22,6 +22,7 @@ from credprovider.runtime.matching import parts_match, url_parts
 from credprovider.runtime.nodefile import special_kind
 from credprovider.runtime.serve import CACHE_DIR_ENV
 from credprovider.tool.catalog import BY_NAME, plugin_for_name
+from credprovider.tool.kubeconfig.envnames import near_miss_lints
 from credprovider.tool.kubeconfig.model import CredentialProvider, LoadedConfig
 from credprovider.tool.node.access import refused_as_non_root, unreadable
 
@@ -49,6 +50,7 @@ def lint_providers(loaded: LoadedConfig, bin_dir: str | None = None) -> list[str
                 found += _node_file_lints(provider, plugin)
             found += _annotation_lints(provider, plugin)
             found += _audience_lints(provider, plugin, env_names)
+            found += near_miss_lints(provider, plugin)
         warnings += [f"provider {quoted(name)}: {warning}" for warning in found]
     return warnings + overlap_lints(loaded)
 

@@ -82,6 +82,48 @@ LINTS = [
         "ACCOUNT_ID looks like a placeholder left from an example",
     ),
     (
+        "an env name two letters swapped",
+        [provider_entry(env=[{"name": "AWS_REGOIN", "value": "us-east-1"}])],
+        "env 'AWS_REGOIN' is read by no plugin, and 'AWS_REGION', which this one reads, differs "
+        "from it only by one slip of a letter: did you mean 'AWS_REGION'? (as given, it does "
+        "nothing)",
+    ),
+    (
+        "an env name, a letter added",
+        [provider_entry(env=[{"name": "AWS_PROFFILE", "value": "x"}])],
+        "did you mean 'AWS_PROFILE'?",
+    ),
+    (
+        "an env name in lower case",
+        [provider_entry(env=[{"name": "aws_role_arn", "value": "x"}])],
+        "env 'aws_role_arn' is read by no plugin, and 'AWS_ROLE_ARN', which this one reads, "
+        "differs from it only in case",
+    ),
+    (
+        "an env name of the runtime's, a letter left out",
+        [
+            provider_entry(
+                name="auth-provider-gcp",
+                matchImages=list(PLUGINS["gcp"].match_images),
+                args=["get-credentials"],
+                env=[{"name": "CREDPROVIDER_DEADLIN", "value": "10s"}],
+            )
+        ],  # fmt: skip
+        "did you mean 'CREDPROVIDER_DEADLINE'?",
+    ),
+    (
+        "an env name of the plugin's SDK, a letter changed",
+        [
+            provider_entry(
+                name="auth-provider-gcp",
+                matchImages=list(PLUGINS["gcp"].match_images),
+                args=["get-credentials"],
+                env=[{"name": "GCE_METADATA_HOSY", "value": "x"}],
+            )
+        ],  # fmt: skip
+        "did you mean 'GCE_METADATA_HOST'?",
+    ),
+    (
         "a name one letter off",
         [provider_entry(name="ecr-credentials-provider")],
         "the name is one letter off 'ecr-credential-provider': the kubelet runs the file named "
@@ -287,3 +329,14 @@ def test_a_deadline_under_the_kubelets_kill_is_no_warning(tmp_path: Path) -> Non
                   provider_entry(env=under)):  # fmt: skip
         warnings = lint_providers(load_config(str(config_file(tmp_path, entry))))
         assert not any("deadline" in text for text in warnings), warnings
+
+
+def test_env_names_read_or_not_near_one_are_no_warning(tmp_path: Path) -> None:
+    """Names a plugin reads (its own, its SDK's, the runtime's, another cloud's), and names near
+    none, are left alone; a short name is no slip of another."""
+    names = ["AWS_REGION", "https_proxy", "NO_PROXY", "AWS_CA_BUNDLE", "SSL_CERT_FILE",
+             "GOOGLE_APPLICATION_CREDENTIALS", "IDENTITY_ENDPOINT", "MY_OWN_SETTING", "TZ",
+             "LANG", "HTTP_PROXY"]  # fmt: skip
+    entry = provider_entry(env=[{"name": name, "value": "x"} for name in names])
+    warnings = lint_providers(load_config(str(config_file(tmp_path, entry))))
+    assert not any("read by no plugin" in text for text in warnings), warnings
