@@ -41,11 +41,30 @@ from credprovider.tool.node.root import HOST
 
 if TYPE_CHECKING:
     from credprovider.tool.change.install import InstallPlan
+    from credprovider.tool.node.discovery import NodeView
+
+
+class _Node:
+    """This node's kubelet as discovery finds it, found once in a run and only when asked (for a
+    default path, whether it takes tokenAttributes, whether its flags name what was installed):
+    every decision of the run is made on one reading of the node."""
+
+    def __init__(self) -> None:
+        self._view: NodeView | None = None
+
+    @property
+    def view(self) -> NodeView:
+        if self._view is None:
+            from credprovider.tool.node.discovery import discover
+
+            self._view = discover()
+        return self._view
 
 
 def _cmd_install(args: argparse.Namespace) -> int:
+    found = _Node()
     if not (args.bin_dir and args.config_out):
-        node = node_paths("install")
+        node = node_paths("install", found.view)
         args.bin_dir = node_default("install", args.bin_dir, "--bin-dir", node, bin_dir=True)
         if node.config and os.path.isdir(node.config) and not args.config_out:
             print(
@@ -101,14 +120,16 @@ def _cmd_install(args: argparse.Namespace) -> int:
     try:  # the node read and changed by this run alone (change/lock.py)
         with by_hand(args.config_out, "install") as finished:
             said_finished(finished, "install")
-            return _plan_and_apply(args, keys, node_files)
+            return _plan_and_apply(args, keys, node_files, found)
     except (NodeChangeError, OSError) as exc:  # OSError: finishing a killed run's change
         return node_failed("install", exc)
     except UnreadableError as exc:  # a killed change of root's, read by another user
         return cannot_check("install", exc)
 
 
-def _plan_and_apply(args: argparse.Namespace, keys: list[str], node_files: dict[str, str]) -> int:
+def _plan_and_apply(
+    args: argparse.Namespace, keys: list[str], node_files: dict[str, str], found: _Node
+) -> int:
     from credprovider.tool.change.install import apply_install, plan_install
 
     try:
@@ -122,7 +143,7 @@ def _plan_and_apply(args: argparse.Namespace, keys: list[str], node_files: dict[
             args.target,
             as_name=args.as_name,
             settings=args.settings,
-            sa_tokens=_takes_token_attributes(args.settings),
+            sa_tokens=_takes_token_attributes(args.settings, found),
         )
     except UnreadableError as exc:
         return cannot_check("install", exc, args.json)
@@ -150,17 +171,17 @@ def _plan_and_apply(args: argparse.Namespace, keys: list[str], node_files: dict[
             file=sys.stderr,
         )
         return EXIT_FAILED
-    return _after(plan, args.json, keys)
+    return _after(plan, args.json, keys, found)
 
 
-def _takes_token_attributes(settings: Mapping[str, Mapping[str, object]]) -> bool:
+def _takes_token_attributes(settings: Mapping[str, Mapping[str, object]], found: _Node) -> bool:
     """Whether this node's kubelet takes the ``tokenAttributes`` the settings give (a kubelet
     1.33 without its gate refuses the config, and would not start); asked only when they do."""
     if not any("tokenAttributes" in fields for fields in settings.values()):
         return True
-    from credprovider.tool.node.discovery import discover, takes_token_attributes_here
+    from credprovider.tool.node.discovery import takes_token_attributes_here
 
-    return takes_token_attributes_here(discover())
+    return takes_token_attributes_here(found.view)
 
 
 def _agents(changes: list[Step]) -> str:
@@ -170,7 +191,7 @@ def _agents(changes: list[Step]) -> str:
     return agent_manages(HOST, [str(s.path) for s in changes if s.action is not Action.UNCHANGED])
 
 
-def _after(plan: InstallPlan, as_json: bool, keys: list[str]) -> int:
+def _after(plan: InstallPlan, as_json: bool, keys: list[str], found: _Node) -> int:
     """Check what was installed as validate --bin-dir does, and report."""
     from credprovider.tool.change.render import kubelet_flags
     from credprovider.tool.images.bindir import check_binaries, texts
@@ -182,7 +203,7 @@ def _after(plan: InstallPlan, as_json: bool, keys: list[str]) -> int:
     warnings = texts(checked.warnings) + lint_providers(loaded, str(plan.bin_dir))
     flags = kubelet_flags(str(plan.config_out.resolve()), str(plan.bin_dir.resolve()))
     errors, proven = texts(checked.errors), texts(checked.proven)
-    in_place = _flags_in_place(plan)
+    in_place = _flags_in_place(plan, found)
     where = "" if in_place else _kubeadm_sets_them(plan, keys)
     _report(plan.changes, as_json, True, errors, warnings, proven, flags, in_place, where)
     return EXIT_FAILED if checked.errors else EXIT_OK
@@ -247,12 +268,12 @@ def _kubeadm_sets_them(plan: InstallPlan, keys: list[str]) -> str:
     )  # fmt: skip
 
 
-def _flags_in_place(plan: InstallPlan) -> str:
+def _flags_in_place(plan: InstallPlan, found: _Node) -> str:
     """Where this node's kubelet is already given the installed config and bin dir (discovery's
     source: its running command line, a flags file, a layout), or "" when it is not."""
     from credprovider.tool.node.discovery import kubelet_paths
 
-    node = kubelet_paths()
+    node = kubelet_paths(view=found.view)
     if node.config is None or node.bin_dir is None or node.found_by == "the default path":
         return ""
     same = os.path.realpath(node.config) == os.path.realpath(plan.config_out) and (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -591,6 +592,8 @@ echo 'KUBELET_KUBEADM_ARGS="{flags}"' > /var/lib/kubelet/kubeadm-flags.env
 {install}; echo "install: $?"; ls {tmp_path} | grep -c yaml
 echo 'KUBELET_KUBEADM_ARGS="{flags} {gate}"' > /var/lib/kubelet/kubeadm-flags.env
 {install} >/dev/null; echo "gated: $?"
+strace -f -qq -e trace=openat,open -o {tmp_path}/trace {install} >/dev/null 2>&1
+echo "flags read: $(grep -c kubeadm-flags.env {tmp_path}/trace)"
 {tool} validate >/dev/null; echo "validate gated: $?"
 echo 'KUBELET_KUBEADM_ARGS="{flags}"' > /var/lib/kubelet/kubeadm-flags.env
 {tool} validate; echo "validate: $?"
@@ -608,6 +611,9 @@ cp {tmp_path}/c.yaml {tmp_path}/elsewhere.yaml
     assert lines[installed + 1] == "0", lines  # no config written
     assert any(refusal + "; nothing is written that it would refuse" in line for line in lines)
     assert "gated: 0" in lines and "validate gated: 0" in lines, lines
+    # one reading of the node decides the run: its flags file read once (a default path, the gate,
+    # whether the flags name what was installed)
+    assert "flags read: 1" in lines or not shutil.which("strace"), lines
     # its config named by its path too; a copy no kubelet here reads: the current rules
     assert "validate: 1" in lines and "validate named: 1" in lines, lines
     assert "validate elsewhere: 0" in lines, lines

@@ -108,7 +108,7 @@ LINTS = [
                 args=["get-credentials"],
                 env=[{"name": "CREDPROVIDER_DEADLIN", "value": "10s"}],
             )
-        ],  # fmt: skip
+        ],
         "did you mean 'CREDPROVIDER_DEADLINE'?",
     ),
     (
@@ -120,7 +120,7 @@ LINTS = [
                 args=["get-credentials"],
                 env=[{"name": "GCE_METADATA_HOSY", "value": "x"}],
             )
-        ],  # fmt: skip
+        ],
         "did you mean 'GCE_METADATA_HOST'?",
     ),
     (
