@@ -39,6 +39,8 @@ from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.kubeconfig.model import ConfigError
 from credprovider.tool.kubeconfig.validate import load_config
 from credprovider.tool.node.access import FileProblem, read_bytes
+from credprovider.tool.node.discovery import settings_under
+from credprovider.tool.node.kubelet_facts import takes_token_attributes
 from credprovider.tool.node.kubelet_flags import BIN_DIR_FLAG, CONFIG_FLAG, flag_value
 from credprovider.tool.node.rancher import RancherConfigError
 from credprovider.tool.node.root import NodeRoot
@@ -113,7 +115,7 @@ def plan_node(
     version: str,
     platform: Platform | None = None,
     settings: Settings | None = None,
-    sa_tokens_enabled: bool = True,
+    kubelet_version: tuple[int, int] | None = None,
     migrate_in_tree: bool = False,
     beside: bool = False,
     loaded: Loaded = None,
@@ -124,7 +126,9 @@ def plan_node(
     moved to ``--cloud-provider=external`` (else it is refused). ``beside``: our providers are
     added under names of their own (:func:`provider_names`), the platform's plugin and entry of
     the same name left as they are (else ours take their place, the drop-in purpose).
-    ``loaded``: the units systemd said it has (else the unit files under ``root`` tell)."""
+    ``loaded``: the units systemd said it has (else the unit files under ``root`` tell).
+    ``kubelet_version``: the node's kubelet's (its Node's), which with the feature gates its flags
+    and KubeletConfiguration give decides whether it takes ``tokenAttributes`` (doctor's rule)."""
     platform, evidence = (
         (platform, confirmed(root, platform, loaded)) if platform else recognize(root, loaded)
     )
@@ -178,7 +182,9 @@ def plan_node(
         plan.bin_dir, plan.bundles = platform.bin_dir, platform.bundles
         plan.providers = provider_names(keys, beside)
         _plan_bundle(plan, root, platform, keys, version)
-        _plan_config(plan, root, platform, keys, settings, sa_tokens_enabled)
+        gates = settings_under(root, in_force).feature_gates
+        sa_tokens = takes_token_attributes(gates, kubelet_version)
+        _plan_config(plan, root, platform, keys, settings, sa_tokens)
         _plan_flags(plan, root, platform)
     except RefusedConfig as refused:
         plan.refused = f"the kubelet would refuse the config: {refused}; nothing is changed"

@@ -24,7 +24,6 @@ from credprovider.tool.change.settings import dry_run_images
 from credprovider.tool.cluster.connect import SERVICE_ACCOUNT_DIR, ClusterError, connect
 from credprovider.tool.errors import EXIT_FAILED, EXIT_OK, NodeChangeError, node_failure
 from credprovider.tool.node.access import FileProblem, read_text
-from credprovider.tool.node.kubelet_facts import SA_TOKENS_ON_SINCE
 from credprovider.tool.node.root import NodeRoot
 
 if TYPE_CHECKING:
@@ -141,19 +140,22 @@ def change(
         service = service_to_restart(options.root, options.rules, loaded)
         outcome = node.uninstall(service, options.rules)
         return outcome, succeeded(outcome, options), None
-    # the config is validated for this node's kubelet: tokenAttributes from 1.34
+    # the config is validated for this node's kubelet: tokenAttributes from 1.34, or its gate
     try:
         version = cluster.kubelet_version()
     except ClusterError:
         version = None  # the newest rules; the kubelet's own check stays the last word
-    plan = planned(options, loaded, version is None or version >= SA_TOKENS_ON_SINCE)
+    plan = planned(options, loaded, version)
     outcome = node.install(plan, Path(options.bundle))
     return outcome, succeeded(outcome, options), plan
 
 
-def planned(options: RunOptions, loaded: Loaded, sa_tokens_enabled: bool = True) -> AgentPlan:
+def planned(
+    options: RunOptions, loaded: Loaded, kubelet_version: tuple[int, int] | None = None
+) -> AgentPlan:
     """The plan for the node as ``options`` say, made once what a kill left half done on it is
-    finished (agent/recovery.py). ``loaded``: the units systemd has (agent/restart.py)."""
+    finished (agent/recovery.py). ``loaded``: the units systemd has (agent/restart.py);
+    ``kubelet_version``: its Node's (``None``: not known)."""
     from credprovider.tool.agent.plan import plan_node
     from credprovider.tool.agent.recovery import plan_finished
 
@@ -161,7 +163,7 @@ def planned(options: RunOptions, loaded: Loaded, sa_tokens_enabled: bool = True)
         options.root,
         lambda: plan_node(
             options.root, options.keys, options.version, options.rules, options.settings,
-            sa_tokens_enabled=sa_tokens_enabled, migrate_in_tree=options.migrate_in_tree,
+            kubelet_version=kubelet_version, migrate_in_tree=options.migrate_in_tree,
             beside=options.beside, loaded=loaded,
         ),
     )  # fmt: skip

@@ -12,7 +12,7 @@ for only when ``root`` is ``/``.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -84,6 +84,13 @@ def takes_token_attributes_here(view: NodeView) -> bool:
     kubelet's binary, else the one its unit runs; unknown: the current default, on)."""
     version = stamped(node_kubelet_version(view.kubelet)) if view.root.is_host else None
     return takes_token_attributes(view.settings.feature_gates, version)
+
+
+def settings_under(root: NodeRoot, argv: Sequence[str]) -> KubeletSettings:
+    """The settings a kubelet started with ``argv`` has on the node under ``root`` (the agent's
+    reading of the flags its files give): those flags, and the KubeletConfiguration and drop-ins
+    they name, read there; one that cannot be read gives nothing."""
+    return _settings(NodeView(root, "its flag files"), list(argv), None)
 
 
 def absolute_in(path: str | None, cwd: str | None) -> str | None:

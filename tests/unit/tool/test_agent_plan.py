@@ -4,6 +4,7 @@ what it restarts, or why it changes nothing (credprovider/tool/agent/)."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 import yaml
 
 from credprovider.tool.agent.plan import AgentPlan, plan_node
+from credprovider.tool.node.kubelet_facts import SA_TOKEN_GATE
 from credprovider.tool.node.root import NodeRoot
 
 A = "/var/lib/credprovider/agent"
@@ -334,13 +336,55 @@ def test_token_attributes_are_refused_for_a_kubelet_before_1_34(tmp_path: Path) 
     root = node(tmp_path, {**KUBEADM_NODE, "/etc/default/kubelet": ""})
     assert plan_node(NodeRoot.at(root), ["aws"], "0.1.0", settings=settings).refused == ""
     older = plan_node(
-        NodeRoot.at(root), ["aws"], "0.1.0", settings=settings, sa_tokens_enabled=False
+        NodeRoot.at(root), ["aws"], "0.1.0", settings=settings, kubelet_version=(1, 33)
     )
     assert older.refused == (
         "the kubelet would refuse the config: failed to validate credential provider config: "
         "providers.tokenAttributes: Forbidden: tokenAttributes is not supported when "
         "KubeletServiceAccountTokenForCredentialProviders feature gate is disabled; nothing is changed"
     )
+
+
+@pytest.mark.parametrize(
+    ("version", "flags", "kubelet_config", "taken"),
+    [
+        ((1, 33), f"--feature-gates={SA_TOKEN_GATE}=true", None, True),
+        ((1, 33), "--config=/var/lib/kubelet/config.yaml", {SA_TOKEN_GATE: True}, True),
+        ((1, 35), f"--feature-gates=A=true,{SA_TOKEN_GATE}=false", None, False),
+        (None, "--config=/var/lib/kubelet/config.yaml", {SA_TOKEN_GATE: False}, False),
+        ((1, 34), "--config=/var/lib/kubelet/config.yaml", {"Other": False}, True),
+    ],
+)
+def test_token_attributes_follow_the_nodes_feature_gate(
+    tmp_path: Path,
+    version: tuple[int, int] | None,
+    flags: str,
+    kubelet_config: dict[str, bool] | None,
+    taken: bool,
+) -> None:
+    """The gate the node's kubelet flags or its KubeletConfiguration give decides, as doctor
+    decides it; else its version's default: a gate turned on takes them on 1.33, one turned off
+    refuses them on any version."""
+    from credprovider.tool.change.settings import parse
+
+    attributes = (
+        '{"aws": {"tokenAttributes": {"serviceAccountTokenAudience": "sts.amazonaws.com",'
+        ' "cacheType": "ServiceAccount", "requireServiceAccount": true}}}'
+    )
+    files = {**KUBEADM_NODE, "/etc/default/kubelet": ""}
+    files["/var/lib/kubelet/kubeadm-flags.env"] = f'KUBELET_KUBEADM_ARGS="{flags}"\n'
+    if kubelet_config is not None:
+        files["/var/lib/kubelet/config.yaml"] = (
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n"
+            f"featureGates: {json.dumps(kubelet_config)}\n"
+        )
+    root = node(tmp_path, files)
+    plan = plan_node(
+        NodeRoot.at(root), ["aws"], "0.1.0", settings=parse(attributes, ["aws"]),
+        kubelet_version=version,
+    )  # fmt: skip
+    assert (plan.refused == "") is taken, plan.refused
+    assert taken or "feature gate is disabled" in plan.refused
 
 
 @pytest.mark.parametrize(
