@@ -75,6 +75,15 @@ def _cmd_plan(args: argparse.Namespace) -> int:
         node_root(args), keys, args.version, platform_rules(args), args.settings,
         migrate_in_tree=args.migrate_in_tree, beside=args.beside,
     )  # fmt: skip
+    if plan.config_text is not None and not plan.refused:
+        # as apply starts them before it changes anything (from the bundle this runs from)
+        from credprovider.tool.change.startcheck import own_plugin_refusing
+
+        refusing = own_plugin_refusing(
+            plan.config_path, plan.config_text, set(plan.providers.values())
+        )
+        if refusing:
+            plan.refused, plan.steps, plan.config_text, plan.flag_text = refusing, [], None, None
     if args.json:
         print_json(asdict(plan) | {"changesKubeletInput": plan.changes_kubelet_input})
         return EXIT_FAILED if plan.refused else EXIT_OK

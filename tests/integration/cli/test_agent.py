@@ -496,3 +496,12 @@ def test_settings_a_plugin_refuses_change_nothing(tmp_path: Path) -> None:
     assert "ecr-credential-provider refuses its args: ecr-credential-provider: error: " in first
     assert "unrecognized arguments: --regon" in first
     assert tree(root) == before and restarts(tmp_path) == []
+    # agent plan, run from the bundle, says so first, as apply would
+    planned = cli("agent", "plan", "--root", root, "--providers", "aws", "--provider-settings",
+                  settings, use_bundle=True)  # fmt: skip
+    assert planned.returncode == 1, planned.stderr
+    said = planned.stdout.splitlines()[1]
+    assert said.startswith("  nothing would change: ") and said.endswith("would fail"), said
+    assert "/ecr-credential-provider refuses its args" in said
+    assert "unrecognized arguments: --regon" in said
+    assert tree(root) == before
