@@ -36,11 +36,13 @@ def not_known(keys: list[str]) -> str:
     unknown = [key for key in keys if key not in PLUGINS]
     if keys and not unknown:
         return ""
+    named = [f"{key} is the plugin of {BY_NAME[key].key}" for key in unknown if key in BY_NAME]
     return f"--providers takes a comma list of {', '.join(PLUGINS)}" + (
-        f" (not {', '.join(unknown)})" if unknown else ""
+        f" (not {', '.join(unknown)}{': ' + '; '.join(named) if named else ''})" if unknown else ""
     )
 
 
 def provider_keys(text: str) -> list[str]:
-    """``--providers`` as the catalog's keys, each once (unchecked: :func:`not_known`)."""
-    return list(dict.fromkeys(key.strip() for key in text.split(",") if key.strip()))
+    """``--providers`` as the catalog's keys, each once, in any case (unchecked:
+    :func:`not_known`)."""
+    return list(dict.fromkeys(key.strip().lower() for key in text.split(",") if key.strip()))

@@ -145,6 +145,11 @@ def check_writable(directory: Path) -> None:
     existing = directory
     while not os.path.exists(existing) and existing != existing.parent:  # False when refused too
         existing = existing.parent
+    if os.path.exists(existing) and not os.path.isdir(existing):
+        under = "" if existing == directory else f", so {directory} cannot be made in it"
+        raise NodeChangeError(
+            f"{existing} is not a directory{under}: nothing was changed; give a path in a directory"
+        )
     if os.access(existing, os.W_OK | os.X_OK):
         return
     if os.geteuid() != 0:

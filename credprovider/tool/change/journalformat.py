@@ -155,7 +155,7 @@ def read(journal: Path, what: str = "journal") -> Transaction | None:
     hostile input (see the module): anything else is refused, in one line."""
     try:
         found = os.lstat(journal)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a file where its directory would be
         return None
     except PermissionError:  # a directory this user cannot search: no change of theirs is there
         return None

@@ -475,7 +475,9 @@ def test_migrate_reads_kubeadm_flags_env_and_takes_providers(tmp_path: Path) -> 
     )
 
 
-@pytest.mark.parametrize("providers", ["ecr", "aws,ecr", ",", "aws,registry"])
+@pytest.mark.parametrize(
+    "providers", ["ecr", "aws,ecr", ",", "aws,registry", "ecr-credential-provider"]
+)
 def test_install_names_a_provider_it_does_not_know_in_one_line(
     tmp_path: Path, providers: str
 ) -> None:
@@ -493,6 +495,47 @@ def test_install_names_a_provider_it_does_not_know_in_one_line(
         and len(done.stderr.splitlines()) == 1
     )
     assert list(tmp_path.iterdir()) == []
+    if providers == "ecr-credential-provider":  # the plugin's name: its key said
+        assert "ecr-credential-provider is the plugin of aws)" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("bin_dir", "config_out", "said"),
+    [
+        ("f", "c.yaml", "{tmp}/f is not a directory: nothing was changed"),
+        ("f/bin", "c.yaml", "{tmp}/f is not a directory, so {tmp}/f/bin cannot be made in it"),
+        ("bin", "f/c.yaml", "{tmp}/f is not a directory: nothing was changed"),
+        ("bin", "f/d/c.yaml", "{tmp}/f is not a directory, so {tmp}/f/d cannot be made in it"),
+    ],
+)
+def test_a_file_where_a_directory_goes_is_said_as_such(
+    tmp_path: Path, target: Path, bin_dir: str, config_out: str, said: str
+) -> None:
+    """A typo that names a file as the bin dir, or a path under a file: one line naming the file
+    (not "a read-only file system?", nor the journal's path beside the config), nothing made."""
+    (tmp_path / "f").write_text("theirs\n")
+    done = cli("install", "--providers", "aws", "--bin-dir", f"{tmp_path}/{bin_dir}",
+               "--config-out", f"{tmp_path}/{config_out}", "--target", str(target))  # fmt: skip
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("credprovider install: " + said.format(tmp=tmp_path))
+    assert len(done.stderr.splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "f"]
+    if bin_dir == "bin":
+        done = cli("migrate", "--kubelet-flags=--cloud-provider=aws", "--bin-dir",
+                   f"{tmp_path}/bin", "--config-out", f"{tmp_path}/{config_out}",
+                   "--write")  # fmt: skip
+        assert done.returncode == 1
+        assert done.stderr.startswith("credprovider migrate: " + said.format(tmp=tmp_path))
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "f"]
+
+
+def test_providers_are_taken_in_any_case(tmp_path: Path, target: Path) -> None:
+    """``--providers AWS,Gcp`` is aws and gcp: the keys have one spelling, in lower case."""
+    done = cli("install", "--providers", "AWS,Gcp", "--bin-dir", str(tmp_path / "bin"),
+               "--config-out", str(tmp_path / "c.yaml"), "--target", str(target))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in (tmp_path / "bin").iterdir()) == [
+        "auth-provider-gcp", "ecr-credential-provider"]  # fmt: skip
 
 
 def test_install_as_adds_a_second_provider_of_a_plugin_beside_the_first(
