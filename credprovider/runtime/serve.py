@@ -25,7 +25,7 @@ from credprovider.runtime.deadline import (
     configured_deadline,
     seconds_since_exec,
 )
-from credprovider.runtime.excerpt import byte_size, clip
+from credprovider.runtime.excerpt import byte_size, clip, quoted
 from credprovider.runtime.goformat import SECOND, format_go_duration, go_quote
 from credprovider.runtime.imageref import ImageError, bare_host_hint, parse_image
 from credprovider.runtime.log import (
@@ -116,6 +116,16 @@ def _deadline_message(seconds: float, phase: str) -> str:
     )
 
 
+def _image_in(args: list[str]) -> str:
+    """An argument that names an image (its first part a registry host: a dot in it), which no
+    plugin takes: the kubelet gives the image in the request ("": none)."""
+    for arg in args:
+        host, slash, _ = arg.partition("/")
+        if slash and "." in host and not arg.startswith(("/", ".", "-")):
+            return arg
+    return ""
+
+
 def _describe_failure(exc: BaseException, log: Logger) -> str:
     if isinstance(exc, RequestError):
         return f"invalid request: {exc}"
@@ -164,7 +174,14 @@ def respond(
     deadline.phase = "reading the plugin arguments"
     provider = spec.build(args, ctx)
     deadline.phase = STDIN_PHASE
-    request = parse_request(read_request(stdin))
+    data = read_request(stdin)
+    if not data.strip() and (given := _image_in(args)):  # an operator's try, by hand
+        raise RequestError(
+            f"stdin was empty, and the image {quoted(given)} given as an argument is not read: "
+            f"pipe a CredentialProviderRequest naming it (see --help), or run credprovider get "
+            f"{quoted(given)}"
+        )
+    request = parse_request(data)
     register_secret(request.service_account_token)
     log.v(
         1,

@@ -120,6 +120,26 @@ def test_terminal_stdin_explains_how_to_use_the_plugin() -> None:
 
 
 @pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--mode", "ok", "r.example.io/team/app:1"], "the image 'r.example.io/team/app:1' given"),
+        (["get-credentials"], "stdin was empty: expected a CredentialProviderRequest"),
+        (["/etc/kubernetes/azure.json"], "stdin was empty: expected a CredentialProviderRequest"),
+    ],
+)
+def test_an_image_given_as_an_argument_is_said_not_read(argv: list[str], said: str) -> None:
+    """An operator trying a plugin by hand with the image as its argument and nothing on stdin:
+    the image is not read, and the line says how to ask for it; a subcommand or a file's path is
+    no image."""
+    code, out, err = run_fake(b"", argv)
+    assert (code, out) == (1, b"") and len(err.splitlines()) == 1
+    assert said in err
+    if "given" in said:
+        assert "pipe a CredentialProviderRequest naming it" in err
+        assert "credprovider get 'r.example.io/team/app:1'" in err
+
+
+@pytest.mark.parametrize(
     ("mode", "expected"),
     [
         ("error", "fake-plugin: error: fake failure for r.io/x: check the fake endpoint"),
