@@ -21,7 +21,9 @@ def _cmd_match(args: argparse.Namespace) -> int:
     try:
         image = kubelet_image(args.image)
     except ImageError as exc:
-        print(f"credprovider match: {exc}", file=sys.stderr)
+        swapped = "*" in args.image and "*" not in args.pattern
+        hint = " (the pattern comes first: credprovider match PATTERN IMAGE)" if swapped else ""
+        print(f"credprovider match: {exc}{hint}", file=sys.stderr)
         return EXIT_USAGE
     reason = explain_pattern_mismatch(args.pattern, image)
     print("match" if reason is None else f"no match: {reason}")

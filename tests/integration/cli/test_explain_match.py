@@ -129,6 +129,15 @@ def test_match(args: list[str], code: int, out: str) -> None:
     assert (result.returncode, result.stdout) == (code, out)
 
 
+def test_match_with_its_arguments_swapped_says_the_order() -> None:
+    result = cli("match", "123456789012.dkr.ecr.us-east-1.amazonaws.com/app", "*.dkr.ecr.*.com")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert (
+        result.stderr.endswith(" (the pattern comes first: credprovider match PATTERN IMAGE)\n")
+        and len(result.stderr.splitlines()) == 1
+    )
+
+
 def test_explain_asks_for_the_repository_of_a_bare_registry_host() -> None:
     result = cli("explain", "myreg.azurecr.io")
     assert (result.returncode, result.stdout) == (2, "")
