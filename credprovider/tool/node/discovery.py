@@ -38,7 +38,7 @@ from credprovider.tool.node.kubelet_flags import (
 from credprovider.tool.node.kubelet_proc import KubeletProcess, find_kubelets
 from credprovider.tool.node.layouts import LAYOUTS, RANCHER_CONFIG, Layout
 from credprovider.tool.node.rancher import SERVICES, RancherConfigError, given_paths
-from credprovider.tool.node.root import HOST, NodeRoot
+from credprovider.tool.node.root import HOST, NodeRoot, RootPathError
 from credprovider.tool.node.units import KubeletUnit, on_node, read_kubelet_unit
 
 NOTHING: Final = "nothing"  # what found the kubelet's settings, when nothing did
@@ -106,6 +106,9 @@ def _load_document(view: NodeView, path: str) -> Mapping[str, Any] | None:
 
     try:
         text = read_text(view.host_path(path))
+    except RootPathError as exc:  # a NUL in a path a flags file gives, read under a root
+        view.notes.append(f"the kubelet's configuration {exc}")
+        return None
     except UnreadableError as exc:
         view.unreadable.append(str(exc))
         view.unread_sources.append(str(exc))
@@ -124,7 +127,11 @@ def _load_document(view: NodeView, path: str) -> Mapping[str, Any] | None:
 def _drop_ins(view: NodeView, directory: str) -> list[str]:
     """``--config-dir``'s ``*.conf`` files, subdirectories included, in lexical order. A tree of
     more than ``_MAX_WALKED`` names is not walked to the end (and that is said)."""
-    base = view.host_path(directory)
+    try:
+        base = view.host_path(directory)
+    except RootPathError as exc:
+        view.notes.append(f"the kubelet's --{KUBELET_CONFIG_DIR_FLAG} {exc}")
+        return []
     found: list[str] = []
     walked = 0
     for current, dirs, files in os.walk(base):

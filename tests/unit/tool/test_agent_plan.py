@@ -387,6 +387,16 @@ def test_token_attributes_follow_the_nodes_feature_gate(
     assert taken or "feature gate is disabled" in plan.refused
 
 
+@pytest.mark.parametrize("flag", ["--config=/var/lib/kub\0elet/c.yaml", "--config-dir=/a\0b"])
+def test_a_nul_in_a_kubelet_config_path_is_no_traceback(tmp_path: Path, flag: str) -> None:
+    """A flags file whose --config or --config-dir holds a NUL byte, read under the root for the
+    feature gates: nothing read from it (it was a RootPathError out of the plan)."""
+    files = {**KUBEADM_NODE, "/etc/default/kubelet": ""}
+    files["/var/lib/kubelet/kubeadm-flags.env"] = f'KUBELET_KUBEADM_ARGS="{flag}"\n'
+    plan = plan_node(NodeRoot.at(node(tmp_path, files)), ["aws"], "0.1.0")
+    assert plan.refused == "" and plan.steps
+
+
 @pytest.mark.parametrize(
     ("where", "flags", "said"),
     [
