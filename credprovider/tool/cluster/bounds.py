@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Final
 from credprovider.errors import CredproviderError
 from credprovider.runtime.answer import BadAnswer, decoded, too_large
 from credprovider.runtime.answer import read_bounded as read
-from credprovider.runtime.excerpt import byte_size
-from credprovider.tool.cluster.route import DIRECT, Route
+from credprovider.runtime.excerpt import byte_size, clip
+from credprovider.tool.cluster.route import DIRECT, SOCKS_SCHEMES, Route
 from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 
 if TYPE_CHECKING:
@@ -101,6 +101,11 @@ def bounded_transport(verify: Any, token: ExecToken | None = None, way: Route = 
     class Bounded(httpx2.BaseTransport):
         def __init__(self) -> None:
             self.inner = httpx2.HTTPTransport(verify=verify, trust_env=False, proxy=way.proxy)
+            self.socks_faults: tuple[type[Exception], ...] = ()
+            if way.proxy is not None and way.proxy.startswith(SOCKS_SCHEMES):
+                from socksio import SOCKSError
+
+                self.socks_faults = (AssertionError, SOCKSError)
             self.pages = 0
 
         def handle_request(self, request: httpx2.Request) -> httpx2.Response:
@@ -129,7 +134,13 @@ def bounded_transport(verify: Any, token: ExecToken | None = None, way: Route = 
 
         def exchange(self, request: httpx2.Request) -> httpx2.Response:
             where = str(request.url).split("?")[0]
-            response = self.inner.handle_request(request)
+            try:
+                response = self.inner.handle_request(request)
+            except self.socks_faults as exc:  # httpcore asserts, socksio raises on a bad reply
+                said = clip(str(exc)) or type(exc).__name__
+                raise httpx2.ProxyError(
+                    f"the SOCKS proxy's answer is not SOCKS5 ({said})"
+                ) from None
             try:
                 data = read_bounded(response.stream, where)
             finally:

@@ -9,8 +9,9 @@ chooses them (kubectl reaches it so; the tool must where kubectl does).
   of ``*``, IP addresses and CIDR ranges (matching an address only), and names (``example.com``
   matches it and its subdomains, ``.example.com`` and ``*.example.com`` the subdomains only), each
   with an optional ``:port``. An ``http://`` or ``https://`` proxy is used (the TLS to the API
-  server stays end to end, through ``CONNECT``); a SOCKS one is refused in one line (the bundle has
-  no SOCKS client).
+  server stays end to end, through ``CONNECT``), and a ``socks5://`` or ``socks5h://`` one, as
+  client-go's (golang.org/x/net/proxy) is: the API server's name resolved by the proxy, its user
+  and password from the URL; any other scheme is refused in one line.
 * **The TLS name.** A cluster's ``tls-server-name`` is the name sent in SNI and checked in the
   server's certificate in place of the server URL's host (an API server reached by address).
 
@@ -32,7 +33,11 @@ from credprovider.errors import CredproviderError
 from credprovider.runtime.excerpt import quoted
 from credprovider.runtime.redact import without_userinfo
 
-PROXY_SCHEMES: Final = ("http", "https")
+PROXY_SCHEMES: Final = ("http", "https", "socks5", "socks5h")
+SOCKS_SCHEMES: Final = ("socks5", "socks5h")
+SOCKS_PORT: Final = 1080  # a socks5:// URL without a port (golang.org/x/net/proxy FromURL)
+# The schemes a server is reached by, for which the environment names a proxy.
+SERVER_SCHEMES: Final = ("http", "https")
 _DEFAULT_PORTS: Final = {"http": "80", "https": "443"}
 
 
@@ -65,7 +70,7 @@ def environment_proxy(server: str, environ: Mapping[str, str]) -> str | None:
     """The proxy Go's ``ProxyFromEnvironment`` would use for ``server``, or ``None``."""
     parts = urlsplit(server)
     scheme = parts.scheme.lower()
-    if scheme not in PROXY_SCHEMES:
+    if scheme not in SERVER_SCHEMES:
         return None
     names = (f"{scheme}_proxy", f"{scheme.upper()}_PROXY")
     value = next((environ[n] for n in names if environ.get(n)), "")
@@ -90,10 +95,20 @@ def _checked(proxy: str, where: str) -> str:
     scheme = urlsplit(proxy).scheme.lower()
     if scheme not in PROXY_SCHEMES:
         raise RouteError(
-            f"{where} {quoted(without_userinfo(proxy))} is not an http:// or https:// proxy "
-            "(credprovider has no SOCKS client): give an HTTP proxy, or run it where the API "
-            "server is reached directly"
+            f"{where} {quoted(without_userinfo(proxy))} is not an http://, https:// or "
+            "socks5:// proxy: give one of those, or run it where the API server is reached "
+            "directly"
         )
+    parts = urlsplit(proxy)
+    try:
+        port = parts.port
+    except ValueError:
+        raise RouteError(
+            f"{where} {quoted(without_userinfo(proxy))} has no valid port: give host:port"
+        ) from None
+    if scheme in SOCKS_SCHEMES:  # its scheme in lower case, the port net/http's default if none
+        netloc = parts.netloc if port is not None else f"{parts.netloc}:{SOCKS_PORT}"
+        return parts._replace(scheme=scheme, netloc=netloc).geturl()
     return proxy
 
 

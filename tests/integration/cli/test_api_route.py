@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from emulators.http import FakeRequest, FakeResponse, serve
-from emulators.proxy import API_NAME, API_PORT, PROXY_PORT, ApiBehindProxy
+from emulators.proxy import API_NAME, API_PORT, PROXY_PORT, SOCKS_AUTH, SOCKS_PORT, ApiBehindProxy
 from emulators.tls import CertAuthority
 from tests.helpers import config_file, fake_kubelet, provider_entry, run_cli
 
@@ -90,15 +90,53 @@ def test_the_kubeconfigs_proxy_url_is_used(tmp_path: Path, test_ca: CertAuthorit
     assert seen["tunnels"] == [f"{API_NAME}:{API_PORT}"]
 
 
-def test_a_socks_proxy_is_one_line(tmp_path: Path, test_ca: CertAuthority) -> None:
+@pytest.mark.parametrize(
+    ("proxy", "use_bundle"),
+    [(f"socks5://{SOCKS_AUTH}@127.0.0.1:{SOCKS_PORT}", True), ("socks5h://127.0.0.1", False)],
+    ids=["socks5-password-bundle", "socks5h-default-port"],
+)
+def test_a_socks5_proxy_url_is_used(
+    tmp_path: Path, test_ca: CertAuthority, proxy: str, use_bundle: bool
+) -> None:
+    """kubectl's ``proxy-url: socks5://`` (client-go dials it with golang.org/x/net/proxy): the
+    API server's name goes to the proxy, which alone resolves it; its user and password from the
+    URL, never printed; a URL without a port is the proxy's 1080."""
     config = kubeconfig(tmp_path, f"https://{API_NAME}:{API_PORT}", test_ca.bundle,
-                        **{"proxy-url": "socks5://user:secret@127.0.0.1:1080"})  # fmt: skip
+                        **{"proxy-url": proxy})  # fmt: skip
+    out, err, seen = status(tmp_path, test_ca, config, {}, use_bundle=use_bundle)
+    assert "node-behind-proxy" in out, err
+    assert seen["socks"] == [f"{API_NAME}:{API_PORT}"] and seen["tunnels"] == []
+    assert seen["socks_users"] == (["operator"] if "@" in proxy else [])
+    assert seen["authorizations"] == [f"Bearer {TOKEN}"]
+    assert "socks-secret" not in out + err
+
+
+def test_a_socks_proxy_refusing_the_password_is_one_line(
+    tmp_path: Path, test_ca: CertAuthority
+) -> None:
+    config = kubeconfig(tmp_path, f"https://{API_NAME}:{API_PORT}", test_ca.bundle,
+                        **{"proxy-url": f"socks5://operator:wrong-secret@127.0.0.1:{SOCKS_PORT}"})  # fmt: skip
+    out, err, seen = status(tmp_path, test_ca, config, {})
+    assert "node-behind-proxy" not in out and seen["socks"] == []
+    assert len(err.strip().splitlines()) == 1 and "wrong-secret" not in err, err
+
+
+@pytest.mark.parametrize(
+    ("proxy", "said"),
+    [
+        ("ftp://user:secret@127.0.0.1:21", "'ftp://…@127.0.0.1:21' is not an http://, https:// or "
+         "socks5:// proxy"),
+        ("socks5://user:secret@127.0.0.1:port", "'socks5://…@127.0.0.1:port' has no valid port"),
+    ],
+)  # fmt: skip
+def test_a_proxy_url_that_cannot_be_used_is_one_line(
+    tmp_path: Path, test_ca: CertAuthority, proxy: str, said: str
+) -> None:
+    config = kubeconfig(tmp_path, f"https://{API_NAME}:{API_PORT}", test_ca.bundle,
+                        **{"proxy-url": proxy})  # fmt: skip
     _, err, seen = status(tmp_path, test_ca, config, {})
-    assert seen["tunnels"] == [] and "secret" not in err
-    assert (
-        "the kubeconfig's proxy-url 'socks5://…@127.0.0.1:1080' is not an http:// or https://"
-        in err
-    )
+    assert seen["tunnels"] == [] and seen["socks"] == [] and "secret" not in err
+    assert f"the kubeconfig's proxy-url {said}" in err
 
 
 def test_the_tls_server_name_is_the_name_checked(tmp_path: Path, test_ca: CertAuthority) -> None:

@@ -49,10 +49,24 @@ def test_the_kubeconfigs_proxy_url_and_tls_server_name_come_first() -> None:
     )
 
 
-@pytest.mark.parametrize("proxy", ["socks5://127.0.0.1:1080", "socks5h://u:p@bastion:1080"])
-def test_a_socks_proxy_is_refused(proxy: str) -> None:
-    with pytest.raises(RouteError, match="no SOCKS client") as refused:
+@pytest.mark.parametrize(
+    ("proxy", "used"),
+    [
+        ("socks5://127.0.0.1:1080", "socks5://127.0.0.1:1080"),
+        ("socks5h://u:p@bastion", "socks5h://u:p@bastion:1080"),  # x/net/proxy's default port
+        ("SOCKS5://[::1]", "socks5://[::1]:1080"),
+        ("Socks5h://h:99", "socks5h://h:99"),
+    ],
+)
+def test_a_socks5_proxy_is_used_as_client_go_uses_it(proxy: str, used: str) -> None:
+    assert route("https://api.example.com", {"proxy-url": proxy}, {}).proxy == used
+    assert route("https://api.example.com", {}, {"HTTPS_PROXY": proxy}).proxy == used
+
+
+@pytest.mark.parametrize("proxy", ["socks4://127.0.0.1:1080", "ftp://u:p@bastion:21"])
+def test_another_scheme_is_refused(proxy: str) -> None:
+    with pytest.raises(RouteError, match="is not an http://, https:// or socks5:// proxy") as no:
         route("https://api.example.com", {"proxy-url": proxy}, {})
-    assert ":p@" not in str(refused.value)
+    assert ":p@" not in str(no.value)
     with pytest.raises(RouteError, match="HTTPS_PROXY"):
         route("https://api.example.com", {}, {"HTTPS_PROXY": proxy})
