@@ -55,6 +55,8 @@ def session(environ: Mapping[str, str]) -> Any:
         path = os.path.expanduser(os.path.expandvars(f"~/{default}" if named is None else named))
         if path and _regular(path):
             _require_parseable(what, path, setting, named=named is not None)
+        elif named and os.path.lexists(path):  # botocore would skip it without a word
+            _require_parseable(what, path, setting, named=True)
     made = botocore.session.get_session()
     made.register_component("data_loader", _bundled_models())
     return made

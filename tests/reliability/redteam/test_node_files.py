@@ -6,6 +6,7 @@ until memory runs out."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -146,15 +147,21 @@ def test_a_profile_file_botocore_cannot_use_is_the_settings_to_fix(
     aws: Emulator, tmp_path: Path, setting: str
 ) -> None:
     """A profile file botocore would parse whole: far too large is refused before it is read; one
-    it cannot parse is the node's settings to fix, never "the service is failing"."""
+    it cannot parse is the node's settings to fix, never "the service is failing". One named that
+    is not a regular file (a directory, a FIFO, a device), which botocore skips without a word and
+    the AWS SDK for Go refuses: said, naming the setting."""
     require_bundle()
-    huge, broken = tmp_path / "huge", tmp_path / "broken"
+    huge, broken, fifo = tmp_path / "huge", tmp_path / "broken", tmp_path / "fifo"
     huge.write_bytes(b"[default]\n" + b"#" * (2 << 20))
     broken.write_text("[default\nregion = us-east-1\n")
+    os.mkfifo(fifo)
     cases = (  # (as the setting names it, the file, what the line says)
         (str(huge), huge, "is larger than 1 MiB"),
         ("~/huge", huge, "is larger than 1 MiB"),  # botocore expands ~ (and $VARIABLES)
         (str(broken), broken, "fix the AWS settings"),
+        (str(tmp_path), tmp_path, f"named by {setting} cannot be used: is a directory"),
+        (str(fifo), fifo, "cannot be used: is a FIFO, not a regular file"),
+        ("/dev/zero", Path("/dev/zero"), "is a character device, not a regular file"),
     )
     for named, path, says in cases:
         run = run_plugin(
