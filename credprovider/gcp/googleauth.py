@@ -121,6 +121,7 @@ def metadata_get(ctx: Context, path: str, what: str) -> Any:
 
     if not metadata.wants_mtls(ctx.environ):
         return metadata.get(ctx, path, what)
+    metadata.require_mtls_mode(ctx.environ)
     _require_mtls_files(ctx.environ)
     from google.auth import exceptions
     from google.auth.compute_engine import _metadata

@@ -20,7 +20,7 @@ from credprovider.runtime.advice import (
     unreachable,
 )
 from credprovider.runtime.answer import BadAnswer, decode_json
-from credprovider.runtime.excerpt import clip
+from credprovider.runtime.excerpt import clip, quoted
 from credprovider.runtime.http import HttpError, HttpResponse, UnusableUrl, exchange
 from credprovider.runtime.provider import answer_text, one_line
 from credprovider.runtime.retry import RETRYABLE_STATUSES
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from credprovider.runtime.provider import Context
 
 MTLS_MODE_ENV: Final = "GCE_METADATA_MTLS_MODE"
+MTLS_MODES: Final = ("strict", "none", "default")  # google-auth's MdsMtlsMode, "none" unset
 # Where google-auth looks for the metadata server's mTLS root and client key (its
 # google/auth/compute_engine/_mtls.py, on Linux; the GCE guest agent writes them).
 MTLS_CERTIFICATES: Final = ("/run/google-mds-mtls/root.crt", "/run/google-mds-mtls/client.key")
@@ -64,6 +65,18 @@ def wants_mtls(environ: Mapping[str, str], exists: Callable[[str], bool] = os.pa
     if mode == "default":
         return all(exists(path) for path in MTLS_CERTIFICATES)
     return mode != "none"  # strict, or a value google-auth rejects with its own message
+
+
+def require_mtls_mode(environ: Mapping[str, str]) -> None:
+    """``GCE_METADATA_MTLS_MODE`` is one of google-auth's values (any case), else one line that
+    says so (google-auth's own ValueError read as a failure over mTLS, which was never tried)."""
+    value = environ.get(MTLS_MODE_ENV, "none")
+    if value.lower() not in MTLS_MODES:
+        raise ProviderError(
+            f"{MTLS_MODE_ENV}={quoted(value)} is none of {', '.join(MTLS_MODES)}",
+            f"fix it in the provider's env, or unset it ({MTLS_MODES[1]}: the metadata server "
+            "over plain HTTP)",
+        )
 
 
 def decode_answer(response: HttpResponse) -> object:

@@ -260,7 +260,8 @@ def test_an_mtls_file_that_is_no_file_is_one_line_at_once(
 def test_an_mtls_mode_from_outside_is_quoted_short(
     metadata: tuple[FakeMetadata, FakeServer],
 ) -> None:
-    """The mode is the env's: a 100 kB one is cut in the line, whose fix still ends it."""
+    """The mode is the env's: a 100 kB one (none of google-auth's modes) is cut in the line,
+    whose fix still ends it."""
     _, server = metadata
     run = run_plugin(
         PLUGIN,
@@ -271,7 +272,25 @@ def test_an_mtls_mode_from_outside_is_quoted_short(
     )
     (line,) = run.error_lines
     assert len(line) < 600 and "(100000 bytes)" in line, line
-    assert line.endswith("or set GCE_METADATA_MTLS_MODE=none"), line
+    assert line.endswith("or unset it (none: the metadata server over plain HTTP)"), line
+
+
+@pytest.mark.parametrize("mode", ["always", "", "yes"])
+def test_an_mtls_mode_google_auth_has_not_is_said_as_such(
+    metadata: tuple[FakeMetadata, FakeServer], mode: str
+) -> None:
+    """A mode none of google-auth's (strict, none, default): google-auth's ValueError was said as
+    a failure to read the token over mTLS, which was never tried. The metadata server is not
+    asked."""
+    fake, server = metadata
+    run = run_plugin(PLUGIN, request_bytes("gcr.io/p/a"), ["get-credentials"],
+                     gcp_env(server, GCE_METADATA_MTLS_MODE=mode))  # fmt: skip
+    (line,) = run.error_lines
+    assert line == (
+        f"{PLUGIN}: error: GCE_METADATA_MTLS_MODE='{mode}' is none of strict, none, default; fix "
+        "it in the provider's env, or unset it (none: the metadata server over plain HTTP)"
+    )
+    assert fake.paths == []
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the mTLS files' fixed path needs an overlay of /run")
