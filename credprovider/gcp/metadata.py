@@ -11,7 +11,7 @@ import os
 
 from credprovider import __version__
 from credprovider.errors import ProviderError
-from credprovider.gcp.registry import metadata_host
+from credprovider.gcp.registry import metadata_host, shown_metadata_host
 from credprovider.runtime._typing import TYPE_CHECKING, Final
 from credprovider.runtime.advice import (
     NOT_THE_SERVICE,
@@ -43,6 +43,8 @@ NOT_ON_GCE: Final = (
 )
 # GCE_METADATA_HOST (or GCE_METADATA_ROOT) names no address a request can go to.
 FIX_HOST: Final = "fix GCE_METADATA_HOST (or GCE_METADATA_ROOT) in the provider's env: host[:port]"
+# What would make the metadata root's URL another URL than http://HOST[:PORT]/computeMetadata/v1/
+_NOT_IN_A_HOST: Final = "/?#@\\ "
 NO_SERVICE_ACCOUNT: Final = (
     "check that the VM has a service account with the cloud-platform scope, or give the "
     "credentials with GOOGLE_APPLICATION_CREDENTIALS in the provider's env"
@@ -102,6 +104,10 @@ def get(ctx: Context, path: str, what: str) -> object:
     """``what`` read from ``computeMetadata/v1/<path>``, retried on 5xx/429 and transport errors."""
     root = metadata_root(ctx.environ)
     failed = f"could not read {what} from the GCE metadata server ({clip(root)})"
+    host = metadata_host(ctx.environ)
+    if not host.strip() or any(c in host for c in _NOT_IN_A_HOST) or not host.isprintable():
+        shown = shown_metadata_host(ctx.environ)  # a password never said
+        raise ProviderError(f"{failed}: {quoted(shown)} is not host[:port]", FIX_HOST)
     ctx.deadline.phase = f"reading {what} from the GCE metadata server"
     ctx.log.v(4, f"GET {root}{path}")
     try:

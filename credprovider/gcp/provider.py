@@ -26,6 +26,7 @@ from credprovider.gcp.registry import (
     is_google_registry_host,
     metadata_host,
     registry_keys,
+    shown_metadata_host,
     workload_identity_audience,
 )
 from credprovider.runtime._typing import TYPE_CHECKING, NamedTuple
@@ -51,7 +52,7 @@ def metadata_token(ctx: Context) -> Token:
     ctx.log.v(
         1,
         "credentials: the VM's default service account, from the metadata server at "
-        f"{metadata_host(ctx.environ)}",
+        f"{shown_metadata_host(ctx.environ)}",
     )
     answer = metadata_get(
         ctx, "instance/service-accounts/default/token", "the default service account's access token"

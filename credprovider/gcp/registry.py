@@ -259,3 +259,9 @@ def parse_cache_overrides(environ: Mapping[str, str]) -> CacheOverrides:
 def metadata_host(environ: Mapping[str, str]) -> str:
     """``host[:port]`` of the metadata server, as google-auth picks it."""
     return environ.get(METADATA_HOST_ENV) or environ.get(METADATA_ROOT_ENV) or DEFAULT_METADATA_HOST
+
+
+def shown_metadata_host(environ: Mapping[str, str]) -> str:
+    """:func:`metadata_host` as a line may say it: a user and password in it shown as ``…@``."""
+    host = metadata_host(environ)
+    return f"…@{host.rpartition('@')[2]}" if "@" in host else host

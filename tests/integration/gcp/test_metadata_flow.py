@@ -140,10 +140,23 @@ def test_unreachable_metadata_server_is_an_error() -> None:
     )
 
 
-@pytest.mark.parametrize("host", ["[::1", "metadata:99999", "h:" + "9" * 5000])
-def test_a_metadata_host_that_names_no_address_says_to_fix_it(host: str) -> None:
+@pytest.mark.parametrize(
+    ("host", "said"),
+    [
+        ("[::1", "usable"),
+        ("metadata:99999", "usable"),
+        ("h:" + "9" * 5000, "usable"),
+        # a path, a query, a user and password, a space, a control byte: another URL than the root
+        ("h/x?y", "'h/x?y' is not host[:port]"),
+        ("user:metadata-secret@127.0.0.1:1", "'…@127.0.0.1:1' is not host[:port]"),
+        (" ", "' ' is not host[:port]"),
+        ("a\x1bb", "'a\\x1bb' is not host[:port]"),
+    ],
+)
+def test_a_metadata_host_that_names_no_address_says_to_fix_it(host: str, said: str) -> None:
     """GCE_METADATA_HOST that no request can go to is the setting's fault: the line says to fix
-    it, at once (not "check that it is reachable", after three attempts)."""
+    it, at once (not "check that it is reachable", after three attempts), a password in it
+    never said."""
     run = run_plugin(PLUGIN, request_bytes("gcr.io/p/a"), ["get-credentials", "-v=2"],
                      {"GCE_METADATA_HOST": host})  # fmt: skip
     assert (run.code, run.stdout) == (1, b"")
@@ -151,7 +164,8 @@ def test_a_metadata_host_that_names_no_address_says_to_fix_it(host: str) -> None
     assert line.endswith(
         "; fix GCE_METADATA_HOST (or GCE_METADATA_ROOT) in the provider's env: host[:port]"
     ), line
-    assert "usable" in line and len(line) < 600 and "attempt 2" not in run.stderr
+    assert said in line and len(line) < 600 and "attempt 2" not in run.stderr
+    assert "metadata-secret" not in run.stderr
 
 
 def test_v1_says_where_the_credentials_came_from(
