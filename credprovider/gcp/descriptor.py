@@ -29,6 +29,7 @@ from credprovider.gcp.registry import (
     is_google_registry_host,
     registry_keys,
 )
+from credprovider.runtime.redact import without_userinfo
 
 
 def explain(host: str, registry: str, args: Sequence[str] = ()) -> Explanation:
@@ -108,7 +109,7 @@ def identity(
     root = metadata_root(environ)
     return IdentityProbe(
         then=onward,
-        what=f"the metadata server's default service account ({root})",
+        what=f"the metadata server's default service account ({without_userinfo(root)})",
         method="GET",
         url=f"{root}instance/service-accounts/default/email",
         headers=HEADERS,

@@ -374,3 +374,8 @@ def test_an_impersonating_provider_shows_source_then_target(endpoint: dict[str, 
         ).then
         == ""
     )  # type: ignore[union-attr]
+    # a user and password in GCE_METADATA_HOST: never in what doctor prints
+    secret = plugin.identity({"GCE_METADATA_HOST": "u:md-secret@127.0.0.1:9"}, args[:1],
+                             lambda path: None, _absent)  # fmt: skip
+    assert isinstance(secret, IdentityProbe) and "md-secret" not in secret.what, secret.what
+    assert "(http://…@127.0.0.1:9/computeMetadata/v1/)" in secret.what
