@@ -13,7 +13,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 from credprovider.errors import CredproviderError
-from credprovider.runtime.excerpt import clip
+from credprovider.runtime.excerpt import clip, quoted
+from credprovider.runtime.redact import without_userinfo
 from credprovider.tool.cluster.clienttls import client_tls, without_tls
 from credprovider.tool.cluster.execcred import ExecCredentialError, ExecToken, exec_plugin
 from credprovider.tool.cluster.kubeconfigs import (
@@ -69,6 +70,8 @@ def connect(
         else:
             _check_service_account(SERVICE_ACCOUNT_DIR)
             config = KubeConfig.from_service_account(SERVICE_ACCOUNT_DIR)
+        if path:
+            _check_context(raw, path, context)
         chosen = config.get(context)
         if chosen is None:  # get() raises instead, with no default given
             raise ConfigError("no current context")
@@ -155,6 +158,32 @@ LIBRARY_FAULTS: Final = (
 )
 
 
+def _server_of(exc: Exception) -> str:
+    """`` (the API server at URL)`` for a transport error that carries its request, else ""."""
+    try:
+        url = exc.request.url  # type: ignore[attr-defined]
+    except (AttributeError, RuntimeError):  # httpx raises RuntimeError for a request not set
+        return ""
+    return f" (the API server at {without_userinfo(f'{url.scheme}://{url.netloc.decode()}')})"
+
+
+def _check_context(raw: Mapping[str, Any], path: str, context: str | None) -> None:
+    """The context asked for (else the current-context) is one the kubeconfig has: else one line
+    naming those it has and ``--context``, as kubectl's ``config get-contexts`` lists them."""
+    names = [str(entry.get("name")) for entry in raw.get("contexts") or []
+             if isinstance(entry, Mapping)]  # fmt: skip
+    wanted = context or raw.get("current-context")
+    if wanted and wanted in names:
+        return
+    has = (
+        f"its contexts: {', '.join(quoted(name) for name in names[:10])}"
+        if names
+        else ("it has no contexts")
+    )
+    problem = f"has no context {quoted(wanted)}" if wanted else "sets no current-context"
+    raise KubeconfigError(f"the kubeconfig {path} {problem} ({has}): give one with --context")
+
+
 def api_call(what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
     """``call(*args, **kwargs)``; the API server's refusal or an unreachable one as one
     :class:`ClusterError` saying ``what`` failed."""
@@ -174,7 +203,7 @@ def api_call(what: str, call: Any, *args: Any, **kwargs: Any) -> Any:
         raise ClusterError(f"{what}: the API server answered {code}: {message}") from None
     except (httpx2.HTTPError, httpx2.InvalidURL, ConfigError, OSError) as exc:
         # InvalidURL: a name with a control byte or a space (a --hostname-override, a Node)
-        raise ClusterError(f"{what}: {clip(str(exc), 400)}") from None
+        raise ClusterError(f"{what}: {clip(str(exc), 400)}{_server_of(exc)}") from None
     except LIBRARY_FAULTS as exc:  # an answer the client library could not use
         raise ClusterError(
             f"{what}: the API server's answer is not one the client can use "

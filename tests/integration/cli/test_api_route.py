@@ -180,8 +180,24 @@ def test_fleet_status_takes_a_context(tmp_path: Path) -> None:
         }))  # fmt: skip
         done = run_cli("fleet", "status", f"--kubeconfig={config}", "--context=up")
         missing = run_cli("fleet", "status", f"--kubeconfig={config}", "--context=nope")
+        down = run_cli("fleet", "status", f"--kubeconfig={config}")
     assert "other-context" in done.stdout, done.stderr
-    assert missing.returncode == 1 and "Context 'nope' not found" in missing.stderr
+    assert missing.returncode == 1 and missing.stderr == (
+        f"credprovider fleet status: the kubeconfig {config} has no context 'nope' (its contexts: "
+        "'up', 'down'): give one with --context\n"
+    )
+    # an API server that refuses the connection: which one is said
+    assert down.returncode == 1 and down.stderr.endswith(
+        " (the API server at http://127.0.0.1:9)\n"
+    ), down.stderr
+    unset = json.loads(config.read_text())
+    del unset["current-context"]
+    config.write_text(json.dumps(unset))
+    none = run_cli("fleet", "status", f"--kubeconfig={config}")
+    assert none.returncode == 1 and none.stderr == (
+        f"credprovider fleet status: the kubeconfig {config} sets no current-context (its "
+        "contexts: 'up', 'down'): give one with --context\n"
+    )
     for width in ("-5", "0", "100001", "²"):  # -5 cut the detail from its end, 0 showed none
         refused = run_cli("fleet", "status", f"--kubeconfig={config}", f"--width={width}")
         assert refused.returncode == 2 and "is not a width from 10 to 10000" in refused.stderr
