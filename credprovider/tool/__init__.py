@@ -2,7 +2,7 @@
 
 ``cli`` is the parser and the error edge, ``terminal`` sanitizes what it prints, ``catalog`` is the
 clouds it knows (each cloud's ``descriptor``, filling in :mod:`credprovider.cloud`), ``errors`` the
-errors its packages share. The rest is grouped by what it works on, each package using only those
+errors its packages share, ``slips`` the operator's typo (a name one slip from the one meant). The rest is grouped by what it works on, each package using only those
 listed before it:
 
 * ``node/``: the node as files and processes (the kubelet, its flags, layouts, discovery);

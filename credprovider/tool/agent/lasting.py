@@ -57,6 +57,10 @@ OPENSHIFT_SCRIPT: Final = "/usr/local/bin/credprovider-openshift-plugins"
 OPENSHIFT_UNIT: Final = "credprovider-plugins.service"
 IGNITION_VERSION: Final = "3.2.0"
 ROLE_LABEL: Final = "machineconfiguration.openshift.io/role"
+# The roles of the pools the MCO makes itself (openshift/machine-config-operator
+# manifests/{master,worker,arbiter}.machineconfigpool.yaml, each selecting its MachineConfigs by
+# ROLE_LABEL): a MachineConfig for another role reaches only a custom pool of that role.
+BUILT_IN_ROLES: Final = ("worker", "master", "arbiter")
 
 
 def talos_patch(text: str) -> str:

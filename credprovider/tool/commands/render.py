@@ -17,6 +17,7 @@ from credprovider.tool.commands.common import (
     Subcommands,
     chosen_providers,
 )
+from credprovider.tool.slips import one_slip
 
 
 def _role(text: str) -> str:
@@ -79,6 +80,7 @@ def _printed(
 
 def _cmd_openshift(args: argparse.Namespace) -> int:
     from credprovider.tool.agent.lasting import (
+        BUILT_IN_ROLES,
         OPENSHIFT_CONFIGS,
         openshift_config,
         openshift_machineconfig,
@@ -94,6 +96,14 @@ def _cmd_openshift(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+    near = next((r for r in BUILT_IN_ROLES if one_slip(args.role, r)), None)
+    if near is not None:  # a custom pool's role is taken as given: said, not refused
+        print(
+            f"credprovider render openshift: note: --role {quoted(args.role)} is one slip from "
+            f"the MCO's pool {quoted(near)}: a MachineConfig reaches only the nodes of a pool "
+            f"whose role it names, and none if no pool has this one",
+            file=sys.stderr,
+        )
     config = openshift_config(keys, args.settings)
     return _printed(
         args.platform,

@@ -14,6 +14,7 @@ from credprovider.runtime.serve import CACHE_DIR_ENV, CACHE_READ_ONLY_ENV, KEY_L
 from credprovider.runtime.tls import REQUESTS_CA_BUNDLE_ENV
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.kubeconfig.model import CredentialProvider
+from credprovider.tool.slips import one_slip
 
 # What every plugin reads: its runtime's settings, the proxies its SDKs honour (with NO_PROXY, and
 # the lower-case forms), the CA bundles they load (OpenSSL's SSL_CERT_FILE and SSL_CERT_DIR too).
@@ -43,7 +44,7 @@ def near_miss_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[s
     for name, _ in provider.env_pairs():
         if name in _ANY_READ:
             continue
-        near = next((known for known in read if _one_slip(name, known)), None)
+        near = next((known for known in read if one_slip(name, known, _SLIP_LENGTH)), None)
         if near is not None:
             found.append(
                 f"env {quoted(name)} is read by no plugin, and {quoted(near)}, which this one "
@@ -55,27 +56,3 @@ def near_miss_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[s
 
 def _how(name: str, near: str) -> str:
     return "in case" if name.upper() == near.upper() else "by one slip of a letter"
-
-
-def _one_slip(a: str, b: str) -> bool:
-    """``a`` and ``b`` (a name read) differ, but only in case, or by one letter inserted, left out or changed,
-    or two neighbours swapped."""
-    if a == b:
-        return False
-    if a.upper() == b.upper():
-        return True
-    if len(b) < _SLIP_LENGTH:
-        return False
-    if len(a) == len(b):
-        diff = [i for i in range(len(a)) if a[i] != b[i]]
-        return len(diff) == 1 or (
-            len(diff) == 2
-            and diff[1] == diff[0] + 1
-            and a[diff[0]] == b[diff[1]]
-            and a[diff[1]] == b[diff[0]]
-        )
-    if abs(len(a) - len(b)) != 1:
-        return False
-    short, long = (a, b) if len(a) < len(b) else (b, a)
-    i = next((i for i in range(len(short)) if short[i] != long[i]), len(short))
-    return short[i:] == long[i + 1 :]

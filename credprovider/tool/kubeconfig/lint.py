@@ -25,6 +25,7 @@ from credprovider.tool.catalog import BY_NAME, plugin_for_name
 from credprovider.tool.kubeconfig.envnames import near_miss_lints
 from credprovider.tool.kubeconfig.model import CredentialProvider, LoadedConfig
 from credprovider.tool.node.access import refused_as_non_root, unreadable
+from credprovider.tool.slips import one_slip
 
 # --- lints: what the kubelet accepts but will not do what the operator meant ------------------------
 
@@ -335,22 +336,10 @@ def _placeholder_lints(provider: CredentialProvider) -> list[str]:
 
 def _near_name_lints(name: str) -> list[str]:
     """A provider name one edit away from one of our plugins: the kubelet execs it by that name."""
-    near = [known for known in BY_NAME if _one_edit(name, known)]
+    near = [known for known in BY_NAME if one_slip(name, known)]
     if not near:
         return []
     return [
-        f"the name is one letter off {quoted(near[0])}: the kubelet runs the file named "
+        f"the name is one slip from {quoted(near[0])}: the kubelet runs the file named "
         f"{quoted(name)} in the bin dir, so did you mean {quoted(near[0])}?"
     ]
-
-
-def _one_edit(a: str, b: str) -> bool:
-    """Are ``a`` and ``b`` different but one insertion, deletion or substitution apart?"""
-    if a == b or abs(len(a) - len(b)) > 1:
-        return False
-    if len(a) > len(b):
-        a, b = b, a
-    for i in range(len(a)):
-        if a[i] != b[i]:
-            return a[i + (len(a) == len(b)) :] == b[i + 1 :]
-    return True

@@ -74,6 +74,19 @@ def test_render_refuses_what_it_cannot_render_in_one_line() -> None:
         assert done.returncode == 2 and done.stdout == "" and "is not a pool role" in done.stderr
     done = run_cli("render", "openshift", "--providers", "aws", "--cloud", "aws", "--role", "infra")
     assert done.returncode == 0 and "name: 99-infra-credprovider" in done.stdout
+    assert done.stderr == ""  # a custom pool's role, as given
+    # one slip from a pool the MCO makes: printed as asked (a custom pool may be named so), and
+    # said, since a MachineConfig no pool selects reaches no node
+    for role, pool in (("wroker", "worker"), ("mastr", "master")):
+        done = run_cli(
+            "render", "openshift", "--providers", "aws", "--cloud", "aws", "--role", role
+        )
+        assert done.returncode == 0 and f"name: 99-{role}-credprovider" in done.stdout
+        assert done.stderr == (
+            f"credprovider render openshift: note: --role '{role}' is one slip from the MCO's "
+            f"pool '{pool}': a MachineConfig reaches only the nodes of a pool whose role it names, "
+            "and none if no pool has this one\n"
+        )
 
 
 @pytest.mark.parametrize(

@@ -124,9 +124,19 @@ LINTS = [
         "did you mean 'GCE_METADATA_HOST'?",
     ),
     (
+        "a name with two letters swapped",
+        [provider_entry(name="ecr-credential-provdier")],
+        "the name is one slip from 'ecr-credential-provider'",
+    ),
+    (
+        "a name in another case",
+        [provider_entry(name="ECR-credential-provider")],
+        "the name is one slip from 'ecr-credential-provider'",
+    ),
+    (
         "a name one letter off",
         [provider_entry(name="ecr-credentials-provider")],
-        "the name is one letter off 'ecr-credential-provider': the kubelet runs the file named "
+        "the name is one slip from 'ecr-credential-provider': the kubelet runs the file named "
         "'ecr-credentials-provider' in the bin dir, so did you mean 'ecr-credential-provider'?",
     ),
     (
