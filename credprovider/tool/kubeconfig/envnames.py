@@ -41,7 +41,7 @@ def near_miss_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[s
     reads: a letter left out, added, changed or two swapped, or another case."""
     read = (*RUNTIME_ENV, *plugin.env_read)
     found = []
-    for name, _ in provider.env_pairs():
+    for name in dict.fromkeys(name for name, _ in provider.env_pairs()):  # each name once
         if name in _ANY_READ:
             continue
         near = next((known for known in read if one_slip(name, known, _SLIP_LENGTH)), None)

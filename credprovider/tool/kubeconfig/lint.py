@@ -52,7 +52,8 @@ def lint_providers(loaded: LoadedConfig, bin_dir: str | None = None) -> list[str
             found += _annotation_lints(provider, plugin)
             found += _audience_lints(provider, plugin, env_names)
             found += near_miss_lints(provider, plugin)
-        warnings += [f"provider {quoted(name)}: {warning}" for warning in found]
+        # each once: a config repeating an entry (60,000 times, say) says it once
+        warnings += [f"provider {quoted(name)}: {warning}" for warning in dict.fromkeys(found)]
     return warnings + overlap_lints(loaded)
 
 

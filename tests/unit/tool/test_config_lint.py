@@ -350,3 +350,15 @@ def test_env_names_read_or_not_near_one_are_no_warning(tmp_path: Path) -> None:
     entry = provider_entry(env=[{"name": name, "value": "x"} for name in names])
     warnings = lint_providers(load_config(str(config_file(tmp_path, entry))))
     assert not any("read by no plugin" in text for text in warnings), warnings
+
+
+def test_an_entry_given_many_times_is_one_warning(tmp_path: Path) -> None:
+    """A config repeating an entry (a generator's loop) says each thing once: 60,000 env
+    entries printed 60,000 lines."""
+    env = [{"name": "AWS_REGOIN", "value": "x"}, {"name": "A=B", "value": ""},
+           {"name": "X", "value": "a\0b"}] * 1000  # fmt: skip
+    entry = provider_entry(env=env, args=["a\0"] * 1000)
+    warnings = lint_providers(load_config(str(config_file(tmp_path, entry))))
+    for said in ("'AWS_REGOIN'", "'A=B'", "env 'X' holds a NUL byte", "NUL"):
+        assert len([text for text in warnings if said in text]) >= 1, warnings
+    assert len(warnings) == len(set(warnings)) and len(warnings) < 10, len(warnings)
