@@ -40,6 +40,7 @@ from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.images.startcheck import NotCredprovider, credprovider_version
 from credprovider.tool.node.access import FileProblem, read_bytes, read_text, unreadable
 from credprovider.tool.node.root import HOST
+from credprovider.tool.node.trust import untrusted
 
 
 @dataclass
@@ -79,6 +80,8 @@ def plan_install(
     for place in (Path(bin_dir), Path(config_out).parent):
         check_writable(place)
     executable = bundle_executable(target)
+    if not copy:
+        _require_roots(executable)
     try:
         version = credprovider_version(str(executable))
     except NotCredprovider as exc:
@@ -127,6 +130,22 @@ def _config_refused(
             "--config-out"
         )
     return plugin_refusing(loaded, ours, str(plan.bin_dir), str(plan.executable))
+
+
+def _require_roots(executable: Path) -> None:
+    """Root linking the kubelet's plugins into a bundle someone else could change (one unpacked
+    in a user's home, say) gives that user the kubelet's root at its next pull: refused, with
+    ``--copy`` (the bin dir then holds a copy that is root's) or a root-owned place to use."""
+    if os.geteuid() != 0:
+        return  # an unprivileged install links to what its own user controls
+    problem = untrusted(str(executable), user=0)
+    if problem:
+        raise NodeChangeError(
+            f"nothing was changed: the bundle {executable.parent} is not root's alone ({problem}), "
+            "and the kubelet would run the plugins linked there as root, so whoever can change "
+            "it could run code as root: install --copy (a copy that is root's goes into the bin "
+            "dir), or move the bundle where only root can write"
+        )
 
 
 def _current_config(out: Path) -> tuple[bytes | None, str | None]:

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.node.trust import untrusted
 from release.bundle import BUNDLE_DIR
 from tests.helpers import run_cli as cli
 from tests.integration.cli.conftest import fake_bundle, write
@@ -527,6 +528,38 @@ def test_a_file_where_a_directory_goes_is_said_as_such(
         assert done.returncode == 1
         assert done.stderr.startswith("credprovider migrate: " + said.format(tmp=tmp_path))
         assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle", "f"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="root installing from another user's bundle")
+@pytest.mark.parametrize("who", ["owner", "group"])
+def test_root_never_links_the_plugins_into_a_bundle_another_user_can_change(
+    tmp_path: Path, target: Path, who: str
+) -> None:
+    """A bundle unpacked in a user's home (owned by them, or writable by their group): root's
+    install linked the kubelet's plugins into it, and that user then ran code as root at the next
+    pull. Refused, nothing made; --copy puts a copy that is root's in the bin dir."""
+    bundle = target.parent
+    for path in (bundle, *bundle.rglob("*")):
+        if who == "owner":
+            os.lchown(path, 65534, 65534)
+        elif not path.is_symlink():
+            os.chown(path, 0, 65534)
+            path.chmod(path.stat().st_mode | 0o020)
+    args = ["install", "--providers", "aws", "--bin-dir", str(tmp_path / "bin"),
+            "--config-out", str(tmp_path / "c.yaml"), "--target", str(target)]  # fmt: skip
+    done = cli(*args)
+    assert done.returncode == 1 and done.stdout == "", done.stderr
+    assert (
+        done.stderr.startswith(
+            f"credprovider install: nothing was changed: the bundle {bundle} is not root's alone ("
+        )
+        and "install --copy" in done.stderr
+    ), done.stderr
+    assert not (tmp_path / "bin").exists() and not (tmp_path / "c.yaml").exists()
+    done = cli(*args, "--copy")
+    assert done.returncode == 0, done.stderr
+    copy = tmp_path / "bin" / ".credprovider" / "credprovider"
+    assert untrusted(str(copy), user=0) == ""  # root's, its group root, no one else writes it
 
 
 def test_providers_are_taken_in_any_case(tmp_path: Path, target: Path) -> None:
