@@ -136,8 +136,9 @@ def _require_roots(executable: Path) -> None:
     """Root linking the kubelet's plugins into a bundle someone else could change (one unpacked
     in a user's home, say) gives that user the kubelet's root at its next pull: refused, with
     ``--copy`` (the bin dir then holds a copy that is root's) or a root-owned place to use."""
-    if os.geteuid() != 0:
-        return  # an unprivileged install links to what its own user controls
+    if os.geteuid() != 0 or not os.path.isfile(executable):
+        return  # an unprivileged install links to what its own user controls; what is not a
+        # file is said by the version check (a FIFO, a directory, nothing there)
     problem = untrusted(str(executable), user=0)
     if problem:
         raise NodeChangeError(
