@@ -38,7 +38,13 @@ from credprovider.tool.change.settings import Settings
 from credprovider.tool.change.startcheck import loaded_as_left, plugin_refusing
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.images.startcheck import NotCredprovider, credprovider_version
-from credprovider.tool.node.access import FileProblem, read_bytes, read_text, unreadable
+from credprovider.tool.node.access import (
+    FileProblem,
+    link_target,
+    read_bytes,
+    read_text,
+    unreadable,
+)
 from credprovider.tool.node.root import HOST
 from credprovider.tool.node.trust import untrusted
 
@@ -293,7 +299,7 @@ def _plan_config(
             return step
         # written, the link becomes a file: what it points to (config management's copy, say)
         # would no longer be what the kubelet reads
-        target = os.path.normpath(os.path.join(out.parent, os.readlink(out)))
+        target = link_target(str(out))
         return _overwrite(
             step, force, stamp,
             f"it is a link to {target}, which writing would replace with a file: pass --force to "

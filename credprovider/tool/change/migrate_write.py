@@ -18,7 +18,7 @@ from credprovider.tool.change.merge import holds_providers
 from credprovider.tool.change.migrate import MigrationPlan
 from credprovider.tool.change.render import WRITTEN_BY
 from credprovider.tool.change.results import Action, Step
-from credprovider.tool.node.access import FileProblem, read_text
+from credprovider.tool.node.access import FileProblem, link_target, read_text
 
 
 def refusal(plan: MigrationPlan, config_out: str) -> str | None:
@@ -27,7 +27,7 @@ def refusal(plan: MigrationPlan, config_out: str) -> str | None:
     someone else's file."""
     for path in contents(plan, config_out):
         if os.path.islink(path):
-            target = os.path.normpath(os.path.join(os.path.dirname(path), os.readlink(path)))
+            target = link_target(path)
             return (
                 f"{path} is a link to {target}, which writing would replace with a file (what the "
                 f"link points to would no longer reach the kubelet): give {target} in its place "

@@ -72,6 +72,12 @@ def lexists(path: str) -> bool:
     return True
 
 
+def link_target(path: str) -> str:
+    """Where the link ``path`` points, as one normalised path (a relative link is read from the
+    link's own directory, as the kernel follows it)."""
+    return os.path.normpath(os.path.join(os.path.dirname(path), os.readlink(path)))
+
+
 def read_bytes(path: str, limit: int = MAX_FILE_BYTES) -> bytes:
     """A regular file's bytes, at most ``limit`` of them; never opens a FIFO or device (the
     plugins' own reader, :func:`~credprovider.runtime.nodefile.read_node_file`).
