@@ -290,7 +290,9 @@ def register(sub: Subcommands) -> None:
         type=_timeout_seconds,
         default=60.0,
         metavar="DURATION",
-        help="per-plugin timeout, a Go duration such as 30s or 1m (default and kubelet: 1m0s)",
+        help="per-plugin timeout, a Go duration such as 30s or 1m (default and kubelet: 1m0s); "
+        "a longer one waits for a slow plugin, and an answer after 1m is shown as what the "
+        "kubelet, which kills the plugin at 1m, never gets",
     )
     get.add_argument("--json", action="store_true", help="one JSON object on stdout")
     get.set_defaults(handler=_cmd_get)

@@ -163,6 +163,12 @@ def run_provider(
         )
         return report
     _apply(report, response, provider, image)
+    if report.seconds > KUBELET_EXEC_TIMEOUT_SECONDS:  # only with a --timeout past the kubelet's
+        report.error = (
+            f"it answered after {report.seconds:.0f} s, and the kubelet kills a plugin at "
+            f"{KUBELET_EXEC_TIMEOUT_SECONDS:.0f} s (context deadline exceeded): under the kubelet "
+            "this pull gets nothing from it"
+        )
     return report
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -331,3 +332,38 @@ def test_get_shows_who_an_impersonating_provider_pulls_as(tmp_path: Path, bin_di
     issued = list(google.fakes["iam"].issued)  # type: ignore[attr-defined]
     assert len(issued) == 2  # one exec each (get runs the plugin without a cache)
     assert not any(token in human.stdout or token in json.dumps(report) for token in issued)
+
+
+def test_get_says_an_answer_past_the_kubelets_deadline_gets_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--timeout`` longer than the kubelet's 60 s lets get wait for a slow plugin; an answer
+    that came after the kubelet's kill is shown (in --json) but counts for nothing, as under the
+    kubelet. The kubelet's deadline is shortened here so that the test need not wait a minute."""
+    from credprovider.tool.images import lookup
+    from credprovider.tool.kubeconfig.validate import load_config
+
+    answer = json.dumps(
+        {
+            "kind": "CredentialProviderResponse",
+            "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
+            "cacheKeyType": "Registry",
+            "auth": {"*.dkr.ecr.*.amazonaws.com": {"username": "AWS", "password": "late"}},
+        }
+    )
+    plugin = tmp_path / "bin" / "slow-plugin"
+    plugin.parent.mkdir()
+    plugin.write_text(f"#!/bin/sh\ncat >/dev/null; sleep 1.5; echo '{answer}'\n")
+    plugin.chmod(0o755)
+    config = config_file(
+        tmp_path, provider_entry(name="slow-plugin", matchImages=["*.dkr.ecr.*.amazonaws.com"])
+    )
+    (provider,) = load_config(str(config)).providers
+    in_time = lookup.run_provider(provider, str(plugin.parent), ECR_IMAGE, "", {}, timeout=10)
+    assert in_time.error is None and in_time.applied_keys  # within the kubelet's 60 s
+    monkeypatch.setattr(lookup, "KUBELET_EXEC_TIMEOUT_SECONDS", 1.0)
+    late = lookup.run_provider(provider, str(plugin.parent), ECR_IMAGE, "", {}, timeout=10)
+    report = lookup.LookupReport(ECR_IMAGE, [late])
+    assert late.response is not None and report.credentials == []
+    assert late.error is not None
+    assert re.search(r"it answered after \d+ s, and the kubelet kills a plugin at 1 s", late.error)
