@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from credprovider.errors import CredproviderError
 from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.kubeconfig.envnames import near_miss
 from credprovider.tool.kubeconfig.lint import arg_problem, env_problem
 from credprovider.tool.node.structured import JsonTooDeep, bounded_json
 
@@ -48,11 +49,14 @@ def _right_type(field: str, value: Any) -> bool:
     return isinstance(value, dict)
 
 
-def _unusable(field: str, value: Any) -> str:
+def _unusable(key: str, field: str, value: Any) -> str:
     """Why an ``env`` or ``args`` setting could never reach the plugin as given ("": it could):
-    the kubelet passes both unchecked (tool/kubeconfig/lint.py)."""
+    the kubelet passes both unchecked (tool/kubeconfig/lint.py); an env name one slip from a
+    name the plugin reads, which no plugin reads, would do nothing (tool/kubeconfig/envnames.py)."""
     if field == "env":
-        found = [env_problem(name, text) for name, text in value.items()]
+        found = [
+            env_problem(name, text) or near_miss(name, PLUGINS[key]) for name, text in value.items()
+        ]
     elif field == "args":
         found = [arg_problem(arg) for arg in value]
     else:
@@ -114,7 +118,7 @@ def _parsed(text: str, keys: list[str]) -> dict[str, dict[str, Any]]:
                 )
             if not _right_type(field, value):
                 raise SettingsError(f"--provider-settings: {key}.{field} is {FIELDS[field]}")
-            problem = _unusable(field, value)
+            problem = _unusable(key, field, value)
             if problem:
                 raise SettingsError(f"--provider-settings: {key}.{problem}")
     return found

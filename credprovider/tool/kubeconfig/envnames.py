@@ -39,19 +39,23 @@ _ANY_READ: Final = frozenset(RUNTIME_ENV).union(*(plugin.env_read for plugin in 
 def near_miss_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list[str]:
     """Each env name of ``provider`` that no plugin reads and is one slip from a name ``plugin``
     reads: a letter left out, added, changed or two swapped, or another case."""
+    names = dict.fromkeys(name for name, _ in provider.env_pairs())  # each name once
+    return [lint for lint in (near_miss(name, plugin) for name in names) if lint]
+
+
+def near_miss(name: str, plugin: CloudPlugin) -> str:
+    """Why the env name ``name`` given to ``plugin`` looks like a slip ("": it does not)."""
+    if name in _ANY_READ:
+        return ""
     read = (*RUNTIME_ENV, *plugin.env_read)
-    found = []
-    for name in dict.fromkeys(name for name, _ in provider.env_pairs()):  # each name once
-        if name in _ANY_READ:
-            continue
-        near = next((known for known in read if one_slip(name, known, _SLIP_LENGTH)), None)
-        if near is not None:
-            found.append(
-                f"env {quoted(name)} is read by no plugin, and {quoted(near)}, which this one "
-                f"reads, differs from it only {_how(name, near)}: did you mean {quoted(near)}? "
-                "(as given, it does nothing)"
-            )
-    return found
+    near = next((known for known in read if one_slip(name, known, _SLIP_LENGTH)), None)
+    if near is None:
+        return ""
+    return (
+        f"env {quoted(name)} is read by no plugin, and {quoted(near)}, which this one "
+        f"reads, differs from it only {_how(name, near)}: did you mean {quoted(near)}? "
+        "(as given, it does nothing)"
+    )
 
 
 def _how(name: str, near: str) -> str:

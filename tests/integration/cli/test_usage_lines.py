@@ -99,9 +99,29 @@ def test_a_wait_that_never_ends_or_never_waits_is_a_usage_error(
     assert "Traceback" not in done.stderr
 
 
-def test_an_env_setting_with_a_nul_byte_changes_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("env", "said"),
+    [
+        (
+            '{"AWS_PROFILE": "prod\\u0000"}',
+            "aws.env 'AWS_PROFILE' holds a NUL byte, which no environment can: the kubelet cannot "
+            "run the plugin with it, and every pull it matches fails",
+        ),
+        (
+            '{"AWS_REGOIN": "eu-west-1"}',
+            "aws.env 'AWS_REGOIN' is read by no plugin, and 'AWS_REGION', which this one reads, "
+            "differs from it only by one slip of a letter: did you mean 'AWS_REGION'? (as given, "
+            "it does nothing)",
+        ),
+    ],
+    ids=["a NUL byte", "a slip in a name"],
+)
+def test_an_env_setting_the_plugin_never_sees_as_meant_changes_nothing(
+    tmp_path: Path, env: str, said: str
+) -> None:
     """The chart's providerSettings as the agent takes it (through the bundle): an env value the
-    kubelet could never hand the plugin is one line before anything is read or written."""
+    kubelet could never hand the plugin, or a name one slip from one the plugin reads, is one line
+    before anything is read or written."""
     from tests.unit.tool.test_agent_apply import kubeadm
 
     root = kubeadm(tmp_path)
@@ -109,15 +129,10 @@ def test_an_env_setting_with_a_nul_byte_changes_nothing(tmp_path: Path) -> None:
     bundle = fake_bundle(tmp_path / "bundle", "0.1.0").parent
     done = run_cli(
         "agent", "apply", "--root", root, "--bundle", str(bundle), "--providers", "aws",
-        "--provider-settings", '{"aws": {"env": {"AWS_PROFILE": "prod\\u0000"}}}',
-        use_bundle=True,
+        "--provider-settings", f'{{"aws": {{"env": {env}}}}}', use_bundle=True,
     )  # fmt: skip
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == (
-        "credprovider agent apply: --provider-settings: aws.env 'AWS_PROFILE' holds a NUL byte, "
-        "which no environment can: the kubelet cannot run the plugin with it, and every pull it "
-        "matches fails\n"
-    )
+    assert done.stderr == f"credprovider agent apply: --provider-settings: {said}\n"
     assert sorted(str(p) for p in Path(root).rglob("*")) == before
 
 

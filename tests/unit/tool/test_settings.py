@@ -42,8 +42,17 @@ def test_with_them_it_is_taken_as_given() -> None:
         ({"AWS\u0000PROFILE": "prod"}, "aws.env 'AWS\\x00PROFILE' holds a NUL byte"),
         ({"AWS_REGION=us-east-1": ""}, "so the plugin sees 'AWS_REGION' set to 'us-east-1='"),
         ({"": "x"}, "aws.env name '' is not a variable's name: the plugin sees nothing set"),
+        (
+            {"AWS_REGOIN": "eu-west-1"},
+            "aws.env 'AWS_REGOIN' is read by no plugin, and 'AWS_REGION', which this one reads, "
+            "differs from it only by one slip of a letter: did you mean 'AWS_REGION'? (as given, "
+            "it does nothing)",
+        ),
+        ({"https_proxi": "http://p:3128"}, "'https_proxi' is read by no plugin, and 'https_proxy'"),
+        ({"aws_profile": "prod"}, "and 'AWS_PROFILE', which this one reads, differs from it only in case"),
     ],
-    ids=["NUL in a value", "NUL in a name", "'=' in a name", "no name"],
+    ids=["NUL in a value", "NUL in a name", "'=' in a name", "no name", "a slip", "the runtime's",
+         "a case"],
 )  # fmt: skip
 def test_an_env_entry_the_kubelet_cannot_pass_as_meant_is_refused(
     env: dict[str, str], refused: str
@@ -55,6 +64,9 @@ def test_an_env_entry_the_kubelet_cannot_pass_as_meant_is_refused(
         parse(json.dumps({"aws": {"env": env}}), ["aws"])
     assert str(raised.value).startswith("--provider-settings: ") and refused in str(raised.value)
     assert parse(json.dumps({"aws": {"env": {"AWS_PROFILE": "prod"}}}), ["aws"])
+    # a name another plugin reads, or one no plugin reads and none is near, is the operator's
+    for name in ("GOOGLE_APPLICATION_CREDENTIALS", "AZURE_CLIENT_ID", "MY_OWN_SETTING"):
+        assert parse(json.dumps({"aws": {"env": {name: "x"}}}), ["aws"])
 
 
 def test_an_argument_with_a_nul_byte_is_refused() -> None:
