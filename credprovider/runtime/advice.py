@@ -49,3 +49,25 @@ def name_not_resolved(exc: BaseException) -> bool:
             break
         cause = cause.__cause__ or cause.__context__
     return isinstance(cause, socket.gaierror)
+
+
+def transport_cause(exc: BaseException) -> str | None:
+    """The OS's own reason an HTTP call failed (``ConnectionRefusedError: [Errno 111] Connection
+    refused``, ``gaierror: [Errno -2] Name or service not known``): the innermost ``OSError`` of
+    the chain an SDK's transport wraps it in (azure-core over requests over urllib3 repeats the
+    whole pool's repr in each layer's text); ``None`` without one."""
+    found: BaseException | None = None
+    cause: BaseException | None = exc
+    for _ in range(16):  # as above: short chains, no cycle followed
+        if cause is None:
+            break
+        if isinstance(cause, OSError) and type(cause).__module__ in ("builtins", "socket", "ssl"):
+            found = cause
+        # azure-core raises its transport error outside the except block: the cause is held
+        inner = getattr(cause, "inner_exception", None)
+        cause = cause.__cause__ or cause.__context__ or _exception(inner)
+    return None if found is None else f"{type(found).__name__}: {found}"
+
+
+def _exception(value: object) -> BaseException | None:
+    return value if isinstance(value, BaseException) else None

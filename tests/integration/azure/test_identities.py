@@ -213,6 +213,9 @@ def test_an_entra_id_it_cannot_reach_says_what_to_check(azure: Azure, identity: 
     [line] = run.error_lines
     assert "could not get an AAD token with " in line, line
     assert "check that login.microsoftonline.com is reachable from this node" in line, line
+    # the OS's reason, not the transport's layers of repr (HTTPSConnectionPool(host=...) ...)
+    assert ": ConnectionRefusedError: [Errno 111] Connection refused; check that" in line, line
+    assert "HTTPSConnectionPool" not in line
     assert SECRET not in run.stderr and SA_TOKEN not in run.stderr
     assert azure.aad.token_requests == [] and azure.acr.exchanges == []
 
