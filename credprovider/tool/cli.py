@@ -27,6 +27,7 @@ from credprovider.entry import (
 )
 from credprovider.errors import CredproviderError
 from credprovider.runtime.child import kill_running
+from credprovider.runtime.excerpt import VALUE_LIMIT, quoted
 from credprovider.runtime.redact import safe_line
 from credprovider.runtime.serve import without_key_log
 from credprovider.tool.commands import COMMANDS
@@ -43,6 +44,8 @@ class _PrintVersion(argparse.Action):
         parser.exit(print_out("credprovider", version_text("credprovider")))
 
 
+# ``~`` or ``~user`` at the start of a path, as a shell would have expanded it.
+_UNEXPANDED_HOME = re.compile(r"~[A-Za-z0-9._-]*(/|$)")
 _INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)$")
 
 
@@ -73,7 +76,24 @@ class ToolParser(argparse.ArgumentParser):
                 guess = _closest(word, list(self._option_string_actions))
                 hint = f"; did you mean {guess}?" if guess else f" (see {self.prog} --help)"
                 self.error(f"unrecognized argument {word}{hint}")
+            for word in args:
+                self._refuse_unexpanded_home(word)
         return super().parse_known_args(args, namespace)
+
+    def _refuse_unexpanded_home(self, word: str) -> None:
+        """A path that reached the tool as ``~/x`` (quoted, or after ``--opt=``, where the shell
+        does not expand it) would be taken as a directory named ``~`` here: refused, naming the
+        path meant. No other value the tool takes (an image, a pattern, JSON) starts with ``~``."""
+        name, equals, value = word.partition("=") if word.startswith("--") else ("", "", word)
+        meant = os.path.expanduser(value)
+        if not _UNEXPANDED_HOME.match(value) or meant == value:  # no such user: a name as given
+            return
+        given = f"{name}{equals}{value}"
+        self.error(
+            f"{quoted(given, VALUE_LIMIT)}: '~' reached credprovider unexpanded (the shell expands it only at "
+            f"the start of a word, not after '=' or in quotes): give the full path, "
+            f"{quoted(meant, VALUE_LIMIT)}"
+        )
 
     def _unknown_options(self, args: list[str]) -> list[str]:
         """The option-like words of ``args`` this parser does not know (values skipped)."""

@@ -162,13 +162,21 @@ def cache_dir(provider: CredentialProvider, environment: Mapping[str, str] | Non
 
 def arg_problem(arg: str) -> str:
     """Why an ``args`` entry cannot be given to the plugin ("": it can): the kubelet passes it
-    unchecked, and a NUL byte fails every exec (``fork/exec ...: invalid argument``)."""
-    if "\0" not in arg:
-        return ""
-    return (
-        f"args {quoted(arg)} holds a NUL byte, which no program's arguments can: the kubelet "
-        "cannot run the plugin with it, and every pull it matches fails"
-    )
+    unchecked, and a NUL byte fails every exec (``fork/exec ...: invalid argument``); no shell
+    runs between them, so a path written ``~/x`` (or ``--opt=~/x``) reaches the plugin as it is."""
+    if "\0" in arg:
+        return (
+            f"args {quoted(arg)} holds a NUL byte, which no program's arguments can: the kubelet "
+            "cannot run the plugin with it, and every pull it matches fails"
+        )
+    value = arg.partition("=")[2] if arg.startswith("-") else arg
+    if value == "~" or value.startswith("~/"):
+        return (
+            f"args {quoted(arg)} names a path from '~', which no shell expands between the kubelet "
+            "and the plugin: the plugin is given '~' as it is (a directory of that name); give "
+            "the full path"
+        )
+    return ""
 
 
 def env_problem(name: str, value: str) -> str:

@@ -154,3 +154,42 @@ def test_migrate_leaves_the_opt_in_plugin_to_install(tmp_path: Path) -> None:
         )
     assert flags.read_text() == 'KUBELET_KUBEADM_ARGS="--cloud-provider=external"\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kubeadm-flags.env"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("install", "--config-out=~/cp.yaml", "--bin-dir", "BIN"),
+        ("migrate", "--write", "--config-out", "~/cp.yaml"),
+        ("validate", "~/cp.yaml"),
+    ],
+    ids=["after '='", "quoted", "a positional"],
+)
+def test_a_path_from_home_the_shell_left_as_it_was_is_refused(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    """bash leaves ``--config-out=~/cp.yaml`` as it is (it expands '~' only at a word's start),
+    and the tool took it as a directory named '~' under this one: install made ``./~/cp.yaml``.
+    Refused as usage, naming the path meant, before anything is read or made."""
+    home = tmp_path / "home"
+    home.mkdir()
+    bin_dir = tmp_path / "bin"
+    done = run_cli(
+        *(str(bin_dir) if arg == "BIN" else arg for arg in args),
+        env={"HOME": str(home)},
+        cwd=tmp_path,
+        use_bundle=True,
+    )
+    given = next(arg for arg in args if "~" in arg)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert done.stderr.splitlines()[-1] == (
+        f"credprovider {args[0]}: error: '{given}': '~' reached credprovider unexpanded (the shell "
+        "expands it only at the start of a word, not after '=' or in quotes): give the full path, "
+        f"'{home}/cp.yaml'"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home"]
+    # a name from '~' no user has is a file's name as given (the kubelet's message for it)
+    missing = run_cli("validate", "~no-such-user-here.yaml", cwd=tmp_path)
+    assert (
+        missing.returncode == 1 and "stat ~no-such-user-here.yaml: no such file" in missing.stdout
+    )

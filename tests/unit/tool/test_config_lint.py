@@ -49,6 +49,24 @@ LINTS = [
         "cannot run the plugin with it, and every pull it matches fails",
     ),
     (
+        "a path from '~' in args",
+        [
+            provider_entry(
+                name="acr-credential-provider",
+                matchImages=["*.azurecr.io"],
+                args=["~/azure.json"],
+            )
+        ],
+        "args '~/azure.json' names a path from '~', which no shell expands between the kubelet "
+        "and the plugin: the plugin is given '~' as it is (a directory of that name); give the "
+        "full path",
+    ),
+    (
+        "a path from '~' in an option's value",
+        [provider_entry(name="registry-credential-provider", args=["--ca-file=~/ca.pem"])],
+        "args '--ca-file=~/ca.pem' names a path from '~'",
+    ),
+    (
         "a deadline past the kubelet's kill",
         [provider_entry(args=["--deadline", "90s"])],
         "its deadline is 90s, and the kubelet kills a plugin after 60s: a slow call is killed "

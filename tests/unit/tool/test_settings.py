@@ -69,6 +69,14 @@ def test_an_env_entry_the_kubelet_cannot_pass_as_meant_is_refused(
         assert parse(json.dumps({"aws": {"env": {name: "x"}}}), ["aws"])
 
 
+def test_an_argument_naming_a_path_from_home_is_refused() -> None:
+    """No shell runs between the kubelet and the plugin: ``~/azure.json`` reaches it as given."""
+    with pytest.raises(SettingsError) as raised:
+        parse(json.dumps({"azure": {"args": ["~/azure.json"]}}), ["azure"])
+    assert str(raised.value).startswith("--provider-settings: azure.args '~/azure.json' names a")
+    assert parse(json.dumps({"azure": {"args": ["/etc/kubernetes/azure.json"]}}), ["azure"])
+
+
 def test_an_argument_with_a_nul_byte_is_refused() -> None:
     with pytest.raises(SettingsError) as raised:
         parse(json.dumps({"gcp": {"args": ["get-credentials", "--v=2\u0000"]}}), ["gcp"])
