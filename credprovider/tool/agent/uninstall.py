@@ -204,8 +204,7 @@ def _lay_bootstrap(root: NodeRoot, state: AgentState, rules: Platform) -> str:
     plugin = root.host(f"{rules.bin_dir}/{BOOTSTRAP_PROVIDER}", follow=False)
     op = Op(Kind.FILE, plugin, PLUGIN_TEXT.encode(), mode=PLUGIN_MODE)
     if not op.done():
-        plugin.parent.mkdir(parents=True, exist_ok=True)
-        perform(op)
+        perform(op)  # its directory made if missing (0755, whatever the umask)
     state.originals[rules.config] = keep_data(
         root, ORIGINALS, rules.config, CONFIG_TEXT.encode(), CONFIG_MODE
     )

@@ -15,12 +15,18 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 from pathlib import Path
 from typing import Final
 
 from credprovider.tool.change.failpoint import reached
 
 TEMPORARY_SUFFIX: Final = ".credprovider-new"
+# A directory a change makes (the bin dir, the config's): its owner's alone to change, whatever
+# the umask of the one who ran it (umask 000 made the kubelet's bin dir 0777).
+DIR_MODE: Final = 0o755
+# Write for group and others, set-uid and set-gid: never on what a copy puts in the bin dir.
+_LOOSE: Final = stat.S_IWGRP | stat.S_IWOTH | stat.S_ISUID | stat.S_ISGID
 
 
 def temporary_for(path: Path) -> Path:
@@ -59,11 +65,12 @@ def missing_dirs(directory: Path) -> list[Path]:
 
 
 def make_dirs(directory: Path) -> None:
-    """``directory`` and those above it, each new one flushed into its parent."""
+    """``directory`` and those above it, each new one flushed into its parent; each
+    :data:`DIR_MODE` at most, whatever the umask."""
     for made in reversed(missing_dirs(directory)):
         reached(f"mkdir {made}")
         with contextlib.suppress(FileExistsError):
-            made.mkdir()
+            made.mkdir(mode=DIR_MODE)
         sync_directory(made.parent)
 
 
@@ -123,6 +130,7 @@ def place_tree(source: Path, target: Path, links: bool = True) -> None:
             symlinks=True,
             ignore=None if links else lambda at, names: _top_links(source, at, names),
         )
+        root_alone(partial)
         sync_tree(partial)
     except (OSError, shutil.Error) as exc:
         remove_tree(partial)
@@ -183,6 +191,20 @@ def remove_empty_dir(path: Path) -> bool:
         return False  # not empty: something else lives there now
     sync_directory(path.parent)
     return True
+
+
+def root_alone(top: Path) -> None:
+    """Every file and directory of a tree just copied writable by its owner alone, and no program
+    in it set-uid or set-gid: the copy keeps the source's modes, and a bundle unpacked by a user
+    with a loose umask (``g+w``, ``o+w``) would leave the plugins the kubelet runs as root
+    writable by others."""
+    for directory, dirs, files in os.walk(top):
+        for name in [*dirs, *files]:
+            place = os.path.join(directory, name)
+            found = os.lstat(place)
+            if not stat.S_ISLNK(found.st_mode) and found.st_mode & _LOOSE:
+                os.chmod(place, stat.S_IMODE(found.st_mode) & ~_LOOSE)
+    os.chmod(top, stat.S_IMODE(os.lstat(top).st_mode) & ~_LOOSE)
 
 
 def sync_tree(top: Path) -> None:

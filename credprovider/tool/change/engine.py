@@ -31,6 +31,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from credprovider.tool.change.durable import (
+    DIR_MODE,
     make_dirs,
     place_tree,
     remove_tree,
@@ -215,7 +216,7 @@ def _place_whole(directory: Path, ops: Sequence[Op]) -> None:
     partial = temporary_for(directory)
     remove_tree(partial)
     reached(f"mkdir {partial}")
-    partial.mkdir()
+    partial.mkdir(mode=DIR_MODE)
     try:
         for op in ops:
             inside = partial / op.path.name

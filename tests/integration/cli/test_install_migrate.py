@@ -531,20 +531,21 @@ def test_a_file_where_a_directory_goes_is_said_as_such(
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="root installing from another user's bundle")
-@pytest.mark.parametrize("who", ["owner", "group"])
+@pytest.mark.parametrize("who", ["owner", "group", "others"])
 def test_root_never_links_the_plugins_into_a_bundle_another_user_can_change(
     tmp_path: Path, target: Path, who: str
 ) -> None:
-    """A bundle unpacked in a user's home (owned by them, or writable by their group): root's
-    install linked the kubelet's plugins into it, and that user then ran code as root at the next
-    pull. Refused, nothing made; --copy puts a copy that is root's in the bin dir."""
+    """A bundle unpacked in a user's home (owned by them, or writable by their group, or by
+    anyone: a umask of 000): root's install linked the kubelet's plugins into it, and that user
+    then ran code as root at the next pull. Refused, nothing made; --copy puts a copy that is
+    root's in the bin dir, writable by no one else (the copy kept the source's g+w and o+w)."""
     bundle = target.parent
     for path in (bundle, *bundle.rglob("*")):
         if who == "owner":
             os.lchown(path, 65534, 65534)
         elif not path.is_symlink():
             os.chown(path, 0, 65534)
-            path.chmod(path.stat().st_mode | 0o020)
+            path.chmod(path.stat().st_mode | (0o020 if who == "group" else 0o002))
     args = ["install", "--providers", "aws", "--bin-dir", str(tmp_path / "bin"),
             "--config-out", str(tmp_path / "c.yaml"), "--target", str(target)]  # fmt: skip
     done = cli(*args)
@@ -560,6 +561,32 @@ def test_root_never_links_the_plugins_into_a_bundle_another_user_can_change(
     assert done.returncode == 0, done.stderr
     copy = tmp_path / "bin" / ".credprovider" / "credprovider"
     assert untrusted(str(copy), user=0) == ""  # root's, its group root, no one else writes it
+    loose = [
+        str(path)
+        for path in (copy.parent, *copy.parent.rglob("*"))
+        if not path.is_symlink() and path.lstat().st_mode & 0o6022
+    ]
+    assert loose == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a kubelet's directories are root's")
+def test_install_under_a_loose_umask_makes_no_directory_others_can_change(
+    tmp_path: Path, target: Path
+) -> None:
+    """Run with umask 000 (a root shell some images start with), install made the kubelet's new
+    bin dir and config directory 0777: anyone could replace a plugin there, and the kubelet runs
+    it as root. Each directory a change makes is 0755, whatever the umask; so is the copy's."""
+    for extra in ((), ("--copy",)):
+        out = tmp_path / ("copy" if extra else "link")
+        done = cli(
+            "install", "--providers", "aws", "--bin-dir", f"{out}/deep/bin",
+            "--config-out", f"{out}/etc/cp/c.yaml", "--target", str(target), *extra,
+            use_bundle=True, wrapper=["sh", "-c", 'umask 000 && exec "$@"', "sh"],
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        made = [p for p in out.rglob("*") if p.is_dir() and not p.is_symlink()]
+        assert made and {oct(p.stat().st_mode & 0o777) for p in made} == {"0o755"}, made
+        assert oct((out / "etc/cp/c.yaml").stat().st_mode & 0o777) == "0o644"
 
 
 def test_providers_are_taken_in_any_case(tmp_path: Path, target: Path) -> None:
