@@ -46,7 +46,7 @@ from credprovider.tool.node.access import (
     unreadable,
 )
 from credprovider.tool.node.root import HOST
-from credprovider.tool.node.trust import untrusted
+from credprovider.tool.node.trust import place_problem, untrusted
 
 
 @dataclass
@@ -167,7 +167,10 @@ def _current_config(out: Path) -> tuple[bytes | None, str | None]:
 
 
 def check_writable(directory: Path) -> None:
-    """Refuse, before anything is changed, a directory this user could not create or write in."""
+    """Refuse, before anything is changed, a directory this user could not create or write in,
+    and, as root, one someone else could change (the kubelet runs as root what is put there)."""
+    if os.geteuid() == 0 and (problem := place_problem(str(directory))):
+        raise NodeChangeError(f"nothing was changed: {problem}")
     existing = directory
     while not os.path.exists(existing) and existing != existing.parent:  # False when refused too
         existing = existing.parent

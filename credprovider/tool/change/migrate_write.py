@@ -18,7 +18,9 @@ from credprovider.tool.change.merge import holds_providers
 from credprovider.tool.change.migrate import MigrationPlan
 from credprovider.tool.change.render import WRITTEN_BY
 from credprovider.tool.change.results import Action, Step
+from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, link_target, read_text
+from credprovider.tool.node.trust import place_problem
 
 
 def refusal(plan: MigrationPlan, config_out: str) -> str | None:
@@ -80,9 +82,12 @@ def contents(plan: MigrationPlan, config_out: str) -> dict[str, str]:
 
 
 def check_places(plan: MigrationPlan, config_out: str) -> None:
-    """Each directory --write writes into is one this user may write (NodeChangeError if not)."""
+    """Each directory --write writes into is one this user may write, and (as root) one no one
+    else may change; so is the bin dir the flags will name (NodeChangeError if not)."""
     for path in contents(plan, config_out):
         check_writable(Path(path).parent)
+    if os.geteuid() == 0 and (problem := place_problem(plan.bin_dir)):
+        raise NodeChangeError(f"nothing was changed: {problem}")
 
 
 def write(plan: MigrationPlan, config_out: str) -> list[dict[str, str]]:

@@ -86,9 +86,8 @@ def _print_report(report: LookupReport, show: bool) -> None:
             print(f"- {printable(provider.name)}: matched, not run: {provider.skipped}")
             continue
         status = f"exit {provider.exit_code}" if provider.exit_code is not None else "not finished"
-        print(
-            f"- {printable(provider.name)}: matched, ran in {provider.seconds * 1000:.0f} ms, {status}"
-        )
+        ran = f"ran in {provider.seconds * 1000:.0f} ms, {status}" if provider.ran else "not run"
+        print(f"- {printable(provider.name)}: matched, {ran}")
         if provider.error:
             said = provider.stderr.strip()
             head = provider.error.removesuffix(f": {said}") if said else provider.error

@@ -15,6 +15,7 @@ from credprovider.tool.images.startcheck import check_start
 from credprovider.tool.kubeconfig.model import LoadedConfig
 from credprovider.tool.node.access import check_access
 from credprovider.tool.node.root import NodeRoot, RootPathError
+from credprovider.tool.node.trust import config_problem
 
 
 @dataclass(frozen=True)
@@ -85,12 +86,17 @@ def check_binaries(
             )
         )
         return result
-    for provider in loaded.providers:
+    for index, provider in enumerate(loaded.providers):
         name = provider.name or ""
         where = f"provider {name!r}"
         missing = _missing_binary(Path(bin_dir) / name, root)
         if missing:
             result.errors.append(Finding(name, f"{where}: {missing}", stops_kubelet=True))
+            continue
+        sources = loaded.provider_sources
+        refused = config_problem(str(sources[index])) if index < len(sources) else ""
+        if refused:
+            result.warnings.append(Finding(name, f"{where}: {refused}"))
             continue
         started = check_start(
             name,

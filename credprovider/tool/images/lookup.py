@@ -34,7 +34,7 @@ from credprovider.runtime.serve import CACHE_READ_ONLY_ENV
 from credprovider.tool.catalog import plugin_for_name
 from credprovider.tool.images.misses import explain_key_mismatch
 from credprovider.tool.kubeconfig.model import CredentialProvider, LoadedConfig
-from credprovider.tool.node.trust import UntrustedProgram, check_program
+from credprovider.tool.node.trust import UntrustedProgram, check_program, config_problem
 
 KUBELET_EXEC_TIMEOUT_SECONDS: Final = 60.0
 # What is kept of a plugin's stdout and of its stderr (the rest is read and dropped).
@@ -274,11 +274,16 @@ def kubelet_lookup(
         image, [(p.name or "", p.matchImages or []) for p in loaded.providers]
     )
     reports = []
-    for provider, selection in zip(loaded.providers, selections, strict=True):
+    for index, (provider, selection) in enumerate(zip(loaded.providers, selections, strict=True)):
         if not selection.matched:
             reports.append(
                 ProviderReport(selection.name, matched=False, misses=list(selection.misses))
             )
+            continue
+        source = loaded.provider_sources[index] if index < len(loaded.provider_sources) else None
+        refused = config_problem(str(source)) if source is not None else ""
+        if refused:
+            reports.append(ProviderReport(selection.name, matched=True, error=refused))
             continue
         reports.append(
             run_provider(provider, bin_dir, image, token, annotations or {}, timeout, environment)

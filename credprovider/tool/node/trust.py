@@ -104,6 +104,35 @@ def untrusted(path: str, user: int | None = None) -> str:
     return ""
 
 
+def config_problem(path: str) -> str:
+    """Why a plugin may not be run with the ``env`` and ``args`` the config at ``path`` gives it
+    ('' if it may): the same rule as for a program, since an ``env`` entry (``BASH_ENV``,
+    ``AWS_CONFIG_FILE`` naming a ``credential_process``) can make a trusted plugin run anyone's
+    code, and the kubelet (as the tool, when root) runs it as root."""
+    problem = untrusted(path)
+    if not problem:
+        return ""
+    return (
+        f"not run with the env and args of {path}: {problem}, so someone other than root could "
+        "have written them (and the kubelet runs the plugin as root with them): make the config "
+        "and the directories above it root's, writable only by root"
+    )
+
+
+def place_problem(directory: str) -> str:
+    """Why root must not put what the kubelet runs or reads in ``directory`` ('' if it may): it,
+    or a directory above it, is one someone other than root could change (a directory not made
+    yet is judged by those above it)."""
+    problem = untrusted(os.path.join(directory, "."), user=0)
+    if not problem:
+        return ""
+    return (
+        f"{directory} is not root's alone ({problem}): the kubelet runs as root what it finds "
+        "there (the plugins, the env and args their config gives them), so whoever can change it "
+        "could run code as root; make it root's, writable only by root, or choose another place"
+    )
+
+
 def check_program(path: str) -> None:
     """Raise :class:`UntrustedProgram` (one sentence) if ``path`` is not to be run."""
     problem = untrusted(path)

@@ -589,6 +589,40 @@ def test_install_under_a_loose_umask_makes_no_directory_others_can_change(
         assert oct((out / "etc/cp/c.yaml").stat().st_mode & 0o777) == "0o644"
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="a kubelet's directories are root's")
+@pytest.mark.parametrize("where", ["bin dir", "config"])
+def test_root_puts_nothing_the_kubelet_runs_where_others_can_change_it(
+    tmp_path: Path, target: Path, where: str
+) -> None:
+    """A bin dir (or the config's directory) any user may write in: install linked the plugins
+    there, and migrate --write wrote the config there, for the kubelet to run as root whatever
+    another user put in its place. Refused, nothing made; a directory with the sticky bit (as
+    /tmp) is not refused, since others cannot replace what root put there."""
+    open_dir = tmp_path / "open"
+    open_dir.mkdir(mode=0o777)
+    open_dir.chmod(0o777)
+    safe = tmp_path / "safe"
+    bin_dir = open_dir / "bin" if where == "bin dir" else safe / "bin"
+    config = safe / "c.yaml" if where == "bin dir" else open_dir / "c.yaml"
+    said = (
+        f"nothing was changed: {bin_dir if where == 'bin dir' else open_dir} is not root's alone "
+        f"({open_dir} is writable by others (mode drwxrwxrwx)): the kubelet runs as root what it "
+        "finds there"
+    )
+    for args in (
+        ("install", "--providers", "aws", "--target", str(target)),
+        ("migrate", "--kubelet-flags=--cloud-provider=aws", "--write"),
+    ):
+        done = cli(*args, "--bin-dir", str(bin_dir), "--config-out", str(config), use_bundle=True)
+        assert (done.returncode, done.stdout) == (1, ""), done.stderr
+        assert done.stderr.startswith(f"credprovider {args[0]}: {said}"), done.stderr
+        assert not safe.exists() and list(open_dir.iterdir()) == []
+    open_dir.chmod(0o1777)  # sticky: as /tmp
+    done = cli("install", "--providers", "aws", "--target", str(target), "--bin-dir",
+               str(bin_dir), "--config-out", str(config), use_bundle=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+
 def test_providers_are_taken_in_any_case(tmp_path: Path, target: Path) -> None:
     """``--providers AWS,Gcp`` is aws and gcp: the keys have one spelling, in lower case."""
     done = cli("install", "--providers", "AWS,Gcp", "--bin-dir", str(tmp_path / "bin"),

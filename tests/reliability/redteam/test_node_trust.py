@@ -234,6 +234,34 @@ def test_a_bin_dir_any_user_may_write_is_reported_and_not_run(tmp_path: Path, co
     assert f"{real.bin_dir}/test-plugin was not run: {real.bin_dir} is writable by others" in said
 
 
+@pytest.mark.parametrize("command", ["get", "validate", "doctor"])
+@pytest.mark.parametrize("how", ["writable by others", "another user's"])
+def test_a_plugin_is_never_run_with_the_env_of_a_config_others_could_write(
+    tmp_path: Path, command: str, how: str
+) -> None:
+    """The config names the plugin's env and args: from a file another user could write, an
+    entry such as ``BASH_ENV`` or ``AWS_CONFIG_FILE`` (a ``credential_process``) runs their code
+    in a trusted plugin, as root. Reported, and the plugin not run."""
+    tmp_path.chmod(0o755)
+    real = make_node(tmp_path / "real")
+    if how == "writable by others":
+        real.config.chmod(0o646)
+    else:
+        os.chown(real.config, NOBODY, NOBODY)
+    args = {"get": ("get", IMAGE, "--json"), "validate": ("validate", "--json"),
+            "doctor": ("doctor", "--json", "--image", IMAGE)}[command]  # fmt: skip
+    result = run_node(tmp_path, [kubelet(real)], *args)
+    assert not real.ran.exists()
+    said = result["stdout"] + result["stderr"]
+    problem = "is writable by others" if how == "writable by others" else "is owned by uid 65534"
+    assert f"not run with the env and args of {real.config}: {real.config} {problem}" in said
+    # made root's alone, the same config runs
+    real.config.chmod(0o644)
+    os.chown(real.config, 0, 0)
+    run_node(tmp_path, [kubelet(real)], *args)
+    assert real.ran.exists()
+
+
 def test_a_command_line_past_1_mib_is_read_whole(tmp_path: Path) -> None:
     """Flags after more than a MiB of others (each argument at most 128 KiB, the kernel's cap)."""
     tmp_path.chmod(0o755)

@@ -280,14 +280,15 @@ def test_every_path_option_of_every_subcommand_has_a_row() -> None:
     assert found == set(PATH_OPTIONS) | NODE_PATHS_THROUGH_PLAN
 
 
-# Who runs the tool: root, and an operator without root (nobody), whose node is world-writable.
+# Who runs the tool: root, and an operator without root (nobody), whose node is writable by all
+# (sticky, as /tmp).
 AS_USER = {"root": [], "nobody": ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]}
 
 
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[Path]:
     place = Path(tempfile.mkdtemp(prefix="special-", dir="/tmp"))
-    place.chmod(0o777)
+    place.chmod(0o1777)  # as /tmp: nobody may make files here, and cannot replace root's
     (place / "c.yaml").write_text(CONFIG)
     yield place
     while _SOCKETS:
