@@ -16,7 +16,7 @@ from credprovider.azure.registry import (
 )
 from credprovider.errors import ProviderError
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
-from credprovider.runtime.advice import NOT_THE_SERVICE, transport_cause, unreachable_url
+from credprovider.runtime.advice import NOT_THE_SERVICE, transport_reason, unreachable_url
 from credprovider.runtime.answer import BadAnswer
 from credprovider.runtime.api import CredentialProviderRequest
 from credprovider.runtime.provider import Context, one_line
@@ -306,9 +306,8 @@ def aad_token(identity: Identity, ctx: Context) -> str:
         message = getattr(exc, "message", None) or str(exc)
         reached = not (identity.endpoint and _unreached(exc))
         advice = None if reached else unreachable_url(identity.endpoint)
-        if not reached:  # the OS's reason, not the transport's layers of repr
-            message = transport_cause(exc) or message
-        raise ProviderError(f"{failed}: {one_line(message)}", advice) from None
+        said = one_line(message) if reached else transport_reason(exc)
+        raise ProviderError(f"{failed}: {said}", advice) from None
     register_secret(token.token)
     return str(token.token)
 

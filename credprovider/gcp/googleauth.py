@@ -22,6 +22,7 @@ from credprovider.gcp.registry import (
 from credprovider.runtime._typing import TYPE_CHECKING, Any, Final, NamedTuple
 from credprovider.runtime.advice import (
     NOT_THE_SERVICE,
+    transport_reason,
     unreachable,
     unreachable_url,
 )
@@ -144,7 +145,7 @@ def metadata_get(ctx: Context, path: str, what: str) -> Any:
         raise ProviderError(f"{failed}: {exc.detail}", NOT_THE_SERVICE) from None
     except exceptions.TransportError as exc:
         advice = metadata.not_reached(exc, "the GCE metadata server")
-        raise ProviderError(f"{failed}: {one_line(exc)}", advice) from None
+        raise ProviderError(f"{failed}: {transport_reason(exc)}", advice) from None
     except (exceptions.GoogleAuthError, ValueError) as exc:
         raise ProviderError(f"{failed}: {one_line(exc)}") from None
 
@@ -216,7 +217,8 @@ def credentials_file_token(path: str, ctx: Context) -> Token:
         raise ProviderError(f"{failed}: {exc.detail}", NOT_THE_SERVICE) from None
     except exceptions.TransportError as exc:
         raise ProviderError(
-            f"{failed}: {one_line(exc)}", unreachable(f"the token endpoint {path} names")
+            f"{failed}: {transport_reason(exc)}",
+            unreachable(f"the token endpoint {path} names"),
         ) from None
     except (exceptions.GoogleAuthError, ValueError) as exc:
         raise ProviderError(f"{failed}: {one_line(exc)}") from None
@@ -261,7 +263,8 @@ def workload_identity_token(
         reached = not isinstance(exc, exceptions.TransportError)
         raise ProviderError(
             f"Workload Identity token exchange at {endpoint} failed for a service "
-            f"account that opted in (no fallback to the node identity): {one_line(exc)}",
+            f"account that opted in (no fallback to the node identity): "
+            f"{one_line(exc) if reached else transport_reason(exc)}",
             None if reached else unreachable_url(endpoint),
         ) from None
     token = answer.get("access_token") if isinstance(answer, dict) else None
@@ -324,7 +327,7 @@ def impersonate(
         raise Refused(statuses[-1] if statuses else 0, body) from None
     except exceptions.TransportError as exc:
         raise ProviderError(
-            f"{head}: could not reach {IAM_CREDENTIALS_API}: {one_line(exc)}",
+            f"{head}: could not reach {IAM_CREDENTIALS_API}: {transport_reason(exc)}",
             unreachable(IAM_CREDENTIALS_API),
         ) from None
     except (exceptions.GoogleAuthError, ValueError) as exc:
@@ -353,7 +356,7 @@ def download(url: str, what: str, ctx: Context) -> str:
     except BadAnswer as exc:
         raise ProviderError(f"{failed}: {exc.detail}", NOT_THE_SERVICE) from None
     except exceptions.TransportError as exc:
-        raise ProviderError(f"{failed}: {one_line(exc)}", unreachable_url(url)) from None
+        raise ProviderError(f"{failed}: {transport_reason(exc)}", unreachable_url(url)) from None
     except exceptions.GoogleAuthError as exc:
         raise ProviderError(f"{failed}: {one_line(exc)}") from None
     if response.status != 200:

@@ -51,11 +51,20 @@ def name_not_resolved(exc: BaseException) -> bool:
     return isinstance(cause, socket.gaierror)
 
 
+def transport_reason(exc: BaseException) -> str:
+    """One line saying why an HTTP call through an SDK's transport failed: the OS's own reason
+    where there is one (:func:`transport_cause`), else the error's text."""
+    from credprovider.runtime.provider import one_line
+
+    return one_line(transport_cause(exc) or exc)
+
+
 def transport_cause(exc: BaseException) -> str | None:
     """The OS's own reason an HTTP call failed (``ConnectionRefusedError: [Errno 111] Connection
     refused``, ``gaierror: [Errno -2] Name or service not known``): the innermost ``OSError`` of
     the chain an SDK's transport wraps it in (azure-core over requests over urllib3 repeats the
-    whole pool's repr in each layer's text); ``None`` without one."""
+    whole pool's repr in each layer's text, as google-auth over requests does); ``None`` without
+    one."""
     found: BaseException | None = None
     cause: BaseException | None = exc
     for _ in range(16):  # as above: short chains, no cycle followed

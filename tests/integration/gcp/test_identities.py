@@ -146,6 +146,11 @@ def test_an_sts_it_cannot_reach_says_what_to_check(
     [line] = run.error_lines
     assert "no fallback to the node identity" in line, line
     assert "check that sts.googleapis.com is reachable from this node" in line, line
+    # the OS's reason, not google-auth's, requests' and urllib3's layers of repr
+    assert (
+        "opted in (no fallback to the node identity): ConnectionRefusedError: [Errno 111]" in line
+    )
+    assert "HTTPSConnectionPool" not in line
     assert meta.paths == []
 
 
