@@ -27,8 +27,12 @@ def node_failure(exc: OSError | CredproviderError, root_hint: str = "") -> str:
 
     if isinstance(exc, PermissionError):
         said = f" ({root_hint})" if root_hint else ""
-        return f"cannot write {exc.filename} as uid {os.geteuid()}: run it as root{said}"
-    if isinstance(exc, OSError):
-        where = f" {exc.filename}" if exc.filename else ""
+        return (
+            f"cannot write {exc.filename2 or exc.filename} as uid {os.geteuid()}: run it as "
+            f"root{said}"
+        )
+    if isinstance(exc, OSError):  # a link or a rename: the path written is the second
+        written = exc.filename2 or exc.filename
+        where = f" {written}" if written else ""
         return f"cannot write{where}: {exc.strerror or exc}"
     return str(exc)

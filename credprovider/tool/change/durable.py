@@ -22,11 +22,25 @@ from typing import Final
 from credprovider.tool.change.failpoint import reached
 
 TEMPORARY_SUFFIX: Final = ".credprovider-new"
+# What Linux file systems take: a name (one part of a path) and a whole path, in bytes.
+NAME_MAX: Final = 255
+PATH_MAX: Final = 4096
 # A directory a change makes (the bin dir, the config's): its owner's alone to change, whatever
 # the umask of the one who ran it (umask 000 made the kubelet's bin dir 0777).
 DIR_MODE: Final = 0o755
 # Write for group and others, set-uid and set-gid: never on what a copy puts in the bin dir.
 _LOOSE: Final = stat.S_IWGRP | stat.S_IWOTH | stat.S_ISUID | stat.S_ISGID
+
+
+def overlong(path: Path) -> str:
+    """Why a file system would refuse to make ``path`` for its length ('' if it would not): a
+    name in it longer than :data:`NAME_MAX` bytes, or the whole longer than :data:`PATH_MAX`."""
+    for part in path.parts:
+        if len(os.fsencode(part)) > NAME_MAX:
+            return f"a name in it is {len(os.fsencode(part))} bytes, and {NAME_MAX} is the most"
+    if len(os.fsencode(str(path))) >= PATH_MAX:
+        return f"it is {len(os.fsencode(str(path)))} bytes long, and {PATH_MAX - 1} is the most"
+    return ""
 
 
 def temporary_for(path: Path) -> Path:

@@ -38,11 +38,13 @@ from credprovider.tool.change.confine import (
 )
 from credprovider.tool.change.durable import (
     missing_dirs,
+    overlong,
     remove_file,
     remove_tree,
     rename_into_place,
     replace_file,
     sync_file,
+    temporary_for,
 )
 from credprovider.tool.change.engine import (
     BACKUP_SUFFIX,
@@ -100,9 +102,30 @@ def begin(journal: Path, ops: Sequence[Op], change: ChangeKind = ChangeKind.INST
     # an undo's ops need no undo of their own: what they replace is what the record's change made;
     # the agent's state keeps what its paths were
     entries = [Entry(op) if change in _UNKEPT else _with_prior(op, stamp) for op in ops]
+    _require_names_fit(journal, [entry.op for entry in entries])
     document = {"change": str(change), "ops": [encoded(entry) for entry in entries]}
     replace_file(journal, json.dumps(document).encode(), 0o600)
     return [entry.op for entry in entries]
+
+
+def _require_names_fit(journal: Path, ops: Sequence[Op]) -> None:
+    """Every name the change would make (each path, the temporary name it is first written
+    under, its backup's; the journal's and the record's) one the file system takes: a name too
+    long fails at its op, every time, and a journal left then could never be finished. Refused
+    before anything is written (NodeChangeError)."""
+    made = [(name, journal) for name in (temporary_for(journal), record_for(anchor_of(journal)))]
+    for op in ops:
+        made.append((temporary_for(op.path.parent), op.path))  # a new directory, made whole
+        for name in (op.path, op.backup):
+            if name is not None:
+                made += [(name, op.path), (temporary_for(name), op.path)]
+    for name, for_path in made:
+        problem = overlong(name)
+        if problem:
+            raise NodeChangeError(
+                f"nothing was changed: {for_path} cannot be written, since {name}, a name the "
+                f"change makes for it, is too long ({problem}): give a shorter name"
+            )
 
 
 def commit(journal: Path, change: ChangeKind, rebase: Callable[[Op], Op] | None = None) -> None:

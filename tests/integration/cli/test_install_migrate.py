@@ -755,3 +755,33 @@ cp {tmp_path}/c.yaml {tmp_path}/elsewhere.yaml
     assert "validate: 1" in lines and "validate named: 1" in lines, lines
     assert "validate elsewhere: 0" in lines, lines
     assert any(line.startswith("invalid: ") and refusal in line for line in lines), lines
+
+
+@pytest.mark.parametrize("long", ["--as", "--config-out", "--bin-dir"])
+def test_a_name_too_long_to_write_changes_nothing_and_leaves_no_journal(
+    tmp_path: Path, target: Path, long: str
+) -> None:
+    """``--as ecr-credential-provider-<250 letters>``: the link's name is too long for any file
+    system; install failed at that op, every time, and the journal it left made every later
+    install fail as well ("cannot write .../credprovider: File name too long"). Every name a
+    change makes (its temporary and backup names too) is checked before anything is written."""
+    name = "x" * 240
+    values = {
+        "--as": ("--as", f"ecr-credential-provider-{name[:232]}"),
+        "--config-out": ("--config-out", f"{tmp_path}/cfg/{name}.yaml"),
+        "--bin-dir": ("--bin-dir", f"{tmp_path}/{name}"),
+    }
+    args = {"--bin-dir": f"{tmp_path}/bin", "--config-out": f"{tmp_path}/cfg/c.yaml"}
+    option, value = values[long]
+    args[option] = value
+    flat = [word for pair in args.items() for word in pair]
+    done = cli("install", "--providers", "aws", "--target", str(target), *flat, use_bundle=True)
+    assert (done.returncode, done.stdout) == (1, ""), done.stderr
+    assert done.stderr.startswith("credprovider install: nothing was changed: "), done.stderr
+    assert "is too long (a name in it is " in done.stderr and "give a shorter name" in done.stderr
+    assert len(done.stderr.splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundle"]
+    # nothing is left in the way of the next install
+    again = cli("install", "--providers", "aws", "--target", str(target), "--bin-dir",
+                f"{tmp_path}/bin", "--config-out", f"{tmp_path}/cfg/c.yaml")  # fmt: skip
+    assert again.returncode == 0, again.stderr
