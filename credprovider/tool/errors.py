@@ -25,6 +25,13 @@ def node_failure(exc: OSError | CredproviderError, root_hint: str = "") -> str:
     write (its path and the system's reason), or the change's own sentence."""
     import os
 
+    if isinstance(exc, PermissionError) and os.geteuid() == 0:  # root refused: not its mode
+        written = exc.filename2 or exc.filename
+        return (
+            f"cannot write {written}: {exc.strerror or exc}, even as root (is a file there "
+            f"immutable, 'lsattr {os.path.dirname(str(written))}' showing an 'i'? or a security "
+            "module refusing it?)"
+        )
     if isinstance(exc, PermissionError):
         said = f" ({root_hint})" if root_hint else ""
         return (

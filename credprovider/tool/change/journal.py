@@ -64,7 +64,7 @@ from credprovider.tool.change.journalformat import (
 )
 from credprovider.tool.change.kept import Prior, Was
 from credprovider.tool.change.lock import node_lock
-from credprovider.tool.errors import NodeChangeError
+from credprovider.tool.errors import NodeChangeError, node_failure
 from credprovider.tool.node.root import HOST
 
 # Changes whose journal keeps no backup and leaves no record behind.
@@ -295,4 +295,12 @@ def by_hand(anchor: str | Path, command: str) -> Iterator[Finished]:
     killed one left beside the config ``anchor`` (its journal) is finished, which every such run
     does first."""
     with node_lock(HOST, f"credprovider {command}"):
-        yield _finish(journal_for(anchor))
+        journal = journal_for(anchor)
+        try:
+            finished = _finish(journal)
+        except OSError as exc:
+            raise NodeChangeError(
+                f"{node_failure(exc)}: the change an earlier run left part done (its journal "
+                f"{journal}) cannot be finished until that is mended; nothing more was changed"
+            ) from None
+        yield finished

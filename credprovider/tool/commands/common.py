@@ -177,11 +177,12 @@ def cannot_check(command: str, exc: Exception, as_json: bool = False) -> int:
 
 
 def said_finished(finished: Finished, command: str) -> None:
-    """The change a killed install, migrate --write or undo left, which this run finished first
-    (``change.journal.by_hand``), said on stderr."""
+    """The change an install, migrate --write or undo left part done (killed, or stopped by a
+    failure since mended), which this run finished first (``change.journal.by_hand``), said on
+    stderr."""
     if finished.ops:
         print(
-            f"credprovider {command}: finished the change a killed run began: "
+            f"credprovider {command}: finished the change an earlier run left part done: "
             f"{', '.join(str(op.path) for op in finished.ops)}",
             file=sys.stderr,
         )

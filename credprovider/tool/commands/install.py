@@ -34,7 +34,7 @@ from credprovider.tool.commands.common import (
     step_json,
     wrong_kind,
 )
-from credprovider.tool.errors import NodeChangeError
+from credprovider.tool.errors import NodeChangeError, node_failure
 from credprovider.tool.node.access import FileProblem, UnreadableError
 from credprovider.tool.node.layouts import KUBEADM_FLAGS_ENV
 from credprovider.tool.node.root import HOST
@@ -165,9 +165,10 @@ def _plan_and_apply(
     try:
         apply_install(plan)
     except (OSError, FileProblem) as exc:
+        said = node_failure(exc) if isinstance(exc, OSError) else str(exc)
         print(
-            f"credprovider install: {exc}: the install stopped part way; run it again to finish "
-            "it (its journal beside the config says what is left)",
+            f"credprovider install: {said}: the install stopped part way; once that is mended, "
+            "run it again to finish it (its journal beside the config says what is left)",
             file=sys.stderr,
         )
         return EXIT_FAILED

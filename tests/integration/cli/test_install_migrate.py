@@ -785,3 +785,41 @@ def test_a_name_too_long_to_write_changes_nothing_and_leaves_no_journal(
     again = cli("install", "--providers", "aws", "--target", str(target), "--bin-dir",
                 f"{tmp_path}/bin", "--config-out", f"{tmp_path}/cfg/c.yaml")  # fmt: skip
     assert again.returncode == 0, again.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chattr +i needs root")
+def test_an_immutable_config_says_so_and_the_next_run_finishes_once_it_is_mended(
+    tmp_path: Path, target: Path
+) -> None:
+    """A config made immutable (``chattr +i``, as some hardening does): root's install was told
+    "[Errno 1] Operation not permitted: 'c.yaml' -> 'c.yaml.credprovider-backup-...'", and the
+    next run "cannot write ... as uid 0: run it as root". Each says now what refused root, and
+    the next names the journal it cannot finish; once mended, the next run finishes it."""
+    config = tmp_path / "cfg" / "c.yaml"
+    config.parent.mkdir()
+    config.write_text("apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\n"
+                      "providers: []\n")  # fmt: skip
+    if subprocess.run(["chattr", "+i", str(config)], capture_output=True).returncode != 0:
+        pytest.skip("this file system keeps no immutable flag")
+    args = ("install", "--providers", "aws", "--target", str(target), "--bin-dir",
+            f"{tmp_path}/bin", "--config-out", str(config))  # fmt: skip
+    try:
+        first, second = cli(*args, use_bundle=True), cli(*args, use_bundle=True)
+    finally:
+        subprocess.run(["chattr", "-i", str(config)], check=True)
+    refused = (
+        ": Operation not permitted, even as root (is a file there immutable, "
+        f"'lsattr {config.parent}' showing an 'i'? or a security module refusing it?)"
+    )
+    assert first.returncode == 1 and refused in first.stderr, first.stderr
+    assert "the install stopped part way; once that is mended, run it again" in first.stderr
+    assert second.returncode == 1 and refused in second.stderr, second.stderr
+    assert (
+        f"the change an earlier run left part done (its journal {config.parent}/.c.yaml."
+        "credprovider-journal) cannot be finished until that is mended" in second.stderr
+    )
+    assert "as uid 0" not in first.stderr + second.stderr
+    third = cli(*args, use_bundle=True)
+    assert third.returncode == 0, third.stderr
+    assert "finished the change an earlier run left part done" in third.stderr
+    assert "ecr-credential-provider" in config.read_text()
