@@ -299,11 +299,17 @@ class Renewer:
         self._thread.join(timeout=10)
 
 
+# Nodes asked for in one page of a list (kubectl's default chunk size).
+LIST_PAGE: Final = 500
+
+
 def fleet(client: Client) -> Iterator[tuple[str, NodeStatus | None, bool]]:
     """Every node: its name, the agent's status there, and whether it is Ready."""
     from lightkube.resources.core_v1 import Node
 
-    nodes = api_call("listing the nodes", lambda: list(client.list(Node)))
+    # in pages, as kubectl asks: a cluster of thousands of Nodes (each with its images) is a list
+    # past the one answer's bound (cluster/bounds.py), which pages keep within it
+    nodes = api_call("listing the nodes", lambda: list(client.list(Node, chunk_size=LIST_PAGE)))
     for node in sorted(nodes, key=lambda found: found.metadata.name if found.metadata else ""):
         meta = node.metadata
         ready = any(

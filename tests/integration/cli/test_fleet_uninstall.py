@@ -43,6 +43,7 @@ class FakeApi:
     after_patch: dict[str, dict[str, str]] = field(default_factory=dict)
     patches: list[Any] = field(default_factory=list)
     lists: int = 0  # polls since the patch
+    limits: list[str] = field(default_factory=list)  # each list request's limit ("": none)
 
     def daemonset(self) -> dict[str, Any]:
         return {
@@ -72,8 +73,14 @@ class FakeApi:
                  "status": {"conditions": [{"type": "Ready", "status": "True"}]}}
                 for name, notes in self.nodes.items()
             ]  # fmt: skip
-            return FakeResponse.json({"kind": "NodeList", "apiVersion": "v1", "metadata": {},
-                                      "items": items})  # fmt: skip
+            # pages as an API server gives them: ``limit`` items, ``continue`` for the next
+            limit = request.query.get("limit", [""])[0]
+            self.limits.append(limit)
+            start = int(request.query.get("continue", ["0"])[0] or 0)
+            end = start + int(limit) if limit else len(items)
+            more = {"continue": str(end)} if end < len(items) else {}
+            return FakeResponse.json({"kind": "NodeList", "apiVersion": "v1", "metadata": more,
+                                      "items": items[start:end]})  # fmt: skip
         return FakeResponse.json({"kind": "Status", "code": 404}, status=404)
 
 
@@ -127,6 +134,19 @@ def test_every_node_is_told_and_waited_for(api: tuple[FakeApi, Path]) -> None:
     again = uninstall(kubeconfig)
     assert again.returncode == 0 and len(fake.patches) == 1  # told once: the args say so
     assert "already told to uninstall" in again.stdout
+
+
+def test_the_nodes_are_listed_in_pages(api: tuple[FakeApi, Path]) -> None:
+    """One answer listing every Node of a large cluster (thousands, each with its images) is past
+    the bound the client holds an answer to (64 MiB): the nodes are asked for in pages of 500, as
+    kubectl asks, each page within it, and every node of every page is counted."""
+    fake, kubeconfig = api
+    fake.args = ["agent", "run", "--uninstall", "--root=/host", "--providers=aws"]
+    fake.nodes = {f"node-{n:04}": annotated("uninstalled") for n in range(1203)}
+    done = uninstall(kubeconfig)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "every node restored (1203)"
+    assert fake.limits == ["500", "500", "500"]
 
 
 def test_no_tls_session_key_is_written_where_sslkeylogfile_names(
