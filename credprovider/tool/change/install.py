@@ -26,7 +26,12 @@ from credprovider.tool.change.confine import BUNDLE_MANIFEST as MANIFEST
 from credprovider.tool.change.engine import BACKUP_SUFFIX, ChangeKind, Kind, Op, backup_stamp
 from credprovider.tool.change.journal import run
 from credprovider.tool.change.journalformat import journal_for
-from credprovider.tool.change.merge import holds_providers, other_providers, without_plugin
+from credprovider.tool.change.merge import (
+    dropped_comments,
+    holds_providers,
+    other_providers,
+    without_plugin,
+)
 from credprovider.tool.change.render import (
     BUNDLE_COPY_DIR,
     bundle_executable,
@@ -293,9 +298,13 @@ def _plan_config(
         step = Step(
             Action.WRITE,
             str(out),
-            f"added provider {added} to {out} (its other providers kept)"
-            if adds
-            else f"added our providers to {out} (its other providers kept)",
+            (
+                f"added provider {added} to {out} (its other providers kept"
+                if adds
+                else f"added our providers to {out} (its other providers kept"
+            )
+            + "".join(f"; {lost}" for lost in [dropped_comments(current)] if lost)
+            + ")",
             backup=f"{out}{BACKUP_SUFFIX}{stamp}",
         )
         if not out.is_symlink():

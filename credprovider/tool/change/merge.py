@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from credprovider.tool.change.render import WRITTEN_BY
 from credprovider.tool.kubeconfig.model import CONFIG_KIND
 from credprovider.tool.node.yamldoc import YamlError, load_yaml
 
@@ -52,3 +53,30 @@ def holds_providers(current: bytes, text: bytes) -> bool:
         and isinstance(wanted, list)
         and all(entry in providers for entry in wanted)
     )
+
+
+def dropped_comments(current: bytes | None) -> str:
+    """What a rewrite of the YAML config ``current`` loses that its providers do not say: its
+    comments (a merge re-renders the document, and PyYAML keeps none). "" when it has none, or
+    only the line credprovider writes on top."""
+    text = (current or b"").decode("utf-8", "replace")
+    found = sum(
+        1 for line in text.splitlines() if _comment_in(line) and not line.startswith(WRITTEN_BY)
+    )
+    if not found:
+        return ""
+    return f"its {found} comment line(s) not kept: the backup has them"
+
+
+def _comment_in(line: str) -> bool:
+    """Whether the YAML ``line`` holds a comment: a ``#`` opening it, or after a blank, outside
+    quotes (a ``#`` in a quoted pattern or a URL's fragment is not one)."""
+    quote = ""
+    for index, char in enumerate(line):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (index == 0 or line[index - 1] in " \t"):
+            return True
+    return False

@@ -14,12 +14,18 @@ from credprovider.tool.change.engine import BACKUP_SUFFIX, ChangeKind, Kind, Op,
 from credprovider.tool.change.install import check_writable
 from credprovider.tool.change.journal import run
 from credprovider.tool.change.journalformat import journal_for
-from credprovider.tool.change.merge import holds_providers
+from credprovider.tool.change.merge import dropped_comments, holds_providers
 from credprovider.tool.change.migrate import MigrationPlan
 from credprovider.tool.change.render import WRITTEN_BY
 from credprovider.tool.change.results import Action, Step
 from credprovider.tool.errors import NodeChangeError
-from credprovider.tool.node.access import FileProblem, link_target, read_text
+from credprovider.tool.node.access import (
+    FileProblem,
+    UnreadableError,
+    link_target,
+    read_bytes,
+    read_text,
+)
 from credprovider.tool.node.trust import place_problem
 
 
@@ -130,7 +136,21 @@ def steps(
             )
         )
     elif plan.config:
-        steps.append(
-            Step(Action.WRITE, config_out, f"wrote {config_out}", backup=kept.get(config_out))
-        )
+        backup = kept.get(config_out)
+        lost = comments_lost(config_out, backup)
+        said = f"wrote {config_out}" + (f" ({lost})" if lost else "")
+        steps.append(Step(Action.WRITE, config_out, said, backup=backup))
     return steps
+
+
+def comments_lost(config_out: str, backup: str | None) -> str:
+    """What writing ``config_out`` does not keep of its comments (merge.dropped_comments): read
+    before --write, or from its backup after."""
+    return dropped_comments(_bounded(backup or config_out))
+
+
+def _bounded(path: str) -> bytes | None:
+    try:
+        return read_bytes(path)
+    except (FileProblem, UnreadableError):
+        return None

@@ -208,6 +208,8 @@ def _print_plan(
 ) -> None:
     import difflib
 
+    from credprovider.tool.change.migrate_write import comments_lost
+
     done = {item["path"]: item.get("backup") for item in written}
     if plan.remove:
         print("remove from the kubelet:")
@@ -229,9 +231,11 @@ def _print_plan(
             f"{plan.bin_dir}: {install})"
         )
     elif plan.config:
+        lost = comments_lost(config_out, done.get(config_out))
         print(
-            f"{'wrote' if config_out in done else 'write'} {config_out} (and put the plugins in "
-            f"{plan.bin_dir}: {install}):"
+            f"{'wrote' if config_out in done else 'write'} {config_out} ("
+            + (f"{lost}; " if lost else "")
+            + f"and put the plugins in {plan.bin_dir}: {install}):"
         )
         print(plan.config)
     for path, backup in done.items():

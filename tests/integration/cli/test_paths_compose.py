@@ -159,3 +159,73 @@ def test_install_does_not_ask_for_flags_the_kubelet_already_has(tmp_path: Path) 
         "the kubelet's flags already name this config and bin dir (running kubelet" in done.stdout
     )
     assert "add to the kubelet's flags:" in other.stdout  # another place: they are needed
+
+
+def test_a_merge_says_the_comments_it_does_not_keep(tmp_path: Path) -> None:
+    """A YAML config with an operator's comments: merged, it is written anew (PyYAML keeps no
+    comment), and install said only "its other providers kept". It says now how many comment
+    lines are not kept and that the backup has them; a '#' inside a quoted pattern is no
+    comment, and a config without comments says nothing of them."""
+    target = fake_bundle(tmp_path / "bundle", "0.2.0")
+    _their_plugin(tmp_path / "bin/team-registry-provider")
+    config = tmp_path / "config.yaml"
+    head = "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n"
+    entry = (
+        "  - name: team-registry-provider\n"
+        "    apiVersion: credentialprovider.kubelet.k8s.io/v1\n"
+        "    matchImages: ['registry.example.com/#team']{comment}\n"
+        "    defaultCacheDuration: 10m\n"
+    )
+    commented = (
+        "# the platform team's: ask #infra first\n"
+        + head
+        + "  # our own registry\n"
+        + entry.format(comment="   # its pattern")
+    )
+    cases = {
+        commented: "; its 3 comment line(s) not kept: the backup has them)",
+        head + entry.format(comment="   # its pattern"): (
+            "; its 1 comment line(s) not kept: the backup has them)"
+        ),
+        head + entry.format(comment=""): ")",  # '#team' is inside quotes
+    }
+    for text, said in cases.items():
+        config.write_text(text)
+        done = cli("install", "--providers", "aws", "--bin-dir", str(tmp_path / "bin"),
+                   "--config-out", str(config), "--target", str(target))  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"added our providers to {config} (its other providers kept{said}" in done.stdout
+        [backup] = tmp_path.glob("config.yaml.credprovider-backup-*")
+        assert backup.read_text() == text
+        backup.unlink()
+
+
+def test_migrate_says_the_comments_it_does_not_keep(tmp_path: Path) -> None:
+    """migrate --write rewrites the kubelet's commented config as install does: said, before
+    --write and after it, the backup holding them."""
+    _their_plugin(tmp_path / "bin/team-registry-provider")
+    target = fake_bundle(tmp_path / "bundle", "0.2.0")
+    placed = cli("install", "--providers", "aws", "--bin-dir", f"{tmp_path}/bin", "--config-out",
+                 f"{tmp_path}/other.yaml", "--target", str(target))  # fmt: skip
+    assert placed.returncode == 0, placed.stderr
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "# the platform team's\napiVersion: kubelet.config.k8s.io/v1\n"
+        "kind: CredentialProviderConfig\nproviders:\n  - name: team-registry-provider\n"
+        "    apiVersion: credentialprovider.kubelet.k8s.io/v1\n"
+        "    matchImages: [registry.example.com]  # ours\n    defaultCacheDuration: 10m\n"
+    )
+    flags = tmp_path / "kubeadm-flags.env"
+    flags.write_text(
+        f'KUBELET_KUBEADM_ARGS="--cloud-provider=aws --image-credential-provider-config={config}'
+        f' --image-credential-provider-bin-dir={tmp_path}/bin"\n'
+    )
+    args = ("migrate", "--kubelet-flags-file", str(flags), "--config-out", str(config),
+            "--bin-dir", f"{tmp_path}/bin", "--providers", "aws")  # fmt: skip
+    said = "its 2 comment line(s) not kept: the backup has them; and put the plugins in"
+    planned = cli(*args)
+    assert planned.returncode == 0 and f"write {config} ({said}" in planned.stdout
+    written = cli(*args, "--write")
+    assert f"wrote {config} ({said}" in written.stdout, written.stdout + written.stderr
+    [backup] = tmp_path.glob("c.yaml.credprovider-backup-*")
+    assert "# the platform team's" in backup.read_text()
