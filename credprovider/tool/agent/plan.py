@@ -31,7 +31,12 @@ from credprovider.tool.agent.platforms import (
 from credprovider.tool.agent.state import JOURNAL, journal_left
 from credprovider.tool.catalog import PLUGINS
 from credprovider.tool.change.journalformat import journal_for
-from credprovider.tool.change.merge import holds_providers, other_providers, without_plugin
+from credprovider.tool.change.merge import (
+    dropped_comments,
+    holds_providers,
+    other_providers,
+    without_plugin,
+)
 from credprovider.tool.change.render import render_config
 from credprovider.tool.change.results import Action, Step
 from credprovider.tool.change.settings import Settings
@@ -351,8 +356,13 @@ def _plan_config(
     plan.config_text = desired
     if kept:
         names = ", ".join(str(p.get("name")) for p in kept)
+        lost = dropped_comments(current.encode() if current is not None else None)
         plan.steps.append(
-            Step(Action.MERGE, platform.config, f"{platform.config}, keeping {names}")
+            Step(
+                Action.MERGE,
+                platform.config,
+                f"{platform.config}, keeping {names}" + (f" ({lost})" if lost else ""),
+            )
         )
     else:
         plan.steps.append(Step(Action.WRITE, platform.config, platform.config))

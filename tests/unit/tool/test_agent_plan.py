@@ -199,6 +199,14 @@ def test_a_platform_managed_config_is_merged_keeping_its_providers(
     assert (plan.platform, plan.config_path, plan.restart) == (platform, config, "kubelet")
     assert ("merge", config) in steps(plan)
     assert providers(plan) == ["ecr-credential-provider", "auth-provider-gcp"]
+    [merge] = [step for step in plan.steps if step.path == config]
+    assert "comment" not in merge.detail  # the platform's file has none
+    # one with an operator's comments: the step says they are not kept in the file written
+    Path(root.host(config)).write_text("# ask the platform team\n" + UPSTREAM_ECR)
+    [merge] = [step for step in plan_node(root, ["gcp"], "0.1.0").steps if step.path == config]
+    assert merge.detail.endswith(
+        "keeping ecr-credential-provider (its 1 comment line(s) not kept: the backup has them)"
+    )
 
 
 def test_a_config_the_kubelet_would_refuse_changes_nothing(tmp_path: Path) -> None:
