@@ -70,6 +70,12 @@ try:
     from credprovider.entry import main
 
     main()
+except MemoryError:
+    # Short of memory before the plugin's own handling (its imports): one line, nothing more
+    # asked of memory (runtime/serve.py says the same past that point)
+    _name = sys.argv[0].rpartition("/")[2] if sys.argv else "credprovider"
+    sys.stderr.write(f"{_name}: error: out of memory before it could start (a limit on it?)\n")
+    sys.exit(1)
 except Exception:
     # The launcher checked only the files needed to get here; an unexpected failure may be a
     # damaged bundle (a file missing or cut short): then one line names the file

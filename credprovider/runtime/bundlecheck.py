@@ -84,8 +84,10 @@ def _listing(manifest: str) -> bytes:
     try:
         if not stat.S_ISREG(os.fstat(descriptor).st_mode):
             raise OSError(errno.EINVAL, "not a regular file", manifest)
-        data = os.read(descriptor, MAX_MANIFEST_BYTES + 1)
-        while len(data) <= MAX_MANIFEST_BYTES and (more := os.read(descriptor, 1 << 20)):
+        # in pieces: one read of the whole bound asks for 4 MiB at once, which a process short
+        # of memory (the failure being explained may be that) cannot have
+        data = b""
+        while len(data) <= MAX_MANIFEST_BYTES and (more := os.read(descriptor, 1 << 16)):
             data += more
         if len(data) > MAX_MANIFEST_BYTES:
             raise OSError(errno.EFBIG, f"larger than {MAX_MANIFEST_BYTES >> 20} MiB", manifest)

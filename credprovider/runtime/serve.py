@@ -126,11 +126,29 @@ def _image_in(args: list[str]) -> str:
     return ""
 
 
+# What a plugin says when memory ran out (its own limit or the node's), with what to look at.
+OUT_OF_MEMORY: Final = (
+    "out of memory: the plugin could not get the memory it needs (a limit on it: ulimit -v, the "
+    "kubelet's cgroup memory.max, or the node's memory); raise the limit, or free memory"
+)
+
+
+# ... and when a thread an SDK starts could not be had.
+NO_THREAD: Final = (
+    "could not start a thread: a limit on the processes of the kubelet's user or cgroup (ulimit "
+    "-u, TasksMax, pids.max) or on its memory is reached; raise it"
+)
+
+
 def _describe_failure(exc: BaseException, log: Logger) -> str:
     if isinstance(exc, RequestError):
         return f"invalid request: {exc}"
     if isinstance(exc, ProviderError):
         return str(exc)
+    if isinstance(exc, MemoryError):  # nothing more is asked of memory to say it
+        return OUT_OF_MEMORY
+    if isinstance(exc, RuntimeError) and "can't start new thread" in str(exc):  # an SDK's own
+        return NO_THREAD
     if log.verbosity >= TRACEBACK_VERBOSITY:
         import traceback
 
@@ -259,9 +277,39 @@ def within(deadline: Deadline, work: Callable[[], bytes]) -> bytes | BaseExcepti
         finally:
             done.release()
 
-    _thread.start_new_thread(work_then_release, ())
+    try:
+        _thread.start_new_thread(work_then_release, ())
+    except RuntimeError:  # no thread to be had: a limit on the kubelet's processes or memory
+        return _here(deadline, work)
     done.acquire(timeout=max(0.0, deadline.remaining()))
     return outcome[0] if outcome else None
+
+
+class _Late(BaseException):
+    """The deadline's alarm, raised into work run on this thread (no handler of an SDK's
+    ``except Exception`` takes it)."""
+
+
+def _here(deadline: Deadline, work: Callable[[], bytes]) -> bytes | BaseException | None:
+    """:func:`within` on this thread, where no other can be started (RLIMIT_NPROC, a cgroup's
+    pids.max reached under the kubelet, a memory limit too tight for a thread's stack): an alarm
+    at the deadline interrupts the work, as the worker would have been left behind."""
+    import signal
+
+    def late(_signum: int, _frame: object) -> None:
+        raise _Late
+
+    previous = signal.signal(signal.SIGALRM, late)
+    signal.setitimer(signal.ITIMER_REAL, max(0.001, deadline.remaining()))
+    try:
+        return work()
+    except _Late:
+        return None
+    except BaseException as exc:  # noqa: BLE001 - reported as one line by the caller
+        return exc
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def run(

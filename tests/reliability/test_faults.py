@@ -7,6 +7,8 @@ traceback, before the deadline) plus the expected outcome (success or failure).
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -486,3 +488,42 @@ def test_the_checks_catch_a_plugin_that_misses_its_deadline(figures: Figures) ->
         else:
             missed = bool(answer_violations(run, DEADLINE))
     assert missed, "a black hole without the deadline should have missed the 6 s budget"
+
+
+# An ECR image the AWS emulator answers for.
+ECR_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/a"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a process limit is enforced on users but root")
+def test_a_plugin_that_can_start_no_thread_still_answers_within_its_deadline() -> None:
+    """A kubelet whose processes are at their limit (ulimit -u, a cgroup's pids.max): the plugin
+    could start no worker thread, and printed a traceback ("RuntimeError: can't start new
+    thread"). It does the work on its own thread then, the deadline an alarm: an answer, or one
+    line at the deadline from a server that never answers."""
+    limited = ["prlimit", "--nproc=1"]
+    with aws_emulator(with_moto=False) as emulator:
+        run = run_plugin("ecr-credential-provider", request_bytes(ECR_IMAGE), env=emulator.env,
+                         use_bundle=True, as_nobody=True, wrapper=limited)  # fmt: skip
+    assert answer_violations(run, DEADLINE) == [] and run.code == 0, run.stderr
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
+        env = {
+            **emulator.env,
+            "AWS_ENDPOINT_URL_ECR": f"http://127.0.0.1:{silent.getsockname()[1]}",
+        }
+        run = run_plugin("ecr-credential-provider", request_bytes(ECR_IMAGE), ["--deadline=3s"],
+                         env=env, use_bundle=True, as_nobody=True, wrapper=limited)  # fmt: skip
+    assert answer_violations(run, 3.0) == [] and run.code == 1, run.stderr
+    assert "no answer within the 3s deadline" in run.error_lines[0]
+
+
+@pytest.mark.parametrize("mib", [24, 32, 48])
+def test_a_plugin_short_of_memory_says_so_in_one_line(mib: int) -> None:
+    """Under a memory limit too tight for its SDK (ulimit -v, a cgroup's memory.max), a plugin
+    printed "MemoryError" tracebacks, the last one from the check meant to explain the failure
+    (it read its 4 MiB manifest in one piece). An answer, or one line saying memory ran out."""
+    with aws_emulator(with_moto=False) as emulator:
+        run = run_plugin("ecr-credential-provider", request_bytes(ECR_IMAGE), env=emulator.env,
+                         use_bundle=True, address_space=mib << 20)  # fmt: skip
+    assert answer_violations(run, DEADLINE) == [], run.stderr
+    if run.code:
+        assert "out of memory" in run.error_lines[0], run.stderr

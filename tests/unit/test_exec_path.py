@@ -94,6 +94,8 @@ LAZY_EXCEPTIONS = (
     | {("credprovider.gcp.sources", "shlex"), ("credprovider.gcp.sources", "cryptography")}
     # a plugin's --help wrapped to the terminal's width: never on a request
     | {("credprovider.runtime.args", "textwrap")}
+    # the deadline's alarm, only where no worker thread can be started (a process limit)
+    | {("credprovider.runtime.serve", "signal")}
 )
 # Build-time modules inside a cloud folder (read by build.spec, never by a plugin).
 BUILD_ONLY = {"credprovider.aws.bundle"}
