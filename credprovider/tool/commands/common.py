@@ -72,11 +72,23 @@ def seconds(text: str) -> float:
     return value
 
 
+# The current directory removed since the shell entered it (``getcwd`` fails).
+CWD_GONE: Final = (
+    "the current directory no longer exists (removed since this shell entered it), so no "
+    "relative path can be read: cd to a directory that exists"
+)
+
+
 def absolute_path(text: str) -> str:
     """A path option of a change (argparse ``type``) made absolute against this directory: the
     kubelet runs from ``/`` and resolves a relative flag from there, and a journal holds
     absolute paths only (change/confine.py). An empty one stays empty, for the command to say."""
-    return os.path.abspath(text) if text else text
+    try:
+        return os.path.abspath(text) if text else text
+    except FileNotFoundError:  # relative, and this directory was removed since the shell entered
+        import argparse
+
+        raise argparse.ArgumentTypeError(f"{quoted(text)} is relative, and {CWD_GONE}") from None
 
 
 def node_path(text: str) -> str:

@@ -307,7 +307,7 @@ def config_files(path: str) -> list[Path]:
     except OSError as exc:
         check_access(path, exc)
         raise ConfigError(
-            f"unable to access path {go_quote(path)}: stat {path}: {reason(exc)}"
+            f"unable to access path {go_quote(path)}: stat {path}: {reason(exc)}{_gone(path)}"
         ) from None
     except ValueError:
         raise ConfigError(f"unable to access path {go_quote(path)}: invalid argument") from None
@@ -368,3 +368,15 @@ def read_config(path: str, text: str | None = None) -> LoadedConfig:
             providers.append(provider)
             provider_sources.append(file)
     return LoadedConfig(providers, files, provider_sources, contents)
+
+
+def _gone(path: str) -> str:
+    """Said after the kubelet's message for a relative ``path`` read from a directory that no
+    longer exists (removed since the shell entered it)."""
+    if os.path.isabs(path):
+        return ""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return " (the current directory no longer exists: cd to one that exists)"
+    return ""

@@ -193,3 +193,40 @@ def test_a_path_from_home_the_shell_left_as_it_was_is_refused(
     assert (
         missing.returncode == 1 and "stat ~no-such-user-here.yaml: no such file" in missing.stdout
     )
+
+
+def test_a_directory_removed_under_the_shell_is_said_not_a_traceback(tmp_path: Path) -> None:
+    """The operator's shell sits in a directory since removed (a deleted checkout, an unpacked
+    bundle's directory gone): a relative path was a FileNotFoundError traceback from argparse's
+    type, or an internal error. One line now, saying to cd to a directory that exists; what
+    needs no relative path still works."""
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\nproviders:\n"
+        "  - name: auth-provider-gcp\n    apiVersion: credentialprovider.kubelet.k8s.io/v1\n"
+        "    matchImages: [gcr.io]\n    defaultCacheDuration: 1m\n    args: [get-credentials]\n"
+    )
+    gone = ["sh", "-c", 'cd "$0" && mkdir gone && cd gone && rmdir "$0/gone" && exec "$@"',
+            str(tmp_path)]  # fmt: skip
+    said = "the current directory no longer exists (removed since this shell entered it)"
+    install = run_cli("install", "--bin-dir", "bin", "--config-out", str(config),
+                      "--providers", "aws", use_bundle=True, wrapper=gone)  # fmt: skip
+    assert install.returncode == 2 and f"argument --bin-dir: 'bin' is relative, and {said}" in (
+        install.stderr
+    ), install.stderr
+    validate = run_cli("validate", "c.yaml", use_bundle=True, wrapper=gone)
+    assert validate.returncode == 1 and validate.stdout.startswith(
+        'invalid: unable to access path "c.yaml": stat c.yaml: no such file or directory (the '
+        "current directory no longer exists: cd to one that exists)"
+    ), validate.stdout
+    get = run_cli("get", "gcr.io/a/b", "--config", str(config), "--bin-dir", "relbin",
+                  "--environment", "this", use_bundle=True, wrapper=gone)  # fmt: skip
+    assert (
+        get.returncode == 2
+        and get.stderr
+        == f"credprovider get: {said}, so no relative path can be read: cd to a directory that exists\n"
+    ), get.stderr
+    absolute = run_cli("validate", str(config), use_bundle=True, wrapper=gone)
+    assert absolute.returncode == 0, absolute.stdout + absolute.stderr
+    for done in (install, validate, get, absolute):
+        assert "Traceback" not in done.stderr and "internal error" not in done.stderr
