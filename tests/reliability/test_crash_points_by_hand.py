@@ -173,6 +173,49 @@ def test_migrate_write_killed_at_every_point(tmp_path: Path) -> None:
     assert covered >= 5
 
 
+def _flags_name_what_is_there(node: Path) -> bool:
+    """Every credential provider path the node's kubelet flags name is there: a kubelet started
+    now (a power cut, then the boot's start, before any rerun) finds its config and bin dir."""
+    flags = " ".join(
+        (node / name).read_text()
+        for name in ("var/lib/kubelet/kubeadm-flags.env", "etc/default/kubelet")
+    )
+    named = re.findall(r"--image-credential-provider-(?:config|bin-dir)=([^\s\"]+)", flags)
+    return all(os.path.exists(path) for path in named)
+
+
+def test_migrate_write_to_a_new_config_never_leaves_flags_naming_a_missing_one(
+    tmp_path: Path,
+) -> None:
+    """migrate --write to a config not there yet: the flags files were written before the
+    config, so a kill (a power cut) between them left flags naming a config that did not exist,
+    and the kubelet the boot starts would not start. The config is written first: at every kill
+    point the flags name only what is there."""
+    target = fake_bundle(tmp_path / "target", "0.2.0")
+    argv = [arg.replace("credential-providers.yaml", "new-config.yaml") for arg in MIGRATE]
+    covered = killed_everywhere(
+        tmp_path, lambda node: _kubeadm_node(node, target), argv, _flags_name_what_is_there
+    )
+    assert covered >= 5
+
+
+def test_the_undo_of_that_migrate_never_leaves_flags_naming_a_missing_config(
+    tmp_path: Path,
+) -> None:
+    """Its undo, killed at every point: the flags are put back before the config they name is
+    removed (the record's ops reversed), so no kill leaves flags naming a removed config."""
+    target = fake_bundle(tmp_path / "target", "0.2.0")
+    migrate = [arg.replace("credential-providers.yaml", "new-config.yaml") for arg in MIGRATE]
+
+    def migrated(node: Path) -> None:
+        _kubeadm_node(node, target)
+        assert run(node, migrate) == 0
+
+    undo = ["undo", "--config", "{node}/etc/kubernetes/new-config.yaml", "--force"]
+    covered = killed_everywhere(tmp_path, migrated, undo, _flags_name_what_is_there)
+    assert covered >= 3
+
+
 UNDO = ["undo", "--config", "{node}/etc/kubernetes/credential-providers.yaml", "--force"]
 
 

@@ -81,10 +81,12 @@ def config_unchanged(plan: MigrationPlan, config_out: str) -> bool:
 
 
 def contents(plan: MigrationPlan, config_out: str) -> dict[str, str]:
-    """Every file --write writes: the flags files, the KubeletConfiguration and the config (not
-    when it already holds the providers)."""
-    config = plan.config and not plan.config_unchanged
-    return {**plan.files, **({config_out: plan.config} if config else {})}
+    """Every file --write writes, in the order it writes them: the config (not when it already
+    holds the providers), then the flags files and the KubeletConfiguration that name it."""
+    config = {config_out: plan.config} if plan.config and not plan.config_unchanged else {}
+    # the config first: a kill (a power cut) between two files leaves no flags naming a config
+    # not written yet, which the kubelet the boot starts would not start with
+    return {**config, **{path: text for path, text in plan.files.items() if path not in config}}
 
 
 def check_places(plan: MigrationPlan, config_out: str) -> None:
