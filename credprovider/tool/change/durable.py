@@ -13,6 +13,7 @@ through.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import stat
@@ -25,6 +26,10 @@ TEMPORARY_SUFFIX: Final = ".credprovider-new"
 # What Linux file systems take: a name (one part of a path) and a whole path, in bytes.
 NAME_MAX: Final = 255
 PATH_MAX: Final = 4096
+# renameat2(2): its number where credprovider runs, and the flag that swaps two names.
+_SYS_RENAMEAT2: Final = {"x86_64": 316, "aarch64": 276}
+_RENAME_EXCHANGE: Final = 2
+_AT_FDCWD: Final = -100
 # A directory a change makes (the bin dir, the config's): its owner's alone to change, whatever
 # the umask of the one who ran it (umask 000 made the kubelet's bin dir 0777).
 DIR_MODE: Final = 0o755
@@ -153,8 +158,44 @@ def place_tree(source: Path, target: Path, links: bool = True) -> None:
             raise OSError(f"copying {source} to {target}: {first[2] if first else exc}") from None
         raise
     if os.path.lexists(target):
+        reached(f"exchange {partial} {target}")
+        if exchange(partial, target):  # the new tree in place at one instant, the old aside
+            sync_directory(target.parent)
+            remove_tree(partial)
+            return
         remove_tree(target)
     rename_into_place(partial, target)
+
+
+def exchange(first: Path, second: Path) -> bool:
+    """``first`` and ``second`` swapped at one instant (``renameat2`` with ``RENAME_EXCHANGE``,
+    Linux 3.15 on): a directory replaced with no moment where neither is there (links into an
+    install --copy's bundle never dangle while it is upgraded). ``False`` where the kernel or the
+    file system cannot swap, for the caller to replace in two steps."""
+    number = _SYS_RENAMEAT2.get(os.uname().machine)
+    if number is None:
+        return False
+    try:
+        import cffi  # type: ignore[import-untyped]  # the bundle has it (cryptography's)
+    except ImportError:
+        return False
+    ffi = cffi.FFI()
+    ffi.cdef("long syscall(long number, ...);")
+    libc = ffi.dlopen(None)
+    result = libc.syscall(
+        ffi.cast("long", number),
+        ffi.cast("int", _AT_FDCWD),
+        ffi.new("char[]", os.fsencode(first)),
+        ffi.cast("int", _AT_FDCWD),
+        ffi.new("char[]", os.fsencode(second)),
+        ffi.cast("unsigned int", _RENAME_EXCHANGE),
+    )
+    if result == 0:
+        return True
+    failed = ffi.errno
+    if failed in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(failed, os.strerror(failed), str(first), None, str(second))
 
 
 def remove_whole(directory: Path) -> None:

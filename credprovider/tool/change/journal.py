@@ -285,6 +285,18 @@ def _left(
             f"{journal} is not a change credprovider journals ({problems[0]}): nothing was "
             "changed; check the files it names, then remove it"
         )
+    # a tree a kill left swapped aside (durable.place_tree), its op done: removed where the op
+    # is one this journal may hold, as those left to do were judged
+    for op in ops:
+        if op.kind is not Kind.TREE or op in todo:
+            continue
+        if (
+            judge(op)
+            if judge is not None
+            else unfit_ops([op], anchor_of(journal), transaction.change)
+        ):
+            continue
+        remove_tree(temporary_for(op.path))
     return transaction.change, todo
 
 
