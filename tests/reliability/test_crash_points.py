@@ -13,6 +13,8 @@ The number of kill points is counted, not listed: a new write in the engine is a
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import sys
 from collections.abc import Iterator
@@ -27,6 +29,7 @@ from credprovider.tool.agent.state import JOURNAL
 from credprovider.tool.change.engine import ChangeKind, Kind
 from credprovider.tool.change.failpoint import FAILPOINT_ENV, KILLED_STATUS
 from credprovider.tool.change.journalformat import read
+from credprovider.tool.node.root import NodeRoot
 from emulators.http import FakeResponse, serve
 from tests.forkrun import run_cli_forked
 from tests.integration.cli.conftest import fake_bundle
@@ -123,6 +126,27 @@ def points(
 
 
 SETTINGS = '{"aws": {"defaultCacheDuration": "2h"}}'
+FLAG_FILES = ("etc/default/kubelet", "var/lib/kubelet/kubeadm-flags.env")
+
+
+def kubelet_finds_its_files(root: str) -> bool:
+    """As a kubelet started now would find them (a power cut, then the boot's start, before any
+    rerun): the config and bin dir its flags name are there, and each provider of that config
+    has its plugin there, runnable through its links (followed inside the node)."""
+    node = NodeRoot.at(root)
+    flags = " ".join(
+        Path(root, name).read_text() for name in FLAG_FILES if Path(root, name).exists()
+    )
+    config = re.search(r"--image-credential-provider-config=([^\s\"]+)", flags)
+    bin_dir = re.search(r"--image-credential-provider-bin-dir=([^\s\"]+)", flags)
+    if config is None and bin_dir is None:
+        return True
+    if config is None or bin_dir is None or not Path(node.host(config[1])).is_file():
+        return False
+    names = re.findall(r"^- name: (\S+)$", Path(node.host(config[1])).read_text(), re.MULTILINE)
+    return bool(names) and all(
+        os.access(node.host(f"{bin_dir[1]}/{name}"), os.X_OK) for name in names
+    )
 
 
 @pytest.fixture(scope="module")
@@ -163,6 +187,7 @@ def test_apply_killed_at_every_point(
     covered = journaled = 0
     run = lambda n, p: n.apply(p, *more)  # noqa: E731
     for point, node in points(tmp_path, healthz, prepare, run, ends):
+        assert kubelet_finds_its_files(node.root), f"after a kill at point {point}"
         twin = Node(tmp_path / f"p{point}", healthz, "twin", like=node)  # as the kill left it
         # (c) uninstall right after the kill (a change journaled: given up, put back)
         left = twin.journaled()
@@ -187,6 +212,7 @@ def test_uninstall_killed_at_every_point(tmp_path: Path, healthz: str) -> None:
     original = reference.tree()
     covered = 0
     for point, node in points(tmp_path, healthz, lambda n: n.apply(), lambda n, p: n.uninstall(p)):
+        assert kubelet_finds_its_files(node.root), f"after a kill at point {point}"
         assert node.uninstall() == 0, f"a second uninstall after a kill at point {point}"
         assert node.tree() == original, f"point {point}"
         covered += 1
