@@ -139,6 +139,9 @@ class CloudPlugin:
     # env variables the plugin (and the SDK it drives) reads that an operator sets in a provider's
     # env, besides the runtime's own (tool/kubeconfig/envnames.py): validate names a near miss.
     env_read: tuple[str, ...] = ()
+    # ... of those, the ones whose value is a secret (a key, a token): a config that gives one is
+    # a file only root may read (install and the agent write it 0600; validate warns otherwise).
+    secret_env: tuple[str, ...] = ()
 
 
 def with_https_port(reference: str) -> str:

@@ -97,6 +97,13 @@ DESCRIPTOR = CloudPlugin(
     token_audiences={
         CLUSTER_ENV: (AUDIENCE, "EKS Pod Identity (EKS Auth AssumeRoleForPodIdentity)")
     },
+    # botocore's static credentials (credentials.py EnvProvider) and the Pod Identity token
+    secret_env=(
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_SECURITY_TOKEN",
+        "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+    ),
     # the plugin's own, and botocore's (botocore/configprovider.py, credentials.py, utils.py)
     env_read=(
         *IDENTITY_ENV,

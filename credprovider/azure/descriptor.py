@@ -170,4 +170,6 @@ DESCRIPTOR = CloudPlugin(
     identity=identity,
     # what the plugin reads besides its azure.json (azure/provider.py, imds.py, registry.py)
     env_read=(*IDENTITY_ENV, "IDENTITY_HEADER", ENVIRONMENT_FILE_ENV),
+    # the managed identity endpoint's secret header (App Service, Service Fabric)
+    secret_env=("IDENTITY_HEADER",),
 )

@@ -22,6 +22,8 @@ PLUGINS: Final = {
 BY_NAME: Final = {plugin.name: plugin for plugin in PLUGINS.values()}
 # What install and the agent set up when --providers is not given: every plugin but an opt-in one
 # (whose backend and registries only the operator can name).
+# Env names whose value is a secret, whichever plugin's (each descriptor's ``secret_env``).
+SECRET_ENV: Final = frozenset(name for plugin in PLUGINS.values() for name in plugin.secret_env)
 DEFAULT_KEYS: Final = tuple(key for key, plugin in PLUGINS.items() if not plugin.opt_in)
 
 

@@ -64,6 +64,7 @@ from credprovider.tool.change.durable import TEMPORARY_SUFFIX, remove_tree
 from credprovider.tool.change.engine import NEW_FILE_MODE, ChangeKind, Kind, Op, perform
 from credprovider.tool.change.journal import run
 from credprovider.tool.change.kept import Was
+from credprovider.tool.change.merge import config_mode
 from credprovider.tool.change.results import Action, Result
 from credprovider.tool.change.startcheck import loaded_as_left, plugin_refusing
 from credprovider.tool.node.root import NodeRoot
@@ -128,7 +129,10 @@ def _ops(plan: AgentPlan) -> list[Op]:
         for step in plan.steps
         if step.action in (Action.SWITCH, Action.LINK)
     ]
-    return ops + [Op(Kind.FILE, Path(path), data) for path, data in _kubelet_inputs(plan)]
+    return ops + [
+        Op(Kind.FILE, Path(path), data, config_mode(data) if path == plan.config_path else None)
+        for path, data in _kubelet_inputs(plan)
+    ]
 
 
 def _change(root: NodeRoot, plan: AgentPlan, bundle: Path, outcome: Outcome) -> None:

@@ -27,6 +27,7 @@ from credprovider.tool.change.engine import BACKUP_SUFFIX, ChangeKind, Kind, Op,
 from credprovider.tool.change.journal import run
 from credprovider.tool.change.journalformat import journal_for
 from credprovider.tool.change.merge import (
+    config_mode,
     dropped_comments,
     holds_providers,
     other_providers,
@@ -403,7 +404,8 @@ def install_ops(plan: InstallPlan) -> list[Op]:
             source = plan.executable.parent
             ops.append(Op(Kind.TREE, path, source=source, links=False, backup=backup))
         elif path == plan.config_out:
-            ops.append(Op(Kind.FILE, path, plan.config_text.encode(), backup=backup))
+            data = plan.config_text.encode()
+            ops.append(Op(Kind.FILE, path, data, config_mode(data), backup=backup))
         else:
             target = (
                 plan.bin_dir / BUNDLE_COPY_DIR / plan.executable.name

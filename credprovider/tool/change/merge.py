@@ -6,7 +6,9 @@ another, and which kept providers have no plugin in the bin dir. Shared by ``ins
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
+from credprovider.tool.catalog import SECRET_ENV
 from credprovider.tool.change.render import WRITTEN_BY
 from credprovider.tool.kubeconfig.model import CONFIG_KIND
 from credprovider.tool.node.yamldoc import YamlError, load_yaml
@@ -80,3 +82,28 @@ def _comment_in(line: str) -> bool:
         elif char == "#" and (index == 0 or line[index - 1] in " \t"):
             return True
     return False
+
+
+# A config holding one is root's alone to read.
+SECRET_CONFIG_MODE: Final = 0o600
+
+
+def secrets_in(config: bytes | None) -> list[str]:
+    """The env names of the config ``config`` whose values are secrets (``AWS_SECRET_ACCESS_KEY``
+    given in a provider's env), each once."""
+    document = _decoded(config) if config is not None else None
+    providers = document.get("providers") if isinstance(document, dict) else None
+    found: dict[str, None] = {}
+    for provider in providers if isinstance(providers, list) else []:
+        env = provider.get("env") if isinstance(provider, dict) else None
+        for entry in env if isinstance(env, list) else []:
+            name = entry.get("name") if isinstance(entry, dict) else None
+            if name in SECRET_ENV and entry.get("value"):
+                found[str(name)] = None
+    return list(found)
+
+
+def config_mode(config: bytes) -> int | None:
+    """The mode a change writes the config ``config`` with: root's alone where it holds a secret
+    (:func:`secrets_in`), else ``None`` (the file's own, or a new file's 0644)."""
+    return SECRET_CONFIG_MODE if secrets_in(config) else None

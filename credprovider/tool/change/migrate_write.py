@@ -14,7 +14,7 @@ from credprovider.tool.change.engine import BACKUP_SUFFIX, ChangeKind, Kind, Op,
 from credprovider.tool.change.install import check_writable
 from credprovider.tool.change.journal import run
 from credprovider.tool.change.journalformat import journal_for
-from credprovider.tool.change.merge import dropped_comments, holds_providers
+from credprovider.tool.change.merge import config_mode, dropped_comments, holds_providers
 from credprovider.tool.change.migrate import MigrationPlan
 from credprovider.tool.change.render import WRITTEN_BY
 from credprovider.tool.change.results import Action, Step
@@ -107,6 +107,7 @@ def write(plan: MigrationPlan, config_out: str) -> list[dict[str, str]]:
             Kind.FILE,
             Path(path),
             text.encode("utf-8"),
+            config_mode(text.encode("utf-8")) if path == config_out else None,
             backup=Path(f"{path}{BACKUP_SUFFIX}{stamp}") if os.path.lexists(path) else None,
         )
         for path, text in contents(plan, config_out).items()

@@ -22,7 +22,7 @@ from credprovider.runtime.matching import parts_match, url_parts
 from credprovider.runtime.nodefile import special_kind
 from credprovider.runtime.serve import CACHE_DIR_ENV
 from credprovider.tool.catalog import BY_NAME, plugin_for_name
-from credprovider.tool.kubeconfig.envnames import near_miss_lints
+from credprovider.tool.kubeconfig.envnames import near_miss_lints, secret_lints
 from credprovider.tool.kubeconfig.model import CredentialProvider, LoadedConfig
 from credprovider.tool.node.access import refused_as_non_root, unreadable
 from credprovider.tool.slips import one_slip
@@ -54,7 +54,7 @@ def lint_providers(loaded: LoadedConfig, bin_dir: str | None = None) -> list[str
             found += near_miss_lints(provider, plugin)
         # each once: a config repeating an entry (60,000 times, say) says it once
         warnings += [f"provider {quoted(name)}: {warning}" for warning in dict.fromkeys(found)]
-    return warnings + overlap_lints(loaded)
+    return warnings + overlap_lints(loaded) + secret_lints(loaded)
 
 
 def overlap_lints(loaded: LoadedConfig) -> list[str]:

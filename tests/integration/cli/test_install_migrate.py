@@ -823,3 +823,34 @@ def test_an_immutable_config_says_so_and_the_next_run_finishes_once_it_is_mended
     assert third.returncode == 0, third.stderr
     assert "finished the change an earlier run left part done" in third.stderr
     assert "ecr-credential-provider" in config.read_text()
+
+
+def test_a_config_that_gives_a_secret_is_written_for_root_alone(
+    tmp_path: Path, target: Path
+) -> None:
+    """--provider-settings (the chart's providerSettings) giving the plugin a static key in its
+    env: install wrote it into a 0644 config, which every user of the node could read. A config
+    that gives a secret is written 0600; validate warns of one others may read."""
+    config = tmp_path / "c.yaml"
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+    settings = json.dumps({"aws": {"env": {"AWS_ACCESS_KEY_ID": "AKIAIOSFODNN7EXAMPLE",
+                                           "AWS_SECRET_ACCESS_KEY": secret}}})  # fmt: skip
+    done = cli("install", "--providers", "aws", "--bin-dir", f"{tmp_path}/bin", "--config-out",
+               str(config), "--target", str(target), "--provider-settings", settings)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert oct(config.stat().st_mode & 0o777) == "0o600"
+    assert secret not in done.stdout + done.stderr
+    checked = cli("validate", str(config))
+    assert checked.returncode == 0 and "gives a secret" not in checked.stdout, checked.stdout
+    config.chmod(0o644)
+    checked = cli("validate", str(config))
+    assert (
+        "provider 'ecr-credential-provider': env 'AWS_SECRET_ACCESS_KEY' gives a secret in "
+        f"{config}, which others may read (mode -rw-r--r--): chmod 600 {config}"
+    ) in checked.stdout, checked.stdout
+    assert secret not in checked.stdout + checked.stderr
+    # without one, the config is the usual 0644
+    plain = tmp_path / "plain.yaml"
+    done = cli("install", "--providers", "aws", "--bin-dir", f"{tmp_path}/bin", "--config-out",
+               str(plain), "--target", str(target))  # fmt: skip
+    assert done.returncode == 0 and oct(plain.stat().st_mode & 0o777) == "0o644"

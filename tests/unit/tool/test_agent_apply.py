@@ -147,6 +147,24 @@ def test_uninstall_leaves_the_node_as_it_was(tmp_path: Path) -> None:
     assert service.restarts == ["kubelet", "kubelet"]
 
 
+def test_a_config_that_gives_a_secret_is_written_for_root_alone_and_uninstalled(
+    tmp_path: Path,
+) -> None:
+    """The chart's providerSettings giving a static key: the agent wrote the config 0644, for
+    every user of the node to read. 0600 now; uninstall still leaves the node as it was."""
+    root = kubeadm(tmp_path)
+    before = tree(root)
+    node, service = NodeRoot.at(root), Service()
+    settings = {"aws": {"env": {"AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLE"}}}
+    plan = plan_finished(node, lambda: plan_node(node, ["aws"], "0.1.0", settings=settings))
+    assert plan.config_path is not None and not plan.refused, plan.refused
+    done = apply(node, plan, bundle(tmp_path, "0.1.0"), "0.1.0", service.restart, service.healthy)
+    assert done.result == "installed"
+    assert oct(Path(node.host(plan.config_path)).stat().st_mode & 0o777) == "0o600"
+    assert uninstall(node, "kubelet", service.restart).result == "uninstalled"
+    assert tree(root) == before
+
+
 def test_uninstall_keeps_an_edit_someone_made_since(tmp_path: Path) -> None:
     root = kubeadm(tmp_path)
     service = Service()
