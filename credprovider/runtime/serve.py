@@ -286,8 +286,13 @@ def within(deadline: Deadline, work: Callable[[], bytes]) -> bytes | BaseExcepti
 
 
 class _Late(BaseException):
-    """The deadline's alarm, raised into work run on this thread (no handler of an SDK's
-    ``except Exception`` takes it)."""
+    """The deadline's alarm, raised into work run on this thread: no error (as KeyboardInterrupt
+    is none), so that no handler of an error takes it (the routes turn a CredproviderError into
+    their one line); raised again every :data:`_LATE_AGAIN` seconds until the work ends, should
+    a bare ``except BaseException`` on the way take it once."""
+
+
+_LATE_AGAIN: Final = 0.2
 
 
 def _here(deadline: Deadline, work: Callable[[], bytes]) -> bytes | BaseException | None:
@@ -300,7 +305,7 @@ def _here(deadline: Deadline, work: Callable[[], bytes]) -> bytes | BaseExceptio
         raise _Late
 
     previous = signal.signal(signal.SIGALRM, late)
-    signal.setitimer(signal.ITIMER_REAL, max(0.001, deadline.remaining()))
+    signal.setitimer(signal.ITIMER_REAL, max(0.001, deadline.remaining()), _LATE_AGAIN)
     try:
         return work()
     except _Late:
