@@ -181,7 +181,10 @@ def exchange(first: Path, second: Path) -> bool:
         return False
     ffi = cffi.FFI()
     ffi.cdef("long syscall(long number, ...);")
-    libc = ffi.dlopen(None)
+    try:
+        libc = ffi.dlopen(None)
+    except OSError:  # no C library to call through (a static interpreter)
+        return False
     result = libc.syscall(
         ffi.cast("long", number),
         ffi.cast("int", _AT_FDCWD),
