@@ -38,7 +38,7 @@ from credprovider.tool.commands.common import (
     EXIT_USAGE,
     WHAT_CHANGES,
 )
-from credprovider.tool.node.access import UnreadableError
+from credprovider.tool.node.access import UnreadableError, cwd_gone
 from credprovider.tool.terminal import OutputFailed, sanitizing
 from credprovider.version import version_text
 
@@ -242,7 +242,7 @@ def _run(argv: list[str]) -> int:
         # this user may not read what root would: no verdict, as every command says it
         code = EXIT_USAGE if isinstance(exc, UnreadableError) else EXIT_FAILED
     except Exception as exc:  # a bug: one line naming it, as a plugin says its own
-        if isinstance(exc, FileNotFoundError) and _cwd_gone():  # a relative path: no bug
+        if isinstance(exc, FileNotFoundError) and cwd_gone():  # a relative path: no bug
             sys.stderr.write(f"{prog}: {CWD_GONE}\n")
             return EXIT_USAGE
         if os.environ.get(TRACEBACK_ENV) == "1":
@@ -253,14 +253,6 @@ def _run(argv: list[str]) -> int:
         )
         code = EXIT_FAILED
     return code
-
-
-def _cwd_gone() -> bool:
-    try:
-        os.getcwd()
-    except FileNotFoundError:
-        return True
-    return False
 
 
 # Set to 1, a bug in the tool is raised with its traceback instead of said in one line (the

@@ -25,8 +25,9 @@ def node_failure(exc: OSError | CredproviderError, root_hint: str = "") -> str:
     write (its path and the system's reason), or the change's own sentence."""
     import os
 
+    # a link or a rename: the path written is the second
+    written = (exc.filename2 or exc.filename) if isinstance(exc, OSError) else None
     if isinstance(exc, PermissionError) and os.geteuid() == 0:  # root refused: not its mode
-        written = exc.filename2 or exc.filename
         return (
             f"cannot write {written}: {exc.strerror or exc}, even as root (is a file there "
             f"immutable, 'lsattr {os.path.dirname(str(written))}' showing an 'i'? or a security "
@@ -34,12 +35,8 @@ def node_failure(exc: OSError | CredproviderError, root_hint: str = "") -> str:
         )
     if isinstance(exc, PermissionError):
         said = f" ({root_hint})" if root_hint else ""
-        return (
-            f"cannot write {exc.filename2 or exc.filename} as uid {os.geteuid()}: run it as "
-            f"root{said}"
-        )
-    if isinstance(exc, OSError):  # a link or a rename: the path written is the second
-        written = exc.filename2 or exc.filename
+        return f"cannot write {written} as uid {os.geteuid()}: run it as root{said}"
+    if isinstance(exc, OSError):
         where = f" {written}" if written else ""
         return f"cannot write{where}: {exc.strerror or exc}"
     return str(exc)

@@ -296,16 +296,14 @@ def _plan_config(
     if current is not None and holds_providers(text.encode(), current):
         # every provider it has is kept as it is: ours are added (install --as: one more)
         added = adds or "ours"
+        lost = dropped_comments(current)
+        kept = "its other providers kept" + (f"; {lost}" if lost else "")
         step = Step(
             Action.WRITE,
             str(out),
-            (
-                f"added provider {added} to {out} (its other providers kept"
-                if adds
-                else f"added our providers to {out} (its other providers kept"
-            )
-            + "".join(f"; {lost}" for lost in [dropped_comments(current)] if lost)
-            + ")",
+            f"added provider {added} to {out} ({kept})"
+            if adds
+            else f"added our providers to {out} ({kept})",
             backup=f"{out}{BACKUP_SUFFIX}{stamp}",
         )
         if not out.is_symlink():

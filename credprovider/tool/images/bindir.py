@@ -86,15 +86,14 @@ def check_binaries(
             )
         )
         return result
-    for index, provider in enumerate(loaded.providers):
+    for provider, source in zip(loaded.providers, loaded.provider_sources, strict=True):
         name = provider.name or ""
         where = f"provider {name!r}"
         missing = _missing_binary(Path(bin_dir) / name, root)
         if missing:
             result.errors.append(Finding(name, f"{where}: {missing}", stops_kubelet=True))
             continue
-        sources = loaded.provider_sources
-        refused = config_problem(str(sources[index])) if index < len(sources) else ""
+        refused = config_problem(str(source))
         if refused:
             result.warnings.append(Finding(name, f"{where}: {refused}"))
             continue

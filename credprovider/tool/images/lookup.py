@@ -274,14 +274,14 @@ def kubelet_lookup(
         image, [(p.name or "", p.matchImages or []) for p in loaded.providers]
     )
     reports = []
-    for index, (provider, selection) in enumerate(zip(loaded.providers, selections, strict=True)):
+    pairs = zip(loaded.providers, loaded.provider_sources, selections, strict=True)
+    for provider, source, selection in pairs:
         if not selection.matched:
             reports.append(
                 ProviderReport(selection.name, matched=False, misses=list(selection.misses))
             )
             continue
-        source = loaded.provider_sources[index] if index < len(loaded.provider_sources) else None
-        refused = config_problem(str(source)) if source is not None else ""
+        refused = config_problem(str(source))
         if refused:
             reports.append(ProviderReport(selection.name, matched=True, error=refused))
             continue

@@ -70,7 +70,7 @@ def secret_lints(loaded: LoadedConfig) -> list[str]:
     """Each provider whose env gives a secret (a key, a token) from a config file that others
     than its owner may read: every user of the node can read it there."""
     found = []
-    for provider, source in zip(loaded.providers, loaded.provider_sources, strict=False):
+    for provider, source in zip(loaded.providers, loaded.provider_sources, strict=True):
         secrets = [name for name, value in provider.env_pairs() if name in SECRET_ENV and value]
         if not secrets:
             continue

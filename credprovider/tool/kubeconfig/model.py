@@ -23,7 +23,7 @@ from credprovider.runtime.cjson import json_type
 from credprovider.runtime.goformat import DurationError, go_quote, parse_go_duration
 from credprovider.runtime.nodefile import reason
 from credprovider.tool.node import access
-from credprovider.tool.node.access import check_access, list_directory
+from credprovider.tool.node.access import check_access, cwd_gone, list_directory
 from credprovider.tool.node.yamldoc import MAX_NESTING, YamlError, load_yaml
 
 CONFIG_GROUP: Final = "kubelet.config.k8s.io"
@@ -373,10 +373,6 @@ def read_config(path: str, text: str | None = None) -> LoadedConfig:
 def _gone(path: str) -> str:
     """Said after the kubelet's message for a relative ``path`` read from a directory that no
     longer exists (removed since the shell entered it)."""
-    if os.path.isabs(path):
+    if os.path.isabs(path) or not cwd_gone():
         return ""
-    try:
-        os.getcwd()
-    except FileNotFoundError:
-        return " (the current directory no longer exists: cd to one that exists)"
-    return ""
+    return " (the current directory no longer exists: cd to one that exists)"

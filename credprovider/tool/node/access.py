@@ -72,6 +72,16 @@ def lexists(path: str) -> bool:
     return True
 
 
+def cwd_gone() -> bool:
+    """Whether the current directory was removed since this process entered it (``getcwd``
+    fails): a relative path has nothing to be read from."""
+    try:
+        os.getcwd()
+    except FileNotFoundError:
+        return True
+    return False
+
+
 def link_target(path: str) -> str:
     """Where the link ``path`` points, as one normalised path (a relative link is read from the
     link's own directory, as the kernel follows it)."""

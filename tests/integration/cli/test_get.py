@@ -266,6 +266,17 @@ def test_get_says_why_each_provider_did_not_match(tmp_path: Path) -> None:
     assert "    nearest '*.dkr.ecr.*.amazonaws.com': port differs" in text
 
 
+def script_plugin(tmp_path: Path, directory: str, name: str, script: str) -> tuple[Path, Path]:
+    """A plugin ``name`` that runs the shell ``script``, in ``tmp_path/directory``, and a config
+    whose one provider is it, for ECR images: (the plugin, the config)."""
+    plugin = tmp_path / directory / name
+    plugin.parent.mkdir()
+    plugin.write_text(f"#!/bin/sh\n{script}\n")
+    plugin.chmod(0o755)
+    entry = provider_entry(name=name, matchImages=["*.dkr.ecr.*.amazonaws.com"])
+    return plugin, config_file(tmp_path, entry)
+
+
 # A plugin the config names may do anything: get answers within --timeout (plus a short drain)
 # and holds at most a bounded part of what the plugin writes.
 HOSTILE_PLUGINS = {
@@ -284,13 +295,7 @@ HOSTILE_PLUGINS = {
 @pytest.mark.parametrize("name", list(HOSTILE_PLUGINS))
 def test_get_answers_whatever_a_plugin_does(tmp_path: Path, bin_dir: Path, name: str) -> None:
     script, error = HOSTILE_PLUGINS[name]
-    plugin = tmp_path / "hostile" / "hostile-plugin"
-    plugin.parent.mkdir()
-    plugin.write_text(f"#!/bin/sh\n{script}\n")
-    plugin.chmod(0o755)
-    config = config_file(
-        tmp_path, provider_entry(name="hostile-plugin", matchImages=["*.dkr.ecr.*.amazonaws.com"])
-    )
+    plugin, config = script_plugin(tmp_path, "hostile", "hostile-plugin", script)
     try:
         started = time.monotonic()
         code, report = get_json(ECR_IMAGE, config, plugin.parent, "--timeout", "2s")
@@ -351,12 +356,8 @@ def test_get_says_an_answer_past_the_kubelets_deadline_gets_nothing(
             "auth": {"*.dkr.ecr.*.amazonaws.com": {"username": "AWS", "password": "late"}},
         }
     )
-    plugin = tmp_path / "bin" / "slow-plugin"
-    plugin.parent.mkdir()
-    plugin.write_text(f"#!/bin/sh\ncat >/dev/null; sleep 1.5; echo '{answer}'\n")
-    plugin.chmod(0o755)
-    config = config_file(
-        tmp_path, provider_entry(name="slow-plugin", matchImages=["*.dkr.ecr.*.amazonaws.com"])
+    plugin, config = script_plugin(
+        tmp_path, "bin", "slow-plugin", f"cat >/dev/null; sleep 1.5; echo '{answer}'"
     )
     (provider,) = load_config(str(config)).providers
     in_time = lookup.run_provider(provider, str(plugin.parent), ECR_IMAGE, "", {}, timeout=10)
