@@ -78,6 +78,15 @@ identity comes from with this environment and these args (``read(path)`` is a no
 endpoint to reach (static keys, a key file)."""
 
 
+SecretFiles = Callable[
+    [Sequence[str], Mapping[str, str], Callable[[str], str | None]], list[tuple[str, str]]
+]
+"""``(args, env, read) -> [(path, secret)]``: each file the plugin reads with these args and this
+env (its node file, a key or token file) that holds a secret, and what that secret is (a key's
+name: ``aadClientSecret``, ``private_key``). ``read(path)`` is the text of a file others than its
+owner may read, else ``None``: the tool asks only of those, to warn that every user may read it."""
+
+
 AnnotationLinter = Callable[[Sequence[str], Sequence[str]], list[str]]
 """``(args, annotation keys tokenAttributes passes) -> warnings``: for a plugin whose annotations
 depend on its args (in place of the check against ``annotation_keys``)."""
@@ -142,6 +151,9 @@ class CloudPlugin:
     # ... of those, the ones whose value is a secret (a key, a token): a config that gives one is
     # a file only root may read (install and the agent write it 0600; validate warns otherwise).
     secret_env: tuple[str, ...] = ()
+    # ... and the files it reads that hold one (validate and doctor on a node warn of one others
+    # may read, as of a config giving a secret_env)
+    secret_files: SecretFiles | None = None
 
 
 def with_https_port(reference: str) -> str:

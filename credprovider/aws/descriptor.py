@@ -76,6 +76,34 @@ def identity(
     )
 
 
+def secret_files(
+    args: Sequence[str], environ: Mapping[str, str], read: Callable[[str], str | None]
+) -> list[tuple[str, str]]:
+    """The token files the env names (a web identity token, the container credentials' token),
+    and the AWS config files it names when they hold a secret key (botocore reads keys from
+    both: credentials.py SharedCredentialProvider, ConfigProvider)."""
+    found = []
+    for name in ("AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"):
+        path = environ.get(name, "")
+        if path and (read(path) or "").strip():
+            found.append((path, f"a token ({name})"))
+    for name in ("AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE"):
+        path = environ.get(name, "")
+        text = read(path) if path else None
+        if text is not None and _holds_secret_key(text):
+            found.append((path, "aws_secret_access_key"))
+    return found
+
+
+def _holds_secret_key(text: str) -> bool:
+    """An INI file (botocore's config files) with an ``aws_secret_access_key`` given a value."""
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip().lower() == "aws_secret_access_key" and value.strip():
+            return True
+    return False
+
+
 DESCRIPTOR = CloudPlugin(
     key="aws",
     name=PLUGIN_NAME,
@@ -94,6 +122,7 @@ DESCRIPTOR = CloudPlugin(
     ),
     identity=identity,
     file_env=("AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"),
+    secret_files=secret_files,
     token_audiences={
         CLUSTER_ENV: (AUDIENCE, "EKS Pod Identity (EKS Auth AssumeRoleForPodIdentity)")
     },

@@ -77,6 +77,37 @@ def lints(match_images: Sequence[str], args: Sequence[str], env: Collection[str]
     ]
 
 
+def secret_files(
+    args: Sequence[str], environ: Mapping[str, str], read: Callable[[str], str | None]
+) -> list[tuple[str, str]]:
+    """azure.json when it gives a service principal's secret (the client secret, or the password
+    of its certificate), and the certificate ``aadClientCertPath`` names (its private key)."""
+    try:
+        _, rest = split_common_args(list(args))
+        _, files = parse_arguments(rest, OPTIONS)
+    except CredproviderError:
+        return []
+    text = read(files[0]) if files else None
+    if not files or text is None:
+        return []
+    try:
+        config = parse_cloud_config(text, files[0])
+    except AzureConfigError:  # the plugin's start check says so
+        return []
+    found = [
+        (files[0], key)
+        for key, value in (
+            ("aadClientSecret", config.aadClientSecret),
+            ("aadClientCertPassword", config.aadClientCertPassword),
+        )
+        if value
+    ][:1]
+    cert = config.aadClientCertPath
+    if cert and read(cert):
+        found.append((cert, "the service principal's certificate and private key"))
+    return found
+
+
 def identity(
     environ: Mapping[str, str],
     args: Sequence[str],
@@ -172,4 +203,5 @@ DESCRIPTOR = CloudPlugin(
     env_read=(*IDENTITY_ENV, "IDENTITY_HEADER", ENVIRONMENT_FILE_ENV),
     # the managed identity endpoint's secret header (App Service, Service Fabric)
     secret_env=("IDENTITY_HEADER",),
+    secret_files=secret_files,
 )

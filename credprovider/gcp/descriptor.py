@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Final
 
 from credprovider.cloud import (
     CloudPlugin,
@@ -120,6 +121,35 @@ def identity(
     )
 
 
+# What a google-auth credentials file holds that gives its bearer the identity (google-auth's
+# service_account, authorized_user, impersonated_service_account and external_account_authorized_user
+# files: google/oauth2/service_account.py, credentials.py, google/auth/impersonated_credentials.py)
+_SECRET_KEYS: Final = ("private_key", "refresh_token", "client_secret")
+
+
+def secret_files(
+    args: Sequence[str], environ: Mapping[str, str], read: Callable[[str], str | None]
+) -> list[tuple[str, str]]:
+    """The credentials file GOOGLE_APPLICATION_CREDENTIALS names, when it holds a key or a refresh
+    token (its own, or its source credentials')."""
+    path = environ.get(CREDENTIALS_FILE_ENV, "")
+    text = read(path) if path else None
+    if text is None:
+        return []
+    from credprovider.runtime.answer import decode_json
+
+    try:
+        info = decode_json(text)
+    except ValueError:  # not JSON, or past a cap: the plugin's start check says so
+        return []
+    for held in (info, info.get("source_credentials") if isinstance(info, dict) else None):
+        if isinstance(held, dict):
+            key = next((key for key in _SECRET_KEYS if held.get(key)), "")
+            if key:
+                return [(path, key)]
+    return []
+
+
 DESCRIPTOR = CloudPlugin(
     key="gcp",
     name=PLUGIN_NAME,
@@ -139,6 +169,7 @@ DESCRIPTOR = CloudPlugin(
     ),
     identity=identity,
     file_env=(CREDENTIALS_FILE_ENV,),
+    secret_files=secret_files,
     # the plugin's own, and google-auth's (google/auth/environment_vars.py) that bear on a token
     env_read=(
         CREDENTIALS_FILE_ENV,

@@ -1,13 +1,9 @@
 """A provider's ``env`` name that is a near miss of one its plugin reads (``AWS_REGOIN``,
 ``aws_region``): the kubelet passes it as given, and the plugin sees the name it reads unset.
-The names read are the runtime's own (below) and the plugin's (``CloudPlugin.env_read``). And a
-secret given in ``env`` (``AWS_SECRET_ACCESS_KEY``, ``CloudPlugin.secret_env``) in a config
-file others may read."""
+The names read are the runtime's own (below) and the plugin's (``CloudPlugin.env_read``)."""
 
 from __future__ import annotations
 
-import os
-import stat
 from typing import Final
 
 from credprovider.cloud import CloudPlugin
@@ -16,8 +12,8 @@ from credprovider.runtime.excerpt import quoted
 from credprovider.runtime.http import PROXY_ENV
 from credprovider.runtime.serve import CACHE_DIR_ENV, CACHE_READ_ONLY_ENV, KEY_LOG_ENV
 from credprovider.runtime.tls import REQUESTS_CA_BUNDLE_ENV
-from credprovider.tool.catalog import PLUGINS, SECRET_ENV
-from credprovider.tool.kubeconfig.model import CredentialProvider, LoadedConfig
+from credprovider.tool.catalog import PLUGINS
+from credprovider.tool.kubeconfig.model import CredentialProvider
 from credprovider.tool.slips import one_slip
 
 # What every plugin reads: its runtime's settings, the proxies its SDKs honour (with NO_PROXY, and
@@ -64,25 +60,3 @@ def near_miss(name: str, plugin: CloudPlugin) -> str:
 
 def _how(name: str, near: str) -> str:
     return "in case" if name.upper() == near.upper() else "by one slip of a letter"
-
-
-def secret_lints(loaded: LoadedConfig) -> list[str]:
-    """Each provider whose env gives a secret (a key, a token) from a config file that others
-    than its owner may read: every user of the node can read it there."""
-    found = []
-    for provider, source in zip(loaded.providers, loaded.provider_sources, strict=True):
-        secrets = [name for name, value in provider.env_pairs() if name in SECRET_ENV and value]
-        if not secrets:
-            continue
-        try:
-            mode = os.stat(source).st_mode
-        except OSError:
-            continue
-        if mode & (stat.S_IRWXG | stat.S_IRWXO):
-            found.append(
-                f"provider {quoted(provider.name or '')}: env {quoted(secrets[0])} gives a secret "
-                f"in {source}, which others may read (mode {stat.filemode(mode)}): chmod 600 "
-                f"{source} (install and the agent write such a config so), or give the plugin an "
-                "identity instead (an instance role, a workload identity)"
-            )
-    return found

@@ -22,8 +22,9 @@ from credprovider.runtime.matching import parts_match, url_parts
 from credprovider.runtime.nodefile import special_kind
 from credprovider.runtime.serve import CACHE_DIR_ENV
 from credprovider.tool.catalog import BY_NAME, plugin_for_name
-from credprovider.tool.kubeconfig.envnames import near_miss_lints, secret_lints
+from credprovider.tool.kubeconfig.envnames import near_miss_lints
 from credprovider.tool.kubeconfig.model import CredentialProvider, LoadedConfig
+from credprovider.tool.kubeconfig.secrets import secret_file_lints, secret_lints
 from credprovider.tool.node.access import refused_as_non_root, unreadable
 from credprovider.tool.slips import one_slip
 
@@ -48,7 +49,7 @@ def lint_providers(loaded: LoadedConfig, bin_dir: str | None = None) -> list[str
             env_names = {var.name or "" for var in provider.env or []}
             found += plugin.lints(provider.matchImages or [], provider.args or [], env_names)
             if bin_dir is not None:
-                found += _node_file_lints(provider, plugin)
+                found += _node_file_lints(provider, plugin) + secret_file_lints(provider, plugin)
             found += _annotation_lints(provider, plugin)
             found += _audience_lints(provider, plugin, env_names)
             found += near_miss_lints(provider, plugin)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +14,14 @@ import yaml
 
 from credprovider.tool.catalog import PLUGINS
 from release.bundle import BUNDLE_DIR
-from tests.helpers import CONFIG_DIR, CONFIG_EXAMPLES, config_file, provider_entry, require_bundle
+from tests.helpers import (
+    CONFIG_DIR,
+    CONFIG_EXAMPLES,
+    bundle_as_nobody,
+    config_file,
+    provider_entry,
+    require_bundle,
+)
 from tests.helpers import run_cli as cli
 from tests.integration.cli.conftest import write
 from tests.integration.kubelet_config_cases import CASES, OK, P
@@ -276,8 +285,100 @@ def test_validate_on_a_node_warns_about_token_files_the_env_names(tmp_path: Path
     token.write_text("eyJ.token.sig")
     (tmp_path / "fifo").unlink()
     (tmp_path / "fifo").write_text("eyJ.token.sig")
+    for path in (token, tmp_path / "fifo"):
+        path.chmod(0o600)  # tokens: root's alone (the next test)
     again = json.loads(cli("validate", str(config), "--bin-dir", str(bin_dir), "--json").stdout)
     assert again["warnings"] == []
+
+
+# Per plugin: the provider's args and env (``{d}``: the test's directory), the file holding a
+# secret, its text, the secret's name said, and the same file without one (or None: always one).
+SECRET_FILES = {
+    "azure": (
+        {"args": ["{d}/azure.json"]},
+        "azure.json",
+        '{"cloud": "AzurePublicCloud", "tenantId": "t", "aadClientId": "c", '
+        '"aadClientSecret": "Zq8Q~a-secret-value"}',
+        "aadClientSecret",
+        '{"useManagedIdentityExtension": true, "aadClientSecret": ""}',
+    ),
+    "gcp": (
+        {"args": ["get-credentials"], "env": {"GOOGLE_APPLICATION_CREDENTIALS": "{d}/key.json"}},
+        "key.json",
+        '{"type": "service_account", "client_email": "a@p.iam.gserviceaccount.com", '
+        '"private_key": "-----BEGIN PRIVATE KEY-----\\nMIIEvQ-secret-value"}',
+        "private_key",
+        '{"type": "external_account", "audience": "//iam.googleapis.com/x"}',
+    ),
+    "aws": (
+        {"env": {"AWS_SHARED_CREDENTIALS_FILE": "{d}/credentials"}},
+        "credentials",
+        "[default]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE\n"
+        "Aws_Secret_Access_Key=wJalrXUtnFEMI-secret-value\n",
+        "aws_secret_access_key",
+        "[default]\nregion = us-east-1\naws_secret_access_key =\n",
+    ),
+    "aws-token": (
+        {"env": {"AWS_WEB_IDENTITY_TOKEN_FILE": "{d}/token"}},
+        "token",
+        "eyJhbGciOiJSUzI1NiJ9.secret-value.sig",
+        "a token (AWS_WEB_IDENTITY_TOKEN_FILE)",
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", SECRET_FILES, ids=str)
+def test_validate_on_a_node_warns_of_a_secret_file_others_may_read(case: str) -> None:
+    """A file the plugin reads that gives its identity (azure.json's client secret, a service
+    account key, AWS keys, a web identity token) left 0644 on a node: every user may read it
+    there and be the node. Validate on the node (and doctor, which runs the same lints) says so,
+    naming the secret, never its value, as root and as another user; a file only root may read,
+    or one without a secret, is not named."""
+    if os.geteuid() != 0:
+        pytest.skip("switching to nobody needs root")
+    require_bundle()
+    place = Path(tempfile.mkdtemp(prefix="secret-", dir="/tmp"))  # pytest's tmp is root's only
+    try:
+        _warns_of_a_secret_file(place, case)
+    finally:
+        shutil.rmtree(place)
+
+
+def _warns_of_a_secret_file(place: Path, case: str) -> None:
+    plugin = PLUGINS[case.split("-")[0]]
+    given, name, text, secret, without = SECRET_FILES[case]
+    place.chmod(0o755)
+    held = place / name
+    held.write_text(text)
+    held.chmod(0o644)
+    env = [{"name": k, "value": v.format(d=place)} for k, v in given.get("env", {}).items()]
+    entry = {"args": [a.format(d=place) for a in given["args"]]} if "args" in given else {}
+    config = config_file(
+        place,
+        provider_entry(name=plugin.name, matchImages=list(plugin.match_images), env=env, **entry),
+    )
+    config.chmod(0o644)
+    bin_dir = place / "bin"
+    bin_dir.mkdir(mode=0o755)
+    (bin_dir / plugin.name).symlink_to(BUNDLE_DIR / plugin.name)
+    args = ("validate", str(config), "--bin-dir", str(bin_dir), "--json")
+    warned = (
+        f"provider '{plugin.name}': {held} gives {secret}, and others may read it (mode "
+        f"-rw-r--r--): chmod 600 {held}, or give the plugin an identity instead"
+    )
+    for run in (cli(*args, use_bundle=True), bundle_as_nobody(*args)):
+        assert "secret-value" not in run.stdout + run.stderr
+        said = [w for w in json.loads(run.stdout)["warnings"] if "others may read" in w]
+        assert [w[: len(warned)] for w in said] == [warned], run.stdout + run.stderr
+    held.chmod(0o600)
+    said = json.loads(cli(*args, use_bundle=True).stdout)["warnings"]
+    assert not [w for w in said if "others may read" in w], said
+    if without is not None:
+        held.write_text(without)
+        held.chmod(0o644)
+        said = json.loads(cli(*args, use_bundle=True).stdout)["warnings"]
+        assert not [w for w in said if "others may read" in w], said
 
 
 # The examples an operator must fill in, and the placeholders validate names in each.
