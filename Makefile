@@ -121,7 +121,8 @@ go-tools: $(STAMP)
 # fixtures: one fleet cluster, one control plane), the slowest modules first, and every end-to-end
 # test on the same one (tests/schedule.py). The workers' temporary directories are under a short
 # /tmp/cpt.* (a kubelet's unix sockets lie under them, and a socket's path has at most 107 bytes):
-# removed when the suite passes, kept to look at when it fails. Where /tmp is a tmpfs, /var/tmp:
+# removed when the suite passes, kept to look at when it fails (marked FAILED: each run removes those
+# of earlier failed runs but the newest, which are 5 GB each). Where /tmp is a tmpfs, /var/tmp:
 # the agent refuses to place plugins on a filesystem lost at reboot, and the tests' nodes are there.
 TEST_WORKERS ?= 4
 PHASES := dist/test-phases.tsv
@@ -136,11 +137,16 @@ test:
 	@$(MAKE) --no-print-directory -j2 timed-go-tools timed-release
 	$(call timed,fetch-debs)
 	@base=/tmp; [ "$$(findmnt -n -o FSTYPE -T /tmp 2>/dev/null)" != tmpfs ] || base=/var/tmp; \
+	for failed in $$(ls -dt $$base/cpt.*/FAILED 2>/dev/null | tail -n +2); do \
+		rm -rf "$${failed%/FAILED}"; done; \
 	tmp=$$(mktemp -d $$base/cpt.XXXXXX) && echo "pytest on $(TEST_WORKERS) workers, in $$tmp" && \
 	CREDPROVIDER_TEST_TIMES=dist/test-times.json CREDPROVIDER_TEST_PHASES=$(PHASES) \
 		CREDPROVIDER_REQUIRE_BUNDLE=1 CREDPROVIDER_REQUIRE_ARCHES="$(ARCHES)" \
 		$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder \
-		--basetemp=$$tmp; status=$$?; [ $$status -ne 0 ] || rm -rf $$tmp; exit $$status
+		--basetemp=$$tmp; status=$$?; \
+	if [ $$status -eq 0 ]; then rm -rf $$tmp; else touch $$tmp/FAILED; \
+		echo "kept $$tmp to look at (the next run removes it unless it is the newest)"; fi; \
+	exit $$status
 
 .PHONY: timed-go-tools timed-release
 timed-go-tools:
