@@ -3,7 +3,8 @@
 ``engine`` (every change as ops, carried out by one executor, as one journaled transaction
 finished by the next run after a kill), ``journal`` (the one journal's transactions: by hand
 beside the config, then the record of the last change; the agent's beside its state),
-``journalformat`` (its names, its typed entries, read as hostile input), ``kept`` (what a path
+``journalformat`` (its names, its typed entries, read as hostile input), ``abort`` (a change by
+hand that failed part way put back from its journal), ``kept`` (what a path
 was before a change, as the journal and the agent's state both record it, and the op that puts
 it back), ``confine`` (what a journal or record may make the node do),
 ``durable`` (atomic, flushed writes), ``render`` (what is written: the config for the chosen

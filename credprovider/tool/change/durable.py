@@ -17,9 +17,11 @@ import errno
 import os
 import shutil
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
+from credprovider.errors import CredproviderError
 from credprovider.tool.change.failpoint import reached
 
 TEMPORARY_SUFFIX: Final = ".credprovider-new"
@@ -100,25 +102,42 @@ def rename_into_place(source: Path, target: Path) -> None:
     sync_directory(target.parent)
 
 
+@contextlib.contextmanager
+def removed_on_failure(partial: Path) -> Iterator[None]:
+    """A failure (not a kill) while ``partial`` is made and renamed into place leaves nothing
+    under its name: it would only hold the space, beside the path (a kill leaves it, and the
+    next write there removes it first)."""
+    try:
+        yield
+    except OSError:
+        with contextlib.suppress(OSError):
+            if partial.is_dir() and not partial.is_symlink():
+                shutil.rmtree(partial)
+            else:
+                partial.unlink()
+        raise
+
+
 def replace_file(path: Path, data: bytes, mode: int = 0o644) -> None:
     """``path`` holds ``data`` (with ``mode``), durably; its directory is made if missing."""
     make_dirs(path.parent)
     partial = temporary_for(path)
     remove_file(partial)
     reached(f"write {partial}")
-    descriptor = os.open(
-        partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, mode
-    )
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(descriptor, view) :]
-        os.fchmod(descriptor, mode)
-        reached(f"fsync {partial}")
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-    rename_into_place(partial, path)
+    with removed_on_failure(partial):
+        descriptor = os.open(
+            partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, mode
+        )
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(descriptor, view) :]
+            os.fchmod(descriptor, mode)
+            reached(f"fsync {partial}")
+            os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        rename_into_place(partial, path)
 
 
 def replace_link(path: Path, target: str) -> None:
@@ -129,42 +148,63 @@ def replace_link(path: Path, target: str) -> None:
     partial = temporary_for(path)
     remove_file(partial)
     reached(f"symlink {partial}")
-    partial.symlink_to(target)
-    rename_into_place(partial, path)
+    with removed_on_failure(partial):
+        partial.symlink_to(target)
+        rename_into_place(partial, path)
 
 
 def place_tree(source: Path, target: Path, links: bool = True) -> None:
     """``target`` is a copy of ``source`` (links kept as links; without ``links``, the source's
     own top-level links left out), flushed, then renamed into place (whatever was at ``target``
     is replaced). A copy that fails part way (a full disk) is removed before the error goes on:
-    it would only hold the space (a kill leaves it, and the next copy removes it first)."""
+    it would only hold the space (a kill leaves it, and the next copy removes it first); so is
+    the old tree an exchange put aside, if what follows fails."""
     make_dirs(target.parent)
     partial = temporary_for(target)
     remove_tree(partial)
     reached(f"copy {source} {partial}")
-    try:
-        shutil.copytree(
-            source,
-            partial,
-            symlinks=True,
-            ignore=None if links else lambda at, names: _top_links(source, at, names),
-        )
+    with removed_on_failure(partial):
+        try:
+            shutil.copytree(
+                source,
+                partial,
+                symlinks=True,
+                ignore=None if links else lambda at, names: _top_links(source, at, names),
+                copy_function=_copy_or_stop,
+            )
+        except _CopyStopped as stopped:
+            raise stopped.failure from None
+        except shutil.Error as exc:  # a link it could not copy
+            listed = exc.args[0] if exc.args and isinstance(exc.args[0], list) else []
+            first = listed[0] if listed else None  # (from, to, why)
+            raise OSError(f"copying {source} to {target}: {first[2] if first else exc}") from None
         root_alone(partial)
         sync_tree(partial)
-    except (OSError, shutil.Error) as exc:
-        remove_tree(partial)
-        if isinstance(exc, shutil.Error) and exc.args and isinstance(exc.args[0], list):
-            first = exc.args[0][0] if exc.args[0] else None  # (source, destination, why)
-            raise OSError(f"copying {source} to {target}: {first[2] if first else exc}") from None
-        raise
-    if os.path.lexists(target):
-        reached(f"exchange {partial} {target}")
-        if exchange(partial, target):  # the new tree in place at one instant, the old aside
-            sync_directory(target.parent)
-            remove_tree(partial)
-            return
-        remove_tree(target)
-    rename_into_place(partial, target)
+        if os.path.lexists(target):
+            reached(f"exchange {partial} {target}")
+            if exchange(partial, target):  # the new tree in place at one instant, the old aside
+                sync_directory(target.parent)
+                remove_tree(partial)
+                return
+            remove_tree(target)
+        rename_into_place(partial, target)
+
+
+class _CopyStopped(CredproviderError):
+    """A file of a tree that could not be copied: the copy stops there. (``shutil.copytree`` goes
+    on past an ``OSError``, a full disk's included, to fail each file after it as well, and then
+    says them all in one line of reprs.)"""
+
+    def __init__(self, failure: OSError) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+
+
+def _copy_or_stop(source: str, copy: str) -> object:
+    try:
+        return shutil.copy2(source, copy)
+    except OSError as exc:  # the system's reason, naming the file written
+        raise _CopyStopped(OSError(exc.errno, exc.strerror, copy)) from None
 
 
 def exchange(first: Path, second: Path) -> bool:

@@ -36,6 +36,7 @@ from credprovider.tool.change.durable import (
     place_tree,
     remove_tree,
     remove_whole,
+    removed_on_failure,
     rename_into_place,
     replace_file,
     replace_link,
@@ -217,7 +218,7 @@ def _place_whole(directory: Path, ops: Sequence[Op]) -> None:
     remove_tree(partial)
     reached(f"mkdir {partial}")
     partial.mkdir(mode=DIR_MODE)
-    try:
+    with removed_on_failure(partial):
         for op in ops:
             inside = partial / op.path.name
             if op.kind is Kind.LINK:  # no one sees the directory yet: made in place
@@ -226,10 +227,7 @@ def _place_whole(directory: Path, ops: Sequence[Op]) -> None:
             elif op.kind is not Kind.ABSENT:
                 perform(replace(op, path=inside, backup=None))
         sync_directory(partial)
-    except OSError:
-        remove_tree(partial)
-        raise
-    rename_into_place(partial, directory)
+        rename_into_place(partial, directory)
 
 
 def _only_removed(directory: Path, ops: Sequence[Op], removed: set[Path]) -> bool:

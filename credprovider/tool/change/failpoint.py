@@ -1,27 +1,38 @@
-"""Kill points for the crash tests: every call that changes a node goes through
+"""Kill and failure points for the crash tests: every call that changes a node goes through
 :func:`reached` first (``durable``). With ``CREDPROVIDER_FAILPOINT=N`` in the environment the
 process kills itself (SIGKILL, as an OOM kill, an eviction or a power cut ends it) at the Nth
 such call; the tests arm 1, 2, ... until a run ends by itself, so a new write in the engine is a
-new kill point with no new test. Unset, it costs a dictionary lookup."""
+new kill point with no new test. ``fail:N`` makes the Nth call fail instead (an ``OSError``, EIO,
+as a full disk or an immutable file fails it: the run goes on to handle it), and ``fail-from:N``
+that call and every one after it (so does whatever the run then does to handle it). Unset, it
+costs a dictionary lookup."""
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 from typing import Final
 
 FAILPOINT_ENV: Final = "CREDPROVIDER_FAILPOINT"
 KILLED_STATUS: Final = 128 + signal.SIGKILL  # what a shell reports for a process SIGKILL ended
+FAIL: Final = "fail:"
+FAIL_FROM: Final = "fail-from:"
 _reached = 0
 
 
 def reached(what: str) -> None:
-    """One more node-changing call (``what``, for a debugger); die here if this is the armed one."""
+    """One more node-changing call (``what``, for a debugger, its last word the path it changes);
+    die here, or fail, if this is the armed one."""
     global _reached
     armed = os.environ.get(FAILPOINT_ENV, "")
-    if not (armed.isascii() and armed.isdigit() and len(armed) <= 9):
+    mode, _, number = armed.rpartition(":")
+    if not (number.isascii() and number.isdigit() and len(number) <= 9):
         return
     _reached += 1
-    if _reached == int(armed):
+    if mode and (_reached == int(number) or (f"{mode}:" == FAIL_FROM and _reached > int(number))):
+        if f"{mode}:" in (FAIL, FAIL_FROM):
+            raise OSError(errno.EIO, os.strerror(errno.EIO), what.rpartition(" ")[2])
+    elif _reached == int(number):
         os.kill(os.getpid(), signal.SIGKILL)
         os._exit(KILLED_STATUS)  # the first process of a pid namespace ignores its own SIGKILL

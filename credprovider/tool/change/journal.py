@@ -65,6 +65,7 @@ from credprovider.tool.change.journalformat import (
 from credprovider.tool.change.kept import Prior, Was
 from credprovider.tool.change.lock import node_lock
 from credprovider.tool.errors import NodeChangeError, node_failure
+from credprovider.tool.node.access import FileProblem
 from credprovider.tool.node.root import HOST
 
 # Changes whose journal keeps no backup and leaves no record behind.
@@ -95,9 +96,9 @@ def _unused(backup: Path) -> Path:
     return found
 
 
-def begin(journal: Path, ops: Sequence[Op], change: ChangeKind = ChangeKind.INSTALL) -> list[Op]:
+def begin(journal: Path, ops: Sequence[Op], change: ChangeKind = ChangeKind.INSTALL) -> list[Entry]:
     """The intent, flushed, before any of ``ops`` is carried out; each op as it is journaled
-    (with the backup that keeps what it replaces)."""
+    (with the backup that keeps what it replaces) and what its path was."""
     stamp = backup_stamp()
     # an undo's ops need no undo of their own: what they replace is what the record's change made;
     # the agent's state keeps what its paths were
@@ -105,7 +106,7 @@ def begin(journal: Path, ops: Sequence[Op], change: ChangeKind = ChangeKind.INST
     _require_names_fit(journal, [entry.op for entry in entries])
     document = {"change": str(change), "ops": [encoded(entry) for entry in entries]}
     replace_file(journal, json.dumps(document).encode(), 0o600)
-    return [entry.op for entry in entries]
+    return entries
 
 
 def _require_names_fit(journal: Path, ops: Sequence[Op]) -> None:
@@ -197,10 +198,46 @@ def run(
     todo = [op for op in ops if not reach(op).done()]
     if not todo:
         return []
-    journaled = begin(journal, todo, change)
-    carry_out([reach(op) for op in journaled])
+    try:
+        entries = begin(journal, todo, change)
+    except OSError as failure:
+        if change in _UNKEPT:
+            raise
+        raise _aborted(journal, [], change, failure) from None
+    journaled = [entry.op for entry in entries]
+    try:
+        carry_out([reach(op) for op in journaled])
+    except (OSError, FileProblem) as failure:
+        if change in _UNKEPT:  # left to the next run to finish (the agent's: to its rollback)
+            raise
+        raise _aborted(journal, entries, change, failure) from None
     commit(journal, change)
     return journaled
+
+
+def _aborted(
+    journal: Path, entries: Sequence[Entry], change: ChangeKind, failure: OSError | FileProblem
+) -> NodeChangeError:
+    """The error for a change by hand that failed part way, once what it did is put back
+    (:mod:`credprovider.tool.change.abort`), or, where that fails too, left to the next run."""
+    from credprovider.tool.change.abort import put_back
+
+    said = node_failure(failure) if isinstance(failure, OSError) else str(failure)
+    try:
+        changed = put_back(journal, entries)
+    except (OSError, NodeChangeError, FileProblem) as again:
+        how = node_failure(again) if isinstance(again, OSError) else str(again)
+        return NodeChangeError(
+            f"{said}: the {change} stopped part way, and putting back what it did failed too "
+            f"({how}); once that is mended, run it again to finish it (its journal {journal} "
+            "says what is left)"
+        )
+    done = (
+        f"what it had changed, {changed} path{'s' if changed > 1 else ''}, put back as it was"
+        if changed
+        else "it had changed no path yet"
+    )
+    return NodeChangeError(f"{said}: nothing was changed ({done})")
 
 
 def _as_is(op: Op) -> Op:

@@ -164,13 +164,10 @@ def _plan_and_apply(
         return EXIT_FAILED
     try:
         apply_install(plan)
-    except (OSError, FileProblem) as exc:
+    except (OSError, FileProblem, NodeChangeError) as exc:
+        # failed part way: put back (change/abort.py), or, failing that, said so
         said = node_failure(exc) if isinstance(exc, OSError) else str(exc)
-        print(
-            f"credprovider install: {said}: the install stopped part way; once that is mended, "
-            "run it again to finish it (its journal beside the config says what is left)",
-            file=sys.stderr,
-        )
+        print(f"credprovider install: {said}", file=sys.stderr)
         return EXIT_FAILED
     return _after(plan, args.json, keys, found)
 

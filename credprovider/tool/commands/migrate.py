@@ -127,7 +127,7 @@ def _migrate(args: argparse.Namespace, providers: list[str] | None) -> int:
         return EXIT_FAILED
     try:
         written = write(plan, args.config_out) if args.write else []
-    except OSError as exc:
+    except (OSError, NodeChangeError) as exc:  # failed part way: put back (change/abort.py)
         return node_failed("migrate", exc)
     if args.json:
         print_json(

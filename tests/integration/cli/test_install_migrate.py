@@ -788,13 +788,14 @@ def test_a_name_too_long_to_write_changes_nothing_and_leaves_no_journal(
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chattr +i needs root")
-def test_an_immutable_config_says_so_and_the_next_run_finishes_once_it_is_mended(
+def test_an_immutable_config_says_so_and_the_node_is_left_as_it_was(
     tmp_path: Path, target: Path
 ) -> None:
     """A config made immutable (``chattr +i``, as some hardening does): root's install was told
     "[Errno 1] Operation not permitted: 'c.yaml' -> 'c.yaml.credprovider-backup-...'", and the
-    next run "cannot write ... as uid 0: run it as root". Each says now what refused root, and
-    the next names the journal it cannot finish; once mended, the next run finishes it."""
+    next run "cannot write ... as uid 0: run it as root"; the plugins it had linked stayed, with
+    a journal that every later run could not finish. Each says now what refused root, and puts
+    back what it had done (change/abort.py): the node as it was; once mended, an install works."""
     config = tmp_path / "cfg" / "c.yaml"
     config.parent.mkdir()
     config.write_text("apiVersion: kubelet.config.k8s.io/v1\nkind: CredentialProviderConfig\n"
@@ -811,17 +812,17 @@ def test_an_immutable_config_says_so_and_the_next_run_finishes_once_it_is_mended
         ": Operation not permitted, even as root (is a file there immutable, "
         f"'lsattr {config.parent}' showing an 'i'? or a security module refusing it?)"
     )
-    assert first.returncode == 1 and refused in first.stderr, first.stderr
-    assert "the install stopped part way; once that is mended, run it again" in first.stderr
-    assert second.returncode == 1 and refused in second.stderr, second.stderr
-    assert (
-        f"the change an earlier run left part done (its journal {config.parent}/.c.yaml."
-        "credprovider-journal) cannot be finished until that is mended" in second.stderr
-    )
+    for run in (first, second):
+        assert run.returncode == 1 and refused in run.stderr, run.stderr
+        assert run.stderr.endswith(
+            ": nothing was changed (what it had changed, 1 path, put back as it was)\n"
+        ), run.stderr
     assert "as uid 0" not in first.stderr + second.stderr
+    assert not (tmp_path / "bin").exists()
+    assert [p.name for p in config.parent.iterdir()] == ["c.yaml"]  # no backup, no journal
     third = cli(*args, use_bundle=True)
     assert third.returncode == 0, third.stderr
-    assert "finished the change an earlier run left part done" in third.stderr
+    assert "earlier run" not in third.stderr
     assert "ecr-credential-provider" in config.read_text()
 
 

@@ -1,0 +1,169 @@
+"""The failure-point suite for the changes operators make by hand: ``credprovider install`` (a
+first install, one with ``--copy`` and its upgrade, an upgrade with ``--force``) and ``migrate
+--write``, each made to fail (an ``OSError``, as a full disk, an immutable file or a read-only
+mount fails it) at every call that changes the node in turn (``fail:N``,
+``credprovider/tool/change/failpoint.py``), where the crash-point suite kills them.
+
+A failure is not a kill: the run is there to handle it. Each ends with one line and exit 1, and
+the node is left as it was before the command, byte for byte (every file, link, mode and backup;
+no journal), "nothing was changed" (change/abort.py); or, where only the change's commit failed
+(each path already changed), the change stands with its journal and the same command run again
+finishes it. Where putting back fails too (``fail-from:N``: that call and every later one fail),
+the node is left as a kill there leaves it: it holds what the crash-point suite checks, and the
+same command run again ends as an uninterrupted run does."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from credprovider.tool.change.failpoint import FAIL, FAIL_FROM, FAILPOINT_ENV
+from tests.forkrun import run_cli_forked
+from tests.integration.cli.conftest import fake_bundle
+from tests.reliability.test_crash_points_by_hand import (
+    INSTALL,
+    MIGRATE,
+    _config_has_its_plugins,
+    _flags_name_what_is_there,
+    _kubeadm_node,
+    comparable,
+    fresh,
+    run,
+)
+
+NOTHING_CHANGED = ": nothing was changed ("
+
+
+def failing(node: Path, argv: list[str], armed: str) -> tuple[int, str]:
+    done = run_cli_forked(
+        *[a.replace("{node}", str(node)) for a in argv], env={FAILPOINT_ENV: armed}
+    )
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, done.stderr
+
+
+def failed_everywhere(
+    tmp: Path,
+    prepare: Callable[[Path], None],
+    argv: list[str],
+    holds: Callable[[Path], bool] = lambda node: True,
+) -> int:
+    """``argv`` on a node ``prepare`` made, failing at each point in turn (see the module); how
+    many points were covered."""
+    reference = tmp / "reference"
+    prepare(reference)
+    assert run(reference, argv) == 0 and holds(reference)
+    expected = comparable(reference)
+    point, put_back = 1, 0
+    while True:
+        node = tmp / f"f{point}"
+        prepare(node)
+        before = comparable(node)
+        code, said = failing(node, argv, f"{FAIL}{point}")
+        if code == 0:  # the run ended before the point: every point was covered
+            assert point > 3 and put_back >= 3, f"the run ended at point {point}"
+            return point - 1
+        assert code == 1 and said.count("\n") == 1, f"point {point}: {said}"
+        assert "Input/output error" in said, f"point {point}: {said}"
+        if NOTHING_CHANGED in said:
+            assert comparable(node) == before, f"point {point}: {said}"
+            put_back += 1
+        else:  # its commit failed: each path is changed; the journal says so, the rerun commits
+            assert _changed(node) == _changed(reference) and holds(node), f"point {point}: {said}"
+            _converges(node, argv, expected, f"point {point}, then a rerun")
+        node = tmp / f"g{point}"
+        prepare(node)
+        code, said = failing(node, argv, f"{FAIL_FROM}{point}")
+        assert code == 1 and said.count("\n") == 1, f"from point {point}: {said}"
+        assert holds(node), f"{argv[0]}: failing from point {point}: {said}"
+        if NOTHING_CHANGED not in said:
+            _converges(node, argv, expected, f"failing from point {point}, then a rerun")
+        point += 1
+
+
+def _changed(node: Path) -> dict[str, object]:
+    """The node's files but the change's journal and records: each path as the change leaves
+    it."""
+    return {
+        path: value
+        for path, value in comparable(node)[0].items()
+        if not path.endswith((".credprovider-journal", ".credprovider-undo"))
+    }
+
+
+def _converges(node: Path, argv: list[str], expected: tuple[object, list[object]], at: str) -> None:
+    assert run(node, argv) == 0, at
+    files, backups = comparable(node)
+    assert files == expected[0], at
+    assert [b for b in backups if b not in expected[1]] == [], at
+
+
+def test_install_failing_at_every_point(tmp_path: Path) -> None:
+    target = fake_bundle(tmp_path / "target", "0.2.0")
+    covered = failed_everywhere(
+        tmp_path, fresh, [*INSTALL, "--target", str(target)], _config_has_its_plugins
+    )
+    print(f"install: {covered} failure points")
+
+
+def test_an_install_with_copy_and_its_upgrade_failing_at_every_point(tmp_path: Path) -> None:
+    old = fake_bundle(tmp_path / "old", "0.1.0")
+    new = fake_bundle(tmp_path / "new", "0.2.0")
+    first = failed_everywhere(
+        tmp_path / "first",
+        fresh,
+        [*INSTALL, "--copy", "--target", str(old)],
+        _config_has_its_plugins,
+    )
+
+    def installed(node: Path) -> None:
+        fresh(node)
+        assert run(node, [*INSTALL, "--copy", "--target", str(old)]) == 0
+
+    upgrade = failed_everywhere(
+        tmp_path / "upgrade",
+        installed,
+        [*INSTALL, "--copy", "--target", str(new)],
+        _config_has_its_plugins,
+    )
+    print(f"install --copy: {first} failure points, its upgrade {upgrade}")
+
+
+def test_an_upgrade_with_force_over_their_files_failing_at_every_point(tmp_path: Path) -> None:
+    """Over someone else's plugin and config (kept as backups, which a failure must not leave)."""
+    new = fake_bundle(tmp_path / "new", "0.2.0")
+
+    def theirs(node: Path) -> None:
+        fresh(node)
+        (node / "etc/kubernetes/bin").mkdir()
+        (node / "etc/kubernetes/bin/ecr-credential-provider").write_text("#!/bin/sh\ntheirs\n")
+        (node / "etc/kubernetes/credential-providers.yaml").write_text("theirs: true\n")
+
+    covered = failed_everywhere(tmp_path, theirs, [*INSTALL, "--target", str(new), "--force"])
+    print(f"install --force: {covered} failure points")
+
+
+def test_migrate_write_failing_at_every_point(tmp_path: Path) -> None:
+    target = fake_bundle(tmp_path / "target", "0.2.0")
+    argv = [arg.replace("credential-providers.yaml", "new-config.yaml") for arg in MIGRATE]
+    covered = failed_everywhere(
+        tmp_path, lambda node: _kubeadm_node(node, target), argv, _flags_name_what_is_there
+    )
+    print(f"migrate --write: {covered} failure points")
+
+
+@pytest.mark.parametrize("armed", [f"{FAIL}2", "fail-at:2", "2:fail", f"{FAIL}x"])
+def test_the_failure_point_is_armed_only_as_written(armed: str, tmp_path: Path) -> None:
+    """Only ``fail:N`` and ``fail-from:N`` fail a run (and a bare ``N`` kills it): any other value
+    leaves it to run (an operator's environment can hold anything)."""
+    target = fake_bundle(tmp_path / "target", "0.2.0")
+    fresh(tmp_path / "node")
+    code, said = failing(tmp_path / "node", [*INSTALL, "--target", str(target)], armed)
+    assert (code == 1) == (armed == f"{FAIL}2"), said
+    record = tmp_path / "node/etc/kubernetes/.credential-providers.yaml.credprovider-undo"
+    assert record.exists() == (code == 0)
+    if code == 0:
+        assert json.loads(record.read_text())["change"] == "install"
