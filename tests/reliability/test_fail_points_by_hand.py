@@ -29,6 +29,7 @@ from tests.reliability.test_crash_points_by_hand import (
     _config_has_its_plugins,
     _flags_name_what_is_there,
     _kubeadm_node,
+    _links_and_flags_hold,
     comparable,
     fresh,
     run,
@@ -71,7 +72,12 @@ def failed_everywhere(
         if NOTHING_CHANGED in said:
             assert comparable(node) == before, f"point {point}: {said}"
             put_back += 1
+        elif argv[0] == "undo":  # it keeps no backup to put back from: the next run finishes it
+            assert "the undo stopped part way; once that is mended, run it again" in said, said
+            assert holds(node), f"point {point}: {said}"
+            _converges(node, argv, expected, f"point {point}, then a rerun")
         else:  # its commit failed: each path is changed; the journal says so, the rerun commits
+            assert f"the {argv[0]} stopped part way; once that is mended, run it again" in said
             assert _changed(node) == _changed(reference) and holds(node), f"point {point}: {said}"
             _converges(node, argv, expected, f"point {point}, then a rerun")
         node = tmp / f"g{point}"
@@ -95,7 +101,10 @@ def _changed(node: Path) -> dict[str, object]:
 
 
 def _converges(node: Path, argv: list[str], expected: tuple[object, list[object]], at: str) -> None:
-    assert run(node, argv) == 0, at
+    """The same command run again ends as an uninterrupted run does (an undo that had done all
+    but its last flush finds nothing to undo: exit 1)."""
+    done = argv[0] == "undo" and comparable(node) == expected
+    assert run(node, argv) == (1 if done else 0), at
     files, backups = comparable(node)
     assert files == expected[0], at
     assert [b for b in backups if b not in expected[1]] == [], at
@@ -153,6 +162,22 @@ def test_migrate_write_failing_at_every_point(tmp_path: Path) -> None:
         tmp_path, lambda node: _kubeadm_node(node, target), argv, _flags_name_what_is_there
     )
     print(f"migrate --write: {covered} failure points")
+
+
+def test_undo_failing_at_every_point(tmp_path: Path) -> None:
+    """``undo`` of a migrate --write keeps no backup of what it replaces (the record's change made
+    it): failing part way, it says so and leaves its journal, and the node holds what the
+    crash-point suite checks; the same undo run again finishes it."""
+    target = fake_bundle(tmp_path / "target", "0.2.0")
+    migrate = [arg.replace("credential-providers.yaml", "new-config.yaml") for arg in MIGRATE]
+
+    def migrated(node: Path) -> None:
+        _kubeadm_node(node, target)
+        assert run(node, migrate) == 0
+
+    undo = ["undo", "--config", "{node}/etc/kubernetes/new-config.yaml", "--force"]
+    covered = failed_everywhere(tmp_path, migrated, undo, _links_and_flags_hold)
+    print(f"undo: {covered} failure points")
 
 
 @pytest.mark.parametrize("armed", [f"{FAIL}2", "fail-at:2", "2:fail", f"{FAIL}x"])

@@ -201,17 +201,24 @@ def run(
     try:
         entries = begin(journal, todo, change)
     except OSError as failure:
-        if change in _UNKEPT:
+        if change is ChangeKind.AGENT:
             raise
         raise _aborted(journal, [], change, failure) from None
     journaled = [entry.op for entry in entries]
     try:
         carry_out([reach(op) for op in journaled])
     except (OSError, FileProblem) as failure:
-        if change in _UNKEPT:  # left to the next run to finish (the agent's: to its rollback)
+        if change is ChangeKind.AGENT:  # left to its next run to finish, or to its rollback
             raise
+        if change is ChangeKind.UNDO:  # it keeps no backup to put back from: finished later
+            raise _left_part_done(journal, change, failure) from None
         raise _aborted(journal, entries, change, failure) from None
-    commit(journal, change)
+    try:
+        commit(journal, change)
+    except OSError as failure:  # every op done, its record not made: finished by the next run
+        if change is ChangeKind.AGENT:
+            raise
+        raise _left_part_done(journal, change, failure) from None
     return journaled
 
 
@@ -227,17 +234,24 @@ def _aborted(
         changed = put_back(journal, entries)
     except (OSError, NodeChangeError, FileProblem) as again:
         how = node_failure(again) if isinstance(again, OSError) else str(again)
-        return NodeChangeError(
-            f"{said}: the {change} stopped part way, and putting back what it did failed too "
-            f"({how}); once that is mended, run it again to finish it (its journal {journal} "
-            "says what is left)"
-        )
+        also = f", and putting back what it did failed too ({how})"
+        return _left_part_done(journal, change, failure, also)
     done = (
         f"what it had changed, {changed} path{'s' if changed > 1 else ''}, put back as it was"
         if changed
         else "it had changed no path yet"
     )
     return NodeChangeError(f"{said}: nothing was changed ({done})")
+
+
+def _left_part_done(
+    journal: Path, change: ChangeKind, failure: OSError | FileProblem, also: str = ""
+) -> NodeChangeError:
+    said = node_failure(failure) if isinstance(failure, OSError) else str(failure)
+    return NodeChangeError(
+        f"{said}: the {change} stopped part way{also}; once that is mended, run it again to "
+        f"finish it (its journal {journal} says what is left)"
+    )
 
 
 def _as_is(op: Op) -> Op:
