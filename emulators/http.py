@@ -29,6 +29,7 @@ class FakeRequest:
     headers: dict[str, str]
     body: bytes
     host: str
+    peer: str = ""  # the client certificate's common name (TLS asking for one), else ""
 
     @property
     def form(self) -> dict[str, str]:
@@ -110,6 +111,7 @@ class FakeServer:
                     headers={k.lower(): v for k, v in self.headers.items()},
                     body=body,
                     host=self.headers.get("Host", ""),
+                    peer=_common_name(self.connection),
                 )
                 fake.requests.append(request)
                 fake.nodelay.append(
@@ -201,3 +203,13 @@ def serve(
         yield server
     finally:
         server.stop()
+
+
+def _common_name(connection: Any) -> str:
+    """The common name of the certificate a TLS client gave (``""``: plain HTTP, or none)."""
+    certificate = connection.getpeercert() if hasattr(connection, "getpeercert") else None
+    for rdn in (certificate or {}).get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return ""

@@ -16,6 +16,7 @@ is one line too (:func:`~credprovider.tool.cluster.connect.api_call`).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from credprovider.errors import CredproviderError
@@ -89,18 +90,26 @@ def read_bounded(
         raise AnswerRefused(f"the answer from {where} {refused} {limit}") from None
 
 
-def bounded_transport(verify: Any, token: ExecToken | None = None, way: Route = DIRECT) -> Any:
+def bounded_transport(
+    verify: Any,
+    token: ExecToken | None = None,
+    way: Route = DIRECT,
+    remake: Callable[[tuple[str, str]], Any] | None = None,
+) -> Any:
     """An ``httpx`` transport (its public ``BaseTransport``) that holds every answer to the
     bounds above before the client library sees it: asks for it unencoded (a gzip or deflate one
     is undone under the same cap), reads it through :func:`read_bounded`, checks a JSON body's
     depth, and counts a list's pages. ``verify``: the TLS context the client would have used;
     ``token``: the kubeconfig's exec plugin's, sent with each request (fetched again once on a
-    401, as client-go does); ``way``: the proxy and TLS server name (``cluster.route``)."""
+    401, as client-go does); ``way``: the proxy and TLS server name (``cluster.route``);
+    ``remake``: the TLS context for a client certificate the plugin issues afresh (one nearing
+    its expirationTimestamp, or refused): the next connection speaks with it."""
     import httpx2
 
     class Bounded(httpx2.BaseTransport):
         def __init__(self) -> None:
             self.inner = httpx2.HTTPTransport(verify=verify, trust_env=False, proxy=way.proxy)
+            self.pair = token.client_pair() if token is not None else None
             self.socks_faults: tuple[type[Exception], ...] = ()
             if way.proxy is not None and way.proxy.startswith(SOCKS_SCHEMES):
                 from socksio import SOCKSError
@@ -121,11 +130,28 @@ def bounded_transport(verify: Any, token: ExecToken | None = None, way: Route = 
             if token is None:
                 return self.exchange(request)
             self.authorize(request, token.header())
+            self.follow(token)
             response = self.exchange(request)
             if response.status_code == 401:
                 self.authorize(request, token.header(renew=True))
+                self.follow(token)
                 response = self.exchange(request)
             return response
+
+        def follow(self, token: ExecToken) -> None:
+            """Speak with the client certificate the plugin issued last, if it issued another."""
+            pair = token.client_pair()
+            if remake is None or pair is None or pair == self.pair:
+                return
+            from credprovider.tool.cluster.execcred import ExecCredentialError
+
+            try:
+                context = remake(pair)
+            except ValueError as exc:  # as the first one's, at connect
+                raise ExecCredentialError(f"{token.plugin.said}: {exc}") from None
+            self.inner.close()
+            self.inner = httpx2.HTTPTransport(verify=context, trust_env=False, proxy=way.proxy)
+            self.pair = pair
 
         @staticmethod
         def authorize(request: httpx2.Request, header: str) -> None:

@@ -90,11 +90,17 @@ def connect(
             if token is None or pair is None:
                 raise
             raise ExecCredentialError(f"{token.plugin.said}: {exc}") from None
+        cluster, user, where = chosen.cluster, chosen.user, chosen.abs_file
         return Client(
             config=without_tls(chosen),
             field_manager=COMPONENT,
             trust_env=False,
-            transport=bounded_transport(verify, token, way),
+            transport=bounded_transport(
+                verify,
+                token,
+                way,
+                (lambda issued: client_tls(cluster, user, where, issued)) if pair else None,
+            ),
         )
     except (ExecCredentialError, RouteError, KubeconfigError) as exc:
         raise ClusterError(str(exc)) from None

@@ -326,7 +326,8 @@ class _Shown:
 class ExecToken:
     """The bearer token a request carries: fetched as the client is made (:meth:`first`), again
     when it is about to end and when the API server refused it (401). A client certificate the
-    plugin issued instead is the TLS context's, made once (:meth:`client_pair`)."""
+    plugin issued instead is the TLS context's (:meth:`client_pair`), made again for one it issues
+    afresh (``bounds.bounded_transport``)."""
 
     def __init__(self, plugin: ExecPlugin) -> None:
         self.plugin = plugin
@@ -339,7 +340,7 @@ class ExecToken:
             self._issued = fetch(self.plugin)
 
     def client_pair(self) -> tuple[str, str] | None:
-        """The client certificate and key (PEM) the first fetch issued, if it issued them."""
+        """The client certificate and key (PEM) the last fetch issued, if it issued them."""
         issued = self._issued
         return (issued.certificate, issued.key) if issued and issued.certificate else None
 

@@ -160,3 +160,49 @@ def test_an_exec_plugins_client_certificate_is_used_from_memory(
     user = json.loads(json.dumps(GKE_KUBELET_USER).replace("{plugin}", str(plugin)))
     config = kubeconfig(tmp_path, mutual_tls, {"certificate-authority": str(test_ca.bundle)}, user)
     assert_lists_nodes_creating_no_file(tmp_path, config, use_bundle=True)
+
+
+def test_a_client_certificate_issued_afresh_is_the_one_spoken_with(
+    tmp_path: Path, test_ca: CertAuthority
+) -> None:
+    """The plugin's certificate nears its expirationTimestamp (or the API server refuses it):
+    the plugin is run again, as for a token, and its new certificate is the one the next
+    connection speaks with. The TLS context was made once, with the first: every request after
+    the renewal went on with the old certificate, refused (401), until the run failed."""
+    import time
+
+    answers = []
+    for number, expires in ((1, time.time() + 5), (2, 4070908800.0)):
+        cert, key = test_ca.issue(f"issued-{number}", organizations=("system:nodes",))
+        answer = tmp_path / f"answer-{number}.json"
+        answer.write_text(json.dumps({
+            "kind": "ExecCredential", "apiVersion": "client.authentication.k8s.io/v1beta1",
+            "status": {"expirationTimestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                            time.gmtime(expires)),
+                       "clientCertificateData": cert.read_text(),
+                       "clientKeyData": key.read_text()},
+        }))  # fmt: skip
+        answers.append(answer)
+    count = tmp_path / "count"
+    plugin = tmp_path / "plugin"
+    plugin.write_text(f'#!/bin/sh\nn=$(($(cat {count} 2>/dev/null || echo 0) + 1))\n'
+                      f'echo $n > {count}\n[ $n -gt 2 ] && n=2\nexec cat {tmp_path}/answer-$n.json\n')  # fmt: skip
+    plugin.chmod(0o755)
+    context = test_ca.server_context("127.0.0.1")
+    context.verify_mode = ssl.CERT_REQUIRED
+    context.load_verify_locations(test_ca.bundle)
+
+    def only_the_fresh_one(request: FakeRequest) -> FakeResponse:
+        if request.peer != "issued-2":
+            return FakeResponse.json({"kind": "Status", "code": 401}, status=401)
+        return nodes(request)
+
+    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1beta1", "command": str(plugin)}}
+    with serve(only_the_fresh_one, tls=context) as server:
+        config = kubeconfig(tmp_path, server.url, {"certificate-authority": str(test_ca.bundle)},
+                            user)  # fmt: skip
+        done = run_cli("fleet", "status", f"--kubeconfig={config}", use_bundle=True)
+        peers = {request.peer for request in server.requests}
+    assert "node-mtls" in done.stdout, done.stderr  # listed (exit 1: no agent reported on it)
+    assert peers == {"issued-2"}, peers  # renewed before the first request: it nears its end
+    assert count.read_text() == "2\n"
