@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import difflib
 import importlib
+import itertools
 import os
 import re
 import sys
@@ -78,6 +79,7 @@ class ToolParser(argparse.ArgumentParser):
         self, args: Sequence[str] | None = None, namespace: Any = None
     ) -> tuple[argparse.Namespace, list[str]]:
         if args is not None and not self._subparsers:
+            self._refuse_dashed_value(list(args))
             for word in self._unknown_options(list(args)):
                 guess = _closest(word, list(self._option_string_actions))
                 hint = f"; did you mean {guess}?" if guess else f" (see {self.prog} --help)"
@@ -85,6 +87,27 @@ class ToolParser(argparse.ArgumentParser):
             for word in args:
                 self._refuse_unexpanded_home(word)
         return super().parse_known_args(args, namespace)
+
+    def _refuse_dashed_value(self, args: list[str]) -> None:
+        """An option's value given as the next word that starts with '-' (``--kubelet-flags
+        "--cloud-provider=aws ..."``): argparse reads it as another option and says only
+        "expected one argument". Refused, saying how to give it (after '=')."""
+        for option, value in itertools.pairwise(args):
+            action = self._option_string_actions.get(option)
+            if (
+                action is None
+                or action.nargs is not None  # a switch, or a value of its own shape
+                or not value.startswith("-")
+                or value == "-"
+                or value.split("=", 1)[0] in self._option_string_actions  # an option of ours
+                or self._negative_number_matcher.match(value)
+            ):
+                continue
+            given = quoted(value, VALUE_LIMIT)
+            self.error(
+                f"{option} {given}: a value that starts with '-' is read as an option of its "
+                f"own; give it after '=': {option}={given}"
+            )
 
     def _refuse_unexpanded_home(self, word: str) -> None:
         """A path that reached the tool as ``~/x`` (quoted, or after ``--opt=``, where the shell

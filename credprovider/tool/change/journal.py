@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
+from credprovider.tool.change.abort import put_back
 from credprovider.tool.change.confine import (
     backup_of,
     bundle_or_empty,
@@ -227,8 +228,6 @@ def _aborted(
 ) -> NodeChangeError:
     """The error for a change by hand that failed part way, once what it did is put back
     (:mod:`credprovider.tool.change.abort`), or, where that fails too, left to the next run."""
-    from credprovider.tool.change.abort import put_back
-
     said = node_failure(failure) if isinstance(failure, OSError) else str(failure)
     try:
         changed = put_back(journal, entries)

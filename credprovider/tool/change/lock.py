@@ -65,7 +65,10 @@ def _open(path: str) -> int | None:
             ) from None
         if exc.errno in (errno.EROFS, errno.EACCES) and os.geteuid() != 0:
             return None
-        raise
+        raise NodeChangeError(
+            f"cannot make the node's change lock {path}: {exc.strerror or exc}: nothing was "
+            f"changed (every change takes it first: {directory} must be writable by root)"
+        ) from None
     found = os.fstat(descriptor)
     if not stat.S_ISREG(found.st_mode) or found.st_uid != os.geteuid():
         os.close(descriptor)

@@ -230,3 +230,35 @@ def test_a_directory_removed_under_the_shell_is_said_not_a_traceback(tmp_path: P
     assert absolute.returncode == 0, absolute.stdout + absolute.stderr
     for done in (install, validate, get, absolute):
         assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["migrate", "--kubelet-flags", "--cloud-provider=aws --node-ip=10.0.0.5"],
+        ["migrate", "--kubelet-flags", "--cloud-provider=gce"],
+        ["get", "gcr.io/p/app", "--timeout", "-5s"],
+    ],
+    ids=["flags", "one-flag", "get-timeout"],
+)
+def test_a_value_that_starts_with_a_dash_says_to_give_it_after_equals(argv: list[str]) -> None:
+    """``--kubelet-flags "--cloud-provider=aws ..."`` (a space where the help writes '='): argparse
+    read the value as an option and said only "argument --kubelet-flags: expected one argument".
+    The line says how to give it; given so, it is taken."""
+    option, value = argv[-2], argv[-1]
+    done = run_cli(*argv)
+    assert (done.returncode, done.stdout) == (2, ""), done.stderr
+    assert done.stderr.splitlines()[-1].endswith(
+        f"error: {option} '{value}': a value that starts with '-' is read as an option of its "
+        f"own; give it after '=': {option}='{value}'"
+    ), done.stderr
+    taken = run_cli(*argv[:-2], f"{option}={value}")
+    assert "a value that starts with '-'" not in taken.stderr
+    assert "expected one argument" not in taken.stderr
+
+
+def test_an_option_missing_its_value_before_another_is_not_taken_for_one() -> None:
+    """``--kubelet-flags --write``: the value left out, not a dashed one (argparse's line)."""
+    done = run_cli("migrate", "--kubelet-flags", "--write")
+    assert done.returncode == 2
+    assert "argument --kubelet-flags: expected one argument" in done.stderr
