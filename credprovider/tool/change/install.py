@@ -64,6 +64,8 @@ class InstallPlan:
     version: str
     copy: bool
     changes: list[Step] = field(default_factory=list)
+    # The config directory the kubelet reads whole (1.34+), config_out one file in it
+    config_directory: Path | None = None
 
     @property
     def refused(self) -> list[Step]:
@@ -81,12 +83,15 @@ def plan_install(
     as_name: str | None = None,
     settings: Settings | None = None,
     sa_tokens: bool = True,
+    config_directory: str | None = None,
 ) -> InstallPlan:
     """Every change install would make, each checked; nothing is changed. ``as_name``: one more
     provider of the one plugin in ``keys``, under that name (install --as): its link, and its entry
     added to the config's providers, which are kept. ``settings``: per key, fields replacing the
     shipped defaults (``--provider-settings``, change/settings.py); ``sa_tokens``: whether the
-    node's kubelet takes ``tokenAttributes``."""
+    node's kubelet takes ``tokenAttributes``; ``config_directory``: the config directory the
+    kubelet reads, ``config_out`` a file in it (checked with the others, as the kubelet reads
+    them: a provider named in two of them, and it would not start)."""
     if not_known(keys):
         raise NodeChangeError(not_known(keys))
     for place in (Path(bin_dir), Path(config_out).parent):
@@ -110,6 +115,7 @@ def plan_install(
         keys, node_files, first=kept, names=names, settings=settings, as_json=as_json
     )
     plan = InstallPlan(directory, Path(config_out), text, executable, version, copy)
+    plan.config_directory = Path(config_directory) if config_directory else None
     link_target = executable
     if copy:
         link_target = directory / BUNDLE_COPY_DIR / executable.name
@@ -134,6 +140,14 @@ def _config_refused(
     loaded = loaded_as_left(plan.config_out, plan.config_text, sa_tokens)
     if isinstance(loaded, str):
         return f"{loaded}; nothing is written that it would refuse"
+    if plan.config_directory is not None:
+        whole = loaded_as_left(plan.config_directory, plan.config_text, sa_tokens, plan.config_out)
+        if isinstance(whole, str):
+            return (
+                f"the kubelet reads the directory {plan.config_directory} whole, and with "
+                f"{plan.config_out} written there, {whole.removeprefix('the kubelet ')}; nothing "
+                "is written that it would refuse"
+            )
     missing = without_plugin(kept, lambda name: os.path.lexists(plan.bin_dir / name))
     if missing:
         return (

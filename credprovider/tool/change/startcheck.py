@@ -22,14 +22,17 @@ if TYPE_CHECKING:
     from credprovider.tool.change.migrate import MigrationPlan
 
 
-def loaded_as_left(path: Path, text: str | None, sa_tokens: bool = True) -> LoadedConfig | str:
-    """The config at ``path`` (``text``: the file as it will be; ``None``: as it is) as the
-    kubelet loads it at start (``sa_tokens``: whether it takes ``tokenAttributes``), or why the
-    kubelet would refuse it."""
+def loaded_as_left(
+    path: Path, text: str | None, sa_tokens: bool = True, at: Path | None = None
+) -> LoadedConfig | str:
+    """The config at ``path`` (``text``: the file as it will be; ``None``: as it is; with ``at``,
+    the file ``at`` in the config directory ``path`` as it will be) as the kubelet loads it at
+    start (``sa_tokens``: whether it takes ``tokenAttributes``), or why the kubelet would refuse
+    it."""
     try:
-        return load_config(str(path), sa_tokens, text=text)
+        return load_config(str(path), sa_tokens, text=text, at=None if at is None else str(at))
     except ConfigError as exc:
-        return f"the kubelet would not start with the config {path}: {exc}"
+        return f"the kubelet would not start with the config {path}: {exc.describe()}"
 
 
 def plugins_missing(

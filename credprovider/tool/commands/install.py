@@ -144,6 +144,7 @@ def _plan_and_apply(
             as_name=args.as_name,
             settings=args.settings,
             sa_tokens=_takes_token_attributes(args.settings, found),
+            config_directory=_config_directory(args.config_out, found),
         )
     except UnreadableError as exc:
         return cannot_check("install", exc, args.json)
@@ -196,10 +197,11 @@ def _after(plan: InstallPlan, as_json: bool, keys: list[str], found: _Node) -> i
     from credprovider.tool.kubeconfig.lint import lint_providers
     from credprovider.tool.kubeconfig.validate import load_config
 
-    loaded = load_config(str(plan.config_out))
+    read = plan.config_directory or plan.config_out  # what the kubelet reads
+    loaded = load_config(str(read))
     checked = check_binaries(loaded, str(plan.bin_dir))
     warnings = texts(checked.warnings) + lint_providers(loaded, str(plan.bin_dir))
-    flags = kubelet_flags(str(plan.config_out.resolve()), str(plan.bin_dir.resolve()))
+    flags = kubelet_flags(str(read.resolve()), str(plan.bin_dir.resolve()))
     errors, proven = texts(checked.errors), texts(checked.proven)
     in_place = _flags_in_place(plan, found)
     where = "" if in_place else _kubeadm_sets_them(plan, keys)
@@ -266,6 +268,18 @@ def _kubeadm_sets_them(plan: InstallPlan, keys: list[str]) -> str:
     )  # fmt: skip
 
 
+def _config_directory(config_out: str, found: _Node) -> str | None:
+    """The config directory this node's kubelet reads (1.34+), when ``config_out`` is a file in
+    it: the kubelet reads the others beside it."""
+    from credprovider.tool.node.discovery import kubelet_paths
+
+    config = kubelet_paths(view=found.view).config
+    if config is None or not os.path.isdir(config):
+        return None
+    inside = os.path.realpath(os.path.dirname(config_out)) == os.path.realpath(config)
+    return config if inside else None
+
+
 def _flags_in_place(plan: InstallPlan, found: _Node) -> str:
     """Where this node's kubelet is already given the installed config and bin dir (discovery's
     source: its running command line, a flags file, a layout), or "" when it is not."""
@@ -274,7 +288,8 @@ def _flags_in_place(plan: InstallPlan, found: _Node) -> str:
     node = kubelet_paths(view=found.view)
     if node.config is None or node.bin_dir is None or node.found_by == "the default path":
         return ""
-    same = os.path.realpath(node.config) == os.path.realpath(plan.config_out) and (
+    read = plan.config_directory or plan.config_out
+    same = os.path.realpath(node.config) == os.path.realpath(read) and (
         os.path.realpath(node.bin_dir) == os.path.realpath(plan.bin_dir)
     )
     return node.found_by if same else ""

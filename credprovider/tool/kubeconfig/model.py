@@ -313,14 +313,20 @@ def config_files(path: str) -> list[Path]:
         raise ConfigError(f"unable to access path {go_quote(path)}: invalid argument") from None
     if not stat.S_ISDIR(info.st_mode):
         return [Path(path)]
-    files = sorted(
+    files = _in_directory(path)
+    if not files:
+        raise ConfigError(f"no configuration files found in directory {go_quote(path)}")
+    return files
+
+
+def _in_directory(path: str) -> list[Path]:
+    """The config files the kubelet reads in the directory ``path``, in its order."""
+    names = sorted(
         entry.name
         for entry in list_directory(path)
         if not _is_dir(entry) and entry.name.endswith(CONFIG_EXTENSIONS)
     )
-    if not files:
-        raise ConfigError(f"no configuration files found in directory {go_quote(path)}")
-    return [Path(path) / name for name in files]
+    return [Path(path) / name for name in names]
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
@@ -330,17 +336,26 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
         return False
 
 
-def read_config(path: str, text: str | None = None) -> LoadedConfig:
+def read_config(path: str, text: str | None = None, at: str | None = None) -> LoadedConfig:
     """``readCredentialProviderConfig``: decode every file, concatenate providers in file order.
-    ``text``: the one file ``path`` as it is to be written (validated as text, never read)."""
-    files = config_files(path) if text is None else [Path(path)]
+    ``text``: the one file ``path`` as it is to be written (validated as text, never read); with
+    ``at``, the file ``at`` in the directory ``path`` as it is to be written, beside the others."""
+    written = Path(at if at is not None else path) if text is not None else None
+    if at is not None and text is not None:
+        files = sorted({*_in_directory(path), Path(at)}, key=lambda file: file.name)
+    else:
+        files = config_files(path) if text is None else [Path(path)]
     providers: list[CredentialProvider] = []
     provider_sources: list[Path] = []
     seen: set[str] = set()
     contents: list[bytes] = []
     for file in files:
         try:
-            contents.append(access.read_bytes(str(file)) if text is None else text.encode())
+            contents.append(
+                text.encode()
+                if text is not None and file == written
+                else access.read_bytes(str(file))
+            )
             decoded = contents[-1].decode("utf-8")
         except access.FileProblem as exc:
             raise ConfigError(

@@ -205,10 +205,13 @@ def _validate_token_attributes(provider: CredentialProvider, sa_tokens_enabled: 
     return errors
 
 
-def load_config(path: str, sa_tokens_enabled: bool = True, text: str | None = None) -> LoadedConfig:
+def load_config(
+    path: str, sa_tokens_enabled: bool = True, text: str | None = None, at: str | None = None
+) -> LoadedConfig:
     """Read and validate like the kubelet at start-up; raise :class:`ConfigError` with its text.
-    ``text``: the file ``path`` as it is to be written (nothing is read)."""
-    loaded = read_config(path, text)
+    ``text``: the file ``path`` as it is to be written (nothing is read); with ``at``, the file
+    ``at`` in the config directory ``path``, as it is to be written, beside the others."""
+    loaded = read_config(path, text, at)
     errors = validate_providers(loaded.providers, sa_tokens_enabled)
     if errors:
         detail = errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"

@@ -91,3 +91,46 @@ def test_install_will_not_guess_a_file_in_a_config_directory(tmp_path: Path) -> 
         f"give --config-out (the kubelet reads the directory {directory}: name the file in it "
         "to write)\n"
     )
+
+
+def test_install_into_a_config_directory_checks_it_whole(tmp_path: Path) -> None:
+    """Told to name a file in the kubelet's config directory (1.34+: it reads each file there,
+    and refuses a provider named in two), install checked only that file: ecr-credential-provider
+    written into b.json beside an a.json that names it too, and the kubelet would not start
+    ("duplicate provider name"). Refused now, nothing changed; a provider not named there is
+    added, checked with the others, and the kubelet's flags (naming the directory) are in place."""
+    directory = tmp_path / "providers.d"
+    directory.mkdir()
+    (directory / "a.json").write_text(config_file(tmp_path, provider_entry()).read_text())
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    target = fake_bundle(tmp_path / "bundle", "0.2.0")
+    (bin_dir / "ecr-credential-provider").symlink_to(target)  # a.json's plugin
+    kubelet = fake_kubelet(
+        [
+            f"--image-credential-provider-config={directory}",
+            f"--image-credential-provider-bin-dir={bin_dir}",
+        ],
+        os.environ,
+    )
+    written = directory / "b.yaml"
+    try:
+        twice = cli("install", "--providers", "aws", "--target", str(target),
+                    "--config-out", str(written))  # fmt: skip
+        left = (written.exists(), sorted(p.name for p in bin_dir.iterdir()))
+        added = cli("install", "--providers", "gcp", "--target", str(target),
+                    "--config-out", str(written))  # fmt: skip
+    finally:
+        kubelet.kill()
+        kubelet.wait()
+    assert twice.returncode == 1, twice.stderr
+    assert (
+        f"the kubelet reads the directory {directory} whole, and with {written} written there, "
+        f"would not start with the config {directory}: duplicate provider name "
+        f'"ecr-credential-provider" found in configuration file(s) (in {directory / "a.json"} '
+        f"and in {written}); nothing is written that it would refuse" in twice.stderr
+    ), twice.stderr
+    assert left == (False, ["ecr-credential-provider"])  # nothing was changed
+    assert added.returncode == 0, added.stdout + added.stderr
+    assert "the kubelet's flags already name this config and bin dir" in added.stdout
+    assert "auth-provider-gcp" in written.read_text()
