@@ -13,7 +13,7 @@ from credprovider.cloud import CloudPlugin
 from credprovider.runtime.excerpt import quoted
 from credprovider.tool.catalog import SECRET_ENV
 from credprovider.tool.kubeconfig.model import CredentialProvider, LoadedConfig
-from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
+from credprovider.tool.node.access import FileProblem, UnreadableError, read_bytes
 
 _OTHERS = stat.S_IRWXG | stat.S_IRWXO
 
@@ -57,12 +57,13 @@ def secret_file_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list
 
 def _read_if_open(path: str) -> str | None:
     """The text of a regular file others than its owner may read (at most the cap every node file
-    has), else ``None``."""
+    has; what is not UTF-8, such as a PKCS#12 certificate, with each such byte replaced), else
+    ``None``."""
     if not path.startswith("/") or not _mode(path) & _OTHERS:
         return None
     try:
-        return read_text(path)
-    except (UnreadableError, FileProblem):  # not this user's to read, not text, not a file
+        return read_bytes(path).decode("utf-8", "replace")
+    except (UnreadableError, FileProblem):  # not this user's to read, not a regular file
         return None
 
 

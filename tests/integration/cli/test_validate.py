@@ -381,6 +381,36 @@ def _warns_of_a_secret_file(place: Path, case: str) -> None:
         assert not [w for w in said if "others may read" in w], said
 
 
+def test_validate_on_a_node_warns_of_a_certificate_others_may_read() -> None:
+    """azure.json (root's alone) naming a service principal's certificate (a PKCS#12 file, not
+    text) that others may read: its private key is the identity."""
+    if os.geteuid() != 0:
+        pytest.skip("a directory of root's")
+    place = Path(tempfile.mkdtemp(prefix="secret-", dir="/tmp"))
+    try:
+        certificate = place / "sp.pfx"
+        certificate.write_bytes(b"\x30\x82\x0a\x1f\x02\x01\x03\xff\xfe" * 40)
+        certificate.chmod(0o644)
+        azure_json = place / "azure.json"
+        azure_json.write_text(json.dumps({"tenantId": "t", "aadClientId": "c",
+                                          "aadClientCertPath": str(certificate)}))  # fmt: skip
+        azure_json.chmod(0o600)
+        plugin = PLUGINS["azure"]
+        config = config_file(place, provider_entry(name=plugin.name, args=[str(azure_json)],
+                                                   matchImages=list(plugin.match_images)))  # fmt: skip
+        (place / "bin").mkdir()
+        done = cli("validate", str(config), "--bin-dir", str(place / "bin"), "--json")
+        said = [w for w in json.loads(done.stdout)["warnings"] if "others may read" in w]
+        assert said == [
+            f"provider 'acr-credential-provider': {certificate} gives the service principal's "
+            f"certificate and private key, and others may read it (mode -rw-r--r--): chmod 600 "
+            f"{certificate}, or give the plugin an identity instead (an instance role, a "
+            "workload identity)"
+        ], done.stdout
+    finally:
+        shutil.rmtree(place)
+
+
 # The examples an operator must fill in, and the placeholders validate names in each.
 WITH_PLACEHOLDERS = {
     "gcp-workload-identity.yaml": ("auth-provider-gcp", "PROJECT, LOCATION, CLUSTER"),
