@@ -386,6 +386,7 @@ def test_validate_on_a_node_warns_of_a_certificate_others_may_read() -> None:
     text) that others may read: its private key is the identity."""
     if os.geteuid() != 0:
         pytest.skip("a directory of root's")
+    require_bundle()
     place = Path(tempfile.mkdtemp(prefix="secret-", dir="/tmp"))
     try:
         certificate = place / "sp.pfx"
@@ -399,6 +400,7 @@ def test_validate_on_a_node_warns_of_a_certificate_others_may_read() -> None:
         config = config_file(place, provider_entry(name=plugin.name, args=[str(azure_json)],
                                                    matchImages=list(plugin.match_images)))  # fmt: skip
         (place / "bin").mkdir()
+        (place / "bin" / plugin.name).symlink_to(BUNDLE_DIR / plugin.name)
         done = cli("validate", str(config), "--bin-dir", str(place / "bin"), "--json")
         said = [w for w in json.loads(done.stdout)["warnings"] if "others may read" in w]
         assert said == [
