@@ -83,8 +83,8 @@ SecretFiles = Callable[
 ]
 """``(args, env, read) -> [(path, secret)]``: each file the plugin reads with these args and this
 env (its node file, a key or token file) that holds a secret, and what that secret is (a key's
-name: ``aadClientSecret``, ``private_key``). ``read(path)`` is the text of a file others than its
-owner may read, else ``None``: the tool asks only of those, to warn that every user may read it."""
+name: ``aadClientSecret``, ``private_key``). ``read(path)`` is a node file's text, or ``None``; the
+tool warns of those others than their owner may read."""
 
 
 AnnotationLinter = Callable[[Sequence[str], Sequence[str]], list[str]]

@@ -49,17 +49,16 @@ def secret_file_lints(provider: CredentialProvider, plugin: CloudPlugin) -> list
         f"{path} gives {secret}, and others may read it (mode {stat.filemode(mode)}): chmod 600 "
         f"{path}, or give the plugin an identity instead (an instance role, a workload identity)"
         for path, secret in plugin.secret_files(
-            provider.args or [], dict(provider.env_pairs()), _read_if_open
+            provider.args or [], dict(provider.env_pairs()), _read
         )
         if (mode := _mode(path)) & _OTHERS
     ]
 
 
-def _read_if_open(path: str) -> str | None:
-    """The text of a regular file others than its owner may read (at most the cap every node file
-    has; what is not UTF-8, such as a PKCS#12 certificate, with each such byte replaced), else
-    ``None``."""
-    if not path.startswith("/") or not _mode(path) & _OTHERS:
+def _read(path: str) -> str | None:
+    """The text of a regular file (at most the cap every node file has; what is not UTF-8, such
+    as a PKCS#12 certificate, with each such byte replaced), else ``None``."""
+    if not path.startswith("/"):
         return None
     try:
         return read_bytes(path).decode("utf-8", "replace")
