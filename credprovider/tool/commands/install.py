@@ -115,6 +115,8 @@ def _cmd_install(args: argparse.Namespace) -> int:
             )
             return EXIT_FAILED
 
+    if args.dry_run:  # nothing changed: no lock, and a killed run's change is only said
+        return _plan_and_apply(args, keys, node_files, found)
     from credprovider.tool.change.journal import by_hand
 
     try:  # the node read and changed by this run alone (change/lock.py)
@@ -155,6 +157,8 @@ def _plan_and_apply(
     if fights:
         print(f"credprovider install: nothing was changed: {fights}", file=sys.stderr)
         return EXIT_FAILED
+    if args.dry_run and not plan.refused:
+        return _would(plan, args.json, keys, found)
     if plan.refused:
         _report(plan.changes, args.json, applied=False)
         print(
@@ -207,6 +211,44 @@ def _after(plan: InstallPlan, as_json: bool, keys: list[str], found: _Node) -> i
     where = "" if in_place else _kubeadm_sets_them(plan, keys)
     _report(plan.changes, as_json, True, errors, warnings, proven, flags, in_place, where)
     return EXIT_FAILED if checked.errors else EXIT_OK
+
+
+def _would(plan: InstallPlan, as_json: bool, keys: list[str], found: _Node) -> int:
+    """What install would do (--dry-run): each step, a change a killed run left to finish first,
+    and the kubelet flags that would name the install."""
+    from credprovider.tool.change.journalformat import journal_for
+    from credprovider.tool.change.render import kubelet_flags
+
+    read = plan.config_directory or plan.config_out
+    flags = kubelet_flags(str(read.absolute()), str(plan.bin_dir.absolute()))
+    in_place = _flags_in_place(plan, found)
+    left = journal_for(plan.config_out)
+    first = f"it first finishes the change an earlier run left part done ({left})"
+    if as_json:
+        print_json(
+            {
+                "applied": False,
+                "dryRun": True,
+                "changes": [step_json(change) for change in plan.changes],
+                "finishesFirst": str(left) if os.path.lexists(left) else None,
+                "kubeletFlags": flags,
+                "kubeletFlagsSetBy": in_place or None,
+            }
+        )
+        return EXIT_OK
+    print("install would (nothing was changed):")
+    if os.path.lexists(left):
+        print(f"  {first}")
+    for change in plan.changes:
+        print(f"  {change.action:<9} {change.describe()}")
+    if in_place:
+        print(f"the kubelet's flags already name this config and bin dir ({in_place})")
+    else:
+        where = _kubeadm_sets_them(plan, keys)
+        print("then add to the kubelet's flags:" + "".join(f"\n  {flag}" for flag in flags))
+        if where:
+            print(f"  (kubeadm: {where} sets them)")
+    return EXIT_OK
 
 
 def _report(
@@ -318,9 +360,10 @@ def register(sub: Subcommands) -> None:
             "Links into another credprovider bundle (and an earlier --copy) are upgrades and need"
             " no --force; anything else that would be replaced needs --force, which keeps it as "
             "NAME.credprovider-backup-TIMESTAMP. A path the chart's agent manages on this node is"
-            " never changed (its values are the place). Idempotent. Exit 0: installed and every "
-            "plugin starts; 1: refused (nothing changed) or a check failed; 2: usage, or a path "
-            "this user may not read."
+            " never changed (its values are the place). Idempotent; --dry-run says what it would "
+            "do. A run that fails part way (a full disk, a read-only file) puts back what it did. "
+            "Exit 0: installed and every plugin starts; 1: refused (nothing changed) or a check "
+            "failed; 2: usage, or a path this user may not read."
         ),
     )
     inst.add_argument(
@@ -376,6 +419,13 @@ def register(sub: Subcommands) -> None:
         "--target",
         type=absolute_path,
         help="the credprovider executable to link to (default: this one)",
+    )
+    inst.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="say what install would do, checked as it checks before it changes anything (the "
+        "config as the kubelet checks it, each plugin started offline), and change nothing; "
+        "exit 0: it would install, 1: a step would be refused",
     )
     inst.add_argument("--json", action="store_true", help="one JSON object on stdout")
     inst.set_defaults(handler=_cmd_install)

@@ -855,3 +855,47 @@ def test_a_config_that_gives_a_secret_is_written_for_root_alone(
     done = cli("install", "--providers", "aws", "--bin-dir", f"{tmp_path}/bin", "--config-out",
                str(plain), "--target", str(target))  # fmt: skip
     assert done.returncode == 0 and oct(plain.stat().st_mode & 0o777) == "0o644"
+
+
+def test_install_dry_run_says_what_it_would_do_and_changes_nothing(
+    tmp_path: Path, target: Path
+) -> None:
+    """An operator could not see what install would do before it did it (only migrate without
+    --write, undo --dry-run and agent plan said so). --dry-run plans and checks as install does,
+    prints each step and the flags, and changes nothing: not even a change a killed run left,
+    which it names, or one it would refuse (exit 1)."""
+    from tests.unit.tool.test_agent_apply import tree
+
+    node = tmp_path / "node"
+    (node / "etc").mkdir(parents=True)
+    args = ("install", "--providers", "aws,gcp", "--target", str(target), "--bin-dir",
+            f"{node}/bin", "--config-out", f"{node}/etc/c.yaml", "--dry-run")  # fmt: skip
+    before = tree(str(node))
+    done = cli(*args)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    assert done.stdout.splitlines() == [
+        "install would (nothing was changed):",
+        f"  link      linked {node}/bin/ecr-credential-provider -> {target}",
+        f"  link      linked {node}/bin/auth-provider-gcp -> {target}",
+        f"  write     wrote {node}/etc/c.yaml",
+        "then add to the kubelet's flags:",
+        f"  --image-credential-provider-config={node}/etc/c.yaml",
+        f"  --image-credential-provider-bin-dir={node}/bin",
+    ]
+    assert tree(str(node)) == before
+    journal = node / "etc/.c.yaml.credprovider-journal"
+    journal.write_text('{"change": "install", "ops": []}')
+    journal.chmod(0o600)
+    (node / "etc/c.yaml").write_text("theirs: true\n")
+    before = tree(str(node))
+    refused = cli(*args, "--json")
+    said = cli(*args, "--force", "--json")
+    assert tree(str(node)) == before
+    assert refused.returncode == 1 and "pass --force to replace it" in refused.stderr
+    assert said.returncode == 0, said.stderr
+    planned = json.loads(said.stdout)
+    assert (planned["applied"], planned["dryRun"], planned["finishesFirst"]) == (
+        False, True, str(journal),
+    )  # fmt: skip
+    assert [c["action"] for c in planned["changes"]] == ["link", "link", "write"]
+    assert planned["changes"][2]["backup"].startswith(f"{node}/etc/c.yaml.credprovider-backup-")
