@@ -3,6 +3,8 @@ two neighbours swapped, or another case), which validate and render name with th
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 def one_slip(given: str, known: str, min_length: int = 0) -> bool:
     """``given`` differs from ``known`` by one slip: only in case, or by one letter inserted,
@@ -27,3 +29,13 @@ def one_slip(given: str, known: str, min_length: int = 0) -> bool:
     short, long = (given, known) if len(given) < len(known) else (known, given)
     i = next((i for i in range(len(short)) if short[i] != long[i]), len(short))
     return short[i:] == long[i + 1 :]
+
+
+def meant(given: str, known: Iterable[str]) -> str | None:
+    """The one of ``known`` that ``given`` is a slip of (one letter, or only case, ``_`` and
+    ``-``: ``match_images`` for ``matchImages``), if any."""
+    folded = given.lower().replace("_", "").replace("-", "")
+    for name in known:
+        if one_slip(given, name, 4) or (given != name and folded == name.lower()):
+            return name
+    return None

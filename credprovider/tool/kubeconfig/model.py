@@ -25,6 +25,7 @@ from credprovider.runtime.nodefile import reason
 from credprovider.tool.node import access
 from credprovider.tool.node.access import check_access, cwd_gone, list_directory
 from credprovider.tool.node.yamldoc import MAX_NESTING, YamlError, load_yaml
+from credprovider.tool.slips import meant
 
 CONFIG_GROUP: Final = "kubelet.config.k8s.io"
 CONFIG_VERSIONS: Final = ("v1", "v1beta1", "v1alpha1")
@@ -144,6 +145,31 @@ def _unmarshal_message(loc: tuple[int | str, ...], value: Any, version: str) -> 
     )
 
 
+# The model each field's value decodes as (for the fields a slipped name was meant to be).
+_FIELD_MODELS: Final[dict[str, type[_Strict]]] = {
+    "providers": CredentialProvider,
+    "env": ExecEnvVar,
+    "tokenAttributes": ServiceAccountTokenAttributes,
+}
+
+
+def _meant(exc: ValidationError, order: dict[str, int]) -> str | None:
+    """The field names an unknown field is a slip of (``matchImage``, ``match_images``), said
+    after the kubelet's message, in the document's ``order``."""
+    said: list[tuple[int, str]] = []
+    for error in exc.errors():
+        if error["type"] != "extra_forbidden":
+            continue
+        loc = tuple(error["loc"])
+        names = [part for part in loc[:-1] if isinstance(part, str)]
+        model = _FIELD_MODELS.get(names[-1], _Strict) if names else CredentialProviderConfig
+        near = meant(str(loc[-1]), model.model_fields)
+        if near is not None:
+            path = _loc_path(loc)
+            said.append((order.get(path, 0), f"{path}: did you mean {near}?"))
+    return "; ".join(line for _, line in sorted(said)) or None
+
+
 def _loc_path(loc: tuple[int | str, ...]) -> str:
     path = ""
     for part in loc:
@@ -235,6 +261,18 @@ def _other_kind(kind: object) -> str | None:
     )
 
 
+def _slipped_kind(kind: str, group: str, version: str) -> str | None:
+    """The kind and apiVersion meant, where either is a slip of the config's; or, both right, the
+    versions there are."""
+    if kind == CONFIG_KIND and group == CONFIG_GROUP:
+        return f"{CONFIG_GROUP}'s versions are {', '.join(CONFIG_VERSIONS)}"
+    right_kind = kind == CONFIG_KIND or meant(kind, [CONFIG_KIND]) is not None
+    right_group = group == CONFIG_GROUP or meant(group, [CONFIG_GROUP]) is not None
+    if not (right_kind and right_group):
+        return None
+    return f"did you mean kind: {CONFIG_KIND}, apiVersion: {CONFIG_GROUP}/{version or 'v1'}?"
+
+
 def decode_config(text: str) -> CredentialProviderConfig:
     """Decode one file strictly, as the kubelet's codec does; errors carry its messages."""
     document = _parse_document(text)
@@ -263,7 +301,7 @@ def decode_config(text: str) -> CredentialProviderConfig:
         raise ConfigError(
             f'no kind "{kind}" is registered for version "{api_version}" in scheme '
             '"pkg/runtime/scheme.go:111"',
-            _other_kind(kind) if kind != CONFIG_KIND else None,
+            _other_kind(kind) or _slipped_kind(str(kind), group, version),
         )
     try:
         config = CredentialProviderConfig.model_validate(document)
@@ -279,7 +317,9 @@ def decode_config(text: str) -> CredentialProviderConfig:
             raise ConfigError(first_type_error) from None
         order = {path: i for i, (path, _) in enumerate(_paths_in_document_order(document))}
         unknown.sort(key=lambda message: order.get(message.split('"')[1], 0))
-        raise ConfigError("strict decoding error: " + ", ".join(unknown)) from None
+        raise ConfigError(
+            "strict decoding error: " + ", ".join(unknown), _meant(exc, order)
+        ) from None
     for provider in config.providers or []:
         if version != "v1" and provider.tokenAttributes is not None:
             index = (config.providers or []).index(provider)

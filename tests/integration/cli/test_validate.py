@@ -63,6 +63,45 @@ def test_validate_prints_the_kubelets_message(tmp_path: Path, name: str) -> None
     }
 
 
+SLIPS = {
+    "fields": (
+        P + "providers:\n- name: a\n  apiVersion: credentialprovider.kubelet.k8s.io/v1\n"
+        "  matchImage: [x.io]\n  default_cache_duration: 1m\n  env:\n  - nmae: A\n"
+        "  tokenAttributes:\n    cachetype: Token\n  bogus: 1\n",
+        "providers[0].matchImage: did you mean matchImages?; providers[0]."
+        "default_cache_duration: did you mean defaultCacheDuration?; providers[0].env[0].nmae: "
+        "did you mean name?; providers[0].tokenAttributes.cachetype: did you mean cacheType?",
+    ),
+    "kind": (
+        P.replace("kind: CredentialProviderConfig", "kind: CredentialProvidersConfig")
+        + "providers: []\n",
+        "did you mean kind: CredentialProviderConfig, apiVersion: kubelet.config.k8s.io/v1?",
+    ),
+    "group": (
+        P.replace("kubelet.config.k8s.io/v1", "kubelet.confg.k8s.io/v1") + "providers: []\n",
+        "did you mean kind: CredentialProviderConfig, apiVersion: kubelet.config.k8s.io/v1?",
+    ),
+    "version": (
+        P.replace("kubelet.config.k8s.io/v1", "kubelet.config.k8s.io/v2") + "providers: []\n",
+        "kubelet.config.k8s.io's versions are v1, v1beta1, v1alpha1",
+    ),
+}
+
+
+@pytest.mark.parametrize("slip", SLIPS)
+def test_a_slipped_name_is_said_with_the_one_meant(tmp_path: Path, slip: str) -> None:
+    """A field, kind or apiVersion one slip from the config's (``matchImage``,
+    ``default_cache_duration``, ``CredentialProvidersConfig``): the kubelet's message, word for
+    word, and after it the name meant (an unknown field with no near name, ``bogus``, is not
+    given one)."""
+    text, hint = SLIPS[slip]
+    result = cli("validate", str(write(tmp_path / "c.yaml", text)), "--json")
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    assert report["hint"] == hint, report
+    assert "did you mean" not in report["error"]
+
+
 def test_validate_a_directory(tmp_path: Path) -> None:
     write(tmp_path / "b.yaml", P + "providers:\n" + OK.replace("name: a", "name: b"))
     write(tmp_path / "a.json", json.dumps(yaml.safe_load(P + "providers:\n" + OK)))
