@@ -9,7 +9,6 @@ the conformance suite checks the messages against the real kubelet code.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from dataclasses import dataclass, field
@@ -18,13 +17,19 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from credprovider.errors import CredproviderError
 from credprovider.runtime.cjson import json_type
 from credprovider.runtime.goformat import DurationError, go_quote, parse_go_duration
 from credprovider.runtime.nodefile import reason
+from credprovider.tool.kubeconfig.document import (  # ConfigError: the config's error, here too
+    ConfigError as ConfigError,
+)
+from credprovider.tool.kubeconfig.document import (
+    parse_document,
+    paths_in_document_order,
+    quoted_start,
+)
 from credprovider.tool.node import access
 from credprovider.tool.node.access import check_access, cwd_gone, list_directory
-from credprovider.tool.node.yamldoc import MAX_NESTING, YamlError, load_yaml
 from credprovider.tool.slips import meant
 
 CONFIG_GROUP: Final = "kubelet.config.k8s.io"
@@ -39,18 +44,6 @@ _OTHER_REGISTERED_KINDS: Final = frozenset(
         ("kubelet.config.k8s.io/v1beta1", "SerializedNodeConfigSource"),
     }
 )
-
-
-class ConfigError(CredproviderError, ValueError):
-    """The kubelet would refuse the config: ``str()`` is its message, word for word; ``hint`` is
-    what credprovider adds after it (which files, what to change), shown by :meth:`describe`."""
-
-    def __init__(self, message: str, hint: str | None = None) -> None:
-        super().__init__(message)
-        self.hint = hint
-
-    def describe(self) -> str:
-        return f"{self} ({self.hint})" if self.hint else str(self)
 
 
 class _Strict(BaseModel):
@@ -177,69 +170,6 @@ def _loc_path(loc: tuple[int | str, ...]) -> str:
     return path
 
 
-class _JSONObject(dict[str, Any]):
-    """A decoded JSON object that remembers keys it saw twice."""
-
-    duplicates: list[str]
-
-
-def _json_object(pairs: list[tuple[str, Any]]) -> _JSONObject:
-    obj = _JSONObject()
-    obj.duplicates = []
-    for key, value in pairs:
-        if key in obj:
-            obj.duplicates.append(key)
-        obj[key] = value
-    return obj
-
-
-def _paths_in_document_order(value: Any, path: str = "") -> list[tuple[str, Any]]:
-    """Every (path, node) of a decoded document, in document order, kubelet-style paths."""
-    found: list[tuple[str, Any]] = [(path, value)]
-    if isinstance(value, dict):
-        for key, child in value.items():
-            found.extend(_paths_in_document_order(child, f"{path}.{key}" if path else key))
-    elif isinstance(value, list):
-        for index, child in enumerate(value):
-            found.extend(_paths_in_document_order(child, f"{path}[{index}]"))
-    return found
-
-
-def _parse_document(text: str) -> Any:
-    stripped = text.lstrip()
-    if stripped.startswith("{"):
-        try:
-            document = json.loads(text, object_pairs_hook=_json_object)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
-        except RecursionError:
-            raise ConfigError(f"exceeded max depth of {MAX_NESTING}") from None
-        except ValueError as exc:  # an integer of more than 4300 digits
-            raise ConfigError(str(exc).split(";")[0]) from None
-        for path, node in _paths_in_document_order(document):
-            if isinstance(node, _JSONObject) and node.duplicates:
-                key = node.duplicates[0]
-                raise ConfigError(
-                    f"strict decoding error: duplicate field {go_quote(f'{path}.{key}' if path else key)}"
-                )
-        return document
-    try:
-        return load_yaml(text)
-    except YamlError as exc:
-        raise ConfigError(str(exc)) from None
-
-
-QUOTED_CHARS: Final = 64
-
-
-def _quoted(text: str) -> str:
-    """The kubelet quotes the whole file here; a path given by mistake (a key, /etc/shadow) would
-    be printed whole, so only its start is (the kubelet's text up to that point is unchanged)."""
-    if len(text) <= QUOTED_CHARS:
-        return text
-    return f"{text[:QUOTED_CHARS]}…({len(text) - QUOTED_CHARS} more characters)"
-
-
 # A file often given in the config's place by mistake, by its kind: what it is.
 _MISTAKEN_KINDS: Final = {
     "KubeletConfiguration": "the kubelet's own --config",
@@ -275,7 +205,7 @@ def _slipped_kind(kind: str, group: str, version: str) -> str | None:
 
 def decode_config(text: str) -> CredentialProviderConfig:
     """Decode one file strictly, as the kubelet's codec does; errors carry its messages."""
-    document = _parse_document(text)
+    document = parse_document(text)
     if document is None:
         document = {}
     if not isinstance(document, dict):
@@ -291,9 +221,9 @@ def decode_config(text: str) -> CredentialProviderConfig:
                 f"{json_type(value)} into Go struct field .{field_name} of type string"
             )
     if not kind:
-        raise ConfigError(f"Object 'Kind' is missing in '{_quoted(text)}'")
+        raise ConfigError(f"Object 'Kind' is missing in '{quoted_start(text)}'")
     if not api_version:
-        raise ConfigError(f"Object 'apiVersion' is missing in '{_quoted(text)}'")
+        raise ConfigError(f"Object 'apiVersion' is missing in '{quoted_start(text)}'")
     group, _, version = str(api_version).rpartition("/")
     if (api_version, kind) in _OTHER_REGISTERED_KINDS:
         raise ConfigError(f'failed to decode "{kind}" (wrong Kind)', _other_kind(kind))
@@ -315,7 +245,7 @@ def decode_config(text: str) -> CredentialProviderConfig:
                 first_type_error = _unmarshal_message(loc, error["input"], version)
         if first_type_error is not None:
             raise ConfigError(first_type_error) from None
-        order = {path: i for i, (path, _) in enumerate(_paths_in_document_order(document))}
+        order = {path: i for i, (path, _) in enumerate(paths_in_document_order(document))}
         unknown.sort(key=lambda message: order.get(message.split('"')[1], 0))
         raise ConfigError(
             "strict decoding error: " + ", ".join(unknown), _meant(exc, order)
