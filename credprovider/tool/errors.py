@@ -38,5 +38,20 @@ def node_failure(exc: OSError | CredproviderError, root_hint: str = "") -> str:
         return f"cannot write {written} as uid {os.geteuid()}: run it as root{said}"
     if isinstance(exc, OSError):
         where = f" {written}" if written else ""
-        return f"cannot write{where}: {exc.strerror or exc}"
+        return f"cannot write{where}: {exc.strerror or exc}{_remedy(exc, written)}"
     return str(exc)
+
+
+def _remedy(exc: OSError, written: object) -> str:
+    """What to do about a file system that refused the write for itself: full, or read-only."""
+    import errno
+    import os
+
+    place = os.path.dirname(str(written)) if written else "/"
+    while place not in ("", "/") and not os.path.isdir(place):  # a temporary one gone since
+        place = os.path.dirname(place)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return f" (make room on its file system: df -h {place})"
+    if exc.errno == errno.EROFS:
+        return f" (its file system is mounted read-only: findmnt -T {place})"
+    return ""

@@ -116,8 +116,10 @@ python3 {tmp_path}/snapshot.py {node} > {out}/after.json
     assert "Traceback" not in said["full.err"], said["full.err"]
     [line] = said["full.err"].splitlines()
     assert f"cannot write {node}/opt/credprovider/" in line, line
-    assert line.endswith(": No space left on device: nothing was changed (it had changed no path "
-                         "yet)"), line  # fmt: skip
+    assert line.endswith(
+        f": No space left on device (make room on its file system: df -h {node}/opt): nothing was "
+        "changed (it had changed no path yet)"
+    ), line
     assert "->" not in line and "Errno" not in line, line
     assert int(said["avail.after"]) >= int(said["avail.before"]), said
     left = set(json.loads(said["after.json"])) - set(json.loads(said["before.json"]))

@@ -228,13 +228,13 @@ def _aborted(
 ) -> NodeChangeError:
     """The error for a change by hand that failed part way, once what it did is put back
     (:mod:`credprovider.tool.change.abort`), or, where that fails too, left to the next run."""
-    said = node_failure(failure) if isinstance(failure, OSError) else str(failure)
     try:
         changed = put_back(journal, entries)
     except (OSError, NodeChangeError, FileProblem) as again:
         how = node_failure(again) if isinstance(again, OSError) else str(again)
         also = f", and putting back what it did failed too ({how})"
         return _left_part_done(journal, change, failure, also)
+    said = node_failure(failure) if isinstance(failure, OSError) else str(failure)
     done = (
         f"what it had changed, {changed} path{'s' if changed > 1 else ''}, put back as it was"
         if changed
