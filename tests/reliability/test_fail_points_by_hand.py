@@ -10,7 +10,8 @@ no journal), "nothing was changed" (change/abort.py); or, where only the change'
 (each path already changed), the change stands with its journal and the same command run again
 finishes it. Where putting back fails too (``fail-from:N``: that call and every later one fail),
 the node is left as a kill there leaves it: it holds what the crash-point suite checks, and the
-same command run again ends as an uninterrupted run does."""
+same command run again ends as an uninterrupted run does. An operator's Ctrl-C at each point
+(``interrupt:N``) puts the change back as a failure does."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from credprovider.tool.change.failpoint import FAIL, FAIL_FROM, FAILPOINT_ENV
+from credprovider.tool.change.failpoint import FAIL, FAIL_FROM, FAILPOINT_ENV, INTERRUPT
 from tests.forkrun import run_cli_forked
 from tests.integration.cli.conftest import fake_bundle
 from tests.reliability.test_crash_points_by_hand import (
@@ -58,7 +59,7 @@ def failed_everywhere(
     prepare(reference)
     assert run(reference, argv) == 0 and holds(reference)
     expected = comparable(reference)
-    point, put_back = 1, 0
+    point, put_back, stopped = 1, 0, 0
     while True:
         node = tmp / f"f{point}"
         prepare(node)
@@ -66,6 +67,7 @@ def failed_everywhere(
         code, said = failing(node, argv, f"{FAIL}{point}")
         if code == 0:  # the run ended before the point: every point was covered
             assert point > 3 and put_back >= 3, f"the run ended at point {point}"
+            assert stopped >= (0 if argv[0] == "undo" else 3), stopped
             return point - 1
         assert code == 1 and said.count("\n") == 1, f"point {point}: {said}"
         assert "Input/output error" in said, f"point {point}: {said}"
@@ -87,7 +89,34 @@ def failed_everywhere(
         assert holds(node), f"{argv[0]}: failing from point {point}: {said}"
         if NOTHING_CHANGED not in said:
             _converges(node, argv, expected, f"failing from point {point}, then a rerun")
+        stopped += _interrupted(tmp / f"i{point}", prepare, argv, point, holds, expected)
         point += 1
+
+
+def _interrupted(
+    node: Path,
+    prepare: Callable[[Path], None],
+    argv: list[str],
+    point: int,
+    holds: Callable[[Path], bool],
+    expected: tuple[object, list[object]],
+) -> bool:
+    """An operator's Ctrl-C at ``point``: the change put back, as after a failure (exit 1); or,
+    where there is nothing to put back from (an undo's) or it had done all but its record, the
+    run stops there as a kill does (exit 130, the shell's for SIGINT) and the next one finishes
+    it. Whether it was put back."""
+    prepare(node)
+    before = comparable(node)
+    code, said = failing(node, argv, f"{INTERRUPT}{point}")
+    assert said.count("\n") == 1, f"interrupted at {point}: {said}"
+    if code == 1:
+        assert said.startswith(f"credprovider {argv[0]}: interrupted: nothing was changed ("), said
+        assert comparable(node) == before, f"interrupted at {point}: {said}"
+        return True
+        assert (code, said) == (130, "credprovider: interrupted\n"), f"at {point}: {said}"
+        assert holds(node), f"interrupted at {point}"
+        _converges(node, argv, expected, f"interrupted at {point}, then a rerun")
+    return False
 
 
 def _changed(node: Path) -> dict[str, object]:

@@ -104,12 +104,12 @@ def rename_into_place(source: Path, target: Path) -> None:
 
 @contextlib.contextmanager
 def removed_on_failure(partial: Path) -> Iterator[None]:
-    """A failure (not a kill) while ``partial`` is made and renamed into place leaves nothing
-    under its name: it would only hold the space, beside the path (a kill leaves it, and the
+    """A failure or an interrupt (not a kill) while ``partial`` is made and renamed into place
+    leaves nothing under its name: it would only hold the space, beside the path (a kill leaves it, and the
     next write there removes it first)."""
     try:
         yield
-    except OSError:
+    except (OSError, KeyboardInterrupt):  # a failure, or an operator's Ctrl-C
         with contextlib.suppress(OSError):
             if partial.is_dir() and not partial.is_symlink():
                 shutil.rmtree(partial)

@@ -4,8 +4,9 @@ process kills itself (SIGKILL, as an OOM kill, an eviction or a power cut ends i
 such call; the tests arm 1, 2, ... until a run ends by itself, so a new write in the engine is a
 new kill point with no new test. ``fail:N`` makes the Nth call fail instead (an ``OSError``, EIO,
 as a full disk or an immutable file fails it: the run goes on to handle it), and ``fail-from:N``
-that call and every one after it (so does whatever the run then does to handle it). Unset, it
-costs a dictionary lookup."""
+that call and every one after it (so does whatever the run then does to handle it);
+``interrupt:N`` sends the process SIGINT there, as an operator's Ctrl-C does. Unset, it costs a
+dictionary lookup."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ FAILPOINT_ENV: Final = "CREDPROVIDER_FAILPOINT"
 KILLED_STATUS: Final = 128 + signal.SIGKILL  # what a shell reports for a process SIGKILL ended
 FAIL: Final = "fail:"
 FAIL_FROM: Final = "fail-from:"
+INTERRUPT: Final = "interrupt:"
 _reached = 0
 
 
@@ -33,6 +35,8 @@ def reached(what: str) -> None:
     if mode and (_reached == int(number) or (f"{mode}:" == FAIL_FROM and _reached > int(number))):
         if f"{mode}:" in (FAIL, FAIL_FROM):
             raise OSError(errno.EIO, os.strerror(errno.EIO), what.rpartition(" ")[2])
+        if f"{mode}:" == INTERRUPT:
+            signal.raise_signal(signal.SIGINT)
     elif _reached == int(number):
         os.kill(os.getpid(), signal.SIGKILL)
         os._exit(KILLED_STATUS)  # the first process of a pid namespace ignores its own SIGKILL

@@ -214,6 +214,10 @@ def run(
         if change is ChangeKind.UNDO:  # it keeps no backup to put back from: finished later
             raise _left_part_done(journal, change, failure) from None
         raise _aborted(journal, entries, change, failure) from None
+    except KeyboardInterrupt:  # an operator's Ctrl-C: stop, as if it had not begun
+        if change in _UNKEPT:
+            raise
+        raise _aborted(journal, entries, change, None) from None
     try:
         commit(journal, change)
     except OSError as failure:  # every op done, its record not made: finished by the next run
@@ -224,17 +228,21 @@ def run(
 
 
 def _aborted(
-    journal: Path, entries: Sequence[Entry], change: ChangeKind, failure: OSError | FileProblem
+    journal: Path,
+    entries: Sequence[Entry],
+    change: ChangeKind,
+    failure: OSError | FileProblem | None,
 ) -> NodeChangeError:
-    """The error for a change by hand that failed part way, once what it did is put back
-    (:mod:`credprovider.tool.change.abort`), or, where that fails too, left to the next run."""
+    """The error for a change by hand that failed part way (``None``: was interrupted), once
+    what it did is put back (:mod:`credprovider.tool.change.abort`), or, where that fails too,
+    left to the next run. A second interrupt while it puts back leaves the journal, as a kill."""
     try:
         changed = put_back(journal, entries)
     except (OSError, NodeChangeError, FileProblem) as again:
         how = node_failure(again) if isinstance(again, OSError) else str(again)
         also = f", and putting back what it did failed too ({how})"
         return _left_part_done(journal, change, failure, also)
-    said = node_failure(failure) if isinstance(failure, OSError) else str(failure)
+    said = _said(failure)
     done = (
         f"what it had changed, {changed} path{'s' if changed > 1 else ''}, put back as it was"
         if changed
@@ -243,10 +251,16 @@ def _aborted(
     return NodeChangeError(f"{said}: nothing was changed ({done})")
 
 
+def _said(failure: OSError | FileProblem | None) -> str:
+    if failure is None:
+        return "interrupted"
+    return node_failure(failure) if isinstance(failure, OSError) else str(failure)
+
+
 def _left_part_done(
-    journal: Path, change: ChangeKind, failure: OSError | FileProblem, also: str = ""
+    journal: Path, change: ChangeKind, failure: OSError | FileProblem | None, also: str = ""
 ) -> NodeChangeError:
-    said = node_failure(failure) if isinstance(failure, OSError) else str(failure)
+    said = _said(failure)
     return NodeChangeError(
         f"{said}: the {change} stopped part way{also}; once that is mended, run it again to "
         f"finish it (its journal {journal} says what is left)"
