@@ -222,8 +222,8 @@ def _outcome(args: list[str]) -> int | str | None:
         return EXIT_FAILED
     except KeyboardInterrupt:
         # Ctrl-C: one line, the shell's status for SIGINT; a program the tool ran was stopped
-        # with it (runtime/child.py), and a node change left half done is the journal's to finish
-        # or reverse at the next run (change/)
+        # with it (runtime/child.py); install and migrate --write put back what they had done
+        # (change/abort.py), and another change left half done is its journal's to finish
         say_quietly("credprovider: interrupted\n")
         return EXIT_INTERRUPTED
 
