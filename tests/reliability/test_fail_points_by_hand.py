@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from credprovider.tool.change.durable import TEMPORARY_SUFFIX
 from credprovider.tool.change.failpoint import FAIL, FAIL_FROM, FAILPOINT_ENV, INTERRUPT
 from tests.forkrun import run_cli_forked
 from tests.integration.cli.conftest import fake_bundle
@@ -71,6 +72,7 @@ def failed_everywhere(
             return point - 1
         assert code == 1 and said.count("\n") == 1, f"point {point}: {said}"
         assert "Input/output error" in said, f"point {point}: {said}"
+        assert TEMPORARY_SUFFIX not in said, f"point {point}: names a temporary: {said}"
         if NOTHING_CHANGED in said:
             assert comparable(node) == before, f"point {point}: {said}"
             put_back += 1

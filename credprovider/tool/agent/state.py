@@ -43,6 +43,7 @@ from credprovider.tool.change.durable import (
     remove_file,
     remove_tree,
     remove_whole,
+    removed_on_failure,
     rename_into_place,
     replace_file,
     temporary_for,
@@ -270,8 +271,9 @@ def save(root: NodeRoot, state: AgentState) -> None:
     top = missing[-1]
     partial = temporary_for(root.host(top, follow=False))
     remove_tree(partial)
-    replace_file(partial / os.path.relpath(STATE, top), data)
-    rename_into_place(partial, root.host(top, follow=False))
+    with removed_on_failure(partial):
+        replace_file(partial / os.path.relpath(STATE, top), data)
+        rename_into_place(partial, root.host(top, follow=False))
 
 
 def recover_home(root: NodeRoot) -> None:

@@ -105,17 +105,32 @@ def rename_into_place(source: Path, target: Path) -> None:
 @contextlib.contextmanager
 def removed_on_failure(partial: Path) -> Iterator[None]:
     """A failure or an interrupt (not a kill) while ``partial`` is made and renamed into place
-    leaves nothing under its name: it would only hold the space, beside the path (a kill leaves it, and the
-    next write there removes it first)."""
+    leaves nothing under its name: it would only hold the space, beside the path (a kill leaves
+    it, and the next write there removes it first). The failure names the path written."""
     try:
         yield
-    except (OSError, KeyboardInterrupt):  # a failure, or an operator's Ctrl-C
+    except (OSError, KeyboardInterrupt) as exc:  # a failure, or an operator's Ctrl-C
         with contextlib.suppress(OSError):
             if partial.is_dir() and not partial.is_symlink():
                 shutil.rmtree(partial)
             else:
                 partial.unlink()
+        if isinstance(exc, OSError) and exc.errno is not None:
+            # said of the path being written, not of its temporary name, now gone
+            raise OSError(
+                exc.errno, exc.strerror, _meant(exc.filename, partial), None,
+                _meant(exc.filename2, partial),
+            ) from None  # fmt: skip
         raise
+
+
+def _meant(name: object, partial: Path) -> object:
+    """``name`` (an error's file name) with the temporary ``partial`` in it named as the path it
+    stands for."""
+    if not isinstance(name, str) or not (name + "/").startswith(f"{partial}/"):
+        return name
+    meant = partial.with_name(partial.name[1 : -len(TEMPORARY_SUFFIX)])
+    return f"{meant}{name[len(str(partial)) :]}"
 
 
 def replace_file(path: Path, data: bytes, mode: int = 0o644) -> None:
@@ -123,8 +138,8 @@ def replace_file(path: Path, data: bytes, mode: int = 0o644) -> None:
     make_dirs(path.parent)
     partial = temporary_for(path)
     remove_file(partial)
-    reached(f"write {partial}")
     with removed_on_failure(partial):
+        reached(f"write {partial}")
         descriptor = os.open(
             partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, mode
         )
@@ -147,8 +162,8 @@ def replace_link(path: Path, target: str) -> None:
         remove_tree(path)
     partial = temporary_for(path)
     remove_file(partial)
-    reached(f"symlink {partial}")
     with removed_on_failure(partial):
+        reached(f"symlink {partial}")
         partial.symlink_to(target)
         rename_into_place(partial, path)
 
@@ -162,8 +177,8 @@ def place_tree(source: Path, target: Path, links: bool = True) -> None:
     make_dirs(target.parent)
     partial = temporary_for(target)
     remove_tree(partial)
-    reached(f"copy {source} {partial}")
     with removed_on_failure(partial):
+        reached(f"copy {source} {partial}")
         try:
             shutil.copytree(
                 source,

@@ -216,9 +216,9 @@ def _place_whole(directory: Path, ops: Sequence[Op]) -> None:
     make_dirs(directory.parent)
     partial = temporary_for(directory)
     remove_tree(partial)
-    reached(f"mkdir {partial}")
-    partial.mkdir(mode=DIR_MODE)
     with removed_on_failure(partial):
+        reached(f"mkdir {partial}")
+        partial.mkdir(mode=DIR_MODE)
         for op in ops:
             inside = partial / op.path.name
             if op.kind is Kind.LINK:  # no one sees the directory yet: made in place
