@@ -364,6 +364,28 @@ def _left(
     return transaction.change, todo
 
 
+def pending(anchor: str | Path) -> tuple[ChangeKind, int] | None:
+    """The change a killed run left beside the config ``anchor`` and how many of its ops are left,
+    judged as a run by hand judges it before it finishes it, with nothing changed (a dry run's
+    question); ``None``: none was left. ``NodeChangeError``: one a run would refuse."""
+    journal = journal_for(anchor)
+    transaction = read(journal)
+    if transaction is None:
+        return None
+    todo = [op for op in transaction.ops if not op.done()]
+    problems = (
+        [f"the {transaction.change} change it holds is not journaled there"]
+        if transaction.change is ChangeKind.AGENT
+        else unfit_ops(todo, anchor_of(journal), transaction.change)
+    )
+    if problems:
+        raise NodeChangeError(
+            f"{journal} is not a change credprovider journals ({problems[0]}): nothing would be "
+            "changed; check the files it names, then remove it"
+        )
+    return transaction.change, len(todo)
+
+
 @contextlib.contextmanager
 def by_hand(anchor: str | Path, command: str) -> Iterator[Finished]:
     """A change by hand (``credprovider install``, ``migrate --write``, ``undo``) on this node:

@@ -216,29 +216,37 @@ def _after(plan: InstallPlan, as_json: bool, keys: list[str], found: _Node) -> i
 def _would(plan: InstallPlan, as_json: bool, keys: list[str], found: _Node) -> int:
     """What install would do (--dry-run): each step, a change a killed run left to finish first,
     and the kubelet flags that would name the install."""
+    from credprovider.tool.change.journal import pending
     from credprovider.tool.change.journalformat import journal_for
     from credprovider.tool.change.render import kubelet_flags
 
+    try:
+        left = pending(plan.config_out)
+    except NodeChangeError as exc:  # install would refuse to go on past it
+        print(f"credprovider install: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     read = plan.config_directory or plan.config_out
     flags = kubelet_flags(str(read.absolute()), str(plan.bin_dir.absolute()))
     in_place = _flags_in_place(plan, found)
-    left = journal_for(plan.config_out)
-    first = f"it first finishes the change an earlier run left part done ({left})"
+    journal = journal_for(plan.config_out)
     if as_json:
         print_json(
             {
                 "applied": False,
                 "dryRun": True,
                 "changes": [step_json(change) for change in plan.changes],
-                "finishesFirst": str(left) if os.path.lexists(left) else None,
+                "finishesFirst": str(journal) if left else None,
                 "kubeletFlags": flags,
                 "kubeletFlagsSetBy": in_place or None,
             }
         )
         return EXIT_OK
     print("install would (nothing was changed):")
-    if os.path.lexists(left):
-        print(f"  {first}")
+    if left:
+        print(
+            f"  first finish the {left[0]} an earlier run left part done ({left[1]} step(s) "
+            f"left, journaled in {journal})"
+        )
     for change in plan.changes:
         print(f"  {change.action:<9} {change.describe()}")
     if in_place:

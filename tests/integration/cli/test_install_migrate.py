@@ -3,6 +3,7 @@ in-tree providers."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -899,3 +900,17 @@ def test_install_dry_run_says_what_it_would_do_and_changes_nothing(
     )  # fmt: skip
     assert [c["action"] for c in planned["changes"]] == ["link", "link", "write"]
     assert planned["changes"][2]["backup"].startswith(f"{node}/etc/c.yaml.credprovider-backup-")
+    assert (
+        "first finish the install an earlier run left part done (0 step(s) left"
+        in cli(*args, "--force").stdout
+    )
+    # a journal install would refuse to finish: so does its dry run, with the same line
+    shadow = base64.b64encode(b"root::0:0:99999:7:::\n").decode()
+    journal.write_text(json.dumps({"change": "install", "ops": [
+        {"kind": "file", "path": "/etc/shadow", "data": shadow, "backup": None}]}))  # fmt: skip
+    forged = cli(*args, "--force")
+    assert (forged.returncode, forged.stdout) == (1, ""), forged.stdout
+    assert f"credprovider install: {journal} is not a change credprovider journals" in (
+        forged.stderr
+    ), forged.stderr
+    assert os.path.isdir(node / "etc") and journal.exists()
