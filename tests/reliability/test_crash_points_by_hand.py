@@ -130,28 +130,34 @@ def test_install_killed_at_every_point(tmp_path: Path) -> None:
     assert covered >= 5
 
 
-def test_an_install_with_copy_and_its_upgrade_killed_at_every_point(tmp_path: Path) -> None:
-    """--copy puts the bundle in the bin dir (a tree op of the engine) before the links into it;
-    an upgrade replaces the copy."""
+Everywhere = Callable[[Path, Callable[[Path], None], list[str], Callable[[Path], bool]], int]
+
+
+def copy_and_its_upgrade(tmp_path: Path, everywhere: Everywhere) -> tuple[int, int]:
+    """``install --copy`` on a fresh node, then its upgrade to another bundle, each run through
+    ``everywhere`` (killed, or failed, at each point in turn): the points each covered."""
     old = fake_bundle(tmp_path / "old", "0.1.0")
     new = fake_bundle(tmp_path / "new", "0.2.0")
-    first = killed_everywhere(
-        tmp_path / "first",
-        fresh,
-        [*INSTALL, "--copy", "--target", str(old)],
+    first = everywhere(
+        tmp_path / "first", fresh, [*INSTALL, "--copy", "--target", str(old)],
         _config_has_its_plugins,
-    )
+    )  # fmt: skip
 
     def installed(node: Path) -> None:
         fresh(node)
         assert run(node, [*INSTALL, "--copy", "--target", str(old)]) == 0
 
-    upgrade = killed_everywhere(
-        tmp_path / "upgrade",
-        installed,
-        [*INSTALL, "--copy", "--target", str(new)],
+    upgrade = everywhere(
+        tmp_path / "upgrade", installed, [*INSTALL, "--copy", "--target", str(new)],
         _config_has_its_plugins,
-    )
+    )  # fmt: skip
+    return first, upgrade
+
+
+def test_an_install_with_copy_and_its_upgrade_killed_at_every_point(tmp_path: Path) -> None:
+    """--copy puts the bundle in the bin dir (a tree op of the engine) before the links into it;
+    an upgrade replaces the copy."""
+    first, upgrade = copy_and_its_upgrade(tmp_path, killed_everywhere)
     print(f"install --copy: {first} kill points, its upgrade {upgrade}")
     assert first >= 5 and upgrade >= 3
 
@@ -229,6 +235,12 @@ def test_the_undo_of_that_migrate_never_leaves_flags_naming_a_missing_config(
 ) -> None:
     """Its undo, killed at every point: the flags are put back before the config they name is
     removed (the record's ops reversed), so no kill leaves flags naming a removed config."""
+    assert undo_of_a_migrate(tmp_path, killed_everywhere, _flags_name_what_is_there) >= 3
+
+
+def undo_of_a_migrate(tmp_path: Path, everywhere: Everywhere, holds: Callable[[Path], bool]) -> int:
+    """The undo of a migrate --write to a config not there before, run through ``everywhere``
+    (killed, or failed, at each point in turn): the points covered."""
     target = fake_bundle(tmp_path / "target", "0.2.0")
     migrate = [arg.replace("credential-providers.yaml", "new-config.yaml") for arg in MIGRATE]
 
@@ -237,8 +249,7 @@ def test_the_undo_of_that_migrate_never_leaves_flags_naming_a_missing_config(
         assert run(node, migrate) == 0
 
     undo = ["undo", "--config", "{node}/etc/kubernetes/new-config.yaml", "--force"]
-    covered = killed_everywhere(tmp_path, migrated, undo, _flags_name_what_is_there)
-    assert covered >= 3
+    return everywhere(tmp_path, migrated, undo, holds)
 
 
 UNDO = ["undo", "--config", "{node}/etc/kubernetes/credential-providers.yaml", "--force"]

@@ -33,8 +33,10 @@ from tests.reliability.test_crash_points_by_hand import (
     _kubeadm_node,
     _links_and_flags_hold,
     comparable,
+    copy_and_its_upgrade,
     fresh,
     run,
+    undo_of_a_migrate,
 )
 
 NOTHING_CHANGED = ": nothing was changed ("
@@ -150,25 +152,7 @@ def test_install_failing_at_every_point(tmp_path: Path) -> None:
 
 
 def test_an_install_with_copy_and_its_upgrade_failing_at_every_point(tmp_path: Path) -> None:
-    old = fake_bundle(tmp_path / "old", "0.1.0")
-    new = fake_bundle(tmp_path / "new", "0.2.0")
-    first = failed_everywhere(
-        tmp_path / "first",
-        fresh,
-        [*INSTALL, "--copy", "--target", str(old)],
-        _config_has_its_plugins,
-    )
-
-    def installed(node: Path) -> None:
-        fresh(node)
-        assert run(node, [*INSTALL, "--copy", "--target", str(old)]) == 0
-
-    upgrade = failed_everywhere(
-        tmp_path / "upgrade",
-        installed,
-        [*INSTALL, "--copy", "--target", str(new)],
-        _config_has_its_plugins,
-    )
+    first, upgrade = copy_and_its_upgrade(tmp_path, failed_everywhere)
     print(f"install --copy: {first} failure points, its upgrade {upgrade}")
 
 
@@ -199,15 +183,7 @@ def test_undo_failing_at_every_point(tmp_path: Path) -> None:
     """``undo`` of a migrate --write keeps no backup of what it replaces (the record's change made
     it): failing part way, it says so and leaves its journal, and the node holds what the
     crash-point suite checks; the same undo run again finishes it."""
-    target = fake_bundle(tmp_path / "target", "0.2.0")
-    migrate = [arg.replace("credential-providers.yaml", "new-config.yaml") for arg in MIGRATE]
-
-    def migrated(node: Path) -> None:
-        _kubeadm_node(node, target)
-        assert run(node, migrate) == 0
-
-    undo = ["undo", "--config", "{node}/etc/kubernetes/new-config.yaml", "--force"]
-    covered = failed_everywhere(tmp_path, migrated, undo, _links_and_flags_hold)
+    covered = undo_of_a_migrate(tmp_path, failed_everywhere, _links_and_flags_hold)
     print(f"undo: {covered} failure points")
 
 
