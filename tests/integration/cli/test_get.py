@@ -232,7 +232,9 @@ def test_get_timeout_takes_go_durations(text: str, seconds: float) -> None:
 
 @pytest.mark.parametrize("text", ["1 minute", "0s", "2h", "-1s", "1x"])
 def test_get_timeout_refuses_what_is_not_a_usable_duration(text: str) -> None:
-    result = cli("get", "nginx", "--config", "c.yaml", "--bin-dir", "b", "--timeout", text)
+    """Given after '=' (a value that starts with '-' must be: test_usage_lines), each is refused
+    by the duration's own check."""
+    result = cli("get", "nginx", "--config", "c.yaml", "--bin-dir", "b", f"--timeout={text}")
     assert result.returncode == 2 and "argument --timeout" in result.stderr
 
 
