@@ -11,7 +11,8 @@ it back), ``confine`` (what a journal or record may make the node do),
 plugins, the flags, the bundle's place), ``settings`` (what the operator gives a provider in
 place of its defaults: ``--provider-settings``, the chart's ``providerSettings``), ``merge`` (the
 node's config beside ours: the providers kept, whether one holds the other), ``install``
-(``credprovider install``: planned, then applied all or nothing), ``migrate`` (from the in-tree
+(``credprovider install``: planned, all or nothing), ``install_apply`` (its ops, applied as one
+transaction), ``migrate`` (from the in-tree
 cloud login: the plan and the merged config), ``flagedit`` (the kubelet's flags files as a change
 leaves them), ``migrate_write``
 (what ``migrate --write`` may replace, writes, and its journaled transaction),

@@ -3,7 +3,7 @@
 :func:`plan_install` looks at the bin dir and the config and runs the executable to be linked (it
 must answer as credprovider), and changes nothing. Each step is a :class:`Step`: to make, already
 so, or refused (something of someone else's would be replaced: ``--force`` replaces it, keeping a
-backup beside it). When any step is refused, nothing is applied. :func:`apply_install` then makes the
+backup beside it). When any step is refused, nothing is applied. :mod:`credprovider.tool.change.install_apply` then makes the
 changes so that the kubelet never finds a plugin name missing or dangling: links and the config are
 replaced by rename, a bundle copy is put in place before the links move.
 
@@ -19,15 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from credprovider.paths import PACKAGE_BIN_DIR, PACKAGE_LINKS_FILE
 from credprovider.runtime.nodefile import special_kind
 from credprovider.tool.catalog import PLUGINS, not_known
 from credprovider.tool.change.confine import BUNDLE_MANIFEST as MANIFEST
-from credprovider.tool.change.engine import BACKUP_SUFFIX, ChangeKind, Kind, Op, backup_stamp
-from credprovider.tool.change.journal import run
-from credprovider.tool.change.journalformat import journal_for
+from credprovider.tool.change.engine import BACKUP_SUFFIX, backup_stamp
 from credprovider.tool.change.merge import (
-    config_mode,
     dropped_comments,
     holds_providers,
     other_providers,
@@ -44,11 +40,11 @@ from credprovider.tool.change.settings import Settings
 from credprovider.tool.change.startcheck import loaded_as_left, plugin_refusing
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.images.startcheck import NotCredprovider, credprovider_version
+from credprovider.tool.kubeconfig.model import CONFIG_EXTENSIONS
 from credprovider.tool.node.access import (
     FileProblem,
     link_target,
     read_bytes,
-    read_text,
     unreadable,
 )
 from credprovider.tool.node.root import HOST
@@ -140,6 +136,12 @@ def _config_refused(
     loaded = loaded_as_left(plan.config_out, plan.config_text, sa_tokens)
     if isinstance(loaded, str):
         return f"{loaded}; nothing is written that it would refuse"
+    if plan.config_directory is not None and not plan.config_out.name.endswith(CONFIG_EXTENSIONS):
+        return (
+            f"the kubelet reads only the {', '.join(CONFIG_EXTENSIONS)} files of its config "
+            f"directory {plan.config_directory}, and would never read {plan.config_out.name}: "
+            "give it one of those endings"
+        )
     if plan.config_directory is not None:
         whole = loaded_as_left(plan.config_directory, plan.config_text, sa_tokens, plan.config_out)
         if isinstance(whole, str):
@@ -393,60 +395,3 @@ def _same_bundle(source: Path, copy: Path) -> bool:
         ).read_bytes() == (copy / "credprovider").read_bytes()
     except OSError:
         return False
-
-
-# --- applying -----------------------------------------------------------------------------------------
-
-
-def install_ops(plan: InstallPlan) -> list[Op]:
-    """The engine's ops for the planned changes (none refused): the bundle copy before the links
-    into it, the links, the config, and the package's list of links into it."""
-    assert not plan.refused
-    ops: list[Op] = []
-    links = []
-    for change in plan.changes:
-        path = Path(change.path)
-        backup = Path(change.backup) if change.backup else None
-        is_copy = path.name == BUNDLE_COPY_DIR and path.parent == plan.bin_dir
-        if not is_copy and path != plan.config_out:
-            links.append(path)
-        if change.action is Action.UNCHANGED:
-            continue
-        if is_copy:
-            source = plan.executable.parent
-            ops.append(Op(Kind.TREE, path, source=source, links=False, backup=backup))
-        elif path == plan.config_out:
-            data = plan.config_text.encode()
-            ops.append(Op(Kind.FILE, path, data, config_mode(data), backup=backup))
-        else:
-            target = (
-                plan.bin_dir / BUNDLE_COPY_DIR / plan.executable.name
-                if plan.copy
-                else plan.executable
-            )
-            ops.append(Op(Kind.LINK, path, target=str(target), backup=backup))
-    if not plan.copy and plan.executable.parent == Path(PACKAGE_BIN_DIR):
-        ops.append(package_links_op(links))
-    return ops
-
-
-def apply_install(plan: InstallPlan) -> list[Op]:
-    """Make the planned changes as one journaled transaction (the journal beside the config:
-    a killed run is finished by the next install or migrate --write). The ops carried out."""
-    done = run(journal_for(plan.config_out), install_ops(plan), ChangeKind.INSTALL)
-    kept = {str(op.path): str(op.backup) for op in done if op.backup is not None}
-    for change in plan.changes:  # the name each was kept under (one taken this second: another)
-        if change.backup is not None:
-            change.backup = kept.get(change.path, change.backup)
-    return done
-
-
-def package_links_op(links: list[Path], links_file: str = PACKAGE_LINKS_FILE) -> Op:
-    """``links`` (made to the distribution package's bin dir) added to the list the package's
-    removal reads: it deletes those still pointing into the package, so that no bin dir keeps a
-    dangling link (release/distpackages.py)."""
-    record = Path(links_file)
-    # bounded, and no FIFO or device planted there is read
-    known = set(read_text(links_file).split("\n")) if record.exists() else set()
-    lines = sorted((known | {str(link) for link in links}) - {""})
-    return Op(Kind.FILE, record, "".join(f"{line}\n" for line in lines).encode())

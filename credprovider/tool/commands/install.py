@@ -132,7 +132,8 @@ def _cmd_install(args: argparse.Namespace) -> int:
 def _plan_and_apply(
     args: argparse.Namespace, keys: list[str], node_files: dict[str, str], found: _Node
 ) -> int:
-    from credprovider.tool.change.install import apply_install, plan_install
+    from credprovider.tool.change.install import plan_install
+    from credprovider.tool.change.install_apply import apply_install
 
     try:
         plan = plan_install(

@@ -95,10 +95,11 @@ def test_install_will_not_guess_a_file_in_a_config_directory(tmp_path: Path) -> 
 
 def test_install_into_a_config_directory_checks_it_whole(tmp_path: Path) -> None:
     """Told to name a file in the kubelet's config directory (1.34+: it reads each file there,
-    and refuses a provider named in two), install checked only that file: ecr-credential-provider
-    written into b.json beside an a.json that names it too, and the kubelet would not start
-    ("duplicate provider name"). Refused now, nothing changed; a provider not named there is
-    added, checked with the others, and the kubelet's flags (naming the directory) are in place."""
+        and refuses a provider named in two), install checked only that file: ecr-credential-provider
+        written into b.json beside an a.json that names it too, and the kubelet would not start
+        ("duplicate provider name"). Refused now, nothing changed; a provider not named there is
+        added, checked with the others, and the kubelet's flags (naming the directory) are in place. A
+    file it would never read there (``b.conf``) is refused."""
     directory = tmp_path / "providers.d"
     directory.mkdir()
     (directory / "a.json").write_text(config_file(tmp_path, provider_entry()).read_text())
@@ -117,6 +118,8 @@ def test_install_into_a_config_directory_checks_it_whole(tmp_path: Path) -> None
     try:
         twice = cli("install", "--providers", "aws", "--target", str(target),
                     "--config-out", str(written))  # fmt: skip
+        unread = cli("install", "--providers", "gcp", "--target", str(target),
+                     "--config-out", str(directory / "b.conf"))  # fmt: skip
         left = (written.exists(), sorted(p.name for p in bin_dir.iterdir()))
         added = cli("install", "--providers", "gcp", "--target", str(target),
                     "--config-out", str(written))  # fmt: skip
@@ -131,6 +134,11 @@ def test_install_into_a_config_directory_checks_it_whole(tmp_path: Path) -> None
         f"and in {written}); nothing is written that it would refuse" in twice.stderr
     ), twice.stderr
     assert left == (False, ["ecr-credential-provider"])  # nothing was changed
+    assert unread.returncode == 1 and (
+        f"the kubelet reads only the .json, .yaml, .yml files of its config directory "
+        f"{directory}, and would never read b.conf: give it one of those endings" in unread.stderr
+    ), unread.stderr
+    assert not (directory / "b.conf").exists()
     assert added.returncode == 0, added.stdout + added.stderr
     assert "the kubelet's flags already name this config and bin dir" in added.stdout
     assert "auth-provider-gcp" in written.read_text()

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from credprovider.tool.change.engine import perform
-from credprovider.tool.change.install import package_links_op
+from credprovider.tool.change.install_apply import package_links_op
 from credprovider.tool.change.render import stable_launcher
 from credprovider.tool.node.access import FileProblem
 
