@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Final
 
 from credprovider.aws import PLUGIN_NAME
 from credprovider.aws.direct import (
@@ -76,6 +77,10 @@ def identity(
     )
 
 
+# The token files botocore reads whole, the env naming each (credentials.py).
+TOKEN_FILE_ENV: Final = ("AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE")
+
+
 def secret_files(
     args: Sequence[str], environ: Mapping[str, str], read: Callable[[str], str | None]
 ) -> list[tuple[str, str]]:
@@ -83,7 +88,7 @@ def secret_files(
     and the AWS config files it names when they hold a secret key (botocore reads keys from
     both: credentials.py SharedCredentialProvider, ConfigProvider)."""
     found = []
-    for name in ("AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"):
+    for name in TOKEN_FILE_ENV:
         path = environ.get(name, "")
         if path and (read(path) or "").strip():
             found.append((path, f"a token ({name})"))
@@ -121,7 +126,7 @@ DESCRIPTOR = CloudPlugin(
         "the AWS cloud controller manager (aws-cloud-controller-manager, k8s.io/cloud-provider-aws)"
     ),
     identity=identity,
-    file_env=("AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"),
+    file_env=TOKEN_FILE_ENV,
     secret_files=secret_files,
     token_audiences={
         CLUSTER_ENV: (AUDIENCE, "EKS Pod Identity (EKS Auth AssumeRoleForPodIdentity)")

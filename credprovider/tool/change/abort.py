@@ -27,10 +27,10 @@ from credprovider.tool.change.kept import Prior
 from credprovider.tool.errors import NodeChangeError
 
 
-def putting_back(entries: Sequence[Entry]) -> list[Op]:
+def putting_back(entries: Sequence[Entry]) -> tuple[list[Op], list[Op]]:
     """The ops that put back each path ``entries`` (a change's, in its order) reached, last first,
-    then remove the backups it took. ``NodeChangeError``: a backup it took cannot give the path
-    back (gone, or not what it kept)."""
+    and those that then remove the backups it took. ``NodeChangeError``: a backup it took cannot
+    give the path back (gone, or not what it kept)."""
     ops: list[Op] = []
     backups: list[Op] = []
     for entry in reversed(entries):
@@ -46,21 +46,17 @@ def putting_back(entries: Sequence[Entry]) -> list[Op]:
         ops.append(restoring)
         if taken and op.backup is not None:
             backups.append(Op(Kind.ABSENT, op.backup))
-    return ops + backups
+    return ops, backups
 
 
 def put_back(journal: Path, entries: Sequence[Entry]) -> int:
     """The change ``journal`` holds (its ``entries``), which failed part way, reversed; the
     journal then removed. How many paths it had changed."""
-    ops = putting_back(entries)
-    changed = sum(not op.done() for op in ops if not _backup(op, entries))
-    carry_out(ops)
+    restoring, backups = putting_back(entries)
+    changed = sum(not op.done() for op in restoring)
+    carry_out(restoring + backups)
     made = {d for entry in entries if entry.was is not None for d in entry.was.made}
     for directory in sorted(made, key=lambda d: -d.count("/")):  # the deepest first
         remove_empty_dir(Path(directory))
     remove_file(journal)
     return changed
-
-
-def _backup(op: Op, entries: Sequence[Entry]) -> bool:
-    return op.kind is Kind.ABSENT and any(op.path == entry.op.backup for entry in entries)

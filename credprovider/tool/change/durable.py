@@ -118,13 +118,13 @@ def removed_on_failure(partial: Path) -> Iterator[None]:
         if isinstance(exc, OSError) and exc.errno is not None:
             # said of the path being written, not of its temporary name, now gone
             raise OSError(
-                exc.errno, exc.strerror, _meant(exc.filename, partial), None,
-                _meant(exc.filename2, partial),
+                exc.errno, exc.strerror, _as_written(exc.filename, partial), None,
+                _as_written(exc.filename2, partial),
             ) from None  # fmt: skip
         raise
 
 
-def _meant(name: object, partial: Path) -> object:
+def _as_written(name: object, partial: Path) -> object:
     """``name`` (an error's file name) with the temporary ``partial`` in it named as the path it
     stands for."""
     if not isinstance(name, str) or not (name + "/").startswith(f"{partial}/"):

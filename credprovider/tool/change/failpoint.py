@@ -32,11 +32,13 @@ def reached(what: str) -> None:
     if not (number.isascii() and number.isdigit() and len(number) <= 9):
         return
     _reached += 1
-    if mode and (_reached == int(number) or (f"{mode}:" == FAIL_FROM and _reached > int(number))):
-        if f"{mode}:" in (FAIL, FAIL_FROM):
-            raise OSError(errno.EIO, os.strerror(errno.EIO), what.rpartition(" ")[2])
-        if f"{mode}:" == INTERRUPT:
-            signal.raise_signal(signal.SIGINT)
-    elif _reached == int(number):
+    armed_as = f"{mode}:" if mode else ""  # "" for a kill
+    if not (_reached == int(number) or (armed_as == FAIL_FROM and _reached > int(number))):
+        return
+    if armed_as in (FAIL, FAIL_FROM):
+        raise OSError(errno.EIO, os.strerror(errno.EIO), what.rpartition(" ")[2])
+    if armed_as == INTERRUPT:
+        signal.raise_signal(signal.SIGINT)
+    elif not armed_as:
         os.kill(os.getpid(), signal.SIGKILL)
         os._exit(KILLED_STATUS)  # the first process of a pid namespace ignores its own SIGKILL

@@ -3,9 +3,10 @@
 :func:`plan_install` looks at the bin dir and the config and runs the executable to be linked (it
 must answer as credprovider), and changes nothing. Each step is a :class:`Step`: to make, already
 so, or refused (something of someone else's would be replaced: ``--force`` replaces it, keeping a
-backup beside it). When any step is refused, nothing is applied. :mod:`credprovider.tool.change.install_apply` then makes the
-changes so that the kubelet never finds a plugin name missing or dangling: links and the config are
-replaced by rename, a bundle copy is put in place before the links move.
+backup beside it). When any step is refused, nothing is applied.
+:mod:`credprovider.tool.change.install_apply` then makes the changes so that the kubelet never
+finds a plugin name missing or dangling: links and the config are replaced by rename, a bundle
+copy is put in place before the links move.
 
 Upgrades are ordinary: a link into another credprovider bundle, or an earlier ``--copy``, is an
 upgrade ("from 0.1.0 to 0.2.0") and needs no ``--force``.
@@ -62,6 +63,12 @@ class InstallPlan:
     changes: list[Step] = field(default_factory=list)
     # The config directory the kubelet reads whole (1.34+), config_out one file in it
     config_directory: Path | None = None
+
+    @property
+    def kubelet_reads(self) -> Path:
+        """What the kubelet's --image-credential-provider-config names: the config directory
+        the config is written in, else the config."""
+        return self.config_directory or self.config_out
 
     @property
     def refused(self) -> list[Step]:
@@ -136,13 +143,13 @@ def _config_refused(
     loaded = loaded_as_left(plan.config_out, plan.config_text, sa_tokens)
     if isinstance(loaded, str):
         return f"{loaded}; nothing is written that it would refuse"
-    if plan.config_directory is not None and not plan.config_out.name.endswith(CONFIG_EXTENSIONS):
-        return (
-            f"the kubelet reads only the {', '.join(CONFIG_EXTENSIONS)} files of its config "
-            f"directory {plan.config_directory}, and would never read {plan.config_out.name}: "
-            "give it one of those endings"
-        )
     if plan.config_directory is not None:
+        if not plan.config_out.name.endswith(CONFIG_EXTENSIONS):
+            return (
+                f"the kubelet reads only the {', '.join(CONFIG_EXTENSIONS)} files of its config "
+                f"directory {plan.config_directory}, and would never read "
+                f"{plan.config_out.name}: give it one of those endings"
+            )
         whole = loaded_as_left(plan.config_directory, plan.config_text, sa_tokens, plan.config_out)
         if isinstance(whole, str):
             return (

@@ -333,6 +333,26 @@ def _left(
 ) -> tuple[ChangeKind, list[Op]] | None:
     """The change ``journal`` holds and its ops not yet done, each as this run reaches it, once
     every one of them fits (see the module); ``None``: no journal."""
+    judged = _judged(journal, rebase, judge)
+    if judged is None:
+        return None
+    change, ops, todo = judged
+    # a tree a kill left swapped aside (durable.place_tree), its op done: removed where the op
+    # is one this journal may hold, as those left to do were judged
+    for op in ops:
+        if op.kind is not Kind.TREE or op in todo:
+            continue
+        if judge(op) if judge is not None else unfit_ops([op], anchor_of(journal), change):
+            continue
+        remove_tree(temporary_for(op.path))
+    return change, todo
+
+
+def _judged(
+    journal: Path, rebase: Callable[[Op], Op] | None, judge: Callable[[Op], str] | None
+) -> tuple[ChangeKind, list[Op], list[Op]] | None:
+    """The change ``journal`` holds, its ops (each as this run reaches it) and those not yet
+    done, once every one of them fits; nothing is changed. ``None``: no journal."""
     transaction = read(journal)
     if transaction is None:
         return None
@@ -349,41 +369,15 @@ def _left(
             f"{journal} is not a change credprovider journals ({problems[0]}): nothing was "
             "changed; check the files it names, then remove it"
         )
-    # a tree a kill left swapped aside (durable.place_tree), its op done: removed where the op
-    # is one this journal may hold, as those left to do were judged
-    for op in ops:
-        if op.kind is not Kind.TREE or op in todo:
-            continue
-        if (
-            judge(op)
-            if judge is not None
-            else unfit_ops([op], anchor_of(journal), transaction.change)
-        ):
-            continue
-        remove_tree(temporary_for(op.path))
-    return transaction.change, todo
+    return transaction.change, ops, todo
 
 
 def pending(anchor: str | Path) -> tuple[ChangeKind, int] | None:
     """The change a killed run left beside the config ``anchor`` and how many of its ops are left,
     judged as a run by hand judges it before it finishes it, with nothing changed (a dry run's
     question); ``None``: none was left. ``NodeChangeError``: one a run would refuse."""
-    journal = journal_for(anchor)
-    transaction = read(journal)
-    if transaction is None:
-        return None
-    todo = [op for op in transaction.ops if not op.done()]
-    problems = (
-        [f"the {transaction.change} change it holds is not journaled there"]
-        if transaction.change is ChangeKind.AGENT
-        else unfit_ops(todo, anchor_of(journal), transaction.change)
-    )
-    if problems:
-        raise NodeChangeError(
-            f"{journal} is not a change credprovider journals ({problems[0]}): nothing would be "
-            "changed; check the files it names, then remove it"
-        )
-    return transaction.change, len(todo)
+    judged = _judged(journal_for(anchor), None, None)
+    return None if judged is None else (judged[0], len(judged[2]))
 
 
 @contextlib.contextmanager

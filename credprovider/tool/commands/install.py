@@ -202,11 +202,10 @@ def _after(plan: InstallPlan, as_json: bool, keys: list[str], found: _Node) -> i
     from credprovider.tool.kubeconfig.lint import lint_providers
     from credprovider.tool.kubeconfig.validate import load_config
 
-    read = plan.config_directory or plan.config_out  # what the kubelet reads
-    loaded = load_config(str(read))
+    loaded = load_config(str(plan.kubelet_reads))
     checked = check_binaries(loaded, str(plan.bin_dir))
     warnings = texts(checked.warnings) + lint_providers(loaded, str(plan.bin_dir))
-    flags = kubelet_flags(str(read.resolve()), str(plan.bin_dir.resolve()))
+    flags = kubelet_flags(str(plan.kubelet_reads.resolve()), str(plan.bin_dir.resolve()))
     errors, proven = texts(checked.errors), texts(checked.proven)
     in_place = _flags_in_place(plan, found)
     where = "" if in_place else _kubeadm_sets_them(plan, keys)
@@ -226,8 +225,7 @@ def _would(plan: InstallPlan, as_json: bool, keys: list[str], found: _Node) -> i
     except NodeChangeError as exc:  # install would refuse to go on past it
         print(f"credprovider install: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    read = plan.config_directory or plan.config_out
-    flags = kubelet_flags(str(read.absolute()), str(plan.bin_dir.absolute()))
+    flags = kubelet_flags(str(plan.kubelet_reads.absolute()), str(plan.bin_dir.absolute()))
     in_place = _flags_in_place(plan, found)
     journal = journal_for(plan.config_out)
     if as_json:
@@ -339,8 +337,7 @@ def _flags_in_place(plan: InstallPlan, found: _Node) -> str:
     node = kubelet_paths(view=found.view)
     if node.config is None or node.bin_dir is None or node.found_by == "the default path":
         return ""
-    read = plan.config_directory or plan.config_out
-    same = os.path.realpath(node.config) == os.path.realpath(read) and (
+    same = os.path.realpath(node.config) == os.path.realpath(plan.kubelet_reads) and (
         os.path.realpath(node.bin_dir) == os.path.realpath(plan.bin_dir)
     )
     return node.found_by if same else ""

@@ -94,12 +94,15 @@ class LoadedConfig:
     contents: list[bytes] = field(default_factory=list)  # each source's bytes, as decoded
 
 
-# Go struct and type names for the kubelet's "json: cannot unmarshal" messages.
-_GO_STRUCTS: Final = {
-    "providers": "CredentialProvider",
-    "env": "ExecEnvVar",
-    "tokenAttributes": "ServiceAccountTokenAttributes",
+# The model each field's value decodes as: its class is named as the kubelet's Go struct (for its
+# "json: cannot unmarshal" messages, and for the fields a slipped name was meant to be).
+_FIELD_MODELS: Final[dict[str, type[_Strict]]] = {
+    "providers": CredentialProvider,
+    "env": ExecEnvVar,
+    "tokenAttributes": ServiceAccountTokenAttributes,
 }
+_GO_STRUCTS: Final = {name: model.__name__ for name, model in _FIELD_MODELS.items()}
+# Go type names for the kubelet's "json: cannot unmarshal" messages.
 _GO_TYPES: Final = {
     ("CredentialProviderConfig", "providers"): "[]{v}.CredentialProvider",
     ("CredentialProvider", "matchImages"): "[]string",
@@ -136,14 +139,6 @@ def _unmarshal_message(loc: tuple[int | str, ...], value: Any, version: str) -> 
         f"json: cannot unmarshal {json_type(value)} into Go struct field "
         f"{struct}.{'.'.join(names)} of type {go_type}"
     )
-
-
-# The model each field's value decodes as (for the fields a slipped name was meant to be).
-_FIELD_MODELS: Final[dict[str, type[_Strict]]] = {
-    "providers": CredentialProvider,
-    "env": ExecEnvVar,
-    "tokenAttributes": ServiceAccountTokenAttributes,
-}
 
 
 def _meant(exc: ValidationError, order: dict[str, int]) -> str | None:

@@ -26,11 +26,8 @@ def secret_lints(loaded: LoadedConfig) -> list[str]:
         secrets = [name for name, value in provider.env_pairs() if name in SECRET_ENV and value]
         if not secrets:
             continue
-        try:
-            mode = os.stat(source).st_mode
-        except OSError:
-            continue
-        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        mode = _mode(str(source))
+        if mode & _OTHERS:
             found.append(
                 f"provider {quoted(provider.name or '')}: env {quoted(secrets[0])} gives a secret "
                 f"in {source}, which others may read (mode {stat.filemode(mode)}): chmod 600 "
