@@ -61,10 +61,16 @@ def _decoded(path: str, text: str) -> str:
 
 
 def run(node: Path, argv: list[str], point: int = 0) -> int:
-    env = {FAILPOINT_ENV: str(point)} if point else {}
+    return armed_run(node, argv, str(point) if point else "")[0]
+
+
+def armed_run(node: Path, argv: list[str], armed: str) -> tuple[int, str]:
+    """``argv`` (``{node}`` in it the node) run with the failure point ``armed`` ("": none): its
+    exit status and stderr, which holds no traceback."""
+    env = {FAILPOINT_ENV: armed} if armed else {}
     done = run_cli_forked(*[a.replace("{node}", str(node)) for a in argv], env=env)
     assert "Traceback" not in done.stderr, done.stderr
-    return done.returncode
+    return done.returncode, done.stderr
 
 
 def killed_everywhere(
@@ -101,6 +107,14 @@ def killed_everywhere(
 
 def fresh(node: Path) -> None:
     (node / "etc/kubernetes").mkdir(parents=True)
+
+
+def theirs(node: Path, plugin: str) -> None:
+    """A fresh node holding someone else's ``plugin`` in the bin dir and someone else's config."""
+    fresh(node)
+    (node / "etc/kubernetes/bin").mkdir()
+    (node / "etc/kubernetes/bin" / plugin).write_text("#!/bin/sh\ntheirs\n")
+    (node / "etc/kubernetes/credential-providers.yaml").write_text("theirs: true\n")
 
 
 INSTALL = [
@@ -272,10 +286,7 @@ def test_undo_killed_at_every_point(tmp_path: Path) -> None:
     new = fake_bundle(tmp_path / "new", "0.2.0")
 
     def upgraded(node: Path) -> None:
-        fresh(node)
-        (node / "etc/kubernetes/bin").mkdir()
-        (node / "etc/kubernetes/bin/auth-provider-gcp").write_text("#!/bin/sh\ntheirs\n")
-        (node / "etc/kubernetes/credential-providers.yaml").write_text("theirs: true\n")
+        theirs(node, "auth-provider-gcp")
         assert run(node, [*INSTALL, "--copy", "--force", "--target", str(old)]) == 0
         assert run(node, [*INSTALL, "--copy", "--target", str(new)]) == 0
 

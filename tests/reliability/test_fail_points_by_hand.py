@@ -22,8 +22,7 @@ from pathlib import Path
 import pytest
 
 from credprovider.tool.change.durable import TEMPORARY_SUFFIX
-from credprovider.tool.change.failpoint import FAIL, FAIL_FROM, FAILPOINT_ENV, INTERRUPT
-from tests.forkrun import run_cli_forked
+from credprovider.tool.change.failpoint import FAIL, FAIL_FROM, INTERRUPT
 from tests.integration.cli.conftest import fake_bundle
 from tests.reliability.test_crash_points_by_hand import (
     INSTALL,
@@ -32,22 +31,16 @@ from tests.reliability.test_crash_points_by_hand import (
     _flags_name_what_is_there,
     _kubeadm_node,
     _links_and_flags_hold,
+    armed_run,
     comparable,
     copy_and_its_upgrade,
     fresh,
     run,
+    theirs,
     undo_of_a_migrate,
 )
 
 NOTHING_CHANGED = ": nothing was changed ("
-
-
-def failing(node: Path, argv: list[str], armed: str) -> tuple[int, str]:
-    done = run_cli_forked(
-        *[a.replace("{node}", str(node)) for a in argv], env={FAILPOINT_ENV: armed}
-    )
-    assert "Traceback" not in done.stderr, done.stderr
-    return done.returncode, done.stderr
 
 
 def failed_everywhere(
@@ -67,7 +60,7 @@ def failed_everywhere(
         node = tmp / f"f{point}"
         prepare(node)
         before = comparable(node)
-        code, said = failing(node, argv, f"{FAIL}{point}")
+        code, said = armed_run(node, argv, f"{FAIL}{point}")
         if code == 0:  # the run ended before the point: every point was covered
             assert point > 3 and put_back >= 3, f"the run ended at point {point}"
             assert stopped >= (0 if argv[0] == "undo" else 3), stopped
@@ -88,7 +81,7 @@ def failed_everywhere(
             _converges(node, argv, expected, f"point {point}, then a rerun")
         node = tmp / f"g{point}"
         prepare(node)
-        code, said = failing(node, argv, f"{FAIL_FROM}{point}")
+        code, said = armed_run(node, argv, f"{FAIL_FROM}{point}")
         assert code == 1 and said.count("\n") == 1, f"from point {point}: {said}"
         assert holds(node), f"{argv[0]}: failing from point {point}: {said}"
         if NOTHING_CHANGED not in said:
@@ -111,7 +104,7 @@ def _interrupted(
     it. Whether it was put back."""
     prepare(node)
     before = comparable(node)
-    code, said = failing(node, argv, f"{INTERRUPT}{point}")
+    code, said = armed_run(node, argv, f"{INTERRUPT}{point}")
     assert said.count("\n") == 1, f"interrupted at {point}: {said}"
     if code == 1:
         assert said.startswith(f"credprovider {argv[0]}: interrupted: nothing was changed ("), said
@@ -159,14 +152,8 @@ def test_an_install_with_copy_and_its_upgrade_failing_at_every_point(tmp_path: P
 def test_an_upgrade_with_force_over_their_files_failing_at_every_point(tmp_path: Path) -> None:
     """Over someone else's plugin and config (kept as backups, which a failure must not leave)."""
     new = fake_bundle(tmp_path / "new", "0.2.0")
-
-    def theirs(node: Path) -> None:
-        fresh(node)
-        (node / "etc/kubernetes/bin").mkdir()
-        (node / "etc/kubernetes/bin/ecr-credential-provider").write_text("#!/bin/sh\ntheirs\n")
-        (node / "etc/kubernetes/credential-providers.yaml").write_text("theirs: true\n")
-
-    covered = failed_everywhere(tmp_path, theirs, [*INSTALL, "--target", str(new), "--force"])
+    argv = [*INSTALL, "--target", str(new), "--force"]
+    covered = failed_everywhere(tmp_path, lambda n: theirs(n, "ecr-credential-provider"), argv)
     print(f"install --force: {covered} failure points")
 
 
@@ -193,7 +180,7 @@ def test_the_failure_point_is_armed_only_as_written(armed: str, tmp_path: Path) 
     leaves it to run (an operator's environment can hold anything)."""
     target = fake_bundle(tmp_path / "target", "0.2.0")
     fresh(tmp_path / "node")
-    code, said = failing(tmp_path / "node", [*INSTALL, "--target", str(target)], armed)
+    code, said = armed_run(tmp_path / "node", [*INSTALL, "--target", str(target)], armed)
     assert (code == 1) == (armed == f"{FAIL}2"), said
     record = tmp_path / "node/etc/kubernetes/.credential-providers.yaml.credprovider-undo"
     assert record.exists() == (code == 0)
