@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from credprovider.errors import CredproviderError
 from credprovider.runtime._typing import Final, NamedTuple
-from credprovider.runtime.excerpt import quoted
+from credprovider.runtime.excerpt import QUOTE_LIMIT, clip, quoted
 
 DEFAULT_REGISTRY: Final = "docker.io"
 NAME_TOTAL_LENGTH_MAX: Final = 255  # docker/distribution reference.NameTotalLengthMax
@@ -158,7 +158,8 @@ def bare_host_hint(reference: str) -> str | None:
         return None
     return (
         f"{quoted(reference)} names only a registry host, no repository (as an image, the kubelet would "
-        f"pull docker.io/library/{reference} from Docker Hub): did you mean {host}/<repository>?"
+        f"pull docker.io/library/{clip(reference, QUOTE_LIMIT)} from Docker Hub): did you mean "
+        f"{clip(host, QUOTE_LIMIT)}/<repository>?"
     )
 
 

@@ -40,3 +40,13 @@ def test_a_billion_laughs_is_quoted_by_an_excerpt_not_written_out() -> None:
 def test_an_int_past_pythons_digit_limit_is_said_not_written() -> None:
     assert quoted(10**5000) == "an int too large to write"
     assert quoted(10**100).startswith("1000")
+
+
+def test_a_long_bare_registry_host_is_quoted_by_excerpts_in_its_hint() -> None:
+    """The hint for an image that is only a host named it three times: once cut, twice whole."""
+    from credprovider.runtime.imageref import bare_host_hint
+
+    host = "a." * 5000 + "example"
+    hint = bare_host_hint(host)
+    assert hint is not None and hint.count("…(10007 bytes)") == 3
+    assert len(hint) < 4 * QUOTE_LIMIT + 250
