@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Final
 
 
 class Result(StrEnum):
@@ -55,10 +56,32 @@ class Step:
     backup: str | None = None
 
     def describe(self, applied: bool = True) -> str:
-        """The step as it was done; not ``applied``: as it was planned, and not done."""
+        """The step as it was done; not ``applied``: as it would be (a dry run's plan), or, where
+        another step was refused, as it was not done."""
         if self.refused:
-            return f"refused: {self.detail}: {self.refused}"
-        kept = f" (the old one kept as {self.backup})" if self.backup else ""
-        if not applied and self.action is not Action.UNCHANGED:
-            return f"not done (a step was refused): {self.detail}{kept}"
-        return f"{self.detail}{kept}"
+            return f"refused: {planned(self.detail)}: {self.refused}"
+        if applied or self.action is Action.UNCHANGED:
+            return self.detail + (f" (the old one kept as {self.backup})" if self.backup else "")
+        return planned(self.detail) + (
+            f" (the old one to be kept as {self.backup})" if self.backup else ""
+        )
+
+
+# What a step's detail (and an undo's) starts with when said as done, and its verb as planned: a
+# dry run, a refused plan and an undo's --dry-run say "write X", not "wrote X", of what is not done.
+_PLANNED: Final = {
+    "linked": "link",
+    "re-pointed": "re-point",
+    "replaced": "replace",
+    "copied": "copy",
+    "wrote": "write",
+    "added": "add",
+    "edited": "edit",
+    "removed": "remove",
+}
+
+
+def planned(said: str) -> str:
+    """``said`` (what a step did: ``wrote X``) as what it would do (``write X``)."""
+    verb, space, rest = said.partition(" ")
+    return f"{_PLANNED.get(verb, verb)}{space}{rest}"

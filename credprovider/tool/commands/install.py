@@ -247,7 +247,7 @@ def _would(plan: InstallPlan, as_json: bool, keys: list[str], found: _Node) -> i
             f"left, journaled in {journal})"
         )
     for change in plan.changes:
-        print(f"  {change.action:<9} {change.describe()}")
+        print(f"  {change.describe(applied=False)}")
     if in_place:
         print(f"the kubelet's flags already name this config and bin dir ({in_place})")
     else:
@@ -286,7 +286,9 @@ def _report(
         )
         return
     for change in changes:
-        print(change.describe(applied))
+        said = change.describe(applied)
+        as_is = applied or change.refused or change.action is Action.UNCHANGED
+        print(said if as_is else f"not done (a step was refused): {said}")
     for line in checked or []:
         print(f"checked: {line}")
     for error in errors or []:

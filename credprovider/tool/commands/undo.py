@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from credprovider.paths import NODE_CONFIG
+from credprovider.tool.change.results import planned
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -89,7 +90,7 @@ def _undo(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"would undo the {plan.change} recorded beside {anchor}:")
             for said in plan.said:
-                print(f"  {said}")
+                print(f"  {planned(said)}")
         return EXIT_OK
     apply_undo(anchor, plan)
     if not args.json:

@@ -693,7 +693,7 @@ def test_install_as_refuses_a_config_that_is_not_text_in_one_line(
     )  # fmt: skip
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr == (
-        f"credprovider install: nothing was changed: 1 step(s) refused (first: refused: replaced "
+        f"credprovider install: nothing was changed: 1 step(s) refused (first: refused: replace "
         f"{config}: it exists with other content: pass --force to replace it (a backup is kept))\n"
     )
     assert config.read_bytes() == b"\xff\xfe\x00not yaml" and not (tmp_path / "b").exists()
@@ -876,9 +876,9 @@ def test_install_dry_run_says_what_it_would_do_and_changes_nothing(
     assert (done.returncode, done.stderr) == (0, ""), done.stderr
     assert done.stdout.splitlines() == [
         "install would (nothing was changed):",
-        f"  link      linked {node}/bin/ecr-credential-provider -> {target}",
-        f"  link      linked {node}/bin/auth-provider-gcp -> {target}",
-        f"  write     wrote {node}/etc/c.yaml",
+        f"  link {node}/bin/ecr-credential-provider -> {target}",
+        f"  link {node}/bin/auth-provider-gcp -> {target}",
+        f"  write {node}/etc/c.yaml",
         "then add to the kubelet's flags:",
         f"  --image-credential-provider-config={node}/etc/c.yaml",
         f"  --image-credential-provider-bin-dir={node}/bin",

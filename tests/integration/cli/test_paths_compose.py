@@ -91,6 +91,7 @@ def test_an_eks_json_config_is_merged_as_json(tmp_path: Path) -> None:
     # nothing is said done that was not
     assert "not done (a step was refused)" in refused.stdout
     assert not any(line.startswith(("linked", "wrote")) for line in refused.stdout.splitlines())
+    assert not any(said in refused.stdout for said in ("replaced", "linked", "added", "wrote"))
     forced = cli(*args, "--force")
     assert forced.returncode == 0, forced.stderr
     merged = json.loads(config.read_text())  # still JSON
