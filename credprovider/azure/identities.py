@@ -24,12 +24,15 @@ from credprovider.runtime.redact import register_secret
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Literal
 
     from credprovider.azure.bindings import Bindings
     from credprovider.azure.cloudconfig import AzureConfig
 
     # azure-identity's settings, made on first use (see choose_identity).
     SdkOptions = Callable[[], dict[str, Any]]
+    # The identity of azure.json's that a pull takes without a pod's ("": none).
+    NodeRoute = Literal["workload", "managed", "secret", "certificate", ""]
 
 SDK_RETRIES: Final = 2
 # (status, Retry-After) of each answer azure-identity's transport got in this exec (one request a
@@ -108,16 +111,50 @@ def choose_identity(
         pod = _service_account_identity(request, options, ctx)
         if pod is not None:
             return pod
-    if config.useFederatedWorkloadIdentityExtension or config.aadFederatedTokenFile:
+    route = _node_route(config)
+    if route == "workload":
         return _workload_identity(config, options, ctx)
-    if config.useManagedIdentityExtension:
+    if route == "managed":
         return _managed_identity(config, options, ctx)
-    if config.aadClientSecret or config.aadClientCertPath:
+    if route:
         return _service_principal(config, options)
     raise ProviderError(
         "the cloud config configures no credentials: set useManagedIdentityExtension: true, "
         "aadClientId with aadClientSecret or aadClientCertPath, or aadFederatedTokenFile"
     )
+
+
+def _node_route(config: AzureConfig) -> NodeRoute:
+    """Which of azure.json's identities a pull takes without a pod's: ``workload``, ``managed``,
+    ``secret``, ``certificate`` ("": none), in upstream's order."""
+    if config.useFederatedWorkloadIdentityExtension or config.aadFederatedTokenFile:
+        return "workload"
+    if config.useManagedIdentityExtension:
+        return "managed"
+    if config.aadClientSecret:
+        return "secret"
+    return "certificate" if config.aadClientCertPath else ""
+
+
+def check_identity(config: AzureConfig) -> None:
+    """What the plugin's start check proves of azure.json's identity offline: the certificate it
+    gives the service principal, when that is the node's identity, read as a pull reads it (a
+    missing or unreadable one fails every pull). Nothing is fetched, azure-identity not imported."""
+    if _node_route(config) == "certificate":
+        _certificate(config)
+
+
+def _certificate(config: AzureConfig) -> bytes:
+    """The client certificate ``aadClientCertPath`` names, read bounded (azure-identity would read
+    a FIFO or /dev/zero unbounded)."""
+    from credprovider.runtime.nodefile import read_node_file, reason
+
+    try:
+        return read_node_file(config.aadClientCertPath)
+    except (OSError, ValueError) as exc:
+        raise ProviderError(
+            f"cannot load the client certificate {config.aadClientCertPath}: {reason(exc)}"
+        ) from None
 
 
 def binding_identity(
@@ -212,14 +249,7 @@ def _service_principal(config: AzureConfig, options: SdkOptions) -> Identity:
     register_secret(config.aadClientCertPassword)
     from azure.identity import CertificateCredential
 
-    from credprovider.runtime.nodefile import read_node_file, reason
-
-    try:  # read here: azure-identity would read a FIFO or /dev/zero unbounded
-        certificate = read_node_file(config.aadClientCertPath)
-    except (OSError, ValueError) as exc:
-        raise ProviderError(
-            f"cannot load the client certificate {config.aadClientCertPath}: {reason(exc)}"
-        ) from None
+    certificate = _certificate(config)
     try:
         credential = CertificateCredential(
             tenant,

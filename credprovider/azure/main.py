@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from credprovider.azure import PLUGIN_NAME
 from credprovider.errors import UsageError
-from credprovider.runtime._typing import Final
+from credprovider.runtime._typing import TYPE_CHECKING, Final
 from credprovider.runtime.args import parse_arguments
 from credprovider.runtime.provider import Context, PluginSpec, Provider
+
+if TYPE_CHECKING:
+    from credprovider.azure.provider import AzureOptions
 
 ARGUMENTS_HELP = """<path/to/azure.json> [--registry-mirror src:dst[,src:dst...]]
 
@@ -45,7 +48,7 @@ OPTIONS: Final = {
 }
 
 
-def build(args: list[str], ctx: Context) -> Provider:
+def _options(args: list[str]) -> AzureOptions:
     values, config_files = parse_arguments(args, OPTIONS)
     bindings = None
     if any(name.startswith("ib_") for name in values):
@@ -72,16 +75,36 @@ def build(args: list[str], ctx: Context) -> Provider:
         mirrors = parse_registry_mirrors(values.get("registry_mirror", ""))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    from credprovider.azure.provider import AcrProvider, AzureOptions
+    from credprovider.azure.provider import AzureOptions
 
-    return AcrProvider(
-        AzureOptions(config_path=config_files[0], mirrors=mirrors, bindings=bindings)
-    )
+    return AzureOptions(config_path=config_files[0], mirrors=mirrors, bindings=bindings)
+
+
+def build(args: list[str], ctx: Context) -> Provider:
+    from credprovider.azure.provider import AcrProvider
+
+    return AcrProvider(_options(args))
+
+
+def check(args: list[str], ctx: Context) -> None:
+    """The start check (``--version`` with the args): the args, then azure.json, when the node
+    has it, read and parsed as a pull reads it, and the certificate it gives the node's identity,
+    if any, read (a hand edit's typo there fails every pull). One not there yet is not refused:
+    validate warns of it (provisioning may write it later). Nothing is fetched."""
+    import os
+
+    from credprovider.azure.identities import check_identity
+    from credprovider.azure.provider import load_config
+
+    path = _options(args).config_path
+    if os.path.lexists(path):
+        check_identity(load_config(path, ctx))
 
 
 SPEC = PluginSpec(
     name=PLUGIN_NAME,
     summary="Kubelet image credential provider for Azure Container Registry.",
     build=build,
+    check=check,
     arguments_help=ARGUMENTS_HELP,
 )

@@ -224,9 +224,12 @@ class Provider(Protocol):
 
 
 class PluginSpec(NamedTuple):
-    """One plugin name: how to build its provider from its own arguments."""
+    """One plugin name: how to build its provider from its own arguments; ``check``: what its
+    start check (``--version`` with the args: ``credprovider validate``, install) proves beyond
+    building it, offline (default: that it builds)."""
 
     name: str
     summary: str
     build: Callable[[list[str], Context], Provider]
     arguments_help: str = ""
+    check: Callable[[list[str], Context], None] | None = None

@@ -341,7 +341,8 @@ def run(
             # plugin refuses arguments it cannot run with even then: `credprovider validate` runs
             # each provider's args with --version appended, and a provider that fails every pull
             # must not read as working.
-            spec.build(rest, Context(deadline=Deadline(5.0), log=log, environ=environ, now=now))
+            checking = Context(deadline=Deadline(5.0), log=log, environ=environ, now=now)
+            (spec.check or spec.build)(rest, checking)
         if opts.show_help or opts.show_version:
             return _show_help_or_version(spec, opts.show_help, stdout, stderr)
         cache_dir = opts.cache_dir or environ.get(CACHE_DIR_ENV) or None

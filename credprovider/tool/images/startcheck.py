@@ -102,7 +102,16 @@ def check_start(
         code, stdout, stderr = run
         first = stdout.splitlines()[0] if stdout else ""
         if first.endswith(VERSION_MARK):
-            return StartResult(provider, path, True, proven=f"it answers {first!r}", version=first)
+            warned = [line for line in stderr.splitlines() if line.startswith(f"{provider}: ")]
+            return StartResult(
+                provider,
+                path,
+                True,
+                proven=f"it answers {first!r}",
+                version=first,
+                # what it says of its args and the files they name (a misspelt key), every pull
+                warning=f"{path} answers {first!r}, and says {warned[0][:600]}" if warned else None,
+            )
         if _ours_but_broken(stderr):
             return StartResult(
                 provider, path, True, error=f"{path} exits {code} when started: {_first(stderr)}"

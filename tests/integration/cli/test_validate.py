@@ -232,6 +232,71 @@ def test_validate_fails_a_provider_whose_plugin_refuses_its_args(
     ]
 
 
+_SP = '{"cloud": "AzurePublicCloud", "tenantId": "t", "aadClientId": "c", '
+
+
+@pytest.mark.parametrize(
+    ("azure_json", "error", "warning"),
+    [
+        # a hand edit's slip: the plugin read it on every pull and failed, validate said valid
+        ('{"cloud": "AzurePublicCloud", "tenantId": ', "invalid cloud config: {json} is neither "
+         "JSON (Expecting value at line 1) nor YAML", None),
+        (_SP + '"aadClientCertPath": "{dir}/gone.pfx"}', "cannot load the client certificate "
+         "{dir}/gone.pfx: no such file or directory", None),
+        (_SP + '"aadClientCertPath": "/dev/zero"}', "cannot load the client certificate "
+         "/dev/zero: is a character device, not a regular file", None),
+        (_SP + '"aadClientCertPath": "{dir}", "useManagedIdentityExtension": true}', None, None),
+        (_SP + '"aadClientSecreet": "s", "useManagedIdentityExtension": true}', None,
+         "{json}: ignoring unknown key 'aadClientSecreet': did you mean 'aadClientSecret'?"),
+    ],
+)  # fmt: skip
+def test_validate_fails_an_azure_json_every_pull_would_fail_on(
+    tmp_path: Path, azure_json: str, error: str | None, warning: str | None
+) -> None:
+    """The plugin's start check read its args only: an azure.json a hand edit broke, or whose
+    service principal's certificate is not there, failed every pull while validate (and install)
+    said the plugin answers. It is read as a pull reads it (the certificate only when it is the
+    node's identity: a managed identity's node never reads it); a misspelt key is its warning."""
+    name = "acr-credential-provider"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    require_bundle()
+    (bin_dir / name).symlink_to(BUNDLE_DIR.resolve() / "credprovider")
+    path = tmp_path / "azure.json"
+    path.write_text(azure_json.replace("{dir}", str(tmp_path)))
+    path.chmod(0o600)
+    config = config_file(
+        tmp_path, provider_entry(name=name, args=[str(path)], matchImages=["*.azurecr.io"])
+    )
+    result = cli("validate", str(config), "--bin-dir", str(bin_dir), "--json", use_bundle=True)
+    report = json.loads(result.stdout)
+    said = {"json": path, "dir": tmp_path}
+    assert report["errors"] == (
+        [
+            f"provider '{name}': {bin_dir}/{name} refuses its args: {name}: error: "
+            f"{error.format(**said)}: every pull it matches fails"
+        ]
+        if error
+        else []
+    )
+    assert result.returncode == (1 if error else 0), result.stdout
+    warned = [w for w in report["warnings"] if "answers" in w]
+    assert warned == (
+        [
+            f"provider '{name}': {bin_dir}/{name} answers '{name} version {report_version(report)} "
+            f"(credprovider)', and says {name}: warning: {warning.format(**said)}"
+        ]
+        if warning
+        else []
+    )
+
+
+def report_version(report: dict[str, Any]) -> str:
+    """The version the bundle's plugin said, from what validate proved or warned."""
+    said = " ".join(report["warnings"] + report.get("checked", []))
+    return said.split(" version ", 1)[1].split(" ", 1)[0]
+
+
 @pytest.mark.parametrize(
     ("args", "asked"),
     [
