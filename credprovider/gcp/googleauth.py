@@ -194,19 +194,25 @@ def token_from_answer(token: str, answer: dict[str, Any], ctx: Context) -> Token
     return Token(token, expires_at)
 
 
-def credentials_file_token(path: str, ctx: Context) -> Token:
-    """A token from GOOGLE_APPLICATION_CREDENTIALS (service-account key or external account)."""
-    from google.auth import exceptions
-
+def credentials_from_file(path: str, ctx: Context) -> Any:
+    """google-auth's credentials from GOOGLE_APPLICATION_CREDENTIALS, nothing fetched (what the
+    plugin's start check proves too), or :class:`ProviderError` saying what is wrong with it."""
     from credprovider.gcp.credfile import load_credentials_file
 
-    ctx.deadline.phase = f"getting a token with the credentials in {path}"
     try:
-        credentials = load_credentials_file(path, ctx.deadline.remaining)
+        return load_credentials_file(path, ctx.deadline.remaining)
     except OSError as exc:
         raise ProviderError(f"{CREDENTIALS_FILE_ENV}={path}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise ProviderError(f"{CREDENTIALS_FILE_ENV}={path}: {one_line(exc)}") from None
+
+
+def credentials_file_token(path: str, ctx: Context) -> Token:
+    """A token from GOOGLE_APPLICATION_CREDENTIALS (service-account key or external account)."""
+    from google.auth import exceptions
+
+    ctx.deadline.phase = f"getting a token with the credentials in {path}"
+    credentials = credentials_from_file(path, ctx)
     ctx.log.v(1, f"using {type(credentials).__module__} credentials from {path}")
     failed = f"could not get a token with the credentials in {path}"
     try:

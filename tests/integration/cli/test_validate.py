@@ -291,6 +291,52 @@ def test_validate_fails_an_azure_json_every_pull_would_fail_on(
     )
 
 
+@pytest.mark.parametrize(
+    ("key_file", "flow", "error"),
+    [
+        ('{"type": "service_account", "private_key": ', "gcr", "the file is not JSON"),
+        ('{"type": "nope"}', "gcr", "the file's type is 'nope', none google-auth loads (one of "
+         "service_account, authorized_user, external_account, external_account_authorized_user, "
+         "impersonated_service_account, gdch_service_account)"),
+        ('{"type": "service_account", "private_key": "x", "client_email": "a@b"}', "gcr",
+         "Failed to load service account credentials from the file: Service account info was not "
+         "in the expected format, missing fields token_uri."),
+        ('{"type": "authorized_user", "client_id": "a", "client_secret": "b", '
+         '"refresh_token": "c"}', "gcr", None),
+        ('{"type": "nope"}', "dockercfg", None),  # that flow never reads it
+    ],
+)  # fmt: skip
+def test_validate_fails_a_google_credentials_file_every_pull_would_fail_on(
+    tmp_path: Path, key_file: str, flow: str, error: str | None
+) -> None:
+    """The start check read the args only: a GOOGLE_APPLICATION_CREDENTIALS file a hand edit
+    broke failed every pull while validate said the plugin answers. It is loaded as a pull loads
+    it (google-auth's own checks), nothing fetched."""
+    name = "auth-provider-gcp"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    require_bundle()
+    (bin_dir / name).symlink_to(BUNDLE_DIR.resolve() / "credprovider")
+    path = tmp_path / "key.json"
+    path.write_text(key_file)
+    path.chmod(0o600)
+    entry = provider_entry(name=name, args=["get-credentials", "--authFlow", flow],
+                           matchImages=["gcr.io"])  # fmt: skip
+    entry["env"] = [{"name": "GOOGLE_APPLICATION_CREDENTIALS", "value": str(path)}]
+    config = config_file(tmp_path, entry)
+    result = cli("validate", str(config), "--bin-dir", str(bin_dir), "--json", use_bundle=True)
+    report = json.loads(result.stdout)
+    assert report["errors"] == (
+        [
+            f"provider '{name}': {bin_dir}/{name} refuses its args: {name}: error: "
+            f"GOOGLE_APPLICATION_CREDENTIALS={path}: {error}: every pull it matches fails"
+        ]
+        if error
+        else []
+    )
+    assert result.returncode == (1 if error else 0), result.stdout
+
+
 def report_version(report: dict[str, Any]) -> str:
     """The version the bundle's plugin said, from what validate proved or warned."""
     said = " ".join(report["warnings"] + report.get("checked", []))
