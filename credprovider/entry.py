@@ -8,6 +8,7 @@ is imported. ``credprovider <name> ...`` and ``python -m credprovider <name> ...
 
 from __future__ import annotations
 
+import posix  # the interpreter holds it from its start: os is not imported on the exec path
 import sys
 
 # typing costs more to import than the rest of --version: annotations only (see credprovider/runtime/_typing.py)
@@ -29,6 +30,11 @@ PLUGIN_MODULES: Final = {name: f"{package}.main" for name, package in PLUGIN_PAC
 TOOL_NAME: Final = "credprovider"
 PROGRAM_MODULES: Final = {**PLUGIN_MODULES, TOOL_NAME: "credprovider.tool.cli"}
 VERSION_FLAG: Final = "--version"
+# Set to 1 by the tool's start check (validate --bin-dir, install, the agent): a plugin's --version
+# reads its settings as a pull reads them (its args and the files they name, ECR's profile files),
+# with no args too, and refuses them as a pull would; nothing is fetched. Without it, --version
+# with args only parses them, and alone is answered before any of the plugin's code loads.
+START_CHECK_ENV: Final = "CREDPROVIDER_START_CHECK"
 SERVE_MODULE: Final = "credprovider.runtime.serve"
 # How this executable refuses a name it does not know (the tool's start check recognises it).
 UNKNOWN_PROGRAM_MARK: Final = "unknown program name; run as one of"
@@ -101,7 +107,9 @@ def main(argv: list[str] | None = None) -> None:
         )
         sys.exit(1)
     name, args = chosen
-    if args == [VERSION_FLAG]:
+    if args == [VERSION_FLAG] and not (
+        plugin_of(name) and posix.environ.get(START_CHECK_ENV.encode())
+    ):
         # What every program prints for --version, answered before any program is imported: the
         # cheapest exec, and the one an operator runs first.
         from credprovider.version import version_text

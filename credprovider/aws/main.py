@@ -27,9 +27,21 @@ def build(args: list[str], ctx: Context) -> Provider:
     return EcrProvider()
 
 
+def check(args: list[str], ctx: Context) -> None:
+    """The start check (``--version`` with the args): the args, then the AWS settings as botocore
+    reads them for a pull (the profile files, named or at their defaults, AWS_PROFILE, the AWS_*
+    values it checks): a file a hand edit left unparseable, or a profile that is not there, fails
+    every pull botocore makes. Nothing is fetched."""
+    build(args, ctx)
+    from credprovider.aws import botocore_api, botocore_chain
+
+    botocore_api.configured_region(botocore_chain.session(ctx.environ))
+
+
 SPEC = PluginSpec(
     name=PLUGIN_NAME,
     summary="Kubelet image credential provider for Amazon ECR and ECR Public.",
     build=build,
+    check=check,
     arguments_help=ARGUMENTS_HELP,
 )

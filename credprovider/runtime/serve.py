@@ -6,6 +6,7 @@ from __future__ import annotations
 import _thread
 import time
 
+from credprovider.entry import START_CHECK_ENV
 from credprovider.errors import ProviderError, UsageError
 from credprovider.runtime import _os, loopback
 from credprovider.runtime._typing import IO, TYPE_CHECKING, Final, NoReturn
@@ -336,13 +337,14 @@ def run(
     try:
         opts, rest = split_common_args(argv)
         log.verbosity = opts.verbosity
-        if opts.show_version and rest and not opts.show_help:
+        if opts.show_version and (rest or environ.get(START_CHECK_ENV)) and not opts.show_help:
             # As the upstream Go plugins do (their flags are parsed before --version acts), a
             # plugin refuses arguments it cannot run with even then: `credprovider validate` runs
             # each provider's args with --version appended, and a provider that fails every pull
-            # must not read as working.
+            # must not read as working; the tool's start check reads the settings a pull reads.
             checking = Context(deadline=Deadline(5.0), log=log, environ=environ, now=now)
-            (spec.check or spec.build)(rest, checking)
+            checked = spec.check if spec.check and environ.get(START_CHECK_ENV) else spec.build
+            checked(rest, checking)
         if opts.show_help or opts.show_version:
             return _show_help_or_version(spec, opts.show_help, stdout, stderr)
         cache_dir = opts.cache_dir or environ.get(CACHE_DIR_ENV) or None

@@ -155,7 +155,7 @@ sys.stderr.write("\\nIMPORTED " + " ".join(sorted(set(sys.modules) - baseline)) 
 """
 
 
-def _run_entry(argv: list[str]) -> tuple[str, list[str]]:
+def _run_entry(argv: list[str], env: dict[str, str] | None = None) -> tuple[str, list[str]]:
     """Run the dispatcher as the bundle does (-I -S): its stdout, and the modules it imported beyond
     what the interpreter had at start."""
     proc = subprocess.run(
@@ -164,6 +164,7 @@ def _run_entry(argv: list[str]) -> tuple[str, list[str]]:
         text=True,
         check=False,
         stdin=subprocess.DEVNULL,
+        env=env,
     )
     imported = proc.stderr.rpartition("\nIMPORTED ")[2].split()
     return proc.stdout, imported
@@ -188,6 +189,32 @@ def test_version_is_answered_before_any_program_is_imported(name: str) -> None:
     if name in PLUGIN_MODULES:
         slow, _imported = _run_entry([f"/opt/bin/{name}", "-v=0", "--version"])
         assert slow == fast
+
+
+def test_the_start_check_reads_a_plugins_settings_when_it_has_no_args() -> None:
+    """The tool's start check ran `<plugin> --version` for a provider with no args (ECR's usual
+    entry): answered before the plugin loaded, it proved nothing of the settings every pull reads
+    (ECR's profile files: tests/integration/cli/test_validate.py). With CREDPROVIDER_START_CHECK=1
+    the plugin is loaded and its settings read: acr-credential-provider without its azure.json is
+    refused, as every pull would be; an operator's bare --version stays the fast answer."""
+    from credprovider.entry import START_CHECK_ENV
+
+    env = {"PATH": "/usr/bin:/bin"}
+    argv = ["/opt/bin/acr-credential-provider", "--version"]
+    fast, imported = _run_entry(argv, env)
+    assert fast.startswith("acr-credential-provider version ")
+    assert "credprovider.azure.main" not in imported
+    checked = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", _MODULES_PROBE, str(REPO), *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**env, START_CHECK_ENV: "1"},
+    )
+    assert (checked.returncode, checked.stdout) == (1, "")
+    assert checked.stderr.startswith(
+        "acr-credential-provider: error: config file is not specified"
+    ), checked.stderr
 
 
 def test_every_tool_option_has_help_and_states_its_default() -> None:

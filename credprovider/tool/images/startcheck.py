@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from credprovider.entry import TOOL_NAME, UNKNOWN_PROGRAM_MARK, VERSION_FLAG
+from credprovider.entry import START_CHECK_ENV, TOOL_NAME, UNKNOWN_PROGRAM_MARK, VERSION_FLAG
 from credprovider.errors import CredproviderError
 from credprovider.runtime.args import split_common_args
 from credprovider.runtime.bundlecheck import INSTALL_HINT_START
@@ -96,7 +96,9 @@ def check_start(
     if stops:  # it would print that on every exec: the check's own --version would hide it
         return StartResult(provider, path, True, error=f"{path} {stops}", refuses_args=True)
     if named_ours:
-        run = _run([path, *args, VERSION_FLAG], environment, timeout, executable)
+        # its settings read as a pull reads them, not only its args (credprovider/entry.py)
+        checking = {**environment, START_CHECK_ENV: "1"}
+        run = _run([path, *args, VERSION_FLAG], checking, timeout, executable)
         if isinstance(run, str):
             return StartResult(provider, path, True, error=_not_started(path, run))
         code, stdout, stderr = run

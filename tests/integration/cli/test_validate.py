@@ -337,6 +337,54 @@ def test_validate_fails_a_google_credentials_file_every_pull_would_fail_on(
     assert result.returncode == (1 if error else 0), result.stdout
 
 
+_FIX_AWS = (
+    "fix the AWS settings the plugin runs with (AWS_PROFILE, AWS_CONFIG_FILE, "
+    "AWS_SHARED_CREDENTIALS_FILE and AWS_* keys in the provider's env, or the node's ~/.aws files)"
+)
+
+
+@pytest.mark.parametrize(
+    ("config_text", "profile", "error"),
+    [
+        ("[default\nregion = us-east-1\n", None, "Unable to parse config file: {path}"),
+        ("[profile team]\nregion = us-east-1\n", "tema",
+         "The config profile (tema) could not be found"),
+        ("[profile team]\nregion = us-east-1\n", "team", None),
+    ],
+)  # fmt: skip
+def test_validate_fails_aws_settings_every_pull_would_fail_on(
+    tmp_path: Path, config_text: str, profile: str | None, error: str | None
+) -> None:
+    """The start check read the args only: an AWS config file a hand edit left unparseable, or an
+    AWS_PROFILE it does not have, failed every pull while validate said the plugin answers. The
+    settings are read as botocore reads them for a pull, nothing fetched."""
+    name = "ecr-credential-provider"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    require_bundle()
+    (bin_dir / name).symlink_to(BUNDLE_DIR.resolve() / "credprovider")
+    path = tmp_path / "aws-config"
+    path.write_text(config_text)
+    path.chmod(0o600)
+    entry = provider_entry(name=name, matchImages=["*.dkr.ecr.*.amazonaws.com"])
+    entry["env"] = [{"name": "AWS_CONFIG_FILE", "value": str(path)}] + (
+        [{"name": "AWS_PROFILE", "value": profile}] if profile else []
+    )
+    config = config_file(tmp_path, entry)
+    result = cli("validate", str(config), "--bin-dir", str(bin_dir), "--json", use_bundle=True)
+    report = json.loads(result.stdout)
+    assert report["errors"] == (
+        [
+            f"provider '{name}': {bin_dir}/{name} refuses its args: {name}: error: botocore "
+            f"cannot read the AWS settings: {error.format(path=path)}; {_FIX_AWS}: every pull it "
+            "matches fails"
+        ]
+        if error
+        else []
+    )
+    assert result.returncode == (1 if error else 0), result.stdout
+
+
 def report_version(report: dict[str, Any]) -> str:
     """The version the bundle's plugin said, from what validate proved or warned."""
     said = " ".join(report["warnings"] + report.get("checked", []))
