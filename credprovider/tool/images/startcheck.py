@@ -96,8 +96,10 @@ def check_start(
     if stops:  # it would print that on every exec: the check's own --version would hide it
         return StartResult(provider, path, True, error=f"{path} {stops}", refuses_args=True)
     if named_ours:
-        # its settings read as a pull reads them, not only its args (credprovider/entry.py)
-        checking = {**environment, START_CHECK_ENV: "1"}
+        # As root, as the kubelet runs it: its settings read as a pull reads them, not only its
+        # args (credprovider/entry.py). Another user may not read what root's plugin reads, and a
+        # refusal it alone gets is no verdict: its check stays the args'.
+        checking = {**environment, START_CHECK_ENV: "1"} if os.geteuid() == 0 else environment
         run = _run([path, *args, VERSION_FLAG], checking, timeout, executable)
         if isinstance(run, str):
             return StartResult(provider, path, True, error=_not_started(path, run))

@@ -385,6 +385,53 @@ def test_validate_fails_aws_settings_every_pull_would_fail_on(
     assert result.returncode == (1 if error else 0), result.stdout
 
 
+def test_the_settings_check_gives_no_verdict_as_another_user() -> None:
+    """As root the start check reads each plugin's settings as a pull does; an operator without
+    root may not read root's azure.json, key file or AWS config, and a refusal only that user
+    gets is no kubelet verdict (they said "refuses its args: ... Permission denied: every pull it
+    matches fails"): as another user the check is the args' alone."""
+    if os.geteuid() != 0:
+        pytest.skip("files of root's")
+    require_bundle()
+    place = Path(tempfile.mkdtemp(prefix="settings-", dir="/tmp"))
+    try:
+        place.chmod(0o755)
+        files = {
+            "azure.json": '{"cloud": "AzurePublicCloud", "useManagedIdentityExtension": true}',
+            "key.json": '{"type": "nope"}',  # refused as root: the check reads it
+            "aws-config": "[default]\nregion = us-east-1\n",
+        }
+        for name, text in files.items():
+            (place / name).write_text(text)
+            (place / name).chmod(0o600)
+        bin_dir = place / "bin"
+        bin_dir.mkdir(mode=0o755)
+        for plugin in PLUGINS.values():
+            (bin_dir / plugin.name).symlink_to(BUNDLE_DIR / plugin.name)
+        config = config_file(
+            place,
+            provider_entry(name="acr-credential-provider", matchImages=["*.azurecr.io"],
+                           args=[f"{place}/azure.json"]),
+            provider_entry(name="auth-provider-gcp", matchImages=["gcr.io"],
+                           args=["get-credentials"], env=[{
+                               "name": "GOOGLE_APPLICATION_CREDENTIALS",
+                               "value": f"{place}/key.json"}]),
+            provider_entry(name="ecr-credential-provider", matchImages=["*.dkr.ecr.*.amazonaws.com"],
+                           env=[{"name": "AWS_CONFIG_FILE", "value": f"{place}/aws-config"}]),
+        )  # fmt: skip
+        config.chmod(0o644)
+        args = ("validate", str(config), "--bin-dir", str(bin_dir), "--json")
+        as_root = json.loads(cli(*args, use_bundle=True).stdout)
+        refused = [e.split(": error: ")[1] for e in as_root["errors"]]
+        assert [e[: e.index(":")] for e in refused] == [
+            f"GOOGLE_APPLICATION_CREDENTIALS={place}/key.json"
+        ], as_root["errors"]
+        nobody = bundle_as_nobody(*args)
+        assert (nobody.returncode, json.loads(nobody.stdout)["errors"]) == (0, []), nobody.stdout
+    finally:
+        shutil.rmtree(place)
+
+
 def report_version(report: dict[str, Any]) -> str:
     """The version the bundle's plugin said, from what validate proved or warned."""
     said = " ".join(report["warnings"] + report.get("checked", []))
