@@ -258,37 +258,42 @@ def test_validate_fails_an_azure_json_every_pull_would_fail_on(
     said the plugin answers. It is read as a pull reads it (the certificate only when it is the
     node's identity: a managed identity's node never reads it); a misspelt key is its warning."""
     name = "acr-credential-provider"
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    require_bundle()
-    (bin_dir / name).symlink_to(BUNDLE_DIR.resolve() / "credprovider")
     path = tmp_path / "azure.json"
     path.write_text(azure_json.replace("{dir}", str(tmp_path)))
     path.chmod(0o600)
-    config = config_file(
-        tmp_path, provider_entry(name=name, args=[str(path)], matchImages=["*.azurecr.io"])
-    )
-    result = cli("validate", str(config), "--bin-dir", str(bin_dir), "--json", use_bundle=True)
-    report = json.loads(result.stdout)
     said = {"json": path, "dir": tmp_path}
-    assert report["errors"] == (
-        [
-            f"provider '{name}': {bin_dir}/{name} refuses its args: {name}: error: "
-            f"{error.format(**said)}: every pull it matches fails"
-        ]
-        if error
-        else []
-    )
-    assert result.returncode == (1 if error else 0), result.stdout
+    report = _settings_checked(
+        tmp_path, provider_entry(name=name, args=[str(path)], matchImages=["*.azurecr.io"]),
+        error and error.format(**said),
+    )  # fmt: skip
     warned = [w for w in report["warnings"] if "answers" in w]
     assert warned == (
         [
-            f"provider '{name}': {bin_dir}/{name} answers '{name} version {report_version(report)} "
-            f"(credprovider)', and says {name}: warning: {warning.format(**said)}"
+            f"provider '{name}': {tmp_path}/bin/{name} answers '{name} version "
+            f"{report_version(report)} (credprovider)', and says {name}: warning: "
+            f"{warning.format(**said)}"
         ]
         if warning
         else []
     )
+
+
+def _settings_checked(place: Path, entry: dict[str, Any], error: str | None) -> dict[str, Any]:
+    """validate --bin-dir's report on a config of ``entry`` alone, its plugin linked to the built
+    bundle in ``place``/bin; checked to refuse the plugin with the ``error`` its line says (or,
+    ``None``, nothing)."""
+    name = entry["name"]
+    bin_dir = place / "bin"
+    bin_dir.mkdir()
+    require_bundle()
+    (bin_dir / name).symlink_to(BUNDLE_DIR.resolve() / "credprovider")
+    config = config_file(place, entry)
+    result = cli("validate", str(config), "--bin-dir", str(bin_dir), "--json", use_bundle=True)
+    report: dict[str, Any] = json.loads(result.stdout)
+    refused = f"provider '{name}': {bin_dir}/{name} refuses its args: {name}: error: {error}"
+    assert report["errors"] == ([f"{refused}: every pull it matches fails"] if error else [])
+    assert result.returncode == (1 if error else 0), result.stdout
+    return report
 
 
 @pytest.mark.parametrize(
@@ -312,29 +317,13 @@ def test_validate_fails_a_google_credentials_file_every_pull_would_fail_on(
     """The start check read the args only: a GOOGLE_APPLICATION_CREDENTIALS file a hand edit
     broke failed every pull while validate said the plugin answers. It is loaded as a pull loads
     it (google-auth's own checks), nothing fetched."""
-    name = "auth-provider-gcp"
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    require_bundle()
-    (bin_dir / name).symlink_to(BUNDLE_DIR.resolve() / "credprovider")
     path = tmp_path / "key.json"
     path.write_text(key_file)
     path.chmod(0o600)
-    entry = provider_entry(name=name, args=["get-credentials", "--authFlow", flow],
+    entry = provider_entry(name="auth-provider-gcp", args=["get-credentials", "--authFlow", flow],
                            matchImages=["gcr.io"])  # fmt: skip
     entry["env"] = [{"name": "GOOGLE_APPLICATION_CREDENTIALS", "value": str(path)}]
-    config = config_file(tmp_path, entry)
-    result = cli("validate", str(config), "--bin-dir", str(bin_dir), "--json", use_bundle=True)
-    report = json.loads(result.stdout)
-    assert report["errors"] == (
-        [
-            f"provider '{name}': {bin_dir}/{name} refuses its args: {name}: error: "
-            f"GOOGLE_APPLICATION_CREDENTIALS={path}: {error}: every pull it matches fails"
-        ]
-        if error
-        else []
-    )
-    assert result.returncode == (1 if error else 0), result.stdout
+    _settings_checked(tmp_path, entry, error and f"GOOGLE_APPLICATION_CREDENTIALS={path}: {error}")
 
 
 _FIX_AWS = (
@@ -358,31 +347,17 @@ def test_validate_fails_aws_settings_every_pull_would_fail_on(
     """The start check read the args only: an AWS config file a hand edit left unparseable, or an
     AWS_PROFILE it does not have, failed every pull while validate said the plugin answers. The
     settings are read as botocore reads them for a pull, nothing fetched."""
-    name = "ecr-credential-provider"
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    require_bundle()
-    (bin_dir / name).symlink_to(BUNDLE_DIR.resolve() / "credprovider")
     path = tmp_path / "aws-config"
     path.write_text(config_text)
     path.chmod(0o600)
-    entry = provider_entry(name=name, matchImages=["*.dkr.ecr.*.amazonaws.com"])
+    entry = provider_entry(
+        name="ecr-credential-provider", matchImages=["*.dkr.ecr.*.amazonaws.com"]
+    )
     entry["env"] = [{"name": "AWS_CONFIG_FILE", "value": str(path)}] + (
         [{"name": "AWS_PROFILE", "value": profile}] if profile else []
     )
-    config = config_file(tmp_path, entry)
-    result = cli("validate", str(config), "--bin-dir", str(bin_dir), "--json", use_bundle=True)
-    report = json.loads(result.stdout)
-    assert report["errors"] == (
-        [
-            f"provider '{name}': {bin_dir}/{name} refuses its args: {name}: error: botocore "
-            f"cannot read the AWS settings: {error.format(path=path)}; {_FIX_AWS}: every pull it "
-            "matches fails"
-        ]
-        if error
-        else []
-    )
-    assert result.returncode == (1 if error else 0), result.stdout
+    said = error and f"botocore cannot read the AWS settings: {error.format(path=path)}; {_FIX_AWS}"
+    _settings_checked(tmp_path, entry, said)
 
 
 def test_the_settings_check_gives_no_verdict_as_another_user() -> None:
