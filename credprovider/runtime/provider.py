@@ -224,9 +224,10 @@ class Provider(Protocol):
 
 
 class PluginSpec(NamedTuple):
-    """One plugin name: how to build its provider from its own arguments; ``check``: what its
-    start check (``--version`` with the args: ``credprovider validate``, install) proves beyond
-    building it, offline (default: that it builds)."""
+    """One plugin name: how to build its provider from its own arguments; ``check``: what the
+    tool's start check (``--version`` with the args and ``CREDPROVIDER_START_CHECK``: validate
+    --bin-dir, install, the agent) proves beyond building it: the settings a pull reads, read
+    offline (default: that it builds)."""
 
     name: str
     summary: str
