@@ -275,7 +275,10 @@ def _credential_chain(
                 "binary",
                 FAIL,
                 found.text,
-                "reinstall the plugins (credprovider install)",
+                f"fix that provider's args or env in {settings.provider_config}, or the file they "
+                "name that its line says (validate --bin-dir checks it again)"
+                if found.refuses_args
+                else "reinstall the plugins (credprovider install)",
                 found.provider,
             )
         for found in checked.warnings:

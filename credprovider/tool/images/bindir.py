@@ -27,6 +27,7 @@ class Finding:
     provider: str
     text: str  # the line as every command prints it
     stops_kubelet: bool = False
+    refuses_args: bool = False  # the plugin runs, and refuses its args, env or settings files
 
     def __str__(self) -> str:
         return self.text
@@ -107,7 +108,11 @@ def check_binaries(
         )
         if started.error:
             result.errors.append(
-                Finding(name, f"{where}: {started.error}: every pull it matches fails")
+                Finding(
+                    name,
+                    f"{where}: {started.error}: every pull it matches fails",
+                    refuses_args=started.refuses_args,
+                )
             )
         if started.warning:
             result.warnings.append(Finding(name, f"{where}: {started.warning}"))

@@ -457,3 +457,33 @@ def test_a_token_audience_not_asked_is_said_on_a_line_of_its_own() -> None:
                                "--bin-dir", "/nonexistent").stdout)  # fmt: skip
     [fix, _] = [c["fix"] for c in found["checks"] if c["message"].startswith("not asked")]
     assert fix.startswith("grant it: an RBAC rule with verb request-serviceaccounts-token-audience")
+
+
+def test_a_plugin_refusing_its_settings_is_fixed_in_its_settings_not_by_reinstalling(
+    tmp_path: Path,
+) -> None:
+    """A plugin that starts and refuses what it reads (here an azure.json a hand edit cut short)
+    was told to "reinstall the plugins": no install mends it. The fix names the provider's args
+    and env in the config, and the file its line names."""
+    require_bundle()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "acr-credential-provider").symlink_to(BUNDLE_DIR / "acr-credential-provider")
+    azure_json = tmp_path / "azure.json"
+    azure_json.write_text('{"cloud": "AzurePublicCloud", "tenantId": ')
+    azure_json.chmod(0o600)
+    config = config_file(
+        tmp_path,
+        provider_entry(name="acr-credential-provider", matchImages=["*.azurecr.io"],
+                       args=[str(azure_json)]),
+    )  # fmt: skip
+    done = run_cli("doctor", "--offline", "--config", str(config), "--bin-dir", str(bin_dir),
+                   use_bundle=True)  # fmt: skip
+    lines = done.stdout.splitlines()
+    failed = next(i for i, line in enumerate(lines) if line.startswith("  binary   FAIL "))
+    assert f"invalid cloud config: {azure_json} is neither JSON" in lines[failed]
+    assert lines[failed + 1] == (
+        f"       fix: fix that provider's args or env in {config}, or the file they name that "
+        "its line says (validate --bin-dir checks it again)"
+    )
+    assert done.returncode == 1
