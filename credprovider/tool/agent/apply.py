@@ -276,11 +276,12 @@ def _not_in_bundle(plan: AgentPlan, bundle: Path) -> list[str]:
 def _plugin_refusing(plan: AgentPlan, bundle: Path) -> str:
     """Why a plugin of ours in the config the plan writes would fail every pull ("": none would):
     started from the bundle with its entry's args and env (the settings are the cluster's, so
-    every node would refuse them alike), before anything on the node changes."""
+    every node would refuse them alike; the files they name are the node's, not the pod's: not
+    read), before anything on the node changes."""
     if plan.config_text is None:
         return ""
     loaded = loaded_as_left(Path(plan.config_path), plan.config_text)
     if isinstance(loaded, str):  # refused when planned: not reached
         return loaded
     ours = set(plan.providers.values())
-    return plugin_refusing(loaded, ours, str(bundle), str(bundle / TOOL_NAME))
+    return plugin_refusing(loaded, ours, str(bundle), str(bundle / TOOL_NAME), settings=False)

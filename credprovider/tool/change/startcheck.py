@@ -57,18 +57,23 @@ def plugins_missing(
 
 
 def plugin_refusing(
-    loaded: LoadedConfig, names: Collection[str], bin_dir: str, executable: str
+    loaded: LoadedConfig,
+    names: Collection[str],
+    bin_dir: str,
+    executable: str,
+    settings: bool = True,
 ) -> str:
     """Why the first provider of ``loaded`` among ``names`` would fail every pull ("": none would):
     its plugin, started offline as ``<bin_dir>/<name>`` from ``executable`` (the bundle its link
-    will name) with the entry's args and env, refuses them. A bundle that does not start is said
-    elsewhere (install asks it its version first; the agent's dry run)."""
+    will name) with the entry's args and env, refuses them (``settings``: and the files they name
+    on this machine, read as a pull reads them). A bundle that does not start is said elsewhere
+    (install asks it its version first; the agent's dry run)."""
     for provider in loaded.providers:
         name = provider.name or ""
         if name not in names:
             continue
         args, env = provider.args or [], provider.env_pairs()
-        started = check_start(name, bin_dir, args, env, executable=executable)
+        started = check_start(name, bin_dir, args, env, executable=executable, settings=settings)
         if started.refuses_args:
             return f"{started.error}: every pull it matches would fail"
     return ""
@@ -76,14 +81,16 @@ def plugin_refusing(
 
 def own_plugin_refusing(path: str, text: str, names: Collection[str]) -> str:
     """:func:`plugin_refusing` for the config ``text`` (to be written at ``path``), the plugins
-    started from the bundle this process runs from ("" from source: it has none to start)."""
+    started from the bundle this process runs from ("" from source: it has none to start), on
+    their args alone: the config is for other machines (render's platforms, the agent's nodes),
+    whose files are not this one's."""
     launcher = bundle_launcher(Path(sys.executable).resolve())
     if launcher is None:
         return ""
     loaded = loaded_as_left(Path(path), text)
     if isinstance(loaded, str):
         return loaded
-    return plugin_refusing(loaded, names, str(launcher.parent), str(launcher))
+    return plugin_refusing(loaded, names, str(launcher.parent), str(launcher), settings=False)
 
 
 def migration_would_not_start(plan: MigrationPlan, config_out: str) -> str | None:

@@ -105,6 +105,7 @@ def check_binaries(
             provider.env_pairs(),
             base=environment,
             executable=_inside(root, Path(bin_dir) / name),
+            settings=root is None or root.is_host,  # under a root, the files are the node's
         )
         if started.error:
             result.errors.append(

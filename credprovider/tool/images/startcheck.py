@@ -80,11 +80,14 @@ def check_start(
     timeout: float = START_TIMEOUT_SECONDS,
     base: Mapping[str, str] | None = None,
     executable: str | None = None,
+    settings: bool = True,
 ) -> StartResult:
     """Run ``<bin_dir>/<provider>`` as the kubelet would (see the module doc), in ``base`` (the
     kubelet's environment; default: this process's), and say what it proved. ``executable``: the
     file that path is on the node, when the tool sees the node elsewhere (``--root``: its links
-    resolved inside the root); the program still gets the node's path as its argv[0]."""
+    resolved inside the root); the program still gets the node's path as its argv[0].
+    ``settings``: the files its args and env name are this machine's, so that the plugin reads
+    them as a pull would (not for a node seen under a root, nor for config printed for others)."""
     path = str(Path(bin_dir) / provider)
     environment = kubelet_environment(env, base)
     named_ours = plugin_for_name(provider) is not None
@@ -99,7 +102,8 @@ def check_start(
         # As root, as the kubelet runs it: its settings read as a pull reads them, not only its
         # args (credprovider/entry.py). Another user may not read what root's plugin reads, and a
         # refusal it alone gets is no verdict: its check stays the args'.
-        checking = {**environment, START_CHECK_ENV: "1"} if os.geteuid() == 0 else environment
+        reads = settings and os.geteuid() == 0
+        checking = {**environment, START_CHECK_ENV: "1"} if reads else environment
         run = _run([path, *args, VERSION_FLAG], checking, timeout, executable)
         if isinstance(run, str):
             return StartResult(provider, path, True, error=_not_started(path, run))

@@ -487,3 +487,25 @@ def test_a_plugin_refusing_its_settings_is_fixed_in_its_settings_not_by_reinstal
         "its line says (validate --bin-dir checks it again)"
     )
     assert done.returncode == 1
+
+
+def test_a_node_under_a_root_is_not_judged_by_this_machines_settings(tmp_path: Path) -> None:
+    """Under --root the node's files are under the root, and the paths its config names are the
+    node's: the start check read them on this machine instead (a broken AWS config here failed
+    the node's plugin). The plugin is checked on its args alone there."""
+    require_bundle()
+    root = tmp_path / "node"
+    shutil.copytree(BUNDLE_DIR.resolve(), root / "opt/cp", symlinks=True)
+    (root / "bin").mkdir()
+    (root / "bin/ecr-credential-provider").symlink_to("/opt/cp/credprovider")
+    broken = tmp_path / "aws-config"  # a path of this machine's, not the node's
+    broken.write_text("[default\n")
+    (root / "etc").mkdir()
+    config_file(root / "etc", provider_entry(
+        name="ecr-credential-provider", matchImages=["*.dkr.ecr.*.amazonaws.com"],
+        env=[{"name": "AWS_CONFIG_FILE", "value": str(broken)}],
+    ))  # fmt: skip
+    _, report = doctor("--root", str(root), "--config", "/etc/c.json", "--bin-dir", "/bin",
+                       "--offline")  # fmt: skip
+    binary = [c for c in report["checks"] if c["area"] == "binary"]
+    assert [c["status"] for c in binary] == ["pass"], binary

@@ -235,3 +235,21 @@ def test_args_a_plugin_refuses_are_never_printed(platform: list[str]) -> None:
     assert "--regon" in line and line.endswith("(fix --provider-settings)")
     shipped = run_cli("render", *platform, "--providers", "aws,azure,gcp", use_bundle=True)
     assert shipped.returncode == 0 and shipped.stderr == "", shipped.stderr
+
+
+def test_this_machines_settings_never_refuse_config_printed_for_others(tmp_path: Path) -> None:
+    """The start check reads, as root, the settings files a plugin's args and env name (an AWS
+    profile file, azure.json) as a pull on this node would. A config rendered for Talos or
+    OpenShift, or planned by the agent in its pod, runs on other machines, whose files are not
+    these: this machine's broken AWS config refused it ("nothing printed"). Their args alone
+    are checked; install on this machine still reads them."""
+    (tmp_path / "aws-config").write_text("[default\n")
+    home = {"AWS_CONFIG_FILE": str(tmp_path / "aws-config")}  # as root's ~/.aws/config would
+    done = run_cli("render", "talos", "--providers", "aws", env=home, use_bundle=True)
+    assert (done.returncode, done.stderr) == (0, ""), done.stderr
+    installed = run_cli("install", "--providers", "aws", "--bin-dir", f"{tmp_path}/bin",
+                        "--config-out", f"{tmp_path}/c.yaml", "--dry-run", env=home,
+                        use_bundle=True)  # fmt: skip
+    assert installed.returncode == 1 and "Unable to parse config file" in installed.stdout, (
+        installed.stdout + installed.stderr
+    )
