@@ -215,21 +215,9 @@ def test_validate_fails_a_provider_whose_plugin_refuses_its_args(
 ) -> None:
     """Every pull through it would fail: the binary starts, but not with these args (the plugin
     refuses them even with --version appended, as the upstream Go plugins do)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
     name = f"{PLUGINS[plugin].name}-team"
-    require_bundle()
-    (bin_dir / name).symlink_to(BUNDLE_DIR.resolve() / "credprovider")
-    config = config_file(
-        tmp_path, provider_entry(name=name, args=args, matchImages=["registry.example"])
-    )
-    result = cli("validate", str(config), "--bin-dir", str(bin_dir), "--json", use_bundle=True)
-    report = json.loads(result.stdout)
-    assert (result.returncode, report["valid"]) == (1, False)
-    assert report["errors"] == [
-        f"provider '{name}': {bin_dir}/{name} refuses its args: {name}: error: {refusal}: every "
-        "pull it matches fails"
-    ]
+    entry = provider_entry(name=name, args=args, matchImages=["registry.example"])
+    assert _validated_alone(tmp_path, entry, refusal)["valid"] is False
 
 
 _SP = '{"cloud": "AzurePublicCloud", "tenantId": "t", "aadClientId": "c", '
@@ -262,7 +250,7 @@ def test_validate_fails_an_azure_json_every_pull_would_fail_on(
     path.write_text(azure_json.replace("{dir}", str(tmp_path)))
     path.chmod(0o600)
     said = {"json": path, "dir": tmp_path}
-    report = _settings_checked(
+    report = _validated_alone(
         tmp_path, provider_entry(name=name, args=[str(path)], matchImages=["*.azurecr.io"]),
         error and error.format(**said),
     )  # fmt: skip
@@ -278,7 +266,7 @@ def test_validate_fails_an_azure_json_every_pull_would_fail_on(
     )
 
 
-def _settings_checked(place: Path, entry: dict[str, Any], error: str | None) -> dict[str, Any]:
+def _validated_alone(place: Path, entry: dict[str, Any], error: str | None) -> dict[str, Any]:
     """validate --bin-dir's report on a config of ``entry`` alone, its plugin linked to the built
     bundle in ``place``/bin; checked to refuse the plugin with the ``error`` its line says (or,
     ``None``, nothing)."""
@@ -323,7 +311,7 @@ def test_validate_fails_a_google_credentials_file_every_pull_would_fail_on(
     entry = provider_entry(name="auth-provider-gcp", args=["get-credentials", "--authFlow", flow],
                            matchImages=["gcr.io"])  # fmt: skip
     entry["env"] = [{"name": "GOOGLE_APPLICATION_CREDENTIALS", "value": str(path)}]
-    _settings_checked(tmp_path, entry, error and f"GOOGLE_APPLICATION_CREDENTIALS={path}: {error}")
+    _validated_alone(tmp_path, entry, error and f"GOOGLE_APPLICATION_CREDENTIALS={path}: {error}")
 
 
 _FIX_AWS = (
@@ -357,7 +345,7 @@ def test_validate_fails_aws_settings_every_pull_would_fail_on(
         [{"name": "AWS_PROFILE", "value": profile}] if profile else []
     )
     said = error and f"botocore cannot read the AWS settings: {error.format(path=path)}; {_FIX_AWS}"
-    _settings_checked(tmp_path, entry, said)
+    _validated_alone(tmp_path, entry, said)
 
 
 def test_the_settings_check_gives_no_verdict_as_another_user() -> None:
