@@ -55,12 +55,17 @@ class Step:
     refused: str | None = None
     backup: str | None = None
 
+    @property
+    def would_change(self) -> bool:
+        """It changes something when applied (it is neither refused nor already so)."""
+        return not self.refused and self.action is not Action.UNCHANGED
+
     def describe(self, applied: bool = True) -> str:
         """The step as it was done; not ``applied``: as it would be (a dry run's plan), or, where
         another step was refused, as it was not done."""
         if self.refused:
             return f"refused: {planned(self.detail)}: {self.refused}"
-        if applied or self.action is Action.UNCHANGED:
+        if applied or not self.would_change:
             return self.detail + (f" (the old one kept as {self.backup})" if self.backup else "")
         return planned(self.detail) + (
             f" (the old one to be kept as {self.backup})" if self.backup else ""

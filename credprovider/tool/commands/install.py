@@ -287,8 +287,11 @@ def _report(
         return
     for change in changes:
         said = change.describe(applied)
-        as_is = applied or change.refused or change.action is Action.UNCHANGED
-        print(said if as_is else f"not done (a step was refused): {said}")
+        print(
+            f"not done (a step was refused): {said}"
+            if change.would_change and not applied
+            else said
+        )
     for line in checked or []:
         print(f"checked: {line}")
     for error in errors or []:
