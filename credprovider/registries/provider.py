@@ -107,6 +107,8 @@ class RegistryProvider:
             call = token_call(settings, token, request.service_account_annotations)
         except ValueError as exc:
             raise ProviderError(f"{title}: {one_line(exc)}") from None
+        # Quay's Basic credential carries the token encoded: a backend echoing it is scrubbed too
+        register_secret(call.headers.get("Authorization", "").partition(" ")[2])
         send = _transport(settings, ctx)
         answer = _ask(call, settings, ctx, send, token)
         try:

@@ -37,10 +37,15 @@ def redact(secret: str) -> str:
 
 
 def register_secret(secret: str | None) -> None:
-    """Remember ``secret`` so that :func:`scrub` removes it from anything printed later."""
+    """Remember ``secret`` so that :func:`scrub` removes it from anything printed later. A JWT's
+    signature is remembered on its own too: it is what makes the token a credential, and a server
+    that echoes a token in an error may echo that part alone."""
     if secret and len(secret) >= MIN_SECRET_LENGTH:
+        signature = secret.rpartition(".")[2] if secret.count(".") == 2 else ""
         with _lock:
             _secrets.add(secret)
+            if len(signature) >= _PREFIX_MIN_LENGTH:
+                _secrets.add(signature)
 
 
 def scrub(text: str) -> str:

@@ -143,6 +143,28 @@ def test_a_hostile_or_refusing_answer_is_one_line_naming_the_backend(
     assert not any(secret in line for secret in (cloud.token,))
 
 
+@pytest.mark.parametrize("echoed", ["basic", "signature"])
+def test_a_backend_echoing_the_token_in_a_form_of_its_own_is_scrubbed(
+    quay: BackendCloud, echoed: str
+) -> None:
+    """A refusal that echoes the pod's token as Quay was sent it (the Basic credential, robot and
+    token in base64) or its signature alone (the part that makes it a credential): neither
+    reaches the kubelet's log, at any verbosity. Both did, up to the line's cap."""
+    from base64 import b64encode
+
+    basic = b64encode(f"{quay.args[quay.args.index('--robot') + 1]}:{quay.token}".encode())
+    said = {"basic": f"Basic {basic.decode()}", "signature": quay.token.rpartition(".")[2]}[echoed]
+    quay.fake.fault = FakeResponse.json({"error": f"bad credentials: {said}"}, 401)
+    for verbosity in ("0", "9"):
+        result = run(quay, "-v", verbosity)
+        assert (result.code, result.stdout) == (1, b"") and "Traceback" not in result.stderr
+        line = result.stderr.splitlines()[-1]
+        assert "refused with HTTP 401: bad credentials: " in line, line
+        shown = said.split()[-1]
+        for start in range(0, len(shown) - 16, 8):
+            assert shown[start : start + 16] not in result.stderr, (start, line)
+
+
 @pytest.mark.parametrize("expires_in", [0, -5, "soon"])
 def test_a_credential_said_to_last_no_time_is_not_cached(expires_in: object) -> None:
     """An exchange answering an ``expires_in`` that is no positive number of seconds: the answer
