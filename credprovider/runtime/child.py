@@ -112,10 +112,12 @@ def run_bounded(
     stop_at_cap: bool = False,
     drain: float = DRAIN_SECONDS,
     relay: Callable[[bytes], None] | None = None,
+    cwd: str | None = None,
 ) -> Finished:
     """Run ``command`` with ``request`` on its stdin (then closed) within ``timeout`` seconds;
     ``env`` ``None``: this process's. ``executable``: the file to run, when it is not
     ``command[0]`` (then only its argv[0]). ``merge_stderr``: stderr into stdout, as one stream.
+    ``cwd``: the directory it runs in (``None``: this process's).
     ``relay``: given what is kept of stderr as it arrives (a prompt a person must see while the
     program waits). Raises what ``Popen`` raises when the program cannot be started
     (``OSError``; ``ValueError`` for a NUL in an argument)."""
@@ -129,6 +131,7 @@ def run_bounded(
         stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
         env=None if env is None else dict(env),
         start_new_session=True,
+        cwd=cwd,
     )
     _RUNNING.add(proc.pid)
     try:

@@ -204,12 +204,13 @@ def _exec(
     start = time.monotonic()
     report.ran = True
     try:
-        proc = run_bounded(
-            [*launcher, str(Path(bin_dir) / name), *args],
+        proc = run_bounded(  # in /, as the kubelet's plugins run (startcheck._run says why)
+            [*launcher, str(Path(bin_dir).absolute() / name), *args],
             env,
             request,
             timeout,
             cap=RESPONSE_CAP_BYTES,
+            cwd="/",
         )
     except (OSError, ValueError) as exc:  # ValueError: a NUL in the name or an argument
         report.error = f"{failed}: {exc}"

@@ -220,11 +220,15 @@ def _run(
     command: list[str], env: dict[str, str], timeout: float, executable: str | None = None
 ) -> tuple[int | None, str, str] | str:
     """(exit status or ``None`` on time-out, stdout, stderr), or why exec failed. The request is
-    empty: stdin is closed at once."""
+    empty: stdin is closed at once. It runs in ``/``, as the kubelet's plugins do (the kubelet
+    sets no directory for them, and systemd starts a system service in ``/``: systemd.exec(5),
+    WorkingDirectory=): a relative path in its args or env is read from there, never from where
+    the operator stands."""
     try:
         run = run_bounded(
-            command, env, b"", timeout, cap=_OUTPUT_CAP, executable=executable, stop_at_cap=True
-        )
+            command, env, b"", timeout, cap=_OUTPUT_CAP,
+            executable=executable or os.path.abspath(command[0]), stop_at_cap=True, cwd="/",
+        )  # fmt: skip
     except OSError as exc:
         return _exec_failure(command[0], exc)
     except ValueError as exc:  # a NUL in the path or an argument

@@ -505,3 +505,24 @@ def test_settings_a_plugin_refuses_change_nothing(tmp_path: Path) -> None:
     assert "/ecr-credential-provider refuses its args" in said
     assert "unrecognized arguments: --regon" in said
     assert tree(root) == before
+
+
+def test_the_pods_own_settings_files_never_refuse_a_nodes_config(tmp_path: Path) -> None:
+    """The agent starts each plugin from the bundle before it changes the node, with its args
+    and env alone: the files they name are the node's, not those of the pod (or machine) the
+    agent runs in. A broken AWS config in the agent's own environment must not refuse the node's
+    change, as install on this machine rightly would (test_render.py)."""
+    from release.bundle import BUNDLE_DIR
+
+    root = kubeadm(tmp_path / "node")
+    (tmp_path / "aws-config").write_text("[default\n")
+    with serve(lambda request: FakeResponse.text("ok")) as kubelet:
+        done = cli(
+            "agent", "apply", "--root", root, "--bundle", str(BUNDLE_DIR.resolve()),
+            "--providers", "aws", "--restart-command", restart_command(tmp_path),
+            "--healthz", f"{kubelet.url}/healthz", "--health-timeout", "2",
+            env={"AWS_CONFIG_FILE": str(tmp_path / "aws-config")},
+        )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[0] == "installed"
+    assert restarts(tmp_path) == ["kubelet"]

@@ -370,3 +370,17 @@ def test_get_says_an_answer_past_the_kubelets_deadline_gets_nothing(
     assert late.response is not None and report.credentials == []
     assert late.error is not None
     assert re.search(r"it answered after \d+ s, and the kubelet kills a plugin at 1 s", late.error)
+
+
+def test_get_runs_a_plugin_where_the_kubelet_does(tmp_path: Path) -> None:
+    """The kubelet sets no directory for its plugins: they run in its own, ``/``. get ran them
+    where the operator stood, so a relative path in their args read another file than the
+    kubelet's plugin would. A relative --bin-dir is still the operator's."""
+    (tmp_path / "bin").mkdir()
+    write(tmp_path / "bin" / "where", '#!/bin/sh\ncat >/dev/null\necho "in $(pwd)" >&2\nexit 1\n')
+    (tmp_path / "bin" / "where").chmod(0o755)
+    config = config_file(tmp_path, provider_entry(name="where", matchImages=["reg.example"]))
+    result = cli("get", "reg.example/app", "--config", str(config), "--bin-dir", "bin",
+                 "--json", cwd=tmp_path)  # fmt: skip
+    report = json.loads(result.stdout)["providers"][0]
+    assert report["ran"] and report["stderr"].strip() == "in /", report

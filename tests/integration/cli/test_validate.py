@@ -855,3 +855,31 @@ def test_a_file_of_another_kind_is_named_for_what_it_is(
         f"(this file is {what}, not a CredentialProviderConfig: give the file the kubelet's "
         "--image-credential-provider-config names (with no PATH, validate finds it))"
     )
+
+
+def test_the_start_check_reads_a_relative_path_from_where_the_kubelet_runs_its_plugins(
+    tmp_path: Path,
+) -> None:
+    """The kubelet gives its plugins no directory of their own: they run in its own, ``/`` (a
+    system service's, systemd.exec(5) WorkingDirectory=). The start check ran them where the
+    operator stood, so that a broken azure.json there, named by a relative path, refused a
+    plugin the kubelet would start (and a good one there passed a plugin it would fail). A
+    relative --bin-dir is still the operator's."""
+    name = "acr-credential-provider"
+    require_bundle()
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / name).symlink_to(BUNDLE_DIR.resolve() / "credprovider")
+    (tmp_path / "azure.json").write_text('{"cloud": "AzurePublicCloud", "tenantId": ')
+    config = config_file(
+        tmp_path, provider_entry(name=name, args=["azure.json"], matchImages=["*.azurecr.io"])
+    )
+    result = cli(
+        "validate", str(config), "--bin-dir", "bin", "--json", use_bundle=True, cwd=tmp_path
+    )
+    report = json.loads(result.stdout)
+    assert report["errors"] == [] and result.returncode == 0, result.stdout
+    assert report["checked"] == [
+        f"provider '{name}': bin/{name}: it answers '{name} version {report_version(report)} "
+        "(credprovider)'"
+    ]
+    assert any("azure.json" in w and "relative" in w for w in report["warnings"]), report
