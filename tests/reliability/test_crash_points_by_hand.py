@@ -431,3 +431,43 @@ def test_install_and_undo_on_k3s_never_leave_its_bin_dir_without_the_plugins(
     }
     print(f"k3s: {covered} kill points")
     assert min(covered.values()) >= 5
+
+
+def test_the_undo_of_an_agents_change_killed_at_every_point(tmp_path: Path) -> None:
+    """``credprovider undo`` of the chart's agent's change in mode flags (its config, plugins and
+    the kubelet's flags, on a kubeadm node of the test's: test_undo.agent_node), killed at every
+    point in turn: at no kill do the kubelet's flags name a config or a plugin that is not there,
+    and the undo run again leaves /etc and /var/lib as they were before the agent, byte for byte
+    (a kill after all was put back: nothing left to undo, exit 1, or in mode flags no config
+    left to name, exit 2)."""
+    from tests.integration.cli.test_undo import agent_node
+
+    done = agent_node(tmp_path, None, """
+        [ -n "$N" ] || exit 9
+        listing > "$N/before"
+        agent_apply --providers aws > /dev/null || echo apply-failed
+        cp -a "$N/etc" "$N/etc.applied" && cp -a "$N/var-lib" "$N/var-lib.applied"
+        point=1
+        while [ "$point" -lt 100 ]; do
+            rm -rf "$N/etc/"* "$N/var-lib/"* "$N/var-lib/".[!.]*
+            cp -a "$N/etc.applied/." "$N/etc/" && cp -a "$N/var-lib.applied/." "$N/var-lib/"
+            CREDPROVIDER_FAILPOINT=$point credprovider undo > /dev/null 2>&1; code=$?
+            [ "$code" -eq 0 ] && break
+            config=/etc/kubernetes/image-credential-provider-config.yaml
+            if grep -q image-credential-provider-config /etc/default/kubelet; then
+                [ -f "$config" ] && [ -x /var/lib/credprovider/agent/bin/ecr-credential-provider ] \
+                    || echo "point $point: the flags name what is gone"
+            fi
+            credprovider undo > /dev/null 2>&1; again=$?
+            listing | cmp -s "$N/before" - || echo "point $point: not as before ($code, $again)"
+            # after all was put back: nothing to undo (1), or no config left to find (2)
+            [ "$code" -eq 137 ] && [ "$again" -le 2 ] || echo "point $point: $code then $again"
+            point=$((point + 1))
+        done
+        echo "covered $((point - 1))"
+    """)  # fmt: skip
+    lines = done.stdout.splitlines()
+    assert lines[:-1] == [] and lines[-1].startswith("covered "), done.stdout + done.stderr
+    covered = int(lines[-1].split()[1])
+    print(f"undo of the agent's change: {covered} kill points")
+    assert covered >= 10

@@ -3,7 +3,8 @@
 ``platforms`` (each distribution's rules), ``envfile`` (kubeadm's flag files: the flags in force,
 an edit of KUBELET_EXTRA_ARGS, the in-tree cloud refused or migrated), ``mounts`` (what of the
 host the chart's pod mounts for each platform: platforms.yaml), ``plan`` (what the node should
-hold; ``flagplan``, the kubelet's flags in it), ``apply`` and ``uninstall`` (the change),
+hold; ``flagplan``, the kubelet's flags in it), ``apply`` and ``uninstall`` (the change;
+``undo``, the uninstall as ``credprovider undo`` runs it by hand, planned and checked first),
 ``confirm`` (the kubelet's restart with its health wait, or the rollback),
 ``recovery`` (what a killed run left in the one journal: finished, or given up by uninstall),
 ``placement`` (whether the node's mounts let it place what the kubelet runs: writable, exec,

@@ -69,18 +69,6 @@ def agent_files(root: NodeRoot) -> AgentFiles | None:
     return AgentFiles(len(written), tuple(changed), unfinished=unfinished)
 
 
-def agent_changed(root: NodeRoot) -> str:
-    """What undoes the chart's agent's change to the node under ``root``, in one sentence, where
-    its state is there ("" where it is not)."""
-    if not state_there(root):
-        return ""
-    return (
-        f"the chart's agent changed this node (its state {STATE}): credprovider agent uninstall "
-        "puts back what it changed, byte for byte; take the node out of the agent's nodeSelector "
-        "first, or its next start changes it again"
-    )
-
-
 def agent_manages(root: NodeRoot, paths: Iterable[str]) -> str:
     """Why a change by hand to ``paths`` (as the node names them) would fight the chart's agent on
     the node under ``root``: the first of them that it manages (a file or link it replaced, or

@@ -142,7 +142,7 @@ def _put_back(root: NodeRoot, state: AgentState, path: str, outcome: Outcome) ->
     restoring = restore_op(root, path, original)
     if restoring.done():
         return  # already as it was (restored before a kill, or never replaced)
-    if ours and not _holds_ours(root, path, ours):
+    if ours and not holds_ours(root, path, ours):
         if not _agents_flags_removed(root, state, path, restoring):
             outcome.kept.append(path)  # someone else's since: reported, not overwritten
             return
@@ -264,7 +264,7 @@ def _agents_flags_removed(root: NodeRoot, state: AgentState, path: str, original
     return True
 
 
-def _holds_ours(root: NodeRoot, path: str, ours: set[str]) -> bool:
+def holds_ours(root: NodeRoot, path: str, ours: set[str]) -> bool:
     """``path`` holds what the agent wrote there (one of the digests ``ours``)."""
     found = _as_written(root, path)
     return found is not None and digest(found) in ours

@@ -180,9 +180,24 @@ def plan_undo(
         f"the record is not a change credprovider made ({problem})"
         for problem in unfit_ops([step.op for step in plan.steps], anchor, ChangeKind.UNDO)
     ]
-    after = _flags_after(plan.steps, flags)
-    plan.would_not_start = _start_problems(plan.steps, after, anchor, version)
+    plan.would_not_start = start_problems(plan.steps, flags, version, anchor)
     return plan
+
+
+def start_problems(
+    steps: Sequence[PutBack],
+    flags: Mapping[str, Sequence[str]],
+    version: tuple[int, int] | None,
+    anchor: Path | None = None,
+) -> list[str]:
+    """Why the kubelet would not start on the node as ``steps`` leave it (``flags``: each of its
+    flag files' flags now; ``version``: its own), checking the config ``anchor`` (``None``: the
+    one its flags name then)."""
+    after = _flags_after(steps, flags)
+    if anchor is None:
+        named = _merged(after).provider_config
+        anchor = Path(named) if named else None
+    return _start_problems(steps, after, anchor, version)
 
 
 def _flags_after(
@@ -209,7 +224,7 @@ def _flag_file(op: Op) -> bool:
 def _start_problems(
     steps: Sequence[PutBack],
     after: Mapping[str, Sequence[str]],
-    anchor: Path,
+    anchor: Path | None,
     version: tuple[int, int] | None,
 ) -> list[str]:
     """Why the kubelet would not start on the node as the undo leaves it (KEP-2395; the kubelet's
@@ -231,7 +246,7 @@ def _start_problems(
                 f"refuses, and {known}: the kubelet would not start"
             )
     merged = _merged(after)
-    if merged.provider_config and Path(merged.provider_config) == anchor:
+    if anchor is not None and merged.provider_config and Path(merged.provider_config) == anchor:
         problems += _config_problems(steps, anchor, merged)
     return problems
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Final
 
-from credprovider.paths import NODE_CONFIG
+from credprovider.paths import AGENT_HOME, NODE_CONFIG
 from credprovider.tool.change.results import planned
 from credprovider.tool.commands.common import (
     EXIT_FAILED,
@@ -27,22 +28,35 @@ from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.access import FileProblem, UnreadableError, read_text
 from credprovider.tool.node.root import HOST
 
+if TYPE_CHECKING:
+    from credprovider.tool.change.undo import UndoPlan
+
+
+# What undo says where no change is recorded (then where it looked).
+NOTHING_TO_UNDO: Final = (
+    "nothing to undo (an undone change is not kept): no change by install, migrate --write or "
+    "the chart's agent is recorded"
+)
+
 
 def _cmd_undo(args: argparse.Namespace) -> int:
+    from credprovider.tool.agent.undo import agents_change_left
+
     if not args.config:
-        args.config = node_default("undo", None, "--config", node_paths("undo"), bin_dir=False)
+        node = node_paths("undo")
+        if not (node.config or node.unreadable) and agents_change_left(HOST):
+            # the agent's change, its flags put back by a killed undo: no config to find
+            return _guarded(args, lambda: _agents_alone(args))
+        args.config = node_default("undo", None, "--config", node, bin_dir=False)
         if not args.config:
             return EXIT_USAGE
-    from credprovider.tool.change.engine import ChangeKind
-    from credprovider.tool.change.journal import by_hand
+    return _guarded(args, lambda: _by_hand(args))
 
+
+def _guarded(args: argparse.Namespace, undo: Callable[[], int]) -> int:
+    """``undo()``, its failures on the node each one line."""
     try:
-        with by_hand(args.config, "undo") as finished:
-            said_finished(finished, "undo")
-            if finished.change is ChangeKind.UNDO:  # finishing it was this run's undo
-                print(f"undid the change recorded beside {args.config} (a killed undo, finished)")
-                return EXIT_OK
-            return _undo(args)
+        return undo()
     except (NodeChangeError, FileProblem) as exc:
         print(f"credprovider undo: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -52,19 +66,43 @@ def _cmd_undo(args: argparse.Namespace) -> int:
         return node_failed("undo", exc)
 
 
+def _agents_alone(args: argparse.Namespace) -> int:
+    """The agent's change undone where no config is found (under the node's lock)."""
+    from credprovider.tool.agent.undo import agents_change_there
+    from credprovider.tool.change.lock import node_lock
+
+    with node_lock(HOST, "credprovider undo"):
+        if agents_change_there(HOST):
+            return _undo_agents(args, *_kubelet(args.kubelet_flags_file))
+    print(f"credprovider undo: {NOTHING_TO_UNDO} on this node", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def _by_hand(args: argparse.Namespace) -> int:
+    from credprovider.tool.change.engine import ChangeKind
+    from credprovider.tool.change.journal import by_hand
+
+    with by_hand(args.config, "undo") as finished:
+        said_finished(finished, "undo")
+        if finished.change is ChangeKind.UNDO:  # finishing it was this run's undo
+            print(f"undid the change recorded beside {args.config} (a killed undo, finished)")
+            return EXIT_OK
+        return _undo(args)
+
+
 def _undo(args: argparse.Namespace) -> int:
-    from credprovider.tool.agent.rewritten import agent_changed, agent_manages
+    from credprovider.tool.agent.rewritten import agent_manages
+    from credprovider.tool.agent.undo import agents_change_there
     from credprovider.tool.change.undo import apply_undo, last_change, plan_undo
 
     anchor = Path(args.config)
     flags, version = _kubelet(args.kubelet_flags_file)  # a file given is read (and checked) first
     transaction = last_change(anchor)
+    if transaction is None and agents_change_there(HOST):
+        return _undo_agents(args, flags, version)
     if transaction is None:
-        agent = agent_changed(HOST)
         print(
-            f"credprovider undo: nothing to undo: no change by install or migrate --write is "
-            f"recorded beside {anchor} (an undone change is not kept)"
-            + (f"; {agent}" if agent else ""),
+            f"credprovider undo: {NOTHING_TO_UNDO} beside {anchor} or on this node",
             file=sys.stderr,
         )
         return EXIT_FAILED
@@ -73,16 +111,7 @@ def _undo(args: argparse.Namespace) -> int:
     refused = agent_manages(HOST, [str(step.op.path) for step in plan.steps])
     refused = refused or plan.refusal(args.force)
     if args.json:
-        print_json(
-            {
-                "change": str(plan.change),
-                "steps": plan.said,
-                "changedSince": plan.changed_since,
-                "wouldNotStart": plan.would_not_start,
-                "refused": refused or None,
-                "done": not (refused or args.dry_run),
-            }
-        )
+        _print_plan(plan, refused, args.dry_run, [])
     if refused:
         print(f"credprovider undo: {refused}; nothing was changed", file=sys.stderr)
         return EXIT_FAILED
@@ -99,6 +128,63 @@ def _undo(args: argparse.Namespace) -> int:
             print(f"  {said}")
         print("restart the kubelet (systemctl restart kubelet) for it to read its files again")
     return EXIT_OK
+
+
+def _undo_agents(
+    args: argparse.Namespace, flags: dict[str, list[str]], version: tuple[int, int] | None
+) -> int:
+    """The chart's agent's change on this node undone: its uninstall, nothing restarted
+    (agent/undo.py), planned and refused as an undo of install's is."""
+    from credprovider.tool.agent.undo import (
+        STILL_SCHEDULED,
+        WHOSE,
+        apply_agent_undo,
+        plan_agent_undo,
+    )
+
+    found = plan_agent_undo(HOST, flags, version)
+    plan = found.plan
+    refused = plan.refusal(args.force)
+    kept = [f"{path} was changed since the agent wrote it: kept as it is" for path in found.kept]
+    if args.json and (refused or args.dry_run):
+        _print_plan(plan, refused, args.dry_run, kept)
+    if refused:
+        print(f"credprovider undo: {refused}; nothing was changed", file=sys.stderr)
+        return EXIT_FAILED
+    if args.dry_run:
+        if not args.json:
+            print(f"would undo {WHOSE}:")
+            for said in plan.said + kept:
+                print(f"  {planned(said)}")
+        return EXIT_OK
+    outcome = apply_agent_undo(HOST)
+    kept = [f"{path} was changed since the agent wrote it: kept as it is" for path in outcome.kept]
+    if args.json:
+        _print_plan(plan, None, False, kept + outcome.notes)
+        return EXIT_OK
+    print(f"undid {WHOSE}:")
+    for said in plan.said + kept + outcome.notes:
+        print(f"  {said}")
+    print(
+        "restart the kubelet (systemctl restart kubelet) for it to read its files again; "
+        + STILL_SCHEDULED
+    )
+    return EXIT_OK
+
+
+def _print_plan(plan: UndoPlan, refused: str | None, dry_run: bool, kept: list[str]) -> None:
+    """The undo's --json report (the same fields for a change by hand and the agent's)."""
+    print_json(
+        {
+            "change": str(plan.change),
+            "steps": plan.said,
+            "changedSince": plan.changed_since,
+            "wouldNotStart": plan.would_not_start,
+            "kept": kept,
+            "refused": refused or None,
+            "done": not (refused or dry_run),
+        }
+    )
 
 
 def _kubelet(given: Sequence[str] | None) -> tuple[dict[str, list[str]], tuple[int, int] | None]:
@@ -119,7 +205,8 @@ def _kubelet(given: Sequence[str] | None) -> tuple[dict[str, list[str]], tuple[i
 def register(sub: Subcommands) -> None:
     undo = sub.add_parser(
         "undo",
-        help="reverse the last change install or migrate --write made on this node",
+        help="reverse the last change install, migrate --write or the chart's agent made on "
+        "this node",
         description=(
             "Put back, byte for byte, every file, link and bundle copy the last install or "
             "migrate --write changed beside --config, from the record that change left "
@@ -131,8 +218,11 @@ def register(sub: Subcommands) -> None:
             "would not start as the undo leaves it (an in-tree --cloud-provider its version "
             "refuses, flags naming a config the undo removes, a plugin taken away): --force undoes "
             "it all the same. A path the chart's agent manages now is left to it, even with "
-            "--force. Exit 0: undone (or, with --dry-run, it would be); 1: refused or nothing to "
-            "undo; 2: usage."
+            "--force. Where no change by hand is recorded and the chart's agent changed the node "
+            f"(its state in {AGENT_HOME}), its change is undone: its uninstall, "
+            "nothing restarted, checked and refused the same way (a file edited since the agent "
+            "wrote it is kept); take the node out of the agent's nodeSelector first. Exit 0: "
+            "undone (or, with --dry-run, it would be); 1: refused or nothing to undo; 2: usage."
         ),
     )
     undo.add_argument(

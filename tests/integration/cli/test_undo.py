@@ -9,6 +9,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -464,39 +466,155 @@ def test_flags_in_the_kubelets_unit_keep_its_config(tmp_path: Path, running: boo
     assert tree(str(root)) == before
 
 
-def test_after_an_agent_apply_undo_names_the_agents_uninstall() -> None:
-    """On the node itself (its /var/lib a tmpfs of its own, with the kubelet's config set at
-    provisioning), the operator's path through the bundle: the agent merges its provider into
-    that config (files only, nothing restarted), ``credprovider undo`` has no change by hand to
-    reverse and names ``agent uninstall`` in its one line, which then puts /var/lib back."""
-    import subprocess
+# A node of the agent's, on this machine itself (undo changes only the host's paths): in a mount,
+# pid and network namespace of its own, the node's /etc and /var/lib (on disk: the agent refuses
+# a tmpfs) bound over this one's from directories of the test's, /lib/systemd/system a tmpfs;
+# `listing` says every path, mode and size there and the flags file's text.
+AGENT_NODE = """set -e
+mount -t tmpfs none /run && ip link set lo up
+mount --bind "$N/etc" /etc && mount --bind "$N/var-lib" /var/lib
+mount -t tmpfs none /lib/systemd/system && printf '[Service]\\n' > /lib/systemd/system/kubelet.service
+listing() { find /var/lib /etc -printf '%p %m %y %s\\n' | sort; cat /etc/default/kubelet; }
+credprovider() { "$TOOL" "$@"; }
+set +e
+"""
 
+
+def agent_node(tmp_path: Path, config: str | None, script: str) -> subprocess.CompletedProcess[str]:
+    """``script`` run as root on a kubeadm node of the test's (:data:`AGENT_NODE`) whose config,
+    if any, is ``config``'s text at /var/lib/x/c.yaml (its ECR plugin beside it); ``$N`` is the
+    node's directory, ``$B`` the built bundle, ``agent_apply`` the agent's apply in mode flags (a
+    restart by a script, the kubelet's health from a loopback server) and ``agent_files`` in
+    mode files (the node's config and bin dir given)."""
     from release.bundle import BUNDLE_DIR
     from tests.helpers import private, require_bundle
-    from tests.unit.tool.test_agent_plan import UPSTREAM_ECR
 
     require_bundle()
-    paths = "--files-only --config /var/lib/x/c.yaml --bin-dir /var/lib/x/bin"
-    listing = "find /var/lib -printf '%p %m %y %s\\n' | sort; cat /var/lib/x/c.yaml"
-    script = (
-        'mount -t tmpfs none /var/lib && mkdir -p /var/lib/x/bin && printf %s "$1" > '
-        "/var/lib/x/c.yaml && echo '#!/bin/sh' > /var/lib/x/bin/ecr-credential-provider"
-        f" && ({listing}) > /tmp/before"
-        f" && credprovider agent apply --root / {paths} --providers gcp --bundle {BUNDLE_DIR}"
-        " >/dev/null && credprovider undo --config /var/lib/x/c.yaml; echo rc=$?"
-        f" && credprovider agent uninstall --root / {paths} >/dev/null"
-        f" && ({listing}) | diff /tmp/before - && echo same"
+    node = tmp_path / "node"
+    for directory in ("etc/default", "etc/kubernetes", "etc/systemd/system/kubelet.service.d",
+                      "var-lib/kubelet", "var-lib/x/bin", "www"):  # fmt: skip
+        (node / directory).mkdir(parents=True)
+    (node / "etc/default/kubelet").write_text("KUBELET_EXTRA_ARGS=--v=2\n")
+    (node / "etc/systemd/system/kubelet.service.d/10-kubeadm.conf").write_text(
+        "[Service]\nEnvironmentFile=-/etc/default/kubelet\n"
     )
-    tool = BUNDLE_DIR / "credprovider"
-    done = subprocess.run(
-        private(["sh", "-c", f'credprovider() {{ {tool} "$@"; }}; {script}', "sh", UPSTREAM_ECR]),
-        capture_output=True, text=True, timeout=120, check=False,
+    (node / "var-lib/kubelet/kubeadm-flags.env").write_text('KUBELET_KUBEADM_ARGS="--v=2"\n')
+    if config is not None:
+        (node / "var-lib/x/c.yaml").write_text(config)
+        (node / "var-lib/x/bin/ecr-credential-provider").write_text("#!/bin/sh\n")
+    (node / "www/healthz").write_text("ok\n")
+    restart = node / "systemctl"
+    restart.write_text(f'#!/bin/sh\necho "$1" >> {node}/restarts\n')
+    restart.chmod(0o755)
+    helpers = (
+        f'(cd "$N/www" && exec {sys.executable} -m http.server 18248 --bind 127.0.0.1 '
+        ">/dev/null 2>&1) & sleep 0.5\n"
+        'agent_apply() { credprovider agent apply --root / --bundle "$B" --healthz '
+        "http://127.0.0.1:18248/healthz --health-timeout 10 --restart-command "
+        f'"{restart} {{unit}}" "$@"; }}\n'
+        'agent_files() { credprovider agent apply --root / --bundle "$B" --files-only '
+        '--config /var/lib/x/c.yaml --bin-dir /var/lib/x/bin "$@"; }\n'
+    )
+    return subprocess.run(
+        private(["sh", "-c", AGENT_NODE + helpers + script]),
+        capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "N": str(node), "B": str(BUNDLE_DIR.resolve()),
+             "TOOL": str(BUNDLE_DIR / "credprovider")},
     )  # fmt: skip
-    assert done.stdout.split() == ["rc=1", "same"], done.stdout + done.stderr
-    [line] = done.stderr.splitlines()
-    assert line.startswith("credprovider undo: nothing to undo: no change by install or ")
-    assert line.endswith(
-        "; the chart's agent changed this node (its state /var/lib/credprovider/agent/state.json): "
-        "credprovider agent uninstall puts back what it changed, byte for byte; take the node out "
-        "of the agent's nodeSelector first, or its next start changes it again"
+
+
+@pytest.mark.parametrize("mode", ["flags", "files"])
+def test_after_an_agent_apply_undo_puts_the_node_back_byte_for_byte(
+    tmp_path: Path, mode: str
+) -> None:
+    """The chart's agent changed the node (mode flags: its config, plugins and the kubelet's
+    flags; mode files: its provider merged into the config provisioning set up): no change by
+    hand is recorded, and undo is the agent's uninstall by hand, nothing restarted. As another
+    user it gives no verdict; --dry-run says the plan and changes nothing; the undo puts /etc and /var/lib back byte for byte; a
+    second finds nothing to undo. It said "nothing to undo" and named agent uninstall."""
+    from tests.unit.tool.test_agent_plan import UPSTREAM_ECR
+
+    apply, config = (
+        ("agent_apply --providers aws", "")
+        if mode == "flags"
+        else ("agent_files --providers gcp", " --config /var/lib/x/c.yaml")
     )
+    done = agent_node(tmp_path, None if mode == "flags" else UPSTREAM_ECR, f"""
+        listing > "$N/before"
+        {apply} > /dev/null || echo apply-failed
+        listing > "$N/applied"
+        setpriv --reuid=65534 --regid=65534 --clear-groups "$TOOL" undo{config}; echo "nobody=$?"
+        credprovider undo{config} --dry-run; echo "dry=$?"
+        listing | cmp -s "$N/applied" - && echo unchanged
+        credprovider undo{config}; echo "undo=$?"
+        listing | diff "$N/before" - && echo same
+        credprovider undo{config}; echo "again=$?"
+    """)  # fmt: skip
+    out = done.stdout
+    # as another user: no verdict (exit 2), nothing changed; the agent's copies are root's alone
+    assert "apply-failed" not in out and "nobody=2\n" in out, out + done.stderr
+    assert "as uid 65534 (permission denied): run this command as root" in done.stderr
+    assert "dry=0\nunchanged\n" in out, out + done.stderr
+    # after it, nothing: no record, no agent's state (and in mode flags no config to name)
+    assert f"undo=0\nsame\nagain={2 if mode == 'flags' else 1}\n" in out, out + done.stderr
+    plan, undone = (
+        out.split("nobody=2\n")[1].split("dry=0")[0],
+        out.split("unchanged\n")[1].split("undo=0")[0],
+    )
+    whose = "the chart's agent's change (its state /var/lib/credprovider/agent/state.json):"
+    assert plan.startswith(f"would undo {whose}\n"), plan
+    assert undone.startswith(f"undid {whose}\n"), undone
+    home = "the agent's home /var/lib/credprovider/agent (its state, bundles and kept copies)"
+    if mode == "flags":
+        assert "  put back /etc/default/kubelet from /var/lib/credprovider/agent/originals/" in plan
+        assert "  remove /etc/kubernetes/image-credential-provider-config.yaml\n" in plan
+        assert "  removed /etc/kubernetes/image-credential-provider-config.yaml\n" in undone
+    else:
+        assert "  remove the link /var/lib/x/bin/auth-provider-gcp\n" in plan
+        assert "  put back /var/lib/x/c.yaml from /var/lib/credprovider/agent/originals/" in undone
+    assert f"  remove {home}\n" in plan and f"  removed {home}\n" in undone
+    assert "take the node out of the agent's nodeSelector" in undone
+    restarts = tmp_path / "node/restarts"  # the apply's, in mode flags; never the undo's
+    assert (restarts.read_text().split() if restarts.exists() else []) == (
+        ["kubelet"] if mode == "flags" else []
+    )
+    [line] = done.stderr.splitlines()[-1:]
+    assert line.startswith(
+        "credprovider undo: give --config (no running kubelet"
+        if mode == "flags"
+        else "credprovider undo: nothing to undo (an undone change is not kept): no change by install, migrate --write or the "
+        "chart's agent is recorded beside /var/lib/x/c.yaml or on this node"
+    ), line
+
+
+def test_an_agents_change_the_kubelet_would_not_start_without_is_undone_only_with_force(
+    tmp_path: Path,
+) -> None:
+    """Mode files on a node that had no config: the agent wrote the one provisioning's flags name.
+    Undoing it byte for byte removes it, so the kubelet would not start: refused, nothing changed
+    (agent uninstall --files-only leaves a bootstrap there instead); --force undoes it."""
+    flags = (
+        "KUBELET_EXTRA_ARGS=--image-credential-provider-config=/var/lib/x/c.yaml "
+        "--image-credential-provider-bin-dir=/var/lib/x/bin"
+    )
+    done = agent_node(tmp_path, None, f"""
+        echo '{flags}' > /etc/default/kubelet
+        listing > "$N/before"
+        agent_files --providers gcp > /dev/null || echo apply-failed
+        listing > "$N/applied"
+        credprovider undo --config /var/lib/x/c.yaml; echo "undo=$?"
+        listing | cmp -s "$N/applied" - && echo unchanged
+        credprovider undo --config /var/lib/x/c.yaml --force --json; echo "force=$?"
+        listing | diff "$N/before" - && echo same
+    """)  # fmt: skip
+    assert "undo=1\nunchanged\n" in done.stdout and "force=0\nsame" in done.stdout, (
+        done.stdout + done.stderr
+    )
+    assert done.stderr.splitlines() == [
+        "credprovider undo: the kubelet's flags give --image-credential-provider-config="
+        "/var/lib/x/c.yaml, which the undo removes: it would not start: pass --force to undo it "
+        "all the same; nothing was changed"
+    ]
+    report = json.loads(done.stdout.split("unchanged\n")[1].split("force=0")[0])
+    assert (report["change"], report["done"], report["refused"]) == ("agent", True, None)
+    assert "removed /var/lib/x/c.yaml" in report["steps"] and report["kept"] == []
