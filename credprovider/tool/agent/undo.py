@@ -22,6 +22,7 @@ from credprovider.tool.agent.state import (
     HOME_CHAIN,
     STATE,
     AgentState,
+    home_top,
     recover_home,
     restoring,
     state_there,
@@ -31,7 +32,7 @@ from credprovider.tool.agent.uninstall import holds_ours, uninstall
 from credprovider.tool.change.durable import temporary_for
 from credprovider.tool.change.engine import ChangeKind, Kind, Op
 from credprovider.tool.change.kept import Prior, Was
-from credprovider.tool.change.undo import PutBack, UndoPlan, start_problems
+from credprovider.tool.change.undo import PutBack, UndoPlan, config_named, start_problems
 from credprovider.tool.errors import NodeChangeError
 from credprovider.tool.node.root import NodeRoot
 
@@ -82,16 +83,27 @@ def plan_agent_undo(
         op = restoring(root, path, was)
         if isinstance(op, str):
             found.plan.blocked.append(f"{path} cannot be put back: {op}")
-        elif not op.done() and not path.startswith(f"{AGENT_HOME}/"):  # removed with the home
+        elif not op.done():
             if _changed_since(root, state, path):
                 found.kept.append(path)
             else:
                 found.plan.steps.append(PutBack(op, _said(path, was, op)))
+    top = home_top(state)  # a home provisioning made (mode files' bootstrap) keeps its files
     found.plan.steps.append(
-        PutBack(Op(Kind.ABSENT, root.host(AGENT_HOME, follow=False)),
-                f"removed the agent's home {AGENT_HOME} (its state, bundles and kept copies)")
+        PutBack(Op(Kind.ABSENT, root.host(top, follow=False)),
+                f"removed {top}, made for the agent's home (its state, bundles and kept copies)")
+        if top
+        else PutBack(Op(Kind.ABSENT, root.host(STATE, follow=False)),
+                     f"removed the agent's state, bundles and kept copies from {AGENT_HOME}")
     )  # fmt: skip
-    found.plan.would_not_start = start_problems(found.plan.steps, flags, version)
+    steps = found.plan.steps
+    found.plan.would_not_start = start_problems(steps, flags, version)
+    named = config_named(steps, flags)
+    if any(step.op.kind is Kind.ABSENT and step.op.path == named for step in steps):
+        found.plan.instead = (
+            f"run credprovider agent uninstall --files-only, which leaves a bootstrap config at "
+            f"{named} for the kubelet to start with"
+        )
     return found
 
 

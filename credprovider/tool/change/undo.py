@@ -56,6 +56,7 @@ class UndoPlan:
     # directories the change made that hold, once the undo is done, only its journal and record:
     # removed (when empty) after the commit removes those
     emptied: list[Path] = field(default_factory=list)
+    instead: str = ""  # what else puts the node back where the kubelet would not start
 
     @property
     def said(self) -> list[str]:
@@ -73,7 +74,8 @@ class UndoPlan:
         if self.changed_since:
             return f"{self.changed_since[0]}: pass --force to put back what was there before"
         if self.would_not_start:
-            return f"{self.would_not_start[0]}: pass --force to undo it all the same"
+            instead = f", or {self.instead}" if self.instead else ""
+            return f"{self.would_not_start[0]}: pass --force to undo it all the same{instead}"
         return ""
 
 
@@ -194,10 +196,13 @@ def start_problems(
     flag files' flags now; ``version``: its own), checking the config ``anchor`` (``None``: the
     one its flags name then)."""
     after = _flags_after(steps, flags)
-    if anchor is None:
-        named = _merged(after).provider_config
-        anchor = Path(named) if named else None
-    return _start_problems(steps, after, anchor, version)
+    return _start_problems(steps, after, anchor or config_named(steps, flags), version)
+
+
+def config_named(steps: Sequence[PutBack], flags: Mapping[str, Sequence[str]]) -> Path | None:
+    """The config the kubelet's flags name as ``steps`` leave them (``None``: none)."""
+    named = _merged(_flags_after(steps, flags)).provider_config
+    return Path(named) if named else None
 
 
 def _flags_after(

@@ -469,18 +469,21 @@ def test_flags_in_the_kubelets_unit_keep_its_config(tmp_path: Path, running: boo
 # A node of the agent's, on this machine itself (undo changes only the host's paths): in a mount,
 # pid and network namespace of its own, the node's /etc and /var/lib (on disk: the agent refuses
 # a tmpfs) bound over this one's from directories of the test's, /lib/systemd/system a tmpfs;
-# `listing` says every path, mode and size there and the flags file's text.
+# `listing` says every path there, its mode, kind, size and a link's target, and each file's digest.
 AGENT_NODE = """set -e
 mount -t tmpfs none /run && ip link set lo up
 mount --bind "$N/etc" /etc && mount --bind "$N/var-lib" /var/lib
 mount -t tmpfs none /lib/systemd/system && printf '[Service]\\n' > /lib/systemd/system/kubelet.service
-listing() { find /var/lib /etc -printf '%p %m %y %s\\n' | sort; cat /etc/default/kubelet; }
+listing() { find /var/lib /etc -printf '%p %m %y %s %l\\n' | sort
+            find /var/lib /etc -type f -exec sha256sum {} + | sort; }
 credprovider() { "$TOOL" "$@"; }
 set +e
 """
 
 
-def agent_node(tmp_path: Path, config: str | None, script: str) -> subprocess.CompletedProcess[str]:
+def agent_node(
+    tmp_path: Path, config: str | None, script: str, **env: str
+) -> subprocess.CompletedProcess[str]:
     """``script`` run as root on a kubeadm node of the test's (:data:`AGENT_NODE`) whose config,
     if any, is ``config``'s text at /var/lib/x/c.yaml (its ECR plugin beside it); ``$N`` is the
     node's directory, ``$B`` the built bundle, ``agent_apply`` the agent's apply in mode flags (a
@@ -519,37 +522,65 @@ def agent_node(tmp_path: Path, config: str | None, script: str) -> subprocess.Co
         private(["sh", "-c", AGENT_NODE + helpers + script]),
         capture_output=True, text=True, timeout=300, check=False,
         env={**os.environ, "N": str(node), "B": str(BUNDLE_DIR.resolve()),
-             "TOOL": str(BUNDLE_DIR / "credprovider")},
+             "TOOL": str(BUNDLE_DIR / "credprovider"), **env},
     )  # fmt: skip
 
 
-@pytest.mark.parametrize("mode", ["flags", "files"])
+HOME = "/var/lib/credprovider/agent"
+_GIVEN_FILES = f"--files-only --config {HOME}/config.yaml --bin-dir {HOME}/bin"
+# Each mode of the agent: how the node is set up first, the agent's apply, undo's --config, and
+# what its plan says of the config or flags (then of the agent's own files).
+AGENT_MODES = {
+    # its config, plugins and the kubelet's flags (kubeadm's /etc/default/kubelet)
+    "flags": ("", "agent_apply --providers aws", "",
+              ["put back /etc/default/kubelet from /var/lib/credprovider/agent/originals/",
+               "remove /etc/kubernetes/image-credential-provider-config.yaml\n",
+               "remove /var/lib/credprovider, made for the agent's home (its state, bundles and "
+               "kept copies)\n"]),
+    # its provider merged into the config provisioning set up
+    "files": ("", "agent_files --providers gcp", " --config /var/lib/x/c.yaml",
+              ["remove the link /var/lib/x/bin/auth-provider-gcp\n",
+               "put back /var/lib/x/c.yaml from /var/lib/credprovider/agent/originals/",
+               "remove /var/lib/credprovider, made for the agent's home (its state, bundles and "
+               "kept copies)\n"]),
+    # the chart's default: provisioning laid the bootstrap in the agent's home, which stays
+    "bootstrap": (
+        "echo 'KUBELET_EXTRA_ARGS=--image-credential-provider-config=/var/lib/credprovider/agent/"
+        "config.yaml --image-credential-provider-bin-dir=/var/lib/credprovider/agent/bin' > "
+        '/etc/default/kubelet && sh -c "$PROVISION"',
+        f"credprovider agent apply --root / --bundle \"$B\" {_GIVEN_FILES} --providers aws", "",
+        [f"remove the link {HOME}/bin/ecr-credential-provider\n",
+         f"put back {HOME}/config.yaml from {HOME}/originals/",
+         f"remove the agent's state, bundles and kept copies from {HOME}\n"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", sorted(AGENT_MODES))
 def test_after_an_agent_apply_undo_puts_the_node_back_byte_for_byte(
     tmp_path: Path, mode: str
 ) -> None:
-    """The chart's agent changed the node (mode flags: its config, plugins and the kubelet's
-    flags; mode files: its provider merged into the config provisioning set up): no change by
-    hand is recorded, and undo is the agent's uninstall by hand, nothing restarted. As another
-    user it gives no verdict; --dry-run says the plan and changes nothing; the undo puts /etc and /var/lib back byte for byte; a
+    """The chart's agent changed the node (:data:`AGENT_MODES`): no change by hand is recorded,
+    and undo is the agent's uninstall by hand, nothing restarted. As another user it gives no
+    verdict; --dry-run says the plan and changes nothing; the undo puts /etc and /var/lib back
+    byte for byte (the bootstrap provisioning laid included, which the kubelet's flags name); a
     second finds nothing to undo. It said "nothing to undo" and named agent uninstall."""
+    from credprovider.tool.agent.bootstrap import provisioning_script
     from tests.unit.tool.test_agent_plan import UPSTREAM_ECR
 
-    apply, config = (
-        ("agent_apply --providers aws", "")
-        if mode == "flags"
-        else ("agent_files --providers gcp", " --config /var/lib/x/c.yaml")
-    )
-    done = agent_node(tmp_path, None if mode == "flags" else UPSTREAM_ECR, f"""
+    setup, apply, config, said = AGENT_MODES[mode]
+    done = agent_node(tmp_path, UPSTREAM_ECR if mode == "files" else None, f"""
+        {setup or ":"}
         listing > "$N/before"
         {apply} > /dev/null || echo apply-failed
         listing > "$N/applied"
-        setpriv --reuid=65534 --regid=65534 --clear-groups "$TOOL" undo{config}; echo "nobody=$?"
+        setpriv --reuid=65534 --regid=65534 --clear-groups "$TOOL" undo{config}
+        echo "nobody=$?"
         credprovider undo{config} --dry-run; echo "dry=$?"
         listing | cmp -s "$N/applied" - && echo unchanged
         credprovider undo{config}; echo "undo=$?"
         listing | diff "$N/before" - && echo same
         credprovider undo{config}; echo "again=$?"
-    """)  # fmt: skip
+    """, PROVISION=provisioning_script())  # fmt: skip
     out = done.stdout
     # as another user: no verdict (exit 2), nothing changed; the agent's copies are root's alone
     assert "apply-failed" not in out and "nobody=2\n" in out, out + done.stderr
@@ -557,22 +588,14 @@ def test_after_an_agent_apply_undo_puts_the_node_back_byte_for_byte(
     assert "dry=0\nunchanged\n" in out, out + done.stderr
     # after it, nothing: no record, no agent's state (and in mode flags no config to name)
     assert f"undo=0\nsame\nagain={2 if mode == 'flags' else 1}\n" in out, out + done.stderr
-    plan, undone = (
-        out.split("nobody=2\n")[1].split("dry=0")[0],
-        out.split("unchanged\n")[1].split("undo=0")[0],
-    )
+    plan = out.split("nobody=2\n")[1].split("dry=0")[0]
+    undone = out.split("unchanged\n")[1].split("undo=0")[0]
     whose = "the chart's agent's change (its state /var/lib/credprovider/agent/state.json):"
     assert plan.startswith(f"would undo {whose}\n"), plan
     assert undone.startswith(f"undid {whose}\n"), undone
-    home = "the agent's home /var/lib/credprovider/agent (its state, bundles and kept copies)"
-    if mode == "flags":
-        assert "  put back /etc/default/kubelet from /var/lib/credprovider/agent/originals/" in plan
-        assert "  remove /etc/kubernetes/image-credential-provider-config.yaml\n" in plan
-        assert "  removed /etc/kubernetes/image-credential-provider-config.yaml\n" in undone
-    else:
-        assert "  remove the link /var/lib/x/bin/auth-provider-gcp\n" in plan
-        assert "  put back /var/lib/x/c.yaml from /var/lib/credprovider/agent/originals/" in undone
-    assert f"  remove {home}\n" in plan and f"  removed {home}\n" in undone
+    for line in said:
+        assert f"  {line}" in plan, plan
+        assert f"  {planned_as_done(line)}" in undone, undone
     assert "take the node out of the agent's nodeSelector" in undone
     restarts = tmp_path / "node/restarts"  # the apply's, in mode flags; never the undo's
     assert (restarts.read_text().split() if restarts.exists() else []) == (
@@ -582,9 +605,15 @@ def test_after_an_agent_apply_undo_puts_the_node_back_byte_for_byte(
     assert line.startswith(
         "credprovider undo: give --config (no running kubelet"
         if mode == "flags"
-        else "credprovider undo: nothing to undo (an undone change is not kept): no change by install, migrate --write or the "
-        "chart's agent is recorded beside /var/lib/x/c.yaml or on this node"
+        else "credprovider undo: nothing to undo (an undone change is not kept): no change by "
+        "install, migrate --write or the chart's agent is recorded beside "
     ), line
+
+
+def planned_as_done(line: str) -> str:
+    """A plan's line as the undo says it once done (``remove X``: ``removed X``)."""
+    verb, _, rest = line.partition(" ")
+    return f"{dict(remove='removed').get(verb, verb)} {rest}"
 
 
 def test_an_agents_change_the_kubelet_would_not_start_without_is_undone_only_with_force(
@@ -613,7 +642,8 @@ def test_an_agents_change_the_kubelet_would_not_start_without_is_undone_only_wit
     assert done.stderr.splitlines() == [
         "credprovider undo: the kubelet's flags give --image-credential-provider-config="
         "/var/lib/x/c.yaml, which the undo removes: it would not start: pass --force to undo it "
-        "all the same; nothing was changed"
+        "all the same, or run credprovider agent uninstall --files-only, which leaves a bootstrap "
+        "config at /var/lib/x/c.yaml for the kubelet to start with; nothing was changed"
     ]
     report = json.loads(done.stdout.split("unchanged\n")[1].split("force=0")[0])
     assert (report["change"], report["done"], report["refused"]) == ("agent", True, None)
