@@ -28,7 +28,7 @@ from credprovider.tool.agent.state import (
     state_there,
 )
 from credprovider.tool.agent.statecheck import load
-from credprovider.tool.agent.uninstall import holds_ours, uninstall
+from credprovider.tool.agent.uninstall import agents_flags_out, holds_ours, uninstall
 from credprovider.tool.change.durable import temporary_for
 from credprovider.tool.change.engine import ChangeKind, Kind, Op
 from credprovider.tool.change.kept import Prior, Was
@@ -84,10 +84,15 @@ def plan_agent_undo(
         if isinstance(op, str):
             found.plan.blocked.append(f"{path} cannot be put back: {op}")
         elif not op.done():
-            if _changed_since(root, state, path):
-                found.kept.append(path)
-            else:
+            if not _changed_since(root, state, path):
                 found.plan.steps.append(PutBack(op, _said(path, was, op)))
+                continue
+            possible, edit = agents_flags_out(root, state, path, op)
+            if not possible:
+                found.kept.append(path)
+            elif edit is not None:
+                said = f"edited {path}: the agent's flags out, the edit made since it wrote it kept"
+                found.plan.steps.append(PutBack(edit, said))
     top = home_top(state)  # a home provisioning made (mode files' bootstrap) keeps its files
     found.plan.steps.append(
         PutBack(Op(Kind.ABSENT, root.host(top, follow=False)),

@@ -143,9 +143,12 @@ def _put_back(root: NodeRoot, state: AgentState, path: str, outcome: Outcome) ->
     if restoring.done():
         return  # already as it was (restored before a kill, or never replaced)
     if ours and not holds_ours(root, path, ours):
-        if not _agents_flags_removed(root, state, path, restoring):
+        possible, edit = agents_flags_out(root, state, path, restoring)
+        if not possible:
             outcome.kept.append(path)  # someone else's since: reported, not overwritten
             return
+        if edit is not None:
+            perform(edit)
         outcome.detail = (
             f"{path} was edited since the agent wrote it: only the agent's flags were taken out "
             "of it, the edit kept"
@@ -245,23 +248,25 @@ def _undo_uninstall(
     return rolled_back(outcome, detail)
 
 
-def _agents_flags_removed(root: NodeRoot, state: AgentState, path: str, original: Op) -> bool:
-    """A flags file edited since the agent wrote it (an operator's ``--max-pods``): the agent's two
-    flags taken out of it, everything else kept, when the node's own file had neither of them (so
-    taking them out is all that undoing the agent's edit takes); whether that was done."""
+def agents_flags_out(
+    root: NodeRoot, state: AgentState, path: str, original: Op
+) -> tuple[bool, Op | None]:
+    """A flags file edited since the agent wrote it (an operator's ``--max-pods``): whether
+    taking the agent's two flags out of it, everything else kept, undoes the agent's edit (the
+    node's own file had neither of them), and the op that does it (``None``: they are out
+    already)."""
     found = _as_written(root, path)
     if path not in state.flag_files or original.kind is Kind.LINK or found is None:
-        return False
+        return False, None
     before = shlex.split(flags_from_file(original.data.decode("utf-8", "replace")))
     ours = (CONFIG_FLAG, BIN_DIR_FLAG)
     if any(flag_value(before, flag) for flag in ours):
-        return False  # the node had its own values: only the operator knows which to keep
+        return False, None  # the node had its own values: only the operator knows which to keep
     text = found.decode("utf-8", "replace")
     if not any(flag_value(shlex.split(flags_from_file(text)), flag) for flag in ours):
-        return True  # the operator took them out already
+        return True, None  # the operator took them out already
     edited = rewrite(text, FlagChanges(frozenset(ours), frozenset()).edit)
-    perform(Op(Kind.FILE, root.host(path, follow=False), edited.encode()))
-    return True
+    return True, Op(Kind.FILE, root.host(path, follow=False), edited.encode())
 
 
 def holds_ours(root: NodeRoot, path: str, ours: set[str]) -> bool:

@@ -648,3 +648,33 @@ def test_an_agents_change_the_kubelet_would_not_start_without_is_undone_only_wit
     report = json.loads(done.stdout.split("unchanged\n")[1].split("force=0")[0])
     assert (report["change"], report["done"], report["refused"]) == ("agent", True, None)
     assert "removed /var/lib/x/c.yaml" in report["steps"] and report["kept"] == []
+
+
+def test_what_was_edited_since_the_agent_wrote_it_survives_its_undo(tmp_path: Path) -> None:
+    """Mode flags, then an operator's edits: a --max-pods added to the flags file the agent
+    wrote, and a line added to its config. The undo takes only the agent's two flags out of the
+    flags file (the edit kept) and keeps the config as edited, saying both in its plan and once
+    done; the rest goes as before (its home, its plugins)."""
+    done = agent_node(tmp_path, None, """
+        agent_apply --providers aws > /dev/null || echo apply-failed
+        sed -i 's/--v=2/--v=2 --max-pods=50/' /etc/default/kubelet
+        echo '# mine' >> /etc/kubernetes/image-credential-provider-config.yaml
+        credprovider undo --dry-run; echo "dry=$?"
+        credprovider undo --json; echo "undo=$?"
+        cat /etc/default/kubelet; tail -n 1 /etc/kubernetes/image-credential-provider-config.yaml
+        ls /var/lib/credprovider 2>&1 | head -n 1
+    """)  # fmt: skip
+    out = done.stdout
+    assert "apply-failed" not in out and "dry=0\n" in out, out + done.stderr
+    plan = out.split("dry=0\n")[0]
+    edit = "/etc/default/kubelet: the agent's flags out, the edit made since it wrote it kept"
+    kept = (
+        "/etc/kubernetes/image-credential-provider-config.yaml was changed since the agent wrote "
+        "it: kept as it is"
+    )
+    assert f"  edit {edit}\n" in plan and f"  {kept}\n" in plan, plan
+    report = json.loads(out.split("dry=0\n")[1].split("undo=0")[0])
+    assert f"edited {edit}" in report["steps"] and report["kept"] == [kept], report
+    after = out.split("undo=0\n")[1].splitlines()
+    assert after[0] == 'KUBELET_EXTRA_ARGS="--v=2 --max-pods=50"', after
+    assert after[1] == "# mine" and "No such file or directory" in after[2], after
