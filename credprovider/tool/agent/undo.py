@@ -4,9 +4,10 @@ change by hand is recorded beside the config): the agent's own uninstall
 planned and checked first the way an undo of install's is (:mod:`credprovider.tool.change.undo`):
 what it puts back, and whether the kubelet would start on the node it leaves (an in-tree
 ``--cloud-provider`` its version refuses, flags naming a config the undo removes: refused without
-``--force``). A file someone changed since the agent wrote it is kept, as uninstall keeps it. A
-kill at any instant is finished by the next undo (or ``agent uninstall``): the agent's journal and
-its state, recorded before each step.
+``--force``). A file someone changed since the agent wrote it is kept, as uninstall keeps it (a
+flags file loses only the agent's two flags: ``uninstall.agents_flags_out``). A kill at any
+instant is finished by the next undo (or ``agent uninstall``): the agent's journal and its state,
+recorded before each step.
 """
 
 from __future__ import annotations
@@ -121,14 +122,15 @@ def _changed_since(root: NodeRoot, state: AgentState, path: str) -> bool:
 
 def _said(path: str, was: Was, op: Op) -> str:
     if was.prior is Prior.ABSENT:
-        return f"removed {'the link ' if op.kind is Kind.ABSENT and _linked(op) else ''}{path}"
+        return f"removed {'the link ' if op.path.is_symlink() else ''}{path}"
     if was.prior is Prior.LINK:
         return f"{path} -> {was.target} again"
     return f"put back {path} from {was.copy}"
 
 
-def _linked(op: Op) -> bool:
-    return op.path.is_symlink()
+def kept_line(path: str) -> str:
+    """What the undo says of a path it keeps."""
+    return f"{path} was changed since the agent wrote it: kept as it is"
 
 
 def apply_agent_undo(root: NodeRoot) -> Outcome:

@@ -139,13 +139,14 @@ def _undo_agents(
         STILL_SCHEDULED,
         WHOSE,
         apply_agent_undo,
+        kept_line,
         plan_agent_undo,
     )
 
     found = plan_agent_undo(HOST, flags, version)
     plan = found.plan
     refused = plan.refusal(args.force)
-    kept = [f"{path} was changed since the agent wrote it: kept as it is" for path in found.kept]
+    kept = [kept_line(path) for path in found.kept]
     if args.json and (refused or args.dry_run):
         _print_plan(plan, refused, args.dry_run, kept)
     if refused:
@@ -158,7 +159,7 @@ def _undo_agents(
                 print(f"  {planned(said)}")
         return EXIT_OK
     outcome = apply_agent_undo(HOST)
-    kept = [f"{path} was changed since the agent wrote it: kept as it is" for path in outcome.kept]
+    kept = [kept_line(path) for path in outcome.kept]
     if args.json:
         _print_plan(plan, None, False, kept + outcome.notes)
         return EXIT_OK
