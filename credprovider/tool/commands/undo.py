@@ -110,24 +110,12 @@ def _undo(args: argparse.Namespace) -> int:
     # the agent's next start would make its change again: never, not even with --force
     refused = agent_manages(HOST, [str(step.op.path) for step in plan.steps])
     refused = refused or plan.refusal(args.force)
-    if args.json:
-        _print_plan(plan, refused, args.dry_run, [])
-    if refused:
-        print(f"credprovider undo: {refused}; nothing was changed", file=sys.stderr)
-        return EXIT_FAILED
-    if args.dry_run:
-        if not args.json:
-            print(f"would undo the {plan.change} recorded beside {anchor}:")
-            for said in plan.said:
-                print(f"  {planned(said)}")
-        return EXIT_OK
+    whose = f"the {plan.change} recorded beside {anchor}"
+    stopped = _refused_or_planned(args, plan, refused, whose, [])
+    if stopped is not None:
+        return stopped
     apply_undo(anchor, plan)
-    if not args.json:
-        print(f"undid the {plan.change} recorded beside {anchor}:")
-        for said in plan.said:
-            print(f"  {said}")
-        print("restart the kubelet (systemctl restart kubelet) for it to read its files again")
-    return EXIT_OK
+    return _undone(args, plan, whose, [], "")
 
 
 def _undo_agents(
@@ -146,30 +134,44 @@ def _undo_agents(
     found = plan_agent_undo(HOST, flags, version)
     plan = found.plan
     refused = plan.refusal(args.force)
-    kept = [kept_line(path) for path in found.kept]
+    stopped = _refused_or_planned(args, plan, refused, WHOSE, list(map(kept_line, found.kept)))
+    if stopped is not None:
+        return stopped
+    outcome = apply_agent_undo(HOST)
+    return _undone(args, plan, WHOSE, [*map(kept_line, outcome.kept), *outcome.notes],
+                   f"; {STILL_SCHEDULED}")  # fmt: skip
+
+
+def _refused_or_planned(
+    args: argparse.Namespace, plan: UndoPlan, refused: str, whose: str, kept: list[str]
+) -> int | None:
+    """A refused undo or a dry run said (``whose``: the change), and its exit status; ``None``:
+    the undo goes ahead."""
     if args.json and (refused or args.dry_run):
         _print_plan(plan, refused, args.dry_run, kept)
     if refused:
         print(f"credprovider undo: {refused}; nothing was changed", file=sys.stderr)
         return EXIT_FAILED
-    if args.dry_run:
-        if not args.json:
-            print(f"would undo {WHOSE}:")
-            for said in plan.said + kept:
-                print(f"  {planned(said)}")
-        return EXIT_OK
-    outcome = apply_agent_undo(HOST)
-    kept = [kept_line(path) for path in outcome.kept]
+    if not args.dry_run:
+        return None
+    if not args.json:
+        print(f"would undo {whose}:")
+        for said in plan.said + kept:
+            print(f"  {planned(said)}")
+    return EXIT_OK
+
+
+def _undone(
+    args: argparse.Namespace, plan: UndoPlan, whose: str, kept: list[str], then: str
+) -> int:
+    """A done undo said, ``then`` after the reminder to restart the kubelet."""
     if args.json:
-        _print_plan(plan, None, False, kept + outcome.notes)
+        _print_plan(plan, None, False, kept)
         return EXIT_OK
-    print(f"undid {WHOSE}:")
-    for said in plan.said + kept + outcome.notes:
+    print(f"undid {whose}:")
+    for said in plan.said + kept:
         print(f"  {said}")
-    print(
-        "restart the kubelet (systemctl restart kubelet) for it to read its files again; "
-        + STILL_SCHEDULED
-    )
+    print(f"restart the kubelet (systemctl restart kubelet) for it to read its files again{then}")
     return EXIT_OK
 
 
