@@ -678,3 +678,31 @@ def test_what_was_edited_since_the_agent_wrote_it_survives_its_undo(tmp_path: Pa
     after = out.split("undo=0\n")[1].splitlines()
     assert after[0] == 'KUBELET_EXTRA_ARGS="--v=2 --max-pods=50"', after
     assert after[1] == "# mine" and "No such file or directory" in after[2], after
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        {"originals": {"/etc": {"absent": True}}, "written": {}},
+        {"originals": {"/var/lib/x/c.yaml": {"file": "/etc/shadow", "mode": 0o644}}},
+        {"originals": {"/var/lib/x/c.yaml": {"link": "/etc/shadow"}}, "written": {}, "x": 1},
+    ],
+    ids=["etc-removed", "shadow-copied", "unknown-field"],
+)
+def test_a_forged_agent_state_acts_on_nothing(tmp_path: Path, state: dict[str, Any]) -> None:
+    """The agent's state is read as hostile input by undo as by the agent (statecheck.load): a
+    forged one (naming /etc to remove, /etc/shadow as a kept copy) is refused in one line,
+    nothing changed."""
+    done = agent_node(tmp_path, "kept: as it is\n", """
+        mkdir -p /var/lib/credprovider/agent && printf %s "$STATE" > "/var/lib/credprovider/agent/state.json"
+        listing > "$N/before"
+        credprovider undo --config /var/lib/x/c.yaml; echo "rc=$?"
+        listing | diff "$N/before" - && echo same
+    """, STATE=json.dumps(state))  # fmt: skip
+    assert done.stdout.split() == ["rc=1", "same"], done.stdout + done.stderr
+    [line] = done.stderr.splitlines()
+    assert line.startswith(
+        "credprovider undo: /var/lib/credprovider/agent/state.json is not the agent's state ("
+    ) and line.endswith(
+        "nothing is changed; restore it, or remove it to make the agent start afresh"
+    )
