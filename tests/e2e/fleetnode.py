@@ -111,7 +111,11 @@ class Kubelet:
                 {"start": started, "end": time.time(), "argv": self.argv()[3:],
                  "exited": self.process.poll() if self.process else None}
             )  # fmt: skip
-            (self.run / "restarts.json").write_text(json.dumps(self.restarts))
+            # whole at one rename: the test polls it (a truncated file read as it is written
+            # failed a run with "Expecting value")
+            written = self.run / ".restarts.json.new"
+            written.write_text(json.dumps(self.restarts))
+            written.replace(self.run / "restarts.json")
         return "done"
 
 
